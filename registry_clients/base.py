@@ -1,0 +1,26 @@
+"""What every registry adapter provides."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from .models import Detail, SearchPage
+
+__all__ = ["RegistrySource"]
+
+
+@runtime_checkable
+class RegistrySource(Protocol):
+    """A place to find servers. ``name`` is the ``source`` value (official, smithery, local)."""
+
+    name: str
+
+    async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
+        """One page (1-based) of summaries matching ``query`` (all servers when None)."""
+        ...
+
+    async def get(self, qualified_name: str) -> Detail:
+        """The latest version's detail; raises RegistryNotFound when there is none."""
+        ...
+
+    async def aclose(self) -> None: ...

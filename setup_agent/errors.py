@@ -1,0 +1,300 @@
+"""One error hierarchy for the core, with stable codes.
+
+Every failure the core reports is a :class:`SetupError`. Its ``code`` is stable (agents,
+UIs and tests match on it) and its message is a sentence a person or an agent can act on.
+Messages never hold a secret value; faces still pass them through the redactor.
+
+::
+
+    SetupError                          internal
+    ├── InvalidInput                    invalid_input
+    ├── NotFound                        not_found
+    ├── AlreadyInstalled                already_installed
+    ├── SecretError
+    │   ├── SecretMissing               secret_missing
+    │   ├── SecretExpired               secret_expired
+    │   ├── SecretPending               secret_pending
+    │   ├── SecretWrongKey              secret_wrong_key
+    │   └── SecretNotAllowed            secret_not_allowed
+    ├── PromptError
+    │   ├── PromptNotFound              prompt_not_found
+    │   ├── PromptAlreadyAnswered       prompt_answered
+    │   └── PromptCancelled             prompt_cancelled
+    ├── PackageError
+    │   ├── NoRunnablePackage           no_runnable_package
+    │   ├── PackageNotFound             package_not_found
+    │   └── BundleInvalid               bundle_invalid
+    ├── ProbeError
+    │   ├── CommandNotFound             command_not_found
+    │   ├── RuntimeMissing              runtime_missing
+    │   ├── ServerExited                exited
+    │   ├── ProbeTimeout                timeout
+    │   ├── ProtocolError               protocol_error
+    │   └── ServerRejected              rejected
+    ├── RegistryUnavailable             registry_unavailable
+    │   └── RegistryAuthError           registry_auth
+    └── StoreError                      store_error
+
+Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
+and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
+a malformed call (unknown tool, arguments of the wrong shape) is a *protocol error*.
+:func:`jsonrpc_error` is the one place that maps either onto a JSON-RPC error object.
+
+Library exceptions are translated at the boundary through :data:`TRANSLATIONS`
+(as httpx maps httpcore's), by :func:`translate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AlreadyInstalled",
+    "BundleInvalid",
+    "CommandNotFound",
+    "InvalidInput",
+    "NoRunnablePackage",
+    "NotFound",
+    "PackageError",
+    "PackageNotFound",
+    "ProbeError",
+    "ProbeTimeout",
+    "PromptAlreadyAnswered",
+    "PromptCancelled",
+    "PromptError",
+    "PromptNotFound",
+    "ProtocolError",
+    "RegistryAuthError",
+    "RegistryUnavailable",
+    "RuntimeMissing",
+    "SecretError",
+    "SecretExpired",
+    "SecretMissing",
+    "SecretNotAllowed",
+    "SecretPending",
+    "SecretWrongKey",
+    "ServerExited",
+    "ServerRejected",
+    "SetupError",
+    "StoreError",
+    "JSONRPC_INVALID_PARAMS",
+    "JSONRPC_METHOD_NOT_FOUND",
+    "JSONRPC_INTERNAL_ERROR",
+    "JSONRPC_SETUP_ERROR",
+    "TRANSLATIONS",
+    "jsonrpc_error",
+    "translate",
+]
+
+
+class SetupError(Exception):
+    """Base of every error the core reports. ``code`` is stable; ``message`` is for people."""
+
+    code = "internal"
+
+    def __init__(self, message: str, *, key: str | None = None, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+        self.details = dict(details or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.key is not None:
+            out["key"] = self.key
+        if self.details:
+            out["details"] = self.details
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class InvalidInput(SetupError):
+    code = "invalid_input"
+
+
+class NotFound(SetupError):
+    code = "not_found"
+
+
+class AlreadyInstalled(SetupError):
+    code = "already_installed"
+
+
+class SecretError(SetupError):
+    code = "secret_error"
+
+
+class SecretMissing(SecretError):
+    code = "secret_missing"
+
+
+class SecretExpired(SecretError):
+    code = "secret_expired"
+
+
+class SecretPending(SecretError):
+    code = "secret_pending"
+
+
+class SecretWrongKey(SecretError):
+    code = "secret_wrong_key"
+
+
+class SecretNotAllowed(SecretError):
+    code = "secret_not_allowed"
+
+
+class PromptError(SetupError):
+    code = "prompt_error"
+
+
+class PromptNotFound(PromptError):
+    code = "prompt_not_found"
+
+
+class PromptAlreadyAnswered(PromptError):
+    code = "prompt_answered"
+
+
+class PromptCancelled(PromptError):
+    code = "prompt_cancelled"
+
+
+class PackageError(SetupError):
+    code = "package_error"
+
+
+class NoRunnablePackage(PackageError):
+    code = "no_runnable_package"
+
+
+class PackageNotFound(PackageError):
+    code = "package_not_found"
+
+
+class BundleInvalid(PackageError):
+    code = "bundle_invalid"
+
+
+class ProbeError(SetupError):
+    code = "probe_error"
+
+
+class CommandNotFound(ProbeError):
+    code = "command_not_found"
+
+
+class RuntimeMissing(ProbeError):
+    code = "runtime_missing"
+
+
+class ServerExited(ProbeError):
+    code = "exited"
+
+
+class ProbeTimeout(ProbeError):
+    code = "timeout"
+
+
+class ProtocolError(ProbeError):
+    code = "protocol_error"
+
+
+class ServerRejected(ProbeError):
+    code = "rejected"
+
+
+class RegistryUnavailable(SetupError):
+    code = "registry_unavailable"
+
+
+class RegistryAuthError(RegistryUnavailable):
+    code = "registry_auth"
+
+
+class StoreError(SetupError):
+    code = "store_error"
+
+
+# --- JSON-RPC mapping: the one place ------------------------------------------------
+
+JSONRPC_INVALID_PARAMS = -32602
+JSONRPC_METHOD_NOT_FOUND = -32601
+JSONRPC_INTERNAL_ERROR = -32603
+#: Application error: a SetupError sent as a JSON-RPC error (the ``/rpc`` face). ``data.code``
+#: carries the stable code.
+JSONRPC_SETUP_ERROR = -32000
+
+
+def jsonrpc_error(exc: BaseException) -> dict[str, Any]:
+    """Map an exception onto a JSON-RPC error object (``{code, message, data?}``).
+
+    A :class:`SetupError` keeps its stable code in ``data.code``; anything else is an
+    internal error whose message says nothing about its insides.
+    """
+    if isinstance(exc, InvalidInput):
+        return {"code": JSONRPC_INVALID_PARAMS, "message": exc.message, "data": exc.to_dict()}
+    if isinstance(exc, SetupError):
+        return {"code": JSONRPC_SETUP_ERROR, "message": exc.message, "data": exc.to_dict()}
+    return {
+        "code": JSONRPC_INTERNAL_ERROR,
+        "message": "Internal error in mcp-setup; the log has details.",
+        "data": {"code": "internal"},
+    }
+
+
+# --- Translation of library exceptions at the boundary -------------------------------
+
+
+def _registry_error(exc: BaseException) -> SetupError:
+    from registry_clients.errors import RegistryAuthFailed, RegistryNotFound
+
+    source = getattr(exc, "source", "registry")
+    if isinstance(exc, RegistryNotFound):
+        return NotFound(str(exc), details={"source": source})
+    if isinstance(exc, RegistryAuthFailed):
+        return RegistryAuthError(str(exc), details={"source": source})
+    return RegistryUnavailable(str(exc), details={"source": source})
+
+
+def _file_not_found(exc: BaseException) -> SetupError:
+    name = getattr(exc, "filename", None) or "the command"
+    return CommandNotFound(f"Could not start {name}: no such program on this machine.")
+
+
+def _permission(exc: BaseException) -> SetupError:
+    name = getattr(exc, "filename", None) or "the command"
+    return CommandNotFound(f"Could not start {name}: permission denied.")
+
+
+def _timeout(exc: BaseException) -> SetupError:
+    return ProbeTimeout("The operation did not finish in time.")
+
+
+def _translations() -> list[tuple[type[BaseException], Any]]:
+    from registry_clients.errors import RegistryError
+
+    return [
+        (RegistryError, _registry_error),
+        (FileNotFoundError, _file_not_found),
+        (PermissionError, _permission),
+        (TimeoutError, _timeout),
+    ]
+
+
+#: Built lazily so importing the hierarchy costs nothing; ``translate`` walks it in order.
+TRANSLATIONS: list[tuple[type[BaseException], Any]] = []
+
+
+def translate(exc: BaseException) -> SetupError:
+    """Return the :class:`SetupError` for ``exc`` (itself if it already is one)."""
+    if isinstance(exc, SetupError):
+        return exc
+    if not TRANSLATIONS:
+        TRANSLATIONS.extend(_translations())
+    for exc_type, make in TRANSLATIONS:
+        if isinstance(exc, exc_type):
+            return make(exc)
+    return SetupError("Internal error in mcp-setup; the log has details.")
