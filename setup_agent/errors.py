@@ -30,7 +30,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ServerExited                exited
     │   ├── ProbeTimeout                timeout
     │   ├── ProtocolError               protocol_error
-    │   └── ServerRejected              rejected
+    │   ├── ServerRejected              rejected
+    │   └── Unreachable                 unreachable
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
     └── StoreError                      store_error
@@ -77,6 +78,7 @@ __all__ = [
     "ServerRejected",
     "SetupError",
     "StoreError",
+    "Unreachable",
     "JSONRPC_INVALID_PARAMS",
     "JSONRPC_METHOD_NOT_FOUND",
     "JSONRPC_INTERNAL_ERROR",
@@ -204,6 +206,10 @@ class ProtocolError(ProbeError):
 
 class ServerRejected(ProbeError):
     code = "rejected"
+
+
+class Unreachable(ProbeError):
+    code = "unreachable"
 
 
 class RegistryUnavailable(SetupError):

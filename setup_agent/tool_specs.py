@@ -1,0 +1,116 @@
+"""Names, descriptions and input schemas of the ``mcp_setup_*`` tools, shared by every face."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TOOL_SPECS", "tool_spec"]
+
+_STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+
+TOOL_SPECS: list[dict[str, Any]] = [
+    {
+        "name": "mcp_setup_search",
+        "description": (
+            "Search MCP server registries (official MCP registry, Smithery, local catalog). "
+            "Returns summaries with qualified_name; registries that failed are listed in errors."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words to look for, e.g. 'notion' or 'github'."},
+                "page": {"type": "integer", "minimum": 1, "default": 1},
+                "page_size": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                "source": {"type": "string", "description": "Only this registry: official, smithery or local."},
+            },
+        },
+    },
+    {
+        "name": "mcp_setup_get",
+        "description": (
+            "Details of one server: its settings (required_env_keys; secret ones must be requested with "
+            "mcp_setup_request_secret) and its packages with whether each can run here."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "qualified_name": {"type": "string"},
+                "source": {"type": "string"},
+            },
+            "required": ["qualified_name"],
+        },
+    },
+    {
+        "name": "mcp_setup_request_secret",
+        "description": (
+            "Ask the user for a secret value (API key, token, password) out of band. You receive only an opaque "
+            "ref (secret://…) to pass in env_refs; never ask the user to paste a secret into the chat."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "key_name": {"type": "string", "description": "The setting's name, e.g. NOTION_API_KEY."},
+                "prompt": {"type": "string", "description": "What to tell the user: what this is and where to get it."},
+                "server": {"type": "string", "description": "The server's qualified_name, shown to the user."},
+            },
+            "required": ["key_name", "prompt"],
+        },
+    },
+    {
+        "name": "mcp_setup_test_connection",
+        "description": (
+            "Start the server in a scratch workspace with the given settings and list its tools, without "
+            "installing anything. Errors carry a code (rejected, timeout, exited, runtime_missing, …)."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "qualified_name": {"type": "string"},
+                "source": {"type": "string"},
+                "env_refs": {**_STR_MAP, "description": "Secret settings: {KEY: secret://ref}."},
+                "env": {**_STR_MAP, "description": "Non-secret settings: {KEY: value}."},
+                "package": {"type": "string", "description": "Package id or type from mcp_setup_get."},
+            },
+            "required": ["qualified_name"],
+        },
+    },
+    {
+        "name": "mcp_setup_install_and_connect",
+        "description": (
+            "Test, then install the server (settings encrypted at rest) and connect it so its tools are live. "
+            "Nothing is saved unless the server answers."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "qualified_name": {"type": "string"},
+                "source": {"type": "string"},
+                "env_refs": _STR_MAP,
+                "env": _STR_MAP,
+                "package": {"type": "string"},
+            },
+            "required": ["qualified_name"],
+        },
+    },
+    {
+        "name": "mcp_setup_list_servers",
+        "description": "Installed servers with their status and tools.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "mcp_setup_remove",
+        "description": "Disconnect and uninstall a server (its settings and files are deleted).",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"server_id": {"type": "string"}},
+            "required": ["server_id"],
+        },
+    },
+]
+
+
+def tool_spec(name: str) -> dict[str, Any]:
+    for spec in TOOL_SPECS:
+        if spec["name"] == name:
+            return spec
+    raise KeyError(name)
