@@ -1,0 +1,96 @@
+"""The ``mcp-setup`` command line: ``serve``, ``mcp`` and ``agent``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from .settings import Settings
+
+__all__ = ["main"]
+
+DESCRIPTION = """\
+Add MCP servers to your AI agent without hand-editing JSON and without pasting API keys
+into a chat. Secrets are typed into a local page or a hidden prompt; the agent only ever
+sees an opaque ref.
+
+Data lives in $MCP_SETUP_HOME (default ~/.local/share/mcp-setup). Every setting can be
+given as an environment variable MCP_SETUP_<NAME>; see README.md.
+"""
+
+
+def _setup_logging(verbose: bool):
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for noisy in ("httpx", "httpcore", "httpx2", "mcp", "uvicorn.access", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.WARNING)
+    return handler
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-setup", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser("serve", help="run the web app with the 'Add MCP server…' button (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8765; 0 picks a free one)")
+    serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    serve.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    mcp = sub.add_parser("mcp", help="run as a stdio MCP server (for Claude Desktop, Cursor, VS Code…)")
+    mcp.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    agent = sub.add_parser("agent", help="run the setup agent in this terminal for GOAL")
+    agent.add_argument("goal", help='what to set up, e.g. "set up the Notion MCP server"')
+    agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
+    agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    handler = _setup_logging(getattr(args, "verbose", False))
+    try:
+        settings = Settings()
+    except Exception as exc:  # pydantic ValidationError: say which setting is wrong
+        print(f"mcp-setup: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "mcp":
+            return asyncio.run(_run_mcp(settings, handler))
+        if args.command == "serve":
+            from .web import run_serve
+
+            return run_serve(settings, handler, port=args.port, open_browser=not args.no_browser)
+        if args.command == "agent":
+            from .terminal import run_agent
+
+            return asyncio.run(run_agent(settings, handler, args.goal, driver=args.driver))
+    except KeyboardInterrupt:
+        return 130
+    parser.print_help()
+    return 2
+
+
+async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
+    from setup_agent.redact import install_log_redaction
+
+    from .mcp_server import run_stdio
+    from .runtime import build_runtime
+
+    runtime = build_runtime(settings)
+    install_log_redaction(runtime.redactor, handler)
+    await run_stdio(runtime)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""``mcp-setup mcp``: the stdio MCP server face exposing the ``mcp_setup_*`` tools.
+
+Conventions (shared with the seed MCP server): logs go to stderr only; ``initialize``
+advertises tools and resources (``subscribe: false, listChanged: false``); the client's
+``clientInfo.name`` becomes the provenance label ``mcp:<name>`` of what it installs; the
+agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
+URL-mode elicitation to a one-time local page when the client supports it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+from setup_agent.agents import AGENTS_DIR, load_archetypes
+from setup_agent.errors import JSONRPC_INVALID_PARAMS, PromptCancelled
+from setup_agent.prompts import PendingPrompt
+from setup_agent.service import TOOL_NAMES, CallContext
+from setup_agent.tool_specs import TOOL_SPECS
+
+from .runtime import Runtime
+
+__all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "run_stdio"]
+
+logger = logging.getLogger(__name__)
+
+PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def provenance_label(client_name: str | None) -> str:
+    """``Claude Desktop`` → ``mcp:claude-desktop``; missing, empty or nothing left → ``mcp``."""
+    if not isinstance(client_name, str):
+        return "mcp"
+    slug = _NON_ALNUM.sub("-", client_name.strip().lower()).strip("-")
+    return f"mcp:{slug}" if slug else "mcp"
+
+
+class McpFace:
+    """Builds the low-level SDK server over a :class:`Runtime`."""
+
+    def __init__(self, runtime: Runtime, *, version: str = "0.1.0") -> None:
+        self.runtime = runtime
+        self._page: Any = None
+        self.server: Server[Any] = Server(
+            "mcp-setup",
+            version=version,
+            instructions=(
+                "Use these tools to find, configure, test and install MCP servers. Ask for secrets only "
+                "with mcp_setup_request_secret; you will get refs, never values."
+            ),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+        )
+
+    # -- tools ------------------------------------------------------------------------
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"]) for s in TOOL_SPECS]
+        )
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in TOOL_NAMES:
+            raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown tool {params.name!r}.")
+        arguments = params.arguments or {}
+        if not isinstance(arguments, dict):
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Tool arguments must be an object.")
+        call_ctx = CallContext(installed_by=self._provenance(ctx), present_prompt=lambda p: self._present(ctx, p))
+        result = await self.runtime.service.call(params.name, arguments, call_ctx)
+        text = json.dumps(result, ensure_ascii=False)
+        is_error = result.get("ok") is False
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=result, is_error=is_error
+        )
+
+    def _provenance(self, ctx: Any) -> str:
+        params = getattr(ctx.session, "client_params", None)
+        info = getattr(params, "client_info", None) if params is not None else None
+        return provenance_label(getattr(info, "name", None))
+
+    def _page_server(self) -> Any:
+        if self._page is None:
+            from .secret_page import SecretPageServer
+
+            page = SecretPageServer(self.runtime.broker, port=0)
+            page.start()
+            self._page = page
+        return self._page
+
+    async def _present(self, ctx: Any, pending: PendingPrompt) -> dict[str, Any]:
+        url = self._page_server().url_for(pending)
+        caps = ctx.session.client_capabilities
+        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+        where = f" for {pending.server}" if pending.server else ""
+        if elicitation is not None and getattr(elicitation, "url", None) is not None:
+            result = await ctx.session.elicit_url(
+                f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
+                "it stays on this computer and is never shown to the assistant.",
+                url,
+                pending.prompt_id,
+                related_request_id=ctx.request_id,
+            )
+            if result.action != "accept":
+                self.runtime.broker.cancel(pending.prompt_id, "declined by the user")
+                raise PromptCancelled(f"The user declined to enter {pending.key_name}.", key=pending.key_name)
+            try:
+                await self.runtime.broker.wait(
+                    pending.prompt_id, timeout=self.runtime.settings.secret_prompt_timeout_seconds
+                )
+            except TimeoutError:
+                return {"status": "pending", "url": url, "message": "The user has not entered it yet."}
+            return {"status": "answered"}
+        return {
+            "status": "pending",
+            "url": url,
+            "message": (
+                f"Ask the user to open this link to enter {pending.key_name}{where}. The ref works once they "
+                "have submitted it; the value is never shown to you."
+            ),
+        }
+
+    # -- resources: the agents' prompt assets -----------------------------------------
+    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        registry = load_archetypes(AGENTS_DIR)
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=f"{PROMPT_URI_PREFIX}{agent.id}",
+                    name=f"{agent.id} prompt",
+                    description=agent.description,
+                    mime_type="text/markdown",
+                )
+                for agent in registry.agents.values()
+            ]
+        )
+
+    async def _list_resource_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
+        registry = load_archetypes(AGENTS_DIR)
+        if agent_id is None or agent_id not in registry.agents:
+            raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown resource {uri!r}.")
+        agent = registry.agents[agent_id]
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=agent.prompt)]
+        )
+
+    def close(self) -> None:
+        if self._page is not None:
+            self._page.stop()
+            self._page = None
+
+
+async def run_stdio(runtime: Runtime) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin."""
+    face = McpFace(runtime)
+    try:
+        async with anyio.create_task_group() as tg:
+            # Installed servers connect in the background: the client's initialize is not kept waiting.
+            tg.start_soon(runtime.start)
+            async with stdio_server() as (read_stream, write_stream):
+                await face.server.run(read_stream, write_stream, face.server.create_initialization_options())
+            tg.cancel_scope.cancel()
+    finally:
+        face.close()
+        await runtime.aclose()

@@ -1,0 +1,117 @@
+"""Wiring: build the core's parts from :class:`Settings`, once, for a face to use.
+
+The core reads no environment: everything it needs is passed here. I/O seams (keyring
+backend, ``which``, host environment, HTTP client) can be injected, which is how tests
+run the whole product against local registries, a private keyring and a temp data dir.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from registry_clients.hub import RegistryHub, build_sources
+from setup_agent.connections import ConnectionManager
+from setup_agent.packages import DEFAULT_PREFERENCE
+from setup_agent.probe import Prober
+from setup_agent.prompts import PromptBroker
+from setup_agent.redact import Redactor
+from setup_agent.secrets import SecretRefStore
+from setup_agent.service import SetupService
+from setup_agent.store import Store
+from setup_agent.vault import Vault
+
+from .settings import Settings
+
+__all__ = ["Runtime", "build_runtime"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    refs: SecretRefStore
+    redactor: Redactor
+    broker: PromptBroker
+    hub: RegistryHub
+    vault: Vault
+    store: Store
+    prober: Prober
+    connections: ConnectionManager
+    service: SetupService
+    http: httpx.AsyncClient
+
+    async def start(self) -> None:
+        """Connect every installed, enabled server (concurrently)."""
+        await self.connections.start()
+
+    async def aclose(self) -> None:
+        await self.connections.aclose()
+        await self.prober.drain()
+        await self.hub.aclose()
+        await self.http.aclose()
+        self.store.close()
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    keyring_backend: Any = None,
+    which: Callable[[str], str | None] = shutil.which,
+    host_env: Mapping[str, str] | None = None,
+    refs_timer: Callable[[], float] | None = None,
+) -> Runtime:
+    """Build every part. Call inside the event loop that will run them."""
+    home = Path(settings.home).expanduser()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    redactor = Redactor()
+    refs = SecretRefStore(ttl_seconds=settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {}))
+    refs.add_listener(redactor.invalidate)
+    redactor.add_source(refs.live_values)
+    broker = PromptBroker(refs)
+    http = httpx.AsyncClient(timeout=settings.registry_timeout_seconds, follow_redirects=True)
+    api_key = settings.smithery_api_key.get_secret_value() if settings.smithery_api_key else None
+    if api_key:
+        redactor.register(api_key, "[secret:MCP_SETUP_SMITHERY_API_KEY]")
+    sources, notes = build_sources(
+        settings.registry_names,
+        catalog_dir=settings.catalog_path,
+        official_url=settings.official_registry_url,
+        smithery_url=settings.smithery_url,
+        smithery_api_key=api_key,
+        http=http,
+    )
+    hub = RegistryHub(sources, timeout=settings.registry_timeout_seconds, notes=notes)
+    vault = Vault.open(home, keyring_backend=keyring_backend)
+    store = Store.for_data_dir(home, vault, database_url=settings.database_url)
+    scratch = home / "scratch"
+    scratch.mkdir(exist_ok=True)
+    prober = Prober(redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env)
+    connections = ConnectionManager(
+        store,
+        redactor,
+        install_root=home / "servers",
+        host_env=host_env,
+        connect_timeout=settings.probe_timeout_seconds,
+    )
+    service = SetupService(
+        refs=refs,
+        redactor=redactor,
+        broker=broker,
+        hub=hub,
+        store=store,
+        prober=prober,
+        connections=connections,
+        package_preference=settings.preference or DEFAULT_PREFERENCE,
+        which=which,
+        http=http,
+        scratch_root=scratch,
+    )
+    return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http)

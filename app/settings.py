@@ -1,0 +1,45 @@
+"""Settings, read once at the edge (environment variables ``MCP_SETUP_*``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+def _default_home() -> Path:
+    return Path.home() / ".local" / "share" / "mcp-setup"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MCP_SETUP_", extra="ignore")
+
+    home: Path = Field(default_factory=_default_home, description="Data dir: database, key file, installs.")
+    database_url: str | None = Field(default=None, description="Any SQLAlchemy URL; default SQLite in home.")
+    secret_ttl_seconds: float = Field(default=900.0, gt=0)
+    catalog_dir: Path | None = Field(default=None, description="Local catalog; default <home>/catalog.")
+    probe_timeout_seconds: float = Field(default=60.0, gt=0)
+    registries: str = "official,smithery,local"
+    official_registry_url: str = "https://registry.modelcontextprotocol.io"
+    smithery_url: str = "https://registry.smithery.ai"
+    smithery_api_key: SecretStr | None = None
+    registry_timeout_seconds: float = Field(default=8.0, gt=0)
+    package_preference: str = ""
+    port: int = Field(default=8765, ge=0, le=65535)
+    secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.catalog_dir if self.catalog_dir is not None else self.home / "catalog"
+
+    @property
+    def registry_names(self) -> list[str]:
+        return [r.strip() for r in self.registries.split(",") if r.strip()]
+
+    @property
+    def preference(self) -> tuple[str, ...] | None:
+        items = tuple(p.strip() for p in self.package_preference.split(",") if p.strip())
+        return items or None

@@ -1,0 +1,286 @@
+"""The connection manager: live sessions to every installed, enabled server.
+
+At start it connects every enabled server concurrently (bounded). Each connection lives in
+its own task holding an ``mcp.Client``; a server that dies is reconnected with backoff.
+Decrypted values are handed to the redactor while a server uses them, so nothing a server
+prints or returns can carry them out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .connector import list_all_tools, open_client, tool_dicts
+from .errors import NotFound, SetupError, translate
+from .launch import LaunchSpec, materialize
+from .redact import Redactor
+from .store import InstalledServer, Store
+from .transport import ProcessWatch
+
+__all__ = ["ConnectionManager", "ServerStatus"]
+
+logger = logging.getLogger(__name__)
+
+Status = Literal["connecting", "connected", "failed", "stopped"]
+
+
+@dataclass
+class ServerStatus:
+    server_id: str
+    status: Status = "connecting"
+    reason: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    attempts: int = 0
+
+    def public(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "tools": self.tools}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass
+class _Live:
+    server: InstalledServer
+    status: ServerStatus
+    task: asyncio.Task[None] | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    client: Any = None
+    pid: int | None = None
+    secrets: list[str] = field(default_factory=list)
+
+
+class ConnectionManager:
+    """Owns the live sessions. ``install_root/<server_id>`` is each server's install dir."""
+
+    def __init__(
+        self,
+        store: Store,
+        redactor: Redactor,
+        *,
+        install_root: Path,
+        host_env: Mapping[str, str] | None = None,
+        max_concurrency: int = 8,
+        backoff: Sequence[float] = (1.0, 2.0, 5.0, 15.0, 60.0),
+        connect_timeout: float = 60.0,
+        on_status: Callable[[ServerStatus], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.redactor = redactor
+        self.install_root = install_root
+        self.host_env = host_env
+        self.backoff = tuple(backoff)
+        self.connect_timeout = connect_timeout
+        self._on_status = on_status
+        self._sem = asyncio.Semaphore(max_concurrency)
+        self._live: dict[str, _Live] = {}
+
+    def install_dir(self, server_id: str) -> Path:
+        return self.install_root / server_id
+
+    def bundle_dir(self, server_id: str) -> Path:
+        """Where an MCPB bundle is unpacked: its ``${__dirname}``."""
+        return self.install_dir(server_id) / "bundle"
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect every enabled installed server, concurrently; returns when all settled."""
+        servers = await asyncio.to_thread(self.store.list, enabled_only=True)
+        await asyncio.gather(*(self.connect(s) for s in servers))
+
+    async def connect(self, server: InstalledServer, *, wait: bool = True) -> ServerStatus:
+        """Start (or restart) the session for ``server``; with ``wait``, until it settles."""
+        await self.disconnect(server.server_id)
+        live = _Live(server, ServerStatus(server.server_id))
+        self._live[server.server_id] = live
+        live.task = asyncio.create_task(self._run(live), name=f"mcp-setup-conn-{server.server_id}")
+        if wait:
+            await self.wait_settled(server.server_id)
+        return live.status
+
+    async def wait_settled(self, server_id: str, timeout: float | None = None) -> ServerStatus:
+        live = self._get(server_id)
+        limit = timeout if timeout is not None else self.connect_timeout + 10
+        async with asyncio.timeout(limit):
+            while live.status.status == "connecting":
+                live.changed.clear()
+                await live.changed.wait()
+        return live.status
+
+    async def wait_for_status(self, server_id: str, status: Status, timeout: float) -> ServerStatus:
+        """Wait (bounded) until ``server_id`` reaches ``status``."""
+        async with asyncio.timeout(timeout):
+            while True:
+                live = self._get(server_id)
+                if live.status.status == status:
+                    return live.status
+                live.changed.clear()
+                await live.changed.wait()
+
+    async def disconnect(self, server_id: str) -> None:
+        live = self._live.pop(server_id, None)
+        if live is None:
+            return
+        live.stop.set()
+        if live.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(live.task), timeout=10)
+            except (TimeoutError, asyncio.CancelledError):
+                live.task.cancel()
+        self._forget_secrets(live)
+
+    async def remove(self, server_id: str) -> None:
+        """Disconnect, delete the rows and env, and delete the install dir."""
+        server = await asyncio.to_thread(self.store.get, server_id)
+        if server is None:
+            raise NotFound(f"No installed server has the id {server_id!r}. mcp_setup_list_servers lists them.")
+        await self.disconnect(server_id)
+        await asyncio.to_thread(self.store.remove, server_id)
+        await asyncio.to_thread(shutil.rmtree, self.install_dir(server_id), True)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(self.disconnect(sid) for sid in list(self._live)))
+
+    # -- queries ----------------------------------------------------------------------
+    def status(self, server_id: str) -> ServerStatus:
+        live = self._live.get(server_id)
+        return live.status if live else ServerStatus(server_id, status="stopped")
+
+    def pid(self, server_id: str) -> int | None:
+        live = self._live.get(server_id)
+        return live.pid if live else None
+
+    def tools(self) -> dict[str, list[dict[str, Any]]]:
+        """Tools of every connected server: what the main agent gets."""
+        return {sid: live.status.tools for sid, live in self._live.items() if live.status.status == "connected"}
+
+    async def call_tool(self, server_id: str, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        result = await live.client.call_tool(name, arguments or {})
+        return self.redactor.redact_obj(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    def _get(self, server_id: str) -> _Live:
+        live = self._live.get(server_id)
+        if live is None:
+            raise NotFound(f"Server {server_id} is not running.")
+        return live
+
+    # -- one connection ---------------------------------------------------------------
+    def _set(self, live: _Live, status: Status, reason: str | None = None) -> None:
+        live.status.status = status
+        live.status.reason = reason
+        if status != "connected":
+            live.status.tools = [] if status != "connecting" else live.status.tools
+        live.changed.set()
+        if self._on_status is not None:
+            try:
+                self._on_status(live.status)
+            except Exception:  # a listener must not break a connection
+                logger.exception("status listener failed")
+
+    def _forget_secrets(self, live: _Live) -> None:
+        for value in live.secrets:
+            self.redactor.unregister(value)
+        live.secrets.clear()
+
+    async def _values(self, live: _Live) -> dict[str, str]:
+        stored = await asyncio.to_thread(self.store.env_values, live.server.server_id)
+        secret_keys = {k.key for k in live.server.env_keys if k.secret}
+        values: dict[str, str] = {}
+        for key, value in stored.items():
+            plain = value.reveal()
+            values[key] = plain
+            if key in secret_keys:
+                self.redactor.register(plain, f"[secret:{key}]")
+                live.secrets.append(plain)
+        return values
+
+    async def _run(self, live: _Live) -> None:
+        server = live.server
+        attempt = 0
+        while not live.stop.is_set():
+            live.status.attempts = attempt + 1
+            self._set(live, "connecting")
+            pwatch = ProcessWatch()
+            try:
+                async with self._sem:
+                    spec = LaunchSpec.model_validate(server.launch_spec)
+                    values = await self._values(live)
+                    install_dir = self.install_dir(server.server_id)
+                    await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+                    resolved = materialize(
+                        spec,
+                        values,
+                        dirname=str(self.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
+                        cwd=str(install_dir),
+                    )
+                    cm = open_client(resolved, process_watch=pwatch, host_env=self.host_env)
+                    async with asyncio.timeout(self.connect_timeout):
+                        client = await cm.__aenter__()
+                try:
+                    async with asyncio.timeout(self.connect_timeout):
+                        tools = await list_all_tools(client)
+                    live.client = client
+                    live.pid = pwatch.pid
+                    live.status.tools = self.redactor.redact_obj(tool_dicts(tools))
+                    attempt = 0
+                    self._set(live, "connected")
+                    await self._hold(live, pwatch)
+                finally:
+                    live.client = None
+                    await cm.__aexit__(None, None, None)
+                if live.stop.is_set():
+                    break
+                reason = f"the server exited (code {pwatch.returncode})"
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - reported as status
+                err = _describe(exc)
+                tail = pwatch.stderr_tail(300)
+                reason = self.redactor.redact(err + (f"; last output: {tail}" if tail else ""))
+                logger.warning("server %s failed: %s", server.server_id, reason)
+            if live.stop.is_set():
+                break
+            if attempt >= len(self.backoff):
+                self._set(live, "failed", reason)
+                break
+            self._set(live, "failed", reason)
+            delay = self.backoff[attempt]
+            attempt += 1
+            try:
+                await asyncio.wait_for(live.stop.wait(), timeout=delay)
+            except TimeoutError:
+                continue
+        self._set(live, "stopped" if live.stop.is_set() else live.status.status, live.status.reason)
+        self._forget_secrets(live)
+
+    async def _hold(self, live: _Live, pwatch: ProcessWatch) -> None:
+        """Wait until asked to stop or until the server process dies."""
+        waiters = [asyncio.ensure_future(live.stop.wait())]
+        if pwatch.pid is not None:
+            waiters.append(asyncio.ensure_future(pwatch.exited.wait()))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "the server did not answer in time"
+    err = translate(exc)
+    if type(err) is SetupError:
+        return f"{type(exc).__name__}: {exc}"
+    return err.message

@@ -1,0 +1,367 @@
+"""The ``mcp_setup_*`` tools: search, get, request a secret, test, install, list, remove.
+
+Each handler takes the tool's JSON arguments and returns its JSON result. Errors the agent
+can act on are :class:`~setup_agent.errors.SetupError`; :meth:`SetupService.call` turns them
+into tool results ``{"ok": false, "error": {code, message}}``. Every result and error passes
+the redactor on the way out. Calls are logged with key names only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets as _random
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from registry_clients.hub import RegistryHub
+from registry_clients.models import Detail, PackageOption, RequiredKey
+
+from .bundle import fetch_bundle, read_manifest, required_keys_from_manifest, spec_from_manifest, unpack_bundle
+from .connections import ConnectionManager
+from .errors import AlreadyInstalled, InvalidInput, SecretNotAllowed, SetupError, translate
+from .launch import LaunchSpec
+from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages
+from .probe import ProbeResult, Prober
+from .prompts import PendingPrompt, PromptBroker
+from .redact import Redactor
+from .secrets import SecretRefStore
+from .store import Store
+
+__all__ = ["CallContext", "SetupService", "TOOL_NAMES"]
+
+logger = logging.getLogger(__name__)
+
+TOOL_NAMES = (
+    "mcp_setup_search",
+    "mcp_setup_get",
+    "mcp_setup_request_secret",
+    "mcp_setup_test_connection",
+    "mcp_setup_install_and_connect",
+    "mcp_setup_list_servers",
+    "mcp_setup_remove",
+)
+
+#: A face's way of showing a secret prompt to the user. It may wait for the answer (URL
+#: elicitation) and returns extra fields for the tool result (e.g. ``{"url": ...}``).
+Presenter = Callable[[PendingPrompt], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class CallContext:
+    """Who is calling, and how this face shows secret prompts."""
+
+    installed_by: str = "agent"
+    present_prompt: Presenter | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Prepared:
+    detail: Detail
+    package: PackageOption
+    spec: LaunchSpec
+    keys: list[RequiredKey]
+    values: dict[str, str]
+    bundle_dir: Path | None
+
+
+class SetupService:
+    def __init__(
+        self,
+        *,
+        refs: SecretRefStore,
+        redactor: Redactor,
+        broker: PromptBroker,
+        hub: RegistryHub,
+        store: Store,
+        prober: Prober,
+        connections: ConnectionManager,
+        package_preference: tuple[str, ...] = DEFAULT_PREFERENCE,
+        which: Callable[[str], str | None] = shutil.which,
+        http: Any = None,
+        scratch_root: Path | None = None,
+    ) -> None:
+        self.refs = refs
+        self.redactor = redactor
+        self.broker = broker
+        self.hub = hub
+        self.store = store
+        self.prober = prober
+        self.connections = connections
+        self.package_preference = package_preference
+        self.which = which
+        self.http = http
+        self.scratch_root = scratch_root
+        self._install_lock = asyncio.Lock()
+
+    # -- dispatch ---------------------------------------------------------------------
+    async def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> dict:
+        """Run tool ``name``; a SetupError comes back as ``{"ok": false, "error": …}``.
+
+        Unknown tool names raise KeyError: that is a protocol error for the face to report.
+        """
+        handler = self._handlers()[name]
+        args = dict(arguments or {})
+        ctx = ctx or CallContext()
+        logger.info("tool %s called (%s)", name, _describe_args(args))
+        try:
+            result = await handler(args, ctx)
+        except SetupError as exc:
+            logger.info("tool %s failed: %s", name, exc.code)
+            return {"ok": False, "error": self.redactor.redact_obj(exc.to_dict())}
+        except Exception as exc:
+            err = translate(exc)
+            if type(err) is SetupError:
+                logger.exception("tool %s crashed", name)
+            return {"ok": False, "error": self.redactor.redact_obj(err.to_dict())}
+        return self.redactor.redact_obj(result)
+
+    def _handlers(self) -> dict[str, Callable[[dict, CallContext], Awaitable[dict]]]:
+        return {
+            "mcp_setup_search": self.search,
+            "mcp_setup_get": self.get,
+            "mcp_setup_request_secret": self.request_secret,
+            "mcp_setup_test_connection": self.test_connection,
+            "mcp_setup_install_and_connect": self.install_and_connect,
+            "mcp_setup_list_servers": self.list_servers,
+            "mcp_setup_remove": self.remove,
+        }
+
+    # -- tools ------------------------------------------------------------------------
+    async def search(self, args: dict, ctx: CallContext) -> dict:
+        query = _opt_str(args, "query")
+        page = _int(args, "page", 1, lo=1, hi=10_000)
+        page_size = _int(args, "page_size", 10, lo=1, hi=100)
+        source = _opt_str(args, "source")
+        try:
+            result = await self.hub.search(query, page=page, page_size=page_size, source=source)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        out: dict[str, Any] = {
+            "servers": [s.public() for s in result.servers],
+            "total_pages": result.total_pages,
+        }
+        if result.errors:
+            out["errors"] = [e.model_dump() for e in result.errors]
+        return out
+
+    async def get(self, args: dict, ctx: CallContext) -> dict:
+        name = _req_str(args, "qualified_name")
+        detail = await self._detail(name, _opt_str(args, "source"))
+        keys = detail.required_keys()
+        return {
+            "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
+            "required_env_keys": [k.public() for k in keys],
+            "packages": describe_packages(detail.packages, which=self.which),
+        }
+
+    async def request_secret(self, args: dict, ctx: CallContext) -> dict:
+        key_name = _req_str(args, "key_name")
+        prompt_text = _req_str(args, "prompt")
+        server = _opt_str(args, "server")
+        pending = self.broker.open(key_name, prompt_text, server)
+        out: dict[str, Any] = {"ref": pending.ref, "prompt_id": pending.prompt_id}
+        if ctx.present_prompt is not None:
+            out.update(await ctx.present_prompt(pending))
+        out.setdefault("status", "answered" if self.refs.is_ready(pending.ref) else "pending")
+        return out
+
+    async def test_connection(self, args: dict, ctx: CallContext) -> dict:
+        workdir = Path(tempfile.mkdtemp(prefix="mcp-setup-test-", dir=self.scratch_root))
+        try:
+            prepared = await self._prepare(args, workdir)
+            result = await self._probe(prepared)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+        return {
+            "ok": True,
+            "tools": result.tools,
+            "package": prepared.package.id,
+            "version": prepared.package.version,
+            "protocol_version": result.protocol_version,
+        }
+
+    async def install_and_connect(self, args: dict, ctx: CallContext) -> dict:
+        name = _req_str(args, "qualified_name")
+        async with self._install_lock:
+            existing = await asyncio.to_thread(self.store.get_by_name, name)
+            if existing is not None:
+                raise AlreadyInstalled(
+                    f"{name} is already installed (server_id {existing.server_id}). "
+                    "Remove it with mcp_setup_remove first to install it again.",
+                    details={"server_id": existing.server_id},
+                )
+            server_id = "srv_" + _random.token_hex(6)
+            install_dir = self.connections.install_dir(server_id)
+            try:
+                prepared = await self._prepare(args, install_dir)
+                result = await self._probe(prepared)
+                secret_keys = {k.name for k in prepared.keys if k.secret}
+                env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
+                server = await asyncio.to_thread(
+                    self.store.install,
+                    server_id=server_id,
+                    qualified_name=prepared.detail.qualified_name,
+                    source=prepared.detail.source,
+                    version=prepared.package.version or prepared.detail.version,
+                    package_type=prepared.package.type,
+                    launch_spec=prepared.spec.model_dump(mode="json"),
+                    installed_by=ctx.installed_by,
+                    tools_hash=result.tools_hash,
+                    env=env,
+                )
+            except BaseException:
+                await asyncio.to_thread(shutil.rmtree, install_dir, True)
+                raise
+        env_refs = args.get("env_refs") or {}
+        self.refs.consume(env_refs)
+        status = await self.connections.connect(server)
+        out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or result.tools}
+        if status.reason:
+            out["reason"] = status.reason
+        return out
+
+    async def list_servers(self, args: dict, ctx: CallContext) -> dict:
+        servers = await asyncio.to_thread(self.store.list)
+        out = []
+        for s in servers:
+            st = self.connections.status(s.server_id)
+            item: dict[str, Any] = {
+                "server_id": s.server_id,
+                "qualified_name": s.qualified_name,
+                "status": st.status,
+                "tools": st.tools,
+                "installed_by": s.installed_by,
+                "installed_at": s.installed_at.isoformat(),
+                "version": s.version,
+                "package_type": s.package_type,
+            }
+            if st.reason:
+                item["reason"] = st.reason
+            out.append(item)
+        return {"servers": out}
+
+    async def remove(self, args: dict, ctx: CallContext) -> dict:
+        server_id = _req_str(args, "server_id")
+        await self.connections.remove(server_id)
+        return {"removed": True}
+
+    # -- shared steps -----------------------------------------------------------------
+    async def _detail(self, name: str, source: str | None) -> Detail:
+        try:
+            return await self.hub.get(name, source=source)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+
+    async def _prepare(self, args: dict, workdir: Path) -> _Prepared:
+        name = _req_str(args, "qualified_name")
+        env_refs = _str_map(args, "env_refs")
+        env = _str_map(args, "env")
+        detail = await self._detail(name, _opt_str(args, "source"))
+        package = choose_package(
+            detail.packages, _opt_str(args, "package"), preference=self.package_preference, which=self.which
+        )
+        spec = build_spec(package)
+        keys = list(package.required_keys)
+        bundle_dir: Path | None = None
+        if package.type == "mcpb":
+            await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+            archive = await fetch_bundle(package.identifier, package.file_sha256, workdir, http=self.http)
+            bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
+            await asyncio.to_thread(archive.unlink)
+            manifest = await asyncio.to_thread(read_manifest, bundle_dir)
+            spec = spec_from_manifest(manifest, spec)
+            keys = required_keys_from_manifest(manifest, keys)
+        values = self._values(keys, env_refs, env)
+        return _Prepared(detail, package, spec, keys, values, bundle_dir)
+
+    def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
+        by_name = {k.name: k for k in keys}
+        unknown = sorted((set(env_refs) | set(env)) - set(by_name))
+        if unknown:
+            known = ", ".join(sorted(by_name)) or "none"
+            raise InvalidInput(
+                f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a setting of this server "
+                f"(its settings: {known})."
+            )
+        for key in env:
+            if by_name[key].secret:
+                raise SecretNotAllowed(
+                    f"{key} is a secret: pass it in env_refs as a ref from mcp_setup_request_secret, never in env.",
+                    key=key,
+                )
+        both = set(env) & set(env_refs)
+        if both:
+            raise InvalidInput(f"{', '.join(sorted(both))} given both in env and env_refs; give each once.")
+        missing = [k for k in keys if k.required and k.default is None and k.name not in env and k.name not in env_refs]
+        if missing:
+            parts = [
+                f"{k.name} (secret: request it with mcp_setup_request_secret)" if k.secret else k.name
+                for k in missing
+            ]
+            raise InvalidInput(f"Missing required settings: {', '.join(parts)}.", details={"missing": [k.name for k in missing]})
+        resolved = self.refs.resolve(env_refs)
+        values = {k.name: k.default for k in keys if k.default is not None}
+        values.update(env)
+        values.update({k: v.reveal() for k, v in resolved.items()})
+        return values
+
+    async def _probe(self, prepared: _Prepared) -> ProbeResult:
+        return await self.prober.probe(
+            prepared.spec,
+            prepared.values,
+            dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
+        )
+
+
+# -- argument helpers ---------------------------------------------------------------------
+
+
+def _req_str(args: dict, name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{name} is required and must be a non-empty string.")
+    return value.strip()
+
+
+def _opt_str(args: dict, name: str) -> str | None:
+    value = args.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string.")
+    return value.strip()
+
+
+def _int(args: dict, name: str, default: int, *, lo: int, hi: int) -> int:
+    value = args.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidInput(f"{name} must be a whole number from {lo} to {hi}.")
+    return value
+
+
+def _str_map(args: dict, name: str) -> dict[str, str]:
+    value = args.get(name) or {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidInput(f"{name} must be an object mapping setting names to strings.")
+    return dict(value)
+
+
+def _describe_args(args: dict) -> str:
+    """Key names only: never a value of env or env_refs."""
+    parts = []
+    for key, value in args.items():
+        if key in ("env", "env_refs") and isinstance(value, dict):
+            parts.append(f"{key} keys={sorted(value)}")
+        elif key in ("qualified_name", "source", "package", "server_id", "key_name", "query", "page", "page_size"):
+            parts.append(f"{key}={value!r}")
+        else:
+            parts.append(f"{key}=…")
+    return ", ".join(parts)
