@@ -1,0 +1,76 @@
+"""Shared test fixtures: isolation of every test's state, a private keyring, process checks."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import keyring.backend
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own XDG dirs and MCP_SETUP_HOME; nothing touches the real home."""
+    base = tmp_path_factory.mktemp("home")
+    for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        path = base / var.lower()
+        path.mkdir()
+        monkeypatch.setenv(var, str(path))
+    monkeypatch.setenv("MCP_SETUP_HOME", str(base / "mcp-setup"))
+    for var in list(os.environ):
+        if var.startswith("MCP_SETUP_") and var != "MCP_SETUP_HOME":
+            monkeypatch.delenv(var)
+    return base
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A keyring that lives in this object only: each test its own."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.items.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.items[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.items.pop((service, username), None)
+
+
+@pytest.fixture
+def memory_keyring() -> MemoryKeyring:
+    return MemoryKeyring()
+
+
+@pytest.fixture
+def canary() -> str:
+    """A unique secret value to plant and then look for everywhere it must not be."""
+    return "canary-" + uuid.uuid4().hex
+
+
+def process_alive(pid: int) -> bool:
+    """True when ``pid`` runs (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def pids_in(pid_file: Path) -> list[int]:
+    if not pid_file.exists():
+        return []
+    return [int(line) for line in pid_file.read_text().split() if line.strip().isdigit()]

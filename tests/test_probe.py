@@ -1,0 +1,169 @@
+"""Test-connect against real subprocesses: the stdlib stub, an SDK (2026-era) stub, HTTP stub."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from setup_agent.errors import (
+    CommandNotFound,
+    ProbeTimeout,
+    ProtocolError,
+    RuntimeMissing,
+    ServerExited,
+    ServerRejected,
+)
+from setup_agent.launch import LaunchSpec
+from setup_agent.probe import Prober
+from setup_agent.redact import Redactor
+from tests.conftest import pids_in, process_alive
+from tests.stub_server.bundle import SERVER_PY, sha256_hex
+
+pytestmark = pytest.mark.anyio
+
+MODERN_PY = Path(__file__).parent / "stub_server" / "modern_server.py"
+
+
+def stub_spec(expected: str, *, mode: str = "", pid_file: Path | None = None, **extra: str) -> LaunchSpec:
+    env = {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(expected), "STUB_MODE": mode}
+    if pid_file is not None:
+        env["STUB_PID_FILE"] = str(pid_file)
+    env.update(extra)
+    return LaunchSpec(command=sys.executable, args=[str(SERVER_PY)], env=env, runner="python3")
+
+
+@pytest.fixture
+def prober(tmp_path: Path, canary: str) -> Prober:
+    redactor = Redactor()
+    redactor.register(canary, "[secret:STUB_API_KEY]")
+    return Prober(redactor, scratch_root=tmp_path, timeout=10)
+
+
+async def test_a_right_value_lists_the_tools(prober: Prober, canary: str) -> None:
+    result = await prober.probe(stub_spec(canary), {"STUB_API_KEY": canary})
+    assert {t["name"] for t in result.tools} == {"echo", "whoami"}
+    assert result.protocol_version == "2025-11-25"
+    assert len(result.tools_hash) == 64
+
+
+async def test_a_server_that_only_speaks_2024_11_05_is_accepted(prober: Prober, canary: str) -> None:
+    result = await prober.probe(stub_spec(canary, STUB_PROTOCOL="2024-11-05"), {"STUB_API_KEY": canary})
+    assert result.protocol_version == "2024-11-05"
+
+
+async def test_a_2026_era_sdk_server_is_reached_through_discover(prober: Prober, canary: str) -> None:
+    spec = LaunchSpec(
+        command=sys.executable,
+        args=[str(MODERN_PY)],
+        env={"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)},
+    )
+    result = await prober.probe(spec, {"STUB_API_KEY": canary}, timeout=30)
+    assert "ping_modern" in {t["name"] for t in result.tools}
+    assert result.protocol_version == "2026-07-28"
+
+
+async def test_a_2026_era_server_rejecting_the_key_shows_its_own_reason(prober: Prober, canary: str) -> None:
+    spec = LaunchSpec(
+        command=sys.executable,
+        args=[str(MODERN_PY)],
+        env={"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex("another")},
+    )
+    with pytest.raises(ServerRejected) as err:
+        await prober.probe(spec, {"STUB_API_KEY": canary}, timeout=30)
+    assert "STUB_API_KEY" in err.value.message
+    assert canary not in repr(err.value.to_dict())
+
+
+async def test_a_wrong_value_is_rejected_without_echoing_it(prober: Prober, canary: str, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+    with pytest.raises(ServerRejected) as err:
+        await prober.probe(stub_spec("the-right-one", pid_file=pid_file), {"STUB_API_KEY": canary})
+    assert err.value.code == "rejected"
+    assert "invalid API key for STUB_API_KEY" in err.value.message
+    assert canary not in repr(err.value.to_dict())
+    await prober.drain()
+    assert pids_in(pid_file) and not any(process_alive(p) for p in pids_in(pid_file))
+
+
+async def test_a_crashing_server_reports_exited_with_its_code_and_stderr(prober: Prober, canary: str) -> None:
+    with pytest.raises(ServerExited) as err:
+        await prober.probe(stub_spec(canary, mode="crash"), {"STUB_API_KEY": canary})
+    assert err.value.details["exit_code"] == 3
+    assert "simulated crash" in err.value.message
+
+
+async def test_a_hanging_server_times_out_within_the_deadline_plus_two_seconds(
+    prober: Prober, canary: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids"
+    with anyio.fail_after(2.0 + 2.0):
+        with pytest.raises(ProbeTimeout) as err:
+            await prober.probe(stub_spec(canary, mode="hang", pid_file=pid_file), {"STUB_API_KEY": canary}, timeout=2.0)
+    assert err.value.code == "timeout"
+    await prober.drain()
+    assert not any(process_alive(p) for p in pids_in(pid_file))
+
+
+async def test_garbage_on_stdout_is_a_protocol_error(prober: Prober, canary: str) -> None:
+    with pytest.raises(ProtocolError) as err:
+        await prober.probe(stub_spec(canary, mode="garbage"), {"STUB_API_KEY": canary})
+    assert "not MCP JSON-RPC" in err.value.message
+
+
+async def test_a_missing_command_and_a_missing_runtime_are_told_apart(prober: Prober) -> None:
+    with pytest.raises(CommandNotFound):
+        await prober.probe(LaunchSpec(command="no-such-server-binary-xyz"), {})
+    with pytest.raises(RuntimeMissing) as err:
+        await prober.probe(LaunchSpec(command="dnx", args=["x"]), {})
+    assert ".NET" in err.value.message
+
+
+async def test_a_grandchild_left_by_the_server_is_killed_at_teardown(
+    prober: Prober, canary: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids"
+    await prober.probe(stub_spec(canary, mode="grandchild", pid_file=pid_file), {"STUB_API_KEY": canary})
+    await prober.drain()
+    pids = pids_in(pid_file)
+    assert len(pids) == 2, pids
+    assert not any(process_alive(p) for p in pids)
+
+
+async def test_the_answer_does_not_wait_for_a_server_that_ignores_sigterm(
+    prober: Prober, canary: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids"
+    await prober.probe(stub_spec(canary, mode="ignore_sigterm", pid_file=pid_file), {"STUB_API_KEY": canary})
+    # The result came back while the teardown is still under way...
+    assert prober.pending_teardowns == 1
+    await prober.drain()
+    # ...and the teardown still left nothing behind.
+    assert prober.pending_teardowns == 0
+    assert not any(process_alive(p) for p in pids_in(pid_file))
+
+
+async def test_the_server_gets_a_minimal_environment_and_echoes_cannot_leak(
+    prober: Prober, canary: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_SETUP_TEST_HOST_ONLY", "host-variable-value")
+    with pytest.raises(ServerRejected) as err:
+        await prober.probe(stub_spec("expected-other", mode="echo_env"), {"STUB_API_KEY": canary})
+    text = repr(err.value.to_dict())
+    assert "STUB_API_KEY=[secret:STUB_API_KEY]" in text  # the echo happened, redacted
+    assert "MCP_SETUP_TEST_HOST_ONLY" not in text
+    assert canary not in text
+
+
+async def test_a_tool_description_echoing_the_secret_is_redacted(prober: Prober, canary: str) -> None:
+    result = await prober.probe(stub_spec(canary, mode="echo_env"), {"STUB_API_KEY": canary})
+    assert canary not in repr(result.tools)
+    assert any("[secret:STUB_API_KEY]" in t["description"] for t in result.tools)
+
+
+async def test_the_scratch_workspace_is_removed_after_the_probe(prober: Prober, canary: str, tmp_path: Path) -> None:
+    await prober.probe(stub_spec(canary), {"STUB_API_KEY": canary})
+    await prober.drain()
+    assert not list(tmp_path.glob("mcp-setup-probe-*"))

@@ -1,0 +1,98 @@
+"""The redactor hides live secret values, and their encoded forms, in everything that leaves."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from urllib.parse import quote, quote_plus
+
+from setup_agent.redact import RedactingFilter, Redactor
+from setup_agent.secrets import SecretRefStore
+
+
+def _redactor_with(value: str) -> tuple[Redactor, str]:
+    refs = SecretRefStore()
+    redactor = Redactor()
+    redactor.add_source(refs.live_values)
+    refs.add_listener(redactor.invalidate)
+    ref = refs.mint("API_KEY", value)
+    return redactor, ref
+
+
+def test_the_value_and_its_base64_and_url_encoded_forms_become_the_ref(canary: str) -> None:
+    value = canary + " /+?&=é"
+    redactor, ref = _redactor_with(value)
+    forms = [
+        value,
+        base64.b64encode(value.encode()).decode(),
+        base64.urlsafe_b64encode(value.encode()).decode().rstrip("="),
+        quote(value, safe=""),
+        quote_plus(value),
+    ]
+    for form in forms:
+        out = redactor.redact(f"before {form} after")
+        assert form not in out and canary not in out
+        assert ref in out
+
+
+def test_a_value_inside_a_basic_auth_blob_is_hidden(canary: str) -> None:
+    redactor, _ = _redactor_with(canary)
+    for user in ("u", "us", "use"):
+        blob = base64.b64encode(f"{user}:{canary}".encode()).decode()
+        out = redactor.redact(f"Authorization: Basic {blob}")
+        assert blob not in out
+
+
+def test_nested_objects_are_redacted_including_keys(canary: str) -> None:
+    redactor, ref = _redactor_with(canary)
+    obj = {"tools": [{"name": "x", "description": f"key={canary}"}], canary: (canary, 3)}
+    out = redactor.redact_obj(obj)
+    assert canary not in repr(out)
+    assert out["tools"][0]["description"] == f"key={ref}"
+
+
+def test_new_refs_are_known_at_once_and_consumed_ones_forgotten(canary: str) -> None:
+    refs = SecretRefStore()
+    redactor = Redactor()
+    redactor.add_source(refs.live_values)
+    refs.add_listener(redactor.invalidate)
+    assert redactor.redact(canary) == canary
+    ref = refs.mint("K", canary)
+    assert redactor.redact(canary) == ref
+    refs.consume({"K": ref})
+    assert redactor.redact(canary) == canary
+
+
+def test_registered_stored_values_use_a_key_placeholder(canary: str) -> None:
+    redactor = Redactor()
+    redactor.register(canary, "[secret:API_KEY]")
+    assert redactor.redact(f"x{canary}y") == "x[secret:API_KEY]y"
+    redactor.unregister(canary)
+    assert canary in redactor.redact(canary)
+
+
+def test_the_logging_filter_redacts_messages_arguments_and_tracebacks(canary: str) -> None:
+    redactor, _ = _redactor_with(canary)
+    records: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(self.format(record))
+
+    handler = Collect()
+    handler.addFilter(RedactingFilter(redactor))
+    log = logging.getLogger("test.redact")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        log.info("value %s in args", canary)
+        log.info(f"value {canary} in message")
+        try:
+            raise ValueError(f"boom {canary}")
+        except ValueError:
+            log.exception("failed")
+    finally:
+        log.removeHandler(handler)
+    assert len(records) == 3
+    assert all(canary not in r for r in records)
+    assert "boom" in records[2]
