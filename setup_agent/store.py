@@ -1,0 +1,418 @@
+"""The store: installed MCP servers and their client env, every env value encrypted by the vault.
+
+Tables ``mcp_servers`` and ``mcp_client_env`` come from the Alembic migrations in ``migrations/``
+(:meth:`Store.migrate`, no ``alembic.ini``). Portable SQL: SQLite by default, any SQLAlchemy URL
+works. Library errors become :class:`~setup_agent.errors.StoreError` here, with no values in them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import secrets as _random
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Boolean, DateTime, Engine, ForeignKey, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import TypeDecorator, UniqueConstraint, create_engine, delete, event, select, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from .errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
+from .secrets import SecretValue
+from .vault import Vault
+
+__all__ = [
+    "DB_FILE_NAME", "MIGRATIONS_DIR", "VERSION_TABLE", "Base", "ClientEnvRow", "Clock",
+    "EnvInput", "EnvKey", "InstalledServer", "ServerRow", "Store", "utcnow",
+]  # fmt: skip
+
+DB_FILE_NAME = "mcp-setup.db"
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+#: Our own Alembic version table, so a shared (team) database can host other apps too.
+VERSION_TABLE = "mcp_setup_alembic_version"
+
+
+#: ``{KEY: (value, secret)}`` as :meth:`Store.install` takes it.
+EnvInput = Mapping[str, tuple[str | SecretValue, bool]]
+_EnvItems = list[tuple[str, tuple[str | SecretValue, bool]]]
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# --- models ---------------------------------------------------------------------------
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite stores naive values)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return _aware(value).replace(tzinfo=None) if dialect.name == "sqlite" else _aware(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else _aware(value)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class ServerRow(Base):
+    __tablename__ = "mcp_servers"
+
+    server_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    qualified_name: Mapped[str] = mapped_column(String(512), unique=True)
+    source: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str | None] = mapped_column(String(128))
+    package_type: Mapped[str] = mapped_column(String(32))
+    launch_spec: Mapped[str] = mapped_column(Text)  # JSON text; never holds a secret value
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    installed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    installed_by: Mapped[str] = mapped_column(String(128))
+    tools_hash: Mapped[str] = mapped_column(String(128))
+
+    env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
+
+
+class ClientEnvRow(Base):
+    __tablename__ = "mcp_client_env"
+    __table_args__ = (UniqueConstraint("server_id", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    server_id: Mapped[str] = mapped_column(String(64), ForeignKey(ServerRow.server_id, ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(128))
+    value_encrypted: Mapped[bytes] = mapped_column(LargeBinary)
+    secret: Mapped[bool] = mapped_column(Boolean)
+
+
+# --- public records ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvKey:
+    key: str
+    secret: bool
+
+
+@dataclass(frozen=True)
+class InstalledServer:
+    """An installed server as stored; its env appears only as key names and secret flags."""
+
+    server_id: str
+    qualified_name: str
+    source: str
+    version: str | None
+    package_type: str
+    launch_spec: dict[str, Any]
+    enabled: bool
+    installed_at: datetime
+    installed_by: str
+    tools_hash: str
+    env_keys: tuple[EnvKey, ...]
+
+
+_COLUMNS = (
+    "server_id", "qualified_name", "source", "version", "package_type", "enabled", "installed_at",
+    "installed_by", "tools_hash",
+)  # fmt: skip
+
+
+def _record(row: ServerRow) -> InstalledServer:
+    return InstalledServer(
+        **{name: getattr(row, name) for name in _COLUMNS},
+        launch_spec=json.loads(row.launch_spec),
+        env_keys=tuple(EnvKey(e.key, e.secret) for e in sorted(row.env, key=lambda e: e.key)),
+    )
+
+
+# --- error translation: the one place ---------------------------------------------------
+
+#: Library exception -> reason. Never ``str(exc)``: it can carry statements and values.
+_REASONS: tuple[tuple[type[Exception], str], ...] = (
+    (sa_exc.IntegrityError, "it conflicts with stored data (a duplicate, or a server that does not exist)"),
+    (sa_exc.OperationalError, "the database is unreachable, locked or read-only"),
+    (sa_exc.ProgrammingError, "the database schema is not the expected one (run the migrations)"),
+    (sa_exc.SQLAlchemyError, "the database reported an error"),
+)
+
+
+def _store_error(exc: Exception, action: str) -> StoreError:
+    reason = next((r for t, r in _REASONS if isinstance(exc, t)), "of an unexpected error")
+    return StoreError(f"Could not {action}: {reason}.", details={"cause": type(exc).__name__})
+
+
+# --- the repository ---------------------------------------------------------------------
+
+
+class Store:
+    """Repository of installed servers. Sync and thread-safe (one session per call)."""
+
+    def __init__(self, database_url: str | URL, vault: Vault, *, clock: Clock = utcnow) -> None:
+        self._vault = vault
+        self._clock = clock
+        self._closed = False
+        try:
+            url = make_url(database_url)
+        except (sa_exc.ArgumentError, ValueError):
+            raise StoreError("The database URL is not a valid SQLAlchemy URL.") from None
+        kwargs: dict[str, Any] = {"hide_parameters": True}  # no values in errors or logs
+        if url.get_backend_name() == "sqlite":
+            if url.database in (None, "", ":memory:"):
+                kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
+            elif not url.database.startswith("file:"):
+                Path(url.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self._engine = create_engine(url, **kwargs)
+        except Exception as exc:  # unknown dialect, missing driver
+            raise StoreError(f"Cannot use the database URL ({type(exc).__name__}): is its driver installed?") from None
+        if self._engine.dialect.name == "sqlite":
+            event.listen(self._engine, "connect", _sqlite_on_connect)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        try:
+            self.migrate()
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @classmethod
+    def for_data_dir(
+        cls, data_dir: Path, vault: Vault, database_url: str | URL | None = None, *, clock: Clock = utcnow
+    ) -> Store:
+        """The store for ``data_dir``: ``<data_dir>/mcp-setup.db`` unless ``database_url`` is given."""
+        data_dir = Path(data_dir)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if database_url is None:
+            db = data_dir / DB_FILE_NAME
+            if not db.exists():  # SQLite gives its journal/WAL files the db file's mode
+                os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
+            database_url = URL.create("sqlite", database=str(db))
+        return cls(database_url, vault, clock=clock)
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def migrate(self) -> None:
+        """Run ``alembic upgrade head`` on this store's database."""
+        from alembic import command
+        from alembic.config import Config
+        from alembic.util import CommandError
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+        try:
+            with self._translated("migrate the database"), self._engine.begin() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except CommandError:  # e.g. a revision from a newer mcp-setup
+            raise StoreError(
+                "Could not migrate the database: its schema revision is unknown to this version of mcp-setup "
+                "(was it written by a newer one?)."
+            ) from None
+
+    # -- writes --------------------------------------------------------------------
+    def install(
+        self,
+        *,
+        qualified_name: str,
+        source: str,
+        version: str | None,
+        package_type: str,
+        launch_spec: Mapping[str, Any],
+        installed_by: str,
+        tools_hash: str,
+        env: EnvInput,
+        server_id: str | None = None,
+    ) -> InstalledServer:
+        """Record a server and its env (``{KEY: (value, secret)}``) in one transaction."""
+        server_id = server_id or "srv_" + _random.token_hex(6)
+        _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
+        _check_fields(package_type=package_type, installed_by=installed_by, tools_hash=tools_hash)
+        env_items = _env(env)
+        spec_json = _spec_json(launch_spec, env_items)
+        env_rows = [ClientEnvRow(key=k, value_encrypted=self._vault.encrypt(v), secret=s) for k, (v, s) in env_items]
+        row = ServerRow(
+            server_id=server_id, qualified_name=qualified_name, source=source, version=version,
+            package_type=package_type, launch_spec=spec_json, enabled=True, installed_at=_aware(self._clock()),
+            installed_by=installed_by, tools_hash=tools_hash, env=env_rows,
+        )  # fmt: skip
+        try:
+            with self._translated(f"install {qualified_name}"), self._session() as s, s.begin():
+                self._refuse_duplicate(s, qualified_name, server_id)
+                s.add(row)
+                s.flush()
+                result = _record(row)
+        except StoreError as exc:
+            if exc.details.get("cause") == "IntegrityError":  # lost a race with another writer
+                with self._translated(f"install {qualified_name}"), self._session() as s:
+                    self._refuse_duplicate(s, qualified_name, server_id)
+            raise
+        return result
+
+    def set_enabled(self, server_id: str, enabled: bool) -> InstalledServer:
+        with self._translated(f"update server {server_id}"), self._session() as s, s.begin():
+            done = s.execute(update(ServerRow).where(ServerRow.server_id == server_id).values(enabled=bool(enabled)))
+            if not done.rowcount:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            return _record(s.get_one(ServerRow, server_id, populate_existing=True))
+
+    def remove(self, server_id: str) -> bool:
+        """Delete the server and its env rows in one transaction; ``False`` if it was not there."""
+        with self._translated(f"remove server {server_id}"), self._session() as s, s.begin():
+            s.execute(delete(ClientEnvRow).where(ClientEnvRow.server_id == server_id))
+            done = s.execute(delete(ServerRow).where(ServerRow.server_id == server_id))
+            return bool(done.rowcount)
+
+    # -- reads ---------------------------------------------------------------------
+    def get(self, server_id: str) -> InstalledServer | None:
+        return self._one(ServerRow.server_id == server_id, f"read server {server_id}")
+
+    def get_by_name(self, qualified_name: str) -> InstalledServer | None:
+        return self._one(ServerRow.qualified_name == qualified_name, f"read server {qualified_name}")
+
+    def list(self, *, enabled_only: bool = False) -> builtins.list[InstalledServer]:
+        """Installed servers, oldest first."""
+        query = select(ServerRow).options(selectinload(ServerRow.env))
+        if enabled_only:
+            query = query.where(ServerRow.enabled.is_(True))
+        query = query.order_by(ServerRow.installed_at, ServerRow.qualified_name)
+        with self._translated("list servers"), self._session() as s:
+            return [_record(r) for r in s.scalars(query)]
+
+    def env_values(self, server_id: str) -> dict[str, SecretValue]:
+        """Decrypted env of a server, every value a :class:`SecretValue` (secret or not)."""
+        with self._translated(f"read the env of server {server_id}"), self._session() as s:
+            if s.get(ServerRow, server_id) is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            rows = s.execute(
+                select(ClientEnvRow.key, ClientEnvRow.value_encrypted).where(ClientEnvRow.server_id == server_id)
+            ).all()
+        out: dict[str, SecretValue] = {}
+        for key, token in rows:
+            try:
+                out[key] = self._vault.decrypt(token)
+            except StoreError as exc:
+                raise StoreError(f"{exc.message} (server {server_id}, key {key})", key=key) from None
+        return out
+
+    def close(self) -> None:
+        """Dispose of the engine's connections. The store cannot be used afterwards."""
+        self._closed = True
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store(url={self._engine.url!r}, vault={self._vault!r})"  # URL repr hides a password
+
+    # -- internals -----------------------------------------------------------------
+    def _session(self) -> Session:
+        if self._closed:
+            raise StoreError("The store is closed.")
+        return self._sessions()
+
+    def _one(self, where: Any, action: str) -> InstalledServer | None:
+        with self._translated(action), self._session() as s:
+            row = s.scalars(select(ServerRow).options(selectinload(ServerRow.env)).where(where)).one_or_none()
+            return None if row is None else _record(row)
+
+    @staticmethod
+    def _refuse_duplicate(s: Session, qualified_name: str, server_id: str) -> None:
+        taken = s.scalars(
+            select(ServerRow).where((ServerRow.qualified_name == qualified_name) | (ServerRow.server_id == server_id))
+        ).first()
+        if taken is None:
+            return
+        what = qualified_name if taken.qualified_name == qualified_name else f"a server with the id {server_id}"
+        raise AlreadyInstalled(
+            f"{what} is already installed (server id {taken.server_id}). Remove it first "
+            "(mcp_setup_remove), then install it again.",
+            details={"server_id": taken.server_id, "qualified_name": taken.qualified_name},
+        )
+
+    @contextmanager
+    def _translated(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sa_exc.SQLAlchemyError as exc:
+            raise _store_error(exc, action) from exc  # hide_parameters: the cause holds no values
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")  # SQLite enforces FKs (ON DELETE CASCADE) only with this
+    cursor.close()
+
+
+def _aware(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+_LIMITS = {
+    "server_id": 64, "qualified_name": 512, "source": 64, "version": 128, "package_type": 32,
+    "installed_by": 128, "tools_hash": 128,
+}  # fmt: skip (the column lengths)
+
+
+def _check_fields(**fields: object) -> None:
+    for name, value in fields.items():
+        if not (name == "version" and value is None):
+            _check_text(name, value, _LIMITS[name])
+
+
+def _check_text(name: str, value: object, limit: int) -> None:
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise InvalidInput(f"{name} must be a non-empty string of at most {limit} characters.")
+
+
+def _env(env: EnvInput) -> _EnvItems:
+    items = builtins.list(env.items())
+    for key, pair in items:
+        _check_text("An env key", key, 128)
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], bool)):
+            raise InvalidInput(f"The env entry for {key} must be a (value, secret: bool) pair.", key=key)
+    return items
+
+
+def _spec_json(launch_spec: Mapping[str, Any], env: _EnvItems) -> str:
+    try:
+        text = json.dumps(dict(launch_spec), sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        raise InvalidInput("launch_spec must be a JSON object of plain values.") from None
+    for key, (value, secret) in env:  # the launch spec is stored in clear: no secret value in it
+        plain = value.reveal() if isinstance(value, SecretValue) else value
+        if secret and isinstance(plain, str) and len(plain) >= 8 and json.dumps(plain)[1:-1] in text:
+            raise InvalidInput(
+                f"The launch spec contains the value of the secret {key}; use the template ${{{key}}} instead.",
+                key=key,
+            )
+    return text

@@ -1,0 +1,230 @@
+"""The vault: encrypts stored values at rest with one data key (Fernet: AES-128-CBC + HMAC).
+
+The data key lives in the OS keyring (service ``mcp-setup``, user ``data-key``). Where no
+keyring backend works (headless Linux, CI) it lives in ``<data_dir>/data.key`` (mode 0600)
+and one warning says so. An existing key is reused, keyring first, then file, so values
+written earlier still decrypt. The key never appears in a ``repr``, a message or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets as _random
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+
+from .errors import StoreError
+from .secrets import SecretValue
+
+if TYPE_CHECKING:  # keyring is imported lazily: it costs start-up time for every face
+    from keyring.backend import KeyringBackend
+
+__all__ = ["KEY_FILE_NAME", "KEYRING_USERNAME", "Vault"]
+
+KEY_FILE_NAME = "data.key"
+KEYRING_USERNAME = "data-key"
+
+_log = logging.getLogger(__name__)
+
+
+class Vault:
+    """Encrypts ``str`` values to opaque tokens and back to :class:`SecretValue`.
+
+    Build one with :meth:`open` (persistent key) or :meth:`in_memory` (tests).
+    ``key_location`` is ``"keyring"``, ``"file:<path>"`` or ``"memory"``.
+    """
+
+    __slots__ = ("_fernet", "key_location")
+
+    def __init__(self, keys: list[bytes], key_location: str) -> None:
+        if not keys:
+            raise ValueError("a Vault needs at least one key")
+        try:
+            self._fernet = MultiFernet([Fernet(k) for k in keys])  # encrypts with keys[0]
+        except (ValueError, TypeError):
+            raise StoreError(
+                f"The data key at {key_location} is not a valid key (corrupted?). Without it, stored values "
+                "cannot be decrypted; restore it, or move the data dir aside to start afresh."
+            ) from None
+        self.key_location = key_location
+
+    # -- opening ----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        data_dir: Path,
+        *,
+        keyring_backend: KeyringBackend | None = None,
+        service_name: str = "mcp-setup",
+        logger: logging.Logger | None = None,
+    ) -> Vault:
+        """Load the data key (keyring, then ``<data_dir>/data.key``) or create one."""
+        log = logger or _log
+        data_dir = Path(data_dir)
+        key_file = data_dir / KEY_FILE_NAME
+        backend = keyring_backend if keyring_backend is not None else _default_backend()
+        from keyring.backends import fail
+
+        problem: str | None = "no keyring backend is available" if isinstance(backend, fail.Keyring) else None
+        stored: str | None = None
+        if problem is None:
+            try:
+                stored = backend.get_password(service_name, KEYRING_USERNAME)
+            except Exception as exc:  # any backend failure means: use the file
+                problem = _describe(exc, "reading")
+        if stored:  # keyring first; an older key file (another key) still decrypts
+            keys = [stored.encode()]
+            try:
+                older = _read_key_file(key_file)
+            except StoreError:  # not needed: the keyring has the key
+                older = None
+            if older is not None and older != keys[0] and _is_key(older):
+                keys.append(older)
+            return cls(keys, "keyring")
+        file_key = _read_key_file(key_file)
+        if file_key is not None:
+            why = problem or "the OS keyring holds no data key and an existing key file was found"
+            _warn(log, key_file, why)
+            return cls([file_key], f"file:{key_file}")
+
+        new_key = Fernet.generate_key()
+        if problem is None:
+            try:
+                backend.set_password(service_name, KEYRING_USERNAME, new_key.decode())
+                # Read back: some backends drop writes silently; a racing process may have won.
+                again = backend.get_password(service_name, KEYRING_USERNAME)
+                if again:
+                    return cls([again.encode()], "keyring")
+                problem = "the OS keyring did not keep the key it was given"
+            except Exception as exc:
+                problem = _scrub(_describe(exc, "writing"), new_key.decode())
+        key = _create_key_file(key_file, new_key)
+        _warn(log, key_file, problem or "the OS keyring is not usable")
+        return cls([key], f"file:{key_file}")
+
+    @classmethod
+    def in_memory(cls, key: bytes | None = None) -> Vault:
+        """A vault whose key lives only in this process (tests, throw-away stores)."""
+        return cls([key or Fernet.generate_key()], "memory")
+
+    # -- use --------------------------------------------------------------------------
+    def encrypt(self, plaintext: str | SecretValue) -> bytes:
+        """Encrypt ``plaintext`` (a ``str`` or :class:`SecretValue`) to an opaque token."""
+        if isinstance(plaintext, SecretValue):
+            plaintext = plaintext.reveal()
+        if not isinstance(plaintext, str):
+            raise StoreError(f"Only text can be stored encrypted, not {type(plaintext).__name__}.")
+        try:
+            raw = plaintext.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StoreError("A value could not be encrypted: it is not valid text (not encodable as UTF-8).") from None
+        return self._fernet.encrypt(raw)
+
+    def decrypt(self, token: bytes) -> SecretValue:
+        """Decrypt a token made by :meth:`encrypt`; raises :class:`StoreError` if it cannot."""
+        if not isinstance(token, (bytes, bytearray, memoryview)):
+            raise StoreError(f"A stored value could not be decrypted: expected bytes, got {type(token).__name__}.")
+        try:
+            return SecretValue(self._fernet.decrypt(bytes(token)).decode("utf-8"))
+        except (InvalidToken, UnicodeDecodeError):
+            raise StoreError(
+                "A stored value could not be decrypted: the data key "
+                f"({self.key_location}) is not the one it was encrypted with, or the stored value is corrupted."
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"Vault(key_location={self.key_location!r})"
+
+    def __reduce__(self) -> object:
+        raise TypeError("Vault cannot be pickled")
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _default_backend() -> KeyringBackend:
+    import keyring
+
+    try:
+        return keyring.get_keyring()
+    except Exception:  # a broken PYTHON_KEYRING_BACKEND or config: behave as "no keyring"
+        from keyring.backends import fail
+
+        return fail.Keyring()
+
+
+def _describe(exc: BaseException, action: str) -> str:
+    text = " ".join(str(exc).split())[:200]
+    return f"{action} the OS keyring failed ({type(exc).__name__}{': ' + text if text else ''})"
+
+
+def _scrub(text: str, key: str) -> str:
+    return text.replace(key, "[data key]")
+
+
+def _warn(log: logging.Logger, key_file: Path, why: str) -> None:
+    log.warning(
+        "mcp-setup's data key is kept in the file %s (mode 0600), not in the OS keyring, because %s. "
+        "Anyone who can read that file can decrypt the stored server settings.",
+        key_file,
+        why,
+    )
+
+
+def _read_key_file(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"The data key file {path} cannot be read ({type(exc).__name__}).") from None
+    if not data:
+        raise StoreError(f"The data key file {path} is empty; restore it, or move the data dir aside.")
+    try:
+        if os.name == "posix" and path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)  # someone loosened it: tighten again
+    except OSError:
+        pass
+    return data
+
+
+def _create_key_file(path: Path, key: bytes) -> bytes:
+    """Publish ``key`` at ``path`` (0600) atomically; if another process won, use its key."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{_random.token_hex(8)}.tmp")
+    _write_new(tmp, key)
+    try:
+        os.link(tmp, path)  # atomic and never overwrites: readers see no half-written file
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links here (some filesystems): create in place
+        try:
+            _write_new(path, key)
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    existing = _read_key_file(path)
+    if existing is None:  # removed under our feet
+        raise StoreError(f"The data key file {path} vanished while it was being created.")
+    return existing
+
+
+def _is_key(key: bytes) -> bool:
+    try:
+        Fernet(key)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)

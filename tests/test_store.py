@@ -1,0 +1,352 @@
+"""The store: installed servers and their encrypted env, one transaction per change."""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+import stat
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from keyring.backend import KeyringBackend
+from keyring.backends import fail
+from keyring.errors import PasswordDeleteError
+from sqlalchemy import Column, MetaData, String, Table, event, text
+
+from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
+from setup_agent.secrets import SecretValue
+from setup_agent.store import DB_FILE_NAME, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
+from setup_agent.vault import Vault
+
+
+class MemoryKeyring(KeyringBackend):
+    """A working keyring that lives in this object only."""
+
+    priority = -1  # never picked by keyring's own discovery (fail.Keyring has 0)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passwords: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.passwords.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.passwords[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        if self.passwords.pop((service, username), None) is None:
+            raise PasswordDeleteError("not found")
+
+
+class Clock:
+    """A clock that moves one second per reading."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.delenv("PYTHON_KEYRING_BACKEND", raising=False)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def backend() -> MemoryKeyring:
+    return MemoryKeyring()
+
+
+@pytest.fixture
+def vault(data_dir: Path, backend: MemoryKeyring) -> Vault:
+    return Vault.open(data_dir, keyring_backend=backend)
+
+
+@pytest.fixture
+def store(data_dir: Path, vault: Vault) -> Iterator[Store]:
+    s = Store.for_data_dir(data_dir, vault, clock=Clock())
+    yield s
+    s.close()
+
+
+def install(store: Store, name: str = "io.github.example/weather", **overrides: Any) -> InstalledServer:
+    args: dict[str, Any] = dict(
+        qualified_name=name,
+        source="official",
+        version="1.2.3",
+        package_type="npm",
+        launch_spec={"command": "npx", "args": ["-y", "weather@1.2.3"], "env": {"API_KEY": "${API_KEY}"}},
+        installed_by="agent",
+        tools_hash="sha256:abc",
+        env={"API_KEY": ("key-123456", True), "REGION": ("eu-west-1", False)},
+    )
+    args.update(overrides)
+    return store.install(**args)
+
+
+def row_counts(store: Store) -> tuple[int, int]:
+    with store.engine.connect() as conn:
+        servers = conn.execute(text("SELECT COUNT(*) FROM mcp_servers")).scalar_one()
+        env = conn.execute(text("SELECT COUNT(*) FROM mcp_client_env")).scalar_one()
+    return servers, env
+
+
+def test_for_data_dir_creates_a_private_data_dir_and_a_0600_database(data_dir: Path, vault: Vault) -> None:
+    with Store.for_data_dir(data_dir / "nested", vault) as store:
+        assert store.list() == []
+    assert stat.S_IMODE((data_dir / "nested").stat().st_mode) == 0o700
+    assert stat.S_IMODE((data_dir / "nested" / DB_FILE_NAME).stat().st_mode) == 0o600
+
+
+def test_migrations_create_exactly_the_schema_of_the_models(store: Store) -> None:
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
+        assert compare_metadata(context, Base.metadata) == []
+        assert context.get_current_revision() == "0001_initial"
+
+
+def test_schema_comparison_notices_a_model_the_migrations_lack(store: Store) -> None:
+    drifted = MetaData()
+    for table in Base.metadata.tables.values():
+        table.to_metadata(drifted)
+    Table("mcp_servers", drifted, Column("extra", String(10)), extend_existing=True)
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
+        assert [d[0] for d in compare_metadata(context, drifted)] == ["add_column"]
+
+
+def test_opening_the_store_again_keeps_the_data_and_migrates_nothing(
+    store: Store, data_dir: Path, vault: Vault, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = install(store)
+    store.close()
+    caplog.set_level("INFO", logger="alembic")
+    with Store.for_data_dir(data_dir, vault) as again:
+        assert again.get(server.server_id) == server
+    assert "Running upgrade" not in caplog.text
+
+
+def test_foreign_keys_are_enforced_on_sqlite(store: Store) -> None:
+    server = install(store)
+    with store.engine.begin() as conn:
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar_one() == 1
+        conn.execute(text("DELETE FROM mcp_servers WHERE server_id = :i"), {"i": server.server_id})
+    assert row_counts(store) == (0, 0)  # ON DELETE CASCADE
+
+
+def test_install_returns_the_server_with_env_key_names_but_no_values(store: Store) -> None:
+    server = install(store)
+    assert server.server_id.startswith("srv_") and len(server.server_id) == 16
+    assert server.env_keys == (EnvKey("API_KEY", True), EnvKey("REGION", False))
+    assert server.enabled is True
+    assert server.installed_at.tzinfo is not None
+    assert server.launch_spec["args"] == ["-y", "weather@1.2.3"]
+    assert "key-123456" not in repr(server) and "eu-west-1" not in repr(server)
+    assert store.get(server.server_id) == server
+    assert store.get_by_name("io.github.example/weather") == server
+
+
+def test_env_values_are_decrypted_as_secret_values_for_secret_and_plain_keys(store: Store) -> None:
+    server = install(store, env={"API_KEY": (SecretValue("key-123456"), True), "REGION": ("eu-west-1", False)})
+    values = store.env_values(server.server_id)
+    assert all(isinstance(v, SecretValue) for v in values.values())
+    assert {k: v.reveal() for k, v in values.items()} == {"API_KEY": "key-123456", "REGION": "eu-west-1"}
+
+
+def test_every_env_value_is_stored_encrypted(store: Store, vault: Vault) -> None:
+    server = install(store)
+    with store.engine.connect() as conn:
+        query = text("SELECT key, value_encrypted, secret FROM mcp_client_env WHERE server_id = :i")
+        rows = conn.execute(query, {"i": server.server_id}).all()
+    assert {key: vault.decrypt(blob).reveal() for key, blob, _ in rows} == {
+        "API_KEY": "key-123456",
+        "REGION": "eu-west-1",
+    }
+    assert all(b"key-123456" not in blob and b"eu-west-1" not in blob for _, blob, _ in rows)
+
+
+def test_a_secret_value_never_appears_in_the_database_files_or_in_reprs(
+    data_dir: Path, vault: Vault, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    canary = "canary-" + uuid.uuid4().hex
+    store = Store.for_data_dir(data_dir, vault)
+    server = install(store, env={"API_KEY": (canary, True)})
+    seen = [server, store.get(server.server_id), store.get_by_name(server.qualified_name), store.list(), store]
+    seen += [store.env_values(server.server_id), vault, store.set_enabled(server.server_id, False)]
+    store.close()
+
+    raw = canary.encode()
+    forms = {raw, base64.b64encode(raw), base64.urlsafe_b64encode(raw), base64.b64encode(raw).rstrip(b"=")}
+    files = [p for p in data_dir.iterdir() if p.name.startswith(DB_FILE_NAME)]
+    assert data_dir / DB_FILE_NAME in files
+    for path in files:  # the db and any -journal / -wal / -shm left behind
+        blob = path.read_bytes()
+        assert not any(form in blob for form in forms), path.name
+    for thing in seen:
+        assert canary not in repr(thing) and canary not in str(thing)
+    assert canary not in caplog.text
+
+
+def test_install_writes_nothing_when_the_name_is_already_installed(store: Store) -> None:
+    first = install(store)
+    with pytest.raises(AlreadyInstalled) as info:
+        install(store, env={"OTHER": ("x", False)}, server_id="srv_000000000000")
+    assert "io.github.example/weather" in info.value.message and "Remove it first" in info.value.message
+    assert info.value.code == "already_installed"
+    assert row_counts(store) == (1, 2)
+    assert store.get("srv_000000000000") is None
+    assert store.get(first.server_id) == first
+
+
+def test_install_refuses_a_server_id_that_is_taken(store: Store) -> None:
+    first = install(store)
+    with pytest.raises(AlreadyInstalled):
+        install(store, name="other/server", server_id=first.server_id)
+    assert row_counts(store) == (1, 2)
+
+
+def test_install_leaves_no_rows_when_a_value_cannot_be_encrypted(store: Store) -> None:
+    with pytest.raises(StoreError):
+        install(store, env={"A": ("fine", False), "B": ("bad-\ud800", True)})
+    assert row_counts(store) == (0, 0)
+
+
+def test_install_leaves_no_rows_when_the_database_fails_midway(store: Store) -> None:
+    def fail_env_insert(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO MCP_CLIENT_ENV"):
+            raise sqlite3.OperationalError("disk I/O error")
+
+    inserted: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda c, cu, st, *a: inserted.append(st))
+    event.listen(store.engine, "before_cursor_execute", fail_env_insert)
+    with pytest.raises(StoreError) as info:
+        install(store)
+    assert any("INSERT INTO mcp_servers" in s for s in inserted)  # failed after the server row
+    assert "key-123456" not in str(info.value) and "key-123456" not in str(info.value.__cause__)
+    event.remove(store.engine, "before_cursor_execute", fail_env_insert)
+    assert row_counts(store) == (0, 0)
+
+
+def test_install_rejects_malformed_env_before_writing(store: Store) -> None:
+    with pytest.raises(InvalidInput):
+        install(store, env={"A": ("v", "yes")})
+    with pytest.raises(InvalidInput):
+        install(store, env={"": ("v", False)})
+    assert row_counts(store) == (0, 0)
+
+
+def test_install_refuses_a_secret_value_written_into_the_launch_spec(store: Store) -> None:
+    spec = {"command": "npx", "env": {"API_KEY": "key-123456"}}
+    with pytest.raises(InvalidInput) as info:
+        install(store, launch_spec=spec)
+    assert "key-123456" not in str(info.value) and "${API_KEY}" in str(info.value)
+    assert row_counts(store) == (0, 0)
+
+
+def test_remove_deletes_the_server_and_its_env_rows(store: Store) -> None:
+    kept = install(store, name="keep/me")
+    gone = install(store)
+    assert store.remove(gone.server_id) is True
+    assert store.get(gone.server_id) is None
+    assert row_counts(store) == (1, 2)
+    assert store.remove(gone.server_id) is False
+    assert store.get(kept.server_id) == kept
+
+
+def test_list_is_ordered_by_install_time_and_can_skip_disabled_servers(store: Store) -> None:
+    a = install(store, name="a/first")
+    b = install(store, name="b/second")
+    c = install(store, name="c/third")
+    assert [s.qualified_name for s in store.list()] == ["a/first", "b/second", "c/third"]
+    assert a.installed_at < b.installed_at < c.installed_at
+    disabled = store.set_enabled(b.server_id, False)
+    assert disabled.enabled is False
+    assert [s.server_id for s in store.list(enabled_only=True)] == [a.server_id, c.server_id]
+
+
+def test_unknown_servers_are_none_or_not_found(store: Store) -> None:
+    assert store.get("srv_missing") is None
+    assert store.get_by_name("no/such") is None
+    with pytest.raises(NotFound):
+        store.set_enabled("srv_missing", True)
+    with pytest.raises(NotFound):
+        store.env_values("srv_missing")
+
+
+@pytest.mark.parametrize("keyring_works", [True, False], ids=["keyring", "key-file"])
+def test_a_restarted_store_decrypts_values_written_before(
+    data_dir: Path, backend: MemoryKeyring, keyring_works: bool
+) -> None:
+    def open_vault() -> Vault:
+        return Vault.open(data_dir, keyring_backend=backend if keyring_works else fail.Keyring())
+
+    first = Store.for_data_dir(data_dir, open_vault())
+    server = install(first)
+    first.close()
+    with Store.for_data_dir(data_dir, open_vault()) as second:
+        assert second.env_values(server.server_id)["API_KEY"].reveal() == "key-123456"
+
+
+def test_a_store_with_another_key_raises_store_error_without_the_plaintext(data_dir: Path, store: Store) -> None:
+    canary = "canary-" + uuid.uuid4().hex
+    server = install(store, env={"API_KEY": (canary, True)})
+    store.close()
+    stranger = Vault.open(data_dir / "other", keyring_backend=MemoryKeyring())
+    with Store.for_data_dir(data_dir, stranger) as wrong, pytest.raises(StoreError) as info:
+        wrong.env_values(server.server_id)
+    assert info.value.key == "API_KEY" and server.server_id in info.value.message
+    assert canary not in repr(info.value) and canary not in str(info.value)
+
+
+def test_database_errors_become_store_errors_without_values(store: Store) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP TABLE mcp_client_env"))
+    probe = "PROBE_" + uuid.uuid4().hex  # an env key name: it is a statement parameter
+    with pytest.raises(StoreError) as info:
+        install(store, env={probe: ("value", True)})
+    assert info.value.message.startswith("Could not install io.github.example/weather")
+    assert probe not in str(info.value)
+    cause = info.value.__cause__
+    assert cause is not None and probe not in str(cause)  # the engine hides statement parameters
+    assert row_counts_servers(store) == 0
+
+
+def row_counts_servers(store: Store) -> int:
+    with store.engine.connect() as conn:
+        return conn.execute(text("SELECT COUNT(*) FROM mcp_servers")).scalar_one()
+
+
+def test_a_closed_store_refuses_to_work(store: Store) -> None:
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.list()
+
+
+def test_an_in_memory_database_works_for_throwaway_stores() -> None:
+    with Store("sqlite://", Vault.in_memory()) as store:
+        server = install(store)
+        assert store.env_values(server.server_id)["REGION"].reveal() == "eu-west-1"
+
+
+def test_a_bad_database_url_is_a_store_error(vault: Vault) -> None:
+    with pytest.raises(StoreError):
+        Store("not a url", vault)
+    with pytest.raises(StoreError):
+        Store("nosuchdialect://x", vault)
