@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Stdlib-only stdio MCP stub server (newline-delimited JSON-RPC 2.0), for tests.
+
+Runs with any python3 >= 3.6, imports nothing outside the standard library, logs only
+to stderr and exits on stdin EOF. Behaviour is chosen by environment variables (or flags):
+
+  STUB_REQUIRED_ENV    name of the required variable (default STUB_API_KEY)
+  STUB_EXPECTED_SHA256 sha256 hex the variable's value must hash to (optional)
+  STUB_REQUIRE=0       disable the requirement
+  STUB_PROTOCOL / --protocol V   force the protocol version answered at initialize
+  STUB_MODE / --mode M[,M...]    modes, comma-separated (below)
+  STUB_SLOW_SECONDS (2)  STUB_TOOL_COUNT (500)  STUB_EXIT_DELAY (30)
+  STUB_PID_FILE        append own pid (and a grandchild's) one per line
+
+Modes: hang (reads, never answers), hang_after_init (never answers tools/*),
+crash (stderr "stub: fatal: simulated crash", exit 3 before reading), garbage
+(non-JSON lines instead of the initialize answer), grandchild (spawns a sleeping
+python in the same process group, logs "stub: grandchild pid N"), slow (sleeps
+before its first answer), many_tools (pages of 50), echo_env (env to stderr; the
+value in tool `leak`'s description and in echo(text="env")), ignore_sigterm
+(SIG_IGN; on EOF waits STUB_EXIT_DELAY), ignore_unknown (no answer at all to
+server/discover or unknown methods, like some legacy servers).
+"""
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+
+SUPPORTED = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST = "2025-11-25"
+PAGE_SIZE = 50
+MODES = (
+    "hang", "hang_after_init", "crash", "garbage", "grandchild", "slow",
+    "many_tools", "echo_env", "ignore_sigterm", "ignore_unknown",
+    "exit_on_eof_leave_grandchild",
+)
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+AUTH_ERROR = -32001
+
+
+def log(msg: str) -> None:
+    """One line to stderr."""
+    try:
+        sys.stderr.write("stub: %s\n" % msg)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def parse_args(argv):
+    """Tiny flag parser: --mode X, --protocol X (also --flag=X)."""
+    out = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and "=" in arg:
+            key, val = arg[2:].split("=", 1)
+            out[key] = val
+        elif arg in ("--mode", "--protocol") and i + 1 < len(argv):
+            out[arg[2:]] = argv[i + 1]
+            i += 1
+        else:
+            log("ignoring argument %r" % arg)
+        i += 1
+    return out
+
+
+def record_pid(pid: int) -> None:
+    """Append a pid to STUB_PID_FILE when set."""
+    path = os.environ.get("STUB_PID_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write("%d\n" % pid)
+
+
+class Stub:
+    """The server state and its method handlers."""
+
+    def __init__(self, modes, protocol):
+        self.modes = modes
+        self.protocol = protocol
+        self.key_name = os.environ.get("STUB_REQUIRED_ENV") or "STUB_API_KEY"
+        self.initialized = False
+        self.slow_pending = "slow" in modes
+        self.tools = self._build_tools()
+
+    # -- configuration -------------------------------------------------
+    def auth_error(self):
+        """Message for a missing/wrong required variable, or None when fine."""
+        if os.environ.get("STUB_REQUIRE", "1") == "0":
+            return None
+        value = os.environ.get(self.key_name)
+        if not value:
+            return "missing %s" % self.key_name
+        expected = (os.environ.get("STUB_EXPECTED_SHA256") or "").strip().lower()
+        if expected and hashlib.sha256(value.encode("utf-8")).hexdigest() != expected:
+            return "invalid API key for %s" % self.key_name
+        return None
+
+    def _build_tools(self):
+        tools = [
+            {
+                "name": "echo",
+                "description": "Echo the given text back.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"text": {"type": "string", "description": "Text to echo"}},
+                    "required": ["text"],
+                },
+            },
+            {
+                "name": "whoami",
+                "description": "Answer 'ok' when the server is configured.",
+                "inputSchema": {"type": "object", "properties": {}},
+            },
+        ]
+        if "echo_env" in self.modes:
+            tools.append({
+                "name": "leak",
+                "description": "Leaks the key: %s" % os.environ.get(self.key_name, ""),
+                "inputSchema": {"type": "object", "properties": {}},
+            })
+        if "many_tools" in self.modes:
+            count = int(os.environ.get("STUB_TOOL_COUNT") or 500)
+            for n in range(len(tools), count):
+                tools.append({
+                    "name": "tool_%04d" % n,
+                    "description": "Filler tool number %d." % n,
+                    "inputSchema": {
+                        "type": "object",
+                        "properties": {"n": {"type": "integer"}},
+                    },
+                })
+        return tools
+
+    # -- handlers ------------------------------------------------------
+    def handle(self, method, params):
+        """Return (result, None) or (None, (code, message)); (None, None) = no answer."""
+        if "hang" in self.modes:
+            return None, None
+        if self.slow_pending:  # a slow start: delays the first answer (discover or initialize)
+            self.slow_pending = False
+            delay = float(os.environ.get("STUB_SLOW_SECONDS") or 2)
+            log("slow: sleeping %.2fs before answering %s" % (delay, method))
+            time.sleep(delay)
+        if "hang_after_init" in self.modes and method.startswith("tools/"):
+            return None, None
+        if method == "initialize":
+            return self.initialize(params)
+        if method == "server/discover":
+            if "ignore_unknown" in self.modes:
+                return None, None
+            err = self.auth_error()
+            if err:
+                return None, (AUTH_ERROR, err)
+            return None, (METHOD_NOT_FOUND, "Method not found: server/discover")
+        if method == "ping":
+            return {}, None
+        if method == "tools/list":
+            return self.list_tools(params)
+        if method == "tools/call":
+            return self.call_tool(params)
+        if "ignore_unknown" in self.modes:
+            return None, None
+        return None, (METHOD_NOT_FOUND, "Method not found: %s" % method)
+
+    def initialize(self, params):
+        if "garbage" in self.modes:
+            write_raw("this is not json\n{broken json\n<html>garbage</html>\n")
+            return None, None
+        err = self.auth_error()
+        if err:
+            log("rejecting initialize: %s" % err)
+            return None, (AUTH_ERROR, err)
+        requested = params.get("protocolVersion")
+        version = self.protocol or (requested if requested in SUPPORTED else LATEST)
+        self.initialized = True
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "mcp-setup-stub", "version": "1.0.0"},
+            "instructions": "Stub MCP server for mcp-setup tests.",
+        }, None
+
+    def list_tools(self, params):
+        cursor = params.get("cursor")
+        start = 0
+        if cursor is not None:
+            try:
+                start = int(cursor)
+            except (TypeError, ValueError):
+                return None, (INVALID_PARAMS, "invalid cursor")
+            if start < 0 or start >= len(self.tools):
+                return None, (INVALID_PARAMS, "invalid cursor")
+        if len(self.tools) <= PAGE_SIZE and cursor is None:
+            return {"tools": self.tools}, None
+        end = start + PAGE_SIZE
+        result = {"tools": self.tools[start:end]}
+        if end < len(self.tools):
+            result["nextCursor"] = str(end)
+        return result, None
+
+    def call_tool(self, params):
+        name = params.get("name")
+        args = params.get("arguments") or {}
+        if name == "echo":
+            text = str(args.get("text", ""))
+            if "echo_env" in self.modes and text == "env":
+                text = os.environ.get(self.key_name, "")
+            return text_result(text), None
+        if name == "whoami":
+            return text_result("ok"), None
+        if any(t["name"] == name for t in self.tools):
+            return text_result("%s ok" % name), None
+        return None, (INVALID_PARAMS, "unknown tool: %s" % name)
+
+
+def text_result(text: str) -> dict:
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+def write_raw(text: str) -> None:
+    """Write to stdout and flush; exit quietly if the reader is gone."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        os._exit(0)
+
+
+def send(msg) -> None:
+    write_raw(json.dumps(msg, separators=(",", ":")) + "\n")
+
+
+def process(stub, msg):
+    """Handle one decoded message; return the response or None."""
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+        return error_response(None, -32600, "Invalid Request")
+    method = msg.get("method")
+    is_request = "id" in msg
+    if method is None:
+        return None  # a response to something we never sent: ignore
+    params = msg.get("params") or {}
+    if not isinstance(params, dict):
+        params = {}
+    if not is_request:
+        return None  # notifications (incl. notifications/initialized) are ignored
+    result, err = stub.handle(method, params)
+    if err is not None:
+        return error_response(msg["id"], err[0], err[1])
+    if result is None:
+        return None
+    return {"jsonrpc": "2.0", "id": msg["id"], "result": result}
+
+
+def error_response(msg_id, code: int, message: str) -> dict:
+    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+
+
+def spawn_grandchild() -> None:
+    """Start a long-lived grandchild in our process group, with no inherited pipes."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3600)"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        close_fds=True,
+    )
+    log("grandchild pid %d" % proc.pid)
+    record_pid(proc.pid)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    raw_modes = args.get("mode", os.environ.get("STUB_MODE", ""))
+    modes = {m.strip() for m in raw_modes.split(",") if m.strip()}
+    for m in sorted(modes - set(MODES)):
+        log("unknown mode %r ignored" % m)
+    if "exit_on_eof_leave_grandchild" in modes:
+        modes.add("grandchild")
+    protocol = args.get("protocol") or os.environ.get("STUB_PROTOCOL") or None
+    record_pid(os.getpid())
+    log("started pid %d modes=%s" % (os.getpid(), ",".join(sorted(modes)) or "-"))
+    if "crash" in modes:
+        log("fatal: simulated crash")
+        sys.stderr.flush()
+        return 3
+    if "ignore_sigterm" in modes:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "echo_env" in modes:
+        for name in sorted(os.environ):
+            log("env %s=%s" % (name, os.environ[name]))
+    if "grandchild" in modes:
+        spawn_grandchild()
+    stub = Stub(modes, protocol)
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            msg = json.loads(line.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            send(error_response(None, -32700, "Parse error"))
+            continue
+        if isinstance(msg, list):
+            replies = [r for r in (process(stub, m) for m in msg) if r is not None]
+            if replies:
+                send(replies)
+        else:
+            reply = process(stub, msg)
+            if reply is not None:
+                send(reply)
+    log("stdin closed")
+    if "ignore_sigterm" in modes:
+        delay = float(os.environ.get("STUB_EXIT_DELAY") or 30)
+        log("ignore_sigterm: exiting in %.1fs" % delay)
+        time.sleep(delay)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
