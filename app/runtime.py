@@ -113,5 +113,6 @@ def build_runtime(
         which=which,
         http=http,
         scratch_root=scratch,
+        user_home=Path.home(),
     )
     return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http)

@@ -114,6 +114,16 @@ class ConnectionManager:
                 await live.changed.wait()
         return live.status
 
+    async def wait_all_settled(self, timeout: float) -> None:
+        """Wait (bounded) until no server is still connecting; returns quietly on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                for server_id in list(self._live):
+                    if server_id in self._live:
+                        await self.wait_settled(server_id, timeout)
+        except TimeoutError:
+            pass
+
     async def wait_for_status(self, server_id: str, status: Status, timeout: float) -> ServerStatus:
         """Wait (bounded) until ``server_id`` reaches ``status``."""
         async with asyncio.timeout(timeout):

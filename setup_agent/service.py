@@ -85,6 +85,7 @@ class SetupService:
         which: Callable[[str], str | None] = shutil.which,
         http: Any = None,
         scratch_root: Path | None = None,
+        user_home: Path | None = None,
     ) -> None:
         self.refs = refs
         self.redactor = redactor
@@ -97,6 +98,7 @@ class SetupService:
         self.which = which
         self.http = http
         self.scratch_root = scratch_root
+        self.user_home = user_home
         self._install_lock = asyncio.Lock()
 
     # -- dispatch ---------------------------------------------------------------------
@@ -227,6 +229,11 @@ class SetupService:
         return out
 
     async def list_servers(self, args: dict, ctx: CallContext) -> dict:
+        wait = args.get("wait_seconds", 0)
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 120:
+            raise InvalidInput("wait_seconds must be a number from 0 to 120.")
+        if wait:
+            await self.connections.wait_all_settled(float(wait))
         servers = await asyncio.to_thread(self.store.list)
         out = []
         for s in servers:
@@ -266,18 +273,22 @@ class SetupService:
         package = choose_package(
             detail.packages, _opt_str(args, "package"), preference=self.package_preference, which=self.which
         )
-        spec = build_spec(package)
         keys = list(package.required_keys)
         bundle_dir: Path | None = None
+        manifest = None
         if package.type == "mcpb":
             await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
             archive = await fetch_bundle(package.identifier, package.file_sha256, workdir, http=self.http)
             bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
             await asyncio.to_thread(archive.unlink)
             manifest = await asyncio.to_thread(read_manifest, bundle_dir)
-            spec = spec_from_manifest(manifest, spec)
-            keys = required_keys_from_manifest(manifest, keys)
+            keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
         values = self._values(keys, env_refs, env)
+        # Optional settings left unset: their env vars and arguments are left out entirely.
+        omit = {k.name for k in keys if k.name not in values}
+        spec = build_spec(package, omit=omit)
+        if manifest is not None:
+            spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
         return _Prepared(detail, package, spec, keys, values, bundle_dir)
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:

@@ -95,7 +95,17 @@ TOOL_SPECS: list[dict[str, Any]] = [
     {
         "name": "mcp_setup_list_servers",
         "description": "Installed servers with their status and tools.",
-        "inputSchema": {"type": "object", "properties": {}},
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "wait_seconds": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 120,
+                    "description": "Wait up to this long for servers that are still connecting.",
+                }
+            },
+        },
     },
     {
         "name": "mcp_setup_remove",

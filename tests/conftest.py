@@ -33,7 +33,7 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 class MemoryKeyring(keyring.backend.KeyringBackend):
     """A keyring that lives in this object only: each test its own."""
 
-    priority = 1  # type: ignore[assignment]
+    priority = -1  # type: ignore[assignment]  # never chosen by keyring.get_keyring()
 
     def __init__(self) -> None:
         super().__init__()

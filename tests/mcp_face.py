@@ -1,0 +1,142 @@
+"""Drive ``mcp-setup mcp`` as a real subprocess with the SDK's client, recording every message."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.message import SessionMessage
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def mcp_setup_argv(*args: str) -> list[str]:
+    script = Path(sys.executable).parent / "mcp-setup"
+    if script.exists():
+        return [str(script), *args]
+    return [sys.executable, "-m", "app.cli", *args]
+
+
+def face_env(home: Path, **extra: str) -> dict[str, str]:
+    """Environment for a face subprocess: isolated home, XDG dirs, no working keyring."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home / "user-home"),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "MCP_SETUP_HOME": str(home / "data"),
+        "XDG_DATA_HOME": str(home / "xdg-data"),
+        "XDG_CONFIG_HOME": str(home / "xdg-config"),
+        "XDG_CACHE_HOME": str(home / "xdg-cache"),
+        "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
+        "PYTHONPATH": str(REPO),
+    }
+    (home / "user-home").mkdir(parents=True, exist_ok=True)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Recorder:
+    """Every JSON-RPC message in both directions, as the JSON text on the wire."""
+
+    messages: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "\n".join(self.messages)
+
+
+@asynccontextmanager
+async def recorded(transport: Any, recorder: Recorder) -> AsyncIterator[Any]:
+    async with transport as (read, write):
+        up_send, up_recv = anyio.create_memory_object_stream[SessionMessage](0)
+        down_send, down_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def pump_down() -> None:
+            async with down_send:
+                async for msg in read:
+                    if isinstance(msg, SessionMessage):
+                        recorder.messages.append(msg.message.model_dump_json(by_alias=True, exclude_unset=True))
+                    await down_send.send(msg)
+
+        async def pump_up() -> None:
+            async with up_recv:
+                async for msg in up_recv:
+                    recorder.messages.append(msg.message.model_dump_json(by_alias=True, exclude_unset=True))
+                    await write.send(msg)
+            await write.aclose()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump_down)
+            tg.start_soon(pump_up)
+            yield down_recv, up_send
+            tg.cancel_scope.cancel()
+
+
+class Browser:
+    """Acts as the user at the secret page: opens the URL and submits a value."""
+
+    def __init__(self) -> None:
+        self.pages: list[str] = []
+
+    async def submit(self, url: str, value: str, action: str = "submit") -> httpx.Response:
+        token = parse_qs(urlsplit(url).query)["t"][0]
+        async with httpx.AsyncClient(timeout=10) as http:
+            page = await http.get(url)
+            page.raise_for_status()
+            self.pages.append(page.text)
+            post_url = url.split("?", 1)[0]
+            origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
+            return await http.post(post_url, data={"t": token, "value": value, "action": action}, headers={"Origin": origin})
+
+
+def elicitation_answering(browser: Browser, answers: list[str]) -> Callable[..., Awaitable[types.ElicitResult]]:
+    """An elicitation callback that opens each URL and types the next answer."""
+
+    async def callback(context: Any, params: Any) -> types.ElicitResult:
+        url = getattr(params, "url", None)
+        assert url, f"expected a URL-mode elicitation, got {params!r}"
+        response = await browser.submit(url, answers.pop(0))
+        assert response.status_code == 200, response.text
+        return types.ElicitResult(action="accept")
+
+    return callback
+
+
+@asynccontextmanager
+async def mcp_setup_client(
+    home: Path,
+    stderr_path: Path,
+    recorder: Recorder,
+    *,
+    client_name: str = "Claude Desktop",
+    elicitation_callback: Any = None,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=mcp_setup_argv()[0], args=[*mcp_setup_argv("mcp")[1:]], env=env or face_env(home), cwd=str(REPO))
+    with open(stderr_path, "a") as errlog:
+        transport = recorded(stdio_client(params, errlog=errlog), recorder)
+        kwargs: dict[str, Any] = {"client_info": types.Implementation(name=client_name, version="1.0"), "mode": "legacy"}
+        if elicitation_callback is not None:
+            kwargs["elicitation_callback"] = elicitation_callback
+        async with Client(transport, **kwargs) as client:
+            yield client
+
+
+async def call(client: Client, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = await client.call_tool(name, args or {})
+    text = result.content[0].text  # type: ignore[union-attr]
+    data = json.loads(text)
+    assert result.structured_content == data
+    return data

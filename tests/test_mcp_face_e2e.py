@@ -1,0 +1,172 @@
+"""End to end through ``mcp-setup mcp``: the SDK's client over stdio, acting as the user's browser.
+
+search → get → request_secret → test_connection → install_and_connect → list_servers, with a
+canary value that must show up in no MCP message, no log line, not in the database file and in
+no file of the install dir but what the server itself needs. Then a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+
+pytestmark = pytest.mark.anyio
+
+STUB = "io.github.mcp-setup/stub"
+
+
+def make_catalog(root: Path, expected: str) -> Path:
+    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected)
+    catalog = root / "catalog"
+    catalog.mkdir(parents=True)
+    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
+    return catalog
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmd and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def all_bytes_under(path: Path) -> list[tuple[Path, bytes]]:
+    return [(p, p.read_bytes()) for p in path.rglob("*") if p.is_file()]
+
+
+async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path: Path, canary: str) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+    stderr_path = tmp_path / "stderr.log"
+    recorder = Recorder()
+    browser = Browser()
+    answers = ["wrong-" + canary[::-1], canary]
+    data_dir = Path(env["MCP_SETUP_HOME"])
+
+    with anyio.fail_after(120):
+        async with mcp_setup_client(
+            tmp_path, stderr_path, recorder, elicitation_callback=elicitation_answering(browser, answers), env=env
+        ) as client:
+            found = await call(client, "mcp_setup_search", {"query": "stub"})
+            assert [s["qualified_name"] for s in found["servers"]] == [STUB]
+
+            detail = await call(client, "mcp_setup_get", {"qualified_name": STUB})
+            keys = {k["name"]: k for k in detail["required_env_keys"]}
+            assert keys["STUB_API_KEY"]["secret"] is True
+            assert [p["id"] for p in detail["packages"]] == ["mcpb"]
+
+            # A wrong value first: a clear error, and the ref stays usable.
+            wrong = await call(
+                client,
+                "mcp_setup_request_secret",
+                {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB},
+            )
+            assert wrong["status"] == "answered" and wrong["ref"].startswith("secret://")
+            failed = await call(
+                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+            )
+            assert failed["ok"] is False and failed["error"]["code"] == "rejected"
+            assert "STUB_API_KEY" in failed["error"]["message"]
+            again = await call(
+                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+            )
+            assert again["error"]["code"] == "rejected"  # not secret_missing: the ref survived the failure
+            refused = await call(
+                client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+            )
+            assert refused["ok"] is False and refused["error"]["code"] == "rejected"
+            assert (await call(client, "mcp_setup_list_servers"))["servers"] == []
+
+            right = await call(
+                client,
+                "mcp_setup_request_secret",
+                {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB},
+            )
+            env_refs = {"STUB_API_KEY": right["ref"]}
+            tested = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": env_refs})
+            assert tested["ok"] is True and {t["name"] for t in tested["tools"]} >= {"echo", "whoami"}
+
+            installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs})
+            assert installed["status"] == "connected", installed
+            server_id = installed["server_id"]
+
+            listed = (await call(client, "mcp_setup_list_servers"))["servers"]
+            assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [
+                (server_id, "connected", "mcp:claude-desktop")
+            ]
+            assert {t["name"] for t in listed[0]["tools"]} >= {"echo", "whoami"}
+
+            # The ref was consumed by the install.
+            reused = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": env_refs})
+            assert reused["error"]["code"] == "secret_missing"
+            # Installing the same name twice is a clear error.
+            dup = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs})
+            assert dup["error"]["code"] == "already_installed"
+
+        # The canary is nowhere it must not be.
+        assert canary not in recorder.text()
+        assert all(canary not in page for page in browser.pages)
+        log = stderr_path.read_text()
+        assert "tool mcp_setup_install_and_connect called" in log
+        assert canary not in log
+        for path, data in all_bytes_under(data_dir):
+            assert canary.encode() not in data, f"canary in {path}"
+        assert not processes_mentioning(str(data_dir)), "a server process outlived mcp-setup"
+
+        # Restart: the server comes back connected with its decrypted secret; old refs are gone.
+        restart_log = tmp_path / "stderr-restart.log"
+        async with mcp_setup_client(tmp_path, restart_log, recorder, env=env) as client:
+            listed = (await call(client, "mcp_setup_list_servers", {"wait_seconds": 30}))["servers"]
+            assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "connected")]
+            stale = await call(
+                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+            )
+            assert stale["error"]["code"] == "secret_missing"
+            removed = await call(client, "mcp_setup_remove", {"server_id": server_id})
+            assert removed == {"removed": True}
+            assert (await call(client, "mcp_setup_list_servers"))["servers"] == []
+        assert canary not in recorder.text() and canary not in restart_log.read_text()
+        assert not (data_dir / "servers" / server_id).exists()
+        assert not processes_mentioning(str(data_dir))
+
+
+async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usable_once_answered(
+    tmp_path: Path, canary: str
+) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+    recorder = Recorder()
+    browser = Browser()
+    with anyio.fail_after(60):
+        async with mcp_setup_client(tmp_path, tmp_path / "err.log", recorder, client_name="", env=env) as client:
+            asked = await call(
+                client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Stub key, please"}
+            )
+            assert asked["status"] == "pending"
+            assert asked["url"].startswith("http://127.0.0.1:")
+            env_refs = {"STUB_API_KEY": asked["ref"]}
+            early = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": env_refs})
+            assert early["error"]["code"] == "secret_pending"
+            response = await browser.submit(asked["url"], canary)
+            assert response.status_code == 200
+            installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs})
+            assert installed["status"] == "connected"
+            listed = (await call(client, "mcp_setup_list_servers"))["servers"]
+            assert listed[0]["installed_by"] == "mcp"
+    assert canary not in recorder.text()
+    assert os.path.exists(tmp_path / "err.log") and canary not in (tmp_path / "err.log").read_text()
