@@ -1,0 +1,120 @@
+"""The stdio MCP face's conventions: the smoke test, client provenance, prompt resources."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+import anyio
+import pytest
+
+from app.mcp_server import PROMPT_URI_PREFIX, provenance_label
+from tests.mcp_face import REPO, Recorder, face_env, mcp_setup_argv, mcp_setup_client
+
+SMOKE_INPUT = "\n".join(
+    [
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "smoke-test", "version": "1.0"},
+                },
+            }
+        ),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ]
+) + "\n"
+
+
+def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
+    proc = subprocess.run(
+        mcp_setup_argv("mcp"), input=SMOKE_INPUT, capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+    )
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout + proc.stderr
+    first, second = (json.loads(line) for line in lines)
+    for line in lines:
+        assert line == json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False)
+    assert first["id"] == 1 and first["result"]["protocolVersion"] == "2025-06-18"
+    caps = first["result"]["capabilities"]
+    assert "tools" in caps
+    assert caps["resources"] == {"subscribe": False, "listChanged": False}
+    assert second["id"] == 2
+    names = {t["name"] for t in second["result"]["tools"]}
+    assert names == {
+        "mcp_setup_search",
+        "mcp_setup_get",
+        "mcp_setup_request_secret",
+        "mcp_setup_test_connection",
+        "mcp_setup_install_and_connect",
+        "mcp_setup_list_servers",
+        "mcp_setup_remove",
+    }
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("client_name", "label"),
+    [
+        ("Claude Desktop", "mcp:claude-desktop"),
+        ("  Cursor  ", "mcp:cursor"),
+        ("Visual Studio Code", "mcp:visual-studio-code"),
+        ("VS_Code--Insiders!!", "mcp:vs-code-insiders"),
+        ("Zed 0.150 (preview)", "mcp:zed-0-150-preview"),
+        ("Café Client", "mcp:caf-client"),
+        ("---", "mcp"),
+        ("", "mcp"),
+        ("   ", "mcp"),
+        ("日本語", "mcp"),
+        (None, "mcp"),
+    ],
+)
+def test_client_names_become_provenance_labels(client_name: str | None, label: str) -> None:
+    assert provenance_label(client_name) == label
+
+
+def _agent_ids_on_disk() -> set[str]:
+    ids = set()
+    for path in (REPO / "agents").glob("*.toml"):
+        ids.add(tomllib.loads(path.read_text())["id"])
+    return ids
+
+
+@pytest.mark.anyio
+async def test_every_agent_prompt_is_a_markdown_resource_and_there_are_no_templates(tmp_path: Path) -> None:
+    agent_ids = _agent_ids_on_disk()
+    assert "mcp_setup" in agent_ids
+    with anyio.fail_after(60):
+        async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
+            listed = await client.list_resources()
+            uris = {str(r.uri): r for r in listed.resources}
+            for agent_id in agent_ids:
+                uri = f"{PROMPT_URI_PREFIX}{agent_id}"
+                assert uri in uris, f"agent {agent_id} has no prompt resource"
+                assert uris[uri].mime_type == "text/markdown"
+                read = await client.read_resource(uri)
+                assert read.contents[0].mime_type == "text/markdown"
+                assert read.contents[0].text.strip()  # type: ignore[union-attr]
+            templates = await client.list_resource_templates()
+            assert templates.resource_templates == []
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_error(tmp_path: Path) -> None:
+    from mcp import MCPError
+
+    with anyio.fail_after(60):
+        async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
+            with pytest.raises(MCPError):
+                await client.call_tool("mcp_setup_nope", {})
+            result = await client.call_tool("mcp_setup_search", {"page_size": 1000})
+            assert result.is_error
+            assert result.structured_content["error"]["code"] == "invalid_input"  # type: ignore[index]
