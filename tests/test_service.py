@@ -1,0 +1,174 @@
+"""The tools through SetupService, wired by build_runtime over a local catalog and real stubs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from app.runtime import Runtime, build_runtime
+from app.settings import Settings
+from setup_agent.service import CallContext
+from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_manifest, stub_server_json
+from tests.test_mcp_face_e2e import processes_mentioning
+
+pytestmark = pytest.mark.anyio
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def add_to_catalog(catalog: Path, name: str, bundle: Path, sha: str) -> None:
+    catalog.mkdir(parents=True, exist_ok=True)
+    doc = stub_server_json(bundle.resolve().as_uri(), sha, name=name)
+    (catalog / (name.replace("/", "_") + ".json")).write_text(json.dumps(doc))
+
+
+def bundle_with_command(dest: Path, command: str) -> tuple[Path, str]:
+    manifest = stub_manifest(expected_value=None)
+    manifest["server"]["mcp_config"]["command"] = command
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"{command}.mcpb"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("manifest.json", json.dumps(manifest))
+        zf.write(SERVER_PY, "server/server.py")
+    return path, sha256_hex(path.read_bytes())
+
+
+@pytest.fixture
+async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tuple[Runtime, Clock]]:
+    catalog = tmp_path / "catalog"
+    dist = tmp_path / "dist"
+    for mode in ("", "hang", "crash"):
+        bundle, sha = build_stub_bundle(dist / (mode or "ok"), expected_value=canary, mode=mode, name=f"stub-{mode or 'ok'}")
+        add_to_catalog(catalog, f"io.test/stub-{mode or 'ok'}", bundle, sha)
+    bundle, sha = bundle_with_command(dist / "missing", "no-such-runtime-xyz")
+    add_to_catalog(catalog, "io.test/missing-command", bundle, sha)
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=3
+    )
+    clock = Clock()
+    runtime = build_runtime(settings, keyring_backend=memory_keyring, refs_timer=clock)
+    yield runtime, clock
+    await runtime.aclose()
+
+
+async def call(runtime: Runtime, tool: str, **args) -> dict:
+    return await runtime.service.call(tool, args, CallContext(installed_by="agent"))
+
+
+@pytest.mark.parametrize(
+    ("server", "value", "code"),
+    [
+        ("io.test/stub-ok", "wrong-value", "rejected"),
+        ("io.test/stub-hang", None, "timeout"),
+        ("io.test/stub-crash", None, "exited"),
+        ("io.test/missing-command", None, "command_not_found"),
+    ],
+)
+async def test_a_failed_install_leaves_refs_usable_no_rows_no_files_and_no_process(
+    world, canary: str, server: str, value: str | None, code: str
+) -> None:
+    runtime, _ = world
+    ref = runtime.refs.mint("STUB_API_KEY", value or canary)
+    with anyio.fail_after(3 + 2 + 5):
+        result = await call(runtime, "mcp_setup_install_and_connect", qualified_name=server, env_refs={"STUB_API_KEY": ref})
+    assert result["ok"] is False and result["error"]["code"] == code, result
+    assert canary not in json.dumps(result)
+    assert runtime.store.list() == []
+    assert runtime.refs.resolve({"STUB_API_KEY": ref})["STUB_API_KEY"].reveal() == (value or canary)
+    install_root = runtime.connections.install_root
+    assert not install_root.exists() or not any(install_root.iterdir())
+    await runtime.prober.drain()
+    assert not processes_mentioning(str(runtime.settings.home))
+
+
+async def test_a_secret_given_as_a_plain_env_value_is_refused(world, canary: str) -> None:
+    runtime, _ = world
+    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env={"STUB_API_KEY": canary})
+    assert result["error"]["code"] == "secret_not_allowed"
+    assert canary not in json.dumps(result)
+
+
+async def test_a_missing_secret_is_named_with_how_to_get_it(world) -> None:
+    runtime, _ = world
+    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok")
+    assert result["error"]["code"] == "invalid_input"
+    assert "STUB_API_KEY" in result["error"]["message"] and "mcp_setup_request_secret" in result["error"]["message"]
+
+
+async def test_an_unknown_setting_is_refused_listing_the_real_ones(world, canary: str) -> None:
+    runtime, _ = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    result = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok",
+        env_refs={"STUB_API_KEY": ref}, env={"REGION": "eu"},
+    )
+    assert result["error"]["code"] == "invalid_input"
+    assert "REGION" in result["error"]["message"] and "STUB_API_KEY" in result["error"]["message"]
+
+
+async def test_a_ref_minted_for_another_key_is_refused(world, canary: str) -> None:
+    runtime, _ = world
+    ref = runtime.refs.mint("OTHER_KEY", canary)
+    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    assert result["error"]["code"] == "secret_wrong_key"
+
+
+async def test_an_expired_ref_is_refused_with_an_injected_clock(world, canary: str) -> None:
+    runtime, clock = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    clock.now += runtime.settings.secret_ttl_seconds + 1
+    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    assert result["error"]["code"] == "secret_expired"
+
+
+async def test_test_connection_succeeds_and_installs_nothing(world, canary: str) -> None:
+    runtime, _ = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    assert result["ok"] is True and {t["name"] for t in result["tools"]} == {"echo", "whoami"}
+    assert runtime.store.list() == []
+    assert runtime.refs.is_ready(ref)
+
+
+async def test_tool_calls_are_logged_with_key_names_only(world, canary: str, caplog: pytest.LogCaptureFixture) -> None:
+    runtime, _ = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    with caplog.at_level(logging.DEBUG):
+        await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "env_refs keys=['STUB_API_KEY']" in text
+    assert canary not in text and ref not in text
+
+
+async def test_bad_arguments_are_invalid_input_not_crashes(world) -> None:
+    runtime, _ = world
+    for tool, args in [
+        ("mcp_setup_search", {"page": 0}),
+        ("mcp_setup_search", {"page_size": "ten"}),
+        ("mcp_setup_get", {}),
+        ("mcp_setup_test_connection", {"qualified_name": "io.test/stub-ok", "env_refs": ["x"]}),
+        ("mcp_setup_remove", {"server_id": 5}),
+        ("mcp_setup_request_secret", {"key_name": "bad name!", "prompt": "x"}),
+    ]:
+        result = await call(runtime, tool, **args)
+        assert result["ok"] is False and result["error"]["code"] == "invalid_input", (tool, result)
+
+
+async def test_an_unknown_server_is_not_found(world) -> None:
+    runtime, _ = world
+    result = await call(runtime, "mcp_setup_get", qualified_name="io.test/nope")
+    assert result["error"]["code"] == "not_found"
+    result = await call(runtime, "mcp_setup_remove", server_id="srv_nope")
+    assert result["error"]["code"] == "not_found"
