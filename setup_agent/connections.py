@@ -81,6 +81,8 @@ class ConnectionManager:
         self._on_status = on_status
         self._sem = asyncio.Semaphore(max_concurrency)
         self._live: dict[str, _Live] = {}
+        self._booting = False
+        self._booted = asyncio.Event()
 
     def install_dir(self, server_id: str) -> Path:
         return self.install_root / server_id
@@ -92,8 +94,14 @@ class ConnectionManager:
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
         """Connect every enabled installed server, concurrently; returns when all settled."""
-        servers = await asyncio.to_thread(self.store.list, enabled_only=True)
-        await asyncio.gather(*(self.connect(s) for s in servers))
+        self._booting = True
+        try:
+            servers = await asyncio.to_thread(self.store.list, enabled_only=True)
+            for server in servers:
+                await self.connect(server, wait=False)
+        finally:
+            self._booted.set()
+        await asyncio.gather(*(self.wait_settled(s.server_id) for s in servers if s.server_id in self._live))
 
     async def connect(self, server: InstalledServer, *, wait: bool = True) -> ServerStatus:
         """Start (or restart) the session for ``server``; with ``wait``, until it settles."""
@@ -118,6 +126,8 @@ class ConnectionManager:
         """Wait (bounded) until no server is still connecting; returns quietly on timeout."""
         try:
             async with asyncio.timeout(timeout):
+                if self._booting:
+                    await self._booted.wait()  # the boot may still be reading the store
                 for server_id in list(self._live):
                     if server_id in self._live:
                         await self.wait_settled(server_id, timeout)
