@@ -1,0 +1,226 @@
+"""RegistryHub: one search and one get over several sources, concurrent, bounded, cached.
+
+Search without ``source`` fans out to every source at once, each bounded by ``timeout``.
+A source that fails or times out adds ``{source, message}`` to ``errors``; the others'
+results still come back (a fan-out search never raises for a source). Servers are merged
+in source order and de-duplicated by ``qualified_name`` (first source wins): a merged page
+holds up to ``page_size`` servers *per source*. ``total_pages`` is the max over the
+sources that answered. ``notes`` (e.g. a skipped Smithery) are appended to every
+``errors``. With ``source`` only that one is asked, and its failure is raised
+as a RegistryError (timeouts and unexpected exceptions included).
+
+Successful answers are cached for ``cache_ttl`` seconds (``TTLCache`` on the injected
+``timer``): searches per (source, query, page, page_size), details per (source, name).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from cachetools import TTLCache
+
+from .base import RegistrySource
+from .errors import RegistryError, RegistryNotFound
+from .local import LocalCatalog
+from .models import Detail, SearchPage, SourceError, Summary
+from .official import DEFAULT_OFFICIAL_URL, OfficialRegistry
+from .smithery import DEFAULT_SMITHERY_URL, SmitheryRegistry
+
+__all__ = ["KNOWN_REGISTRIES", "RegistryHub", "build_sources"]
+
+log = logging.getLogger(__name__)
+
+KNOWN_REGISTRIES = ("official", "smithery", "local")
+
+
+class RegistryHub:
+    """Searches and gets across ``sources`` (name → RegistrySource, in preference order)."""
+
+    def __init__(
+        self,
+        sources: Mapping[str, RegistrySource],
+        *,
+        timeout: float = 8.0,
+        cache_ttl: float = 300.0,
+        timer: Callable[[], float] = time.monotonic,
+        notes: list[SourceError] | None = None,
+    ) -> None:
+        self.sources: dict[str, RegistrySource] = dict(sources)
+        self.timeout = timeout
+        self.notes: list[SourceError] = list(notes or [])
+        self._pages: TTLCache[tuple[str, str, int, int], SearchPage] = TTLCache(1024, cache_ttl, timer=timer)
+        self._details: TTLCache[tuple[str, str], Detail] = TTLCache(1024, cache_ttl, timer=timer)
+
+    def __repr__(self) -> str:
+        return f"RegistryHub(sources={list(self.sources)}, timeout={self.timeout})"
+
+    def _check_source(self, source: str | None) -> None:
+        if source is None or source in self.sources:
+            return
+        for note in self.notes:
+            if note.source == source:
+                raise RegistryError(f"{source}: {note.message}", source=source)
+        known = ", ".join(self.sources) or "none"
+        raise ValueError(f"Unknown source {source!r}; the configured sources are: {known}.")
+
+    async def _call(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """``fn()`` bounded by the timeout; every failure comes out as a RegistryError."""
+        try:
+            with anyio.fail_after(self.timeout):
+                return await fn()
+        except RegistryError:
+            raise
+        except TimeoutError:
+            raise RegistryError(f"{name} did not answer within {self.timeout:g} s.", source=name) from None
+        except Exception as exc:  # a buggy source must not sink the caller
+            log.warning("registry %s failed", name, exc_info=True)
+            raise RegistryError(f"{name} failed ({type(exc).__name__}).", source=name) from None
+
+    async def _search_one(self, name: str, query: str, page: int, page_size: int) -> SearchPage:
+        key = (name, query, page, page_size)
+        cached = self._pages.get(key)
+        if cached is not None:
+            return cached.model_copy(deep=True)
+        src = self.sources[name]
+        result: SearchPage = await self._call(name, lambda: src.search(query or None, page, page_size))
+        self._pages[key] = result.model_copy(deep=True)
+        return result
+
+    async def search(
+        self, query: str | None = None, page: int = 1, page_size: int = 10, source: str | None = None
+    ) -> SearchPage:
+        """One page of servers matching ``query``, from ``source`` or from every source."""
+        if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+            raise ValueError(f"page must be an integer ≥ 1 (got {page!r}).")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 100:
+            raise ValueError(f"page_size must be an integer from 1 to 100 (got {page_size!r}).")
+        self._check_source(source)
+        q = (query or "").strip()
+        if source is not None:
+            result = await self._search_one(source, q, page, page_size)
+            result.errors = [*result.errors, *self.notes]
+            return result
+
+        names = list(self.sources)
+        results: dict[str, SearchPage] = {}
+        errors: dict[str, SourceError] = {}
+
+        async def run(name: str) -> None:
+            try:
+                results[name] = await self._search_one(name, q, page, page_size)
+            except RegistryError as exc:
+                errors[name] = SourceError(source=name, message=str(exc))
+
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(run, name)
+
+        merged: dict[str, Summary] = {}
+        total = 0
+        out_errors: list[SourceError] = []
+        for name in names:
+            if name in errors:
+                out_errors.append(errors[name])
+                continue
+            page_result = results[name]
+            total = max(total, page_result.total_pages)
+            out_errors.extend(page_result.errors)
+            for summary in page_result.servers:
+                merged.setdefault(summary.qualified_name, summary)
+        return SearchPage(servers=list(merged.values()), total_pages=total, errors=[*out_errors, *self.notes])
+
+    async def _get_one(self, name: str, qualified_name: str) -> Detail:
+        key = (name, qualified_name)
+        cached = self._details.get(key)
+        if cached is not None:
+            return cached.model_copy(deep=True)
+        src = self.sources[name]
+        detail: Detail = await self._call(name, lambda: src.get(qualified_name))
+        self._details[key] = detail.model_copy(deep=True)
+        return detail
+
+    async def get(self, qualified_name: str, source: str | None = None) -> Detail:
+        """The latest detail from ``source``, or from the first source (in order) that has it."""
+        self._check_source(source)
+        if source is not None:
+            return await self._get_one(source, qualified_name)
+        failures: list[str] = []
+        for name in self.sources:
+            try:
+                return await self._get_one(name, qualified_name)
+            except RegistryNotFound:
+                continue
+            except RegistryError as exc:
+                failures.append(str(exc))
+        tried = ", ".join(self.sources) or "no source"
+        if failures:
+            raise RegistryError(
+                f"{qualified_name} was not found in {tried}; some could not be asked: " + " ".join(failures),
+                source="hub",
+            )
+        raise RegistryNotFound(f"{qualified_name} was not found in any registry (tried {tried}).", source="hub")
+
+    async def aclose(self) -> None:
+        """Close every source (errors are logged, not raised)."""
+        for name, src in self.sources.items():
+            try:
+                await src.aclose()
+            except Exception:
+                log.warning("closing registry %s failed", name, exc_info=True)
+
+
+def build_sources(
+    registries: Sequence[str] | str,
+    *,
+    catalog_dir: Path | str | None = None,
+    official_url: str = DEFAULT_OFFICIAL_URL,
+    smithery_url: str = DEFAULT_SMITHERY_URL,
+    smithery_api_key: Any = None,
+    http: httpx.AsyncClient | None = None,
+    timeout: float = 10.0,
+) -> tuple[dict[str, RegistrySource], list[SourceError]]:
+    """The ``MCP_SETUP_REGISTRIES`` rule: names → sources, plus notes for skipped ones.
+
+    ``registries`` is a list (or a comma-separated string) of ``official``, ``smithery``,
+    ``local``; case and blanks are ignored, repeats dropped, order kept (it is the merge and
+    ``get`` order). Unknown names, or none at all, raise ValueError. Smithery without an
+    API key is skipped with a note. ``local`` needs ``catalog_dir``.
+    """
+    raw = registries.split(",") if isinstance(registries, str) else list(registries)
+    names = list(dict.fromkeys(n.strip().lower() for n in raw if n and n.strip()))
+    unknown = [n for n in names if n not in KNOWN_REGISTRIES]
+    if unknown:
+        raise ValueError(
+            f"Unknown registry name(s) {', '.join(unknown)} in MCP_SETUP_REGISTRIES; "
+            f"use a comma-separated list of {', '.join(KNOWN_REGISTRIES)}."
+        )
+    if not names:
+        raise ValueError(f"MCP_SETUP_REGISTRIES names no registry; use any of {', '.join(KNOWN_REGISTRIES)}.")
+    sources: dict[str, RegistrySource] = {}
+    notes: list[SourceError] = []
+    for name in names:
+        if name == "official":
+            sources[name] = OfficialRegistry(official_url, http=http, timeout=timeout)
+        elif name == "local":
+            if catalog_dir is None:
+                raise ValueError("The local registry needs a catalog directory.")
+            sources[name] = LocalCatalog(Path(catalog_dir))
+        else:
+            reveal = getattr(smithery_api_key, "get_secret_value", None)
+            key = reveal() if callable(reveal) else smithery_api_key
+            if isinstance(key, str) and key.strip():
+                sources[name] = SmitheryRegistry(smithery_url, api_key=key, http=http, timeout=timeout)
+            else:
+                notes.append(
+                    SourceError(
+                        source="smithery",
+                        message="skipped, no API key: set MCP_SETUP_SMITHERY_API_KEY to search Smithery too.",
+                    )
+                )
+    return sources, notes

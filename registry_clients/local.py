@@ -1,0 +1,126 @@
+"""A local catalog: a folder of ``*.json`` server.json files (official format) for private servers.
+
+A file holds one document (plain ServerDetail or ``{server, _meta}``) or a list of them.
+Files are re-read when their mtime or size changes, so edits on disk show up on the next
+call. A broken file (or list item) is skipped with a warning naming it, once per change.
+A name met twice keeps its first occurrence (files in name order), unless a later one is
+marked ``isLatest`` in its ``_meta`` and the first is not. A missing folder is an empty
+catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from .errors import RegistryNotFound
+from .models import Detail, SearchPage
+from .serverjson import parse_server_json, unwrap
+
+__all__ = ["LocalCatalog"]
+
+log = logging.getLogger(__name__)
+
+_OFFICIAL_META = "io.modelcontextprotocol.registry/official"
+
+
+def _is_latest(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    meta = unwrap(doc)[1].get(_OFFICIAL_META)
+    return bool(isinstance(meta, dict) and meta.get("isLatest"))
+
+
+class LocalCatalog:
+    """RegistrySource over a directory of server.json files (``name == "local"``)."""
+
+    def __init__(self, directory: Path | str, *, name: str = "local") -> None:
+        self.name = name
+        self.directory = Path(directory)
+        self._lock = threading.Lock()
+        # path -> ((mtime_ns, size), [(detail, is_latest)])
+        self._files: dict[Path, tuple[tuple[int, int], list[tuple[Detail, bool]]]] = {}
+
+    def __repr__(self) -> str:
+        return f"LocalCatalog({str(self.directory)!r})"
+
+    def _read_file(self, path: Path) -> list[tuple[Detail, bool]]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            log.warning("local catalog: skipping %s: %s", path, exc)
+            return []
+        docs = data if isinstance(data, list) else [data]
+        out: list[tuple[Detail, bool]] = []
+        for i, doc in enumerate(docs):
+            try:
+                out.append((parse_server_json(doc, source=self.name), _is_latest(doc)))
+            except (ValueError, TypeError) as exc:
+                where = f"{path} (item {i})" if isinstance(data, list) else str(path)
+                log.warning("local catalog: skipping %s: %s", where, exc)
+        return out
+
+    def _load(self) -> list[Detail]:
+        """Every server, reading only files that changed since the last call."""
+        with self._lock:
+            try:
+                paths = sorted(p for p in self.directory.glob("*.json") if p.is_file())
+            except OSError:
+                paths = []
+            fresh: dict[Path, tuple[tuple[int, int], list[tuple[Detail, bool]]]] = {}
+            for path in paths:
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                stamp = (st.st_mtime_ns, st.st_size)
+                cached = self._files.get(path)
+                fresh[path] = cached if cached and cached[0] == stamp else (stamp, self._read_file(path))
+            self._files = fresh
+            chosen: dict[str, tuple[Detail, bool]] = {}
+            for _stamp, entries in fresh.values():
+                for detail, latest in entries:
+                    old = chosen.get(detail.qualified_name)
+                    if old is None or (latest and not old[1]):
+                        chosen[detail.qualified_name] = (detail, latest)
+            return [d for d, _ in chosen.values()]
+
+    async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
+        """Case-insensitive substring over name, title/display name and description."""
+        servers = await anyio.to_thread.run_sync(self._load)
+        needle = (query or "").strip().lower()
+        if needle:
+            servers = [
+                d
+                for d in servers
+                if needle in d.qualified_name.lower()
+                or needle in d.display_name.lower()
+                or needle in d.description.lower()
+            ]
+        start = (page - 1) * page_size
+        return SearchPage(
+            servers=[d.summary() for d in servers[start : start + page_size]],
+            total_pages=math.ceil(len(servers) / page_size) if page_size > 0 else 0,
+        )
+
+    async def get(self, qualified_name: str) -> Detail:
+        """Exact name, else a case-insensitive match; RegistryNotFound otherwise."""
+        servers = await anyio.to_thread.run_sync(self._load)
+        for detail in servers:
+            if detail.qualified_name == qualified_name:
+                return detail.model_copy(deep=True)
+        for detail in servers:
+            if detail.qualified_name.lower() == qualified_name.lower():
+                return detail.model_copy(deep=True)
+        raise RegistryNotFound(
+            f"{qualified_name} is not in the local catalog ({self.directory}).", source=self.name
+        )
+
+    async def aclose(self) -> None:
+        return None

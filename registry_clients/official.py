@@ -1,0 +1,182 @@
+"""Client for the official MCP registry (``/v0.1/servers``, cursor pages, ``…/versions/latest``).
+
+Pages: the API pages by opaque cursor; callers ask for ``page``/``page_size``. The client
+remembers, per ``(query, page_size)``, the cursor that starts each page it has seen, so
+page N costs one request once page N-1 was fetched, and going back reuses the remembered
+cursor. Reaching an unseen page walks forward from the furthest known one (each
+intermediate page fetched once).
+
+``total_pages``: the API reports no total, so it is the number of pages known so far,
+plus one while the last known page has a ``metadata.nextCursor`` (it grows as you page
+on), and exact once the end has been seen.
+
+Errors: network failures and timeouts → RegistryError; 404 → RegistryNotFound; any other
+error status → RegistryError carrying the body's message (problem-JSON ``title``/``detail``
+or ``{"error": …}``). Responses are read leniently; unparseable entries are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import httpx
+from cachetools import TTLCache
+
+from .errors import RegistryError, RegistryNotFound
+from .models import Detail, SearchPage, Summary
+from .serverjson import parse_server_json
+
+__all__ = ["DEFAULT_OFFICIAL_URL", "OfficialRegistry", "error_message"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OFFICIAL_URL = "https://registry.modelcontextprotocol.io"
+
+
+def error_message(response: httpx.Response) -> str:
+    """The human message of an error response: problem-JSON, ``{"error"}`` or the status."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        title, detail = body.get("title"), body.get("detail")
+        if isinstance(detail, str) and detail:
+            return f"{title}: {detail}" if isinstance(title, str) and title and title != detail else detail
+        err, msg = body.get("error"), body.get("message")
+        if isinstance(err, str) and err:
+            return f"{err}: {msg}" if isinstance(msg, str) and msg and msg != err else err
+        if isinstance(msg, str) and msg:
+            return msg
+        if isinstance(title, str) and title:
+            return title
+    return f"HTTP {response.status_code} {response.reason_phrase}".strip()
+
+
+class _Chain:
+    """Cursors that start pages 1..n of one (query, page_size); ``end`` once the last is seen."""
+
+    def __init__(self) -> None:
+        self.cursors: list[str | None] = [None]
+        self.end: int | None = None
+        self.lock = anyio.Lock()
+
+    def total(self) -> int:
+        return self.end if self.end is not None else len(self.cursors)
+
+
+class OfficialRegistry:
+    """RegistrySource for the official MCP registry (``name == "official"``)."""
+
+    name = "official"
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_OFFICIAL_URL,
+        *,
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = http or httpx.AsyncClient(follow_redirects=True)
+        self._owns_http = http is None
+        self._timeout = timeout
+        self._chains: TTLCache[tuple[str, int], _Chain] = TTLCache(maxsize=256, ttl=900)
+
+    def __repr__(self) -> str:
+        return f"OfficialRegistry({self.base_url!r})"
+
+    async def _get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        url = self.base_url + path
+        try:
+            resp = await self._http.get(
+                url, params=params, timeout=self._timeout, headers={"Accept": "application/json"}
+            )
+        except httpx.TimeoutException:
+            raise RegistryError(
+                f"The official registry at {self.base_url} did not answer within {self._timeout:g} s.",
+                source=self.name,
+            ) from None
+        except httpx.HTTPError as exc:
+            raise RegistryError(
+                f"Could not reach the official registry at {self.base_url} ({type(exc).__name__}).",
+                source=self.name,
+            ) from None
+        if resp.status_code == 404:
+            raise RegistryNotFound(f"Official registry: {error_message(resp)}.", source=self.name)
+        if resp.status_code >= 400:
+            raise RegistryError(
+                f"The official registry answered HTTP {resp.status_code}: {error_message(resp)}.",
+                source=self.name,
+            )
+        try:
+            return resp.json()
+        except ValueError:
+            raise RegistryError(
+                "The official registry answered something that is not JSON.", source=self.name
+            ) from None
+
+    async def _fetch(self, query: str, limit: int, cursor: str | None) -> tuple[list[Summary], str | None]:
+        params: dict[str, Any] = {"limit": limit, "version": "latest"}
+        if query:
+            params["search"] = query
+        if cursor:
+            params["cursor"] = cursor
+        body = await self._get_json("/v0.1/servers", params)
+        if not isinstance(body, dict):
+            raise RegistryError("The official registry answered an unexpected shape.", source=self.name)
+        servers: list[Summary] = []
+        for item in body.get("servers") or []:
+            try:
+                servers.append(parse_server_json(item, source=self.name).summary())
+            except (ValueError, TypeError) as exc:
+                log.debug("official registry: skipping an unusable entry: %s", exc)
+        meta = body.get("metadata")
+        nxt = meta.get("nextCursor") if isinstance(meta, dict) else None
+        return servers, nxt if isinstance(nxt, str) and nxt else None
+
+    async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
+        """One page of latest versions whose name contains ``query``."""
+        q = (query or "").strip()
+        chain = self._chains.get((q, page_size))
+        if chain is None:
+            chain = self._chains[(q, page_size)] = _Chain()
+        async with chain.lock:
+            if chain.end is not None and page > chain.end:
+                return SearchPage(servers=[], total_pages=chain.total())
+            # Walk forward from the furthest known page (only pages never seen are fetched).
+            current = min(page, len(chain.cursors))
+            while True:
+                servers, nxt = await self._fetch(q, page_size, chain.cursors[current - 1])
+                if nxt is None:
+                    chain.end = current if servers else current - 1
+                    del chain.cursors[current:]
+                else:
+                    if chain.end is not None and current >= chain.end:
+                        chain.end = None  # the data grew since the end was seen
+                    if len(chain.cursors) == current:
+                        chain.cursors.append(nxt)
+                    else:
+                        chain.cursors[current] = nxt
+                if current == page:
+                    return SearchPage(servers=servers, total_pages=chain.total())
+                if nxt is None:  # the end came before the requested page
+                    return SearchPage(servers=[], total_pages=chain.total())
+                current += 1
+
+    async def get(self, qualified_name: str) -> Detail:
+        """The latest version of ``qualified_name`` (name sent as ONE path segment)."""
+        body = await self._get_json(f"/v0.1/servers/{quote(qualified_name, safe='')}/versions/latest")
+        if not isinstance(body, dict):
+            raise RegistryError("The official registry answered an unexpected shape.", source=self.name)
+        try:
+            return parse_server_json(body, source=self.name)
+        except ValueError as exc:
+            raise RegistryError(f"The official registry answered an unusable entry: {exc}", source=self.name) from None
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
