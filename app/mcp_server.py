@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -165,6 +167,60 @@ class McpFace:
             self._page = None
 
 
+@asynccontextmanager
+async def _drained(read_stream: Any, write_stream: Any, grace: float = 60.0) -> AsyncIterator[tuple[Any, Any]]:
+    """Streams whose end of input waits until every request read has been answered.
+
+    ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
+    the server would stop at EOF and drop the answers still being worked on.
+    """
+    pending: set[Any] = set()
+    answered: list[anyio.Event] = []  # the EOF waiter's current event
+    in_send, in_recv = anyio.create_memory_object_stream[Any](0)
+    out_send, out_recv = anyio.create_memory_object_stream[Any](0)
+
+    async def pump_in() -> None:
+        async with in_send:
+            async for item in read_stream:
+                message = getattr(item, "message", None)
+                if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
+                    pending.add(message.id)
+                await in_send.send(item)
+            with anyio.move_on_after(grace):
+                while pending:
+                    answered[:] = [anyio.Event()]
+                    await answered[0].wait()
+
+    out_done = anyio.Event()
+
+    async def pump_out() -> None:
+        try:
+            await _forward_out()
+        finally:
+            out_done.set()
+
+    async def _forward_out() -> None:
+        async with out_recv, write_stream:  # closing write_stream lets stdio_server finish
+            async for item in out_recv:
+                await write_stream.send(item)
+                message = getattr(item, "message", None)
+                if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
+                    pending.discard(message.id)
+                    for event in answered:
+                        event.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump_in)
+        tg.start_soon(pump_out)
+        try:
+            yield in_recv, out_send
+        finally:
+            out_send.close()  # pump_out flushes what was accepted, then ends
+            with anyio.move_on_after(5):
+                await out_done.wait()
+            tg.cancel_scope.cancel()
+
+
 async def run_stdio(runtime: Runtime) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin."""
     face = McpFace(runtime)
@@ -172,8 +228,8 @@ async def run_stdio(runtime: Runtime) -> None:
         async with anyio.create_task_group() as tg:
             # Installed servers connect in the background: the client's initialize is not kept waiting.
             tg.start_soon(runtime.start)
-            async with stdio_server() as (read_stream, write_stream):
-                await face.server.run(read_stream, write_stream, face.server.create_initialization_options())
+            async with stdio_server() as (read_stream, write_stream), _drained(read_stream, write_stream) as streams:
+                await face.server.run(*streams, face.server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:
         face.close()
