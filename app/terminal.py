@@ -1,0 +1,229 @@
+"""``mcp-setup agent "GOAL"``: the setup agent in this terminal.
+
+Questions use plain ``input()``; secrets use a hidden ``getpass`` prompt whose value goes
+straight from that thread into the core (``broker.answer``) and is never seen by the agent.
+Exit codes: 0 installed, 1 failed, 130 cancelled (Ctrl-C or end of input).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from setup_agent.errors import InvalidInput, SetupError
+from setup_agent.harness import AgentCancelled, spawn_subagent
+from setup_agent.prompts import PendingPrompt, PromptBroker
+from setup_agent.redact import install_log_redaction
+
+from .runtime import build_runtime
+from .settings import Settings
+
+__all__ = ["EXIT_CODES", "TerminalIO", "openai_options", "run_agent"]
+
+EXIT_CODES = {"installed": 0, "failed": 1, "cancelled": 130}
+
+_PROGRESS = {
+    "mcp_setup_search": "searching the registries…",
+    "mcp_setup_get": "reading the server's details…",
+    "mcp_setup_test_connection": "testing the connection…",
+    "mcp_setup_install_and_connect": "installing and connecting…",
+}
+
+
+class TerminalIO:
+    """A :class:`~setup_agent.harness.ChatIO` on stdin/stdout and the controlling terminal."""
+
+    def __init__(self, broker: PromptBroker, *, out: TextIO | None = None) -> None:
+        self.broker = broker
+        self.out = out or sys.stdout
+        self._pending: asyncio.Future[Any] | None = None
+
+    last_said: str = ""
+
+    def _print(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    async def _in_thread(self, fn: Callable[[], Any]) -> Any:
+        """Run blocking terminal input in a daemon thread (never joined: Ctrl-C must not wait on it)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def settle(ok: bool, value: Any) -> None:
+            if not future.done():
+                future.set_result(value) if ok else future.set_exception(value)
+
+        def work() -> None:
+            try:
+                value = fn()
+            except EOFError:
+                loop.call_soon_threadsafe(settle, False, AgentCancelled("end of input"))
+            except BaseException as exc:  # noqa: BLE001 - handed to the loop
+                loop.call_soon_threadsafe(settle, False, exc)
+            else:
+                loop.call_soon_threadsafe(settle, True, value)
+
+        self._pending = future
+        threading.Thread(target=work, name="mcp-setup-input", daemon=True).start()
+        try:
+            return await future
+        finally:
+            self._pending = None
+
+    def interrupt(self) -> bool:
+        """Ctrl-C: cancel the question being asked; False when none is."""
+        if self._pending is not None and not self._pending.done():
+            self._pending.set_exception(AgentCancelled("cancelled with Ctrl-C"))
+            return True
+        return False
+
+    # -- ChatIO ---------------------------------------------------------------------------
+    async def say(self, text: str) -> None:
+        self.last_said = text
+        self._print(text)
+
+    async def ask_user(self, question: str, choices: list[str] | None = None) -> str:
+        self._print()
+        self._print(question)
+        if not choices:
+            return await self._in_thread(lambda: input("> "))
+        for i, choice in enumerate(choices, 1):
+            self._print(f"  {i}. {choice}")
+
+        def pick() -> str:
+            while True:
+                answer = input(f"Choose 1-{len(choices)}: ").strip()
+                if answer.isdigit() and 1 <= int(answer) <= len(choices):
+                    return choices[int(answer) - 1]
+                for choice in choices:
+                    if answer.lower() == choice.lower():
+                        return choice
+                print("Please type the number of one of the choices.", file=self.out, flush=True)
+
+        return await self._in_thread(pick)
+
+    async def present_secret(self, pending: PendingPrompt) -> dict:
+        self._print()
+        where = f" for {pending.server}" if pending.server else ""
+        self._print(f"{pending.key_name}{where}: {pending.prompt}")
+        self._print("Type it at the hidden prompt (nothing is shown while you type; the assistant never sees it).")
+        broker = self.broker
+
+        def read_and_answer() -> None:
+            while True:
+                value = getpass.getpass(f"{pending.key_name} (hidden): ")
+                try:
+                    broker.answer(pending.prompt_id, value)  # the value goes straight into the core
+                    return
+                except InvalidInput as exc:
+                    print(exc.message, file=self.out, flush=True)
+
+        try:
+            await self._in_thread(read_and_answer)
+        except AgentCancelled:
+            with contextlib.suppress(SetupError):
+                broker.cancel(pending.prompt_id, "cancelled by the user")
+            raise
+        self._print(f"Got it: {pending.key_name} is stored for this setup (not shown to the assistant).")
+        return {"status": "answered"}
+
+    async def progress(self, event: dict) -> None:
+        if event.get("type") == "tool_call" and event.get("name") in _PROGRESS:
+            self._print(f"· {_PROGRESS[event['name']]}")
+
+
+def openai_options(environ: Mapping[str, str] | None = None, keyring_get: Callable[..., Any] | None = None) -> dict:
+    """The openai driver's options from ``MCP_SETUP_OPENAI_*``; the key may come from the keyring."""
+    environ = os.environ if environ is None else environ
+    options: dict[str, Any] = {}
+    for name in ("base_url", "model", "api_key"):
+        value = environ.get(f"MCP_SETUP_OPENAI_{name.upper()}")
+        if value:
+            options[name] = value
+    if "api_key" not in options:
+        try:
+            if keyring_get is None:
+                import keyring
+
+                keyring_get = keyring.get_password
+            key = keyring_get("mcp-setup", "openai-api-key")
+        except Exception:  # noqa: BLE001 - no keyring: run without a key
+            key = None
+        if key:
+            options["api_key"] = key
+    return options
+
+
+@contextlib.contextmanager
+def _terminal_restored():
+    """Put the terminal back as it was (a hidden prompt left by Ctrl-C must not keep echo off)."""
+    saved = None
+    try:
+        import termios
+
+        if sys.stdin.isatty():
+            saved = termios.tcgetattr(sys.stdin.fileno())
+    except (ImportError, OSError, ValueError):
+        pass
+    try:
+        yield
+    finally:
+        if saved is not None:
+            with contextlib.suppress(Exception):
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str, driver: str | None = None) -> int:
+    """Run the ``mcp_setup`` agent for ``goal`` here; returns the exit code."""
+    if logging.getLogger().level > logging.DEBUG:
+        log_handler.setLevel(logging.WARNING)  # keep the conversation readable; --verbose shows all
+    runtime = build_runtime(settings)
+    install_log_redaction(runtime.redactor, log_handler)
+    io = TerminalIO(runtime.broker)
+    options = openai_options() if driver == "openai" else {}
+    loop = asyncio.get_running_loop()
+    with _terminal_restored():
+        task = asyncio.ensure_future(
+            spawn_subagent(
+                "mcp_setup",
+                {"goal": goal},
+                service=runtime.service,
+                redactor=runtime.redactor,
+                io=io,
+                driver=driver,
+                driver_options=options,
+                installed_by="agent",
+            )
+        )
+
+        def on_sigint() -> None:
+            if not io.interrupt():
+                task.cancel()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not task.cancelled() or (current is not None and current.cancelling()):
+                raise
+            print("\nCancelled.", flush=True)
+            return EXIT_CODES["cancelled"]
+        except (KeyError, ValueError) as exc:
+            print(f"mcp-setup: {exc.args[0] if exc.args else exc}", file=sys.stderr, flush=True)
+            return 2
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+            await runtime.aclose()
+    if result["summary"] != io.last_said:
+        print(f"\n{result['summary']}", flush=True)
+    return EXIT_CODES[result["status"]]

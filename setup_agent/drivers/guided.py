@@ -1,0 +1,291 @@
+"""The ``guided`` driver: a deterministic setup conversation over the same tools, no model.
+
+goal → search → pick (clear best match, or ask among the top few) → get → ask non-secret
+values / request secrets → test → on failure: re-enter the value the error points at,
+try another package, or cancel → install → summary of the tools now available.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..harness import AgentCancelled, AgentSession, installed_summary
+
+__all__ = ["GuidedDriver", "goal_query", "name_matches"]
+
+NONE_OF_THESE = "None of these"
+CANCEL = "Cancel"
+MAX_CHOICES = 5
+
+_FILLER_PHRASES = (
+    "i would like to", "i'd like to", "i want to", "can you", "could you", "would you", "help me",
+    "set up", "setup", "hook up", "mcp servers", "mcp server", "for me", "please",
+)
+_FILLER_WORDS = {
+    "a", "an", "the", "my", "our", "me", "to", "for", "with", "and", "of", "on", "in", "up", "it",
+    "install", "add", "configure", "connect", "enable", "get", "use", "using", "want", "need",
+    "mcp", "server", "servers", "integration", "tool", "tools", "plugin", "new", "one", "some",
+}
+# Codes where re-entering a value cannot help.
+_NOT_A_VALUE = {
+    "runtime_missing", "command_not_found", "no_runnable_package", "package_not_found", "bundle_invalid",
+    "not_found", "registry_unavailable", "registry_auth", "already_installed", "store_error", "internal",
+}
+
+
+def goal_query(goal: str) -> str:
+    """The search words in a goal: "set up the Notion MCP server for me" → "notion"."""
+    text = " " + re.sub(r"[^\w\s./@-]+", " ", goal.lower()) + " "
+    for phrase in _FILLER_PHRASES:
+        text = text.replace(f" {phrase} ", " ")
+    words = [w.strip(".") for w in text.split()]
+    return " ".join(w for w in words if w and w not in _FILLER_WORDS and "withheld" not in w)
+
+
+def _norm(text: str) -> str:
+    parts = re.split(r"[^a-z0-9]+", text.lower())
+    return "".join(p for p in parts if p and p not in ("mcp", "server", "servers"))
+
+
+def name_matches(query: str, server: dict[str, Any]) -> bool:
+    """True when ``query`` names ``server`` (exactly, or but for words like "mcp"/"server")."""
+    q = _norm(query)
+    qn = server.get("qualified_name", "")
+    names = {qn, qn.rsplit("/", 1)[-1], server.get("display_name", "")}
+    return bool(q) and q in {_norm(n) for n in names if n}
+
+
+class GuidedDriver:
+    """Deterministic policy; all talk and all tools go through the session."""
+
+    def __init__(self, *, archetype: Any = None, options: dict | None = None, redactor: Any = None) -> None:
+        self.options = dict(options or {})
+
+    async def run(self, s: AgentSession) -> str:
+        server = await self._find(s)
+        if server is None:
+            return "Nothing was installed: no server was chosen."
+        return await self._setup(s, server)
+
+    # -- chat helpers ---------------------------------------------------------------------
+    @staticmethod
+    async def _say(s: AgentSession, text: str) -> None:
+        await s.call("say", {"text": text})
+
+    @staticmethod
+    async def _ask(s: AgentSession, question: str, choices: list[str] | None = None) -> str | None:
+        """The answer, or None when the harness withheld it (it looked like a secret)."""
+        args: dict[str, Any] = {"question": question}
+        if choices:
+            args["choices"] = choices
+        result = await s.call("ask_user", args)
+        if result.get("ok") is False:
+            return None
+        return str(result.get("answer", "")).strip()
+
+    async def _choose(self, s: AgentSession, question: str, choices: list[str]) -> str:
+        """One of ``choices`` (by text or number); asks again until it gets one."""
+        while True:
+            answer = await self._ask(s, question, choices)
+            if answer is not None:
+                if answer.isdigit() and 1 <= int(answer) <= len(choices):
+                    return choices[int(answer) - 1]
+                for choice in choices:
+                    if answer.lower() == choice.lower():
+                        return choice
+            question = "Please pick one of the choices."
+
+    # -- finding the server ---------------------------------------------------------------
+    async def _find(self, s: AgentSession) -> dict[str, Any] | None:
+        query = goal_query(s.goal)
+        while True:
+            if not query:
+                answer = await self._ask(s, "Which MCP server would you like to set up? (e.g. notion, github)")
+                query = goal_query(answer or "")
+                if not query:
+                    return None
+            servers = await self._search(s, query)
+            if servers:
+                chosen = await self._pick(s, query, servers)
+                if chosen is not None:
+                    return chosen
+            else:
+                await self._say(s, f"I found no MCP server matching “{query}”.")
+            answer = await self._ask(s, "Type another name to search for, or press Enter to stop.")
+            query = goal_query(answer or "")
+            if not query:
+                return None
+
+    async def _search(self, s: AgentSession, query: str) -> list[dict[str, Any]]:
+        words = sorted({w for w in query.split() if len(w) > 1}, key=lambda w: (-len(w), w)) if " " in query else []
+        queries = [query, *words]  # a multi-word query that finds nothing: each word, longest first
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for q in queries:
+            result = await s.call("mcp_setup_search", {"query": q, "page_size": 10})
+            if result.get("ok") is False:
+                await self._say(s, f"Searching failed: {result['error']['message']}")
+                return []
+            for err in result.get("errors") or []:
+                await self._say(s, f"The {err.get('source')} registry could not be searched: {err.get('message')}")
+            for server in result.get("servers") or []:
+                found.setdefault((server.get("source", ""), server["qualified_name"]), server)
+            if found:
+                break
+        return list(found.values())
+
+    async def _pick(self, s: AgentSession, query: str, servers: list[dict[str, Any]]) -> dict[str, Any] | None:
+        exact = [sv for sv in servers if name_matches(query, sv)]
+        if len(exact) == 1:
+            return exact[0]
+        if len(servers) == 1:
+            return servers[0]
+        top = (exact or servers)[:MAX_CHOICES]
+        labels = []
+        for sv in top:
+            desc = (sv.get("description") or "").strip().split("\n")[0][:90]
+            label = f"{sv['qualified_name']} ({sv.get('source', '?')})" + (f": {desc}" if desc else "")
+            labels.append(label)
+        answer = await self._choose(s, f"I found several servers for “{query}”. Which one do you mean?", [*labels, NONE_OF_THESE])
+        return None if answer == NONE_OF_THESE else top[labels.index(answer)]
+
+    # -- setting it up --------------------------------------------------------------------
+    async def _setup(self, s: AgentSession, server: dict[str, Any]) -> str:
+        name = server["qualified_name"]
+        base: dict[str, Any] = {"qualified_name": name}
+        if server.get("source"):
+            base["source"] = server["source"]
+        await self._say(s, f"Setting up {name}.")
+        detail = await s.call("mcp_setup_get", dict(base))
+        if detail.get("ok") is False:
+            message = detail["error"]["message"]
+            await self._say(s, f"I could not read the details of {name}: {message}")
+            return f"Nothing was installed: {message}"
+        keys: list[dict[str, Any]] = detail.get("required_env_keys") or []
+        available = [p["id"] for p in detail.get("packages") or [] if p.get("available")]
+        if not available:
+            reasons = "; ".join(p.get("reason", p["id"]) for p in detail.get("packages") or []) or "it lists no package"
+            await self._say(s, f"{name} cannot run on this machine yet: {reasons}.")
+            return f"Nothing was installed: {name} cannot run here ({reasons})."
+        skipped = [k["name"] for k in keys if not k.get("required")]
+        if skipped:
+            await self._say(s, f"Optional settings left unset: {', '.join(skipped)}.")
+        env: dict[str, str] = {}
+        env_refs: dict[str, str] = {}
+        for key in keys:
+            if key.get("required"):
+                await self._collect(s, name, key, env, env_refs)
+        package: str | None = None
+        while True:
+            args = {**base, "env": dict(env), "env_refs": dict(env_refs)}
+            if package:
+                args["package"] = package
+            tested = await s.call("mcp_setup_test_connection", args)
+            if tested.get("ok") is not False:
+                break
+            action = await self._on_failure(s, tested["error"], keys, env_refs, available, package)
+            if action is None:
+                return f"Nothing was installed: {tested['error']['message']}"
+            kind, value = action
+            if kind == "package":
+                package = value
+            else:
+                key = next(k for k in keys if k["name"] == value)
+                env.pop(value, None)
+                env_refs.pop(value, None)
+                await self._collect(s, name, key, env, env_refs)
+        installed = await s.call("mcp_setup_install_and_connect", args)
+        if installed.get("ok") is False:
+            message = installed["error"]["message"]
+            await self._say(s, f"Installing {name} failed: {message}")
+            return f"Nothing was installed: {message}"
+        return installed_summary({**installed, "qualified_name": name})  # the face shows the summary
+
+    async def _collect(
+        self, s: AgentSession, server: str, key: dict[str, Any], env: dict[str, str], env_refs: dict[str, str]
+    ) -> None:
+        name = key["name"]
+        if key.get("secret"):
+            env_refs[name] = await self._secret(s, server, key)
+            return
+        default, choices = key.get("default"), key.get("choices")
+        question = f"{name}: {key.get('description') or 'a setting of ' + server}"
+        if default is not None:
+            question += f" (press Enter for {default})"
+        while True:
+            answer = await self._ask(s, question, choices or None)
+            if answer is None:
+                await self._say(s, f"I'll ask for {name} through the hidden secret prompt instead.")
+                env_refs[name] = await self._secret(s, server, key)
+                return
+            if answer:
+                env[name] = answer
+                return
+            if default is not None:
+                return  # the core fills in the default
+            question = f"{name} is required. Please enter a value."
+
+    async def _secret(self, s: AgentSession, server: str, key: dict[str, Any]) -> str:
+        name = key["name"]
+        about = key.get("description") or f"The {name} setting"
+        prompt = f"{about.rstrip('.')}. It is stored encrypted and never shown to the assistant."
+        while True:
+            result = await s.call("mcp_setup_request_secret", {"key_name": name, "prompt": prompt, "server": server})
+            if result.get("ok") is False:
+                if result["error"].get("code") == "prompt_cancelled":
+                    raise AgentCancelled(result["error"]["message"])
+                await self._say(s, f"The secret prompt for {name} failed: {result['error']['message']}")
+                if await self._choose(s, f"Try {name} again?", ["Try again", CANCEL]) == CANCEL:
+                    raise AgentCancelled("cancelled by the user")
+                continue
+            if result.get("status") == "pending":
+                where = f" at {result['url']}" if result.get("url") else ""
+                await self._say(s, f"Please enter {name}{where}; it never goes through this chat.")
+                if await self._choose(s, f"Choose Done once you have entered {name}.", ["Done", CANCEL]) == CANCEL:
+                    raise AgentCancelled("cancelled by the user")
+            return result["ref"]
+
+    async def _on_failure(
+        self,
+        s: AgentSession,
+        error: dict[str, Any],
+        keys: list[dict[str, Any]],
+        env_refs: dict[str, str],
+        available: list[str],
+        package: str | None,
+    ) -> tuple[str, str] | None:
+        """Explain ``error``; returns ("key", NAME), ("package", ID), None (give up) or raises cancel."""
+        code, message = error.get("code", ""), error.get("message", "")
+        if code == "runtime_missing":
+            await self._say(s, f"This server cannot start here yet. {message}")
+        else:
+            await self._say(s, f"The connection test failed. {message}")
+        choices: list[str] = []
+        key = _pointed_key(error, keys, env_refs)
+        if key:
+            choices.append(f"Re-enter {key}")
+        if len(available) > 1:
+            choices += [f"Try the {p} package instead" for p in available if p != package]
+        if not choices:
+            return None
+        answer = await self._choose(s, "What would you like to do?", [*choices, CANCEL])
+        if answer == CANCEL:
+            raise AgentCancelled("cancelled by the user")
+        if key and answer == f"Re-enter {key}":
+            return ("key", key)
+        return ("package", available[[f"Try the {p} package instead" for p in available].index(answer)])
+
+
+def _pointed_key(error: dict[str, Any], keys: list[dict[str, Any]], env_refs: dict[str, str]) -> str | None:
+    """The setting an error points at: its ``key``, a key named in the message, or the only secret."""
+    if error.get("code") in _NOT_A_VALUE:
+        return None
+    names = [k["name"] for k in keys]
+    if error.get("key") in names:
+        return error["key"]
+    message = error.get("message", "")
+    for name in names:
+        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message):
+            return name
+    secrets = [k["name"] for k in keys if k.get("secret") and k["name"] in env_refs]
+    return secrets[0] if len(secrets) == 1 else None

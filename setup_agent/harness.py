@@ -1,0 +1,390 @@
+"""The agent harness: runs an archetype's driver over an allowlisted, redacted tool surface.
+
+:func:`spawn_subagent` loads an archetype (``agents/*.toml``), builds an :class:`AgentSession`
+and hands it to a driver (``guided`` or ``openai``). The session is the only way a driver
+reaches the world: it refuses tools outside the archetype's allowlist (as a tool result the
+model sees), passes every result through the redactor, keeps chat answers that look like
+secrets out of everything, enforces the turn and time limits, and records the transcript
+(refs only). Faces supply a :class:`ChatIO`; nothing here knows about terminals or the web.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, Protocol
+
+from .agents import Archetype, ArchetypeRegistry, load_archetypes
+from .errors import PromptCancelled, SetupError
+from .prompts import PendingPrompt
+from .redact import Redactor
+from .service import TOOL_NAMES, CallContext, SetupService
+from .tool_specs import TOOL_SPECS
+
+__all__ = [
+    "CHAT_TOOL_SPECS",
+    "WITHHELD",
+    "AgentCancelled",
+    "AgentLimitReached",
+    "AgentSession",
+    "ChatIO",
+    "DriverError",
+    "installed_summary",
+    "looks_like_secret",
+    "scrub_secrets",
+    "spawn_subagent",
+]
+
+logger = logging.getLogger(__name__)
+
+WITHHELD = "[withheld: looks like a secret]"
+
+CHAT_TOOL_SPECS: list[dict[str, Any]] = [
+    {
+        "name": "say",
+        "description": "Show a short message to the user (progress, an explanation, the final summary).",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+    {
+        "name": "ask_user",
+        "description": (
+            "Ask the user a question and wait for the answer; offer choices when you can. Never ask for a "
+            "secret (API key, token, password) this way: use mcp_setup_request_secret."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "question": {"type": "string"},
+                "choices": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+            },
+            "required": ["question"],
+        },
+    },
+]
+_CHAT_TOOLS = frozenset(s["name"] for s in CHAT_TOOL_SPECS)
+_KNOWN_TOOLS = frozenset(TOOL_NAMES) | _CHAT_TOOLS
+
+
+class AgentCancelled(Exception):
+    """The user cancelled (a ChatIO raises it from ``ask_user`` or ``present_secret``)."""
+
+
+class AgentLimitReached(Exception):
+    """The run hit its turn or time limit; the message is the summary."""
+
+
+class DriverError(Exception):
+    """A driver cannot go on (e.g. the model endpoint failed); the message is for the user."""
+
+
+class ChatIO(Protocol):
+    """How a face talks with the user during a run."""
+
+    async def say(self, text: str) -> None: ...
+
+    async def ask_user(self, question: str, choices: list[str] | None = None) -> str: ...
+
+    async def present_secret(self, pending: PendingPrompt) -> dict: ...
+
+    async def progress(self, event: dict) -> None: ...
+
+
+# -- secret-looking text ------------------------------------------------------------------
+
+_PREFIX = re.compile(
+    r"^(sk-|sk_|rk_live_|pk_live_|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|xox[abposr]-|xapp-|secret_|ntn_"
+    r"|AIza|hf_|npm_|pypi-|shpat_|dop_v1_)[A-Za-z0-9_\-.=]{8,}"
+)
+_AWS = re.compile(r"^(AKIA|ASIA)[0-9A-Z]{16}$")
+_JWT = re.compile(r"^eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$")
+_URL_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
+_TOKEN = re.compile(r"\S+")
+_STRIP = "\"'`()[]{}<>,;"
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _token_is_secret(token: str) -> bool:
+    token = token.strip(_STRIP).rstrip(".:")
+    if len(token) < 12:
+        return False
+    if _PREFIX.match(token) or _AWS.match(token) or _JWT.match(token) or _URL_PASSWORD.search(token):
+        return True
+    if len(token) < 20 or "://" in token or token[0] in "/~." or "@" in token:
+        return False
+    classes = sum(bool(re.search(p, token)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]"))
+    return classes >= 2 and _entropy(token) >= 3.5
+
+
+def looks_like_secret(text: str, redactor: Redactor | None = None) -> bool:
+    """True for a known live secret, a known key prefix, a JWT, or a long high-entropy token."""
+    if not isinstance(text, str) or not text.strip():
+        return False
+    if redactor is not None and redactor.contains_secret(text):
+        return True
+    return any(_token_is_secret(m.group(0)) for m in _TOKEN.finditer(text))
+
+
+def scrub_secrets(text: str, redactor: Redactor | None = None) -> tuple[str, list[str]]:
+    """``text`` with secret-looking tokens replaced by :data:`WITHHELD`, and those tokens."""
+    if redactor is not None:
+        text = redactor.redact(text)
+    found: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        if _token_is_secret(m.group(0)):
+            found.append(m.group(0).strip(_STRIP).rstrip(".:"))
+            return WITHHELD
+        return m.group(0)
+
+    return _TOKEN.sub(sub, text), found
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message}}
+
+
+# -- the session --------------------------------------------------------------------------
+
+
+class AgentSession:
+    """One run: the drivers' only door to tools and the user."""
+
+    def __init__(
+        self,
+        archetype: Archetype,
+        goal: str,
+        *,
+        service: SetupService,
+        redactor: Redactor,
+        io: ChatIO,
+        installed_by: str = "agent",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.archetype = archetype
+        self.service = service
+        self.redactor = redactor
+        self.io = io
+        self.installed_by = installed_by
+        self.clock = clock
+        unknown = [t for t in archetype.tools if t not in _KNOWN_TOOLS]
+        if unknown:
+            logger.warning("agent %s lists tools the harness does not provide: %s", archetype.id, unknown)
+        self.tools: tuple[str, ...] = tuple(t for t in archetype.tools if t in _KNOWN_TOOLS)
+        self.turns = 0
+        self.started = clock()
+        self.transcript: list[dict[str, Any]] = []
+        self.installed: dict[str, Any] | None = None
+        self._withheld: list[str] = []
+        self._cancelled = False
+        self.goal, found = scrub_secrets(goal, redactor)
+        self.goal_had_secret = bool(found)
+        for value in found:
+            self._withhold(value)
+        self.record({"role": "user", "content": self.goal})
+
+    # -- what the model may know ----------------------------------------------------------
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """``{name, description, inputSchema}`` of each allowlisted tool, in allowlist order."""
+        specs = {s["name"]: s for s in [*TOOL_SPECS, *CHAT_TOOL_SPECS]}
+        return [specs[name] for name in self.tools]
+
+    def record(self, message: dict[str, Any]) -> None:
+        """Append ``message`` to the transcript, redacted (refs and withheld markers only)."""
+        self.transcript.append(self.redactor.redact_obj(message))
+
+    def _withhold(self, value: str) -> None:
+        if value and not self.redactor.contains_secret(value):
+            self.redactor.register(value, WITHHELD)
+            self._withheld.append(value)
+
+    def close(self) -> None:
+        for value in self._withheld:
+            self.redactor.unregister(value)
+        self._withheld.clear()
+
+    # -- limits ---------------------------------------------------------------------------
+    def _tick(self) -> None:
+        self.turns += 1
+        if self.turns > self.archetype.max_turns:
+            raise AgentLimitReached(
+                f"Stopped after {self.archetype.max_turns} tool calls without finishing: that is the "
+                f"{self.archetype.id} agent's turn limit."
+            )
+        if self.clock() - self.started > self.archetype.max_seconds:
+            raise AgentLimitReached(
+                f"Stopped after {self.archetype.max_seconds:g} seconds without finishing: that is the "
+                f"{self.archetype.id} agent's time limit."
+            )
+
+    # -- tools ----------------------------------------------------------------------------
+    async def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        """Run tool ``name`` for the driver. Failures are tool results; only the limits and a cancel raise."""
+        self._tick()
+        await self.io.progress({"type": "tool_call", "name": name, "turn": self.turns})
+        if name not in self.tools:
+            result = _error(
+                "tool_not_allowed",
+                f"{name!r} is not one of your tools, so it was not run. Your tools: {', '.join(self.tools)}.",
+            )
+        elif not isinstance(arguments, dict):
+            result = _error("invalid_input", "Tool arguments must be a JSON object.")
+        elif name == "say":
+            result = await self._say(arguments)
+        elif name == "ask_user":
+            result = await self._ask(arguments)
+        else:
+            result = await self.service.call(
+                name, arguments, CallContext(installed_by=self.installed_by, present_prompt=self._present)
+            )
+            if self._cancelled:
+                raise AgentCancelled("The user cancelled the secret prompt.")
+        result = self.redactor.redact_obj(result)
+        if name == "mcp_setup_install_and_connect" and result.get("server_id"):
+            self.installed = {**result, "qualified_name": arguments.get("qualified_name")}
+        self.record({"role": "tool", "name": name, "arguments": arguments, "result": result})
+        event: dict[str, Any] = {"type": "tool_result", "name": name, "ok": result.get("ok") is not False}
+        if not event["ok"]:
+            event["code"] = (result.get("error") or {}).get("code")
+        await self.io.progress(event)
+        return result
+
+    async def _say(self, args: dict) -> dict:
+        text = args.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return _error("invalid_input", "say needs a non-empty text.")
+        await self.io.say(self.redactor.redact(text))
+        return {"ok": True}
+
+    async def _ask(self, args: dict) -> dict:
+        question, choices = args.get("question"), args.get("choices")
+        if not isinstance(question, str) or not question.strip():
+            return _error("invalid_input", "ask_user needs a non-empty question.")
+        if choices is not None and (
+            not isinstance(choices, list) or not all(isinstance(c, str) for c in choices) or len(choices) > 20
+        ):
+            return _error("invalid_input", "choices must be a list of at most 20 strings.")
+        answer = await self.io.ask_user(self.redactor.redact(question), self.redactor.redact_obj(choices) or None)
+        answer = answer if isinstance(answer, str) else ""
+        if looks_like_secret(answer, self.redactor):
+            self._withhold(answer.strip())
+            for token in scrub_secrets(answer)[1]:
+                self._withhold(token)
+            await self.io.say(
+                "That looked like a secret, so I did not use it and it is not kept in this conversation. "
+                "Secrets go only through the secret prompt."
+            )
+            return {
+                "answer": WITHHELD,
+                **_error(
+                    "secret_in_chat",
+                    "The answer looked like a secret, so it was withheld and not used. Never ask for secrets in "
+                    "chat: request them with mcp_setup_request_secret.",
+                ),
+            }
+        return {"answer": answer}
+
+    async def _present(self, pending: PendingPrompt) -> dict:
+        try:
+            return await self.io.present_secret(pending)
+        except AgentCancelled:
+            self._cancelled = True
+            with suppress(SetupError):
+                self.service.broker.cancel(pending.prompt_id, "cancelled by the user")
+            raise PromptCancelled(f"The user cancelled the request for {pending.key_name}.", key=pending.key_name)
+
+    # -- the result -----------------------------------------------------------------------
+    def result(self, status: str, summary: str) -> dict[str, Any]:
+        if self.installed is not None:
+            status = "installed"
+        out: dict[str, Any] = {"status": status, "summary": self.redactor.redact(summary)}
+        if self.installed is not None:
+            out["server_id"] = self.installed["server_id"]
+            out["tools"] = self.installed.get("tools") or []
+        self.record({"role": "result", "status": status, "summary": out["summary"]})
+        out["transcript"] = list(self.transcript)
+        return out
+
+
+def installed_summary(installed: dict[str, Any]) -> str:
+    """One sentence: what was installed and which tools are now available."""
+    names = ", ".join(t.get("name", "?") for t in installed.get("tools") or []) or "none listed"
+    name = installed.get("qualified_name") or installed["server_id"]
+    state = installed.get("status", "connected")
+    tail = "" if state == "connected" else f" It is installed but {state}: {installed.get('reason', 'see the log')}."
+    return f"Installed {name} ({installed['server_id']}). Tools now available: {names}.{tail}"
+
+
+async def spawn_subagent(
+    archetype_id: str,
+    params: dict,
+    *,
+    service: SetupService,
+    redactor: Redactor,
+    io: ChatIO,
+    registry: ArchetypeRegistry | None = None,
+    driver: str | None = None,
+    driver_options: dict | None = None,
+    installed_by: str = "agent",
+    clock: Callable[[], float] = time.monotonic,
+) -> dict:
+    """Run the archetype for ``params["goal"]``; returns ``{status, server_id?, tools?, summary, transcript}``.
+
+    Raises ``KeyError`` for an unknown archetype or driver and ``ValueError`` for a missing goal
+    (protocol errors for the face); everything else ends in a result.
+    """
+    from .drivers import driver_factory
+
+    archetype = (registry or load_archetypes()).get(archetype_id)
+    goal = (params or {}).get("goal")
+    if not isinstance(goal, str) or not goal.strip():
+        raise ValueError("params.goal must be a non-empty string, e.g. 'set up the Notion MCP server'.")
+    factory = driver_factory(driver or archetype.driver)
+    session = AgentSession(
+        archetype, goal.strip(), service=service, redactor=redactor, io=io, installed_by=installed_by, clock=clock
+    )
+    try:
+        status, summary, finished = await _drive(session, factory, dict(driver_options or {}))
+        if session.installed is not None:
+            done = installed_summary(session.installed)
+            summary = (summary or done) if finished else f"{done} ({summary})"
+        elif not summary:
+            summary = "The agent finished without installing a server."
+        elif not finished:
+            summary += " Nothing was installed."
+        return session.result(status, summary)
+    finally:
+        session.close()  # also when the face cancels the task
+
+
+async def _drive(session: AgentSession, factory: Callable[..., Any], options: dict) -> tuple[str, str, bool]:
+    """Build and run the driver under the time limit: ``(status, summary, finished normally)``."""
+    archetype = session.archetype
+    try:
+        if session.goal_had_secret:
+            await session.io.say("Your request contained something that looks like a secret; I left it out and will not use it.")
+        driver = factory(archetype=archetype, options=options, redactor=session.redactor)
+        timeout = asyncio.timeout(archetype.max_seconds)
+        try:
+            async with timeout:
+                return "failed", await driver.run(session) or "", True
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            return "failed", f"Stopped after {archetype.max_seconds:g} seconds: that is the {archetype.id} agent's time limit.", False
+    except AgentCancelled:
+        return "cancelled", "Cancelled by the user.", False
+    except (AgentLimitReached, DriverError) as exc:
+        return "failed", str(exc), False
+    except Exception:
+        logger.exception("agent %s crashed", archetype.id)
+        return "failed", "The setup agent stopped on an internal error; the log has details.", False
