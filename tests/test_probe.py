@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -36,10 +37,12 @@ def stub_spec(expected: str, *, mode: str = "", pid_file: Path | None = None, **
 
 
 @pytest.fixture
-def prober(tmp_path: Path, canary: str) -> Prober:
+async def prober(tmp_path: Path, canary: str) -> AsyncIterator[Prober]:
     redactor = Redactor()
     redactor.register(canary, "[secret:STUB_API_KEY]")
-    return Prober(redactor, scratch_root=tmp_path, timeout=10)
+    prober = Prober(redactor, scratch_root=tmp_path, timeout=10)
+    yield prober
+    await prober.drain()
 
 
 async def test_a_right_value_lists_the_tools(prober: Prober, canary: str) -> None:
