@@ -1,0 +1,158 @@
+"""End to end through ``mcp-setup mcp`` with servers found in a fake official registry.
+
+A remote streamable-HTTP server with a secret header, an MCPB bundle, and a real npm server
+(``@modelcontextprotocol/server-everything`` through npx, which needs the npm registry).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.stub_server.bundle import build_stub_bundle, sha256_hex, stub_server_json
+from tests.stub_server.http_server import serve_http_stub
+from tests.test_mcp_face_e2e import all_bytes_under, processes_mentioning
+
+pytestmark = pytest.mark.anyio
+
+SCHEMA = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+EVERYTHING_VERSION = "2026.8.31"
+
+
+def remote_entry(url: str) -> dict:
+    return {
+        "$schema": SCHEMA,
+        "name": "io.github.mcp-setup/remote-stub",
+        "description": "A remote MCP server that wants a bearer token.",
+        "version": "1.0.0",
+        "remotes": [
+            {
+                "type": "streamable-http",
+                "url": url,
+                "headers": [
+                    {
+                        "name": "Authorization",
+                        "description": "Bearer token for the remote stub",
+                        "value": "Bearer {api_token}",
+                        "isRequired": True,
+                        "isSecret": True,
+                        "variables": {"api_token": {"description": "Your API token", "isRequired": True, "isSecret": True}},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def everything_entry() -> dict:
+    return {
+        "$schema": SCHEMA,
+        "name": "io.github.modelcontextprotocol/server-everything",
+        "description": "MCP test server exercising every protocol feature.",
+        "version": EVERYTHING_VERSION,
+        "packages": [
+            {
+                "registryType": "npm",
+                "identifier": "@modelcontextprotocol/server-everything",
+                "version": EVERYTHING_VERSION,
+                "runtimeHint": "npx",
+                "transport": {"type": "stdio"},
+            }
+        ],
+    }
+
+
+async def test_a_remote_server_with_a_secret_header_and_an_mcpb_bundle_install_from_the_official_registry(
+    tmp_path: Path, canary: str
+) -> None:
+    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
+    mcpb = stub_server_json(bundle.resolve().as_uri(), sha, name="io.github.mcp-setup/bundle-stub")
+    with serve_http_stub(expected_sha256=sha256_hex(f"Bearer {canary}")) as url:
+        with FakeOfficialRegistry([remote_entry(url), mcpb]) as registry:
+            env = face_env(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url)
+            recorder = Recorder()
+            browser = Browser()
+            answers = ["wrong-token", canary, canary]
+            stderr = tmp_path / "stderr.log"
+            with anyio.fail_after(120):
+                async with mcp_setup_client(
+                    tmp_path, stderr, recorder, elicitation_callback=elicitation_answering(browser, answers), env=env
+                ) as client:
+                    found = await call(client, "mcp_setup_search", {"query": "mcp-setup"})
+                    names = {s["qualified_name"] for s in found["servers"]}
+                    assert names == {"io.github.mcp-setup/remote-stub", "io.github.mcp-setup/bundle-stub"}
+
+                    # The remote: the header's placeholder is a secret key.
+                    detail = await call(client, "mcp_setup_get", {"qualified_name": "io.github.mcp-setup/remote-stub"})
+                    keys = {k["name"]: k for k in detail["required_env_keys"]}
+                    assert keys["api_token"]["secret"] is True
+                    assert [p["id"] for p in detail["packages"]] == ["remote"]
+                    bad = await call(client, "mcp_setup_request_secret", {"key_name": "api_token", "prompt": "Token"})
+                    rejected = await call(
+                        client,
+                        "mcp_setup_test_connection",
+                        {"qualified_name": "io.github.mcp-setup/remote-stub", "env_refs": {"api_token": bad["ref"]}},
+                    )
+                    assert rejected["error"]["code"] == "rejected"
+                    assert "401" in rejected["error"]["message"]
+                    good = await call(client, "mcp_setup_request_secret", {"key_name": "api_token", "prompt": "Token"})
+                    remote = await call(
+                        client,
+                        "mcp_setup_install_and_connect",
+                        {"qualified_name": "io.github.mcp-setup/remote-stub", "env_refs": {"api_token": good["ref"]}},
+                    )
+                    assert remote["status"] == "connected", remote
+                    assert {t["name"] for t in remote["tools"]} == {"echo", "whoami"}
+
+                    # The bundle: fetched, verified, unpacked, run from its manifest.
+                    key = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key"})
+                    bundled = await call(
+                        client,
+                        "mcp_setup_install_and_connect",
+                        {"qualified_name": "io.github.mcp-setup/bundle-stub", "env_refs": {"STUB_API_KEY": key["ref"]}},
+                    )
+                    assert bundled["status"] == "connected", bundled
+
+                    listed = (await call(client, "mcp_setup_list_servers"))["servers"]
+                    assert sorted((s["qualified_name"], s["status"], s["package_type"]) for s in listed) == [
+                        ("io.github.mcp-setup/bundle-stub", "connected", "mcpb"),
+                        ("io.github.mcp-setup/remote-stub", "connected", "remote"),
+                    ]
+            assert canary not in recorder.text()
+            assert canary not in stderr.read_text()
+            data_dir = Path(env["MCP_SETUP_HOME"])
+            for path, data in all_bytes_under(data_dir):
+                assert canary.encode() not in data, f"canary in {path}"
+            assert not processes_mentioning(str(data_dir))
+
+
+async def test_a_real_npm_server_is_test_connected_through_npx(tmp_path: Path) -> None:
+    assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
+    with FakeOfficialRegistry([everything_entry()]) as registry:
+        env = face_env(
+            tmp_path,
+            MCP_SETUP_REGISTRIES="official",
+            MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
+        )
+        with anyio.fail_after(300):
+            async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=env) as client:
+                detail = await call(
+                    client, "mcp_setup_get", {"qualified_name": "io.github.modelcontextprotocol/server-everything"}
+                )
+                assert detail["packages"] == [{"id": "npm", "type": "npm", "available": True}]
+                tested = await call(
+                    client,
+                    "mcp_setup_test_connection",
+                    {"qualified_name": "io.github.modelcontextprotocol/server-everything"},
+                )
+    assert tested["ok"] is True, json.dumps(tested)[:2000]
+    names = {t["name"] for t in tested["tools"]}
+    assert {"echo", "get-sum", "get-env", "get-tiny-image"} <= names, names
+    assert len(names) == 13
