@@ -8,6 +8,7 @@ run the whole product against local registries, a private keyring and a temp dat
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +30,35 @@ from setup_agent.vault import Vault
 
 from .settings import Settings
 
-__all__ = ["Runtime", "build_runtime"]
+__all__ = ["Runtime", "build_runtime", "keyring_secret", "openai_options"]
+
+KEYRING_SERVICE = "mcp-setup"
+
+
+def keyring_secret(username: str, keyring_get: Callable[[str, str], str | None] | None = None) -> str | None:
+    """A credential kept in the OS keyring under ``mcp-setup``/``username``; None when absent."""
+    try:
+        if keyring_get is None:
+            import keyring
+
+            keyring_get = keyring.get_password
+        return keyring_get(KEYRING_SERVICE, username) or None
+    except Exception:  # noqa: BLE001 - no keyring: no credential
+        return None
+
+
+def openai_options(settings: Settings, keyring_get: Callable[[str, str], str | None] | None = None) -> dict[str, Any]:
+    """Options of the ``openai`` driver: ``MCP_SETUP_OPENAI_*``, the key from the keyring as fallback."""
+    options: dict[str, Any] = {}
+    if settings.openai_base_url:
+        options["base_url"] = settings.openai_base_url
+    if settings.openai_model:
+        options["model"] = settings.openai_model
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    key = key or keyring_secret("openai-api-key", keyring_get)
+    if key:
+        options["api_key"] = key
+    return options
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +98,8 @@ def build_runtime(
     refs_timer: Callable[[], float] | None = None,
 ) -> Runtime:
     """Build every part. Call inside the event loop that will run them."""
+    # The core reads no environment: the host variables a server may inherit are taken here.
+    host_env = dict(os.environ) if host_env is None else host_env
     home = Path(settings.home).expanduser()
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     redactor = Redactor()
@@ -78,6 +109,9 @@ def build_runtime(
     broker = PromptBroker(refs)
     http = httpx.AsyncClient(timeout=settings.registry_timeout_seconds, follow_redirects=True)
     api_key = settings.smithery_api_key.get_secret_value() if settings.smithery_api_key else None
+    api_key = api_key or keyring_secret(
+        "smithery-api-key", keyring_backend.get_password if keyring_backend is not None else None
+    )
     if api_key:
         redactor.register(api_key, "[secret:MCP_SETUP_SMITHERY_API_KEY]")
     sources, notes = build_sources(

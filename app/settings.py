@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     smithery_api_key: SecretStr | None = None
     registry_timeout_seconds: float = Field(default=8.0, gt=0)
     package_preference: str = ""
+    openai_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint for --driver openai.")
+    openai_model: str | None = None
+    openai_api_key: SecretStr | None = None
     port: int = Field(default=8765, ge=0, le=65535)
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
 

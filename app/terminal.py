@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from setup_agent.errors import InvalidInput, SetupError
@@ -23,10 +23,10 @@ from setup_agent.harness import AgentCancelled, spawn_subagent
 from setup_agent.prompts import PendingPrompt, PromptBroker
 from setup_agent.redact import install_log_redaction
 
-from .runtime import build_runtime
+from .runtime import build_runtime, openai_options
 from .settings import Settings
 
-__all__ = ["EXIT_CODES", "TerminalIO", "openai_options", "run_agent"]
+__all__ = ["EXIT_CODES", "TerminalIO", "run_agent"]
 
 EXIT_CODES = {"installed": 0, "failed": 1, "cancelled": 130}
 
@@ -139,28 +139,6 @@ class TerminalIO:
             self._print(f"· {_PROGRESS[event['name']]}")
 
 
-def openai_options(environ: Mapping[str, str] | None = None, keyring_get: Callable[..., Any] | None = None) -> dict:
-    """The openai driver's options from ``MCP_SETUP_OPENAI_*``; the key may come from the keyring."""
-    environ = os.environ if environ is None else environ
-    options: dict[str, Any] = {}
-    for name in ("base_url", "model", "api_key"):
-        value = environ.get(f"MCP_SETUP_OPENAI_{name.upper()}")
-        if value:
-            options[name] = value
-    if "api_key" not in options:
-        try:
-            if keyring_get is None:
-                import keyring
-
-                keyring_get = keyring.get_password
-            key = keyring_get("mcp-setup", "openai-api-key")
-        except Exception:  # noqa: BLE001 - no keyring: run without a key
-            key = None
-        if key:
-            options["api_key"] = key
-    return options
-
-
 @contextlib.contextmanager
 def _terminal_restored():
     """Put the terminal back as it was (a hidden prompt left by Ctrl-C must not keep echo off)."""
@@ -187,7 +165,7 @@ async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str,
     runtime = build_runtime(settings)
     install_log_redaction(runtime.redactor, log_handler)
     io = TerminalIO(runtime.broker)
-    options = openai_options() if driver == "openai" else {}
+    options = openai_options(settings) if driver == "openai" else {}
     loop = asyncio.get_running_loop()
     with _terminal_restored():
         task = asyncio.ensure_future(

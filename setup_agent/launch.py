@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, Field
 
@@ -49,7 +50,11 @@ def template_keys(text: str) -> set[str]:
     return {m.group(1) for m in _TEMPLATE.finditer(text) if m.group(1)}
 
 
-def _fill(text: str, values: Mapping[str, str], missing: set[str]) -> str:
+#: Inside a URL a value is percent-encoded but for characters that keep a host or port whole.
+_URL_SAFE = ":@!$'()*+,;="
+
+
+def _fill(text: str, values: Mapping[str, str], missing: set[str], *, in_url: bool = False) -> str:
     def sub(m: re.Match[str]) -> str:
         name = m.group(1)
         if name is None:
@@ -57,7 +62,8 @@ def _fill(text: str, values: Mapping[str, str], missing: set[str]) -> str:
         if name not in values:
             missing.add(name)
             return ""
-        return values[name]
+        value = values[name]
+        return quote(value, safe=_URL_SAFE) if in_url and name != "__dirname" else value
 
     return _TEMPLATE.sub(sub, text)
 
@@ -99,7 +105,7 @@ def materialize(
     command = _fill(spec.command, scope, missing) if spec.command else None
     args = [_fill(a, scope, missing) for a in spec.args]
     env = {k: _fill(v, scope, missing) for k, v in spec.env.items()}
-    url = _fill(spec.url, scope, missing) if spec.url else None
+    url = _fill(spec.url, scope, missing, in_url=True) if spec.url else None
     headers = {k: _fill(v, scope, missing) for k, v in spec.headers.items()}
     if missing:
         names = ", ".join(sorted(missing))

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import anyio
 import pexpect
+import pytest
 from keyring.backends import fail
 
-from app.runtime import build_runtime
+from app.runtime import build_runtime, openai_options
 from app.settings import Settings
-from app.terminal import openai_options
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.test_agent_support import STUB, make_catalog
 
@@ -87,19 +87,23 @@ def test_end_of_input_at_a_question_cancels_with_exit_code_130(tmp_path: Path, c
     assert finish(child) == 130
 
 
-def test_openai_options_come_from_the_environment_or_the_keyring() -> None:
-    env = {"MCP_SETUP_OPENAI_BASE_URL": "http://127.0.0.1:1/v1", "MCP_SETUP_OPENAI_MODEL": "m"}
-    assert openai_options(env, keyring_get=lambda s, u: "from-keyring" if (s, u) == ("mcp-setup", "openai-api-key") else None) == {
+def test_openai_options_come_from_the_settings_or_the_keyring(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_SETUP_OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    monkeypatch.setenv("MCP_SETUP_OPENAI_MODEL", "m")
+    settings = Settings()
+    assert openai_options(settings, keyring_get=lambda s, u: "from-keyring" if (s, u) == ("mcp-setup", "openai-api-key") else None) == {
         "base_url": "http://127.0.0.1:1/v1",
         "model": "m",
         "api_key": "from-keyring",
     }
-    assert openai_options({**env, "MCP_SETUP_OPENAI_API_KEY": "k"}, keyring_get=lambda s, u: "no")["api_key"] == "k"
+    monkeypatch.setenv("MCP_SETUP_OPENAI_API_KEY", "k")
+    assert openai_options(Settings(), keyring_get=lambda s, u: "no")["api_key"] == "k"
+    monkeypatch.delenv("MCP_SETUP_OPENAI_API_KEY")
 
     def broken(service: str, user: str) -> str:
         raise RuntimeError("no keyring")
 
-    assert "api_key" not in openai_options(env, keyring_get=broken)
+    assert "api_key" not in openai_options(Settings(), keyring_get=broken)
 
 
 def test_the_terminal_agent_drives_an_openai_compatible_model_with_the_secret_at_the_hidden_prompt(
