@@ -1,0 +1,168 @@
+"""``mcp-setup serve`` as a real subprocess: prints its URL, serves the page, boot-spawns the
+installed servers, and stops cleanly on Ctrl-C (SIGINT) or SIGTERM leaving no child behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import threading
+import signal
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.browser.serve import STUB, Served, make_catalog, processes_mentioning, start_serve, stop_serve
+from tests.mcp_face import REPO, face_env, mcp_setup_argv
+
+
+def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """Wait on pidfds (no polling) until each pid has exited; return those still alive."""
+    left = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            select.select([fd], [], [], timeout)
+        finally:
+            os.close(fd)
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            left.append(pid)
+    return left
+
+
+def install_stub(served: Served, value: str) -> str:
+    asked = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB})
+    prompt = asked["result"]
+    with served.client() as http:
+        answered = http.post(f"/api/secrets/{prompt['prompt_id']}", json={"value": value}, headers=served.headers())
+    assert answered.status_code == 200
+    installed = served.rpc("mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}})
+    assert installed["result"]["status"] == "connected", installed
+    return installed["result"]["server_id"]
+
+
+def test_serve_prints_its_url_serves_the_page_and_stops_on_ctrl_c_leaving_no_child(tmp_path: Path, canary: str) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    served = start_serve(tmp_path, catalog)
+    data_dir = served.env["MCP_SETUP_HOME"]
+    try:
+        assert served.url == f"http://127.0.0.1:{served.port}/?t={served.token}"
+        assert served.port != 8765 and len(served.token) >= 40
+        with served.client() as http:
+            page = http.get(served.url)
+        assert page.status_code == 200 and "Add MCP server" in page.text
+
+        install_stub(served, canary)
+        children = processes_mentioning(data_dir)
+        assert children, "the installed stub should be running under the data dir"
+    finally:
+        code = stop_serve(served, signal.SIGINT)
+    assert code == 0, served.stderr()
+    assert wait_gone(children) == []
+    assert processes_mentioning(data_dir) == []
+    stderr = served.stderr()
+    assert "Traceback" not in stderr and canary not in stderr and served.token not in stderr
+
+
+def test_serve_boot_spawns_installed_servers_and_stops_on_sigterm_leaving_no_child(tmp_path: Path) -> None:
+    value = "canary-" + uuid.uuid4().hex
+    catalog = make_catalog(tmp_path, value)
+    first = start_serve(tmp_path, catalog)
+    try:
+        server_id = install_stub(first, value)
+    finally:
+        assert stop_serve(first, signal.SIGINT) == 0
+    data_dir = first.env["MCP_SETUP_HOME"]
+    assert processes_mentioning(data_dir) == []
+
+    second = start_serve(tmp_path, catalog)
+    try:
+        assert second.token != first.token  # a new key on every start
+        listed = second.rpc("servers.list", {"wait_seconds": 30})["result"]["servers"]
+        assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "connected")]
+        assert {t["name"] for t in listed[0]["tools"]} >= {"echo", "whoami"}
+        children = processes_mentioning(data_dir)
+        assert children
+        # The old token opens nothing.
+        with second.client() as http:
+            assert http.get("/", params={"t": first.token}).status_code == 403
+    finally:
+        code = stop_serve(second, signal.SIGTERM)
+    assert code == 0, second.stderr()
+    assert wait_gone(children) == []
+    assert processes_mentioning(data_dir) == []
+    assert "Traceback" not in second.stderr()
+
+
+def test_ctrl_c_while_a_setup_waits_for_a_secret_stops_at_once_and_answers_the_waiting_call(
+    tmp_path: Path, canary: str
+) -> None:
+    served = start_serve(tmp_path, make_catalog(tmp_path, canary))
+    answers: list[object] = []
+    tab = served.websocket()
+    try:
+        session_id = json.loads(tab.recv(timeout=10))["session_id"]
+
+        def spawn() -> None:
+            with served.client(timeout=60) as http:
+                body = {"jsonrpc": "2.0", "id": 5, "method": "spawn_subagent", "params": {"goal": "set up the stub server"}}
+                answers.append(http.post("/rpc", json=body, headers=served.headers(**{"X-MCP-Setup-Session": session_id})))
+
+        caller = threading.Thread(target=spawn, daemon=True)
+        caller.start()
+        while json.loads(tab.recv(timeout=30))["type"] != "secret_request":
+            pass
+        code = stop_serve(served, signal.SIGINT, timeout=15)
+        caller.join(15)
+    finally:
+        tab.close()
+        if served.proc.poll() is None:
+            stop_serve(served)
+    assert code == 0, served.stderr()
+    [response] = answers
+    body = response.json()  # type: ignore[attr-defined]
+    assert body["id"] == 5 and body["error"]["data"]["code"] == "shutting_down"
+    assert "Traceback" not in served.stderr()
+    assert processes_mentioning(served.env["MCP_SETUP_HOME"]) == []
+
+
+def test_serve_says_so_when_its_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            mcp_setup_argv("serve", "--no-browser", "--port", str(port)),
+            env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local"),
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "--port" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize("port", ["-1", "70000"])
+def test_serve_refuses_a_port_out_of_range(tmp_path: Path, port: str) -> None:
+    proc = subprocess.run(
+        mcp_setup_argv("serve", "--no-browser", "--port", port),
+        env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local"),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr

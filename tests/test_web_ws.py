@@ -1,0 +1,149 @@
+"""The websocket ``/ws`` of ``mcp-setup serve`` (a real subprocess): starting, answering and
+cancelling an agent run, a reloaded tab taking a run over, and messages it cannot use."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
+
+CANARY = "canary-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("web-ws")
+    s = start_serve(root, make_catalog(root, CANARY))
+    try:
+        yield s
+    finally:
+        code = stop_serve(s)
+    assert code == 0, s.stderr()
+    assert "Traceback" not in s.stderr()
+
+
+class Tab:
+    """A websocket client standing in for one browser tab; records every event."""
+
+    def __init__(self, served: Served) -> None:
+        self.ws = served.websocket()
+        self.events: list[dict[str, Any]] = []
+        self.frames: list[str] = []
+        hello = self.next(lambda e: e["type"] == "hello")
+        self.session_id = hello["session_id"]
+
+    def next(self, match: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no matching event in {timeout}s; got {[e['type'] for e in self.events]}")
+            frame = self.ws.recv(timeout=remaining)
+            self.frames.append(frame)
+            event = json.loads(frame)
+            self.events.append(event)
+            if match(event):
+                return event
+
+    def send(self, **message: Any) -> None:
+        self.ws.send(json.dumps(message))
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def of_type(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e["type"] == kind and all(e.get(k) == v for k, v in fields.items())
+
+
+def answer_secret(served: Served, prompt_id: str, value: str) -> int:
+    with served.client() as http:
+        return http.post(f"/api/secrets/{prompt_id}", json={"value": value}, headers=served.headers()).status_code
+
+
+def test_cancel_agent_closes_the_open_secret_prompt_and_ends_the_run_as_cancelled(served: Served) -> None:
+    tab = Tab(served)
+    try:
+        tab.send(type="start_agent", goal="set up the stub server")
+        started = tab.next(of_type("agent_started"))
+        request = tab.next(of_type("secret_request"))
+        assert request["key_name"] == "STUB_API_KEY" and request["server"] == STUB
+        assert request["run_id"] == started["run_id"] and "value" not in request
+        tab.send(type="cancel_agent")
+        done = tab.next(of_type("secret_done", prompt_id=request["prompt_id"]))
+        assert done["status"] == "cancelled"
+        finished = tab.next(of_type("agent_done", run_id=started["run_id"]))
+        assert finished["result"]["status"] == "cancelled"
+        assert "transcript" not in finished["result"]
+        assert answer_secret(served, request["prompt_id"], CANARY) == 410  # too late: it was cancelled
+    finally:
+        tab.close()
+    assert served.rpc("servers.list")["result"] == {"servers": []}
+
+
+def test_a_new_tab_takes_over_a_run_whose_tab_went_away_with_its_open_prompt(served: Served) -> None:
+    first = Tab(served)
+    first.send(type="start_agent", goal="set up the stub server")
+    started = first.next(of_type("agent_started"))
+    request = first.next(of_type("secret_request"))
+    first.close()  # a reload
+
+    second = Tab(served)
+    try:
+        replayed = second.next(of_type("agent_started", run_id=started["run_id"]))
+        assert replayed["goal"] == "set up the stub server"
+        again = second.next(of_type("secret_request", prompt_id=request["prompt_id"]))
+        assert again["key_name"] == "STUB_API_KEY"
+        assert answer_secret(served, request["prompt_id"], "wrong-" + CANARY[::-1]) == 200
+        failed = second.next(lambda e: e["type"] == "progress" and e.get("status") == "failed")
+        assert failed["code"] == "rejected" and failed["stage"] == "handshake"
+        question = second.next(of_type("agent_question", run_id=started["run_id"]))
+        assert "Re-enter STUB_API_KEY" in question["choices"]
+        second.send(type="answer", question_id=question["question_id"], answer="Cancel")
+        closed = second.next(of_type("question_closed", question_id=question["question_id"]))
+        assert closed["answer"] == "Cancel"
+        finished = second.next(of_type("agent_done", run_id=started["run_id"]))
+        assert finished["result"]["status"] == "cancelled"
+        assert all(CANARY not in f and CANARY[::-1] not in f for f in second.frames)
+    finally:
+        second.close()
+
+
+def test_messages_the_server_cannot_use_get_an_error_event_and_the_socket_stays_open(served: Served) -> None:
+    tab = Tab(served)
+    try:
+        tab.ws.send("{not json")
+        assert tab.next(of_type("error"))["code"] == "invalid_message"
+        tab.ws.send(b"\x00\x01")
+        assert tab.next(of_type("error"))["code"] == "invalid_message"
+        tab.send(type="launch_missiles")
+        assert tab.next(of_type("error"))["code"] == "unknown_message"
+        tab.send(type="answer", question_id="q_nope", answer="yes")
+        assert tab.next(of_type("error"))["code"] == "question_closed"
+        tab.send(type="start_agent", goal="   ")
+        assert tab.next(of_type("error"))["code"] == "invalid_input"
+        tab.send(type="ping")
+        assert tab.next(lambda e: e["type"] in ("pong", "error"))["type"] == "pong"
+    finally:
+        tab.close()
+
+
+def test_one_tab_runs_one_setup_at_a_time(served: Served) -> None:
+    tab = Tab(served)
+    try:
+        tab.send(type="start_agent", goal="set up the stub server")
+        tab.next(of_type("agent_started"))
+        request = tab.next(of_type("secret_request"))
+        tab.send(type="start_agent", goal="set up the stub server")
+        assert tab.next(of_type("error"))["code"] == "agent_busy"
+        tab.send(type="cancel_agent")
+        assert tab.next(of_type("agent_done"))["result"]["status"] == "cancelled"
+        assert any(e["type"] == "secret_done" and e["prompt_id"] == request["prompt_id"] for e in tab.events)
+    finally:
+        tab.close()
