@@ -78,11 +78,16 @@ class ConnectionManager:
         self.host_env = host_env
         self.backoff = tuple(backoff)
         self.connect_timeout = connect_timeout
-        self._on_status = on_status
+        self._listeners: list[Callable[[ServerStatus], None]] = [on_status] if on_status is not None else []
         self._sem = asyncio.Semaphore(max_concurrency)
         self._live: dict[str, _Live] = {}
         self._booting = False
         self._booted = asyncio.Event()
+
+    def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
+        """Hear every status change; returns a function that stops listening."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def install_dir(self, server_id: str) -> Path:
         return self.install_root / server_id
@@ -201,9 +206,9 @@ class ConnectionManager:
         if status != "connected":
             live.status.tools = [] if status != "connecting" else live.status.tools
         live.changed.set()
-        if self._on_status is not None:
+        for listener in list(self._listeners):
             try:
-                self._on_status(live.status)
+                listener(live.status)
             except Exception:  # a listener must not break a connection
                 logger.exception("status listener failed")
 

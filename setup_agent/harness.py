@@ -244,7 +244,9 @@ class AgentSession:
             result = await self._ask(arguments)
         else:
             result = await self.service.call(
-                name, arguments, CallContext(installed_by=self.installed_by, present_prompt=self._present)
+                name,
+                arguments,
+                CallContext(installed_by=self.installed_by, present_prompt=self._present, on_progress=self.io.progress),
             )
             if self._cancelled:
                 raise AgentCancelled("The user cancelled the secret prompt.")

@@ -16,7 +16,7 @@ import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +39,10 @@ from .launch import LaunchSpec, materialize
 from .redact import Redactor
 from .transport import ProcessWatch
 
-__all__ = ["ProbeResult", "Prober", "tools_hash"]
+__all__ = ["ProbeResult", "Prober", "StageHook", "tools_hash"]
+
+#: Called as ``await hook(stage, status)``: ("starting", "started"), ("handshake", "done").
+StageHook = Callable[[str, str], Awaitable[None]]
 
 logger = logging.getLogger(__name__)
 
@@ -90,19 +93,20 @@ class Prober:
         *,
         dirname: str | None = None,
         timeout: float | None = None,
+        on_stage: StageHook | None = None,
     ) -> ProbeResult:
         """Connect, list the tools, return. Raises a ProbeError (redacted) on failure."""
         deadline = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            result = await self._attempt(spec, values, dirname, deadline, "auto")
+            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage)
         except _EraLocked:
             # A server that refused `server/discover` hides its reason behind -32022 in auto
             # mode; the classic handshake shows the server's own message.
             remaining = max(1.0, deadline - (loop.time() - started))
             try:
-                result = await self._attempt(spec, values, dirname, remaining, "legacy")
+                result = await self._attempt(spec, values, dirname, remaining, "legacy", on_stage)
             except _EraLocked as exc:
                 raise ServerRejected(self.redactor.redact(exc.message)) from None
         result.elapsed = loop.time() - started
@@ -115,6 +119,7 @@ class Prober:
         dirname: str | None,
         deadline: float,
         mode: Literal["auto", "legacy"],
+        on_stage: StageHook | None = None,
     ) -> ProbeResult:
         scratch = Path(tempfile.mkdtemp(prefix="mcp-setup-probe-", dir=self.scratch_root))
         try:
@@ -126,11 +131,20 @@ class Prober:
         hwatch = HttpWatch()
         outcome: asyncio.Future[ProbeResult] = asyncio.get_running_loop().create_future()
 
+        async def stage(name: str, status: str) -> None:
+            if on_stage is not None:
+                try:
+                    await on_stage(name, status)
+                except Exception:  # a progress listener never breaks a probe
+                    logger.exception("stage hook failed")
+
         async def run() -> None:
             try:
+                await stage("starting", "started")
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env
                 ) as client:
+                    await stage("handshake", "done")
                     tools = await list_all_tools(client)
                     info = client.server_info
                     result = ProbeResult(

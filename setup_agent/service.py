@@ -50,14 +50,46 @@ TOOL_NAMES = (
 #: elicitation) and returns extra fields for the tool result (e.g. ``{"url": ...}``).
 Presenter = Callable[[PendingPrompt], Awaitable[dict[str, Any]]]
 
+#: Hears the stages of a test or install: ``{"type": "progress", "stage", "status", "server",
+#: "action", "code"?, "message"?, "tools"?}``. Stages: resolving, downloading, starting,
+#: handshake, tools_listed, installing, connected.
+ProgressHook = Callable[[dict[str, Any]], Awaitable[None]]
+
 
 @dataclass
 class CallContext:
-    """Who is calling, and how this face shows secret prompts."""
+    """Who is calling, how this face shows secret prompts, and who hears progress."""
 
     installed_by: str = "agent"
     present_prompt: Presenter | None = None
+    on_progress: ProgressHook | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Progress:
+    """Emits progress events for one call and remembers the stage a failure belongs to."""
+
+    def __init__(self, ctx: CallContext, redactor: Redactor, action: str, server: str | None) -> None:
+        self.ctx, self.redactor, self.base = ctx, redactor, {"type": "progress", "action": action, "server": server}
+        self.stage = "resolving"
+
+    async def __call__(self, stage: str, status: str, **extra: Any) -> None:
+        self.stage = stage
+        if self.ctx.on_progress is None:
+            return
+        try:
+            await self.ctx.on_progress(self.redactor.redact_obj({**self.base, "stage": stage, "status": status, **extra}))
+        except Exception:  # a progress listener never breaks a call
+            logger.exception("progress listener failed")
+
+    async def failed(self, exc: BaseException) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            return
+        err = exc if isinstance(exc, SetupError) else translate(exc)
+        stage = self.stage
+        if stage == "starting" and err.code in ("rejected", "protocol_error", "timeout", "unreachable"):
+            stage = "handshake"  # it started, then failed to speak MCP
+        await self(stage, "failed", code=err.code, message=err.message)
 
 
 @dataclass
@@ -174,10 +206,14 @@ class SetupService:
         return out
 
     async def test_connection(self, args: dict, ctx: CallContext) -> dict:
+        progress = _Progress(ctx, self.redactor, "mcp_setup_test_connection", args.get("qualified_name"))
         workdir = Path(tempfile.mkdtemp(prefix="mcp-setup-test-", dir=self.scratch_root))
         try:
-            prepared = await self._prepare(args, workdir)
-            result = await self._probe(prepared)
+            prepared = await self._prepare(args, workdir, progress)
+            result = await self._probe(prepared, progress)
+        except BaseException as exc:
+            await progress.failed(exc)
+            raise
         finally:
             await asyncio.to_thread(shutil.rmtree, workdir, True)
         return {
@@ -190,6 +226,14 @@ class SetupService:
 
     async def install_and_connect(self, args: dict, ctx: CallContext) -> dict:
         name = _req_str(args, "qualified_name")
+        progress = _Progress(ctx, self.redactor, "mcp_setup_install_and_connect", name)
+        try:
+            return await self._install(name, args, ctx, progress)
+        except BaseException as exc:
+            await progress.failed(exc)
+            raise
+
+    async def _install(self, name: str, args: dict, ctx: CallContext, progress: _Progress) -> dict:
         async with self._install_lock:
             existing = await asyncio.to_thread(self.store.get_by_name, name)
             if existing is not None:
@@ -201,8 +245,9 @@ class SetupService:
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
             try:
-                prepared = await self._prepare(args, install_dir)
-                result = await self._probe(prepared)
+                prepared = await self._prepare(args, install_dir, progress)
+                result = await self._probe(prepared, progress)
+                await progress("installing", "started")
                 secret_keys = {k.name for k in prepared.keys if k.secret}
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 server = await asyncio.to_thread(
@@ -222,7 +267,9 @@ class SetupService:
                 raise
         env_refs = args.get("env_refs") or {}
         self.refs.consume(env_refs)
+        await progress("installing", "done", server_id=server.server_id)
         status = await self.connections.connect(server)
+        await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
         out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or result.tools}
         if status.reason:
             out["reason"] = status.reason
@@ -265,10 +312,11 @@ class SetupService:
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
 
-    async def _prepare(self, args: dict, workdir: Path) -> _Prepared:
+    async def _prepare(self, args: dict, workdir: Path, progress: _Progress) -> _Prepared:
         name = _req_str(args, "qualified_name")
         env_refs = _str_map(args, "env_refs")
         env = _str_map(args, "env")
+        await progress("resolving", "started")
         detail = await self._detail(name, _opt_str(args, "source"))
         package = choose_package(
             detail.packages, _opt_str(args, "package"), preference=self.package_preference, which=self.which
@@ -276,13 +324,16 @@ class SetupService:
         keys = list(package.required_keys)
         bundle_dir: Path | None = None
         manifest = None
+        await progress("resolving", "done", package=package.id)
         if package.type == "mcpb":
+            await progress("downloading", "started")
             await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
             archive = await fetch_bundle(package.identifier, package.file_sha256, workdir, http=self.http)
             bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
             await asyncio.to_thread(archive.unlink)
             manifest = await asyncio.to_thread(read_manifest, bundle_dir)
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
+            await progress("downloading", "done")
         values = self._values(keys, env_refs, env)
         # Optional settings left unset: their env vars and arguments are left out entirely.
         omit = {k.name for k in keys if k.name not in values}
@@ -322,12 +373,15 @@ class SetupService:
         values.update({k: v.reveal() for k, v in resolved.items()})
         return values
 
-    async def _probe(self, prepared: _Prepared) -> ProbeResult:
-        return await self.prober.probe(
+    async def _probe(self, prepared: _Prepared, progress: _Progress) -> ProbeResult:
+        result = await self.prober.probe(
             prepared.spec,
             prepared.values,
             dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
+            on_stage=progress,
         )
+        await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
+        return result
 
 
 # -- argument helpers ---------------------------------------------------------------------

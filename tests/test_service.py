@@ -172,3 +172,39 @@ async def test_an_unknown_server_is_not_found(world) -> None:
     assert result["error"]["code"] == "not_found"
     result = await call(runtime, "mcp_setup_remove", server_id="srv_nope")
     assert result["error"]["code"] == "not_found"
+
+
+async def test_progress_reports_each_stage_of_an_install_and_the_failing_one(world, canary: str) -> None:
+    runtime, _ = world
+    events: list[dict] = []
+
+    async def hear(event: dict) -> None:
+        events.append(event)
+
+    ctx = CallContext(installed_by="ui", on_progress=hear)
+    wrong = runtime.refs.mint("STUB_API_KEY", "wrong-" + canary[::-1])
+    await runtime.service.call(
+        "mcp_setup_test_connection", {"qualified_name": "io.test/stub-ok", "env_refs": {"STUB_API_KEY": wrong}}, ctx
+    )
+    assert [(e["stage"], e["status"]) for e in events][-1] == ("handshake", "failed")
+    assert events[-1]["code"] == "rejected"
+    events.clear()
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    result = await runtime.service.call(
+        "mcp_setup_install_and_connect", {"qualified_name": "io.test/stub-ok", "env_refs": {"STUB_API_KEY": ref}}, ctx
+    )
+    assert result["status"] == "connected"
+    assert [(e["stage"], e["status"]) for e in events] == [
+        ("resolving", "started"),
+        ("resolving", "done"),
+        ("downloading", "started"),
+        ("downloading", "done"),
+        ("starting", "started"),
+        ("handshake", "done"),
+        ("tools_listed", "done"),
+        ("installing", "started"),
+        ("installing", "done"),
+        ("connected", "done"),
+    ]
+    assert all(e["server"] == "io.test/stub-ok" for e in events)
+    assert canary not in json.dumps(events)
