@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -88,7 +89,15 @@ async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
 
     runtime = build_runtime(settings)
     install_log_redaction(runtime.redactor, handler)
-    await run_stdio(runtime)
+    # SIGTERM (a client giving up on us) still stops every server we started.
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        await run_stdio(runtime)
+    except asyncio.CancelledError:
+        return 143
     return 0
 
 

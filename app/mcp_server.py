@@ -9,9 +9,12 @@ URL-mode elicitation to a one-time local page when the client supports it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import os
 import re
+import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -167,6 +170,44 @@ class McpFace:
             self._page = None
 
 
+class _PipeLines:
+    """stdin (a pipe) as async lines, read on the event loop: a cancel (SIGTERM) stops it at once.
+
+    The SDK reads stdin in a worker thread, which nothing can interrupt while the client keeps
+    the pipe open, so a SIGTERM could never get to the cleanup that stops our servers.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+async def _cancellable_stdin() -> Any:
+    """A :class:`_PipeLines` over a duplicate of fd 0, or None (the SDK's default) for files/ttys."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(0).st_mode) and not stat.S_ISSOCK(os.fstat(0).st_mode):
+            return None
+        fd = os.dup(0)
+        reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
+    except (OSError, ValueError):
+        return None
+    # Children must not read the wire: fd 0 now points at the null device.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return _PipeLines(reader)
+
+
 @asynccontextmanager
 async def _drained(read_stream: Any, write_stream: Any, grace: float = 60.0) -> AsyncIterator[tuple[Any, Any]]:
     """Streams whose end of input waits until every request read has been answered.
@@ -228,7 +269,8 @@ async def run_stdio(runtime: Runtime) -> None:
         async with anyio.create_task_group() as tg:
             # Installed servers connect in the background: the client's initialize is not kept waiting.
             tg.start_soon(runtime.start)
-            async with stdio_server() as (read_stream, write_stream), _drained(read_stream, write_stream) as streams:
+            stdin = await _cancellable_stdin()
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(read_stream, write_stream) as streams:
                 await face.server.run(*streams, face.server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
+import subprocess
+import time
 from pathlib import Path
+
+import sys
 
 import anyio
 import pytest
@@ -43,6 +49,29 @@ def processes_mentioning(text: str) -> list[int]:
         if text in cmd and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """Wait (on pidfds, bounded) for ``pids`` to exit; return those still running."""
+    deadline = time.monotonic() + timeout
+    left = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                left.append(pid)
+        finally:
+            os.close(fd)
+    return left
+
+
+def no_process_left(marker: str, timeout: float = 10.0) -> bool:
+    """True when no live process mentions ``marker`` (servers exit once their stdin closes)."""
+    return not wait_gone(processes_mentioning(marker), timeout)
 
 
 def all_bytes_under(path: Path) -> list[tuple[Path, bytes]]:
@@ -126,7 +155,7 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
         assert canary not in log
         for path, data in all_bytes_under(data_dir):
             assert canary.encode() not in data, f"canary in {path}"
-        assert not processes_mentioning(str(data_dir)), "a server process outlived mcp-setup"
+        assert no_process_left(str(data_dir)), "a server process outlived mcp-setup"
 
         # Restart: the server comes back connected with its decrypted secret; old refs are gone.
         restart_log = tmp_path / "stderr-restart.log"
@@ -142,7 +171,7 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             assert (await call(client, "mcp_setup_list_servers"))["servers"] == []
         assert canary not in recorder.text() and canary not in restart_log.read_text()
         assert not (data_dir / "servers" / server_id).exists()
-        assert not processes_mentioning(str(data_dir))
+        assert no_process_left(str(data_dir))
 
 
 async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usable_once_answered(
@@ -170,3 +199,53 @@ async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usab
             assert listed[0]["installed_by"] == "mcp"
     assert canary not in recorder.text()
     assert os.path.exists(tmp_path / "err.log") and canary not in (tmp_path / "err.log").read_text()
+
+
+def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, canary: str) -> None:
+    from keyring.backends import fail
+
+    from setup_agent.store import Store
+    from setup_agent.vault import Vault
+    from tests.mcp_face import REPO, mcp_setup_argv
+    from tests.stub_server.bundle import SERVER_PY, sha256_hex
+
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
+    data_dir = Path(env["MCP_SETUP_HOME"])
+    store = Store.for_data_dir(data_dir, Vault.open(data_dir, keyring_backend=fail.Keyring()))
+    spec = {
+        "command": sys.executable,
+        "args": [str(SERVER_PY), "--mode", "ignore_sigterm", "--marker", str(data_dir)],
+        "env": {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)},
+    }
+    store.install(
+        qualified_name="io.test/stubborn", source="local", version="1", package_type="stdio", launch_spec=spec,
+        installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (canary, True)},
+    )
+    store.close()
+    proc = subprocess.Popen(
+        mcp_setup_argv("mcp"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=env, cwd=REPO, text=True,
+    )
+    try:
+        messages = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp_setup_list_servers", "arguments": {"wait_seconds": 30}}},
+        ]
+        assert proc.stdin and proc.stdout
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        proc.stdin.flush()
+        proc.stdout.readline()
+        listed = json.loads(proc.stdout.readline())
+        servers = json.loads(listed["result"]["content"][0]["text"])["servers"]
+        assert [s["status"] for s in servers] == ["connected"]
+        assert processes_mentioning(str(data_dir)), "the stub should be running"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 143
+        assert no_process_left(str(data_dir), timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        for pid in processes_mentioning(str(data_dir)):
+            os.kill(pid, signal.SIGKILL)
