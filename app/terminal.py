@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import getpass
 import logging
-import os
 import signal
 import sys
 import threading

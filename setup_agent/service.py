@@ -21,10 +21,11 @@ from typing import Any
 from registry_clients.hub import RegistryHub
 from registry_clients.models import Detail, PackageOption, RequiredKey
 
-from .bundle import fetch_bundle, read_manifest, required_keys_from_manifest, spec_from_manifest, unpack_bundle
+from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
 from .errors import AlreadyInstalled, InvalidInput, SecretNotAllowed, SetupError, translate
 from .launch import LaunchSpec
+from .manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
 from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages
 from .probe import ProbeResult, Prober
 from .prompts import PendingPrompt, PromptBroker

@@ -19,16 +19,10 @@ import httpx
 import pytest
 
 from registry_clients.models import PackageOption, RequiredKey
-from setup_agent.bundle import (
-    fetch_bundle,
-    file_sha256,
-    read_manifest,
-    required_keys_from_manifest,
-    spec_from_manifest,
-    unpack_bundle,
-)
+from setup_agent.bundle import fetch_bundle, file_sha256, unpack_bundle
 from setup_agent.errors import BundleInvalid
 from setup_agent.launch import materialize
+from setup_agent.manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
 from setup_agent.packages import INSTALL_HINTS, build_spec, runner_availability
 
 CANARY = "canary-51d0-SECRET-value"

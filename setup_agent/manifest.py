@@ -1,0 +1,244 @@
+"""MCPB ``manifest.json``: the model, and what it means for launching and for settings.
+
+``read_manifest`` parses it; ``spec_from_manifest(manifest, build_spec(package), home=...)``
+completes the launch spec (``${__dirname}`` stays a template for
+:func:`~setup_agent.launch.materialize`, ``${user_config.KEY}`` becomes ``${KEY}``);
+``required_keys_from_manifest`` turns ``user_config`` into settings the user must give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from registry_clients.models import RequiredKey
+
+from .errors import BundleInvalid
+from .launch import LaunchSpec, template_keys
+
+__all__ = [
+    "Manifest", "ManifestServer", "McpConfig", "McpConfigOverride", "UserConfigOption",
+    "read_manifest", "required_keys_from_manifest", "spec_from_manifest",
+]
+
+
+# --- manifest -------------------------------------------------------------------------
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class McpConfigOverride(_M):
+    command: str | None = None
+    args: list[str] | None = None
+    env: dict[str, str] | None = None
+
+
+class McpConfig(_M):
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    platform_overrides: dict[str, McpConfigOverride] = Field(default_factory=dict)
+
+
+class ManifestServer(_M):
+    type: Literal["node", "python", "binary", "uv"]
+    entry_point: str = ""
+    mcp_config: McpConfig | None = None
+
+
+class UserConfigOption(_M):
+    type: str = "string"
+    title: str = ""
+    description: str = ""
+    required: bool = False  # MCPB spec default
+    sensitive: bool = False
+    default: Any = None
+    multiple: bool = False
+
+
+class Manifest(_M):
+    manifest_version: str | None = None
+    name: str
+    version: str
+    display_name: str | None = None
+    description: str = ""
+    server: ManifestServer
+    user_config: dict[str, UserConfigOption] = Field(default_factory=dict)
+
+
+def read_manifest(dir: Path) -> Manifest:
+    """Parse ``dir/manifest.json``; a missing or invalid one raises BundleInvalid."""
+    path = dir / "manifest.json"
+    if not path.is_file():
+        raise BundleInvalid("The bundle has no manifest.json at its top level.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleInvalid(f"The bundle's manifest.json is not valid JSON ({exc}).") from exc
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'manifest'}: {err['msg']}" for err in exc.errors()[:3]
+        )
+        raise BundleInvalid(f"The bundle's manifest.json is invalid: {problems}.") from exc
+
+
+# --- spec -----------------------------------------------------------------------------
+
+_MCPB_VAR = re.compile(r"\$\{([^}]*)\}")
+_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+def _folders(home: Path) -> dict[str, str]:
+    dirs = {"HOME": home, "DESKTOP": home / "Desktop", "DOCUMENTS": home / "Documents", "DOWNLOADS": home / "Downloads"}
+    return {**{k: str(v) for k, v in dirs.items()}, "pathSeparator": os.sep, "/": os.sep}
+
+
+def _convert(text: str, manifest: Manifest, folders: dict[str, str]) -> str:
+    """MCPB placeholders → LaunchSpec templates; folders resolved now; ``$`` escaped."""
+    out: list[str] = []
+    pos = 0
+    for m in _MCPB_VAR.finditer(text):
+        out.append(text[pos : m.start()].replace("$", "$$"))
+        name = m.group(1)
+        if name == "__dirname":
+            out.append("${__dirname}")
+        elif name.startswith("user_config."):
+            key = name.removeprefix("user_config.")
+            if key not in manifest.user_config or not _KEY_NAME.match(key):
+                raise BundleInvalid(f"The bundle's mcp_config uses ${{{name}}}, which its user_config does not declare.")
+            out.append("${" + key + "}")
+        elif name in folders:
+            out.append(folders[name].replace("$", "$$"))
+        else:
+            out.append(m.group(0).replace("$", "$$"))  # unknown: keep it literal
+        pos = m.end()
+    out.append(text[pos:].replace("$", "$$"))
+    return "".join(out)
+
+
+def _default_config(server: ManifestServer) -> McpConfig:
+    entry = f"${{__dirname}}/{server.entry_point}"
+    if server.type == "node":
+        return McpConfig(command="node", args=[entry])
+    if server.type == "python":
+        return McpConfig(command="python3", args=[entry])
+    if server.type == "uv":
+        return McpConfig(command="uv", args=["run", "--directory", "${__dirname}", server.entry_point])
+    return McpConfig(command=entry)
+
+
+def _drop_omitted(args: list[str], omit: Collection[str]) -> list[str]:
+    """Leave out args naming an omitted key, and a bare ``--flag`` just before such a value."""
+    out: list[str] = []
+    for arg in args:
+        if omit and not template_keys(arg).isdisjoint(omit):
+            if out and out[-1].startswith("-") and not template_keys(out[-1]) and "=" not in out[-1]:
+                out.pop()
+            continue
+        out.append(arg)
+    return out
+
+
+def spec_from_manifest(
+    manifest: Manifest,
+    base: LaunchSpec,
+    *,
+    home: Path | None = None,
+    platform: str = sys.platform,
+    omit: Collection[str] = (),
+) -> LaunchSpec:
+    """Complete an mcpb ``base`` spec (from ``build_spec``) with the manifest's command.
+
+    ``${__dirname}`` stays a template; ``${user_config.KEY}`` → ``${KEY}``; ``${HOME}``,
+    ``${DESKTOP}``, ``${DOCUMENTS}``, ``${DOWNLOADS}`` (from ``home``), ``${pathSeparator}``
+    and ``${/}`` are resolved now. ``platform_overrides[platform]`` applies. A command that
+    is a path inside the bundle gets ``${__dirname}/`` in front and no runner; otherwise the
+    runner is the command. The server should be spawned with cwd = the install dir.
+    ``omit``: optional keys left unset, whose env vars and args are left out. Pass ``home``
+    from Settings; ``None`` falls back to ``Path.home()``.
+    """
+    server = manifest.server
+    config = server.mcp_config or _default_config(server)
+    override = config.platform_overrides.get(platform)
+    command = (override.command if override and override.command else None) or config.command
+    raw_args = override.args if override and override.args is not None else config.args
+    raw_env = {**config.env, **(override.env or {})} if override else dict(config.env)
+
+    folders = _folders(home if home is not None else Path.home())
+    cmd = _convert(command, manifest, folders)
+    runner: str | None = cmd
+    if not cmd.startswith("${") and not os.path.isabs(cmd) and ("/" in cmd or "\\" in cmd):
+        cmd = "${__dirname}/" + cmd.replace("\\", "/")
+    if cmd.startswith("${__dirname}") or os.path.isabs(cmd):
+        runner = None
+        if server.type == "binary" and platform == "win32" and not cmd.lower().endswith(".exe"):
+            cmd += ".exe"
+    args = _drop_omitted([_convert(a, manifest, folders) for a in raw_args], omit)
+    env = dict(base.env)
+    for name, value in raw_env.items():
+        env[name] = _convert(value, manifest, folders)
+    env = {k: v for k, v in env.items() if not (omit and not template_keys(v).isdisjoint(omit))}
+    update = {"command": cmd, "args": args, "env": env, "runner": runner, "transport": "stdio",
+              "package_type": "mcpb", "version": base.version or manifest.version, "needs_install_dir": True}
+    return base.model_copy(update=update)
+
+
+def _default_text(value: Any, folders: dict[str, str] | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        value = value[0] if value else None  # one value per key: `multiple` is not expanded
+        if value is None:
+            return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    if folders:
+        text = _MCPB_VAR.sub(lambda m: folders.get(m.group(1), m.group(0)), text)
+    return text
+
+
+def required_keys_from_manifest(
+    manifest: Manifest, registry_keys: list[RequiredKey], *, home: Path | None = None
+) -> list[RequiredKey]:
+    """The bundle's ``user_config`` as keys, merged with the registry's keys by name.
+
+    secret when ``sensitive`` (or the registry says secret; ``in_argv`` when a secret is put on
+    the command line); required when the manifest says ``required: true`` and gives no
+    default (MCPB's default for ``required`` is false); ``${HOME}``-style folders in defaults
+    resolved from ``home``. Registry keys the manifest lacks are appended.
+    """
+    folders = _folders(home) if home is not None else None
+    config = manifest.server.mcp_config
+    in_args = " ".join(config.args + [a for o in config.platform_overrides.values() for a in o.args or []]
+                       + [config.command]) if config else ""
+    merged: dict[str, RequiredKey] = {}
+    for name, opt in manifest.user_config.items():
+        default = _default_text(opt.default, folders)
+        merged[name] = RequiredKey(
+            name=name, description=": ".join(t for t in (opt.title.strip(), opt.description.strip()) if t),
+            secret=opt.sensitive, required=opt.required and default is None, default=default,
+            choices=["true", "false"] if opt.type == "boolean" else None, kind="user_config",
+            in_argv=opt.sensitive and "${user_config.%s}" % name in in_args,
+        )
+    for key in registry_keys:
+        mine = merged.get(key.name)
+        if mine is None:
+            merged[key.name] = key.model_copy()
+            continue
+        mine.secret = mine.secret or key.secret
+        mine.in_argv = mine.in_argv or key.in_argv
+        if not mine.description:
+            mine.description = key.description
+    return list(merged.values())
