@@ -3,9 +3,11 @@
 Methods:
 
 * every ``mcp_setup_*`` tool (params = the tool's arguments object; result = the tool's JSON).
-  Provenance of installs: ``ui``. A direct ``mcp_setup_request_secret`` does not wait: the prompt
-  opens in the browser session (``X-MCP-Setup-Session`` header, else every open tab) and the
-  result carries ``{ref, prompt_id, status: "pending", url}`` (``url``: the one-time secret page);
+  Provenance of installs: ``ui``. A test or install reports its stages as ``progress`` events
+  (the core's, see :mod:`app.ws`) to the browser session named in ``X-MCP-Setup-Session``, else
+  to every open tab. A direct ``mcp_setup_request_secret`` does not wait: the prompt opens in
+  that session (else every open tab) and the result carries ``{ref, prompt_id, status:
+  "pending", url}`` (``url``: the one-time secret page);
 * ``spawn_subagent`` — params ``{archetype_id?: "mcp_setup", goal, driver?}``; result
   ``{status, server_id?, tools?, summary, transcript}``. Its questions and secret prompts go over
   the websocket of the session named in ``X-MCP-Setup-Session`` (else every open tab) and are
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -46,7 +49,7 @@ from setup_agent.errors import (
 )
 from setup_agent.service import TOOL_NAMES, CallContext
 
-from .ws import current_reporter
+from .ws import WebHub
 
 __all__ = ["METHODS", "RpcDispatcher", "error_from_result"]
 
@@ -119,9 +122,13 @@ def _shutting_down() -> Response:
 
 
 class RpcDispatcher:
-    def __init__(self, runtime: Any, hub: Any) -> None:
+    """Answers ``POST /rpc``; talks to browser sessions through ``hub``; ``page_url(prompt_id)``
+    is the one-time secret page of a prompt."""
+
+    def __init__(self, runtime: Any, hub: WebHub, *, page_url: Callable[[str], str]) -> None:
         self.runtime = runtime
         self.hub = hub
+        self.page_url = page_url
         self.closing = False
         self._inflight: set[asyncio.Task[Any]] = set()
 
@@ -232,16 +239,31 @@ class RpcDispatcher:
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {method[:80]!r}.")
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
-        hub = self.hub
-        token = current_reporter.set(lambda event: hub.emit(event, audience=session_id))
-        try:
-            ctx = CallContext(installed_by="ui", present_prompt=hub.rpc_presenter(session_id))
-            result = await hub.service.call(name, params, ctx)
-        finally:
-            current_reporter.reset(token)
+        ctx = CallContext(
+            installed_by="ui",
+            present_prompt=self._presenter(session_id),
+            on_progress=self.hub.progress_to(session_id),
+        )
+        result = await self.runtime.service.call(name, params, ctx)
         if isinstance(result, dict) and result.get("ok") is False:
             raise error_from_result(result.get("error") or {})
         return result
+
+    def _presenter(self, audience: str | None) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+        """How a direct ``mcp_setup_request_secret`` shows its prompt (it does not wait)."""
+
+        async def present(pending: Any) -> dict[str, Any]:
+            self.hub.announce_prompt(pending, audience=audience)
+            return {
+                "status": "pending",
+                "url": self.page_url(pending.prompt_id),
+                "message": (
+                    f"The user can enter {pending.key_name} in the open mcp-setup page, or at this link. The ref "
+                    "works once they have submitted it; the value is never shown to you."
+                ),
+            }
+
+        return present
 
     async def _spawn(self, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         _only(params, {"archetype_id", "goal", "driver"})
@@ -258,7 +280,7 @@ class RpcDispatcher:
             from setup_agent.harness import spawn_subagent  # noqa: F401 - is the harness there?
         except ImportError:
             raise RpcError(-32000, "The setup agent is not available.", {"code": "agent_unavailable"}) from None
-        run = self.hub.spawn(goal.strip(), archetype_id=archetype_id, driver=driver, audience=session_id)
+        run = self.hub.agents.spawn(goal.strip(), archetype_id=archetype_id, driver=driver, audience=session_id)
         assert run.task is not None
         try:
             return await asyncio.shield(run.task)

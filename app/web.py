@@ -1,40 +1,29 @@
 """``mcp-setup serve``: the web face (FastAPI + uvicorn on 127.0.0.1).
 
-Endpoints (all on ``http://127.0.0.1:PORT``):
+Endpoints (all on ``http://127.0.0.1:PORT``, all behind :class:`app.web_security.Guard`: Host,
+Origin and the per-process token; CSP and no-store on every response):
 
-* ``GET /?t=TOKEN`` — the page (``ui/index.html``); ``GET /static/app.css``, ``/static/app.js``;
+* ``GET /?t=TOKEN`` — the page (``ui/index.html``; sets the token cookie); ``GET /static/app.css``,
+  ``/static/app.js``;
 * ``POST /rpc`` — JSON-RPC 2.0 (see :mod:`app.rpc`);
-* ``GET /ws`` — the websocket of one browser session (see :mod:`app.ws`);
-* ``POST /api/secrets/{prompt_id}`` — JSON ``{"value": "..."}`` or ``{"cancel": true}``: the
-  secret modal's answer, handed straight to the broker (never echoed, logged or broadcast);
+* ``GET /ws`` — the websocket of one browser session (see :mod:`app.ws`; agent runs:
+  :mod:`app.agent_runs`);
+* ``POST /api/secrets/{prompt_id}`` — the secret modal's answer, handed straight to the broker
+  (see :mod:`app.web_secrets`);
 * ``/secrets/{prompt_id}?t=TOKEN`` — the one-time secret page of :mod:`app.secret_page`, for
   JSON-RPC clients that have no browser session (it runs its own guards).
 
-Security (every request, in this order; see :class:`Guard`):
-
-1. ``Host`` must be ``127.0.0.1:PORT`` or ``localhost:PORT`` (DNS rebinding) — else 421, or a
-   refused websocket handshake (403).
-2. ``Origin``, when sent, must be ``http://127.0.0.1:PORT`` or ``http://localhost:PORT``; it is
-   required on ``/ws`` and on every state-changing request authenticated by the cookie — else 403.
-3. The per-process token (``secrets.token_urlsafe(32)``, new on every start) — else 403. It is
-   accepted from the header ``X-MCP-Setup-Token`` (programmatic clients), from the cookie
-   ``mcp_setup_<PORT>`` (HttpOnly, SameSite=Strict, Path=/; the port is in the name because
-   cookies are not port-scoped), or from the query ``t`` on ``GET /`` only: that first page
-   load sets the cookie, and the page's script drops ``?t=`` from the address bar. The page's
-   script never sees the token: fetch and websocket carry the cookie.
-
-Every response carries a CSP (no inline script or style, no foreign origin), ``no-store``,
-``no-referrer``, ``nosniff``, ``X-Frame-Options: DENY``. The access log is off (URLs hold the
-token on the first load).
+:class:`WebFace` builds the runtime in the app's lifespan and listens to it through the core's
+own hooks (broker subscription, ``ConnectionManager.add_status_listener``, ``CallContext.
+on_progress``); it never replaces or wraps an attribute of a runtime object. The access log is
+off (URLs hold the token on the first load).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
 import secrets
 import signal
 import socket
@@ -44,178 +33,31 @@ import webbrowser
 from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import uvicorn
 from fastapi import FastAPI
-from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.websockets import WebSocket
 
+from .rpc import RpcDispatcher
+from .secret_page import create_secret_app
 from .settings import Settings
+from .web_secrets import BrokerView, answer_secret
+from .web_security import Guard, cookie_name
+from .ws import WebHub
 
-__all__ = ["Guard", "TOKEN_HEADER", "WebFace", "cookie_name", "create_app", "run_serve"]
+__all__ = ["WebFace", "create_app", "run_serve"]
 
 log = logging.getLogger(__name__)
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
-TOKEN_HEADER = "x-mcp-setup-token"
 SESSION_HEADER = "x-mcp-setup-session"
-_MAX_SECRET_BODY = 64 * 1024
-_PROMPT_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _STATIC = {
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
 }
-
-
-def cookie_name(port: int) -> str:
-    return f"mcp_setup_{port}"
-
-
-def csp(port: int) -> str:
-    return (
-        "default-src 'self'; script-src 'self'; style-src 'self'; "
-        f"connect-src 'self' ws://127.0.0.1:{port} ws://localhost:{port}; img-src 'self' data:; "
-        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-    )
-
-
-def security_headers(port: int) -> dict[str, str]:
-    return {
-        "Content-Security-Policy": csp(port),
-        "X-Frame-Options": "DENY",
-        "Referrer-Policy": "no-referrer",
-        "Cache-Control": "no-store",
-        "X-Content-Type-Options": "nosniff",
-        "Cross-Origin-Opener-Policy": "same-origin",
-        "Cross-Origin-Resource-Policy": "same-origin",
-    }
-
-
-def _token_ok(given: str | None, token: str) -> bool:
-    if not given:
-        return False
-    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
-
-
-def _headers(scope: Scope) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in scope.get("headers", []):
-        out.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
-    return out
-
-
-def _cookie(header: str | None, name: str) -> str | None:
-    if not header:
-        return None
-    for part in header.split(";"):
-        key, sep, value = part.strip().partition("=")
-        if sep and key == name:
-            return value
-    return None
-
-
-_REFUSED_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>mcp-setup: open the link from the terminal</title></head>
-<body><main><h1>Open the link printed by mcp-setup</h1>
-<p>This page only opens with the full link that <code>mcp-setup serve</code> printed in its terminal
-(it ends with <code>?t=</code> and a long key). Copy that whole link into the address bar.</p></main></body></html>
-"""
-
-
-class Guard:
-    """ASGI middleware: Host, Origin and token checks; security headers on every response."""
-
-    def __init__(self, app: ASGIApp, *, token: str, port: int, secret_app: ASGIApp | None = None) -> None:
-        self.app = app
-        self.token = token
-        self.port = port
-        self.secret_app = secret_app
-        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
-        self.origins = {f"http://{h}" for h in self.hosts}
-        self.cookie = cookie_name(port)
-        self.headers = security_headers(port)
-        self.face: Any = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = scope["type"]
-        if kind not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        path = scope.get("path", "")
-        if kind == "http" and self.secret_app is not None and path.startswith("/secrets/"):
-            await self.secret_app(scope, receive, send)  # its own Host/Origin/token guard
-            return
-        headers = _headers(scope)
-        refusal = self._check(kind, scope, headers)
-        if refusal is not None:
-            status, text = refusal
-            log.warning("web: refused %s %s: %s", scope.get("method", "WS"), path, text)
-            if kind == "websocket":
-                await receive()  # websocket.connect
-                await send({"type": "websocket.close", "code": 1008, "reason": ""})
-                return
-            await self._refuse(scope, receive, send, status, text, page=path == "/")
-            return
-        if kind == "websocket":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_secure(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                h = MutableHeaders(scope=message)
-                for name, value in self.headers.items():
-                    h[name] = value
-            await send(message)
-
-        await self.app(scope, receive, send_secure)
-
-    def _check(self, kind: str, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
-        host = headers.get("host", "").lower()
-        if host not in self.hosts:
-            return 421, "wrong Host header"
-        origin = headers.get("origin")
-        method = scope.get("method", "GET")
-        safe = kind == "http" and method in ("GET", "HEAD")
-        if origin is not None and origin.lower() not in self.origins:
-            return 403, "foreign Origin"
-        header_token = headers.get(TOKEN_HEADER)
-        cookie_token = _cookie(headers.get("cookie"), self.cookie)
-        query_token = None
-        if kind == "http" and scope.get("path") == "/" and safe:
-            query_token = _query_param(scope, "t")
-        if _token_ok(header_token, self.token):
-            if kind == "websocket" and origin is None:
-                return 403, "missing Origin"
-            return None
-        if _token_ok(cookie_token, self.token) or _token_ok(query_token, self.token):
-            if not safe and origin is None:  # browsers always send Origin on POST/websocket: not our page
-                return 403, "missing Origin"
-            return None
-        return 403, "missing or wrong token"
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int, text: str, *, page: bool) -> None:
-        response: Response
-        if page and status == 403:
-            response = HTMLResponse(_REFUSED_PAGE, status_code=403)
-        else:
-            response = JSONResponse({"ok": False, "error": {"code": "forbidden", "message": f"Refused: {text}."}}, status)
-        for name, value in self.headers.items():
-            response.headers[name] = value
-        await response(scope, receive, send)
-
-
-def _query_param(scope: Scope, name: str) -> str | None:
-    from urllib.parse import parse_qsl
-
-    raw = scope.get("query_string", b"").decode("latin-1")
-    for key, value in parse_qsl(raw, keep_blank_values=True):
-        if key == name:
-            return value
-    return None
 
 
 class WebFace:
@@ -227,8 +69,8 @@ class WebFace:
         self.port = port
         self.runtime_factory = runtime_factory
         self.runtime: Any = None
-        self.hub: Any = None
-        self.rpc: Any = None
+        self.hub: WebHub | None = None
+        self.rpc: RpcDispatcher | None = None
         self._boot: asyncio.Task[None] | None = None
 
     @property
@@ -236,13 +78,10 @@ class WebFace:
         return f"http://127.0.0.1:{self.port}"
 
     async def startup(self) -> None:
-        from .rpc import RpcDispatcher
-        from .ws import WebHub
-
         self.runtime = self.runtime_factory()
-        self.hub = WebHub(self.runtime, page_url=self.secret_url)
+        self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
-        self.rpc = RpcDispatcher(self.runtime, self.hub)
+        self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
         # Installed servers come up in the background: the page is there at once.
         self._boot = asyncio.create_task(self._start_runtime(), name="mcp-setup-boot")
 
@@ -272,8 +111,6 @@ class WebFace:
             await self.runtime.aclose()
 
     def secret_url(self, prompt_id: str) -> str:
-        from urllib.parse import quote
-
         return f"{self.secret_page_base}/secrets/{quote(prompt_id, safe='')}?t={quote(self.token, safe='')}"
 
 
@@ -327,91 +164,29 @@ def create_app(
 
     @app.post("/rpc")
     async def rpc(request: Request) -> Response:
+        assert face.rpc is not None
         return await face.rpc.handle(request, session_id=request.headers.get(SESSION_HEADER))
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
+        assert face.hub is not None
         await face.hub.serve(websocket)
 
     @app.post("/api/secrets/{prompt_id}")
-    async def answer_secret(request: Request, prompt_id: str) -> Response:
-        return await _answer_secret(face, request, prompt_id)
+    async def secret_answer(request: Request, prompt_id: str) -> Response:
+        return await answer_secret(face.runtime, request, prompt_id)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:  # never a traceback to the client
         log.error("web: %s %s failed with %s", request.method, request.url.path, type(exc).__name__)
         return JSONResponse({"ok": False, "error": {"code": "internal", "message": "Internal error."}}, 500)
 
-    from .secret_page import create_secret_app
-
     secret_app = create_secret_app(
-        _BrokerView(face), token=token, allowed_hosts={f"127.0.0.1:{port}", f"localhost:{port}"}
+        BrokerView(lambda: face.runtime), token=token, allowed_hosts={f"127.0.0.1:{port}", f"localhost:{port}"}
     )
     guarded = Guard(app, token=token, port=port, secret_app=secret_app)
     guarded.face = face
     return guarded
-
-
-class _BrokerView:
-    """The runtime's broker, looked up late (the runtime is built in the lifespan)."""
-
-    def __init__(self, face: WebFace) -> None:
-        self._face = face
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._face.runtime.broker, name)
-
-
-def _secret_error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"ok": False, "error": {"code": code, "message": message}}, status)
-
-
-async def _answer_secret(face: WebFace, request: Request, prompt_id: str) -> Response:
-    """``POST /api/secrets/{prompt_id}``: the modal's answer. The value is never echoed or logged."""
-    from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
-
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json":
-        return _secret_error(415, "invalid_input", "Send JSON: {\"value\": \"...\"} or {\"cancel\": true}.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > _MAX_SECRET_BODY:
-            return _secret_error(413, "invalid_input", "The value is too long.")
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return _secret_error(400, "invalid_input", "Send JSON: {\"value\": \"...\"} or {\"cancel\": true}.")
-    finally:
-        body[:] = b"\0" * len(body)
-    if not isinstance(data, dict):
-        return _secret_error(400, "invalid_input", "Send JSON: {\"value\": \"...\"} or {\"cancel\": true}.")
-    if not _PROMPT_ID.fullmatch(prompt_id):
-        return _secret_error(404, "prompt_not_found", "This request for a secret is unknown or has expired.")
-    broker = face.runtime.broker
-    value = data.pop("value", None)
-    try:
-        if data.get("cancel") is True:
-            broker.cancel(prompt_id, "cancelled by the user in the web page")
-            return JSONResponse({"ok": True, "status": "cancelled"})
-        if not isinstance(value, str):
-            return _secret_error(400, "invalid_input", "Enter a value, or cancel.")
-        broker.answer(prompt_id, value)
-        return JSONResponse({"ok": True, "status": "answered"})
-    except InvalidInput as exc:
-        return _secret_error(400, exc.code, face.runtime.redactor.redact(exc.message))
-    except PromptAlreadyAnswered as exc:
-        return _secret_error(409, exc.code, exc.message)
-    except PromptCancelled as exc:
-        return _secret_error(410, exc.code, exc.message)
-    except PromptNotFound as exc:
-        return _secret_error(404, exc.code, exc.message)
-    except Exception as exc:  # never a traceback (which could quote the value)
-        log.error("web: answering a secret prompt failed (%s)", type(exc).__name__)
-        return _secret_error(500, "internal", "Nothing was saved. Try again.")
-    finally:
-        value = None
-        data.clear()
 
 
 # -- serve --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -149,6 +149,7 @@ class WsListener:
         self.frames.append(json.dumps(hello))
         self.session_id = hello["session_id"]
         self.posted: list[int] = []
+        self.arrived = threading.Condition()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -159,7 +160,9 @@ class WsListener:
             for frame in self.ws:
                 self.frames.append(frame if isinstance(frame, str) else frame.decode())
                 event = json.loads(frame)
-                self.events.append(event)
+                with self.arrived:
+                    self.events.append(event)
+                    self.arrived.notify_all()
                 if event["type"] == "secret_request":
                     with self.served.client() as http:
                         r = http.post(
@@ -174,6 +177,13 @@ class WsListener:
                     self.ws.send(json.dumps({"type": "answer", "question_id": event["question_id"], "answer": choice}))
         except ConnectionClosed:
             pass
+
+    def wait_for(self, match: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+        """The first event (already received or still to come) that ``match``es."""
+        with self.arrived:
+            ok = self.arrived.wait_for(lambda: any(match(e) for e in self.events), timeout)
+            assert ok, f"no matching event in {timeout}s; got {[e['type'] for e in self.events]}"
+            return next(e for e in self.events if match(e))
 
     def close(self) -> None:
         self.ws.close()
@@ -219,3 +229,45 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
     removed = served.rpc("servers.remove", {"server_id": result["server_id"]})
     assert removed["result"] == {"removed": True}
     assert served.rpc("servers.list")["result"] == {"servers": []}
+
+
+def test_an_install_over_jsonrpc_reports_each_stage_with_the_bundle_download_to_the_calling_tab(served: Served) -> None:
+    caller = WsListener(served, [CANARY])  # answers the secret prompt like a user would
+    bystander = WsListener(served, [])
+    session = {"X-MCP-Setup-Session": caller.session_id}
+    try:
+        asked = served.rpc(
+            "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB}, **session
+        )["result"]
+        caller.wait_for(lambda e: e["type"] == "secret_done" and e["prompt_id"] == asked["prompt_id"])
+        assert caller.posted == [200]
+        installed = served.rpc(
+            "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["ref"]}}, **session
+        )["result"]
+        assert installed["status"] == "connected", installed
+        caller.wait_for(lambda e: e["type"] == "progress" and e["stage"] == "connected")
+        bystander.wait_for(lambda e: e["type"] == "server_status" and e["status"] == "connected")
+        progress = [e for e in caller.events if e["type"] == "progress"]
+        assert [(e["stage"], e["status"]) for e in progress] == [
+            ("resolving", "started"),
+            ("resolving", "done"),
+            ("downloading", "started"),  # the stub is an MCPB bundle
+            ("downloading", "done"),
+            ("starting", "started"),
+            ("handshake", "done"),
+            ("tools_listed", "done"),
+            ("installing", "started"),
+            ("installing", "done"),
+            ("connected", "done"),
+        ]
+        for event in progress:
+            assert event["action"] == "mcp_setup_install_and_connect" and event["server"] == STUB
+            assert "run_id" not in event  # a direct call, not an agent run
+        assert {t["name"] for t in progress[6]["tools"]} >= {"echo", "whoami"}
+        assert progress[-1]["server_id"] == installed["server_id"]
+        assert not any(e["type"] in ("progress", "secret_request") for e in bystander.events)  # not its call
+        assert all(CANARY not in f for f in caller.frames + bystander.frames)
+    finally:
+        caller.close()
+        bystander.close()
+    assert served.rpc("servers.remove", {"server_id": installed["server_id"]})["result"] == {"removed": True}

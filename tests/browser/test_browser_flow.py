@@ -102,7 +102,10 @@ def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_
         # The error is shown where it happened, in plain words, with a way on.
         problem = page.locator(".steps .problem")
         expect(problem).to_contain_text("The server refused the settings it was given")
-        expect(page.locator(".steps [data-stage=handshake]").first).to_have_attribute("data-status", "failed")
+        first_test = page.locator(".steps").first
+        expect(first_test.locator("[data-stage=handshake]")).to_have_attribute("data-status", "failed")
+        expect(first_test.locator("[data-stage=downloading]")).to_have_attribute("data-status", "done")  # an MCPB bundle
+        expect(first_test.locator("[data-stage=tools_listed]")).to_have_attribute("data-status", "pending")
         retry = page.get_by_role("button", name="Re-enter STUB_API_KEY")
         expect(retry).to_be_visible()
         shot(page, artifacts, "05-error-shown")
@@ -123,6 +126,11 @@ def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_
         done = page.locator(".result-card.installed")
         expect(done).to_contain_text("Installed and connected", timeout=60_000)
         expect(done).to_contain_text("echo")
+        install = page.locator(".steps[data-action=mcp_setup_install_and_connect]")
+        expect(install).to_contain_text("Connected. Found 2 tools.")
+        expect(install.locator(".step")).to_have_count(7)
+        expect(install.locator(".step[data-status=done]")).to_have_count(7)
+        expect(install.locator("[data-stage=connected]")).to_contain_text("Connect it")
         server = page.locator(".server", has_text=STUB)
         expect(server.locator(".badge")).to_have_text("Connected")
         expect(server).to_contain_text("Installed by you, in this page")

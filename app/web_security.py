@@ -1,0 +1,181 @@
+"""The guard of the web face: Host, Origin and token checks, and the security headers.
+
+Every request, in this order (see :class:`Guard`):
+
+1. ``Host`` must be ``127.0.0.1:PORT`` or ``localhost:PORT`` (DNS rebinding) — else 421, or a
+   refused websocket handshake (403).
+2. ``Origin``, when sent, must be ``http://127.0.0.1:PORT`` or ``http://localhost:PORT``; it is
+   required on ``/ws`` and on every state-changing request authenticated by the cookie — else 403.
+3. The per-process token (``secrets.token_urlsafe(32)``, new on every start) — else 403. It is
+   accepted from the header ``X-MCP-Setup-Token`` (programmatic clients), from the cookie
+   ``mcp_setup_<PORT>`` (HttpOnly, SameSite=Strict, Path=/; the port is in the name because
+   cookies are not port-scoped), or from the query ``t`` on ``GET /`` only: that first page
+   load sets the cookie, and the page's script drops ``?t=`` from the address bar. The page's
+   script never sees the token: fetch and websocket carry the cookie.
+
+Every response carries a CSP (no inline script or style, no foreign origin), ``no-store``,
+``no-referrer``, ``nosniff``, ``X-Frame-Options: DENY``. ``/secrets/…`` (the one-time secret
+page of :mod:`app.secret_page`) is handed to that app, which runs its own guard.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import MutableHeaders
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["Guard", "TOKEN_HEADER", "cookie_name", "csp", "security_headers"]
+
+log = logging.getLogger(__name__)
+
+TOKEN_HEADER = "x-mcp-setup-token"
+
+_REFUSED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>mcp-setup: open the link from the terminal</title></head>
+<body><main><h1>Open the link printed by mcp-setup</h1>
+<p>This page only opens with the full link that <code>mcp-setup serve</code> printed in its terminal
+(it ends with <code>?t=</code> and a long key). Copy that whole link into the address bar.</p></main></body></html>
+"""
+
+
+def cookie_name(port: int) -> str:
+    return f"mcp_setup_{port}"
+
+
+def csp(port: int) -> str:
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; "
+        f"connect-src 'self' ws://127.0.0.1:{port} ws://localhost:{port}; img-src 'self' data:; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    )
+
+
+def security_headers(port: int) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": csp(port),
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+        "X-Content-Type-Options": "nosniff",
+        "Cross-Origin-Opener-Policy": "same-origin",
+        "Cross-Origin-Resource-Policy": "same-origin",
+    }
+
+
+class Guard:
+    """ASGI middleware: Host, Origin and token checks; security headers on every response."""
+
+    def __init__(self, app: ASGIApp, *, token: str, port: int, secret_app: ASGIApp | None = None) -> None:
+        self.app = app
+        self.token = token
+        self.port = port
+        self.secret_app = secret_app
+        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
+        self.origins = {f"http://{h}" for h in self.hosts}
+        self.cookie = cookie_name(port)
+        self.headers = security_headers(port)
+        self.face: Any = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if kind == "http" and self.secret_app is not None and path.startswith("/secrets/"):
+            await self.secret_app(scope, receive, send)  # its own Host/Origin/token guard
+            return
+        headers = _headers(scope)
+        refusal = self._check(kind, scope, headers)
+        if refusal is not None:
+            status, text = refusal
+            log.warning("web: refused %s %s: %s", scope.get("method", "WS"), path, text)
+            if kind == "websocket":
+                await receive()  # websocket.connect
+                await send({"type": "websocket.close", "code": 1008, "reason": ""})
+                return
+            await self._refuse(scope, receive, send, status, text, page=path == "/")
+            return
+        if kind == "websocket":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_secure(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                h = MutableHeaders(scope=message)
+                for name, value in self.headers.items():
+                    h[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_secure)
+
+    def _check(self, kind: str, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        host = headers.get("host", "").lower()
+        if host not in self.hosts:
+            return 421, "wrong Host header"
+        origin = headers.get("origin")
+        method = scope.get("method", "GET")
+        safe = kind == "http" and method in ("GET", "HEAD")
+        if origin is not None and origin.lower() not in self.origins:
+            return 403, "foreign Origin"
+        header_token = headers.get(TOKEN_HEADER)
+        cookie_token = _cookie(headers.get("cookie"), self.cookie)
+        query_token = None
+        if kind == "http" and scope.get("path") == "/" and safe:
+            query_token = _query_param(scope, "t")
+        if _token_ok(header_token, self.token):
+            if kind == "websocket" and origin is None:
+                return 403, "missing Origin"
+            return None
+        if _token_ok(cookie_token, self.token) or _token_ok(query_token, self.token):
+            if not safe and origin is None:  # browsers always send Origin on POST/websocket: not our page
+                return 403, "missing Origin"
+            return None
+        return 403, "missing or wrong token"
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int, text: str, *, page: bool) -> None:
+        response: Response
+        if page and status == 403:
+            response = HTMLResponse(_REFUSED_PAGE, status_code=403)
+        else:
+            response = JSONResponse({"ok": False, "error": {"code": "forbidden", "message": f"Refused: {text}."}}, status)
+        for name, value in self.headers.items():
+            response.headers[name] = value
+        await response(scope, receive, send)
+
+
+def _token_ok(given: str | None, token: str) -> bool:
+    if not given:
+        return False
+    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in scope.get("headers", []):
+        out.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+    return out
+
+
+def _cookie(header: str | None, name: str) -> str | None:
+    if not header:
+        return None
+    for part in header.split(";"):
+        key, sep, value = part.strip().partition("=")
+        if sep and key == name:
+            return value
+    return None
+
+
+def _query_param(scope: Scope, name: str) -> str | None:
+    raw = scope.get("query_string", b"").decode("latin-1")
+    for key, value in parse_qsl(raw, keep_blank_values=True):
+        if key == name:
+            return value
+    return None
