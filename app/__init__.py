@@ -4,4 +4,17 @@ one-time secret page (``app.secret_page``). Settings are read once here (``app.s
 the core is wired in one place (``app.runtime``). Faces depend on the core, never the reverse.
 """
 
-__all__ = ["cli", "mcp_server", "runtime", "secret_page", "settings", "terminal", "web"]
+__all__ = [
+    "agent_runs",
+    "cli",
+    "mcp_server",
+    "rpc",
+    "runtime",
+    "secret_page",
+    "settings",
+    "terminal",
+    "web",
+    "web_secrets",
+    "web_security",
+    "ws",
+]
