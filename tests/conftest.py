@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import keyring.backend
+import keyring.errors
 import pytest
 
 
@@ -31,22 +32,23 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
 
 class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A keyring that lives in this object only: each test its own."""
+    """A working keyring that lives in this object only: each test its own."""
 
-    priority = -1  # type: ignore[assignment]  # never chosen by keyring.get_keyring()
+    priority = -1  # type: ignore[assignment]  # never chosen by keyring's own discovery
 
     def __init__(self) -> None:
         super().__init__()
-        self.items: dict[tuple[str, str], str] = {}
+        self.passwords: dict[tuple[str, str], str] = {}
 
     def get_password(self, service: str, username: str) -> str | None:
-        return self.items.get((service, username))
+        return self.passwords.get((service, username))
 
     def set_password(self, service: str, username: str, password: str) -> None:
-        self.items[(service, username)] = password
+        self.passwords[(service, username)] = password
 
     def delete_password(self, service: str, username: str) -> None:
-        self.items.pop((service, username), None)
+        if self.passwords.pop((service, username), None) is None:
+            raise keyring.errors.PasswordDeleteError("not found")
 
 
 @pytest.fixture

@@ -14,35 +14,14 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from keyring.backend import KeyringBackend
 from keyring.backends import fail
-from keyring.errors import PasswordDeleteError
 from sqlalchemy import Column, MetaData, String, Table, event, text
 
+from tests.conftest import MemoryKeyring
 from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
 from setup_agent.secrets import SecretValue
 from setup_agent.store import DB_FILE_NAME, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
 from setup_agent.vault import Vault
-
-
-class MemoryKeyring(KeyringBackend):
-    """A working keyring that lives in this object only."""
-
-    priority = -1  # never picked by keyring's own discovery (fail.Keyring has 0)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.passwords.pop((service, username), None) is None:
-            raise PasswordDeleteError("not found")
 
 
 class Clock:

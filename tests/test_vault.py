@@ -9,33 +9,13 @@ from pathlib import Path
 
 import keyring
 import pytest
-from keyring.backend import KeyringBackend
 from keyring.backends import fail
-from keyring.errors import KeyringLocked, PasswordDeleteError, PasswordSetError
+from keyring.errors import KeyringLocked, PasswordSetError
 
+from tests.conftest import MemoryKeyring
 from setup_agent.errors import StoreError
 from setup_agent.secrets import SecretValue
 from setup_agent.vault import KEYRING_USERNAME, Vault
-
-
-class MemoryKeyring(KeyringBackend):
-    """A working keyring that lives in this object only."""
-
-    priority = -1  # never picked by keyring's own discovery (fail.Keyring has 0)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.passwords: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.passwords.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.passwords[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.passwords.pop((service, username), None) is None:
-            raise PasswordDeleteError("not found")
 
 
 class RefusingKeyring(MemoryKeyring):
