@@ -10,6 +10,8 @@ import keyring.backend
 import keyring.errors
 import pytest
 
+pytest_plugins = ["tests.conftest_registry"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -1,4 +1,4 @@
-"""Shared pytest fixtures for the registry tests (import them into a test module by name).
+"""Shared pytest fixtures for the registry tests (loaded for every test by tests/conftest.py).
 
 The fakes are started once per module and reset (fast, healthy, empty request log) before
 each test that uses them.
@@ -20,7 +20,6 @@ __all__ = [
     "OFFICIAL_FIXTURES",
     "SAMPLE_FILES",
     "FakeClock",
-    "anyio_backend",
     "load_fixture",
     "official_fake",
     "official_server",
@@ -47,11 +46,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")

@@ -22,14 +22,7 @@ from registry_clients import (
     Summary,
     build_sources,
 )
-from tests.conftest_registry import (  # noqa: F401
-    FakeClock,
-    anyio_backend,
-    official_fake,
-    official_server,
-    smithery_fake,
-    smithery_server,
-)
+from tests.conftest_registry import FakeClock
 from tests.fakes import closed_port_url
 from tests.fakes.smithery_registry import DEFAULT_API_KEY
 

@@ -9,7 +9,6 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from registry_clients import OfficialRegistry, RegistryError, RegistryNotFound
-from tests.conftest_registry import anyio_backend, official_fake, official_server  # noqa: F401
 from tests.fakes import FakeHTTPServer, closed_port_url
 from tests.fakes.official_registry import FakeOfficialRegistry
 

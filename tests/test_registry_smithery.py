@@ -9,7 +9,6 @@ import pytest
 
 from registry_clients import RegistryAuthFailed, RegistryNotFound, SmitheryRegistry
 from registry_clients.smithery import smithery_detail
-from tests.conftest_registry import anyio_backend, smithery_fake, smithery_server  # noqa: F401
 from tests.fakes.smithery_registry import DEFAULT_API_KEY, FakeSmitheryRegistry
 
 pytestmark = pytest.mark.anyio
