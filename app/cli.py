@@ -9,6 +9,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from .settings import Settings
 
 __all__ = ["main"]
@@ -21,6 +23,23 @@ sees an opaque ref.
 Data lives in $MCP_SETUP_HOME (default ~/.local/share/mcp-setup). Every setting can be
 given as an environment variable MCP_SETUP_<NAME>; see README.md.
 """
+
+
+EXAMPLES = """\
+examples:
+  mcp-setup serve                      open the web app and press "Add MCP server…"
+  mcp-setup agent "set up the Notion MCP server"
+  mcp-setup mcp                        as a stdio server for Claude Desktop, Cursor, VS Code
+"""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-setup")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _setup_logging(verbose: bool):
@@ -36,16 +55,32 @@ def _setup_logging(verbose: bool):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mcp-setup", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="mcp-setup", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"mcp-setup {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve = sub.add_parser("serve", help="run the web app with the 'Add MCP server…' button (127.0.0.1)")
+    serve = sub.add_parser(
+        "serve",
+        help="run the web app with the 'Add MCP server…' button (127.0.0.1)",
+        description="Run the local web app. It prints the page's address, with a one-time token; only this "
+        "computer can reach it. Installed servers are started in the background. Ctrl-C stops everything.",
+    )
     serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8765; 0 picks a free one)")
     serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
     serve.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
-    mcp = sub.add_parser("mcp", help="run as a stdio MCP server (for Claude Desktop, Cursor, VS Code…)")
+    mcp = sub.add_parser(
+        "mcp",
+        help="run as a stdio MCP server (for Claude Desktop, Cursor, VS Code…)",
+        description="Speak MCP on stdin/stdout, exposing the mcp_setup_* tools. Add it to your MCP client as a "
+        'stdio server: {"command": "mcp-setup", "args": ["mcp"]}. Logs go to stderr.',
+    )
     mcp.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
-    agent = sub.add_parser("agent", help="run the setup agent in this terminal for GOAL")
+    agent = sub.add_parser(
+        "agent",
+        help="run the setup agent in this terminal for GOAL",
+        description="Let the setup assistant find, configure, test and install a server. Secrets are asked "
+        "with a hidden prompt. Exit code: 0 installed, 1 failed, 130 cancelled.",
+    )
     agent.add_argument("goal", help='what to set up, e.g. "set up the Notion MCP server"')
     agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
     agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
@@ -61,8 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _setup_logging(getattr(args, "verbose", False))
     try:
         settings = Settings()
-    except Exception as exc:  # pydantic ValidationError: say which setting is wrong
-        print(f"mcp-setup: invalid setting: {exc}", file=sys.stderr)
+    except ValidationError as exc:  # say which setting is wrong, by its variable name
+        for err in exc.errors():
+            name = "MCP_SETUP_" + "_".join(str(p) for p in err["loc"]).upper()
+            print(f"mcp-setup: {name}: {err['msg']}", file=sys.stderr)
         return 2
     try:
         if args.command == "mcp":

@@ -118,3 +118,18 @@ async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_erro
             result = await client.call_tool("mcp_setup_search", {"page_size": 1000})
             assert result.is_error
             assert result.structured_content["error"]["code"] == "invalid_input"  # type: ignore[index]
+
+
+def test_a_bad_setting_is_named_by_its_variable_and_nothing_starts(tmp_path: Path) -> None:
+    env = face_env(tmp_path, MCP_SETUP_PROBE_TIMEOUT_SECONDS="-3")
+    proc = subprocess.run(mcp_setup_argv("mcp"), input="", capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    assert "MCP_SETUP_PROBE_TIMEOUT_SECONDS" in proc.stderr and "greater than 0" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_help_lists_the_commands_with_examples(tmp_path: Path) -> None:
+    proc = subprocess.run(mcp_setup_argv("--help"), capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0
+    for word in ("serve", "mcp", "agent", "examples:"):
+        assert word in proc.stdout
