@@ -190,6 +190,15 @@ class WsListener:
         self.thread.join(10)
 
 
+def remove_all(served: Served) -> list[str]:
+    """Uninstall whatever a test installed, so a failure does not cascade into the next test."""
+    removed = []
+    for server in served.rpc("servers.list")["result"]["servers"]:
+        assert served.rpc("servers.remove", {"server_id": server["server_id"]})["result"] == {"removed": True}
+        removed.append(server["server_id"])
+    return removed
+
+
 def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the_websocket(served: Served) -> None:
     listener = WsListener(served, ["wrong-" + CANARY[::-1], CANARY])
     try:
@@ -210,6 +219,9 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
         assert {t["name"] for t in result["tools"]} >= {"echo", "whoami"}
         assert isinstance(result["transcript"], list) and result["transcript"]
         assert listener.posted == [200, 200]  # wrong value, then the right one, each through /api/secrets
+        # The RPC answer may overtake the last websocket frames: wait for them (bounded).
+        listener.wait_for(lambda e: e["type"] == "agent_done")
+        listener.wait_for(lambda e: e["type"] == "server_status" and e["status"] == "connected")
         types = [e["type"] for e in listener.events]
         for expected in ("agent_started", "agent_message", "agent_question", "secret_request", "secret_done", "progress", "agent_done"):
             assert expected in types, (expected, types)
@@ -226,8 +238,8 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
         assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [(result["server_id"], "connected", "agent")]
     finally:
         listener.close()
-    removed = served.rpc("servers.remove", {"server_id": result["server_id"]})
-    assert removed["result"] == {"removed": True}
+        removed = remove_all(served)
+    assert removed == [result["server_id"]]
     assert served.rpc("servers.list")["result"] == {"servers": []}
 
 
@@ -270,4 +282,5 @@ def test_an_install_over_jsonrpc_reports_each_stage_with_the_bundle_download_to_
     finally:
         caller.close()
         bystander.close()
-    assert served.rpc("servers.remove", {"server_id": installed["server_id"]})["result"] == {"removed": True}
+        removed = remove_all(served)
+    assert removed == [installed["server_id"]]
