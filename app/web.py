@@ -54,9 +54,20 @@ log = logging.getLogger(__name__)
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 SESSION_HEADER = "x-mcp-setup-session"
+_JS = "text/javascript; charset=utf-8"  # what ES modules need (and nosniff is on)
+# URL → file under ui/. The scripts live in ui/js/ but are served flat under /static/ (the route
+# takes one path segment), so their relative imports ("./api.js") resolve to these URLs.
 _STATIC = {
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
-    "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/static/app.js": ("js/app.js", _JS),  # the entry module (start-up wiring)
+    "/static/api.js": ("js/api.js", _JS),
+    "/static/dom.js": ("js/dom.js", _JS),
+    "/static/errors.js": ("js/errors.js", _JS),
+    "/static/progress.js": ("js/progress.js", _JS),
+    "/static/secret_modal.js": ("js/secret_modal.js", _JS),
+    "/static/servers.js": ("js/servers.js", _JS),
+    "/static/setup.js": ("js/setup.js", _JS),
+    "/static/thread.js": ("js/thread.js", _JS),
 }
 
 

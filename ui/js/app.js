@@ -1,0 +1,41 @@
+// mcp-setup web UI: start-up. Native ES modules, no build step, no external code (CSP
+// script-src 'self'). This module wires the parts together: each websocket event to the part
+// that shows it, the page's controls, then the websocket itself.
+//   dom.js · errors.js · api.js (fetch, JSON-RPC, websocket) · servers.js (installed list)
+//   thread.js (conversation) · progress.js (test/install steps) · setup.js (the pane, search)
+//   secret_modal.js (the key box)
+
+import { on, connect } from "./api.js";
+import { loadServers, loadServersSoon } from "./servers.js";
+import { beginThread, isThisRun, message, onDone, onQuestion, onQuestionClosed } from "./thread.js";
+import { onProgress } from "./progress.js";
+import { initSetup, onRunError } from "./setup.js";
+import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.js";
+
+// Drop ?t=<token> from the address bar and history (the cookie now carries it).
+if (window.location.search.indexOf("t=") !== -1) {
+  window.history.replaceState(null, "", "/");
+}
+
+// Events about a run are shown only for this page's own run (calls outside it are not shown).
+function forThisRun(handler) {
+  return function (event) { if (isThisRun(event.run_id)) handler(event); };
+}
+
+on("hello", function () { loadServers(); });
+on("agent_started", function (event) { beginThread(event.run_id, event.goal); });
+on("agent_message", forThisRun(function (event) { message("agent", "Assistant", event.text); }));
+on("agent_question", forThisRun(onQuestion));
+on("question_closed", onQuestionClosed);
+on("agent_done", forThisRun(onDone));
+on("progress", forThisRun(onProgress));
+on("secret_request", onSecretRequest);
+on("secret_done", onSecretDone);
+on("server_status", function () { loadServersSoon(); });
+on("error", onRunError);
+
+document.addEventListener("DOMContentLoaded", function () {
+  initSetup();
+  initSecretModal();
+  connect();
+});

@@ -1,0 +1,137 @@
+// Progress events of the current run, shown in the thread: the busy line while the assistant
+// calls a tool, and one block of steps per test or install (✓ done, … in progress, ✗ failed),
+// with the problem in plain words when a step fails, or the tools found when it works.
+
+import { el } from "./dom.js";
+import { plain } from "./errors.js";
+import { toolList } from "./servers.js";
+import { addToThread, setBusy } from "./thread.js";
+
+var ACTIVITY = {
+  mcp_setup_search: "Searching the server directories…",
+  mcp_setup_get: "Reading the server's details…",
+  mcp_setup_request_secret: "Waiting for you to enter a key…",
+  mcp_setup_test_connection: "Testing the server…",
+  mcp_setup_install_and_connect: "Installing and connecting the server…"
+};
+
+// The core's stages of a test or install. "downloading" only happens for MCPB bundles: its
+// row is added when the first downloading event arrives. "installing" and "connected" are
+// the install's own steps after the test.
+var STAGE_WORDS = {
+  resolving: "Look up the server",
+  downloading: "Download its bundle",
+  starting: "Start it on this computer",
+  handshake: "Check that it answers",
+  tools_listed: "List its tools",
+  installing: "Save it on this computer",
+  connected: "Connect it"
+};
+var STAGE_BUSY = {
+  resolving: "Looking up the server…",
+  downloading: "Downloading the server's bundle…",
+  starting: "Starting the server…",
+  installing: "Saving the server on this computer…",
+  connected: "Connecting the server…"
+};
+var TEST_STAGES = ["resolving", "starting", "handshake", "tools_listed"];
+var INSTALL_STAGES = TEST_STAGES.concat(["installing", "connected"]);
+var INSTALL = "mcp_setup_install_and_connect";
+var ICON = { pending: "○", started: "…", done: "✓", failed: "✗" };
+var STATUS_TEXT = { pending: "not yet", started: "in progress", done: "done", failed: "failed" };
+
+var steps = null; // the current test/install steps block, until it ends
+
+function stepItem(stage) {
+  var icon = el("span", { class: "icon", "aria-hidden": "true", text: ICON.pending });
+  var state = el("span", { class: "visually-hidden", text: STATUS_TEXT.pending });
+  var li = el("li", { class: "step", "data-stage": stage, "data-status": "pending" }, [icon, el("span", null, [STAGE_WORDS[stage], " ", state])]);
+  return { li: li, icon: icon, state: state };
+}
+
+function newSteps(event) {
+  var action = event.action || "";
+  var title = action === INSTALL ? "Installing" : "Testing";
+  var order = (action === INSTALL ? INSTALL_STAGES : TEST_STAGES).slice();
+  var list = el("ol");
+  var items = {};
+  order.forEach(function (stage) {
+    items[stage] = stepItem(stage);
+    list.appendChild(items[stage].li);
+  });
+  var block = el("li", { class: "steps", "data-action": action }, [
+    el("h4", { text: title + (event.server ? " " + event.server : "") }), list
+  ]);
+  addToThread(block);
+  return { block: block, list: list, items: items, order: order, action: action, tools: [] };
+}
+
+function addDownloadStep() {
+  if (steps.items.downloading) return;
+  var item = stepItem("downloading");
+  steps.items.downloading = item;
+  steps.list.insertBefore(item.li, steps.items.starting.li);
+  steps.order.splice(steps.order.indexOf("starting"), 0, "downloading");
+}
+
+function setStep(stage, status) {
+  var item = steps && steps.items[stage];
+  if (!item) return;
+  item.li.dataset.status = status;
+  item.icon.textContent = ICON[status] || "";
+  item.state.textContent = STATUS_TEXT[status] || status;
+}
+
+function foundTools(tools) {
+  return tools.length === 1 ? "Found 1 tool" : "Found " + tools.length + " tools";
+}
+
+function showProblem(event) {
+  var text = event.stage === "connected" && !event.code
+    ? "It was installed, but it did not connect. The list of installed servers above says why; you can press Reconnect there."
+    : plain(event.code, event.message);
+  steps.block.appendChild(el("div", { class: "problem", role: "alert" }, [
+    el("strong", { text: "It did not work. " }), text,
+    event.message ? el("details", null, [el("summary", { text: "Technical details" }), el("p", { text: event.message })]) : null
+  ]));
+}
+
+export function onProgress(event) {
+  if (event.stage === "agent_step") {
+    if (event.step === "tool_call") setBusy(ACTIVITY[event.tool] || "Working…");
+    else if (event.step === "tool_result") setBusy("");
+    return;
+  }
+  if (!STAGE_WORDS[event.stage]) return;
+  if (steps && !steps.block.isConnected) steps = null; // the thread was cleared (new run or reset)
+  // A new call starts a new block (a failure before its first step, too).
+  if (!steps || steps.action !== (event.action || "") || (event.stage === "resolving" && event.status === "started")) {
+    steps = newSteps(event);
+  }
+  if (event.stage === "downloading") addDownloadStep();
+  var order = steps.order;
+  var index = order.indexOf(event.stage);
+  for (var i = 0; i < index; i++) setStep(order[i], "done");
+  setStep(event.stage, event.status);
+  if (event.status === "started") {
+    if (event.stage === "starting") setStep("handshake", "started");
+    if (STAGE_BUSY[event.stage]) setBusy(STAGE_BUSY[event.stage]);
+  }
+  if (event.status === "failed") {
+    for (var j = index + 1; j < order.length; j++) setStep(order[j], "pending");
+    showProblem(event);
+    steps = null;
+    return;
+  }
+  if (event.stage === "tools_listed" && event.status === "done") {
+    steps.tools = event.tools || [];
+    if (steps.action !== INSTALL) {
+      steps.block.appendChild(el("p", { class: "small", text: foundTools(steps.tools) + ":" }));
+      steps.block.appendChild(toolList(steps.tools));
+      steps = null;
+    }
+  } else if (event.stage === "connected" && event.status === "done") {
+    steps.block.appendChild(el("p", { class: "small", text: "Connected. " + foundTools(steps.tools) + "." }));
+    steps = null;
+  }
+}

@@ -1,0 +1,139 @@
+// The installed-servers list: status badge, who installed it, its tools, Reconnect, and Remove
+// (with its confirm dialog). Also the tool list, which the thread shows too.
+
+import { $, el, showError } from "./dom.js";
+import { rpc } from "./api.js";
+
+var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped" };
+
+function installedByWords(label) {
+  if (!label) return "unknown";
+  if (label === "ui") return "you, in this page";
+  if (label === "agent") return "the setup assistant";
+  if (label.indexOf("mcp:") === 0) return label.slice(4).replace(/-/g, " ") + " (through MCP)";
+  return label;
+}
+
+export function toolList(tools) {
+  return el("ul", { class: "tool-list" }, tools.map(function (tool) {
+    return el("li", null, [
+      el("span", { class: "tool-name", text: tool.name || "?" }),
+      tool.description ? " — " + tool.description : ""
+    ]);
+  }));
+}
+
+function renderServers(servers) {
+  var list = $("servers");
+  var active = document.activeElement;
+  var focusKey = active && list.contains(active) ? active.getAttribute("data-focus-key") : null;
+  var open = {};
+  Array.prototype.forEach.call(list.querySelectorAll("details[open]"), function (d) { open[d.dataset.server] = true; });
+  list.textContent = "";
+  $("servers-empty").hidden = servers.length > 0;
+  servers.forEach(function (server) {
+    var name = server.qualified_name || server.server_id;
+    var tools = server.tools || [];
+    var status = server.status || "stopped";
+    var itemError = el("p", { class: "error", role: "alert", hidden: true });
+    var when = server.installed_at ? new Date(server.installed_at) : null;
+    var details = null;
+    if (tools.length) {
+      details = el("details", { class: "tools", "data-server": server.server_id }, [
+        el("summary", { text: tools.length === 1 ? "1 tool" : tools.length + " tools", "data-focus-key": "tools:" + server.server_id }),
+        toolList(tools)
+      ]);
+      if (open[server.server_id]) details.open = true;
+    }
+    var reconnect = el("button", { type: "button", text: "Reconnect", "aria-label": "Reconnect " + name,
+                                   "data-focus-key": "reconnect:" + server.server_id });
+    var remove = el("button", { type: "button", class: "danger", text: "Remove", "aria-label": "Remove " + name,
+                                "data-focus-key": "remove:" + server.server_id });
+    reconnect.addEventListener("click", function () {
+      // Not `disabled`: that would drop keyboard focus; the list refresh keeps it on this button.
+      if (reconnect.getAttribute("aria-disabled") === "true") return;
+      showError(itemError, "");
+      reconnect.setAttribute("aria-disabled", "true");
+      rpc("servers.reconnect", { server_id: server.server_id }).then(loadServers, function (err) {
+        reconnect.removeAttribute("aria-disabled");
+        showError(itemError, "Could not reconnect it. " + err.message);
+      });
+    });
+    remove.addEventListener("click", function () {
+      confirmRemove(name).then(function (yes) {
+        if (!yes) { remove.focus(); return; }
+        showError(itemError, "");
+        remove.disabled = true;
+        rpc("servers.remove", { server_id: server.server_id }).then(function () {
+          return loadServers().then(function () { $("add-server").focus(); });
+        }, function (err) {
+          remove.disabled = false;
+          showError(itemError, "Could not remove it. " + err.message);
+        });
+      });
+    });
+    var item = el("li", { class: "server", "data-server-id": server.server_id, "data-status": status }, [
+      el("div", { class: "server-head" }, [
+        el("h3", { class: "server-name", text: name }),
+        el("span", { class: "badge " + status, text: STATUS_WORDS[status] || status })
+      ]),
+      el("p", { class: "meta", text: "Installed by " + installedByWords(server.installed_by) +
+        (when && !isNaN(when) ? " on " + when.toLocaleString() : "") +
+        (server.version ? " · version " + server.version : "") }),
+      status === "failed" && server.reason ? el("p", { class: "error", text: "Problem: " + server.reason }) : null,
+      details || el("p", { class: "muted small", text: status === "connected" ? "No tools." : "Tools appear once it is connected." }),
+      el("div", { class: "row" }, [reconnect, remove]),
+      itemError
+    ]);
+    list.appendChild(item);
+  });
+  if (focusKey) { // a refresh must not throw keyboard users out of the list
+    var again = list.querySelector('[data-focus-key="' + focusKey.replace(/"/g, "") + '"]');
+    if (again) again.focus();
+  }
+}
+
+export function loadServers() {
+  return rpc("servers.list", {}).then(function (result) {
+    showError($("servers-error"), "");
+    renderServers(result.servers || []);
+  }, function (err) {
+    showError($("servers-error"), "Could not load the installed servers. " + err.message);
+  });
+}
+
+var reloadTimer = null;
+// Status events come in bursts: reload the list once they settle.
+export function loadServersSoon() {
+  if (reloadTimer) clearTimeout(reloadTimer);
+  reloadTimer = setTimeout(function () { reloadTimer = null; loadServers(); }, 150);
+}
+
+// ---- the confirm dialog -----------------------------------------------------------------
+function confirmRemove(name) {
+  var dialog = $("confirm-dialog");
+  $("confirm-text").textContent = "“" + name + "” will be stopped and its saved settings and keys deleted from this computer.";
+  return new Promise(function (resolve) {
+    var settled = false;
+    function done(answer) {
+      if (settled) return;
+      settled = true;
+      $("confirm-yes").removeEventListener("click", yes);
+      $("confirm-no").removeEventListener("click", no);
+      dialog.removeEventListener("cancel", esc);
+      dialog.removeEventListener("close", closed);
+      if (dialog.open) dialog.close();
+      resolve(answer);
+    }
+    function yes() { done(true); }
+    function no() { done(false); }
+    function esc(event) { event.preventDefault(); done(false); }
+    function closed() { done(false); }
+    $("confirm-yes").addEventListener("click", yes);
+    $("confirm-no").addEventListener("click", no);
+    dialog.addEventListener("cancel", esc);
+    dialog.addEventListener("close", closed);
+    dialog.showModal();
+    $("confirm-no").focus();
+  });
+}

@@ -1,0 +1,95 @@
+// The "Add MCP server…" pane around the thread: opening and closing it, the goal form that
+// starts a run, the registry search pane (each result's "Set up" starts a run), Cancel setup
+// and "Set up another server".
+
+import { $, el, showError } from "./dom.js";
+import { plain } from "./errors.js";
+import { rpc, socketReady } from "./api.js";
+import { currentRunId, hasRun, note, resetThread, runDone, sendToAgent, setBusy } from "./thread.js";
+
+var SOURCES = { local: "your local catalog", official: "the official MCP registry", smithery: "Smithery" };
+
+function openSetup() {
+  $("setup").hidden = false;
+  $("add-server").setAttribute("aria-expanded", "true");
+  if (!hasRun()) $("goal").focus();
+  else if (runDone()) $("new-setup").focus();
+  else $("cancel-agent").focus();
+  $("setup").scrollIntoView({ block: "start", behavior: "smooth" });
+}
+
+function closeSetup() {
+  $("setup").hidden = true;
+  $("add-server").setAttribute("aria-expanded", "false");
+  $("add-server").focus();
+}
+
+function startRun(goal) {
+  goal = (goal || "").trim();
+  if (!goal) {
+    showError($("goal-error"), "Type what you want to set up, for example “set up the GitHub MCP server”.");
+    $("goal").focus();
+    return;
+  }
+  if (!socketReady()) {
+    showError($("goal-error"), plain("network"));
+    return;
+  }
+  showError($("goal-error"), "");
+  sendToAgent({ type: "start_agent", goal: goal });
+}
+
+// The websocket's "error" event: a refused start is shown under the goal field, anything else
+// in the running thread.
+export function onRunError(event) {
+  if (event.code === "invalid_input" || event.code === "agent_busy") showError($("goal-error"), plain(event.code, event.message));
+  else if (hasRun() && !runDone()) note(event.message);
+}
+
+function searchRegistries(event) {
+  event.preventDefault();
+  var query = $("search").value.trim();
+  var results = $("search-results");
+  $("search-button").disabled = true;
+  $("search-status").textContent = "Searching…";
+  rpc("mcp_setup_search", { query: query, page_size: 20 }).then(function (result) {
+    results.textContent = "";
+    var servers = result.servers || [];
+    var words = servers.length === 0 ? "Nothing found. Try other words." : servers.length === 1 ? "1 server found." : servers.length + " servers found.";
+    if (result.errors && result.errors.length) {
+      words += " Some directories could not be searched: " + result.errors.map(function (e) { return e.source; }).join(", ") + ".";
+    }
+    $("search-status").textContent = words;
+    servers.forEach(function (server) {
+      var name = server.qualified_name;
+      var button = el("button", { type: "button", class: "primary", text: "Set up", "aria-label": "Set up " + name });
+      button.addEventListener("click", function () { startRun("set up " + name); });
+      results.appendChild(el("li", { class: "result" }, [
+        el("div", { class: "result-text" }, [
+          el("div", { class: "result-name", text: server.display_name || name }),
+          server.display_name && server.display_name !== name ? el("div", { class: "small muted", text: name }) : null,
+          server.description ? el("div", { class: "small", text: server.description }) : null,
+          server.source ? el("div", { class: "small muted", text: "From " + (SOURCES[server.source] || server.source) }) : null
+        ]),
+        button
+      ]));
+    });
+  }, function (err) {
+    $("search-status").textContent = "The search did not work. " + err.message;
+  }).then(function () { $("search-button").disabled = false; });
+}
+
+export function initSetup() {
+  $("add-server").addEventListener("click", function () {
+    if ($("setup").hidden) openSetup(); else $("goal").focus();
+  });
+  $("close-setup").addEventListener("click", closeSetup);
+  $("goal-form").addEventListener("submit", function (e) { e.preventDefault(); startRun($("goal").value); });
+  $("search-form").addEventListener("submit", searchRegistries);
+  $("cancel-agent").addEventListener("click", function () {
+    $("cancel-agent").disabled = true;
+    setBusy("Cancelling…");
+    sendToAgent({ type: "cancel_agent", run_id: currentRunId() });
+  });
+  $("new-setup").addEventListener("click", resetThread);
+}

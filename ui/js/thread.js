@@ -1,0 +1,155 @@
+// The conversation with the setup assistant (the "Add MCP server…" thread): the current run,
+// messages and notes, the busy line, questions shown as buttons or a text field, and the final
+// status card. Progress steps are in progress.js; the pane around the thread is in setup.js.
+
+import { $, el, showError } from "./dom.js";
+import { plain } from "./errors.js";
+import { send } from "./api.js";
+import { loadServers, toolList } from "./servers.js";
+
+var run = null; // {id, done}
+var questionNodes = {}; // question_id → {node, controls}
+
+export function hasRun() { return !!run; }
+export function runDone() { return !!run && run.done; }
+export function currentRunId() { return run && run.id; }
+export function isThisRun(runId) { return !!run && run.id === runId; }
+
+// Send a message to the assistant; if the websocket is down, say so in the thread.
+export function sendToAgent(obj) {
+  if (!send(obj)) note(plain("network"));
+}
+
+export function addToThread(node) {
+  $("thread").appendChild(node);
+  node.scrollIntoView({ block: "nearest" });
+  return node;
+}
+
+export function message(kind, who, text) {
+  return addToThread(el("li", { class: "msg " + kind }, [el("span", { class: "who", text: who }), text]));
+}
+
+export function note(text) {
+  return addToThread(el("li", { class: "msg note", text: text }));
+}
+
+export function setBusy(text) {
+  $("busy").textContent = text || "";
+  $("busy").hidden = !text;
+}
+
+// Keyboard focus back to the thread's action button (after the secret box closes).
+export function focusThreadAction() {
+  if ($("thread-area").hidden) return;
+  if ($("cancel-agent").hidden) $("new-setup").focus();
+  else $("cancel-agent").focus();
+}
+
+export function beginThread(runId, goal) {
+  run = { id: runId, done: false };
+  questionNodes = {};
+  $("setup").hidden = false;
+  $("add-server").setAttribute("aria-expanded", "true");
+  $("start-area").hidden = true;
+  $("thread-area").hidden = false;
+  $("thread").textContent = "";
+  $("new-setup").hidden = true;
+  $("cancel-agent").hidden = false;
+  $("cancel-agent").disabled = false;
+  message("user", "You", goal);
+  setBusy("The setup assistant is starting…");
+}
+
+// "Set up another server": forget the run and go back to the goal field.
+export function resetThread() {
+  run = null;
+  questionNodes = {};
+  $("thread").textContent = "";
+  $("thread-area").hidden = true;
+  $("start-area").hidden = false;
+  $("busy").hidden = true;
+  $("new-setup").hidden = true;
+  $("cancel-agent").hidden = false;
+  $("cancel-agent").disabled = false;
+  $("goal").value = "";
+  showError($("goal-error"), "");
+  $("goal").focus();
+}
+
+export function onQuestion(event) {
+  setBusy("");
+  var node = el("li", { class: "msg question", "data-question-id": event.question_id }, [
+    el("span", { class: "who", text: "The assistant asks" }), el("p", { text: event.question })
+  ]);
+  var buttons = [];
+  if (event.choices && event.choices.length) {
+    var group = el("div", { class: "choices", role: "group", "aria-label": event.question });
+    event.choices.forEach(function (choice) {
+      var b = el("button", { type: "button", class: "choice", text: choice });
+      b.addEventListener("click", function () { answer(event.question_id, choice, b); });
+      group.appendChild(b);
+      buttons.push(b);
+    });
+    node.appendChild(group);
+  } else {
+    var inputId = "answer-" + event.question_id;
+    var input = el("input", { type: "text", id: inputId, autocomplete: "off", maxlength: "2000" });
+    var submit = el("button", { type: "submit", class: "primary", text: "Send" });
+    var form = el("form", null, [
+      el("label", { for: inputId, text: "Your answer" }),
+      el("div", { class: "row" }, [input, submit]),
+      el("p", { class: "small muted", text: "Never type a key or password here: the assistant asks for those in a separate, hidden box." })
+    ]);
+    form.addEventListener("submit", function (e) {
+      e.preventDefault();
+      if (!input.value.trim()) { input.focus(); return; }
+      var text = input.value;
+      answer(event.question_id, text, null);
+      message("user", "You", text);
+    });
+    node.appendChild(form);
+    buttons.push(input, submit);
+  }
+  questionNodes[event.question_id] = { node: node, controls: buttons };
+  addToThread(node);
+  if (!$("secret-dialog").open && buttons.length) buttons[0].focus();
+}
+
+function answer(questionId, text, button) {
+  var q = questionNodes[questionId];
+  if (q) q.controls.forEach(function (c) { c.disabled = true; });
+  if (button) button.classList.add("chosen");
+  sendToAgent({ type: "answer", question_id: questionId, answer: text });
+}
+
+export function onQuestionClosed(event) {
+  var q = questionNodes[event.question_id];
+  if (!q) return;
+  q.controls.forEach(function (c) {
+    c.disabled = true;
+    if (event.answer !== undefined && c.textContent === event.answer) c.classList.add("chosen");
+  });
+}
+
+export function onDone(event) {
+  var result = event.result || {};
+  if (run) run.done = true;
+  setBusy("");
+  Object.keys(questionNodes).forEach(function (id) { questionNodes[id].controls.forEach(function (c) { c.disabled = true; }); });
+  var status = result.status || "failed";
+  var title = status === "installed" ? "Installed and connected" : status === "cancelled" ? "Setup cancelled" : "Setup did not finish";
+  var card = el("li", { class: "result-card " + status, role: "status" }, [
+    el("h4", { text: (status === "installed" ? "✓ " : "") + title }),
+    el("p", { text: result.summary || "" })
+  ]);
+  if (result.tools && result.tools.length) {
+    card.appendChild(el("p", { class: "small", text: "Tools now available:" }));
+    card.appendChild(toolList(result.tools));
+  }
+  addToThread(card);
+  $("cancel-agent").hidden = true;
+  $("new-setup").hidden = false;
+  $("new-setup").focus();
+  loadServers();
+}
