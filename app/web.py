@@ -3,8 +3,8 @@
 Endpoints (all on ``http://127.0.0.1:PORT``, all behind :class:`app.web_security.Guard`: Host,
 Origin and the per-process token; CSP and no-store on every response):
 
-* ``GET /?t=TOKEN`` — the page (``ui/index.html``; sets the token cookie); ``GET /static/app.css``,
-  ``/static/app.js``;
+* ``GET /?t=TOKEN`` — the page (``ui/index.html``; sets the token cookie); ``GET /static/app.css``
+  and the ES modules of ``ui/js/`` as ``/static/<name>.js`` (entry ``app.js``);
 * ``POST /rpc`` — JSON-RPC 2.0 (see :mod:`app.rpc`);
 * ``GET /ws`` — the websocket of one browser session (see :mod:`app.ws`; agent runs:
   :mod:`app.agent_runs`);
