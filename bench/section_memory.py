@@ -1,0 +1,129 @@
+"""Item 7: resident memory (VmRSS) of the service process alone, idle and with 20 servers.
+
+* ``serve_idle``  — ``mcp-setup serve`` on an empty data dir, after one ``servers.list``;
+* ``serve_20``    — ``mcp-setup serve`` on a data dir holding 20 installed stub servers
+  (installed beforehand into the same store; the service boot-spawns them), once
+  ``servers.list {wait_seconds: 30}`` shows all 20 connected;
+* ``mcp_idle``    — ``mcp-setup mcp`` after ``initialize`` (the stdio face), and the minimal
+  SDK server of the cold-start section after ``initialize``, for reference.
+
+RSS is read from ``/proc/<pid>/status`` of the service process only (the stub servers are
+its children and are not counted; their total is reported apart). Each value is the
+median of 5 reads 0.2 s apart, after 1 s of quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.common import BENCH, REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, processes_mentioning, rss_kib, stub_env
+from bench.section_coldstart import INIT
+from bench.section_load import Serve, rpc
+
+
+def install_stubs(root: Root, data: Any, count: int) -> None:
+    """Install ``count`` stubs into ``data``'s store with the key the service will find (key file)."""
+    import keyring.backends.fail
+
+    from setup_agent.launch import LaunchSpec
+    from setup_agent.store import Store
+    from setup_agent.vault import Vault
+
+    vault = Vault.open(data, keyring_backend=keyring.backends.fail.Keyring())
+    env = {k: ("${STUB_API_KEY}" if k == "STUB_API_KEY" else v) for k, v in stub_env().items()}
+    spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=env, runner="python3")
+    with Store.for_data_dir(data, vault) as store:
+        for i in range(count):
+            store.install(
+                qualified_name=f"io.bench/stub-{i:02d}", source="local", version="1.0.0", package_type="mcpb",
+                launch_spec=spec.model_dump(mode="json"), installed_by="bench", tools_hash="0" * 64,
+                env={"STUB_API_KEY": (SECRET, True)},
+            )
+
+
+async def settled_rss(pid: int) -> int:
+    await asyncio.sleep(1.0)
+    reads = []
+    for _ in range(5):
+        reads.append(rss_kib(pid))
+        await asyncio.sleep(0.2)
+    return int(median(reads))
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    import httpx
+
+    root = Root("memory")
+    out: dict[str, Any] = {"section": "memory", "servers": args.servers}
+    serves: list[Serve] = []
+    try:
+        async with httpx.AsyncClient(timeout=120, trust_env=False) as http:
+            idle = Serve(root, root.path / "idle", None)
+            serves.append(idle)
+            await rpc(http, idle, "servers.list", {})
+            out["serve_idle_kib"] = await settled_rss(idle.pid)
+            out["serve_idle_exit"] = idle.stop()
+
+            data = root.path / "with-servers"
+            install_stubs(root, data, args.servers)
+            busy = Serve(root, data, None)
+            serves.append(busy)
+            listed = await rpc(http, busy, "servers.list", {"wait_seconds": 30})
+            out["connected"] = sum(1 for s in listed["servers"] if s["status"] == "connected")
+            out["serve_20_kib"] = await settled_rss(busy.pid)
+            kids = children_of(busy.pid)
+            out["children"] = len(kids)
+            out["children_total_kib"] = sum(rss_kib(k) for k in kids)
+            out["serve_20_exit"] = busy.stop()
+
+        # the stdio face, idle after initialize; and the minimal SDK server for reference
+        env = root.face_env(root.path / "mcp-data", MCP_SETUP_REGISTRIES="local")
+        for key, argv in (
+            ("mcp_idle_kib", mcp_setup_argv("mcp")),
+            ("min_sdk_idle_kib", [sys.executable, str(BENCH / "minimal_server.py"), "lowlevel"]),
+        ):
+            proc = subprocess.Popen(
+                argv, env=env, cwd=str(REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+            try:
+                assert proc.stdin and proc.stdout
+                proc.stdin.write((json.dumps(INIT) + "\n").encode())
+                proc.stdin.flush()
+                assert json.loads(proc.stdout.readline())["id"] == 1
+                out[key] = await settled_rss(proc.pid)
+                proc.stdin.close()
+                proc.wait(15)
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(5)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and processes_mentioning(str(root.path)):
+            await asyncio.sleep(0.1)
+    finally:
+        for s in serves:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait(10)
+        out["leftover_processes"] = len(root.cleanup())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--servers", type=int, default=20)
+    args = parser.parse_args()
+    emit(asyncio.run(main_async(args)))
+
+
+if __name__ == "__main__":
+    main()
