@@ -119,20 +119,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
-    from setup_agent.redact import install_log_redaction
-
     from .mcp_server import run_stdio
-    from .runtime import build_runtime
 
-    runtime = build_runtime(settings)
-    install_log_redaction(runtime.redactor, handler)
     # SIGTERM (a client giving up on us) still stops every server we started.
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        await run_stdio(runtime)
+        await run_stdio(settings, handler)
     except asyncio.CancelledError:
         return 143
     return 0

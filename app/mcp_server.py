@@ -15,9 +15,9 @@ import logging
 import os
 import re
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -26,12 +26,20 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
-from setup_agent.errors import JSONRPC_INVALID_PARAMS, PromptCancelled
-from setup_agent.prompts import PendingPrompt
-from setup_agent.service import TOOL_NAMES, CallContext
+from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, PromptCancelled
 from setup_agent.tool_specs import TOOL_SPECS
 
-from .runtime import Runtime
+if TYPE_CHECKING:
+    from setup_agent.prompts import PendingPrompt
+
+    from .runtime import Runtime
+    from .settings import Settings
+
+# Only the SDK server and the tool specs are imported up front: the core (ORM, HTTP clients,
+# migrations) loads after the client's initialize has been answered (see run_stdio).
+_TOOL_NAMES = frozenset(spec["name"] for spec in TOOL_SPECS)
+#: How long to wait for a client's first request before loading the core anyway.
+_LOAD_AFTER_IDLE_SECONDS = 1.0
 
 __all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "run_stdio"]
 
@@ -50,10 +58,12 @@ def provenance_label(client_name: str | None) -> str:
 
 
 class McpFace:
-    """Builds the low-level SDK server over a :class:`Runtime`."""
+    """Builds the low-level SDK server; the :class:`Runtime` may arrive after it started serving."""
 
-    def __init__(self, runtime: Runtime, *, version: str = "0.1.0") -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: Runtime | None = None, *, version: str = "0.1.0") -> None:
+        self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
+        if runtime is not None:
+            self._runtime.set_result(runtime)
         self._page: Any = None
         self.server: Server[Any] = Server(
             "mcp-setup",
@@ -69,6 +79,19 @@ class McpFace:
             on_read_resource=self._read_resource,
         )
 
+    def provide(self, runtime: Runtime) -> None:
+        """Hand over the runtime once it is built; waiting tool calls go on."""
+        self._runtime.set_result(runtime)
+
+    def failed_to_start(self, exc: BaseException) -> None:
+        self._runtime.set_exception(exc)
+
+    async def runtime(self) -> Runtime:
+        try:
+            return await asyncio.shield(self._runtime)
+        except Exception as exc:
+            raise MCPError(JSONRPC_INTERNAL_ERROR, "mcp-setup could not start; its log (stderr) says why.") from exc
+
     # -- tools ------------------------------------------------------------------------
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -76,13 +99,18 @@ class McpFace:
         )
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in TOOL_NAMES:
+        if params.name not in _TOOL_NAMES:
             raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown tool {params.name!r}.")
         arguments = params.arguments or {}
         if not isinstance(arguments, dict):
             raise MCPError(JSONRPC_INVALID_PARAMS, "Tool arguments must be an object.")
-        call_ctx = CallContext(installed_by=self._provenance(ctx), present_prompt=lambda p: self._present(ctx, p))
-        result = await self.runtime.service.call(params.name, arguments, call_ctx)
+        from setup_agent.service import CallContext
+
+        runtime = await self.runtime()
+        call_ctx = CallContext(
+            installed_by=self._provenance(ctx), present_prompt=lambda p: self._present(ctx, runtime, p)
+        )
+        result = await runtime.service.call(params.name, arguments, call_ctx)
         text = json.dumps(result, ensure_ascii=False)
         is_error = result.get("ok") is False
         return types.CallToolResult(
@@ -94,17 +122,17 @@ class McpFace:
         info = getattr(params, "client_info", None) if params is not None else None
         return provenance_label(getattr(info, "name", None))
 
-    def _page_server(self) -> Any:
+    def _page_server(self, runtime: Runtime) -> Any:
         if self._page is None:
             from .secret_page import SecretPageServer
 
-            page = SecretPageServer(self.runtime.broker, port=0)
+            page = SecretPageServer(runtime.broker, port=0)
             page.start()
             self._page = page
         return self._page
 
-    async def _present(self, ctx: Any, pending: PendingPrompt) -> dict[str, Any]:
-        url = self._page_server().url_for(pending)
+    async def _present(self, ctx: Any, runtime: Runtime, pending: PendingPrompt) -> dict[str, Any]:
+        url = self._page_server(runtime).url_for(pending)
         caps = ctx.session.client_capabilities
         elicitation = getattr(caps, "elicitation", None) if caps is not None else None
         where = f" for {pending.server}" if pending.server else ""
@@ -117,12 +145,10 @@ class McpFace:
                 related_request_id=ctx.request_id,
             )
             if result.action != "accept":
-                self.runtime.broker.cancel(pending.prompt_id, "declined by the user")
+                runtime.broker.cancel(pending.prompt_id, "declined by the user")
                 raise PromptCancelled(f"The user declined to enter {pending.key_name}.", key=pending.key_name)
             try:
-                await self.runtime.broker.wait(
-                    pending.prompt_id, timeout=self.runtime.settings.secret_prompt_timeout_seconds
-                )
+                await runtime.broker.wait(pending.prompt_id, timeout=runtime.settings.secret_prompt_timeout_seconds)
             except TimeoutError:
                 return {"status": "pending", "url": url, "message": "The user has not entered it yet."}
             return {"status": "answered"}
@@ -209,7 +235,9 @@ async def _cancellable_stdin() -> Any:
 
 
 @asynccontextmanager
-async def _drained(read_stream: Any, write_stream: Any, grace: float = 60.0) -> AsyncIterator[tuple[Any, Any]]:
+async def _drained(
+    read_stream: Any, write_stream: Any, grace: float = 60.0, answered_once: anyio.Event | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
     """Streams whose end of input waits until every request read has been answered.
 
     ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
@@ -249,6 +277,8 @@ async def _drained(read_stream: Any, write_stream: Any, grace: float = 60.0) -> 
                     pending.discard(message.id)
                     for event in answered:
                         event.set()
+                    if answered_once is not None:
+                        answered_once.set()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(pump_in)
@@ -262,17 +292,54 @@ async def _drained(read_stream: Any, write_stream: Any, grace: float = 60.0) -> 
             tg.cancel_scope.cancel()
 
 
-async def run_stdio(runtime: Runtime) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin."""
-    face = McpFace(runtime)
+async def run_stdio(
+    settings: Settings,
+    log_handler: logging.Handler | None = None,
+    *,
+    build: Callable[[Settings], Runtime] | None = None,
+) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin.
+
+    The client's ``initialize`` is answered at once; the core is loaded right after that
+    answer has gone out (or after a second of silence), and tool calls wait for it.
+    Installed servers then connect in the background.
+    """
+    face = McpFace()
+    answered_once = anyio.Event()
+    holder: list[Runtime] = []
+
+    async def load() -> None:
+        with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
+            await answered_once.wait()
+        try:
+            if build is None:
+                from setup_agent.redact import install_log_redaction
+
+                from .runtime import build_runtime
+
+                runtime = await asyncio.to_thread(build_runtime, settings)
+                if log_handler is not None:
+                    install_log_redaction(runtime.redactor, log_handler)
+            else:
+                runtime = build(settings)
+        except Exception as exc:
+            logger.exception("mcp-setup could not start")
+            face.failed_to_start(exc)
+            return
+        holder.append(runtime)
+        face.provide(runtime)
+        await runtime.start()
+
     try:
         async with anyio.create_task_group() as tg:
-            # Installed servers connect in the background: the client's initialize is not kept waiting.
-            tg.start_soon(runtime.start)
+            tg.start_soon(load)
             stdin = await _cancellable_stdin()
-            async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(read_stream, write_stream) as streams:
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(
+                read_stream, write_stream, answered_once=answered_once
+            ) as streams:
                 await face.server.run(*streams, face.server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:
         face.close()
-        await runtime.aclose()
+        for runtime in holder:
+            await runtime.aclose()
