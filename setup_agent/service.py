@@ -13,6 +13,7 @@ import logging
 import secrets as _random
 import shutil
 import tempfile
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +133,9 @@ class SetupService:
         self.http = http
         self.scratch_root = scratch_root
         self.user_home = user_home
-        self._install_lock = asyncio.Lock()
+        # One lock per server name: two installs of the same name never race, and a server
+        # that hangs in its test holds up no other install.
+        self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     # -- dispatch ---------------------------------------------------------------------
     async def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> dict:
@@ -234,8 +237,14 @@ class SetupService:
             await progress.failed(exc)
             raise
 
+    def _install_lock(self, name: str) -> asyncio.Lock:
+        lock = self._install_locks.get(name)
+        if lock is None:
+            lock = self._install_locks[name] = asyncio.Lock()
+        return lock
+
     async def _install(self, name: str, args: dict, ctx: CallContext, progress: _Progress) -> dict:
-        async with self._install_lock:
+        async with self._install_lock(name):
             existing = await asyncio.to_thread(self.store.get_by_name, name)
             if existing is not None:
                 raise AlreadyInstalled(

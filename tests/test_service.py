@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import zipfile
@@ -208,3 +209,20 @@ async def test_progress_reports_each_stage_of_an_install_and_the_failing_one(wor
     ]
     assert all(e["server"] == "io.test/stub-ok" for e in events)
     assert canary not in json.dumps(events)
+
+
+async def test_a_hanging_install_holds_up_no_other_install(world, canary: str) -> None:
+    runtime, _ = world
+    ref_hang = runtime.refs.mint("STUB_API_KEY", canary)
+    ref_ok = runtime.refs.mint("STUB_API_KEY", canary)
+    hanging = asyncio.create_task(
+        call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-hang", env_refs={"STUB_API_KEY": ref_hang})
+    )
+    ok = asyncio.create_task(
+        call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref_ok})
+    )
+    with anyio.fail_after(20):
+        done, _ = await asyncio.wait({hanging, ok}, return_when=asyncio.FIRST_COMPLETED)
+        assert done == {ok}
+        assert (await ok)["status"] == "connected"
+        assert (await hanging)["error"]["code"] == "timeout"
