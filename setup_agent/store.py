@@ -30,7 +30,7 @@ from .secrets import SecretValue
 from .vault import Vault
 
 __all__ = [
-    "DB_FILE_NAME", "MIGRATIONS_DIR", "VERSION_TABLE", "Base", "ClientEnvRow", "Clock",
+    "DB_FILE_NAME", "HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "Base", "ClientEnvRow", "Clock",
     "EnvInput", "EnvKey", "InstalledServer", "ServerRow", "Store", "utcnow",
 ]  # fmt: skip
 
@@ -38,6 +38,9 @@ DB_FILE_NAME = "mcp-setup.db"
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: Our own Alembic version table, so a shared (team) database can host other apps too.
 VERSION_TABLE = "mcp_setup_alembic_version"
+#: The newest migration; a test checks it is Alembic's head, so a database already there
+#: skips importing Alembic at start.
+HEAD_REVISION = "0001_initial"
 
 
 #: ``{KEY: (value, secret)}`` as :meth:`Store.install` takes it.
@@ -214,8 +217,19 @@ class Store:
     def engine(self) -> Engine:
         return self._engine
 
+    def current_revision(self) -> str | None:
+        """The schema revision recorded in the database (None when it has none yet)."""
+        from sqlalchemy import inspect, text
+
+        with self._translated("read the schema revision"), self._engine.connect() as conn:
+            if not inspect(conn).has_table(VERSION_TABLE):
+                return None
+            return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+
     def migrate(self) -> None:
-        """Run ``alembic upgrade head`` on this store's database."""
+        """Run ``alembic upgrade head`` on this store's database (nothing to do at head)."""
+        if self.current_revision() == HEAD_REVISION:
+            return
         from alembic import command
         from alembic.config import Config
         from alembic.util import CommandError

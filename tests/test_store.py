@@ -329,3 +329,18 @@ def test_a_bad_database_url_is_a_store_error(vault: Vault) -> None:
         Store("not a url", vault)
     with pytest.raises(StoreError):
         Store("nosuchdialect://x", vault)
+
+
+def test_the_head_constant_is_alembics_head_so_a_current_database_skips_alembic(
+    data_dir: Path, vault: Vault
+) -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from setup_agent.store import HEAD_REVISION, MIGRATIONS_DIR
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
+    with Store.for_data_dir(data_dir, vault) as store:
+        assert store.current_revision() == HEAD_REVISION
