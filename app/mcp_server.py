@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 _TOOL_NAMES = frozenset(spec["name"] for spec in TOOL_SPECS)
 #: How long to wait for a client's first request before loading the core anyway.
 _LOAD_AFTER_IDLE_SECONDS = 1.0
+_WRITER_HEADSTART_SECONDS = 0.005
 
 __all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "run_stdio"]
 
@@ -311,6 +312,9 @@ async def run_stdio(
     async def load() -> None:
         with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
             await answered_once.wait()
+        # The answer is handed to the SDK's writer thread; give it a moment to reach stdout
+        # before the import below takes the GIL for most of a second.
+        await anyio.sleep(_WRITER_HEADSTART_SECONDS)
         try:
             if build is None:
                 from setup_agent.redact import install_log_redaction

@@ -29,6 +29,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .secret_page import SECURITY_HEADERS as SECRET_PAGE_HEADERS
+
 __all__ = ["Guard", "TOKEN_HEADER", "cookie_name", "csp", "security_headers"]
 
 log = logging.getLogger(__name__)
@@ -57,15 +59,8 @@ def csp(port: int) -> str:
 
 
 def security_headers(port: int) -> dict[str, str]:
-    return {
-        "Content-Security-Policy": csp(port),
-        "X-Frame-Options": "DENY",
-        "Referrer-Policy": "no-referrer",
-        "Cache-Control": "no-store",
-        "X-Content-Type-Options": "nosniff",
-        "Cross-Origin-Opener-Policy": "same-origin",
-        "Cross-Origin-Resource-Policy": "same-origin",
-    }
+    """The secret page's headers, with the app's own CSP (scripts and the websocket allowed)."""
+    return {**SECRET_PAGE_HEADERS, "Content-Security-Policy": csp(port)}
 
 
 class Guard:
