@@ -224,14 +224,19 @@ def _headers(raw: Any, keys: _Keys) -> dict[str, str]:
         name = _str(_get(h, "name"))
         if not name:
             continue
-        value = _str(_get(h, "value"))
-        if value is None:
-            headers[name] = "{" + name + "}"
-            keys.open(name, h, "header")
-        else:
-            headers[name] = value
-            keys.templated(value, h, "header")
+        headers[name] = _input_template(name, h, "header", keys)
     return headers
+
+
+def _input_template(name: str, item: Mapping[str, Any], kind: KeyKind, keys: _Keys) -> str:
+    """An env var's or header's template: its fixed ``value`` (placeholders become keys), or
+    ``{name}`` with a key of its own when it has no value."""
+    value = _str(_get(item, "value"))
+    if value is None:
+        keys.open(name, item, kind)
+        return "{" + name + "}"
+    keys.templated(value, item, kind)
+    return value
 
 
 def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOption:
@@ -242,15 +247,10 @@ def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOptio
         if not name:
             continue
         inputs.setdefault(name, ev)
+        env[name] = _input_template(name, ev, "env", keys)
         value = _str(_get(ev, "value"))
-        if value is None:
-            env[name] = "{" + name + "}"
-            keys.open(name, ev, "env")
-        else:
-            env[name] = value
-            keys.templated(value, ev, "env")
-            if not placeholders(value):
-                fixed.setdefault(name, value)
+        if value is not None and not placeholders(value):
+            fixed.setdefault(name, value)
     runtime_raw, package_raw = _get(pkg, "runtimeArguments"), _get(pkg, "packageArguments")
     runtime_args = _arguments(runtime_raw, keys, fixed, 0)
     package_args = _arguments(package_raw, keys, fixed, len(runtime_args))
