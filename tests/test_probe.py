@@ -170,3 +170,31 @@ async def test_the_scratch_workspace_is_removed_after_the_probe(prober: Prober, 
     await prober.probe(stub_spec(canary), {"STUB_API_KEY": canary})
     await prober.drain()
     assert not list(tmp_path.glob("mcp-setup-probe-*"))
+
+
+async def test_a_remote_that_refuses_connections_is_unreachable(prober: Prober) -> None:
+    import socket
+
+    from setup_agent.errors import Unreachable
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens there
+    spec = LaunchSpec(transport="streamable-http", url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": "Bearer ${TOKEN}"})
+    with anyio.fail_after(20):
+        with pytest.raises(Unreachable) as err:
+            await prober.probe(spec, {"TOKEN": "t"})
+    assert err.value.code == "unreachable"
+
+
+async def test_a_remote_that_refuses_the_token_is_rejected_with_the_http_status(prober: Prober, canary: str) -> None:
+    from tests.stub_server.http_server import serve_http_stub
+
+    with serve_http_stub(expected_sha256=sha256_hex("Bearer right")) as url:
+        spec = LaunchSpec(transport="streamable-http", url=url, headers={"Authorization": "Bearer ${TOKEN}"})
+        with anyio.fail_after(20):
+            with pytest.raises(ServerRejected) as err:
+                await prober.probe(spec, {"TOKEN": canary})
+            ok = await prober.probe(spec, {"TOKEN": "right"})
+    assert "401" in err.value.message and canary not in repr(err.value.to_dict())
+    assert {t["name"] for t in ok.tools} == {"echo", "whoami"}
