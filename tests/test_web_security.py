@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.browser.serve import Served, make_catalog, raw_handshake, start_serve, stop_serve
+from tests.browser.serve import Served, raw_handshake, serving
 
 CANARY = "canary-" + uuid.uuid4().hex
 EVIL = "http://evil.example"
@@ -18,16 +18,8 @@ EVIL = "http://evil.example"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("web-sec")
-    s = start_serve(root, make_catalog(root, CANARY))
-    try:
+    with serving(tmp_path_factory.mktemp("web-sec"), CANARY) as s:
         yield s
-    finally:
-        code = stop_serve(s)
-    assert code == 0, s.stderr()
-    assert "Traceback" not in s.stderr()
-    assert CANARY not in s.stderr()
-    assert s.token not in s.stderr()  # no access log line with ?t=
 
 
 def rpc_body() -> dict:

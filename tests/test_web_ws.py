@@ -11,21 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
+from tests.browser.serve import STUB, Served, serving
 
 CANARY = "canary-" + uuid.uuid4().hex
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("web-ws")
-    s = start_serve(root, make_catalog(root, CANARY))
-    try:
+    with serving(tmp_path_factory.mktemp("web-ws"), CANARY) as s:
         yield s
-    finally:
-        code = stop_serve(s)
-    assert code == 0, s.stderr()
-    assert "Traceback" not in s.stderr()
 
 
 class Tab:

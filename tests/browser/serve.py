@@ -7,6 +7,7 @@ catalog holding the stub bundle, ``--no-browser --port 0``, and reads the printe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,3 +202,19 @@ def raw_handshake(port: int, *, host: str, headers: dict[str, str] | None = None
             data += chunk
     status_line = data.split(b"\r\n", 1)[0].decode("latin-1")
     return int(status_line.split()[1])
+
+
+@contextlib.contextmanager
+def serving(root: Path, canary: str) -> Iterator[Served]:
+    """``mcp-setup serve`` over a stub catalog for a test module; on the way out it must stop
+    cleanly (exit 0), with no traceback, canary or token in its log."""
+    served = start_serve(root, make_catalog(root, canary))
+    try:
+        yield served
+    finally:
+        code = stop_serve(served)
+    log = served.stderr()
+    assert code == 0, log
+    assert "Traceback" not in log
+    assert canary not in log
+    assert served.token not in log  # no access log line with ?t=
