@@ -62,19 +62,3 @@ def memory_keyring() -> MemoryKeyring:
 def canary() -> str:
     """A unique secret value to plant and then look for everywhere it must not be."""
     return "canary-" + uuid.uuid4().hex
-
-
-def process_alive(pid: int) -> bool:
-    """True when ``pid`` runs (a zombie counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def pids_in(pid_file: Path) -> list[int]:
-    if not pid_file.exists():
-        return []
-    return [int(line) for line in pid_file.read_text().split() if line.strip().isdigit()]

@@ -17,7 +17,7 @@ from setup_agent.launch import LaunchSpec
 from setup_agent.redact import Redactor
 from setup_agent.store import Store
 from setup_agent.vault import Vault
-from tests.conftest import process_alive
+from tests.processes import process_alive
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 
 pytestmark = pytest.mark.anyio

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import sys
@@ -20,6 +18,7 @@ import sys
 import anyio
 import pytest
 
+from tests.processes import no_process_left, processes_mentioning
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
@@ -36,42 +35,10 @@ def make_catalog(root: Path, expected: str) -> Path:
     return catalog
 
 
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmd and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
-def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
-    """Wait (on pidfds, bounded) for ``pids`` to exit; return those still running."""
-    deadline = time.monotonic() + timeout
-    left = []
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            continue
-        try:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                left.append(pid)
-        finally:
-            os.close(fd)
-    return left
 
 
-def no_process_left(marker: str, timeout: float = 10.0) -> bool:
-    """True when no live process mentions ``marker`` (servers exit once their stdin closes)."""
-    return not wait_gone(processes_mentioning(marker), timeout)
 
 
 def all_bytes_under(path: Path) -> list[tuple[Path, bytes]]:

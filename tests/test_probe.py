@@ -20,7 +20,7 @@ from setup_agent.errors import (
 from setup_agent.launch import LaunchSpec
 from setup_agent.probe import Prober
 from setup_agent.redact import Redactor
-from tests.conftest import pids_in, process_alive
+from tests.processes import pids_in, process_alive
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 
 pytestmark = pytest.mark.anyio

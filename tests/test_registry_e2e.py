@@ -17,7 +17,8 @@ from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.stub_server.bundle import build_stub_bundle, sha256_hex, stub_server_json
 from tests.stub_server.http_server import serve_http_stub
-from tests.test_mcp_face_e2e import all_bytes_under, processes_mentioning
+from tests.processes import processes_mentioning
+from tests.test_mcp_face_e2e import all_bytes_under
 
 pytestmark = pytest.mark.anyio
 

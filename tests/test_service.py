@@ -16,7 +16,7 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.service import CallContext
 from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_manifest, stub_server_json
-from tests.test_mcp_face_e2e import processes_mentioning
+from tests.processes import processes_mentioning
 
 pytestmark = pytest.mark.anyio
 

@@ -4,8 +4,6 @@ installed servers, and stops cleanly on Ctrl-C (SIGINT) or SIGTERM leaving no ch
 from __future__ import annotations
 
 import json
-import os
-import select
 import threading
 import signal
 import socket
@@ -15,29 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.serve import STUB, Served, make_catalog, processes_mentioning, start_serve, stop_serve
+from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
+from tests.processes import processes_mentioning, wait_gone
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 
 
-def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
-    """Wait on pidfds (no polling) until each pid has exited; return those still alive."""
-    left = []
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            continue
-        try:
-            select.select([fd], [], [], timeout)
-        finally:
-            os.close(fd)
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state not in ("Z", "X"):
-            left.append(pid)
-    return left
 
 
 def install_stub(served: Served, value: str) -> str:

@@ -160,20 +160,6 @@ def stop_serve(served: Served, sig: int = signal.SIGINT, timeout: float = 30.0) 
     return proc.returncode
 
 
-def processes_mentioning(text: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains ``text``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if text in cmd and state not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
 
 
 def raw_handshake(port: int, *, host: str, headers: dict[str, str] | None = None, path: str = "/ws") -> int:
