@@ -290,7 +290,12 @@ def create_secret_app(broker: PromptBroker, *, token: str, allowed_hosts: HostSo
             return _message_page(500, "Something went wrong", "Nothing was saved. Ask your assistant again.")
         finally:
             form.clear()
-        return _message_page(200, "Saved", "Saved. You can close this tab and return to your assistant.")
+        return _message_page(
+            200,
+            f"{prompt.key_name} saved",
+            "It stays on this computer; your assistant only gets a reference to it. You can close this tab and "
+            "return to your assistant.",
+        )
 
     app.add_middleware(_Guard, hosts=hosts)
     return app
