@@ -16,7 +16,8 @@ import secrets as _random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +126,18 @@ class PromptBroker:
 
         return unsubscribe
 
+    @contextmanager
+    def _locked(self) -> Iterator[list[Event]]:
+        """Hold the lock with expired prompts swept; the events gathered are emitted after
+        the lock is released (a subscriber may call back into the broker)."""
+        events: list[Event] = []
+        try:
+            with self._lock:
+                events += self._sweep()
+                yield events
+        finally:
+            self._emit(events)
+
     def _emit(self, events: list[Event]) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
@@ -215,102 +228,77 @@ class PromptBroker:
         if server is not None and (not isinstance(server, str) or len(server) > MAX_SERVER_CHARS):
             raise InvalidInput(f"server must be a name of at most {MAX_SERVER_CHARS} characters.")
         server = server or None
-        events: list[Event] = []
-        try:
-            with self._lock:
-                events += self._sweep()
-                ref = self._refs.reserve(key_name)  # validates key_name
-                pending = PendingPrompt(
-                    prompt_id=_random.token_urlsafe(24),  # 192 random bits
-                    key_name=key_name,
-                    prompt=prompt,
-                    server=server,
-                    ref=ref,
-                    created_at=self._timer(),
-                )
-                self._prompts[pending.prompt_id] = _State(pending)
-                events.append(
-                    {
-                        "type": "secret_request",
-                        "prompt_id": pending.prompt_id,
-                        "key_name": key_name,
-                        "prompt": prompt,
-                        "server": server,
-                    }
-                )
-        finally:
-            self._emit(events)
+        with self._locked() as events:
+            ref = self._refs.reserve(key_name)  # validates key_name
+            pending = PendingPrompt(
+                prompt_id=_random.token_urlsafe(24),  # 192 random bits
+                key_name=key_name,
+                prompt=prompt,
+                server=server,
+                ref=ref,
+                created_at=self._timer(),
+            )
+            self._prompts[pending.prompt_id] = _State(pending)
+            events.append(
+                {
+                    "type": "secret_request",
+                    "prompt_id": pending.prompt_id,
+                    "key_name": key_name,
+                    "prompt": prompt,
+                    "server": server,
+                }
+            )
         log.info("Opened a secret prompt for %s", key_name)
         return pending
 
     def answer(self, prompt_id: str, value: str | SecretValue) -> str:
         """Store the user's ``value`` in the prompt's ref (once) and return the ref."""
         secret = value if isinstance(value, SecretValue) else SecretValue(value) if isinstance(value, str) else None
-        events: list[Event] = []
-        try:
-            with self._lock:
-                events += self._sweep()
-                state = self._state(prompt_id)
-                self._check_open(state)
-                key = state.prompt.key_name
-                if secret is None or not secret.reveal().strip():
-                    raise InvalidInput(f"Enter a value for {key}; it cannot be empty.", key=key)
-                try:
-                    self._refs.fulfil(state.prompt.ref, secret)
-                except (SecretExpired, SecretMissing):  # the store dropped the reserved ref
-                    state.status = "expired"
-                    self._forget(prompt_id, state)
-                    self._wake(state)
-                    events.append(_done(state.prompt, "expired"))
-                    raise PromptNotFound(_expired_message(key), key=key) from None
-                state.status = "answered"
+        with self._locked() as events:
+            state = self._state(prompt_id)
+            self._check_open(state)
+            key = state.prompt.key_name
+            if secret is None or not secret.reveal().strip():
+                raise InvalidInput(f"Enter a value for {key}; it cannot be empty.", key=key)
+            try:
+                self._refs.fulfil(state.prompt.ref, secret)
+            except (SecretExpired, SecretMissing):  # the store dropped the reserved ref
+                state.status = "expired"
+                self._forget(prompt_id, state)
                 self._wake(state)
-                events.append(_done(state.prompt, "answered"))
-        finally:
-            self._emit(events)
+                events.append(_done(state.prompt, "expired"))
+                raise PromptNotFound(_expired_message(key), key=key) from None
+            state.status = "answered"
+            self._wake(state)
+            events.append(_done(state.prompt, "answered"))
         log.info("The user answered the secret prompt for %s", key)
         return state.prompt.ref
 
     def cancel(self, prompt_id: str, reason: str = "cancelled by the user") -> None:
         """Cancel a pending prompt and discard its ref. Cancelling twice is harmless."""
-        events: list[Event] = []
-        try:
-            with self._lock:
-                events += self._sweep()
-                state = self._state(prompt_id)
-                if state.status == "cancelled":
-                    return
-                self._check_open(state)
-                state.status = "cancelled"
-                state.reason = str(reason or "cancelled")[:MAX_PROMPT_CHARS]
-                self._refs.discard(state.prompt.ref)
-                self._wake(state)
-                events.append(_done(state.prompt, "cancelled"))
-        finally:
-            self._emit(events)
+        with self._locked() as events:
+            state = self._state(prompt_id)
+            if state.status == "cancelled":
+                return
+            self._check_open(state)
+            state.status = "cancelled"
+            state.reason = str(reason or "cancelled")[:MAX_PROMPT_CHARS]
+            self._refs.discard(state.prompt.ref)
+            self._wake(state)
+            events.append(_done(state.prompt, "cancelled"))
         log.info("The secret prompt for %s was cancelled", state.prompt.key_name)
 
     def get(self, prompt_id: str) -> PendingPrompt:
         """The open prompt ``prompt_id``; raises as :meth:`answer` would if it is not open."""
-        events: list[Event] = []
-        try:
-            with self._lock:
-                events += self._sweep()
-                state = self._state(prompt_id)
-                self._check_open(state)
-                return state.prompt
-        finally:
-            self._emit(events)
+        with self._locked():
+            state = self._state(prompt_id)
+            self._check_open(state)
+            return state.prompt
 
     def pending(self) -> list[PendingPrompt]:
         """Every open (unanswered, uncancelled, unexpired) prompt, oldest first."""
-        events: list[Event] = []
-        try:
-            with self._lock:
-                events += self._sweep()
-                out = [s.prompt for s in self._prompts.values() if s.status == "pending"]
-        finally:
-            self._emit(events)
+        with self._locked():
+            out = [s.prompt for s in self._prompts.values() if s.status == "pending"]
         return sorted(out, key=lambda p: p.created_at)
 
     async def wait(self, prompt_id: str, timeout: float) -> str:
@@ -323,17 +311,12 @@ class PromptBroker:
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         waiter = (loop, event)
-        events: list[Event] = []
-        try:
-            with self._lock:
-                events += self._sweep()
-                state = self._state(prompt_id)
-                if state.status == "pending":
-                    state.waiters.append(waiter)
-                else:
-                    event.set()
-        finally:
-            self._emit(events)
+        with self._locked():
+            state = self._state(prompt_id)
+            if state.status == "pending":
+                state.waiters.append(waiter)
+            else:
+                event.set()
         try:
             await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
@@ -342,17 +325,12 @@ class PromptBroker:
             with self._lock:
                 if waiter in state.waiters:
                     state.waiters.remove(waiter)
-        events = []
-        try:
-            with self._lock:
-                events += self._sweep()
-                if state.status == "pending":
-                    raise TimeoutError(f"The user has not answered the request for {state.prompt.key_name} yet.")
-                if state.status != "answered":
-                    self._check_open(state)
-                return state.prompt.ref
-        finally:
-            self._emit(events)
+        with self._locked():
+            if state.status == "pending":
+                raise TimeoutError(f"The user has not answered the request for {state.prompt.key_name} yet.")
+            if state.status != "answered":
+                self._check_open(state)
+            return state.prompt.ref
 
     def __repr__(self) -> str:
         with self._lock:
