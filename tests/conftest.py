@@ -20,7 +20,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own XDG dirs and MCP_SETUP_HOME; nothing touches the real home."""
+    """Every test gets its own XDG dirs and MCP_SETUP_HOME, and no keyring backend forced by the
+    host; nothing touches the real home."""
     base = tmp_path_factory.mktemp("home")
     for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
         path = base / var.lower()
@@ -30,6 +31,7 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     for var in list(os.environ):
         if var.startswith("MCP_SETUP_") and var != "MCP_SETUP_HOME":
             monkeypatch.delenv(var)
+    monkeypatch.delenv("PYTHON_KEYRING_BACKEND", raising=False)  # keyring's own choice, not the host's
     return base
 
 
