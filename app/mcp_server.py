@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
 from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, PromptCancelled
-from setup_agent.tool_specs import TOOL_SPECS
+from setup_agent.tool_specs import TOOL_NAMES, TOOL_SPECS
 
 if TYPE_CHECKING:
     from setup_agent.prompts import PendingPrompt
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 # Only the SDK server and the tool specs are imported up front: the core (ORM, HTTP clients,
 # migrations) loads after the client's initialize has been answered (see run_stdio).
-_TOOL_NAMES = frozenset(spec["name"] for spec in TOOL_SPECS)
 #: How long to wait for a client's first request before loading the core anyway.
 _LOAD_AFTER_IDLE_SECONDS = 1.0
 _WRITER_HEADSTART_SECONDS = 0.005
@@ -100,7 +99,7 @@ class McpFace:
         )
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in _TOOL_NAMES:
+        if params.name not in TOOL_NAMES:
             raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown tool {params.name!r}.")
         arguments = params.arguments or {}
         if not isinstance(arguments, dict):

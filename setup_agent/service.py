@@ -33,20 +33,12 @@ from .prompts import PendingPrompt, PromptBroker
 from .redact import Redactor
 from .secrets import SecretRefStore
 from .store import Store
+from .tool_specs import TOOL_NAMES
 
 __all__ = ["CallContext", "SetupService", "TOOL_NAMES"]
 
 logger = logging.getLogger(__name__)
 
-TOOL_NAMES = (
-    "mcp_setup_search",
-    "mcp_setup_get",
-    "mcp_setup_request_secret",
-    "mcp_setup_test_connection",
-    "mcp_setup_install_and_connect",
-    "mcp_setup_list_servers",
-    "mcp_setup_remove",
-)
 
 #: A face's way of showing a secret prompt to the user. It may wait for the answer (URL
 #: elicitation) and returns extra fields for the tool result (e.g. ``{"url": ...}``).

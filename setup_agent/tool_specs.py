@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TOOL_SPECS", "tool_spec"]
+__all__ = ["TOOL_NAMES", "TOOL_SPECS", "tool_spec"]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 
@@ -117,6 +117,10 @@ TOOL_SPECS: list[dict[str, Any]] = [
         },
     },
 ]
+
+
+#: The tool names, in the order above: the one list every face and the harness use.
+TOOL_NAMES: tuple[str, ...] = tuple(spec["name"] for spec in TOOL_SPECS)
 
 
 def tool_spec(name: str) -> dict[str, Any]:

@@ -226,3 +226,10 @@ async def test_a_hanging_install_holds_up_no_other_install(world, canary: str) -
         assert done == {ok}
         assert (await ok)["status"] == "connected"
         assert (await hanging)["error"]["code"] == "timeout"
+
+
+async def test_every_tool_in_the_specs_has_a_handler_and_no_handler_lacks_a_spec(world) -> None:
+    runtime, _ = world
+    from setup_agent.tool_specs import TOOL_NAMES
+
+    assert set(runtime.service._handlers()) == set(TOOL_NAMES)
