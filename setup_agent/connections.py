@@ -203,8 +203,8 @@ class ConnectionManager:
     def _set(self, live: _Live, status: Status, reason: str | None = None) -> None:
         live.status.status = status
         live.status.reason = reason
-        if status != "connected":
-            live.status.tools = [] if status != "connecting" else live.status.tools
+        if status in ("failed", "stopped"):
+            live.status.tools = []  # a reconnect ("connecting") keeps showing what it had
         live.changed.set()
         for listener in list(self._listeners):
             try:
@@ -275,17 +275,17 @@ class ConnectionManager:
                 logger.warning("server %s failed: %s", server.server_id, reason)
             if live.stop.is_set():
                 break
-            if attempt >= len(self.backoff):
-                self._set(live, "failed", reason)
-                break
             self._set(live, "failed", reason)
+            if attempt >= len(self.backoff):
+                break
             delay = self.backoff[attempt]
             attempt += 1
             try:
                 await asyncio.wait_for(live.stop.wait(), timeout=delay)
             except TimeoutError:
                 continue
-        self._set(live, "stopped" if live.stop.is_set() else live.status.status, live.status.reason)
+        if live.stop.is_set():
+            self._set(live, "stopped", live.status.reason)
         self._forget_secrets(live)
 
     async def _hold(self, live: _Live, pwatch: ProcessWatch) -> None:
