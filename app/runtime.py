@@ -19,6 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
+from setup_agent.gateway import Gateway
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober
 from setup_agent.prompts import PromptBroker
@@ -76,12 +77,16 @@ class Runtime:
     connections: ConnectionManager
     service: SetupService
     http: httpx.AsyncClient
+    gateway: Gateway
 
-    async def start(self) -> None:
-        """Connect every installed, enabled server (concurrently)."""
-        await self.connections.start()
+    async def start(self, *, eager: bool = True) -> None:
+        """Read the catalog, then watch the store. ``eager``: connect every enabled server now
+        (concurrently, in the background); otherwise each starts on its first call."""
+        self.gateway.eager = eager
+        await self.gateway.start()
 
     async def aclose(self) -> None:
+        await self.gateway.aclose()
         await self.connections.aclose()
         await self.prober.drain()
         await self.hub.aclose()
@@ -149,4 +154,12 @@ def build_runtime(
         scratch_root=scratch,
         user_home=Path.home(),
     )
-    return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http)
+    gateway = Gateway(
+        store,
+        connections,
+        redactor,
+        eager=True,
+        call_timeout=settings.probe_timeout_seconds,
+        idle_stop_seconds=settings.idle_stop_seconds,
+    )
+    return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway)
