@@ -204,7 +204,10 @@ class McpFace:
         caps = ctx.session.client_capabilities
         elicitation = getattr(caps, "elicitation", None) if caps is not None else None
         where = f" for {pending.server}" if pending.server else ""
-        if elicitation is not None and getattr(elicitation, "url", None) is not None:
+        # At 2026-07-28 a server sends no requests of its own (no back-channel): the result
+        # carries the page's URL, as for a client without URL elicitation.
+        modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
+        if not modern and elicitation is not None and getattr(elicitation, "url", None) is not None:
             result = await ctx.session.elicit_url(
                 f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
                 "it stays on this computer and is never shown to the assistant.",
