@@ -32,6 +32,7 @@ on("progress", forThisRun(onProgress));
 on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
 on("server_status", function () { loadServersSoon(); });
+on("servers_changed", function () { loadServersSoon(); });
 on("error", onRunError);
 
 document.addEventListener("DOMContentLoaded", function () {
