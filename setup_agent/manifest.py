@@ -25,7 +25,8 @@ from .launch import LaunchSpec, template_keys
 
 __all__ = [
     "Manifest", "ManifestServer", "McpConfig", "McpConfigOverride", "UserConfigOption",
-    "read_manifest", "required_keys_from_manifest", "spec_from_manifest",
+    "MAX_MANIFEST_BYTES", "MAX_MANIFEST_DEPTH", "parse_manifest", "read_manifest", "required_keys_from_manifest",
+    "spec_from_manifest",
 ]
 
 
@@ -75,15 +76,44 @@ class Manifest(_M):
     user_config: dict[str, UserConfigOption] = Field(default_factory=dict)
 
 
-def read_manifest(dir: Path) -> Manifest:
-    """Parse ``dir/manifest.json``; a missing or invalid one raises BundleInvalid."""
-    path = dir / "manifest.json"
-    if not path.is_file():
-        raise BundleInvalid("The bundle has no manifest.json at its top level.")
+#: A manifest is a small file: anything larger, or nested deeper, is refused before parsing.
+MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_MANIFEST_DEPTH = 64
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[`` / ``{`` in JSON text (strings skipped), without recursion."""
+    depth = deepest = 0
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok in ("[", "{"):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_MANIFEST_DEPTH:
+                    break
+        elif tok in ("]", "}"):
+            depth -= 1
+    return deepest
+
+
+def parse_manifest(raw: bytes) -> Manifest:
+    """Parse the bytes of a ``manifest.json``; too large, too deep or invalid raises BundleInvalid."""
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise BundleInvalid(f"The bundle's manifest.json is larger than the {MAX_MANIFEST_BYTES}-byte limit.")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleInvalid("The bundle's manifest.json is not UTF-8 text.") from exc
+    if _depth(text) > MAX_MANIFEST_DEPTH:
+        raise BundleInvalid(f"The bundle's manifest.json is nested deeper than {MAX_MANIFEST_DEPTH} levels.")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise BundleInvalid(f"The bundle's manifest.json is not valid JSON ({exc}).") from exc
+    except RecursionError as exc:  # belt and braces: _depth already refused deep nesting
+        raise BundleInvalid("The bundle's manifest.json is nested too deeply.") from exc
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
@@ -91,6 +121,16 @@ def read_manifest(dir: Path) -> Manifest:
             f"{'.'.join(str(p) for p in err['loc']) or 'manifest'}: {err['msg']}" for err in exc.errors()[:3]
         )
         raise BundleInvalid(f"The bundle's manifest.json is invalid: {problems}.") from exc
+
+
+def read_manifest(dir: Path) -> Manifest:
+    """Parse ``dir/manifest.json``; a missing, oversized, too deep or invalid one raises BundleInvalid."""
+    path = dir / "manifest.json"
+    if not path.is_file():
+        raise BundleInvalid("The bundle has no manifest.json at its top level.")
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_MANIFEST_BYTES + 1)
+    return parse_manifest(raw)
 
 
 # --- spec -----------------------------------------------------------------------------

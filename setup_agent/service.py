@@ -330,7 +330,9 @@ class SetupService:
         if package.type == "mcpb":
             await progress("downloading", "started")
             await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-            archive = await fetch_bundle(package.identifier, package.file_sha256, workdir, http=self.http)
+            archive = await fetch_bundle(
+                package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
+            )
             bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
             await asyncio.to_thread(archive.unlink)
             manifest = await asyncio.to_thread(read_manifest, bundle_dir)
