@@ -12,7 +12,6 @@ import asyncio
 import logging
 import secrets as _random
 import shutil
-import tempfile
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +27,8 @@ from .errors import AlreadyInstalled, InvalidInput, SecretNotAllowed, SetupError
 from .launch import LaunchSpec
 from .manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
 from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages
-from .probe import ProbeResult, Prober
+from .probe import ProbeResult, Prober, make_scratch_dir
+from .procs import claim_dir
 from .prompts import PendingPrompt, PromptBroker
 from .redact import Redactor
 from .secrets import SecretRefStore
@@ -203,7 +203,7 @@ class SetupService:
 
     async def test_connection(self, args: dict, ctx: CallContext) -> dict:
         progress = _Progress(ctx, self.redactor, "mcp_setup_test_connection", args.get("qualified_name"))
-        workdir = Path(tempfile.mkdtemp(prefix="mcp-setup-test-", dir=self.scratch_root))
+        workdir = make_scratch_dir(self.scratch_root, "test")
         try:
             prepared = await self._prepare(args, workdir, progress)
             result = await self._probe(prepared, progress)
@@ -247,6 +247,7 @@ class SetupService:
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
             try:
+                await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
                 prepared = await self._prepare(args, install_dir, progress)
                 result = await self._probe(prepared, progress)
                 await progress("installing", "started")
