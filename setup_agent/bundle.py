@@ -22,9 +22,11 @@ from urllib.request import url2pathname
 import anyio
 import httpx
 from .errors import BundleInvalid
-from .manifest import read_manifest
+from .manifest import MAX_MANIFEST_BYTES, Manifest, parse_manifest, read_manifest
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_UNPACKED", "fetch_bundle", "file_sha256", "unpack_bundle"]
+__all__ = [
+    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_UNPACKED", "bundle_manifest", "fetch_bundle", "file_sha256", "unpack_bundle",
+]
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_MAX_UNPACKED = 1024 * 1024 * 1024
@@ -243,6 +245,23 @@ def _check_links(root: Path) -> None:
             if path.is_symlink() and not _inside(Path(os.path.realpath(path)), root):
                 member = path.relative_to(root).as_posix()
                 raise BundleInvalid(f"The bundle member '{member}' is a symlink pointing outside the bundle.")
+
+
+def bundle_manifest(archive: Path) -> Manifest:
+    """The manifest of a fetched bundle, read from the zip without unpacking anything."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            try:
+                info = zf.getinfo("manifest.json")
+            except KeyError:
+                raise BundleInvalid("The bundle has no manifest.json at its top level.") from None
+            if info.file_size > MAX_MANIFEST_BYTES:
+                raise BundleInvalid(f"The bundle's manifest.json is larger than the {MAX_MANIFEST_BYTES}-byte limit.")
+            with zf.open(info) as fh:
+                raw = fh.read(MAX_MANIFEST_BYTES + 1)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise BundleInvalid("The bundle is not a valid zip archive.") from exc
+    return parse_manifest(raw)
 
 
 def _make_entry_executable(root: Path) -> None:

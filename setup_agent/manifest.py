@@ -25,7 +25,8 @@ from .launch import LaunchSpec, template_keys
 
 __all__ = [
     "Manifest", "ManifestServer", "McpConfig", "McpConfigOverride", "UserConfigOption",
-    "MAX_MANIFEST_BYTES", "MAX_MANIFEST_DEPTH", "parse_manifest", "read_manifest", "required_keys_from_manifest",
+    "ARGV_ENV_PREFIX", "MAX_MANIFEST_BYTES", "MAX_MANIFEST_DEPTH", "argv_secret_keys", "move_argv_secrets",
+    "parse_manifest", "read_manifest", "required_keys_from_manifest",
     "spec_from_manifest",
 ]
 
@@ -282,3 +283,58 @@ def required_keys_from_manifest(
         if not mine.description:
             mine.description = key.description
     return list(merged.values())
+
+
+# --- secrets on the command line --------------------------------------------------------------
+#
+# The rule: a secret must not be in a server's argv, where every local user sees it (``ps``,
+# ``/proc/<pid>/cmdline``). Where the runner allows, the launch moves it out; where it cannot,
+# the prepared launch lists the keys (``argv_secret_keys``) and the install is refused with
+# ``argv_secret`` unless the user consented to that warning.
+#
+# Moved: an MCPB ``python``/``python3`` server started as ``python3 <script> ARGS``. It runs as
+# ``python3 -c <bootstrap> <script> ARGS`` where each argument holding a secret is replaced by
+# ``*`` and travels in ``MCP_SETUP_ARGV_<i>`` (the environment, readable by its owner only);
+# the bootstrap puts it back into ``sys.argv`` in memory, drops the variable and runs the
+# script as ``__main__``. (``docker`` already gets secrets as ``-e NAME``, see packages.py.)
+# Not moved: every other runner (node, uv, binaries, npx, uvx …).
+
+ARGV_ENV_PREFIX = "MCP_SETUP_ARGV_"
+_PYTHON_BOOTSTRAP = (
+    "import os,runpy,sys\n"
+    "a=sys.argv[1:]\n"
+    "for i in range(len(a)):\n"
+    " a[i]=os.environ.pop('" + ARGV_ENV_PREFIX + "%d'%i,a[i])\n"
+    "sys.argv=a\n"
+    "sys.path[0]=os.path.dirname(os.path.abspath(a[0]))\n"
+    "runpy.run_path(a[0],run_name='__main__')\n"
+)
+_PYTHONS = {"python", "python3"}
+
+
+def argv_secret_keys(spec: LaunchSpec, secret_keys: Collection[str]) -> list[str]:
+    """The secret keys the spec would put on the command line (its command or args)."""
+    found: set[str] = set()
+    for text in [spec.command or "", *spec.args]:
+        found |= template_keys(text)
+    return sorted(found & set(secret_keys))
+
+
+def move_argv_secrets(spec: LaunchSpec, secret_keys: Collection[str]) -> LaunchSpec:
+    """The spec with its argv secrets moved into the environment, where the runner allows
+    (the rule above); otherwise the spec unchanged."""
+    secret = set(secret_keys)
+    if not argv_secret_keys(spec, secret):
+        return spec
+    if spec.package_type != "mcpb" or (spec.command or "") not in _PYTHONS or not spec.args:
+        return spec
+    script, *rest = spec.args
+    if script.startswith("-") or template_keys(script) & secret:
+        return spec  # an interpreter option or a secret script path: leave it to the user's consent
+    args, env = ["-c", _PYTHON_BOOTSTRAP, script], dict(spec.env)
+    for i, arg in enumerate(rest, start=1):
+        if template_keys(arg) & secret:
+            env[f"{ARGV_ENV_PREFIX}{i}"] = arg
+            arg = "*"
+        args.append(arg)
+    return spec.model_copy(update={"args": args, "env": env})
