@@ -94,8 +94,10 @@ async def test_a_python_bundle_gets_its_argv_secret_through_the_environment_inst
     assert result.protocol_version == PROTOCOL
 
 
-async def test_a_bundle_whose_argv_secret_cannot_be_moved_is_refused_without_consent(runtime: Runtime) -> None:
-    ref = await secret_ref(runtime, "PROTO", PROTOCOL)
+async def test_a_bundle_whose_argv_secret_cannot_be_moved_is_refused_without_consent(
+    runtime: Runtime, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ref = await secret_ref(runtime, "PROTO", canary)
     for tool in ("mcp_setup_test_connection", "mcp_setup_install_and_connect"):
         refused = await call(runtime, tool, qualified_name="io.test/node-argv", env_refs={"PROTO": ref})
         assert refused["ok"] is False
@@ -108,6 +110,7 @@ async def test_a_bundle_whose_argv_secret_cannot_be_moved_is_refused_without_con
         qualified_name="io.test/node-argv", env_refs={"PROTO": ref},
     )
     assert allowed.get("error", {}).get("code") != "argv_secret", allowed
+    assert canary not in json.dumps([refused, allowed]) and canary not in caplog.text
 
 
 class _NoProgress:
