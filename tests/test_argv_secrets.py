@@ -92,6 +92,8 @@ async def test_a_python_bundle_gets_its_argv_secret_through_the_environment_inst
     # (Probed directly: through the service the value would be redacted as a live secret.)
     result = await runtime.prober.probe(prepared.spec, prepared.values, dirname=str(prepared.bundle_dir))
     assert result.protocol_version == PROTOCOL
+    await runtime.prober.drain()  # a clean teardown drops the process group's ledger entry
+    assert list((Path(runtime.settings.home) / "procs").glob("*.json")) == []
 
 
 async def test_a_bundle_whose_argv_secret_cannot_be_moved_is_refused_without_consent(
