@@ -21,7 +21,8 @@ from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
 from setup_agent.gateway import Gateway
 from setup_agent.packages import DEFAULT_PREFERENCE
-from setup_agent.probe import Prober
+from setup_agent.probe import Prober, sweep_scratch
+from setup_agent.procs import ProcessLedger, sweep_install_dirs
 from setup_agent.prompts import PromptBroker
 from setup_agent.redact import Redactor
 from setup_agent.secrets import SecretRefStore
@@ -31,7 +32,7 @@ from setup_agent.vault import Vault
 
 from .settings import Settings
 
-__all__ = ["Runtime", "build_runtime", "keyring_secret", "openai_options"]
+__all__ = ["Runtime", "build_runtime", "keyring_secret", "openai_options", "sweep_leftovers"]
 
 KEYRING_SERVICE = "mcp-setup"
 
@@ -94,6 +95,23 @@ class Runtime:
         self.store.close()
 
 
+def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, scratch: Path) -> None:
+    """Start-up: end the server process groups of dead mcp-setup processes, and remove the
+    install dirs without a committed row and the scratch dirs their owners left (a crash).
+    What a live process (another face on this data dir) owns is left alone."""
+    try:
+        ledger.sweep()
+    except OSError:
+        logger.warning("could not sweep leftover server processes", exc_info=True)
+    try:
+        committed = {s.server_id for s in store.list()}
+    except Exception:  # noqa: BLE001 - without the committed rows, no install dir may be removed
+        logger.warning("could not list installed servers; install dirs are not swept", exc_info=True)
+    else:
+        sweep_install_dirs(install_root, committed)
+    sweep_scratch(scratch)
+
+
 def build_runtime(
     settings: Settings,
     *,
@@ -132,13 +150,18 @@ def build_runtime(
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
     scratch = home / "scratch"
     scratch.mkdir(exist_ok=True)
-    prober = Prober(redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env)
+    ledger = ProcessLedger(home / "procs")
+    sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
+    prober = Prober(
+        redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger
+    )
     connections = ConnectionManager(
         store,
         redactor,
         install_root=home / "servers",
         host_env=host_env,
         connect_timeout=settings.probe_timeout_seconds,
+        ledger=ledger,
     )
     service = SetupService(
         refs=refs,

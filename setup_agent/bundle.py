@@ -1,7 +1,8 @@
 """MCPB bundles: download and verify, unpack safely.
 
-Flow: ``fetch_bundle`` (``https://``, or ``file://``; SHA-256 checked) → ``unpack_bundle``
-into the server's install dir (no member may escape it) → :mod:`setup_agent.manifest`
+Flow: ``fetch_bundle`` (``https://``, or ``file://`` for the local catalog only; SHA-256
+checked) → ``unpack_bundle`` into the server's install dir (no member, and no symlink once
+every member is in place, may lead out of it) → :mod:`setup_agent.manifest`
 (``read_manifest`` → ``spec_from_manifest``).
 """
 
@@ -21,15 +22,19 @@ from urllib.request import url2pathname
 import anyio
 import httpx
 from .errors import BundleInvalid
-from .manifest import read_manifest
+from .manifest import MAX_MANIFEST_BYTES, Manifest, parse_manifest, read_manifest
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_UNPACKED", "fetch_bundle", "file_sha256", "unpack_bundle"]
+__all__ = [
+    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_UNPACKED", "bundle_manifest", "fetch_bundle", "file_sha256", "unpack_bundle",
+]
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_MAX_UNPACKED = 1024 * 1024 * 1024
 _CHUNK = 64 * 1024
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _SHA = re.compile(r"^[0-9a-f]{64}$")
+#: Pseudo-filesystems a ``file://`` bundle is never read from (``/proc/self/environ`` …).
+_FORBIDDEN_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
 # --- download -------------------------------------------------------------------------
@@ -55,16 +60,34 @@ def _too_big(url: str, max_bytes: int) -> BundleInvalid:
     return BundleInvalid(f"The bundle from {url} is larger than the {max_bytes}-byte limit.")
 
 
-async def _chunks(url: str, http: httpx.AsyncClient | None, max_bytes: int) -> AsyncIterator[bytes]:
+def _local_source(url: str) -> Path:
+    """The path a ``file://`` URL names, refused under /proc, /sys and /dev (links followed)."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise BundleInvalid(f"file:// bundle URLs must name a local path, not {url}.")
+    src = Path(url2pathname(parts.path))
+    for path in (Path(os.path.abspath(src)), Path(os.path.realpath(src))):
+        if any(path == root or path.is_relative_to(root) for root in _FORBIDDEN_ROOTS):
+            raise BundleInvalid("file:// bundles are never read from /proc, /sys or /dev.")
+    return src
+
+
+async def _chunks(
+    url: str, http: httpx.AsyncClient | None, max_bytes: int, allow_file: bool
+) -> AsyncIterator[bytes]:
     """The bundle's bytes, from a local file (read in a worker thread) or over HTTP."""
     parts = urlsplit(url)
     if parts.scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise BundleInvalid(f"file:// bundle URLs must name a local path, not {url}.")
-        src = Path(url2pathname(parts.path))
-        if not src.is_file():
-            raise BundleInvalid(f"No bundle file at {src}.")
-        with open(src, "rb") as fh:
+        if not allow_file:
+            raise BundleInvalid("file:// bundles are accepted only from the local catalog, not from a remote registry.")
+        src = _local_source(url)
+        try:
+            fh = open(src, "rb")  # noqa: SIM115 - closed below
+        except OSError:
+            raise BundleInvalid(f"No bundle file at {src}.") from None
+        with fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise BundleInvalid(f"No bundle file at {src}.")
             while chunk := await anyio.to_thread.run_sync(fh.read, _CHUNK):
                 yield chunk
         return
@@ -94,10 +117,13 @@ async def fetch_bundle(
     *,
     http: httpx.AsyncClient | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    allow_file: bool = False,
 ) -> Path:
     """Download (or copy, for ``file://``) a bundle to ``dest/bundle.mcpb`` and verify it.
 
-    ``https://`` anywhere, ``http://`` only on loopback, redirects followed. A SHA-256
+    ``https://`` anywhere, ``http://`` only on loopback, redirects followed. ``file://``
+    only with ``allow_file`` (the caller passes it for the local catalog alone), and never a
+    path under /proc, /sys or /dev, nor anything but a regular file. A SHA-256
     mismatch or a bundle over ``max_bytes`` raises :class:`BundleInvalid` and leaves no file
     behind. With ``expected_sha256=None`` nothing is verified: pin it with :func:`file_sha256`.
     """
@@ -110,7 +136,7 @@ async def fetch_bundle(
     digest, size = hashlib.sha256(), 0
     try:
         with open(part, "wb") as out:
-            async with aclosing(_chunks(url, http, max_bytes)) as chunks:
+            async with aclosing(_chunks(url, http, max_bytes, allow_file)) as chunks:
                 async for chunk in chunks:
                     size += len(chunk)
                     if size > max_bytes:
@@ -202,8 +228,40 @@ def unpack_bundle(archive: Path, target_dir: Path, *, max_bytes: int = DEFAULT_M
                 budget -= _extract(zf, info, root, budget)
             except (OSError, zipfile.BadZipFile, EOFError) as exc:
                 raise BundleInvalid(f"Could not unpack the bundle member '{info.filename}': {exc}.") from exc
+    _check_links(root)
     _make_entry_executable(root)
     return target_dir
+
+
+def _check_links(root: Path) -> None:
+    """Every symlink of the unpacked tree, followed all the way, must stay inside ``root``.
+
+    Checking each link as it is written is not enough: ``b -> a/..`` is harmless until a
+    later member makes ``a -> .``, and then ``b`` names the parent of the bundle.
+    """
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if path.is_symlink() and not _inside(Path(os.path.realpath(path)), root):
+                member = path.relative_to(root).as_posix()
+                raise BundleInvalid(f"The bundle member '{member}' is a symlink pointing outside the bundle.")
+
+
+def bundle_manifest(archive: Path) -> Manifest:
+    """The manifest of a fetched bundle, read from the zip without unpacking anything."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            try:
+                info = zf.getinfo("manifest.json")
+            except KeyError:
+                raise BundleInvalid("The bundle has no manifest.json at its top level.") from None
+            if info.file_size > MAX_MANIFEST_BYTES:
+                raise BundleInvalid(f"The bundle's manifest.json is larger than the {MAX_MANIFEST_BYTES}-byte limit.")
+            with zf.open(info) as fh:
+                raw = fh.read(MAX_MANIFEST_BYTES + 1)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise BundleInvalid("The bundle is not a valid zip archive.") from exc
+    return parse_manifest(raw)
 
 
 def _make_entry_executable(root: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from .connector import list_all_tools, open_client, tool_dicts
 from .errors import NotFound, SetupError, translate
 from .launch import LaunchSpec, materialize
+from .procs import ProcessLedger
 from .redact import Redactor
 from .store import InstalledServer, Store
 from .transport import ProcessWatch
@@ -72,8 +73,10 @@ class ConnectionManager:
         backoff: Sequence[float] = (1.0, 2.0, 5.0, 15.0, 60.0),
         connect_timeout: float = 60.0,
         on_status: Callable[[ServerStatus], None] | None = None,
+        ledger: ProcessLedger | None = None,
     ) -> None:
         self.store = store
+        self.ledger = ledger  # records each server's process group (crash safety)
         self.redactor = redactor
         self.install_root = install_root
         self.host_env = host_env
@@ -318,7 +321,7 @@ class ConnectionManager:
                         dirname=str(self.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
                         cwd=str(install_dir),
                     )
-                    cm = open_client(resolved, process_watch=pwatch, host_env=self.host_env)
+                    cm = open_client(resolved, process_watch=pwatch, host_env=self.host_env, ledger=self.ledger)
                     async with asyncio.timeout(self.connect_timeout):
                         client = await cm.__aenter__()
                 try:

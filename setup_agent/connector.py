@@ -21,6 +21,7 @@ from mcp_types import Implementation
 
 from .errors import CommandNotFound, RuntimeMissing
 from .launch import ResolvedLaunch
+from .procs import ProcessLedger
 from .transport import ProcessWatch, minimal_environment, stdio_transport
 
 __all__ = ["HttpWatch", "RUNTIME_HINTS", "check_command", "list_all_tools", "open_client", "tool_dicts"]
@@ -80,6 +81,7 @@ async def open_client(
     host_env: Mapping[str, str] | None = None,
     grace: float = 0.5,
     http_timeout: float = 30.0,
+    ledger: ProcessLedger | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down."""
     if resolved.transport == "stdio":
@@ -87,7 +89,7 @@ async def open_client(
         env = minimal_environment(resolved.env, host_env=host_env)
         command = check_command(resolved.command, env)
         transport: Any = stdio_transport(
-            command, resolved.args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace
+            command, resolved.args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace, ledger=ledger
         )
     else:
         assert resolved.url

@@ -23,7 +23,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     ├── PackageError
     │   ├── NoRunnablePackage           no_runnable_package
     │   ├── PackageNotFound             package_not_found
-    │   └── BundleInvalid               bundle_invalid
+    │   ├── BundleInvalid               bundle_invalid
+    │   └── ArgvSecret                  argv_secret
     ├── ProbeError
     │   ├── CommandNotFound             command_not_found
     │   ├── RuntimeMissing              runtime_missing
@@ -51,6 +52,7 @@ from typing import Any
 
 __all__ = [
     "AlreadyInstalled",
+    "ArgvSecret",
     "BundleInvalid",
     "CommandNotFound",
     "InvalidInput",
@@ -178,6 +180,13 @@ class PackageNotFound(PackageError):
 
 class BundleInvalid(PackageError):
     code = "bundle_invalid"
+
+
+class ArgvSecret(PackageError):
+    """The launch would put a secret on the command line (visible in ``ps``) and it cannot be
+    moved out: refused unless the user consented to exactly that (``details["keys"]``)."""
+
+    code = "argv_secret"
 
 
 class ProbeError(SetupError):

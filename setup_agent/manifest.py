@@ -25,7 +25,9 @@ from .launch import LaunchSpec, template_keys
 
 __all__ = [
     "Manifest", "ManifestServer", "McpConfig", "McpConfigOverride", "UserConfigOption",
-    "read_manifest", "required_keys_from_manifest", "spec_from_manifest",
+    "ARGV_ENV_PREFIX", "MAX_MANIFEST_BYTES", "MAX_MANIFEST_DEPTH", "argv_secret_keys", "move_argv_secrets",
+    "parse_manifest", "read_manifest", "required_keys_from_manifest",
+    "spec_from_manifest",
 ]
 
 
@@ -75,15 +77,44 @@ class Manifest(_M):
     user_config: dict[str, UserConfigOption] = Field(default_factory=dict)
 
 
-def read_manifest(dir: Path) -> Manifest:
-    """Parse ``dir/manifest.json``; a missing or invalid one raises BundleInvalid."""
-    path = dir / "manifest.json"
-    if not path.is_file():
-        raise BundleInvalid("The bundle has no manifest.json at its top level.")
+#: A manifest is a small file: anything larger, or nested deeper, is refused before parsing.
+MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_MANIFEST_DEPTH = 64
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of ``[`` / ``{`` in JSON text (strings skipped), without recursion."""
+    depth = deepest = 0
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok in ("[", "{"):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_MANIFEST_DEPTH:
+                    break
+        elif tok in ("]", "}"):
+            depth -= 1
+    return deepest
+
+
+def parse_manifest(raw: bytes) -> Manifest:
+    """Parse the bytes of a ``manifest.json``; too large, too deep or invalid raises BundleInvalid."""
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise BundleInvalid(f"The bundle's manifest.json is larger than the {MAX_MANIFEST_BYTES}-byte limit.")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleInvalid("The bundle's manifest.json is not UTF-8 text.") from exc
+    if _depth(text) > MAX_MANIFEST_DEPTH:
+        raise BundleInvalid(f"The bundle's manifest.json is nested deeper than {MAX_MANIFEST_DEPTH} levels.")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise BundleInvalid(f"The bundle's manifest.json is not valid JSON ({exc}).") from exc
+    except RecursionError as exc:  # belt and braces: _depth already refused deep nesting
+        raise BundleInvalid("The bundle's manifest.json is nested too deeply.") from exc
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
@@ -91,6 +122,16 @@ def read_manifest(dir: Path) -> Manifest:
             f"{'.'.join(str(p) for p in err['loc']) or 'manifest'}: {err['msg']}" for err in exc.errors()[:3]
         )
         raise BundleInvalid(f"The bundle's manifest.json is invalid: {problems}.") from exc
+
+
+def read_manifest(dir: Path) -> Manifest:
+    """Parse ``dir/manifest.json``; a missing, oversized, too deep or invalid one raises BundleInvalid."""
+    path = dir / "manifest.json"
+    if not path.is_file():
+        raise BundleInvalid("The bundle has no manifest.json at its top level.")
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_MANIFEST_BYTES + 1)
+    return parse_manifest(raw)
 
 
 # --- spec -----------------------------------------------------------------------------
@@ -242,3 +283,58 @@ def required_keys_from_manifest(
         if not mine.description:
             mine.description = key.description
     return list(merged.values())
+
+
+# --- secrets on the command line --------------------------------------------------------------
+#
+# The rule: a secret must not be in a server's argv, where every local user sees it (``ps``,
+# ``/proc/<pid>/cmdline``). Where the runner allows, the launch moves it out; where it cannot,
+# the prepared launch lists the keys (``argv_secret_keys``) and the install is refused with
+# ``argv_secret`` unless the user consented to that warning.
+#
+# Moved: an MCPB ``python``/``python3`` server started as ``python3 <script> ARGS``. It runs as
+# ``python3 -c <bootstrap> <script> ARGS`` where each argument holding a secret is replaced by
+# ``*`` and travels in ``MCP_SETUP_ARGV_<i>`` (the environment, readable by its owner only);
+# the bootstrap puts it back into ``sys.argv`` in memory, drops the variable and runs the
+# script as ``__main__``. (``docker`` already gets secrets as ``-e NAME``, see packages.py.)
+# Not moved: every other runner (node, uv, binaries, npx, uvx …).
+
+ARGV_ENV_PREFIX = "MCP_SETUP_ARGV_"
+_PYTHON_BOOTSTRAP = (
+    "import os,runpy,sys\n"
+    "a=sys.argv[1:]\n"
+    "for i in range(len(a)):\n"
+    " a[i]=os.environ.pop('" + ARGV_ENV_PREFIX + "%d'%i,a[i])\n"
+    "sys.argv=a\n"
+    "sys.path[0]=os.path.dirname(os.path.abspath(a[0]))\n"
+    "runpy.run_path(a[0],run_name='__main__')\n"
+)
+_PYTHONS = {"python", "python3"}
+
+
+def argv_secret_keys(spec: LaunchSpec, secret_keys: Collection[str]) -> list[str]:
+    """The secret keys the spec would put on the command line (its command or args)."""
+    found: set[str] = set()
+    for text in [spec.command or "", *spec.args]:
+        found |= template_keys(text)
+    return sorted(found & set(secret_keys))
+
+
+def move_argv_secrets(spec: LaunchSpec, secret_keys: Collection[str]) -> LaunchSpec:
+    """The spec with its argv secrets moved into the environment, where the runner allows
+    (the rule above); otherwise the spec unchanged."""
+    secret = set(secret_keys)
+    if not argv_secret_keys(spec, secret):
+        return spec
+    if spec.package_type != "mcpb" or (spec.command or "") not in _PYTHONS or not spec.args:
+        return spec
+    script, *rest = spec.args
+    if script.startswith("-") or template_keys(script) & secret:
+        return spec  # an interpreter option or a secret script path: leave it to the user's consent
+    args, env = ["-c", _PYTHON_BOOTSTRAP, script], dict(spec.env)
+    for i, arg in enumerate(rest, start=1):
+        if template_keys(arg) & secret:
+            env[f"{ARGV_ENV_PREFIX}{i}"] = arg
+            arg = "*"
+        args.append(arg)
+    return spec.model_copy(update={"args": args, "env": env})

@@ -6,6 +6,10 @@
 (process group, then the scratch dir) runs in the background: it never holds up the answer,
 and ``drain()`` waits for it, so nothing is left behind. Every string that leaves passes
 the redactor.
+
+Scratch dirs are named for their owner (``mcp-setup-<kind>-<pid>.<start>-<random>``, see
+:func:`make_scratch_dir`), so that :func:`sweep_scratch` at start-up removes those of a
+process that died mid-probe and never one of a live process.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,10 +41,11 @@ from .errors import (
     translate,
 )
 from .launch import LaunchSpec, materialize
+from .procs import Owner, ProcessLedger
 from .redact import Redactor
 from .transport import ProcessWatch
 
-__all__ = ["ProbeResult", "Prober", "StageHook", "tools_hash"]
+__all__ = ["ProbeResult", "Prober", "StageHook", "make_scratch_dir", "sweep_scratch", "tools_hash"]
 
 #: Called as ``await hook(stage, status)``: ("starting", "started"), ("handshake", "done").
 StageHook = Callable[[str, str], Awaitable[None]]
@@ -69,6 +75,39 @@ def tools_hash(tools: list[dict[str, Any]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+_SCRATCH_PREFIX = "mcp-setup-"
+_SCRATCH_OWNER = re.compile(r"^mcp-setup-[a-z]+-(\d+\.\d+)-")
+
+
+def make_scratch_dir(root: Path | None, kind: str) -> Path:
+    """A fresh scratch dir under ``root`` whose name carries its owner (pid and start time)."""
+    owner = Owner.current()
+    tag = f"{owner.tag}-" if owner is not None else ""
+    return Path(tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{kind}-{tag}", dir=root))
+
+
+def sweep_scratch(root: Path) -> list[Path]:
+    """Remove the scratch dirs under ``root`` whose owner is dead (or unknown); keep live ones."""
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    for path in sorted(root.iterdir()):
+        if not path.name.startswith(_SCRATCH_PREFIX):
+            continue
+        m = _SCRATCH_OWNER.match(path.name)
+        owner = Owner.parse(m.group(1)) if m else None
+        if owner is not None and owner.alive():
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    if removed:
+        logger.info("removed %d scratch dir(s) left by a process that is gone", len(removed))
+    return removed
+
+
 class Prober:
     """Runs test-connects. ``scratch_root`` holds the per-probe workspaces."""
 
@@ -79,9 +118,11 @@ class Prober:
         scratch_root: Path | None = None,
         timeout: float = 60.0,
         host_env: Mapping[str, str] | None = None,
+        ledger: ProcessLedger | None = None,
     ) -> None:
         self.redactor = redactor
         self.scratch_root = scratch_root
+        self.ledger = ledger
         self.timeout = timeout
         self.host_env = host_env
         self._teardowns: set[asyncio.Task[None]] = set()
@@ -121,7 +162,7 @@ class Prober:
         mode: Literal["auto", "legacy"],
         on_stage: StageHook | None = None,
     ) -> ProbeResult:
-        scratch = Path(tempfile.mkdtemp(prefix="mcp-setup-probe-", dir=self.scratch_root))
+        scratch = make_scratch_dir(self.scratch_root, "probe")
         try:
             resolved = materialize(spec, values, dirname=dirname, cwd=str(scratch))
         except BaseException:
@@ -142,7 +183,8 @@ class Prober:
             try:
                 await stage("starting", "started")
                 async with open_client(
-                    resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env
+                    resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
+                    ledger=self.ledger,
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)

@@ -12,7 +12,6 @@ import asyncio
 import logging
 import secrets as _random
 import shutil
-import tempfile
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,13 +21,20 @@ from typing import Any
 from registry_clients.hub import RegistryHub
 from registry_clients.models import Detail, PackageOption, RequiredKey
 
-from .bundle import fetch_bundle, unpack_bundle
+from .bundle import bundle_manifest, fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
-from .errors import AlreadyInstalled, InvalidInput, SecretNotAllowed, SetupError, translate
+from .errors import AlreadyInstalled, ArgvSecret, InvalidInput, SecretNotAllowed, SetupError, translate
 from .launch import LaunchSpec
-from .manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
+from .manifest import (
+    argv_secret_keys,
+    move_argv_secrets,
+    read_manifest,
+    required_keys_from_manifest,
+    spec_from_manifest,
+)
 from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages
-from .probe import ProbeResult, Prober
+from .probe import ProbeResult, Prober, make_scratch_dir
+from .procs import claim_dir
 from .prompts import PendingPrompt, PromptBroker
 from .redact import Redactor
 from .secrets import SecretRefStore
@@ -58,6 +64,9 @@ class CallContext:
     present_prompt: Presenter | None = None
     on_progress: ProgressHook | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The user consented (out of band, never through the agent) to a launch that puts a
+    #: secret on the command line; without it such a launch is refused with ``argv_secret``.
+    allow_argv_secret: bool = False
 
 
 class _Progress:
@@ -94,6 +103,18 @@ class _Prepared:
     keys: list[RequiredKey]
     values: dict[str, str]
     bundle_dir: Path | None
+    #: Secret keys the launch still puts on the command line (visible in ``ps``): the warning
+    #: a consent step shows; empty when none, or when they were moved into the environment.
+    argv_secret_keys: list[str] = field(default_factory=list)
+
+    def refuse_argv_secrets(self, ctx: CallContext) -> None:
+        if self.argv_secret_keys and not ctx.allow_argv_secret:
+            keys = ", ".join(self.argv_secret_keys)
+            raise ArgvSecret(
+                f"This server takes {keys} on its command line, where other local users can see it, and "
+                "it cannot be moved into the environment. It runs only if the user consents to that.",
+                details={"keys": list(self.argv_secret_keys)},
+            )
 
 
 class SetupService:
@@ -184,11 +205,43 @@ class SetupService:
         name = _req_str(args, "qualified_name")
         detail = await self._detail(name, _opt_str(args, "source"))
         keys = detail.required_keys()
-        return {
+        out: dict[str, Any] = {
             "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
             "required_env_keys": [k.public() for k in keys],
             "packages": describe_packages(detail.packages, which=self.which),
         }
+        warnings = await self._bundle_warnings(detail)
+        if warnings:
+            out["warnings"] = warnings
+        return out
+
+    async def _bundle_warnings(self, detail: Detail) -> list[dict[str, Any]]:
+        """For each MCPB package: does its manifest put a secret on the command line?"""
+        warnings: list[dict[str, Any]] = []
+        for package in (p for p in detail.packages if p.type == "mcpb"):
+            workdir = make_scratch_dir(self.scratch_root, "get")
+            try:
+                archive = await fetch_bundle(
+                    package.identifier, package.file_sha256, workdir, http=self.http,
+                    allow_file=detail.source == "local",
+                )
+                manifest = await asyncio.to_thread(bundle_manifest, archive)
+                keys = required_keys_from_manifest(manifest, list(package.required_keys), home=self.user_home)
+                secret = {k.name for k in keys if k.secret}
+                spec = spec_from_manifest(manifest, build_spec(package), home=self.user_home)
+                in_argv = argv_secret_keys(move_argv_secrets(spec, secret), secret)
+            except SetupError as exc:
+                warnings.append({"code": exc.code, "package": package.id, "message": exc.message})
+                continue
+            finally:
+                await asyncio.to_thread(shutil.rmtree, workdir, True)
+            if in_argv:
+                warnings.append({
+                    "code": "argv_secret", "package": package.id, "keys": in_argv,
+                    "message": f"This bundle puts {', '.join(in_argv)} on its command line, where other local "
+                    "users can see it; it can be installed only if the user consents to that.",
+                })
+        return warnings
 
     async def request_secret(self, args: dict, ctx: CallContext) -> dict:
         key_name = _req_str(args, "key_name")
@@ -203,9 +256,10 @@ class SetupService:
 
     async def test_connection(self, args: dict, ctx: CallContext) -> dict:
         progress = _Progress(ctx, self.redactor, "mcp_setup_test_connection", args.get("qualified_name"))
-        workdir = Path(tempfile.mkdtemp(prefix="mcp-setup-test-", dir=self.scratch_root))
+        workdir = make_scratch_dir(self.scratch_root, "test")
         try:
             prepared = await self._prepare(args, workdir, progress)
+            prepared.refuse_argv_secrets(ctx)
             result = await self._probe(prepared, progress)
         except BaseException as exc:
             await progress.failed(exc)
@@ -247,7 +301,9 @@ class SetupService:
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
             try:
+                await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
                 prepared = await self._prepare(args, install_dir, progress)
+                prepared.refuse_argv_secrets(ctx)
                 result = await self._probe(prepared, progress)
                 await progress("installing", "started")
                 secret_keys = {k.name for k in prepared.keys if k.secret}
@@ -348,7 +404,9 @@ class SetupService:
         if package.type == "mcpb":
             await progress("downloading", "started")
             await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-            archive = await fetch_bundle(package.identifier, package.file_sha256, workdir, http=self.http)
+            archive = await fetch_bundle(
+                package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
+            )
             bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
             await asyncio.to_thread(archive.unlink)
             manifest = await asyncio.to_thread(read_manifest, bundle_dir)
@@ -360,7 +418,9 @@ class SetupService:
         spec = build_spec(package, omit=omit)
         if manifest is not None:
             spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
-        return _Prepared(detail, package, spec, keys, values, bundle_dir)
+        secret = {k.name for k in keys if k.secret}
+        spec = move_argv_secrets(spec, secret)
+        return _Prepared(detail, package, spec, keys, values, bundle_dir, argv_secret_keys(spec, secret))
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}

@@ -7,7 +7,9 @@ Compared with ``mcp.client.stdio.stdio_client`` it:
   group, so a server that exits on EOF but leaves a grandchild leaves nothing behind;
 - keeps a bounded in-memory tail of stderr (never a file: stderr may echo a secret) and
   counts stdout lines that are not JSON-RPC, for the probe's error report;
-- lets the caller pick the teardown grace.
+- lets the caller pick the teardown grace;
+- records the process group in a :class:`~setup_agent.procs.ProcessLedger` when given one
+  (the entry is dropped once the group is gone), so a crash of ours cannot orphan it.
 
 The transport is an async context manager yielding the SDK's ``(read, write)`` streams, so
 ``mcp.Client(transport)`` drives it like any other.
@@ -30,6 +32,8 @@ import mcp_types as types
 from anyio.abc import Process
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
+
+from .procs import ProcessLedger
 
 __all__ = ["ProcessWatch", "minimal_environment", "stdio_transport"]
 
@@ -142,9 +146,11 @@ async def stdio_transport(
     watch: ProcessWatch | None = None,
     grace: float = 0.5,
     term_grace: float = 0.5,
+    ledger: ProcessLedger | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """Spawn ``command`` with exactly ``env`` and speak newline-delimited JSON-RPC to it.
 
+    With a ``ledger``, the process group is recorded while it lives (see :mod:`setup_agent.procs`).
     Raises ``FileNotFoundError`` / ``PermissionError`` when the command cannot start.
     """
     watch = watch if watch is not None else ProcessWatch()
@@ -155,6 +161,7 @@ async def stdio_transport(
         start_new_session=True,
     )
     watch.pid = process.pid
+    entry = ledger.record(process.pid) if ledger is not None and sys.platform != "win32" else None
 
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
@@ -208,6 +215,8 @@ async def stdio_transport(
                 read_stream.close()
                 write_stream.close()
                 await _stop(process, watch, grace, term_grace)
+                if ledger is not None and not _group_alive(process.pid):
+                    ledger.forget(entry)
                 for stream in (process.stdout, process.stderr):
                     if stream is not None:
                         with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):

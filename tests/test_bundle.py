@@ -73,7 +73,7 @@ def _mcpb_base(url: str, sha: str | None = None, env: dict[str, str] | None = No
 async def test_fetch_bundle_from_a_file_url_verifies_its_sha256(tmp_path):
     archive = _bundle(tmp_path, _manifest())
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-    got = await fetch_bundle(archive.as_uri(), sha.upper(), tmp_path / "dl")
+    got = await fetch_bundle(archive.as_uri(), sha.upper(), tmp_path / "dl", allow_file=True)
     assert got == tmp_path / "dl" / "bundle.mcpb"
     assert got.read_bytes() == archive.read_bytes() and file_sha256(got) == sha
 
@@ -84,7 +84,7 @@ async def test_fetch_bundle_refuses_a_sha256_mismatch_and_leaves_no_file(tmp_pat
     actual = hashlib.sha256(archive.read_bytes()).hexdigest()
     wrong = "0" * 64
     with pytest.raises(BundleInvalid) as err:
-        await fetch_bundle(archive.as_uri(), wrong, tmp_path / "dl")
+        await fetch_bundle(archive.as_uri(), wrong, tmp_path / "dl", allow_file=True)
     assert f"expected {wrong}, got {actual}" in err.value.message
     assert list((tmp_path / "dl").iterdir()) == []
 
@@ -93,7 +93,7 @@ async def test_fetch_bundle_refuses_a_sha256_mismatch_and_leaves_no_file(tmp_pat
 async def test_fetch_bundle_refuses_a_bundle_over_the_size_limit(tmp_path):
     archive = _bundle(tmp_path, _manifest(), **{"server/big.bin": os.urandom(4096)})
     with pytest.raises(BundleInvalid, match="limit"):
-        await fetch_bundle(archive.as_uri(), None, tmp_path / "dl", max_bytes=1024)
+        await fetch_bundle(archive.as_uri(), None, tmp_path / "dl", max_bytes=1024, allow_file=True)
     assert list((tmp_path / "dl").iterdir()) == []
 
 
@@ -310,7 +310,7 @@ async def test_fetched_bundle_runs_with_its_manifest_config_end_to_end(tmp_path)
     archive = _bundle(tmp_path, manifest, **{"server/main.py": script})
     sha = file_sha256(archive)
     base = _mcpb_base(archive.as_uri(), sha)
-    got = await fetch_bundle(base.identifier, base.file_sha256, tmp_path / "dl")
+    got = await fetch_bundle(base.identifier, base.file_sha256, tmp_path / "dl", allow_file=True)
     install = unpack_bundle(got, tmp_path / "install")
     spec = spec_from_manifest(read_manifest(install), base, home=tmp_path)
     run = materialize(spec, {"api_key": CANARY, "name": "two words"}, dirname=str(install))

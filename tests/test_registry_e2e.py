@@ -6,8 +6,12 @@ A remote streamable-HTTP server with a secret header, an MCPB bundle, and a real
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -24,6 +28,32 @@ pytestmark = pytest.mark.anyio
 
 SCHEMA = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
 EVERYTHING_VERSION = "2026.8.31"
+
+
+@contextmanager
+def serve_file(path: Path) -> Iterator[str]:
+    """``path`` over HTTP on loopback (a remote registry may not name a file:// bundle)."""
+    body = path.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/{path.name}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def remote_entry(url: str) -> dict:
@@ -73,8 +103,8 @@ async def test_a_remote_server_with_a_secret_header_and_an_mcpb_bundle_install_f
     tmp_path: Path, canary: str
 ) -> None:
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
-    mcpb = stub_server_json(bundle.resolve().as_uri(), sha, name="io.github.mcp-setup/bundle-stub")
-    with serve_http_stub(expected_sha256=sha256_hex(f"Bearer {canary}")) as url:
+    with serve_file(bundle) as bundle_url, serve_http_stub(expected_sha256=sha256_hex(f"Bearer {canary}")) as url:
+        mcpb = stub_server_json(bundle_url, sha, name="io.github.mcp-setup/bundle-stub")
         with FakeOfficialRegistry([remote_entry(url), mcpb]) as registry:
             env = face_env(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url)
             recorder = Recorder()
