@@ -24,6 +24,7 @@ from registry_clients.models import Detail, PackageOption, RequiredKey
 
 from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
+from .consent import ConsentBroker, ConsentPresenter, build_consent_request, obtain_consent
 from .errors import AlreadyInstalled, InvalidInput, SecretNotAllowed, SetupError, translate
 from .launch import LaunchSpec
 from .manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
@@ -58,6 +59,8 @@ class CallContext:
     present_prompt: Presenter | None = None
     on_progress: ProgressHook | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: How this face asks the user to approve a launch (see setup_agent/consent.py).
+    present_consent: ConsentPresenter | None = None
 
 
 class _Progress:
@@ -112,6 +115,7 @@ class SetupService:
         http: Any = None,
         scratch_root: Path | None = None,
         user_home: Path | None = None,
+        consents: ConsentBroker | None = None,
     ) -> None:
         self.refs = refs
         self.redactor = redactor
@@ -125,6 +129,7 @@ class SetupService:
         self.http = http
         self.scratch_root = scratch_root
         self.user_home = user_home
+        self.consents = consents  # None: no consent step (a core used without a face)
         # One lock per server name: two installs of the same name never race, and a server
         # that hangs in its test holds up no other install.
         self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -206,6 +211,7 @@ class SetupService:
         workdir = Path(tempfile.mkdtemp(prefix="mcp-setup-test-", dir=self.scratch_root))
         try:
             prepared = await self._prepare(args, workdir, progress)
+            await self._consent(prepared, ctx, "test")
             result = await self._probe(prepared, progress)
         except BaseException as exc:
             await progress.failed(exc)
@@ -248,6 +254,7 @@ class SetupService:
             install_dir = self.connections.install_dir(server_id)
             try:
                 prepared = await self._prepare(args, install_dir, progress)
+                await self._consent(prepared, ctx, "install")
                 result = await self._probe(prepared, progress)
                 await progress("installing", "started")
                 secret_keys = {k.name for k in prepared.keys if k.secret}
@@ -374,6 +381,21 @@ class SetupService:
         values.update(env)
         values.update({k: v.reveal() for k, v in resolved.items()})
         return values
+
+    async def _consent(self, prepared: _Prepared, ctx: CallContext, action: str) -> None:
+        """The user's out-of-band approval; their destination settings replace the agent's."""
+        request = build_consent_request(
+            server=prepared.detail.qualified_name,
+            version=prepared.package.version or prepared.detail.version,
+            spec=prepared.spec,
+            keys=prepared.keys,
+            values=prepared.values,
+            action=action,
+            warnings=getattr(prepared, "warnings", ()),
+        )
+        decision = await obtain_consent(self.consents, request, ctx.present_consent)
+        if decision is not None:
+            prepared.values.update(decision.settings)
 
     async def _probe(self, prepared: _Prepared, progress: _Progress) -> ProbeResult:
         result = await self.prober.probe(
