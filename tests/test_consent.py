@@ -75,12 +75,8 @@ class Listener:
             writer.close()
 
         self.server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        self.host = "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
         return self
-
-    @property
-    def host(self) -> str:
-        assert self.server is not None
-        return "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.server is not None
