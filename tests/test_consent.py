@@ -20,7 +20,7 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from registry_clients.models import RequiredKey
 from setup_agent.consent import ConsentBroker, ConsentWarning, build_consent_request
-from setup_agent.errors import ConsentRequired, InvalidInput
+from setup_agent.errors import InvalidInput
 from setup_agent.launch import LaunchSpec
 from setup_agent.service import CallContext
 from tests.processes import processes_mentioning
@@ -273,4 +273,15 @@ async def test_a_face_without_a_channel_gets_consent_required_with_its_url(world
                         qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
     details = result["error"]["details"]
     assert details["url"].endswith(f"/consents/{details['prompt_id']}?t=x")
-    assert isinstance(ConsentRequired("x"), Exception)
+
+
+def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are_not() -> None:
+    spec = LaunchSpec(command="npx", args=["-y", "jira-mcp@1.2.3"], runner="npx", package_type="npm",
+                      identifier="jira-mcp", version="1.2.3",
+                      env={"JIRA_URL": "${JIRA_URL}", "REGION": "${REGION}", "JIRA_TOKEN": "${JIRA_TOKEN}"})
+    keys = [RequiredKey(name="JIRA_URL"), RequiredKey(name="REGION"), RequiredKey(name="JIRA_TOKEN", secret=True)]
+    request = build_consent_request(server="s", version="1.2.3", spec=spec, keys=keys,
+                                    values={"JIRA_URL": "https://evil.example", "REGION": "eu"})
+    assert [(d.name, d.suggested) for d in request.destinations] == [("JIRA_URL", "https://evil.example")]
+    assert request.command_line == ["npx", "-y", "jira-mcp@1.2.3"]
+    assert "JIRA_URL" in request.secrets[0].destination  # the process may send it on there
