@@ -19,6 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
+from setup_agent.consent import ConsentBroker
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober, sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs
@@ -77,6 +78,7 @@ class Runtime:
     connections: ConnectionManager
     service: SetupService
     http: httpx.AsyncClient
+    consents: ConsentBroker | None = None
 
     async def start(self) -> None:
         """Connect every installed, enabled server (concurrently)."""
@@ -125,6 +127,7 @@ def build_runtime(
     refs.add_listener(redactor.invalidate)
     redactor.add_source(refs.live_values)
     broker = PromptBroker(refs)
+    consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent)
     http = httpx.AsyncClient(timeout=settings.registry_timeout_seconds, follow_redirects=True)
     api_key = settings.smithery_api_key.get_secret_value() if settings.smithery_api_key else None
     api_key = api_key or keyring_secret(
@@ -171,5 +174,8 @@ def build_runtime(
         http=http,
         scratch_root=scratch,
         user_home=Path.home(),
+        consents=consents,
     )
-    return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http)
+    return Runtime(
+        settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, consents=consents
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -33,6 +34,9 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     port: int = Field(default=8765, ge=0, le=65535)
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
+    consent: Literal["ask", "never-ask"] = Field(
+        default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
+    )
 
     @property
     def catalog_path(self) -> Path:
