@@ -7,6 +7,7 @@ the core is wired in one place (``app.runtime``). Faces depend on the core, neve
 __all__ = [
     "agent_runs",
     "cli",
+    "consent_page",
     "mcp_server",
     "rpc",
     "runtime",
@@ -14,6 +15,7 @@ __all__ = [
     "settings",
     "terminal",
     "web",
+    "web_consents",
     "web_secrets",
     "web_security",
     "ws",

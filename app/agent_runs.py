@@ -10,7 +10,8 @@ its audience (a websocket session id, or ``None`` for every tab), each tagged wi
   (``{action, server, stage, status, code?, message?, tools?, package?, server_id?}``, see
   :class:`setup_agent.service.CallContext`), and the harness's own tool steps as ``progress
   {stage: "agent_step", step: "tool_call" | "tool_result", tool, ok?, code?, turn?}``;
-* secret prompts go through ``announce_prompt`` (the websocket hub shows them).
+* secret prompts go through ``announce_prompt`` and consent requests through
+  ``announce_consent`` (the websocket hub shows them); the run waits for the user's answer.
 
 :class:`AgentRuns` holds the live runs and their open questions. A run keeps its recent events
 so a tab that takes it over (after a reload) can replay them.
@@ -79,6 +80,7 @@ class AgentRun:
         self.log: list[dict[str, Any]] = []
         self.cancelled = False
         self.prompts: set[str] = set()
+        self.consent_ids: set[str] = set()
         self.task: asyncio.Task[dict[str, Any]] | None = None
         self.result: dict[str, Any] | None = None
 
@@ -127,6 +129,19 @@ class AgentRun:
         finally:
             self.prompts.discard(pending.prompt_id)
         return {"status": "answered"}
+
+    async def present_consent(self, pending: Any) -> dict:
+        self._check()
+        self.consent_ids.add(pending.consent_id)
+        self.runs.announce_consent(pending, self.audience, self.id)
+        try:
+            await self.runtime.consents.wait(pending.consent_id, timeout=self.runtime.settings.secret_prompt_timeout_seconds)
+        except TimeoutError:
+            return {"status": "pending"}
+        finally:
+            self.consent_ids.discard(pending.consent_id)
+        self._check()
+        return {}
 
     async def progress(self, event: dict) -> None:
         if not isinstance(event, dict):
@@ -198,6 +213,9 @@ class AgentRun:
         for prompt_id in list(self.prompts):
             with contextlib.suppress(SetupError):
                 self.runtime.broker.cancel(prompt_id, "the setup was cancelled")
+        for consent_id in list(self.consent_ids):
+            with contextlib.suppress(SetupError):
+                self.runtime.consents.deny(consent_id, "the setup was cancelled")
 
     def cancel(self) -> None:
         """The user pressed Cancel: close the open question and prompts; stop the task if it lingers."""
@@ -212,10 +230,13 @@ class AgentRun:
 class AgentRuns:
     """The live agent runs of one web face and their open questions."""
 
-    def __init__(self, runtime: Any, *, emit: Emit, announce_prompt: Announce) -> None:
+    def __init__(
+        self, runtime: Any, *, emit: Emit, announce_prompt: Announce, announce_consent: Announce | None = None
+    ) -> None:
         self.runtime = runtime
         self.emit = emit
         self.announce_prompt = announce_prompt
+        self.announce_consent = announce_consent or (lambda pending, audience, run_id: None)
         self.runs: dict[str, AgentRun] = {}
         self.questions: dict[str, _Question] = {}
         self.closing = False

@@ -161,7 +161,9 @@ class McpFace:
 
         runtime = await self.runtime()
         call_ctx = CallContext(
-            installed_by=self._provenance(ctx), present_prompt=lambda p: self._present(ctx, runtime, p)
+            installed_by=self._provenance(ctx),
+            present_prompt=lambda p: self._present(ctx, runtime, p),
+            present_consent=lambda p: self._present_consent(ctx, runtime, p),
         )
         result = await runtime.service.call(params.name, arguments, call_ctx)
         text = json.dumps(result, ensure_ascii=False)
@@ -194,7 +196,7 @@ class McpFace:
         if self._page is None:
             from .secret_page import SecretPageServer
 
-            page = SecretPageServer(runtime.broker, port=0)
+            page = SecretPageServer(runtime.broker, port=0, consents=runtime.consents)
             page.start()
             self._page = page
         return self._page
@@ -232,6 +234,37 @@ class McpFace:
             ),
         }
 
+    async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any) -> dict[str, Any]:
+        """Ask the user to approve a launch on the one-time page (URL elicitation); never via the agent."""
+        url = self._page_server(runtime).consent_url(pending.consent_id)
+        caps = ctx.session.client_capabilities
+        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+        if elicitation is None or getattr(elicitation, "url", None) is None:
+            # No out-of-band channel: a link handed to the agent would let the agent approve its
+            # own request, so the agent gets none. The page opens in the user's browser instead.
+            _open_in_browser(url)
+            return {"status": "pending"}
+        result = await ctx.session.elicit_url(
+            f"mcp-setup needs your approval to run {pending.request.server}: open the page to see what will run "
+            "and where your secrets go.",
+            url,
+            pending.consent_id,
+            related_request_id=ctx.request_id,
+        )
+        if result.action != "accept":
+            from setup_agent.errors import SetupError
+
+            try:
+                runtime.consents.deny(pending.consent_id, "declined by the user")
+            except SetupError:
+                pass  # already answered on the page
+            return {}
+        try:
+            await runtime.consents.wait(pending.consent_id, timeout=runtime.settings.secret_prompt_timeout_seconds)
+        except TimeoutError:
+            return {"status": "pending"}
+        return {}
+
     # -- resources: the agents' prompt assets -----------------------------------------
     async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
         registry = load_archetypes(AGENTS_DIR)
@@ -265,6 +298,27 @@ class McpFace:
         if self._page is not None:
             self._page.stop()
             self._page = None
+
+
+def _open_in_browser(url: str) -> None:
+    """Open ``url`` in the user's graphical browser, if there is one (never a terminal browser:
+    stdin and stdout are the MCP wire)."""
+    import sys
+    import threading
+    import webbrowser
+
+    if sys.platform not in ("darwin", "win32") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        logger.warning("No out-of-band channel for a consent request: this client has no URL elicitation and "
+                       "there is no graphical browser to open the consent page in")
+        return
+
+    def run() -> None:
+        try:
+            webbrowser.open(url)
+        except Exception as exc:  # noqa: BLE001
+            logger.info("could not open the consent page in a browser (%s)", type(exc).__name__)
+
+    threading.Thread(target=run, daemon=True, name="mcp-setup-consent-browser").start()
 
 
 class _PipeLines:

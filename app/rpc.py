@@ -7,7 +7,11 @@ Methods:
   (the core's, see :mod:`app.ws`) to the browser session named in ``X-MCP-Setup-Session``, else
   to every open tab. A direct ``mcp_setup_request_secret`` does not wait: the prompt opens in
   that session (else every open tab) and the result carries ``{ref, prompt_id, status:
-  "pending", url}`` (``url``: the one-time secret page);
+  "pending", url}`` (``url``: the one-time secret page). A test or install the user has not yet
+  approved fails with ``consent_required`` (``data.details: {prompt_id, url}``): the consent modal
+  opens in that session (else every open tab), ``url`` is the consent page; once the user has
+  approved, call again with the same params. (The caller holds the face's token, so the link
+  gives it nothing it did not have; an agent spawned with ``spawn_subagent`` never sees it.)
 * ``spawn_subagent`` — params ``{archetype_id?: "mcp_setup", goal, driver?}``; result
   ``{status, server_id?, tools?, summary, transcript}``. Its questions and secret prompts go over
   the websocket of the session named in ``X-MCP-Setup-Session`` (else every open tab) and are
@@ -130,10 +134,18 @@ class RpcDispatcher:
     """Answers ``POST /rpc``; talks to browser sessions through ``hub``; ``page_url(prompt_id)``
     is the one-time secret page of a prompt."""
 
-    def __init__(self, runtime: Any, hub: WebHub, *, page_url: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        runtime: Any,
+        hub: WebHub,
+        *,
+        page_url: Callable[[str], str],
+        consent_url: Callable[[str], str] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.hub = hub
         self.page_url = page_url
+        self.consent_url = consent_url
         self.closing = False
         self._inflight: set[asyncio.Task[Any]] = set()
 
@@ -251,6 +263,7 @@ class RpcDispatcher:
             installed_by="ui",
             present_prompt=self._presenter(session_id),
             on_progress=self.hub.progress_to(session_id),
+            present_consent=self._consent_presenter(session_id),
         )
         result = await self.runtime.service.call(name, params, ctx)
         if isinstance(result, dict) and result.get("ok") is False:
@@ -270,6 +283,15 @@ class RpcDispatcher:
                     "works once they have submitted it; the value is never shown to you."
                 ),
             }
+
+        return present
+
+    def _consent_presenter(self, audience: str | None) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+        """A direct test or install: the consent modal opens in the tab, the call does not wait."""
+
+        async def present(pending: Any) -> dict[str, Any]:
+            self.hub.announce_consent(pending, audience=audience)
+            return {"status": "pending", "url": self.consent_url(pending.consent_id)} if self.consent_url else {}
 
         return present
 

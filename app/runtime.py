@@ -19,6 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
+from setup_agent.consent import ConsentBroker
 from setup_agent.gateway import Gateway
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober, sweep_scratch
@@ -79,6 +80,7 @@ class Runtime:
     service: SetupService
     http: httpx.AsyncClient
     gateway: Gateway
+    consents: ConsentBroker | None = None
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -130,6 +132,7 @@ def build_runtime(
     refs.add_listener(redactor.invalidate)
     redactor.add_source(refs.live_values)
     broker = PromptBroker(refs)
+    consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent)
     http = httpx.AsyncClient(timeout=settings.registry_timeout_seconds, follow_redirects=True)
     api_key = settings.smithery_api_key.get_secret_value() if settings.smithery_api_key else None
     api_key = api_key or keyring_secret(
@@ -176,6 +179,7 @@ def build_runtime(
         http=http,
         scratch_root=scratch,
         user_home=Path.home(),
+        consents=consents,
     )
     gateway = Gateway(
         store,
@@ -185,4 +189,7 @@ def build_runtime(
         call_timeout=settings.probe_timeout_seconds,
         idle_stop_seconds=settings.idle_stop_seconds,
     )
-    return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway)
+    return Runtime(
+        settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
+        consents=consents,
+    )  # fmt: skip

@@ -31,6 +31,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import uvicorn
@@ -208,7 +209,7 @@ def _token_ok(given: str | None, token: str) -> bool:
     return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
 
 
-async def _read_form(request: Request) -> dict[str, str] | None:
+async def _read_form(request: Request, *, max_fields: int = 10) -> dict[str, str] | None:
     """Parse a small urlencoded body ourselves (bounded; errors never echo it)."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/x-www-form-urlencoded":
@@ -219,7 +220,7 @@ async def _read_form(request: Request) -> dict[str, str] | None:
         if len(body) > _MAX_BODY:
             return None
     try:
-        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=10)
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=max_fields)
     except (UnicodeDecodeError, ValueError):
         return None
     form: dict[str, str] = {}
@@ -228,8 +229,13 @@ async def _read_form(request: Request) -> dict[str, str] | None:
     return form
 
 
-def create_secret_app(broker: PromptBroker, *, token: str, allowed_hosts: HostSource) -> FastAPI:
-    """The secret page app. ``allowed_hosts`` are ``host:port`` strings (or a callable giving them)."""
+def create_secret_app(
+    broker: PromptBroker, *, token: str, allowed_hosts: HostSource, consents: Callable[[], Any] | None = None
+) -> FastAPI:
+    """The secret page app. ``allowed_hosts`` are ``host:port`` strings (or a callable giving them).
+
+    ``consents`` (a callable giving the ConsentBroker) adds the consent page of :mod:`app.consent_page`.
+    """
     if not token:
         raise ValueError("token must be a non-empty string")
 
@@ -297,6 +303,18 @@ def create_secret_app(broker: PromptBroker, *, token: str, allowed_hosts: HostSo
             "return to your assistant.",
         )
 
+    if consents is not None:
+        from .consent_page import add_consent_routes
+
+        add_consent_routes(
+            app,
+            consents,
+            token_ok=lambda given: _token_ok(given, token),
+            origin_ok=lambda request: _origin_ok(request, {f"http://{h}" for h in hosts()}),
+            read_form=_read_form,
+            refused=_refused,
+            token=token,
+        )
     app.add_middleware(_Guard, hosts=hosts)
     return app
 
@@ -318,10 +336,13 @@ class _Server(uvicorn.Server):
 class SecretPageServer:
     """Serves the secret page on a loopback port from a background thread (own event loop)."""
 
-    def __init__(self, broker: PromptBroker, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+    def __init__(
+        self, broker: PromptBroker, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None, consents: Any = None
+    ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError("The secret page only binds to a loopback address such as 127.0.0.1")
         self.broker = broker
+        self.consents = consents
         self.host = host
         self.token = token or secrets.token_urlsafe(32)
         self._want_port = port
@@ -349,6 +370,10 @@ class SecretPageServer:
         prompt_id = prompt.prompt_id if isinstance(prompt, PendingPrompt) else prompt
         return f"{self.base_url}/secrets/{quote(prompt_id, safe='')}?t={quote(self.token, safe='')}"
 
+    def consent_url(self, consent_id: str) -> str:
+        """The consent page for ``consent_id`` (see :mod:`app.consent_page`)."""
+        return f"{self.base_url}/secrets/consents/{quote(consent_id, safe='')}?t={quote(self.token, safe='')}"
+
     def start(self, timeout: float = 10.0) -> SecretPageServer:
         """Bind, start serving in a background thread, and return once it serves."""
         if self._thread is not None:
@@ -363,7 +388,9 @@ class SecretPageServer:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
-        app = create_secret_app(self.broker, token=self.token, allowed_hosts=lambda: self.allowed_hosts)
+        app = create_secret_app(
+            self.broker, token=self.token, allowed_hosts=lambda: self.allowed_hosts, consents=lambda: self.consents
+        )
         config = uvicorn.Config(
             app,
             log_config=None,  # never configure logging (no handler on stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,9 @@ class Settings(BaseSettings):
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
     idle_stop_seconds: float = Field(
         default=0.0, ge=0, description="Stop an installed server idle this long (0 = never); it restarts on its next call."
+    )
+    consent: Literal["ask", "never-ask"] = Field(
+        default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
     )
 
     @property

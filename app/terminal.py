@@ -40,8 +40,9 @@ _PROGRESS = {
 class TerminalIO:
     """A :class:`~setup_agent.harness.ChatIO` on stdin/stdout and the controlling terminal."""
 
-    def __init__(self, broker: PromptBroker, *, out: TextIO | None = None) -> None:
+    def __init__(self, broker: PromptBroker, *, out: TextIO | None = None, consents: Any = None) -> None:
         self.broker = broker
+        self.consents = consents
         self.out = out or sys.stdout
         self._pending: asyncio.Future[Any] | None = None
 
@@ -133,6 +134,53 @@ class TerminalIO:
         self._print(f"Got it: {pending.key_name} is stored for this setup (not shown to the assistant).")
         return {"status": "answered"}
 
+    async def present_consent(self, pending: Any) -> dict:
+        """Show what will run and where secrets go; the user may change destination settings, then approves."""
+        from .consent_page import describe_consent
+
+        request, consents = pending.request, self.consents
+        if consents is None:
+            return {}
+        self._print()
+        self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
+        for label, text in describe_consent(request):
+            self._print(f"  {label}: {text}")
+
+        def ask() -> None:
+            settings: dict[str, str] = {}
+            for d in request.destinations:
+                print(f"{d.name}: the assistant suggested {d.suggested!r}. Press Enter to keep it, or type "
+                      "where it should really connect.", file=self.out, flush=True)
+                typed = input(f"{d.name} [{d.suggested}]: ").strip()
+                settings[d.name] = typed or d.suggested
+            accept = False
+            if request.warnings:
+                print("Warnings:", file=self.out, flush=True)
+                for w in request.warnings:
+                    print(f"  ! {w.code}: {w.message}", file=self.out, flush=True)
+                accept = input('Type "accept" to accept these warnings: ').strip().lower() == "accept"
+            while True:
+                answer = input("Allow this? [y/N]: ").strip().lower()
+                if answer in ("n", "no", ""):
+                    consents.deny(pending.consent_id, "denied in the terminal")
+                    return
+                if answer in ("y", "yes"):
+                    break
+            consents.approve(pending.consent_id, settings, accept_warnings=accept)
+
+        try:
+            await self._in_thread(ask)
+        except SetupError as exc:  # e.g. warnings not accepted, or an empty setting: nothing runs
+            self._print(exc.message)
+            with contextlib.suppress(SetupError):
+                consents.deny(pending.consent_id, "not approved in the terminal")
+        except AgentCancelled:
+            with contextlib.suppress(SetupError):
+                consents.deny(pending.consent_id, "cancelled by the user")
+            raise
+        self._print("Approved." if consents.status(pending.consent_id) == "approved" else "Not approved: nothing runs.")
+        return {}
+
     async def progress(self, event: dict) -> None:
         if event.get("type") == "tool_call" and event.get("name") in _PROGRESS:
             self._print(f"· {_PROGRESS[event['name']]}")
@@ -163,7 +211,7 @@ async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str,
         log_handler.setLevel(logging.WARNING)  # keep the conversation readable; --verbose shows all
     runtime = build_runtime(settings)
     install_log_redaction(runtime.redactor, log_handler)
-    io = TerminalIO(runtime.broker)
+    io = TerminalIO(runtime.broker, consents=runtime.consents)
     options = openai_options(settings) if driver == "openai" else {}
     loop = asyncio.get_running_loop()
     with _terminal_restored():

@@ -10,8 +10,10 @@ Origin and the per-process token; CSP and no-store on every response):
   :mod:`app.agent_runs`);
 * ``POST /api/secrets/{prompt_id}`` — the secret modal's answer, handed straight to the broker
   (see :mod:`app.web_secrets`);
+* ``POST /api/consents/{consent_id}`` — the consent modal's answer (see :mod:`app.web_consents`);
 * ``/secrets/{prompt_id}?t=TOKEN`` — the one-time secret page of :mod:`app.secret_page`, for
-  JSON-RPC clients that have no browser session (it runs its own guards).
+  JSON-RPC clients that have no browser session (it runs its own guards); and
+  ``/secrets/consents/{consent_id}?t=TOKEN``, the one-time consent page (:mod:`app.consent_page`).
 
 :class:`WebFace` builds the runtime in the app's lifespan and listens to it through the core's
 own hooks (broker subscription, ``ConnectionManager.add_status_listener``, ``CallContext.
@@ -44,6 +46,7 @@ from starlette.websockets import WebSocket
 from .rpc import RpcDispatcher
 from .secret_page import create_secret_app
 from .settings import Settings
+from .web_consents import answer_consent
 from .web_secrets import BrokerView, answer_secret
 from .web_security import Guard, cookie_name
 from .ws import WebHub
@@ -65,6 +68,7 @@ _STATIC = {
     "/static/errors.js": ("js/errors.js", _JS),
     "/static/progress.js": ("js/progress.js", _JS),
     "/static/secret_modal.js": ("js/secret_modal.js", _JS),
+    "/static/consent_modal.js": ("js/consent_modal.js", _JS),
     "/static/servers.js": ("js/servers.js", _JS),
     "/static/setup.js": ("js/setup.js", _JS),
     "/static/thread.js": ("js/thread.js", _JS),
@@ -92,7 +96,7 @@ class WebFace:
         self.runtime = self.runtime_factory()
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
-        self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
+        self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url, consent_url=self.consent_url)
         # Installed servers come up in the background: the page is there at once.
         self._boot = asyncio.create_task(self._start_runtime(), name="mcp-setup-boot")
 
@@ -127,6 +131,11 @@ class WebFace:
                 await self._boot
         if self.runtime is not None:
             await self.runtime.aclose()
+
+    def consent_url(self, consent_id: str) -> str:
+        from .consent_page import consent_path
+
+        return self.secret_page_base + consent_path(consent_id, self.token)
 
     def secret_url(self, prompt_id: str) -> str:
         return f"{self.secret_page_base}/secrets/{quote(prompt_id, safe='')}?t={quote(self.token, safe='')}"
@@ -194,13 +203,20 @@ def create_app(
     async def secret_answer(request: Request, prompt_id: str) -> Response:
         return await answer_secret(face.runtime, request, prompt_id)
 
+    @app.post("/api/consents/{consent_id}")
+    async def consent_answer(request: Request, consent_id: str) -> Response:
+        return await answer_consent(face.runtime, request, consent_id)
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:  # never a traceback to the client
         log.error("web: %s %s failed with %s", request.method, request.url.path, type(exc).__name__)
         return JSONResponse({"ok": False, "error": {"code": "internal", "message": "Internal error."}}, 500)
 
     secret_app = create_secret_app(
-        BrokerView(lambda: face.runtime), token=token, allowed_hosts={f"127.0.0.1:{port}", f"localhost:{port}"}
+        BrokerView(lambda: face.runtime),
+        token=token,
+        allowed_hosts={f"127.0.0.1:{port}", f"localhost:{port}"},
+        consents=lambda: getattr(face.runtime, "consents", None),
     )
     guarded = Guard(app, token=token, port=port, secret_app=secret_app)
     guarded.face = face

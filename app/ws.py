@@ -9,6 +9,10 @@ the last gate, and none ever holds a secret value):
 * ``secret_request {prompt_id, key_name, prompt, server, run_id?}`` — open the secret modal;
   the value goes to ``POST /api/secrets/{prompt_id}``, never over this socket;
 * ``secret_done {prompt_id, key_name, status}`` — answered | cancelled | expired;
+* ``consent_request {consent_id, consent, run_id?}`` — open the consent modal (``consent``: the
+  core's ConsentRequest: what runs, where each secret goes, editable destination settings,
+  warnings); the answer goes to ``POST /api/consents/{consent_id}``;
+* ``consent_done {consent_id, status}`` — approved | denied | expired;
 * ``agent_started``, ``agent_message``, ``agent_question``, ``question_closed``, ``agent_done``
   — an agent run, each with ``run_id`` (see :mod:`app.agent_runs`);
 * ``progress {action, server, stage, status, code?, message?, tools?, package?, server_id?,
@@ -84,10 +88,14 @@ class WebHub:
         self.redactor = runtime.redactor
         self.sessions: dict[str, _Session] = {}
         self.prompts: dict[str, tuple[dict[str, Any], str | None]] = {}  # prompt_id -> (event, audience)
+        self.consents: dict[str, tuple[dict[str, Any], str | None]] = {}  # consent_id -> (event, audience)
         self.agents = AgentRuns(
             runtime,
             emit=lambda event, audience: self.emit(event, audience=audience),
             announce_prompt=lambda pending, audience, run_id: self.announce_prompt(
+                pending, audience=audience, run_id=run_id
+            ),
+            announce_consent=lambda pending, audience, run_id: self.announce_consent(
                 pending, audience=audience, run_id=run_id
             ),
         )
@@ -98,6 +106,8 @@ class WebHub:
         """Listen to the runtime: the broker's prompt events and every server's status."""
         self._unsubscribe.append(self.runtime.broker.subscribe(self._on_broker_event, loop=loop))
         self._unsubscribe.append(self.runtime.connections.add_status_listener(self._on_status))
+        if getattr(self.runtime, "consents", None) is not None:
+            self._unsubscribe.append(self.runtime.consents.subscribe(self._on_consent_event, loop=loop))
 
     async def aclose(self) -> None:
         """Stop listening, end the agent runs, close the websockets (idempotent)."""
@@ -146,6 +156,23 @@ class WebHub:
             event["run_id"] = run_id
         self.prompts[pending.prompt_id] = (event, audience)
         self.emit(event, audience=audience)
+
+    def announce_consent(self, pending: Any, *, audience: str | None, run_id: str | None = None) -> None:
+        """Open the consent modal for ``pending`` (kept until answered, for tabs that connect later)."""
+        event: dict[str, Any] = {
+            "type": "consent_request",
+            "consent_id": pending.consent_id,
+            "consent": pending.request.public(),
+        }
+        if run_id is not None:
+            event["run_id"] = run_id
+        self.consents[pending.consent_id] = (event, audience)
+        self.emit(event, audience=audience)
+
+    def _on_consent_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") != "consent_done" or self.consents.pop(event.get("consent_id"), None) is None:
+            return
+        self.emit({"type": "consent_done", "consent_id": event.get("consent_id"), "status": event.get("status")})
 
     def _on_broker_event(self, event: dict[str, Any]) -> None:
         if event.get("type") != "secret_done":
@@ -216,6 +243,15 @@ class WebHub:
                 continue
             if audience is not None:
                 self.prompts[prompt_id] = (event, session.id)
+            session.send_text(self.encode(event))
+        for consent_id, (event, audience) in list(self.consents.items()):
+            if audience is not None and audience in self.sessions and audience != session.id:
+                continue
+            if self.runtime.consents.status(consent_id) != "pending":
+                self.consents.pop(consent_id, None)
+                continue
+            if audience is not None:
+                self.consents[consent_id] = (event, session.id)
             session.send_text(self.encode(event))
 
     def _error(self, session: _Session, code: str, message: str) -> None:

@@ -6,7 +6,7 @@ and pass each part what it needs. Where things live: ``docs/ARCHITECTURE.md``.
 Public names are re-exported lazily (importing the package stays cheap):
 
 - secrets: :class:`SecretRefStore`, :class:`SecretValue`; redaction: :class:`Redactor`
-- prompts: :class:`PromptBroker`, :class:`PendingPrompt`
+- prompts: :class:`PromptBroker`, :class:`PendingPrompt`; consent: :class:`ConsentBroker`, :class:`ConsentRequest`
 - launching: :class:`LaunchSpec`, :class:`Prober`, :class:`ProbeResult`
 - persistence: :class:`Vault`, :class:`Store`, :class:`InstalledServer`
 - live servers: :class:`ConnectionManager`
@@ -22,6 +22,8 @@ from typing import Any
 __all__ = [
     "CallContext",
     "ConnectionManager",
+    "ConsentBroker",
+    "ConsentRequest",
     "InstalledServer",
     "LaunchSpec",
     "PendingPrompt",
@@ -41,6 +43,8 @@ __all__ = [
 _WHERE = {
     "CallContext": "service",
     "ConnectionManager": "connections",
+    "ConsentBroker": "consent",
+    "ConsentRequest": "consent",
     "InstalledServer": "store",
     "LaunchSpec": "launch",
     "PendingPrompt": "prompts",

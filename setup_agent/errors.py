@@ -35,7 +35,11 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   └── Unreachable                 unreachable
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
-    └── StoreError                      store_error
+    ├── StoreError                      store_error
+    └── ConsentError
+        ├── ConsentRequired             consent_required
+        ├── ConsentDenied               consent_denied
+        └── ConsentNotFound             consent_not_found
 
 Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
 and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
@@ -55,6 +59,10 @@ __all__ = [
     "ArgvSecret",
     "BundleInvalid",
     "CommandNotFound",
+    "ConsentDenied",
+    "ConsentError",
+    "ConsentNotFound",
+    "ConsentRequired",
     "InvalidInput",
     "NoRunnablePackage",
     "NotFound",
@@ -231,6 +239,24 @@ class RegistryAuthError(RegistryUnavailable):
 
 class StoreError(SetupError):
     code = "store_error"
+
+
+class ConsentError(SetupError):
+    code = "consent_error"
+
+
+class ConsentRequired(ConsentError):
+    """The user has not yet approved, out of band, what will run; ``details.prompt_id`` names the request."""
+
+    code = "consent_required"
+
+
+class ConsentDenied(ConsentError):
+    code = "consent_denied"
+
+
+class ConsentNotFound(ConsentError):
+    code = "consent_not_found"
 
 
 # --- JSON-RPC mapping: the one place ------------------------------------------------

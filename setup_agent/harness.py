@@ -21,7 +21,7 @@ from contextlib import suppress
 from typing import Any, Protocol
 
 from .agents import Archetype, ArchetypeRegistry, load_archetypes
-from .errors import PromptCancelled, SetupError
+from .errors import ConsentDenied, PromptCancelled, SetupError
 from .prompts import PendingPrompt
 from .redact import Redactor
 from .service import TOOL_NAMES, CallContext, SetupService
@@ -93,6 +93,9 @@ class ChatIO(Protocol):
     async def present_secret(self, pending: PendingPrompt) -> dict: ...
 
     async def progress(self, event: dict) -> None: ...
+
+    # Optional: ``async def present_consent(self, pending: PendingConsent) -> dict`` shows a
+    # consent request (setup_agent/consent.py) out of band and waits for the user's answer.
 
 
 # -- secret-looking text ------------------------------------------------------------------
@@ -246,7 +249,12 @@ class AgentSession:
             result = await self.service.call(
                 name,
                 arguments,
-                CallContext(installed_by=self.installed_by, present_prompt=self._present, on_progress=self.io.progress),
+                CallContext(
+                    installed_by=self.installed_by,
+                    present_prompt=self._present,
+                    on_progress=self.io.progress,
+                    present_consent=self._present_consent,
+                ),
             )
             if self._cancelled:
                 raise AgentCancelled("The user cancelled the secret prompt.")
@@ -303,6 +311,21 @@ class AgentSession:
             with suppress(SetupError):
                 self.service.broker.cancel(pending.prompt_id, "cancelled by the user")
             raise PromptCancelled(f"The user cancelled the request for {pending.key_name}.", key=pending.key_name)
+
+    async def _present_consent(self, pending: Any) -> dict:
+        """The face asks the user to approve a launch (a ChatIO's optional ``present_consent``)."""
+        present = getattr(self.io, "present_consent", None)
+        if present is None:
+            return {}
+        try:
+            return await present(pending) or {}
+        except AgentCancelled:
+            self._cancelled = True
+            consents = getattr(self.service, "consents", None)
+            with suppress(SetupError):
+                if consents is not None:
+                    consents.deny(pending.consent_id, "cancelled by the user")
+            raise ConsentDenied("The user cancelled the consent request.") from None
 
     # -- the result -----------------------------------------------------------------------
     def result(self, status: str, summary: str) -> dict[str, Any]:

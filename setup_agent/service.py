@@ -23,6 +23,7 @@ from registry_clients.models import Detail, PackageOption, RequiredKey
 
 from .bundle import bundle_manifest, fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
+from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
 from .errors import AlreadyInstalled, ArgvSecret, InvalidInput, SecretNotAllowed, SetupError, translate
 from .launch import LaunchSpec
 from .manifest import (
@@ -66,7 +67,11 @@ class CallContext:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The user consented (out of band, never through the agent) to a launch that puts a
     #: secret on the command line; without it such a launch is refused with ``argv_secret``.
+    #: Set by a face for a person's own command (never from a tool argument); an approval in
+    #: the consent step, which shows that warning, allows it too.
     allow_argv_secret: bool = False
+    #: How this face asks the user to approve a launch (see setup_agent/consent.py).
+    present_consent: ConsentPresenter | None = None
 
 
 class _Progress:
@@ -107,8 +112,21 @@ class _Prepared:
     #: a consent step shows; empty when none, or when they were moved into the environment.
     argv_secret_keys: list[str] = field(default_factory=list)
 
-    def refuse_argv_secrets(self, ctx: CallContext) -> None:
-        if self.argv_secret_keys and not ctx.allow_argv_secret:
+    def warnings(self) -> list[ConsentWarning]:
+        """What the consent step must show and the user accept explicitly."""
+        if not self.argv_secret_keys:
+            return []
+        keys = ", ".join(self.argv_secret_keys)
+        return [
+            ConsentWarning(
+                "argv_secret",
+                f"This server takes {keys} on its command line, where other users of this computer can see it "
+                "(for example with ps) while it runs.",
+            )
+        ]
+
+    def refuse_argv_secrets(self, ctx: CallContext, *, consented: bool = False) -> None:
+        if self.argv_secret_keys and not (ctx.allow_argv_secret or consented):
             keys = ", ".join(self.argv_secret_keys)
             raise ArgvSecret(
                 f"This server takes {keys} on its command line, where other local users can see it, and "
@@ -133,6 +151,7 @@ class SetupService:
         http: Any = None,
         scratch_root: Path | None = None,
         user_home: Path | None = None,
+        consents: ConsentBroker | None = None,
     ) -> None:
         self.refs = refs
         self.redactor = redactor
@@ -146,6 +165,7 @@ class SetupService:
         self.http = http
         self.scratch_root = scratch_root
         self.user_home = user_home
+        self.consents = consents  # None: no consent step (a core used without a face)
         # One lock per server name: two installs of the same name never race, and a server
         # that hangs in its test holds up no other install.
         self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -259,7 +279,7 @@ class SetupService:
         workdir = make_scratch_dir(self.scratch_root, "test")
         try:
             prepared = await self._prepare(args, workdir, progress)
-            prepared.refuse_argv_secrets(ctx)
+            await self._consent(prepared, ctx, "test")
             result = await self._probe(prepared, progress)
         except BaseException as exc:
             await progress.failed(exc)
@@ -303,7 +323,7 @@ class SetupService:
             try:
                 await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
                 prepared = await self._prepare(args, install_dir, progress)
-                prepared.refuse_argv_secrets(ctx)
+                await self._consent(prepared, ctx, "install")
                 result = await self._probe(prepared, progress)
                 await progress("installing", "started")
                 secret_keys = {k.name for k in prepared.keys if k.secret}
@@ -452,6 +472,23 @@ class SetupService:
         values.update(env)
         values.update({k: v.reveal() for k, v in resolved.items()})
         return values
+
+    async def _consent(self, prepared: _Prepared, ctx: CallContext, action: str) -> None:
+        """The user's out-of-band approval; their destination settings replace the agent's."""
+        request = build_consent_request(
+            server=prepared.detail.qualified_name,
+            version=prepared.package.version or prepared.detail.version,
+            spec=prepared.spec,
+            keys=prepared.keys,
+            values=prepared.values,
+            action=action,
+            warnings=prepared.warnings(),
+        )
+        decision = await obtain_consent(self.consents, request, ctx.present_consent)
+        if decision is not None:
+            prepared.values.update(decision.settings)
+        # An approval means the user accepted every warning shown (the broker insists on it).
+        prepared.refuse_argv_secrets(ctx, consented=decision is not None)
 
     async def _probe(self, prepared: _Prepared, progress: _Progress) -> ProbeResult:
         result = await self.prober.probe(

@@ -32,6 +32,9 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         if var.startswith("MCP_SETUP_") and var != "MCP_SETUP_HOME":
             monkeypatch.delenv(var)
     monkeypatch.delenv("PYTHON_KEYRING_BACKEND", raising=False)  # keyring's own choice, not the host's
+    # Tests that are not about consent run without the consent step; tests/test_consent*.py and
+    # the consent face tests ask for it (Settings(consent="ask"), MCP_SETUP_CONSENT=ask).
+    monkeypatch.setenv("MCP_SETUP_CONSENT", "never-ask")
     return base
 
 

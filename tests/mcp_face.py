@@ -41,6 +41,7 @@ def face_env(home: Path, **extra: str) -> dict[str, str]:
         "XDG_CACHE_HOME": str(home / "xdg-cache"),
         "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
         "PYTHONPATH": str(REPO),
+        "MCP_SETUP_CONSENT": "never-ask",  # consent tests pass MCP_SETUP_CONSENT="ask"
     }
     (home / "user-home").mkdir(parents=True, exist_ok=True)
     env.update(extra)

@@ -120,3 +120,26 @@ class _NoProgress:
 
     async def __call__(self, stage: str, status: str, **extra: Any) -> None:
         pass
+
+
+async def test_the_consent_step_shows_the_argv_warning_and_an_approval_that_accepts_it_lets_the_launch_run(
+    runtime: Runtime, canary: str
+) -> None:
+    runtime.consents.mode = "ask"
+    seen: list[Any] = []
+
+    async def user_approves(pending: Any) -> dict:
+        seen.append(pending.request)
+        with pytest.raises(Exception, match="Accept the warnings"):
+            runtime.consents.approve(pending.consent_id)  # not without ticking the warning
+        runtime.consents.approve(pending.consent_id, accept_warnings=True)
+        return {}
+
+    ref = await secret_ref(runtime, "PROTO", canary)
+    result = await call(
+        runtime, "mcp_setup_test_connection", CallContext(present_consent=user_approves),
+        qualified_name="io.test/node-argv", env_refs={"PROTO": ref},
+    )  # fmt: skip
+    assert [w.code for w in seen[0].warnings] == ["argv_secret"]
+    assert result.get("error", {}).get("code") not in ("argv_secret", "consent_required"), result
+    assert canary not in json.dumps(result)

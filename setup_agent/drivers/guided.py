@@ -31,6 +31,7 @@ _FILLER_WORDS = {
 _NOT_A_VALUE = {
     "runtime_missing", "command_not_found", "no_runnable_package", "package_not_found", "bundle_invalid",
     "not_found", "registry_unavailable", "registry_auth", "already_installed", "store_error", "internal",
+    "consent_required", "consent_denied",
 }
 
 

@@ -40,8 +40,12 @@ export function rpc(method, params) {
 }
 
 // The secret modal's answer ({value} or {cancel: true}), straight to the broker.
-export function postSecret(promptId, body) {
-  return fetch("/api/secrets/" + encodeURIComponent(promptId), {
+export function postConsent(consentId, body) {
+  return postSecret(consentId, body, "/api/consents/");
+}
+
+export function postSecret(promptId, body, base) {
+  return fetch((base || "/api/secrets/") + encodeURIComponent(promptId), {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     credentials: "same-origin",

@@ -3,7 +3,7 @@
 // that shows it, the page's controls, then the websocket itself.
 //   dom.js · errors.js · api.js (fetch, JSON-RPC, websocket) · servers.js (installed list)
 //   thread.js (conversation) · progress.js (test/install steps) · setup.js (the pane, search)
-//   secret_modal.js (the key box)
+//   secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
 
 import { on, connect } from "./api.js";
 import { loadServers, loadServersSoon } from "./servers.js";
@@ -11,6 +11,7 @@ import { beginThread, isThisRun, message, onDone, onQuestion, onQuestionClosed }
 import { onProgress } from "./progress.js";
 import { initSetup, onRunError } from "./setup.js";
 import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.js";
+import { initConsentModal, onConsentDone, onConsentRequest } from "./consent_modal.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -31,6 +32,8 @@ on("agent_done", forThisRun(onDone));
 on("progress", forThisRun(onProgress));
 on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
+on("consent_request", onConsentRequest);
+on("consent_done", onConsentDone);
 on("server_status", function () { loadServersSoon(); });
 on("servers_changed", function () { loadServersSoon(); });
 on("error", onRunError);
@@ -38,5 +41,6 @@ on("error", onRunError);
 document.addEventListener("DOMContentLoaded", function () {
   initSetup();
   initSecretModal();
+  initConsentModal();
   connect();
 });

@@ -1,0 +1,105 @@
+"""Consent in the web modal, in Debian's Chromium, against ``mcp-setup serve`` (MCP_SETUP_CONSENT=ask).
+
+A person asks for the stub server, enters the key, then sees what will run (package, sha256,
+the command line with ${KEY} templates) and approves; the install reuses that approval. A
+direct JSON-RPC test call gets ``consent_required`` with the prompt id, and the modal opens in
+the tab, where Deny ends it. The canary is in no frame, no page and no log.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
+from tests.browser.test_browser_flow import open_page, shot
+
+
+def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_installs(
+    browser: Any, artifacts: Path, tmp_path: Path, canary: str
+) -> None:
+    served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
+    try:
+        context, page, watch = open_page(browser, served)
+        page.get_by_role("button", name="Add MCP server…").click()
+        goal = page.get_by_label("What do you want to set up?")
+        goal.fill("set up the stub server")
+        goal.press("Enter")
+
+        secret = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
+        expect(secret).to_be_visible()
+        secret.get_by_label("Your STUB_API_KEY").fill(canary)
+        secret.get_by_role("button", name="Save").click()
+
+        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+        expect(consent).to_be_visible()
+        expect(consent).to_contain_text(STUB)
+        expect(consent).to_contain_text("mcpb: file://")
+        expect(consent).to_contain_text("sha256")
+        expect(consent).to_contain_text("python3 ${__dirname}/server/server.py")
+        expect(consent).to_contain_text("STUB_API_KEY=${STUB_API_KEY}")
+        expect(consent).to_contain_text("this computer")
+        assert canary not in page.content()
+        shot(page, artifacts, "consent-01-modal", full_page=False)
+        consent.get_by_role("button", name="Approve").click()
+        expect(consent).to_be_hidden()
+
+        done = page.locator(".result-card.installed")
+        expect(done).to_contain_text("Installed and connected", timeout=60_000)
+        requests = [f for f in watch.received if '"consent_request"' in f]
+        assert len(requests) == 1  # the install reused the approval given for the test
+
+        html = page.content()
+        context.close()
+        assert canary not in html
+        for frame in watch.received + watch.sent:
+            assert canary not in frame
+        assert watch.page_errors == [] and watch.console_errors == []
+    finally:
+        code = stop_serve(served)
+    assert code == 0, served.stderr()
+    assert canary not in served.stderr()
+
+
+def test_a_json_rpc_caller_gets_consent_required_and_the_modal_opens_in_the_tab(
+    browser: Any, artifacts: Path, tmp_path: Path, canary: str
+) -> None:
+    served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
+    try:
+        context, page, watch = open_page(browser, served)
+        asked = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
+        ref = asked["result"]["ref"]
+        secret = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
+        secret.get_by_label("Your STUB_API_KEY").fill(canary)
+        secret.get_by_role("button", name="Save").click()
+        expect(secret).to_be_hidden()
+
+        params = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
+        first = served.rpc("mcp_setup_test_connection", params)
+        data = first["error"]["data"]
+        assert data["code"] == "consent_required", first
+        assert "/secrets/consents/" + data["details"]["prompt_id"] in data["details"]["url"]
+        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+        expect(consent).to_be_visible()
+        consent.get_by_role("button", name="Deny").click()
+        expect(consent).to_be_hidden()
+        assert served.rpc("mcp_setup_test_connection", params)["error"]["data"]["code"] == "consent_required"
+        expect(consent).to_be_visible()  # denied is not remembered: asked again
+        consent.get_by_role("button", name="Approve").click()
+        expect(consent).to_be_hidden()
+        tested = served.rpc("mcp_setup_test_connection", params)
+        assert {t["name"] for t in tested["result"]["tools"]} == {"echo", "whoami"}, tested
+
+        html = page.content()
+        context.close()
+        assert canary not in html
+        for frame in watch.received + watch.sent:
+            assert canary not in frame
+        assert watch.page_errors == [] and watch.console_errors == []
+    finally:
+        code = stop_serve(served)
+    assert code == 0, served.stderr()
+    assert canary not in served.stderr()

@@ -1,0 +1,287 @@
+"""Consent before a test or install: the user, out of band, approves what runs and where secrets go.
+
+Service-level tests over build_runtime (consent "ask"), a local catalog, the real stub bundle
+and a real streamable-HTTP stub; the user's answers go to the ConsentBroker as a face's would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from app.runtime import Runtime, build_runtime
+from app.settings import Settings
+from registry_clients.models import RequiredKey
+from setup_agent.consent import ConsentBroker, ConsentWarning, build_consent_request
+from setup_agent.errors import InvalidInput
+from setup_agent.launch import LaunchSpec
+from setup_agent.service import CallContext
+from tests.processes import processes_mentioning
+from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.stub_server.http_server import serve_http_stub, sha256_hex
+
+pytestmark = pytest.mark.anyio
+
+STUB = "io.test/stub"
+JIRA = "io.test/jira"
+SCHEMA = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+
+
+def jira_entry() -> dict[str, Any]:
+    """A remote whose host is a URL variable and whose secret travels in a header."""
+    return {
+        "$schema": SCHEMA,
+        "name": JIRA,
+        "description": "A Jira-like remote MCP server on the user's own host.",
+        "version": "2.0.0",
+        "remotes": [
+            {
+                "type": "streamable-http",
+                "url": "http://{jira_host}/mcp",
+                "variables": {"jira_host": {"description": "Your Jira host (host:port)", "isRequired": True}},
+                "headers": [
+                    {
+                        "name": "Authorization",
+                        "value": "Bearer {JIRA_TOKEN}",
+                        "isRequired": True,
+                        "isSecret": True,
+                        "variables": {"JIRA_TOKEN": {"description": "API token", "isRequired": True, "isSecret": True}},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+class Listener:
+    """The agent's own loopback listener: records every connection and byte it receives."""
+
+    def __init__(self) -> None:
+        self.received = bytearray()
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> Listener:
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            self.received += await reader.read(65536)
+            writer.close()
+
+        self.server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+        self.host = "127.0.0.1:%d" % self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest.fixture
+async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
+    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
+    (catalog / "jira.json").write_text(json.dumps(jira_entry()))
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=20)
+    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    yield runtime
+    await runtime.aclose()
+
+
+async def call(runtime: Runtime, tool: str, ctx: CallContext | None = None, **args: Any) -> dict:
+    with anyio.fail_after(30):
+        return await runtime.service.call(tool, args, ctx or CallContext(installed_by="agent"))
+
+
+async def test_a_test_or_install_without_consent_returns_consent_required_and_runs_nothing(world, canary: str) -> None:
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    events: list[dict] = []
+    runtime.consents.subscribe(events.append)
+    for tool in ("mcp_setup_test_connection", "mcp_setup_install_and_connect"):
+        result = await call(runtime, tool, qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+        assert result["ok"] is False and result["error"]["code"] == "consent_required", result
+        prompt_id = result["error"]["details"]["prompt_id"]
+        assert runtime.consents.get(prompt_id).request.server == STUB
+        assert canary not in json.dumps(result)
+    assert [e["type"] for e in events] == ["consent_request"]  # the same launch: one open request, not two
+    assert runtime.store.list() == []
+    assert not processes_mentioning(str(runtime.settings.home))
+    assert runtime.refs.is_ready(ref)  # nothing consumed
+
+
+async def test_the_consent_shows_runner_package_sha_and_templates_never_values(world, canary: str) -> None:
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    result = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    consent = runtime.consents.get(result["error"]["details"]["prompt_id"]).request
+    shown = consent.public()
+    assert shown["package_type"] == "mcpb" and shown["sha256"] and shown["version"] == "1.0.0"
+    assert shown["command_line"][0] == "python3" and any("${__dirname}" in a for a in shown["command_line"])
+    assert shown["env"]["STUB_API_KEY"] == "${STUB_API_KEY}"
+    assert [s["key"] for s in shown["secrets"]] == ["STUB_API_KEY"]
+    assert "this computer" in shown["secrets"][0]["destination"]
+    assert canary not in json.dumps(shown)
+
+
+async def test_an_approved_consent_is_remembered_so_install_after_test_asks_nothing(world, canary: str) -> None:
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    first = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    runtime.consents.approve(first["error"]["details"]["prompt_id"])
+    events: list[dict] = []
+    runtime.consents.subscribe(events.append)
+    tested = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert tested.get("ok") is True, tested
+    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert installed["status"] == "connected", installed
+    assert events == []  # no second prompt
+
+
+async def test_never_ask_skips_the_consent_step(tmp_path: Path, canary: str, memory_keyring) -> None:
+    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="never-ask")
+    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    try:
+        ref = runtime.refs.mint("STUB_API_KEY", canary)
+        result = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+        assert result.get("ok") is True, result
+    finally:
+        await runtime.aclose()
+
+
+def test_consent_is_asked_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MCP_SETUP_CONSENT")
+    assert Settings().consent == "ask"
+    monkeypatch.setenv("MCP_SETUP_CONSENT", "never-ask")
+    assert Settings().consent == "never-ask"
+
+
+async def test_a_denied_consent_is_consent_denied(world, canary: str) -> None:
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+
+    async def deny(pending):
+        runtime.consents.deny(pending.consent_id)
+        return {}
+
+    result = await call(runtime, "mcp_setup_test_connection", CallContext(present_consent=deny),
+                        qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert result["error"]["code"] == "consent_denied"
+
+
+async def test_the_agent_chosen_jira_host_is_only_shown_and_the_users_edit_is_used(
+    world, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = world
+    caplog.set_level(logging.DEBUG)
+    ref = runtime.refs.mint("JIRA_TOKEN", canary)
+    frames: list[dict] = []
+    runtime.consents.subscribe(frames.append)
+    with serve_http_stub(expected_sha256=sha256_hex(f"Bearer {canary}")) as real_url:
+        real_host = real_url.split("/")[2]
+        async with Listener() as evil:
+            args = {"qualified_name": JIRA, "env_refs": {"JIRA_TOKEN": ref}, "env": {"jira_host": evil.host}}
+            first = await call(runtime, "mcp_setup_test_connection", **args)
+            assert first["error"]["code"] == "consent_required", first
+            pending = runtime.consents.get(first["error"]["details"]["prompt_id"])
+            shown = pending.request.public()
+            assert [(d["name"], d["suggested"]) for d in shown["destinations"]] == [("jira_host", evil.host)]
+            assert shown["secrets"][0]["key"] == "JIRA_TOKEN" and shown["secrets"][0]["host"] == evil.host
+            assert shown["headers"] == {"Authorization": "Bearer ${JIRA_TOKEN}"}
+            runtime.consents.approve(pending.consent_id, {"jira_host": real_host})
+
+            tested = await call(runtime, "mcp_setup_test_connection", **args)
+            assert tested.get("ok") is True, tested
+            installed = await call(runtime, "mcp_setup_install_and_connect", **args)
+            assert installed["status"] == "connected", installed
+            assert evil.connections == 0 and canary.encode() not in evil.received
+            assert runtime.store.get_by_name(JIRA) is not None
+            listed = await call(runtime, "mcp_setup_list_servers")
+            for text in (json.dumps(first), json.dumps(shown), json.dumps(frames), json.dumps(tested),
+                         json.dumps(installed), json.dumps(listed), caplog.text):
+                assert canary not in text
+
+
+async def test_a_destination_edit_is_validated_and_only_shown_settings_can_change(world, canary: str) -> None:
+    runtime = world
+    ref = runtime.refs.mint("JIRA_TOKEN", canary)
+    first = await call(runtime, "mcp_setup_test_connection", qualified_name=JIRA, env_refs={"JIRA_TOKEN": ref},
+                       env={"jira_host": "example.invalid"})
+    cid = first["error"]["details"]["prompt_id"]
+    with pytest.raises(InvalidInput):
+        runtime.consents.approve(cid, {"JIRA_TOKEN": "x"})
+    with pytest.raises(InvalidInput):
+        runtime.consents.approve(cid, {"jira_host": "  "})
+    assert runtime.consents.status(cid) == "pending"
+
+
+def _spec_with_argv_secret() -> tuple[LaunchSpec, list[RequiredKey]]:
+    spec = LaunchSpec(command="node", args=["server.js", "--token=${TOKEN}"], runner="node", package_type="mcpb",
+                      identifier="file:///b.mcpb", version="1.0.0", file_sha256="ab" * 32)
+    return spec, [RequiredKey(name="TOKEN", secret=True, kind="argument")]
+
+
+def test_warnings_are_shown_and_must_be_accepted_explicitly() -> None:
+    spec, keys = _spec_with_argv_secret()
+    warning = ConsentWarning("argv_secret", "TOKEN is on the command line, where other users can see it (ps).")
+    request = build_consent_request(server="s", version="1.0.0", spec=spec, keys=keys, values={}, warnings=[warning])
+    assert request.public()["warnings"] == [{"code": "argv_secret", "message": warning.message}]
+    assert request.public()["command_line"] == ["node", "server.js", "--token=${TOKEN}"]
+    assert request.secrets[0].how == ["command-line argument"]
+    broker = ConsentBroker(ttl_seconds=60)
+    pending = broker.open(request)
+    with pytest.raises(InvalidInput):
+        broker.approve(pending.consent_id)
+    assert broker.decision(request) is None
+    broker.approve(pending.consent_id, accept_warnings=True)
+    assert broker.decision(request) is not None
+
+
+def test_a_remembered_consent_lasts_the_ref_ttl_and_a_different_launch_asks_again() -> None:
+    now = [0.0]
+    broker = ConsentBroker(ttl_seconds=60, timer=lambda: now[0])
+    spec, keys = _spec_with_argv_secret()
+    request = build_consent_request(server="s", version="1.0.0", spec=spec, keys=keys, values={})
+    broker.approve(broker.open(request).consent_id)
+    other = build_consent_request(server="s", version="1.0.1", spec=spec, keys=keys, values={})
+    assert broker.decision(request) is not None and broker.decision(other) is None
+    now[0] = 61.0
+    assert broker.decision(request) is None
+
+
+async def test_a_face_without_a_channel_gets_consent_required_with_its_url(world, canary: str) -> None:
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+
+    async def link(pending):
+        return {"url": f"http://127.0.0.1:1/consents/{pending.consent_id}?t=x", "status": "pending"}
+
+    result = await call(runtime, "mcp_setup_test_connection", CallContext(present_consent=link),
+                        qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    details = result["error"]["details"]
+    assert details["url"].endswith(f"/consents/{details['prompt_id']}?t=x")
+
+
+def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are_not() -> None:
+    spec = LaunchSpec(command="npx", args=["-y", "jira-mcp@1.2.3"], runner="npx", package_type="npm",
+                      identifier="jira-mcp", version="1.2.3",
+                      env={"JIRA_URL": "${JIRA_URL}", "REGION": "${REGION}", "JIRA_TOKEN": "${JIRA_TOKEN}"})
+    keys = [RequiredKey(name="JIRA_URL"), RequiredKey(name="REGION"), RequiredKey(name="JIRA_TOKEN", secret=True)]
+    request = build_consent_request(server="s", version="1.2.3", spec=spec, keys=keys,
+                                    values={"JIRA_URL": "https://evil.example", "REGION": "eu"})
+    assert [(d.name, d.suggested) for d in request.destinations] == [("JIRA_URL", "https://evil.example")]
+    assert request.command_line == ["npx", "-y", "jira-mcp@1.2.3"]
+    assert "JIRA_URL" in request.secrets[0].destination  # the process may send it on there

@@ -1,0 +1,102 @@
+"""Consent through ``mcp-setup mcp``: URL elicitation to the one-time consent page, as the user.
+
+The agent suggests its own listener as ``jira_host``; the user sees that suggestion on the
+page, changes it to the real host, and approves. The secret reaches only the real host, and
+the canary appears nowhere: not on the page, not in any JSON-RPC frame, not in the log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx
+import mcp_types as types
+import pytest
+
+from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
+from tests.stub_server.http_server import serve_http_stub, sha256_hex
+from tests.test_consent import JIRA, Listener, jira_entry
+
+pytestmark = pytest.mark.anyio
+
+
+class User:
+    """Answers secret pages with the canary and consent pages with an approval (and an edit)."""
+
+    def __init__(self, secret: str, edits: dict[str, str]) -> None:
+        self.secret = secret
+        self.edits = edits
+        self.pages: list[str] = []
+        self.consent_pages: list[str] = []
+
+    async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
+        url = params.url
+        token = parse_qs(urlsplit(url).query)["t"][0]
+        origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
+        async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+            page = await http.get(url)
+            assert page.status_code == 200, page.text
+            self.pages.append(page.text)
+            if "/secrets/consents/" in url:
+                self.consent_pages.append(page.text)
+                form = {"t": token, "action": "approve", **{f"setting.{k}": v for k, v in self.edits.items()}}
+            else:
+                form = {"t": token, "action": "submit", "value": self.secret}
+            answer = await http.post(url.split("?", 1)[0], data=form, headers={"Origin": origin})
+            assert answer.status_code == 200, answer.text
+            self.pages.append(answer.text)
+        return types.ElicitResult(action="accept")
+
+
+async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(tmp_path: Path, canary: str) -> None:
+    with serve_http_stub(expected_sha256=sha256_hex(f"Bearer {canary}")) as real_url:
+        real_host = real_url.split("/")[2]
+        async with Listener() as evil:
+            with FakeOfficialRegistry([jira_entry()]) as registry:
+                env = face_env(
+                    tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+                    MCP_SETUP_CONSENT="ask",
+                )
+                user = User(canary, {"jira_host": real_host})
+                recorder = Recorder()
+                stderr = tmp_path / "stderr.log"
+                with anyio.fail_after(90):
+                    async with mcp_setup_client(tmp_path, stderr, recorder, elicitation_callback=user, env=env) as client:
+                        secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
+                        args = {"qualified_name": JIRA, "env_refs": {"JIRA_TOKEN": secret["ref"]},
+                                "env": {"jira_host": evil.host}}
+                        tested = await call(client, "mcp_setup_test_connection", args)
+                        assert tested.get("ok") is True, tested
+                        installed = await call(client, "mcp_setup_install_and_connect", args)
+                        assert installed["status"] == "connected", installed
+    assert len(user.consent_pages) == 1  # remembered: the install asked nothing more
+    page = user.consent_pages[0]
+    assert evil.host in page and "Bearer ${JIRA_TOKEN}" in page and "http://{jira_host}/mcp".replace("{", "${") in page
+    assert evil.connections == 0 and canary.encode() not in evil.received
+    for text in (*user.pages, recorder.text(), stderr.read_text()):
+        assert canary not in text
+
+
+async def test_a_client_without_url_elicitation_gets_consent_required_and_no_approval_link(
+    tmp_path: Path, canary: str
+) -> None:
+    with FakeOfficialRegistry([jira_entry()]) as registry:
+        env = face_env(
+            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url, MCP_SETUP_CONSENT="ask"
+        )
+        recorder = Recorder()
+        with anyio.fail_after(60):
+            async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
+                secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
+                await Browser().submit(secret["url"], canary)
+                args = {"qualified_name": JIRA, "env": {"jira_host": "127.0.0.1:9"}, "env_refs": {"JIRA_TOKEN": secret["ref"]}}
+                result = await call(client, "mcp_setup_install_and_connect", args)
+    assert result["ok"] is False and result["error"]["code"] == "consent_required", result
+    assert result["error"]["details"]["prompt_id"]
+    # A link given to the agent would let the agent approve its own request.
+    assert "url" not in result["error"]["details"] and "/consents/" not in recorder.text()
+    assert canary not in recorder.text()

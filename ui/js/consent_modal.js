@@ -1,0 +1,139 @@
+// The consent modal: before a server is tested or installed, the user sees what will run (runner,
+// package, version or sha256, the command line with ${KEY} templates), where each secret goes,
+// the destination settings (editable: the assistant's values are only suggestions) and any
+// warnings (which must be ticked). Approve / Deny are POSTed to /api/consents/<consent_id>.
+
+import { $, el, showError } from "./dom.js";
+import { postConsent } from "./api.js";
+import { isThisRun, note, setBusy } from "./thread.js";
+
+var queue = [];
+var current = null;
+var closing = false;
+
+function rows(c) {
+  var out = [["Server", c.server + (c.version ? " (version " + c.version + ")" : "")],
+             ["Package", c.package_type + ": " + c.package]];
+  if (c.sha256) out.push(["sha256", c.sha256]);
+  if (c.runner) out.push(["Runner", c.runner]);
+  if (c.command_line && c.command_line.length) out.push(["Command line", c.command_line.join(" ")]);
+  if (c.url) out.push(["URL", c.url + " (" + c.transport + ")"]);
+  Object.keys(c.env || {}).forEach(function (k) { out.push(["Environment", k + "=" + c.env[k]]); });
+  Object.keys(c.headers || {}).forEach(function (k) { out.push(["Header", k + ": " + c.headers[k]]); });
+  (c.secrets || []).forEach(function (s) {
+    out.push(["Secret " + s.key, "sent as " + (s.how.join(", ") || "a setting") + " to " + s.destination +
+              (s.host ? " — host " + s.host : "")]);
+  });
+  return out;
+}
+
+export function onConsentRequest(event) {
+  if ((current && current.consent_id === event.consent_id) ||
+      queue.some(function (c) { return c.consent_id === event.consent_id; })) return;
+  queue.push(event);
+  if (isThisRun(event.run_id)) note("Waiting for you to approve running " + event.consent.server + "…");
+  setBusy("");
+  showNext();
+}
+
+function showNext() {
+  if (current || !queue.length) return;
+  current = queue.shift();
+  var c = current.consent;
+  $("consent-server").textContent = c.server;
+  var launch = $("consent-launch");
+  launch.textContent = "";
+  rows(c).forEach(function (r) {
+    launch.appendChild(el("dt", { text: r[0] }));
+    launch.appendChild(el("dd", {}, [el("code", { text: r[1] })]));
+  });
+  var settings = $("consent-settings");
+  settings.textContent = "";
+  if (c.destinations && c.destinations.length) settings.appendChild(el("h3", { text: "Where it connects" }));
+  (c.destinations || []).forEach(function (d) {
+    var id = "consent-setting-" + d.name;
+    settings.appendChild(el("label", { for: id, text: d.name }));
+    if (d.description) settings.appendChild(el("p", { class: "note", text: d.description }));
+    settings.appendChild(el("p", { class: "note", text: "The assistant suggested " + d.suggested +
+      ". Change it if that is not where your secrets should go; the value here is the one used." }));
+    var input = el("input", { id: id, type: "text", autocomplete: "off", "data-setting": d.name });
+    input.value = d.suggested;
+    input.spellcheck = false;
+    settings.appendChild(input);
+  });
+  var list = $("consent-warning-list");
+  list.textContent = "";
+  (c.warnings || []).forEach(function (w) {
+    list.appendChild(el("li", {}, [el("strong", { text: w.code }), ": " + w.message]));
+  });
+  $("consent-warnings").hidden = !(c.warnings && c.warnings.length);
+  $("consent-accept").checked = false;
+  showError($("consent-error"), "");
+  setDisabled(false);
+  var dialog = $("consent-dialog");
+  if (!dialog.open) dialog.showModal();
+  $("consent-approve").focus();
+}
+
+function setDisabled(busy) {
+  $("consent-approve").disabled = busy;
+  $("consent-deny").disabled = busy;
+}
+
+function close() {
+  current = null;
+  if (queue.length) { showNext(); return; }
+  var dialog = $("consent-dialog");
+  if (dialog.open) { closing = true; dialog.close(); }
+}
+
+function send(body) {
+  var asked = current;
+  setDisabled(true);
+  postConsent(asked.consent_id, body).then(function () {
+    if (current === asked) close();
+  }, function (err) {
+    if (current !== asked) return;
+    setDisabled(false);
+    if (err.code === "invalid_input" || err.code === "network" || err.code === "internal") {
+      showError($("consent-error"), err.message);
+    } else {
+      close();
+      note(err.message);
+    }
+  });
+}
+
+function approve(event) {
+  event.preventDefault();
+  if (!current) return;
+  var c = current.consent;
+  if (c.warnings && c.warnings.length && !$("consent-accept").checked) {
+    showError($("consent-error"), "Tick the box to accept the warnings, or press Deny.");
+    return;
+  }
+  var settings = {};
+  Array.prototype.forEach.call(document.querySelectorAll("#consent-settings input[data-setting]"), function (input) {
+    settings[input.getAttribute("data-setting")] = input.value;
+  });
+  send({ approve: true, settings: settings, accept_warnings: $("consent-accept").checked });
+}
+
+function deny() {
+  if (current) send({ deny: true });
+}
+
+export function onConsentDone(event) {
+  queue = queue.filter(function (c) { return c.consent_id !== event.consent_id; });
+  if (current && current.consent_id === event.consent_id) close();
+}
+
+export function initConsentModal() {
+  $("consent-form").addEventListener("submit", approve);
+  $("consent-deny").addEventListener("click", deny);
+  $("consent-dialog").addEventListener("cancel", function (e) { e.preventDefault(); deny(); });
+  $("consent-dialog").addEventListener("close", function () {
+    if (closing) { closing = false; return; }
+    if (current) deny();
+  });
+}
