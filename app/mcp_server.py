@@ -83,7 +83,10 @@ class McpFace:
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
         self._early_catalog = early_catalog
         self._page_url_for = page_url
-        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        # The latest session of each connection (the SDK makes one per request; a finished
+        # request's session still reaches its connection's standalone channel), kept as long
+        # as the connection lives.
+        self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()
         self._page: Any = None
         self.server: Server[Any] = Server(
@@ -113,19 +116,21 @@ class McpFace:
         runtime.gateway.add_listener(self.tools_changed)
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
-        if getattr(ctx, "session", None) is not None:
-            self._sessions.add(ctx.session)
+        session = getattr(ctx, "session", None)
+        connection = getattr(session, "_connection", None)
+        if connection is not None:
+            self._sessions[connection] = session
         return await call_next(ctx)
 
     async def tools_changed(self) -> None:
         """Tell every client the tool list changed, in both protocol eras."""
         await self._bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
-        for session in list(self._sessions):  # 2025-11-25 sessions (dropped by the SDK on modern ones)
+        for connection, session in list(self._sessions.items()):  # 2025-11-25 (dropped on modern ones)
             try:
                 await session.send_tool_list_changed()
             except Exception as exc:  # a client that went away
                 logger.debug("list_changed not delivered: %s", type(exc).__name__)
-                self._sessions.discard(session)
+                self._sessions.pop(connection, None)
 
     def failed_to_start(self, exc: BaseException) -> None:
         self._runtime.set_exception(exc)
