@@ -1,7 +1,14 @@
 """``mcp-setup mcp``: the stdio MCP server face exposing the ``mcp_setup_*`` tools.
 
+It is also the gateway: after its own seven tools it lists every tool of every installed and
+enabled server as ``<slug>__<tool>`` (see :mod:`setup_agent.catalog`), read from the store so a
+client sees them at once, and forwards calls to that server, started on its first call. When
+the list changes (an install, a removal, enable/disable, in this process or any other on the
+data dir) every client is told: ``notifications/tools/list_changed`` on 2025-era sessions, a
+``subscriptions/listen`` event on 2026-07-28 ones.
+
 Conventions (shared with the seed MCP server): logs go to stderr only; ``initialize``
-advertises tools and resources (``subscribe: false, listChanged: false``); the client's
+advertises tools (``listChanged: true``) and resources; the client's
 ``clientInfo.name`` becomes the provenance label ``mcp:<name>`` of what it installs; the
 agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
 URL-mode elicitation to a one-time local page when the client supports it.
@@ -15,17 +22,22 @@ import logging
 import os
 import re
 import stat
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
+from setup_agent.catalog import SQLITE_FILE_NAME, Catalog, read_sqlite_catalog
 from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, PromptCancelled
 from setup_agent.tool_specs import TOOL_NAMES, TOOL_SPECS
 
@@ -60,10 +72,22 @@ def provenance_label(client_name: str | None) -> str:
 class McpFace:
     """Builds the low-level SDK server; the :class:`Runtime` may arrive after it started serving."""
 
-    def __init__(self, runtime: Runtime | None = None, *, version: str = "0.1.0") -> None:
+    def __init__(
+        self,
+        runtime: Runtime | None = None,
+        *,
+        version: str = "0.1.0",
+        early_catalog: Callable[[], Catalog | None] | None = None,
+        page_url: Callable[[str], str] | None = None,
+    ) -> None:
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
-        if runtime is not None:
-            self._runtime.set_result(runtime)
+        self._early_catalog = early_catalog
+        self._page_url_for = page_url
+        # The latest session of each connection (the SDK makes one per request; a finished
+        # request's session still reaches its connection's standalone channel), kept as long
+        # as the connection lives.
+        self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._bus = InMemorySubscriptionBus()
         self._page: Any = None
         self.server: Server[Any] = Server(
             "mcp-setup",
@@ -77,11 +101,36 @@ class McpFace:
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
+            on_subscriptions_listen=ListenHandler(self._bus),
         )
+        self.server.middleware.append(self._track_session)
+        if runtime is not None:
+            self.provide(runtime)
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     def provide(self, runtime: Runtime) -> None:
         """Hand over the runtime once it is built; waiting tool calls go on."""
         self._runtime.set_result(runtime)
+        runtime.gateway.add_listener(self.tools_changed)
+
+    async def _track_session(self, ctx: Any, call_next: Any) -> Any:
+        session = getattr(ctx, "session", None)
+        connection = getattr(session, "_connection", None)
+        if connection is not None:
+            self._sessions[connection] = session
+        return await call_next(ctx)
+
+    async def tools_changed(self) -> None:
+        """Tell every client the tool list changed, in both protocol eras."""
+        await self._bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
+        for connection, session in list(self._sessions.items()):  # 2025-11-25 (dropped on modern ones)
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a client that went away
+                logger.debug("list_changed not delivered: %s", type(exc).__name__)
+                self._sessions.pop(connection, None)
 
     def failed_to_start(self, exc: BaseException) -> None:
         self._runtime.set_exception(exc)
@@ -93,17 +142,26 @@ class McpFace:
             raise MCPError(JSONRPC_INTERNAL_ERROR, "mcp-setup could not start; its log (stderr) says why.") from exc
 
     # -- tools ------------------------------------------------------------------------
+    async def catalog(self) -> Catalog:
+        """The installed tools: the gateway's once the core is up; before that, the store's file."""
+        if self._runtime.done() and not self._runtime.exception():
+            return await self._runtime.result().gateway.ready()
+        early = self._early_catalog() if self._early_catalog is not None else None
+        if early is not None:
+            return early
+        return await (await self.runtime()).gateway.ready()
+
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(
-            tools=[types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"]) for s in TOOL_SPECS]
-        )
+        own = [types.Tool.model_validate(spec) for spec in TOOL_SPECS]
+        installed = [types.Tool.model_validate(tool) for tool in (await self.catalog()).wire_tools()]
+        return types.ListToolsResult(tools=own + installed)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in TOOL_NAMES:
-            raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown tool {params.name!r}.")
         arguments = params.arguments or {}
         if not isinstance(arguments, dict):
             raise MCPError(JSONRPC_INVALID_PARAMS, "Tool arguments must be an object.")
+        if params.name not in TOOL_NAMES:
+            return await self._call_installed(ctx, params.name, arguments)
         from setup_agent.service import CallContext
 
         runtime = await self.runtime()
@@ -119,10 +177,25 @@ class McpFace:
             content=[types.TextContent(type="text", text=text)], structured_content=result, is_error=is_error
         )
 
+    async def _call_installed(self, ctx: Any, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        from setup_agent.gateway import UnknownTool
+
+        runtime = await self.runtime()
+        try:
+            result = await runtime.gateway.call(name, arguments, session=str(id(ctx.session)))
+        except UnknownTool:
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
+        return types.CallToolResult.model_validate(result)
+
     def _provenance(self, ctx: Any) -> str:
         params = getattr(ctx.session, "client_params", None)
         info = getattr(params, "client_info", None) if params is not None else None
         return provenance_label(getattr(info, "name", None))
+
+    def _page_url(self, runtime: Runtime, pending: PendingPrompt) -> str:
+        if self._page_url_for is not None:  # served by the web app itself (mcp-setup serve's /mcp)
+            return self._page_url_for(pending.prompt_id)
+        return self._page_server(runtime).url_for(pending)
 
     def _page_server(self, runtime: Runtime) -> Any:
         if self._page is None:
@@ -134,11 +207,14 @@ class McpFace:
         return self._page
 
     async def _present(self, ctx: Any, runtime: Runtime, pending: PendingPrompt) -> dict[str, Any]:
-        url = self._page_server(runtime).url_for(pending)
+        url = self._page_url(runtime, pending)
         caps = ctx.session.client_capabilities
         elicitation = getattr(caps, "elicitation", None) if caps is not None else None
         where = f" for {pending.server}" if pending.server else ""
-        if elicitation is not None and getattr(elicitation, "url", None) is not None:
+        # At 2026-07-28 a server sends no requests of its own (no back-channel): the result
+        # carries the page's URL, as for a client without URL elicitation.
+        modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
+        if not modern and elicitation is not None and getattr(elicitation, "url", None) is not None:
             result = await ctx.session.elicit_url(
                 f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
                 "it stays on this computer and is never shown to the assistant.",
@@ -358,7 +434,8 @@ async def run_stdio(
     answer has gone out (or after a second of silence), and tool calls wait for it.
     Installed servers then connect in the background.
     """
-    face = McpFace()
+    db_file = None if settings.database_url else Path(settings.home).expanduser() / SQLITE_FILE_NAME
+    face = McpFace(early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None)
     answered_once = anyio.Event()
     holder: list[Runtime] = []
 
@@ -385,7 +462,7 @@ async def run_stdio(
             return
         holder.append(runtime)
         face.provide(runtime)
-        await runtime.start()
+        await runtime.start(eager=False)  # servers start on their first call
 
     try:
         async with anyio.create_task_group() as tg:
@@ -394,7 +471,7 @@ async def run_stdio(
             async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(
                 read_stream, write_stream, answered_once=answered_once
             ) as streams:
-                await face.server.run(*streams, face.server.create_initialization_options())
+                await face.server.run(*streams, face.initialization_options())
             tg.cancel_scope.cancel()
     finally:
         face.close()

@@ -18,7 +18,9 @@ Methods:
   answered there (``answer`` message; ``POST /api/secrets/{prompt_id}``). Provenance: ``agent``;
 * ``servers.list`` (``{}`` → ``{servers: [...]}``, as ``mcp_setup_list_servers``),
   ``servers.remove`` (``{server_id}`` → ``{removed: true}``), ``servers.reconnect``
-  (``{server_id}`` → ``{server_id, status}``; the outcome arrives as ``server_status`` events).
+  (``{server_id}`` → ``{server_id, status}``; the outcome arrives as ``server_status`` events),
+  ``servers.enable`` / ``servers.disable`` (``{server_id}`` → ``{server_id, enabled}``: a disabled
+  server keeps its settings, stops, and its tools leave every face's list).
 
 Errors — one rule: a tool's error result ``{"ok": false, "error": {code, message, ...}}`` is
 **always** returned as a JSON-RPC error, built by :func:`setup_agent.errors.jsonrpc_error`:
@@ -62,7 +64,10 @@ log = logging.getLogger(__name__)
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 MAX_BODY = 1 << 20
-METHODS = (*TOOL_NAMES, "spawn_subagent", "servers.list", "servers.remove", "servers.reconnect")
+METHODS = (
+    *TOOL_NAMES, "spawn_subagent", "servers.list", "servers.remove", "servers.reconnect", "servers.enable",
+    "servers.disable",
+)  # fmt: skip
 
 
 class RpcError(Exception):
@@ -248,6 +253,9 @@ class RpcDispatcher:
         if method == "servers.reconnect":
             _only(params, {"server_id"})
             return await self._reconnect(params)
+        if method in ("servers.enable", "servers.disable"):
+            _only(params, {"server_id"})
+            return await self.runtime.service.set_enabled(_server_id(params), method == "servers.enable")
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {method[:80]!r}.")
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
@@ -310,14 +318,19 @@ class RpcDispatcher:
             raise _bad_params(str(exc.args[0] if exc.args else exc)) from None
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
-        server_id = params.get("server_id")
-        if not isinstance(server_id, str) or not server_id.strip():
-            raise _bad_params("server_id is required and must be a non-empty string.")
+        server_id = _server_id(params)
         server = await asyncio.to_thread(self.runtime.store.get, server_id)
         if server is None:
             raise NotFound(f"No installed server has the id {server_id!r}.")
         status = await self.runtime.connections.connect(server, wait=False)
         return {"server_id": server_id, "status": status.status}
+
+
+def _server_id(params: dict[str, Any]) -> str:
+    server_id = params.get("server_id")
+    if not isinstance(server_id, str) or not server_id.strip():
+        raise _bad_params("server_id is required and must be a non-empty string.")
+    return server_id.strip()
 
 
 def _only(params: dict[str, Any], allowed: set[str]) -> None:

@@ -20,6 +20,7 @@ import httpx
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
 from setup_agent.consent import ConsentBroker
+from setup_agent.gateway import Gateway
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober, sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs
@@ -78,13 +79,17 @@ class Runtime:
     connections: ConnectionManager
     service: SetupService
     http: httpx.AsyncClient
+    gateway: Gateway
     consents: ConsentBroker | None = None
 
-    async def start(self) -> None:
-        """Connect every installed, enabled server (concurrently)."""
-        await self.connections.start()
+    async def start(self, *, eager: bool = True) -> None:
+        """Read the catalog, then watch the store. ``eager``: connect every enabled server now
+        (concurrently, in the background); otherwise each starts on its first call."""
+        self.gateway.eager = eager
+        await self.gateway.start()
 
     async def aclose(self) -> None:
+        await self.gateway.aclose()
         await self.connections.aclose()
         await self.prober.drain()
         await self.hub.aclose()
@@ -176,6 +181,15 @@ def build_runtime(
         user_home=Path.home(),
         consents=consents,
     )
-    return Runtime(
-        settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, consents=consents
+    gateway = Gateway(
+        store,
+        connections,
+        redactor,
+        eager=True,
+        call_timeout=settings.probe_timeout_seconds,
+        idle_stop_seconds=settings.idle_stop_seconds,
     )
+    return Runtime(
+        settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
+        consents=consents,
+    )  # fmt: skip

@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     port: int = Field(default=8765, ge=0, le=65535)
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
+    idle_stop_seconds: float = Field(
+        default=0.0, ge=0, description="Stop an installed server idle this long (0 = never); it restarts on its next call."
+    )
     consent: Literal["ask", "never-ask"] = Field(
         default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
     )

@@ -101,8 +101,15 @@ class WebFace:
         self._boot = asyncio.create_task(self._start_runtime(), name="mcp-setup-boot")
 
     async def _start_runtime(self) -> None:
+        assert self.hub is not None
+        hub = self.hub
+
+        async def servers_changed() -> None:  # installs, removals, enable/disable, from any process
+            hub.emit({"type": "servers_changed"})
+
+        self.runtime.gateway.add_listener(servers_changed)
         try:
-            await self.runtime.start()
+            await self.runtime.start(eager=True)  # serve keeps every enabled server connected
         except Exception:
             log.exception("starting the installed servers failed")
 

@@ -56,6 +56,7 @@ class _Live:
     client: Any = None
     pid: int | None = None
     secrets: list[str] = field(default_factory=list)
+    last_used: float = 0.0
 
 
 class ConnectionManager:
@@ -86,6 +87,10 @@ class ConnectionManager:
         self._live: dict[str, _Live] = {}
         self._booting = False
         self._booted = asyncio.Event()
+        # Every stored secret of every installed server, for the redactor (not only live ones):
+        # an installed server may print another's secret, or its own before it connected.
+        self._stored_secrets: list[tuple[str, str]] = []
+        redactor.add_source(lambda: self._stored_secrets)
 
     def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Hear every status change; returns a function that stops listening."""
@@ -176,6 +181,69 @@ class ConnectionManager:
     async def aclose(self) -> None:
         await asyncio.gather(*(self.disconnect(sid) for sid in list(self._live)))
 
+    # -- the gateway's needs ---------------------------------------------------------
+    async def learn_stored_secrets(self) -> None:
+        """Teach the redactor every stored secret value of every installed server."""
+        rows = await asyncio.to_thread(self.store.secret_values)
+        self._stored_secrets = [(f"[secret:{key}]", value.reveal()) for _sid, key, value in rows]
+        self.redactor.invalidate()
+
+    async def sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
+        """Match the live sessions to ``servers`` (the store's): stop what is gone or disabled;
+        with ``eager``, start every enabled server not yet live."""
+        self._booting = True
+        try:
+            await self._sync(servers, eager=eager)
+        finally:
+            self._booted.set()
+
+    async def _sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
+        wanted = {s.server_id: s for s in servers if s.enabled}
+        gone = [sid for sid in self._live if sid not in wanted]
+        await asyncio.gather(*(self.disconnect(sid) for sid in gone))
+        for sid in gone:
+            self._set_stopped(sid)
+        for server in wanted.values():
+            # Lazy or not, a server whose tools were never recorded (installed by an older
+            # mcp-setup) is started once so that they can be listed.
+            if server.server_id not in self._live and (eager or not server.tools_recorded):
+                await self.connect(server, wait=False)
+
+    async def ensure_connected(self, server: InstalledServer, timeout: float) -> ServerStatus:
+        """Start ``server`` unless it is live (or retrying), and wait (bounded) for it to settle.
+
+        A server that gave up (failed with no retry left) or was stopped is started afresh.
+        """
+        live = self._live.get(server.server_id)
+        if live is None or live.task is None or live.task.done() or live.status.status in ("failed", "stopped"):
+            await self.connect(server, wait=False)
+        live = self._live[server.server_id]
+        live.last_used = asyncio.get_running_loop().time()
+        try:
+            return await self.wait_settled(server.server_id, timeout)
+        except TimeoutError:
+            return live.status
+
+    async def stop_idle(self, idle_seconds: float) -> list[str]:
+        """Stop connected servers unused for ``idle_seconds``; they start again on their next call."""
+        now = asyncio.get_running_loop().time()
+        idle = [
+            sid for sid, live in self._live.items()
+            if live.status.status == "connected" and now - (live.last_used or now) >= idle_seconds
+        ]  # fmt: skip
+        for sid in idle:
+            logger.info("server %s idle for %.0f s: stopping it until its next call", sid, idle_seconds)
+            await self.disconnect(sid)
+        return idle
+
+    def _set_stopped(self, server_id: str) -> None:
+        status = ServerStatus(server_id, status="stopped")
+        for listener in list(self._listeners):
+            try:
+                listener(status)
+            except Exception:
+                logger.exception("status listener failed")
+
     # -- queries ----------------------------------------------------------------------
     def status(self, server_id: str) -> ServerStatus:
         live = self._live.get(server_id)
@@ -193,7 +261,9 @@ class ConnectionManager:
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
         result = await live.client.call_tool(name, arguments or {})
+        live.last_used = asyncio.get_running_loop().time()
         return self.redactor.redact_obj(result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     def _get(self, server_id: str) -> _Live:
@@ -260,7 +330,9 @@ class ConnectionManager:
                     live.client = client
                     live.pid = pwatch.pid
                     live.status.tools = self.redactor.redact_obj(tool_dicts(tools))
+                    live.last_used = asyncio.get_running_loop().time()
                     attempt = 0
+                    await self._record_tools(live)
                     self._set(live, "connected")
                     await self._hold(live, pwatch)
                 finally:
@@ -290,6 +362,13 @@ class ConnectionManager:
         if live.stop.is_set():
             self._set(live, "stopped", live.status.reason)
         self._forget_secrets(live)
+
+    async def _record_tools(self, live: _Live) -> None:
+        """The store keeps each server's latest tool list: listing never waits for a spawn."""
+        try:
+            await asyncio.to_thread(self.store.set_tools, live.server.server_id, live.status.tools)
+        except SetupError as exc:  # e.g. removed meanwhile: the session still works
+            logger.info("could not record the tools of %s: %s", live.server.server_id, exc.code)
 
     async def _hold(self, live: _Live, pwatch: ProcessWatch) -> None:
         """Wait until asked to stop or until the server process dies."""

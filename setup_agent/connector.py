@@ -136,12 +136,30 @@ async def list_all_tools(client: Client, *, max_pages: int = 100) -> list[Any]:
 
 
 def tool_dicts(tools: list[Any]) -> list[dict[str, Any]]:
-    """Tools as plain JSON (``{name, title?, description, inputSchema}``)."""
+    """Tools as plain JSON (``{name, title?, description, inputSchema, outputSchema?, annotations?}``)."""
     out = []
     for tool in tools:
         item: dict[str, Any] = {"name": tool.name, "description": tool.description or ""}
         if getattr(tool, "title", None):
             item["title"] = tool.title
-        item["inputSchema"] = tool.input_schema if isinstance(tool.input_schema, dict) else dict(tool.input_schema)
+        item["inputSchema"] = _plain(tool.input_schema)
+        output = getattr(tool, "output_schema", None)
+        if output is not None:
+            item["outputSchema"] = _plain(output)
+        annotations = getattr(tool, "annotations", None)
+        if annotations is not None:
+            item["annotations"] = (
+                annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if hasattr(annotations, "model_dump")
+                else dict(annotations)
+            )
         out.append(item)
     return out
+
+
+def _plain(schema: Any) -> dict[str, Any]:
+    if isinstance(schema, dict):
+        return schema
+    if hasattr(schema, "model_dump"):
+        return schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dict(schema)

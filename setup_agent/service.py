@@ -339,6 +339,8 @@ class SetupService:
                     installed_by=ctx.installed_by,
                     tools_hash=result.tools_hash,
                     env=env,
+                    title=prepared.detail.display_name,
+                    tools=result.tools,
                 )
             except BaseException:
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)
@@ -366,8 +368,12 @@ class SetupService:
             item: dict[str, Any] = {
                 "server_id": s.server_id,
                 "qualified_name": s.qualified_name,
-                "status": st.status,
-                "tools": st.tools,
+                "title": s.title,
+                "slug": s.slug,
+                "enabled": s.enabled,
+                "status": st.status if s.enabled else "disabled",
+                # Live tools when connected; otherwise the list recorded at its last connect.
+                "tools": st.tools if st.status == "connected" else list(s.tools),
                 "installed_by": s.installed_by,
                 "installed_at": s.installed_at.isoformat(),
                 "version": s.version,
@@ -382,6 +388,18 @@ class SetupService:
         server_id = _req_str(args, "server_id")
         await self.connections.remove(server_id)
         return {"removed": True}
+
+    async def set_enabled(self, server_id: str, enabled: bool) -> dict:
+        """Enable or disable an installed server (not an agent tool: faces for people call it).
+
+        A disabled server keeps its rows and secrets; it stops and its tools leave every face's
+        list (the gateway sees the change through the store)."""
+        server = await asyncio.to_thread(self.store.set_enabled, server_id, enabled)
+        if enabled:
+            await self.connections.connect(server, wait=False)
+        else:
+            await self.connections.disconnect(server_id)
+        return {"server_id": server_id, "enabled": server.enabled}
 
     # -- shared steps -----------------------------------------------------------------
     async def _detail(self, name: str, source: str | None) -> Detail:

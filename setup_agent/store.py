@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import os
 import secrets as _random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,6 +26,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from .catalog import SQLITE_FILE_NAME, Catalog, CatalogServer, make_slug, parse_tools
 from .errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
 from .secrets import SecretValue
 from .vault import Vault
@@ -34,13 +36,13 @@ __all__ = [
     "EnvInput", "EnvKey", "InstalledServer", "ServerRow", "Store", "utcnow",
 ]  # fmt: skip
 
-DB_FILE_NAME = "mcp-setup.db"
+DB_FILE_NAME = SQLITE_FILE_NAME
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: Our own Alembic version table, so a shared (team) database can host other apps too.
 VERSION_TABLE = "mcp_setup_alembic_version"
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
-HEAD_REVISION = "0001_initial"
+HEAD_REVISION = "0002_gateway"
 
 
 #: ``{KEY: (value, secret)}`` as :meth:`Store.install` takes it.
@@ -95,8 +97,20 @@ class ServerRow(Base):
     installed_at: Mapped[datetime] = mapped_column(UTCDateTime())
     installed_by: Mapped[str] = mapped_column(String(128))
     tools_hash: Mapped[str] = mapped_column(String(128))
+    slug: Mapped[str] = mapped_column(String(64), nullable=True, unique=True, index=True)  # set at install
+    title: Mapped[str | None] = mapped_column(String(512))
+    tools_json: Mapped[str | None] = mapped_column(Text)  # redacted tool list, refreshed at each connect
 
     env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
+
+
+class ChangeRow(Base):
+    """One row (id 1) whose counter is bumped with every change other processes must see."""
+
+    __tablename__ = "mcp_setup_changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    counter: Mapped[int] = mapped_column(Integer)
 
 
 class ClientEnvRow(Base):
@@ -134,11 +148,21 @@ class InstalledServer:
     installed_by: str
     tools_hash: str
     env_keys: tuple[EnvKey, ...]
+    slug: str = ""
+    title: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    tools_recorded: bool = False  # False until a test or a connection has listed its tools
+
+    def catalog_entry(self) -> CatalogServer:
+        return CatalogServer(
+            self.server_id, self.qualified_name, self.slug, self.title, self.enabled, self.tools,
+            self.package_type, self.version,
+        )  # fmt: skip
 
 
 _COLUMNS = (
     "server_id", "qualified_name", "source", "version", "package_type", "enabled", "installed_at",
-    "installed_by", "tools_hash",
+    "installed_by", "tools_hash", "slug", "title",
 )  # fmt: skip
 
 
@@ -146,6 +170,8 @@ def _record(row: ServerRow) -> InstalledServer:
     return InstalledServer(
         **{name: getattr(row, name) for name in _COLUMNS},
         launch_spec=json.loads(row.launch_spec),
+        tools=parse_tools(row.tools_json),
+        tools_recorded=row.tools_json is not None,
         env_keys=tuple(EnvKey(e.key, e.secret) for e in sorted(row.env, key=lambda e: e.key)),
     )
 
@@ -176,6 +202,7 @@ class Store:
         self._vault = vault
         self._clock = clock
         self._closed = False
+        self._listeners: builtins.list[Callable[[], None]] = []
         try:
             url = make_url(database_url)
         except (sa_exc.ArgumentError, ValueError):
@@ -259,8 +286,14 @@ class Store:
         tools_hash: str,
         env: EnvInput,
         server_id: str | None = None,
+        title: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> InstalledServer:
-        """Record a server and its env (``{KEY: (value, secret)}``) in one transaction."""
+        """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
+
+        The server gets a gateway slug not used by any other installed server
+        (:func:`~setup_agent.catalog.make_slug`); ``tools`` is the tool list its test saw.
+        """
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
         _check_fields(package_type=package_type, installed_by=installed_by, tools_hash=tools_hash)
@@ -271,18 +304,22 @@ class Store:
             server_id=server_id, qualified_name=qualified_name, source=source, version=version,
             package_type=package_type, launch_spec=spec_json, enabled=True, installed_at=_aware(self._clock()),
             installed_by=installed_by, tools_hash=tools_hash, env=env_rows,
+            title=(title or None) and title[:512], tools_json=_tools_json(tools),
         )  # fmt: skip
         try:
             with self._translated(f"install {qualified_name}"), self._session() as s, s.begin():
                 self._refuse_duplicate(s, qualified_name, server_id)
+                row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
                 s.add(row)
                 s.flush()
+                self._bump(s)
                 result = _record(row)
         except StoreError as exc:
             if exc.details.get("cause") == "IntegrityError":  # lost a race with another writer
                 with self._translated(f"install {qualified_name}"), self._session() as s:
                     self._refuse_duplicate(s, qualified_name, server_id)
             raise
+        self._changed()
         return result
 
     def set_enabled(self, server_id: str, enabled: bool) -> InstalledServer:
@@ -290,14 +327,59 @@ class Store:
             done = s.execute(update(ServerRow).where(ServerRow.server_id == server_id).values(enabled=bool(enabled)))
             if not done.rowcount:
                 raise NotFound(f"No installed server has the id {server_id}.")
-            return _record(s.get_one(ServerRow, server_id, populate_existing=True))
+            self._bump(s)
+            result = _record(s.get_one(ServerRow, server_id, populate_existing=True))
+        self._changed()
+        return result
+
+    def set_tools(self, server_id: str, tools: Sequence[Mapping[str, Any]]) -> bool:
+        """Record the server's current tool list; True (and a change bump) when it differs."""
+        text = _tools_json(tools)
+        with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
+            done = s.execute(
+                update(ServerRow)
+                .where(ServerRow.server_id == server_id, (ServerRow.tools_json != text) | ServerRow.tools_json.is_(None))
+                .values(tools_json=text)
+            )
+            if not done.rowcount:
+                return False
+            self._bump(s)
+        self._changed()
+        return True
 
     def remove(self, server_id: str) -> bool:
         """Delete the server and its env rows in one transaction; ``False`` if it was not there."""
         with self._translated(f"remove server {server_id}"), self._session() as s, s.begin():
             s.execute(delete(ClientEnvRow).where(ClientEnvRow.server_id == server_id))
             done = s.execute(delete(ServerRow).where(ServerRow.server_id == server_id))
-            return bool(done.rowcount)
+            if not done.rowcount:
+                return False
+            self._bump(s)
+        self._changed()
+        return True
+
+    # -- change marker -------------------------------------------------------------
+    def change_counter(self) -> int:
+        """The change counter: bumped by every install, removal, enable/disable, tool change."""
+        with self._translated("read the change counter"), self._session() as s:
+            return int(s.scalar(select(ChangeRow.counter).where(ChangeRow.id == 1)) or 0)
+
+    def add_change_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Called (in the writing thread) after each change this process committed."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _bump(self, s: Session) -> None:
+        done = s.execute(update(ChangeRow).where(ChangeRow.id == 1).values(counter=ChangeRow.counter + 1))
+        if not done.rowcount:
+            s.add(ChangeRow(id=1, counter=1))
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # a listener must not undo a committed change
+                logging.getLogger(__name__).exception("store change listener failed")
 
     # -- reads ---------------------------------------------------------------------
     def get(self, server_id: str) -> InstalledServer | None:
@@ -314,6 +396,26 @@ class Store:
         query = query.order_by(ServerRow.installed_at, ServerRow.qualified_name)
         with self._translated("list servers"), self._session() as s:
             return [_record(r) for r in s.scalars(query)]
+
+    def catalog(self) -> Catalog:
+        """The gateway catalog of every installed server (see :mod:`setup_agent.catalog`)."""
+        return Catalog.build(server.catalog_entry() for server in self.list())
+
+    def secret_values(self) -> builtins.list[tuple[str, str, SecretValue]]:
+        """``(server_id, key, value)`` of every stored secret; one that cannot be decrypted is skipped."""
+        with self._translated("read the stored secrets"), self._session() as s:
+            rows = s.execute(
+                select(ClientEnvRow.server_id, ClientEnvRow.key, ClientEnvRow.value_encrypted).where(
+                    ClientEnvRow.secret.is_(True)
+                )
+            ).all()
+        out = []
+        for server_id, key, token in rows:
+            try:
+                out.append((server_id, key, self._vault.decrypt(token)))
+            except StoreError:
+                logging.getLogger(__name__).warning("the stored %s of server %s cannot be decrypted", key, server_id)
+        return out
 
     def env_values(self, server_id: str) -> dict[str, SecretValue]:
         """Decrypted env of a server, every value a :class:`SecretValue` (secret or not)."""
@@ -415,6 +517,15 @@ def _env(env: EnvInput) -> _EnvItems:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], bool)):
             raise InvalidInput(f"The env entry for {key} must be a (value, secret: bool) pair.", key=key)
     return items
+
+
+def _tools_json(tools: Sequence[Mapping[str, Any]] | None) -> str | None:
+    if tools is None:
+        return None
+    try:
+        return json.dumps([dict(t) for t in tools], sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        raise InvalidInput("tools must be a list of JSON objects.") from None
 
 
 def _spec_json(launch_spec: Mapping[str, Any], env: _EnvItems) -> str:

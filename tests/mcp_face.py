@@ -124,13 +124,17 @@ async def mcp_setup_client(
     client_name: str = "Claude Desktop",
     elicitation_callback: Any = None,
     env: dict[str, str] | None = None,
+    mode: str = "legacy",
+    message_handler: Any = None,
 ) -> AsyncIterator[Client]:
     params = StdioServerParameters(command=mcp_setup_argv()[0], args=[*mcp_setup_argv("mcp")[1:]], env=env or face_env(home), cwd=str(REPO))
     with open(stderr_path, "a") as errlog:
         transport = recorded(stdio_client(params, errlog=errlog), recorder)
-        kwargs: dict[str, Any] = {"client_info": types.Implementation(name=client_name, version="1.0"), "mode": "legacy"}
+        kwargs: dict[str, Any] = {"client_info": types.Implementation(name=client_name, version="1.0"), "mode": mode}
         if elicitation_callback is not None:
             kwargs["elicitation_callback"] = elicitation_callback
+        if message_handler is not None:
+            kwargs["message_handler"] = message_handler
         async with Client(transport, **kwargs) as client:
             yield client
 

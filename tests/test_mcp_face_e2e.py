@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import sys
 
@@ -124,10 +125,18 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             assert canary.encode() not in data, f"canary in {path}"
         assert no_process_left(str(data_dir)), "a server process outlived mcp-setup"
 
-        # Restart: the server comes back connected with its decrypted secret; old refs are gone.
+        # Restart: the installed tools are listed at once (from the store, nothing spawned); the
+        # server starts on its first call with its decrypted secret; old refs are gone.
         restart_log = tmp_path / "stderr-restart.log"
         async with mcp_setup_client(tmp_path, restart_log, recorder, env=env) as client:
             listed = (await call(client, "mcp_setup_list_servers", {"wait_seconds": 30}))["servers"]
+            assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "stopped")]
+            slug = listed[0]["slug"]
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {f"{slug}__echo", f"{slug}__whoami"} <= names
+            answered = await client.call_tool(f"{slug}__whoami", {})
+            assert answered.is_error is not True and answered.content[0].text == "ok"
+            listed = (await call(client, "mcp_setup_list_servers"))["servers"]
             assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "connected")]
             stale = await call(
                 client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
@@ -168,6 +177,17 @@ async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usab
     assert os.path.exists(tmp_path / "err.log") and canary not in (tmp_path / "err.log").read_text()
 
 
+def answer_to(proc: subprocess.Popen[str], request_id: int) -> dict[str, Any]:
+    """The next answer to ``request_id`` on the face's stdout (notifications are skipped)."""
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        assert line, "mcp-setup closed stdout"
+        message = json.loads(line)
+        if message.get("id") == request_id:
+            return message
+
+
 def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, canary: str) -> None:
     from keyring.backends import fail
 
@@ -187,6 +207,7 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
     store.install(
         qualified_name="io.test/stubborn", source="local", version="1", package_type="stdio", launch_spec=spec,
         installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (canary, True)},
+        tools=[{"name": "whoami", "description": "", "inputSchema": {"type": "object"}}],
     )
     store.close()
     proc = subprocess.Popen(
@@ -197,13 +218,19 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
         messages = [
             {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp_setup_list_servers", "arguments": {"wait_seconds": 30}}},
+            # The stdio face starts a server on its first call.
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "stubborn__whoami", "arguments": {}}},
         ]
         assert proc.stdin and proc.stdout
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
         proc.stdin.flush()
-        proc.stdout.readline()
-        listed = json.loads(proc.stdout.readline())
+        answer_to(proc, 1)
+        answered = answer_to(proc, 2)
+        assert answered["result"]["content"][0]["text"] == "ok", answered
+        listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp_setup_list_servers", "arguments": {}}}
+        proc.stdin.write(json.dumps(listing) + "\n")
+        proc.stdin.flush()
+        listed = answer_to(proc, 3)
         servers = json.loads(listed["result"]["content"][0]["text"])["servers"]
         assert [s["status"] for s in servers] == ["connected"]
         assert processes_mentioning(str(data_dir)), "the stub should be running"

@@ -20,7 +20,7 @@ from sqlalchemy import Column, MetaData, String, Table, event, text
 from tests.conftest import MemoryKeyring
 from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
 from setup_agent.secrets import SecretValue
-from setup_agent.store import DB_FILE_NAME, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
+from setup_agent.store import DB_FILE_NAME, HEAD_REVISION, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
 from setup_agent.vault import Vault
 
 
@@ -90,7 +90,7 @@ def test_migrations_create_exactly_the_schema_of_the_models(store: Store) -> Non
     with store.engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
         assert compare_metadata(context, Base.metadata) == []
-        assert context.get_current_revision() == "0001_initial"
+        assert context.get_current_revision() == HEAD_REVISION
 
 
 def test_schema_comparison_notices_a_model_the_migrations_lack(store: Store) -> None:

@@ -35,6 +35,7 @@ on("secret_done", onSecretDone);
 on("consent_request", onConsentRequest);
 on("consent_done", onConsentDone);
 on("server_status", function () { loadServersSoon(); });
+on("servers_changed", function () { loadServersSoon(); });
 on("error", onRunError);
 
 document.addEventListener("DOMContentLoaded", function () {

@@ -4,7 +4,8 @@
 import { $, el, showError } from "./dom.js";
 import { rpc } from "./api.js";
 
-var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped" };
+var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped",
+                     disabled: "Disabled" };
 
 function installedByWords(label) {
   if (!label) return "unknown";
@@ -49,6 +50,21 @@ function renderServers(servers) {
                                    "data-focus-key": "reconnect:" + server.server_id });
     var remove = el("button", { type: "button", class: "danger", text: "Remove", "aria-label": "Remove " + name,
                                 "data-focus-key": "remove:" + server.server_id });
+    // Enabled: its tools are offered to agents. Disabled: it keeps its settings but is stopped.
+    var enabled = server.enabled !== false;
+    var toggle = el("input", { type: "checkbox", class: "enable-toggle", role: "switch",
+                               "aria-label": "Offer " + name + "'s tools to agents",
+                               "data-focus-key": "enable:" + server.server_id });
+    toggle.checked = enabled;
+    toggle.addEventListener("change", function () {
+      showError(itemError, "");
+      var method = toggle.checked ? "servers.enable" : "servers.disable";
+      rpc(method, { server_id: server.server_id }).then(loadServers, function (err) {
+        toggle.checked = !toggle.checked;
+        showError(itemError, "Could not " + (method === "servers.enable" ? "enable" : "disable") + " it. " + err.message);
+      });
+    });
+    var toggleLabel = el("label", { class: "enable" }, [toggle, " Enabled"]);
     reconnect.addEventListener("click", function () {
       // Not `disabled`: that would drop keyboard focus; the list refresh keeps it on this button.
       if (reconnect.getAttribute("aria-disabled") === "true") return;
@@ -81,8 +97,9 @@ function renderServers(servers) {
         (when && !isNaN(when) ? " on " + when.toLocaleString() : "") +
         (server.version ? " · version " + server.version : "") }),
       status === "failed" && server.reason ? el("p", { class: "error", text: "Problem: " + server.reason }) : null,
-      details || el("p", { class: "muted small", text: status === "connected" ? "No tools." : "Tools appear once it is connected." }),
-      el("div", { class: "row" }, [reconnect, remove]),
+      details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
+        (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
+      el("div", { class: "row" }, [toggleLabel, enabled ? reconnect : null, remove]),
       itemError
     ]);
     list.appendChild(item);

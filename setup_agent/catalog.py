@@ -1,0 +1,189 @@
+"""The gateway's tool catalog: every installed server's tools under one stable name each.
+
+This is the one place where gateway names are made (no face derives its own):
+
+* **slug** — per installed server, chosen once at install and stored (``mcp_servers.slug``):
+  the last path segment of the qualified name (``io.github.acme/brave-search`` →
+  ``brave-search``), lower-cased, every run of other characters turned into ``-``, at most
+  24 characters; when taken by another installed server, ``-2``, ``-3``, … is appended.
+  A slug never holds ``_``, so the first ``__`` of a gateway name ends the slug.
+* **gateway name** — ``<slug>__<tool>``. MCP tool names allow ``A-Z a-z 0-9 _ - .`` and at
+  most 64 characters. A tool name that fits is kept as it is. Otherwise (a character outside
+  that set, or too long) every other character becomes ``_``, the name is cut to fit, and
+  ``_`` plus the first 8 hex digits of the SHA-256 of the *original* tool name are appended,
+  so two tools that differ only in the replaced characters still get different names and
+  the same tool always gets the same name.
+
+The catalog is built from the store's rows (tools are recorded at install and refreshed
+whenever a server connects), so listing never waits for a server to start. This module
+imports only the standard library: the stdio face reads the catalog of a SQLite data dir
+(:func:`read_sqlite_catalog`) before the rest of the core has loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Catalog", "CatalogServer", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG", "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
+    "make_slug", "read_sqlite_catalog", "wire_tool",
+]  # fmt: skip
+
+#: The SQLite file of a data dir (the store's default database).
+SQLITE_FILE_NAME = "mcp-setup.db"
+SEPARATOR = "__"
+MAX_TOOL_NAME = 64
+MAX_SLUG = 24
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+_NOT_TOOL = re.compile(r"[^A-Za-z0-9_.-]")
+#: The fields of a server's tool that pass through the gateway unchanged (wire names).
+_PASSED = ("title", "inputSchema", "outputSchema", "annotations")
+
+
+def make_slug(qualified_name: str, taken: Collection[str] = ()) -> str:
+    """A short slug for ``qualified_name`` that is not in ``taken``."""
+    last = qualified_name.strip().rstrip("/").rsplit("/", 1)[-1].lower()
+    base = _NOT_SLUG.sub("-", last).strip("-")[:MAX_SLUG].strip("-") or "server"
+    slug, n = base, 2
+    while slug in taken:
+        suffix = f"-{n}"
+        slug = base[: MAX_SLUG - len(suffix)].rstrip("-") + suffix
+        n += 1
+    return slug
+
+
+def gateway_name(slug: str, tool_name: str) -> str:
+    """``<slug>__<tool>``, made to fit the MCP tool-name rules deterministically (module doc)."""
+    name = f"{slug}{SEPARATOR}{tool_name}"
+    if len(name) <= MAX_TOOL_NAME and not _NOT_TOOL.search(tool_name):
+        return name
+    digest = hashlib.sha256(tool_name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    room = MAX_TOOL_NAME - len(slug) - len(SEPARATOR) - 1 - len(digest)
+    clean = _NOT_TOOL.sub("_", tool_name)[: max(room, 0)]
+    return f"{slug}{SEPARATOR}{clean}_{digest}"
+
+
+@dataclass(frozen=True)
+class CatalogServer:
+    """One installed server as the catalog sees it (no env, no launch spec)."""
+
+    server_id: str
+    qualified_name: str
+    slug: str
+    title: str | None
+    enabled: bool
+    tools: tuple[dict[str, Any], ...] = ()
+    package_type: str = ""
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class GatewayTool:
+    name: str
+    server: CatalogServer
+    tool: dict[str, Any]
+
+    @property
+    def tool_name(self) -> str:
+        """The tool's own name at its server."""
+        return str(self.tool.get("name", ""))
+
+
+def wire_tool(entry: GatewayTool) -> dict[str, Any]:
+    """The tool as the gateway lists it (wire field names)."""
+    tool = entry.tool
+    label = entry.server.title or entry.server.qualified_name
+    description = str(tool.get("description") or "").strip()
+    out: dict[str, Any] = {
+        "name": entry.name,
+        "description": f"[{label}] {description}" if description else f"[{label}]",
+    }
+    for key in _PASSED:
+        if tool.get(key) is not None:
+            out[key] = tool[key]
+    out.setdefault("inputSchema", {"type": "object"})
+    return out
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every tool of every installed server, by gateway name; enabled servers only are listed."""
+
+    servers: tuple[CatalogServer, ...] = ()
+    _by_name: dict[str, GatewayTool] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def build(cls, servers: Iterable[CatalogServer]) -> Catalog:
+        servers = tuple(servers)
+        by_name: dict[str, GatewayTool] = {}
+        for server in servers:
+            if not server.enabled:
+                continue
+            for tool in server.tools:
+                name = gateway_name(server.slug, str(tool.get("name", "")))
+                by_name.setdefault(name, GatewayTool(name, server, tool))
+        return cls(servers, by_name)
+
+    def tools(self) -> list[GatewayTool]:
+        return list(self._by_name.values())
+
+    def wire_tools(self) -> list[dict[str, Any]]:
+        return [wire_tool(t) for t in self._by_name.values()]
+
+    def route(self, name: str) -> GatewayTool | None:
+        return self._by_name.get(name)
+
+    def server(self, key: str) -> CatalogServer | None:
+        """A server by id, qualified name or slug."""
+        for server in self.servers:
+            if key in (server.server_id, server.qualified_name, server.slug):
+                return server
+        return None
+
+    def signature(self) -> tuple[Any, ...]:
+        """Equal for two catalogs that list the same tools (used to decide on list_changed)."""
+        return tuple(sorted((n, json.dumps(wire_tool(t), sort_keys=True)) for n, t in self._by_name.items()))
+
+
+def parse_tools(text: str | None) -> tuple[dict[str, Any], ...]:
+    if not text:
+        return ()
+    try:
+        tools = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
+
+
+def read_sqlite_catalog(db_path: Path) -> Catalog | None:
+    """The catalog of a SQLite store, read with the standard library (read-only, no migration).
+
+    None when the file or the gateway columns are not there yet (a new data dir, or one not
+    yet migrated): the caller then waits for the store.
+    """
+    if not Path(db_path).is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=2)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = conn.execute(
+            "SELECT server_id, qualified_name, slug, title, enabled, tools_json, package_type, version "
+            "FROM mcp_servers ORDER BY installed_at, qualified_name"
+        ).fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return Catalog.build(
+        CatalogServer(sid, qn, slug or make_slug(qn), title, bool(enabled), parse_tools(tools), ptype, version)
+        for sid, qn, slug, title, enabled, tools, ptype, version in rows
+    )

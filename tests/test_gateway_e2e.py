@@ -1,0 +1,147 @@
+"""The gateway end to end: ``mcp-setup mcp`` as a real client sees it, in both protocol eras.
+
+Install a stub server through the setup tools, hear that the tool list changed, list again,
+call ``<slug>__echo``, make the server print its own secret (only the redacted form comes
+back), remove it and see its tools gone. Then a second process on the same data dir.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.processes import no_process_left
+from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+
+pytestmark = pytest.mark.anyio
+
+STUB = "io.github.mcp-setup/stub"
+
+
+def make_catalog(root: Path, expected: str) -> Path:
+    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected, mode="echo_env")
+    catalog = root / "catalog"
+    catalog.mkdir(parents=True)
+    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
+    return catalog
+
+
+class ListChanges:
+    """Counts ``notifications/tools/list_changed`` (2025 era) as a client's message handler sees them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ToolListChangedNotification) or getattr(root, "method", None) == (
+            "notifications/tools/list_changed"
+        ):
+            self.count += 1
+            self.event.set()
+
+    async def wait(self, timeout: float = 10) -> None:
+        with anyio.fail_after(timeout):
+            await self.event.wait()
+        self.event = anyio.Event()
+
+
+async def install_stub(client: Any, browser: Browser) -> str:
+    ref = (await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key"}))["ref"]
+    installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}})
+    assert installed["status"] == "connected", installed
+    return installed["server_id"]
+
+
+async def tool_names(client: Any) -> set[str]:
+    return {t.name for t in (await client.list_tools()).tools}
+
+
+async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_through_the_gateway(
+    tmp_path: Path, canary: str
+) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    recorder, browser, changes = Recorder(), Browser(), ListChanges()
+    stderr_path = tmp_path / "stderr.log"
+    with anyio.fail_after(90):
+        async with mcp_setup_client(
+            tmp_path, stderr_path, recorder, env=env, message_handler=changes,
+            elicitation_callback=elicitation_answering(browser, [canary]),
+        ) as client:  # fmt: skip
+            assert client.server_capabilities.tools.list_changed is True
+            before = await tool_names(client)
+            assert len(before) == 7
+            server_id = await install_stub(client, browser)
+            await changes.wait()
+            after = await tool_names(client)
+            assert {"stub__echo", "stub__whoami", "stub__leak"} <= after - before
+
+            listed = await client.list_tools()
+            echo = next(t for t in listed.tools if t.name == "stub__echo")
+            assert echo.description.startswith("[")  # prefixed with the server's title
+            assert echo.input_schema["required"] == ["text"]
+
+            answer = await client.call_tool("stub__echo", {"text": "hello gateway"})
+            assert answer.is_error is not True and answer.content[0].text == "hello gateway"
+            # The server prints its own secret: only the redacted form comes back.
+            leaked = await client.call_tool("stub__echo", {"text": "env"})
+            assert canary not in leaked.content[0].text
+            assert "[secret:STUB_API_KEY]" in leaked.content[0].text or "secret://" in leaked.content[0].text
+
+            with pytest.raises(Exception, match="Unknown tool"):
+                await client.call_tool("nosuch__echo", {})
+
+            assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"removed": True}
+            await changes.wait()
+            assert await tool_names(client) == before
+            with pytest.raises(Exception, match="Unknown tool"):
+                await client.call_tool("stub__echo", {"text": "gone"})
+    assert canary not in recorder.text()
+    assert canary not in stderr_path.read_text()
+    assert no_process_left(str(Path(env["MCP_SETUP_HOME"])))
+
+
+async def test_a_2026_client_hears_the_change_on_its_subscription_and_calls_the_installed_tool(
+    tmp_path: Path, canary: str
+) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    recorder, browser = Recorder(), Browser()
+    with anyio.fail_after(90):
+        async with mcp_setup_client(
+            tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto",
+            elicitation_callback=elicitation_answering(browser, [canary]),
+        ) as client:  # fmt: skip
+            heard = anyio.Event()
+
+            async def listen(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+                async with client.listen(tools_list_changed=True) as sub:
+                    task_status.started()
+                    async for _event in sub:
+                        heard.set()
+                        return
+
+            async with anyio.create_task_group() as tg:
+                await tg.start(listen)
+                # URL elicitation is a server-to-client request, not allowed at 2026-07-28:
+                # the secret comes through the page whose URL the tool result carries.
+                requested = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key"})
+                if requested.get("status") != "answered":
+                    await browser.submit(requested["url"], canary)
+                installed = await call(
+                    client, "mcp_setup_install_and_connect",
+                    {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": requested["ref"]}},
+                )  # fmt: skip
+                assert installed["status"] == "connected", installed
+                with anyio.fail_after(10):
+                    await heard.wait()
+            assert "stub__echo" in await tool_names(client)
+            answer = await client.call_tool("stub__echo", {"text": "modern"})
+            assert answer.content[0].text == "modern"
+    assert canary not in recorder.text()
