@@ -19,6 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
+from setup_agent.oauth import SignIns
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober
 from setup_agent.prompts import PromptBroker
@@ -76,12 +77,15 @@ class Runtime:
     connections: ConnectionManager
     service: SetupService
     http: httpx.AsyncClient
+    sign_ins: SignIns | None = None
 
     async def start(self) -> None:
         """Connect every installed, enabled server (concurrently)."""
         await self.connections.start()
 
     async def aclose(self) -> None:
+        if self.sign_ins is not None:
+            await self.sign_ins.aclose()
         await self.connections.aclose()
         await self.prober.drain()
         await self.hub.aclose()
@@ -128,12 +132,14 @@ def build_runtime(
     scratch = home / "scratch"
     scratch.mkdir(exist_ok=True)
     prober = Prober(redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env)
+    sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     connections = ConnectionManager(
         store,
         redactor,
         install_root=home / "servers",
         host_env=host_env,
         connect_timeout=settings.probe_timeout_seconds,
+        auth_for=sign_ins.auth_for_installed,
     )
     service = SetupService(
         refs=refs,
@@ -148,5 +154,6 @@ def build_runtime(
         http=http,
         scratch_root=scratch,
         user_home=Path.home(),
+        oauth=sign_ins,
     )
-    return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http)
+    return Runtime(settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, sign_ins)

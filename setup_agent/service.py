@@ -25,8 +25,9 @@ from registry_clients.models import Detail, PackageOption, RequiredKey
 from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
 from .errors import AlreadyInstalled, InvalidInput, SecretNotAllowed, SetupError, translate
-from .launch import LaunchSpec
+from .launch import LaunchSpec, materialize
 from .manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
+from .oauth import GRANT_KEY, GrantAuth, SignIns
 from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages
 from .probe import ProbeResult, Prober
 from .prompts import PendingPrompt, PromptBroker
@@ -58,6 +59,9 @@ class CallContext:
     present_prompt: Presenter | None = None
     on_progress: ProgressHook | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Shows an OAuth sign-in (server, url, authorization_server, scopes, message) to the user;
+    #: returns ``{"status": "pending", …}`` when it does not wait (see setup_agent/oauth.py).
+    present_authorization: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
 
 class _Progress:
@@ -94,6 +98,7 @@ class _Prepared:
     keys: list[RequiredKey]
     values: dict[str, str]
     bundle_dir: Path | None
+    auth: GrantAuth | None = None  # an OAuth sign-in (oauth_ref)
 
 
 class SetupService:
@@ -112,6 +117,7 @@ class SetupService:
         http: Any = None,
         scratch_root: Path | None = None,
         user_home: Path | None = None,
+        oauth: SignIns | None = None,
     ) -> None:
         self.refs = refs
         self.redactor = redactor
@@ -125,6 +131,7 @@ class SetupService:
         self.http = http
         self.scratch_root = scratch_root
         self.user_home = user_home
+        self.oauth = oauth
         # One lock per server name: two installs of the same name never race, and a server
         # that hangs in its test holds up no other install.
         self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -160,6 +167,7 @@ class SetupService:
             "mcp_setup_install_and_connect": self.install_and_connect,
             "mcp_setup_list_servers": self.list_servers,
             "mcp_setup_remove": self.remove,
+            "mcp_setup_authorize": self.authorize,
         }
 
     # -- tools ------------------------------------------------------------------------
@@ -252,6 +260,8 @@ class SetupService:
                 await progress("installing", "started")
                 secret_keys = {k.name for k in prepared.keys if k.secret}
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
+                if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
+                    env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
                 server = await asyncio.to_thread(
                     self.store.install,
                     server_id=server_id,
@@ -268,7 +278,7 @@ class SetupService:
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)
                 raise
         env_refs = args.get("env_refs") or {}
-        self.refs.consume(env_refs)
+        self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
         await progress("installing", "done", server_id=server.server_id)
         status = await self.connections.connect(server)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
@@ -304,8 +314,44 @@ class SetupService:
 
     async def remove(self, args: dict, ctx: CallContext) -> dict:
         server_id = _req_str(args, "server_id")
+        revoked = await self._revoke_sign_in(server_id)
         await self.connections.remove(server_id)
-        return {"removed": True}
+        return {"removed": True, **({"signed_out": True} if revoked else {})}
+
+    async def authorize(self, args: dict, ctx: CallContext) -> dict:
+        """Sign in to a remote server with OAuth in the user's browser; the agent gets a ref."""
+        if self.oauth is None:
+            raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
+        workdir = Path(tempfile.mkdtemp(prefix="mcp-setup-auth-", dir=self.scratch_root))
+        try:
+            prepared = await self._prepare(args, workdir, _Progress(CallContext(), self.redactor, "authorize", None))
+        finally:
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+        url = self._remote_url(prepared.spec, prepared.values)
+        return await self.oauth.authorize(
+            qualified_name=prepared.detail.qualified_name,
+            url=url,
+            present=ctx.present_authorization,
+            client_id=_opt_str(args, "client_id"),
+        )
+
+    async def _revoke_sign_in(self, server_id: str) -> bool:
+        if self.oauth is None:
+            return False
+        try:
+            values = await asyncio.to_thread(self.store.env_values, server_id)
+            grant = values.get(GRANT_KEY)
+            return bool(grant) and await self.oauth.revoke(grant.reveal())  # type: ignore[union-attr]
+        except SetupError:
+            return False  # an unknown server is reported by remove itself
+
+    @staticmethod
+    def _remote_url(spec: LaunchSpec, values: dict[str, str]) -> str:
+        if spec.transport == "stdio":
+            raise InvalidInput("Only remote servers (streamable HTTP or SSE) sign in with OAuth; choose its remote package.")
+        url = materialize(spec, values).url
+        assert url
+        return url
 
     # -- shared steps -----------------------------------------------------------------
     async def _detail(self, name: str, source: str | None) -> Detail:
@@ -342,7 +388,13 @@ class SetupService:
         spec = build_spec(package, omit=omit)
         if manifest is not None:
             spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
-        return _Prepared(detail, package, spec, keys, values, bundle_dir)
+        auth = None
+        oauth_ref = _opt_str(args, "oauth_ref")
+        if oauth_ref is not None:
+            if self.oauth is None:
+                raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
+            auth = self.oauth.auth_for_ref(oauth_ref, detail.qualified_name, self._remote_url(spec, values))
+        return _Prepared(detail, package, spec, keys, values, bundle_dir, auth)
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
@@ -381,6 +433,7 @@ class SetupService:
             prepared.values,
             dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
             on_stage=progress,
+            **({"auth": prepared.auth} if prepared.auth is not None else {}),
         )
         await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
         return result

@@ -193,7 +193,21 @@ def _consent_page(provider: FakeProvider) -> list[Route]:
         doc.update(provider.metadata_patch)
         return JSONResponse(doc)
 
+    async def revoke(request: Request) -> Response:
+        # The SDK's RevocationHandler demands a client_secret field even from a public client
+        # (token_endpoint_auth_method "none"); RFC 7009 does not, so this route stands in for it.
+        form = await request.form()
+        client = provider.clients.get(str(form.get("client_id", "")))
+        token = str(form.get("token", ""))
+        if client is None:
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        found = provider.access.get(token) or provider.refresh.get(token)
+        if found is not None and found.client_id == client.client_id:
+            await provider.revoke_token(found)
+        return Response(status_code=200, headers={"Cache-Control": "no-store"})
+
     return [
+        Route("/revoke", revoke, methods=["POST"]),
         Route("/consent", show, methods=["GET"]),
         Route("/consent", approve, methods=["POST"]),
         Route("/.well-known/oauth-authorization-server", metadata, methods=["GET"]),
@@ -266,3 +280,31 @@ def serve_oauth_pair(*, access_ttl: int = 3600) -> Iterator[OAuthPair]:
         stack.enter_context(_serve(build_auth_app(provider), as_sock))
         stack.enter_context(_serve(build_resource_app(provider, mcp_url), rs_sock))
         yield OAuthPair(mcp_url, issuer, provider)
+
+
+def remote_server_json(name: str, mcp_url: str) -> dict[str, Any]:
+    """A catalog ``server.json`` listing ``mcp_url`` as the server's only (streamable-HTTP) remote."""
+    return {
+        "name": name,
+        "description": "A remote MCP server that signs in with OAuth (mcp-setup tests).",
+        "version": "1.0.0",
+        "remotes": [{"type": "streamable-http", "url": mcp_url}],
+    }
+
+
+async def approve_over_http(url: str, *, callback_host: str | None = None) -> int:
+    """What the user's browser does, without a browser: open the link, press Authorize, follow
+    the redirect (to ``callback_host`` instead of the real one, if given). Returns the status
+    the loopback listener answered."""
+    import re
+
+    import httpx
+
+    async with httpx.AsyncClient(timeout=20) as http:
+        page = await http.get(url, follow_redirects=True)
+        tx = re.search(r'name=tx value="([^"]+)"', page.text)
+        assert tx, page.text
+        sent = await http.post(str(page.url), data={"tx": tx.group(1)})
+        location = httpx.URL(sent.headers["location"])
+        headers = {"Host": callback_host} if callback_host else {}
+        return (await http.get(location, headers=headers)).status_code
