@@ -243,6 +243,7 @@ class RpcDispatcher:
             installed_by="ui",
             present_prompt=self._presenter(session_id),
             on_progress=self.hub.progress_to(session_id),
+            present_authorization=self._sign_in_presenter(session_id),
         )
         result = await self.runtime.service.call(name, params, ctx)
         if isinstance(result, dict) and result.get("ok") is False:
@@ -262,6 +263,15 @@ class RpcDispatcher:
                     "works once they have submitted it; the value is never shown to you."
                 ),
             }
+
+        return present
+
+    def _sign_in_presenter(self, audience: str | None) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+        """How a direct ``mcp_setup_authorize`` shows the sign-in (the page's box; it does not wait)."""
+
+        async def present(info: dict[str, Any]) -> dict[str, Any]:
+            self.hub.announce_authorization(info, audience=audience)
+            return {"status": "pending", "url": info["url"]}
 
         return present
 

@@ -246,7 +246,12 @@ class AgentSession:
             result = await self.service.call(
                 name,
                 arguments,
-                CallContext(installed_by=self.installed_by, present_prompt=self._present, on_progress=self.io.progress),
+                CallContext(
+                    installed_by=self.installed_by,
+                    present_prompt=self._present,
+                    on_progress=self.io.progress,
+                    present_authorization=self._present_authorization,
+                ),
             )
             if self._cancelled:
                 raise AgentCancelled("The user cancelled the secret prompt.")
@@ -303,6 +308,14 @@ class AgentSession:
             with suppress(SetupError):
                 self.service.broker.cancel(pending.prompt_id, "cancelled by the user")
             raise PromptCancelled(f"The user cancelled the request for {pending.key_name}.", key=pending.key_name)
+
+    async def _present_authorization(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Show an OAuth sign-in: the face's own way if it has one, else as a message with the link."""
+        present = getattr(self.io, "present_authorization", None)
+        if present is not None:
+            return await present(info)
+        await self.io.say(f"{info['message']} Open this link to sign in: {info['url']}")
+        return {"status": "shown"}
 
     # -- the result -----------------------------------------------------------------------
     def result(self, status: str, summary: str) -> dict[str, Any]:

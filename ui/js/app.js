@@ -3,7 +3,7 @@
 // that shows it, the page's controls, then the websocket itself.
 //   dom.js · errors.js · api.js (fetch, JSON-RPC, websocket) · servers.js (installed list)
 //   thread.js (conversation) · progress.js (test/install steps) · setup.js (the pane, search)
-//   secret_modal.js (the key box)
+//   secret_modal.js (the key box) · oauth_modal.js (the sign-in box)
 
 import { on, connect } from "./api.js";
 import { loadServers, loadServersSoon } from "./servers.js";
@@ -11,6 +11,7 @@ import { beginThread, isThisRun, message, onDone, onQuestion, onQuestionClosed }
 import { onProgress } from "./progress.js";
 import { initSetup, onRunError } from "./setup.js";
 import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.js";
+import { initOAuthModal, onOAuthRequest } from "./oauth_modal.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -31,11 +32,13 @@ on("agent_done", forThisRun(onDone));
 on("progress", forThisRun(onProgress));
 on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
+on("oauth_request", onOAuthRequest);
 on("server_status", function () { loadServersSoon(); });
 on("error", onRunError);
 
 document.addEventListener("DOMContentLoaded", function () {
   initSetup();
   initSecretModal();
+  initOAuthModal();
   connect();
 });
