@@ -225,3 +225,43 @@ async def test_an_authorization_server_on_another_host_than_the_metadata_names_i
     assert words in out["error"]["message"].lower()
     assert face.shown == []  # refused before the user was sent anywhere
     assert pair.provider.issued_access == []
+
+
+async def test_a_face_that_does_not_wait_gets_the_link_and_the_ref_works_once_the_user_signed_in(runtime: Runtime) -> None:
+    async def show_later(info: dict[str, Any]) -> dict[str, Any]:
+        return {"status": "pending"}
+
+    ctx = CallContext(present_authorization=show_later)
+    out = await runtime.service.call("mcp_setup_authorize", {"qualified_name": NAME}, ctx)
+    assert out["status"] == "pending" and out["url"].startswith("http://127.0.0.1:") and "open the link" in out["message"]
+    early = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=out["ref"])
+    assert early["error"]["code"] == "secret_pending" and "signing in" in early["error"]["message"]
+    assert await approve_over_http(out["url"]) == 200
+    done, _ = await asyncio.wait(list(runtime.sign_ins._flows), timeout=20)
+    assert done
+    tested = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=out["ref"])
+    assert tested["ok"] is True
+
+
+async def test_the_terminal_prints_who_signs_in_what_is_asked_and_the_link() -> None:
+    import io
+
+    from app.terminal import TerminalIO
+
+    out = io.StringIO()
+    face = TerminalIO(None, out=out)  # type: ignore[arg-type]
+    info = {"server": NAME, "url": "http://127.0.0.1:1/authorize?x=1", "message": "Sign in to io.test/notes at as.example."}
+    assert await face.present_authorization(info) == {"status": "shown"}
+    text = out.getvalue()
+    assert "Sign in to io.test/notes at as.example." in text and "http://127.0.0.1:1/authorize?x=1" in text
+
+
+async def test_the_web_sign_in_frame_names_host_scopes_and_link_and_nothing_else() -> None:
+    from app.ws import oauth_request_event
+
+    info = {"server": NAME, "url": "http://as/authorize", "authorization_server": "as", "scopes": ["a"], "message": "m",
+            "resource": "http://rs/mcp", "ref": "secret://" + "0" * 32}  # fmt: skip
+    assert oauth_request_event(info) == {
+        "type": "oauth_request", "server": NAME, "authorization_server": "as", "scopes": ["a"], "message": "m",
+        "url": "http://as/authorize",
+    }  # fmt: skip
