@@ -11,32 +11,28 @@ authorization server's host, the scopes and the link. The redirect is caught on 
 a :class:`Grant` held behind a ref (``secret://…``) bound to that server's key
 (:meth:`SignIns.key_for`): the agent never sees a token.
 
-:class:`GrantAuth` signs requests with a grant: only requests to the resource's own origin get
-the bearer token; it refreshes a token that is about to expire before use, and once after a
-401; a refused refresh sets ``signed_out`` (the server then needs sign-in again). Every token
-is handed to the redactor as soon as it exists.
+The grant and the auth that uses it live in :mod:`setup_agent.oauth_grant`; :class:`SignIns`
+makes a :class:`GrantAuth` from a ref (test, install) or from an installed server's stored grant
+(the connection manager's ``auth_for`` hook, which stores renewed grants). Every token is handed
+to the redactor as soon as it exists.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from pydantic import BaseModel, Field
 
 from .errors import (
-    NeedsSignIn,
     OAuthError,
     OAuthRefused,
     SecretError,
@@ -46,6 +42,7 @@ from .errors import (
     Unreachable,
 )
 from .oauth_callback import CallbackListener
+from .oauth_grant import GRANT_KEY, Grant, GrantAuth, host_of, origin
 from .redact import Redactor
 from .secrets import SecretRefStore
 
@@ -53,8 +50,6 @@ __all__ = ["GRANT_KEY", "Grant", "GrantAuth", "Presenter", "SignIns", "origin"]
 
 logger = logging.getLogger(__name__)
 
-#: The env row (secret) an installed server's grant is stored under.
-GRANT_KEY = "__oauth_grant"
 #: ``await present(info)``: show ``info`` (server, url, authorization_server, scopes, message) to
 #: the user; return ``{"status": "pending"}`` when the face does not wait for the sign-in.
 Presenter = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -66,146 +61,6 @@ _INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "mcp-setup", "version": "0.1.0"}},
 }
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """``(scheme, host, port)`` with default ports spelled out, for same-origin checks."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or {"http": 80, "https": 443}.get(scheme)
-    return scheme, (parts.hostname or "").lower(), port
-
-
-def _host(url: str) -> str:
-    return urlsplit(url).netloc.lower()
-
-
-class Grant(BaseModel):
-    """What a sign-in yields: tokens and where they may go. Masked in ``repr``."""
-
-    server_url: str
-    resource: str  # RFC 8707: the tokens are bound to this resource
-    issuer: str
-    token_endpoint: str
-    revocation_endpoint: str | None = None
-    client_id: str
-    client_secret: str | None = Field(default=None, repr=False)
-    token_endpoint_auth_method: str | None = None
-    scope: str | None = None
-    access_token: str = Field(repr=False)
-    refresh_token: str | None = Field(default=None, repr=False)
-    expires_at: float | None = None
-
-    def secret_values(self) -> list[str]:
-        return [v for v in (self.access_token, self.refresh_token, self.client_secret) if v]
-
-    def client_auth(self, data: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-        """Token-endpoint client authentication (RFC 6749 §2.3.1) for refresh and revocation."""
-        headers = {"Content-Type": "application/x-www-form-urlencoded"}
-        data = {**data, "client_id": self.client_id}
-        if self.client_secret and self.token_endpoint_auth_method == "client_secret_basic":
-            pair = f"{quote(self.client_id, safe='')}:{quote(self.client_secret, safe='')}"
-            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-        elif self.client_secret:
-            data["client_secret"] = self.client_secret
-        return data, headers
-
-
-class GrantAuth(httpx2.Auth):
-    """Bearer auth from a :class:`Grant`: same origin only, refresh before expiry and after a 401."""
-
-    def __init__(
-        self,
-        grant: Grant,
-        *,
-        label: str,
-        on_change: Callable[[Grant], Any] | None = None,
-        clock: Callable[[], float] = time.time,
-        skew: float = 30.0,
-        timeout: float = 30.0,
-    ) -> None:
-        self.grant = grant
-        self.label = label
-        self.on_change = on_change
-        self.clock = clock
-        self.skew = skew
-        self.timeout = timeout
-        self.signed_out = asyncio.Event()
-        self.signed_out_reason = ""
-        self.refreshes = 0
-        self._lock = asyncio.Lock()
-
-    def __repr__(self) -> str:
-        return f"GrantAuth({self.label!r}, signed_out={self.signed_out.is_set()})"
-
-    def _ours(self, url: httpx2.URL) -> bool:
-        return origin(str(url)) == origin(self.grant.resource)
-
-    def _expiring(self) -> bool:
-        return self.grant.expires_at is not None and self.clock() >= self.grant.expires_at - self.skew
-
-    async def async_auth_flow(self, request: httpx2.Request) -> Any:
-        if not self._ours(request.url):
-            yield request  # another host (a redirect, a stray URL) never gets the token
-            return
-        if self._expiring():
-            async with self._lock:
-                if self._expiring():
-                    await self.refresh()
-        sent = self.grant.access_token
-        request.headers["Authorization"] = f"Bearer {sent}"
-        response = yield request
-        if response.status_code == 401:
-            async with self._lock:
-                if self.grant.access_token == sent:
-                    await self.refresh()
-            request.headers["Authorization"] = f"Bearer {self.grant.access_token}"
-            yield request
-
-    async def refresh(self) -> None:
-        """Trade the refresh token for new tokens; a refused refresh signs the server out."""
-        grant = self.grant
-        if origin(grant.token_endpoint) != origin(grant.issuer):  # never send a token elsewhere
-            self._sign_out("its token endpoint is not on its authorization server's host")
-        if not grant.refresh_token:
-            self._sign_out("its access token expired and it gave no refresh token")
-        data, headers = grant.client_auth(
-            {"grant_type": "refresh_token", "refresh_token": grant.refresh_token or "", "resource": grant.resource}
-        )
-        try:
-            async with httpx2.AsyncClient(timeout=self.timeout) as http:
-                response = await http.post(grant.token_endpoint, data=data, headers=headers)
-        except httpx2.HTTPError as exc:
-            raise Unreachable(f"Could not reach {_host(grant.token_endpoint)} to renew the sign-in ({type(exc).__name__}).") from None
-        if response.status_code in (400, 401, 403):
-            self._sign_out(f"{_host(grant.token_endpoint)} refused to renew it (HTTP {response.status_code})")
-        if response.status_code != 200:
-            raise OAuthError(f"{_host(grant.token_endpoint)} answered HTTP {response.status_code} when renewing the sign-in.")
-        try:
-            token = OAuthToken.model_validate_json(response.content)
-        except ValueError:
-            raise OAuthError(f"{_host(grant.token_endpoint)} sent a token answer mcp-setup cannot read.") from None
-        self.grant = grant.model_copy(
-            update={
-                "access_token": token.access_token,
-                "refresh_token": token.refresh_token or grant.refresh_token,
-                "scope": token.scope or grant.scope,
-                "expires_at": self.clock() + token.expires_in if token.expires_in else None,
-            }
-        )
-        self.refreshes += 1
-        if self.on_change is not None:
-            result = self.on_change(self.grant)
-            if inspect.isawaitable(result):
-                await result
-
-    def _sign_out(self, why: str) -> None:
-        self.signed_out_reason = (
-            f"The sign-in to {self.label} no longer works: {why}. The user must sign in again: call "
-            "mcp_setup_authorize, then install the server again."
-        )
-        self.signed_out.set()
-        raise NeedsSignIn(self.signed_out_reason)
 
 
 class _Storage:
@@ -351,11 +206,11 @@ class SignIns:
         """Refuse what would send a code or token to a host the user is not shown."""
         ctx = provider.context
         meta = ctx.oauth_metadata
-        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(url_of(ctx)).scheme}://{_host(url_of(ctx))}"
+        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(url_of(ctx)).scheme}://{host_of(url_of(ctx))}"
         if ctx.auth_server_url and origin(ctx.auth_server_url) != origin(issuer):
             raise OAuthRefused(
-                f"The server names the authorization server {_host(ctx.auth_server_url)}, but its metadata is for "
-                f"{_host(issuer)}; mcp-setup refuses to sign in there."
+                f"The server names the authorization server {host_of(ctx.auth_server_url)}, but its metadata is for "
+                f"{host_of(issuer)}; mcp-setup refuses to sign in there."
             )
         endpoints = {"sign-in page": auth_url}
         if meta is not None:
@@ -365,18 +220,18 @@ class SignIns:
         for what, endpoint in endpoints.items():
             if origin(endpoint) != origin(issuer):
                 raise OAuthRefused(
-                    f"The authorization server {_host(issuer)} sends its {what} to another host "
-                    f"({_host(endpoint)}); mcp-setup sends sign-in codes and tokens only to the host it shows the user."
+                    f"The authorization server {host_of(issuer)} sends its {what} to another host "
+                    f"({host_of(endpoint)}); mcp-setup sends sign-in codes and tokens only to the host it shows the user."
                 )
         scheme, host, _ = origin(issuer)
         if scheme != "https" and host not in _LOOPBACK:
-            raise OAuthRefused(f"The authorization server {_host(issuer)} does not use https; mcp-setup refuses to sign in over plain http.")
+            raise OAuthRefused(f"The authorization server {host_of(issuer)} does not use https; mcp-setup refuses to sign in over plain http.")
         params = {k: v[0] for k, v in parse_qs(urlsplit(auth_url).query).items()}
         if params.get("redirect_uri") != listener.redirect_uri or not params.get("state"):
             raise OAuthRefused("The sign-in request does not come back to mcp-setup's own loopback address.")
         listener.expect(params["state"])
         scopes = params.get("scope", "").split()
-        host = _host(issuer)
+        host = host_of(issuer)
         return {
             "server": qualified_name,
             "url": auth_url,
@@ -396,7 +251,7 @@ class SignIns:
         assert tokens is not None and client is not None
         meta = ctx.oauth_metadata
         token_endpoint = provider._get_token_endpoint()
-        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(url).scheme}://{_host(url)}"
+        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(url).scheme}://{host_of(url)}"
         revocation = str(meta.revocation_endpoint) if meta is not None and meta.revocation_endpoint else None
         return Grant(
             server_url=url,
@@ -466,7 +321,7 @@ class SignIns:
                     response = await http.post(endpoint, data=data, headers=headers)
                     done = done or response.status_code == 200
                 except httpx2.HTTPError as exc:
-                    logger.warning("could not revoke a sign-in at %s (%s)", _host(endpoint), type(exc).__name__)
+                    logger.warning("could not revoke a sign-in at %s (%s)", host_of(endpoint), type(exc).__name__)
         return done
 
     async def aclose(self) -> None:
