@@ -265,3 +265,12 @@ async def test_the_web_sign_in_frame_names_host_scopes_and_link_and_nothing_else
         "type": "oauth_request", "server": NAME, "authorization_server": "as", "scopes": ["a"], "message": "m",
         "url": "http://as/authorize",
     }  # fmt: skip
+
+
+async def test_a_test_with_a_sign_in_whose_renewal_is_refused_says_needs_sign_in(runtime: Runtime, pair: OAuthPair) -> None:
+    ref = await signed_in(runtime)
+    pair.provider.revoke_refresh_tokens()
+    pair.provider.expire_access_tokens()
+    out = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=ref)
+    assert out["error"]["code"] == "needs_sign_in", out
+    assert "mcp_setup_authorize" in out["error"]["message"]
