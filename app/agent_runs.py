@@ -113,6 +113,14 @@ class AgentRun:
         finally:
             self.runs.questions.pop(qid, None)
 
+    async def present_authorization(self, info: dict[str, Any]) -> dict:
+        """An OAuth sign-in: the page shows the sign-in box; the run waits for the sign-in."""
+        from .ws import oauth_request_event
+
+        self._check()
+        self.emit(oauth_request_event(info), keep=False)
+        return {"status": "shown"}
+
     async def present_secret(self, pending: Any) -> dict:
         self._check()
         self.prompts.add(pending.prompt_id)

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import stat
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -38,7 +39,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
 from setup_agent.catalog import SQLITE_FILE_NAME, Catalog, read_sqlite_catalog
-from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, PromptCancelled
+from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, OAuthDenied, PromptCancelled
 from setup_agent.tool_specs import TOOL_NAMES, TOOL_SPECS
 
 if TYPE_CHECKING:
@@ -169,6 +170,7 @@ class McpFace:
             installed_by=self._provenance(ctx),
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p),
+            present_authorization=lambda info: self._present_sign_in(ctx, info),
         )
         result = await runtime.service.call(params.name, arguments, call_ctx)
         text = json.dumps(result, ensure_ascii=False)
@@ -269,6 +271,18 @@ class McpFace:
         except TimeoutError:
             return {"status": "pending"}
         return {}
+    async def _present_sign_in(self, ctx: Any, info: dict[str, Any]) -> dict[str, Any]:
+        """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it."""
+        caps = ctx.session.client_capabilities
+        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+        if elicitation is not None and getattr(elicitation, "url", None) is not None:
+            result = await ctx.session.elicit_url(
+                info["message"], info["url"], "oauth-" + secrets.token_hex(8), related_request_id=ctx.request_id
+            )
+            if result.action != "accept":
+                raise OAuthDenied(f"The user declined to sign in to {info['server']}.")
+            return {"status": "shown"}
+        return {"status": "pending", "url": info["url"]}
 
     # -- resources: the agents' prompt assets -----------------------------------------
     async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:

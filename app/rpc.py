@@ -264,6 +264,7 @@ class RpcDispatcher:
             present_prompt=self._presenter(session_id),
             on_progress=self.hub.progress_to(session_id),
             present_consent=self._consent_presenter(session_id),
+            present_authorization=self._sign_in_presenter(session_id),
         )
         result = await self.runtime.service.call(name, params, ctx)
         if isinstance(result, dict) and result.get("ok") is False:
@@ -292,6 +293,12 @@ class RpcDispatcher:
         async def present(pending: Any) -> dict[str, Any]:
             self.hub.announce_consent(pending, audience=audience)
             return {"status": "pending", "url": self.consent_url(pending.consent_id)} if self.consent_url else {}
+    def _sign_in_presenter(self, audience: str | None) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+        """How a direct ``mcp_setup_authorize`` shows the sign-in (the page's box; it does not wait)."""
+
+        async def present(info: dict[str, Any]) -> dict[str, Any]:
+            self.hub.announce_authorization(info, audience=audience)
+            return {"status": "pending", "url": info["url"]}
 
         return present
 

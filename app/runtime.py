@@ -21,6 +21,7 @@ from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
 from setup_agent.consent import ConsentBroker
 from setup_agent.gateway import Gateway
+from setup_agent.oauth import SignIns
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober, sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs
@@ -81,6 +82,7 @@ class Runtime:
     http: httpx.AsyncClient
     gateway: Gateway
     consents: ConsentBroker | None = None
+    sign_ins: SignIns | None = None
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -90,6 +92,8 @@ class Runtime:
 
     async def aclose(self) -> None:
         await self.gateway.aclose()
+        if self.sign_ins is not None:
+            await self.sign_ins.aclose()
         await self.connections.aclose()
         await self.prober.drain()
         await self.hub.aclose()
@@ -158,6 +162,7 @@ def build_runtime(
     prober = Prober(
         redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger
     )
+    sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     connections = ConnectionManager(
         store,
         redactor,
@@ -165,6 +170,7 @@ def build_runtime(
         host_env=host_env,
         connect_timeout=settings.probe_timeout_seconds,
         ledger=ledger,
+        auth_for=sign_ins.auth_for_installed,
     )
     service = SetupService(
         refs=refs,
@@ -180,6 +186,7 @@ def build_runtime(
         scratch_root=scratch,
         user_home=Path.home(),
         consents=consents,
+        oauth=sign_ins,
     )
     gateway = Gateway(
         store,
@@ -191,5 +198,5 @@ def build_runtime(
     )
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
-        consents=consents,
+        consents=consents, sign_ins=sign_ins,
     )  # fmt: skip

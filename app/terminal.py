@@ -109,6 +109,13 @@ class TerminalIO:
 
         return await self._in_thread(pick)
 
+    async def present_authorization(self, info: dict) -> dict:
+        """An OAuth sign-in: who signs in and what is asked for, then the link to open."""
+        self._print()
+        self._print(info["message"])
+        self._print(f"Open this link in your browser to sign in (waiting for you):\n  {info['url']}")
+        return {"status": "shown"}
+
     async def present_secret(self, pending: PendingPrompt) -> dict:
         self._print()
         where = f" for {pending.server}" if pending.server else ""

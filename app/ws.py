@@ -50,7 +50,7 @@ from setup_agent.errors import SetupError
 
 from .agent_runs import AgentRuns
 
-__all__ = ["WebHub"]
+__all__ = ["WebHub", "oauth_request_event"]
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,13 @@ class WebHub:
         if event.get("type") != "consent_done" or self.consents.pop(event.get("consent_id"), None) is None:
             return
         self.emit({"type": "consent_done", "consent_id": event.get("consent_id"), "status": event.get("status")})
+
+    def announce_authorization(self, info: dict[str, Any], *, audience: str | None, run_id: str | None = None) -> None:
+        """Open the sign-in box: the sign-in service's host, the scopes and the link (no token)."""
+        event = oauth_request_event(info)
+        if run_id is not None:
+            event["run_id"] = run_id
+        self.emit(event, audience=audience)
 
     def _on_broker_event(self, event: dict[str, Any]) -> None:
         if event.get("type") != "secret_done":
@@ -300,3 +307,15 @@ class WebHub:
 def _ignore_outcome(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: reported as agent_done already
+
+
+def oauth_request_event(info: dict[str, Any]) -> dict[str, Any]:
+    """The ``oauth_request`` frame for an OAuth sign-in (``SignIns`` info; never a token)."""
+    return {
+        "type": "oauth_request",
+        "server": info.get("server"),
+        "authorization_server": info.get("authorization_server"),
+        "scopes": list(info.get("scopes") or []),
+        "message": info.get("message"),
+        "url": info.get("url"),
+    }

@@ -28,7 +28,12 @@ __all__ = ["ConnectionManager", "ServerStatus"]
 
 logger = logging.getLogger(__name__)
 
-Status = Literal["connecting", "connected", "failed", "stopped"]
+Status = Literal["connecting", "connected", "failed", "stopped", "needs_sign_in"]
+
+#: ``auth_for(server, values)``: an ``httpx2.Auth`` for a remote that signed in (OAuth), or None.
+#: It may carry ``signed_out`` (an ``asyncio.Event``) and ``signed_out_reason``: once set, the
+#: server is ``needs_sign_in`` and is not retried (see setup_agent/oauth.py).
+AuthHook = Callable[[InstalledServer, dict[str, str]], Any]
 
 
 @dataclass
@@ -74,6 +79,7 @@ class ConnectionManager:
         connect_timeout: float = 60.0,
         on_status: Callable[[ServerStatus], None] | None = None,
         ledger: ProcessLedger | None = None,
+        auth_for: AuthHook | None = None,
     ) -> None:
         self.store = store
         self.ledger = ledger  # records each server's process group (crash safety)
@@ -82,6 +88,7 @@ class ConnectionManager:
         self.host_env = host_env
         self.backoff = tuple(backoff)
         self.connect_timeout = connect_timeout
+        self.auth_for = auth_for
         self._listeners: list[Callable[[ServerStatus], None]] = [on_status] if on_status is not None else []
         self._sem = asyncio.Semaphore(max_concurrency)
         self._live: dict[str, _Live] = {}
@@ -276,7 +283,7 @@ class ConnectionManager:
     def _set(self, live: _Live, status: Status, reason: str | None = None) -> None:
         live.status.status = status
         live.status.reason = reason
-        if status in ("failed", "stopped"):
+        if status in ("failed", "stopped", "needs_sign_in"):
             live.status.tools = []  # a reconnect ("connecting") keeps showing what it had
         live.changed.set()
         for listener in list(self._listeners):
@@ -309,6 +316,7 @@ class ConnectionManager:
             live.status.attempts = attempt + 1
             self._set(live, "connecting")
             pwatch = ProcessWatch()
+            auth: Any = None
             try:
                 async with self._sem:
                     spec = LaunchSpec.model_validate(server.launch_spec)
@@ -321,7 +329,10 @@ class ConnectionManager:
                         dirname=str(self.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
                         cwd=str(install_dir),
                     )
-                    cm = open_client(resolved, process_watch=pwatch, host_env=self.host_env, ledger=self.ledger)
+                    auth = self.auth_for(server, values) if self.auth_for is not None else None
+                    cm = open_client(
+                        resolved, process_watch=pwatch, host_env=self.host_env, ledger=self.ledger, auth=auth
+                    )
                     async with asyncio.timeout(self.connect_timeout):
                         client = await cm.__aenter__()
                 try:
@@ -334,7 +345,7 @@ class ConnectionManager:
                     attempt = 0
                     await self._record_tools(live)
                     self._set(live, "connected")
-                    await self._hold(live, pwatch)
+                    await self._hold(live, pwatch, getattr(auth, "signed_out", None))
                 finally:
                     live.client = None
                     await cm.__aexit__(None, None, None)
@@ -350,6 +361,9 @@ class ConnectionManager:
                 logger.warning("server %s failed: %s", server.server_id, reason)
             if live.stop.is_set():
                 break
+            if auth is not None and getattr(auth, "signed_out", None) is not None and auth.signed_out.is_set():
+                self._set(live, "needs_sign_in", self.redactor.redact(auth.signed_out_reason))
+                break  # retrying cannot help: the user must sign in again
             self._set(live, "failed", reason)
             if attempt >= len(self.backoff):
                 break
@@ -370,11 +384,13 @@ class ConnectionManager:
         except SetupError as exc:  # e.g. removed meanwhile: the session still works
             logger.info("could not record the tools of %s: %s", live.server.server_id, exc.code)
 
-    async def _hold(self, live: _Live, pwatch: ProcessWatch) -> None:
-        """Wait until asked to stop or until the server process dies."""
+    async def _hold(self, live: _Live, pwatch: ProcessWatch, signed_out: asyncio.Event | None = None) -> None:
+        """Wait until asked to stop, until the server process dies, or until its sign-in is gone."""
         waiters = [asyncio.ensure_future(live.stop.wait())]
         if pwatch.pid is not None:
             waiters.append(asyncio.ensure_future(pwatch.exited.wait()))
+        if signed_out is not None:
+            waiters.append(asyncio.ensure_future(signed_out.wait()))
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -8,6 +8,7 @@ transports that remember the last HTTP status (the SDK hides a 401 behind -32603
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -41,17 +42,25 @@ RUNTIME_HINTS = {
 
 CLIENT_INFO = Implementation(name="mcp-setup", version="0.1.0")
 
+_RESOURCE_METADATA = re.compile(r'resource_metadata\s*=\s*(?:"([^"]+)"|([^\s,]+))', re.IGNORECASE)
+
 
 @dataclass
 class HttpWatch:
-    """The last HTTP status seen on a remote connection."""
+    """The last HTTP status seen on a remote connection, and an OAuth challenge if one came."""
 
     last_status: int | None = None
     statuses: list[int] = field(default_factory=list)
+    #: ``resource_metadata`` of a 401's ``WWW-Authenticate: Bearer`` challenge (MCP authorization spec).
+    resource_metadata: str | None = None
 
     async def on_response(self, response: httpx2.Response) -> None:
         self.last_status = response.status_code
         self.statuses.append(response.status_code)
+        if response.status_code == 401:
+            found = _RESOURCE_METADATA.search(response.headers.get("www-authenticate", ""))
+            if found:
+                self.resource_metadata = found.group(1) or found.group(2)
 
     def auth_refused(self) -> bool:
         return any(s in (401, 403) for s in self.statuses)
@@ -82,8 +91,12 @@ async def open_client(
     grace: float = 0.5,
     http_timeout: float = 30.0,
     ledger: ProcessLedger | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[Client]:
-    """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down."""
+    """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
+
+    ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.GrantAuth`.
+    """
     if resolved.transport == "stdio":
         assert resolved.command
         env = minimal_environment(resolved.env, host_env=host_env)
@@ -97,7 +110,7 @@ async def open_client(
         if resolved.transport == "sse":
             from mcp.client.sse import sse_client
 
-            def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
+            def factory(headers: Any = None, timeout: Any = None, auth: Any = auth) -> httpx2.AsyncClient:
                 return httpx2.AsyncClient(
                     headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [watch.on_response]}
                 )
@@ -109,6 +122,7 @@ async def open_client(
             http = httpx2.AsyncClient(
                 headers=dict(resolved.headers),
                 timeout=http_timeout,
+                auth=auth,
                 event_hooks={"response": [watch.on_response]},
             )
             transport = _owned(streamable_http_client(resolved.url, http_client=http), http)

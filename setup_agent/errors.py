@@ -32,14 +32,19 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ProbeTimeout                timeout
     │   ├── ProtocolError               protocol_error
     │   ├── ServerRejected              rejected
-    │   └── Unreachable                 unreachable
+    │   ├── Unreachable                 unreachable
+    │   └── OAuthRequired               oauth_required
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
     ├── StoreError                      store_error
-    └── ConsentError
-        ├── ConsentRequired             consent_required
-        ├── ConsentDenied               consent_denied
-        └── ConsentNotFound             consent_not_found
+    ├── ConsentError
+    │   ├── ConsentRequired             consent_required
+    │   ├── ConsentDenied               consent_denied
+    │   └── ConsentNotFound             consent_not_found
+    └── OAuthError                      oauth_error
+        ├── OAuthRefused                oauth_refused
+        ├── OAuthDenied                 oauth_denied
+        └── NeedsSignIn                 needs_sign_in
 
 Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
 and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
@@ -64,8 +69,13 @@ __all__ = [
     "ConsentNotFound",
     "ConsentRequired",
     "InvalidInput",
+    "NeedsSignIn",
     "NoRunnablePackage",
     "NotFound",
+    "OAuthDenied",
+    "OAuthError",
+    "OAuthRefused",
+    "OAuthRequired",
     "PackageError",
     "PackageNotFound",
     "ProbeError",
@@ -229,6 +239,12 @@ class Unreachable(ProbeError):
     code = "unreachable"
 
 
+class OAuthRequired(ProbeError):
+    """The remote answered 401 with an OAuth challenge: sign in with ``mcp_setup_authorize``."""
+
+    code = "oauth_required"
+
+
 class RegistryUnavailable(SetupError):
     code = "registry_unavailable"
 
@@ -257,6 +273,28 @@ class ConsentDenied(ConsentError):
 
 class ConsentNotFound(ConsentError):
     code = "consent_not_found"
+
+
+class OAuthError(SetupError):
+    code = "oauth_error"
+
+
+class OAuthRefused(OAuthError):
+    """mcp-setup stopped a sign-in: metadata naming another host, a wrong ``state``, …"""
+
+    code = "oauth_refused"
+
+
+class OAuthDenied(OAuthError):
+    """The user or the authorization server declined the sign-in."""
+
+    code = "oauth_denied"
+
+
+class NeedsSignIn(OAuthError):
+    """The stored sign-in no longer works (refresh refused): the user must sign in again."""
+
+    code = "needs_sign_in"
 
 
 # --- JSON-RPC mapping: the one place ------------------------------------------------

@@ -254,6 +254,7 @@ class AgentSession:
                     present_prompt=self._present,
                     on_progress=self.io.progress,
                     present_consent=self._present_consent,
+                    present_authorization=self._present_authorization,
                 ),
             )
             if self._cancelled:
@@ -326,6 +327,13 @@ class AgentSession:
                 if consents is not None:
                     consents.deny(pending.consent_id, "cancelled by the user")
             raise ConsentDenied("The user cancelled the consent request.") from None
+    async def _present_authorization(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Show an OAuth sign-in: the face's own way if it has one, else as a message with the link."""
+        present = getattr(self.io, "present_authorization", None)
+        if present is not None:
+            return await present(info)
+        await self.io.say(f"{info['message']} Open this link to sign in: {info['url']}")
+        return {"status": "shown"}
 
     # -- the result -----------------------------------------------------------------------
     def result(self, status: str, summary: str) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from mcp_types import CONNECTION_CLOSED, UNSUPPORTED_PROTOCOL_VERSION
 
 from .connector import HttpWatch, list_all_tools, open_client, tool_dicts
 from .errors import (
+    NeedsSignIn,
+    OAuthRequired,
     ProbeTimeout,
     ProtocolError,
     ServerExited,
@@ -135,19 +137,23 @@ class Prober:
         dirname: str | None = None,
         timeout: float | None = None,
         on_stage: StageHook | None = None,
+        auth: Any = None,
     ) -> ProbeResult:
-        """Connect, list the tools, return. Raises a ProbeError (redacted) on failure."""
+        """Connect, list the tools, return. Raises a ProbeError (redacted) on failure.
+
+        ``auth`` (an ``httpx2.Auth``, remotes only) signs the requests: a stored OAuth sign-in.
+        """
         deadline = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage)
+            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage, auth)
         except _EraLocked:
             # A server that refused `server/discover` hides its reason behind -32022 in auto
             # mode; the classic handshake shows the server's own message.
             remaining = max(1.0, deadline - (loop.time() - started))
             try:
-                result = await self._attempt(spec, values, dirname, remaining, "legacy", on_stage)
+                result = await self._attempt(spec, values, dirname, remaining, "legacy", on_stage, auth)
             except _EraLocked as exc:
                 raise ServerRejected(self.redactor.redact(exc.message)) from None
         result.elapsed = loop.time() - started
@@ -161,6 +167,7 @@ class Prober:
         deadline: float,
         mode: Literal["auto", "legacy"],
         on_stage: StageHook | None = None,
+        auth: Any = None,
     ) -> ProbeResult:
         scratch = make_scratch_dir(self.scratch_root, "probe")
         try:
@@ -184,7 +191,7 @@ class Prober:
                 await stage("starting", "started")
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
-                    ledger=self.ledger,
+                    ledger=self.ledger, auth=auth,
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)
@@ -217,7 +224,7 @@ class Prober:
             if not outcome.done():
                 outcome.cancel()  # nobody waits for it any more
             task.cancel()
-            raise self._classify(exc, pwatch, hwatch, deadline) from None
+            raise self._classify(exc, pwatch, hwatch, deadline, auth) from None
 
     async def _await_outcome(
         self, outcome: asyncio.Future[ProbeResult], pwatch: ProcessWatch, deadline: float
@@ -243,8 +250,20 @@ class Prober:
                 raise TimeoutError
             # a first bad line arrived: loop with the shorter grace
 
-    def _classify(self, exc: BaseException, pwatch: ProcessWatch, hwatch: HttpWatch, deadline: float) -> SetupError:
+    def _classify(
+        self, exc: BaseException, pwatch: ProcessWatch, hwatch: HttpWatch, deadline: float, auth: Any = None
+    ) -> SetupError:
         redact = self.redactor.redact
+        if auth is not None and getattr(auth, "signed_out", None) is not None and auth.signed_out.is_set():
+            return NeedsSignIn(auth.signed_out_reason)
+        if auth is None and hwatch.resource_metadata and 401 in hwatch.statuses:
+            return OAuthRequired(
+                "This server signs in with OAuth. Call mcp_setup_authorize with this qualified_name (and package, "
+                "if you chose one): the user signs in in their browser and you get a ref. Then pass it as oauth_ref "
+                "to mcp_setup_test_connection or mcp_setup_install_and_connect.",
+                details={"http_status": 401, "resource_metadata": redact(hwatch.resource_metadata),
+                         "next_tool": "mcp_setup_authorize"},
+            )  # fmt: skip
         tail = redact(pwatch.stderr_tail())
         details: dict[str, Any] = {}
         if tail:

@@ -25,7 +25,7 @@ from .bundle import bundle_manifest, fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
 from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
 from .errors import AlreadyInstalled, ArgvSecret, InvalidInput, SecretNotAllowed, SetupError, translate
-from .launch import LaunchSpec
+from .launch import LaunchSpec, materialize
 from .manifest import (
     argv_secret_keys,
     move_argv_secrets,
@@ -33,6 +33,7 @@ from .manifest import (
     required_keys_from_manifest,
     spec_from_manifest,
 )
+from .oauth import GRANT_KEY, GrantAuth, SignIns
 from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages
 from .probe import ProbeResult, Prober, make_scratch_dir
 from .procs import claim_dir
@@ -72,6 +73,9 @@ class CallContext:
     allow_argv_secret: bool = False
     #: How this face asks the user to approve a launch (see setup_agent/consent.py).
     present_consent: ConsentPresenter | None = None
+    #: Shows an OAuth sign-in (server, url, authorization_server, scopes, message) to the user;
+    #: returns ``{"status": "pending", …}`` when it does not wait (see setup_agent/oauth.py).
+    present_authorization: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
 
 class _Progress:
@@ -108,6 +112,7 @@ class _Prepared:
     keys: list[RequiredKey]
     values: dict[str, str]
     bundle_dir: Path | None
+    auth: GrantAuth | None = None  # an OAuth sign-in (oauth_ref)
     #: Secret keys the launch still puts on the command line (visible in ``ps``): the warning
     #: a consent step shows; empty when none, or when they were moved into the environment.
     argv_secret_keys: list[str] = field(default_factory=list)
@@ -152,6 +157,7 @@ class SetupService:
         scratch_root: Path | None = None,
         user_home: Path | None = None,
         consents: ConsentBroker | None = None,
+        oauth: SignIns | None = None,
     ) -> None:
         self.refs = refs
         self.redactor = redactor
@@ -166,6 +172,7 @@ class SetupService:
         self.scratch_root = scratch_root
         self.user_home = user_home
         self.consents = consents  # None: no consent step (a core used without a face)
+        self.oauth = oauth
         # One lock per server name: two installs of the same name never race, and a server
         # that hangs in its test holds up no other install.
         self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -201,6 +208,7 @@ class SetupService:
             "mcp_setup_install_and_connect": self.install_and_connect,
             "mcp_setup_list_servers": self.list_servers,
             "mcp_setup_remove": self.remove,
+            "mcp_setup_authorize": self.authorize,
         }
 
     # -- tools ------------------------------------------------------------------------
@@ -328,6 +336,8 @@ class SetupService:
                 await progress("installing", "started")
                 secret_keys = {k.name for k in prepared.keys if k.secret}
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
+                if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
+                    env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
                 server = await asyncio.to_thread(
                     self.store.install,
                     server_id=server_id,
@@ -346,7 +356,7 @@ class SetupService:
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)
                 raise
         env_refs = args.get("env_refs") or {}
-        self.refs.consume(env_refs)
+        self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
         await progress("installing", "done", server_id=server.server_id)
         status = await self.connections.connect(server)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
@@ -386,8 +396,44 @@ class SetupService:
 
     async def remove(self, args: dict, ctx: CallContext) -> dict:
         server_id = _req_str(args, "server_id")
+        revoked = await self._revoke_sign_in(server_id)
         await self.connections.remove(server_id)
-        return {"removed": True}
+        return {"removed": True, **({"signed_out": True} if revoked else {})}
+
+    async def authorize(self, args: dict, ctx: CallContext) -> dict:
+        """Sign in to a remote server with OAuth in the user's browser; the agent gets a ref."""
+        if self.oauth is None:
+            raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
+        workdir = make_scratch_dir(self.scratch_root, "auth")
+        try:
+            prepared = await self._prepare(args, workdir, _Progress(CallContext(), self.redactor, "authorize", None))
+        finally:
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+        url = self._remote_url(prepared.spec, prepared.values)
+        return await self.oauth.authorize(
+            qualified_name=prepared.detail.qualified_name,
+            url=url,
+            present=ctx.present_authorization,
+            client_id=_opt_str(args, "client_id"),
+        )
+
+    async def _revoke_sign_in(self, server_id: str) -> bool:
+        if self.oauth is None:
+            return False
+        try:
+            values = await asyncio.to_thread(self.store.env_values, server_id)
+            grant = values.get(GRANT_KEY)
+            return bool(grant) and await self.oauth.revoke(grant.reveal())  # type: ignore[union-attr]
+        except SetupError:
+            return False  # an unknown server is reported by remove itself
+
+    @staticmethod
+    def _remote_url(spec: LaunchSpec, values: dict[str, str]) -> str:
+        if spec.transport == "stdio":
+            raise InvalidInput("Only remote servers (streamable HTTP or SSE) sign in with OAuth; choose its remote package.")
+        url = materialize(spec, values).url
+        assert url
+        return url
 
     async def set_enabled(self, server_id: str, enabled: bool) -> dict:
         """Enable or disable an installed server (not an agent tool: faces for people call it).
@@ -440,7 +486,15 @@ class SetupService:
             spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
         secret = {k.name for k in keys if k.secret}
         spec = move_argv_secrets(spec, secret)
-        return _Prepared(detail, package, spec, keys, values, bundle_dir, argv_secret_keys(spec, secret))
+        auth = None
+        oauth_ref = _opt_str(args, "oauth_ref")
+        if oauth_ref is not None:
+            if self.oauth is None:
+                raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
+            auth = self.oauth.auth_for_ref(oauth_ref, detail.qualified_name, self._remote_url(spec, values))
+        return _Prepared(
+            detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret)
+        )
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
@@ -496,6 +550,7 @@ class SetupService:
             prepared.values,
             dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
             on_stage=progress,
+            **({"auth": prepared.auth} if prepared.auth is not None else {}),
         )
         await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
         return result

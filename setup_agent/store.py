@@ -347,6 +347,21 @@ class Store:
         self._changed()
         return True
 
+    def set_env_value(self, server_id: str, key: str, value: str | SecretValue, secret: bool) -> None:
+        """Write one env value (encrypted), replacing it: e.g. a renewed OAuth sign-in."""
+        _check_text("An env key", key, 128)
+        token = self._vault.encrypt(value)
+        with self._translated(f"update the env of server {server_id}"), self._session() as s, s.begin():
+            if s.get(ServerRow, server_id) is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            done = s.execute(
+                update(ClientEnvRow)
+                .where(ClientEnvRow.server_id == server_id, ClientEnvRow.key == key)
+                .values(value_encrypted=token, secret=secret)
+            )
+            if not done.rowcount:
+                s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
+
     def remove(self, server_id: str) -> bool:
         """Delete the server and its env rows in one transaction; ``False`` if it was not there."""
         with self._translated(f"remove server {server_id}"), self._session() as s, s.begin():

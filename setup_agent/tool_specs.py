@@ -7,6 +7,7 @@ from typing import Any
 __all__ = ["TOOL_NAMES", "TOOL_SPECS", "tool_spec"]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_OAUTH_REF = {"type": "string", "description": "For a server that signs in with OAuth: the ref from mcp_setup_authorize."}
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {
@@ -70,6 +71,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "env_refs": {**_STR_MAP, "description": "Secret settings: {KEY: secret://ref}."},
                 "env": {**_STR_MAP, "description": "Non-secret settings: {KEY: value}."},
                 "package": {"type": "string", "description": "Package id or type from mcp_setup_get."},
+                "oauth_ref": _OAUTH_REF,
             },
             "required": ["qualified_name"],
         },
@@ -88,6 +90,31 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "env_refs": _STR_MAP,
                 "env": _STR_MAP,
                 "package": {"type": "string"},
+                "oauth_ref": _OAUTH_REF,
+            },
+            "required": ["qualified_name"],
+        },
+    },
+    {
+        "name": "mcp_setup_authorize",
+        "description": (
+            "Sign in to a remote server that answered oauth_required: the user is shown the sign-in service's host "
+            "and the permissions asked for, and signs in in their browser. You receive only a ref (secret://…) "
+            "bound to that server: pass it as oauth_ref to mcp_setup_test_connection and "
+            "mcp_setup_install_and_connect. status 'pending' means the user has not finished yet."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "qualified_name": {"type": "string"},
+                "source": {"type": "string"},
+                "package": {"type": "string", "description": "The remote package id, if the server lists several."},
+                "env_refs": _STR_MAP,
+                "env": _STR_MAP,
+                "client_id": {
+                    "type": "string",
+                    "description": "A client id registered for mcp-setup, for a sign-in service without dynamic registration.",
+                },
             },
             "required": ["qualified_name"],
         },

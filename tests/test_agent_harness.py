@@ -22,12 +22,13 @@ SETUP_TOOLS = (
     "mcp_setup_request_secret",
     "mcp_setup_test_connection",
     "mcp_setup_install_and_connect",
+    "mcp_setup_authorize",
     "say",
     "ask_user",
 )
 
 
-def test_the_shipped_archetype_allows_only_the_five_setup_tools_and_the_chat_primitives() -> None:
+def test_the_shipped_archetype_allows_only_the_six_setup_tools_and_the_chat_primitives() -> None:
     registry = load_archetypes(AGENTS_DIR)
     assert registry.errors == {}
     agent = registry.get("mcp_setup")

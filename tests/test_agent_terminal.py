@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import pexpect
@@ -157,24 +158,28 @@ def test_the_terminal_agent_drives_an_openai_compatible_model_with_the_secret_at
 def test_the_terminal_agent_sets_up_a_server_found_in_the_fake_official_registry(tmp_path: Path, canary: str) -> None:
     import json
 
+    from tests.fakes.file_server import serve_file
     from tests.fakes.official_registry import FakeOfficialRegistry
 
     catalog = make_catalog(tmp_path, canary)
     entry = json.loads((catalog / "stub0.json").read_text())
-    with FakeOfficialRegistry([entry]) as registry:
-        env = face_env(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url)
-        argv = mcp_setup_argv("agent", "set up the stub server")
-        child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30, dimensions=(50, 200))
-        out = io.StringIO()
-        child.logfile_read = out
-        child.expect(HIDDEN)
-        child.sendline("wrong-" + canary[::-1])
-        child.expect("invalid API key for STUB_API_KEY")
-        child.expect(r"1\. Re-enter STUB_API_KEY\s+2\. Cancel\s+Choose 1-2: ")
-        child.sendline("1")
-        child.expect(HIDDEN)
-        child.sendline(canary)
-        child.expect(r"Tools now available: echo, whoami")
-        assert finish(child) == 0
-        assert any("/v0.1/servers" in r.path for r in registry.requests)
+    bundle = Path(urlsplit(entry["packages"][0]["identifier"]).path)
+    with serve_file(bundle) as bundle_url:
+        entry["packages"][0]["identifier"] = bundle_url  # a remote registry may not name a file:// bundle
+        with FakeOfficialRegistry([entry]) as registry:
+            env = face_env(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url)
+            argv = mcp_setup_argv("agent", "set up the stub server")
+            child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30, dimensions=(50, 200))
+            out = io.StringIO()
+            child.logfile_read = out
+            child.expect(HIDDEN)
+            child.sendline("wrong-" + canary[::-1])
+            child.expect("invalid API key for STUB_API_KEY")
+            child.expect(r"1\. Re-enter STUB_API_KEY\s+2\. Cancel\s+Choose 1-2: ")
+            child.sendline("1")
+            child.expect(HIDDEN)
+            child.sendline(canary)
+            child.expect(r"Tools now available: echo, whoami")
+            assert finish(child) == 0
+            assert any("/v0.1/servers" in r.path for r in registry.requests)
     assert canary not in out.getvalue()

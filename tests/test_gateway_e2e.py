@@ -15,6 +15,7 @@ import anyio
 import mcp_types as types
 import pytest
 
+from setup_agent.tool_specs import TOOL_NAMES
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
@@ -77,7 +78,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
         ) as client:  # fmt: skip
             assert client.server_capabilities.tools.list_changed is True
             before = await tool_names(client)
-            assert len(before) == 7
+            assert before == set(TOOL_NAMES)
             server_id = await install_stub(client, browser)
             await changes.wait()
             after = await tool_names(client)

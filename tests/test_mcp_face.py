@@ -57,6 +57,7 @@ def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) ->
         "mcp_setup_install_and_connect",
         "mcp_setup_list_servers",
         "mcp_setup_remove",
+        "mcp_setup_authorize",
     }
     assert proc.returncode == 0
 

@@ -19,6 +19,7 @@ import pytest
 
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.fakes.file_server import serve_file
 from tests.stub_server.bundle import build_stub_bundle, sha256_hex, stub_server_json
 from tests.stub_server.http_server import serve_http_stub
 from tests.processes import processes_mentioning
@@ -28,32 +29,6 @@ pytestmark = pytest.mark.anyio
 
 SCHEMA = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
 EVERYTHING_VERSION = "2026.8.31"
-
-
-@contextmanager
-def serve_file(path: Path) -> Iterator[str]:
-    """``path`` over HTTP on loopback (a remote registry may not name a file:// bundle)."""
-    body = path.read_bytes()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/{path.name}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def remote_entry(url: str) -> dict:

@@ -4,6 +4,7 @@
 //   dom.js · errors.js · api.js (fetch, JSON-RPC, websocket) · servers.js (installed list)
 //   thread.js (conversation) · progress.js (test/install steps) · setup.js (the pane, search)
 //   secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
+//   oauth_modal.js (the sign-in box)
 
 import { on, connect } from "./api.js";
 import { loadServers, loadServersSoon } from "./servers.js";
@@ -12,6 +13,7 @@ import { onProgress } from "./progress.js";
 import { initSetup, onRunError } from "./setup.js";
 import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.js";
 import { initConsentModal, onConsentDone, onConsentRequest } from "./consent_modal.js";
+import { initOAuthModal, onOAuthRequest } from "./oauth_modal.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -34,6 +36,7 @@ on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
 on("consent_request", onConsentRequest);
 on("consent_done", onConsentDone);
+on("oauth_request", onOAuthRequest);
 on("server_status", function () { loadServersSoon(); });
 on("servers_changed", function () { loadServersSoon(); });
 on("error", onRunError);
@@ -42,5 +45,6 @@ document.addEventListener("DOMContentLoaded", function () {
   initSetup();
   initSecretModal();
   initConsentModal();
+  initOAuthModal();
   connect();
 });

@@ -1,0 +1,37 @@
+"""A file served over HTTP on loopback (a remote registry may not name a file:// bundle)."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["serve_file"]
+
+
+@contextmanager
+def serve_file(path: Path) -> Iterator[str]:
+    """``path`` over HTTP on loopback (a remote registry may not name a file:// bundle)."""
+    body = path.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/{path.name}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
