@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Boolean, DateTime, Engine, ForeignKey, Integer, LargeBinary, MetaData, String, Text
-from sqlalchemy import TypeDecorator, UniqueConstraint, create_engine, delete, event, select, update
+from sqlalchemy import TypeDecorator, UniqueConstraint, create_engine, delete, event, select, text, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload, sessionmaker
@@ -41,6 +41,8 @@ VERSION_TABLE = "mcp_setup_alembic_version"
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
 HEAD_REVISION = "0001_initial"
+#: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
+_MIGRATION_LOCK = 0x6D63_7073_6574_7570
 
 
 #: ``{KEY: (value, secret)}`` as :meth:`Store.install` takes it.
@@ -181,6 +183,8 @@ class Store:
         except (sa_exc.ArgumentError, ValueError):
             raise StoreError("The database URL is not a valid SQLAlchemy URL.") from None
         kwargs: dict[str, Any] = {"hide_parameters": True}  # no values in errors or logs
+        if url.get_backend_name() != "sqlite":  # a server can restart or drop us: check before use
+            kwargs["pool_pre_ping"] = True
         if url.get_backend_name() == "sqlite":
             if url.database in (None, "", ":memory:"):
                 kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
@@ -219,7 +223,7 @@ class Store:
 
     def current_revision(self) -> str | None:
         """The schema revision recorded in the database (None when it has none yet)."""
-        from sqlalchemy import inspect, text
+        from sqlalchemy import inspect
 
         with self._translated("read the schema revision"), self._engine.connect() as conn:
             if not inspect(conn).has_table(VERSION_TABLE):
@@ -238,6 +242,8 @@ class Store:
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
         try:
             with self._translated("migrate the database"), self._engine.begin() as conn:
+                if conn.dialect.name == "postgresql":  # instances starting together migrate one at a time
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
         except CommandError:  # e.g. a revision from a newer mcp-setup

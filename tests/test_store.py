@@ -1,9 +1,11 @@
-"""The store: installed servers and their encrypted env, one transaction per change."""
+"""The store: installed servers and their encrypted env, one transaction per change.
+
+Tests that take ``store`` or ``database_url`` run on embedded SQLite and on PostgreSQL (the
+``database_url`` fixture of tests/conftest.py); ``sqlite_store`` tests are about SQLite itself."""
 
 from __future__ import annotations
 
 import base64
-import sqlite3
 import stat
 import uuid
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from sqlalchemy import Column, MetaData, String, Table, event, text
 from tests.conftest import MemoryKeyring
 from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
 from setup_agent.secrets import SecretValue
-from setup_agent.store import DB_FILE_NAME, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
+from setup_agent.store import DB_FILE_NAME, HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
 from setup_agent.vault import Vault
 
 
@@ -51,7 +53,14 @@ def vault(data_dir: Path, backend: MemoryKeyring) -> Vault:
 
 
 @pytest.fixture
-def store(data_dir: Path, vault: Vault) -> Iterator[Store]:
+def store(data_dir: Path, vault: Vault, database_url: str | None) -> Iterator[Store]:
+    s = Store.for_data_dir(data_dir, vault, database_url, clock=Clock())
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(data_dir: Path, vault: Vault) -> Iterator[Store]:
     s = Store.for_data_dir(data_dir, vault, clock=Clock())
     yield s
     s.close()
@@ -90,7 +99,41 @@ def test_migrations_create_exactly_the_schema_of_the_models(store: Store) -> Non
     with store.engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
         assert compare_metadata(context, Base.metadata) == []
-        assert context.get_current_revision() == "0001_initial"
+        assert context.get_current_revision() == HEAD_REVISION
+
+
+def alembic(store: Store, command_name: str, target: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        getattr(command, command_name)(cfg, target)
+
+
+def table_names(store: Store) -> set[str]:
+    from sqlalchemy import inspect
+
+    with store.engine.connect() as conn:
+        return set(inspect(conn).get_table_names())
+
+
+def test_alembic_upgrades_an_empty_database_to_head_and_back_down_to_empty(
+    data_dir: Path, vault: Vault, database_url: str | None
+) -> None:
+    with Store.for_data_dir(data_dir, vault, database_url) as store:  # upgrade from empty
+        assert store.current_revision() == HEAD_REVISION
+        assert {"mcp_servers", "mcp_client_env", VERSION_TABLE} <= table_names(store)
+        alembic(store, "downgrade", "base")
+        assert table_names(store) == {VERSION_TABLE}
+        assert store.current_revision() is None
+        store.migrate()  # from empty again, through every migration
+        assert store.current_revision() == HEAD_REVISION
+        install(store)
+        alembic(store, "upgrade", "head")  # from head: nothing to do, nothing lost
+        assert row_counts(store) == (1, 2)
 
 
 def test_schema_comparison_notices_a_model_the_migrations_lack(store: Store) -> None:
@@ -104,20 +147,24 @@ def test_schema_comparison_notices_a_model_the_migrations_lack(store: Store) -> 
 
 
 def test_opening_the_store_again_keeps_the_data_and_migrates_nothing(
-    store: Store, data_dir: Path, vault: Vault, caplog: pytest.LogCaptureFixture
+    store: Store, data_dir: Path, vault: Vault, database_url: str | None, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = install(store)
     store.close()
     caplog.set_level("INFO", logger="alembic")
-    with Store.for_data_dir(data_dir, vault) as again:
+    with Store.for_data_dir(data_dir, vault, database_url) as again:
         assert again.get(server.server_id) == server
     assert "Running upgrade" not in caplog.text
 
 
-def test_foreign_keys_are_enforced_on_sqlite(store: Store) -> None:
+def test_foreign_keys_are_enforced_on_sqlite(sqlite_store: Store) -> None:
+    with sqlite_store.engine.begin() as conn:
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar_one() == 1
+
+
+def test_deleting_a_server_row_deletes_its_env_rows(store: Store) -> None:
     server = install(store)
     with store.engine.begin() as conn:
-        assert conn.execute(text("PRAGMA foreign_keys")).scalar_one() == 1
         conn.execute(text("DELETE FROM mcp_servers WHERE server_id = :i"), {"i": server.server_id})
     assert row_counts(store) == (0, 0)  # ON DELETE CASCADE
 
@@ -201,9 +248,11 @@ def test_install_leaves_no_rows_when_a_value_cannot_be_encrypted(store: Store) -
 
 
 def test_install_leaves_no_rows_when_the_database_fails_midway(store: Store) -> None:
+    failure = store.engine.dialect.dbapi.OperationalError  # sqlite3's or psycopg's
+
     def fail_env_insert(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if statement.lstrip().upper().startswith("INSERT INTO MCP_CLIENT_ENV"):
-            raise sqlite3.OperationalError("disk I/O error")
+            raise failure("disk I/O error")
 
     inserted: list[str] = []
     event.listen(store.engine, "before_cursor_execute", lambda c, cu, st, *a: inserted.append(st))
@@ -264,24 +313,26 @@ def test_unknown_servers_are_none_or_not_found(store: Store) -> None:
 
 @pytest.mark.parametrize("keyring_works", [True, False], ids=["keyring", "key-file"])
 def test_a_restarted_store_decrypts_values_written_before(
-    data_dir: Path, backend: MemoryKeyring, keyring_works: bool
+    data_dir: Path, backend: MemoryKeyring, keyring_works: bool, database_url: str | None
 ) -> None:
     def open_vault() -> Vault:
         return Vault.open(data_dir, keyring_backend=backend if keyring_works else fail.Keyring())
 
-    first = Store.for_data_dir(data_dir, open_vault())
+    first = Store.for_data_dir(data_dir, open_vault(), database_url)
     server = install(first)
     first.close()
-    with Store.for_data_dir(data_dir, open_vault()) as second:
+    with Store.for_data_dir(data_dir, open_vault(), database_url) as second:
         assert second.env_values(server.server_id)["API_KEY"].reveal() == "key-123456"
 
 
-def test_a_store_with_another_key_raises_store_error_without_the_plaintext(data_dir: Path, store: Store) -> None:
+def test_a_store_with_another_key_raises_store_error_without_the_plaintext(
+    data_dir: Path, store: Store, database_url: str | None
+) -> None:
     canary = "canary-" + uuid.uuid4().hex
     server = install(store, env={"API_KEY": (canary, True)})
     store.close()
     stranger = Vault.open(data_dir / "other", keyring_backend=MemoryKeyring())
-    with Store.for_data_dir(data_dir, stranger) as wrong, pytest.raises(StoreError) as info:
+    with Store.for_data_dir(data_dir, stranger, database_url) as wrong, pytest.raises(StoreError) as info:
         wrong.env_values(server.server_id)
     assert info.value.key == "API_KEY" and server.server_id in info.value.message
     assert canary not in repr(info.value) and canary not in str(info.value)
@@ -325,15 +376,13 @@ def test_a_bad_database_url_is_a_store_error(vault: Vault) -> None:
 
 
 def test_the_head_constant_is_alembics_head_so_a_current_database_skips_alembic(
-    data_dir: Path, vault: Vault
+    data_dir: Path, vault: Vault, database_url: str | None
 ) -> None:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from setup_agent.store import HEAD_REVISION, MIGRATIONS_DIR
-
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
-    with Store.for_data_dir(data_dir, vault) as store:
+    with Store.for_data_dir(data_dir, vault, database_url) as store:
         assert store.current_revision() == HEAD_REVISION
