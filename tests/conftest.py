@@ -81,13 +81,25 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     if request.param == "sqlite":
         yield None
         return
+    _require_postgres()
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for a test about a database server (SQLite has none)."""
+    _require_postgres()
+    with postgres_database() as url:
+        yield url
+
+
+def _require_postgres() -> None:
     if POSTGRES_URL is None:
         why = "MCP_SETUP_TEST_POSTGRES_URL is not set: run scripts/test.sh, which starts a throwaway PostgreSQL"
         if _IN_CI:
             pytest.fail(f"PostgreSQL is required under CI=true: {why}")
         pytest.skip(why)
-    with postgres_database() as url:
-        yield url
 
 
 @contextmanager
