@@ -1,4 +1,4 @@
-"""The ``mcp-setup`` command line: ``serve``, ``mcp`` and ``agent``."""
+"""The ``mcp-setup`` command line: ``serve``, ``mcp``, ``agent``; ``key`` and ``token`` (app/cli_team.py)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("goal", help='what to set up, e.g. "set up the Notion MCP server"')
     agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
     agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    from .cli_team import add_key_parser, add_token_parser
+
+    add_key_parser(sub)
+    add_token_parser(sub)
     return parser
 
 
@@ -112,6 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .terminal import run_agent
 
             return asyncio.run(run_agent(settings, handler, args.goal, driver=args.driver))
+        if args.command in ("key", "token"):
+            from . import cli_team
+
+            return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
     except KeyboardInterrupt:
         return 130
     parser.print_help()

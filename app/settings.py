@@ -33,6 +33,10 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     port: int = Field(default=8765, ge=0, le=65535)
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
+    # A team's gateway (README "For a team"): one data key named explicitly, a public host name.
+    data_key_file: Path | None = Field(default=None, description="The data key file (0600) shared by a team.")
+    data_key_keyring_entry: str | None = Field(default=None, description="Keyring user name of the data key.")
+    public_host: str | None = Field(default=None, description="Host name clients use for `serve` (Host check).")
 
     @property
     def catalog_path(self) -> Path:

@@ -386,3 +386,75 @@ def test_the_head_constant_is_alembics_head_so_a_current_database_skips_alembic(
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
     with Store.for_data_dir(data_dir, vault, database_url) as store:
         assert store.current_revision() == HEAD_REVISION
+
+
+# --- key rotation (mcp-setup key rotate) ----------------------------------------------
+
+
+@pytest.fixture
+def team_key(tmp_path: Path) -> Path:
+    path = tmp_path / "team.key"
+    Vault.in_memory().export_key(path)
+    return path
+
+
+def env_blobs(store: Store) -> dict[int, bytes]:
+    with store.engine.connect() as conn:
+        return dict(conn.execute(text("SELECT id, value_encrypted FROM mcp_client_env")).all())
+
+
+def test_rotating_the_key_re_encrypts_every_value_and_every_new_process_decrypts_them(
+    data_dir: Path, team_key: Path, database_url: str | None
+) -> None:
+    from app.cli_team import rotate_data_key
+
+    old = Vault.from_key_file(team_key)
+    with Store.for_data_dir(data_dir, old, database_url) as store:
+        servers = [install(store, "a/one"), install(store, "b/two", env={"X": ("x-value", True)})]
+        before = env_blobs(store)
+        count, new = rotate_data_key(old, store)
+        assert count == 3
+        after = env_blobs(store)
+        assert after.keys() == before.keys() and all(after[i] != before[i] for i in before)
+        assert store.env_values(servers[1].server_id)["X"].reveal() == "x-value"  # the store uses the new key
+    with pytest.raises(StoreError):
+        old.decrypt(next(iter(after.values())))
+    with Store.for_data_dir(data_dir, Vault.from_key_file(team_key), database_url) as again:  # a new process
+        assert again.env_values(servers[0].server_id)["API_KEY"].reveal() == "key-123456"
+        assert again.env_values(servers[1].server_id)["X"].reveal() == "x-value"
+
+
+@pytest.mark.parametrize("failure", ["database", "undecryptable-value"])
+def test_a_rotation_that_fails_midway_leaves_every_value_and_the_key_as_they_were(
+    data_dir: Path, team_key: Path, database_url: str | None, failure: str
+) -> None:
+    from app.cli_team import rotate_data_key
+
+    vault = Vault.from_key_file(team_key)
+    key_before = team_key.read_bytes()
+    with Store.for_data_dir(data_dir, vault, database_url) as store:
+        servers = [install(store, "a/one"), install(store, "b/two"), install(store, "c/three")]
+        if failure == "undecryptable-value":  # stored by a machine with another key
+            with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as stranger:
+                install(stranger, "z/stranger")
+        before = env_blobs(store)
+        updates: list[str] = []
+        dbapi_error = store.engine.dialect.dbapi.OperationalError
+
+        def fail_third_update(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("UPDATE MCP_CLIENT_ENV"):
+                updates.append(statement)
+                if failure == "database" and len(updates) == 3:
+                    raise dbapi_error("connection lost")
+
+        event.listen(store.engine, "before_cursor_execute", fail_third_update)
+        with pytest.raises(StoreError) as info:
+            rotate_data_key(vault, store)
+        event.remove(store.engine, "before_cursor_execute", fail_third_update)
+        assert len(updates) >= 2  # it failed midway, after some values were rewritten
+        if failure == "undecryptable-value":
+            assert "z/stranger" in info.value.message and "MCP_SETUP_DATA_KEY_FILE" in info.value.message
+        assert env_blobs(store) == before
+        assert team_key.read_bytes() == key_before
+        for server in servers:
+            assert store.env_values(server.server_id)["API_KEY"].reveal() == "key-123456"

@@ -192,3 +192,36 @@ async def test_a_database_that_goes_away_mid_install_fails_it_cleanly_and_the_se
         again = await runtime.service.call("mcp_setup_install_and_connect", install_args, CallContext())
     assert "error" not in again and again["status"] == "connected", again
     assert [s.qualified_name for s in runtime.store.list()] == ["io.test/stub-ok"]
+
+
+# --- a value stored under another data key ---------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_server_stored_under_another_key_fails_with_its_name_and_a_fix_and_the_others_start(
+    tmp_path: Path, database_url: str | None, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from setup_agent.connections import ConnectionManager
+    from setup_agent.redact import Redactor
+    from tests.test_connections import install as install_stub
+
+    data_dir = tmp_path / "data"
+    with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as elsewhere:  # another machine's key
+        stranger = install_stub(elsewhere, "io.test/from-elsewhere", canary)
+    store = Store.for_data_dir(data_dir, Vault.in_memory(), database_url)
+    good = install_stub(store, "io.test/ours", canary)
+    manager = ConnectionManager(store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=10)
+    try:
+        with anyio.fail_after(20):
+            await manager.start()
+        assert manager.status(good.server_id).status == "connected"
+        failed = manager.status(stranger.server_id)
+        assert failed.status == "failed"
+        assert failed.reason is not None
+        assert "io.test/from-elsewhere" in failed.reason and "STUB_API_KEY" in failed.reason
+        assert "MCP_SETUP_DATA_KEY_FILE" in failed.reason  # the fix
+    finally:
+        await manager.aclose()
+        store.close()
+    assert not any(r.exc_info for r in caplog.records)  # reported, never a traceback
+    assert "Traceback" not in caplog.text and canary not in caplog.text
