@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -67,6 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8765; 0 picks a free one)")
     serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another one needs TLS)")
+    serve.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="TLS certificate (PEM)")
+    serve.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="TLS private key (PEM)")
+    serve.add_argument(
+        "--insecure-http", action="store_true", help="serve plain HTTP on a non-loopback --host (behind a TLS proxy)"
+    )
     serve.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
     mcp = sub.add_parser(
         "mcp",
@@ -111,7 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from .web import run_serve
 
-            return run_serve(settings, handler, port=args.port, open_browser=not args.no_browser)
+            return run_serve(
+                settings, handler, port=args.port, open_browser=not args.no_browser, host=args.host,
+                tls_cert=args.tls_cert, tls_key=args.tls_key, insecure_http=args.insecure_http,
+            )  # fmt: skip
         if args.command == "agent":
             from .terminal import run_agent
 
