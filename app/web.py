@@ -337,6 +337,16 @@ def run_serve(
                 "serving on %s over plain HTTP (--insecure-http): tokens and secrets cross the network in clear "
                 "unless a TLS proxy is in front.", host,
             )
+    if settings.data_key_file or settings.data_key_keyring_entry:  # a team's key: say what is wrong, plainly
+        from setup_agent.errors import SetupError
+
+        from .runtime import open_vault
+
+        try:
+            open_vault(settings)
+        except SetupError as exc:
+            print(f"mcp-setup: {exc.message}", file=sys.stderr)
+            return 1
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

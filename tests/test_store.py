@@ -454,6 +454,7 @@ def test_a_rotation_that_fails_midway_leaves_every_value_and_the_key_as_they_wer
         assert len(updates) >= 2  # it failed midway, after some values were rewritten
         if failure == "undecryptable-value":
             assert "z/stranger" in info.value.message and "MCP_SETUP_DATA_KEY_FILE" in info.value.message
+        assert "key-123456" not in str(info.value) and "key-123456" not in repr(info.value.__cause__)
         assert env_blobs(store) == before
         assert team_key.read_bytes() == key_before
         for server in servers:

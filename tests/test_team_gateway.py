@@ -242,3 +242,52 @@ def test_a_team_gateway_over_tls_serves_named_tokens_records_their_provenance_an
         assert refused.status_code == 403 and "revoked" in refused.text  # at once, no restart
     stderr = served.stderr()
     assert canary not in stderr and token not in stderr and "Traceback" not in stderr
+
+
+# --- the key CLI -------------------------------------------------------------------------
+
+
+def test_key_export_then_rotate_through_the_cli_keeps_every_value_readable_with_the_rotated_file(
+    tmp_path: Path, database_url: str | None, canary: str
+) -> None:
+    env = face_env(tmp_path, **({"MCP_SETUP_DATABASE_URL": database_url} if database_url else {}))
+    home = Path(env["MCP_SETUP_HOME"])
+
+    def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(mcp_setup_argv(*args), env={**env, **extra}, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    team_key = tmp_path / "exported.key"
+    exported = cli("key", "export", "--to", str(team_key))  # the machine's own key, for the team
+    assert exported.returncode == 0, exported.stderr
+    assert oct(team_key.stat().st_mode & 0o777) == "0o600"
+    with Store.for_data_dir(home, Vault.from_key_file(team_key), database_url) as store:
+        server = store.install(
+            qualified_name="io.test/kept", source="local", version="1", package_type="npm", launch_spec={"command": "x"},
+            installed_by="agent", tools_hash="h", env={"API_KEY": (canary, True)},
+        )  # fmt: skip
+    before = team_key.read_bytes()
+    rotated = cli("key", "rotate", MCP_SETUP_DATA_KEY_FILE=str(team_key))
+    assert rotated.returncode == 0, rotated.stderr
+    assert "Re-encrypted 1 stored value" in rotated.stdout
+    assert team_key.read_bytes() != before and oct(team_key.stat().st_mode & 0o777) == "0o600"
+    with Store.for_data_dir(home, Vault.from_key_file(team_key), database_url) as store:
+        assert store.env_values(server.server_id)["API_KEY"].reveal() == canary
+    assert canary not in rotated.stdout + rotated.stderr
+
+    team_key.chmod(0o644)
+    refused = cli("key", "rotate", MCP_SETUP_DATA_KEY_FILE=str(team_key))
+    assert refused.returncode == 1 and "chmod 600" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_serve_with_a_missing_or_loose_team_key_says_so_in_one_line(tmp_path: Path) -> None:
+    loose = tmp_path / "loose.key"
+    Vault.in_memory().export_key(loose)
+    loose.chmod(0o640)
+    for key_file, expected in ((tmp_path / "missing.key", "key export --to"), (loose, "chmod 600")):
+        proc = subprocess.run(
+            mcp_setup_argv("serve", "--no-browser", "--port", "0"),
+            env=face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key_file)), cwd=REPO, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 1 and expected in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and "running at" not in proc.stdout
