@@ -1,4 +1,4 @@
-"""The ``mcp-setup`` command line: ``serve``, ``mcp`` and ``agent``."""
+"""The ``mcp-setup`` command line: ``serve``, ``mcp``, ``agent``; ``key`` and ``token`` (app/cli_team.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -67,6 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8765; 0 picks a free one)")
     serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another one needs TLS)")
+    serve.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="TLS certificate (PEM)")
+    serve.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="TLS private key (PEM)")
+    serve.add_argument(
+        "--insecure-http", action="store_true", help="serve plain HTTP on a non-loopback --host (behind a TLS proxy)"
+    )
     serve.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
     mcp = sub.add_parser(
         "mcp",
@@ -84,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("goal", help='what to set up, e.g. "set up the Notion MCP server"')
     agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
     agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    from .cli_team import add_key_parser, add_token_parser
+
+    add_key_parser(sub)
+    add_token_parser(sub)
     return parser
 
 
@@ -107,11 +118,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from .web import run_serve
 
-            return run_serve(settings, handler, port=args.port, open_browser=not args.no_browser)
+            return run_serve(
+                settings, handler, port=args.port, open_browser=not args.no_browser, host=args.host,
+                tls_cert=args.tls_cert, tls_key=args.tls_key, insecure_http=args.insecure_http,
+            )  # fmt: skip
         if args.command == "agent":
             from .terminal import run_agent
 
             return asyncio.run(run_agent(settings, handler, args.goal, driver=args.driver))
+        if args.command in ("key", "token"):
+            from . import cli_team
+
+            return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
     except KeyboardInterrupt:
         return 130
     parser.print_help()

@@ -55,6 +55,7 @@ from setup_agent.errors import (
 )
 from setup_agent.service import TOOL_NAMES, CallContext
 
+from .web_security import current_principal
 from .ws import WebHub
 
 __all__ = ["METHODS", "RpcDispatcher", "error_from_result"]
@@ -260,7 +261,7 @@ class RpcDispatcher:
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         ctx = CallContext(
-            installed_by="ui",
+            installed_by=current_principal() or "ui",  # token:<name> with a team's named token
             present_prompt=self._presenter(session_id),
             on_progress=self.hub.progress_to(session_id),
             present_consent=self._consent_presenter(session_id),

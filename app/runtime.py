@@ -34,7 +34,7 @@ from setup_agent.vault import Vault
 
 from .settings import Settings
 
-__all__ = ["Runtime", "build_runtime", "keyring_secret", "openai_options", "sweep_leftovers"]
+__all__ = ["Runtime", "build_runtime", "keyring_secret", "open_vault", "openai_options", "sweep_leftovers"]
 
 KEYRING_SERVICE = "mcp-setup"
 
@@ -65,6 +65,16 @@ def openai_options(settings: Settings, keyring_get: Callable[[str, str], str | N
     return options
 
 logger = logging.getLogger(__name__)
+
+
+def open_vault(settings: Settings, *, keyring_backend: Any = None) -> Vault:
+    """The data key: MCP_SETUP_DATA_KEY_FILE or _KEYRING_ENTRY when named, else keyring/key file."""
+    return Vault.open(
+        Path(settings.home).expanduser(),
+        keyring_backend=keyring_backend,
+        key_file=settings.data_key_file,
+        keyring_username=settings.data_key_keyring_entry,
+    )
 
 
 @dataclass
@@ -153,7 +163,7 @@ def build_runtime(
         http=http,
     )
     hub = RegistryHub(sources, timeout=settings.registry_timeout_seconds, notes=notes)
-    vault = Vault.open(home, keyring_backend=keyring_backend)
+    vault = open_vault(settings, keyring_backend=keyring_backend)
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
     scratch = home / "scratch"
     scratch.mkdir(exist_ok=True)

@@ -32,7 +32,8 @@ import socket
 import sys
 import threading
 import webbrowser
-from collections.abc import AsyncIterator, Callable, Generator
+import ipaddress
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -87,10 +88,11 @@ class WebFace:
         self.hub: WebHub | None = None
         self.rpc: RpcDispatcher | None = None
         self._boot: asyncio.Task[None] | None = None
+        self.public_base: str | None = None  # a team gateway's own address, for links it hands out
 
     @property
     def secret_page_base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.public_base or f"http://127.0.0.1:{self.port}"
 
     async def startup(self) -> None:
         self.runtime = self.runtime_factory()
@@ -147,11 +149,15 @@ def create_app(
     token: str,
     port: int,
     runtime_factory: Callable[[], Any] | None = None,
+    public_hosts: Sequence[str] = (),
+    secure_cookie: bool = False,
 ) -> Guard:
     """The web app for a server listening on ``127.0.0.1:port``, behind its :class:`Guard`.
 
     Serve what this returns (the guard), never ``.app`` alone: the guard is the security.
     ``.face`` is the :class:`WebFace` (runtime, sessions) once the lifespan has started.
+    ``public_hosts`` are further Host names clients may use (a team's gateway); named bearer
+    tokens (``mcp-setup token``) are checked against the runtime's database on every request.
     """
     if not token:
         raise ValueError("token must be a non-empty string")
@@ -162,6 +168,8 @@ def create_app(
             return build_runtime(settings)
 
     face = WebFace(settings, token=token, port=port, runtime_factory=runtime_factory)
+    if public_hosts:
+        face.public_base = f"{'https' if secure_cookie else 'http'}://{public_hosts[0]}:{port}"
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -178,7 +186,7 @@ def create_app(
     async def index(request: Request) -> Response:
         response = FileResponse(UI_DIR / "index.html", media_type="text/html; charset=utf-8")
         response.set_cookie(
-            cookie_name(port), token, httponly=True, samesite="strict", path="/", secure=False
+            cookie_name(port), token, httponly=True, samesite="strict", path="/", secure=secure_cookie
         )
         return response
 
@@ -212,13 +220,25 @@ def create_app(
         log.error("web: %s %s failed with %s", request.method, request.url.path, type(exc).__name__)
         return JSONResponse({"ok": False, "error": {"code": "internal", "message": "Internal error."}}, 500)
 
+    hosts = {f"127.0.0.1:{port}", f"localhost:{port}"} | {f"{h.lower()}:{port}" for h in public_hosts if h}
     secret_app = create_secret_app(
         BrokerView(lambda: face.runtime),
         token=token,
-        allowed_hosts={f"127.0.0.1:{port}", f"localhost:{port}"},
+        allowed_hosts=hosts,
         consents=lambda: getattr(face.runtime, "consents", None),
     )
-    guarded = Guard(app, token=token, port=port, secret_app=secret_app)
+    tokens: list[Any] = []
+
+    def bearer(raw: str) -> str | None:
+        if face.runtime is None:
+            return None
+        if not tokens:
+            from setup_agent.tokens import Tokens
+
+            tokens.append(Tokens(face.runtime.store))
+        return tokens[0].verify(raw)
+
+    guarded = Guard(app, token=token, port=port, secret_app=secret_app, public_hosts=public_hosts, bearer=bearer)
     guarded.face = face
     return guarded
 
@@ -272,6 +292,22 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
 def _hide_token_in_logs(token: str, handler: logging.Handler) -> None:
     """No log line shows the token (uvicorn logs websocket paths with their query)."""
     from setup_agent.redact import RedactingFilter, Redactor
@@ -288,29 +324,78 @@ def _open_browser(url: str) -> None:
         log.info("could not open a browser (%s); open the printed link yourself", type(exc).__name__)
 
 
-def run_serve(settings: Settings, log_handler: logging.Handler, *, port: int | None = None, open_browser: bool = True) -> int:
-    """Serve the web app on 127.0.0.1 until Ctrl-C/SIGTERM; returns the exit code."""
+def run_serve(
+    settings: Settings,
+    log_handler: logging.Handler,
+    *,
+    port: int | None = None,
+    open_browser: bool = True,
+    host: str = "127.0.0.1",
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+    insecure_http: bool = False,
+) -> int:
+    """Serve the web app on ``host`` (127.0.0.1) until Ctrl-C/SIGTERM; returns the exit code.
+
+    A non-loopback ``host`` needs ``tls_cert`` and ``tls_key``, or ``insecure_http`` (warned on
+    every start): the token and every secret typed into the page cross that network.
+    """
     want = settings.port if port is None else port
     if not 0 <= want <= 65535:
         print(f"mcp-setup: --port must be from 0 to 65535 (0 picks a free port), not {want}.", file=sys.stderr)
         return 2
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if (tls_cert is None) != (tls_key is None):
+        print("mcp-setup: give both --tls-cert and --tls-key (PEM files), or neither.", file=sys.stderr)
+        return 2
+    tls = tls_cert is not None
+    if not _is_loopback(host):
+        if not tls and not insecure_http:
+            print(
+                f"mcp-setup: refusing to serve on {host} without TLS: tokens and secrets would cross the network "
+                "in clear. Give --tls-cert FILE --tls-key FILE (PEM), or put a TLS proxy in front and pass "
+                "--insecure-http.",
+                file=sys.stderr,
+            )
+            return 2
+        if not tls:
+            log.warning(
+                "serving on %s over plain HTTP (--insecure-http): tokens and secrets cross the network in clear "
+                "unless a TLS proxy is in front.", host,
+            )
+    if settings.data_key_file or settings.data_key_keyring_entry:  # a team's key: say what is wrong, plainly
+        from setup_agent.errors import SetupError
+
+        from .runtime import open_vault
+
+        try:
+            open_vault(settings)
+        except SetupError as exc:
+            print(f"mcp-setup: {exc.message}", file=sys.stderr)
+            return 1
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", want))
+        sock.bind((host, want))
         sock.listen(128)
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
         print(
-            f"mcp-setup: cannot listen on 127.0.0.1:{want} ({exc.strerror or exc}). "
+            f"mcp-setup: cannot listen on {host}:{want} ({exc.strerror or exc}). "
             "Is another mcp-setup running? Use --port to pick another port (0 = any free one).",
             file=sys.stderr,
         )
         return 1
     actual = sock.getsockname()[1]
     token = secrets.token_urlsafe(32)
-    url = f"http://127.0.0.1:{actual}/?t={token}"
+    public_hosts = [
+        f"[{h}]" if ":" in h else h for h in (settings.public_host, host) if h and not _is_wildcard(h) and not _is_loopback(h)
+    ]
+    shown = settings.public_host or ("127.0.0.1" if _is_wildcard(host) else host)
+    if ":" in shown:  # an IPv6 literal
+        shown = f"[{shown}]"
+    url = f"{'https' if tls else 'http'}://{shown}:{actual}/?t={token}"
     _hide_token_in_logs(token, log_handler)
 
     def factory() -> Any:
@@ -322,7 +407,9 @@ def run_serve(settings: Settings, log_handler: logging.Handler, *, port: int | N
         install_log_redaction(runtime.redactor, log_handler)
         return runtime
 
-    app = create_app(settings, token=token, port=actual, runtime_factory=factory)
+    app = create_app(
+        settings, token=token, port=actual, runtime_factory=factory, public_hosts=public_hosts, secure_cookie=tls
+    )
     config = uvicorn.Config(
         app,
         log_config=None,  # the CLI configured logging (stderr, redacted)
@@ -333,6 +420,8 @@ def run_serve(settings: Settings, log_handler: logging.Handler, *, port: int | N
         server_header=False,
         timeout_graceful_shutdown=5,
         ws_max_size=1 << 20,
+        ssl_certfile=str(tls_cert) if tls_cert else None,
+        ssl_keyfile=str(tls_key) if tls_key else None,
     )
     server = _Server(config, url, open_browser, app.face)
     try:

@@ -2,8 +2,9 @@
 
 Every request, in this order (see :class:`Guard`):
 
-1. ``Host`` must be ``127.0.0.1:PORT`` or ``localhost:PORT`` (DNS rebinding) — else 421, or a
-   refused websocket handshake (403).
+1. ``Host`` must be ``127.0.0.1:PORT`` or ``localhost:PORT`` (DNS rebinding), or the team's
+   public host name (``MCP_SETUP_PUBLIC_HOST``, with or without ``:PORT``) or the address
+   ``serve --host`` bound — else 421, or a refused websocket handshake (403).
 2. ``Origin``, when sent, must be ``http://127.0.0.1:PORT`` or ``http://localhost:PORT``; it is
    required on ``/ws`` and on every state-changing request authenticated by the cookie — else 403.
 3. The per-process token (``secrets.token_urlsafe(32)``, new on every start) — else 403. It is
@@ -12,6 +13,11 @@ Every request, in this order (see :class:`Guard`):
    cookies are not port-scoped), or from the query ``t`` on ``GET /`` only: that first page
    load sets the cookie, and the page's script drops ``?t=`` from the address bar. The page's
    script never sees the token: fetch and websocket carry the cookie.
+   A team's named bearer token (``Authorization: Bearer mcps_…``, see
+   :mod:`setup_agent.tokens`) is accepted like the header token; it is looked up in the
+   database on every request (one indexed query, off the event loop), so a revoked token is
+   refused at once by every instance. The request then runs as ``token:<name>``
+   (:func:`current_principal`), which is the provenance of what it installs.
 
 Every response carries a CSP (no inline script or style, no foreign origin), ``no-store``,
 ``no-referrer``, ``nosniff``, ``X-Frame-Options: DENY``. ``/secrets/…`` (the one-time secret
@@ -20,22 +26,39 @@ page of :mod:`app.secret_page`) is handed to that app, which runs its own guard.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import secrets
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import anyio.to_thread
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import MutableHeaders
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from setup_agent.errors import StoreError
+
 from .secret_page import SECURITY_HEADERS as SECRET_PAGE_HEADERS
 
-__all__ = ["Guard", "TOKEN_HEADER", "cookie_name", "csp", "security_headers"]
+__all__ = ["Guard", "TOKEN_HEADER", "cookie_name", "csp", "current_principal", "security_headers"]
 
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "x-mcp-setup-token"
+
+#: Who the current request authenticated as, when it used a named token: ``token:<name>``.
+_PRINCIPAL: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_setup_principal", default=None)
+
+#: Looks a bearer token up: its name, or None (unknown or revoked). Blocking: runs in a thread.
+BearerCheck = Callable[[str], "str | None"]
+
+
+def current_principal() -> str | None:
+    """``token:<name>`` inside a request authenticated by a named token, else None."""
+    return _PRINCIPAL.get()
 
 _REFUSED_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -66,13 +89,27 @@ def security_headers(port: int) -> dict[str, str]:
 class Guard:
     """ASGI middleware: Host, Origin and token checks; security headers on every response."""
 
-    def __init__(self, app: ASGIApp, *, token: str, port: int, secret_app: ASGIApp | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str,
+        port: int,
+        secret_app: ASGIApp | None = None,
+        public_hosts: Iterable[str] = (),
+        bearer: BearerCheck | None = None,
+    ) -> None:
         self.app = app
         self.token = token
         self.port = port
         self.secret_app = secret_app
+        self.bearer = bearer
         self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
-        self.origins = {f"http://{h}" for h in self.hosts}
+        for name in public_hosts:
+            name = name.strip().lower()
+            if name:
+                self.hosts |= {name, f"{name}:{port}"}
+        self.origins = {f"{scheme}://{h}" for h in self.hosts for scheme in ("http", "https")}
         self.cookie = cookie_name(port)
         self.headers = security_headers(port)
         self.face: Any = None
@@ -87,7 +124,20 @@ class Guard:
             await self.secret_app(scope, receive, send)  # its own Host/Origin/token guard
             return
         headers = _headers(scope)
-        refusal = self._check(kind, scope, headers)
+        principal: str | None = None
+        bearer = _bearer(headers.get("authorization")) if self.bearer is not None else None
+        refusal = self._check_place(scope, headers) if bearer else self._check(kind, scope, headers)
+        if refusal is None and bearer and self.bearer is not None:  # a named token: it alone decides
+            try:
+                name = await anyio.to_thread.run_sync(self.bearer, bearer)
+            except StoreError:
+                refusal = (503, "the token could not be checked (database unreachable); try again")
+            else:
+                if name is not None:
+                    principal = f"token:{name}"
+                    refusal = (403, "missing Origin") if kind == "websocket" and "origin" not in headers else None
+                else:
+                    refusal = (403, "unknown or revoked token")
         if refusal is not None:
             status, text = refusal
             log.warning("web: refused %s %s: %s", scope.get("method", "WS"), path, text)
@@ -97,6 +147,13 @@ class Guard:
                 return
             await self._refuse(scope, receive, send, status, text, page=path == "/")
             return
+        reset = _PRINCIPAL.set(principal)
+        try:
+            await self._pass(kind, scope, receive, send)
+        finally:
+            _PRINCIPAL.reset(reset)
+
+    async def _pass(self, kind: str, scope: Scope, receive: Receive, send: Send) -> None:
         if kind == "websocket":
             await self.app(scope, receive, send)
             return
@@ -110,15 +167,22 @@ class Guard:
 
         await self.app(scope, receive, send_secure)
 
-    def _check(self, kind: str, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
-        host = headers.get("host", "").lower()
-        if host not in self.hosts:
+    def _check_place(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        """Host and Origin (checks 1 and 2)."""
+        if headers.get("host", "").lower() not in self.hosts:
             return 421, "wrong Host header"
+        origin = headers.get("origin")
+        if origin is not None and origin.lower() not in self.origins:
+            return 403, "foreign Origin"
+        return None
+
+    def _check(self, kind: str, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        refusal = self._check_place(scope, headers)
+        if refusal is not None:
+            return refusal
         origin = headers.get("origin")
         method = scope.get("method", "GET")
         safe = kind == "http" and method in ("GET", "HEAD")
-        if origin is not None and origin.lower() not in self.origins:
-            return 403, "foreign Origin"
         header_token = headers.get(TOKEN_HEADER)
         cookie_token = _cookie(headers.get("cookie"), self.cookie)
         query_token = None
@@ -143,6 +207,13 @@ class Guard:
         for name, value in self.headers.items():
             response.headers[name] = value
         await response(scope, receive, send)
+
+
+def _bearer(header: str | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, value = header.strip().partition(" ")
+    return value.strip() or None if scheme.lower() == "bearer" else None
 
 
 def _token_ok(given: str | None, token: str) -> bool:

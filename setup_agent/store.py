@@ -1,6 +1,7 @@
 """The store: installed MCP servers and their client env, every env value encrypted by the vault.
 
-Tables ``mcp_servers`` and ``mcp_client_env`` come from the Alembic migrations in ``migrations/``
+Tables ``mcp_servers``, ``mcp_client_env`` and ``mcp_tokens`` (the repository of the last is
+``tokens.py``) come from the Alembic migrations in ``migrations/``
 (:meth:`Store.migrate`, no ``alembic.ini``). Portable SQL: SQLite by default, any SQLAlchemy URL
 works. Library errors become :class:`~setup_agent.errors.StoreError` here, with no values in them.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Boolean, DateTime, Engine, ForeignKey, Integer, LargeBinary, MetaData, String, Text
-from sqlalchemy import TypeDecorator, UniqueConstraint, create_engine, delete, event, select, update
+from sqlalchemy import TypeDecorator, UniqueConstraint, create_engine, delete, event, select, text, true, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, selectinload, sessionmaker
@@ -33,7 +34,7 @@ from .vault import Vault
 
 __all__ = [
     "DB_FILE_NAME", "HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "Base", "ClientEnvRow", "Clock",
-    "EnvInput", "EnvKey", "InstalledServer", "ServerRow", "Store", "utcnow",
+    "EnvInput", "EnvKey", "InstalledServer", "ServerRow", "Store", "TokenRow", "utcnow",
 ]  # fmt: skip
 
 DB_FILE_NAME = SQLITE_FILE_NAME
@@ -42,7 +43,9 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 VERSION_TABLE = "mcp_setup_alembic_version"
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
-HEAD_REVISION = "0002_gateway"
+HEAD_REVISION = "0003_tokens"
+#: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
+_MIGRATION_LOCK = 0x6D63_7073_6574_7570
 
 
 #: ``{KEY: (value, secret)}`` as :meth:`Store.install` takes it.
@@ -122,6 +125,17 @@ class ClientEnvRow(Base):
     key: Mapped[str] = mapped_column(String(128))
     value_encrypted: Mapped[bytes] = mapped_column(LargeBinary)
     secret: Mapped[bool] = mapped_column(Boolean)
+
+
+class TokenRow(Base):
+    """A named bearer token of a team gateway: only its SHA-256 is stored (see ``tokens.py``)."""
+
+    __tablename__ = "mcp_tokens"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 # --- public records ---------------------------------------------------------------------
@@ -208,6 +222,8 @@ class Store:
         except (sa_exc.ArgumentError, ValueError):
             raise StoreError("The database URL is not a valid SQLAlchemy URL.") from None
         kwargs: dict[str, Any] = {"hide_parameters": True}  # no values in errors or logs
+        if url.get_backend_name() != "sqlite":  # a server can restart or drop us: check before use
+            kwargs["pool_pre_ping"] = True
         if url.get_backend_name() == "sqlite":
             if url.database in (None, "", ":memory:"):
                 kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
@@ -246,7 +262,7 @@ class Store:
 
     def current_revision(self) -> str | None:
         """The schema revision recorded in the database (None when it has none yet)."""
-        from sqlalchemy import inspect, text
+        from sqlalchemy import inspect
 
         with self._translated("read the schema revision"), self._engine.connect() as conn:
             if not inspect(conn).has_table(VERSION_TABLE):
@@ -265,6 +281,8 @@ class Store:
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
         try:
             with self._translated("migrate the database"), self._engine.begin() as conn:
+                if conn.dialect.name == "postgresql":  # instances starting together migrate one at a time
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
         except CommandError:  # e.g. a revision from a newer mcp-setup
@@ -435,18 +453,55 @@ class Store:
     def env_values(self, server_id: str) -> dict[str, SecretValue]:
         """Decrypted env of a server, every value a :class:`SecretValue` (secret or not)."""
         with self._translated(f"read the env of server {server_id}"), self._session() as s:
-            if s.get(ServerRow, server_id) is None:
+            server = s.get(ServerRow, server_id)
+            if server is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
+            name = f"{server.qualified_name} ({server_id})"
             rows = s.execute(
                 select(ClientEnvRow.key, ClientEnvRow.value_encrypted).where(ClientEnvRow.server_id == server_id)
             ).all()
-        out: dict[str, SecretValue] = {}
-        for key, token in rows:
-            try:
-                out[key] = self._vault.decrypt(token)
-            except StoreError as exc:
-                raise StoreError(f"{exc.message} (server {server_id}, key {key})", key=key) from None
-        return out
+        return {key: self._decrypt(token, name, key) for key, token in rows}
+
+    def rotate_key(self, new_vault: Vault) -> int:
+        """Re-encrypt every stored value with ``new_vault`` in one transaction; returns how many.
+
+        Nothing changes unless all of them were re-encrypted: a failure midway (a value this
+        store's vault cannot decrypt, the database) rolls back and leaves the old values intact.
+        Afterwards this store uses ``new_vault``.
+        """
+        done: set[int] = set()
+        with self._translated("re-encrypt the stored values"), self._session() as s, s.begin():
+            if s.get_bind().dialect.name == "postgresql":  # no install may slip in under the old key
+                s.execute(text("LOCK TABLE mcp_client_env IN SHARE ROW EXCLUSIVE MODE"))
+            while True:  # SQLite: rows inserted before our first write are caught on the next pass
+                rows = s.execute(
+                    select(ClientEnvRow.id, ClientEnvRow.key, ClientEnvRow.value_encrypted, ServerRow.qualified_name)
+                    .join(ServerRow, ServerRow.server_id == ClientEnvRow.server_id)
+                    .where(ClientEnvRow.id.not_in(done) if done else true())
+                    .order_by(ClientEnvRow.id)
+                ).all()
+                if not rows:
+                    break
+                for row_id, key, token, name in rows:
+                    value = self._decrypt(token, name, key)
+                    s.execute(
+                        update(ClientEnvRow).where(ClientEnvRow.id == row_id).values(value_encrypted=new_vault.encrypt(value))
+                    )
+                    done.add(row_id)
+        self._vault = new_vault
+        return len(done)
+
+    def _decrypt(self, token: bytes, server_name: str, key: str) -> SecretValue:
+        try:
+            return self._vault.decrypt(token)
+        except StoreError as exc:
+            raise StoreError(
+                f"The setting {key} of {server_name} cannot be decrypted with this data key ({exc.message}). "
+                "Start mcp-setup with the key it was stored with (MCP_SETUP_DATA_KEY_FILE; `mcp-setup key export` "
+                "on a machine that has it), or remove the server and install it again.",
+                key=key,
+                details={"server": server_name},
+            ) from None
 
     def close(self) -> None:
         """Dispose of the engine's connections. The store cannot be used afterwards."""

@@ -4,6 +4,12 @@ The data key lives in the OS keyring (service ``mcp-setup``, user ``data-key``).
 keyring backend works (headless Linux, CI) it lives in ``<data_dir>/data.key`` (mode 0600)
 and one warning says so. An existing key is reused, keyring first, then file, so values
 written earlier still decrypt. The key never appears in a ``repr``, a message or a log line.
+
+A team names its key explicitly, so every machine on one database decrypts the same values:
+``key_file=`` (a 0600 file, refused when others can read it, never created here: ``mcp-setup
+key export --to FILE`` writes one) or ``keyring_username=`` (an existing keyring entry). A key
+location may hold several keys separated by whitespace: the first encrypts, all decrypt
+(:meth:`Vault.with_new_key` and :meth:`Vault.save` are how ``mcp-setup key rotate`` uses that).
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import secrets as _random
+import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +30,7 @@ from .secrets import SecretValue
 if TYPE_CHECKING:  # keyring is imported lazily: it costs start-up time for every face
     from keyring.backend import KeyringBackend
 
-__all__ = ["KEY_FILE_NAME", "KEYRING_USERNAME", "Vault"]
+__all__ = ["KEY_FILE_NAME", "KEYRING_USERNAME", "Vault", "write_private_file"]
 
 KEY_FILE_NAME = "data.key"
 KEYRING_USERNAME = "data-key"
@@ -37,9 +45,9 @@ class Vault:
     ``key_location`` is ``"keyring"``, ``"file:<path>"`` or ``"memory"``.
     """
 
-    __slots__ = ("_fernet", "key_location")
+    __slots__ = ("_fernet", "_keys", "_save", "key_location")
 
-    def __init__(self, keys: list[bytes], key_location: str) -> None:
+    def __init__(self, keys: list[bytes], key_location: str, *, save: Callable[[bytes], None] | None = None) -> None:
         if not keys:
             raise ValueError("a Vault needs at least one key")
         try:
@@ -49,6 +57,8 @@ class Vault:
                 f"The data key at {key_location} is not a valid key (corrupted?). Without it, stored values "
                 "cannot be decrypted; restore it, or move the data dir aside to start afresh."
             ) from None
+        self._keys = list(keys)
+        self._save = save
         self.key_location = key_location
 
     # -- opening ----------------------------------------------------------------------
@@ -60,12 +70,19 @@ class Vault:
         keyring_backend: KeyringBackend | None = None,
         service_name: str = "mcp-setup",
         logger: logging.Logger | None = None,
+        key_file: Path | None = None,
+        keyring_username: str | None = None,
     ) -> Vault:
-        """Load the data key (keyring, then ``<data_dir>/data.key``) or create one."""
+        """Load the data key (keyring, then ``<data_dir>/data.key``) or create one; or exactly the
+        key named by ``key_file`` or ``keyring_username`` (a team's shared key)."""
         log = logger or _log
+        if key_file is not None:
+            return cls.from_key_file(key_file)
         data_dir = Path(data_dir)
-        key_file = data_dir / KEY_FILE_NAME
         backend = keyring_backend if keyring_backend is not None else _default_backend()
+        if keyring_username is not None:
+            return cls._from_named_entry(backend, service_name, keyring_username)
+        key_file = data_dir / KEY_FILE_NAME
         from keyring.backends import fail
 
         problem: str | None = "no keyring backend is available" if isinstance(backend, fail.Keyring) else None
@@ -76,19 +93,18 @@ class Vault:
             except Exception as exc:  # any backend failure means: use the file
                 problem = _describe(exc, "reading")
         if stored:  # keyring first; an older key file (another key) still decrypts
-            keys = [stored.encode()]
+            keys = _split(stored.encode())
             try:
                 older = _read_key_file(key_file)
             except StoreError:  # not needed: the keyring has the key
                 older = None
-            if older is not None and older != keys[0] and _is_key(older):
-                keys.append(older)
-            return cls(keys, "keyring")
+            keys += [k for k in _split(older or b"") if k not in keys and _is_key(k)]
+            return cls(keys, "keyring", save=_keyring_saver(backend, service_name, KEYRING_USERNAME))
         file_key = _read_key_file(key_file)
         if file_key is not None:
             why = problem or "the OS keyring holds no data key and an existing key file was found"
             _warn(log, key_file, why)
-            return cls([file_key], f"file:{key_file}")
+            return cls(_split(file_key), f"file:{key_file}", save=_file_saver(key_file))
 
         new_key = Fernet.generate_key()
         if problem is None:
@@ -97,18 +113,78 @@ class Vault:
                 # Read back: some backends drop writes silently; a racing process may have won.
                 again = backend.get_password(service_name, KEYRING_USERNAME)
                 if again:
-                    return cls([again.encode()], "keyring")
+                    return cls(_split(again.encode()), "keyring", save=_keyring_saver(backend, service_name, KEYRING_USERNAME))
                 problem = "the OS keyring did not keep the key it was given"
             except Exception as exc:
                 problem = _scrub(_describe(exc, "writing"), new_key.decode())
         key = _create_key_file(key_file, new_key)
         _warn(log, key_file, problem or "the OS keyring is not usable")
-        return cls([key], f"file:{key_file}")
+        return cls(_split(key), f"file:{key_file}", save=_file_saver(key_file))
+
+    @classmethod
+    def from_key_file(cls, key_file: Path) -> Vault:
+        """Exactly the key in ``key_file``: it must exist and be readable by its owner only."""
+        key_file = Path(key_file).expanduser()
+        try:
+            mode = key_file.stat().st_mode
+        except FileNotFoundError:
+            raise StoreError(
+                f"The data key file {key_file} does not exist. Write it with `mcp-setup key export --to {key_file}` "
+                "on the machine that holds the key (or on a new setup), then start again."
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"The data key file {key_file} cannot be read ({type(exc).__name__}).") from None
+        if os.name == "posix" and mode & 0o077:
+            raise StoreError(
+                f"The data key file {key_file} can be read by other users (mode {stat.S_IMODE(mode):o}); "
+                f"refusing to use it. Run `chmod 600 {key_file}` and start again."
+            )
+        data = _read_key_file(key_file)
+        assert data is not None
+        return cls(_split(data), f"file:{key_file}", save=_file_saver(key_file))
+
+    @classmethod
+    def _from_named_entry(cls, backend: KeyringBackend, service_name: str, username: str) -> Vault:
+        where = f"keyring:{service_name}/{username}"
+        try:
+            stored = backend.get_password(service_name, username)
+        except Exception as exc:  # noqa: BLE001 - a named key that cannot be read is an error
+            raise StoreError(f"The data key {where} cannot be read: {_describe(exc, 'reading')}.") from None
+        if not stored:
+            raise StoreError(
+                f"The OS keyring has no data key {where}. Store the team's key there (as exported by "
+                "`mcp-setup key export`), or name a key file with MCP_SETUP_DATA_KEY_FILE."
+            )
+        return cls(_split(stored.encode()), where, save=_keyring_saver(backend, service_name, username))
 
     @classmethod
     def in_memory(cls, key: bytes | None = None) -> Vault:
         """A vault whose key lives only in this process (tests, throw-away stores)."""
         return cls([key or Fernet.generate_key()], "memory")
+
+    # -- rotation and export -----------------------------------------------------------
+    def with_new_key(self) -> Vault:
+        """This vault with a fresh key first (it encrypts) and the current keys still decrypting."""
+        return Vault([Fernet.generate_key(), *self._keys], self.key_location, save=self._save)
+
+    def only_current_key(self) -> Vault:
+        """This vault without its older keys: what is left once every value was re-encrypted."""
+        return Vault(self._keys[:1], self.key_location, save=self._save)
+
+    def save(self) -> None:
+        """Write this vault's keys to where it was loaded from (file: atomic replace, 0600)."""
+        if self._save is not None:
+            self._save(b" ".join(self._keys))
+
+    def export_key(self, path: Path) -> None:
+        """Write the current key to a new file ``path`` (0600) for another machine."""
+        path = Path(path).expanduser()
+        try:
+            _write_new(path, self._keys[0])
+        except FileExistsError:
+            raise StoreError(f"{path} already exists; choose a new file name (it is never overwritten).") from None
+        except OSError as exc:
+            raise StoreError(f"Could not write {path} ({type(exc).__name__}: {exc.strerror or exc}).") from None
 
     # -- use --------------------------------------------------------------------------
     def encrypt(self, plaintext: str | SecretValue) -> bytes:
@@ -211,6 +287,40 @@ def _create_key_file(path: Path, key: bytes) -> bytes:
     if existing is None:  # removed under our feet
         raise StoreError(f"The data key file {path} vanished while it was being created.")
     return existing
+
+
+def _split(data: bytes) -> list[bytes]:
+    """The keys of a key location: whitespace-separated, the first one encrypts."""
+    return data.split() or [data]
+
+
+def _file_saver(path: Path) -> Callable[[bytes], None]:
+    def save(data: bytes) -> None:
+        write_private_file(path, data)
+
+    return save
+
+
+def _keyring_saver(backend: KeyringBackend, service: str, username: str) -> Callable[[bytes], None]:
+    def save(data: bytes) -> None:
+        try:
+            backend.set_password(service, username, data.decode())
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"The new data key could not be stored in the OS keyring ({type(exc).__name__}).") from None
+
+    return save
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically with ``data`` (mode 0600): readers see the old or the new file."""
+    tmp = path.with_name(f".{path.name}.{_random.token_hex(8)}.tmp")
+    try:
+        _write_new(tmp, data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreError(f"Could not write the data key file {path} ({type(exc).__name__}).") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _is_key(key: bytes) -> bool:

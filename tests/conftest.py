@@ -1,9 +1,12 @@
-"""Shared test fixtures: isolation of every test's state, a private keyring, process checks."""
+"""Shared test fixtures: isolation of every test's state, a private keyring, process checks,
+and ``database_url``: each test that takes it runs on embedded SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import keyring.backend
@@ -11,6 +14,11 @@ import keyring.errors
 import pytest
 
 pytest_plugins = ["tests.conftest_registry"]
+
+#: A throwaway PostgreSQL cluster (scripts/test.sh starts one); read before the isolation
+#: fixture clears every MCP_SETUP_* variable.
+POSTGRES_URL = os.environ.get("MCP_SETUP_TEST_POSTGRES_URL") or None
+_IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 @pytest.fixture
@@ -67,3 +75,50 @@ def memory_keyring() -> MemoryKeyring:
 def canary() -> str:
     """A unique secret value to plant and then look for everywhere it must not be."""
     return "canary-" + uuid.uuid4().hex
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The store's database URL: ``None`` (the embedded SQLite default in the data dir) or a
+    fresh, empty PostgreSQL database of its own, dropped afterwards."""
+    if request.param == "sqlite":
+        yield None
+        return
+    _require_postgres()
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for a test about a database server (SQLite has none)."""
+    _require_postgres()
+    with postgres_database() as url:
+        yield url
+
+
+def _require_postgres() -> None:
+    if POSTGRES_URL is None:
+        why = "MCP_SETUP_TEST_POSTGRES_URL is not set: run scripts/test.sh, which starts a throwaway PostgreSQL"
+        if _IN_CI:
+            pytest.fail(f"PostgreSQL is required under CI=true: {why}")
+        pytest.skip(why)
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A new empty database on the test cluster; dropped (its sessions ended) on exit."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    assert POSTGRES_URL is not None
+    name = "t_" + uuid.uuid4().hex[:16]
+    admin = make_url(POSTGRES_URL)
+    dsn = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

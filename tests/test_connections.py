@@ -1,4 +1,4 @@
-"""The connection manager over a real SQLite store and real stub server processes."""
+"""The connection manager over a real store (SQLite and PostgreSQL) and real stub server processes."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ def stub_launch(expected: str, mode: str = "", **extra: str) -> dict:
 
 
 @pytest.fixture
-async def setup(tmp_path: Path) -> AsyncIterator[tuple[Store, ConnectionManager, list[ServerStatus], Redactor]]:
-    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
+async def setup(
+    tmp_path: Path, database_url: str | None
+) -> AsyncIterator[tuple[Store, ConnectionManager, list[ServerStatus], Redactor]]:
+    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory(), database_url)  # SQLite and PostgreSQL
     seen: list[ServerStatus] = []
     redactor = Redactor()
     manager = ConnectionManager(

@@ -1,9 +1,11 @@
-"""The store: installed servers and their encrypted env, one transaction per change."""
+"""The store: installed servers and their encrypted env, one transaction per change.
+
+Tests that take ``store`` or ``database_url`` run on embedded SQLite and on PostgreSQL (the
+``database_url`` fixture of tests/conftest.py); ``sqlite_store`` tests are about SQLite itself."""
 
 from __future__ import annotations
 
 import base64
-import sqlite3
 import stat
 import uuid
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from sqlalchemy import Column, MetaData, String, Table, event, text
 from tests.conftest import MemoryKeyring
 from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
 from setup_agent.secrets import SecretValue
-from setup_agent.store import DB_FILE_NAME, HEAD_REVISION, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
+from setup_agent.store import DB_FILE_NAME, HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
 from setup_agent.vault import Vault
 
 
@@ -51,7 +53,14 @@ def vault(data_dir: Path, backend: MemoryKeyring) -> Vault:
 
 
 @pytest.fixture
-def store(data_dir: Path, vault: Vault) -> Iterator[Store]:
+def store(data_dir: Path, vault: Vault, database_url: str | None) -> Iterator[Store]:
+    s = Store.for_data_dir(data_dir, vault, database_url, clock=Clock())
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def sqlite_store(data_dir: Path, vault: Vault) -> Iterator[Store]:
     s = Store.for_data_dir(data_dir, vault, clock=Clock())
     yield s
     s.close()
@@ -93,6 +102,40 @@ def test_migrations_create_exactly_the_schema_of_the_models(store: Store) -> Non
         assert context.get_current_revision() == HEAD_REVISION
 
 
+def alembic(store: Store, command_name: str, target: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        getattr(command, command_name)(cfg, target)
+
+
+def table_names(store: Store) -> set[str]:
+    from sqlalchemy import inspect
+
+    with store.engine.connect() as conn:
+        return set(inspect(conn).get_table_names())
+
+
+def test_alembic_upgrades_an_empty_database_to_head_and_back_down_to_empty(
+    data_dir: Path, vault: Vault, database_url: str | None
+) -> None:
+    with Store.for_data_dir(data_dir, vault, database_url) as store:  # upgrade from empty
+        assert store.current_revision() == HEAD_REVISION
+        assert {"mcp_servers", "mcp_client_env", VERSION_TABLE} <= table_names(store)
+        alembic(store, "downgrade", "base")
+        assert table_names(store) == {VERSION_TABLE}
+        assert store.current_revision() is None
+        store.migrate()  # from empty again, through every migration
+        assert store.current_revision() == HEAD_REVISION
+        install(store)
+        alembic(store, "upgrade", "head")  # from head: nothing to do, nothing lost
+        assert row_counts(store) == (1, 2)
+
+
 def test_schema_comparison_notices_a_model_the_migrations_lack(store: Store) -> None:
     drifted = MetaData()
     for table in Base.metadata.tables.values():
@@ -104,20 +147,24 @@ def test_schema_comparison_notices_a_model_the_migrations_lack(store: Store) -> 
 
 
 def test_opening_the_store_again_keeps_the_data_and_migrates_nothing(
-    store: Store, data_dir: Path, vault: Vault, caplog: pytest.LogCaptureFixture
+    store: Store, data_dir: Path, vault: Vault, database_url: str | None, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = install(store)
     store.close()
     caplog.set_level("INFO", logger="alembic")
-    with Store.for_data_dir(data_dir, vault) as again:
+    with Store.for_data_dir(data_dir, vault, database_url) as again:
         assert again.get(server.server_id) == server
     assert "Running upgrade" not in caplog.text
 
 
-def test_foreign_keys_are_enforced_on_sqlite(store: Store) -> None:
+def test_foreign_keys_are_enforced_on_sqlite(sqlite_store: Store) -> None:
+    with sqlite_store.engine.begin() as conn:
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar_one() == 1
+
+
+def test_deleting_a_server_row_deletes_its_env_rows(store: Store) -> None:
     server = install(store)
     with store.engine.begin() as conn:
-        assert conn.execute(text("PRAGMA foreign_keys")).scalar_one() == 1
         conn.execute(text("DELETE FROM mcp_servers WHERE server_id = :i"), {"i": server.server_id})
     assert row_counts(store) == (0, 0)  # ON DELETE CASCADE
 
@@ -201,9 +248,11 @@ def test_install_leaves_no_rows_when_a_value_cannot_be_encrypted(store: Store) -
 
 
 def test_install_leaves_no_rows_when_the_database_fails_midway(store: Store) -> None:
+    failure = store.engine.dialect.dbapi.OperationalError  # sqlite3's or psycopg's
+
     def fail_env_insert(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if statement.lstrip().upper().startswith("INSERT INTO MCP_CLIENT_ENV"):
-            raise sqlite3.OperationalError("disk I/O error")
+            raise failure("disk I/O error")
 
     inserted: list[str] = []
     event.listen(store.engine, "before_cursor_execute", lambda c, cu, st, *a: inserted.append(st))
@@ -264,24 +313,26 @@ def test_unknown_servers_are_none_or_not_found(store: Store) -> None:
 
 @pytest.mark.parametrize("keyring_works", [True, False], ids=["keyring", "key-file"])
 def test_a_restarted_store_decrypts_values_written_before(
-    data_dir: Path, backend: MemoryKeyring, keyring_works: bool
+    data_dir: Path, backend: MemoryKeyring, keyring_works: bool, database_url: str | None
 ) -> None:
     def open_vault() -> Vault:
         return Vault.open(data_dir, keyring_backend=backend if keyring_works else fail.Keyring())
 
-    first = Store.for_data_dir(data_dir, open_vault())
+    first = Store.for_data_dir(data_dir, open_vault(), database_url)
     server = install(first)
     first.close()
-    with Store.for_data_dir(data_dir, open_vault()) as second:
+    with Store.for_data_dir(data_dir, open_vault(), database_url) as second:
         assert second.env_values(server.server_id)["API_KEY"].reveal() == "key-123456"
 
 
-def test_a_store_with_another_key_raises_store_error_without_the_plaintext(data_dir: Path, store: Store) -> None:
+def test_a_store_with_another_key_raises_store_error_without_the_plaintext(
+    data_dir: Path, store: Store, database_url: str | None
+) -> None:
     canary = "canary-" + uuid.uuid4().hex
     server = install(store, env={"API_KEY": (canary, True)})
     store.close()
     stranger = Vault.open(data_dir / "other", keyring_backend=MemoryKeyring())
-    with Store.for_data_dir(data_dir, stranger) as wrong, pytest.raises(StoreError) as info:
+    with Store.for_data_dir(data_dir, stranger, database_url) as wrong, pytest.raises(StoreError) as info:
         wrong.env_values(server.server_id)
     assert info.value.key == "API_KEY" and server.server_id in info.value.message
     assert canary not in repr(info.value) and canary not in str(info.value)
@@ -325,15 +376,86 @@ def test_a_bad_database_url_is_a_store_error(vault: Vault) -> None:
 
 
 def test_the_head_constant_is_alembics_head_so_a_current_database_skips_alembic(
-    data_dir: Path, vault: Vault
+    data_dir: Path, vault: Vault, database_url: str | None
 ) -> None:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from setup_agent.store import HEAD_REVISION, MIGRATIONS_DIR
-
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
-    with Store.for_data_dir(data_dir, vault) as store:
+    with Store.for_data_dir(data_dir, vault, database_url) as store:
         assert store.current_revision() == HEAD_REVISION
+
+
+# --- key rotation (mcp-setup key rotate) ----------------------------------------------
+
+
+@pytest.fixture
+def team_key(tmp_path: Path) -> Path:
+    path = tmp_path / "team.key"
+    Vault.in_memory().export_key(path)
+    return path
+
+
+def env_blobs(store: Store) -> dict[int, bytes]:
+    with store.engine.connect() as conn:
+        return dict(conn.execute(text("SELECT id, value_encrypted FROM mcp_client_env")).all())
+
+
+def test_rotating_the_key_re_encrypts_every_value_and_every_new_process_decrypts_them(
+    data_dir: Path, team_key: Path, database_url: str | None
+) -> None:
+    from app.cli_team import rotate_data_key
+
+    old = Vault.from_key_file(team_key)
+    with Store.for_data_dir(data_dir, old, database_url) as store:
+        servers = [install(store, "a/one"), install(store, "b/two", env={"X": ("x-value", True)})]
+        before = env_blobs(store)
+        count, new = rotate_data_key(old, store)
+        assert count == 3
+        after = env_blobs(store)
+        assert after.keys() == before.keys() and all(after[i] != before[i] for i in before)
+        assert store.env_values(servers[1].server_id)["X"].reveal() == "x-value"  # the store uses the new key
+    with pytest.raises(StoreError):
+        old.decrypt(next(iter(after.values())))
+    with Store.for_data_dir(data_dir, Vault.from_key_file(team_key), database_url) as again:  # a new process
+        assert again.env_values(servers[0].server_id)["API_KEY"].reveal() == "key-123456"
+        assert again.env_values(servers[1].server_id)["X"].reveal() == "x-value"
+
+
+@pytest.mark.parametrize("failure", ["database", "undecryptable-value"])
+def test_a_rotation_that_fails_midway_leaves_every_value_and_the_key_as_they_were(
+    data_dir: Path, team_key: Path, database_url: str | None, failure: str
+) -> None:
+    from app.cli_team import rotate_data_key
+
+    vault = Vault.from_key_file(team_key)
+    key_before = team_key.read_bytes()
+    with Store.for_data_dir(data_dir, vault, database_url) as store:
+        servers = [install(store, "a/one"), install(store, "b/two"), install(store, "c/three")]
+        if failure == "undecryptable-value":  # stored by a machine with another key
+            with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as stranger:
+                install(stranger, "z/stranger")
+        before = env_blobs(store)
+        updates: list[str] = []
+        dbapi_error = store.engine.dialect.dbapi.OperationalError
+
+        def fail_third_update(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("UPDATE MCP_CLIENT_ENV"):
+                updates.append(statement)
+                if failure == "database" and len(updates) == 3:
+                    raise dbapi_error("connection lost")
+
+        event.listen(store.engine, "before_cursor_execute", fail_third_update)
+        with pytest.raises(StoreError) as info:
+            rotate_data_key(vault, store)
+        event.remove(store.engine, "before_cursor_execute", fail_third_update)
+        assert len(updates) >= 2  # it failed midway, after some values were rewritten
+        if failure == "undecryptable-value":
+            assert "z/stranger" in info.value.message and "MCP_SETUP_DATA_KEY_FILE" in info.value.message
+        assert "key-123456" not in str(info.value) and "key-123456" not in repr(info.value.__cause__)
+        assert env_blobs(store) == before
+        assert team_key.read_bytes() == key_before
+        for server in servers:
+            assert store.env_values(server.server_id)["API_KEY"].reveal() == "key-123456"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import keyring
 import pytest
+from cryptography.fernet import Fernet
 from keyring.backends import fail
 from keyring.errors import KeyringLocked, PasswordSetError
 
@@ -200,3 +201,80 @@ def test_in_memory_vault_round_trips_without_touching_disk() -> None:
     vault = Vault.in_memory()
     assert vault.key_location == "memory"
     assert vault.decrypt(vault.encrypt("v")).reveal() == "v"
+
+
+# --- a team's key: named explicitly, shared by machines, rotated, exported -------------
+
+
+def test_a_named_key_file_gives_every_process_the_same_key(tmp_path: Path) -> None:
+    shared = tmp_path / "team.key"
+    Vault.in_memory().export_key(shared)
+    token = Vault.open(tmp_path / "machine-a", keyring_backend=MemoryKeyring(), key_file=shared).encrypt("v")
+    other = Vault.open(tmp_path / "machine-b", keyring_backend=MemoryKeyring(), key_file=shared)
+    assert other.decrypt(token).reveal() == "v"
+    assert other.key_location == f"file:{shared}"
+    assert not (tmp_path / "machine-b").exists()  # no key of its own was made
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
+def test_a_named_key_file_readable_by_others_is_refused_with_the_fix(tmp_path: Path, mode: int) -> None:
+    shared = tmp_path / "team.key"
+    Vault.in_memory().export_key(shared)
+    shared.chmod(mode)
+    with pytest.raises(StoreError) as info:
+        Vault.open(tmp_path, keyring_backend=MemoryKeyring(), key_file=shared)
+    assert f"chmod 600 {shared}" in info.value.message
+    assert stat.S_IMODE(shared.stat().st_mode) == mode  # not silently changed
+
+
+def test_a_named_key_file_that_does_not_exist_is_refused_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.key"
+    with pytest.raises(StoreError) as info:
+        Vault.open(tmp_path, keyring_backend=MemoryKeyring(), key_file=missing)
+    assert "key export --to" in info.value.message
+    assert not missing.exists()
+
+
+def test_a_named_keyring_entry_is_used_and_never_created(tmp_path: Path) -> None:
+    backend = MemoryKeyring()
+    with pytest.raises(StoreError, match="no data key"):
+        Vault.open(tmp_path, keyring_backend=backend, keyring_username="team-key")
+    assert backend.passwords == {}
+    backend.set_password("mcp-setup", "team-key", Fernet.generate_key().decode())
+    vault = Vault.open(tmp_path, keyring_backend=backend, keyring_username="team-key")
+    assert vault.key_location == "keyring:mcp-setup/team-key"
+    assert vault.decrypt(vault.encrypt("x")).reveal() == "x"
+
+
+def test_export_writes_the_current_key_to_a_new_0600_file_and_never_overwrites(tmp_path: Path) -> None:
+    vault = Vault.open(tmp_path / "data", keyring_backend=MemoryKeyring())
+    target = tmp_path / "out.key"
+    vault.export_key(target)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    token = vault.encrypt("shared")
+    assert Vault.from_key_file(target).decrypt(token).reveal() == "shared"
+    before = target.read_bytes()
+    with pytest.raises(StoreError, match="already exists"):
+        Vault.in_memory().export_key(target)
+    assert target.read_bytes() == before
+
+
+def test_a_rotated_vault_encrypts_with_the_new_key_and_still_decrypts_the_old_until_saved_alone(
+    tmp_path: Path,
+) -> None:
+    key_file = tmp_path / "team.key"
+    Vault.in_memory().export_key(key_file)
+    vault = Vault.from_key_file(key_file)
+    old_token = vault.encrypt("old")
+    rotated = vault.with_new_key()
+    rotated.save()
+    assert Vault.from_key_file(key_file).decrypt(old_token).reveal() == "old"  # both keys on file
+    new_token = rotated.encrypt("new")
+    with pytest.raises(StoreError):
+        vault.decrypt(new_token)
+    rotated.only_current_key().save()
+    reopened = Vault.from_key_file(key_file)
+    assert reopened.decrypt(new_token).reveal() == "new"
+    with pytest.raises(StoreError):
+        reopened.decrypt(old_token)
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
