@@ -23,7 +23,9 @@ Messages never hold a secret value; faces still pass them through the redactor.
     ├── PackageError
     │   ├── NoRunnablePackage           no_runnable_package
     │   ├── PackageNotFound             package_not_found
-    │   └── BundleInvalid               bundle_invalid
+    │   ├── BundleInvalid               bundle_invalid
+    │   ├── InvalidEntry                invalid_entry
+    │   └── DeprecatedEntry             deprecated
     ├── ProbeError
     │   ├── CommandNotFound             command_not_found
     │   ├── RuntimeMissing              runtime_missing
@@ -53,6 +55,8 @@ __all__ = [
     "AlreadyInstalled",
     "BundleInvalid",
     "CommandNotFound",
+    "DeprecatedEntry",
+    "InvalidEntry",
     "InvalidInput",
     "NoRunnablePackage",
     "NotFound",
@@ -178,6 +182,19 @@ class PackageNotFound(PackageError):
 
 class BundleInvalid(PackageError):
     code = "bundle_invalid"
+
+
+class InvalidEntry(PackageError):
+    """The registry entry itself cannot be run as written (e.g. a local package serving on a
+    remote host, runtime arguments its runner cannot take)."""
+
+    code = "invalid_entry"
+
+
+class DeprecatedEntry(PackageError):
+    """The registry marks the entry deprecated or deleted; install needs ``allow_deprecated``."""
+
+    code = "deprecated"
 
 
 class ProbeError(SetupError):
