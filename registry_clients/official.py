@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OFFICIAL_URL = "https://registry.modelcontextprotocol.io"
 
+#: Tokens nearly every name holds: a multi-token search never sends one of these alone
+#: unless the query has nothing else.
+_GENERIC = frozenset({"mcp", "server", "servers", "model", "context", "protocol", "io", "com"})
+
 
 def error_message(response: httpx.Response) -> str:
     """The human message of an error response: problem-JSON, ``{"error"}`` or the status."""
@@ -143,13 +147,15 @@ class OfficialRegistry:
         """One page of latest versions whose name contains ``query``.
 
         The API matches one substring of the name, so a query of several tokens
-        (``postgres mcp``, ``mcp-server-github``) asks for its longest token and keeps the
+        (``postgres mcp``, ``mcp-server-github``) asks for its longest telling token (not
+        ``mcp``, ``server``…) and keeps the
         servers that hold every token (name, title or description; see
         :mod:`registry_clients.ranking`). Such pages may hold fewer than ``page_size``.
         """
         words = tokens(query)
         if len(words) > 1:
-            result = await self._search(max(words, key=len), page, page_size)
+            telling = [w for w in words if w not in _GENERIC] or words
+            result = await self._search(max(telling, key=len), page, page_size)
             result.servers = [s for s in result.servers if match_rank(s, query) is not None]
             return result
         return await self._search(query, page, page_size)
