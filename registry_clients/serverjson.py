@@ -20,7 +20,7 @@ or package argument, or a transport URL. A *placeholder* is ``{name}`` (or Musta
    ``path/to/…``): then the input is treated as open (rule 2), required, with a ``note``.
 2. An input **without a** ``value`` yields one key, declared by the input itself:
    env var → its name; header → its name; argument → named after ``name`` without
-   leading dashes, else ``valueHint``, else ``argument_<i>``. Every declared input has a key,
+   leading dashes, else ``valueHint`` (when it is a plain name), else ``argument_<i>``. Every declared input has a key,
    required or not. An *optional* argument key is ``off_unless_set``: its default is shown
    but never applied, so the argument is left out unless the user sets it. A named argument
    that takes no value (``format: boolean``, or optional and not secret with no
@@ -268,9 +268,14 @@ def _literal_note(value: str) -> str:
     return f"the registry entry gives {shown!r} here, a placeholder to replace: supply the real value"
 
 
+_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
 def _arg_key_name(arg: Mapping[str, Any], index: int) -> str:
+    """``name`` without dashes, else ``valueHint`` when it is a plain name, else ``argument_<i>``."""
     name = (_str(_get(arg, "name")) or "").lstrip("-")
-    return name or _str(_get(arg, "valueHint")) or f"argument_{index}"
+    hint = _str(_get(arg, "valueHint")) or ""
+    return name or (hint if _KEY_NAME.match(hint) else "") or f"argument_{index}"
 
 
 def _is_flag(arg: Mapping[str, Any], kind: str) -> bool:
