@@ -4,11 +4,13 @@ Ranking (:func:`rank`), best first; a server that matches none of these does not
 
 0. exact name: the query equals the qualified name or its last segment (``…/time``)
 1. name prefix: the last segment or the whole name starts with the query
-2. name tokens: every query token is a token of the name (``postgres mcp``,
-   ``mcp-server-github`` match ``github-mcp-server``)
-3. name substring: the query (or every token) is inside the name
+2. name tokens: every query token is a token of the last name segment (``postgres mcp``,
+   ``mcp-server-github`` match ``…/github-mcp-server``; the namespace ``io.github.x/`` does
+   not count)
+3. name substring: the query, or every token, is inside the last name segment
 4. title: the title equals the query, or holds every token
 5. description: the description holds every token
+6. namespace: only the namespace holds the query (``github`` in ``io.github.x/…``)
 
 Ties go to the shorter last segment, then to the order the sources gave. Tokens split on
 anything that is not a letter or digit, case-insensitively.
@@ -37,7 +39,7 @@ def tokens(text: str | None) -> list[str]:
 
 
 def match_rank(summary: Summary, query: str | None) -> int | None:
-    """The rank class (0 best … 5) of ``summary`` for ``query``; None when it does not match."""
+    """The rank class (0 best … 6) of ``summary`` for ``query``; None when it does not match."""
     q = (query or "").strip().lower()
     if not q:
         return 0
@@ -48,10 +50,10 @@ def match_rank(summary: Summary, query: str | None) -> int | None:
         return 0
     if short.startswith(q) or name.startswith(q):
         return 1
-    name_tokens = set(tokens(name))
+    name_tokens = set(tokens(short))  # the namespace (io.github.x/) says nothing about the server
     if qt and all(t in name_tokens for t in qt):
         return 2
-    if q in name or (qt and all(t in name for t in qt)):
+    if q in short or (qt and all(t in short for t in qt)):
         return 3
     title = (summary.display_name or "").lower()
     if title == q or (qt and all(t in title for t in qt)):
@@ -59,6 +61,8 @@ def match_rank(summary: Summary, query: str | None) -> int | None:
     desc = (summary.description or "").lower()
     if q in desc or (qt and all(t in desc for t in qt)):
         return 5
+    if q in name:
+        return 6  # only the namespace holds it (``github`` in ``io.github.x/…``)
     return None
 
 
