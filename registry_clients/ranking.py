@@ -12,7 +12,7 @@ Ranking (:func:`rank`), best first; a server that matches none of these does not
 5. description: the description holds every token
 6. namespace: only the namespace holds the query (``github`` in ``io.github.x/…``)
 
-Ties go to the shorter last segment, then to the order the sources gave. Tokens split on
+Ties keep the order the sources gave (source order, then each source's own order). Tokens split on
 anything that is not a letter or digit, case-insensitively.
 
 Version order (:func:`version_key`): semantic versions compare numerically (a release ranks
@@ -68,12 +68,12 @@ def match_rank(summary: Summary, query: str | None) -> int | None:
 
 def rank(servers: Sequence[S], query: str | None) -> list[S]:
     """The servers that match ``query``, best first (stable for equal ranks)."""
-    scored: list[tuple[int, int, int, S]] = []
+    scored: list[tuple[int, int, S]] = []
     for i, s in enumerate(servers):
         r = match_rank(s, query)
         if r is not None:
-            scored.append((r, len(s.qualified_name.rsplit("/", 1)[-1]) if (query or "").strip() else 0, i, s))
-    scored.sort(key=lambda t: t[:3])
+            scored.append((r, i, s))
+    scored.sort(key=lambda t: t[:2])
     return [s for *_, s in scored]
 
 

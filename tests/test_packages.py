@@ -372,8 +372,14 @@ def _all_sample_details():
 
 def test_every_real_sample_package_builds_and_oci_env_secrets_never_reach_argv():
     built = 0
+    from tests.registry_judge import REFUSED
+
     for detail in _all_sample_details():
         for pkg in detail.packages:
+            if (detail.qualified_name, pkg.id) in REFUSED:  # listed, with reasons, in the judge
+                with pytest.raises(InvalidEntry):
+                    build_spec(pkg)
+                continue
             spec = build_spec(pkg)
             built += 1
             values = {k.name: f"{CANARY}-{k.name}" if k.secret else "v" for k in pkg.required_keys}
@@ -383,4 +389,4 @@ def test_every_real_sample_package_builds_and_oci_env_secrets_never_reach_argv()
                 env_secrets = [k.name for k in pkg.required_keys if k.secret and not k.in_argv]
                 argv = " ".join(_argv(resolved))
                 assert not any(f"{CANARY}-{name}" in argv for name in env_secrets), detail.qualified_name
-    assert built > 600
+    assert built > 590

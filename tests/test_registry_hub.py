@@ -50,9 +50,8 @@ async def test_search_merges_sources_in_order_and_the_first_source_wins_a_duplic
     finally:
         await local_first.aclose()
         await official_first.aclose()
-    # both are name-prefix matches; the shorter name ranks first whichever source gave it
-    assert [(s.qualified_name, s.source) for s in a.servers] == [("com.acme/pvpc-private", "local"), (PVPC, "local")]
-    assert [(s.qualified_name, s.source) for s in b.servers] == [("com.acme/pvpc-private", "local"), (PVPC, "official")]
+    assert [(s.qualified_name, s.source) for s in a.servers] == [(PVPC, "local"), ("com.acme/pvpc-private", "local")]
+    assert [(s.qualified_name, s.source) for s in b.servers] == [(PVPC, "official"), ("com.acme/pvpc-private", "local")]
     assert a.errors == b.errors == [] and a.total_pages == 1
 
 
