@@ -2,12 +2,15 @@
 
 Search without ``source`` fans out to every source at once, each bounded by ``timeout``.
 A source that fails or times out adds ``{source, message}`` to ``errors``; the others'
-results still come back (a fan-out search never raises for a source). Servers are merged
-in source order and de-duplicated by ``qualified_name`` (first source wins): a merged page
-holds up to ``page_size`` servers *per source*. ``total_pages`` is the max over the
-sources that answered. ``notes`` (e.g. a skipped Smithery) are appended to every
-``errors``. With ``source`` only that one is asked, and its failure is raised
-as a RegistryError (timeouts and unexpected exceptions included).
+results still come back (a fan-out search never raises for a source). Merge before paging:
+each source is read in chunks of :data:`CHUNK` until it has given the first
+``page * page_size`` matches (or ends), the lists are merged, de-duplicated by
+``qualified_name`` (first source in order wins) and ranked
+(:func:`~registry_clients.ranking.rank`), and only then cut into pages, so pages are
+stable and disjoint. ``total_pages`` counts the merged matches seen, plus one while a
+source has more. ``notes`` (e.g. a skipped Smithery) are appended to every ``errors``.
+With ``source`` only that one is asked (ranked and paged the same way), and its failure is
+raised as a RegistryError (timeouts and unexpected exceptions included).
 
 Successful answers are cached for ``cache_ttl`` seconds (``TTLCache`` on the injected
 ``timer``): searches per (source, query, page, page_size), details per (source, name).
@@ -16,6 +19,7 @@ Successful answers are cached for ``cache_ttl`` seconds (``TTLCache`` on the inj
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +34,7 @@ from .errors import RegistryError, RegistryNotFound
 from .local import LocalCatalog
 from .models import Detail, SearchPage, SourceError, Summary
 from .official import DEFAULT_OFFICIAL_URL, OfficialRegistry
+from .ranking import rank
 from .smithery import DEFAULT_SMITHERY_URL, SmitheryRegistry
 
 __all__ = ["KNOWN_REGISTRIES", "RegistryHub", "build_sources"]
@@ -37,6 +42,10 @@ __all__ = ["KNOWN_REGISTRIES", "RegistryHub", "build_sources"]
 log = logging.getLogger(__name__)
 
 KNOWN_REGISTRIES = ("official", "smithery", "local")
+
+#: Page size the hub asks each source for while merging, and how many such pages at most.
+CHUNK = 50
+MAX_CHUNKS = 20
 
 
 class RegistryHub:
@@ -102,19 +111,18 @@ class RegistryHub:
             raise ValueError(f"page_size must be an integer from 1 to 100 (got {page_size!r}).")
         self._check_source(source)
         q = (query or "").strip()
-        if source is not None:
-            result = await self._search_one(source, q, page, page_size)
-            result.errors = [*result.errors, *self.notes]
-            return result
-
-        names = list(self.sources)
-        results: dict[str, SearchPage] = {}
+        names = [source] if source is not None else list(self.sources)
+        need = page * page_size
+        results: dict[str, tuple[list[Summary], bool]] = {}
         errors: dict[str, SourceError] = {}
+        extra: list[SourceError] = []
 
         async def run(name: str) -> None:
             try:
-                results[name] = await self._search_one(name, q, page, page_size)
+                results[name] = await self._collect(name, q, need, extra)
             except RegistryError as exc:
+                if source is not None:
+                    raise
                 errors[name] = SourceError(source=name, message=str(exc))
 
         async with anyio.create_task_group() as tg:
@@ -122,18 +130,40 @@ class RegistryHub:
                 tg.start_soon(run, name)
 
         merged: dict[str, Summary] = {}
-        total = 0
+        more = False
         out_errors: list[SourceError] = []
         for name in names:
             if name in errors:
                 out_errors.append(errors[name])
                 continue
-            page_result = results[name]
-            total = max(total, page_result.total_pages)
-            out_errors.extend(page_result.errors)
-            for summary in page_result.servers:
+            servers, has_more = results[name]
+            more = more or has_more
+            for summary in servers:
                 merged.setdefault(summary.qualified_name, summary)
-        return SearchPage(servers=list(merged.values()), total_pages=total, errors=[*out_errors, *self.notes])
+        ranked = rank(list(merged.values()), q)
+        start = (page - 1) * page_size
+        total = math.ceil(len(ranked) / page_size)
+        if more:
+            total = max(total, page) + 1
+        return SearchPage(
+            servers=ranked[start : start + page_size], total_pages=total, errors=[*out_errors, *extra, *self.notes]
+        )
+
+    async def _collect(self, name: str, q: str, need: int, errors: list[SourceError]) -> tuple[list[Summary], bool]:
+        """The first ``need`` matches of one source (read in chunks), and whether it has more."""
+        items: list[Summary] = []
+        seen: set[str] = set()
+        for chunk in range(1, MAX_CHUNKS + 1):
+            result = await self._search_one(name, q, chunk, CHUNK)
+            errors.extend(e for e in result.errors if e not in errors)
+            fresh = [s for s in result.servers if s.qualified_name not in seen]
+            seen.update(s.qualified_name for s in fresh)
+            items.extend(fresh)
+            if chunk >= result.total_pages or not fresh:
+                return items, False
+            if len(items) >= need:
+                return items, True
+        return items, True
 
     async def _get_one(self, name: str, qualified_name: str) -> Detail:
         key = (name, qualified_name)

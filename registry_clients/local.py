@@ -1,11 +1,14 @@
-"""A local catalog: a folder of ``*.json`` server.json files (official format) for private servers.
+"""A local catalog: a folder of server.json files (official format) for private servers.
 
-A file holds one document (plain ServerDetail or ``{server, _meta}``) or a list of them.
-Files are re-read when their mtime or size changes, so edits on disk show up on the next
-call. A broken file (or list item) is skipped with a warning naming it, once per change.
-A name met twice keeps its first occurrence (files in name order), unless a later one is
-marked ``isLatest`` in its ``_meta`` and the first is not. A missing folder is an empty
-catalog.
+The files are ``<folder>/*.json`` and ``<folder>/*/server.json`` (one level down, so a
+folder of cloned server repositories works as a catalog). A file holds one document (plain
+ServerDetail or ``{server, _meta}``) or a list of them. Files are re-read when their mtime
+or size changes, so edits on disk show up on the next call. A broken file (or list item) is
+skipped with a warning naming it, once per change. A name met more than once keeps its
+highest version (semantic version order, see :func:`~registry_clients.ranking.version_key`),
+then the one marked ``isLatest``, then the latest ``publishedAt``, then the first file in
+path order. Search ranks its matches (:mod:`registry_clients.ranking`). A missing folder is
+an empty catalog.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import anyio.to_thread
 
 from .errors import RegistryNotFound
 from .models import Detail, SearchPage
+from .ranking import rank, version_key
 from .serverjson import parse_server_json, unwrap
 
 __all__ = ["LocalCatalog"]
@@ -35,6 +39,11 @@ def _is_latest(doc: Any) -> bool:
         return False
     meta = unwrap(doc)[1].get(_OFFICIAL_META)
     return bool(isinstance(meta, dict) and meta.get("isLatest"))
+
+
+def _order(detail: Detail, latest: bool) -> tuple[object, ...]:
+    """Which of two documents of one name wins: higher version, isLatest, later publishedAt."""
+    return (version_key(detail.version), latest, detail.published_at or "")
 
 
 class LocalCatalog:
@@ -70,7 +79,8 @@ class LocalCatalog:
         """Every server, reading only files that changed since the last call."""
         with self._lock:
             try:
-                paths = sorted(p for p in self.directory.glob("*.json") if p.is_file())
+                found = [*self.directory.glob("*.json"), *self.directory.glob("*/server.json")]
+                paths = sorted(p for p in found if p.is_file())
             except OSError:
                 paths = []
             fresh: dict[Path, tuple[tuple[int, int], list[tuple[Detail, bool]]]] = {}
@@ -87,22 +97,13 @@ class LocalCatalog:
             for _stamp, entries in fresh.values():
                 for detail, latest in entries:
                     old = chosen.get(detail.qualified_name)
-                    if old is None or (latest and not old[1]):
+                    if old is None or _order(detail, latest) > _order(*old):
                         chosen[detail.qualified_name] = (detail, latest)
             return [d for d, _ in chosen.values()]
 
     async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
-        """Case-insensitive substring over name, title/display name and description."""
-        servers = await anyio.to_thread.run_sync(self._load)
-        needle = (query or "").strip().lower()
-        if needle:
-            servers = [
-                d
-                for d in servers
-                if needle in d.qualified_name.lower()
-                or needle in d.display_name.lower()
-                or needle in d.description.lower()
-            ]
+        """Ranked matches over name, title and description (see :mod:`registry_clients.ranking`)."""
+        servers = rank(await anyio.to_thread.run_sync(self._load), query)
         start = (page - 1) * page_size
         return SearchPage(
             servers=[d.summary() for d in servers[start : start + page_size]],

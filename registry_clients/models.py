@@ -47,6 +47,12 @@ class RequiredKey(_Model):
     choices: list[str] | None = None
     kind: KeyKind = "env"
     in_argv: bool = False
+    format: str | None = None
+    placeholder: str | None = None
+    secret_guessed: bool = False  # secret by the name rule, not by the publisher's isSecret
+    note: str | None = None  # a warning about this key (e.g. a placeholder left in a fixed value)
+    off_unless_set: bool = False  # an optional argument: its default is shown, never applied
+    aliases: list[str] = Field(default_factory=list)  # other names install accepts for this key
 
     def public(self) -> dict[str, Any]:
         """The tool-facing shape: ``{name, description, secret, required, default?}`` plus extras."""
@@ -60,10 +66,21 @@ class RequiredKey(_Model):
             out["default"] = self.default
         if self.choices:
             out["choices"] = list(self.choices)
+        if self.format:
+            out["format"] = self.format
+        if self.placeholder:
+            out["placeholder"] = self.placeholder
         if self.kind != "env":
             out["kind"] = self.kind
+        if self.secret and self.secret_guessed:
+            out["secret_guessed"] = True
+        if self.aliases:
+            out["aliases"] = list(self.aliases)
+        warnings = [self.note] if self.note else []
         if self.in_argv:
-            out["warning"] = "passed on the command line, where other local users can see it"
+            warnings.append("passed on the command line, where other local users can see it")
+        if warnings:
+            out["warning"] = "; ".join(warnings)
         return out
 
 
@@ -85,6 +102,7 @@ class Argument(_Model):
     repeated: bool = False
     description: str = ""
     key: str | None = None
+    flag: bool = False  # a named argument without a value: present (bare) only when its key is "true"
 
 
 class PackageOption(_Model):
@@ -121,6 +139,7 @@ class Summary(_Model):
     remote: bool = False
     verified: bool | None = None
     homepage: str | None = None
+    status: str | None = None  # registry status when not "active": "deprecated", "deleted"
 
     def public(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -129,6 +148,8 @@ class Summary(_Model):
 class Detail(Summary):
     packages: list[PackageOption] = Field(default_factory=list)
     repository_url: str | None = None
+    is_latest: bool | None = None
+    published_at: str | None = None
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
 
     def summary(self) -> Summary:

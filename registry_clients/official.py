@@ -27,6 +27,7 @@ from cachetools import TTLCache
 
 from .errors import RegistryError, RegistryNotFound
 from .models import Detail, SearchPage, Summary
+from .ranking import match_rank, tokens
 from .serverjson import parse_server_json
 
 __all__ = ["DEFAULT_OFFICIAL_URL", "OfficialRegistry", "error_message"]
@@ -34,6 +35,10 @@ __all__ = ["DEFAULT_OFFICIAL_URL", "OfficialRegistry", "error_message"]
 log = logging.getLogger(__name__)
 
 DEFAULT_OFFICIAL_URL = "https://registry.modelcontextprotocol.io"
+
+#: Tokens nearly every name holds: a multi-token search never sends one of these alone
+#: unless the query has nothing else.
+_GENERIC = frozenset({"mcp", "server", "servers", "model", "context", "protocol", "io", "com"})
 
 
 def error_message(response: httpx.Response) -> str:
@@ -139,7 +144,23 @@ class OfficialRegistry:
         return servers, nxt if isinstance(nxt, str) and nxt else None
 
     async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
-        """One page of latest versions whose name contains ``query``."""
+        """One page of latest versions whose name contains ``query``.
+
+        The API matches one substring of the name, so a query of several tokens
+        (``postgres mcp``, ``mcp-server-github``) asks for its longest telling token (not
+        ``mcp``, ``server``…) and keeps the
+        servers that hold every token (name, title or description; see
+        :mod:`registry_clients.ranking`). Such pages may hold fewer than ``page_size``.
+        """
+        words = tokens(query)
+        if len(words) > 1:
+            telling = [w for w in words if w not in _GENERIC] or words
+            result = await self._search(max(telling, key=len), page, page_size)
+            result.servers = [s for s in result.servers if match_rank(s, query) is not None]
+            return result
+        return await self._search(query, page, page_size)
+
+    async def _search(self, query: str | None, page: int, page_size: int) -> SearchPage:
         q = (query or "").strip()
         chain = self._chains.get((q, page_size))
         if chain is None:

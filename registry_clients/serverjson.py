@@ -9,16 +9,23 @@ unknown registry type and remotes of an unknown transport are skipped.
 Required keys: one rule for every input
 ----------------------------------------
 An *input* is an environment variable, a header (package transport or remote), a runtime
-or package argument, or a transport URL. A *placeholder* is ``{name}`` with ``name``
-matching ``[A-Za-z_][A-Za-z0-9_.-]*`` and not preceded by ``$`` (``${…}`` is shell/IDE
-syntax, left alone).
+or package argument, or a transport URL. A *placeholder* is ``{name}`` (or Mustache-style
+``{{name}}``) with ``name`` matching ``[A-Za-z_][A-Za-z0-9_.-]*`` and not preceded by ``$``
+(``${…}`` is shell/IDE syntax, left alone).
 
 1. An input **with a** ``value`` is fixed. Each distinct placeholder in the value becomes
    one key named after the placeholder, *declared* by the input's ``variables[name]``
-   when present. A value without placeholders yields no key.
+   when present. A value without placeholders yields no key, unless it is a *literal
+   placeholder* (:func:`literal_placeholder`: ``YOUR_API_KEY``, ``<token>``, ``‹path›``,
+   ``path/to/…``): then the input is treated as open (rule 2), required, with a ``note``.
 2. An input **without a** ``value`` yields one key, declared by the input itself:
-   env var → its name; header → its name; argument → only when ``isRequired``, named
-   after ``name`` without leading dashes, else ``valueHint``, else ``argument_<i>``.
+   env var → its name; header → its name; argument → named after ``name`` without
+   leading dashes, else ``valueHint`` (when it is a plain name), else ``argument_<i>``. Every declared input has a key,
+   required or not. An *optional* argument key is ``off_unless_set``: its default is shown
+   but never applied, so the argument is left out unless the user sets it. A named argument
+   that takes no value (``format: boolean``, or optional and not secret with no
+   valueHint/default/choices/format) is a *flag*: its key has choices ``true``/``false`` and the bare flag is passed only when true;
+   a *required* flag is simply always passed and has no key.
 3. URL placeholders: on a remote they are declared by the remote's ``variables``. On a
    package transport a name that already is a key of the package is reused; a name of a
    fixed, placeholder-free env var or argument (``name`` or ``valueHint``) is substituted
@@ -27,16 +34,25 @@ syntax, left alone).
 Fields of a key: ``kind`` is where it occurs (``env``, ``header``, ``argument``,
 ``url_variable``). ``required``: an open input's ``isRequired``; a placeholder's declared
 ``isRequired``, or True when it has no ``default`` (the fixed value cannot be rendered
-without it). ``secret``: any ``isSecret`` on the declaration or on the input holding the
-placeholder, or a name (the key's or the holding input's) that :func:`looks_secret`.
-``default``/``choices``/``description`` come from the declaration (a placeholder falls back
-to the holding input's description). ``in_argv`` = argument key that is secret. A name met
-twice in one package keeps its first description; ``required``, ``secret`` and ``in_argv``
-are OR-ed.
+without it). ``default``/``choices``/``format``/``placeholder``/``description`` come from the
+declaration (a placeholder falls back to the holding input's description). ``in_argv`` =
+argument key that is secret. A name met twice in one package keeps its first description;
+``required``, ``secret`` and ``in_argv`` are OR-ed.
+
+Secret: ``isSecret`` is authoritative wherever the publisher wrote it (on the declaration,
+else on the input holding the placeholder). Only when neither says anything does the name
+rule :func:`guess_secret` apply (then ``secret_guessed`` is set): a name token is key,
+token, secret, password, passwd, credential(s) or authorization (or ends in apikey, token,
+secret, password), and no token says url/uri/host/endpoint/algorithm/public/path/file/dir/
+name/type/ttl, and the value is not typed (``format`` other than ``string``) nor has
+``choices``.
 
 Templates: ``PackageOption.env`` maps each env var to ``"{NAME}"`` (open) or its fixed
 value; ``headers`` likewise (``"{Header-Name}"`` for an open header); ``url`` keeps its
 placeholders. Filling them is the launcher's job.
+
+Status: ``_meta["io.modelcontextprotocol.registry/official"]`` gives ``status`` (kept on the
+Detail when it is not ``active``), ``isLatest`` and ``publishedAt``.
 """
 
 from __future__ import annotations
@@ -49,9 +65,13 @@ from typing import Any
 from .models import Argument, Detail, KeyKind, PackageOption, RequiredKey
 
 __all__ = [
+    "OFFICIAL_META",
     "PACKAGE_TYPES",
     "PLACEHOLDER",
+    "guess_secret",
+    "literal_placeholder",
     "looks_secret",
+    "normalize_placeholders",
     "parse_server_json",
     "placeholders",
     "unwrap",
@@ -59,21 +79,63 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+OFFICIAL_META = "io.modelcontextprotocol.registry/official"
 PACKAGE_TYPES = ("npm", "pypi", "oci", "nuget", "mcpb")
 PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
-_SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "credential", "authorization")
+_MUSTACHE = re.compile(r"(?<!\$)\{\{\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*\}\}")
+_SECRET_TOKENS = {"key", "token", "secret", "password", "passwd", "credential", "credentials", "authorization"}
+_SECRET_ENDINGS = ("apikey", "token", "secret", "password")
+_PUBLIC_TOKENS = {"url", "uri", "host", "hostname", "endpoint", "algorithm", "alg", "public", "path",
+                  "file", "dir", "directory", "name", "type", "ttl", "header", "id"}
+_LITERAL = re.compile(
+    r"(?i)(?:<[^<>]{2,}>|‹[^‹›]+›|\byour(?:[_\-]|[A-Z]{2,}|\b)|(?:^|[/\\:])path[/\\]to[/\\]"
+    r"|/absolute/path|/full/path|\b(?:replace|change)[_\-]?me\b|x{4,})"
+)
 _HTTP_TRANSPORTS = {"streamable-http": "streamable-http", "http": "streamable-http", "sse": "sse"}
 
 
+def _tokens(name: str) -> list[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [t for t in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if t]
+
+
 def looks_secret(name: str | None) -> bool:
-    """True when a name contains key/token/secret/password/passwd/credential/authorization."""
-    low = (name or "").lower()
-    return any(word in low for word in _SECRET_WORDS)
+    """The name rule alone: a token is key/token/secret/password/passwd/credential/authorization
+    (or ends in apikey/token/secret/password) and no token names something public (url, host,
+    algorithm, public key, path, file, ...)."""
+    tokens = _tokens(name or "")
+    if any(t in _PUBLIC_TOKENS for t in tokens):
+        return False
+    return any(t in _SECRET_TOKENS or t.endswith(_SECRET_ENDINGS) for t in tokens)
+
+
+def guess_secret(name: str | None, decl: Mapping[str, Any] | None = None) -> bool:
+    """The name rule for an input whose publisher did not say ``isSecret``: :func:`looks_secret`,
+    except for typed values (``format`` other than ``string``) and values with ``choices``."""
+    decl = decl if isinstance(decl, Mapping) else {}
+    fmt = _get(decl, "format")
+    if isinstance(fmt, str) and fmt and fmt != "string":
+        return False
+    if _get(decl, "choices"):
+        return False
+    return looks_secret(name)
+
+
+def literal_placeholder(value: str | None) -> bool:
+    """True when a fixed value is a stand-in a person was meant to replace (``YOUR_API_KEY``,
+    ``<token>``, ``‹absolute_path›``, ``path/to/index.js``, ``/ABSOLUTE/PATH/TO/...``)."""
+    return bool(value) and not placeholders(value) and bool(_LITERAL.search(value or ""))
 
 
 def placeholders(text: str | None) -> list[str]:
-    """Distinct ``{name}`` placeholders of ``text``, in order of appearance."""
-    return list(dict.fromkeys(PLACEHOLDER.findall(text or "")))
+    """Distinct ``{name}`` (and ``{{name}}``) placeholders of ``text``, in order of appearance."""
+    text = _MUSTACHE.sub(lambda m: "{" + m.group(1) + "}", text or "")
+    return list(dict.fromkeys(PLACEHOLDER.findall(text)))
+
+
+def normalize_placeholders(text: str) -> str:
+    """``{{name}}`` (Mustache style, as some publishers write) → ``{name}``."""
+    return _MUSTACHE.sub(lambda m: "{" + m.group(1) + "}", text)
 
 
 def unwrap(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -116,6 +178,17 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
+def _secret(decl: Mapping[str, Any], holder: Mapping[str, Any] | None, names: Iterable[str | None]) -> tuple[bool, bool]:
+    """``(secret, guessed)``: ``isSecret`` where written (declaration first, then the holder),
+    else the name rule on ``names``."""
+    for src in (decl, holder or {}):
+        said = _get(src, "isSecret")
+        if said is not None:
+            return bool(said), False
+    guessed = any(guess_secret(n, decl or holder) for n in names if n)
+    return guessed, guessed
+
+
 class _Keys:
     """Collects a package's required keys under the module rule (first wins, flags OR-ed)."""
 
@@ -128,22 +201,35 @@ class _Keys:
             self.keys[key.name] = key
             return
         old.required = old.required or key.required
-        old.secret = old.secret or key.secret
+        if key.secret and not old.secret:
+            old.secret, old.secret_guessed = True, key.secret_guessed
         old.in_argv = old.in_argv or key.in_argv
+        old.off_unless_set = old.off_unless_set and key.off_unless_set
+        old.note = old.note or key.note
 
-    def open(self, name: str, decl: Mapping[str, Any], kind: KeyKind) -> None:
+    def open(
+        self, name: str, decl: Mapping[str, Any], kind: KeyKind, *, required: bool | None = None,
+        note: str | None = None, flag: bool = False,
+    ) -> None:
         """Rule 2: an input without a value is itself the key."""
-        secret = bool(_get(decl, "isSecret")) or looks_secret(name)
+        secret, guessed = (False, False) if flag else _secret(decl, None, [name])
+        req = bool(_get(decl, "isRequired")) if required is None else required
+        optional_arg = kind == "argument" and not req
         self.add(
             RequiredKey(
                 name=name,
                 description=_str(_get(decl, "description")) or "",
                 secret=secret,
-                required=bool(_get(decl, "isRequired")),
-                default=_str(_get(decl, "default")),
-                choices=_choices(_get(decl, "choices")),
+                secret_guessed=guessed,
+                required=req,
+                default=None if note else _str(_get(decl, "default")),
+                choices=["true", "false"] if flag else _choices(_get(decl, "choices")),
+                format="boolean" if flag else _str(_get(decl, "format")),
+                placeholder=_str(_get(decl, "placeholder")) or (None if flag else _str(_get(decl, "valueHint"))),
                 kind=kind,
                 in_argv=kind == "argument" and secret,
+                note=note,
+                off_unless_set=optional_arg,
             )
         )
 
@@ -153,20 +239,18 @@ class _Keys:
         """Rule 1/3: one key per placeholder, declared by ``decl`` (None when undeclared)."""
         decl = decl if isinstance(decl, Mapping) else {}
         default = _str(_get(decl, "default"))
-        secret = (
-            bool(_get(decl, "isSecret"))
-            or bool(_get(holder, "isSecret"))
-            or looks_secret(name)
-            or looks_secret(_str(_get(holder, "name")))
-        )
+        secret, guessed = _secret(decl, holder, [name, _str(_get(holder, "name"))])
         self.add(
             RequiredKey(
                 name=name,
                 description=_str(_get(decl, "description")) or _str(_get(holder, "description")) or "",
                 secret=secret,
+                secret_guessed=guessed,
                 required=bool(_get(decl, "isRequired")) or default is None,
                 default=default,
                 choices=_choices(_get(decl, "choices")),
+                format=_str(_get(decl, "format")),
+                placeholder=_str(_get(decl, "placeholder")),
                 kind=kind,
                 in_argv=kind == "argument" and secret,
             )
@@ -179,26 +263,72 @@ class _Keys:
             self.placeholder(name, variables.get(name), holder, kind)
 
 
+def _literal_note(value: str) -> str:
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    return f"the registry entry gives {shown!r} here, a placeholder to replace: supply the real value"
+
+
+_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
 def _arg_key_name(arg: Mapping[str, Any], index: int) -> str:
+    """``name`` without dashes, else ``valueHint`` when it is a plain name, else ``argument_<i>``."""
     name = (_str(_get(arg, "name")) or "").lstrip("-")
-    return name or _str(_get(arg, "valueHint")) or f"argument_{index}"
+    hint = _str(_get(arg, "valueHint")) or ""
+    return name or (hint if _KEY_NAME.match(hint) else "") or f"argument_{index}"
+
+
+def _is_flag(arg: Mapping[str, Any], kind: str) -> bool:
+    """A named argument that takes no value (see rule 2)."""
+    if kind != "named":
+        return False
+    fmt = _str(_get(arg, "format"))
+    if fmt == "boolean":
+        return True
+    if _get(arg, "isRequired") or _get(arg, "isSecret"):
+        return False
+    return not (fmt or _get(arg, "valueHint") or _get(arg, "default") is not None or _get(arg, "choices"))
+
+
+_ENV_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 
 
 def _arguments(raw: Any, keys: _Keys, fixed: dict[str, str], offset: int) -> list[Argument]:
     out: list[Argument] = []
     for i, arg in enumerate(_dicts(raw), start=offset):
         name, value = _str(_get(arg, "name")), _str(_get(arg, "value"))
+        if value is not None:
+            value = normalize_placeholders(value)
         kind = _str(_get(arg, "type")) or ""
         if kind not in ("positional", "named"):
             kind = "named" if (name or "").startswith("-") else "positional"
         key: str | None = None
-        if value is not None:
+        flag = False
+        required = bool(_get(arg, "isRequired"))
+        if value is not None and literal_placeholder(value):
+            env_form = _ENV_ARG.match(value) if name in ("-e", "--env") else None
+            if env_form and literal_placeholder(env_form.group(2)):
+                key = env_form.group(1)
+                keys.open(key, arg, "argument", required=True, note=_literal_note(env_form.group(2)))
+                value = f"{key}={{{key}}}"
+                key = None
+            else:
+                key = _arg_key_name(arg, i)
+                keys.open(key, arg, "argument", required=True, note=_literal_note(value))
+                value = None
+            required = True
+        elif value is not None:
             keys.templated(value, arg, "argument")
             if not placeholders(value):
                 for ref in (name.lstrip("-") if name else None, _str(_get(arg, "valueHint"))):
                     if ref:
                         fixed.setdefault(ref, value)
-        elif _get(arg, "isRequired"):
+        elif _is_flag(arg, kind):
+            flag = True
+            if not required:  # a required flag is always passed and needs no key
+                key = _arg_key_name(arg, i)
+                keys.open(key, arg, "argument", flag=True)
+        else:
             key = _arg_key_name(arg, i)
             keys.open(key, arg, "argument")
         out.append(
@@ -208,11 +338,12 @@ def _arguments(raw: Any, keys: _Keys, fixed: dict[str, str], offset: int) -> lis
                 value=value,
                 value_hint=_str(_get(arg, "valueHint")),
                 default=_str(_get(arg, "default")),
-                required=bool(_get(arg, "isRequired")),
+                required=required,
                 secret=bool(_get(arg, "isSecret")),
                 repeated=bool(_get(arg, "isRepeated")),
                 description=_str(_get(arg, "description")) or "",
                 key=key,
+                flag=flag,
             )
         )
     return out
@@ -228,12 +359,23 @@ def _headers(raw: Any, keys: _Keys) -> dict[str, str]:
     return headers
 
 
+_AUTH_SCHEME = re.compile(r"^(Bearer|Basic|Token)\s+(.+)$", re.I | re.S)
+
+
 def _input_template(name: str, item: Mapping[str, Any], kind: KeyKind, keys: _Keys) -> str:
     """An env var's or header's template: its fixed ``value`` (placeholders become keys), or
-    ``{name}`` with a key of its own when it has no value."""
+    ``{name}`` with a key of its own when it has no value (or only a literal placeholder)."""
     value = _str(_get(item, "value"))
     if value is None:
         keys.open(name, item, kind)
+        return "{" + name + "}"
+    value = normalize_placeholders(value)
+    if literal_placeholder(value):
+        scheme = _AUTH_SCHEME.match(value) if kind == "header" else None
+        literal = scheme.group(2) if scheme and literal_placeholder(scheme.group(2)) else value
+        keys.open(name, item, kind, required=True, note=_literal_note(literal))
+        if literal is not value:
+            return f"{scheme.group(1)} {{{name}}}"  # type: ignore[union-attr]
         return "{" + name + "}"
     keys.templated(value, item, kind)
     return value
@@ -249,7 +391,7 @@ def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOptio
         inputs.setdefault(name, ev)
         env[name] = _input_template(name, ev, "env", keys)
         value = _str(_get(ev, "value"))
-        if value is not None and not placeholders(value):
+        if value is not None and not placeholders(value) and not literal_placeholder(value):
             fixed.setdefault(name, value)
     runtime_raw, package_raw = _get(pkg, "runtimeArguments"), _get(pkg, "packageArguments")
     runtime_args = _arguments(runtime_raw, keys, fixed, 0)
@@ -263,6 +405,7 @@ def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOptio
     ttype = _HTTP_TRANSPORTS.get(_str(_get(transport, "type")) or "", "stdio")
     headers = _headers(_get(transport, "headers"), keys)
     url = _str(_get(transport, "url")) if ttype != "stdio" else None
+    url = normalize_placeholders(url) if url else url
     for name in placeholders(url):
         if name in keys.keys:
             continue
@@ -291,7 +434,7 @@ def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOptio
 
 def _remote(remote: Mapping[str, Any], ttype: str, pkg_id: str) -> PackageOption:
     keys = _Keys()
-    url = _str(_get(remote, "url")) or ""
+    url = normalize_placeholders(_str(_get(remote, "url")) or "")
     variables = _get(remote, "variables")
     variables = variables if isinstance(variables, Mapping) else {}
     for name in placeholders(url):
@@ -347,6 +490,10 @@ def parse_server_json(doc: Mapping[str, Any], *, source: str) -> Detail:
     ]
     repo = _get(server, "repository")
     repo_url = _str(_get(repo, "url")) or None
+    official = _meta.get(OFFICIAL_META)
+    official = official if isinstance(official, Mapping) else {}
+    status = (_str(_get(official, "status")) or "").lower() or None
+    latest = _get(official, "isLatest")
     return Detail(
         qualified_name=name,
         display_name=_str(server.get("title")) or name,
@@ -358,5 +505,8 @@ def parse_server_json(doc: Mapping[str, Any], *, source: str) -> Detail:
         homepage=_str(_get(server, "websiteUrl")) or repo_url,
         packages=options,
         repository_url=repo_url,
+        status=None if status in (None, "active") else status,
+        is_latest=latest if isinstance(latest, bool) else None,
+        published_at=_str(_get(official, "publishedAt")),
         raw=dict(doc),
     )

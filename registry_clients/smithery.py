@@ -43,7 +43,9 @@ __all__ = ["AUTH_HINT", "DEFAULT_SMITHERY_URL", "SmitheryRegistry", "config_keys
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SMITHERY_URL = "https://registry.smithery.ai"
+#: The current Smithery Platform API host (api-openapi.json); the legacy registry.smithery.ai
+#: host answers the same paths but is not the default any more.
+DEFAULT_SMITHERY_URL = "https://api.smithery.ai"
 AUTH_HINT = (
     "Set the environment variable MCP_SETUP_SMITHERY_API_KEY to your Smithery API key "
     "(from https://smithery.ai/account/api-keys) and restart mcp-setup."

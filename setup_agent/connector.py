@@ -4,18 +4,26 @@ Used by the probe (test-connect) and by the connection manager (live servers), s
 speak to servers the same way: ``mode="auto"`` (2026-07-28 ``server/discover`` first, the
 classic ``initialize`` handshake for older servers), our own stdio transport, and HTTP
 transports that remember the last HTTP status (the SDK hides a 401 behind -32603).
+
+A *local package that serves HTTP* (a resolved launch with both a command and a URL) is
+started first (:func:`serving_process`): its port is awaited (bounded by ``port_timeout``,
+and by the probe's deadline around the whole call), then the client connects to the URL,
+and the process (its whole group) is stopped when the connection closes.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import subprocess
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import httpx2
 from mcp import Client
 from mcp_types import Implementation
@@ -23,9 +31,11 @@ from mcp_types import Implementation
 from .errors import CommandNotFound, RuntimeMissing
 from .launch import ResolvedLaunch
 from .procs import ProcessLedger
-from .transport import ProcessWatch, minimal_environment, stdio_transport
+from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, minimal_environment, stdio_transport
 
-__all__ = ["HttpWatch", "RUNTIME_HINTS", "check_command", "list_all_tools", "open_client", "tool_dicts"]
+__all__ = [
+    "HttpWatch", "RUNTIME_HINTS", "check_command", "list_all_tools", "open_client", "serving_process", "tool_dicts",
+]
 
 #: Runners we know, with how to get them: a missing one is ``runtime_missing``, not
 #: ``command_not_found``.
@@ -92,11 +102,22 @@ async def open_client(
     http_timeout: float = 30.0,
     ledger: ProcessLedger | None = None,
     auth: httpx2.Auth | None = None,
+    port_timeout: float = 60.0,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
 
     ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.GrantAuth`.
+    A local package that serves HTTP (a command *and* a URL) is started first, and stopped
+    with the connection.
     """
+    serving: AbstractAsyncContextManager[Any] = nullcontext()
+    if resolved.transport != "stdio" and resolved.command:
+        penv = minimal_environment(resolved.env, host_env=host_env)
+        serving = serving_process(
+            check_command(resolved.command, penv), resolved.args, env=penv, cwd=resolved.cwd, url=resolved.url or "",
+            watch=process_watch if process_watch is not None else ProcessWatch(), grace=grace,
+            port_timeout=port_timeout,
+        )
     if resolved.transport == "stdio":
         assert resolved.command
         env = minimal_environment(resolved.env, host_env=host_env)
@@ -126,8 +147,65 @@ async def open_client(
                 event_hooks={"response": [watch.on_response]},
             )
             transport = _owned(streamable_http_client(resolved.url, http_client=http), http)
-    async with Client(transport, mode=mode, client_info=CLIENT_INFO) as client:
-        yield client
+    async with serving:
+        async with Client(transport, mode=mode, client_info=CLIENT_INFO) as client:
+            yield client
+
+
+async def _read_stdout(process: Any, watch: ProcessWatch) -> None:
+    """An HTTP server's stdout is only log output: kept with its stderr tail, never parsed."""
+    with suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        async for chunk in process.stdout:
+            watch.add_stderr(chunk)
+
+
+@asynccontextmanager
+async def serving_process(
+    command: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None,
+    url: str,
+    watch: ProcessWatch,
+    grace: float = 0.5,
+    port_timeout: float = 60.0,
+) -> AsyncIterator[None]:
+    """Run a local package that serves HTTP until its URL's port accepts; stop its group on exit.
+
+    Raises ``ConnectionRefusedError`` when the process exits before the port opens (the
+    probe reports it as ``exited`` with the stderr tail) and TimeoutError after
+    ``port_timeout``.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    process = await anyio.open_process(
+        [command, *args], env=dict(env), cwd=cwd, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    watch.pid = process.pid
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_read_stderr, process, watch)
+        tg.start_soon(_read_stdout, process, watch)
+        tg.start_soon(_wait_exit, process, watch)
+        try:
+            with anyio.fail_after(port_timeout):
+                while True:
+                    if watch.exited.is_set():
+                        raise ConnectionRefusedError("the server exited before it opened its port")
+                    try:
+                        stream = await anyio.connect_tcp(host, port)
+                    except OSError:
+                        await anyio.sleep(0.05)  # polling a port we do not own: no event to wait on
+                        continue
+                    await stream.aclose()
+                    break
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process, watch, grace, 0.5)
+            tg.cancel_scope.cancel()
 
 
 @asynccontextmanager

@@ -24,7 +24,9 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── NoRunnablePackage           no_runnable_package
     │   ├── PackageNotFound             package_not_found
     │   ├── BundleInvalid               bundle_invalid
-    │   └── ArgvSecret                  argv_secret
+    │   ├── ArgvSecret                  argv_secret
+    │   ├── InvalidEntry                invalid_entry
+    │   └── DeprecatedEntry             deprecated
     ├── ProbeError
     │   ├── CommandNotFound             command_not_found
     │   ├── RuntimeMissing              runtime_missing
@@ -68,6 +70,8 @@ __all__ = [
     "ConsentError",
     "ConsentNotFound",
     "ConsentRequired",
+    "DeprecatedEntry",
+    "InvalidEntry",
     "InvalidInput",
     "NeedsSignIn",
     "NoRunnablePackage",
@@ -205,6 +209,19 @@ class ArgvSecret(PackageError):
     moved out: refused unless the user consented to exactly that (``details["keys"]``)."""
 
     code = "argv_secret"
+
+
+class InvalidEntry(PackageError):
+    """The registry entry itself cannot be run as written (e.g. a local package serving on a
+    remote host, runtime arguments its runner cannot take)."""
+
+    code = "invalid_entry"
+
+
+class DeprecatedEntry(PackageError):
+    """The registry marks the entry deprecated or deleted; install needs ``allow_deprecated``."""
+
+    code = "deprecated"
 
 
 class ProbeError(SetupError):

@@ -26,8 +26,7 @@ from .launch import LaunchSpec, template_keys
 __all__ = [
     "Manifest", "ManifestServer", "McpConfig", "McpConfigOverride", "UserConfigOption",
     "ARGV_ENV_PREFIX", "MAX_MANIFEST_BYTES", "MAX_MANIFEST_DEPTH", "argv_secret_keys", "move_argv_secrets",
-    "parse_manifest", "read_manifest", "required_keys_from_manifest",
-    "spec_from_manifest",
+    "parse_manifest", "read_manifest", "required_keys_from_manifest", "spec_from_manifest", "user_config_aliases",
 ]
 
 
@@ -250,6 +249,22 @@ def _default_text(value: Any, folders: dict[str, str] | None) -> str | None:
     return text
 
 
+def user_config_aliases(manifest: Manifest, *, platform: str = sys.platform) -> dict[str, str]:
+    """``{ENV_VAR: user_config_key}`` for each env var the manifest fills from exactly one
+    ``${user_config.KEY}`` (``"env": {"STUB_API_KEY": "${user_config.api_key}"}``)."""
+    config = manifest.server.mcp_config
+    if config is None:
+        return {}
+    override = config.platform_overrides.get(platform)
+    env = {**config.env, **((override.env or {}) if override else {})}
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        m = re.fullmatch(r"\$\{user_config\.([^}]*)\}", value.strip())
+        if m and m.group(1) in manifest.user_config and _KEY_NAME.match(m.group(1)):
+            out[name] = m.group(1)
+    return out
+
+
 def required_keys_from_manifest(
     manifest: Manifest, registry_keys: list[RequiredKey], *, home: Path | None = None
 ) -> list[RequiredKey]:
@@ -259,11 +274,18 @@ def required_keys_from_manifest(
     the command line); required when the manifest says ``required: true`` and gives no
     default (MCPB's default for ``required`` is false); ``${HOME}``-style folders in defaults
     resolved from ``home``. Registry keys the manifest lacks are appended.
+
+    One value, one key: when the registry lists an env var (``STUB_API_KEY``) that the
+    manifest fills from a ``user_config`` key (``api_key``), the two are one key under the
+    registry's name with the manifest's name in ``aliases``; a value given under either
+    name satisfies both (the service fills both templates).
     """
     folders = _folders(home) if home is not None else None
     config = manifest.server.mcp_config
     in_args = " ".join(config.args + [a for o in config.platform_overrides.values() for a in o.args or []]
                        + [config.command]) if config else ""
+    registry_names = {k.name for k in registry_keys}
+    aliases = {env: uc for env, uc in user_config_aliases(manifest).items() if env in registry_names}
     merged: dict[str, RequiredKey] = {}
     for name, opt in manifest.user_config.items():
         default = _default_text(opt.default, folders)
@@ -274,10 +296,16 @@ def required_keys_from_manifest(
             in_argv=opt.sensitive and "${user_config.%s}" % name in in_args,
         )
     for key in registry_keys:
-        mine = merged.get(key.name)
+        uc = aliases.get(key.name)
+        mine = merged.pop(uc) if uc is not None else merged.get(key.name)
         if mine is None:
             merged[key.name] = key.model_copy()
             continue
+        if uc is not None:
+            # the registry's name leads (the agent saw it in mcp_setup_get); the manifest's is an alias
+            mine = mine.model_copy(update={"name": key.name, "aliases": [uc], "kind": key.kind})
+            mine.required = mine.required or (key.required and key.default is None)
+            merged[key.name] = mine
         mine.secret = mine.secret or key.secret
         mine.in_argv = mine.in_argv or key.in_argv
         if not mine.description:

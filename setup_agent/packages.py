@@ -11,15 +11,17 @@ the first *available* one (its runner is on ``PATH``) in a preference order.
 
 from __future__ import annotations
 
+import platform as _platform
 import re
 import shutil
-from collections.abc import Callable, Collection, Sequence
+import sys
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
-from registry_clients.models import Argument, PackageOption
+from registry_clients.models import Argument, PackageOption, RequiredKey
 
-from .errors import NoRunnablePackage, PackageNotFound
+from .errors import InvalidEntry, NoRunnablePackage, PackageNotFound
 from .launch import LaunchSpec, template_keys
 
 __all__ = [
@@ -30,9 +32,12 @@ __all__ = [
     "build_spec",
     "choose_package",
     "describe_packages",
+    "host_platform",
     "package_availability",
+    "package_platform",
     "registry_template",
     "runner_availability",
+    "unset_keys",
 ]
 
 Which = Callable[[str], "str | None"]
@@ -121,35 +126,52 @@ def _argv(args: Sequence[Argument], omit: Collection[str]) -> list[str]:
     """Runtime or package arguments as argv items (official server.json semantics).
 
     positional → its value; named → ``name value`` as two items (one item ``name+value``
-    when the name already holds ``=``), or the bare flag when it has no value and does not
-    ask for one. A value comes from ``value`` (``{var}`` templated), else the feeding key
-    ``${key}``, else (required only) the default. An argument naming an omitted key is left
-    out whole; an optional one that asks for a value (``valueHint``, secret, default) but
-    has none is left out too, so the server keeps its own default. ``value: ""`` is a fixed
-    empty value: a named one is a bare flag, a positional one is left out.
+    when the name already holds ``=``). A value comes from ``value`` (``{var}`` templated),
+    else the feeding key ``${key}``. A *flag* (named, no value) is the bare name, passed only
+    when its key is set true (a required flag always). An argument naming an omitted key is
+    left out whole: optional arguments are off unless set. ``value: ""`` is a fixed empty
+    value: a named one is a bare flag, a positional one is left out.
     """
     out: list[str] = []
     for arg in args:
-        value = _arg_value(arg)
-        if value is not None and _omitted(value, omit):
+        if arg.flag and arg.name:
+            if arg.key is None or arg.key not in omit:
+                out.append(_literal(arg.name))
             continue
-        wants_value = arg.value is None and bool(arg.value_hint or arg.secret or arg.default)
-        if arg.type == "named" and arg.name and (value is not None or not wants_value):
+        value = _arg_value(arg)
+        if value is None:
+            if arg.type == "named" and arg.name and arg.value == "":
+                out.append(_literal(arg.name))
+            elif arg.required and arg.value is None:
+                label = arg.value_hint or arg.name or "an argument"
+                raise InvalidEntry(
+                    f"The registry entry is incomplete: the required argument {label!r} has no value "
+                    "and no key to supply one."
+                )
+            continue
+        if _omitted(value, omit):
+            continue
+        if arg.type == "named" and arg.name:
             name = _literal(arg.name)
-            if value is None:
-                out.append(name)
-            elif "=" in arg.name:
+            if "=" in arg.name:
                 out.append(name + value)
             else:
                 out.extend([name, value])
-        elif value is not None:
+        else:
             out.append(value)
-        elif arg.required and arg.value is None:
-            label = arg.value_hint or arg.name or "an argument"
-            raise NoRunnablePackage(
-                f"The registry entry is incomplete: the required argument {label!r} has no value "
-                "and no key to supply one."
-            )
+    return out
+
+
+def unset_keys(keys: Sequence[RequiredKey], values: Mapping[str, str]) -> set[str]:
+    """Keys whose inputs :func:`build_spec` must leave out: no value, or a flag set false."""
+    out = set()
+    for key in keys:
+        value = values.get(key.name)
+        if value is None:
+            out.add(key.name)
+        elif key.kind == "argument" and key.off_unless_set and key.format == "boolean":
+            if value.strip().lower() not in ("true", "1", "yes", "on"):
+                out.add(key.name)
     return out
 
 
@@ -202,9 +224,9 @@ def _oci_image(package: PackageOption) -> str:
 def build_spec(package: PackageOption, *, omit: Collection[str] = ()) -> LaunchSpec:
     """The launch spec for one package; it holds templates, never values.
 
-    ``omit`` names optional keys the user left unset (and that have no default): every env
-    var, header and argument that names one of them is left out, so the server sees it
-    unset instead of empty. Keys with a default should be passed to ``materialize`` with
+    ``omit`` names optional keys the user left unset (:func:`unset_keys`): every env var,
+    header and argument that names one of them is left out, so the server sees it unset
+    instead of empty; a flag whose key is omitted is not passed. Keys with a default should be passed to ``materialize`` with
     that default instead. mcpb specs have no command yet: see :mod:`setup_agent.bundle`.
     """
     ptype = package.type
@@ -232,28 +254,44 @@ def build_spec(package: PackageOption, *, omit: Collection[str] = ()) -> LaunchS
     if ptype == "mcpb":
         return LaunchSpec(**common, needs_install_dir=True)
 
+    if package.transport != "stdio":
+        if not url:
+            raise InvalidEntry("The registry entry serves HTTP from a local package but gives no URL.")
+        common["url"] = url = _local_url(url)
     runner = RUNNERS[ptype]
     version = _pinned(package.version)
     runtime = package.runtime_arguments
+    hint = (package.runtime_hint or "").strip().lower()
     args: list[str]
     if ptype == "npm":
         spec = f"{package.identifier}@{version}" if version else package.identifier
         args = ["-y"]
         if registry := _custom_registry(package.registry_base_url):
             args.append(f"--registry={_literal(registry)}")
-        args += [*_argv(runtime, omit), _literal(spec), *_argv(package.package_arguments, omit)]
+        before, after = _npx_runtime(runtime)
+        args += [*_argv(before, omit), _literal(spec), *_argv(after, omit), *_argv(package.package_arguments, omit)]
     elif ptype == "pypi":
         spec = f"{package.identifier}=={version}" if version else package.identifier
         args = []
         if registry := _custom_registry(package.registry_base_url):
             args += ["--default-index", _literal(registry)]
-        args += [*_argv(runtime, omit), _literal(spec), *_argv(package.package_arguments, omit)]
+        if runtime and (hint in ("python", "python3") or _python_module_form(runtime)):
+            # The publisher wrote a `python -m module` command: uvx runs it inside the package's
+            # environment as `uvx --from SPEC python -m module …` (uvx itself has no -m).
+            args += ["--from", _literal(spec), "python", *_argv(runtime, omit)]
+        else:
+            args += [*_argv(runtime, omit), _literal(spec)]
+        args += _argv(package.package_arguments, omit)
     elif ptype == "oci":
         runtime = _docker_env_args(runtime, env, omit)
         extra = _argv(runtime, omit)
         args = ["run", "-i", "--rm"]
         for name in env:
             args += ["-e", name]
+        if url and not any(a in ("-p", "--publish", "--network", "--net") or a.startswith(("-p", "--publish=")) for a in extra):
+            port = _url_port(url)
+            if port:
+                args += ["-p", f"127.0.0.1:{port}:{port}"]
         args += [*extra, _literal(_oci_image(package)), *_argv(package.package_arguments, omit)]
     elif ptype == "nuget":
         spec = f"{package.identifier}@{version}" if version else package.identifier
@@ -268,6 +306,101 @@ def build_spec(package: PackageOption, *, omit: Collection[str] = ()) -> LaunchS
     return LaunchSpec(**common, command=runner, args=args, runner=runner)
 
 
+# --- runtimes -------------------------------------------------------------------------
+
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
+
+
+def _local_url(url: str) -> str:
+    """The URL a local package serves on; its host must be this machine (``0.0.0.0`` → 127.0.0.1)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not (host in _LOCAL_HOSTS or host.startswith("127.")):
+        raise InvalidEntry(
+            "The registry entry runs a local package but connects to a URL on another host; "
+            "only localhost URLs can reach a package started here."
+        )
+    if host == "0.0.0.0":
+        netloc = parts.netloc.replace("0.0.0.0", "127.0.0.1", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def _url_port(url: str) -> str | None:
+    m = re.match(r"^[a-z]+://[^/:]+:([^/]+)", url)
+    return m.group(1) if m else None
+
+
+def _npx_runtime(runtime: Sequence[Argument]) -> tuple[list[Argument], list[Argument]]:
+    """Runtime arguments npx takes before the package (its options), and the rest.
+
+    ``-y``/``--yes`` is always passed already. A named argument without a leading dash
+    (``cwd``) is meant for the program, so it goes after the package. A positional runtime
+    argument is something npx cannot take (a `docker run` command line written as npm
+    runtime arguments, for example): the entry is refused.
+    """
+    before: list[Argument] = []
+    after: list[Argument] = []
+    for arg in runtime:
+        if arg.type == "named" and arg.name in ("-y", "--yes"):
+            continue
+        if arg.type == "named" and arg.name and arg.name.startswith("-"):
+            before.append(arg)
+        elif arg.type == "named":
+            after.append(arg)
+        else:
+            raise InvalidEntry(
+                "The registry entry gives npm runtime arguments that npx cannot take "
+                "(positional arguments before the package)."
+            )
+    return before, after
+
+
+def _python_module_form(runtime: Sequence[Argument]) -> bool:
+    return any(a.value == "-m" for a in runtime)
+
+
+# --- platforms ------------------------------------------------------------------------
+
+_OS_WORDS = {"darwin": "darwin", "macos": "darwin", "osx": "darwin", "mac": "darwin", "apple": "darwin",
+             "linux": "linux", "windows": "windows", "win": "windows", "win32": "windows", "win64": "windows"}
+_ARCH_WORDS = {"arm64": "arm64", "aarch64": "arm64", "amd64": "amd64", "x86_64": "amd64", "x64": "amd64",
+               "x86-64": "amd64", "386": "386", "i386": "386", "i686": "386", "x86": "386"}
+
+
+def host_platform() -> tuple[str, str]:
+    """``(os, arch)`` of this machine in the words :func:`package_platform` uses."""
+    os_name = "darwin" if sys.platform == "darwin" else "windows" if sys.platform.startswith("win") else sys.platform
+    if os_name.startswith("linux"):
+        os_name = "linux"
+    machine = _platform.machine().lower()
+    return os_name, _ARCH_WORDS.get(machine, machine)
+
+
+def package_platform(package: PackageOption) -> tuple[str | None, str | None]:
+    """The ``(os, arch)`` a package is built for, or ``(None, None)`` when it does not say.
+
+    The rule: split the ``runtimeHint`` and the file name of the identifier into words
+    (on ``-``, ``_``, ``.``, ``/``); the first OS word (darwin/macos/osx/mac, linux,
+    windows/win/win32/win64) and the first architecture word (arm64/aarch64, amd64/x86_64/
+    x64, 386/i386/i686/x86) found decide. Only mcpb bundles are read this way.
+    """
+    if package.type != "mcpb":
+        return None, None
+    name = package.identifier.rsplit("/", 1)[-1].lower()
+    text = f"{package.runtime_hint or ''} {name}".lower().replace("x86_64", "x86-64")
+    words = [w for w in re.split(r"[\s_./-]+", text) if w]
+    joined = [*words, *("-".join(p) for p in zip(words, words[1:]))]
+    os_name = next((_OS_WORDS[w] for w in words if w in _OS_WORDS), None)
+    arch = next((_ARCH_WORDS[w] for w in joined if w in _ARCH_WORDS), None)
+    return os_name, arch
+
+
+def _platform_fits(package: PackageOption, here: tuple[str, str]) -> bool:
+    os_name, arch = package_platform(package)
+    return (os_name is None or os_name == here[0]) and (arch is None or arch == here[1])
+
+
 # --- availability and choice ----------------------------------------------------------
 
 
@@ -279,21 +412,30 @@ def runner_availability(runner: str | None, *, which: Which = shutil.which) -> t
     return False, f"needs {runner}, which is not on this machine: {hint}"
 
 
-def package_availability(package: PackageOption, *, which: Which = shutil.which) -> tuple[bool, str | None]:
+def package_availability(
+    package: PackageOption, *, which: Which = shutil.which, platform: tuple[str, str] | None = None
+) -> tuple[bool, str | None]:
     """Whether this machine can run ``package`` now, and why not.
 
-    remote is always available. mcpb counts as available: its runtime (node, python, a
-    binary…) is named by the bundle's manifest, so it is checked after download and
-    unpacking (use :func:`runner_availability` on the spec's ``runner``).
+    remote is always available. mcpb counts as available when it is built for this
+    platform (:func:`package_platform`; a bundle that names none fits all): its runtime
+    (node, python, a binary…) is named by the bundle's manifest, so it is checked after
+    download and unpacking (use :func:`runner_availability` on the spec's ``runner``).
     """
+    here = platform or host_platform()
+    if not _platform_fits(package, here):
+        built = "-".join(x for x in package_platform(package) if x)
+        return False, f"is built for {built}, and there is no build for this platform ({here[0]}-{here[1]})"
     return runner_availability(RUNNERS.get(package.type), which=which)
 
 
-def describe_packages(packages: Sequence[PackageOption], *, which: Which = shutil.which) -> list[dict[str, Any]]:
+def describe_packages(
+    packages: Sequence[PackageOption], *, which: Which = shutil.which, platform: tuple[str, str] | None = None
+) -> list[dict[str, Any]]:
     """``[{id, type, available, reason?}]`` for ``mcp_setup_get``."""
     out: list[dict[str, Any]] = []
     for pkg in packages:
-        ok, reason = package_availability(pkg, which=which)
+        ok, reason = package_availability(pkg, which=which, platform=platform)
         item: dict[str, Any] = {"id": pkg.id, "type": pkg.type, "available": ok}
         if reason:
             item["reason"] = reason
@@ -315,6 +457,7 @@ def choose_package(
     *,
     preference: Sequence[str] = DEFAULT_PREFERENCE,
     which: Which = shutil.which,
+    platform: tuple[str, str] | None = None,
 ) -> PackageOption:
     """The package to run.
 
@@ -322,7 +465,9 @@ def choose_package(
     a type. Without it, the first available package in ``preference`` order is taken
     (see :data:`DEFAULT_PREFERENCE` for why npm/pypi come first and remote last); types
     missing from ``preference`` rank after the listed ones, in the server's order.
+    Bundles built for another OS or architecture are never chosen (:func:`package_platform`).
     """
+    here = platform or host_platform()
     if not packages:
         raise NoRunnablePackage("This server lists nothing runnable: no package and no remote.")
     if package is not None:
@@ -337,7 +482,7 @@ def choose_package(
             )
         first_reason: str | None = None
         for pkg in candidates:
-            ok, reason = package_availability(pkg, which=which)
+            ok, reason = package_availability(pkg, which=which, platform=here)
             if ok:
                 return pkg
             first_reason = first_reason or reason
@@ -346,12 +491,22 @@ def choose_package(
     rank = {t: i for i, t in enumerate(preference)}
     ordered = sorted(packages, key=lambda p: rank.get(p.type, len(rank)))
     missing: dict[str, str] = {}
+    wrong_platform = False
     for pkg in ordered:
-        ok, _ = package_availability(pkg, which=which)
+        ok, _ = package_availability(pkg, which=which, platform=here)
         if ok:
             return pkg
+        if not _platform_fits(pkg, here):
+            wrong_platform = True
+            continue
         runner = RUNNERS.get(pkg.type) or pkg.type
         missing.setdefault(runner, INSTALL_HINTS.get(runner, f"install {runner}"))
+    if not missing and wrong_platform:
+        raise NoRunnablePackage(
+            f"This server has no build for this platform ({here[0]}-{here[1]}); "
+            "its bundles are built for other systems.",
+            details={"platform": f"{here[0]}-{here[1]}"},
+        )
     needs = "; ".join(f"{runner} ({hint})" for runner, hint in missing.items())
     raise NoRunnablePackage(
         f"No package of this server can run on this machine. It needs one of: {needs}.",

@@ -21,12 +21,15 @@ from typing import Any
 from registry_clients.hub import RegistryHub
 from registry_clients.models import Detail, PackageOption, RequiredKey
 
-from .bundle import bundle_manifest, fetch_bundle, unpack_bundle
+from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
 from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
-from .errors import AlreadyInstalled, ArgvSecret, InvalidInput, SecretNotAllowed, SetupError, translate
+from .errors import (
+    AlreadyInstalled, ArgvSecret, DeprecatedEntry, InvalidInput, SecretNotAllowed, SetupError, translate,
+)  # fmt: skip
 from .launch import LaunchSpec, materialize
 from .manifest import (
+    Manifest,
     argv_secret_keys,
     move_argv_secrets,
     read_manifest,
@@ -34,7 +37,7 @@ from .manifest import (
     spec_from_manifest,
 )
 from .oauth import GRANT_KEY, GrantAuth, SignIns
-from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages
+from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages, unset_keys
 from .probe import ProbeResult, Prober, make_scratch_dir
 from .procs import claim_dir
 from .prompts import PendingPrompt, PromptBroker
@@ -176,6 +179,9 @@ class SetupService:
         # One lock per server name: two installs of the same name never race, and a server
         # that hangs in its test holds up no other install.
         self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # MCPB manifests already fetched (and sha256-checked), by (url, sha256): `get` reports
+        # a bundle's own settings from here once a test, install or cheap fetch has read it.
+        self._manifests: dict[tuple[str, str | None], Manifest] = {}
 
     # -- dispatch ---------------------------------------------------------------------
     async def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> dict:
@@ -232,49 +238,103 @@ class SetupService:
     async def get(self, args: dict, ctx: CallContext) -> dict:
         name = _req_str(args, "qualified_name")
         detail = await self._detail(name, _opt_str(args, "source"))
-        keys = detail.required_keys()
+        existing = await asyncio.to_thread(self.store.get_by_name, detail.qualified_name)
+        try:
+            chosen: PackageOption | None = choose_package(
+                detail.packages, None, preference=self.package_preference, which=self.which
+            )
+        except SetupError:
+            chosen = None
+        packages = describe_packages(detail.packages, which=self.which)
+        notes: list[str] = []
+        warnings: list[dict[str, Any]] = []
+        for item, pkg in zip(packages, detail.packages):
+            keys = list(pkg.required_keys)
+            if pkg.type == "mcpb":
+                manifest = await self._cheap_manifest(pkg, allow_file=detail.source == "local")
+                if manifest is not None:
+                    keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
+                    warnings.extend(self._argv_warnings(pkg, manifest, keys))
+                elif pkg is chosen:
+                    notes.append("The bundle's own settings are known after its first download "
+                                 "(mcp_setup_test_connection); keys it maps from these are accepted under either name.")
+            item["keys"] = [k.public() for k in keys]
+        chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
         out: dict[str, Any] = {
             "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
-            "required_env_keys": [k.public() for k in keys],
-            "packages": describe_packages(detail.packages, which=self.which),
+            "installed": existing is not None,
+            "package": chosen.id if chosen else None,
+            "required_env_keys": chosen_keys,
+            "packages": packages,
         }
-        warnings = await self._bundle_warnings(detail)
         if warnings:
             out["warnings"] = warnings
+        if existing is not None:
+            out["server_id"] = existing.server_id
+        if detail.status:
+            out["status"] = detail.status
+            notes.append(f"The registry marks this server {detail.status}; install refuses it unless "
+                         "allow_deprecated is true.")
+        if notes:
+            out["notes"] = notes
         return out
 
-    async def _bundle_warnings(self, detail: Detail) -> list[dict[str, Any]]:
-        """For each MCPB package: does its manifest put a secret on the command line?"""
-        warnings: list[dict[str, Any]] = []
-        for package in (p for p in detail.packages if p.type == "mcpb"):
-            workdir = make_scratch_dir(self.scratch_root, "get")
-            try:
-                archive = await fetch_bundle(
-                    package.identifier, package.file_sha256, workdir, http=self.http,
-                    allow_file=detail.source == "local",
-                )
-                manifest = await asyncio.to_thread(bundle_manifest, archive)
-                keys = required_keys_from_manifest(manifest, list(package.required_keys), home=self.user_home)
-                secret = {k.name for k in keys if k.secret}
-                spec = spec_from_manifest(manifest, build_spec(package), home=self.user_home)
-                in_argv = argv_secret_keys(move_argv_secrets(spec, secret), secret)
-            except SetupError as exc:
-                warnings.append({"code": exc.code, "package": package.id, "message": exc.message})
-                continue
-            finally:
-                await asyncio.to_thread(shutil.rmtree, workdir, True)
-            if in_argv:
-                warnings.append({
-                    "code": "argv_secret", "package": package.id, "keys": in_argv,
-                    "message": f"This bundle puts {', '.join(in_argv)} on its command line, where other local "
-                    "users can see it; it can be installed only if the user consents to that.",
-                })
-        return warnings
+    def _argv_warnings(self, package: PackageOption, manifest: Manifest, keys: list[RequiredKey]) -> list[dict[str, Any]]:
+        """Does this bundle's launch put a secret on the command line (visible in ``ps``)?"""
+        secret = {k.name for k in keys if k.secret}
+        try:
+            spec = spec_from_manifest(manifest, build_spec(package), home=self.user_home)
+            in_argv = argv_secret_keys(move_argv_secrets(spec, secret), secret)
+        except SetupError as exc:
+            return [{"code": exc.code, "package": package.id, "message": exc.message}]
+        if not in_argv:
+            return []
+        return [{
+            "code": "argv_secret", "package": package.id, "keys": in_argv,
+            "message": f"This bundle puts {', '.join(in_argv)} on its command line, where other local "
+            "users can see it; it can be installed only if the user consents to that.",
+        }]  # fmt: skip
+
+    async def _cheap_manifest(self, package: PackageOption, *, allow_file: bool) -> Manifest | None:
+        """The bundle's manifest when it is cached, or cheap to fetch (a ``file://`` or loopback
+        URL): fetched with its sha256 check into a scratch dir that is removed at once. Remote
+        bundles are not downloaded by ``get``: their own settings and warnings are known after
+        the first test (and the consent step shows them before anything runs)."""
+        cache_key = (package.identifier, package.file_sha256)
+        if cache_key in self._manifests:
+            return self._manifests[cache_key]
+        url = package.identifier.lower()
+        if not (url.startswith("file://") or url.startswith(("http://127.0.0.1", "http://localhost"))):
+            return None
+        scratch = make_scratch_dir(self.scratch_root, "get")
+        try:
+            archive = await fetch_bundle(
+                package.identifier, package.file_sha256, scratch, http=self.http, allow_file=allow_file
+            )
+            bundle_dir = await asyncio.to_thread(unpack_bundle, archive, scratch / "bundle")
+            manifest = await asyncio.to_thread(read_manifest, bundle_dir)
+        except SetupError:
+            return None  # install reports it properly
+        finally:
+            await asyncio.to_thread(shutil.rmtree, scratch, True)
+        self._manifests[cache_key] = manifest
+        return manifest
+
+    async def _refuse_installed(self, name: str) -> None:
+        existing = await asyncio.to_thread(self.store.get_by_name, name)
+        if existing is not None:
+            raise AlreadyInstalled(
+                f"{existing.qualified_name} is already installed (server_id {existing.server_id}). "
+                "Remove it with mcp_setup_remove first to install it again.",
+                details={"server_id": existing.server_id},
+            )
 
     async def request_secret(self, args: dict, ctx: CallContext) -> dict:
         key_name = _req_str(args, "key_name")
         prompt_text = _req_str(args, "prompt")
         server = _opt_str(args, "server")
+        if server:
+            await self._refuse_installed(server)  # no prompt for a server that is already there
         pending = self.broker.open(key_name, prompt_text, server)
         out: dict[str, Any] = {"ref": pending.ref, "prompt_id": pending.prompt_id}
         if ctx.present_prompt is not None:
@@ -334,7 +394,7 @@ class SetupService:
                 await self._consent(prepared, ctx, "install")
                 result = await self._probe(prepared, progress)
                 await progress("installing", "started")
-                secret_keys = {k.name for k in prepared.keys if k.secret}
+                secret_keys = {n for k in prepared.keys if k.secret for n in (k.name, *k.aliases)}
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
@@ -458,8 +518,20 @@ class SetupService:
         name = _req_str(args, "qualified_name")
         env_refs = _str_map(args, "env_refs")
         env = _str_map(args, "env")
+        allow_deprecated = args.get("allow_deprecated", False)
+        if not isinstance(allow_deprecated, bool):
+            raise InvalidInput("allow_deprecated must be true or false.")
+        await self._refuse_installed(name)  # before any download, prompt or spawn
         await progress("resolving", "started")
         detail = await self._detail(name, _opt_str(args, "source"))
+        if detail.qualified_name != name:
+            await self._refuse_installed(detail.qualified_name)
+        if detail.status and not allow_deprecated:
+            raise DeprecatedEntry(
+                f"The registry marks {detail.qualified_name} {detail.status}. Pick another server, or pass "
+                "allow_deprecated: true if the user wants it anyway.",
+                details={"status": detail.status},
+            )
         package = choose_package(
             detail.packages, _opt_str(args, "package"), preference=self.package_preference, which=self.which
         )
@@ -476,11 +548,12 @@ class SetupService:
             bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
             await asyncio.to_thread(archive.unlink)
             manifest = await asyncio.to_thread(read_manifest, bundle_dir)
+            self._manifests[(package.identifier, package.file_sha256)] = manifest
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
             await progress("downloading", "done")
         values = self._values(keys, env_refs, env)
-        # Optional settings left unset: their env vars and arguments are left out entirely.
-        omit = {k.name for k in keys if k.name not in values}
+        # Optional settings left unset (and flags set false): their inputs are left out entirely.
+        omit = unset_keys(keys, values)
         spec = build_spec(package, omit=omit)
         if manifest is not None:
             spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
@@ -498,7 +571,8 @@ class SetupService:
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
-        unknown = sorted((set(env_refs) | set(env)) - set(by_name))
+        canonical = {k.name: k.name for k in keys} | {a: k.name for k in keys for a in k.aliases}
+        unknown = sorted((set(env_refs) | set(env)) - set(canonical))
         if unknown:
             known = ", ".join(sorted(by_name)) or "none"
             raise InvalidInput(
@@ -506,7 +580,7 @@ class SetupService:
                 f"(its settings: {known})."
             )
         for key in env:
-            if by_name[key].secret:
+            if by_name[canonical[key]].secret:
                 raise SecretNotAllowed(
                     f"{key} is a secret: pass it in env_refs as a ref from mcp_setup_request_secret, never in env.",
                     key=key,
@@ -514,7 +588,14 @@ class SetupService:
         both = set(env) & set(env_refs)
         if both:
             raise InvalidInput(f"{', '.join(sorted(both))} given both in env and env_refs; give each once.")
-        missing = [k for k in keys if k.required and k.default is None and k.name not in env and k.name not in env_refs]
+        given: dict[str, str] = {}
+        for key in [*env, *env_refs]:
+            if canonical[key] in given:
+                raise InvalidInput(
+                    f"{given[canonical[key]]} and {key} name the same setting; give it once, under either name."
+                )
+            given[canonical[key]] = key
+        missing = [k for k in keys if k.required and k.default is None and k.name not in given]
         if missing:
             parts = [
                 f"{k.name} (secret: request it with mcp_setup_request_secret)" if k.secret else k.name
@@ -522,9 +603,13 @@ class SetupService:
             ]
             raise InvalidInput(f"Missing required settings: {', '.join(parts)}.", details={"missing": [k.name for k in missing]})
         resolved = self.refs.resolve(env_refs)
-        values = {k.name: k.default for k in keys if k.default is not None}
-        values.update(env)
-        values.update({k: v.reveal() for k, v in resolved.items()})
+        # An optional argument's default is the server's own: it is shown, never passed.
+        values = {k.name: k.default for k in keys if k.default is not None and not k.off_unless_set}
+        values.update({canonical[k]: v for k, v in env.items()})
+        values.update({canonical[k]: v.reveal() for k, v in resolved.items()})
+        for key in keys:  # one value, every name: the bundle's templates use the alias
+            if key.name in values:
+                values.update({alias: values[key.name] for alias in key.aliases})
         return values
 
     async def _consent(self, prepared: _Prepared, ctx: CallContext, action: str) -> None:

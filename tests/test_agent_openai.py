@@ -24,6 +24,7 @@ ALLOWED = [
     "mcp_setup_request_secret",
     "mcp_setup_test_connection",
     "mcp_setup_install_and_connect",
+    "mcp_setup_authorize",
     "say",
     "ask_user",
 ]

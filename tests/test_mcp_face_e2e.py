@@ -108,9 +108,9 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             ]
             assert {t["name"] for t in listed[0]["tools"]} >= {"echo", "whoami"}
 
-            # The ref was consumed by the install.
+            # An installed server is refused before anything else (its ref was consumed too).
             reused = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": env_refs})
-            assert reused["error"]["code"] == "secret_missing"
+            assert reused["error"]["code"] == "already_installed"
             # Installing the same name twice is a clear error.
             dup = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs})
             assert dup["error"]["code"] == "already_installed"
@@ -138,13 +138,13 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             assert answered.is_error is not True and answered.content[0].text == "ok"
             listed = (await call(client, "mcp_setup_list_servers"))["servers"]
             assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "connected")]
-            stale = await call(
-                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
-            )
-            assert stale["error"]["code"] == "secret_missing"
             removed = await call(client, "mcp_setup_remove", {"server_id": server_id})
             assert removed == {"removed": True}
             assert (await call(client, "mcp_setup_list_servers"))["servers"] == []
+            stale = await call(  # checked once removed: an installed name is refused before its refs
+                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+            )
+            assert stale["error"]["code"] == "secret_missing"
         assert canary not in recorder.text() and canary not in restart_log.read_text()
         assert not (data_dir / "servers" / server_id).exists()
         assert no_process_left(str(data_dir))

@@ -98,6 +98,9 @@ async def test_a_remote_that_wants_oauth_is_oauth_required_then_signs_in_and_ins
     result = await runtime.connections.call_tool(installed["server_id"], "whoami")
     assert result["content"][0]["text"] == "ok"
     again = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=out["ref"])
+    assert again["error"]["code"] == "already_installed"  # refused before the ref is even looked at
+    await call(runtime, "mcp_setup_remove", server_id=installed["server_id"])
+    again = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=out["ref"])
     assert again["error"]["code"] == "secret_missing"  # an install uses the ref up
 
 

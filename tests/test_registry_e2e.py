@@ -152,7 +152,7 @@ async def test_a_real_npm_server_is_test_connected_through_npx(tmp_path: Path) -
                 detail = await call(
                     client, "mcp_setup_get", {"qualified_name": "io.github.modelcontextprotocol/server-everything"}
                 )
-                assert detail["packages"] == [{"id": "npm", "type": "npm", "available": True}]
+                assert detail["packages"] == [{"id": "npm", "type": "npm", "available": True, "keys": []}]
                 tested = await call(
                     client,
                     "mcp_setup_test_connection",

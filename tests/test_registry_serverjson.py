@@ -2,147 +2,16 @@
 
 from __future__ import annotations
 
-import re
+
 from typing import Any
 
 import pytest
 
 from registry_clients.serverjson import parse_server_json
 from tests.conftest_registry import SAMPLE_FILES, load_fixture
+from tests.registry_judge import expected_options
 
-# ---------------------------------------------------------------------------------------
-# The rule, written again from its text (see registry_clients/serverjson.py), independently
-# of the code under test.
-# ---------------------------------------------------------------------------------------
-_WORDS = ("key", "token", "secret", "password", "passwd", "credential", "authorization")
-
-
-def _secretish(name: Any) -> bool:
-    return isinstance(name, str) and any(w in name.lower() for w in _WORDS)
-
-
-def _f(d: Any, camel: str) -> Any:
-    if not isinstance(d, dict):
-        return None
-    snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
-    return d.get(camel, d.get(snake))
-
-
-def _ph(text: Any) -> list[str]:
-    if not isinstance(text, str):
-        return []
-    names: list[str] = []
-    for m in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_.\-]*)\}", text):
-        if m.start() > 0 and text[m.start() - 1] == "$":
-            continue
-        if m.group(1) not in names:
-            names.append(m.group(1))
-    return names
-
-
-class _Expect:
-    def __init__(self) -> None:
-        self.keys: dict[str, dict[str, Any]] = {}
-
-    def put(self, name: str, kind: str, required: bool, secret: bool, default: Any) -> None:
-        argv = kind == "argument" and secret
-        if name in self.keys:
-            k = self.keys[name]
-            k["required"] |= required
-            k["secret"] |= secret
-            k["in_argv"] |= argv
-        else:
-            self.keys[name] = dict(kind=kind, required=required, secret=secret, in_argv=argv, default=default)
-
-    def open(self, name: str, inp: dict, kind: str) -> None:
-        default = _f(inp, "default")
-        self.put(name, kind, bool(_f(inp, "isRequired")), bool(_f(inp, "isSecret")) or _secretish(name),
-                 None if default is None else str(default))
-
-    def placeholder(self, name: str, decl: Any, holder: dict, kind: str) -> None:
-        decl = decl if isinstance(decl, dict) else {}
-        default = _f(decl, "default")
-        secret = (bool(_f(decl, "isSecret")) or bool(_f(holder, "isSecret"))
-                  or _secretish(name) or _secretish(_f(holder, "name")))
-        self.put(name, kind, bool(_f(decl, "isRequired")) or default is None, secret,
-                 None if default is None else str(default))
-
-    def valued(self, inp: dict, kind: str) -> None:
-        variables = _f(inp, "variables") or {}
-        for name in _ph(_f(inp, "value")):
-            self.placeholder(name, variables.get(name), inp, kind)
-
-    def headers(self, headers: Any) -> None:
-        for h in headers or []:
-            if not _f(h, "name"):
-                continue
-            if _f(h, "value") is None:
-                self.open(h["name"], h, "header")
-            else:
-                self.valued(h, "header")
-
-
-def expected_package_keys(pkg: dict) -> dict[str, dict[str, Any]]:
-    e = _Expect()
-    fixed: dict[str, str] = {}
-    named: dict[str, dict] = {}
-    for ev in _f(pkg, "environmentVariables") or []:
-        if not _f(ev, "name"):
-            continue
-        named.setdefault(ev["name"], ev)
-        if _f(ev, "value") is None:
-            e.open(ev["name"], ev, "env")
-        else:
-            e.valued(ev, "env")
-            if not _ph(_f(ev, "value")):
-                fixed.setdefault(ev["name"], _f(ev, "value"))
-    args = list(_f(pkg, "runtimeArguments") or []) + list(_f(pkg, "packageArguments") or [])
-    for i, arg in enumerate(args):
-        refs = [r for r in ((_f(arg, "name") or "").lstrip("-"), _f(arg, "valueHint")) if r]
-        if _f(arg, "value") is not None:
-            e.valued(arg, "argument")
-            if not _ph(_f(arg, "value")):
-                for r in refs:
-                    fixed.setdefault(r, _f(arg, "value"))
-        elif _f(arg, "isRequired"):
-            e.open(refs[0] if refs else f"argument_{i}", arg, "argument")
-    for arg in args:
-        for r in ((_f(arg, "name") or "").lstrip("-"), _f(arg, "valueHint")):
-            if r:
-                named.setdefault(r, arg)
-    transport = _f(pkg, "transport") or {}
-    e.headers(_f(transport, "headers"))
-    if _f(transport, "type") in ("streamable-http", "sse", "http"):
-        for name in _ph(_f(transport, "url")):
-            if name not in e.keys and name not in fixed:
-                e.placeholder(name, named.get(name), transport, "url_variable")
-    return e.keys
-
-
-def expected_remote_keys(remote: dict) -> dict[str, dict[str, Any]]:
-    e = _Expect()
-    for name in _ph(_f(remote, "url")):
-        e.placeholder(name, (_f(remote, "variables") or {}).get(name), remote, "url_variable")
-    e.headers(_f(remote, "headers"))
-    return e.keys
-
-
-def expected_options(doc: dict) -> list[tuple[str, dict[str, dict[str, Any]]]]:
-    server = doc["server"] if isinstance(doc.get("server"), dict) else doc
-    raw: list[tuple[str, dict[str, dict[str, Any]]]] = []
-    for pkg in _f(server, "packages") or []:
-        t = str(_f(pkg, "registryType") or "").lower()
-        if t in ("npm", "pypi", "oci", "nuget", "mcpb"):
-            raw.append((t, expected_package_keys(pkg)))
-    for remote in server.get("remotes") or []:
-        if remote.get("type") in ("streamable-http", "sse", "http"):
-            raw.append(("remote", expected_remote_keys(remote)))
-    seen: dict[str, int] = {}
-    out = []
-    for t, keys in raw:
-        seen[t] = seen.get(t, 0) + 1
-        out.append((t if seen[t] == 1 else f"{t}:{seen[t]}", keys))
-    return out
+# The rule, written again from its text, lives in tests/registry_judge.py.
 
 
 ALL_ENTRIES = [
@@ -159,7 +28,8 @@ def test_every_sample_entry_parses_and_its_required_keys_follow_the_rule(entry: 
         (
             opt.id,
             {
-                k.name: dict(kind=k.kind, required=k.required, secret=k.secret, in_argv=k.in_argv, default=k.default)
+                k.name: dict(kind=k.kind, required=k.required, secret=k.secret, secret_guessed=k.secret_guessed,
+                             in_argv=k.in_argv, default=None if k.off_unless_set and not k.default else k.default)
                 for k in opt.required_keys
             },
         )
@@ -255,11 +125,12 @@ def test_a_package_url_placeholder_reuses_the_argument_key_that_feeds_it() -> No
     assert [p.id for p in detail.packages] == ["npm", "npm:2", "npm:3"]
     sse = detail.packages[1]
     assert (sse.transport, sse.url, sse.version) == ("sse", "http://127.0.0.1:{port}/sse", "latest")
-    assert list(_keys(sse)) == ["port"]
+    assert list(_keys(sse)) == ["cwd", "port"]
     port = _keys(sse)["port"]
     assert (port.kind, port.required, port.default) == ("argument", True, "8089")
-    assert [a.key for a in sse.package_arguments] == [None, "port"]
-    assert detail.packages[0].required_keys == []  # its only argument is optional and open
+    assert [a.key for a in sse.package_arguments] == ["cwd", "port"]
+    cwd = _keys(detail.packages[0])["cwd"]  # optional and open: a key the agent may fill, off unless set
+    assert (cwd.required, cwd.off_unless_set, cwd.format) == (False, True, "string")
 
 
 def test_package_url_placeholders_are_substituted_from_fixed_inputs_or_become_keys() -> None:

@@ -40,10 +40,16 @@ def stub_manifest(
     mode: str = "",
     name: str = "stub",
     version: str = "1.0.0",
+    user_config_key: str | None = None,
 ) -> dict[str, Any]:
-    """The MCPB `manifest.json` for the stub (expected value only as its hash)."""
+    """The MCPB `manifest.json` for the stub (expected value only as its hash).
+
+    ``user_config_key`` names the manifest's setting when it differs from the env var
+    (``"env": {"STUB_API_KEY": "${user_config.api_key}"}``, as real bundles do).
+    """
+    uc = user_config_key or key_name
     env = {
-        key_name: "${user_config.%s}" % key_name,
+        key_name: "${user_config.%s}" % uc,
         "STUB_REQUIRED_ENV": key_name,
         "STUB_MODE": mode,
     }
@@ -70,7 +76,7 @@ def stub_manifest(
             {"name": "whoami", "description": "Answer 'ok' when the server is configured."},
         ],
         "user_config": {
-            key_name: {
+            uc: {
                 "type": "string",
                 "title": f"{key_name}",
                 "description": f"API key for the stub server ({key_name}).",
@@ -96,11 +102,13 @@ def build_stub_bundle(
     mode: str = "",
     name: str = "stub",
     version: str = "1.0.0",
+    user_config_key: str | None = None,
 ) -> tuple[Path, str]:
     """Write `<dest_dir>/<name>-<version>.mcpb`; return (path, sha256 hex of the file)."""
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    manifest = stub_manifest(key_name=key_name, expected_value=expected_value, mode=mode, name=name, version=version)
+    manifest = stub_manifest(key_name=key_name, expected_value=expected_value, mode=mode, name=name, version=version,
+                             user_config_key=user_config_key)
     path = dest_dir / f"{name}-{version}.mcpb"
     tmp = path.with_suffix(".mcpb.tmp")
     with zipfile.ZipFile(tmp, "w") as zf:
