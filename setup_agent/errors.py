@@ -19,7 +19,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     ├── PromptError
     │   ├── PromptNotFound              prompt_not_found
     │   ├── PromptAlreadyAnswered       prompt_answered
-    │   └── PromptCancelled             prompt_cancelled
+    │   ├── PromptCancelled             prompt_cancelled
+    │   └── PromptFailed                prompt_failed
     ├── PackageError
     │   ├── NoRunnablePackage           no_runnable_package
     │   ├── PackageNotFound             package_not_found
@@ -34,7 +35,10 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   └── Unreachable                 unreachable
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
-    └── StoreError                      store_error
+    ├── StoreError                      store_error
+    └── GuardError
+        ├── ArgumentsRefused            arguments_refused
+        └── SessionLocked               session_locked
 
 Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
 and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
@@ -51,6 +55,10 @@ from typing import Any
 
 __all__ = [
     "AlreadyInstalled",
+    "ArgumentsRefused",
+    "GuardError",
+    "PromptFailed",
+    "SessionLocked",
     "BundleInvalid",
     "CommandNotFound",
     "InvalidInput",
@@ -164,6 +172,12 @@ class PromptCancelled(PromptError):
     code = "prompt_cancelled"
 
 
+class PromptFailed(PromptError):
+    """The face could not show the prompt (e.g. the client's URL elicitation failed)."""
+
+    code = "prompt_failed"
+
+
 class PackageError(SetupError):
     code = "package_error"
 
@@ -222,6 +236,20 @@ class RegistryAuthError(RegistryUnavailable):
 
 class StoreError(SetupError):
     code = "store_error"
+
+
+class GuardError(SetupError):
+    """The guessing guard (:mod:`setup_agent.guard`) refused a call."""
+
+    code = "guard_error"
+
+
+class ArgumentsRefused(GuardError):
+    code = "arguments_refused"
+
+
+class SessionLocked(GuardError):
+    code = "session_locked"
 
 
 # --- JSON-RPC mapping: the one place ------------------------------------------------
