@@ -100,7 +100,7 @@ class McpFace:
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in TOOL_NAMES:
-            raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown tool {params.name!r}.")
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: the tools are the mcp_setup_* tools of tools/list.")
         arguments = params.arguments or {}
         if not isinstance(arguments, dict):
             raise MCPError(JSONRPC_INVALID_PARAMS, "Tool arguments must be an object.")
@@ -184,7 +184,7 @@ class McpFace:
         agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
         registry = load_archetypes(AGENTS_DIR)
         if agent_id is None or agent_id not in registry.agents:
-            raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown resource {uri!r}.")
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
         agent = registry.agents[agent_id]
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=agent.prompt)]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -112,6 +113,10 @@ def _response(body: Any, status: int = 200) -> Response:
 def _error_response(code: int, message: str, *, status: int = 200, req_id: Any = None) -> Response:
     return _response({"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}, status)
 
+
+#: Parameter names the agent gives are echoed only when they look like one (#10 item 2).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_METHOD_NOT_FOUND = "Method not found. The methods are the mcp_setup_* tools, spawn_subagent and servers.*."
 
 _STOPPED = "mcp-setup is shutting down; the call was stopped."
 _SHUTTING_DOWN = {"code": -32000, "message": _STOPPED, "data": {"code": "shutting_down", "message": _STOPPED}}
@@ -192,7 +197,7 @@ class RpcDispatcher:
         notification = "id" not in req
         try:
             if method not in METHODS:
-                raise RpcError(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {method[:80]!r}.")
+                raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
             params = req.get("params", {})
             if params is None:
                 params = {}
@@ -211,7 +216,7 @@ class RpcDispatcher:
         except SetupError as exc:
             answer = {"jsonrpc": "2.0", "id": req_id, "error": jsonrpc_error(exc)}
         except Exception as exc:
-            log.exception("JSON-RPC %s failed", method[:80])
+            log.exception("JSON-RPC %s failed", method if method in METHODS else "(unknown method)")
             answer = {"jsonrpc": "2.0", "id": req_id, "error": jsonrpc_error(exc)}
         if notification:
             return None
@@ -236,7 +241,7 @@ class RpcDispatcher:
         if method == "servers.reconnect":
             _only(params, {"server_id"})
             return await self._reconnect(params)
-        raise RpcError(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {method[:80]!r}.")
+        raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         ctx = CallContext(
@@ -284,8 +289,10 @@ class RpcDispatcher:
         assert run.task is not None
         try:
             return await asyncio.shield(run.task)
-        except (KeyError, ValueError) as exc:
-            raise _bad_params(str(exc.args[0] if exc.args else exc)) from None
+        except KeyError:  # an unknown archetype or driver: its text is the agent's, never echoed
+            raise _bad_params("archetype_id or driver names no known agent (archetype mcp_setup; driver guided or openai).") from None
+        except ValueError:
+            raise _bad_params("goal is required: a non-empty sentence such as 'set up the Notion MCP server'.") from None
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = params.get("server_id")
@@ -293,7 +300,7 @@ class RpcDispatcher:
             raise _bad_params("server_id is required and must be a non-empty string.")
         server = await asyncio.to_thread(self.runtime.store.get, server_id)
         if server is None:
-            raise NotFound(f"No installed server has the id {server_id!r}.")
+            raise NotFound("No installed server has this server_id. servers.list lists them.")
         status = await self.runtime.connections.connect(server, wait=False)
         return {"server_id": server_id, "status": status.status}
 
@@ -301,4 +308,7 @@ class RpcDispatcher:
 def _only(params: dict[str, Any], allowed: set[str]) -> None:
     extra = sorted(set(params) - allowed)
     if extra:
-        raise _bad_params(f"Unknown parameter(s): {', '.join(extra)[:200]}.")
+        named = [p for p in extra if _NAME.fullmatch(p)]
+        if len(named) < len(extra):
+            named.append("an invalid name" if len(extra) - len(named) == 1 else f"{len(extra) - len(named)} invalid names")
+        raise _bad_params(f"Unknown parameter(s): {', '.join(named)}; allowed: {', '.join(sorted(allowed))}.")

@@ -15,7 +15,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── SecretExpired               secret_expired
     │   ├── SecretPending               secret_pending
     │   ├── SecretWrongKey              secret_wrong_key
-    │   └── SecretNotAllowed            secret_not_allowed
+    │   ├── SecretNotAllowed            secret_not_allowed
+    │   └── SecretInUse                 secret_in_use
     ├── PromptError
     │   ├── PromptNotFound              prompt_not_found
     │   ├── PromptAlreadyAnswered       prompt_answered
@@ -78,6 +79,7 @@ __all__ = [
     "RuntimeMissing",
     "SecretError",
     "SecretExpired",
+    "SecretInUse",
     "SecretMissing",
     "SecretNotAllowed",
     "SecretPending",
@@ -154,6 +156,12 @@ class SecretWrongKey(SecretError):
 
 class SecretNotAllowed(SecretError):
     code = "secret_not_allowed"
+
+
+class SecretInUse(SecretError):
+    """The ref is reserved by an install still running; a ref serves one install."""
+
+    code = "secret_in_use"
 
 
 class PromptError(SetupError):
