@@ -10,6 +10,7 @@ URL-mode elicitation to a one-time local page when the client supports it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
-from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, PromptCancelled
+from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, PromptCancelled, PromptFailed
 from setup_agent.tool_specs import TOOL_NAMES, TOOL_SPECS
 
 if TYPE_CHECKING:
@@ -137,13 +138,22 @@ class McpFace:
         elicitation = getattr(caps, "elicitation", None) if caps is not None else None
         where = f" for {pending.server}" if pending.server else ""
         if elicitation is not None and getattr(elicitation, "url", None) is not None:
-            result = await ctx.session.elicit_url(
-                f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
-                "it stays on this computer and is never shown to the assistant.",
-                url,
-                pending.prompt_id,
-                related_request_id=ctx.request_id,
-            )
+            try:
+                result = await ctx.session.elicit_url(
+                    f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
+                    "it stays on this computer and is never shown to the assistant.",
+                    url,
+                    pending.prompt_id,
+                    related_request_id=ctx.request_id,
+                )
+            except Exception as exc:  # the client's error may quote the URL: only its type is logged
+                logger.warning("URL elicitation failed (%s); the secret prompt is cancelled", type(exc).__name__)
+                with contextlib.suppress(Exception):
+                    runtime.broker.cancel(pending.prompt_id, "the client could not show the secret page")
+                raise PromptFailed(
+                    "The client could not show the secret page (URL elicitation failed). Ask again with "
+                    "mcp_setup_request_secret, or have the user enter it in mcp-setup's web page.",
+                ) from None
             if result.action != "accept":
                 runtime.broker.cancel(pending.prompt_id, "declined by the user")
                 raise PromptCancelled(f"The user declined to enter {pending.key_name}.", key=pending.key_name)
@@ -155,8 +165,8 @@ class McpFace:
         return {
             "status": "pending",
             "url": url,
-            "message": (
-                f"Ask the user to open this link to enter {pending.key_name}{where}. The ref works once they "
+            "message": (  # names nothing the agent gave (#10 item 2)
+                "Ask the user to open this link to enter the secret. The ref works once they "
                 "have submitted it; the value is never shown to you."
             ),
         }

@@ -262,8 +262,8 @@ class RpcDispatcher:
             return {
                 "status": "pending",
                 "url": self.page_url(pending.prompt_id),
-                "message": (
-                    f"The user can enter {pending.key_name} in the open mcp-setup page, or at this link. The ref "
+                "message": (  # names nothing the agent gave (#10 item 2)
+                    "The user can enter the secret in the open mcp-setup page, or at this link. The ref "
                     "works once they have submitted it; the value is never shown to you."
                 ),
             }

@@ -329,6 +329,20 @@ class SecretPageServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._log_filter: logging.Filter | None = None
+        self._filtered: list[logging.Handler] = []
+
+    def _hide_token_in_logs(self) -> None:
+        """No log line shows the page token (#10 item 13): a client's error quoting the URL,
+        a traceback, a library's debug line. Every root handler gets a filter for it."""
+        from setup_agent.redact import RedactingFilter, Redactor
+
+        hider = Redactor()
+        hider.register(self.token, "[page-token]")
+        self._log_filter = RedactingFilter(hider)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(self._log_filter)
+            self._filtered.append(handler)
 
     @property
     def allowed_hosts(self) -> set[str]:
@@ -363,6 +377,7 @@ class SecretPageServer:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
+        self._hide_token_in_logs()
         app = create_secret_app(self.broker, token=self.token, allowed_hosts=lambda: self.allowed_hosts)
         config = uvicorn.Config(
             app,
@@ -409,6 +424,10 @@ class SecretPageServer:
         if thread.is_alive():
             log.warning("The secret page server thread did not stop in time")
         self._server = self._thread = None
+        if self._log_filter is not None:
+            for handler in self._filtered:
+                handler.removeFilter(self._log_filter)
+            self._filtered.clear()
 
     @property
     def running(self) -> bool:
