@@ -41,7 +41,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
-from setup_agent.prompts import PendingPrompt, PromptBroker
+from setup_agent.prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
 
 __all__ = ["SECURITY_HEADERS", "SecretPageServer", "create_secret_app"]
 
@@ -95,8 +95,17 @@ def _document(title: str, body: str) -> str:
     )
 
 
-def _message_page(status: int, title: str, text: str) -> HTMLResponse:
+#: Said on every form, before the value is typed (#10 item 2).
+_WEAK_NOTE = (
+    "Note: a value under 8 characters, or a word, a date or a simple pattern (such as Summer2024!), "
+    "cannot be protected against a determined agent: it could find it by guessing."
+)
+
+
+def _message_page(status: int, title: str, text: str, *, warning: str | None = None) -> HTMLResponse:
     body = f"<h1>{_esc(title)}</h1>\n<p>{_esc(text)}</p>"
+    if warning:
+        body += f'\n<p class="error" role="alert" id="weak-warning">{_esc(warning)}</p>'
     return HTMLResponse(_document(f"{title} — mcp-setup", body), status_code=status)
 
 
@@ -121,6 +130,7 @@ def _form_page(prompt: PendingPrompt, token: str, *, error: str | None = None, s
         '<button type="submit" name="action" value="submit">Submit</button>\n'
         '<button type="submit" name="action" value="cancel" formnovalidate>Cancel</button>\n'
         "</div>\n</form>\n"
+        f'<p class="note" id="weak-note">{_esc(_WEAK_NOTE)}</p>\n'
         '<p class="note">If you did not expect this request, press Cancel.</p>'
     )
     return HTMLResponse(_document(title, body), status_code=status)
@@ -280,6 +290,7 @@ def create_secret_app(broker: PromptBroker, *, token: str, allowed_hosts: HostSo
             if action != "submit":
                 return _message_page(400, "Unknown action", "Use the Submit or Cancel button.")
             try:
+                weak = is_weak_value(form.get("value", ""))
                 broker.answer(prompt_id, form.get("value", ""))
             except InvalidInput:
                 return _form_page(prompt, token, error="Please enter a value, or press Cancel.", status=400)
@@ -295,6 +306,7 @@ def create_secret_app(broker: PromptBroker, *, token: str, allowed_hosts: HostSo
             f"{prompt.key_name} saved",
             "It stays on this computer; your assistant only gets a reference to it. You can close this tab and "
             "return to your assistant.",
+            warning=WEAK_VALUE_WARNING if weak else None,  # the user may want a stronger value
         )
 
     app.add_middleware(_Guard, hosts=hosts)
