@@ -220,7 +220,9 @@ class RpcDispatcher:
             answer = {"jsonrpc": "2.0", "id": req_id, "error": jsonrpc_error(exc)}
         if notification:
             return None
-        return self.runtime.redactor.redact_obj(answer)
+        clean = self.runtime.redactor.redact_obj(answer)
+        clean["id"] = req_id  # the caller's own id, verbatim: redacting it would answer a guess (#10 item 2)
+        return clean
 
     @staticmethod
     def _invalid(req_id: Any, message: str) -> dict[str, Any]:
