@@ -21,6 +21,7 @@ pytestmark = pytest.mark.anyio
 
 PLAIN = "io.test/plain-key-echo"  # the registry calls its key non-secret; the server echoes it
 PLAIN_KEY = "STUB_WORKSPACE"  # a name that does not look secret either
+SHORT = "§Zq"  # a three-character secret: not replaced in outbound text, refused everywhere else
 
 
 def _catalog_entry(
@@ -55,6 +56,8 @@ async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[
     for name in ("io.test/stub-a", "io.test/stub-b"):
         bundle, sha = build_stub_bundle(tmp_path / "dist" / name.split("/")[1], expected_value=canary)
         _catalog_entry(catalog, name, bundle, sha)
+    bundle, sha = build_stub_bundle(tmp_path / "dist" / "short", expected_value=SHORT)
+    _catalog_entry(catalog, "io.test/stub-short", bundle, sha)
     bundle, sha = _plain_bundle(tmp_path / "dist" / "plain")
     _catalog_entry(catalog, PLAIN, bundle, sha, secret=False, key_name=PLAIN_KEY)
     settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=5)
@@ -199,3 +202,49 @@ async def test_a_failed_install_releases_its_refs_for_the_next_one(runtime: Runt
         ok = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-b",
                         env_refs={"STUB_API_KEY": ref})
     assert ok.get("status") == "connected", ok
+
+
+# -- item 8: short values, byte-exactly --------------------------------------------------------
+
+
+async def test_a_short_secret_reaches_no_argv_log_or_database_byte(runtime: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from setup_agent.redact import install_log_redaction
+
+    install_log_redaction(runtime.redactor, caplog.handler)
+    caplog.set_level(logging.DEBUG)
+    ref = _prompted_ref(runtime, "STUB_API_KEY", SHORT)
+    with anyio.fail_after(30):
+        installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-short",
+                               env_refs={"STUB_API_KEY": ref})
+    assert installed.get("status") == "connected", installed
+    pid = runtime.connections.pid(installed["server_id"])
+    assert pid is not None
+    needle = SHORT.encode()
+    assert needle not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert needle in Path(f"/proc/{pid}/environ").read_bytes()  # it did reach the server, by env
+    logging.getLogger("test.short").warning("the user typed %s", SHORT)
+    assert needle not in caplog.text.encode()
+    data = runtime.settings.home
+    for path in data.rglob("*"):
+        if path.is_file():
+            assert needle not in path.read_bytes(), path
+
+
+def test_a_short_secret_in_the_launch_spec_is_refused_from_disk(tmp_path: Path, memory_keyring) -> None:
+    from setup_agent.errors import InvalidInput
+    from setup_agent.store import Store
+    from setup_agent.vault import Vault
+
+    store = Store.for_data_dir(tmp_path, Vault.open(tmp_path, keyring_backend=memory_keyring))
+    fields = dict(qualified_name="io.test/x", source="local", version="1", package_type="stdio",
+                  installed_by="agent", tools_hash="h")
+    try:
+        with pytest.raises(InvalidInput):
+            store.install(**fields, launch_spec={"command": "run", "args": ["--pin", "4821"]},
+                          env={"PIN": ("4821", True)})
+        # a token that merely contains it is not the value
+        store.install(**fields, launch_spec={"command": "run", "args": ["--port=14821x"]}, env={"PIN": ("4821", True)})
+    finally:
+        store.close()
