@@ -470,7 +470,8 @@ _YOUR_INPUT = "(the name you gave)"
 def _without_echo(error: dict[str, Any], args: dict) -> dict[str, Any]:
     """``error`` with the agent's own strings taken out of its text, always (not only when one
     holds a secret, which would itself answer the guess), by the redactor's length rules."""
-    texts = [v.strip() for k in _ECHOED_ARGS if isinstance(v := args.get(k), str) and v.strip()]
+    # Longer texts were refused unquoted before anything could echo them (names, query: 200).
+    texts = [v.strip() for k in _ECHOED_ARGS if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000]
 
     def clean(obj: Any) -> Any:
         if isinstance(obj, str):
