@@ -17,6 +17,7 @@ URL-mode elicitation to a one-time local page when the client supports it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -39,7 +40,9 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
 from setup_agent.catalog import SQLITE_FILE_NAME, Catalog, read_sqlite_catalog
-from setup_agent.errors import JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, OAuthDenied, PromptCancelled
+from setup_agent.errors import (
+    JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, OAuthDenied, PromptCancelled, PromptFailed,
+)  # fmt: skip
 from setup_agent.tool_specs import TOOL_NAMES, TOOL_SPECS
 
 if TYPE_CHECKING:
@@ -217,13 +220,22 @@ class McpFace:
         # carries the page's URL, as for a client without URL elicitation.
         modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
         if not modern and elicitation is not None and getattr(elicitation, "url", None) is not None:
-            result = await ctx.session.elicit_url(
-                f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
-                "it stays on this computer and is never shown to the assistant.",
-                url,
-                pending.prompt_id,
-                related_request_id=ctx.request_id,
-            )
+            try:
+                result = await ctx.session.elicit_url(
+                    f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
+                    "it stays on this computer and is never shown to the assistant.",
+                    url,
+                    pending.prompt_id,
+                    related_request_id=ctx.request_id,
+                )
+            except Exception as exc:  # the client's error may quote the URL: only its type is logged
+                logger.warning("URL elicitation failed (%s); the secret prompt is cancelled", type(exc).__name__)
+                with contextlib.suppress(Exception):
+                    runtime.broker.cancel(pending.prompt_id, "the client could not show the secret page")
+                raise PromptFailed(
+                    "The client could not show the secret page (URL elicitation failed). Ask again with "
+                    "mcp_setup_request_secret, or have the user enter it in mcp-setup's web page.",
+                ) from None
             if result.action != "accept":
                 runtime.broker.cancel(pending.prompt_id, "declined by the user")
                 raise PromptCancelled(f"The user declined to enter {pending.key_name}.", key=pending.key_name)
@@ -235,8 +247,8 @@ class McpFace:
         return {
             "status": "pending",
             "url": url,
-            "message": (
-                f"Ask the user to open this link to enter {pending.key_name}{where}. The ref works once they "
+            "message": (  # names nothing the agent gave (#10 item 2)
+                "Ask the user to open this link to enter the secret. The ref works once they "
                 "have submitted it; the value is never shown to you."
             ),
         }
@@ -307,7 +319,7 @@ class McpFace:
         agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
         registry = load_archetypes(AGENTS_DIR)
         if agent_id is None or agent_id not in registry.agents:
-            raise MCPError(JSONRPC_INVALID_PARAMS, f"Unknown resource {uri!r}.")
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
         agent = registry.agents[agent_id]
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=agent.prompt)]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -122,6 +123,10 @@ def _response(body: Any, status: int = 200) -> Response:
 def _error_response(code: int, message: str, *, status: int = 200, req_id: Any = None) -> Response:
     return _response({"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}, status)
 
+
+#: Parameter names the agent gives are echoed only when they look like one (#10 item 2).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_METHOD_NOT_FOUND = "Method not found. The methods are the mcp_setup_* tools, spawn_subagent and servers.*."
 
 _STOPPED = "mcp-setup is shutting down; the call was stopped."
 _SHUTTING_DOWN = {"code": -32000, "message": _STOPPED, "data": {"code": "shutting_down", "message": _STOPPED}}
@@ -210,7 +215,7 @@ class RpcDispatcher:
         notification = "id" not in req
         try:
             if method not in METHODS:
-                raise RpcError(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {method[:80]!r}.")
+                raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
             params = req.get("params", {})
             if params is None:
                 params = {}
@@ -229,11 +234,13 @@ class RpcDispatcher:
         except SetupError as exc:
             answer = {"jsonrpc": "2.0", "id": req_id, "error": jsonrpc_error(exc)}
         except Exception as exc:
-            log.exception("JSON-RPC %s failed", method[:80])
+            log.exception("JSON-RPC %s failed", method if method in METHODS else "(unknown method)")
             answer = {"jsonrpc": "2.0", "id": req_id, "error": jsonrpc_error(exc)}
         if notification:
             return None
-        return self.runtime.redactor.redact_obj(answer)
+        clean = self.runtime.redactor.redact_obj(answer)
+        clean["id"] = req_id  # the caller's own id, verbatim: redacting it would answer a guess (#10 item 2)
+        return clean
 
     @staticmethod
     def _invalid(req_id: Any, message: str) -> dict[str, Any]:
@@ -257,7 +264,7 @@ class RpcDispatcher:
         if method in ("servers.enable", "servers.disable"):
             _only(params, {"server_id"})
             return await self.runtime.service.set_enabled(_server_id(params), method == "servers.enable")
-        raise RpcError(JSONRPC_METHOD_NOT_FOUND, f"Method not found: {method[:80]!r}.")
+        raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         ctx = CallContext(
@@ -280,8 +287,8 @@ class RpcDispatcher:
             return {
                 "status": "pending",
                 "url": self.page_url(pending.prompt_id),
-                "message": (
-                    f"The user can enter {pending.key_name} in the open mcp-setup page, or at this link. The ref "
+                "message": (  # names nothing the agent gave (#10 item 2)
+                    "The user can enter the secret in the open mcp-setup page, or at this link. The ref "
                     "works once they have submitted it; the value is never shown to you."
                 ),
             }
@@ -322,14 +329,16 @@ class RpcDispatcher:
         assert run.task is not None
         try:
             return await asyncio.shield(run.task)
-        except (KeyError, ValueError) as exc:
-            raise _bad_params(str(exc.args[0] if exc.args else exc)) from None
+        except KeyError:  # an unknown archetype or driver: its text is the agent's, never echoed
+            raise _bad_params("archetype_id or driver names no known agent (archetype mcp_setup; driver guided or openai).") from None
+        except ValueError:
+            raise _bad_params("goal is required: a non-empty sentence such as 'set up the Notion MCP server'.") from None
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = _server_id(params)
         server = await asyncio.to_thread(self.runtime.store.get, server_id)
         if server is None:
-            raise NotFound(f"No installed server has the id {server_id!r}.")
+            raise NotFound("No installed server has this server_id. servers.list lists them.")
         status = await self.runtime.connections.connect(server, wait=False)
         return {"server_id": server_id, "status": status.status}
 
@@ -344,4 +353,7 @@ def _server_id(params: dict[str, Any]) -> str:
 def _only(params: dict[str, Any], allowed: set[str]) -> None:
     extra = sorted(set(params) - allowed)
     if extra:
-        raise _bad_params(f"Unknown parameter(s): {', '.join(extra)[:200]}.")
+        named = [p for p in extra if _NAME.fullmatch(p)]
+        if len(named) < len(extra):
+            named.append("an invalid name" if len(extra) - len(named) == 1 else f"{len(extra) - len(named)} invalid names")
+        raise _bad_params(f"Unknown parameter(s): {', '.join(named)}; allowed: {', '.join(sorted(allowed))}.")

@@ -42,7 +42,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
-from setup_agent.prompts import PendingPrompt, PromptBroker
+from setup_agent.prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
 
 __all__ = ["SECURITY_HEADERS", "SecretPageServer", "create_secret_app"]
 
@@ -96,8 +96,17 @@ def _document(title: str, body: str) -> str:
     )
 
 
-def _message_page(status: int, title: str, text: str) -> HTMLResponse:
+#: Said on every form, before the value is typed (#10 item 2).
+_WEAK_NOTE = (
+    "Note: a value under 8 characters, or a word, a date or a simple pattern (such as Summer2024!), "
+    "cannot be protected against a determined agent: it could find it by guessing."
+)
+
+
+def _message_page(status: int, title: str, text: str, *, warning: str | None = None) -> HTMLResponse:
     body = f"<h1>{_esc(title)}</h1>\n<p>{_esc(text)}</p>"
+    if warning:
+        body += f'\n<p class="error" role="alert" id="weak-warning">{_esc(warning)}</p>'
     return HTMLResponse(_document(f"{title} — mcp-setup", body), status_code=status)
 
 
@@ -122,6 +131,7 @@ def _form_page(prompt: PendingPrompt, token: str, *, error: str | None = None, s
         '<button type="submit" name="action" value="submit">Submit</button>\n'
         '<button type="submit" name="action" value="cancel" formnovalidate>Cancel</button>\n'
         "</div>\n</form>\n"
+        f'<p class="note" id="weak-note">{_esc(_WEAK_NOTE)}</p>\n'
         '<p class="note">If you did not expect this request, press Cancel.</p>'
     )
     return HTMLResponse(_document(title, body), status_code=status)
@@ -286,6 +296,7 @@ def create_secret_app(
             if action != "submit":
                 return _message_page(400, "Unknown action", "Use the Submit or Cancel button.")
             try:
+                weak = is_weak_value(form.get("value", ""))
                 broker.answer(prompt_id, form.get("value", ""))
             except InvalidInput:
                 return _form_page(prompt, token, error="Please enter a value, or press Cancel.", status=400)
@@ -301,6 +312,7 @@ def create_secret_app(
             f"{prompt.key_name} saved",
             "It stays on this computer; your assistant only gets a reference to it. You can close this tab and "
             "return to your assistant.",
+            warning=WEAK_VALUE_WARNING if weak else None,  # the user may want a stronger value
         )
 
     if consents is not None:
@@ -350,6 +362,20 @@ class SecretPageServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._log_filter: logging.Filter | None = None
+        self._filtered: list[logging.Handler] = []
+
+    def _hide_token_in_logs(self) -> None:
+        """No log line shows the page token (#10 item 13): a client's error quoting the URL,
+        a traceback, a library's debug line. Every root handler gets a filter for it."""
+        from setup_agent.redact import RedactingFilter, Redactor
+
+        hider = Redactor()
+        hider.register(self.token, "[page-token]")
+        self._log_filter = RedactingFilter(hider)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(self._log_filter)
+            self._filtered.append(handler)
 
     @property
     def allowed_hosts(self) -> set[str]:
@@ -388,6 +414,7 @@ class SecretPageServer:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
+        self._hide_token_in_logs()
         app = create_secret_app(
             self.broker, token=self.token, allowed_hosts=lambda: self.allowed_hosts, consents=lambda: self.consents
         )
@@ -436,6 +463,10 @@ class SecretPageServer:
         if thread.is_alive():
             log.warning("The secret page server thread did not stop in time")
         self._server = self._thread = None
+        if self._log_filter is not None:
+            for handler in self._filtered:
+                handler.removeFilter(self._log_filter)
+            self._filtered.clear()
 
     @property
     def running(self) -> bool:

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from setup_agent.errors import InvalidInput, SetupError
 from setup_agent.harness import AgentCancelled, spawn_subagent
-from setup_agent.prompts import PendingPrompt, PromptBroker
+from setup_agent.prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
 from setup_agent.redact import install_log_redaction
 
 from .runtime import build_runtime, openai_options
@@ -126,11 +126,15 @@ class TerminalIO:
         def read_and_answer() -> None:
             while True:
                 value = getpass.getpass(f"{pending.key_name} (hidden): ")
+                weak = is_weak_value(value)  # inspected here, never kept or printed
                 try:
                     broker.answer(pending.prompt_id, value)  # the value goes straight into the core
-                    return
                 except InvalidInput as exc:
                     print(exc.message, file=self.out, flush=True)
+                    continue
+                if weak:
+                    print(f"Warning: {WEAK_VALUE_WARNING}", file=self.out, flush=True)
+                return
 
         try:
             await self._in_thread(read_and_answer)

@@ -285,7 +285,7 @@ class WebHub:
         elif kind == "cancel_agent":
             self.agents.cancel(msg.get("run_id"), session.id)
         else:
-            self._error(session, "unknown_message", f"Unknown message type {kind[:40]!r}.")
+            self._error(session, "unknown_message", "Unknown message type; see app/ws.py for the ones the page sends.")
 
     def _start_agent(self, session: _Session, msg: dict[str, Any]) -> None:
         goal = msg.get("goal")

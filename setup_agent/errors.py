@@ -15,11 +15,13 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── SecretExpired               secret_expired
     │   ├── SecretPending               secret_pending
     │   ├── SecretWrongKey              secret_wrong_key
-    │   └── SecretNotAllowed            secret_not_allowed
+    │   ├── SecretNotAllowed            secret_not_allowed
+    │   └── SecretInUse                 secret_in_use
     ├── PromptError
     │   ├── PromptNotFound              prompt_not_found
     │   ├── PromptAlreadyAnswered       prompt_answered
-    │   └── PromptCancelled             prompt_cancelled
+    │   ├── PromptCancelled             prompt_cancelled
+    │   └── PromptFailed                prompt_failed
     ├── PackageError
     │   ├── NoRunnablePackage           no_runnable_package
     │   ├── PackageNotFound             package_not_found
@@ -43,10 +45,13 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ConsentRequired             consent_required
     │   ├── ConsentDenied               consent_denied
     │   └── ConsentNotFound             consent_not_found
-    └── OAuthError                      oauth_error
-        ├── OAuthRefused                oauth_refused
-        ├── OAuthDenied                 oauth_denied
-        └── NeedsSignIn                 needs_sign_in
+    ├── OAuthError                      oauth_error
+    │   ├── OAuthRefused                oauth_refused
+    │   ├── OAuthDenied                 oauth_denied
+    │   └── NeedsSignIn                 needs_sign_in
+    └── GuardError
+        ├── ArgumentsRefused            arguments_refused
+        └── SessionLocked               session_locked
 
 Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
 and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
@@ -63,6 +68,7 @@ from typing import Any
 
 __all__ = [
     "AlreadyInstalled",
+    "ArgumentsRefused",
     "ArgvSecret",
     "BundleInvalid",
     "CommandNotFound",
@@ -71,8 +77,13 @@ __all__ = [
     "ConsentNotFound",
     "ConsentRequired",
     "DeprecatedEntry",
+    "GuardError",
     "InvalidEntry",
     "InvalidInput",
+    "JSONRPC_INTERNAL_ERROR",
+    "JSONRPC_INVALID_PARAMS",
+    "JSONRPC_METHOD_NOT_FOUND",
+    "JSONRPC_SETUP_ERROR",
     "NeedsSignIn",
     "NoRunnablePackage",
     "NotFound",
@@ -87,6 +98,7 @@ __all__ = [
     "PromptAlreadyAnswered",
     "PromptCancelled",
     "PromptError",
+    "PromptFailed",
     "PromptNotFound",
     "ProtocolError",
     "RegistryAuthError",
@@ -94,20 +106,18 @@ __all__ = [
     "RuntimeMissing",
     "SecretError",
     "SecretExpired",
+    "SecretInUse",
     "SecretMissing",
     "SecretNotAllowed",
     "SecretPending",
     "SecretWrongKey",
     "ServerExited",
     "ServerRejected",
+    "SessionLocked",
     "SetupError",
     "StoreError",
-    "Unreachable",
-    "JSONRPC_INVALID_PARAMS",
-    "JSONRPC_METHOD_NOT_FOUND",
-    "JSONRPC_INTERNAL_ERROR",
-    "JSONRPC_SETUP_ERROR",
     "TRANSLATIONS",
+    "Unreachable",
     "jsonrpc_error",
     "translate",
 ]
@@ -172,6 +182,12 @@ class SecretNotAllowed(SecretError):
     code = "secret_not_allowed"
 
 
+class SecretInUse(SecretError):
+    """The ref is reserved by an install still running; a ref serves one install."""
+
+    code = "secret_in_use"
+
+
 class PromptError(SetupError):
     code = "prompt_error"
 
@@ -186,6 +202,12 @@ class PromptAlreadyAnswered(PromptError):
 
 class PromptCancelled(PromptError):
     code = "prompt_cancelled"
+
+
+class PromptFailed(PromptError):
+    """The face could not show the prompt (e.g. the client's URL elicitation failed)."""
+
+    code = "prompt_failed"
 
 
 class PackageError(SetupError):
@@ -312,6 +334,20 @@ class NeedsSignIn(OAuthError):
     """The stored sign-in no longer works (refresh refused): the user must sign in again."""
 
     code = "needs_sign_in"
+
+
+class GuardError(SetupError):
+    """The guessing guard (:mod:`setup_agent.guard`) refused a call."""
+
+    code = "guard_error"
+
+
+class ArgumentsRefused(GuardError):
+    code = "arguments_refused"
+
+
+class SessionLocked(GuardError):
+    code = "session_locked"
 
 
 # --- JSON-RPC mapping: the one place ------------------------------------------------

@@ -237,7 +237,7 @@ class AgentSession:
         if name not in self.tools:
             result = _error(
                 "tool_not_allowed",
-                f"{name!r} is not one of your tools, so it was not run. Your tools: {', '.join(self.tools)}.",
+                "That is not one of your tools, so it was not run. Your tools: " + ", ".join(self.tools) + ".",
             )
         elif not isinstance(arguments, dict):
             result = _error("invalid_input", "Tool arguments must be a JSON object.")

@@ -3,6 +3,15 @@
 It knows every live secret value (the ref store's, plus decrypted stored values handed to
 running servers) and replaces each occurrence, and its base64 and URL-encoded forms, with a
 placeholder: the value's ref where it has one, ``[secret:KEY]`` otherwise.
+
+Short values (issue #10, item 8): a form of at least :data:`ANYWHERE_CHARS` characters is
+replaced wherever it occurs; a shorter form only as a whole token (not touching a letter,
+digit or ``_`` on either side), and a value under :data:`MIN_REDACT_CHARS` characters is not
+replaced in outbound text at all (a one-character secret would otherwise rewrite every id).
+Short values are still kept out of logs (:class:`RedactingFilter` redacts in *strict* mode,
+where every length counts, whole tokens below :data:`ANYWHERE_CHARS`), and
+:meth:`Redactor.contains_secret` with ``strict=True`` finds them byte-exactly, for the
+guessing guard (:mod:`setup_agent.guard`) and for checks of argv and disk.
 """
 
 from __future__ import annotations
@@ -12,12 +21,18 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
 
-__all__ = ["RedactingFilter", "Redactor", "install_log_redaction"]
+__all__ = ["ANYWHERE_CHARS", "MIN_REDACT_CHARS", "RedactingFilter", "Redactor", "install_log_redaction"]
 
 Source = Callable[[], Iterable[tuple[str, str]]]  # yields (placeholder, value)
+
+#: Values shorter than this are not replaced in outbound text (only refused elsewhere).
+MIN_REDACT_CHARS = 4
+#: Forms at least this long are replaced anywhere; shorter ones only as whole tokens.
+ANYWHERE_CHARS = 8
+_WORD = "A-Za-z0-9_"
 
 
 def _forms(value: str) -> set[str]:
@@ -43,7 +58,7 @@ class Redactor:
         self._sources: list[Source] = []
         self._static: dict[str, str] = {}  # value -> placeholder
         self._lock = threading.Lock()
-        self._pattern: re.Pattern[str] | None = None
+        self._patterns = _Patterns(None, None)
         self._table: dict[str, str] = {}
         self._dirty = True
 
@@ -71,48 +86,75 @@ class Redactor:
         with self._lock:
             self._dirty = True
 
-    def _compiled(self) -> tuple[re.Pattern[str] | None, dict[str, str]]:
+    def _compiled(self) -> tuple[_Patterns, dict[str, str]]:
         with self._lock:
             if not self._dirty:
-                return self._pattern, self._table
+                return self._patterns, self._table
             table: dict[str, str] = {}
+            outbound: set[str] = set()  # forms of values long enough to replace in outbound text
             pairs = list(self._static.items())
             for source in self._sources:
                 pairs.extend((value, placeholder) for placeholder, value in source())
             for value, placeholder in pairs:
                 for form in _forms(value):
                     table.setdefault(form, placeholder)
-            if table:
-                alts = sorted(table, key=len, reverse=True)
-                self._pattern = re.compile("|".join(re.escape(a) for a in alts))
-            else:
-                self._pattern = None
+                    if len(value) >= MIN_REDACT_CHARS:
+                        outbound.add(form)
+            self._patterns = _Patterns(_pattern(outbound), _pattern(set(table)))
             self._table = table
             self._dirty = False
-            return self._pattern, self._table
+            return self._patterns, self._table
 
     # -- hiding -------------------------------------------------------------------
-    def redact(self, text: str) -> str:
+    def redact(self, text: str, *, strict: bool = False) -> str:
+        """``text`` with every known value replaced by its placeholder.
+
+        ``strict`` (logs) also replaces values under :data:`MIN_REDACT_CHARS` characters.
+        """
         if not isinstance(text, str) or not text:
             return text
-        pattern, table = self._compiled()
+        patterns, table = self._compiled()
+        pattern = patterns.strict if strict else patterns.outbound
         if pattern is None:
             return text
         return pattern.sub(lambda m: table[m.group(0)], text)
 
-    def redact_obj(self, obj: Any) -> Any:
+    def redact_obj(self, obj: Any, *, strict: bool = False) -> Any:
         """Redact every string (keys included) inside dicts, lists and tuples."""
         if isinstance(obj, str):
-            return self.redact(obj)
+            return self.redact(obj, strict=strict)
         if isinstance(obj, dict):
-            return {self.redact_obj(k): self.redact_obj(v) for k, v in obj.items()}
+            return {self.redact_obj(k, strict=strict): self.redact_obj(v, strict=strict) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
-            return type(obj)(self.redact_obj(v) for v in obj)
+            return type(obj)(self.redact_obj(v, strict=strict) for v in obj)
         return obj
 
-    def contains_secret(self, text: str) -> bool:
-        pattern, _ = self._compiled()
-        return bool(pattern and isinstance(text, str) and pattern.search(text))
+    def contains_secret(self, text: str, *, strict: bool = False) -> bool:
+        """Whether ``text`` holds a known value (``strict``: of any length, short ones as whole
+        tokens; the guessing guard and the argv/disk checks use it)."""
+        if not isinstance(text, str) or not text:
+            return False
+        patterns, _ = self._compiled()
+        pattern = patterns.strict if strict else patterns.outbound
+        return bool(pattern and pattern.search(text))
+
+
+class _Patterns(NamedTuple):
+    outbound: re.Pattern[str] | None  # values of at least MIN_REDACT_CHARS
+    strict: re.Pattern[str] | None  # every value
+
+
+def _pattern(forms: set[str]) -> re.Pattern[str] | None:
+    """One alternation, longest first; a form under ANYWHERE_CHARS only as a whole token."""
+    if not forms:
+        return None
+    alts = []
+    for form in sorted(forms, key=len, reverse=True):
+        escaped = re.escape(form)
+        if len(form) < ANYWHERE_CHARS:
+            escaped = f"(?<![{_WORD}]){escaped}(?![{_WORD}])"
+        alts.append(escaped)
+    return re.compile("|".join(alts))
 
 
 class RedactingFilter(logging.Filter):
@@ -127,14 +169,14 @@ class RedactingFilter(logging.Filter):
             message = record.getMessage()
         except Exception:  # a broken format string must not drop the record
             message = str(record.msg)
-        record.msg = self.redactor.redact(message)
+        record.msg = self.redactor.redact(message, strict=True)
         record.args = None
         if record.exc_info:
             formatter = logging.Formatter()
-            record.exc_text = self.redactor.redact(formatter.formatException(record.exc_info))
+            record.exc_text = self.redactor.redact(formatter.formatException(record.exc_info), strict=True)
             record.exc_info = None
         if record.stack_info:
-            record.stack_info = self.redactor.redact(record.stack_info)
+            record.stack_info = self.redactor.redact(record.stack_info, strict=True)
         return True
 
 

@@ -7,6 +7,11 @@ survives a restart), and resolves to a :class:`SecretValue`, which masks itself 
 
 A ref can also be *reserved* before its value exists (a secret prompt the user has not
 answered yet): resolving it then raises :class:`~setup_agent.errors.SecretPending`.
+
+An install *claims* its refs when it starts (:meth:`SecretRefStore.claim`, atomic): a second
+install given one of them gets :class:`~setup_agent.errors.SecretInUse`, so two concurrent
+installs never use one ref twice. The claim ends with :meth:`~SecretRefStore.consume` (the
+install succeeded) or :meth:`~SecretRefStore.release` (it failed: the refs stay usable).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 
 from cachetools import LRUCache, TTLCache
 
-from .errors import InvalidInput, SecretExpired, SecretMissing, SecretPending, SecretWrongKey
+from .errors import InvalidInput, SecretExpired, SecretInUse, SecretMissing, SecretPending, SecretWrongKey
 
 __all__ = ["REF_PATTERN", "SecretRefStore", "SecretValue", "is_ref"]
 
@@ -101,6 +106,7 @@ class SecretRefStore:
         self._cache: TTLCache[str, _Entry] = TTLCache(maxsize=maxsize, ttl=ttl_seconds, timer=timer)
         self._expired: LRUCache[str, str] = LRUCache(maxsize=maxsize)  # ref -> key name
         self._lock = threading.RLock()
+        self._claims: dict[str, str] = {}  # ref -> claim id of the install using it
         self._listeners: list[Callable[[], None]] = []
 
     @property
@@ -160,6 +166,7 @@ class SecretRefStore:
     def discard(self, ref: str) -> None:
         with self._lock:
             removed = self._cache.pop(ref, None)
+            self._claims.pop(ref, None)
         if removed is not None:
             self._changed()
 
@@ -220,11 +227,41 @@ class SecretRefStore:
                 out[key] = entry.value
             return out
 
+    def claim(self, env_refs: Mapping[str, str]) -> str:
+        """Reserve the known refs among ``env_refs`` for one install; returns the claim id.
+
+        Atomic: if any of them is claimed already, nothing is claimed and
+        :class:`SecretInUse` is raised. Unknown or malformed refs are left for
+        :meth:`resolve` to report.
+        """
+        claim_id = "claim_" + _random.token_hex(8)
+        with self._lock:
+            self._sweep()
+            refs = [r for r in env_refs.values() if isinstance(r, str) and r in self._cache]
+            for key, ref in env_refs.items():
+                if ref in refs and ref in self._claims:
+                    label = key if isinstance(key, str) and _KEY_RE.fullmatch(key) else "this key"
+                    raise SecretInUse(
+                        f"The secret ref given for {label} is being used by another install that is still "
+                        "running; a ref serves one install. Wait for it, or request the secret again.",
+                        key=label if label != "this key" else None,
+                    )
+            for ref in refs:
+                self._claims[ref] = claim_id
+        return claim_id
+
+    def release(self, claim_id: str) -> None:
+        """End a claim without using its refs (the install failed): they stay usable."""
+        with self._lock:
+            for ref in [r for r, c in self._claims.items() if c == claim_id]:
+                del self._claims[ref]
+
     def consume(self, env_refs: Mapping[str, str]) -> None:
         """Forget the refs (after a successful install); they cannot be used again."""
         with self._lock:
             for ref in env_refs.values():
                 self._cache.pop(ref, None)
+                self._claims.pop(ref, None)
         self._changed()
 
     def live_values(self) -> Iterator[tuple[str, str]]:

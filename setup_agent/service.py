@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets as _random
 import shutil
 import weakref
@@ -25,7 +26,7 @@ from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
 from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
 from .errors import (
-    AlreadyInstalled, ArgvSecret, DeprecatedEntry, InvalidInput, SecretNotAllowed, SetupError, translate,
+    AlreadyInstalled, ArgvSecret, DeprecatedEntry, InvalidInput, NotFound, SecretNotAllowed, SetupError, translate,
 )  # fmt: skip
 from .launch import LaunchSpec, materialize
 from .manifest import (
@@ -197,12 +198,12 @@ class SetupService:
             result = await handler(args, ctx)
         except SetupError as exc:
             logger.info("tool %s failed: %s", name, exc.code)
-            return {"ok": False, "error": self.redactor.redact_obj(exc.to_dict())}
+            return {"ok": False, "error": self.redactor.redact_obj(_without_echo(exc.to_dict(), args))}
         except Exception as exc:
             err = translate(exc)
             if type(err) is SetupError:
                 logger.exception("tool %s crashed", name)
-            return {"ok": False, "error": self.redactor.redact_obj(err.to_dict())}
+            return {"ok": False, "error": self.redactor.redact_obj(_without_echo(err.to_dict(), args))}
         return self.redactor.redact_obj(result)
 
     def _handlers(self) -> dict[str, Callable[[dict, CallContext], Awaitable[dict]]]:
@@ -220,9 +221,11 @@ class SetupService:
     # -- tools ------------------------------------------------------------------------
     async def search(self, args: dict, ctx: CallContext) -> dict:
         query = _opt_str(args, "query")
+        if query is not None and len(query) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is too long (at most {MAX_QUERY_CHARS} characters).")
         page = _int(args, "page", 1, lo=1, hi=10_000)
         page_size = _int(args, "page_size", 10, lo=1, hi=100)
-        source = _opt_str(args, "source")
+        source = _opt_name(args, "source")
         try:
             result = await self.hub.search(query, page=page, page_size=page_size, source=source)
         except ValueError as exc:
@@ -232,12 +235,12 @@ class SetupService:
             "total_pages": result.total_pages,
         }
         if result.errors:
-            out["errors"] = [e.model_dump() for e in result.errors]
+            out["errors"] = [_scrubbed(e.model_dump(), query) for e in result.errors]
         return out
 
     async def get(self, args: dict, ctx: CallContext) -> dict:
-        name = _req_str(args, "qualified_name")
-        detail = await self._detail(name, _opt_str(args, "source"))
+        name = _req_name(args, "qualified_name")
+        detail = await self._detail(name, _opt_name(args, "source"))
         existing = await asyncio.to_thread(self.store.get_by_name, detail.qualified_name)
         try:
             chosen: PackageOption | None = choose_package(
@@ -332,7 +335,7 @@ class SetupService:
     async def request_secret(self, args: dict, ctx: CallContext) -> dict:
         key_name = _req_str(args, "key_name")
         prompt_text = _req_str(args, "prompt")
-        server = _opt_str(args, "server")
+        server = _opt_name(args, "server")
         if server:
             await self._refuse_installed(server)  # no prompt for a server that is already there
         pending = self.broker.open(key_name, prompt_text, server)
@@ -343,7 +346,7 @@ class SetupService:
         return out
 
     async def test_connection(self, args: dict, ctx: CallContext) -> dict:
-        progress = _Progress(ctx, self.redactor, "mcp_setup_test_connection", args.get("qualified_name"))
+        progress = _Progress(ctx, self.redactor, "mcp_setup_test_connection", _name_or_none(args.get("qualified_name")))
         workdir = make_scratch_dir(self.scratch_root, "test")
         try:
             prepared = await self._prepare(args, workdir, progress)
@@ -363,7 +366,7 @@ class SetupService:
         }
 
     async def install_and_connect(self, args: dict, ctx: CallContext) -> dict:
-        name = _req_str(args, "qualified_name")
+        name = _req_name(args, "qualified_name")
         progress = _Progress(ctx, self.redactor, "mcp_setup_install_and_connect", name)
         try:
             return await self._install(name, args, ctx, progress)
@@ -388,13 +391,21 @@ class SetupService:
                 )
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
+            # Reserve the refs first (#10 item 7): a concurrent install cannot use them too;
+            # a failure releases them so they stay usable.
+            env_refs = _str_map(args, "env_refs")
+            claim = self.refs.claim(env_refs)
             try:
                 await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
                 prepared = await self._prepare(args, install_dir, progress)
                 await self._consent(prepared, ctx, "install")
                 result = await self._probe(prepared, progress)
                 await progress("installing", "started")
-                secret_keys = {n for k in prepared.keys if k.secret for n in (k.name, *k.aliases)}
+                # A value that came through a secret prompt (a ref) is secret for life, whatever
+                # the registry says (#10 item 1): stored as secret, so every connect hides it.
+                secret_keys = {n for k in prepared.keys if k.secret for n in (k.name, *k.aliases)} | set(env_refs)
+                # Hidden while the refs are still live: after consume only a connect knows the values.
+                probed_tools = self.redactor.redact_obj(result.tools)
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
@@ -410,17 +421,17 @@ class SetupService:
                     tools_hash=result.tools_hash,
                     env=env,
                     title=prepared.detail.display_name,
-                    tools=result.tools,
+                    tools=probed_tools,
                 )
             except BaseException:
+                self.refs.release(claim)
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)
                 raise
-        env_refs = args.get("env_refs") or {}
-        self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
+            self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
         await progress("installing", "done", server_id=server.server_id)
         status = await self.connections.connect(server)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
-        out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or result.tools}
+        out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or probed_tools}
         if status.reason:
             out["reason"] = status.reason
         return out
@@ -455,9 +466,12 @@ class SetupService:
         return {"servers": out}
 
     async def remove(self, args: dict, ctx: CallContext) -> dict:
-        server_id = _req_str(args, "server_id")
+        server_id = _req_name(args, "server_id")
         revoked = await self._revoke_sign_in(server_id)
-        await self.connections.remove(server_id)
+        try:
+            await self.connections.remove(server_id)
+        except NotFound:
+            raise NotFound("No installed server has this server_id. mcp_setup_list_servers lists them.") from None
         return {"removed": True, **({"signed_out": True} if revoked else {})}
 
     async def authorize(self, args: dict, ctx: CallContext) -> dict:
@@ -513,9 +527,15 @@ class SetupService:
             return await self.hub.get(name, source=source)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
+        except Exception as exc:  # upstream text may reflect the name: keep only our own words
+            err = translate(exc)
+            if type(err) is SetupError:
+                raise
+            err.message = _scrub(err.message, name)
+            raise err from None
 
     async def _prepare(self, args: dict, workdir: Path, progress: _Progress) -> _Prepared:
-        name = _req_str(args, "qualified_name")
+        name = _req_name(args, "qualified_name")
         env_refs = _str_map(args, "env_refs")
         env = _str_map(args, "env")
         allow_deprecated = args.get("allow_deprecated", False)
@@ -523,7 +543,7 @@ class SetupService:
             raise InvalidInput("allow_deprecated must be true or false.")
         await self._refuse_installed(name)  # before any download, prompt or spawn
         await progress("resolving", "started")
-        detail = await self._detail(name, _opt_str(args, "source"))
+        detail = await self._detail(name, _opt_name(args, "source"))
         if detail.qualified_name != name:
             await self._refuse_installed(detail.qualified_name)
         if detail.status and not allow_deprecated:
@@ -533,7 +553,7 @@ class SetupService:
                 details={"status": detail.status},
             )
         package = choose_package(
-            detail.packages, _opt_str(args, "package"), preference=self.package_preference, which=self.which
+            detail.packages, _opt_name(args, "package"), preference=self.package_preference, which=self.which
         )
         keys = list(package.required_keys)
         bundle_dir: Path | None = None
@@ -575,9 +595,10 @@ class SetupService:
         unknown = sorted((set(env_refs) | set(env)) - set(canonical))
         if unknown:
             known = ", ".join(sorted(by_name)) or "none"
+            # Never the unknown names themselves: what matched nothing is the agent's guess (#10 item 2).
             raise InvalidInput(
-                f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a setting of this server "
-                f"(its settings: {known})."
+                f"{len(unknown)} name{'s' if len(unknown) > 1 else ''} in env/env_refs {'are' if len(unknown) > 1 else 'is'} "
+                f"not a setting of this server (its settings: {known})."
             )
         for key in env:
             if by_name[canonical[key]].secret:
@@ -642,6 +663,89 @@ class SetupService:
 
 
 # -- argument helpers ---------------------------------------------------------------------
+
+
+#: A name the agent gives (server names, ids, sources, package ids, setting names) may be echoed
+#: in a result only when it matches this and is at most this long (#10 item 2): anything else
+#: is "an invalid name", never quoted, so an error cannot carry a guess back through the redactor.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9@_][A-Za-z0-9@._/:+\-]{0,199}")
+MAX_NAME_CHARS = 200
+MAX_QUERY_CHARS = 200
+_INVALID_NAME = "an invalid name"
+
+
+def _valid_name(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_NAME_CHARS and NAME_PATTERN.fullmatch(value) is not None
+
+
+def _name_or_none(value: object) -> str | None:
+    """``value`` if it is a valid name (stripped), else None: for labels such as progress events."""
+    if isinstance(value, str) and _valid_name(value.strip()):
+        return value.strip()
+    return None
+
+
+def _req_name(args: dict, name: str) -> str:
+    value = _req_str(args, name)
+    if not _valid_name(value):
+        raise InvalidInput(
+            f"{name} is {_INVALID_NAME}: use letters, digits and @ _ . / : + - (at most {MAX_NAME_CHARS} characters)."
+        )
+    return value
+
+
+def _opt_name(args: dict, name: str) -> str | None:
+    value = _opt_str(args, name)
+    if value is not None and not _valid_name(value):
+        raise InvalidInput(
+            f"{name} is {_INVALID_NAME}: use letters, digits and @ _ . / : + - (at most {MAX_NAME_CHARS} characters)."
+        )
+    return value
+
+
+def _scrub(message: str, text: str | None) -> str:
+    """``message`` (built from upstream words) without the agent's ``text`` in it, by the
+    redactor's length rules (under 4 characters nothing to hide, under 8 whole tokens only)."""
+    if not text or not isinstance(message, str) or len(text) < 4:
+        return message
+    from urllib.parse import quote, quote_plus
+
+    alts = []
+    for form in sorted({text, quote(text, safe=""), quote_plus(text), quote(text)}, key=len, reverse=True):
+        alt = re.escape(form)
+        alts.append(alt if len(form) >= 8 else rf"(?<![A-Za-z0-9_]){alt}(?![A-Za-z0-9_])")
+    return re.sub("|".join(alts), _YOUR_INPUT, message, flags=re.IGNORECASE)
+
+
+#: The arguments whose text an error may otherwise quote (their values are the agent's).
+_ECHOED_ARGS = ("qualified_name", "source", "package", "server_id", "server", "query", "key_name")
+_YOUR_INPUT = "(the name you gave)"
+
+
+def _without_echo(error: dict[str, Any], args: dict) -> dict[str, Any]:
+    """``error`` with the agent's own strings taken out of its text, always (not only when one
+    holds a secret, which would itself answer the guess), by the redactor's length rules."""
+    # Longer texts were refused unquoted before anything could echo them (names, query: 200).
+    texts = [v.strip() for k in _ECHOED_ARGS if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000]
+
+    def clean(obj: Any) -> Any:
+        if isinstance(obj, str):
+            for text in sorted(texts, key=len, reverse=True):
+                obj = _scrub(obj, text)
+            return obj
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [clean(v) for v in obj]
+        return obj
+
+    return clean(error) if texts else error
+
+
+def _scrubbed(error: dict[str, Any], text: str | None) -> dict[str, Any]:
+    if isinstance(error.get("message"), str):
+        error = {**error, "message": _scrub(error["message"], text)}
+    return error
 
 
 def _req_str(args: dict, name: str) -> str:

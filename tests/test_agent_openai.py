@@ -91,7 +91,7 @@ async def test_a_full_setup_through_the_model_never_sends_the_secret_and_refuses
 
         # The call outside the allowlist was refused as a tool result, and the run went on.
         refused = tool_messages(fake.bodies[2])[-1]
-        assert refused["error"]["code"] == "tool_not_allowed" and "run_shell" in refused["error"]["message"]
+        assert refused["error"]["code"] == "tool_not_allowed" and "Your tools:" in refused["error"]["message"]
         # A secret passed as a literal in env was refused as a tool result the model saw.
         literal = tool_messages(fake.bodies[4])[-1]
         assert literal["error"]["code"] == "secret_not_allowed" and literal["error"]["key"] == "STUB_API_KEY"

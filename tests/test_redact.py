@@ -96,3 +96,56 @@ def test_the_logging_filter_redacts_messages_arguments_and_tracebacks(canary: st
     assert len(records) == 3
     assert all(canary not in r for r in records)
     assert "boom" in records[2]
+
+
+# -- short values (issue #10, item 8) --------------------------------------------------------
+
+
+def test_a_one_character_secret_leaves_ids_and_words_alone() -> None:
+    redactor, ref = _redactor_with("1")
+    text = "server srv_1a2b3c installed, 1 tool, version 1.0.1"
+    assert redactor.redact(text) == text
+    assert redactor.redact_obj({"server_id": "srv_1a2b3c"}) == {"server_id": "srv_1a2b3c"}
+
+
+def test_a_value_shorter_than_eight_is_replaced_only_as_a_whole_token() -> None:
+    redactor, ref = _redactor_with("1a2b")
+    assert redactor.redact("srv_1a2b3c") == "srv_1a2b3c"
+    assert redactor.redact("x1a2b") == "x1a2b"
+    assert redactor.redact("pin: 1a2b.") == f"pin: {ref}."
+    assert redactor.redact('{"pin":"1a2b"}') == '{"pin":"' + ref + '"}'
+
+
+def test_a_value_of_eight_or_more_is_replaced_inside_words_too(canary: str) -> None:
+    redactor, ref = _redactor_with("Summer24")
+    assert redactor.redact("xSummer24y") == f"x{ref}y"
+
+
+def test_short_values_are_still_found_byte_exactly_and_kept_out_of_logs() -> None:
+    short = "Q§7"  # three characters: not replaced in outbound text
+    redactor, _ = _redactor_with(short)
+    assert redactor.redact(f"got {short} here") == f"got {short} here"
+    assert redactor.contains_secret(f"got {short} here", strict=True)
+    assert not redactor.contains_secret(f"gotQ§7x", strict=True)  # not a whole token
+    assert not redactor.contains_secret(f"got {short} here")
+    records: list[bytes] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(self.format(record).encode())
+
+    handler = Collect()
+    handler.addFilter(RedactingFilter(redactor))
+    log = logging.getLogger("test.redact.short")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        log.info("value %s in args", short)
+        try:
+            raise ValueError(f"boom {short}")
+        except ValueError:
+            log.exception("failed")
+    finally:
+        log.removeHandler(handler)
+    assert len(records) == 2
+    assert all(short.encode() not in r for r in records)

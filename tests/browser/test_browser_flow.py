@@ -115,7 +115,12 @@ def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_
         expect(dialog).to_be_visible()
         expect(field).to_have_value("")
         expect(field).to_be_focused()
+        # A short value is flagged as the user types (#10 item 2); a real token is not.
+        field.fill("4821")
+        expect(page.locator("#secret-weak")).to_be_visible()
+        expect(page.locator("#secret-weak")).to_contain_text("cannot be protected against a determined agent")
         field.fill(canary)
+        expect(page.locator("#secret-weak")).to_be_hidden()
         shot(page, artifacts, "06-secret-modal-390px", narrow=True, full_page=False)
         dialog.get_by_role("button", name="Save").click()
         expect(dialog).to_be_hidden()

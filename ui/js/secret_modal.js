@@ -12,6 +12,48 @@ var currentPrompt = null;
 var focusBeforePrompt = null;
 var closingPrompt = false; // the dialog's "close" event comes later: ours, not the browser's
 
+// Short or guessable values (issue #10 item 2): the same rule as setup_agent/prompts.py
+// is_weak_value. The value is only inspected as it is typed, never kept or sent anywhere else.
+export var WEAK_VALUE_WARNING =
+  "This value is short or easy to guess (under 8 characters, or a word, a date or a simple pattern " +
+  "such as Summer2024!). mcp-setup hides it from the assistant, but such a value cannot be protected " +
+  "against a determined agent: it could find it by guessing.";
+var COMMON_WORDS = ["password", "passwort", "qwerty", "azerty", "letmein", "welcome", "admin", "secret",
+  "changeme", "iloveyou", "monkey", "dragon", "master", "login", "abc123", "111111", "123123", "summer",
+  "winter", "spring", "autumn", "football", "baseball", "princess", "sunshine", "shadow", "trustno1"];
+var WORD_DIGITS = /^(?:[A-Za-z]{2,}[0-9]{0,4}[^A-Za-z0-9]{0,3}|[0-9]{1,4}[A-Za-z]{2,}[^A-Za-z0-9]{0,3})$/;
+var SEQUENCES = ["0123456789", "abcdefghijklmnopqrstuvwxyz", "qwertyuiop", "asdfghjkl", "zxcvbnm"];
+
+export function isWeakValue(value) {
+  var text = String(value || "").trim();
+  if (text.length < 8) return true;
+  var lower = text.toLowerCase();
+  if (/^[0-9]+$/.test(text) || new Set(lower).size <= 3 || (text.length <= 20 && WORD_DIGITS.test(text))) return true;
+  if (COMMON_WORDS.some(function (w) { return lower.indexOf(w) >= 0; })) return true;
+  return text.length < 16 && SEQUENCES.some(function (seq) {
+    return seq.indexOf(lower) >= 0 || seq.split("").reverse().join("").indexOf(lower) >= 0;
+  });
+}
+
+function weakWarning() {
+  var el = $("secret-weak");
+  if (!el) { // created once, right after the field (index.html stays as it is)
+    el = document.createElement("p");
+    el.id = "secret-weak";
+    el.className = "note warning";
+    el.setAttribute("aria-live", "polite");
+    el.hidden = true;
+    el.textContent = WEAK_VALUE_WARNING;
+    $("secret-value").insertAdjacentElement("afterend", el);
+  }
+  return el;
+}
+
+function checkWeak() {
+  var input = $("secret-value");
+  weakWarning().hidden = !input.value || !isWeakValue(input.value);
+}
+
 export function onSecretRequest(event) {
   if ((currentPrompt && currentPrompt.prompt_id === event.prompt_id) ||
       promptQueue.some(function (p) { return p.prompt_id === event.prompt_id; })) return;
@@ -33,6 +75,7 @@ function showNextPrompt() {
   $("secret-prompt").textContent = currentPrompt.prompt || "";
   $("secret-label").textContent = "Your " + currentPrompt.key_name;
   $("secret-value").value = "";
+  weakWarning().hidden = true;
   showError($("secret-error"), "");
   setSecretBusy(false);
   if (!focusBeforePrompt) focusBeforePrompt = document.activeElement;
@@ -69,6 +112,7 @@ function submitSecret(event) {
   }
   var body = { value: input.value };
   input.value = ""; // the field never keeps the value
+  weakWarning().hidden = true;
   var prompt = currentPrompt;
   setSecretBusy(true);
   showError($("secret-error"), "");
@@ -115,6 +159,7 @@ export function onSecretDone(event) {
 
 export function initSecretModal() {
   $("secret-form").addEventListener("submit", submitSecret);
+  $("secret-value").addEventListener("input", checkWeak);
   $("secret-cancel").addEventListener("click", cancelSecret);
   $("secret-dialog").addEventListener("cancel", function (e) { e.preventDefault(); cancelSecret(); });
   // Closed by the browser itself (e.g. Esc pressed twice): still a cancel, so the assistant is told.
