@@ -65,6 +65,12 @@ PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
+def _connection_key(ctx: Any) -> str:
+    """One key per client connection (the SDK makes a new session object per request)."""
+    session = getattr(ctx, "session", None)
+    return f"conn-{id(getattr(session, '_connection', session)):x}"
+
+
 def provenance_label(client_name: str | None) -> str:
     """``Claude Desktop`` → ``mcp:claude-desktop``; missing, empty or nothing left → ``mcp``."""
     if not isinstance(client_name, str):
@@ -187,7 +193,7 @@ class McpFace:
 
         runtime = await self.runtime()
         try:
-            result = await runtime.gateway.call(name, arguments, session=str(id(ctx.session)))
+            result = await runtime.gateway.call(name, arguments, session=_connection_key(ctx))
         except UnknownTool:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
         return types.CallToolResult.model_validate(result)

@@ -21,6 +21,7 @@ from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
 from setup_agent.consent import ConsentBroker
 from setup_agent.gateway import Gateway
+from setup_agent.guard import GuessGuard
 from setup_agent.oauth import SignIns
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober, sweep_scratch
@@ -198,6 +199,8 @@ def build_runtime(
         consents=consents,
         oauth=sign_ins,
     )
+    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    guard = GuessGuard(redactor, on_lockout=lambda session: _lockout_listeners_call(lockout_listeners, session))
     gateway = Gateway(
         store,
         connections,
@@ -205,8 +208,27 @@ def build_runtime(
         eager=True,
         call_timeout=settings.probe_timeout_seconds,
         idle_stop_seconds=settings.idle_stop_seconds,
+        check_arguments=guard.check,
     )
+    gateway.lockout_listeners = lockout_listeners
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins,
     )  # fmt: skip
+
+
+def _log_lockout(session: str) -> None:
+    # Out of band for the user: the face's log (Claude Desktop and others show a server's
+    # stderr), and, in `serve`, a page notice (app/web.py adds a listener). Never the agent.
+    logger.warning(
+        "An agent sent values that mcp-setup protects in its tool arguments several times (a guessing attempt?). "
+        "Its calls to installed servers are now refused until it reconnects."
+    )
+
+
+def _lockout_listeners_call(listeners: list[Callable[[str], Any]], session: str) -> None:
+    for listener in list(listeners):
+        try:
+            listener(session)
+        except Exception:  # noqa: BLE001 - one broken listener never hides the others
+            logger.exception("lockout listener failed")

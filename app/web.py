@@ -110,6 +110,10 @@ class WebFace:
             hub.emit({"type": "servers_changed"})
 
         self.runtime.gateway.add_listener(servers_changed)
+        # The guard locked an agent's session: the person at the page is told, never the agent.
+        self.runtime.gateway.lockout_listeners.append(
+            lambda _session: hub.emit({"type": "guard_lockout"})  # from the loop thread: the gateway's call
+        )
         try:
             await self.runtime.start(eager=True)  # serve keeps every enabled server connected
         except Exception:

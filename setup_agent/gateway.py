@@ -82,6 +82,8 @@ class Gateway:
         self._refresh_lock = asyncio.Lock()
         self._ready = asyncio.Event()
         self._unsubscribe = store.add_change_listener(self._changed_here)
+        #: Called with a session id when the guard locks it (faces tell the user out of band).
+        self.lockout_listeners: list[Callable[[str], Any]] = []
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:

@@ -99,13 +99,22 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
             with pytest.raises(Exception, match="Unknown tool"):
                 await client.call_tool("nosuch__echo", {})
 
+            # Guessing: arguments that hold a protected value are refused without being
+            # forwarded, and the third such call locks this client's gateway calls.
+            for expected in ("arguments_refused", "arguments_refused", "arguments_refused"):
+                refused = await client.call_tool("stub__echo", {"text": f"is it {canary}?"})
+                assert refused.is_error and refused.structured_content["error"]["code"] == expected
+            locked = await client.call_tool("stub__echo", {"text": "harmless"})
+            assert locked.is_error and locked.structured_content["error"]["code"] == "session_locked"
+
             assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"removed": True}
             await changes.wait()
             assert await tool_names(client) == before
             with pytest.raises(Exception, match="Unknown tool"):
                 await client.call_tool("stub__echo", {"text": "gone"})
-    assert canary not in recorder.text()
-    assert canary not in stderr_path.read_text()
+    assert canary not in recorder.text().replace(f"is it {canary}?", "")  # only our own guesses carry it
+    log = stderr_path.read_text()
+    assert canary not in log and "Its calls to installed servers are now refused" in log
     assert no_process_left(str(Path(env["MCP_SETUP_HOME"])))
 
 

@@ -7,6 +7,7 @@
 //   oauth_modal.js (the sign-in box)
 
 import { on, connect } from "./api.js";
+import { $, showError } from "./dom.js";
 import { loadServers, loadServersSoon } from "./servers.js";
 import { beginThread, isThisRun, message, onDone, onQuestion, onQuestionClosed } from "./thread.js";
 import { onProgress } from "./progress.js";
@@ -39,6 +40,10 @@ on("consent_done", onConsentDone);
 on("oauth_request", onOAuthRequest);
 on("server_status", function () { loadServersSoon(); });
 on("servers_changed", function () { loadServersSoon(); });
+on("guard_lockout", function () {
+  showError($("servers-error"), "An assistant sent values that mcp-setup protects (your keys) to an installed " +
+    "server several times, which looks like guessing. Its calls to installed servers are blocked until it reconnects.");
+});
 on("error", onRunError);
 
 document.addEventListener("DOMContentLoaded", function () {
