@@ -53,6 +53,14 @@ class ListChanges:
             await self.event.wait()
         self.event = anyio.Event()
 
+    async def until(self, check: Any, timeout: float = 10) -> None:
+        """Wait (bounded) for notifications until ``await check()`` holds (one change may
+        come as several notifications: the install, then the first connect's tool list)."""
+        with anyio.fail_after(timeout):
+            while not await check():
+                await self.event.wait()
+                self.event = anyio.Event()
+
 
 async def install_stub(client: Any, browser: Browser) -> str:
     ref = (await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key"}))["ref"]
@@ -63,6 +71,10 @@ async def install_stub(client: Any, browser: Browser) -> str:
 
 async def tool_names(client: Any) -> set[str]:
     return {t.name for t in (await client.list_tools()).tools}
+
+
+async def _lists(client: Any, name: str, present: bool = True) -> bool:
+    return (name in await tool_names(client)) is present
 
 
 async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_through_the_gateway(
@@ -80,7 +92,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
             before = await tool_names(client)
             assert before == set(TOOL_NAMES)
             server_id = await install_stub(client, browser)
-            await changes.wait()
+            await changes.until(lambda: _lists(client, "stub__echo"))
             after = await tool_names(client)
             assert {"stub__echo", "stub__whoami", "stub__leak"} <= after - before
 
@@ -108,7 +120,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
             assert locked.is_error and locked.structured_content["error"]["code"] == "session_locked"
 
             assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"removed": True}
-            await changes.wait()
+            await changes.until(lambda: _lists(client, "stub__echo", False))
             assert await tool_names(client) == before
             with pytest.raises(Exception, match="Unknown tool"):
                 await client.call_tool("stub__echo", {"text": "gone"})
