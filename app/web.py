@@ -13,7 +13,10 @@ Origin and the per-process token; CSP and no-store on every response):
 * ``POST /api/consents/{consent_id}`` — the consent modal's answer (see :mod:`app.web_consents`);
 * ``/secrets/{prompt_id}?t=TOKEN`` — the one-time secret page of :mod:`app.secret_page`, for
   JSON-RPC clients that have no browser session (it runs its own guards); and
-  ``/secrets/consents/{consent_id}?t=TOKEN``, the one-time consent page (:mod:`app.consent_page`).
+  ``/secrets/consents/{consent_id}?t=TOKEN``, the one-time consent page (:mod:`app.consent_page`);
+* ``/mcp`` — the gateway over streamable HTTP (the SDK's session manager around the same
+  :class:`app.mcp_server.McpFace` as ``mcp-setup mcp``): the setup tools, every installed
+  server's tools, the prompt resources. Clients send the token as ``Authorization: Bearer``.
 
 :class:`WebFace` builds the runtime in the app's lifespan and listens to it through the core's
 own hooks (broker subscription, ``ConnectionManager.add_status_listener``, ``CallContext.
@@ -88,6 +91,9 @@ class WebFace:
         self.hub: WebHub | None = None
         self.rpc: RpcDispatcher | None = None
         self._boot: asyncio.Task[None] | None = None
+        self.mcp_face: Any = None
+        self._mcp_http: Any = None
+        self._mcp_stack = contextlib.AsyncExitStack()
         self.public_base: str | None = None  # a team gateway's own address, for links it hands out
 
     @property
@@ -99,8 +105,28 @@ class WebFace:
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url, consent_url=self.consent_url)
+        await self._start_mcp()
         # Installed servers come up in the background: the page is there at once.
         self._boot = asyncio.create_task(self._start_runtime(), name="mcp-setup-boot")
+
+    async def _start_mcp(self) -> None:
+        """The gateway at ``/mcp``: the stdio face's server, served by the SDK's HTTP session manager."""
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+
+        from .mcp_server import McpFace
+
+        self.mcp_face = McpFace(self.runtime, page_url=self.secret_url)
+        # Host/Origin/token are checked by the Guard in front of the whole app.
+        manager = StreamableHTTPSessionManager(app=self.mcp_face.server)
+        await self._mcp_stack.enter_async_context(manager.run())
+        self._mcp_http = StreamableHTTPASGIApp(manager)
+
+    async def mcp_asgi(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._mcp_http is None:
+            response = JSONResponse({"ok": False, "error": {"code": "starting", "message": "Starting; try again."}}, 503)
+            await response(scope, receive, send)
+            return
+        await self._mcp_http(scope, receive, send)
 
     async def _start_runtime(self) -> None:
         assert self.hub is not None
@@ -127,6 +153,10 @@ class WebFace:
             await self.hub.aclose()
 
     async def shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._mcp_stack.aclose()
+        if self.mcp_face is not None:
+            self.mcp_face.close()
         if self.rpc is not None:
             self.rpc.close()
         if self.hub is not None:
@@ -210,6 +240,12 @@ def create_app(
     async def ws(websocket: WebSocket) -> None:
         assert face.hub is not None
         await face.hub.serve(websocket)
+
+    class _McpEndpoint:  # a class instance: Starlette's Route hands it the raw ASGI call
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            await face.mcp_asgi(scope, receive, send)
+
+    app.router.add_route("/mcp", _McpEndpoint(), methods=["GET", "POST", "DELETE"], include_in_schema=False)
 
     @app.post("/api/secrets/{prompt_id}")
     async def secret_answer(request: Request, prompt_id: str) -> Response:

@@ -17,7 +17,10 @@ Every request, in this order (see :class:`Guard`):
    :mod:`setup_agent.tokens`) is accepted like the header token; it is looked up in the
    database on every request (one indexed query, off the event loop), so a revoked token is
    refused at once by every instance. The request then runs as ``token:<name>``
-   (:func:`current_principal`), which is the provenance of what it installs.
+   (:func:`current_principal`), which is the provenance of what it installs. The per-process
+   token is accepted as ``Authorization: Bearer`` too (MCP clients of ``/mcp``).
+   On ``/mcp`` a missing or wrong token is 401 with ``WWW-Authenticate: Bearer`` (what MCP
+   clients expect), not 403; a foreign Origin stays 403.
 
 Every response carries a CSP (no inline script or style, no foreign origin), ``no-store``,
 ``no-referrer``, ``nosniff``, ``X-Frame-Options: DENY``. ``/secrets/…`` (the one-time secret
@@ -125,8 +128,14 @@ class Guard:
             return
         headers = _headers(scope)
         principal: str | None = None
-        bearer = _bearer(headers.get("authorization")) if self.bearer is not None else None
-        refusal = self._check_place(scope, headers) if bearer else self._check(kind, scope, headers)
+        bearer = _bearer(headers.get("authorization"))
+        if bearer is not None and _token_ok(bearer, self.token):  # this run's token as a bearer (/mcp clients)
+            bearer = None
+            refusal = self._check_place(scope, headers)
+        elif bearer is not None and self.bearer is None:
+            refusal = self._check_place(scope, headers) or (403, "unknown or revoked token")
+        else:
+            refusal = self._check_place(scope, headers) if bearer else self._check(kind, scope, headers)
         if refusal is None and bearer and self.bearer is not None:  # a named token: it alone decides
             try:
                 name = await anyio.to_thread.run_sync(self.bearer, bearer)
@@ -145,6 +154,8 @@ class Guard:
                 await receive()  # websocket.connect
                 await send({"type": "websocket.close", "code": 1008, "reason": ""})
                 return
+            if _is_mcp(path) and status == 403 and text != "foreign Origin":
+                status = 401  # an MCP client: no or a wrong bearer token
             await self._refuse(scope, receive, send, status, text, page=path == "/")
             return
         reset = _PRINCIPAL.set(principal)
@@ -206,7 +217,14 @@ class Guard:
             response = JSONResponse({"ok": False, "error": {"code": "forbidden", "message": f"Refused: {text}."}}, status)
         for name, value in self.headers.items():
             response.headers[name] = value
+        if status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="mcp-setup"'
         await response(scope, receive, send)
+
+
+def _is_mcp(path: str) -> bool:
+    """The gateway's streamable-HTTP endpoint (``/mcp``)."""
+    return path == "/mcp" or path.startswith("/mcp/")
 
 
 def _bearer(header: str | None) -> str | None:
