@@ -162,3 +162,41 @@ async def test_a_real_npm_server_is_test_connected_through_npx(tmp_path: Path) -
     names = {t["name"] for t in tested["tools"]}
     assert {"echo", "get-sum", "get-env", "get-tiny-image"} <= names, names
     assert len(names) == 13
+
+
+async def test_the_real_server_everything_is_installed_and_called_through_the_gateway_without_its_secret(
+    tmp_path: Path, canary: str
+) -> None:
+    """npx server-everything behind the gateway: echo works, and get-env (which prints the
+    server's whole environment, where its stored secret is) comes back redacted."""
+    assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
+    entry = everything_entry()
+    entry["packages"][0]["environmentVariables"] = [
+        {"name": "EVERYTHING_DEMO_TOKEN", "description": "A token the server does not need", "isSecret": True}
+    ]
+    recorder, browser = Recorder(), Browser()
+    with FakeOfficialRegistry([entry]) as registry:
+        env = face_env(
+            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
+        )  # fmt: skip
+        with anyio.fail_after(300):
+            async with mcp_setup_client(
+                tmp_path, tmp_path / "err.log", recorder, env=env, elicitation_callback=elicitation_answering(browser, [canary])
+            ) as client:
+                ref = (await call(client, "mcp_setup_request_secret", {"key_name": "EVERYTHING_DEMO_TOKEN", "prompt": "t"}))["ref"]
+                installed = await call(
+                    client, "mcp_setup_install_and_connect",
+                    {"qualified_name": entry["name"], "env_refs": {"EVERYTHING_DEMO_TOKEN": ref}},
+                )  # fmt: skip
+                assert installed["status"] == "connected", json.dumps(installed)[:2000]
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert {"server-everything__echo", "server-everything__get-env"} <= names
+                echoed = await client.call_tool("server-everything__echo", {"message": "through the gateway"})
+                assert "through the gateway" in echoed.content[0].text
+                printed = await client.call_tool("server-everything__get-env", {})
+                text = printed.content[0].text
+                assert "PATH" in text  # it did print its environment
+                assert canary not in text and "[secret:EVERYTHING_DEMO_TOKEN]" in text
+    assert canary not in recorder.text()
+    assert canary not in (tmp_path / "err.log").read_text()
