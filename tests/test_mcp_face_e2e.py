@@ -129,10 +129,11 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
         # server starts on its first call with its decrypted secret; old refs are gone.
         restart_log = tmp_path / "stderr-restart.log"
         async with mcp_setup_client(tmp_path, restart_log, recorder, env=env) as client:
+            # The very first request: the installed tools are there (read from the store).
+            names = {t.name for t in (await client.list_tools()).tools}
             listed = (await call(client, "mcp_setup_list_servers", {"wait_seconds": 30}))["servers"]
             assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "stopped")]
             slug = listed[0]["slug"]
-            names = {t.name for t in (await client.list_tools()).tools}
             assert {f"{slug}__echo", f"{slug}__whoami"} <= names
             answered = await client.call_tool(f"{slug}__whoami", {})
             assert answered.is_error is not True and answered.content[0].text == "ok"
