@@ -182,6 +182,7 @@ def build_runtime(
         connect_timeout=settings.probe_timeout_seconds,
         ledger=ledger,
         auth_for=sign_ins.auth_for_installed,
+        http=http,
     )
     service = SetupService(
         refs=refs,

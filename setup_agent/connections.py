@@ -80,8 +80,10 @@ class ConnectionManager:
         on_status: Callable[[ServerStatus], None] | None = None,
         ledger: ProcessLedger | None = None,
         auth_for: AuthHook | None = None,
+        http: Any = None,
     ) -> None:
         self.store = store
+        self.http = http  # fetches an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.ledger = ledger  # records each server's process group (crash safety)
         self.redactor = redactor
         self.install_root = install_root
@@ -208,8 +210,11 @@ class ConnectionManager:
         wanted = {s.server_id: s for s in servers if s.enabled}
         gone = [sid for sid in self._live if sid not in wanted]
         await asyncio.gather(*(self.disconnect(sid) for sid in gone))
+        installed = {s.server_id for s in servers}
         for sid in gone:
             self._set_stopped(sid)
+            if sid not in installed:  # removed by another process: its files here go too
+                await asyncio.to_thread(shutil.rmtree, self.install_dir(sid), True)
         for server in wanted.values():
             # Lazy or not, a server whose tools were never recorded (installed by an older
             # mcp-setup) is started once so that they can be listed.
@@ -323,6 +328,8 @@ class ConnectionManager:
                     values = await self._values(live)
                     install_dir = self.install_dir(server.server_id)
                     await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+                    if spec.needs_install_dir and not self.bundle_dir(server.server_id).is_dir():
+                        await self._unpack_here(server, spec)
                     resolved = materialize(
                         spec,
                         values,
@@ -376,6 +383,21 @@ class ConnectionManager:
         if live.stop.is_set():
             self._set(live, "stopped", live.status.reason)
         self._forget_secrets(live)
+
+    async def _unpack_here(self, server: InstalledServer, spec: LaunchSpec) -> None:
+        """A bundle installed by another machine on the shared database: fetch it (the pinned
+        sha256 is checked) and unpack it into this machine's install dir."""
+        from .bundle import fetch_bundle, unpack_bundle
+
+        logger.info("server %s: fetching its bundle for this machine", server.server_id)
+        install_dir = self.install_dir(server.server_id)
+        archive = await fetch_bundle(
+            spec.identifier, spec.file_sha256, install_dir, http=self.http, allow_file=server.source == "local"
+        )
+        try:
+            await asyncio.to_thread(unpack_bundle, archive, self.bundle_dir(server.server_id))
+        finally:
+            await asyncio.to_thread(archive.unlink, True)
 
     async def _record_tools(self, live: _Live) -> None:
         """The store keeps each server's latest tool list: listing never waits for a spawn."""
