@@ -225,3 +225,40 @@ def test_a_malformed_config_stops_every_face_with_one_line_naming_file_and_field
         assert done.returncode == 2, (command, done.stderr)
         assert "Traceback" not in done.stderr
         assert str(config) in done.stderr and "'enabled'" in done.stderr
+
+
+@pytest.mark.anyio
+async def test_the_python_api_redacts_and_takes_diagnostics_sections_from_other_features(tmp_path: Path, canary: str) -> None:
+    from setup_agent.agents import load_archetypes
+    from setup_agent.connections import ServerStatus
+    from setup_agent.providers import ProviderConfig
+    from setup_agent.redact import Redactor
+    from setup_agent.store import Store
+    from setup_agent.tool_registry import ToolRegistry
+    from setup_agent.vault import Vault
+
+    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
+    try:
+        store.install(
+            qualified_name=CONNECTED, source="local", version="1", package_type="stdio", installed_by="agent",
+            tools_hash="x", launch_spec={"command": "run", "args": []}, env={"K": (canary, True)},
+            tools=[{"name": "t", "description": f"says {canary}", "inputSchema": {"type": "object"}}],
+        )  # fmt: skip
+        redactor = Redactor()
+        redactor.register(canary, "[secret:K]")
+        registry = ToolRegistry(
+            servers=store.list, status=lambda sid: ServerStatus(sid, "failed", reason=canary, code="exited"),
+            archetypes=load_archetypes, providers=ProviderConfig(), redactor=redactor, version="9.9",
+        )  # fmt: skip
+        registry.add_diagnostics("pinning", lambda: {"pinned": 1, "changed": 0})
+        with pytest.raises(ValueError):
+            registry.add_diagnostics("counts", dict)
+        listed = await registry.list()
+        diag = await registry.diagnostics()
+    finally:
+        store.close()
+    assert diag["pinning"] == {"pinned": 1, "changed": 0}
+    entry = next(t for t in listed if t["tool_id"] == f"{CONNECTED}#t")
+    assert entry["description"] == "says [secret:K]" and entry["health"] == {"status": "failed", "code": "exited"}
+    assert next(t for t in listed if t["route"] == "setup")["version"] == "9.9"
+    assert canary not in json.dumps([listed, diag])  # nor the failure text that quoted it
