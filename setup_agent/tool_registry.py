@@ -146,7 +146,7 @@ class ToolRegistry:
             ],
             "policy_surfaces": self._policy(archetypes),
             "servers": [self._server_diagnostics(s) for s in servers],
-            "capability_providers": self.providers.diagnostics(),
+            "capability_providers": {**self.providers.diagnostics(), **self._coverage(servers)},
         }
         for name, section in self._sections.items():
             out[name] = section()
@@ -233,6 +233,15 @@ class ToolRegistry:
             "env_keys": [{"key": k.key, "secret": k.secret} for k in server.env_keys],
             "provider": _provider_summary(provider),
         }
+
+    def _coverage(self, servers: Sequence[InstalledServer]) -> dict[str, Any]:
+        """Which installed servers each provider stands for, and how many none does."""
+        by_provider: dict[str, list[str]] = {p.id: [] for p in self.providers.providers}
+        uncovered = []
+        for server in servers:
+            provider = self.providers.provider_for(server.qualified_name)
+            (by_provider[provider.id] if provider else uncovered).append(server.server_id)
+        return {"servers_by_provider": by_provider, "servers_without_provider": uncovered}
 
     def _policy(self, archetypes: ArchetypeRegistry) -> dict[str, Any]:
         return {

@@ -173,6 +173,8 @@ def test_diagnostics_count_by_route_and_health_and_list_the_write_surface_with_r
     providers = diag["capability_providers"]
     assert [p["id"] for p in providers["providers"]] == ["acme-tools", "broken-co"]
     assert providers["counts"] == {"total": 2, "eligible": 1, "enabled": 2}
+    assert providers["servers_by_provider"] == {"acme-tools": [ids[CONNECTED]], "broken-co": [ids[FAILED]]}
+    assert providers["servers_without_provider"] == [ids[DISABLED]]
     servers = {s["server_id"]: s for s in diag["servers"]}
     assert servers[ids[CONNECTED]]["env_keys"] == [{"key": "STUB_API_KEY", "secret": True}, {"key": "STUB_REGION", "secret": False}]
     assert servers[ids[FAILED]]["health"] == {"status": "failed", "code": "command_not_found"}
