@@ -1,4 +1,5 @@
-"""The ``mcp-setup`` command line: ``serve``, ``mcp``, ``agent``; ``key`` and ``token`` (app/cli_team.py)."""
+"""The ``mcp-setup`` command line: ``serve``, ``mcp``, ``agent``; ``key`` and ``token`` (app/cli_team.py);
+``tools`` (app/cli_tools.py)."""
 
 from __future__ import annotations
 
@@ -92,9 +93,11 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
     agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
     from .cli_team import add_key_parser, add_token_parser
+    from .cli_tools import add_tools_parser
 
     add_key_parser(sub)
     add_token_parser(sub)
+    add_tools_parser(sub)
     return parser
 
 
@@ -112,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = "MCP_SETUP_" + "_".join(str(p) for p in err["loc"]).upper()
             print(f"mcp-setup: {name}: {err['msg']}", file=sys.stderr)
         return 2
+    if args.command in ("serve", "mcp", "agent", "tools"):  # config.toml (capability providers)
+        from .cli_tools import check_config
+
+        if (problem := check_config(settings)) is not None:
+            print(problem, file=sys.stderr)
+            return 2
     try:
         if args.command == "mcp":
             return asyncio.run(_run_mcp(settings, handler))
@@ -130,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import cli_team
 
             return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+        if args.command == "tools":
+            from .cli_tools import run_tools
+
+            return run_tools(settings, args)
     except KeyboardInterrupt:
         return 130
     parser.print_help()

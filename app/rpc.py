@@ -21,6 +21,10 @@ Methods:
   (``{server_id}`` → ``{server_id, status}``; the outcome arrives as ``server_status`` events),
   ``servers.enable`` / ``servers.disable`` (``{server_id}`` → ``{server_id, enabled}``: a disabled
   server keeps its settings, stops, and its tools leave every face's list).
+* ``tool_registry_list`` (``{}`` → ``{tools: [...]}``), ``tool_registry_get`` (``{tool_id}`` →
+  ``{tool}``; an unknown id is ``-32000`` with ``data.code: "not_found"``) and
+  ``tool_registry_diagnostics`` (``{}`` → counts, write surface, policy surfaces, providers):
+  the read-only tool registry (setup_agent/tool_registry.py).
 
 Errors — one rule: a tool's error result ``{"ok": false, "error": {code, message, ...}}`` is
 **always** returned as a JSON-RPC error, built by :func:`setup_agent.errors.jsonrpc_error`:
@@ -68,7 +72,7 @@ INVALID_REQUEST = -32600
 MAX_BODY = 1 << 20
 METHODS = (
     *TOOL_NAMES, "spawn_subagent", "servers.list", "servers.remove", "servers.reconnect", "servers.enable",
-    "servers.disable",
+    "servers.disable", "tool_registry_list", "tool_registry_get", "tool_registry_diagnostics",
 )  # fmt: skip
 
 
@@ -126,7 +130,9 @@ def _error_response(code: int, message: str, *, status: int = 200, req_id: Any =
 
 #: Parameter names the agent gives are echoed only when they look like one (#10 item 2).
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_METHOD_NOT_FOUND = "Method not found. The methods are the mcp_setup_* tools, spawn_subagent and servers.*."
+_METHOD_NOT_FOUND = (
+    "Method not found. The methods are the mcp_setup_* tools, spawn_subagent, servers.* and tool_registry_*."
+)
 
 _STOPPED = "mcp-setup is shutting down; the call was stopped."
 _SHUTTING_DOWN = {"code": -32000, "message": _STOPPED, "data": {"code": "shutting_down", "message": _STOPPED}}
@@ -264,6 +270,8 @@ class RpcDispatcher:
         if method in ("servers.enable", "servers.disable"):
             _only(params, {"server_id"})
             return await self.runtime.service.set_enabled(_server_id(params), method == "servers.enable")
+        if method.startswith("tool_registry_"):
+            return await self._registry(method, params)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
@@ -333,6 +341,20 @@ class RpcDispatcher:
             raise _bad_params("archetype_id or driver names no known agent (archetype mcp_setup; driver guided or openai).") from None
         except ValueError:
             raise _bad_params("goal is required: a non-empty sentence such as 'set up the Notion MCP server'.") from None
+
+    async def _registry(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The read-only tool registry (setup_agent/tool_registry.py); changes nothing."""
+        registry = self.runtime.tool_registry
+        if method == "tool_registry_get":
+            _only(params, {"tool_id"})
+            tool_id = params.get("tool_id")
+            if not isinstance(tool_id, str) or not tool_id.strip():
+                raise _bad_params("tool_id is required: a tool_id from tool_registry_list.")
+            return {"tool": await registry.get(tool_id.strip())}
+        _only(params, set())
+        if method == "tool_registry_list":
+            return {"tools": await registry.list()}
+        return await registry.diagnostics()
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = _server_id(params)

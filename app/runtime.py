@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
+from setup_agent.agents import load_archetypes
 from setup_agent.connections import ConnectionManager
 from setup_agent.consent import ConsentBroker
 from setup_agent.gateway import Gateway
@@ -26,16 +27,20 @@ from setup_agent.oauth import SignIns
 from setup_agent.packages import DEFAULT_PREFERENCE
 from setup_agent.probe import Prober, sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs
+from setup_agent.providers import ProviderConfig, load_provider_config
 from setup_agent.prompts import PromptBroker
 from setup_agent.redact import Redactor
 from setup_agent.secrets import SecretRefStore
 from setup_agent.service import SetupService
 from setup_agent.store import Store
+from setup_agent.tool_registry import ToolRegistry
 from setup_agent.vault import Vault
 
 from .settings import Settings
 
-__all__ = ["Runtime", "build_runtime", "keyring_secret", "open_vault", "openai_options", "sweep_leftovers"]
+__all__ = [
+    "Runtime", "build_runtime", "keyring_secret", "open_vault", "openai_options", "service_version", "sweep_leftovers",
+]  # fmt: skip
 
 KEYRING_SERVICE = "mcp-setup"
 
@@ -94,6 +99,8 @@ class Runtime:
     gateway: Gateway
     consents: ConsentBroker | None = None
     sign_ins: SignIns | None = None
+    providers: ProviderConfig | None = None
+    tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -137,7 +144,10 @@ def build_runtime(
     host_env: Mapping[str, str] | None = None,
     refs_timer: Callable[[], float] | None = None,
 ) -> Runtime:
-    """Build every part. Call inside the event loop that will run them."""
+    """Build every part. Call inside the event loop that will run them.
+
+    Raises :class:`setup_agent.errors.ConfigInvalid` for a config.toml that cannot be used."""
+    providers = load_provider_config(settings.config_path)  # first: a bad file stops before any work
     # The core reads no environment: the host variables a server may inherit are taken here.
     host_env = dict(os.environ) if host_env is None else host_env
     home = Path(settings.home).expanduser()
@@ -199,6 +209,7 @@ def build_runtime(
         user_home=Path.home(),
         consents=consents,
         oauth=sign_ins,
+        admit=providers.admit if providers.admission != "off" else None,
     )
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
     guard = GuessGuard(redactor, on_lockout=lambda session: _lockout_listeners_call(lockout_listeners, session))
@@ -212,9 +223,18 @@ def build_runtime(
         check_arguments=guard.check,
     )
     gateway.lockout_listeners = lockout_listeners
+    tool_registry = ToolRegistry(
+        servers=store.list,
+        status=connections.status,
+        archetypes=load_archetypes,
+        providers=providers,
+        redactor=redactor,
+        version=service_version(),
+        policy={"consent": settings.consent},
+    )
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
-        consents=consents, sign_ins=sign_ins,
+        consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry,
     )  # fmt: skip
 
 
@@ -233,3 +253,13 @@ def _lockout_listeners_call(listeners: list[Callable[[str], Any]], session: str)
             listener(session)
         except Exception:  # noqa: BLE001 - one broken listener never hides the others
             logger.exception("lockout listener failed")
+
+
+def service_version() -> str:
+    """mcp-setup's own version (the setup tools' ``version`` in the tool registry)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-setup")
+    except PackageNotFoundError:
+        return "unknown"

@@ -44,10 +44,16 @@ class Settings(BaseSettings):
     data_key_file: Path | None = Field(default=None, description="The data key file (0600) shared by a team.")
     data_key_keyring_entry: str | None = Field(default=None, description="Keyring user name of the data key.")
     public_host: str | None = Field(default=None, description="Host name clients use for `serve` (Host check).")
+    # Governance (README "Capability providers"): [[capability_providers]] and admission.
+    config: Path | None = Field(default=None, description="config.toml; default <home>/config.toml.")
 
     @property
     def catalog_path(self) -> Path:
         return self.catalog_dir if self.catalog_dir is not None else self.home / "catalog"
+
+    @property
+    def config_path(self) -> Path:
+        return self.config if self.config is not None else Path(self.home).expanduser() / "config.toml"
 
     @property
     def registry_names(self) -> list[str]:

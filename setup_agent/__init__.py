@@ -11,6 +11,7 @@ Public names are re-exported lazily (importing the package stays cheap):
 - persistence: :class:`Vault`, :class:`Store`, :class:`InstalledServer`
 - live servers: :class:`ConnectionManager`
 - the tools: :class:`SetupService`, :class:`CallContext`, :data:`TOOL_SPECS`
+- governance: :class:`ToolRegistry` (read-only inventory), :class:`ProviderConfig`, :func:`load_provider_config`
 - errors: :class:`SetupError` and its tree in :mod:`setup_agent.errors`
 """
 
@@ -30,6 +31,7 @@ __all__ = [
     "ProbeResult",
     "Prober",
     "PromptBroker",
+    "ProviderConfig",
     "Redactor",
     "SecretRefStore",
     "SecretValue",
@@ -37,7 +39,9 @@ __all__ = [
     "SetupService",
     "Store",
     "TOOL_SPECS",
+    "ToolRegistry",
     "Vault",
+    "load_provider_config",
 ]
 
 _WHERE = {
@@ -51,6 +55,7 @@ _WHERE = {
     "ProbeResult": "probe",
     "Prober": "probe",
     "PromptBroker": "prompts",
+    "ProviderConfig": "providers",
     "Redactor": "redact",
     "SecretRefStore": "secrets",
     "SecretValue": "secrets",
@@ -58,7 +63,9 @@ _WHERE = {
     "SetupService": "service",
     "Store": "store",
     "TOOL_SPECS": "tool_specs",
+    "ToolRegistry": "tool_registry",
     "Vault": "vault",
+    "load_provider_config": "providers",
 }
 
 

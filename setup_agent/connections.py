@@ -43,6 +43,8 @@ class ServerStatus:
     reason: str | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
     attempts: int = 0
+    #: The stable error code of the last failure (``exited``, ``timeout``, ``rejected``, …).
+    code: str | None = None
 
     def public(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status, "tools": self.tools}
@@ -285,9 +287,10 @@ class ConnectionManager:
         return live
 
     # -- one connection ---------------------------------------------------------------
-    def _set(self, live: _Live, status: Status, reason: str | None = None) -> None:
+    def _set(self, live: _Live, status: Status, reason: str | None = None, code: str | None = None) -> None:
         live.status.status = status
         live.status.reason = reason
+        live.status.code = code
         if status in ("failed", "stopped", "needs_sign_in"):
             live.status.tools = []  # a reconnect ("connecting") keeps showing what it had
         live.changed.set()
@@ -358,11 +361,11 @@ class ConnectionManager:
                     await cm.__aexit__(None, None, None)
                 if live.stop.is_set():
                     break
-                reason = f"the server exited (code {pwatch.returncode})"
+                reason, code = f"the server exited (code {pwatch.returncode})", "exited"
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # noqa: BLE001 - reported as status
-                err = _describe(exc)
+                err, code = _describe(exc), _code(exc)
                 tail = pwatch.stderr_tail(300)
                 reason = self.redactor.redact(err + (f"; last output: {tail}" if tail else ""))
                 logger.warning("server %s failed: %s", server.server_id, reason)
@@ -371,7 +374,7 @@ class ConnectionManager:
             if auth is not None and getattr(auth, "signed_out", None) is not None and auth.signed_out.is_set():
                 self._set(live, "needs_sign_in", self.redactor.redact(auth.signed_out_reason))
                 break  # retrying cannot help: the user must sign in again
-            self._set(live, "failed", reason)
+            self._set(live, "failed", reason, code)
             if attempt >= len(self.backoff):
                 break
             delay = self.backoff[attempt]
@@ -418,6 +421,12 @@ class ConnectionManager:
         finally:
             for w in waiters:
                 w.cancel()
+
+
+def _code(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return "timeout" if isinstance(exc, TimeoutError) else translate(exc).code
 
 
 def _describe(exc: BaseException) -> str:

@@ -49,9 +49,11 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── OAuthRefused                oauth_refused
     │   ├── OAuthDenied                 oauth_denied
     │   └── NeedsSignIn                 needs_sign_in
-    └── GuardError
-        ├── ArgumentsRefused            arguments_refused
-        └── SessionLocked               session_locked
+    ├── GuardError
+    │   ├── ArgumentsRefused            arguments_refused
+    │   └── SessionLocked               session_locked
+    ├── NotAdmitted                     not_admitted
+    └── ConfigInvalid                   config_invalid
 
 Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
 and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
@@ -71,6 +73,7 @@ __all__ = [
     "ArgumentsRefused",
     "ArgvSecret",
     "BundleInvalid",
+    "ConfigInvalid",
     "CommandNotFound",
     "ConsentDenied",
     "ConsentError",
@@ -86,6 +89,7 @@ __all__ = [
     "JSONRPC_SETUP_ERROR",
     "NeedsSignIn",
     "NoRunnablePackage",
+    "NotAdmitted",
     "NotFound",
     "OAuthDenied",
     "OAuthError",
@@ -348,6 +352,20 @@ class ArgumentsRefused(GuardError):
 
 class SessionLocked(GuardError):
     code = "session_locked"
+
+
+class NotAdmitted(SetupError):
+    """Opt-in admission (``admission = "eligible-providers"`` in config.toml): no enabled,
+    trusted capability provider covers this server, so it is not tested or installed
+    (see setup_agent/providers.py)."""
+
+    code = "not_admitted"
+
+
+class ConfigInvalid(SetupError):
+    """config.toml cannot be used as written; the message names the file and the field."""
+
+    code = "config_invalid"
 
 
 # --- JSON-RPC mapping: the one place ------------------------------------------------

@@ -162,6 +162,7 @@ class SetupService:
         user_home: Path | None = None,
         consents: ConsentBroker | None = None,
         oauth: SignIns | None = None,
+        admit: Callable[[str, str | None], None] | None = None,
     ) -> None:
         self.refs = refs
         self.redactor = redactor
@@ -177,6 +178,9 @@ class SetupService:
         self.user_home = user_home
         self.consents = consents  # None: no consent step (a core used without a face)
         self.oauth = oauth
+        #: Admission (setup_agent/providers.py): ``admit(qualified_name, repository_url)`` raises
+        #: ``not_admitted`` for a server that may not be tested or installed; None admits all.
+        self.admit = admit
         # One lock per server name: two installs of the same name never race, and a server
         # that hangs in its test holds up no other install.
         self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -552,6 +556,8 @@ class SetupService:
                 "allow_deprecated: true if the user wants it anyway.",
                 details={"status": detail.status},
             )
+        if self.admit is not None:  # before any download, prompt or spawn
+            self.admit(detail.qualified_name, detail.repository_url)
         package = choose_package(
             detail.packages, _opt_name(args, "package"), preference=self.package_preference, which=self.which
         )

@@ -38,7 +38,7 @@ def test_malformed_json_gets_a_parse_error_not_a_500(served: Served) -> None:
 
 def test_an_unknown_method_gets_method_not_found(served: Served) -> None:
     body = post(served, {"jsonrpc": "2.0", "id": 7, "method": "os.system", "params": {}}).json()
-    assert body == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "Method not found. The methods are the mcp_setup_* tools, spawn_subagent and servers.*."}}
+    assert body == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "Method not found. The methods are the mcp_setup_* tools, spawn_subagent, servers.* and tool_registry_*."}}
 
 
 @pytest.mark.parametrize(

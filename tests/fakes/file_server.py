@@ -12,12 +12,15 @@ __all__ = ["serve_file"]
 
 
 @contextmanager
-def serve_file(path: Path) -> Iterator[str]:
-    """``path`` over HTTP on loopback (a remote registry may not name a file:// bundle)."""
+def serve_file(path: Path, hits: list[str] | None = None) -> Iterator[str]:
+    """``path`` over HTTP on loopback (a remote registry may not name a file:// bundle);
+    each request's path is appended to ``hits`` when given."""
     body = path.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
+            if hits is not None:
+                hits.append(self.path)
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

@@ -1,0 +1,115 @@
+"""``mcp-setup tools [--json]``: the tool registry for people (setup_agent/tool_registry.py).
+
+It reads the store and config.toml of this data dir; it starts no server. Live health is
+known only to the process running the servers (``mcp-setup serve``: ``tool_registry_list``
+on ``/rpc``), so here an enabled server's tools show ``not running here``.
+``--json`` prints ``{"tools": [...], "diagnostics": {...}}``. Also :func:`check_config`:
+the start-up check of config.toml every face runs (a clear line, exit code 2, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from setup_agent.agents import load_archetypes
+from setup_agent.connections import ServerStatus
+from setup_agent.errors import SetupError
+from setup_agent.providers import load_provider_config
+from setup_agent.redact import Redactor
+from setup_agent.store import Store
+from setup_agent.tool_registry import ToolRegistry
+
+from .settings import Settings
+
+__all__ = ["add_tools_parser", "check_config", "format_table", "run_tools"]
+
+NOT_RUNNING = "not running here"
+
+
+def add_tools_parser(sub: Any) -> None:
+    tools = sub.add_parser(
+        "tools",
+        help="list every tool an agent can reach (setup tools and installed servers' tools)",
+        description="The read-only tool registry: each tool's id, route, health, enabled state, the agent "
+        "archetypes allowed to call it, and its capability provider; then the write-surface candidates. "
+        "Starts no server.",
+    )
+    tools.add_argument("--json", action="store_true", help="print the registry and its diagnostics as JSON")
+
+
+def check_config(settings: Settings) -> str | None:
+    """None when config.toml is usable (or absent); else the line to print."""
+    try:
+        load_provider_config(settings.config_path)
+    except SetupError as exc:
+        return f"mcp-setup: {exc.message}"
+    return None
+
+
+def _registry(settings: Settings, store: Store) -> ToolRegistry:
+    from .runtime import service_version
+
+    return ToolRegistry(
+        servers=store.list,
+        status=lambda server_id: ServerStatus(server_id, status=NOT_RUNNING),  # type: ignore[arg-type]
+        archetypes=load_archetypes,
+        providers=load_provider_config(settings.config_path),
+        redactor=Redactor(),
+        version=service_version(),
+        policy={"consent": settings.consent},
+    )
+
+
+def run_tools(settings: Settings, args: argparse.Namespace) -> int:
+    from .runtime import open_vault
+
+    home = Path(settings.home).expanduser()
+    try:
+        vault = open_vault(settings)
+        with Store.for_data_dir(home, vault, settings.database_url) as store:
+            registry = _registry(settings, store)
+            tools, diagnostics = asyncio.run(_read(registry))
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"tools": tools, "diagnostics": diagnostics}, indent=2))
+    else:
+        print(format_table(tools, diagnostics))
+    return 0
+
+
+async def _read(registry: ToolRegistry) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    return await registry.list(), await registry.diagnostics()
+
+
+def format_table(tools: list[dict[str, Any]], diagnostics: dict[str, Any]) -> str:
+    rows = [("TOOL ID", "ROUTE", "HEALTH", "ENABLED", "AGENTS", "PROVIDER")]
+    for t in tools:
+        health = t["health"]["status"] + (f" ({t['health']['code']})" if t["health"].get("code") else "")
+        provider = t.get("provider")
+        rows.append((
+            t["tool_id"], t["route"], health, "yes" if t["enabled"] else "no", ",".join(t["allowed_agents"]) or "-",
+            "-" if not provider else provider["id"] + ("" if provider["eligible"] else " (not eligible)"),
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    counts = diagnostics["counts"]
+    routes = ", ".join(f"{n} {route}" for route, n in sorted(counts["by_route"].items()))
+    lines += ["", f"{counts['tools']} tools ({routes}); {counts['disabled']} disabled."]
+    write = diagnostics["write_surface"]
+    if write:
+        lines.append(f"Write-surface candidates ({len(write)}):")
+        lines += [f"  {w['tool_id']}: {'; '.join(w['reasons'])}" for w in write]
+    providers = diagnostics["capability_providers"]
+    if providers["providers"]:
+        eligible = providers["counts"]["eligible"]
+        lines.append(
+            f"Capability providers: {providers['counts']['total']} ({eligible} eligible); admission: {providers['admission']}."
+        )
+    return "\n".join(lines)
