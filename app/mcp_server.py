@@ -289,6 +289,7 @@ class McpFace:
         except TimeoutError:
             return {"status": "pending"}
         return {}
+
     async def _present_sign_in(self, ctx: Any, info: dict[str, Any]) -> dict[str, Any]:
         """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it."""
         caps = ctx.session.client_capabilities

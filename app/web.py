@@ -66,16 +66,8 @@ _JS = "text/javascript; charset=utf-8"  # what ES modules need (and nosniff is o
 # takes one path segment), so their relative imports ("./api.js") resolve to these URLs.
 _STATIC = {
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
-    "/static/app.js": ("js/app.js", _JS),  # the entry module (start-up wiring)
-    "/static/api.js": ("js/api.js", _JS),
-    "/static/dom.js": ("js/dom.js", _JS),
-    "/static/errors.js": ("js/errors.js", _JS),
-    "/static/progress.js": ("js/progress.js", _JS),
-    "/static/secret_modal.js": ("js/secret_modal.js", _JS),
-    "/static/consent_modal.js": ("js/consent_modal.js", _JS),
-    "/static/servers.js": ("js/servers.js", _JS),
-    "/static/setup.js": ("js/setup.js", _JS),
-    "/static/thread.js": ("js/thread.js", _JS),
+    # Every ES module of ui/js/ (entry: app.js), read once at import: a new module needs no route.
+    **{f"/static/{path.name}": (f"js/{path.name}", _JS) for path in sorted((UI_DIR / "js").glob("*.js"))},
 }
 
 
