@@ -327,6 +327,7 @@ class AgentSession:
                 if consents is not None:
                     consents.deny(pending.consent_id, "cancelled by the user")
             raise ConsentDenied("The user cancelled the consent request.") from None
+
     async def _present_authorization(self, info: dict[str, Any]) -> dict[str, Any]:
         """Show an OAuth sign-in: the face's own way if it has one, else as a message with the link."""
         present = getattr(self.io, "present_authorization", None)
