@@ -91,10 +91,12 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("goal", help='what to set up, e.g. "set up the Notion MCP server"')
     agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
     agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    from .cli_servers import add_server_parsers
     from .cli_team import add_key_parser, add_token_parser
 
     add_key_parser(sub)
     add_token_parser(sub)
+    add_server_parsers(sub)
     return parser
 
 
@@ -130,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import cli_team
 
             return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+        from .cli_servers import COMMANDS, run_server_command
+
+        if args.command in COMMANDS:
+            return run_server_command(settings, args, handler)
     except KeyboardInterrupt:
         return 130
     parser.print_help()

@@ -181,6 +181,7 @@ def build_runtime(
         connect_timeout=settings.probe_timeout_seconds,
         ledger=ledger,
         auth_for=sign_ins.auth_for_installed,
+        logs_dir=home / "logs",
     )
     service = SetupService(
         refs=refs,
