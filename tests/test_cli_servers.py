@@ -198,3 +198,22 @@ def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, ca
     assert "answered with" in out and right not in out
     with data.store() as store:
         assert store.env_values(sid)["STUB_API_KEY"].reveal() == right
+
+
+def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_server(tmp_path: Path, canary: str) -> None:
+    from tests.test_agent_support import STUB as CATALOG_STUB, make_catalog
+
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+    argv = mcp_setup_argv("add", CATALOG_STUB)
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    child.expect(r"STUB_API_KEY \(hidden\): ")
+    child.sendline(canary)
+    child.expect("Tools now available")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert canary not in child.before
+    argv = mcp_setup_argv("list", "--json")
+    listed = pexpect.run(" ".join(argv), env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    assert json.loads(listed[listed.index("{"):])["servers"][0]["qualified_name"] == CATALOG_STUB
