@@ -253,6 +253,8 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     if not result["servers"]:
         failed = result.get("errors", [])
         print("Nothing found." + (" Some registries could not be reached (above)." if failed else " Try other words."))
+        if "local" in settings.registry_names:
+            print(f"The local catalog is {settings.catalog_path}: add a server.json there (README: A local catalog).")
     return 0
 
 

@@ -217,3 +217,18 @@ def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_
     argv = mcp_setup_argv("list", "--json")
     listed = pexpect.run(" ".join(argv), env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
     assert json.loads(listed[listed.index("{"):])["servers"][0]["qualified_name"] == CATALOG_STUB
+
+
+def test_search_with_every_registry_failing_names_them_and_where_the_local_catalog_is(data, capsys, monkeypatch) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MCP_SETUP_REGISTRIES", "official,local")
+    monkeypatch.setenv("MCP_SETUP_OFFICIAL_REGISTRY_URL", f"http://127.0.0.1:{port}")
+    code, out, err = cli(capsys, "search", "weather")
+    assert code == 0
+    assert err.count("registry official could not be searched") == 1 and "127.0.0.1" in err
+    assert "Some registries could not be reached" in out and "Try other words" not in out
+    assert str(data.catalog) in out and "server.json" in out
