@@ -1,5 +1,5 @@
 """A person's commands for installed servers: ``list``, ``show``, ``enable``, ``disable``,
-``remove``, ``logs``, ``search``, ``doctor``, ``add``, ``rotate``.
+``remove``, ``logs``, ``search``, ``doctor``, ``add``, ``rotate``, ``update`` (app/cli_update.py).
 
 NAME is a server id, a qualified name or a gateway slug (:meth:`Catalog.server`). Every
 command works on the data dir the running faces use; they see each change within about a
@@ -36,7 +36,7 @@ __all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server
 
 EXIT_NOT_FOUND = 3
 RUNTIMES = ("node", "npx", "uv", "uvx", "docker", "dnx", "python3")
-COMMANDS = ("list", "show", "enable", "disable", "remove", "logs", "search", "doctor", "add", "rotate")
+COMMANDS = ("list", "show", "enable", "disable", "remove", "logs", "search", "doctor", "add", "rotate", "update")
 
 
 class _NotFound(Exception):
@@ -78,6 +78,14 @@ def add_server_parsers(sub: Any) -> None:
     )
     p.add_argument("name", help="server id, qualified name or slug")
     p.add_argument("key", help="the setting's name, e.g. NOTION_API_KEY")
+    p = sub.add_parser(
+        "update",
+        help="install the registry's newer version if it answers with the stored settings",
+        description="Test the registry's current version with the stored settings; swap only if it answers, "
+        "otherwise the installed version stays. Exit code 0 updated or already current, 1 kept the old one.",
+    )
+    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("--version", default=None, help="the version expected (the registries serve their latest)")
     for p in sub.choices.values():
         if p.prog.split()[-1] in COMMANDS and not any(a.dest == "verbose" for a in p._actions):
             p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
@@ -299,8 +307,18 @@ def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     return 0
 
 
+def _update(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .cli_update import update
+
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    code, message = _with_runtime(settings, handler, lambda runtime: update(runtime, s, args.version))
+    print(message, file=sys.stdout if code == 0 else sys.stderr)
+    return code
+
+
 _STORE_ONLY = {"list": _list, "show": _show, "enable": _set_enabled, "disable": _set_enabled, "logs": _logs}
-_RUNTIME = {"remove": _remove, "search": _search, "doctor": _doctor, "add": _add, "rotate": _rotate}
+_RUNTIME = {"remove": _remove, "search": _search, "doctor": _doctor, "add": _add, "rotate": _rotate, "update": _update}
 
 
 def run_server_command(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:

@@ -243,9 +243,9 @@ def _scrub(text: str, key: str) -> str:
 
 def _warn(log: logging.Logger, key_file: Path, why: str) -> None:
     """Warn once per key file (issue #12 item 8): ``<key file>.warned`` remembers it was said;
-    later starts log the same sentence at INFO (``--verbose`` shows it)."""
+    later starts log the same sentence at DEBUG (``--verbose`` shows it)."""
     marker = key_file.with_name(key_file.name + ".warned")
-    level = logging.INFO if marker.exists() else logging.WARNING
+    level = logging.DEBUG if marker.exists() else logging.WARNING
     log.log(
         level,
         "mcp-setup's data key is kept in the file %s (mode 0600), not in the OS keyring, because %s. "

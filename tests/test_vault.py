@@ -100,7 +100,7 @@ def test_key_file_is_reused_when_the_keyring_still_does_not_work_and_the_warning
     caplog.clear()
     again = Vault.open(data_dir, keyring_backend=fail.Keyring())
     assert again.decrypt(token).reveal() == "kept"
-    assert _warnings(caplog) == []  # once per data dir (#12 item 8); still there at INFO
+    assert _warnings(caplog) == []  # once per data dir (#12 item 8); still there at DEBUG
     assert any("not in the OS keyring" in r.getMessage() for r in caplog.records)
 
 
