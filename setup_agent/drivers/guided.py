@@ -123,13 +123,16 @@ class GuidedDriver:
         words = sorted({w for w in query.split() if len(w) > 1}, key=lambda w: (-len(w), w)) if " " in query else []
         queries = [query, *words]  # a multi-word query that finds nothing: each word, longest first
         found: dict[tuple[str, str], dict[str, Any]] = {}
+        told: set[str] = set()  # each registry's failure is said once per search (#12 item 1)
         for q in queries:
             result = await s.call("mcp_setup_search", {"query": q, "page_size": 10})
             if result.get("ok") is False:
                 await self._say(s, f"Searching failed: {result['error']['message']}")
                 return []
             for err in result.get("errors") or []:
-                await self._say(s, f"The {err.get('source')} registry could not be searched: {err.get('message')}")
+                if err.get("source") not in told:
+                    told.add(err.get("source"))
+                    await self._say(s, f"The {err.get('source')} registry could not be searched: {err.get('message')}")
             for server in result.get("servers") or []:
                 found.setdefault((server.get("source", ""), server["qualified_name"]), server)
             if found:
