@@ -92,12 +92,16 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("goal", help='what to set up, e.g. "set up the Notion MCP server"')
     agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
     agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    from .cli_clients import add_client_parsers
+    from .cli_servers import add_server_parsers
     from .cli_team import add_key_parser, add_token_parser
     from .cli_tools import add_tools_parser
 
     add_key_parser(sub)
     add_token_parser(sub)
     add_tools_parser(sub)
+    add_server_parsers(sub)
+    add_client_parsers(sub)
     return parser
 
 
@@ -143,6 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .cli_tools import run_tools
 
             return run_tools(settings, args)
+        from .cli_servers import COMMANDS, run_server_command
+
+        if args.command in COMMANDS:
+            return run_server_command(settings, args, handler)
+        if args.command in ("client", "run", "import"):
+            from .cli_clients import run_client_command
+
+            return run_client_command(settings, args, handler)
     except KeyboardInterrupt:
         return 130
     parser.print_help()

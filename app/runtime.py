@@ -193,6 +193,7 @@ def build_runtime(
         ledger=ledger,
         auth_for=sign_ins.auth_for_installed,
         http=http,
+        logs_dir=home / "logs",
     )
     service = SetupService(
         refs=refs,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import signal
 import socket
@@ -36,7 +37,7 @@ import sys
 import threading
 import webbrowser
 import ipaddress
-from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -302,8 +303,11 @@ class _Server(uvicorn.Server):
             return
         print(f"mcp-setup is running at {self.url}", flush=True)
         print("Open that link (it holds this run's key). Press Ctrl-C to stop.", flush=True)
-        if self.open_browser:
+        if self.open_browser and display_available(os.environ):
             threading.Thread(target=_open_browser, args=(self.url,), daemon=True, name="mcp-setup-browser").start()
+        elif self.open_browser:
+            print("No display here, so no browser was opened: open the link in a browser on this computer "
+                  "(or through an SSH tunnel).", flush=True)  # fmt: skip
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -347,6 +351,14 @@ def _hide_token_in_logs(token: str, handler: logging.Handler) -> None:
     hider = Redactor()
     hider.register(token, "[token]")
     handler.addFilter(RedactingFilter(hider))
+
+
+def display_available(env: Mapping[str, str], platform: str = sys.platform) -> bool:
+    """Whether a browser can show up (#12 item 7): macOS and Windows always; elsewhere only
+    with an X11 or Wayland display (a headless Chromium would crash silently)."""
+    if platform in ("darwin", "win32"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
 
 
 def _open_browser(url: str) -> None:

@@ -21,6 +21,7 @@ from .errors import NotFound, SetupError, translate
 from .launch import LaunchSpec, materialize
 from .procs import ProcessLedger
 from .redact import Redactor
+from .server_logs import ServerLog
 from .store import InstalledServer, Store
 from .transport import ProcessWatch
 
@@ -83,9 +84,11 @@ class ConnectionManager:
         ledger: ProcessLedger | None = None,
         auth_for: AuthHook | None = None,
         http: Any = None,
+        logs_dir: Path | None = None,
     ) -> None:
         self.store = store
         self.http = http  # fetches an MCPB bundle this machine has not unpacked (installed elsewhere)
+        self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
         self.redactor = redactor
         self.install_root = install_root
@@ -323,7 +326,8 @@ class ConnectionManager:
         while not live.stop.is_set():
             live.status.attempts = attempt + 1
             self._set(live, "connecting")
-            pwatch = ProcessWatch()
+            log = ServerLog(self.logs_dir, server.server_id, self.redactor) if self.logs_dir else None
+            pwatch = ProcessWatch(on_stderr=log.feed if log else None)
             auth: Any = None
             try:
                 async with self._sem:
@@ -365,6 +369,8 @@ class ConnectionManager:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # noqa: BLE001 - reported as status
+                if log is not None:
+                    log.close()
                 err, code = _describe(exc), _code(exc)
                 tail = pwatch.stderr_tail(300)
                 reason = self.redactor.redact(err + (f"; last output: {tail}" if tail else ""))

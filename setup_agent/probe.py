@@ -215,6 +215,9 @@ class Prober:
         task = asyncio.create_task(run(), name="mcp-setup-probe")
         self._teardowns.add(task)
         task.add_done_callback(self._teardowns.discard)
+        # A task cancelled before it ran never reaches its ``finally`` (#12 item 10): the
+        # workspace goes when the task is done, however it ended.
+        task.add_done_callback(lambda _t: shutil.rmtree(scratch, ignore_errors=True))
 
         try:
             return await self._await_outcome(outcome, pwatch, deadline)

@@ -147,6 +147,28 @@ TOOL_SPECS: list[dict[str, Any]] = [
     },
 ]
 
+#: Titles and MCP tool annotations (issue #12, item 11): hints for clients deciding what to
+#: confirm. Registries are an open world; the install dir and store are not.
+_HINTS: dict[str, tuple[str, dict[str, bool]]] = {
+    "mcp_setup_search": ("Search MCP servers", {"readOnlyHint": True, "openWorldHint": True}),
+    "mcp_setup_get": ("Get server details", {"readOnlyHint": True, "openWorldHint": True}),
+    "mcp_setup_request_secret": ("Ask the user for a secret", {"readOnlyHint": False, "destructiveHint": False,
+                                                              "openWorldHint": False}),
+    "mcp_setup_test_connection": ("Test a server", {"readOnlyHint": False, "destructiveHint": False,
+                                                    "idempotentHint": True, "openWorldHint": True}),
+    "mcp_setup_install_and_connect": ("Install a server", {"readOnlyHint": False, "destructiveHint": False,
+                                                           "openWorldHint": True}),
+    "mcp_setup_authorize": ("Sign in to a server", {"readOnlyHint": False, "destructiveHint": False,
+                                                    "openWorldHint": True}),
+    "mcp_setup_list_servers": ("List installed servers", {"readOnlyHint": True, "openWorldHint": False}),
+    "mcp_setup_remove": ("Remove a server", {"readOnlyHint": False, "destructiveHint": True,
+                                             "idempotentHint": True, "openWorldHint": False}),
+}  # fmt: skip
+for _spec in TOOL_SPECS:
+    _title, _annotations = _HINTS[_spec["name"]]
+    _spec["title"] = _title
+    _spec["annotations"] = {"title": _title, **_annotations}
+
 
 #: The tool names, in the order above: the one list every face and the harness use.
 TOOL_NAMES: tuple[str, ...] = tuple(spec["name"] for spec in TOOL_SPECS)

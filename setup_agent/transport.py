@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -67,8 +67,11 @@ class ProcessWatch:
     bad_line_seen: anyio.Event = field(default_factory=anyio.Event)
     _stderr: deque[bytes] = field(default_factory=deque)
     _stderr_size: int = 0
+    on_stderr: Callable[[bytes], None] | None = None  # e.g. a server's rolling log file
 
     def add_stderr(self, chunk: bytes) -> None:
+        if self.on_stderr is not None:
+            self.on_stderr(chunk)
         self._stderr.append(chunk)
         self._stderr_size += len(chunk)
         while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr) > 1:

@@ -242,12 +242,22 @@ def _scrub(text: str, key: str) -> str:
 
 
 def _warn(log: logging.Logger, key_file: Path, why: str) -> None:
-    log.warning(
+    """Warn once per key file (issue #12 item 8): ``<key file>.warned`` remembers it was said;
+    later starts log the same sentence at DEBUG (``--verbose`` shows it)."""
+    marker = key_file.with_name(key_file.name + ".warned")
+    level = logging.DEBUG if marker.exists() else logging.WARNING
+    log.log(
+        level,
         "mcp-setup's data key is kept in the file %s (mode 0600), not in the OS keyring, because %s. "
         "Anyone who can read that file can decrypt the stored server settings.",
         key_file,
         why,
     )
+    if level == logging.WARNING:
+        try:
+            marker.write_text("the key-file warning was shown\n")
+        except OSError:
+            pass  # a read-only data dir: warn again next time
 
 
 def _read_key_file(path: Path) -> bytes | None:

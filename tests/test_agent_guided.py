@@ -155,3 +155,34 @@ async def test_choosing_cancel_after_a_failed_test_ends_the_run_as_cancelled(tmp
         result = await run(runtime, io)
         assert result["status"] == "cancelled"
         assert (await runtime.service.call("mcp_setup_list_servers", {}))["servers"] == []
+
+
+async def test_two_unreachable_remotes_are_each_tried_once_then_the_run_stops_with_a_summary(
+    tmp_path: Path, memory_keyring
+) -> None:
+    import socket
+
+    from setup_agent.drivers.guided import _pointed_key
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    doc = {"name": "io.github.acme/two-remotes", "description": "Two remotes", "version": "1.0.0",
+           "remotes": [{"type": "streamable-http", "url": f"http://127.0.0.1:{p}/mcp"} for p in ports]}  # fmt: skip
+    (catalog / "two.json").write_text(json.dumps(doc))
+    async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
+        io = ScriptedIO(runtime, answers=[choose(lambda c: c.startswith("Try the"))] * 5)
+        result = await run(runtime, io, "set up two-remotes")
+        assert result["status"] == "failed", result["summary"]
+        tests = tool_calls(result, "mcp_setup_test_connection")
+        assert len(tests) == 2  # each option once, never the same option with the same inputs again
+        assert len(io.questions) == 1 and "every option failed" in result["summary"]
+    # a timeout or an unreachable server is not fixed by typing the key again (#12 item 2)
+    keys = [{"name": "API_KEY", "secret": True}]
+    for code in ("timeout", "unreachable", "package_not_found"):
+        assert _pointed_key({"code": code, "message": "x"}, keys, {"API_KEY": "secret://r"}) is None
+    assert _pointed_key({"code": "rejected", "message": "x"}, keys, {"API_KEY": "secret://r"}) == "API_KEY"

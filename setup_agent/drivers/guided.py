@@ -7,6 +7,7 @@ try another package, or cancel → install → summary of the tools now availabl
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -31,7 +32,7 @@ _FILLER_WORDS = {
 _NOT_A_VALUE = {
     "runtime_missing", "command_not_found", "no_runnable_package", "package_not_found", "bundle_invalid",
     "not_found", "registry_unavailable", "registry_auth", "already_installed", "store_error", "internal",
-    "consent_required", "consent_denied",
+    "consent_required", "consent_denied", "timeout", "unreachable", "protocol_error", "oauth_required",
 }
 
 
@@ -122,13 +123,16 @@ class GuidedDriver:
         words = sorted({w for w in query.split() if len(w) > 1}, key=lambda w: (-len(w), w)) if " " in query else []
         queries = [query, *words]  # a multi-word query that finds nothing: each word, longest first
         found: dict[tuple[str, str], dict[str, Any]] = {}
+        told: set[str] = set()  # each registry's failure is said once per search (#12 item 1)
         for q in queries:
             result = await s.call("mcp_setup_search", {"query": q, "page_size": 10})
             if result.get("ok") is False:
                 await self._say(s, f"Searching failed: {result['error']['message']}")
                 return []
             for err in result.get("errors") or []:
-                await self._say(s, f"The {err.get('source')} registry could not be searched: {err.get('message')}")
+                if err.get("source") not in told:
+                    told.add(err.get("source"))
+                    await self._say(s, f"The {err.get('source')} registry could not be searched: {err.get('message')}")
             for server in result.get("servers") or []:
                 found.setdefault((server.get("source", ""), server["qualified_name"]), server)
             if found:
@@ -177,6 +181,9 @@ class GuidedDriver:
             if key.get("required"):
                 await self._collect(s, name, key, env, env_refs)
         package: str | None = None
+        # (package, inputs) -> error code of each failed test (#12 item 2): an option is never
+        # tried again with the same inputs; when none is left, the run stops with a summary.
+        failed: dict[tuple[str, str], str] = {}
         while True:
             args = {**base, "env": dict(env), "env_refs": dict(env_refs)}
             if package:
@@ -184,8 +191,15 @@ class GuidedDriver:
             tested = await s.call("mcp_setup_test_connection", args)
             if tested.get("ok") is not False:
                 break
-            action = await self._on_failure(s, tested["error"], keys, env_refs, available, package)
+            inputs = json.dumps([env, env_refs], sort_keys=True)
+            failed[(package or detail.get("package") or available[0], inputs)] = tested["error"].get("code", "")
+            untried = [p for p in available if (p, inputs) not in failed]
+            action = await self._on_failure(s, tested["error"], keys, env_refs, untried, package)
             if action is None:
+                if len(failed) > 1:
+                    summary = ", ".join(f"{p} ({code})" for (p, _), code in failed.items())
+                    await self._say(s, f"Every option failed: {summary}.")
+                    return f"Nothing was installed: every option failed ({summary})."
                 return f"Nothing was installed: {tested['error']['message']}"
             kind, value = action
             if kind == "package":
@@ -265,8 +279,7 @@ class GuidedDriver:
         key = _pointed_key(error, keys, env_refs)
         if key:
             choices.append(f"Re-enter {key}")
-        if len(available) > 1:
-            choices += [f"Try the {p} package instead" for p in available if p != package]
+        choices += [f"Try the {p} package instead" for p in available if p != package]
         if not choices:
             return None
         answer = await self._choose(s, "What would you like to do?", [*choices, CANCEL])

@@ -94,7 +94,7 @@ class Served:
 
 
 def start_serve(root: Path, catalog: Path | None = None, *, timeout: float = 30.0, **extra_env: str) -> Served:
-    env = face_env(root, MCP_SETUP_REGISTRIES="local", **extra_env)
+    env = face_env(root, **{"MCP_SETUP_REGISTRIES": "local", **extra_env})
     if catalog is not None:
         env["MCP_SETUP_CATALOG_DIR"] = str(catalog)
     env["PYTHONUNBUFFERED"] = "1"

@@ -55,9 +55,13 @@ function searchRegistries(event) {
   rpc("mcp_setup_search", { query: query, page_size: 20 }).then(function (result) {
     results.textContent = "";
     var servers = result.servers || [];
-    var words = servers.length === 0 ? "Nothing found. Try other words." : servers.length === 1 ? "1 server found." : servers.length + " servers found.";
-    if (result.errors && result.errors.length) {
-      words += " Some directories could not be searched: " + result.errors.map(function (e) { return e.source; }).join(", ") + ".";
+    var failed = result.errors || [];
+    var words = servers.length === 1 ? "1 server found." : servers.length + " servers found.";
+    if (servers.length === 0) words = failed.length ? "Nothing found." : "Nothing found. Try other words.";
+    if (failed.length) {  // which directories failed, and why (#12 item 1)
+      words += " Could not search: " + failed.map(function (e) {
+        return (SOURCES[e.source] || e.source) + " (" + e.message + ")";
+      }).join("; ") + ".";
     }
     $("search-status").textContent = words;
     servers.forEach(function (server) {

@@ -103,10 +103,10 @@ export function onQuestion(event) {
     ]);
     form.addEventListener("submit", function (e) {
       e.preventDefault();
-      if (!input.value.trim()) { input.focus(); return; }
-      var text = input.value;
+      // An empty answer is an answer (#12 item 3): "press Enter to stop", "press Enter for the default".
+      var text = input.value.trim() ? input.value : "";
       answer(event.question_id, text, null);
-      message("user", "You", text);
+      message("user", "You", text || "(pressed Enter)");
     });
     node.appendChild(form);
     buttons.push(input, submit);

@@ -1,0 +1,334 @@
+"""A person's commands for installed servers: ``list``, ``show``, ``enable``, ``disable``,
+``remove``, ``logs``, ``search``, ``doctor``, ``add``, ``rotate``, ``update`` (app/cli_update.py).
+
+NAME is a server id, a qualified name or a gateway slug (:meth:`Catalog.server`). Every
+command works on the data dir the running faces use; they see each change within about a
+second (the store's change counter), so a disabled or removed server leaves their tool
+lists and stops there.
+
+Exit codes (README "Command line"): 0 done; 1 failed (an error, a failed test, ``doctor``
+found a problem); 2 usage; 3 no installed server has that NAME; 130 cancelled.
+Errors are one line on stderr, never a traceback. ``--json`` prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from setup_agent.errors import SetupError
+from setup_agent.server_logs import log_path, read_log
+from setup_agent.store import InstalledServer, Store
+
+from .settings import Settings
+
+__all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]
+
+EXIT_NOT_FOUND = 3
+RUNTIMES = ("node", "npx", "uv", "uvx", "docker", "dnx", "python3")
+COMMANDS = ("list", "show", "enable", "disable", "remove", "logs", "search", "doctor", "add", "rotate", "update")
+
+
+class _NotFound(Exception):
+    pass
+
+
+def add_server_parsers(sub: Any) -> None:
+    p = sub.add_parser("list", help="list the installed servers", description="The installed servers, oldest first.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser("show", help="one installed server: launch command, settings (names only), tools")
+    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    for verb, text in (("enable", "start it again in every running face"), ("disable", "stop it; keep its settings")):
+        p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
+        p.add_argument("name", help="server id, qualified name or slug")
+    p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
+    p.add_argument("name", help="server id, qualified name or slug")
+    p = sub.add_parser("logs", help="the server's recent stderr (redacted)")
+    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("--lines", "-n", type=int, default=50, help="how many lines (default 50)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines (Ctrl-C stops)")
+    p = sub.add_parser("search", help="search the registries")
+    p.add_argument("query", nargs="+", help="words to look for")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser("doctor", help="check runtimes, data dir, key, registries and installed servers")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser(
+        "add",
+        help="set up NAME here, secrets at hidden prompts (no model needed)",
+        description="Run the guided setup flow for NAME in this terminal: search, settings, hidden prompts for "
+        "secrets, test, install. Exit code: 0 installed, 1 failed, 130 cancelled.",
+    )
+    p.add_argument("name", help="a qualified name or words to search for")
+    p = sub.add_parser(
+        "rotate",
+        help="replace one stored secret: hidden prompt, test, then swap",
+        description="Ask for KEY's new value at a hidden prompt, test the server with it, and store it only if "
+        "the server answers; otherwise the old value stays. Running faces use it from the server's next start.",
+    )
+    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("key", help="the setting's name, e.g. NOTION_API_KEY")
+    p = sub.add_parser(
+        "update",
+        help="install the registry's newer version if it answers with the stored settings",
+        description="Test the registry's current version with the stored settings; swap only if it answers, "
+        "otherwise the installed version stays. Exit code 0 updated or already current, 1 kept the old one.",
+    )
+    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("--version", default=None, help="the version expected (the registries serve their latest)")
+    for p in sub.choices.values():
+        if p.prog.split()[-1] in COMMANDS and not any(a.dest == "verbose" for a in p._actions):
+            p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+
+
+def server_json(s: InstalledServer) -> dict[str, Any]:
+    """The public view of an installed server (key names and secret flags, never values)."""
+    return {
+        "server_id": s.server_id,
+        "qualified_name": s.qualified_name,
+        "slug": s.slug,
+        "title": s.title,
+        "enabled": s.enabled,
+        "version": s.version,
+        "package_type": s.package_type,
+        "source": s.source,
+        "installed_at": s.installed_at.isoformat(),
+        "installed_by": s.installed_by,
+        "env_keys": [{"key": k.key, "secret": k.secret} for k in s.env_keys],
+        "tools": [t.get("name") for t in s.tools],
+    }
+
+
+@contextmanager
+def _store(settings: Settings):
+    from .runtime import open_vault
+
+    vault = open_vault(settings)
+    with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
+        yield store
+
+
+def _resolve(store: Store, name: str) -> InstalledServer:
+    found = store.catalog().server(name)
+    server = store.get(found.server_id) if found is not None else None
+    if server is None:
+        raise _NotFound(f"No installed server is named {name!r}. `mcp-setup list` shows them.")
+    return server
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+# --- commands on the store alone ----------------------------------------------------------
+
+
+def _list(settings: Settings, args: argparse.Namespace) -> int:
+    with _store(settings) as store:
+        servers = store.list()
+    if args.json:
+        _print_json({"servers": [server_json(s) for s in servers]})
+        return 0
+    if not servers:
+        print("No servers installed yet. `mcp-setup add NAME` or `mcp-setup search WORDS` to find one.")
+        return 0
+    for s in servers:
+        state = "enabled " if s.enabled else "disabled"
+        print(f"{s.slug:<24} {state} {s.qualified_name} {s.version or ''} ({s.package_type}, {len(s.tools)} tools)")
+    return 0
+
+
+def _show(settings: Settings, args: argparse.Namespace) -> int:
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    spec = s.launch_spec  # templates like ${KEY}, never values
+    if args.json:
+        _print_json({**server_json(s), "launch": spec, "tools": list(s.tools)})
+        return 0
+    print(f"{s.title or s.qualified_name}\n  name: {s.qualified_name}\n  id: {s.server_id}\n  slug: {s.slug}")
+    print(f"  {'enabled' if s.enabled else 'disabled'}; version {s.version or '?'} ({s.package_type}, from {s.source})")
+    print(f"  installed {s.installed_at:%Y-%m-%d %H:%M}Z by {s.installed_by}")
+    if spec.get("command"):
+        print("  runs: " + " ".join([str(spec["command"]), *map(str, spec.get("args") or [])]))
+    if spec.get("url"):
+        print(f"  url: {spec['url']}")
+    for k in s.env_keys:
+        print(f"  setting {k.key}{' (secret, stored encrypted)' if k.secret else ''}")
+    for t in s.tools:
+        print(f"  tool {t.get('name')}: {str(t.get('description') or '').strip()[:100]}")
+    return 0
+
+
+def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
+    enabled = args.command == "enable"
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+        store.set_enabled(s.server_id, enabled)
+    print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup faces see it at once.")
+    return 0
+
+
+def _logs(settings: Settings, args: argparse.Namespace) -> int:
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    logs_dir = Path(settings.home).expanduser() / "logs"
+    lines = read_log(logs_dir, s.server_id, max(args.lines, 0))
+    if not lines and not args.follow:
+        print(f"No output recorded for {s.qualified_name} yet ({log_path(logs_dir, s.server_id)}).", file=sys.stderr)
+    for line in lines:
+        print(line)
+    if args.follow:
+        _follow(log_path(logs_dir, s.server_id))
+    return 0
+
+
+def _follow(path: Path) -> None:
+    """Print what is appended to ``path`` (a rolled file is reopened) until Ctrl-C."""
+    pos = path.stat().st_size if path.exists() else 0
+    while True:
+        sys.stdout.flush()
+        time.sleep(0.5)
+        size = path.stat().st_size if path.exists() else 0
+        if size < pos:
+            pos = 0  # rolled over
+        if size > pos:
+            with path.open("rb") as f:
+                f.seek(pos)
+                sys.stdout.write(f.read().decode("utf-8", "replace"))
+            pos = size
+
+
+# --- commands that need the core's runtime ------------------------------------------------
+
+
+def _with_runtime(settings: Settings, handler: logging.Handler, body: Callable[[Any], Any]) -> Any:
+    from setup_agent.redact import install_log_redaction
+
+    from .runtime import build_runtime
+
+    async def go() -> Any:
+        runtime = build_runtime(settings)
+        install_log_redaction(runtime.redactor, handler)
+        try:
+            return await body(runtime)
+        finally:
+            await runtime.aclose()
+
+    return asyncio.run(go())
+
+
+def _remove(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+
+    async def body(runtime: Any) -> dict:
+        return await runtime.service.remove({"server_id": s.server_id}, None)
+
+    result = _with_runtime(settings, handler, body)
+    log = log_path(Path(settings.home).expanduser() / "logs", s.server_id)
+    for p in (log, log.with_name(log.name + ".1")):
+        p.unlink(missing_ok=True)
+    signed_out = " and signed out" if result.get("signed_out") else ""
+    print(f"Removed {s.qualified_name}{signed_out}; its stored settings are deleted.")
+    return 0
+
+
+def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    query = " ".join(args.query)
+
+    async def body(runtime: Any) -> dict:
+        return await runtime.service.search({"query": query, "page_size": 20}, None)
+
+    result = _with_runtime(settings, handler, body)
+    if args.json:
+        _print_json(result)
+        return 0
+    for item in result["servers"]:
+        title = item.get("title") or item["qualified_name"]
+        print(f"{item['qualified_name']}  ({item.get('source')})\n    {title}: {str(item.get('description') or '')[:120]}")
+    for err in result.get("errors", []):
+        print(f"registry {err.get('source')} could not be searched: {err.get('message')}", file=sys.stderr)
+    if not result["servers"]:
+        failed = result.get("errors", [])
+        print("Nothing found." + (" Some registries could not be reached (above)." if failed else " Try other words."))
+        if "local" in settings.registry_names:
+            print(f"The local catalog is {settings.catalog_path}: add a server.json there (README: A local catalog).")
+    return 0
+
+
+def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .cli_doctor import run_checks
+
+    checks = _with_runtime(settings, handler, lambda runtime: run_checks(runtime, which=shutil.which))
+    problems = [c for c in checks if not c["ok"]]
+    if args.json:
+        _print_json({"ok": not problems, "checks": checks})
+    else:
+        for c in checks:
+            print(f"{'ok ' if c['ok'] else 'BAD'} {c['name']}: {c['detail']}" + ("" if c["ok"] else f"\n    fix: {c['fix']}"))
+        print("Everything looks fine." if not problems else f"{len(problems)} problem(s) found.")
+    return 1 if problems else 0
+
+
+def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .terminal import run_agent
+
+    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided"))
+
+
+def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .cli_rotate import rotate
+
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    if args.key not in {k.key for k in s.env_keys}:
+        print(f"mcp-setup: {s.qualified_name} has no setting {args.key!r} (`mcp-setup show {s.slug}`).", file=sys.stderr)
+        return 1
+    value = getpass.getpass(f"New value of {args.key} (hidden): ")
+    if not value:
+        print("mcp-setup: no value typed; nothing changed.", file=sys.stderr)
+        return 1
+    try:
+        message = _with_runtime(settings, handler, lambda runtime: rotate(runtime, s, args.key, value))
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message} The old value of {args.key} stays.", file=sys.stderr)
+        return 1
+    print(message)
+    return 0
+
+
+def _update(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .cli_update import update
+
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    code, message = _with_runtime(settings, handler, lambda runtime: update(runtime, s, args.version))
+    print(message, file=sys.stdout if code == 0 else sys.stderr)
+    return code
+
+
+_STORE_ONLY = {"list": _list, "show": _show, "enable": _set_enabled, "disable": _set_enabled, "logs": _logs}
+_RUNTIME = {"remove": _remove, "search": _search, "doctor": _doctor, "add": _add, "rotate": _rotate, "update": _update}
+
+
+def run_server_command(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    try:
+        if args.command in _STORE_ONLY:
+            return _STORE_ONLY[args.command](settings, args)
+        return _RUNTIME[args.command](settings, args, handler)
+    except _NotFound as exc:
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message}", file=sys.stderr)
+        return 1

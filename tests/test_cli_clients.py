@@ -1,0 +1,146 @@
+"""``client connect|disconnect`` on a real config file per client (other entries kept, backup,
+idempotent, dry-run, malformed input untouched), ``run`` answering through the SDK client, and
+``import`` moving a planted canary out of a Claude Desktop config into the vault."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import anyio
+import pexpect
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from app.cli import main
+from app.cli_clients import launcher_command
+from app.client_configs import CLIENTS
+from tests.mcp_face import REPO, mcp_setup_argv
+from tests.stub_server.bundle import SERVER_PY, sha256_hex
+from tests.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the fixture
+
+OTHER_ENTRY = {"command": "other-server", "args": ["--flag"], "env": {"LEVEL": "2"}}
+
+
+def write_config(client: str, path: Path) -> str:
+    """An existing config with another server and unrelated settings."""
+    if client == "codex":
+        text = '# my codex settings\nmodel = "o3"\n\n[mcp_servers.other]\ncommand = "other-server"\nargs = ["--flag"]\n'
+    else:
+        text = json.dumps({"theme": "dark", CLIENTS[client].key: {"other": OTHER_ENTRY}}, indent=4) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return text
+
+
+def read_servers(client: str, path: Path) -> dict:
+    if client == "codex":
+        return tomllib.loads(path.read_text())["mcp_servers"]
+    return json.loads(path.read_text())[CLIENTS[client].key]
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_connect_merges_one_entry_keeps_the_others_backs_up_and_is_idempotent_and_disconnect_undoes_it(
+    client: str, data, capsys, tmp_path: Path  # noqa: F811
+) -> None:
+    path = tmp_path / "client" / "config"
+    original = write_config(client, path)
+    code, out, _ = cli(capsys, "client", "connect", client, "--config", str(path), "--dry-run")
+    assert code == 0 and "+" in out and path.read_text() == original  # dry-run: a diff, nothing written
+    code, out, err = cli(capsys, "client", "connect", client, "--config", str(path))
+    assert code == 0, err
+    servers = read_servers(client, path)
+    assert servers["other"]["command"] == "other-server" and servers["other"]["args"] == ["--flag"]
+    entry = servers["mcp-setup"]
+    assert [entry["command"], *entry["args"]] == [*launcher_command(), "mcp"]
+    assert entry["env"]["MCP_SETUP_HOME"] == str(data.home)
+    if client == "codex":
+        assert path.read_text().startswith(original)  # text edit: every other line byte for byte
+    else:
+        assert json.loads(path.read_text())["theme"] == "dark"
+    backups = list(path.parent.glob("config.bak-*"))
+    assert len(backups) == 1 and backups[0].read_text() == original
+    after = path.read_text()
+    code, out, _ = cli(capsys, "client", "connect", client, "--config", str(path))
+    assert code == 0 and "already up to date" in out and path.read_text() == after
+    assert len(list(path.parent.glob("config.bak-*"))) == 1
+    code, _, _ = cli(capsys, "client", "disconnect", client, "--config", str(path))
+    assert code == 0 and set(read_servers(client, path)) == {"other"}
+
+
+@pytest.mark.parametrize("client", ["claude-desktop", "vscode", "codex"])
+def test_a_malformed_config_is_reported_with_its_path_and_line_and_left_untouched(client, data, capsys, tmp_path) -> None:  # noqa: F811
+    path = tmp_path / "config"
+    bad = 'model = "o3"\n[mcp_servers.x\n' if client == "codex" else '{\n  "mcpServers": {\n    "x": {,\n  }\n}\n'
+    path.write_text(bad)
+    code, _, err = cli(capsys, "client", "connect", client, "--config", str(path))
+    assert code == 1 and str(path) in err and ("line 2" in err or "line 3" in err), err
+    assert path.read_text() == bad and not list(tmp_path.glob("config.bak-*"))
+
+
+def test_a_new_config_file_is_created_with_only_our_entry(data, capsys, tmp_path) -> None:  # noqa: F811
+    path = tmp_path / "fresh" / "mcp.json"
+    code, _, _ = cli(capsys, "client", "connect", "cursor", "--config", str(path))
+    assert code == 0 and list(json.loads(path.read_text())["mcpServers"]) == ["mcp-setup"]
+
+
+def test_per_server_entries_run_each_server_and_hold_no_secret_value(data, capsys, canary, tmp_path) -> None:  # noqa: F811
+    data.install(STUB, canary)
+    path = tmp_path / "claude.json"
+    code, _, _ = cli(capsys, "client", "connect", "claude-desktop", "--config", str(path), "--per-server")
+    assert code == 0
+    servers = read_servers("claude-desktop", path)
+    assert servers["stub-search"]["args"][-2:] == ["run", "stub-search"]
+    assert canary not in path.read_text()
+
+
+async def answers(command: list[str], env: dict[str, str]) -> list[str]:
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
+    with anyio.fail_after(60):
+        async with Client(stdio_client(params)) as client:
+            listed = await client.list_tools()
+            result = await client.call_tool("echo", {"text": "through run"})
+            return [t.name for t in listed.tools] + [result.content[0].text]  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_run_starts_the_installed_server_with_its_secret_in_its_environment_only(data, canary) -> None:  # noqa: F811
+    data.install(STUB, canary)
+    got = await answers(mcp_setup_argv("run", "stub-search"), data.env())
+    assert "echo" in got and any("through run" in t for t in got)
+
+
+def test_import_moves_a_planted_key_into_the_vault_and_the_entry_runs_mcp_setup_run(data, canary, tmp_path) -> None:  # noqa: F811
+    path = tmp_path / "claude_desktop_config.json"
+    entry = {"command": "python3", "args": [str(SERVER_PY)],
+             "env": {"STUB_API_KEY": canary, "STUB_EXPECTED_SHA256": sha256_hex(canary)}}  # fmt: skip
+    original = json.dumps({"mcpServers": {"stub": entry, "other": OTHER_ENTRY}}, indent=2)
+    path.write_text(original)
+    env = data.env()
+    argv = mcp_setup_argv("import", "claude-desktop", "--config", str(path))
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    child.expect(r"Move stub's STUB_API_KEY into mcp-setup's vault\? Type y or n \(hidden\): ")
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert "tested (" in child.before and canary not in child.before
+    servers = json.loads(path.read_text())["mcpServers"]
+    assert servers["other"] == OTHER_ENTRY
+    assert servers["stub"]["args"][-2:] == ["run", "stub"] and canary not in path.read_text()
+    backups = list(tmp_path.glob("claude_desktop_config.json.bak-*"))
+    assert len(backups) == 1 and backups[0].read_text() == original  # the backup is the user's old file
+    # the canary is in no file of the data dir outside the encrypted store
+    for f in data.home.rglob("*"):
+        if f.is_file():
+            assert canary.encode() not in f.read_bytes(), f
+    got = anyio.run(answers, [servers["stub"]["command"], *servers["stub"]["args"]], {**env, **servers["stub"]["env"]})
+    assert "echo" in got

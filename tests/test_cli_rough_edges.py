@@ -1,0 +1,68 @@
+"""Rough edges a new user hit (#12): tool titles and annotations (11), bad argument types
+(9), no empty probe dirs left after remote tests (10)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import anyio
+import pytest
+
+from setup_agent.errors import SetupError
+from setup_agent.launch import LaunchSpec
+from setup_agent.probe import Prober
+from setup_agent.redact import Redactor
+from tests.mcp_face import Recorder, call, mcp_setup_client
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_setup_tools_declare_titles_and_annotations_and_refuse_a_page_size_of_the_wrong_type(
+    tmp_path: Path,
+) -> None:
+    from tests.mcp_face import face_env
+
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(tmp_path / "catalog"))
+    with anyio.fail_after(60):
+        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("mcp_setup_search", "mcp_setup_get", "mcp_setup_list_servers"):
+                assert tools[name].annotations.read_only_hint is True, name
+                assert tools[name].title
+            assert tools["mcp_setup_remove"].annotations.destructive_hint is True
+            assert tools["mcp_setup_search"].annotations.open_world_hint is True
+            assert tools["mcp_setup_install_and_connect"].annotations.open_world_hint is True
+            assert tools["mcp_setup_list_servers"].annotations.open_world_hint is False
+            assert tools["mcp_setup_install_and_connect"].title == "Install a server"
+            for bad in ("abc", 2.5, True):
+                answer = await call(client, "mcp_setup_search", {"query": "x", "page_size": bad})
+                assert answer["ok"] is False and answer["error"]["code"] == "invalid_input"
+                assert "page_size" in answer["error"]["message"]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_failed_remote_tests_leave_no_probe_dir_in_scratch(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    prober = Prober(Redactor(), scratch_root=scratch, timeout=10)
+    spec = LaunchSpec(transport="streamable-http", url=f"http://127.0.0.1:{closed_port()}/mcp")
+    for _ in range(5):
+        with anyio.fail_after(30), pytest.raises(SetupError):
+            await prober.probe(spec, {})
+    await prober.drain()
+    assert list(scratch.iterdir()) == []
+
+
+def test_serve_opens_a_browser_only_where_a_display_is_available() -> None:
+    from app.web import display_available
+
+    assert display_available({}, "linux") is False  # headless: the URL is printed, nothing crashes
+    assert display_available({"DISPLAY": ":0"}, "linux") is True
+    assert display_available({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is True
+    assert display_available({}, "darwin") is True and display_available({}, "win32") is True

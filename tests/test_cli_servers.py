@@ -1,0 +1,234 @@
+"""The plain CLI on a real data dir with stub servers: list/show (--json shapes), enable/disable
+seen by the store, remove, logs (redacted rolling file written by the connection manager),
+search, doctor, rotate (hidden prompt in a pty), exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pexpect
+import pytest
+
+from app.cli import main
+from setup_agent.connections import ConnectionManager
+from setup_agent.launch import LaunchSpec
+from setup_agent.redact import Redactor
+from setup_agent.server_logs import log_path
+from setup_agent.store import Store
+from setup_agent.vault import Vault
+from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.stub_server.bundle import SERVER_PY, sha256_hex
+
+STUB = "io.github.acme/stub-search"
+OTHER = "io.github.acme/other"
+
+
+def stub_spec(expected: str, mode: str = "") -> dict:
+    env = {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(expected), "STUB_MODE": mode}
+    return LaunchSpec(command=sys.executable, args=[str(SERVER_PY)], env=env).model_dump(mode="json")
+
+
+class DataDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = root / "data"
+        self.key = root / "team.key"
+        self.catalog = root / "catalog"
+        self.catalog.mkdir(parents=True, exist_ok=True)
+        Vault.in_memory().export_key(self.key)
+
+    def store(self) -> Store:
+        return Store.for_data_dir(self.home, Vault.from_key_file(self.key), None)
+
+    def install(self, name: str, value: str, expected: str | None = None, mode: str = "") -> str:
+        with self.store() as store:
+            return store.install(
+                qualified_name=name, source="local", version="1.0.0", package_type="stdio",
+                launch_spec=stub_spec(expected or value, mode), installed_by="agent", tools_hash="x",
+                env={"STUB_API_KEY": (value, True), "STUB_REGION": ("eu", False)}, title="Stub Search",
+                tools=[{"name": "echo", "description": "Echo text"}],
+            ).server_id  # fmt: skip
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return face_env(
+            self.root, MCP_SETUP_HOME=str(self.home), MCP_SETUP_DATA_KEY_FILE=str(self.key),
+            MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(self.catalog), **extra,
+        )  # fmt: skip
+
+
+@pytest.fixture
+def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DataDir]:
+    d = DataDir(tmp_path)
+    monkeypatch.setenv("MCP_SETUP_HOME", str(d.home))
+    monkeypatch.setenv("MCP_SETUP_DATA_KEY_FILE", str(d.key))
+    monkeypatch.setenv("MCP_SETUP_REGISTRIES", "local")
+    monkeypatch.setenv("MCP_SETUP_CATALOG_DIR", str(d.catalog))
+    monkeypatch.setenv("MCP_SETUP_PROBE_TIMEOUT_SECONDS", "20")
+    yield d
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_and_show_print_every_installed_server_and_json_has_the_documented_shape(data, capsys, canary) -> None:
+    sid = data.install(STUB, canary)
+    data.install(OTHER, "other-value-123")
+    code, out, _ = cli(capsys, "list")
+    assert code == 0 and "stub-search" in out and STUB in out and OTHER in out and "enabled" in out
+    code, out, _ = cli(capsys, "list", "--json")
+    listed = json.loads(out)["servers"]
+    assert code == 0 and [s["qualified_name"] for s in listed] == [STUB, OTHER]
+    assert set(listed[0]) >= {"server_id", "qualified_name", "slug", "title", "enabled", "version", "package_type",
+                              "env_keys", "tools", "installed_at", "installed_by"}
+    assert listed[0]["env_keys"] == [{"key": "STUB_API_KEY", "secret": True}, {"key": "STUB_REGION", "secret": False}]
+    for key in (sid, STUB, "stub-search"):  # NAME: id, qualified name or slug
+        code, out, _ = cli(capsys, "show", key, "--json")
+        assert code == 0 and json.loads(out)["server_id"] == sid
+    code, out, _ = cli(capsys, "show", "stub-search")
+    assert code == 0 and "STUB_API_KEY (secret" in out and "tool echo" in out
+    assert canary not in out
+
+
+def test_an_unknown_name_exits_3_with_one_line_and_no_traceback(data, capsys) -> None:
+    for argv in (["show", "nope"], ["enable", "nope"], ["remove", "nope"], ["logs", "nope"]):
+        code, out, err = cli(capsys, *argv)
+        assert code == 3, argv
+        assert "No installed server is named 'nope'" in err and "Traceback" not in err
+
+
+def test_disable_and_enable_change_the_store_every_face_watches(data, capsys, canary) -> None:
+    sid = data.install(STUB, canary)
+    with data.store() as store:
+        before = store.change_counter()
+    code, out, _ = cli(capsys, "disable", "stub-search")
+    assert code == 0 and "disabled" in out
+    with data.store() as store:
+        assert store.get(sid).enabled is False and store.change_counter() > before
+        assert not any(t for t in store.catalog().tools())
+    code, _, _ = cli(capsys, "enable", STUB)
+    with data.store() as store:
+        assert store.get(sid).enabled is True
+        assert [t.name for t in store.catalog().tools()] == ["stub-search__echo"]
+
+
+def test_remove_deletes_the_rows_the_install_dir_and_the_log(data, capsys, canary) -> None:
+    sid = data.install(STUB, canary)
+    (data.home / "servers" / sid).mkdir(parents=True)
+    (data.home / "logs").mkdir(parents=True)
+    log_path(data.home / "logs", sid).write_text("stub: hello\n")
+    code, out, err = cli(capsys, "remove", "stub-search")
+    assert code == 0, err
+    assert "Removed" in out
+    with data.store() as store:
+        assert store.list() == [] and store.secret_values() == []
+    assert not (data.home / "servers" / sid).exists() and not log_path(data.home / "logs", sid).exists()
+
+
+@pytest.mark.anyio
+async def test_logs_print_the_servers_stderr_redacted_from_the_file_the_connection_manager_writes(
+    data, capsys, canary
+) -> None:
+    sid = data.install(STUB, canary, mode="echo_env")  # the stub prints its env, the key included
+    with data.store() as store:
+        manager = ConnectionManager(
+            store, Redactor(), install_root=data.home / "servers", logs_dir=data.home / "logs", backoff=(), connect_timeout=20
+        )
+        try:
+            with anyio.fail_after(30):
+                status = await manager.connect(store.get(sid))
+            assert status.status == "connected"
+        finally:
+            await manager.aclose()
+    text = log_path(data.home / "logs", sid).read_text()
+    assert "STUB_API_KEY" in text and "[secret:STUB_API_KEY]" in text and canary not in text
+    code, out, _ = cli(capsys, "logs", "stub-search", "--lines", "500")
+    assert code == 0 and "[secret:STUB_API_KEY]" in out and canary not in out
+
+
+def test_search_lists_local_catalog_entries_and_json_has_servers(data, capsys) -> None:
+    from tests.stub_server.bundle import stub_server_json
+
+    (data.catalog / "stub.json").write_text(json.dumps(stub_server_json("file:///nonexistent/stub.mcpb", "0" * 64)))
+    code, out, _ = cli(capsys, "search", "stub")
+    assert code == 0 and "io.github.mcp-setup/stub" in out
+    code, out, _ = cli(capsys, "search", "stub", "--json")
+    assert code == 0 and json.loads(out)["servers"][0]["qualified_name"] == "io.github.mcp-setup/stub"
+
+
+def test_doctor_reports_each_check_and_exits_1_with_a_fix_when_a_server_fails(data, capsys, canary) -> None:
+    data.install(STUB, canary)
+    code, out, err = cli(capsys, "doctor", "--json")
+    report = json.loads(out)
+    names = {c["name"]: c for c in report["checks"]}
+    assert code == 0 and report["ok"], [c for c in report["checks"] if not c["ok"]]
+    assert {"data dir", "database", "data key", "registry local", "server stub-search", "runtime npx"} <= set(names)
+    assert names["server stub-search"]["detail"].startswith("answered with")
+    data.install(OTHER, "a-wrong-value-1234", expected="the-right-value-1234")  # the stub rejects it
+    code, out, _ = cli(capsys, "doctor")
+    assert code == 1 and "BAD server other" in out and "fix: `mcp-setup logs other`" in out
+    assert canary not in out + err and "a-wrong-value-1234" not in out + err
+
+
+def rotate(data: DataDir, value: str) -> tuple[int, str]:
+    argv = mcp_setup_argv("rotate", "stub-search", "STUB_API_KEY")
+    child = pexpect.spawn(argv[0], argv[1:], env=data.env(), cwd=str(REPO), encoding="utf-8", timeout=60)
+    child.expect("New value of STUB_API_KEY \\(hidden\\): ")
+    child.sendline(value)
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus, child.before
+
+
+def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, canary) -> None:
+    right = canary + "-new"
+    sid = data.install(STUB, canary, expected=right)
+    code, out = rotate(data, "a-wrong-value-5678")
+    assert code == 1 and "old value of STUB_API_KEY stays" in out and "a-wrong-value-5678" not in out
+    with data.store() as store:
+        assert store.env_values(sid)["STUB_API_KEY"].reveal() == canary
+    code, out = rotate(data, right)
+    assert code == 0, out
+    assert "answered with" in out and right not in out
+    with data.store() as store:
+        assert store.env_values(sid)["STUB_API_KEY"].reveal() == right
+
+
+def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_server(tmp_path: Path, canary: str) -> None:
+    from tests.test_agent_support import STUB as CATALOG_STUB, make_catalog
+
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+    argv = mcp_setup_argv("add", CATALOG_STUB)
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    child.expect(r"STUB_API_KEY \(hidden\): ")
+    child.sendline(canary)
+    child.expect("Tools now available")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert canary not in child.before
+    argv = mcp_setup_argv("list", "--json")
+    listed = pexpect.run(" ".join(argv), env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    assert json.loads(listed[listed.index("{"):])["servers"][0]["qualified_name"] == CATALOG_STUB
+
+
+def test_search_with_every_registry_failing_names_them_and_where_the_local_catalog_is(data, capsys, monkeypatch) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MCP_SETUP_REGISTRIES", "official,local")
+    monkeypatch.setenv("MCP_SETUP_OFFICIAL_REGISTRY_URL", f"http://127.0.0.1:{port}")
+    code, out, err = cli(capsys, "search", "weather")
+    assert code == 0
+    assert err.count("registry official could not be searched") == 1 and "127.0.0.1" in err
+    assert "Some registries could not be reached" in out and "Try other words" not in out
+    assert str(data.catalog) in out and "server.json" in out
