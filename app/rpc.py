@@ -263,7 +263,9 @@ class RpcDispatcher:
             return await self._reconnect(params)
         if method in ("servers.enable", "servers.disable"):
             _only(params, {"server_id"})
-            return await self.runtime.service.set_enabled(_server_id(params), method == "servers.enable")
+            return await self.runtime.service.set_enabled(
+                _server_id(params), method == "servers.enable", actor=current_principal() or "ui"
+            )
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from setup_agent.consent import ConsentBroker
 from setup_agent.gateway import Gateway
 from setup_agent.oauth import SignIns
 from setup_agent.packages import DEFAULT_PREFERENCE
+from setup_agent.pins import ToolReview
 from setup_agent.probe import Prober, sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs
 from setup_agent.prompts import PromptBroker
@@ -93,6 +94,7 @@ class Runtime:
     gateway: Gateway
     consents: ConsentBroker | None = None
     sign_ins: SignIns | None = None
+    review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -101,6 +103,8 @@ class Runtime:
         await self.gateway.start()
 
     async def aclose(self) -> None:
+        if self.review is not None:
+            self.review.close()
         await self.gateway.aclose()
         if self.sign_ins is not None:
             await self.sign_ins.aclose()
@@ -198,6 +202,8 @@ def build_runtime(
         consents=consents,
         oauth=sign_ins,
     )
+    review = ToolReview(store, consents)
+    connections.on_tools_changed = review.ask
     gateway = Gateway(
         store,
         connections,
@@ -208,5 +214,5 @@ def build_runtime(
     )
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
-        consents=consents, sign_ins=sign_ins,
+        consents=consents, sign_ins=sign_ins, review=review,
     )  # fmt: skip
