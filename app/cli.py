@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_key_parser(sub)
     add_token_parser(sub)
+    from .cli_audit import add_audit_parser, add_tools_review_parser
+
+    add_audit_parser(sub)
+    add_tools_review_parser(sub)
     return parser
 
 
@@ -130,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import cli_team
 
             return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+        if args.command in ("audit", "tools-review"):
+            from . import cli_audit
+
+            return (cli_audit.run_audit if args.command == "audit" else cli_audit.run_tools_review)(settings, args)
     except KeyboardInterrupt:
         return 130
     parser.print_help()
