@@ -70,6 +70,7 @@ _STATIC = {
     "/static/progress.js": ("js/progress.js", _JS),
     "/static/secret_modal.js": ("js/secret_modal.js", _JS),
     "/static/consent_modal.js": ("js/consent_modal.js", _JS),
+    "/static/oauth_modal.js": ("js/oauth_modal.js", _JS),
     "/static/servers.js": ("js/servers.js", _JS),
     "/static/setup.js": ("js/setup.js", _JS),
     "/static/thread.js": ("js/thread.js", _JS),
