@@ -303,6 +303,9 @@ class RpcDispatcher:
         async def present(pending: Any) -> dict[str, Any]:
             self.hub.announce_consent(pending, audience=audience)
             return {"status": "pending", "url": self.consent_url(pending.consent_id)} if self.consent_url else {}
+
+        return present
+
     def _sign_in_presenter(self, audience: str | None) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
         """How a direct ``mcp_setup_authorize`` shows the sign-in (the page's box; it does not wait)."""
 
