@@ -10,7 +10,6 @@ agent can call approves it.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -178,16 +177,20 @@ def test_the_audit_has_one_row_per_event_survives_a_restart_and_holds_no_secret(
         assert canary.encode() not in (tmp_path / "mcp-setup.db").read_bytes()
 
 
-def test_the_audit_refuses_updates_and_deletes(tmp_path: Path) -> None:
-    with Store.for_data_dir(tmp_path, Vault.in_memory()) as store:
+def test_the_audit_refuses_updates_and_deletes(tmp_path: Path, database_url: str | None) -> None:
+    from sqlalchemy import exc, text
+
+    with Store.for_data_dir(tmp_path, Vault.in_memory(), database_url) as store:
         _install(store, [ECHO])
-    conn = sqlite3.connect(tmp_path / "mcp-setup.db")
-    try:
+        before = [r.public() for r in store.audit()]
         for statement in ("UPDATE mcp_audit SET actor = 'someone else'", "DELETE FROM mcp_audit"):
-            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-                conn.execute(statement)
-    finally:
-        conn.close()
+            try:
+                with store.engine.begin() as conn:
+                    conn.execute(text(statement))
+            except exc.DatabaseError as refused:  # SQLite: a trigger aborts it
+                assert "append-only" in str(refused)
+            # PostgreSQL: a rule turns it into nothing
+        assert [r.public() for r in store.audit()] == before
 
 
 def test_a_server_installed_before_pinning_is_pinned_to_its_recorded_list(tmp_path: Path) -> None:
