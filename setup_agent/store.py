@@ -445,7 +445,7 @@ class Store:
         live_text = _tools_json(tools)
         digest = _pin_hash(tools)
         with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
-            row = s.get(ServerRow, server_id)
+            row = s.get(ServerRow, server_id, with_for_update=True)  # PostgreSQL: one writer per server
             if row is None:
                 return False
             before = (row.tools_json, row.tools_state)
@@ -485,7 +485,7 @@ class Store:
 
     def _decide(self, server_id: str, live_hash: str, actor: str, *, approve: bool) -> InstalledServer:
         with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
-            row = s.get(ServerRow, server_id)
+            row = s.get(ServerRow, server_id, with_for_update=True)
             if row is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
             if row.live_hash != live_hash or row.live_tools_json is None:

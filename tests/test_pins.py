@@ -28,7 +28,7 @@ from setup_agent.service import CallContext
 from setup_agent.store import Store
 from setup_agent.tool_specs import TOOL_NAMES
 from setup_agent.vault import Vault
-from tests.stub_server.bundle import SERVER_PY, sha256_hex
+from tests.stub_server.bundle import SERVER_PY
 
 pytestmark = pytest.mark.anyio
 
