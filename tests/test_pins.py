@@ -215,10 +215,12 @@ def test_a_server_installed_before_pinning_is_pinned_to_its_recorded_list(tmp_pa
 # -- a real stub whose tools change between runs ------------------------------------------------
 
 
-def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path) -> Path:
+def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path, mode: str = "") -> Path:
     from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
-    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary, extra_env={"STUB_TOOLS_FILE": str(flag)})
+    bundle, sha = build_stub_bundle(
+        tmp_path / "dist", expected_value=canary, mode=mode, extra_env={"STUB_TOOLS_FILE": str(flag)}
+    )
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
@@ -226,10 +228,13 @@ def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path) -> Path:
 
 
 @pytest.fixture
-async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tuple[Runtime, Path, str]]:
+async def world(
+    request: pytest.FixtureRequest, tmp_path: Path, canary: str, memory_keyring
+) -> AsyncIterator[tuple[Runtime, Path, str]]:
     flag = tmp_path / "stub-tools.json"
+    mode = getattr(request, "param", "")  # the stub's STUB_MODE
     settings = Settings(
-        home=tmp_path / "data", registries="local", catalog_dir=_catalog_with_stub(tmp_path, canary, flag),
+        home=tmp_path / "data", registries="local", catalog_dir=_catalog_with_stub(tmp_path, canary, flag, mode),
         probe_timeout_seconds=20, consent="never-ask",  # installs run unasked; tool changes are still asked
     )  # fmt: skip
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
@@ -331,3 +336,21 @@ async def test_nothing_the_agent_can_call_approves_a_changed_tool_list(world, ca
     assert server.tools_state == "changed" and "exfiltrate" not in {t["name"] for t in server.tools}
     assert all(r.event != "tools_approved" for r in runtime.store.audit())
     assert canary not in json.dumps(answers)
+
+
+@pytest.mark.parametrize("world", ["echo_env"], indirect=True)
+async def test_a_tool_change_of_a_server_that_prints_its_secret_leaks_it_nowhere(world, canary: str, tmp_path: Path) -> None:
+    runtime, flag, server_id = world  # echo_env: the tool "leak" has the secret in its description
+    events: list[dict[str, Any]] = []
+    runtime.consents.subscribe(events.append)
+    await _restart_with(runtime, server_id, flag, {"descriptions": {"echo": "Now it says: see the key"}, "extra": [EVIL]})
+    [asked] = [e for e in events if e["type"] == "consent_request"]
+    runtime.consents.approve(asked["consent_id"], by="web")
+    await _restart_with(runtime, server_id, flag, {"remove": ["leak"]})
+    [again] = [e for e in events if e["type"] == "consent_request" and e is not asked]
+    runtime.consents.deny(again["consent_id"], by="web")
+    listed = await runtime.service.call("mcp_setup_list_servers", {}, CallContext())
+    seen = json.dumps([events, listed, [r.public() for r in runtime.store.audit()]], default=str)
+    assert canary not in seen
+    assert "[secret:STUB_API_KEY]" in json.dumps(runtime.store.get(server_id).pinned_tools)  # the pin holds the placeholder
+    assert canary.encode() not in (tmp_path / "data" / "mcp-setup.db").read_bytes()
