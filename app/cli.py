@@ -102,6 +102,10 @@ def _parser() -> argparse.ArgumentParser:
     add_tools_parser(sub)
     add_server_parsers(sub)
     add_client_parsers(sub)
+    from .cli_audit import add_audit_parser, add_tools_review_parser
+
+    add_audit_parser(sub)
+    add_tools_review_parser(sub)
     return parser
 
 
@@ -143,6 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import cli_team
 
             return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+        if args.command in ("audit", "tools-review"):
+            from . import cli_audit
+
+            return (cli_audit.run_audit if args.command == "audit" else cli_audit.run_tools_review)(settings, args)
         if args.command == "tools":
             from .cli_tools import run_tools
 

@@ -173,7 +173,7 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
     enabled = args.command == "enable"
     with _store(settings) as store:
         s = _resolve(store, args.name)
-        store.set_enabled(s.server_id, enabled)
+        store.set_enabled(s.server_id, enabled, actor="cli")
     print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup faces see it at once.")
     return 0
 
@@ -232,7 +232,9 @@ def _remove(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         s = _resolve(store, args.name)
 
     async def body(runtime: Any) -> dict:
-        return await runtime.service.remove({"server_id": s.server_id}, None)
+        from setup_agent.service import CallContext
+
+        return await runtime.service.remove({"server_id": s.server_id}, CallContext(installed_by="cli"))
 
     result = _with_runtime(settings, handler, body)
     log = log_path(Path(settings.home).expanduser() / "logs", s.server_id)

@@ -172,12 +172,12 @@ def add_consent_routes(
         action = form.get("action")
         try:
             if action == "deny":
-                broker.deny(consent_id, "denied on the consent page")
+                broker.deny(consent_id, "denied on the consent page", by="consent page")
                 return _message(200, "Denied", "Nothing runs. You can close this tab and return to your assistant.")
             if action != "approve":
                 return _message(400, "Unknown action", "Use the Approve or Deny button.")
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
-            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes")
+            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes", by="consent page")
         except InvalidInput as exc:
             return _form(consent_id, pending.request, token, error=exc.message, status=400)
         except (ConsentNotFound, ConsentDenied) as exc:

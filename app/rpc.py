@@ -269,7 +269,9 @@ class RpcDispatcher:
             return await self._reconnect(params)
         if method in ("servers.enable", "servers.disable"):
             _only(params, {"server_id"})
-            return await self.runtime.service.set_enabled(_server_id(params), method == "servers.enable")
+            return await self.runtime.service.set_enabled(
+                _server_id(params), method == "servers.enable", actor=current_principal() or "ui"
+            )
         if method.startswith("tool_registry_"):
             return await self._registry(method, params)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)

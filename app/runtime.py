@@ -25,6 +25,7 @@ from setup_agent.gateway import Gateway
 from setup_agent.guard import GuessGuard
 from setup_agent.oauth import SignIns
 from setup_agent.packages import DEFAULT_PREFERENCE
+from setup_agent.pins import ToolReview
 from setup_agent.probe import Prober, sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs
 from setup_agent.providers import ProviderConfig, load_provider_config
@@ -101,6 +102,7 @@ class Runtime:
     sign_ins: SignIns | None = None
     providers: ProviderConfig | None = None
     tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
+    review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -109,6 +111,8 @@ class Runtime:
         await self.gateway.start()
 
     async def aclose(self) -> None:
+        if self.review is not None:
+            self.review.close()
         await self.gateway.aclose()
         if self.sign_ins is not None:
             await self.sign_ins.aclose()
@@ -212,6 +216,8 @@ def build_runtime(
         oauth=sign_ins,
         admit=providers.admit if providers.admission != "off" else None,
     )
+    review = ToolReview(store, consents)
+    connections.on_tools_changed = review.ask
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
     guard = GuessGuard(redactor, on_lockout=lambda session: _lockout_listeners_call(lockout_listeners, session))
     gateway = Gateway(
@@ -235,7 +241,7 @@ def build_runtime(
     )
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
-        consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry,
+        consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
     )  # fmt: skip
 
 

@@ -53,14 +53,14 @@ async def answer_consent(runtime: Any, request: Request, consent_id: str) -> Res
         return _error(404, "consent_not_found", "This consent request is unknown or has expired.")
     try:
         if data.get("deny") is True:
-            consents.deny(consent_id, "denied in the web page")
+            consents.deny(consent_id, "denied in the web page", by="web")
             return JSONResponse({"ok": True, "status": "denied"})
         if data.get("approve") is not True:
             return _error(400, "invalid_input", _SEND_JSON)
         settings = data.get("settings") or {}
         if not isinstance(settings, dict):
             return _error(400, "invalid_input", "settings must be an object of setting names to values.")
-        consents.approve(consent_id, settings, accept_warnings=data.get("accept_warnings") is True)
+        consents.approve(consent_id, settings, accept_warnings=data.get("accept_warnings") is True, by="web")
         return JSONResponse({"ok": True, "status": "approved"})
     except InvalidInput as exc:
         return _error(400, exc.code, runtime.redactor.redact(exc.message))

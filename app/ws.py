@@ -170,6 +170,13 @@ class WebHub:
         self.emit(event, audience=audience)
 
     def _on_consent_event(self, event: dict[str, Any]) -> None:
+        consent = event.get("consent")
+        if event.get("type") == "consent_request" and isinstance(consent, dict) and consent.get("action") == "tools_change":
+            # A changed tool list of an installed server (pins.py): every tab may answer it.
+            shown = {"type": "consent_request", "consent_id": event.get("consent_id"), "consent": consent}
+            self.consents[str(event.get("consent_id"))] = (shown, None)
+            self.emit(shown)
+            return
         if event.get("type") != "consent_done" or self.consents.pop(event.get("consent_id"), None) is None:
             return
         self.emit({"type": "consent_done", "consent_id": event.get("consent_id"), "status": event.get("status")})
@@ -238,6 +245,11 @@ class WebHub:
 
     def _replay(self, session: _Session) -> None:
         """A new tab adopts runs and prompts whose session is gone, and sees them as they are."""
+        if getattr(self.runtime, "review", None) is not None:
+            try:  # tool-list changes waiting for the user (their consents may have expired)
+                self.runtime.review.sync()
+            except Exception:  # noqa: BLE001 - never keeps a tab out
+                log.exception("web: could not list the tool-list changes")
         for event in self.agents.adopt(session.id, self.sessions):
             session.send_text(self.encode(event))
         for prompt_id, (event, audience) in list(self.prompts.items()):

@@ -105,6 +105,9 @@ class ConnectionManager:
         # an installed server may print another's secret, or its own before it connected.
         self._stored_secrets: list[tuple[str, str]] = []
         redactor.add_source(lambda: self._stored_secrets)
+        #: Called with the store's record when a server's live tools differ from its pin beyond
+        #: whitespace (pins.py): the face asks the user out of band (runtime wires ToolReview).
+        self.on_tools_changed: Callable[[InstalledServer], None] | None = None
 
     def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Hear every status change; returns a function that stops listening."""
@@ -183,13 +186,13 @@ class ConnectionManager:
                 live.task.cancel()
         self._forget_secrets(live)
 
-    async def remove(self, server_id: str) -> None:
-        """Disconnect, delete the rows and env, and delete the install dir."""
+    async def remove(self, server_id: str, *, actor: str = "user") -> None:
+        """Disconnect, delete the rows and env, and delete the install dir (``actor`` is audited)."""
         server = await asyncio.to_thread(self.store.get, server_id)
         if server is None:
             raise NotFound(f"No installed server has the id {server_id!r}. mcp_setup_list_servers lists them.")
         await self.disconnect(server_id)
-        await asyncio.to_thread(self.store.remove, server_id)
+        await asyncio.to_thread(lambda: self.store.remove(server_id, actor=actor))
         await asyncio.to_thread(shutil.rmtree, self.install_dir(server_id), True)
 
     async def aclose(self) -> None:
@@ -409,11 +412,32 @@ class ConnectionManager:
             await asyncio.to_thread(archive.unlink, True)
 
     async def _record_tools(self, live: _Live) -> None:
-        """The store keeps each server's latest tool list: listing never waits for a spawn."""
+        """The store keeps each server's latest tool list: listing never waits for a spawn.
+
+        What the status then shows is the store's exposed list (the approved forms, pins.py), so
+        a tool the user has not approved reaches no face's tool list."""
         try:
             await asyncio.to_thread(self.store.set_tools, live.server.server_id, live.status.tools)
+            server = await asyncio.to_thread(self.store.get, live.server.server_id)
         except SetupError as exc:  # e.g. removed meanwhile: the session still works
             logger.info("could not record the tools of %s: %s", live.server.server_id, exc.code)
+            live.status.tools = []
+            return
+        if server is None:
+            live.status.tools = []
+            return
+        live.status.tools = list(server.tools)
+        change = server.tools_change()
+        if change is not None and change["state"] == "changed":
+            logger.warning(
+                "the tools of %s changed since they were approved (%s): held back until the user approves "
+                "(web page, or `mcp-setup tools-review`)", server.qualified_name, self.redactor.redact(change["summary"]),
+            )  # fmt: skip
+            if self.on_tools_changed is not None:
+                try:
+                    self.on_tools_changed(server)
+                except Exception:  # noqa: BLE001 - never break a connection
+                    logger.exception("tools-changed listener failed")
 
     async def _hold(self, live: _Live, pwatch: ProcessWatch, signed_out: asyncio.Event | None = None) -> None:
         """Wait until asked to stop, until the server process dies, or until its sign-in is gone."""

@@ -108,6 +108,10 @@ class ConsentRequest:
     destinations: list[DestinationSetting]
     warnings: list[ConsentWarning] = field(default_factory=list)
     fingerprint: str = ""
+    #: For ``action == "tools_change"``: the installed server's tool list changed (see pins.py):
+    #: ``{server_id, pinned_hash, live_hash, diff, tools: [{name, change, description, pinned_description,
+    #: inputSchema}]}`` — the new texts as the server wrote them, shown escaped, never to the agent.
+    tools_change: dict[str, Any] | None = None
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
@@ -383,7 +387,8 @@ class ConsentBroker:
             return self._closed.get(consent_id, "unknown")
 
     def approve(
-        self, consent_id: str, settings: Mapping[str, Any] | None = None, *, accept_warnings: bool = False
+        self, consent_id: str, settings: Mapping[str, Any] | None = None, *, accept_warnings: bool = False,
+        by: str | None = None,
     ) -> ConsentDecision:
         """The user approves, with their values for the destination settings (others keep the suggestion)."""
         with self._lock:
@@ -399,19 +404,19 @@ class ConsentBroker:
                 state.decision = decision
                 self._remembered[request.fingerprint] = (decision, self._timer())
                 self._close(consent_id, state, "approved")
-                events.append({"type": "consent_done", "consent_id": consent_id, "status": "approved"})
+                events.append(_done(consent_id, "approved", by))
             finally:
                 self._emit(events)
         log.info("The user approved running %s", request.server)
         return decision
 
-    def deny(self, consent_id: str, reason: str = "denied by the user") -> None:
+    def deny(self, consent_id: str, reason: str = "denied by the user", *, by: str | None = None) -> None:
         with self._lock:
             events = self._sweep()
             try:
                 state = self._open_state(consent_id)
                 self._close(consent_id, state, "denied")
-                events.append({"type": "consent_done", "consent_id": consent_id, "status": "denied"})
+                events.append(_done(consent_id, "denied", by))
             finally:
                 self._emit(events)
         log.info("The user denied running %s (%s)", state.pending.request.server, reason[:200])
@@ -438,6 +443,14 @@ class ConsentBroker:
             if state.status == "pending":
                 raise TimeoutError("The user has not answered the consent request yet.")
             return state.status
+
+
+def _done(consent_id: str, status: str, by: str | None) -> Event:
+    """A ``consent_done`` event; ``by`` names the face that answered (e.g. ``web``), for the audit."""
+    event: Event = {"type": "consent_done", "consent_id": consent_id, "status": status}
+    if by:
+        event["by"] = by
+    return event
 
 
 def _validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:

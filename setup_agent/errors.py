@@ -44,7 +44,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     ├── ConsentError
     │   ├── ConsentRequired             consent_required
     │   ├── ConsentDenied               consent_denied
-    │   └── ConsentNotFound             consent_not_found
+    │   ├── ConsentNotFound             consent_not_found
+    │   └── ToolsChanged                tools_changed
     ├── OAuthError                      oauth_error
     │   ├── OAuthRefused                oauth_refused
     │   ├── OAuthDenied                 oauth_denied
@@ -120,6 +121,7 @@ __all__ = [
     "SessionLocked",
     "SetupError",
     "StoreError",
+    "ToolsChanged",
     "TRANSLATIONS",
     "Unreachable",
     "jsonrpc_error",
@@ -316,6 +318,12 @@ class ConsentDenied(ConsentError):
 
 class ConsentNotFound(ConsentError):
     code = "consent_not_found"
+
+
+class ToolsChanged(ConsentError):
+    """A tool-list approval or rejection for a list the server no longer offers (pins.py)."""
+
+    code = "tools_changed"
 
 
 class OAuthError(SetupError):

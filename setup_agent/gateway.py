@@ -179,8 +179,8 @@ class Gateway:
             except SetupError as exc:
                 return tool_error(exc.message, exc.code)
         server = await asyncio.to_thread(self.store.get, entry.server.server_id)
-        if server is None or not server.enabled:
-            raise UnknownTool(name)
+        if server is None or not server.enabled or not any(t.get("name") == entry.tool_name for t in server.tools):
+            raise UnknownTool(name)  # gone, disabled, or no longer an approved tool (pins.py)
         status = await self.connections.ensure_connected(server, self.call_timeout)
         if status.status != "connected":
             why = f": {status.reason}" if status.reason else ""

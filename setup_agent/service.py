@@ -39,6 +39,7 @@ from .manifest import (
 )
 from .oauth import GRANT_KEY, GrantAuth, SignIns
 from .packages import DEFAULT_PREFERENCE, build_spec, choose_package, describe_packages, unset_keys
+from .pins import relabel
 from .probe import ProbeResult, Prober, make_scratch_dir
 from .procs import claim_dir
 from .prompts import PendingPrompt, PromptBroker
@@ -425,7 +426,7 @@ class SetupService:
                     tools_hash=result.tools_hash,
                     env=env,
                     title=prepared.detail.display_name,
-                    tools=probed_tools,
+                    tools=relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()}),  # the pin
                 )
             except BaseException:
                 self.refs.release(claim)
@@ -457,8 +458,8 @@ class SetupService:
                 "slug": s.slug,
                 "enabled": s.enabled,
                 "status": st.status if s.enabled else "disabled",
-                # Live tools when connected; otherwise the list recorded at its last connect.
-                "tools": st.tools if st.status == "connected" else list(s.tools),
+                # Only the approved forms (pins.py): the live list may hold what the user has not seen.
+                "tools": list(s.tools),
                 "installed_by": s.installed_by,
                 "installed_at": s.installed_at.isoformat(),
                 "version": s.version,
@@ -466,6 +467,10 @@ class SetupService:
             }
             if st.reason:
                 item["reason"] = st.reason
+            if (change := s.tools_change()) is not None:  # names only; approved out of band
+                item["tools_change"] = {"state": change["state"], "summary": change["summary"]}
+                if change["state"] == "changed" and s.enabled:
+                    item["status"] = "tools_changed"
             out.append(item)
         return {"servers": out}
 
@@ -473,7 +478,7 @@ class SetupService:
         server_id = _req_name(args, "server_id")
         revoked = await self._revoke_sign_in(server_id)
         try:
-            await self.connections.remove(server_id)
+            await self.connections.remove(server_id, actor=ctx.installed_by)
         except NotFound:
             raise NotFound("No installed server has this server_id. mcp_setup_list_servers lists them.") from None
         return {"removed": True, **({"signed_out": True} if revoked else {})}
@@ -513,12 +518,12 @@ class SetupService:
         assert url
         return url
 
-    async def set_enabled(self, server_id: str, enabled: bool) -> dict:
+    async def set_enabled(self, server_id: str, enabled: bool, *, actor: str = "user") -> dict:
         """Enable or disable an installed server (not an agent tool: faces for people call it).
 
         A disabled server keeps its rows and secrets; it stops and its tools leave every face's
         list (the gateway sees the change through the store)."""
-        server = await asyncio.to_thread(self.store.set_enabled, server_id, enabled)
+        server = await asyncio.to_thread(lambda: self.store.set_enabled(server_id, enabled, actor=actor))
         if enabled:
             await self.connections.connect(server, wait=False)
         else:

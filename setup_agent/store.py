@@ -1,6 +1,6 @@
 """The store: installed MCP servers and their client env, every env value encrypted by the vault.
 
-Tables ``mcp_servers``, ``mcp_client_env`` and ``mcp_tokens`` (the repository of the last is
+Tables ``mcp_servers``, ``mcp_client_env``, ``mcp_audit`` (append-only) and ``mcp_tokens`` (the repository of the last is
 ``tokens.py``) come from the Alembic migrations in ``migrations/``
 (:meth:`Store.migrate`, no ``alembic.ini``). Portable SQL: SQLite by default, any SQLAlchemy URL
 works. Library errors become :class:`~setup_agent.errors.StoreError` here, with no values in them.
@@ -29,12 +29,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 from sqlalchemy.pool import StaticPool
 
 from .catalog import SQLITE_FILE_NAME, Catalog, CatalogServer, make_slug, parse_tools
-from .errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
+from .errors import AlreadyInstalled, InvalidInput, NotFound, StoreError, ToolsChanged
+from .pins import reconcile, summarize
+from .pins import tools_hash as _pin_hash
 from .secrets import SecretValue
 from .vault import Vault
 
 __all__ = [
-    "DB_FILE_NAME", "HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "Base", "ClientEnvRow", "Clock",
+    "DB_FILE_NAME", "HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "AuditEntry", "AuditRow", "Base",
+    "ClientEnvRow", "Clock",
     "EnvInput", "EnvKey", "InstalledServer", "ServerRow", "Store", "TokenRow", "utcnow",
 ]  # fmt: skip
 
@@ -44,7 +47,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 VERSION_TABLE = "mcp_setup_alembic_version"
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
-HEAD_REVISION = "0003_tokens"
+HEAD_REVISION = "0004_pins_audit"
 #: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
 _MIGRATION_LOCK = 0x6D63_7073_6574_7570
 
@@ -103,7 +106,17 @@ class ServerRow(Base):
     tools_hash: Mapped[str] = mapped_column(String(128))
     slug: Mapped[str] = mapped_column(String(64), nullable=True, unique=True, index=True)  # set at install
     title: Mapped[str | None] = mapped_column(String(512))
-    tools_json: Mapped[str | None] = mapped_column(Text)  # redacted tool list, refreshed at each connect
+    tools_json: Mapped[str | None] = mapped_column(Text)  # the exposed (approved) tool list, redacted
+    # Tool pinning (pins.py): the approved list, what the server offers now, and the verdict.
+    pinned_tools_json: Mapped[str | None] = mapped_column(Text)
+    pinned_hash: Mapped[str | None] = mapped_column(String(64))
+    pinned_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    pinned_version: Mapped[str | None] = mapped_column(String(128))
+    live_tools_json: Mapped[str | None] = mapped_column(Text)
+    live_hash: Mapped[str | None] = mapped_column(String(64))
+    tools_state: Mapped[str | None] = mapped_column(String(16))  # pinned | changed | rejected
+    tools_diff: Mapped[str | None] = mapped_column(Text)  # names only (pins.diff_tools)
+    rejected_hash: Mapped[str | None] = mapped_column(String(64))
 
     env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 
@@ -128,6 +141,22 @@ class ClientEnvRow(Base):
     secret: Mapped[bool] = mapped_column(Boolean)
 
 
+class AuditRow(Base):
+    """One audited event; append-only (the migration forbids UPDATE and DELETE). No values."""
+
+    __tablename__ = "mcp_audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    event: Mapped[str] = mapped_column(String(32))
+    server_id: Mapped[str | None] = mapped_column(String(64))
+    qualified_name: Mapped[str | None] = mapped_column(String(512))
+    actor: Mapped[str] = mapped_column(String(128))
+    old_hash: Mapped[str | None] = mapped_column(String(64))
+    new_hash: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[str | None] = mapped_column(String(512))
+
+
 class TokenRow(Base):
     """A named bearer token of a team gateway: only its SHA-256 is stored (see ``tokens.py``)."""
 
@@ -140,6 +169,28 @@ class TokenRow(Base):
 
 
 # --- public records ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One row of the audit: what happened to which server, when, by whom; hashes, never values."""
+
+    id: int
+    at: datetime
+    event: str  # installed | removed | enabled | disabled | pinned | tools_changed | tools_approved | tools_rejected
+    server_id: str | None
+    qualified_name: str | None
+    actor: str
+    old_hash: str | None = None
+    new_hash: str | None = None
+    detail: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "at": self.at.isoformat(), "event": self.event, "server_id": self.server_id,
+            "qualified_name": self.qualified_name, "actor": self.actor, "old_hash": self.old_hash,
+            "new_hash": self.new_hash, "detail": self.detail,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -167,6 +218,21 @@ class InstalledServer:
     title: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     tools_recorded: bool = False  # False until a test or a connection has listed its tools
+    # Pinning (pins.py): ``tools`` above is what is exposed; these say what was approved and what is offered.
+    pinned_tools: tuple[dict[str, Any], ...] = ()
+    live_tools: tuple[dict[str, Any], ...] = ()
+    pinned_hash: str | None = None
+    live_hash: str | None = None
+    pinned_at: datetime | None = None
+    pinned_version: str | None = None
+    tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
+    tools_diff: dict[str, Any] | None = None
+
+    def tools_change(self) -> dict[str, Any] | None:
+        """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
+        if self.tools_state not in ("changed", "rejected") or not self.tools_diff:
+            return None
+        return {"state": self.tools_state, "summary": summarize(self.tools_diff), "diff": self.tools_diff}
 
     def catalog_entry(self) -> CatalogServer:
         return CatalogServer(
@@ -187,6 +253,14 @@ def _record(row: ServerRow) -> InstalledServer:
         launch_spec=json.loads(row.launch_spec),
         tools=parse_tools(row.tools_json),
         tools_recorded=row.tools_json is not None,
+        pinned_tools=parse_tools(row.pinned_tools_json),
+        live_tools=parse_tools(row.live_tools_json),
+        pinned_hash=row.pinned_hash,
+        live_hash=row.live_hash,
+        pinned_at=row.pinned_at,
+        pinned_version=row.pinned_version,
+        tools_state=row.tools_state or "pinned",
+        tools_diff=json.loads(row.tools_diff) if row.tools_diff else None,
         env_keys=tuple(EnvKey(e.key, e.secret) for e in sorted(row.env, key=lambda e: e.key)),
     )
 
@@ -325,12 +399,18 @@ class Store:
             installed_by=installed_by, tools_hash=tools_hash, env=env_rows,
             title=(title or None) and title[:512], tools_json=_tools_json(tools),
         )  # fmt: skip
+        if tools is not None:  # pinned: what the install test saw is what the user approved
+            digest = _pin_hash(tools)
+            row.pinned_tools_json = row.live_tools_json = row.tools_json
+            row.pinned_hash = row.live_hash = digest
+            row.pinned_at, row.pinned_version, row.tools_state = row.installed_at, version, "pinned"
         try:
             with self._translated(f"install {qualified_name}"), self._session() as s, s.begin():
                 self._refuse_duplicate(s, qualified_name, server_id)
                 row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
                 s.add(row)
                 s.flush()
+                self._audit(s, "installed", row, installed_by, new=row.pinned_hash)
                 self._bump(s)
                 result = _record(row)
         except StoreError as exc:
@@ -341,30 +421,91 @@ class Store:
         self._changed()
         return result
 
-    def set_enabled(self, server_id: str, enabled: bool) -> InstalledServer:
+    def set_enabled(self, server_id: str, enabled: bool, *, actor: str = "user") -> InstalledServer:
         with self._translated(f"update server {server_id}"), self._session() as s, s.begin():
             done = s.execute(update(ServerRow).where(ServerRow.server_id == server_id).values(enabled=bool(enabled)))
             if not done.rowcount:
                 raise NotFound(f"No installed server has the id {server_id}.")
             self._bump(s)
-            result = _record(s.get_one(ServerRow, server_id, populate_existing=True))
+            row = s.get_one(ServerRow, server_id, populate_existing=True)
+            self._audit(s, "enabled" if enabled else "disabled", row, actor)
+            result = _record(row)
         self._changed()
         return result
 
     def set_tools(self, server_id: str, tools: Sequence[Mapping[str, Any]]) -> bool:
-        """Record the server's current tool list; True (and a change bump) when it differs."""
-        text = _tools_json(tools)
+        """Record the tools the server offers now and expose only their approved forms (pins.py).
+
+        The first list ever recorded for a server without a pin becomes its pin. A list that
+        differs from the pin beyond whitespace holds back what changed and waits for the user
+        (``tools_state`` ``changed``); a list the user rejected stays ``rejected``. A new live
+        list is audited once (``tools_changed``). True (and a change bump) when what is
+        exposed or the state changed.
+        """
+        live_text = _tools_json(tools)
+        digest = _pin_hash(tools)
         with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
-            done = s.execute(
-                update(ServerRow)
-                .where(ServerRow.server_id == server_id, (ServerRow.tools_json != text) | ServerRow.tools_json.is_(None))
-                .values(tools_json=text)
-            )
-            if not done.rowcount:
+            row = s.get(ServerRow, server_id, with_for_update=True)  # PostgreSQL: one writer per server
+            if row is None:
+                return False
+            before = (row.tools_json, row.tools_state)
+            if row.pinned_tools_json is None:  # installed before pinning and never listed: trust on first use
+                row.pinned_tools_json, row.pinned_hash = live_text, digest
+                row.pinned_at, row.pinned_version = _aware(self._clock()), row.version
+                self._audit(s, "pinned", row, "mcp-setup", new=digest, detail="first list seen")
+            verdict = reconcile(parse_tools(row.pinned_tools_json), parse_tools(live_text))
+            previous = row.live_hash or row.pinned_hash
+            if digest != previous:
+                self._audit(s, "tools_changed", row, "server", old=previous, new=digest,
+                            detail=summarize(verdict.diff) + ("" if verdict.needs_approval else "; pinned forms kept"))
+            if not verdict.needs_approval:
+                state = "pinned"
+            else:
+                state = "rejected" if row.rejected_hash == digest else "changed"
+            row.live_tools_json, row.live_hash = live_text, digest
+            row.tools_json = _tools_json(verdict.exposed)
+            row.tools_state = state
+            row.tools_diff = json.dumps(verdict.diff, sort_keys=True) if verdict.needs_approval else None
+            if (row.tools_json, row.tools_state) == before:
                 return False
             self._bump(s)
         self._changed()
         return True
+
+    def approve_tools(self, server_id: str, live_hash: str, *, actor: str) -> InstalledServer:
+        """The user approved the list with ``live_hash``: it becomes the pin and is exposed whole.
+
+        Raises :class:`~setup_agent.errors.ToolsChanged` when the server offers another list by now.
+        """
+        return self._decide(server_id, live_hash, actor, approve=True)
+
+    def reject_tools(self, server_id: str, live_hash: str, *, actor: str) -> InstalledServer:
+        """The user rejected the list with ``live_hash``: the pin stays, nothing more is exposed."""
+        return self._decide(server_id, live_hash, actor, approve=False)
+
+    def _decide(self, server_id: str, live_hash: str, actor: str, *, approve: bool) -> InstalledServer:
+        with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
+            row = s.get(ServerRow, server_id, with_for_update=True)
+            if row is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            if row.live_hash != live_hash or row.live_tools_json is None:
+                raise ToolsChanged(
+                    "The server's tool list changed again since this was asked; nothing was decided. "
+                    "Review the new list."
+                )
+            if approve:
+                old = row.pinned_hash
+                row.pinned_tools_json = row.tools_json = row.live_tools_json
+                row.pinned_hash, row.pinned_at, row.pinned_version = live_hash, _aware(self._clock()), row.version
+                row.tools_state, row.tools_diff, row.rejected_hash = "pinned", None, None
+                self._audit(s, "tools_approved", row, actor, old=old, new=live_hash)
+            else:
+                row.tools_state, row.rejected_hash = "rejected", live_hash
+                self._audit(s, "tools_rejected", row, actor, old=row.pinned_hash, new=live_hash)
+            self._bump(s)
+            result = _record(s.get_one(ServerRow, server_id, populate_existing=True))
+        self._changed()
+        return result
 
     def set_env_value(self, server_id: str, key: str, value: str | SecretValue, secret: bool) -> None:
         """Write one env value (encrypted), replacing it: e.g. a renewed OAuth sign-in."""
@@ -381,9 +522,12 @@ class Store:
             if not done.rowcount:
                 s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
 
-    def remove(self, server_id: str) -> bool:
+    def remove(self, server_id: str, *, actor: str = "user") -> bool:
         """Delete the server and its env rows in one transaction; ``False`` if it was not there."""
         with self._translated(f"remove server {server_id}"), self._session() as s, s.begin():
+            row = s.get(ServerRow, server_id)
+            if row is not None:
+                self._audit(s, "removed", row, actor, old=row.pinned_hash)
             s.execute(delete(ClientEnvRow).where(ClientEnvRow.server_id == server_id))
             done = s.execute(delete(ServerRow).where(ServerRow.server_id == server_id))
             if not done.rowcount:
@@ -391,6 +535,40 @@ class Store:
             self._bump(s)
         self._changed()
         return True
+
+    # -- audit ---------------------------------------------------------------------
+    def _audit(
+        self, s: Session, event: str, row: ServerRow, actor: str, *, old: str | None = None, new: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        s.add(AuditRow(
+            at=_aware(self._clock()), event=event, server_id=row.server_id, qualified_name=row.qualified_name,
+            actor=(actor or "unknown")[:128], old_hash=old, new_hash=new, detail=detail and detail[:512],
+        ))  # fmt: skip
+
+    def audit(self, *, limit: int | None = None, server_id: str | None = None) -> builtins.list[AuditEntry]:
+        """Audit rows, oldest first (the last ``limit`` when given)."""
+        query = select(AuditRow).order_by(AuditRow.id.desc())
+        if server_id is not None:
+            query = query.where(AuditRow.server_id == server_id)
+        if limit is not None:
+            query = query.limit(max(int(limit), 0))
+        with self._translated("read the audit"), self._session() as s:
+            rows = builtins.list(s.scalars(query))
+        return [
+            AuditEntry(r.id, r.at, r.event, r.server_id, r.qualified_name, r.actor, r.old_hash, r.new_hash, r.detail)
+            for r in reversed(rows)
+        ]
+
+    def audit_counts(self) -> dict[str, int]:
+        """Audit rows per event, and ``total`` (for ``tool_registry_diagnostics``)."""
+        from sqlalchemy import func
+
+        with self._translated("count the audit"), self._session() as s:
+            pairs = s.execute(select(AuditRow.event, func.count()).group_by(AuditRow.event)).all()
+        counts = {str(event): int(n) for event, n in pairs}
+        counts["total"] = sum(counts.values())
+        return counts
 
     # -- change marker -------------------------------------------------------------
     def change_counter(self) -> int:

@@ -196,6 +196,7 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
     from setup_agent.vault import Vault
     from tests.mcp_face import REPO, mcp_setup_argv
     from tests.stub_server.bundle import SERVER_PY, sha256_hex
+    from tests.stub_server.server import Stub
 
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
     data_dir = Path(env["MCP_SETUP_HOME"])
@@ -208,7 +209,7 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
     store.install(
         qualified_name="io.test/stubborn", source="local", version="1", package_type="stdio", launch_spec=spec,
         installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (canary, True)},
-        tools=[{"name": "whoami", "description": "", "inputSchema": {"type": "object"}}],
+        tools=Stub(set(), None).tools,  # what it will offer: the pin matches (#16), its status stays connected
     )
     store.close()
     proc = subprocess.Popen(

@@ -47,6 +47,18 @@ RECORDED_TOOLS = [
 ]  # fmt: skip
 
 
+def offered_by_the_stub() -> list[dict[str, Any]]:
+    """What the echo_env stub will offer once connected, as the redactor shows it: the pinned
+    list matches it (#16), so its tools stay exposed."""
+    from tests.stub_server.server import Stub
+
+    tools = [dict(t) for t in Stub({"echo_env"}, None).tools]
+    for tool in tools:
+        if tool["name"] == "leak":
+            tool["description"] = "Leaks the key: [secret:STUB_API_KEY]"
+    return tools
+
+
 def seed(data_dir: Path) -> dict[str, str]:
     """Install three servers straight into the store the face will open."""
     from keyring.backends import fail
@@ -66,7 +78,7 @@ def seed(data_dir: Path) -> dict[str, str]:
     try:
         ids[CONNECTED] = store.install(
             qualified_name=CONNECTED, launch_spec=stub, env={"STUB_API_KEY": (CANARY, True), "STUB_REGION": (REGION, False)},
-            tools=[{"name": "echo", "inputSchema": {"type": "object"}}], **common,
+            tools=offered_by_the_stub(), **common,
         ).server_id  # fmt: skip
         ids[FAILED] = store.install(
             qualified_name=FAILED, launch_spec={"command": "/nonexistent/mcp-stub-xyz", "args": []},

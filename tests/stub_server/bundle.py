@@ -41,6 +41,7 @@ def stub_manifest(
     name: str = "stub",
     version: str = "1.0.0",
     user_config_key: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The MCPB `manifest.json` for the stub (expected value only as its hash).
 
@@ -52,6 +53,7 @@ def stub_manifest(
         key_name: "${user_config.%s}" % uc,
         "STUB_REQUIRED_ENV": key_name,
         "STUB_MODE": mode,
+        **(extra_env or {}),  # e.g. STUB_TOOLS_FILE (tool pinning tests)
     }
     if expected_value is not None:
         env["STUB_EXPECTED_SHA256"] = sha256_hex(expected_value)
@@ -103,12 +105,13 @@ def build_stub_bundle(
     name: str = "stub",
     version: str = "1.0.0",
     user_config_key: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[Path, str]:
     """Write `<dest_dir>/<name>-<version>.mcpb`; return (path, sha256 hex of the file)."""
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
     manifest = stub_manifest(key_name=key_name, expected_value=expected_value, mode=mode, name=name, version=version,
-                             user_config_key=user_config_key)
+                             user_config_key=user_config_key, extra_env=extra_env)
     path = dest_dir / f"{name}-{version}.mcpb"
     tmp = path.with_suffix(".mcpb.tmp")
     with zipfile.ZipFile(tmp, "w") as zf:

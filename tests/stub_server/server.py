@@ -11,6 +11,9 @@ to stderr and exits on stdin EOF. Behaviour is chosen by environment variables (
   STUB_MODE / --mode M[,M...]    modes, comma-separated (below)
   STUB_SLOW_SECONDS (2)  STUB_TOOL_COUNT (500)  STUB_EXIT_DELAY (30)
   STUB_PID_FILE        append own pid (and a grandchild's) one per line
+  STUB_TOOLS_FILE      a JSON file read at each start (absent: no change) changing the tool
+                       list: {"extra": [tool, ...], "descriptions": {name: text},
+                       "remove": [name, ...]} (tool pinning tests: change it between runs)
 
 Modes: hang (reads, never answers), hang_after_init (never answers tools/*),
 crash (stderr "stub: fatal: simulated crash", exit 3 before reading), garbage
@@ -123,6 +126,7 @@ class Stub:
                 "description": "Leaks the key: %s" % os.environ.get(self.key_name, ""),
                 "inputSchema": {"type": "object", "properties": {}},
             })
+        tools = apply_tools_file(tools, os.environ.get("STUB_TOOLS_FILE"))
         if "many_tools" in self.modes:
             count = int(os.environ.get("STUB_TOOL_COUNT") or 500)
             for n in range(len(tools), count):
@@ -216,6 +220,22 @@ class Stub:
         if any(t["name"] == name for t in self.tools):
             return text_result("%s ok" % name), None
         return None, (INVALID_PARAMS, "unknown tool: %s" % name)
+
+
+def apply_tools_file(tools, path):
+    """The tool list changed as the STUB_TOOLS_FILE says (unchanged when unset or absent)."""
+    if not path or not os.path.isfile(path):
+        return tools
+    with open(path) as f:
+        change = json.load(f)
+    removed = set(change.get("remove") or ())
+    out = []
+    for tool in tools:
+        if tool["name"] in removed:
+            continue
+        text = (change.get("descriptions") or {}).get(tool["name"])
+        out.append(dict(tool, description=text) if text is not None else tool)
+    return out + list(change.get("extra") or ())
 
 
 def text_result(text: str) -> dict:

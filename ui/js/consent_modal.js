@@ -6,12 +6,32 @@
 import { $, el, showError } from "./dom.js";
 import { postConsent } from "./api.js";
 import { isThisRun, note, setBusy } from "./thread.js";
+import { loadServersSoon } from "./servers.js";
 
 var queue = [];
 var current = null;
 var closing = false;
 
+// A changed tool list of an installed server (action "tools_change"): what is new, as written.
+function toolRows(c) {
+  var t = c.tools_change || {};
+  var d = t.diff || {};
+  var out = [["Server", c.package + (c.version ? " (version " + c.version + ")" : "")]];
+  (t.tools || []).forEach(function (tool) {
+    if (tool.change === "added") {
+      out.push(["New tool " + tool.name, tool.description || "(no description)"]);
+    } else {
+      out.push(["Changed tool " + tool.name, "now: " + (tool.description || "(no description)")]);
+      out.push(["", "approved: " + (tool.pinned_description || "(no description)")]);
+    }
+    out.push(["", "inputs: " + tool.inputSchema]);
+  });
+  if (d.removed && d.removed.length) out.push(["Removed", d.removed.join(", ")]);
+  return out;
+}
+
 function rows(c) {
+  if (c.action === "tools_change") return toolRows(c);
   var out = [["Server", c.server + (c.version ? " (version " + c.version + ")" : "")],
              ["Package", c.package_type + ": " + c.package]];
   if (c.sha256) out.push(["sha256", c.sha256]);
@@ -40,7 +60,11 @@ function showNext() {
   if (current || !queue.length) return;
   current = queue.shift();
   var c = current.consent;
+  var tools = c.action === "tools_change";
   $("consent-server").textContent = c.server;
+  $("consent-verb").textContent = tools ? "Approve the changed tools of" : "Allow mcp-setup to run";
+  $("consent-intro").hidden = tools;
+  $("consent-tools-intro").hidden = !tools;
   var launch = $("consent-launch");
   launch.textContent = "";
   rows(c).forEach(function (r) {
@@ -124,6 +148,7 @@ function deny() {
 }
 
 export function onConsentDone(event) {
+  loadServersSoon(); // an answered tool-list change changes what the list shows
   queue = queue.filter(function (c) { return c.consent_id !== event.consent_id; });
   if (current && current.consent_id === event.consent_id) close();
 }

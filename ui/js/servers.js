@@ -5,7 +5,7 @@ import { $, el, showError } from "./dom.js";
 import { rpc } from "./api.js";
 
 var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped",
-                     disabled: "Disabled" };
+                     disabled: "Disabled", tools_changed: "Tools changed: review" };
 
 function installedByWords(label) {
   if (!label) return "unknown";
@@ -97,6 +97,9 @@ function renderServers(servers) {
         (when && !isNaN(when) ? " on " + when.toLocaleString() : "") +
         (server.version ? " · version " + server.version : "") }),
       status === "failed" && server.reason ? el("p", { class: "error", text: "Problem: " + server.reason }) : null,
+      server.tools_change ? el("p", { class: server.tools_change.state === "changed" ? "error" : "muted small",
+        text: (server.tools_change.state === "changed" ? "Its tools changed since you approved them (held back until you approve): "
+               : "You rejected its changed tools (the approved ones stay): ") + server.tools_change.summary }) : null,
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
       el("div", { class: "row" }, [toggleLabel, enabled ? reconnect : null, remove]),
