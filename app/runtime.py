@@ -239,6 +239,7 @@ def build_runtime(
         version=service_version(),
         policy={"consent": settings.consent},
     )
+    tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event (#16), never values
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,

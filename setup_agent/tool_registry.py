@@ -149,7 +149,7 @@ class ToolRegistry:
             "capability_providers": {**self.providers.diagnostics(), **self._coverage(servers)},
         }
         for name, section in self._sections.items():
-            out[name] = section()
+            out[name] = await asyncio.to_thread(section)  # a section may read the store
         return self.redactor.redact_obj(out)
 
     # -- building -----------------------------------------------------------------------

@@ -168,6 +168,8 @@ def test_diagnostics_count_by_route_and_health_and_list_the_write_surface_with_r
     diag = served.rpc("tool_registry_diagnostics")["result"]
     counts = diag["counts"]
     assert counts["tools"] == len(tools) and counts["servers"] == 3
+    # The audit (#16) is counted: three installs and one disable, as seeded.
+    assert diag["audit"]["installed"] == 3 and diag["audit"]["disabled"] == 1 and diag["audit"]["total"] >= 4
     assert counts["by_route"] == {"setup": 8, "mcp:stdio": 3 + len(RECORDED_TOOLS), "mcp:streamable-http": 1}
     assert counts["by_health"]["failed"] == len(RECORDED_TOOLS) and counts["by_health"]["disabled"] == 1
     assert counts["by_health"]["connected"] == 3 and counts["by_health"]["available"] == 8
