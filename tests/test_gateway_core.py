@@ -1,0 +1,113 @@
+"""The gateway in the core: lazy start on the first call, idle stop, a down server answered
+with a tool error (never a hang), unknown names, over a real store and real stub processes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from setup_agent.connections import ConnectionManager, ServerStatus
+from setup_agent.gateway import Gateway, UnknownTool
+from setup_agent.redact import Redactor
+from setup_agent.store import Store
+from setup_agent.vault import Vault
+from tests.stub_server.server import Stub
+from tests.test_connections import stub_launch
+
+pytestmark = pytest.mark.anyio
+
+
+class Statuses:
+    """Every status change, with a way to wait (bounded) for one."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self._changed = anyio.Event()
+
+    def __call__(self, status: ServerStatus) -> None:
+        self.seen.append((status.server_id, status.status))
+        self._changed.set()
+
+    async def until(self, server_id: str, status: str, timeout: float = 15) -> None:
+        with anyio.fail_after(timeout):
+            while (server_id, status) not in self.seen:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[tuple[Store, ConnectionManager, Statuses, Any]]:
+    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
+    statuses = Statuses()
+    redactor = Redactor()
+    manager = ConnectionManager(
+        store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=10, on_status=statuses
+    )
+    gateways: list[Gateway] = []
+
+    async def gateway(**options: Any) -> Gateway:
+        gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1, **options)
+        await gw.start()
+        gateways.append(gw)
+        return gw
+
+    yield store, manager, statuses, gateway
+    for gw in gateways:
+        await gw.aclose()
+    await manager.aclose()
+    store.close()
+
+
+def install(store: Store, name: str, value: str, mode: str = "") -> Any:
+    return store.install(
+        qualified_name=name, source="local", version="1", package_type="stdio", launch_spec=stub_launch(value, mode),
+        installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (value, True)}, tools=Stub(set(), None).tools,
+    )  # fmt: skip
+
+
+async def test_a_lazy_gateway_starts_a_server_on_its_first_call_and_stops_it_when_idle(world, canary: str) -> None:
+    store, manager, statuses, gateway = world
+    server = install(store, "io.test/lazy", canary)
+    gw = await gateway(idle_stop_seconds=0.3)
+    assert manager.status(server.server_id).status == "stopped"  # listed, not started
+    assert "lazy__echo" in {t["name"] for t in gw.catalog.wire_tools()}
+    with anyio.fail_after(20):
+        answer = await gw.call("lazy__echo", {"text": "first"})
+    assert answer["content"][0]["text"] == "first"
+    await statuses.until(server.server_id, "connected")
+    statuses.seen.clear()
+    await statuses.until(server.server_id, "stopped")  # idle: the watcher stopped it
+    with anyio.fail_after(20):
+        again = await gw.call("lazy__echo", {"text": "again"})  # and it starts again
+    assert again["content"][0]["text"] == "again"
+
+
+async def test_a_server_that_cannot_start_answers_a_tool_error_naming_it_not_a_hang(world, canary: str) -> None:
+    store, _, _, gateway = world
+    install(store, "io.test/stuck", canary, mode="hang")
+    install(store, "io.test/broken", canary, mode="crash")
+    gw = await gateway(call_timeout=1.0)
+    with anyio.fail_after(20):
+        stuck = await gw.call("stuck__echo", {"text": "x"})
+        broken = await gw.call("broken__echo", {"text": "x"})
+    assert stuck["isError"] and stuck["structuredContent"]["error"]["code"] == "server_unavailable"
+    assert "stuck" in stuck["content"][0]["text"] and "starting" in stuck["content"][0]["text"]
+    assert broken["isError"] and "failed" in broken["content"][0]["text"]
+    assert canary not in str(stuck) + str(broken)
+
+
+async def test_an_unknown_or_disabled_tool_name_is_unknown(world, canary: str) -> None:
+    store, _, _, gateway = world
+    server = install(store, "io.test/off", canary)
+    gw = await gateway()
+    with pytest.raises(UnknownTool):
+        await gw.call("nosuch__echo", {})
+    store.set_enabled(server.server_id, False)
+    with anyio.fail_after(10):
+        await gw.refresh()
+    with pytest.raises(UnknownTool):
+        await gw.call("off__echo", {"text": "x"})
