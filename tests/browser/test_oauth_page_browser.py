@@ -8,7 +8,6 @@ socket, #15 canary), the page, the log or the data dir in clear."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
