@@ -291,13 +291,21 @@ class McpFace:
         return {}
 
     async def _present_sign_in(self, ctx: Any, info: dict[str, Any]) -> dict[str, Any]:
-        """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it."""
+        """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it.
+
+        A 2026-07-28 session takes no server requests (see :meth:`_present`), and a client whose
+        elicitation fails gets the link too: the result carries it and the sign-in goes on."""
         caps = ctx.session.client_capabilities
         elicitation = getattr(caps, "elicitation", None) if caps is not None else None
-        if elicitation is not None and getattr(elicitation, "url", None) is not None:
-            result = await ctx.session.elicit_url(
-                info["message"], info["url"], "oauth-" + secrets.token_hex(8), related_request_id=ctx.request_id
-            )
+        modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
+        if not modern and elicitation is not None and getattr(elicitation, "url", None) is not None:
+            try:
+                result = await ctx.session.elicit_url(
+                    info["message"], info["url"], "oauth-" + secrets.token_hex(8), related_request_id=ctx.request_id
+                )
+            except Exception as exc:  # the client's error may quote the URL: only its type is logged
+                logger.warning("URL elicitation of a sign-in failed (%s); the link goes in the result", type(exc).__name__)
+                return {"status": "pending", "url": info["url"]}
             if result.action != "accept":
                 raise OAuthDenied(f"The user declined to sign in to {info['server']}.")
             return {"status": "shown"}

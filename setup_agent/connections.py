@@ -381,7 +381,9 @@ class ConnectionManager:
             if live.stop.is_set():
                 break
             if auth is not None and getattr(auth, "signed_out", None) is not None and auth.signed_out.is_set():
-                self._set(live, "needs_sign_in", self.redactor.redact(auth.signed_out_reason))
+                why = self.redactor.redact(auth.signed_out_reason)
+                logger.warning("server %s (%s) needs sign-in: %s", server.server_id, server.qualified_name, why)
+                self._set(live, "needs_sign_in", why)
                 break  # retrying cannot help: the user must sign in again
             self._set(live, "failed", reason, code)
             if attempt >= len(self.backoff):

@@ -162,8 +162,8 @@ class GrantAuth(httpx2.Auth):
 
     def _sign_out(self, why: str) -> None:
         self.signed_out_reason = (
-            f"The sign-in to {self.label} no longer works: {why}. The user must sign in again: call "
-            "mcp_setup_authorize, then install the server again."
+            f"The sign-in to {self.label} no longer works: {why}. The user must sign in again: remove the "
+            "server (mcp_setup_remove), call mcp_setup_authorize, then install it again with the new oauth_ref."
         )
         self.signed_out.set()
         raise NeedsSignIn(self.signed_out_reason)

@@ -155,7 +155,10 @@ async def test_an_expiring_token_is_renewed_before_use_and_the_new_one_is_stored
     assert after["access_token"] != before["access_token"] and after["access_token"] == pair.provider.issued_access[-1]
 
 
-async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(runtime: Runtime, pair: OAuthPair) -> None:
+async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(
+    runtime: Runtime, pair: OAuthPair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     ref = await signed_in(runtime)
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=NAME, oauth_ref=ref)
     server_id = installed["server_id"]
@@ -170,6 +173,10 @@ async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(runtime: Ru
     assert "sign in again" in (status.reason or "")
     listed = await call(runtime, "mcp_setup_list_servers")
     assert listed["servers"][0]["status"] == "needs_sign_in"
+    reason = listed["servers"][0]["reason"]  # what to do, in the order that works (install refuses a namesake)
+    assert reason.index("mcp_setup_remove") < reason.index("mcp_setup_authorize") < reason.index("install it again")
+    logged = [r.getMessage() for r in caplog.records if "needs sign-in" in r.getMessage()]
+    assert logged and f"({NAME}) needs sign-in: The sign-in to {NAME} no longer works" in logged[0]
 
 
 async def test_remove_revokes_the_sign_in(runtime: Runtime, pair: OAuthPair) -> None:

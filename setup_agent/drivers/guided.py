@@ -3,6 +3,11 @@
 goal → search → pick (clear best match, or ask among the top few) → get → ask non-secret
 values / request secrets → test → on failure: re-enter the value the error points at,
 try another package, or cancel → install → summary of the tools now available.
+
+A remote that answers ``oauth_required`` (or ``needs_sign_in``) is signed in to with
+``mcp_setup_authorize``: the face shows the user the sign-in box (host, scopes, link); when it
+does not wait, the user says Done once signed in. The test and the install then carry the
+ref as ``oauth_ref`` (the driver never sees a token).
 """
 
 from __future__ import annotations
@@ -33,7 +38,12 @@ _NOT_A_VALUE = {
     "runtime_missing", "command_not_found", "no_runnable_package", "package_not_found", "bundle_invalid",
     "not_found", "registry_unavailable", "registry_auth", "already_installed", "store_error", "internal",
     "consent_required", "consent_denied", "timeout", "unreachable", "protocol_error", "oauth_required",
+    "needs_sign_in", "oauth_refused", "oauth_denied", "oauth_error",
 }
+
+
+# Codes answered by signing in (mcp_setup_authorize), not by re-entering a value.
+_SIGN_IN = {"oauth_required", "needs_sign_in"}
 
 
 def goal_query(goal: str) -> str:
@@ -184,13 +194,22 @@ class GuidedDriver:
         # (package, inputs) -> error code of each failed test (#12 item 2): an option is never
         # tried again with the same inputs; when none is left, the run stops with a summary.
         failed: dict[tuple[str, str], str] = {}
+        oauth_ref: str | None = None
+        signed_in = 0  # sign-ins made this run: a second refusal after one is a failure, not a loop
         while True:
             args = {**base, "env": dict(env), "env_refs": dict(env_refs)}
             if package:
                 args["package"] = package
+            if oauth_ref:
+                args["oauth_ref"] = oauth_ref
             tested = await s.call("mcp_setup_test_connection", args)
             if tested.get("ok") is not False:
                 break
+            code = tested["error"].get("code")
+            if code in _SIGN_IN and signed_in < 2:
+                signed_in += 1
+                oauth_ref = await self._sign_in(s, name, {**args, "env_refs": dict(env_refs)})
+                continue
             inputs = json.dumps([env, env_refs], sort_keys=True)
             failed[(package or detail.get("package") or available[0], inputs)] = tested["error"].get("code", "")
             untried = [p for p in available if (p, inputs) not in failed]
@@ -259,6 +278,26 @@ class GuidedDriver:
                 if await self._choose(s, f"Choose Done once you have entered {name}.", ["Done", CANCEL]) == CANCEL:
                     raise AgentCancelled("cancelled by the user")
             return result["ref"]
+
+    async def _sign_in(self, s: AgentSession, server: str, args: dict[str, Any]) -> str:
+        """Sign in to ``server`` with ``mcp_setup_authorize``; the ref to pass as ``oauth_ref``."""
+        await self._say(s, f"{server} signs in with your account (OAuth). I'll open its sign-in for you.")
+        wanted = {k: args[k] for k in ("qualified_name", "source", "package", "env", "env_refs") if args.get(k)}
+        while True:
+            result = await s.call("mcp_setup_authorize", wanted)
+            if result.get("ok") is False:
+                await self._say(s, f"Signing in to {server} failed: {result['error']['message']}")
+                if await self._choose(s, f"Try signing in to {server} again?", ["Try again", CANCEL]) == CANCEL:
+                    raise AgentCancelled("cancelled by the user")
+                continue
+            if result.get("status") == "pending":
+                where = f" at {result['url']}" if result.get("url") else ""
+                await self._say(s, f"Please sign in to {server}{where}; your sign-in never goes through this chat.")
+                if await self._choose(s, f"Choose Done once you have signed in to {server}.", ["Done", CANCEL]) == CANCEL:
+                    raise AgentCancelled("cancelled by the user")
+            else:
+                await self._say(s, f"Signed in to {server}.")
+            return str(result["ref"])
 
     async def _on_failure(
         self,

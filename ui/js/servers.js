@@ -5,7 +5,7 @@ import { $, el, showError } from "./dom.js";
 import { rpc } from "./api.js";
 
 var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped",
-                     disabled: "Disabled", tools_changed: "Tools changed: review" };
+                     disabled: "Disabled", tools_changed: "Tools changed: review", needs_sign_in: "Sign-in expired" };
 
 function installedByWords(label) {
   if (!label) return "unknown";
@@ -97,6 +97,8 @@ function renderServers(servers) {
         (when && !isNaN(when) ? " on " + when.toLocaleString() : "") +
         (server.version ? " · version " + server.version : "") }),
       status === "failed" && server.reason ? el("p", { class: "error", text: "Problem: " + server.reason }) : null,
+      status === "needs_sign_in" ? el("p", { class: "error sign-in-again", text: "Its sign-in no longer works. " +
+        "Sign in again: remove it, then add it again; you will be asked to sign in." }) : null,
       server.tools_change ? el("p", { class: server.tools_change.state === "changed" ? "error" : "muted small",
         text: (server.tools_change.state === "changed" ? "Its tools changed since you approved them (held back until you approve): "
                : "You rejected its changed tools (the approved ones stay): ") + server.tools_change.summary }) : null,

@@ -1,0 +1,108 @@
+"""``mcp-setup mcp`` (a real subprocess, the SDK client) shows an OAuth sign-in: URL-mode
+elicitation to the sign-in page on a classic session; on a 2026-07-28 session (no server
+requests) the result carries the link. Either way the ref then tests and installs, and no token
+crosses the wire or reaches the face's log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import mcp_types as types
+import pytest
+
+from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
+from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
+
+pytestmark = pytest.mark.anyio
+
+NAME = "io.test/notes"
+
+
+@pytest.fixture
+def pair() -> Iterator[OAuthPair]:
+    with serve_oauth_pair() as p:
+        yield p
+
+
+def env_for(tmp_path: Path, pair: OAuthPair) -> dict[str, str]:
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "notes.json").write_text(json.dumps(remote_server_json(NAME, pair.mcp_url)))
+    return face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+
+
+def assert_no_token(pair: OAuthPair, *texts: str) -> None:
+    tokens = pair.provider.issued_access + pair.provider.issued_refresh
+    assert tokens
+    for token in tokens:
+        assert all(token not in text for text in texts)
+
+
+async def install_with(client: Any, ref: str) -> dict[str, Any]:
+    tested = await call(client, "mcp_setup_test_connection", {"qualified_name": NAME, "oauth_ref": ref})
+    assert {t["name"] for t in tested["tools"]} == {"echo", "whoami"}, tested
+    installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": NAME, "oauth_ref": ref})
+    assert installed["status"] == "connected", installed
+    return installed
+
+
+async def test_a_classic_client_is_sent_to_the_sign_in_page_by_url_elicitation(tmp_path: Path, pair: OAuthPair) -> None:
+    asked: list[Any] = []
+    landed: list[int] = []
+
+    async def sign_in(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        landed.append(await approve_over_http(params.url))
+        return types.ElicitResult(action="accept")
+
+    recorder, stderr = Recorder(), tmp_path / "stderr.log"
+    with anyio.fail_after(90):
+        async with mcp_setup_client(
+            tmp_path, stderr, recorder, env=env_for(tmp_path, pair), elicitation_callback=sign_in
+        ) as client:
+            first = await call(client, "mcp_setup_test_connection", {"qualified_name": NAME})
+            assert first["error"]["code"] == "oauth_required"
+            out = await call(client, "mcp_setup_authorize", {"qualified_name": NAME})
+            assert out["status"] == "authorized" and out["ref"].startswith("secret://"), out
+            assert "url" not in out  # the link went to the user, not to the agent
+            (params,) = asked
+            host = urlsplit(pair.issuer).netloc
+            assert params.mode == "url" and urlsplit(params.url).netloc == host
+            assert f"Sign in to {NAME} at {host}" in params.message and "notes:read" in params.message
+            assert landed == [200]
+            await install_with(client, out["ref"])
+    assert_no_token(pair, recorder.text(), stderr.read_text())
+
+
+async def test_a_2026_session_gets_the_sign_in_link_in_the_result_and_the_ref_works_once_signed_in(
+    tmp_path: Path, pair: OAuthPair
+) -> None:
+    elicited: list[Any] = []
+
+    async def must_not_be_asked(context: Any, params: Any) -> types.ElicitResult:
+        elicited.append(params)
+        return types.ElicitResult(action="decline")
+
+    recorder, stderr = Recorder(), tmp_path / "stderr.log"
+    with anyio.fail_after(90):
+        async with mcp_setup_client(
+            tmp_path, stderr, recorder, env=env_for(tmp_path, pair), mode="auto", elicitation_callback=must_not_be_asked
+        ) as client:
+            out = await call(client, "mcp_setup_authorize", {"qualified_name": NAME})
+            assert out["status"] == "pending", out
+            assert urlsplit(out["url"]).netloc == urlsplit(pair.issuer).netloc and "open the link" in out["message"]
+            assert out["scopes"] == ["notes:read"]
+            assert await approve_over_http(out["url"]) == 200
+            while True:  # the code is exchanged after the redirect landed: each call is a round trip
+                tested = await call(client, "mcp_setup_test_connection", {"qualified_name": NAME, "oauth_ref": out["ref"]})
+                if (tested.get("error") or {}).get("code") != "secret_pending":
+                    break
+            assert tested.get("ok") is not False, tested
+            await install_with(client, out["ref"])
+    assert elicited == []
+    assert_no_token(pair, recorder.text(), stderr.read_text())
