@@ -44,6 +44,7 @@ from .probe import ProbeResult, Prober, make_scratch_dir
 from .procs import claim_dir
 from .prompts import PendingPrompt, PromptBroker
 from .redact import Redactor
+from .search_cards import with_runtime_verdict
 from .secrets import SecretRefStore
 from .store import Store
 from .tool_specs import TOOL_NAMES
@@ -236,7 +237,7 @@ class SetupService:
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         out: dict[str, Any] = {
-            "servers": [s.public() for s in result.servers],
+            "servers": [with_runtime_verdict(s.public(), self.which) for s in result.servers],
             "total_pages": result.total_pages,
         }
         if result.errors:

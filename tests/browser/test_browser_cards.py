@@ -1,0 +1,75 @@
+"""Rough edges 4, 5 and 6 of #12 in Chromium: search cards say how a server runs, which keys it
+asks for and whether this computer can run it (item 5); a success shows the tool list once,
+under the server's title (item 6); a slow start shows the time spent, the deadline and the
+server's last stderr line (item 4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.browser.serve import make_catalog, start_serve, stop_serve
+from tests.browser.test_browser_flow import open_page, shot
+
+
+def _server_json(name: str, package: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": name, "description": f"Card test server {name}.", "version": "1.0.0", "packages": [package],
+    }  # fmt: skip
+
+
+def _env(name: str, *, secret: bool) -> dict[str, Any]:
+    return {"name": name, "description": name, "isRequired": True, "isSecret": secret}
+
+
+def test_search_cards_show_the_package_type_the_keys_and_whether_it_runs_here(
+    browser: Any, artifacts: Path, tmp_path: Path, canary: str
+) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    npm = {"registryType": "npm", "identifier": "@cards/npm-server", "version": "1.0.0", "transport": {"type": "stdio"}}
+    nuget = {
+        "registryType": "nuget", "identifier": "Cards.Nuget", "version": "1.0.0", "transport": {"type": "stdio"},
+        "environmentVariables": [_env("CARDS_TOKEN", secret=True), _env("CARDS_REGION", secret=False)],
+    }  # fmt: skip
+    (catalog / "npm.json").write_text(json.dumps(_server_json("io.example.cards/npm-card", npm)))
+    (catalog / "nuget.json").write_text(json.dumps(_server_json("io.example.cards/nuget-card", nuget)))
+    # This computer has npx (a stand-in that is never run) and no dnx.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "npx").write_text("#!/bin/sh\nexit 1\n")
+    os.chmod(bin_dir / "npx", 0o755)
+    served = start_serve(tmp_path, catalog, PATH=str(bin_dir))
+    try:
+        context, page, watch = open_page(browser, served)
+        page.get_by_role("button", name="Add MCP server…").click()
+        page.get_by_text("Or browse the registries").click()
+        search = page.get_by_label("Search for a server")
+        search.fill("card")
+        search.press("Enter")
+        cards = page.locator("#search-results .result")
+        nuget_card = cards.filter(has_text="io.example.cards/nuget-card")
+        expect(nuget_card.locator("[data-fact=type]")).to_have_text(".NET package")
+        expect(nuget_card.locator("[data-fact=keys]")).to_have_text("Needs 2 keys (1 secret)")
+        expect(nuget_card.locator("[data-fact=runs]")).to_contain_text("Cannot run here yet: needs dnx")
+        npm_card = cards.filter(has_text="io.example.cards/npm-card")
+        expect(npm_card.locator("[data-fact=type]")).to_have_text("npm package")
+        expect(npm_card.locator("[data-fact=keys]")).to_have_text("No keys needed")
+        expect(npm_card.locator("[data-fact=runs]")).to_have_text("Runs on this computer")
+        shot(page, artifacts, "31-search-cards")
+
+        search.fill("stub")
+        search.press("Enter")
+        stub_card = cards.filter(has_text="io.github.mcp-setup/stub")
+        expect(stub_card.locator("[data-fact=type]")).to_have_text("MCPB bundle")
+        expect(stub_card.locator("[data-fact=keys]")).to_have_text("Needs 1 key (1 secret)")
+        expect(stub_card.locator("[data-fact=runs]")).to_have_text("Runs on this computer")
+        assert not watch.page_errors and not watch.console_errors
+        context.close()
+    finally:
+        assert stop_serve(served) == 0, served.stderr()
