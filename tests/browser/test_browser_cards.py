@@ -13,7 +13,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.browser.serve import make_catalog, start_serve, stop_serve
+from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_flow import open_page, shot
 
 
@@ -73,3 +73,57 @@ def test_search_cards_show_the_package_type_the_keys_and_whether_it_runs_here(
         context.close()
     finally:
         assert stop_serve(served) == 0, served.stderr()
+
+
+def _titled_catalog(tmp_path: Path, canary: str, title: str) -> Path:
+    catalog = make_catalog(tmp_path, canary)
+    doc = json.loads((catalog / "stub.json").read_text())
+    doc["title"] = title
+    (catalog / "stub.json").write_text(json.dumps(doc))
+    return catalog
+
+
+def _set_up_from_search(page: Any, canary: str) -> None:
+    page.get_by_role("button", name="Add MCP server…").click()
+    page.get_by_text("Or browse the registries").click()
+    search = page.get_by_label("Search for a server")
+    search.fill("stub")
+    search.press("Enter")
+    page.get_by_role("button", name=f"Set up {STUB}").click()
+    dialog = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
+    dialog.get_by_label("Your STUB_API_KEY").fill(canary)
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog).to_be_hidden()
+
+
+def test_after_a_success_the_tools_are_listed_once_under_the_servers_title(
+    browser: Any, artifacts: Path, tmp_path: Path, canary: str
+) -> None:
+    served = start_serve(tmp_path, _titled_catalog(tmp_path, canary, "Stub Server"))
+    try:
+        context, page, watch = open_page(browser, served)
+        _set_up_from_search(page, canary)
+        card = page.locator(".result-card.installed")
+        expect(card).to_contain_text("Installed and connected", timeout=60_000)
+        expect(card.locator(".server-title")).to_have_text("Stub Server")
+        expect(card.locator(".qualified-name")).to_have_text(STUB)
+        # One list of tools in the whole thread, in the card; the test's steps only count them.
+        thread = page.locator("#thread")
+        expect(thread.locator(".tool-list")).to_have_count(1)
+        expect(card.locator(".tool-list li")).to_have_count(2)
+        expect(thread.get_by_text("echo", exact=True)).to_have_count(1)
+        expect(thread.locator(".steps[data-action=mcp_setup_test_connection] .tools-found")).to_have_text(
+            "Found 2 tools (listed below)."
+        )
+        expect(card).not_to_contain_text("Tools now available: echo")
+        # The installed list leads with the title too, the qualified name under it.
+        server = page.locator(".server", has_text=STUB)
+        expect(server.locator(".server-name")).to_have_text("Stub Server")
+        expect(server.locator(".qualified-name")).to_have_text(STUB)
+        shot(page, artifacts, "32-tools-once-title")
+        assert canary not in page.content()
+        assert not watch.page_errors and not watch.console_errors
+        context.close()
+    finally:
+        assert stop_serve(served) == 0, served.stderr()
+    assert canary not in served.stderr()

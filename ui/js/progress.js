@@ -126,7 +126,7 @@ export function onProgress(event) {
   if (event.stage === "tools_listed" && event.status === "done") {
     steps.tools = event.tools || [];
     if (steps.action !== INSTALL) {
-      steps.block.appendChild(el("p", { class: "small", text: foundTools(steps.tools) + ":" }));
+      steps.block.appendChild(el("p", { class: "small tools-found", text: foundTools(steps.tools) + ":" }));
       steps.block.appendChild(toolList(steps.tools));
       steps = null;
     }
