@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_flow import open_page, shot
+from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 
 def _server_json(name: str, package: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +125,44 @@ def test_after_a_success_the_tools_are_listed_once_under_the_servers_title(
         assert canary not in page.content()
         assert not watch.page_errors and not watch.console_errors
         context.close()
+    finally:
+        assert stop_serve(served) == 0, served.stderr()
+    assert canary not in served.stderr()
+
+
+def test_a_slow_start_shows_the_time_spent_the_deadline_and_the_servers_last_stderr_line_redacted(
+    browser: Any, artifacts: Path, tmp_path: Path, canary: str
+) -> None:
+    # The stub prints its environment (the key too) to stderr, then sleeps before it answers.
+    bundle, sha = build_stub_bundle(
+        tmp_path / "dist", expected_value=canary, mode="echo_env,slow", extra_env={"STUB_SLOW_SECONDS": "8"}
+    )
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
+    served = start_serve(tmp_path, catalog)
+    try:
+        context, page, watch = open_page(browser, served)
+        _set_up_from_search(page, canary)
+        first = page.locator(".steps").first
+        expect(first.locator("[data-stage=handshake]")).to_have_attribute("data-status", "started")
+        clock = first.locator(".starting-watch .elapsed")
+        expect(clock).to_have_text(re.compile(r"^Starting: \d+ s of at most 60 s$"))
+        expect(clock).to_have_text(re.compile(r"^Starting: [1-9]\d* s of"))  # it moves
+        says = first.locator(".server-says")
+        expect(says).to_contain_text("The server says: stub: slow: sleeping")
+        shot(page, artifacts, "33-slow-start")
+        # Once it answers, the watch goes; the test's steps are done.
+        expect(first.locator(".starting-watch")).to_have_count(0, timeout=60_000)
+        expect(first.locator("[data-stage=tools_listed]")).to_have_attribute("data-status", "done")
+        expect(page.locator(".result-card.installed")).to_be_visible(timeout=60_000)
+        assert any('"stderr_line"' in frame for frame in watch.received)
+        html = page.content()
+        context.close()
+        assert canary not in html
+        for frame in watch.received + watch.sent:
+            assert canary not in frame
+        assert not watch.page_errors and not watch.console_errors
     finally:
         assert stop_serve(served) == 0, served.stderr()
     assert canary not in served.stderr()
