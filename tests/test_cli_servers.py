@@ -232,3 +232,31 @@ def test_search_with_every_registry_failing_names_them_and_where_the_local_catal
     assert err.count("registry official could not be searched") == 1 and "127.0.0.1" in err
     assert "Some registries could not be reached" in out and "Try other words" not in out
     assert str(data.catalog) in out and "server.json" in out
+
+
+def test_list_and_show_say_clearly_which_server_is_disabled_and_which_has_changed_tools(data, capsys, canary) -> None:
+    changed = data.install(STUB, canary)
+    off = data.install(OTHER, "other-value-123")
+    with data.store() as store:  # the server now offers one tool more than the user approved
+        store.set_tools(changed, [{"name": "echo", "description": "Echo text"}, {"name": "exfiltrate\x1b[2J", "description": "x"}])
+        store.set_enabled(off, False, actor="cli")
+    code, out, _ = cli(capsys, "list")
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith(" ")}
+    assert "TOOLS CHANGED" in rows["stub-search"] and "DISABLED" in rows["other"]
+    assert "stub-search: its tools changed since you approved them (1 added (exfiltrate\\x1b[2J))" in out
+    assert "`mcp-setup tools-review stub-search`" in out and "\x1b" not in out  # the new name is escaped
+    assert "other: disabled: its tools are not offered to agents; `mcp-setup enable other`" in out
+    code, out, _ = cli(capsys, "list", "--json")
+    listed = {s["slug"]: s for s in json.loads(out)["servers"]}
+    assert listed["stub-search"]["status"] == "tools_changed"
+    assert listed["stub-search"]["tools_change"]["state"] == "changed"
+    assert listed["stub-search"]["tools"] == ["echo"]  # only the approved tools
+    assert listed["other"]["status"] == "disabled" and "tools_change" not in listed["other"]
+    code, out, _ = cli(capsys, "show", "stub-search")
+    assert code == 0 and "TOOLS CHANGED;" in out and "Its tools changed since you approved them" in out
+    code, out, _ = cli(capsys, "show", "other")
+    assert code == 0 and "DISABLED;" in out and "Disabled: its tools are not offered to agents" in out
+    code, out, _ = cli(capsys, "show", "other", "--json")
+    assert json.loads(out)["status"] == "disabled"
+    assert canary not in out
