@@ -5,7 +5,12 @@ search, doctor, rotate (hidden prompt in a pty), exit codes."""
 from __future__ import annotations
 
 import json
+import os
+import selectors
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -260,3 +265,53 @@ def test_list_and_show_say_clearly_which_server_is_disabled_and_which_has_change
     code, out, _ = cli(capsys, "show", "other", "--json")
     assert json.loads(out)["status"] == "disabled"
     assert canary not in out
+
+
+def _read_until(proc: subprocess.Popen[bytes], wanted: str, seen: list[str], timeout: float = 30.0) -> None:
+    """Read the child's stdout (bounded) until a line holds ``wanted``."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    buf = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while not any(wanted in line for line in seen):
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no line with {wanted!r} within {timeout}s; saw {seen!r}"
+            if not sel.select(remaining):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            assert chunk, f"logs --follow exited ({proc.poll()}) before printing {wanted!r}; saw {seen!r}"
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            seen.extend(line.decode(errors="replace") for line in lines)
+
+
+def test_logs_follow_prints_the_recent_lines_then_each_new_one_until_interrupted(data, canary) -> None:
+    sid = data.install(STUB, canary)
+    log = log_path(data.home / "logs", sid)
+    log.parent.mkdir(parents=True)
+    log.write_text("stub: started pid 1\n")
+    proc = subprocess.Popen(
+        mcp_setup_argv("logs", "stub-search", "--follow"), env=data.env(), cwd=str(REPO),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    seen: list[str] = []
+    try:
+        _read_until(proc, "stub: started pid 1", seen)
+        with log.open("a") as f:
+            f.write("stub: a line written while following\n")
+        _read_until(proc, "stub: a line written while following", seen)
+        assert proc.poll() is None  # still following
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    assert seen.count("stub: started pid 1") == 1  # the old line once, not again when the file grows
