@@ -30,6 +30,7 @@ from setup_agent.errors import SetupError
 from setup_agent.server_logs import log_path, read_log
 from setup_agent.store import InstalledServer, Store
 
+from .cli_audit import escape
 from .settings import Settings
 
 __all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]
@@ -106,7 +107,34 @@ def server_json(s: InstalledServer) -> dict[str, Any]:
         "installed_by": s.installed_by,
         "env_keys": [{"key": k.key, "secret": k.secret} for k in s.env_keys],
         "tools": [t.get("name") for t in s.tools],
+        "status": _state(s),
+        **({"tools_change": {"state": c["state"], "summary": c["summary"]}} if (c := s.tools_change()) else {}),
     }
+
+
+def _state(s: InstalledServer) -> str:
+    """``disabled``, ``tools_changed`` (a changed tool list waits for the user) or ``enabled``."""
+    if not s.enabled:
+        return "disabled"
+    change = s.tools_change()
+    return "tools_changed" if change is not None and change["state"] == "changed" else "enabled"
+
+
+_STATE_WORDS = {"enabled": "enabled", "disabled": "DISABLED", "tools_changed": "TOOLS CHANGED"}
+
+
+def _state_notes(s: InstalledServer, name: str) -> list[str]:
+    """What a disabled server or a changed tool list means, and the command that acts on it."""
+    notes = []
+    if not s.enabled:
+        notes.append(f"disabled: its tools are not offered to agents; `mcp-setup enable {name}` turns it back on.")
+    change = s.tools_change()
+    if change is not None and change["state"] == "changed":
+        notes.append(f"its tools changed since you approved them ({escape(change['summary'])}); agents get the "
+                     f"approved ones until you run `mcp-setup tools-review {name}`.")
+    elif change is not None:
+        notes.append(f"you rejected its changed tools ({escape(change['summary'])}); the approved ones stay.")
+    return notes
 
 
 @contextmanager
@@ -142,9 +170,14 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
     if not servers:
         print("No servers installed yet. `mcp-setup add NAME` or `mcp-setup search WORDS` to find one.")
         return 0
+    notes = []
     for s in servers:
-        state = "enabled " if s.enabled else "disabled"
-        print(f"{s.slug:<24} {state} {s.qualified_name} {s.version or ''} ({s.package_type}, {len(s.tools)} tools)")
+        state = _STATE_WORDS[_state(s)]
+        print(f"{s.slug:<24} {state:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {len(s.tools)} tools)")
+        notes += [f"  {s.slug}: {note}" for note in _state_notes(s, s.slug)]
+    if notes:
+        print()
+        print("\n".join(notes))
     return 0
 
 
@@ -156,7 +189,9 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         _print_json({**server_json(s), "launch": spec, "tools": list(s.tools)})
         return 0
     print(f"{s.title or s.qualified_name}\n  name: {s.qualified_name}\n  id: {s.server_id}\n  slug: {s.slug}")
-    print(f"  {'enabled' if s.enabled else 'disabled'}; version {s.version or '?'} ({s.package_type}, from {s.source})")
+    print(f"  {_STATE_WORDS[_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
+    for note in _state_notes(s, s.slug):
+        print(f"  {note[0].upper()}{note[1:]}")
     print(f"  installed {s.installed_at:%Y-%m-%d %H:%M}Z by {s.installed_by}")
     if spec.get("command"):
         print("  runs: " + " ".join([str(spec["command"]), *map(str, spec.get("args") or [])]))

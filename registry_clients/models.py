@@ -140,6 +140,10 @@ class Summary(_Model):
     verified: bool | None = None
     homepage: str | None = None
     status: str | None = None  # registry status when not "active": "deprecated", "deleted"
+    # Keys the easiest way to run it asks for (the package needing the fewest required keys);
+    # None when the source's search result does not say (Smithery).
+    key_count: int | None = None
+    secret_key_count: int | None = None
 
     def public(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -153,7 +157,14 @@ class Detail(Summary):
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
 
     def summary(self) -> Summary:
-        return Summary(**{k: getattr(self, k) for k in Summary.model_fields})
+        out = Summary(**{k: getattr(self, k) for k in Summary.model_fields})
+        if out.key_count is None and self.packages:
+            needed = min(
+                ([k for k in pkg.required_keys if k.required] for pkg in self.packages), key=len
+            )  # the first package wins a tie
+            out.key_count = len(needed)
+            out.secret_key_count = sum(1 for k in needed if k.secret)
+        return out
 
     def required_keys(self, package_id: str | None = None) -> list[RequiredKey]:
         """Keys for one package, or the union over all packages (first description wins)."""

@@ -138,22 +138,24 @@ class Prober:
         timeout: float | None = None,
         on_stage: StageHook | None = None,
         auth: Any = None,
+        on_stderr: Callable[[bytes], None] | None = None,
     ) -> ProbeResult:
         """Connect, list the tools, return. Raises a ProbeError (redacted) on failure.
 
         ``auth`` (an ``httpx2.Auth``, remotes only) signs the requests: a stored OAuth sign-in.
+        ``on_stderr`` sees the server's stderr chunks as they come (raw: redact before showing).
         """
         deadline = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage, auth)
+            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage, auth, on_stderr)
         except _EraLocked:
             # A server that refused `server/discover` hides its reason behind -32022 in auto
             # mode; the classic handshake shows the server's own message.
             remaining = max(1.0, deadline - (loop.time() - started))
             try:
-                result = await self._attempt(spec, values, dirname, remaining, "legacy", on_stage, auth)
+                result = await self._attempt(spec, values, dirname, remaining, "legacy", on_stage, auth, on_stderr)
             except _EraLocked as exc:
                 raise ServerRejected(self.redactor.redact(exc.message)) from None
         result.elapsed = loop.time() - started
@@ -168,6 +170,7 @@ class Prober:
         mode: Literal["auto", "legacy"],
         on_stage: StageHook | None = None,
         auth: Any = None,
+        on_stderr: Callable[[bytes], None] | None = None,
     ) -> ProbeResult:
         scratch = make_scratch_dir(self.scratch_root, "probe")
         try:
@@ -175,7 +178,7 @@ class Prober:
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
-        pwatch = ProcessWatch()
+        pwatch = ProcessWatch(on_stderr=on_stderr)
         hwatch = HttpWatch()
         outcome: asyncio.Future[ProbeResult] = asyncio.get_running_loop().create_future()
 

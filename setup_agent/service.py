@@ -44,6 +44,8 @@ from .probe import ProbeResult, Prober, make_scratch_dir
 from .procs import claim_dir
 from .prompts import PendingPrompt, PromptBroker
 from .redact import Redactor
+from .search_cards import with_runtime_verdict
+from .stderr_lines import StderrLines
 from .secrets import SecretRefStore
 from .store import Store
 from .tool_specs import TOOL_NAMES
@@ -236,7 +238,7 @@ class SetupService:
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         out: dict[str, Any] = {
-            "servers": [s.public() for s in result.servers],
+            "servers": [with_runtime_verdict(s.public(), self.which) for s in result.servers],
             "total_pages": result.total_pages,
         }
         if result.errors:
@@ -662,13 +664,28 @@ class SetupService:
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
 
     async def _probe(self, prepared: _Prepared, progress: _Progress) -> ProbeResult:
-        result = await self.prober.probe(
-            prepared.spec,
-            prepared.values,
-            dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
-            on_stage=progress,
-            **({"auth": prepared.auth} if prepared.auth is not None else {}),
-        )
+        # While it starts, the page shows the time spent against the deadline and the server's
+        # latest stderr line, redacted (#12 item 4).
+        async def on_stage(stage: str, status: str) -> None:
+            late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            await progress(stage, status, **late)
+
+        async def on_line(line: str) -> None:
+            if progress.stage == "starting":  # lines after the handshake are not "while it starts"
+                await progress("starting", "output", stderr_line=line)
+
+        lines = StderrLines(on_line, self.redactor.redact)
+        try:
+            result = await self.prober.probe(
+                prepared.spec,
+                prepared.values,
+                dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
+                on_stage=on_stage,
+                on_stderr=lines,
+                **({"auth": prepared.auth} if prepared.auth is not None else {}),
+            )
+        finally:
+            lines.close()
         await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
         return result
 

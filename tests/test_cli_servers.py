@@ -5,7 +5,12 @@ search, doctor, rotate (hidden prompt in a pty), exit codes."""
 from __future__ import annotations
 
 import json
+import os
+import selectors
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -232,3 +237,81 @@ def test_search_with_every_registry_failing_names_them_and_where_the_local_catal
     assert err.count("registry official could not be searched") == 1 and "127.0.0.1" in err
     assert "Some registries could not be reached" in out and "Try other words" not in out
     assert str(data.catalog) in out and "server.json" in out
+
+
+def test_list_and_show_say_clearly_which_server_is_disabled_and_which_has_changed_tools(data, capsys, canary) -> None:
+    changed = data.install(STUB, canary)
+    off = data.install(OTHER, "other-value-123")
+    with data.store() as store:  # the server now offers one tool more than the user approved
+        store.set_tools(changed, [{"name": "echo", "description": "Echo text"}, {"name": "exfiltrate\x1b[2J", "description": "x"}])
+        store.set_enabled(off, False, actor="cli")
+    code, out, _ = cli(capsys, "list")
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith(" ")}
+    assert "TOOLS CHANGED" in rows["stub-search"] and "DISABLED" in rows["other"]
+    assert "stub-search: its tools changed since you approved them (1 added (exfiltrate\\x1b[2J))" in out
+    assert "`mcp-setup tools-review stub-search`" in out and "\x1b" not in out  # the new name is escaped
+    assert "other: disabled: its tools are not offered to agents; `mcp-setup enable other`" in out
+    code, out, _ = cli(capsys, "list", "--json")
+    listed = {s["slug"]: s for s in json.loads(out)["servers"]}
+    assert listed["stub-search"]["status"] == "tools_changed"
+    assert listed["stub-search"]["tools_change"]["state"] == "changed"
+    assert listed["stub-search"]["tools"] == ["echo"]  # only the approved tools
+    assert listed["other"]["status"] == "disabled" and "tools_change" not in listed["other"]
+    code, out, _ = cli(capsys, "show", "stub-search")
+    assert code == 0 and "TOOLS CHANGED;" in out and "Its tools changed since you approved them" in out
+    code, out, _ = cli(capsys, "show", "other")
+    assert code == 0 and "DISABLED;" in out and "Disabled: its tools are not offered to agents" in out
+    code, out, _ = cli(capsys, "show", "other", "--json")
+    assert json.loads(out)["status"] == "disabled"
+    assert canary not in out
+
+
+def _read_until(proc: subprocess.Popen[bytes], wanted: str, seen: list[str], timeout: float = 30.0) -> None:
+    """Read the child's stdout (bounded) until a line holds ``wanted``."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    buf = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while not any(wanted in line for line in seen):
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no line with {wanted!r} within {timeout}s; saw {seen!r}"
+            if not sel.select(remaining):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            assert chunk, f"logs --follow exited ({proc.poll()}) before printing {wanted!r}; saw {seen!r}"
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            seen.extend(line.decode(errors="replace") for line in lines)
+
+
+def test_logs_follow_prints_the_recent_lines_then_each_new_one_until_interrupted(data, canary) -> None:
+    sid = data.install(STUB, canary)
+    log = log_path(data.home / "logs", sid)
+    log.parent.mkdir(parents=True)
+    log.write_text("stub: started pid 1\n")
+    proc = subprocess.Popen(
+        mcp_setup_argv("logs", "stub-search", "--follow"), env=data.env(), cwd=str(REPO),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    seen: list[str] = []
+    try:
+        _read_until(proc, "stub: started pid 1", seen)
+        with log.open("a") as f:
+            f.write("stub: a line written while following\n")
+        _read_until(proc, "stub: a line written while following", seen)
+        assert proc.poll() is None  # still following
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    assert seen.count("stub: started pid 1") == 1  # the old line once, not again when the file grows

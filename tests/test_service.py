@@ -196,6 +196,13 @@ async def test_progress_reports_each_stage_of_an_install_and_the_failing_one(wor
         "mcp_setup_install_and_connect", {"qualified_name": "io.test/stub-ok", "env_refs": {"STUB_API_KEY": ref}}, ctx
     )
     assert result["status"] == "connected"
+    # The server's stderr lines while it starts (#12 item 4) come between "starting" and "handshake".
+    lines = [i for i, e in enumerate(events) if e["status"] == "output"]
+    assert lines and all(events[i]["stage"] == "starting" and events[i]["stderr_line"] for i in lines)
+    assert [e["stage"] for e in events].index("starting") < lines[0]
+    assert lines[-1] < [e["stage"] for e in events].index("handshake")
+    assert next(e for e in events if e["stage"] == "starting")["deadline_seconds"] > 0
+    events = [e for e in events if e["status"] != "output"]
     assert [(e["stage"], e["status"]) for e in events] == [
         ("resolving", "started"),
         ("resolving", "done"),

@@ -42,6 +42,32 @@ var STATUS_TEXT = { pending: "not yet", started: "in progress", done: "done", fa
 
 var steps = null; // the current test/install steps block, until it ends
 
+// While a server starts (#12 item 4): the seconds spent against the deadline, ticking, and the
+// server's latest stderr line (redacted by the core).
+function startWatch(event) {
+  stopWatch();
+  var began = Date.now();
+  var limit = event.deadline_seconds;
+  var clock = el("span", { class: "elapsed" });
+  var line = el("code", { class: "stderr-line" });
+  var said = el("p", { class: "small muted server-says", hidden: true }, ["The server says: ", line]);
+  var box = el("div", { class: "starting-watch", "aria-live": "off" }, [el("p", { class: "small" }, [clock]), said]);
+  function tick() {
+    var spent = Math.floor((Date.now() - began) / 1000);
+    clock.textContent = "Starting: " + spent + " s" + (limit ? " of at most " + Math.round(limit) + " s" : "");
+  }
+  tick();
+  steps.block.appendChild(box);
+  steps.watch = { box: box, line: line, said: said, timer: setInterval(tick, 1000) };
+}
+
+function stopWatch() {
+  if (!steps || !steps.watch) return;
+  clearInterval(steps.watch.timer);
+  steps.watch.box.remove();
+  steps.watch = null;
+}
+
 function stepItem(stage) {
   var icon = el("span", { class: "icon", "aria-hidden": "true", text: ICON.pending });
   var state = el("span", { class: "visually-hidden", text: STATUS_TEXT.pending });
@@ -103,18 +129,27 @@ export function onProgress(event) {
     return;
   }
   if (!STAGE_WORDS[event.stage]) return;
-  if (steps && !steps.block.isConnected) steps = null; // the thread was cleared (new run or reset)
+  if (steps && !steps.block.isConnected) { stopWatch(); steps = null; } // the thread was cleared (new run or reset)
+  if (event.status === "output") {  // a stderr line while it starts, not a step
+    if (steps && steps.watch && event.stderr_line) {
+      steps.watch.line.textContent = event.stderr_line;
+      steps.watch.said.hidden = false;
+    }
+    return;
+  }
   // A new call starts a new block (a failure before its first step, too).
   if (!steps || steps.action !== (event.action || "") || (event.stage === "resolving" && event.status === "started")) {
+    stopWatch();
     steps = newSteps(event);
   }
   if (event.stage === "downloading") addDownloadStep();
+  if (event.stage !== "starting" || event.status !== "started") stopWatch();
   var order = steps.order;
   var index = order.indexOf(event.stage);
   for (var i = 0; i < index; i++) setStep(order[i], "done");
   setStep(event.stage, event.status);
   if (event.status === "started") {
-    if (event.stage === "starting") setStep("handshake", "started");
+    if (event.stage === "starting") { setStep("handshake", "started"); startWatch(event); }
     if (STAGE_BUSY[event.stage]) setBusy(STAGE_BUSY[event.stage]);
   }
   if (event.status === "failed") {
@@ -126,7 +161,7 @@ export function onProgress(event) {
   if (event.stage === "tools_listed" && event.status === "done") {
     steps.tools = event.tools || [];
     if (steps.action !== INSTALL) {
-      steps.block.appendChild(el("p", { class: "small", text: foundTools(steps.tools) + ":" }));
+      steps.block.appendChild(el("p", { class: "small tools-found", text: foundTools(steps.tools) + ":" }));
       steps.block.appendChild(toolList(steps.tools));
       steps = null;
     }

@@ -90,9 +90,10 @@ function renderServers(servers) {
     });
     var item = el("li", { class: "server", "data-server-id": server.server_id, "data-status": status }, [
       el("div", { class: "server-head" }, [
-        el("h3", { class: "server-name", text: name }),
+        el("h3", { class: "server-name", text: server.title || name }),
         el("span", { class: "badge " + status, text: STATUS_WORDS[status] || status })
       ]),
+      server.title && server.title !== name ? el("p", { class: "qualified-name small muted", text: name }) : null,
       el("p", { class: "meta", text: "Installed by " + installedByWords(server.installed_by) +
         (when && !isNaN(when) ? " on " + when.toLocaleString() : "") +
         (server.version ? " · version " + server.version : "") }),
@@ -119,8 +120,10 @@ export function loadServers() {
   return rpc("servers.list", {}).then(function (result) {
     showError($("servers-error"), "");
     renderServers(result.servers || []);
+    return result.servers || [];
   }, function (err) {
     showError($("servers-error"), "Could not load the installed servers. " + err.message);
+    return [];
   });
 }
 

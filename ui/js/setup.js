@@ -8,6 +8,26 @@ import { rpc, socketReady } from "./api.js";
 import { currentRunId, hasRun, note, resetThread, runDone, sendToAgent, setBusy } from "./thread.js";
 
 var SOURCES = { local: "your local catalog", official: "the official MCP registry", smithery: "Smithery" };
+var TYPES = { npm: "npm package", pypi: "Python package", oci: "Docker image", nuget: ".NET package", mcpb: "MCPB bundle", remote: "remote server" };
+
+// What decides the choice, before "Set up" (#12 item 5): how it runs, the keys it asks for,
+// and whether this computer can run it.
+function cardFacts(server) {
+  var facts = [];
+  var types = (server.package_types || []).map(function (t) { return TYPES[t] || t; });
+  if (types.length) facts.push(el("span", { class: "fact", "data-fact": "type", text: types.join(" or ") }));
+  if (server.key_count === 0) facts.push(el("span", { class: "fact", "data-fact": "keys", text: "No keys needed" }));
+  else if (server.key_count > 0) {
+    var words = server.key_count === 1 ? "Needs 1 key" : "Needs " + server.key_count + " keys";
+    if (server.secret_key_count) words += " (" + server.secret_key_count + " secret)";
+    facts.push(el("span", { class: "fact", "data-fact": "keys", text: words }));
+  }
+  if (server.runs_here === true) facts.push(el("span", { class: "fact ok", "data-fact": "runs", text: "Runs on this computer" }));
+  else if (server.runs_here === false) {
+    facts.push(el("span", { class: "fact warn", "data-fact": "runs", text: "Cannot run here yet: " + (server.runs_here_reason || "a runtime is missing") }));
+  }
+  return facts.length ? el("div", { class: "small facts" }, facts) : null;
+}
 
 function openSetup() {
   $("setup").hidden = false;
@@ -73,6 +93,7 @@ function searchRegistries(event) {
           el("div", { class: "result-name", text: server.display_name || name }),
           server.display_name && server.display_name !== name ? el("div", { class: "small muted", text: name }) : null,
           server.description ? el("div", { class: "small", text: server.description }) : null,
+          cardFacts(server),
           server.source ? el("div", { class: "small muted", text: "From " + (SOURCES[server.source] || server.source) }) : null
         ]),
         button

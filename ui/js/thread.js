@@ -139,17 +139,39 @@ export function onDone(event) {
   Object.keys(questionNodes).forEach(function (id) { questionNodes[id].controls.forEach(function (c) { c.disabled = true; }); });
   var status = result.status || "failed";
   var title = status === "installed" ? "Installed and connected" : status === "cancelled" ? "Setup cancelled" : "Setup did not finish";
+  var tools = result.tools || [];
+  var summary = result.summary || "";
+  // The tool list is shown once, in this card (#12 item 6): not again in the summary's
+  // sentence, nor in the test steps above.
+  if (tools.length) {
+    summary = summary.replace(/\s*Tools now available: [^\n]*?\.(?=\s|$)/, "");
+    Array.prototype.forEach.call($("thread").querySelectorAll(".steps .tool-list"), function (list) {
+      var words = list.previousElementSibling;
+      if (words && words.classList.contains("tools-found")) words.textContent = words.textContent.replace(/:$/, " (listed below).");
+      list.remove();
+    });
+  }
+  var server = el("div", { class: "installed-server", hidden: true });
   var card = el("li", { class: "result-card " + status, role: "status" }, [
     el("h4", { text: (status === "installed" ? "✓ " : "") + title }),
-    el("p", { text: result.summary || "" })
+    server,
+    el("p", { text: summary })
   ]);
-  if (result.tools && result.tools.length) {
+  if (tools.length) {
     card.appendChild(el("p", { class: "small", text: "Tools now available:" }));
-    card.appendChild(toolList(result.tools));
+    card.appendChild(toolList(tools));
   }
   addToThread(card);
   $("cancel-agent").hidden = true;
   $("new-setup").hidden = false;
   $("new-setup").focus();
-  loadServers();
+  loadServers().then(function (servers) {  // its title, with the qualified name under it
+    var found = result.server_id && servers.filter(function (s) { return s.server_id === result.server_id; })[0];
+    if (!found) return;
+    server.appendChild(el("div", { class: "server-title", text: found.title || found.qualified_name }));
+    if (found.title && found.title !== found.qualified_name) {
+      server.appendChild(el("div", { class: "qualified-name small muted", text: found.qualified_name }));
+    }
+    server.hidden = false;
+  });
 }
