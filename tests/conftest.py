@@ -122,3 +122,20 @@ def postgres_database() -> Iterator[str]:
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(autouse=True)
+def restored_logging() -> Iterator[None]:
+    """A test that runs the CLI in-process (``app.cli.main``) reconfigures logging globally
+    (root handlers, quiet library loggers): put it back, so later tests see what they log."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    names = ("httpx", "httpcore", "httpx2", "mcp", "uvicorn.access", "alembic")
+    levels = {name: logging.getLogger(name).level for name in names}
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, saved in levels.items():
+        logging.getLogger(name).setLevel(saved)
