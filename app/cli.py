@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
-    from .mcp_server import run_stdio
+    from .mcp_stdio import run_stdio
 
     # SIGTERM (a client giving up on us) still stops every server we started.
     task = asyncio.current_task()
