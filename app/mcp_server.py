@@ -200,7 +200,7 @@ class McpFace:
 
     def _page_server(self, runtime: Runtime) -> Any:
         if self._page is None:
-            from .secret_page import SecretPageServer
+            from .secret_page_server import SecretPageServer
 
             page = SecretPageServer(runtime.broker, port=0, consents=runtime.consents)
             page.start()
