@@ -26,7 +26,8 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from setup_agent.consent import ConsentBroker, ConsentRequest
+from setup_agent.consent import ConsentBroker
+from setup_agent.consent_request import ConsentRequest
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
 
 __all__ = ["add_consent_routes", "consent_path", "describe_consent"]
