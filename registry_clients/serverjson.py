@@ -63,24 +63,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from . import inputs as _inputs
 from .inputs import _HTTP_TRANSPORTS, _dicts, _get, _str
 from .inputs import OFFICIAL_META, PACKAGE_TYPES, PLACEHOLDER, guess_secret, literal_placeholder, looks_secret
 from .inputs import normalize_placeholders, placeholders, unwrap
 from .models import Detail, PackageOption
 from .required_keys import KeySet, input_template, template_arguments, template_headers
 
-__all__ = [
-    "OFFICIAL_META",
-    "PACKAGE_TYPES",
-    "PLACEHOLDER",
-    "guess_secret",
-    "literal_placeholder",
-    "looks_secret",
-    "normalize_placeholders",
-    "parse_server_json",
-    "placeholders",
-    "unwrap",
-]
+__all__ = [*_inputs.__all__, "parse_server_json"]  # the input rules are importable from here as before
 
 log = logging.getLogger(__name__)
 
