@@ -209,13 +209,11 @@ class McpFace:
 
     async def _present(self, ctx: Any, runtime: Runtime, pending: PendingPrompt) -> dict[str, Any]:
         url = self._page_url(runtime, pending)
-        caps = ctx.session.client_capabilities
-        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
         where = f" for {pending.server}" if pending.server else ""
         # At 2026-07-28 a server sends no requests of its own (no back-channel): the result
         # carries the page's URL, as for a client without URL elicitation.
         modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
-        if not modern and elicitation is not None and getattr(elicitation, "url", None) is not None:
+        if not modern and _url_elicitation(ctx):
             try:
                 result = await ctx.session.elicit_url(
                     f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
@@ -252,9 +250,7 @@ class McpFace:
     async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any) -> dict[str, Any]:
         """Ask the user to approve a launch on the one-time page (URL elicitation); never via the agent."""
         url = self._page_server(runtime).consent_url(pending.consent_id)
-        caps = ctx.session.client_capabilities
-        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
-        if elicitation is None or getattr(elicitation, "url", None) is None:
+        if not _url_elicitation(ctx):
             # No out-of-band channel: a link handed to the agent would let the agent approve its
             # own request, so the agent gets none. The page opens in the user's browser instead.
             _open_in_browser(url)
@@ -282,9 +278,7 @@ class McpFace:
 
     async def _present_sign_in(self, ctx: Any, info: dict[str, Any]) -> dict[str, Any]:
         """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it."""
-        caps = ctx.session.client_capabilities
-        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
-        if elicitation is not None and getattr(elicitation, "url", None) is not None:
+        if _url_elicitation(ctx):
             result = await ctx.session.elicit_url(
                 info["message"], info["url"], "oauth-" + secrets.token_hex(8), related_request_id=ctx.request_id
             )
@@ -326,6 +320,13 @@ class McpFace:
         if self._page is not None:
             self._page.stop()
             self._page = None
+
+
+def _url_elicitation(ctx: Any) -> bool:
+    """Whether the client of this request declared URL-mode elicitation."""
+    caps = ctx.session.client_capabilities
+    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+    return elicitation is not None and getattr(elicitation, "url", None) is not None
 
 
 def _open_in_browser(url: str) -> None:
