@@ -41,7 +41,7 @@ from setup_agent.prompts import WEAK_VALUE_WARNING, PromptBroker, is_weak_value
 
 from .secret_page_html import PAGE_CSS, form_page, message_page, not_found_page, prompt_error_page, refused_page
 
-__all__ = ["SECURITY_HEADERS", "SecretPageServer", "create_secret_app"]
+__all__ = ["SECURITY_HEADERS", "SecretPageServer", "create_secret_app", "token_ok"]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def _origin_ok(request: Request, origins: set[str]) -> bool:
     return True
 
 
-def _token_ok(given: str | None, token: str) -> bool:
+def token_ok(given: str | None, token: str) -> bool:
     if not given:
         return False
     return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
@@ -162,7 +162,7 @@ def create_secret_app(
 
     @app.get("/secrets/{prompt_id}")
     async def show(request: Request, prompt_id: str) -> Response:
-        if not _token_ok(request.query_params.get("t"), token):
+        if not token_ok(request.query_params.get("t"), token):
             log.warning("Secret page: refused a GET without the right token")
             return refused_page()
         if not _PROMPT_ID.fullmatch(prompt_id):
@@ -181,7 +181,7 @@ def create_secret_app(
         form = await _read_form(request)
         if form is None:
             return message_page(400, "Could not read the form", "Go back, reload the page and try again.")
-        if not _token_ok(form.get("t"), token):
+        if not token_ok(form.get("t"), token):
             log.warning("Secret page: refused a POST without the right token")
             return refused_page()
         if not _PROMPT_ID.fullmatch(prompt_id):
@@ -222,7 +222,7 @@ def create_secret_app(
         add_consent_routes(
             app,
             consents,
-            token_ok=lambda given: _token_ok(given, token),
+            token_ok=lambda given: token_ok(given, token),
             origin_ok=lambda request: _origin_ok(request, {f"http://{h}" for h in hosts()}),
             read_form=_read_form,
             refused=refused_page,

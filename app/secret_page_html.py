@@ -7,13 +7,14 @@ in :mod:`app.secret_page`.
 from __future__ import annotations
 
 import html
+from typing import Any
 
 from starlette.responses import HTMLResponse
 
 from setup_agent.errors import PromptAlreadyAnswered, PromptCancelled
 from setup_agent.prompts import PendingPrompt
 
-__all__ = ["PAGE_CSS", "form_page", "message_page", "not_found_page", "prompt_error_page", "refused_page"]
+__all__ = ["PAGE_CSS", "document", "esc", "form_page", "message_page", "not_found_page", "prompt_error_page", "refused_page"]
 
 PAGE_CSS = """\
 :root { color-scheme: light dark; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
@@ -33,15 +34,15 @@ button:focus-visible, input:focus-visible { outline: 3px solid #2a6fdb; outline-
 """
 
 
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
 
 
-def _document(title: str, body: str) -> str:
+def document(title: str, body: str) -> str:
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_esc(title)}</title>\n"
+        f"<title>{esc(title)}</title>\n"
         '<link rel="stylesheet" href="/secrets/static/page.css">\n'
         f"</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
     )
@@ -55,26 +56,26 @@ _WEAK_NOTE = (
 
 
 def message_page(status: int, title: str, text: str, *, warning: str | None = None) -> HTMLResponse:
-    body = f"<h1>{_esc(title)}</h1>\n<p>{_esc(text)}</p>"
+    body = f"<h1>{esc(title)}</h1>\n<p>{esc(text)}</p>"
     if warning:
-        body += f'\n<p class="error" role="alert" id="weak-warning">{_esc(warning)}</p>'
-    return HTMLResponse(_document(f"{title} — mcp-setup", body), status_code=status)
+        body += f'\n<p class="error" role="alert" id="weak-warning">{esc(warning)}</p>'
+    return HTMLResponse(document(f"{title} — mcp-setup", body), status_code=status)
 
 
 def form_page(prompt: PendingPrompt, token: str, *, error: str | None = None, status: int = 200) -> HTMLResponse:
-    key = _esc(prompt.key_name)
-    who = f" for <strong>{_esc(prompt.server)}</strong>" if prompt.server else ""
+    key = esc(prompt.key_name)
+    who = f" for <strong>{esc(prompt.server)}</strong>" if prompt.server else ""
     title = f"Enter your {prompt.key_name}" + (f" for {prompt.server}" if prompt.server else "") + " — mcp-setup"
-    alert = f'<p class="error" role="alert" id="error">{_esc(error)}</p>\n' if error else ""
+    alert = f'<p class="error" role="alert" id="error">{esc(error)}</p>\n' if error else ""
     described = "privacy error" if error else "privacy"
     body = (
         f"<h1>mcp-setup needs your <code>{key}</code>{who}</h1>\n"
         '<p id="privacy">It is stored on this computer and never shown to the AI assistant.</p>\n'
         "<p>Your assistant asked:</p>\n"
-        f"<blockquote>{_esc(prompt.prompt)}</blockquote>\n"
+        f"<blockquote>{esc(prompt.prompt)}</blockquote>\n"
         f"{alert}"
-        f'<form method="post" action="/secrets/{_esc(prompt.prompt_id)}" autocomplete="off">\n'
-        f'<input type="hidden" name="t" value="{_esc(token)}">\n'
+        f'<form method="post" action="/secrets/{esc(prompt.prompt_id)}" autocomplete="off">\n'
+        f'<input type="hidden" name="t" value="{esc(token)}">\n'
         f'<label for="value">Your {key}</label>\n'
         '<input type="password" id="value" name="value" autocomplete="off" required autofocus '
         f'spellcheck="false" autocapitalize="off" aria-describedby="{described}">\n'
@@ -82,10 +83,10 @@ def form_page(prompt: PendingPrompt, token: str, *, error: str | None = None, st
         '<button type="submit" name="action" value="submit">Submit</button>\n'
         '<button type="submit" name="action" value="cancel" formnovalidate>Cancel</button>\n'
         "</div>\n</form>\n"
-        f'<p class="note" id="weak-note">{_esc(_WEAK_NOTE)}</p>\n'
+        f'<p class="note" id="weak-note">{esc(_WEAK_NOTE)}</p>\n'
         '<p class="note">If you did not expect this request, press Cancel.</p>'
     )
-    return HTMLResponse(_document(title, body), status_code=status)
+    return HTMLResponse(document(title, body), status_code=status)
 
 
 def not_found_page() -> HTMLResponse:
