@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "mcp":
             return asyncio.run(_run_mcp(settings, handler))
         if args.command == "serve":
-            from .web import run_serve
+            from .web_serve import run_serve
 
             return run_serve(
                 settings, handler, port=args.port, open_browser=not args.no_browser, host=args.host,
@@ -170,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
-    from .mcp_server import run_stdio
+    from .mcp_stdio import run_stdio
 
     # SIGTERM (a client giving up on us) still stops every server we started.
     task = asyncio.current_task()

@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from setup_agent.launch import LaunchSpec
-from setup_agent.store import InstalledServer
+from setup_agent.store_models import InstalledServer
 
 __all__ = ["rotate"]
 

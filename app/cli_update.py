@@ -22,7 +22,7 @@ from typing import Any
 from setup_agent.errors import SetupError
 from setup_agent.oauth_grant import GRANT_KEY
 from setup_agent.service import CallContext
-from setup_agent.store import InstalledServer
+from setup_agent.store_models import InstalledServer
 
 __all__ = ["update"]
 

@@ -15,7 +15,6 @@ stdio face's page server and the web face's ``/secrets/…`` both serve them.
 
 from __future__ import annotations
 
-import html
 import logging
 import re
 from collections.abc import Callable
@@ -26,8 +25,11 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from setup_agent.consent import ConsentBroker, ConsentRequest
+from setup_agent.consent import ConsentBroker
+from setup_agent.consent_request import ConsentRequest
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
+
+from .secret_page_html import document, esc, message_page
 
 __all__ = ["add_consent_routes", "consent_path", "describe_consent"]
 
@@ -40,10 +42,6 @@ _MAX_FIELDS = 64
 def consent_path(consent_id: str, token: str) -> str:
     """The page's path and query for ``consent_id``."""
     return f"/secrets/consents/{quote(consent_id, safe='')}?t={quote(token, safe='')}"
-
-
-def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
@@ -69,48 +67,37 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
-    doc = (
-        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_esc(title)} — mcp-setup</title>\n"
-        '<link rel="stylesheet" href="/secrets/static/page.css">\n'
-        f"</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
-    )
-    return HTMLResponse(doc, status_code=status)
-
-
-def _message(status: int, title: str, text: str) -> HTMLResponse:
-    return _page(title, f"<h1>{_esc(title)}</h1>\n<p>{_esc(text)}</p>", status)
+    return HTMLResponse(document(f"{title} — mcp-setup", body), status_code=status)
 
 
 def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | None = None, status: int = 200) -> HTMLResponse:
-    rows = "".join(f"<dt>{_esc(label)}</dt><dd><code>{_esc(text)}</code></dd>\n" for label, text in describe_consent(request))
+    rows = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(text)}</code></dd>\n" for label, text in describe_consent(request))
     fields = ""
     for d in request.destinations:
         fields += (
-            f'<label for="setting-{_esc(d.name)}">{_esc(d.name)}</label>\n'
-            + (f'<p class="note">{_esc(d.description)}</p>\n' if d.description else "")
-            + f'<p class="note">The assistant suggested <code>{_esc(d.suggested)}</code>. Change it if that is not '
+            f'<label for="setting-{esc(d.name)}">{esc(d.name)}</label>\n'
+            + (f'<p class="note">{esc(d.description)}</p>\n' if d.description else "")
+            + f'<p class="note">The assistant suggested <code>{esc(d.suggested)}</code>. Change it if that is not '
             "where you want your secrets sent; the value here is the one used.</p>\n"
-            f'<input type="text" id="setting-{_esc(d.name)}" name="setting.{_esc(d.name)}" value="{_esc(d.suggested)}" '
+            f'<input type="text" id="setting-{esc(d.name)}" name="setting.{esc(d.name)}" value="{esc(d.suggested)}" '
             'required spellcheck="false" autocapitalize="off" autocomplete="off">\n'
         )
     warnings = ""
     if request.warnings:
-        items = "".join(f"<li><strong>{_esc(w.code)}</strong>: {_esc(w.message)}</li>" for w in request.warnings)
+        items = "".join(f"<li><strong>{esc(w.code)}</strong>: {esc(w.message)}</li>" for w in request.warnings)
         warnings = (
             f'<h2>Warnings</h2>\n<ul id="warnings">{items}</ul>\n'
             '<label><input type="checkbox" name="accept_warnings" value="yes"> I understand these warnings and '
             "accept them</label>\n"
         )
-    alert = f'<p class="error" role="alert">{_esc(error)}</p>\n' if error else ""
+    alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
     body = (
-        f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {_esc(request.server)}?</h1>\n"
+        f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
         "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
         "secrets to the host shown. Only approve it if it is what you expect.</p>\n"
         f'<dl id="launch">\n{rows}</dl>\n{alert}'
-        f'<form method="post" action="/secrets/consents/{_esc(consent_id)}" autocomplete="off">\n'
-        f'<input type="hidden" name="t" value="{_esc(token)}">\n'
+        f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
+        f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
         + warnings
         + '<div class="buttons">\n'
@@ -136,13 +123,13 @@ def add_consent_routes(
     def lookup(consent_id: str) -> tuple[ConsentBroker, Any] | Response:
         broker = consents()
         if broker is None or not _CONSENT_ID.fullmatch(consent_id):
-            return _message(404, "This request is no longer open", "Ask your assistant again.")
+            return message_page(404, "This request is no longer open", "Ask your assistant again.")
         try:
             return broker, broker.get(consent_id)
         except ConsentDenied:
-            return _message(410, "Denied", "You denied this request. Ask your assistant again if you changed your mind.")
+            return message_page(410, "Denied", "You denied this request. Ask your assistant again if you changed your mind.")
         except ConsentNotFound as exc:
-            return _message(404, "This request is no longer open", exc.message)
+            return message_page(404, "This request is no longer open", exc.message)
 
     @app.get("/secrets/consents/{consent_id}")
     async def show(request: Request, consent_id: str) -> Response:
@@ -161,7 +148,7 @@ def add_consent_routes(
             return refused()
         form = await read_form(request, max_fields=_MAX_FIELDS)
         if form is None:
-            return _message(400, "Could not read the form", "Go back, reload the page and try again.")
+            return message_page(400, "Could not read the form", "Go back, reload the page and try again.")
         if not token_ok(form.get("t")):
             log.warning("Consent page: refused a POST without the right token")
             return refused()
@@ -173,15 +160,15 @@ def add_consent_routes(
         try:
             if action == "deny":
                 broker.deny(consent_id, "denied on the consent page", by="consent page")
-                return _message(200, "Denied", "Nothing runs. You can close this tab and return to your assistant.")
+                return message_page(200, "Denied", "Nothing runs. You can close this tab and return to your assistant.")
             if action != "approve":
-                return _message(400, "Unknown action", "Use the Approve or Deny button.")
+                return message_page(400, "Unknown action", "Use the Approve or Deny button.")
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
             broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes", by="consent page")
         except InvalidInput as exc:
             return _form(consent_id, pending.request, token, error=exc.message, status=400)
         except (ConsentNotFound, ConsentDenied) as exc:
-            return _message(409, "Already answered", exc.message)
-        return _message(
+            return message_page(409, "Already answered", exc.message)
+        return message_page(
             200, "Approved", f"{pending.request.server} may run now. You can close this tab and return to your assistant."
         )

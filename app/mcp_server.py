@@ -12,6 +12,8 @@ advertises tools (``listChanged: true``) and resources; the client's
 ``clientInfo.name`` becomes the provenance label ``mcp:<name>`` of what it installs; the
 agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
 URL-mode elicitation to a one-time local page when the client supports it.
+
+The stdio plumbing (:func:`run_stdio`) is in ``mcp_stdio.py``; ``/mcp`` of ``serve`` is in ``web.py``.
 """
 
 from __future__ import annotations
@@ -23,23 +25,18 @@ import logging
 import os
 import re
 import secrets
-import stat
 import weakref
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
-from setup_agent.catalog import SQLITE_FILE_NAME, Catalog, read_sqlite_catalog
+from setup_agent.catalog import Catalog
 from setup_agent.errors import (
     JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, OAuthDenied, PromptCancelled, PromptFailed,
 )  # fmt: skip
@@ -49,13 +46,6 @@ if TYPE_CHECKING:
     from setup_agent.prompts import PendingPrompt
 
     from .runtime import Runtime
-    from .settings import Settings
-
-# Only the SDK server and the tool specs are imported up front: the core (ORM, HTTP clients,
-# migrations) loads after the client's initialize has been answered (see run_stdio).
-#: How long to wait for a client's first request before loading the core anyway.
-_LOAD_AFTER_IDLE_SECONDS = 1.0
-_WRITER_HEADSTART_SECONDS = 0.005
 
 __all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "run_stdio"]
 
@@ -210,7 +200,7 @@ class McpFace:
 
     def _page_server(self, runtime: Runtime) -> Any:
         if self._page is None:
-            from .secret_page import SecretPageServer
+            from .secret_page_server import SecretPageServer
 
             page = SecretPageServer(runtime.broker, port=0, consents=runtime.consents)
             page.start()
@@ -219,13 +209,10 @@ class McpFace:
 
     async def _present(self, ctx: Any, runtime: Runtime, pending: PendingPrompt) -> dict[str, Any]:
         url = self._page_url(runtime, pending)
-        caps = ctx.session.client_capabilities
-        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
         where = f" for {pending.server}" if pending.server else ""
         # At 2026-07-28 a server sends no requests of its own (no back-channel): the result
         # carries the page's URL, as for a client without URL elicitation.
-        modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
-        if not modern and elicitation is not None and getattr(elicitation, "url", None) is not None:
+        if _url_elicitation(ctx):
             try:
                 result = await ctx.session.elicit_url(
                     f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
@@ -262,9 +249,7 @@ class McpFace:
     async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any) -> dict[str, Any]:
         """Ask the user to approve a launch on the one-time page (URL elicitation); never via the agent."""
         url = self._page_server(runtime).consent_url(pending.consent_id)
-        caps = ctx.session.client_capabilities
-        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
-        if elicitation is None or getattr(elicitation, "url", None) is None:
+        if not _url_elicitation(ctx):
             # No out-of-band channel: a link handed to the agent would let the agent approve its
             # own request, so the agent gets none. The page opens in the user's browser instead.
             _open_in_browser(url)
@@ -293,12 +278,9 @@ class McpFace:
     async def _present_sign_in(self, ctx: Any, info: dict[str, Any]) -> dict[str, Any]:
         """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it.
 
-        A 2026-07-28 session takes no server requests (see :meth:`_present`), and a client whose
-        elicitation fails gets the link too: the result carries it and the sign-in goes on."""
-        caps = ctx.session.client_capabilities
-        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
-        modern = str(getattr(ctx, "protocol_version", "")) >= "2026"
-        if not modern and elicitation is not None and getattr(elicitation, "url", None) is not None:
+        A 2026-07-28 session takes no server requests (see :func:`_url_elicitation`), and a client
+        whose elicitation fails gets the link too: the result carries it and the sign-in goes on."""
+        if _url_elicitation(ctx):
             try:
                 result = await ctx.session.elicit_url(
                     info["message"], info["url"], "oauth-" + secrets.token_hex(8), related_request_id=ctx.request_id
@@ -346,6 +328,17 @@ class McpFace:
             self._page = None
 
 
+def _url_elicitation(ctx: Any) -> bool:
+    """Whether this request's client can be sent a URL-mode elicitation: it declared it, and its
+    session is not 2026-07-28 (a server sends no requests of its own there: the result carries
+    the page's URL instead, as for a client without URL elicitation)."""
+    if str(getattr(ctx, "protocol_version", "")) >= "2026":
+        return False
+    caps = ctx.session.client_capabilities
+    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+    return elicitation is not None and getattr(elicitation, "url", None) is not None
+
+
 def _open_in_browser(url: str) -> None:
     """Open ``url`` in the user's graphical browser, if there is one (never a terminal browser:
     stdin and stdout are the MCP wire)."""
@@ -367,154 +360,10 @@ def _open_in_browser(url: str) -> None:
     threading.Thread(target=run, daemon=True, name="mcp-setup-consent-browser").start()
 
 
-class _PipeLines:
-    """stdin (a pipe) as async lines, read on the event loop: a cancel (SIGTERM) stops it at once.
+def __getattr__(name: str) -> Any:
+    """``run_stdio`` moved to :mod:`app.mcp_stdio`; still importable from here (lazily: no cycle)."""
+    if name == "run_stdio":
+        from .mcp_stdio import run_stdio
 
-    The SDK reads stdin in a worker thread, which nothing can interrupt while the client keeps
-    the pipe open, so a SIGTERM could never get to the cleanup that stops our servers.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-
-    def __aiter__(self) -> _PipeLines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
-
-
-async def _cancellable_stdin() -> Any:
-    """A :class:`_PipeLines` over a duplicate of fd 0, or None (the SDK's default) for files/ttys."""
-    try:
-        if not stat.S_ISFIFO(os.fstat(0).st_mode) and not stat.S_ISSOCK(os.fstat(0).st_mode):
-            return None
-        fd = os.dup(0)
-        reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-        loop = asyncio.get_running_loop()
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
-    except (OSError, ValueError):
-        return None
-    # Children must not read the wire: fd 0 now points at the null device.
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    return _PipeLines(reader)
-
-
-@asynccontextmanager
-async def _drained(
-    read_stream: Any, write_stream: Any, grace: float = 60.0, answered_once: anyio.Event | None = None
-) -> AsyncIterator[tuple[Any, Any]]:
-    """Streams whose end of input waits until every request read has been answered.
-
-    ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
-    the server would stop at EOF and drop the answers still being worked on.
-    """
-    pending: set[Any] = set()
-    answered: list[anyio.Event] = []  # the EOF waiter's current event
-    in_send, in_recv = anyio.create_memory_object_stream[Any](0)
-    out_send, out_recv = anyio.create_memory_object_stream[Any](0)
-
-    async def pump_in() -> None:
-        async with in_send:
-            async for item in read_stream:
-                message = getattr(item, "message", None)
-                if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
-                    pending.add(message.id)
-                await in_send.send(item)
-            with anyio.move_on_after(grace):
-                while pending:
-                    answered[:] = [anyio.Event()]
-                    await answered[0].wait()
-
-    out_done = anyio.Event()
-
-    async def pump_out() -> None:
-        try:
-            await _forward_out()
-        finally:
-            out_done.set()
-
-    async def _forward_out() -> None:
-        async with out_recv, write_stream:  # closing write_stream lets stdio_server finish
-            async for item in out_recv:
-                await write_stream.send(item)
-                message = getattr(item, "message", None)
-                if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
-                    pending.discard(message.id)
-                    for event in answered:
-                        event.set()
-                    if answered_once is not None:
-                        answered_once.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(pump_in)
-        tg.start_soon(pump_out)
-        try:
-            yield in_recv, out_send
-        finally:
-            out_send.close()  # pump_out flushes what was accepted, then ends
-            with anyio.move_on_after(5):
-                await out_done.wait()
-            tg.cancel_scope.cancel()
-
-
-async def run_stdio(
-    settings: Settings,
-    log_handler: logging.Handler | None = None,
-    *,
-    build: Callable[[Settings], Runtime] | None = None,
-) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin.
-
-    The client's ``initialize`` is answered at once; the core is loaded right after that
-    answer has gone out (or after a second of silence), and tool calls wait for it.
-    Installed servers then connect in the background.
-    """
-    db_file = None if settings.database_url else Path(settings.home).expanduser() / SQLITE_FILE_NAME
-    face = McpFace(early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None)
-    answered_once = anyio.Event()
-    holder: list[Runtime] = []
-
-    async def load() -> None:
-        with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
-            await answered_once.wait()
-        # The answer is handed to the SDK's writer thread; give it a moment to reach stdout
-        # before the import below takes the GIL for most of a second.
-        await anyio.sleep(_WRITER_HEADSTART_SECONDS)
-        try:
-            if build is None:
-                from setup_agent.redact import install_log_redaction
-
-                from .runtime import build_runtime
-
-                runtime = await asyncio.to_thread(build_runtime, settings)
-                if log_handler is not None:
-                    install_log_redaction(runtime.redactor, log_handler)
-            else:
-                runtime = build(settings)
-        except Exception as exc:
-            logger.exception("mcp-setup could not start")
-            face.failed_to_start(exc)
-            return
-        holder.append(runtime)
-        face.provide(runtime)
-        await runtime.start(eager=False)  # servers start on their first call
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(load)
-            stdin = await _cancellable_stdin()
-            async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(
-                read_stream, write_stream, answered_once=answered_once
-            ) as streams:
-                await face.server.run(*streams, face.initialization_options())
-            tg.cancel_scope.cancel()
-    finally:
-        face.close()
-        for runtime in holder:
-            await runtime.aclose()
+        return run_stdio
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

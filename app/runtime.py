@@ -24,7 +24,7 @@ from setup_agent.consent import ConsentBroker
 from setup_agent.gateway import Gateway
 from setup_agent.guard import GuessGuard
 from setup_agent.oauth import SignIns
-from setup_agent.packages import DEFAULT_PREFERENCE
+from setup_agent.package_choice import DEFAULT_PREFERENCE
 from setup_agent.pins import ToolReview
 from setup_agent.probe import Prober, sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs

@@ -10,9 +10,7 @@ suggestions). Answers: 200 ``{"ok": true, "status": "approved" | "denied"}``; 40
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from typing import Any
 
 from starlette.requests import Request
@@ -20,54 +18,39 @@ from starlette.responses import JSONResponse, Response
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
 
+from .web_answers import ANSWER_ID, json_error, read_answer
+
 __all__ = ["answer_consent"]
 
 log = logging.getLogger(__name__)
 
-_MAX_BODY = 64 * 1024
-_CONSENT_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _SEND_JSON = 'Send JSON: {"approve": true, "settings": {...}, "accept_warnings": true} or {"deny": true}.'
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"ok": False, "error": {"code": code, "message": message}}, status)
-
-
 async def answer_consent(runtime: Any, request: Request, consent_id: str) -> Response:
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json":
-        return _error(415, "invalid_input", _SEND_JSON)
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > _MAX_BODY:
-            return _error(413, "invalid_input", "The answer is too long.")
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return _error(400, "invalid_input", _SEND_JSON)
+    data = await read_answer(request, send_json=_SEND_JSON, too_long="The answer is too long.")
+    if isinstance(data, Response):
+        return data
     consents = getattr(runtime, "consents", None)
-    if not isinstance(data, dict):
-        return _error(400, "invalid_input", _SEND_JSON)
-    if consents is None or not _CONSENT_ID.fullmatch(consent_id):
-        return _error(404, "consent_not_found", "This consent request is unknown or has expired.")
+    if consents is None or not ANSWER_ID.fullmatch(consent_id):
+        return json_error(404, "consent_not_found", "This consent request is unknown or has expired.")
     try:
         if data.get("deny") is True:
             consents.deny(consent_id, "denied in the web page", by="web")
             return JSONResponse({"ok": True, "status": "denied"})
         if data.get("approve") is not True:
-            return _error(400, "invalid_input", _SEND_JSON)
+            return json_error(400, "invalid_input", _SEND_JSON)
         settings = data.get("settings") or {}
         if not isinstance(settings, dict):
-            return _error(400, "invalid_input", "settings must be an object of setting names to values.")
+            return json_error(400, "invalid_input", "settings must be an object of setting names to values.")
         consents.approve(consent_id, settings, accept_warnings=data.get("accept_warnings") is True, by="web")
         return JSONResponse({"ok": True, "status": "approved"})
     except InvalidInput as exc:
-        return _error(400, exc.code, runtime.redactor.redact(exc.message))
+        return json_error(400, exc.code, runtime.redactor.redact(exc.message))
     except ConsentDenied as exc:
-        return _error(409, exc.code, exc.message)
+        return json_error(409, exc.code, exc.message)
     except ConsentNotFound as exc:
-        return _error(404, exc.code, exc.message)
+        return json_error(404, exc.code, exc.message)
     except Exception as exc:  # never a traceback
         log.error("web: answering a consent request failed (%s)", type(exc).__name__)
-        return _error(500, "internal", "Nothing was decided. Try again.")
+        return json_error(500, "internal", "Nothing was decided. Try again.")

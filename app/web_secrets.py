@@ -12,9 +12,7 @@ broker, looked up late: the runtime is built in the app's lifespan.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,12 +21,12 @@ from starlette.responses import JSONResponse, Response
 
 from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
 
+from .web_answers import ANSWER_ID, json_error, read_answer
+
 __all__ = ["BrokerView", "answer_secret"]
 
 log = logging.getLogger(__name__)
 
-_MAX_BODY = 64 * 1024
-_PROMPT_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _SEND_JSON = "Send JSON: {\"value\": \"...\"} or {\"cancel\": true}."
 
 
@@ -42,30 +40,13 @@ class BrokerView:
         return getattr(self._runtime().broker, name)
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"ok": False, "error": {"code": code, "message": message}}, status)
-
-
 async def answer_secret(runtime: Any, request: Request, prompt_id: str) -> Response:
     """The modal's answer for ``prompt_id``. The value is never echoed or logged."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json":
-        return _error(415, "invalid_input", _SEND_JSON)
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > _MAX_BODY:
-            return _error(413, "invalid_input", "The value is too long.")
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return _error(400, "invalid_input", _SEND_JSON)
-    finally:
-        body[:] = b"\0" * len(body)
-    if not isinstance(data, dict):
-        return _error(400, "invalid_input", _SEND_JSON)
-    if not _PROMPT_ID.fullmatch(prompt_id):
-        return _error(404, "prompt_not_found", "This request for a secret is unknown or has expired.")
+    data = await read_answer(request, send_json=_SEND_JSON, too_long="The value is too long.")
+    if isinstance(data, Response):
+        return data
+    if not ANSWER_ID.fullmatch(prompt_id):
+        return json_error(404, "prompt_not_found", "This request for a secret is unknown or has expired.")
     broker = runtime.broker
     value = data.pop("value", None)
     try:
@@ -73,20 +54,20 @@ async def answer_secret(runtime: Any, request: Request, prompt_id: str) -> Respo
             broker.cancel(prompt_id, "cancelled by the user in the web page")
             return JSONResponse({"ok": True, "status": "cancelled"})
         if not isinstance(value, str):
-            return _error(400, "invalid_input", "Enter a value, or cancel.")
+            return json_error(400, "invalid_input", "Enter a value, or cancel.")
         broker.answer(prompt_id, value)
         return JSONResponse({"ok": True, "status": "answered"})
     except InvalidInput as exc:
-        return _error(400, exc.code, runtime.redactor.redact(exc.message))
+        return json_error(400, exc.code, runtime.redactor.redact(exc.message))
     except PromptAlreadyAnswered as exc:
-        return _error(409, exc.code, exc.message)
+        return json_error(409, exc.code, exc.message)
     except PromptCancelled as exc:
-        return _error(410, exc.code, exc.message)
+        return json_error(410, exc.code, exc.message)
     except PromptNotFound as exc:
-        return _error(404, exc.code, exc.message)
+        return json_error(404, exc.code, exc.message)
     except Exception as exc:  # never a traceback (which could quote the value)
         log.error("web: answering a secret prompt failed (%s)", type(exc).__name__)
-        return _error(500, "internal", "Nothing was saved. Try again.")
+        return json_error(500, "internal", "Nothing was saved. Try again.")
     finally:
         value = None
         data.clear()

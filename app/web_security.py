@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -45,6 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from setup_agent.errors import StoreError
 
 from .secret_page import SECURITY_HEADERS as SECRET_PAGE_HEADERS
+from .secret_page import token_ok
 
 __all__ = ["Guard", "TOKEN_HEADER", "cookie_name", "csp", "current_principal", "security_headers"]
 
@@ -129,7 +129,7 @@ class Guard:
         headers = _headers(scope)
         principal: str | None = None
         bearer = _bearer(headers.get("authorization"))
-        if bearer is not None and _token_ok(bearer, self.token):  # this run's token as a bearer (/mcp clients)
+        if bearer is not None and token_ok(bearer, self.token):  # this run's token as a bearer (/mcp clients)
             bearer = None
             refusal = self._check_place(scope, headers)
         elif bearer is not None and self.bearer is None:
@@ -199,11 +199,11 @@ class Guard:
         query_token = None
         if kind == "http" and scope.get("path") == "/" and safe:
             query_token = _query_param(scope, "t")
-        if _token_ok(header_token, self.token):
+        if token_ok(header_token, self.token):
             if kind == "websocket" and origin is None:
                 return 403, "missing Origin"
             return None
-        if _token_ok(cookie_token, self.token) or _token_ok(query_token, self.token):
+        if token_ok(cookie_token, self.token) or token_ok(query_token, self.token):
             if not safe and origin is None:  # browsers always send Origin on POST/websocket: not our page
                 return 403, "missing Origin"
             return None
@@ -232,12 +232,6 @@ def _bearer(header: str | None) -> str | None:
         return None
     scheme, _, value = header.strip().partition(" ")
     return value.strip() or None if scheme.lower() == "bearer" else None
-
-
-def _token_ok(given: str | None, token: str) -> bool:
-    if not given:
-        return False
-    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
 
 
 def _headers(scope: Scope) -> dict[str, str]:

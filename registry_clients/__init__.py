@@ -7,6 +7,7 @@ only that. This package never imports ``setup_agent`` or ``app``.
 from .base import RegistrySource
 from .errors import RegistryAuthFailed, RegistryError, RegistryNotFound
 from .hub import KNOWN_REGISTRIES, RegistryHub, build_sources
+from .inputs import looks_secret, placeholders
 from .local import LocalCatalog
 from .models import (
     Argument,
@@ -20,7 +21,7 @@ from .models import (
     TransportType,
 )
 from .official import DEFAULT_OFFICIAL_URL, OfficialRegistry
-from .serverjson import looks_secret, parse_server_json, placeholders
+from .serverjson import parse_server_json
 from .smithery import DEFAULT_SMITHERY_URL, SmitheryRegistry
 
 __all__ = [

@@ -25,7 +25,8 @@ import anyio.to_thread
 from .errors import RegistryNotFound
 from .models import Detail, SearchPage
 from .ranking import rank, version_key
-from .serverjson import parse_server_json, unwrap
+from .inputs import unwrap
+from .serverjson import parse_server_json
 
 __all__ = ["LocalCatalog"]
 

@@ -19,7 +19,7 @@ Mapping of a server's connections:
 Keys from ``configSchema``: properties listed in ``required`` without a ``default``,
 nested objects flattened to dotted names (``auth.token``, reported only when required at
 every level). Secret when ``format: password`` or the dotted name
-:func:`~registry_clients.serverjson.looks_secret` (key/token/secret/password…).
+:func:`~registry_clients.inputs.looks_secret` (key/token/secret/password…).
 
 The API key is sent only as ``Authorization: Bearer``, per request; it never appears in a
 log line, an exception message or a repr. No key, 401 or 403 → RegistryAuthFailed.
@@ -37,7 +37,7 @@ import httpx
 from .errors import RegistryAuthFailed, RegistryError, RegistryNotFound
 from .models import Detail, KeyKind, PackageOption, RequiredKey, SearchPage, Summary
 from .official import error_message
-from .serverjson import looks_secret
+from .inputs import looks_secret
 
 __all__ = ["AUTH_HINT", "DEFAULT_SMITHERY_URL", "SmitheryRegistry", "config_keys", "smithery_detail"]
 

@@ -176,10 +176,10 @@ _SHOWN_TEXT = 2000
 
 
 def tools_change_request(server: Any) -> Any:
-    """The :class:`~setup_agent.consent.ConsentRequest` (action ``tools_change``) for an installed
+    """The :class:`~setup_agent.consent_request.ConsentRequest` (action ``tools_change``) for an installed
     server's changed tool list (``server``: a store record)."""
-    from .consent import ConsentRequest  # lazily: the migrations import this module
-    from .consent import _fingerprint as fingerprint
+    from .consent_request import ConsentRequest  # lazily: the migrations import this module
+    from .consent_request import _fingerprint as fingerprint
 
     pinned = {t.get("name"): t for t in server.pinned_tools}
     diff = diff_tools(server.pinned_tools, server.live_tools)

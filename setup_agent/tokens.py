@@ -1,7 +1,7 @@
 """Named bearer tokens of a team gateway: people and agents authenticate as ``token:<name>``.
 
 A token is ``mcps_`` + 32 random bytes (URL-safe base64), shown once by :meth:`Tokens.create`;
-the table ``mcp_tokens`` (model :class:`~setup_agent.store.TokenRow`) holds only its SHA-256 (a
+the table ``mcp_tokens`` (model :class:`~setup_agent.store_models.TokenRow`) holds only its SHA-256 (a
 slow hash buys nothing for 256 random bits). :meth:`Tokens.verify` is one indexed query, made
 on every request, so a revocation is seen at once by every instance on the same database.
 """
@@ -21,7 +21,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import sessionmaker
 
 from .errors import InvalidInput, NotFound
-from .store import Clock, Store, TokenRow, _store_error, utcnow
+from .store import Store, _store_error
+from .store_models import Clock, TokenRow, utcnow
 
 __all__ = ["TOKEN_PREFIX", "TokenInfo", "Tokens", "hash_token"]
 

@@ -39,7 +39,7 @@ from .catalog import gateway_name
 from .errors import NotFound
 from .providers import ProviderConfig
 from .redact import Redactor
-from .store import InstalledServer
+from .store_models import InstalledServer
 from .tool_specs import TOOL_SPECS
 
 __all__ = ["SETUP_TOOL_HINTS", "SETUP_TOOL_PREFIX", "ToolRegistry", "installed_tool_id", "setup_tool_id"]

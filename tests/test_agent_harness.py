@@ -12,27 +12,16 @@ import pytest
 from setup_agent.agents import AGENTS_DIR, load_archetypes
 from setup_agent.harness import WITHHELD, AgentSession, looks_like_secret, scrub_secrets, spawn_subagent
 from setup_agent.redact import Redactor
-from tests.test_agent_support import ScriptedIO, agent_runtime, make_catalog
+from tests.test_agent_support import SETUP_AGENT_TOOLS, ScriptedIO, agent_runtime, make_catalog
 
 pytestmark = pytest.mark.anyio
-
-SETUP_TOOLS = (
-    "mcp_setup_search",
-    "mcp_setup_get",
-    "mcp_setup_request_secret",
-    "mcp_setup_test_connection",
-    "mcp_setup_install_and_connect",
-    "mcp_setup_authorize",
-    "say",
-    "ask_user",
-)
 
 
 def test_the_shipped_archetype_allows_only_the_six_setup_tools_and_the_chat_primitives() -> None:
     registry = load_archetypes(AGENTS_DIR)
     assert registry.errors == {}
     agent = registry.get("mcp_setup")
-    assert agent.tools == SETUP_TOOLS
+    assert agent.tools == SETUP_AGENT_TOOLS
     assert agent.driver == "guided" and agent.max_turns > 0 and agent.max_seconds > 0
     assert "mcp_setup_request_secret" in agent.prompt and "never" in agent.prompt.lower()
 

@@ -13,21 +13,11 @@ import pytest
 from setup_agent.harness import WITHHELD, spawn_subagent
 from tests.fakes import closed_port_url
 from tests.fakes.openai_server import FakeOpenAI, final, last_tool_result, tool_call, tool_calls
-from tests.test_agent_support import STUB, ScriptedIO, agent_runtime, make_catalog
+from tests.test_agent_support import SETUP_AGENT_TOOLS, STUB, ScriptedIO, agent_runtime, make_catalog
 
 pytestmark = pytest.mark.anyio
 
 API_KEY = "sk-test-" + "k3y" * 8
-ALLOWED = [
-    "mcp_setup_search",
-    "mcp_setup_get",
-    "mcp_setup_request_secret",
-    "mcp_setup_test_connection",
-    "mcp_setup_install_and_connect",
-    "mcp_setup_authorize",
-    "say",
-    "ask_user",
-]
 
 
 async def run(runtime, io, fake: FakeOpenAI, **options: Any) -> dict:
@@ -85,7 +75,7 @@ async def test_a_full_setup_through_the_model_never_sends_the_secret_and_refuses
 
         # Only the allowlisted tools are offered, in the OpenAI function format; the key is sent as a bearer.
         for body in fake.bodies:
-            assert [t["function"]["name"] for t in body["tools"]] == ALLOWED
+            assert [t["function"]["name"] for t in body["tools"]] == list(SETUP_AGENT_TOOLS)
             assert body["model"] == "fake-model" and body["messages"][0]["role"] == "system"
         assert set(fake.auth) == {f"Bearer {API_KEY}"}
 

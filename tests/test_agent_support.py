@@ -13,9 +13,20 @@ from app.settings import Settings
 from setup_agent.prompts import PendingPrompt
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
-__all__ = ["STUB", "ScriptedIO", "agent_runtime", "make_catalog"]
+__all__ = ["SETUP_AGENT_TOOLS", "STUB", "ScriptedIO", "agent_runtime", "make_catalog"]
 
 STUB = "io.github.mcp-setup/stub"
+#: The shipped setup archetype's tools, in order: the six setup tools and the chat primitives.
+SETUP_AGENT_TOOLS = (
+    "mcp_setup_search",
+    "mcp_setup_get",
+    "mcp_setup_request_secret",
+    "mcp_setup_test_connection",
+    "mcp_setup_install_and_connect",
+    "mcp_setup_authorize",
+    "say",
+    "ask_user",
+)
 
 
 def make_catalog(

@@ -10,7 +10,6 @@ import stat
 import subprocess
 import sys
 import threading
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from setup_agent.errors import BundleInvalid
 from setup_agent.launch import materialize
 from setup_agent.manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
 from setup_agent.packages import INSTALL_HINTS, build_spec, runner_availability
+from tests.stub_server.bundle import zip_files
 
 CANARY = "canary-51d0-SECRET-value"
 
@@ -44,22 +44,8 @@ def _manifest(**server: Any) -> dict[str, Any]:
     }
 
 
-def _zip(path: Path, files: dict[str, bytes | str], *, modes: dict[str, int] | None = None,
-         symlinks: dict[str, str] | None = None) -> Path:
-    with zipfile.ZipFile(path, "w") as zf:
-        for name, data in files.items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = ((modes or {}).get(name, 0o644) | stat.S_IFREG) << 16
-            zf.writestr(info, data)
-        for name, target in (symlinks or {}).items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = (0o777 | stat.S_IFLNK) << 16
-            zf.writestr(info, target)
-    return path
-
-
 def _bundle(tmp_path: Path, manifest: dict[str, Any], **files: bytes | str) -> Path:
-    return _zip(tmp_path / "demo.mcpb", {"manifest.json": json.dumps(manifest), **files})
+    return zip_files(tmp_path / "demo.mcpb", {"manifest.json": json.dumps(manifest), **files})
 
 
 def _mcpb_base(url: str, sha: str | None = None, env: dict[str, str] | None = None):
@@ -160,7 +146,7 @@ async def test_fetch_bundle_downloads_over_loopback_http_and_verifies_sha256(tmp
 
 @pytest.mark.parametrize("member", ["../evil", "server/../../evil", "/etc/evil", "C:/evil", "..\\evil"])
 def test_unpack_refuses_a_member_escaping_the_target_dir(tmp_path, member):
-    archive = _zip(tmp_path / "bad.mcpb", {"manifest.json": "{}", member: "x"})
+    archive = zip_files(tmp_path / "bad.mcpb", {"manifest.json": "{}", member: "x"})
     with pytest.raises(BundleInvalid) as err:
         unpack_bundle(archive, tmp_path / "out")
     assert member in err.value.message
@@ -169,7 +155,7 @@ def test_unpack_refuses_a_member_escaping_the_target_dir(tmp_path, member):
 
 @pytest.mark.parametrize("target", ["/etc/passwd", "../../outside", "sub/../../../outside"])
 def test_unpack_refuses_a_symlink_pointing_outside(tmp_path, target):
-    archive = _zip(tmp_path / "bad.mcpb", {"manifest.json": "{}"}, symlinks={"server/link": target})
+    archive = zip_files(tmp_path / "bad.mcpb", {"manifest.json": "{}"}, symlinks={"server/link": target})
     with pytest.raises(BundleInvalid) as err:
         unpack_bundle(archive, tmp_path / "out")
     assert "server/link" in err.value.message
@@ -177,7 +163,7 @@ def test_unpack_refuses_a_symlink_pointing_outside(tmp_path, target):
 
 
 def test_unpack_keeps_inner_symlinks_and_executable_bits(tmp_path):
-    archive = _zip(
+    archive = zip_files(
         tmp_path / "ok.mcpb",
         {"manifest.json": json.dumps(_manifest(type="binary", entry_point="bin/srv")),
          "bin/srv": "#!/bin/sh\n", "bin/tool": "#!/bin/sh\n", "lib/data.txt": "d"},

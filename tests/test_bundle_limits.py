@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import stat
-import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,22 +15,9 @@ from setup_agent.errors import BundleInvalid
 from setup_agent.manifest import MAX_MANIFEST_BYTES, read_manifest
 from setup_agent.service import CallContext
 from tests.fakes.official_registry import FakeOfficialRegistry
-from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_server_json
+from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_server_json, zip_files
 
 pytestmark = pytest.mark.anyio
-
-
-def _zip(path: Path, files: dict[str, str | bytes], symlinks: dict[str, str] | None = None) -> Path:
-    with zipfile.ZipFile(path, "w") as zf:
-        for name, data in files.items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = (0o644 | stat.S_IFREG) << 16
-            zf.writestr(info, data)
-        for name, target in (symlinks or {}).items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = (0o777 | stat.S_IFLNK) << 16
-            zf.writestr(info, target)
-    return path
 
 
 def _catalog_entry(catalog: Path, name: str, bundle: Path) -> None:
@@ -64,7 +49,7 @@ async def test_a_manifest_nested_100000_levels_deep_is_an_invalid_bundle_not_an_
     tmp_path: Path, runtime_over, caplog: pytest.LogCaptureFixture
 ) -> None:
     deep = "[" * 100_000 + "]" * 100_000
-    bundle = _zip(tmp_path / "deep.mcpb", {"manifest.json": deep, "server/server.py": SERVER_PY.read_bytes()})
+    bundle = zip_files(tmp_path / "deep.mcpb", {"manifest.json": deep, "server/server.py": SERVER_PY.read_bytes()})
     _catalog_entry(tmp_path / "catalog", "io.test/deep", bundle)
     runtime = runtime_over(registries="local", catalog_dir=tmp_path / "catalog")
     result = await runtime.service.call(
@@ -92,7 +77,7 @@ def test_a_symlink_chain_that_leads_out_of_the_bundle_once_unpacked_is_refused(t
     # Each link looks harmless when written: `up -> here/..` while `here` does not exist yet
     # resolves to the bundle root; `here -> .` points at the root. Together `up` is the
     # bundle's parent, and a write through `up/...` would land outside.
-    archive = _zip(
+    archive = zip_files(
         tmp_path / "chain.mcpb",
         {"manifest.json": "{}"},
         symlinks={"up": "here/..", "here": "."},
@@ -102,7 +87,7 @@ def test_a_symlink_chain_that_leads_out_of_the_bundle_once_unpacked_is_refused(t
 
 
 def test_a_symlink_through_an_inner_directory_link_that_stays_inside_is_kept(tmp_path: Path) -> None:
-    archive = _zip(
+    archive = zip_files(
         tmp_path / "ok.mcpb",
         {"manifest.json": "{}", "lib/real/data.txt": "d"},
         symlinks={"lib/cur": "real", "data": "lib/cur/data.txt"},

@@ -60,7 +60,7 @@ async def test_failed_remote_tests_leave_no_probe_dir_in_scratch(tmp_path: Path)
 
 
 def test_serve_opens_a_browser_only_where_a_display_is_available() -> None:
-    from app.web import display_available
+    from app.web_serve import display_available
 
     assert display_available({}, "linux") is False  # headless: the URL is printed, nothing crashes
     assert display_available({"DISPLAY": ":0"}, "linux") is True

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.secret_page import SecretPageServer
+from app.secret_page_server import SecretPageServer
 from registry_clients.models import RequiredKey
 from setup_agent.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
 from setup_agent.launch import LaunchSpec

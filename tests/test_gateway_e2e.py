@@ -7,7 +7,6 @@ back), remove it and see its tools gone. Then a second process on the same data 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from setup_agent.tool_specs import TOOL_NAMES
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
-from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.stub_server.bundle import stub_catalog
 
 pytestmark = pytest.mark.anyio
 
@@ -26,11 +25,7 @@ STUB = "io.github.mcp-setup/stub"
 
 
 def make_catalog(root: Path, expected: str) -> Path:
-    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected, mode="echo_env")
-    catalog = root / "catalog"
-    catalog.mkdir(parents=True)
-    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
-    return catalog
+    return stub_catalog(root, expected, mode="echo_env")  # the stub echoes its env: the secret must come back redacted
 
 
 class ListChanges:
@@ -73,7 +68,7 @@ async def tool_names(client: Any) -> set[str]:
     return {t.name for t in (await client.list_tools()).tools}
 
 
-async def _lists(client: Any, name: str, present: bool = True) -> bool:
+async def lists_tool(client: Any, name: str, present: bool = True) -> bool:
     return (name in await tool_names(client)) is present
 
 
@@ -92,7 +87,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
             before = await tool_names(client)
             assert before == set(TOOL_NAMES)
             server_id = await install_stub(client, browser)
-            await changes.until(lambda: _lists(client, "stub__echo"))
+            await changes.until(lambda: lists_tool(client, "stub__echo"))
             after = await tool_names(client)
             assert {"stub__echo", "stub__whoami", "stub__leak"} <= after - before
 
@@ -120,7 +115,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
             assert locked.is_error and locked.structured_content["error"]["code"] == "session_locked"
 
             assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"removed": True}
-            await changes.until(lambda: _lists(client, "stub__echo", False))
+            await changes.until(lambda: lists_tool(client, "stub__echo", False))
             assert await tool_names(client) == before
             with pytest.raises(Exception, match="Unknown tool"):
                 await client.call_tool("stub__echo", {"text": "gone"})

@@ -16,13 +16,9 @@ import pytest
 
 from tests.mcp_face import REPO, Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_argv, mcp_setup_client
 from tests.processes import no_process_left
-from tests.test_gateway_e2e import STUB, ListChanges, make_catalog, tool_names
+from tests.test_gateway_e2e import STUB, ListChanges, lists_tool, make_catalog, tool_names
 
 pytestmark = pytest.mark.anyio
-
-
-async def _has(client: Any, name: str, present: bool = True) -> bool:
-    return (name in await tool_names(client)) is present
 
 
 async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_removal_stops_its_copy(
@@ -43,7 +39,7 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
             server_id = installed["server_id"]
 
             # B's watcher sees the store change and tells B's client.
-            await heard_by_b.until(lambda: _has(b, "stub__echo"))
+            await heard_by_b.until(lambda: lists_tool(b, "stub__echo"))
             answer = await b.call_tool("stub__echo", {"text": "from B"})  # B starts its own copy
             assert answer.content[0].text == "from B"
             install_dir = data_dir / "servers" / server_id
@@ -51,7 +47,7 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
             assert [(s["server_id"], s["status"]) for s in listed_by_b] == [(server_id, "connected")]
 
             assert (await call(a, "mcp_setup_remove", {"server_id": server_id})) == {"removed": True}
-            await heard_by_b.until(lambda: _has(b, "stub__echo", False))
+            await heard_by_b.until(lambda: lists_tool(b, "stub__echo", False))
             with pytest.raises(Exception, match="Unknown tool"):
                 await b.call_tool("stub__echo", {"text": "gone"})
             # B stopped its copy when it saw the removal (both processes still running).
@@ -75,17 +71,17 @@ async def test_a_disabled_server_leaves_the_other_process_list_and_comes_back_wh
         ) as a:  # fmt: skip
             ref = (await call(a, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key"}))["ref"]
             installed = await call(a, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}})
-            await heard.until(lambda: _has(a, "stub__echo"))
+            await heard.until(lambda: lists_tool(a, "stub__echo"))
             # Another process (a person's command) disables it through the core.
             settings = Settings(home=Path(env["MCP_SETUP_HOME"]), registries="local", consent="never-ask")
             other = build_runtime(settings, keyring_backend=fail.Keyring())
             try:
                 await other.service.set_enabled(installed["server_id"], False)
-                await heard.until(lambda: _has(a, "stub__echo", False))
+                await heard.until(lambda: lists_tool(a, "stub__echo", False))
                 listed = (await call(a, "mcp_setup_list_servers"))["servers"]
                 assert [(s["enabled"], s["status"]) for s in listed] == [(False, "disabled")]
                 await other.service.set_enabled(installed["server_id"], True)
-                await heard.until(lambda: _has(a, "stub__echo"))
+                await heard.until(lambda: lists_tool(a, "stub__echo"))
                 assert (await a.call_tool("stub__echo", {"text": "back"})).content[0].text == "back"
             finally:
                 await other.aclose()

@@ -21,7 +21,7 @@ import pytest
 
 from tests.processes import no_process_left, processes_mentioning
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
-from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.stub_server.bundle import stub_catalog
 
 pytestmark = pytest.mark.anyio
 
@@ -29,11 +29,7 @@ STUB = "io.github.mcp-setup/stub"
 
 
 def make_catalog(root: Path, expected: str) -> Path:
-    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected)
-    catalog = root / "catalog"
-    catalog.mkdir(parents=True)
-    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
-    return catalog
+    return stub_catalog(root, expected)
 
 
 

@@ -18,15 +18,13 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from app.runtime import Runtime, build_runtime
-from app.settings import Settings
+from app.runtime import Runtime
 from setup_agent.oauth import GRANT_KEY
 from setup_agent.service import CallContext
-from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
+from tests.fakes.oauth_server import OAuthPair, approve_over_http, serve_oauth_pair
+from tests.oauth_runtime import NAME, oauth_runtime
 
 pytestmark = pytest.mark.anyio
-
-NAME = "io.test/notes"
 
 
 @pytest.fixture
@@ -37,15 +35,8 @@ def pair() -> Iterator[OAuthPair]:
 
 @pytest.fixture
 async def runtime(tmp_path: Path, pair: OAuthPair, memory_keyring) -> AsyncIterator[Runtime]:
-    catalog = tmp_path / "catalog"
-    catalog.mkdir()
-    (catalog / "notes.json").write_text(json.dumps(remote_server_json(NAME, pair.mcp_url)))
-    (catalog / "other.json").write_text(json.dumps(remote_server_json("io.test/other", pair.mcp_url)))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=20)
-    rt = build_runtime(settings, keyring_backend=memory_keyring)
-    rt.sign_ins.timeout = 20
-    yield rt
-    await rt.aclose()
+    async with oauth_runtime(tmp_path, pair, memory_keyring, sign_in_timeout=20, also=["io.test/other"]) as rt:
+        yield rt
 
 
 class Face:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import anyio
@@ -11,7 +10,7 @@ import pytest
 
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
-from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.stub_server.bundle import stub_catalog
 
 pytestmark = pytest.mark.anyio
 
@@ -20,11 +19,7 @@ STUB = "io.github.mcp-setup/stub-mapped"
 
 def mapped_catalog(root: Path, expected: str) -> Path:
     """A catalog entry listing STUB_API_KEY, whose bundle fills it from user_config.api_key."""
-    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected, user_config_key="api_key")
-    catalog = root / "catalog"
-    catalog.mkdir(parents=True)
-    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
-    return catalog
+    return stub_catalog(root, expected, name=STUB, user_config_key="api_key")
 
 
 async def test_one_prompt_one_ref_installs_a_bundle_whose_manifest_maps_the_variable(tmp_path: Path, canary: str) -> None:

@@ -110,6 +110,7 @@ async def test_a_rejected_key_fails_and_never_appears_in_messages_logs_or_reprs(
 ) -> None:
     canary = "canary-" + secrets.token_hex(16)
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="httpx")  # an in-process CLI test before this one quiets httpx
     registry = SmitheryRegistry(smithery_fake.url, api_key=canary)
     try:
         with pytest.raises(RegistryAuthFailed) as search_info:

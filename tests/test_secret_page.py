@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from app.secret_page import SECURITY_HEADERS, SecretPageServer
+from app.secret_page import SECURITY_HEADERS
+from app.secret_page_server import SecretPageServer
 from setup_agent.prompts import PendingPrompt, PromptBroker
 from setup_agent.secrets import SecretRefStore
 

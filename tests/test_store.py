@@ -22,7 +22,8 @@ from sqlalchemy import Column, MetaData, String, Table, event, text
 from tests.conftest import MemoryKeyring
 from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
 from setup_agent.secrets import SecretValue
-from setup_agent.store import DB_FILE_NAME, HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, Base, EnvKey, InstalledServer, Store
+from setup_agent.store import DB_FILE_NAME, HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, Store
+from setup_agent.store_models import Base, EnvKey, InstalledServer
 from setup_agent.vault import Vault
 
 

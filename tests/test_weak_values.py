@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.secret_page import SecretPageServer
+from app.secret_page_server import SecretPageServer
 from app.terminal import TerminalIO
 from setup_agent.prompts import WEAK_VALUE_WARNING, PromptBroker, is_weak_value
 from setup_agent.secrets import SecretRefStore

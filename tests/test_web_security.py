@@ -165,6 +165,23 @@ def test_each_secret_prompt_accepts_one_answer(served: Served) -> None:
             assert CANARY not in response.text
 
 
+@pytest.mark.parametrize(("kind", "unknown_code"), [("secrets", "prompt_not_found"), ("consents", "consent_not_found")])
+def test_both_answer_endpoints_take_only_a_small_json_object(served: Served, kind: str, unknown_code: str) -> None:
+    url = f"/api/{kind}/" + "x" * 32
+    json_type = {**served.headers(), "Content-Type": "application/json"}
+    with served.client() as http:
+        not_json = http.post(url, content=b"value=" + CANARY.encode(), headers={**served.headers(), "Content-Type": "text/plain"})
+        assert not_json.status_code == 415 and not_json.json()["error"]["code"] == "invalid_input"
+        too_long = http.post(url, content=b'{"value": "' + b"a" * (65 * 1024) + b'"}', headers=json_type)
+        assert too_long.status_code == 413 and too_long.json()["error"]["code"] == "invalid_input"
+        for body in (b"[1]", b"{not json", ('"' + CANARY + '"').encode()):
+            refused = http.post(url, content=body, headers=json_type)
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_input"
+            assert CANARY not in refused.text
+        unknown = http.post(url, json={"deny": True, "cancel": True}, headers=served.headers())
+        assert unknown.status_code == 404 and unknown.json()["error"]["code"] == unknown_code
+
+
 def test_a_cancelled_prompt_cannot_be_answered_afterwards(served: Served) -> None:
     prompt_id = open_prompt(served)
     with served.client() as http:

@@ -10,7 +10,8 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 
-from setup_agent.store import VERSION_TABLE, Base
+from setup_agent.store import VERSION_TABLE
+from setup_agent.store_models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -15,7 +15,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
-from tests.browser.test_browser_flow import open_page, shot
+from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
 
 
 def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_installs(
@@ -52,12 +52,7 @@ def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_i
         requests = [f for f in watch.received if '"consent_request"' in f]
         assert len(requests) == 1  # the install reused the approval given for the test
 
-        html = page.content()
-        context.close()
-        assert canary not in html
-        for frame in watch.received + watch.sent:
-            assert canary not in frame
-        assert watch.page_errors == [] and watch.console_errors == []
+        close_leaking_nothing(context, page, watch, canary)
     finally:
         code = stop_serve(served)
     assert code == 0, served.stderr()
@@ -93,12 +88,7 @@ def test_a_json_rpc_caller_gets_consent_required_and_the_modal_opens_in_the_tab(
         tested = served.rpc("mcp_setup_test_connection", params)
         assert {t["name"] for t in tested["result"]["tools"]} == {"echo", "whoami"}, tested
 
-        html = page.content()
-        context.close()
-        assert canary not in html
-        for frame in watch.received + watch.sent:
-            assert canary not in frame
-        assert watch.page_errors == [] and watch.console_errors == []
+        close_leaking_nothing(context, page, watch, canary)
     finally:
         code = stop_serve(served)
     assert code == 0, served.stderr()

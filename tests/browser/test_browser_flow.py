@@ -59,6 +59,20 @@ def shot(page: Page, artifacts: Path, name: str, *, narrow: bool = False, full_p
         page.set_viewport_size(WIDE)
 
 
+def close_leaking_nothing(context: Any, page: Page, watch: PageWatch, *secrets: str) -> list[str]:
+    """Close the page; no secret in its last HTML or in any websocket frame, no page or console
+    error (CSP violations included). Returns the frames received, for more checks."""
+    html = page.content()
+    context.close()
+    for secret in secrets:
+        assert secret not in html
+        for frame in watch.received + watch.sent:
+            assert secret not in frame
+    assert watch.page_errors == []
+    assert watch.console_errors == []  # includes CSP violations
+    return watch.received
+
+
 def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_and_removes_it(
     browser: Any, artifacts: Path, tmp_path: Path, canary: str
 ) -> None:
@@ -164,15 +178,9 @@ def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_
         expect(page.locator(".server")).to_have_count(0)
         shot(page, artifacts, "10-removed")
 
-        html = page.content()
-        context.close()
-        assert canary not in html and wrong not in html
-        assert watch.received, "the page received no websocket frame"
-        assert any('"secret_request"' in f for f in watch.received)
-        for frame in watch.received + watch.sent:
-            assert canary not in frame and wrong not in frame
-        assert watch.page_errors == []
-        assert watch.console_errors == []  # includes CSP violations
+        received = close_leaking_nothing(context, page, watch, canary, wrong)
+        assert received, "the page received no websocket frame"
+        assert any('"secret_request"' in f for f in received)
         assert served.rpc("servers.list")["result"] == {"servers": []}
     finally:
         code = stop_serve(served)

@@ -19,7 +19,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.browser.serve import STUB, start_serve, stop_serve
-from tests.browser.test_browser_flow import open_page, shot
+from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
 from tests.mcp_face import REPO, mcp_setup_argv
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
@@ -77,12 +77,7 @@ def test_a_person_sees_the_changed_tools_escaped_in_the_modal_and_approves_them(
         assert listed[0]["status"] == "connected" and "tools_change" not in listed[0]
         assert {t["name"] for t in listed[0]["tools"]} == {"echo", "whoami", "exfiltrate"}
 
-        html = page.content()
-        context.close()
-        assert canary not in html
-        for frame in watch.received + watch.sent:
-            assert canary not in frame
-        assert watch.page_errors == [] and watch.console_errors == []
+        close_leaking_nothing(context, page, watch, canary)
     finally:
         code = stop_serve(served)
     assert code == 0, served.stderr()

@@ -5,7 +5,6 @@ the refresh token is revoked."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,15 +12,13 @@ from typing import Any
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
-from app.settings import Settings
+from app.runtime import Runtime
 from setup_agent.service import CallContext
 from tests.browser.conftest import CHROMIUM_ARGS, _chromium
-from tests.fakes.oauth_server import OAuthPair, remote_server_json, serve_oauth_pair
+from tests.fakes.oauth_server import OAuthPair, serve_oauth_pair
+from tests.oauth_runtime import NAME, oauth_runtime
 
 pytestmark = pytest.mark.anyio
-
-NAME = "io.test/notes"
 
 
 @pytest.fixture
@@ -32,14 +29,8 @@ def pair() -> Iterator[OAuthPair]:
 
 @pytest.fixture
 async def runtime(tmp_path: Path, pair: OAuthPair, memory_keyring) -> AsyncIterator[Runtime]:
-    catalog = tmp_path / "catalog"
-    catalog.mkdir()
-    (catalog / "notes.json").write_text(json.dumps(remote_server_json(NAME, pair.mcp_url)))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=20)
-    rt = build_runtime(settings, keyring_backend=memory_keyring)
-    rt.sign_ins.timeout = 30
-    yield rt
-    await rt.aclose()
+    async with oauth_runtime(tmp_path, pair, memory_keyring, sign_in_timeout=30) as rt:
+        yield rt
 
 
 @pytest.fixture

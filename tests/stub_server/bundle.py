@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 import zipfile
 from pathlib import Path
@@ -189,3 +190,31 @@ def stub_command(
     if extra_env:
         env.update(extra_env)
     return argv, env
+
+
+def stub_catalog(root: Path, expected: str | None, *, name: str = "io.github.mcp-setup/stub", **bundle: Any) -> Path:
+    """``root/catalog`` listing, as ``stub.json``, one stub bundle built into ``root/dist`` that wants
+    ``expected`` (``bundle``: more :func:`build_stub_bundle` arguments, e.g. ``mode``)."""
+    path, sha = build_stub_bundle(root / "dist", expected_value=expected, **bundle)
+    catalog = root / "catalog"
+    catalog.mkdir(parents=True, exist_ok=True)
+    (catalog / "stub.json").write_text(json.dumps(stub_server_json(path.resolve().as_uri(), sha, name=name)))
+    return catalog
+
+
+def zip_files(
+    path: Path, files: dict[str, bytes | str], *, modes: dict[str, int] | None = None,
+    symlinks: dict[str, str] | None = None,
+) -> Path:
+    """A hand-made archive at ``path``: regular ``files`` (mode 0o644 unless ``modes`` says) and
+    ``symlinks`` (name -> target), for bundles a test wants broken or hostile."""
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = ((modes or {}).get(name, 0o644) | stat.S_IFREG) << 16
+            zf.writestr(info, data)
+        for name, target in (symlinks or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o777 | stat.S_IFLNK) << 16
+            zf.writestr(info, target)
+    return path

@@ -1,0 +1,191 @@
+"""``mcp-setup mcp``'s stdio plumbing: stdin read on the event loop, answers drained at EOF.
+
+:func:`run_stdio` serves :class:`~app.mcp_server.McpFace` on stdin/stdout. It answers
+``initialize`` before it loads the core (tool calls wait for it), reads stdin on the event loop
+so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from setup_agent.catalog import SQLITE_FILE_NAME, read_sqlite_catalog
+
+from .mcp_server import McpFace
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+    from .settings import Settings
+
+__all__ = ["run_stdio"]
+
+logger = logging.getLogger("app.mcp_server")  # the face's logger, as before the split
+
+# Only the SDK server and the tool specs are imported up front: the core (ORM, HTTP clients,
+# migrations) loads after the client's initialize has been answered (see run_stdio).
+#: How long to wait for a client's first request before loading the core anyway.
+_LOAD_AFTER_IDLE_SECONDS = 1.0
+_WRITER_HEADSTART_SECONDS = 0.005
+
+
+class _PipeLines:
+    """stdin (a pipe) as async lines, read on the event loop: a cancel (SIGTERM) stops it at once.
+
+    The SDK reads stdin in a worker thread, which nothing can interrupt while the client keeps
+    the pipe open, so a SIGTERM could never get to the cleanup that stops our servers.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+async def _cancellable_stdin() -> Any:
+    """A :class:`_PipeLines` over a duplicate of fd 0, or None (the SDK's default) for files/ttys."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(0).st_mode) and not stat.S_ISSOCK(os.fstat(0).st_mode):
+            return None
+        fd = os.dup(0)
+        reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
+    except (OSError, ValueError):
+        return None
+    # Children must not read the wire: fd 0 now points at the null device.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return _PipeLines(reader)
+
+
+@asynccontextmanager
+async def _drained(
+    read_stream: Any, write_stream: Any, grace: float = 60.0, answered_once: anyio.Event | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Streams whose end of input waits until every request read has been answered.
+
+    ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
+    the server would stop at EOF and drop the answers still being worked on.
+    """
+    pending: set[Any] = set()
+    answered: list[anyio.Event] = []  # the EOF waiter's current event
+    in_send, in_recv = anyio.create_memory_object_stream[Any](0)
+    out_send, out_recv = anyio.create_memory_object_stream[Any](0)
+
+    async def pump_in() -> None:
+        async with in_send:
+            async for item in read_stream:
+                message = getattr(item, "message", None)
+                if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
+                    pending.add(message.id)
+                await in_send.send(item)
+            with anyio.move_on_after(grace):
+                while pending:
+                    answered[:] = [anyio.Event()]
+                    await answered[0].wait()
+
+    out_done = anyio.Event()
+
+    async def pump_out() -> None:
+        try:
+            await _forward_out()
+        finally:
+            out_done.set()
+
+    async def _forward_out() -> None:
+        async with out_recv, write_stream:  # closing write_stream lets stdio_server finish
+            async for item in out_recv:
+                await write_stream.send(item)
+                message = getattr(item, "message", None)
+                if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
+                    pending.discard(message.id)
+                    for event in answered:
+                        event.set()
+                    if answered_once is not None:
+                        answered_once.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump_in)
+        tg.start_soon(pump_out)
+        try:
+            yield in_recv, out_send
+        finally:
+            out_send.close()  # pump_out flushes what was accepted, then ends
+            with anyio.move_on_after(5):
+                await out_done.wait()
+            tg.cancel_scope.cancel()
+
+
+async def run_stdio(
+    settings: Settings,
+    log_handler: logging.Handler | None = None,
+    *,
+    build: Callable[[Settings], Runtime] | None = None,
+) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin.
+
+    The client's ``initialize`` is answered at once; the core is loaded right after that
+    answer has gone out (or after a second of silence), and tool calls wait for it.
+    Installed servers then connect in the background.
+    """
+    db_file = None if settings.database_url else Path(settings.home).expanduser() / SQLITE_FILE_NAME
+    face = McpFace(early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None)
+    answered_once = anyio.Event()
+    holder: list[Runtime] = []
+
+    async def load() -> None:
+        with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
+            await answered_once.wait()
+        # The answer is handed to the SDK's writer thread; give it a moment to reach stdout
+        # before the import below takes the GIL for most of a second.
+        await anyio.sleep(_WRITER_HEADSTART_SECONDS)
+        try:
+            if build is None:
+                from setup_agent.redact import install_log_redaction
+
+                from .runtime import build_runtime
+
+                runtime = await asyncio.to_thread(build_runtime, settings)
+                if log_handler is not None:
+                    install_log_redaction(runtime.redactor, log_handler)
+            else:
+                runtime = build(settings)
+        except Exception as exc:
+            logger.exception("mcp-setup could not start")
+            face.failed_to_start(exc)
+            return
+        holder.append(runtime)
+        face.provide(runtime)
+        await runtime.start(eager=False)  # servers start on their first call
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(load)
+            stdin = await _cancellable_stdin()
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(
+                read_stream, write_stream, answered_once=answered_once
+            ) as streams:
+                await face.server.run(*streams, face.initialization_options())
+            tg.cancel_scope.cancel()
+    finally:
+        face.close()
+        for runtime in holder:
+            await runtime.aclose()
