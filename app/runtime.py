@@ -170,7 +170,8 @@ def build_runtime(
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
     prober = Prober(
-        redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger
+        redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
+        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     connections = ConnectionManager(

@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     secret_ttl_seconds: float = Field(default=900.0, gt=0)
     catalog_dir: Path | None = Field(default=None, description="Local catalog; default <home>/catalog.")
     probe_timeout_seconds: float = Field(default=60.0, gt=0)
+    adopt_tested_servers: bool = Field(
+        default=True, description="An install right after a passing test keeps the tested process (one start)."
+    )
     registries: str = "official,smithery,local"
     official_registry_url: str = "https://registry.modelcontextprotocol.io"
     smithery_url: str = "https://api.smithery.ai"  # the current Platform API host (issue 11)

@@ -62,6 +62,7 @@ class _Live:
     pid: int | None = None
     secrets: list[str] = field(default_factory=list)
     last_used: float = 0.0
+    adopted: Any = None  # a tested session (setup_agent/adoption.Parked) to use as the first connection
 
 
 class ConnectionManager:
@@ -123,10 +124,13 @@ class ConnectionManager:
             self._booted.set()
         await asyncio.gather(*(self.wait_settled(s.server_id) for s in servers if s.server_id in self._live))
 
-    async def connect(self, server: InstalledServer, *, wait: bool = True) -> ServerStatus:
-        """Start (or restart) the session for ``server``; with ``wait``, until it settles."""
+    async def connect(self, server: InstalledServer, *, wait: bool = True, adopt: Any = None) -> ServerStatus:
+        """Start (or restart) the session for ``server``; with ``wait``, until it settles.
+
+        ``adopt``: a parked tested session (:class:`setup_agent.adoption.Parked`) of this server,
+        already running in its install dir: it becomes the connection, no second start."""
         await self.disconnect(server.server_id)
-        live = _Live(server, ServerStatus(server.server_id))
+        live = _Live(server, ServerStatus(server.server_id), adopted=adopt)
         self._live[server.server_id] = live
         live.task = asyncio.create_task(self._run(live), name=f"mcp-setup-conn-{server.server_id}")
         if wait:
@@ -321,18 +325,22 @@ class ConnectionManager:
                 async with self._sem:
                     spec = LaunchSpec.model_validate(server.launch_spec)
                     values = await self._values(live)
-                    install_dir = self.install_dir(server.server_id)
-                    await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
-                    resolved = materialize(
-                        spec,
-                        values,
-                        dirname=str(self.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
-                        cwd=str(install_dir),
-                    )
-                    auth = self.auth_for(server, values) if self.auth_for is not None else None
-                    cm = open_client(
-                        resolved, process_watch=pwatch, host_env=self.host_env, ledger=self.ledger, auth=auth
-                    )
+                    if live.adopted is not None:  # the tested process, still running: no second start
+                        cm: Any = live.adopted.session()
+                        pwatch, live.adopted = live.adopted.pwatch, None
+                    else:
+                        install_dir = self.install_dir(server.server_id)
+                        await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+                        resolved = materialize(
+                            spec,
+                            values,
+                            dirname=str(self.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
+                            cwd=str(install_dir),
+                        )
+                        auth = self.auth_for(server, values) if self.auth_for is not None else None
+                        cm = open_client(
+                            resolved, process_watch=pwatch, host_env=self.host_env, ledger=self.ledger, auth=auth
+                        )
                     async with asyncio.timeout(self.connect_timeout):
                         client = await cm.__aenter__()
                 try:
@@ -373,6 +381,8 @@ class ConnectionManager:
                 await asyncio.wait_for(live.stop.wait(), timeout=delay)
             except TimeoutError:
                 continue
+        if live.adopted is not None:  # stopped before it used the tested session
+            await live.adopted.close()
         if live.stop.is_set():
             self._set(live, "stopped", live.status.reason)
         self._forget_secrets(live)

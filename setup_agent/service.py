@@ -22,6 +22,7 @@ from typing import Any
 from registry_clients.hub import RegistryHub
 from registry_clients.models import Detail, PackageOption, RequiredKey
 
+from .adoption import Keep, Parked
 from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
 from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
@@ -347,16 +348,23 @@ class SetupService:
 
     async def test_connection(self, args: dict, ctx: CallContext) -> dict:
         progress = _Progress(ctx, self.redactor, "mcp_setup_test_connection", _name_or_none(args.get("qualified_name")))
-        workdir = make_scratch_dir(self.scratch_root, "test")
+        # An install may adopt the tested process (#17): it then runs in a reserved install dir.
+        reserved = self.connections.install_dir("srv_" + _random.token_hex(6)) if self.prober.parking.enabled else None
+        workdir = reserved or make_scratch_dir(self.scratch_root, "test")
+        parked = False
         try:
+            if reserved is not None:
+                await asyncio.to_thread(claim_dir, reserved)
             prepared = await self._prepare(args, workdir, progress)
             await self._consent(prepared, ctx, "test")
-            result = await self._probe(prepared, progress)
+            result = await self._probe(prepared, progress, keep=reserved)
+            parked = result.parked  # the parked session owns its dir now
         except BaseException as exc:
             await progress.failed(exc)
             raise
         finally:
-            await asyncio.to_thread(shutil.rmtree, workdir, True)
+            if not parked:
+                await asyncio.to_thread(shutil.rmtree, workdir, True)
         return {
             "ok": True,
             "tools": result.tools,
@@ -395,11 +403,17 @@ class SetupService:
             # a failure releases them so they stay usable.
             env_refs = _str_map(args, "env_refs")
             claim = self.refs.claim(env_refs)
+            adopted: Parked | None = None
             try:
                 await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
                 prepared = await self._prepare(args, install_dir, progress)
                 await self._consent(prepared, ctx, "install")
-                result = await self._probe(prepared, progress)
+                adopted = self._adopt(prepared)
+                if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
+                    await asyncio.to_thread(shutil.rmtree, install_dir, True)
+                    server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
+                else:
+                    result = await self._probe(prepared, progress)
                 await progress("installing", "started")
                 # A value that came through a secret prompt (a ref) is secret for life, whatever
                 # the registry says (#10 item 1): stored as secret, so every connect hides it.
@@ -425,11 +439,13 @@ class SetupService:
                 )
             except BaseException:
                 self.refs.release(claim)
+                if adopted is not None:
+                    await adopted.close()
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)
                 raise
             self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
         await progress("installing", "done", server_id=server.server_id)
-        status = await self.connections.connect(server)
+        status = await self.connections.connect(server, adopt=adopted)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
         out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or probed_tools}
         if status.reason:
@@ -650,12 +666,24 @@ class SetupService:
         # An approval means the user accepted every warning shown (the broker insists on it).
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
 
-    async def _probe(self, prepared: _Prepared, progress: _Progress) -> ProbeResult:
+    def _adoption_key(self, prepared: _Prepared) -> str:
+        version = prepared.package.version or prepared.detail.version
+        spec = prepared.spec.model_dump(mode="json")
+        return self.prober.parking.key(prepared.detail.qualified_name, version, spec, prepared.values)
+
+    def _adopt(self, prepared: _Prepared) -> Parked | None:
+        """The session a passing test of exactly this left running, if any (#17 item 1)."""
+        if not self.prober.parking.enabled or prepared.auth is not None:
+            return None
+        return self.prober.parking.adopt(self._adoption_key(prepared))
+
+    async def _probe(self, prepared: _Prepared, progress: _Progress, keep: Path | None = None) -> ProbeResult:
         result = await self.prober.probe(
             prepared.spec,
             prepared.values,
             dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
             on_stage=progress,
+            keep=Keep(self._adoption_key(prepared), keep) if keep is not None else None,
             **({"auth": prepared.auth} if prepared.auth is not None else {}),
         )
         await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
