@@ -20,6 +20,7 @@ import httpx
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.connections import ConnectionManager
 from setup_agent.consent import ConsentBroker
+from setup_agent.fetch import Fetcher
 from setup_agent.gateway import Gateway
 from setup_agent.oauth import SignIns
 from setup_agent.packages import DEFAULT_PREFERENCE
@@ -106,6 +107,8 @@ class Runtime:
             await self.sign_ins.aclose()
         await self.connections.aclose()
         await self.prober.drain()
+        if self.service.fetcher is not None:
+            await self.service.fetcher.aclose()
         await self.hub.aclose()
         await self.http.aclose()
         self.store.close()
@@ -198,6 +201,7 @@ def build_runtime(
         user_home=Path.home(),
         consents=consents,
         oauth=sign_ins,
+        fetcher=Fetcher(host_env=host_env, timeout=settings.download_timeout_seconds),
     )
     gateway = Gateway(
         store,

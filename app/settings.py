@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     secret_ttl_seconds: float = Field(default=900.0, gt=0)
     catalog_dir: Path | None = Field(default=None, description="Local catalog; default <home>/catalog.")
     probe_timeout_seconds: float = Field(default=60.0, gt=0)
+    download_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="A first npx/uvx/docker run's download, before the probe's own deadline."
+    )
     adopt_tested_servers: bool = Field(
         default=True, description="An install right after a passing test keeps the tested process (one start)."
     )

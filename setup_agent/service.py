@@ -25,9 +25,10 @@ from registry_clients.models import Detail, PackageOption, RequiredKey
 from .adoption import Keep, Parked
 from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
+from .fetch import Fetcher
 from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
 from .errors import (
-    AlreadyInstalled, ArgvSecret, DeprecatedEntry, InvalidInput, NotFound, SecretNotAllowed, SetupError, translate,
+    AlreadyInstalled, ArgvSecret, DeprecatedEntry, DownloadTimeout, InvalidInput, NotFound, SecretNotAllowed, SetupError, translate,
 )  # fmt: skip
 from .launch import LaunchSpec, materialize
 from .manifest import (
@@ -163,8 +164,10 @@ class SetupService:
         user_home: Path | None = None,
         consents: ConsentBroker | None = None,
         oauth: SignIns | None = None,
+        fetcher: Fetcher | None = None,
     ) -> None:
         self.refs = refs
+        self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
         self.redactor = redactor
         self.broker = broker
         self.hub = hub
@@ -677,7 +680,27 @@ class SetupService:
             return None
         return self.prober.parking.adopt(self._adoption_key(prepared))
 
+    async def _fetch(self, prepared: _Prepared, progress: _Progress) -> None:
+        """The download phase (#17 item 3): its own deadline and progress; the start's deadline
+        then counts from its end. A failed fetch is not an error: the start says what is wrong."""
+        if self.fetcher is None or self.fetcher.is_warm(prepared.spec):
+            return
+        await progress("downloading", "started")
+
+        async def tick(elapsed: float, fetched: int) -> None:
+            await progress("downloading", "progress", elapsed_seconds=round(elapsed, 1), fetched=fetched)
+
+        try:
+            state = await self.fetcher.fetch(prepared.spec, tick)
+        except TimeoutError:
+            raise DownloadTimeout(
+                f"Downloading the package took longer than {self.fetcher.timeout:g} seconds "
+                "(MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS). Try again: what arrived stays in the cache."
+            ) from None
+        await progress("downloading", "done", **({"fetched": state.fetched, "ok": state.ok} if state else {}))
+
     async def _probe(self, prepared: _Prepared, progress: _Progress, keep: Path | None = None) -> ProbeResult:
+        await self._fetch(prepared, progress)
         result = await self.prober.probe(
             prepared.spec,
             prepared.values,
