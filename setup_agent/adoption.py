@@ -80,7 +80,7 @@ class Parked:
 class ParkingLot:
     """The parked sessions of one Prober."""
 
-    def __init__(self, keep_for: float, *, max_parked: int = 16) -> None:
+    def __init__(self, keep_for: float, *, max_parked: int = 32) -> None:
         self.keep_for = keep_for
         self.max_parked = max_parked
         self._secret = secrets.token_bytes(32)

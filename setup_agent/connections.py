@@ -325,9 +325,10 @@ class ConnectionManager:
                 async with self._sem:
                     spec = LaunchSpec.model_validate(server.launch_spec)
                     values = await self._values(live)
+                    known: list[dict[str, Any]] | None = None  # tools listed (and stored) by the install
                     if live.adopted is not None:  # the tested process, still running: no second start
                         cm: Any = live.adopted.session()
-                        pwatch, live.adopted = live.adopted.pwatch, None
+                        pwatch, known, live.adopted = live.adopted.pwatch, live.adopted.result.tools, None
                     else:
                         install_dir = self.install_dir(server.server_id)
                         await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
@@ -344,14 +345,16 @@ class ConnectionManager:
                     async with asyncio.timeout(self.connect_timeout):
                         client = await cm.__aenter__()
                 try:
-                    async with asyncio.timeout(self.connect_timeout):
-                        tools = await list_all_tools(client)
+                    if known is None:
+                        async with asyncio.timeout(self.connect_timeout):
+                            tools = await list_all_tools(client)
                     live.client = client
                     live.pid = pwatch.pid
-                    live.status.tools = self.redactor.redact_obj(tool_dicts(tools))
+                    live.status.tools = self.redactor.redact_obj(tool_dicts(tools) if known is None else known)
                     live.last_used = asyncio.get_running_loop().time()
                     attempt = 0
-                    await self._record_tools(live)
+                    if known is None:
+                        await self._record_tools(live)
                     self._set(live, "connected")
                     await self._hold(live, pwatch, getattr(auth, "signed_out", None))
                 finally:

@@ -409,13 +409,15 @@ class SetupService:
             adopted: Parked | None = None
             try:
                 await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
-                prepared = await self._prepare(args, install_dir, progress)
+                prepared = await self._prepare(args, install_dir, progress, lazy_bundle=self.prober.parking.enabled)
                 await self._consent(prepared, ctx, "install")
                 adopted = self._adopt(prepared)
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)
                     server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
                 else:
+                    if prepared.spec.needs_install_dir and prepared.bundle_dir is None:  # lazy, not adopted
+                        prepared.bundle_dir, _ = await self._fetch_bundle(prepared.package, prepared.detail, install_dir, progress)
                     result = await self._probe(prepared, progress)
                 await progress("installing", "started")
                 # A value that came through a secret prompt (a ref) is secret for life, whatever
@@ -553,7 +555,7 @@ class SetupService:
             err.message = _scrub(err.message, name)
             raise err from None
 
-    async def _prepare(self, args: dict, workdir: Path, progress: _Progress) -> _Prepared:
+    async def _prepare(self, args: dict, workdir: Path, progress: _Progress, *, lazy_bundle: bool = False) -> _Prepared:
         name = _req_name(args, "qualified_name")
         env_refs = _str_map(args, "env_refs")
         env = _str_map(args, "env")
@@ -579,17 +581,10 @@ class SetupService:
         manifest = None
         await progress("resolving", "done", package=package.id)
         if package.type == "mcpb":
-            await progress("downloading", "started")
-            await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-            archive = await fetch_bundle(
-                package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
-            )
-            bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
-            await asyncio.to_thread(archive.unlink)
-            manifest = await asyncio.to_thread(read_manifest, bundle_dir)
-            self._manifests[(package.identifier, package.file_sha256)] = manifest
+            manifest = self._manifests.get((package.identifier, package.file_sha256)) if lazy_bundle and package.file_sha256 else None
+            if manifest is None:  # lazy: a bundle already checked is fetched only if no tested process is adopted
+                bundle_dir, manifest = await self._fetch_bundle(package, detail, workdir, progress)
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
-            await progress("downloading", "done")
         values = self._values(keys, env_refs, env)
         # Optional settings left unset (and flags set false): their inputs are left out entirely.
         omit = unset_keys(keys, values)
@@ -607,6 +602,21 @@ class SetupService:
         return _Prepared(
             detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret)
         )
+
+    async def _fetch_bundle(
+        self, package: PackageOption, detail: Detail, workdir: Path, progress: _Progress
+    ) -> tuple[Path, Manifest]:
+        await progress("downloading", "started")
+        await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+        archive = await fetch_bundle(
+            package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
+        )
+        bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
+        await asyncio.to_thread(archive.unlink)
+        manifest = await asyncio.to_thread(read_manifest, bundle_dir)
+        self._manifests[(package.identifier, package.file_sha256)] = manifest
+        await progress("downloading", "done")
+        return bundle_dir, manifest
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
