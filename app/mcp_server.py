@@ -39,7 +39,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
 from setup_agent.agents import AGENTS_DIR, load_archetypes
-from setup_agent.catalog import SQLITE_FILE_NAME, Catalog, read_sqlite_catalog
+from setup_agent.catalog import SQLITE_FILE_NAME, Catalog, read_sqlite_catalog, read_sqlite_counter
 from setup_agent.errors import (
     JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_PARAMS, OAuthDenied, PromptCancelled, PromptFailed,
 )  # fmt: skip
@@ -52,10 +52,14 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 # Only the SDK server and the tool specs are imported up front: the core (ORM, HTTP clients,
-# migrations) loads after the client's initialize has been answered (see run_stdio).
-#: How long to wait for a client's first request before loading the core anyway.
+# migrations) loads on the first request that needs it (a tool call; a listing only when the
+# store has no catalog to read yet) — or, with MCP_SETUP_MCP_CORE=after-initialize, right after
+# the client's initialize has been answered (see run_stdio).
+#: How long to wait for a client's first request before loading the core anyway (after-initialize).
 _LOAD_AFTER_IDLE_SECONDS = 1.0
 _WRITER_HEADSTART_SECONDS = 0.005
+#: Until the core is loaded, how often the store's change counter is read (stdlib sqlite3).
+_EARLY_POLL_SECONDS = 0.5
 
 __all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "run_stdio"]
 
@@ -85,6 +89,8 @@ class McpFace:
         page_url: Callable[[str], str] | None = None,
     ) -> None:
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
+        #: Set by the first request that needs the core (see run_stdio).
+        self.core_wanted = asyncio.Event()
         self._early_catalog = early_catalog
         self._page_url_for = page_url
         # The latest session of each connection (the SDK makes one per request; a finished
@@ -140,6 +146,7 @@ class McpFace:
         self._runtime.set_exception(exc)
 
     async def runtime(self) -> Runtime:
+        self.core_wanted.set()
         try:
             return await asyncio.shield(self._runtime)
         except Exception as exc:
@@ -448,6 +455,29 @@ async def _drained(
             tg.cancel_scope.cancel()
 
 
+async def _watch_until_core_wanted(face: McpFace, db_file: Path) -> None:
+    """Until a request needs the core: tell clients when the store's tool list changes (another
+    process installed or removed a server), reading it with the standard library."""
+    counter = await asyncio.to_thread(read_sqlite_counter, db_file)
+    catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
+    signature = catalog.signature() if catalog is not None else None
+    while not face.core_wanted.is_set():
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_EARLY_POLL_SECONDS):
+                await face.core_wanted.wait()
+        if face.core_wanted.is_set():
+            return
+        now = await asyncio.to_thread(read_sqlite_counter, db_file)
+        if now == counter:
+            continue
+        counter = now
+        catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
+        new = catalog.signature() if catalog is not None else None
+        if new != signature:
+            signature = new
+            await face.tools_changed()
+
+
 async def run_stdio(
     settings: Settings,
     log_handler: logging.Handler | None = None,
@@ -456,9 +486,12 @@ async def run_stdio(
 ) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin.
 
-    The client's ``initialize`` is answered at once; the core is loaded right after that
-    answer has gone out (or after a second of silence), and tool calls wait for it.
-    Installed servers then connect in the background.
+    The client's ``initialize`` is answered at once. The core is loaded on the first request
+    that needs it (a tool call, or a listing before the store exists); until then the tool
+    list is read from the store's file and its change counter watched with the standard
+    library (#17 item 5: idle memory). With ``mcp_core="after-initialize"`` it loads right
+    after the initialize answer has gone out (or after a second of silence). Tool calls wait
+    for it; installed servers start on their first call.
     """
     db_file = None if settings.database_url else Path(settings.home).expanduser() / SQLITE_FILE_NAME
     face = McpFace(early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None)
@@ -466,8 +499,11 @@ async def run_stdio(
     holder: list[Runtime] = []
 
     async def load() -> None:
-        with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
-            await answered_once.wait()
+        if settings.mcp_core == "first-call" and db_file is not None:
+            await _watch_until_core_wanted(face, db_file)
+        else:
+            with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
+                await answered_once.wait()
         # The answer is handed to the SDK's writer thread; give it a moment to reach stdout
         # before the import below takes the GIL for most of a second.
         await anyio.sleep(_WRITER_HEADSTART_SECONDS)

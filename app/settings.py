@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     idle_stop_seconds: float = Field(
         default=0.0, ge=0, description="Stop an installed server idle this long (0 = never); it restarts on its next call."
     )
+    mcp_core: Literal["first-call", "after-initialize"] = Field(
+        default="first-call",
+        description="When `mcp-setup mcp` loads its core: on the first tool call (less memory idle) or at once.",
+    )
     consent: Literal["ask", "never-ask"] = Field(
         default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
     )

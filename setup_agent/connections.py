@@ -260,6 +260,11 @@ class ConnectionManager:
         live = self._live.get(server_id)
         return live.status if live else ServerStatus(server_id, status="stopped")
 
+    def connected_server(self, server_id: str) -> InstalledServer | None:
+        """The installed server behind a connected session, or None."""
+        live = self._live.get(server_id)
+        return live.server if live is not None and live.status.status == "connected" else None
+
     def pid(self, server_id: str) -> int | None:
         live = self._live.get(server_id)
         return live.pid if live else None

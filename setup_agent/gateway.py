@@ -176,7 +176,11 @@ class Gateway:
                 self.check_arguments(session, arguments)
             except SetupError as exc:
                 return tool_error(exc.message, exc.code)
-        server = await asyncio.to_thread(self.store.get, entry.server.server_id)
+        # A live session needs no store read (a thread hop and a query: most of a proxied call's
+        # cost); a removal or disable reaches the sessions through refresh (sync).
+        server = self.connections.connected_server(entry.server.server_id)
+        if server is None:
+            server = await asyncio.to_thread(self.store.get, entry.server.server_id)
         if server is None or not server.enabled:
             raise UnknownTool(name)
         status = await self.connections.ensure_connected(server, self.call_timeout)
