@@ -201,7 +201,9 @@ def build_runtime(
         user_home=Path.home(),
         consents=consents,
         oauth=sign_ins,
-        fetcher=Fetcher(host_env=host_env, timeout=settings.download_timeout_seconds),
+        fetcher=Fetcher(
+            host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages
+        ),
     )
     gateway = Gateway(
         store,

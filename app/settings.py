@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     download_timeout_seconds: float = Field(
         default=300.0, gt=0, description="A first npx/uvx/docker run's download, before the probe's own deadline."
     )
+    prefetch_packages: bool = Field(
+        default=True, description="Fill npm's cache / docker pull while a secret prompt is open or after get."
+    )
     adopt_tested_servers: bool = Field(
         default=True, description="An install right after a passing test keeps the tested process (one start)."
     )

@@ -31,6 +31,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import signal
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from .launch import LaunchSpec
 from .transport import minimal_environment
 
-__all__ = ["FetchPlan", "FetchState", "Fetcher", "fetch_plan"]
+__all__ = ["FetchPlan", "FetchState", "Fetcher", "fetch_plan", "prefetch_plan"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,10 @@ _FETCHED = {
 class FetchPlan:
     runner: str
     argv: tuple[str, ...]
+    #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
+    package: tuple[str, ...] = ()
+    #: Runs with ``--prefix <a temp dir>`` appended, removed afterwards (npm's cache-only prefetch).
+    temp_prefix: bool = False
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -72,7 +77,10 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         target = next((a for a in args if not a.startswith("-")), None)
         if target is None:
             return None
-        return FetchPlan("npx", ("npm", "exec", "--yes", "--loglevel=http", *options, f"--package={target}", "--", "node", "-e", ""))
+        return FetchPlan(
+            "npx", ("npm", "exec", "--yes", "--loglevel=http", *options, f"--package={target}", "--", "node", "-e", ""),
+            package=("npm", *options, target),
+        )
     if spec.package_type == "pypi" and runner == "uvx":
         index: list[str] = []
         if "--default-index" in args:
@@ -84,12 +92,32 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
             target = next((a for a in args[len(index):] if not a.startswith("-")), None)
         if target is None or "${" in target:
             return None
-        return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"))
+        return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:
         image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)
         if image is None or "${" in image:
             return None
-        return FetchPlan("docker", ("docker", "pull", image))
+        return FetchPlan("docker", ("docker", "pull", image), package=("oci", image))
+    return None
+
+
+def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
+    """What to run *before the user consented*: it may download, never run the package's code.
+
+    npm: ``npm install --ignore-scripts`` into a throw-away prefix fills npm's own cache with the
+    package and every dependency (no install script runs); the later ``npx`` installs from it.
+    OCI: ``docker pull`` runs nothing. PyPI: none (building an sdist runs its build backend).
+    """
+    plan = fetch_plan(spec)
+    if plan is None:
+        return None
+    if plan.runner == "npx":
+        options, target = plan.package[1:-1], plan.package[-1]
+        argv = ("npm", "install", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=http",
+                *options, target)  # fmt: skip
+        return FetchPlan("npx", argv, package=plan.package, temp_prefix=True)
+    if plan.runner == "docker":
+        return plan
     return None
 
 
@@ -98,6 +126,8 @@ class FetchState:
     """One fetch, shared by whoever waits for it."""
 
     started: float
+    package: tuple[str, ...] = ()
+    plan: FetchPlan | None = None
     fetched: int = 0
     ok: bool | None = None
     returncode: int | None = None
@@ -115,8 +145,10 @@ class Fetcher:
         timeout: float = 300.0,
         which: Callable[[str], str | None] | None = None,
         tick: float = 1.0,
+        prefetch: bool = True,
     ) -> None:
         self.host_env = host_env
+        self.prefetch_enabled = prefetch
         self.timeout = timeout
         self.tick = tick
         self._which = which
@@ -128,9 +160,14 @@ class Fetcher:
         return plan is None or plan.key in self._warm
 
     def prefetch(self, spec: LaunchSpec) -> bool:
-        """Start fetching ``spec``'s package in the background; True when one was started or runs."""
-        plan = fetch_plan(spec)
-        if plan is None or plan.key in self._warm or not self._runnable(plan):
+        """Start filling the runner's cache for ``spec`` in the background (nothing of the package
+        runs: :func:`prefetch_plan`); True when one was started or already runs. A failure is
+        only logged: the test that follows fetches (and reports) as if there had been none."""
+        if not self.prefetch_enabled:
+            return False
+        plan = prefetch_plan(spec)
+        full = fetch_plan(spec)
+        if plan is None or full is None or full.key in self._warm or plan.key in self._warm or not self._runnable(plan):
             return False
         self._start(plan)
         return True
@@ -144,25 +181,39 @@ class Fetcher:
         plan = fetch_plan(spec)
         if plan is None or plan.key in self._warm or not self._runnable(plan):
             return None
-        state, task = self._start(plan)
         loop = asyncio.get_running_loop()
-        end = state.started + self.timeout
+        ahead = next((st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None)
+        if ahead is not None:  # a prefetch of this package runs: the fetch goes on from where it is
+            await self._wait(ahead, None, ahead.started + self.timeout, on_tick, ahead.started)
+        state, task = self._start(plan)
+        return await self._wait(state, task, state.started + self.timeout, on_tick, ahead.started if ahead else state.started)
+
+    async def _wait(
+        self, state: FetchState, task: asyncio.Task[None] | None, end: float, on_tick: FetchHook | None, since: float
+    ) -> FetchState:
+        loop = asyncio.get_running_loop()
         while not state.done.is_set():
             remaining = end - loop.time()
             if remaining <= 0:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
                 raise TimeoutError
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(self.tick, remaining)):
                     await state.done.wait()
             if not state.done.is_set() and on_tick is not None:
                 try:
-                    await on_tick(loop.time() - state.started, state.fetched)
+                    await on_tick(loop.time() - since, state.fetched)
                 except Exception:  # a progress listener never breaks a fetch
                     logger.exception("fetch progress hook failed")
         return state
+
+    async def settled(self) -> None:
+        """Wait until no fetch runs (callers bound it)."""
+        while self._running:
+            await asyncio.gather(*(task for _s, task in list(self._running.values())), return_exceptions=True)
 
     async def aclose(self) -> None:
         tasks = [task for _state, task in self._running.values()]
@@ -181,7 +232,7 @@ class Fetcher:
         running = self._running.get(plan.key)
         if running is not None:
             return running
-        state = FetchState(started=asyncio.get_running_loop().time())
+        state = FetchState(started=asyncio.get_running_loop().time(), package=plan.package, plan=plan)
         task = asyncio.create_task(self._run(plan, state), name=f"mcp-setup-fetch-{plan.runner}")
         self._running[plan.key] = (state, task)
         return state, task
@@ -189,9 +240,11 @@ class Fetcher:
     async def _run(self, plan: FetchPlan, state: FetchState) -> None:
         pattern = _FETCHED.get(plan.runner)
         proc: asyncio.subprocess.Process | None = None
+        prefix = tempfile.mkdtemp(prefix="mcp-setup-prefetch-") if plan.temp_prefix else None
         try:
+            argv = (*plan.argv, "--prefix", prefix) if prefix else plan.argv
             proc = await asyncio.create_subprocess_exec(
-                *plan.argv,
+                *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
@@ -223,4 +276,6 @@ class Fetcher:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(proc.wait())
             self._running.pop(plan.key, None)
+            if prefix is not None:
+                await asyncio.to_thread(shutil.rmtree, prefix, True)
             state.done.set()

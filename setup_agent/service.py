@@ -168,6 +168,7 @@ class SetupService:
     ) -> None:
         self.refs = refs
         self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
+        self._prefetches: set[asyncio.Task[None]] = set()
         self.redactor = redactor
         self.broker = broker
         self.hub = hub
@@ -252,6 +253,8 @@ class SetupService:
             )
         except SetupError:
             chosen = None
+        if chosen is not None and self.fetcher is not None and existing is None:
+            self._prefetch_package(chosen)  # the package install would choose (#17 item 2)
         packages = describe_packages(detail.packages, which=self.which)
         notes: list[str] = []
         warnings: list[dict[str, Any]] = []
@@ -285,6 +288,40 @@ class SetupService:
         if notes:
             out["notes"] = notes
         return out
+
+    def _prefetch(self, name: str) -> None:
+        """In the background: find the package an install of ``name`` would choose, and fetch it."""
+        if self.fetcher is None:
+            return
+
+        async def run() -> None:
+            try:
+                detail = await self.hub.get(name)
+                if await asyncio.to_thread(self.store.get_by_name, detail.qualified_name) is None:
+                    self._prefetch_package(
+                        choose_package(detail.packages, None, preference=self.package_preference, which=self.which)
+                    )
+            except Exception as exc:  # noqa: BLE001 - a prefetch that fails changes nothing
+                logger.debug("no prefetch for a server: %s", type(exc).__name__)
+
+        task = asyncio.create_task(run(), name="mcp-setup-prefetch")
+        self._prefetches.add(task)
+        task.add_done_callback(self._prefetches.discard)
+
+    async def prefetches_settled(self) -> None:
+        """Wait until no prefetch runs (tests and the bench; callers bound it)."""
+        while self._prefetches:
+            await asyncio.gather(*list(self._prefetches), return_exceptions=True)
+        if self.fetcher is not None:
+            await self.fetcher.settled()
+
+    def _prefetch_package(self, package: PackageOption) -> None:
+        try:
+            spec = build_spec(package)
+        except SetupError:
+            return
+        if self.fetcher is not None and self.fetcher.prefetch(spec):
+            logger.info("prefetching the %s package of the server the user is setting up", package.type)
 
     def _argv_warnings(self, package: PackageOption, manifest: Manifest, keys: list[RequiredKey]) -> list[dict[str, Any]]:
         """Does this bundle's launch put a secret on the command line (visible in ``ps``)?"""
@@ -343,6 +380,8 @@ class SetupService:
         if server:
             await self._refuse_installed(server)  # no prompt for a server that is already there
         pending = self.broker.open(key_name, prompt_text, server)
+        if server:
+            self._prefetch(server)  # while the user types (#17 item 2)
         out: dict[str, Any] = {"ref": pending.ref, "prompt_id": pending.prompt_id}
         if ctx.present_prompt is not None:
             out.update(await ctx.present_prompt(pending))

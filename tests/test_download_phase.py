@@ -142,3 +142,29 @@ def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
                      identifier="ghcr.io/o/img", runner="docker")  # fmt: skip
     assert fetch_plan(oci).argv == ("docker", "pull", "ghcr.io/o/img:2")  # type: ignore[union-attr]
     assert fetch_plan(LaunchSpec(command="python3", args=["x.py"], runner="python3")) is None
+
+
+@needs_npx
+async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_again(
+    tmp_path: Path, memory_keyring, canary: str
+) -> None:
+    with serve_npm_package(PACKAGE, "1.0.0") as registry:
+        runtime = make_runtime(tmp_path, registry, memory_keyring)
+        fetcher = runtime.service.fetcher
+        assert fetcher is not None
+        try:
+            opened = await runtime.service.call(
+                "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
+            )
+            assert "ref" in opened, opened
+            with anyio.fail_after(60):
+                await runtime.service.prefetches_settled()
+            # only npm's cache was filled: nothing of the package ran, no npx entry made before consent
+            assert len(registry.tarball_requests) == 1
+            assert not list((tmp_path / "home").glob(".npm/_npx/*/node_modules/" + PACKAGE))
+            runtime.broker.answer(opened["prompt_id"], canary)
+            result = await run_test(runtime, opened["ref"], [])
+            assert result["ok"] is True, result
+            assert len(registry.tarball_requests) == 1  # the test used the warm cache
+        finally:
+            await runtime.aclose()
