@@ -20,11 +20,12 @@ import json
 import os
 import select
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, stub_env, summary
+from bench.common import BENCH, REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, stub_env, summary
 from bench.section_coldstart import INIT
 
 STUB_TOOLS = [
@@ -107,22 +108,28 @@ async def bench_call(root: Root, data: Path, rounds: int) -> dict[str, Any]:
     argv = mcp_setup_argv("mcp")
     face = StdioServerParameters(command=argv[0], args=argv[1:], env=root.face_env(data, MCP_SETUP_REGISTRIES="local"))
     direct = StdioServerParameters(command=str(root.python), args=[str(root.stub)], env=stub_env())
-    t: dict[str, list[float]] = {"gateway": [], "direct": []}
+    proxy = StdioServerParameters(
+        command=sys.executable, args=[str(BENCH / "minimal_proxy.py"), str(root.python), str(root.stub)],
+        env={**os.environ, **stub_env()},
+    )
+    t: dict[str, list[float]] = {"gateway": [], "direct": [], "proxy": []}
     with open(os.devnull, "w") as errlog:
         async with stdio_client(face, errlog=errlog) as (r1, w1), ClientSession(r1, w1) as gw, \
-                stdio_client(direct, errlog=errlog) as (r2, w2), ClientSession(r2, w2) as sdk:  # fmt: skip
+                stdio_client(direct, errlog=errlog) as (r2, w2), ClientSession(r2, w2) as sdk, \
+                stdio_client(proxy, errlog=errlog) as (r3, w3), ClientSession(r3, w3) as px:  # fmt: skip
             await gw.initialize()
             await sdk.initialize()
+            await px.initialize()
             listed = await gw.list_tools()
             name = next(tool.name for tool in listed.tools if tool.name.endswith("__echo"))
-            sessions = {"gateway": (gw, name), "direct": (sdk, "echo")}
+            sessions = {"gateway": (gw, name), "direct": (sdk, "echo"), "proxy": (px, "echo")}
             for _ in range(5):  # warm-up: the face loads its core, the installed stub starts
                 for session, tool in sessions.values():
                     res = await session.call_tool(tool, {"text": "hello"})
                     assert not res.is_error, res
             kinds = list(sessions)
             for i in range(rounds):
-                for kind in kinds[i % 2:] + kinds[: i % 2]:
+                for kind in kinds[i % 3:] + kinds[: i % 3]:
                     session, tool = sessions[kind]
                     t0 = time.perf_counter()
                     res = await session.call_tool(tool, {"text": "hello"})
@@ -132,6 +139,8 @@ async def bench_call(root: Root, data: Path, rounds: int) -> dict[str, Any]:
         "times": {k: summary(v) for k, v in t.items()},
         "ratio": median(t["gateway"]) / median(t["direct"]),
         "per_round_ratio": median(g / d for g, d in zip(t["gateway"], t["direct"])),
+        "ratio_proxy_direct": median(t["proxy"]) / median(t["direct"]),
+        "ratio_gateway_proxy": median(t["gateway"]) / median(t["proxy"]),
     }
 
 

@@ -7,7 +7,7 @@ runs that download as a step of its own, with its own deadline (``download_timeo
 fetched); the probe's start deadline then counts from the end of the download, against a
 warm cache. What it runs fills only the runner's cache, never an install dir:
 
-- npm: ``npm exec --yes --package=<spec> -- node -e ""`` (what ``npx -y <spec>`` would
+- npm: ``npm exec --yes --prefer-offline --package=<spec> -- node -e ""`` (what ``npx -y <spec>`` would
   install, into the same ``_npx`` cache entry; ``--registry`` kept);
 - PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; ``--default-index`` kept);
 - OCI: ``docker pull <image>``.
@@ -36,6 +36,7 @@ import signal
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .launch import LaunchSpec
 from .transport import minimal_environment
@@ -61,7 +62,8 @@ class FetchPlan:
     argv: tuple[str, ...]
     #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
     package: tuple[str, ...] = ()
-    #: Runs with ``--prefix <a temp dir>`` appended, removed afterwards (npm's cache-only prefetch).
+    #: Runs in a throw-away project dir (a bare package.json), removed afterwards: npm's
+    #: cache-only prefetch. Not ``--prefix``: that also moves npm's global config (its CA file).
     temp_prefix: bool = False
 
     @property
@@ -78,7 +80,7 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         if target is None:
             return None
         return FetchPlan(
-            "npx", ("npm", "exec", "--yes", "--loglevel=http", *options, f"--package={target}", "--", "node", "-e", ""),
+            "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http", *options, f"--package={target}", "--", "node", "-e", ""),
             package=("npm", *options, target),
         )
     if spec.package_type == "pypi" and runner == "uvx":
@@ -113,7 +115,8 @@ def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         return None
     if plan.runner == "npx":
         options, target = plan.package[1:-1], plan.package[-1]
-        argv = ("npm", "install", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=http",
+        argv = ("npm", "install", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund", "--update-notifier=false",
+                "--loglevel=http",
                 *options, target)  # fmt: skip
         return FetchPlan("npx", argv, package=plan.package, temp_prefix=True)
     if plan.runner == "docker":
@@ -242,14 +245,15 @@ class Fetcher:
         proc: asyncio.subprocess.Process | None = None
         prefix = tempfile.mkdtemp(prefix="mcp-setup-prefetch-") if plan.temp_prefix else None
         try:
-            argv = (*plan.argv, "--prefix", prefix) if prefix else plan.argv
+            if prefix is not None:
+                Path(prefix, "package.json").write_text('{"private": true}\n')
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *plan.argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 env=minimal_environment({}, host_env=self.host_env),
-                cwd=tempfile.gettempdir(),
+                cwd=prefix or tempfile.gettempdir(),
                 start_new_session=True,
             )
             assert proc.stdout is not None
