@@ -182,7 +182,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
         # The whole tool, through the service (local catalog with the stub's MCPB bundle).
         catalog = make_catalog(root)
-        settings = Settings(home=root.path / "data", registries="local", catalog_dir=catalog)
+        settings = Settings(home=root.path / "data", registries="local", catalog_dir=catalog, consent="never-ask")
         runtime = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
         pending = runtime.broker.open("STUB_API_KEY", "bench key", "io.github.mcp-setup/stub")
         runtime.broker.answer(pending.prompt_id, SECRET)

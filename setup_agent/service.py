@@ -25,11 +25,12 @@ from registry_clients.models import Detail, PackageOption, RequiredKey
 from .adoption import Keep, Parked
 from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
-from .fetch import Fetcher
 from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
 from .errors import (
-    AlreadyInstalled, ArgvSecret, DeprecatedEntry, DownloadTimeout, InvalidInput, NotFound, SecretNotAllowed, SetupError, translate,
+    AlreadyInstalled, ArgvSecret, DeprecatedEntry, DownloadTimeout, InvalidInput, NotFound, SecretNotAllowed, SetupError,
+    translate,
 )  # fmt: skip
+from .fetch import Fetcher
 from .launch import LaunchSpec, materialize
 from .manifest import (
     Manifest,
