@@ -26,22 +26,27 @@ from typing import Any
 from bench.common import SECRET, Root, emit, median, summary
 
 NAME = "io.github.mcp-setup/stub"
+SLOW_NAME = "io.github.mcp-setup/stub-slow"
 
 
 def make_catalog(root: Root, pid_file: Path) -> Path:
+    """The stub as an MCPB bundle (``NAME``), and the same stub taking 200 ms to answer its
+    first request (``SLOW_NAME``: like a launcher resolving its package)."""
     from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
 
-    manifest = stub_manifest(expected_value=SECRET)
-    manifest["server"]["mcp_config"]["env"]["STUB_PID_FILE"] = str(pid_file)
-    dist = root.path / "dist"
-    dist.mkdir()
-    bundle = dist / "stub.mcpb"
-    with zipfile.ZipFile(bundle, "w") as zf:
-        zf.writestr("manifest.json", json.dumps(manifest))
-        zf.write(SERVER_PY, "server/server.py")
     catalog = root.path / "catalog"
     catalog.mkdir()
-    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha256_hex(bundle.read_bytes()))))
+    dist = root.path / "dist"
+    dist.mkdir()
+    for name, extra in ((NAME, {}), (SLOW_NAME, {"STUB_MODE": "slow", "STUB_SLOW_SECONDS": "0.2"})):
+        manifest = stub_manifest(expected_value=SECRET)
+        manifest["server"]["mcp_config"]["env"].update({"STUB_PID_FILE": str(pid_file), **extra})
+        bundle = dist / f"{name.rsplit('/', 1)[-1]}.mcpb"
+        with zipfile.ZipFile(bundle, "w") as zf:
+            zf.writestr("manifest.json", json.dumps(manifest))
+            zf.write(SERVER_PY, "server/server.py")
+        doc = stub_server_json(bundle.resolve().as_uri(), sha256_hex(bundle.read_bytes()), name=name)
+        (catalog / f"{name.rsplit('/', 1)[-1]}.json").write_text(json.dumps(doc))
     return catalog
 
 
@@ -68,12 +73,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                                 consent="never-ask", adopt_tested_servers=adopt)  # fmt: skip
             runtimes[kind] = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
 
-        async def setup(kind: str) -> tuple[float, float]:
+        async def setup(kind: str, name: str = NAME) -> tuple[float, float]:
             rt = runtimes[kind]
             before = started()
-            pending = rt.broker.open("STUB_API_KEY", "bench key", NAME)
+            pending = rt.broker.open("STUB_API_KEY", "bench key", name)
             rt.broker.answer(pending.prompt_id, SECRET)
-            tool_args = {"qualified_name": NAME, "env_refs": {"STUB_API_KEY": pending.ref}}
+            tool_args = {"qualified_name": name, "env_refs": {"STUB_API_KEY": pending.ref}}
             t0 = time.perf_counter()
             tested = await rt.service.call("mcp_setup_test_connection", tool_args, CallContext())
             t1 = time.perf_counter()
@@ -83,7 +88,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             assert installed.get("status") == "connected", installed
             await rt.service.call("mcp_setup_remove", {"server_id": installed["server_id"]}, CallContext())
             await rt.prober.drain()
-            starts[kind].append(started() - before)
+            if name == NAME:
+                starts[kind].append(started() - before)
             return t1 - t0, t2 - t1
 
         for kind in runtimes:  # warm-up, untimed
@@ -95,6 +101,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 test_s, install_s = await setup(kind)
                 t[f"{kind}_test"].append(test_s)
                 t[f"{kind}_install"].append(install_s)
+        slow: dict[str, list[float]] = {"test": [], "install": []}
+        for _ in range(args.slow_rounds):
+            test_s, install_s = await setup("adopt", SLOW_NAME)
+            slow["test"].append(test_s)
+            slow["install"].append(install_s)
+        out["slow"] = {k: summary(v) for k, v in slow.items()}
+        out["slow"]["ratio_install_test"] = median(i / s for i, s in zip(slow["install"], slow["test"]))
         out["times"] = {k: summary(v) for k, v in t.items()}
         out["ratio_install_test"] = median(i / s for i, s in zip(t["adopt_install"], t["adopt_test"]))
         out["ratio_fresh_install_test"] = median(i / s for i, s in zip(t["fresh_install"], t["fresh_test"]))
@@ -110,6 +123,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--slow-rounds", type=int, default=5)
     emit(asyncio.run(main_async(parser.parse_args())))
 
 

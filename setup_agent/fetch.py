@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -65,6 +66,8 @@ class FetchPlan:
     #: Runs in a throw-away project dir (a bare package.json), removed afterwards: npm's
     #: cache-only prefetch. Not ``--prefix``: that also moves npm's global config (its CA file).
     temp_prefix: bool = False
+    #: After a cache-only prefetch: the fetch to run as well when no package has an install script.
+    then: FetchPlan | None = None
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -115,10 +118,10 @@ def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         return None
     if plan.runner == "npx":
         options, target = plan.package[1:-1], plan.package[-1]
-        argv = ("npm", "install", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund", "--update-notifier=false",
+        argv = ("npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--update-notifier=false",
                 "--loglevel=http",
                 *options, target)  # fmt: skip
-        return FetchPlan("npx", argv, package=plan.package, temp_prefix=True)
+        return FetchPlan("npx", argv, package=plan.package, temp_prefix=True, then=plan)
     if plan.runner == "docker":
         return plan
     return None
@@ -241,30 +244,19 @@ class Fetcher:
         return state, task
 
     async def _run(self, plan: FetchPlan, state: FetchState) -> None:
-        pattern = _FETCHED.get(plan.runner)
-        proc: asyncio.subprocess.Process | None = None
         prefix = tempfile.mkdtemp(prefix="mcp-setup-prefetch-") if plan.temp_prefix else None
         try:
             if prefix is not None:
                 Path(prefix, "package.json").write_text('{"private": true}\n')
-            proc = await asyncio.create_subprocess_exec(
-                *plan.argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=minimal_environment({}, host_env=self.host_env),
-                cwd=prefix or tempfile.gettempdir(),
-                start_new_session=True,
-            )
-            assert proc.stdout is not None
-            async for line in proc.stdout:
-                if pattern is not None and pattern.search(line):
-                    state.fetched += 1
-                state.tail = (state.tail + line)[-4096:]
-            state.returncode = await proc.wait()
+            state.returncode = await self._exec(plan, state, prefix or tempfile.gettempdir())
             state.ok = state.returncode == 0
             if state.ok:
                 self._warm.add(plan.key)
+                if prefix is not None and plan.then is not None and not _has_install_scripts(Path(prefix)):
+                    # Nothing in the tree has an install script: making the npx entry now (from the
+                    # cache just filled) runs nothing of the package, and spares the test that step.
+                    if await self._exec(plan.then, state, tempfile.gettempdir()) == 0:
+                        self._warm.add(plan.then.key)
             else:
                 logger.info("%s fetch exited with code %s; the start will tell", plan.runner, state.returncode)
         except asyncio.CancelledError:
@@ -274,12 +266,45 @@ class Fetcher:
             state.ok = False
             logger.info("%s fetch could not run: %s", plan.runner, type(exc).__name__)
         finally:
-            if proc is not None and proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(proc.wait())
             self._running.pop(plan.key, None)
             if prefix is not None:
                 await asyncio.to_thread(shutil.rmtree, prefix, True)
             state.done.set()
+
+    async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
+        """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
+        pattern = _FETCHED.get(plan.runner)
+        proc = await asyncio.create_subprocess_exec(
+            *plan.argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=minimal_environment({}, host_env=self.host_env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdout is not None
+            async for line in proc.stdout:
+                if pattern is not None and pattern.search(line):
+                    state.fetched += 1
+                state.tail = (state.tail + line)[-4096:]
+            return await proc.wait()
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(proc.wait())
+
+
+def _has_install_scripts(project: Path) -> bool:
+    """Does any package npm just resolved into ``project`` have an install script (or is it unknown)?"""
+    try:
+        lock = json.loads((project / "package-lock.json").read_text())
+    except (OSError, ValueError):
+        return True
+    packages = lock.get("packages")
+    if not isinstance(packages, dict) or not packages:
+        return True
+    return any(isinstance(p, dict) and p.get("hasInstallScript") for p in packages.values())

@@ -150,8 +150,6 @@ async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_a
 ) -> None:
     with serve_npm_package(PACKAGE, "1.0.0") as registry:
         runtime = make_runtime(tmp_path, registry, memory_keyring)
-        fetcher = runtime.service.fetcher
-        assert fetcher is not None
         try:
             opened = await runtime.service.call(
                 "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
@@ -159,12 +157,39 @@ async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_a
             assert "ref" in opened, opened
             with anyio.fail_after(60):
                 await runtime.service.prefetches_settled()
-            # only npm's cache was filled: nothing of the package ran, no npx entry made before consent
             assert len(registry.tarball_requests) == 1
-            assert not list((tmp_path / "home").glob(".npm/_npx/*/node_modules/" + PACKAGE))
             runtime.broker.answer(opened["prompt_id"], canary)
-            result = await run_test(runtime, opened["ref"], [])
+            events: list[dict[str, Any]] = []
+            result = await run_test(runtime, opened["ref"], events)
             assert result["ok"] is True, result
             assert len(registry.tarball_requests) == 1  # the test used the warm cache
+            # no install script anywhere: the prefetch made npx's entry too, the test had nothing to download
+            assert "downloading" not in [e["stage"] for e in events]
+        finally:
+            await runtime.aclose()
+
+
+@needs_npx
+async def test_a_prefetch_runs_no_install_script_before_consent(tmp_path: Path, memory_keyring, canary: str) -> None:
+    marker = tmp_path / "postinstall-ran"
+    scripts = {"postinstall": f"node -e \"require('fs').writeFileSync('{marker}', 'x')\""}
+    with serve_npm_package(PACKAGE, "1.0.0", scripts=scripts) as registry:
+        runtime = make_runtime(tmp_path, registry, memory_keyring)
+        try:
+            opened = await runtime.service.call(
+                "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
+            )
+            with anyio.fail_after(60):
+                await runtime.service.prefetches_settled()
+            assert len(registry.tarball_requests) == 1  # fetched into npm's cache …
+            assert not marker.exists()  # … and nothing of it ran
+            assert not list((tmp_path / "home").glob(".npm/_npx/*/node_modules/" + PACKAGE))
+            runtime.broker.answer(opened["prompt_id"], canary)
+            events: list[dict[str, Any]] = []
+            result = await run_test(runtime, opened["ref"], events)  # after consent: npx runs it, script included
+            assert result["ok"] is True, result
+            assert "downloading" in [e["stage"] for e in events]
+            assert marker.exists()
+            assert len(registry.tarball_requests) == 1
         finally:
             await runtime.aclose()

@@ -34,10 +34,13 @@ process.on("SIGTERM", () => child.kill("SIGTERM"));
 """
 
 
-def stub_npm_package(name: str, version: str) -> bytes:
-    """A gzipped npm tarball: package.json with a bin, the launcher, and the stub server."""
+def stub_npm_package(name: str, version: str, scripts: dict[str, str] | None = None) -> bytes:
+    """A gzipped npm tarball: package.json with a bin (and ``scripts``), the launcher, the stub server."""
+    manifest: dict[str, object] = {"name": name, "version": version, "bin": {name: "bin.js"}}
+    if scripts:
+        manifest["scripts"] = scripts
     files = {
-        "package/package.json": json.dumps({"name": name, "version": version, "bin": {name: "bin.js"}}).encode(),
+        "package/package.json": json.dumps(manifest).encode(),
         "package/bin.js": LAUNCHER.encode(),
         "package/server.py": SERVER_PY.read_bytes(),
     }
@@ -60,8 +63,10 @@ class NpmRegistry:
 
 
 @contextmanager
-def serve_npm_package(name: str, version: str, *, trickle_seconds: float = 0.0) -> Iterator[NpmRegistry]:
-    tarball = stub_npm_package(name, version)
+def serve_npm_package(
+    name: str, version: str, *, trickle_seconds: float = 0.0, scripts: dict[str, str] | None = None
+) -> Iterator[NpmRegistry]:
+    tarball = stub_npm_package(name, version, scripts)
     integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
     shasum = hashlib.sha1(tarball).hexdigest()
     stop = threading.Event()
@@ -78,6 +83,7 @@ def serve_npm_package(name: str, version: str, *, trickle_seconds: float = 0.0) 
                     "dist-tags": {"latest": version},
                     "versions": {version: {
                         "name": name, "version": version, "bin": {name: "bin.js"},
+                        **({"scripts": scripts, "hasInstallScript": True} if scripts else {}),
                         "dist": {"tarball": f"{registry.url}/{name}/-/{name}-{version}.tgz",
                                  "shasum": shasum, "integrity": integrity},
                     }},
