@@ -93,6 +93,9 @@ class ConnectionManager:
         self._listeners: list[Callable[[ServerStatus], None]] = [on_status] if on_status is not None else []
         self._sem = asyncio.Semaphore(max_concurrency)
         self._live: dict[str, _Live] = {}
+        #: Servers an install of this process is about to connect (see ``expect``): a store sync
+        #: does not start them meanwhile, so the install's own (possibly adopted) session is the one.
+        self._expected: set[str] = set()
         self._booting = False
         self._booted = asyncio.Event()
         # Every stored secret of every installed server, for the redactor (not only live ones):
@@ -124,12 +127,19 @@ class ConnectionManager:
             self._booted.set()
         await asyncio.gather(*(self.wait_settled(s.server_id) for s in servers if s.server_id in self._live))
 
+    def expect(self, server_id: str, expected: bool = True) -> None:
+        """An install is about to commit ``server_id`` and connect it: ``sync`` leaves it alone
+        until ``connect`` (or ``expect(server_id, False)`` when the install failed)."""
+        (self._expected.add if expected else self._expected.discard)(server_id)
+
     async def connect(self, server: InstalledServer, *, wait: bool = True, adopt: Any = None) -> ServerStatus:
         """Start (or restart) the session for ``server``; with ``wait``, until it settles.
 
         ``adopt``: a parked tested session (:class:`setup_agent.adoption.Parked`) of this server,
         already running in its install dir: it becomes the connection, no second start."""
-        await self.disconnect(server.server_id)
+        while server.server_id in self._live:  # another connect may slip in while one is stopped
+            await self.disconnect(server.server_id)
+        self._expected.discard(server.server_id)
         live = _Live(server, ServerStatus(server.server_id), adopted=adopt)
         self._live[server.server_id] = live
         live.task = asyncio.create_task(self._run(live), name=f"mcp-setup-conn-{server.server_id}")
@@ -217,6 +227,8 @@ class ConnectionManager:
         for server in wanted.values():
             # Lazy or not, a server whose tools were never recorded (installed by an older
             # mcp-setup) is started once so that they can be listed.
+            if server.server_id in self._expected:
+                continue  # its install connects it (one start, #17)
             if server.server_id not in self._live and (eager or not server.tools_recorded):
                 await self.connect(server, wait=False)
 

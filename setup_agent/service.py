@@ -468,6 +468,7 @@ class SetupService:
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
+                self.connections.expect(server_id)  # a store sync must not start it meanwhile (#17)
                 server = await asyncio.to_thread(
                     self.store.install,
                     server_id=server_id,
@@ -484,6 +485,7 @@ class SetupService:
                 )
             except BaseException:
                 self.refs.release(claim)
+                self.connections.expect(server_id, False)
                 if adopted is not None:
                     await adopted.close()
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)

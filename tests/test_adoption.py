@@ -156,3 +156,17 @@ async def test_with_adoption_off_a_test_leaves_nothing_running(tmp_path: Path, m
         assert len(pids_in(tmp_path / "pids")) == 3
     finally:
         await rt.aclose()
+
+
+async def test_an_eager_gateway_leaves_the_install_its_own_start(runtime: Runtime, tmp_path: Path, canary: str) -> None:
+    """``mcp-setup serve`` keeps every installed server connected: its store sync must not start
+    the one an install is about to connect (the adopted process is the only start)."""
+    await runtime.start(eager=True)
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    tested = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    assert tested["ok"] is True, tested
+    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    assert installed["status"] == "connected", installed
+    await runtime.gateway.refresh(force=True)  # the sync the commit triggered has run (again)
+    assert len(pids_in(tmp_path / "pids")) == 1
+    assert runtime.connections.status(installed["server_id"]).status == "connected"
