@@ -109,18 +109,20 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
 def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
     """What to run *before the user consented*: it may download, never run the package's code.
 
-    npm: ``npm install --ignore-scripts`` into a throw-away prefix fills npm's own cache with the
-    package and every dependency (no install script runs); the later ``npx`` installs from it.
-    OCI: ``docker pull`` runs nothing. PyPI: none (building an sdist runs its build backend).
+    npm: ``npm install --package-lock-only --ignore-scripts`` in a throw-away project resolves the
+    tree (metadata only) and says which packages have install scripts; with none, the fetch
+    ``npx`` would do (:func:`fetch_plan`) runs at once — it runs nothing of the package — and the
+    test finds npx's entry made; with some, ``npm cache add`` of every resolved tarball only
+    fills npm's cache (their scripts run in the test, after consent). OCI: ``docker pull`` runs
+    nothing. PyPI: none (building an sdist runs its build backend).
     """
     plan = fetch_plan(spec)
     if plan is None:
         return None
     if plan.runner == "npx":
         options, target = plan.package[1:-1], plan.package[-1]
-        argv = ("npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--update-notifier=false",
-                "--loglevel=http",
-                *options, target)  # fmt: skip
+        argv = ("npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund",
+                "--update-notifier=false", "--loglevel=http", *options, target)  # fmt: skip
         return FetchPlan("npx", argv, package=plan.package, temp_prefix=True, then=plan)
     if plan.runner == "docker":
         return plan
@@ -252,11 +254,17 @@ class Fetcher:
             state.ok = state.returncode == 0
             if state.ok:
                 self._warm.add(plan.key)
-                if prefix is not None and plan.then is not None and not _has_install_scripts(Path(prefix)):
-                    # Nothing in the tree has an install script: making the npx entry now (from the
-                    # cache just filled) runs nothing of the package, and spares the test that step.
-                    if await self._exec(plan.then, state, tempfile.gettempdir()) == 0:
-                        self._warm.add(plan.then.key)
+                if prefix is not None and plan.then is not None:
+                    tarballs = _resolved_tarballs(Path(prefix))
+                    if tarballs is not None and not _has_install_scripts(Path(prefix)):
+                        # Nothing in the tree has an install script: the fetch npx would do runs
+                        # nothing of the package, and spares the test its download phase.
+                        if await self._exec(plan.then, state, tempfile.gettempdir()) == 0:
+                            self._warm.add(plan.then.key)
+                    elif tarballs:
+                        add = FetchPlan(plan.runner, ("npm", "cache", "add", "--update-notifier=false", "--loglevel=http",
+                                                      *tarballs[:_MAX_CACHE_ADD]))  # fmt: skip
+                        await self._exec(add, state, tempfile.gettempdir())
             else:
                 logger.info("%s fetch exited with code %s; the start will tell", plan.runner, state.returncode)
         except asyncio.CancelledError:
@@ -296,6 +304,23 @@ class Fetcher:
                     os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(proc.wait())
+
+
+#: At most this many tarballs in one ``npm cache add`` (a command line has limits).
+_MAX_CACHE_ADD = 500
+
+
+def _resolved_tarballs(project: Path) -> list[str] | None:
+    """The tarball URLs of the tree npm resolved into ``project`` (None: no lockfile to read)."""
+    try:
+        lock = json.loads((project / "package-lock.json").read_text())
+    except (OSError, ValueError):
+        return None
+    packages = lock.get("packages")
+    if not isinstance(packages, dict):
+        return None
+    urls = {p.get("resolved") for k, p in packages.items() if k and isinstance(p, dict)}
+    return sorted(u for u in urls if isinstance(u, str) and u.startswith(("https://", "http://")))
 
 
 def _has_install_scripts(project: Path) -> bool:

@@ -181,7 +181,8 @@ async def test_a_prefetch_runs_no_install_script_before_consent(tmp_path: Path, 
             )
             with anyio.fail_after(60):
                 await runtime.service.prefetches_settled()
-            assert len(registry.tarball_requests) == 1  # fetched into npm's cache …
+            fetched = len(registry.tarball_requests)
+            assert fetched >= 1  # fetched into npm's cache …
             assert not marker.exists()  # … and nothing of it ran
             assert not list((tmp_path / "home").glob(".npm/_npx/*/node_modules/" + PACKAGE))
             runtime.broker.answer(opened["prompt_id"], canary)
@@ -190,6 +191,6 @@ async def test_a_prefetch_runs_no_install_script_before_consent(tmp_path: Path, 
             assert result["ok"] is True, result
             assert "downloading" in [e["stage"] for e in events]
             assert marker.exists()
-            assert len(registry.tarball_requests) == 1
+            assert len(registry.tarball_requests) == fetched  # from the cache
         finally:
             await runtime.aclose()
