@@ -27,7 +27,7 @@ from bench.common import Root, emit, median, summary
 
 NAME = "io.github.modelcontextprotocol/server-everything"
 PACKAGE = "@modelcontextprotocol/server-everything"
-TYPING_SECONDS = 3.0
+TYPING_SECONDS = 3.0  # --typing changes it (context runs: a user fetching a key from a dashboard)
 
 
 def catalog_entry(root: Root, version: str) -> Any:
@@ -56,7 +56,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from setup_agent.service import CallContext
 
     root = Root("prefetch")
-    out: dict[str, Any] = {"section": "prefetch", "version": args.version, "typing_s": TYPING_SECONDS}
+    out: dict[str, Any] = {"section": "prefetch", "version": args.version, "typing_s": args.typing}
     if shutil.which("npx") is None:
         out["error"] = "npx is not on PATH"
         return out
@@ -89,7 +89,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                         prefetch_s.append(time.perf_counter() - t_open)
 
                     watcher = asyncio.create_task(watch())
-                await asyncio.sleep(TYPING_SECONDS)  # the user types the secret
+                await asyncio.sleep(args.typing)  # the user types the secret
                 rt.broker.answer(opened["prompt_id"], "a-token-the-server-ignores")
                 t0 = time.perf_counter()
                 res = await rt.service.call(
@@ -123,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--version", default="2026.8.31")
+    parser.add_argument("--typing", type=float, default=TYPING_SECONDS)
     emit(asyncio.run(main_async(parser.parse_args())))
 
 
