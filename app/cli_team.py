@@ -14,14 +14,16 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import SetupError
-from setup_agent.store import Store
-from setup_agent.tokens import Tokens
-from setup_agent.vault import Vault
 
 from .settings import Settings
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) loads only when a key/token command runs: every
+    # other command builds this parser, and `mcp-setup mcp` must not pay for it (#17 item 5)
+    from setup_agent.store import Store
+    from setup_agent.vault import Vault
 
 __all__ = ["add_key_parser", "add_token_parser", "rotate_data_key", "run_key", "run_token"]
 
@@ -97,6 +99,8 @@ def run_key(settings: Settings, args: argparse.Namespace) -> int:
 
 def run_token(settings: Settings, args: argparse.Namespace) -> int:
     def act(vault: Vault, store: Callable[[], Store]) -> str:
+        from setup_agent.tokens import Tokens
+
         with store() as s:
             tokens = Tokens(s)
             if args.token_command == "create":
@@ -121,6 +125,8 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run(settings: Settings, action: Callable[[Vault, Callable[[], Store]], str]) -> int:
+    from setup_agent.store import Store
+
     from .runtime import open_vault
 
     home = Path(settings.home).expanduser()

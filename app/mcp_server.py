@@ -81,6 +81,8 @@ class McpFace:
         page_url: Callable[[str], str] | None = None,
     ) -> None:
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
+        #: Set by the first request that needs the core (see app/mcp_stdio.py: run_stdio).
+        self.core_wanted = asyncio.Event()
         self._early_catalog = early_catalog
         self._page_url_for = page_url
         # The latest session of each connection (the SDK makes one per request; a finished
@@ -136,6 +138,7 @@ class McpFace:
         self._runtime.set_exception(exc)
 
     async def runtime(self) -> Runtime:
+        self.core_wanted.set()
         try:
             return await asyncio.shield(self._runtime)
         except Exception as exc:

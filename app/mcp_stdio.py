@@ -8,6 +8,7 @@ so SIGTERM reaches the cleanup, and answers every request read before exiting at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from mcp.server.stdio import stdio_server
 
-from setup_agent.catalog import SQLITE_FILE_NAME, read_sqlite_catalog
+from setup_agent.catalog import SQLITE_FILE_NAME, read_sqlite_catalog, read_sqlite_counter
 
 from .mcp_server import McpFace
 
@@ -32,10 +33,37 @@ __all__ = ["run_stdio"]
 logger = logging.getLogger("app.mcp_server")  # the face's logger, as before the split
 
 # Only the SDK server and the tool specs are imported up front: the core (ORM, HTTP clients,
-# migrations) loads after the client's initialize has been answered (see run_stdio).
-#: How long to wait for a client's first request before loading the core anyway.
+# migrations) loads on the first request that needs it (a tool call; a listing only when the
+# store has no catalog to read yet) — or, with MCP_SETUP_MCP_CORE=after-initialize, right after
+# the client's initialize has been answered (see run_stdio).
+#: How long to wait for a client's first request before loading the core anyway (after-initialize).
 _LOAD_AFTER_IDLE_SECONDS = 1.0
 _WRITER_HEADSTART_SECONDS = 0.005
+#: Until the core is loaded, how often the store's change counter is read (stdlib sqlite3).
+_EARLY_POLL_SECONDS = 0.5
+
+
+async def _watch_until_core_wanted(face: McpFace, db_file: Path) -> None:
+    """Until a request needs the core: tell clients when the store's tool list changes (another
+    process installed or removed a server), reading it with the standard library."""
+    counter = await asyncio.to_thread(read_sqlite_counter, db_file)
+    catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
+    signature = catalog.signature() if catalog is not None else None
+    while not face.core_wanted.is_set():
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_EARLY_POLL_SECONDS):
+                await face.core_wanted.wait()
+        if face.core_wanted.is_set():
+            return
+        now = await asyncio.to_thread(read_sqlite_counter, db_file)
+        if now == counter:
+            continue
+        counter = now
+        catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
+        new = catalog.signature() if catalog is not None else None
+        if new != signature:
+            signature = new
+            await face.tools_changed()
 
 
 class _PipeLines:
@@ -142,9 +170,12 @@ async def run_stdio(
 ) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin.
 
-    The client's ``initialize`` is answered at once; the core is loaded right after that
-    answer has gone out (or after a second of silence), and tool calls wait for it.
-    Installed servers then connect in the background.
+    The client's ``initialize`` is answered at once. The core is loaded on the first request
+    that needs it (a tool call, or a listing before the store exists); until then the tool
+    list is read from the store's file and its change counter watched with the standard
+    library (#17 item 5: idle memory). With ``mcp_core="after-initialize"`` it loads right
+    after the initialize answer has gone out (or after a second of silence). Tool calls wait
+    for it; installed servers start on their first call.
     """
     db_file = None if settings.database_url else Path(settings.home).expanduser() / SQLITE_FILE_NAME
     face = McpFace(early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None)
@@ -152,8 +183,11 @@ async def run_stdio(
     holder: list[Runtime] = []
 
     async def load() -> None:
-        with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
-            await answered_once.wait()
+        if settings.mcp_core == "first-call" and db_file is not None:
+            await _watch_until_core_wanted(face, db_file)
+        else:
+            with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
+                await answered_once.wait()
         # The answer is handed to the SDK's writer thread; give it a moment to reach stdout
         # before the import below takes the GIL for most of a second.
         await anyio.sleep(_WRITER_HEADSTART_SECONDS)

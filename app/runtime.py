@@ -21,6 +21,7 @@ from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.agents import load_archetypes
 from setup_agent.connections import ConnectionManager
 from setup_agent.consent import ConsentBroker
+from setup_agent.fetch import Fetcher
 from setup_agent.gateway import Gateway
 from setup_agent.guard import GuessGuard
 from setup_agent.oauth import SignIns
@@ -118,6 +119,8 @@ class Runtime:
             await self.sign_ins.aclose()
         await self.connections.aclose()
         await self.prober.drain()
+        if self.service.fetcher is not None:
+            await self.service.fetcher.aclose()
         await self.hub.aclose()
         await self.http.aclose()
         self.store.close()
@@ -185,7 +188,8 @@ def build_runtime(
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
     prober = Prober(
-        redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger
+        redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
+        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     connections = ConnectionManager(
@@ -215,6 +219,9 @@ def build_runtime(
         consents=consents,
         oauth=sign_ins,
         admit=providers.admit if providers.admission != "off" else None,
+        fetcher=Fetcher(
+            host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages
+        ),
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask

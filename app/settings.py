@@ -23,6 +23,15 @@ class Settings(BaseSettings):
     secret_ttl_seconds: float = Field(default=900.0, gt=0)
     catalog_dir: Path | None = Field(default=None, description="Local catalog; default <home>/catalog.")
     probe_timeout_seconds: float = Field(default=60.0, gt=0)
+    download_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="A first npx/uvx/docker run's download, before the probe's own deadline."
+    )
+    prefetch_packages: bool = Field(
+        default=True, description="Fill npm's cache / docker pull while a secret prompt is open or after get."
+    )
+    adopt_tested_servers: bool = Field(
+        default=True, description="An install right after a passing test keeps the tested process (one start)."
+    )
     registries: str = "official,smithery,local"
     official_registry_url: str = "https://registry.modelcontextprotocol.io"
     smithery_url: str = "https://api.smithery.ai"  # the current Platform API host (issue 11)
@@ -36,6 +45,10 @@ class Settings(BaseSettings):
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
     idle_stop_seconds: float = Field(
         default=0.0, ge=0, description="Stop an installed server idle this long (0 = never); it restarts on its next call."
+    )
+    mcp_core: Literal["first-call", "after-initialize"] = Field(
+        default="first-call",
+        description="When `mcp-setup mcp` loads its core: on the first tool call (less memory idle) or at once.",
     )
     consent: Literal["ask", "never-ask"] = Field(
         default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."

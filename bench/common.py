@@ -103,6 +103,7 @@ class Root:
             "LANG": os.environ.get("LANG", "C.UTF-8"),
             "MCP_SETUP_HOME": str(data_dir),
             "PYTHONPATH": str(REPO),
+            "MCP_SETUP_CONSENT": "never-ask",  # scripted use: no one approves launches here
             **self.env_overrides(),
         }
         env.update(extra)

@@ -46,6 +46,9 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     "boot": ("bench.section_boot", ["--rounds", "7", "--slow-rounds", "2"], ["--rounds", "1", "--slow-rounds", "1"], 90),
     "load": ("bench.section_load", ["--setups", "50"], ["--setups", "10"], 120),
     "memory": ("bench.section_memory", ["--servers", "20"], ["--servers", "5"], 60),
+    "adopt": ("bench.section_adopt", ["--rounds", "15"], ["--rounds", "3"], 60),
+    "gateway": ("bench.section_gateway", ["--call-rounds", "300", "--list-rounds", "10"], ["--call-rounds", "40", "--list-rounds", "2"], 90),
+    "prefetch": ("bench.section_prefetch", ["--rounds", "3"], ["--rounds", "1"], 200),
 }
 
 #: The whole run (npm included) stays under ten minutes: a section gets at most what is left.

@@ -5,7 +5,11 @@
   (installed beforehand into the same store; the service boot-spawns them), once
   ``servers.list {wait_seconds: 30}`` shows all 20 connected;
 * ``mcp_idle``    — ``mcp-setup mcp`` after ``initialize`` (the stdio face), and the minimal
-  SDK server of the cold-start section after ``initialize``, for reference.
+  SDK server of the cold-start section after ``initialize``, for reference;
+* ``mcp_listed``  — ``mcp-setup mcp`` on a data dir with 3 installed servers, after ``initialize``
+  + ``tools/list`` (what a client does at launch; the core is not loaded until a tool call,
+  #17 item 5: target ≤ 1.3× the minimal SDK server), then after one ``mcp_setup_list_servers``
+  call (the core loaded; no server is started by it).
 
 RSS is read from ``/proc/<pid>/status`` of the service process only (the stub servers are
 its children and are not counted; their total is reported apart). Each value is the
@@ -26,6 +30,7 @@ from typing import Any
 
 from bench.common import BENCH, REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, processes_mentioning, rss_kib, stub_env
 from bench.section_coldstart import INIT
+from bench.section_gateway import install_stubs as install_recorded
 from bench.section_load import Serve, rpc
 
 
@@ -106,6 +111,35 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(5)
+        # a client's launch on an existing data dir: initialize + tools/list, then a first tool call
+        listed_data = root.path / "mcp-listed"
+        install_recorded(root, listed_data, 3)  # tools recorded: listing starts no server
+        proc = subprocess.Popen(
+            mcp_setup_argv("mcp"), env=root.face_env(listed_data, MCP_SETUP_REGISTRIES="local"), cwd=str(REPO),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdin and proc.stdout
+            for msg in (INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}):  # fmt: skip
+                proc.stdin.write((json.dumps(msg) + "\n").encode())
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["id"] == 1
+            listed = json.loads(proc.stdout.readline())
+            out["mcp_listed_tools"] = len(listed["result"]["tools"])
+            out["mcp_listed_kib"] = await settled_rss(proc.pid)
+            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp_setup_list_servers", "arguments": {}}}
+            proc.stdin.write((json.dumps(call) + "\n").encode())
+            proc.stdin.flush()
+            assert json.loads(proc.stdout.readline())["id"] == 3
+            out["mcp_after_call_kib"] = await settled_rss(proc.pid)
+            out["mcp_after_call_children"] = len(children_of(proc.pid))
+            proc.stdin.close()
+            proc.wait(15)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and processes_mentioning(str(root.path)):
             await asyncio.sleep(0.1)

@@ -52,6 +52,16 @@ async def run_probe(prober: Any, spec: Any) -> float:
     return elapsed
 
 
+async def run_probe_legacy(prober: Any, spec: Any) -> float:
+    """The probe with the classic handshake only (no ``server/discover`` round trip): what the
+    probe's own code costs, apart from the protocol-era negotiation."""
+    t0 = time.perf_counter()
+    result = await prober._attempt(spec, {"STUB_API_KEY": SECRET}, None, 30.0, "legacy")
+    elapsed = time.perf_counter() - t0
+    assert {t["name"] for t in result.tools} >= {"echo", "whoami"}
+    return elapsed
+
+
 async def run_sdk(root: Root, mode: str, *, background_exit: list[asyncio.Task[Any]] | None = None) -> tuple[float, float | None]:
     """(seconds to tools listed, seconds to the end of the SDK's context or None if backgrounded)."""
     from mcp import ClientSession, StdioServerParameters
@@ -172,7 +182,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
         # The whole tool, through the service (local catalog with the stub's MCPB bundle).
         catalog = make_catalog(root)
-        settings = Settings(home=root.path / "data", registries="local", catalog_dir=catalog)
+        settings = Settings(home=root.path / "data", registries="local", catalog_dir=catalog, consent="never-ask")
         runtime = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
         pending = runtime.broker.open("STUB_API_KEY", "bench key", "io.github.mcp-setup/stub")
         runtime.broker.answer(pending.prompt_id, SECRET)
@@ -207,8 +217,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 inspector_note = f"inspector failed: {exc}"[:300]
 
         # -- item 1 --------------------------------------------------------------------
-        t: dict[str, list[float]] = {k: [] for k in ("probe", "sdk", "sdk_exit", "sdk_auto", "tool", "inspector", "inspector_exit")}
-        kinds = ["probe", "sdk", "sdk_auto", "tool"]
+        t: dict[str, list[float]] = {
+            k: [] for k in ("probe", "probe_legacy", "sdk", "sdk_exit", "sdk_auto", "tool", "inspector", "inspector_exit")
+        }
+        kinds = ["probe", "sdk", "sdk_auto", "tool", "probe_legacy"]
         for i in range(args.rounds):
             order = kinds[i % len(kinds):] + kinds[: i % len(kinds)]
             if inspector_note is None and i < args.inspector_rounds:
@@ -216,6 +228,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             for kind in order:
                 if kind == "probe":
                     t["probe"].append(await run_probe(prober, spec()))
+                    await prober.drain()
+                elif kind == "probe_legacy":
+                    t["probe_legacy"].append(await run_probe_legacy(prober, spec()))
                     await prober.drain()
                 elif kind == "sdk":
                     a, b = await run_sdk(root, "")
@@ -236,6 +251,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         out["item1"]["ratio_probe_sdk_auto"] = median(t["probe"]) / median(t["sdk_auto"])
         out["item1"]["ratio_tool_sdk"] = median(t["tool"]) / median(t["sdk"])
         out["item1"]["per_round_ratio_probe_sdk"] = median(p / s for p, s in zip(t["probe"], t["sdk"]))
+        out["item1"]["ratio_probe_legacy_sdk"] = median(t["probe_legacy"]) / median(t["sdk"])
+        out["item1"]["min_ratio_probe_sdk"] = min(t["probe"]) / min(t["sdk"])
+        out["loadavg_end"] = list(os.getloadavg())
         if t["inspector"]:
             out["item1"]["ratio_probe_inspector"] = median(t["probe"]) / median(t["inspector"])
             out["item1"]["inspector_version"] = json.loads(nodes[1].read_text())["version"]  # type: ignore[index]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Catalog", "CatalogServer", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG", "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
+    "Catalog", "CatalogServer", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG", "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
     "make_slug", "read_sqlite_catalog", "wire_tool",
 ]  # fmt: skip
 
@@ -187,3 +187,20 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
         CatalogServer(sid, qn, slug or make_slug(qn), title, bool(enabled), parse_tools(tools), ptype, version)
         for sid, qn, slug, title, enabled, tools, ptype, version in rows
     )
+
+
+def read_sqlite_counter(db_path: Path) -> int | None:
+    """The store's change counter, read with the standard library (None: no store yet)."""
+    if not Path(db_path).is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=2)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT counter FROM mcp_setup_changes WHERE id = 1").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return int(row[0]) if row else 0

@@ -65,6 +65,7 @@ class _Live:
     pid: int | None = None
     secrets: list[str] = field(default_factory=list)
     last_used: float = 0.0
+    adopted: Any = None  # a tested session (setup_agent/adoption.Parked) to use as the first connection
 
 
 class ConnectionManager:
@@ -99,6 +100,9 @@ class ConnectionManager:
         self._listeners: list[Callable[[ServerStatus], None]] = [on_status] if on_status is not None else []
         self._sem = asyncio.Semaphore(max_concurrency)
         self._live: dict[str, _Live] = {}
+        #: Servers an install of this process is about to connect (see ``expect``): a store sync
+        #: does not start them meanwhile, so the install's own (possibly adopted) session is the one.
+        self._expected: set[str] = set()
         self._booting = False
         self._booted = asyncio.Event()
         # Every stored secret of every installed server, for the redactor (not only live ones):
@@ -133,10 +137,20 @@ class ConnectionManager:
             self._booted.set()
         await asyncio.gather(*(self.wait_settled(s.server_id) for s in servers if s.server_id in self._live))
 
-    async def connect(self, server: InstalledServer, *, wait: bool = True) -> ServerStatus:
-        """Start (or restart) the session for ``server``; with ``wait``, until it settles."""
-        await self.disconnect(server.server_id)
-        live = _Live(server, ServerStatus(server.server_id))
+    def expect(self, server_id: str, expected: bool = True) -> None:
+        """An install is about to commit ``server_id`` and connect it: ``sync`` leaves it alone
+        until ``connect`` (or ``expect(server_id, False)`` when the install failed)."""
+        (self._expected.add if expected else self._expected.discard)(server_id)
+
+    async def connect(self, server: InstalledServer, *, wait: bool = True, adopt: Any = None) -> ServerStatus:
+        """Start (or restart) the session for ``server``; with ``wait``, until it settles.
+
+        ``adopt``: a parked tested session (:class:`setup_agent.adoption.Parked`) of this server,
+        already running in its install dir: it becomes the connection, no second start."""
+        while server.server_id in self._live:  # another connect may slip in while one is stopped
+            await self.disconnect(server.server_id)
+        self._expected.discard(server.server_id)
+        live = _Live(server, ServerStatus(server.server_id), adopted=adopt)
         self._live[server.server_id] = live
         live.task = asyncio.create_task(self._run(live), name=f"mcp-setup-conn-{server.server_id}")
         if wait:
@@ -224,8 +238,13 @@ class ConnectionManager:
             if sid not in installed:  # removed by another process: its files here go too
                 await asyncio.to_thread(shutil.rmtree, self.install_dir(sid), True)
         for server in wanted.values():
+            live = self._live.get(server.server_id)
+            if live is not None and live.server.launch_spec == server.launch_spec:
+                live.server = server  # its latest record (e.g. a newly approved tool list, #16)
             # Lazy or not, a server whose tools were never recorded (installed by an older
             # mcp-setup) is started once so that they can be listed.
+            if server.server_id in self._expected:
+                continue  # its install connects it (one start, #17)
             if server.server_id not in self._live and (eager or not server.tools_recorded):
                 await self.connect(server, wait=False)
 
@@ -268,6 +287,11 @@ class ConnectionManager:
     def status(self, server_id: str) -> ServerStatus:
         live = self._live.get(server_id)
         return live.status if live else ServerStatus(server_id, status="stopped")
+
+    def connected_server(self, server_id: str) -> InstalledServer | None:
+        """The installed server behind a connected session, or None."""
+        live = self._live.get(server_id)
+        return live.server if live is not None and live.status.status == "connected" else None
 
     def pid(self, server_id: str) -> int | None:
         live = self._live.get(server_id)
@@ -336,31 +360,38 @@ class ConnectionManager:
                 async with self._sem:
                     spec = LaunchSpec.model_validate(server.launch_spec)
                     values = await self._values(live)
-                    install_dir = self.install_dir(server.server_id)
-                    await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
-                    if spec.needs_install_dir and not self.bundle_dir(server.server_id).is_dir():
-                        await self._unpack_here(server, spec)
-                    resolved = materialize(
-                        spec,
-                        values,
-                        dirname=str(self.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
-                        cwd=str(install_dir),
-                    )
-                    auth = self.auth_for(server, values) if self.auth_for is not None else None
-                    cm = open_client(
-                        resolved, process_watch=pwatch, host_env=self.host_env, ledger=self.ledger, auth=auth
-                    )
+                    known: list[dict[str, Any]] | None = None  # tools listed (and stored) by the install
+                    if live.adopted is not None:  # the tested process, still running: no second start
+                        cm: Any = live.adopted.session()
+                        pwatch, known, live.adopted = live.adopted.pwatch, live.adopted.result.tools, None
+                    else:
+                        install_dir = self.install_dir(server.server_id)
+                        await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+                        if spec.needs_install_dir and not self.bundle_dir(server.server_id).is_dir():
+                            await self._unpack_here(server, spec)  # installed by another machine
+                        resolved = materialize(
+                            spec,
+                            values,
+                            dirname=str(self.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
+                            cwd=str(install_dir),
+                        )
+                        auth = self.auth_for(server, values) if self.auth_for is not None else None
+                        cm = open_client(
+                            resolved, process_watch=pwatch, host_env=self.host_env, ledger=self.ledger, auth=auth
+                        )
                     async with asyncio.timeout(self.connect_timeout):
                         client = await cm.__aenter__()
                 try:
-                    async with asyncio.timeout(self.connect_timeout):
-                        tools = await list_all_tools(client)
+                    if known is None:
+                        async with asyncio.timeout(self.connect_timeout):
+                            tools = await list_all_tools(client)
                     live.client = client
                     live.pid = pwatch.pid
-                    live.status.tools = self.redactor.redact_obj(tool_dicts(tools))
+                    live.status.tools = self.redactor.redact_obj(tool_dicts(tools) if known is None else known)
                     live.last_used = asyncio.get_running_loop().time()
                     attempt = 0
-                    await self._record_tools(live)
+                    if known is None:
+                        await self._record_tools(live)
                     self._set(live, "connected")
                     await self._hold(live, pwatch, getattr(auth, "signed_out", None))
                 finally:
@@ -394,6 +425,8 @@ class ConnectionManager:
                 await asyncio.wait_for(live.stop.wait(), timeout=delay)
             except TimeoutError:
                 continue
+        if live.adopted is not None:  # stopped before it used the tested session
+            await live.adopted.close()
         if live.stop.is_set():
             self._set(live, "stopped", live.status.reason)
         self._forget_secrets(live)

@@ -37,7 +37,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ProtocolError               protocol_error
     │   ├── ServerRejected              rejected
     │   ├── Unreachable                 unreachable
-    │   └── OAuthRequired               oauth_required
+    │   ├── OAuthRequired               oauth_required
+    │   └── DownloadTimeout             download_timeout
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
     ├── StoreError                      store_error
@@ -81,6 +82,7 @@ __all__ = [
     "ConsentNotFound",
     "ConsentRequired",
     "DeprecatedEntry",
+    "DownloadTimeout",
     "GuardError",
     "InvalidEntry",
     "InvalidInput",
@@ -288,6 +290,12 @@ class OAuthRequired(ProbeError):
     """The remote answered 401 with an OAuth challenge: sign in with ``mcp_setup_authorize``."""
 
     code = "oauth_required"
+
+
+class DownloadTimeout(ProbeError):
+    """The package download (npx/uvx/docker's first run) passed MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS."""
+
+    code = "download_timeout"
 
 
 class RegistryUnavailable(SetupError):

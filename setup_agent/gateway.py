@@ -178,7 +178,11 @@ class Gateway:
                 self.check_arguments(session, arguments)
             except SetupError as exc:
                 return tool_error(exc.message, exc.code)
-        server = await asyncio.to_thread(self.store.get, entry.server.server_id)
+        # A live session needs no store read (a thread hop and a query: most of a proxied call's
+        # cost); a removal, a disable or a new approved list reaches the sessions through refresh.
+        server = self.connections.connected_server(entry.server.server_id)
+        if server is None:
+            server = await asyncio.to_thread(self.store.get, entry.server.server_id)
         if server is None or not server.enabled or not any(t.get("name") == entry.tool_name for t in server.tools):
             raise UnknownTool(name)  # gone, disabled, or no longer an approved tool (pins.py)
         status = await self.connections.ensure_connected(server, self.call_timeout)

@@ -21,6 +21,7 @@ import logging
 import re
 import shutil
 import tempfile
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ import httpx2
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, UNSUPPORTED_PROTOCOL_VERSION
 
+from .adoption import Keep, Parked, ParkingLot
 from .connector import HttpWatch, list_all_tools, open_client, tool_dicts
 from .errors import (
     NeedsSignIn,
@@ -66,6 +68,8 @@ class ProbeResult:
     server_version: str | None = None
     elapsed: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The session was parked for an install to adopt (``keep``): its dir now belongs to it.
+    parked: bool = False
 
     @property
     def tools_hash(self) -> str:
@@ -121,13 +125,17 @@ class Prober:
         timeout: float = 60.0,
         host_env: Mapping[str, str] | None = None,
         ledger: ProcessLedger | None = None,
+        keep_for: float = 0.0,
     ) -> None:
         self.redactor = redactor
+        #: Tested sessions waiting for their install (``keep_for`` seconds; 0: never kept).
+        self.parking = ParkingLot(keep_for)
         self.scratch_root = scratch_root
         self.ledger = ledger
         self.timeout = timeout
         self.host_env = host_env
         self._teardowns: set[asyncio.Task[None]] = set()
+        self._parked_in: weakref.WeakKeyDictionary[asyncio.Task[None], Parked] = weakref.WeakKeyDictionary()
 
     async def probe(
         self,
@@ -139,23 +147,30 @@ class Prober:
         on_stage: StageHook | None = None,
         auth: Any = None,
         on_stderr: Callable[[bytes], None] | None = None,
+        keep: Keep | None = None,
     ) -> ProbeResult:
         """Connect, list the tools, return. Raises a ProbeError (redacted) on failure.
 
         ``auth`` (an ``httpx2.Auth``, remotes only) signs the requests: a stored OAuth sign-in.
         ``on_stderr`` sees the server's stderr chunks as they come (raw: redact before showing).
+        ``keep``: run in ``keep.workdir`` and, on success, park the session for an install
+        to adopt (``result.parked``; see setup_agent/adoption.py) instead of ending it.
         """
+        if keep is not None and (not self.parking.enabled or auth is not None):
+            keep = None
         deadline = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage, auth, on_stderr)
+            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage, auth, on_stderr, keep)
         except _EraLocked:
             # A server that refused `server/discover` hides its reason behind -32022 in auto
             # mode; the classic handshake shows the server's own message.
             remaining = max(1.0, deadline - (loop.time() - started))
             try:
-                result = await self._attempt(spec, values, dirname, remaining, "legacy", on_stage, auth, on_stderr)
+                result = await self._attempt(
+                    spec, values, dirname, remaining, "legacy", on_stage, auth, on_stderr, keep
+                )
             except _EraLocked as exc:
                 raise ServerRejected(self.redactor.redact(exc.message)) from None
         result.elapsed = loop.time() - started
@@ -171,12 +186,14 @@ class Prober:
         on_stage: StageHook | None = None,
         auth: Any = None,
         on_stderr: Callable[[bytes], None] | None = None,
+        keep: Keep | None = None,
     ) -> ProbeResult:
-        scratch = make_scratch_dir(self.scratch_root, "probe")
+        scratch = make_scratch_dir(self.scratch_root, "probe") if keep is None else None
         try:
-            resolved = materialize(spec, values, dirname=dirname, cwd=str(scratch))
+            resolved = materialize(spec, values, dirname=dirname, cwd=str(scratch or keep.workdir))  # type: ignore[union-attr]
         except BaseException:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             raise
         pwatch = ProcessWatch(on_stderr=on_stderr)
         hwatch = HttpWatch()
@@ -190,6 +207,7 @@ class Prober:
                     logger.exception("stage hook failed")
 
         async def run() -> None:
+            nonlocal parked, adopted
             try:
                 await stage("starting", "started")
                 async with open_client(
@@ -205,6 +223,12 @@ class Prober:
                         server_name=self.redactor.redact(info.name) if info else None,
                         server_version=self.redactor.redact(info.version) if info else None,
                     )
+                    if keep is not None and not outcome.done():
+                        parked = Parked(keep.key, keep.workdir, client, pwatch, result)
+                        self._parked_in[task] = parked
+                        result.parked = True
+                        outcome.set_result(result)
+                        adopted = await self.parking.hold(parked)
                     if not outcome.done():
                         outcome.set_result(result)
             except BaseException as exc:  # noqa: BLE001 - reported through the future
@@ -213,14 +237,22 @@ class Prober:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
             finally:
-                await asyncio.to_thread(shutil.rmtree, scratch, True)
+                if parked is not None:
+                    parked.closed.set()
+                    if not adopted:  # nobody took it: its reserved dir goes with it
+                        await asyncio.to_thread(shutil.rmtree, parked.workdir, True)
+                # The scratch dir goes in the done callback below: an await here could be cut short
+                # by the cancel of a failed probe, leaving the removal to a thread nobody waits for.
 
+        parked: Parked | None = None
+        adopted = False
         task = asyncio.create_task(run(), name="mcp-setup-probe")
         self._teardowns.add(task)
         task.add_done_callback(self._teardowns.discard)
         # A task cancelled before it ran never reaches its ``finally`` (#12 item 10): the
         # workspace goes when the task is done, however it ended.
-        task.add_done_callback(lambda _t: shutil.rmtree(scratch, ignore_errors=True))
+        if scratch is not None:
+            task.add_done_callback(lambda _t: shutil.rmtree(scratch, ignore_errors=True))
 
         try:
             return await self._await_outcome(outcome, pwatch, deadline)
@@ -326,14 +358,21 @@ class Prober:
         return _redacted(translated, redact)
 
     async def drain(self, timeout: float = 15.0) -> None:
-        """Wait until every background teardown has finished (bounded)."""
-        pending = [t for t in self._teardowns if not t.done()]
+        """End the sessions waiting for an install, then wait until every background teardown
+        has finished (bounded). An adopted session belongs to its connection and is not waited for."""
+        self.parking.expire_all()
+        await asyncio.sleep(0)  # let the parked sessions see it
+        pending = [t for t in self._teardowns if not t.done() and not self._adopted(t)]
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
+    def _adopted(self, task: asyncio.Task[None]) -> bool:
+        parked = self._parked_in.get(task)
+        return parked is not None and parked.claimed.is_set()
+
     @property
     def pending_teardowns(self) -> int:
-        return sum(1 for t in self._teardowns if not t.done())
+        return sum(1 for t in self._teardowns if not t.done() and not self._adopted(t))
 
 
 class _BadOutput(Exception):

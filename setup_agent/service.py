@@ -22,12 +22,15 @@ from typing import Any
 from registry_clients.hub import RegistryHub
 from registry_clients.models import Detail, PackageOption, RequiredKey
 
+from .adoption import Keep, Parked
 from .bundle import fetch_bundle, unpack_bundle
 from .connections import ConnectionManager
 from .consent import ConsentBroker, ConsentPresenter, ConsentWarning, build_consent_request, obtain_consent
 from .errors import (
-    AlreadyInstalled, ArgvSecret, DeprecatedEntry, InvalidInput, NotFound, SecretNotAllowed, SetupError, translate,
+    AlreadyInstalled, ArgvSecret, DeprecatedEntry, DownloadTimeout, InvalidInput, NotFound, SecretNotAllowed, SetupError,
+    translate,
 )  # fmt: skip
+from .fetch import Fetcher
 from .launch import LaunchSpec, materialize
 from .manifest import (
     Manifest,
@@ -166,8 +169,11 @@ class SetupService:
         consents: ConsentBroker | None = None,
         oauth: SignIns | None = None,
         admit: Callable[[str, str | None], None] | None = None,
+        fetcher: Fetcher | None = None,
     ) -> None:
         self.refs = refs
+        self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
+        self._prefetches: set[asyncio.Task[None]] = set()
         self.redactor = redactor
         self.broker = broker
         self.hub = hub
@@ -255,6 +261,8 @@ class SetupService:
             )
         except SetupError:
             chosen = None
+        if chosen is not None and self.fetcher is not None and existing is None:
+            self._prefetch_package(chosen)  # the package install would choose (#17 item 2)
         packages = describe_packages(detail.packages, which=self.which)
         notes: list[str] = []
         warnings: list[dict[str, Any]] = []
@@ -288,6 +296,40 @@ class SetupService:
         if notes:
             out["notes"] = notes
         return out
+
+    def _prefetch(self, name: str) -> None:
+        """In the background: find the package an install of ``name`` would choose, and fetch it."""
+        if self.fetcher is None:
+            return
+
+        async def run() -> None:
+            try:
+                detail = await self.hub.get(name)
+                if await asyncio.to_thread(self.store.get_by_name, detail.qualified_name) is None:
+                    self._prefetch_package(
+                        choose_package(detail.packages, None, preference=self.package_preference, which=self.which)
+                    )
+            except Exception as exc:  # noqa: BLE001 - a prefetch that fails changes nothing
+                logger.debug("no prefetch for a server: %s", type(exc).__name__)
+
+        task = asyncio.create_task(run(), name="mcp-setup-prefetch")
+        self._prefetches.add(task)
+        task.add_done_callback(self._prefetches.discard)
+
+    async def prefetches_settled(self) -> None:
+        """Wait until no prefetch runs (tests and the bench; callers bound it)."""
+        while self._prefetches:
+            await asyncio.gather(*list(self._prefetches), return_exceptions=True)
+        if self.fetcher is not None:
+            await self.fetcher.settled()
+
+    def _prefetch_package(self, package: PackageOption) -> None:
+        try:
+            spec = build_spec(package)
+        except SetupError:
+            return
+        if self.fetcher is not None and self.fetcher.prefetch(spec):
+            logger.info("prefetching the %s package of the server the user is setting up", package.type)
 
     def _argv_warnings(self, package: PackageOption, manifest: Manifest, keys: list[RequiredKey]) -> list[dict[str, Any]]:
         """Does this bundle's launch put a secret on the command line (visible in ``ps``)?"""
@@ -346,6 +388,8 @@ class SetupService:
         if server:
             await self._refuse_installed(server)  # no prompt for a server that is already there
         pending = self.broker.open(key_name, prompt_text, server)
+        if server:
+            self._prefetch(server)  # while the user types (#17 item 2)
         out: dict[str, Any] = {"ref": pending.ref, "prompt_id": pending.prompt_id}
         if ctx.present_prompt is not None:
             out.update(await ctx.present_prompt(pending))
@@ -354,16 +398,23 @@ class SetupService:
 
     async def test_connection(self, args: dict, ctx: CallContext) -> dict:
         progress = _Progress(ctx, self.redactor, "mcp_setup_test_connection", _name_or_none(args.get("qualified_name")))
-        workdir = make_scratch_dir(self.scratch_root, "test")
+        # An install may adopt the tested process (#17): it then runs in a reserved install dir.
+        reserved = self.connections.install_dir("srv_" + _random.token_hex(6)) if self.prober.parking.enabled else None
+        workdir = reserved or make_scratch_dir(self.scratch_root, "test")
+        parked = False
         try:
+            if reserved is not None:
+                await asyncio.to_thread(claim_dir, reserved)
             prepared = await self._prepare(args, workdir, progress)
             await self._consent(prepared, ctx, "test")
-            result = await self._probe(prepared, progress)
+            result = await self._probe(prepared, progress, keep=reserved)
+            parked = result.parked  # the parked session owns its dir now
         except BaseException as exc:
             await progress.failed(exc)
             raise
         finally:
-            await asyncio.to_thread(shutil.rmtree, workdir, True)
+            if not parked:
+                await asyncio.to_thread(shutil.rmtree, workdir, True)
         return {
             "ok": True,
             "tools": result.tools,
@@ -402,11 +453,19 @@ class SetupService:
             # a failure releases them so they stay usable.
             env_refs = _str_map(args, "env_refs")
             claim = self.refs.claim(env_refs)
+            adopted: Parked | None = None
             try:
                 await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
-                prepared = await self._prepare(args, install_dir, progress)
+                prepared = await self._prepare(args, install_dir, progress, lazy_bundle=self.prober.parking.enabled)
                 await self._consent(prepared, ctx, "install")
-                result = await self._probe(prepared, progress)
+                adopted = self._adopt(prepared)
+                if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
+                    await asyncio.to_thread(shutil.rmtree, install_dir, True)
+                    server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
+                else:
+                    if prepared.spec.needs_install_dir and prepared.bundle_dir is None:  # lazy, not adopted
+                        prepared.bundle_dir, _ = await self._fetch_bundle(prepared.package, prepared.detail, install_dir, progress)
+                    result = await self._probe(prepared, progress)
                 await progress("installing", "started")
                 # A value that came through a secret prompt (a ref) is secret for life, whatever
                 # the registry says (#10 item 1): stored as secret, so every connect hides it.
@@ -416,6 +475,7 @@ class SetupService:
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
+                self.connections.expect(server_id)  # a store sync must not start it meanwhile (#17)
                 server = await asyncio.to_thread(
                     self.store.install,
                     server_id=server_id,
@@ -432,11 +492,14 @@ class SetupService:
                 )
             except BaseException:
                 self.refs.release(claim)
+                self.connections.expect(server_id, False)
+                if adopted is not None:
+                    await adopted.close()
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)
                 raise
             self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
         await progress("installing", "done", server_id=server.server_id)
-        status = await self.connections.connect(server)
+        status = await self.connections.connect(server, adopt=adopted)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
         out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or probed_tools}
         if status.reason:
@@ -545,7 +608,7 @@ class SetupService:
             err.message = _scrub(err.message, name)
             raise err from None
 
-    async def _prepare(self, args: dict, workdir: Path, progress: _Progress) -> _Prepared:
+    async def _prepare(self, args: dict, workdir: Path, progress: _Progress, *, lazy_bundle: bool = False) -> _Prepared:
         name = _req_name(args, "qualified_name")
         env_refs = _str_map(args, "env_refs")
         env = _str_map(args, "env")
@@ -573,17 +636,10 @@ class SetupService:
         manifest = None
         await progress("resolving", "done", package=package.id)
         if package.type == "mcpb":
-            await progress("downloading", "started")
-            await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-            archive = await fetch_bundle(
-                package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
-            )
-            bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
-            await asyncio.to_thread(archive.unlink)
-            manifest = await asyncio.to_thread(read_manifest, bundle_dir)
-            self._manifests[(package.identifier, package.file_sha256)] = manifest
+            manifest = self._manifests.get((package.identifier, package.file_sha256)) if lazy_bundle and package.file_sha256 else None
+            if manifest is None:  # lazy: a bundle already checked is fetched only if no tested process is adopted
+                bundle_dir, manifest = await self._fetch_bundle(package, detail, workdir, progress)
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
-            await progress("downloading", "done")
         values = self._values(keys, env_refs, env)
         # Optional settings left unset (and flags set false): their inputs are left out entirely.
         omit = unset_keys(keys, values)
@@ -601,6 +657,21 @@ class SetupService:
         return _Prepared(
             detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret)
         )
+
+    async def _fetch_bundle(
+        self, package: PackageOption, detail: Detail, workdir: Path, progress: _Progress
+    ) -> tuple[Path, Manifest]:
+        await progress("downloading", "started")
+        await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+        archive = await fetch_bundle(
+            package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
+        )
+        bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
+        await asyncio.to_thread(archive.unlink)
+        manifest = await asyncio.to_thread(read_manifest, bundle_dir)
+        self._manifests[(package.identifier, package.file_sha256)] = manifest
+        await progress("downloading", "done")
+        return bundle_dir, manifest
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
@@ -663,7 +734,39 @@ class SetupService:
         # An approval means the user accepted every warning shown (the broker insists on it).
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
 
-    async def _probe(self, prepared: _Prepared, progress: _Progress) -> ProbeResult:
+    def _adoption_key(self, prepared: _Prepared) -> str:
+        version = prepared.package.version or prepared.detail.version
+        spec = prepared.spec.model_dump(mode="json")
+        return self.prober.parking.key(prepared.detail.qualified_name, version, spec, prepared.values)
+
+    def _adopt(self, prepared: _Prepared) -> Parked | None:
+        """The session a passing test of exactly this left running, if any (#17 item 1)."""
+        if not self.prober.parking.enabled or prepared.auth is not None:
+            return None
+        return self.prober.parking.adopt(self._adoption_key(prepared))
+
+    async def _fetch(self, prepared: _Prepared, progress: _Progress) -> None:
+        """The download phase (#17 item 3): its own deadline and progress; the start's deadline
+        then counts from its end. A failed fetch is not an error: the start says what is wrong."""
+        if self.fetcher is None or self.fetcher.is_warm(prepared.spec):
+            return
+        await progress("downloading", "started")
+
+        async def tick(elapsed: float, fetched: int) -> None:
+            await progress("downloading", "progress", elapsed_seconds=round(elapsed, 1), fetched=fetched)
+
+        try:
+            state = await self.fetcher.fetch(prepared.spec, tick)
+        except TimeoutError:
+            raise DownloadTimeout(
+                f"Downloading the package took longer than {self.fetcher.timeout:g} seconds "
+                "(MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS). Try again: what arrived stays in the cache."
+            ) from None
+        await progress("downloading", "done", **({"fetched": state.fetched, "ok": state.ok} if state else {}))
+
+    async def _probe(self, prepared: _Prepared, progress: _Progress, keep: Path | None = None) -> ProbeResult:
+        await self._fetch(prepared, progress)
+
         # While it starts, the page shows the time spent against the deadline and the server's
         # latest stderr line, redacted (#12 item 4).
         async def on_stage(stage: str, status: str) -> None:
@@ -682,6 +785,7 @@ class SetupService:
                 dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
                 on_stage=on_stage,
                 on_stderr=lines,
+                keep=Keep(self._adoption_key(prepared), keep) if keep is not None else None,
                 **({"auth": prepared.auth} if prepared.auth is not None else {}),
             )
         finally:

@@ -1,0 +1,131 @@
+"""Item 10 (#17 item 2): fetch while the user types.
+
+``@modelcontextprotocol/server-everything`` from the real npm registry, each round with a cold,
+private npm cache (a fresh ``HOME``, so a fresh ``~/.npm``, for the runtime and everything it
+starts). A round: ``mcp_setup_request_secret`` for the server (the prompt opens), 3 s of the
+user typing, the answer, then ``mcp_setup_test_connection`` with the ref; timed from the
+answer to the tools listed. With prefetch (the product's default: the prompt starts filling
+npm's cache) against without (``MCP_SETUP_PREFETCH_PACKAGES=false``), interleaved rounds.
+Target ≤ 0.3×.
+
+The registry entry is written here (a local catalog): the real package and version, and an
+optional secret setting (``EVERYTHING_TOKEN``, which the server ignores) so that the flow
+asks for a secret as a real server's would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import time
+from typing import Any
+
+from bench.common import Root, emit, median, summary
+
+NAME = "io.github.modelcontextprotocol/server-everything"
+PACKAGE = "@modelcontextprotocol/server-everything"
+TYPING_SECONDS = 3.0  # --typing changes it (context runs: a user fetching a key from a dashboard)
+
+
+def catalog_entry(root: Root, version: str) -> Any:
+    catalog = root.path / "catalog"
+    catalog.mkdir(exist_ok=True)
+    doc = {
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": NAME,
+        "description": "MCP test server exercising every feature of the protocol.",
+        "version": version,
+        "packages": [{
+            "registryType": "npm", "identifier": PACKAGE, "version": version, "transport": {"type": "stdio"},
+            "environmentVariables": [{"name": "EVERYTHING_TOKEN", "description": "ignored by the server",
+                                      "isRequired": False, "isSecret": True, "format": "string"}],
+        }],
+    }  # fmt: skip
+    (catalog / "everything.json").write_text(json.dumps(doc))
+    return catalog
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    import keyring.backends.fail
+
+    from app.runtime import build_runtime
+    from app.settings import Settings
+    from setup_agent.service import CallContext
+
+    root = Root("prefetch")
+    out: dict[str, Any] = {"section": "prefetch", "version": args.version, "typing_s": args.typing}
+    if shutil.which("npx") is None:
+        out["error"] = "npx is not on PATH"
+        return out
+    try:
+        catalog = catalog_entry(root, args.version)
+        t: dict[str, list[float]] = {"prefetch": [], "none": []}
+        prefetch_s: list[float] = []
+        counter = 0
+
+        async def round_(kind: str) -> float:
+            nonlocal counter
+            counter += 1
+            home = root.path / f"home-{counter}"  # a cold, private npm cache (~/.npm)
+            home.mkdir()
+            host_env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+            settings = Settings(
+                home=root.path / f"data-{counter}", registries="local", catalog_dir=catalog, consent="never-ask",
+                prefetch_packages=kind == "prefetch", probe_timeout_seconds=120,
+            )  # fmt: skip
+            rt = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring(), host_env=host_env)
+            try:
+                opened = await rt.service.call(
+                    "mcp_setup_request_secret",
+                    {"key_name": "EVERYTHING_TOKEN", "prompt": "Your token", "server": NAME}, CallContext(),
+                )  # fmt: skip
+                t_open = time.perf_counter()
+                if kind == "prefetch":
+                    async def watch() -> None:
+                        await rt.service.prefetches_settled()
+                        prefetch_s.append(time.perf_counter() - t_open)
+
+                    watcher = asyncio.create_task(watch())
+                await asyncio.sleep(args.typing)  # the user types the secret
+                rt.broker.answer(opened["prompt_id"], "a-token-the-server-ignores")
+                t0 = time.perf_counter()
+                res = await rt.service.call(
+                    "mcp_setup_test_connection", {"qualified_name": NAME, "env_refs": {"EVERYTHING_TOKEN": opened["ref"]}},
+                    CallContext(),
+                )  # fmt: skip
+                elapsed = time.perf_counter() - t0
+                assert res.get("ok") is True, res
+                if kind == "prefetch":
+                    await watcher
+                return elapsed
+            finally:
+                await rt.aclose()
+                shutil.rmtree(home, ignore_errors=True)
+
+        kinds = list(t)
+        for i in range(args.rounds):
+            for kind in kinds[i % 2:] + kinds[: i % 2]:
+                t[kind].append(await round_(kind))
+        out["times"] = {k: summary(v) for k, v in t.items()}
+        out["prefetch_done_s"] = summary(prefetch_s)
+        out["ratio"] = median(t["prefetch"]) / median(t["none"])
+        out["per_round_ratio"] = median(p / n for p, n in zip(t["prefetch"], t["none"]))
+        out["loadavg_end"] = list(os.getloadavg())
+    finally:
+        out["leftover_processes"] = len(root.cleanup())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--version", default="2026.8.31")
+    parser.add_argument("--typing", type=float, default=TYPING_SECONDS)
+    emit(asyncio.run(main_async(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,335 @@
+"""The download phase: fetch a server's package into its runner's own cache before it starts.
+
+A first ``npx``/``uvx``/``docker`` run downloads the package (and its dependencies) before
+the server even starts, which can take longer than the probe's deadline. :class:`Fetcher`
+runs that download as a step of its own, with its own deadline (``download_timeout``,
+``MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS``) and progress (elapsed seconds, packages or layers
+fetched); the probe's start deadline then counts from the end of the download, against a
+warm cache. What it runs fills only the runner's cache, never an install dir:
+
+- npm: ``npm exec --yes --prefer-offline --package=<spec> -- node -e ""`` (what ``npx -y <spec>`` would
+  install, into the same ``_npx`` cache entry; ``--registry`` kept);
+- PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; ``--default-index`` kept);
+- OCI: ``docker pull <image>``.
+
+MCPB bundles are downloaded (and sha256-checked) by the service itself (setup_agent/bundle.py).
+
+A fetch that fails changes nothing: the server's own start reports what is wrong. A fetch
+that succeeded is remembered for the life of the process (no second check), and a fetch of
+the same package already running (a prefetch, item 2 of #17) is joined, not repeated.
+:meth:`Fetcher.prefetch` starts one in the background (when a secret prompt opens, or when
+``get`` names the package an install would choose).
+
+The fetch sees the host's allowlisted environment only (never a server's values): it needs
+no secret, and its output is not shown (it may still be logged after redaction by the caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .launch import LaunchSpec
+from .transport import minimal_environment
+
+__all__ = ["FetchPlan", "FetchState", "Fetcher", "fetch_plan", "prefetch_plan"]
+
+logger = logging.getLogger(__name__)
+
+#: ``await hook(elapsed_seconds, fetched)`` about once a second while a download runs.
+FetchHook = Callable[[float, int], Awaitable[None]]
+
+#: A line of the fetch's output that means one more package (npm, uv) or layer (docker) arrived.
+_FETCHED = {
+    "npx": re.compile(rb"http fetch GET 200 "),
+    "uvx": re.compile(rb"^\s*(?:Downloaded|Prepared|\+) ", re.MULTILINE),
+    "docker": re.compile(rb"(?:Pull complete|Already exists)"),
+}
+
+
+@dataclass(frozen=True)
+class FetchPlan:
+    runner: str
+    argv: tuple[str, ...]
+    #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
+    package: tuple[str, ...] = ()
+    #: Runs in a throw-away project dir (a bare package.json), removed afterwards: npm's
+    #: cache-only prefetch. Not ``--prefix``: that also moves npm's global config (its CA file).
+    temp_prefix: bool = False
+    #: After a cache-only prefetch: the fetch to run as well when no package has an install script.
+    then: FetchPlan | None = None
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.argv
+
+
+def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
+    """What to run to warm the cache for ``spec``; None when it has nothing to download."""
+    runner, args = spec.runner, list(spec.args)
+    if spec.package_type == "npm" and runner == "npx":
+        options = [a for a in args if a.startswith("--registry=")]
+        target = next((a for a in args if not a.startswith("-")), None)
+        if target is None:
+            return None
+        return FetchPlan(
+            "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http", *options, f"--package={target}", "--", "node", "-e", ""),
+            package=("npm", *options, target),
+        )
+    if spec.package_type == "pypi" and runner == "uvx":
+        index: list[str] = []
+        if "--default-index" in args:
+            i = args.index("--default-index")
+            index = args[i : i + 2]
+        if "--from" in args:
+            target = args[args.index("--from") + 1]
+        else:
+            target = next((a for a in args[len(index):] if not a.startswith("-")), None)
+        if target is None or "${" in target:
+            return None
+        return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
+    if spec.package_type == "oci" and runner == "docker" and spec.identifier:
+        image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)
+        if image is None or "${" in image:
+            return None
+        return FetchPlan("docker", ("docker", "pull", image), package=("oci", image))
+    return None
+
+
+def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
+    """What to run *before the user consented*: it may download, never run the package's code.
+
+    npm: ``npm install --package-lock-only --ignore-scripts`` in a throw-away project resolves the
+    tree (metadata only) and says which packages have install scripts; with none, the fetch
+    ``npx`` would do (:func:`fetch_plan`) runs at once — it runs nothing of the package — and the
+    test finds npx's entry made; with some, ``npm cache add`` of every resolved tarball only
+    fills npm's cache (their scripts run in the test, after consent). OCI: ``docker pull`` runs
+    nothing. PyPI: none (building an sdist runs its build backend).
+    """
+    plan = fetch_plan(spec)
+    if plan is None:
+        return None
+    if plan.runner == "npx":
+        options, target = plan.package[1:-1], plan.package[-1]
+        argv = ("npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund",
+                "--update-notifier=false", "--loglevel=http", *options, target)  # fmt: skip
+        return FetchPlan("npx", argv, package=plan.package, temp_prefix=True, then=plan)
+    if plan.runner == "docker":
+        return plan
+    return None
+
+
+@dataclass
+class FetchState:
+    """One fetch, shared by whoever waits for it."""
+
+    started: float
+    package: tuple[str, ...] = ()
+    plan: FetchPlan | None = None
+    fetched: int = 0
+    ok: bool | None = None
+    returncode: int | None = None
+    tail: bytes = b""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Fetcher:
+    """Runs download phases; remembers what is warm; joins a fetch already under way."""
+
+    def __init__(
+        self,
+        *,
+        host_env: Mapping[str, str] | None = None,
+        timeout: float = 300.0,
+        which: Callable[[str], str | None] | None = None,
+        tick: float = 1.0,
+        prefetch: bool = True,
+    ) -> None:
+        self.host_env = host_env
+        self.prefetch_enabled = prefetch
+        self.timeout = timeout
+        self.tick = tick
+        self._which = which
+        self._warm: set[tuple[str, ...]] = set()
+        self._running: dict[tuple[str, ...], tuple[FetchState, asyncio.Task[None]]] = {}
+
+    def is_warm(self, spec: LaunchSpec) -> bool:
+        plan = fetch_plan(spec)
+        return plan is None or plan.key in self._warm
+
+    def prefetch(self, spec: LaunchSpec) -> bool:
+        """Start filling the runner's cache for ``spec`` in the background (nothing of the package
+        runs: :func:`prefetch_plan`); True when one was started or already runs. A failure is
+        only logged: the test that follows fetches (and reports) as if there had been none."""
+        if not self.prefetch_enabled:
+            return False
+        plan = prefetch_plan(spec)
+        full = fetch_plan(spec)
+        if plan is None or full is None or full.key in self._warm or plan.key in self._warm or not self._runnable(plan):
+            return False
+        self._start(plan)
+        return True
+
+    async def fetch(self, spec: LaunchSpec, on_tick: FetchHook | None = None) -> FetchState | None:
+        """Download ``spec``'s package (or join the download under way), up to ``timeout``.
+
+        Returns the finished state (``ok`` False when it failed: the start will say why), or
+        None when there was nothing to fetch. Raises TimeoutError past the deadline (the fetch
+        is stopped; a later try resumes from what the cache has)."""
+        plan = fetch_plan(spec)
+        if plan is None or plan.key in self._warm or not self._runnable(plan):
+            return None
+        loop = asyncio.get_running_loop()
+        ahead = next((st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None)
+        if ahead is not None:  # a prefetch of this package runs: the fetch goes on from where it is
+            await self._wait(ahead, None, ahead.started + self.timeout, on_tick, ahead.started)
+        state, task = self._start(plan)
+        return await self._wait(state, task, state.started + self.timeout, on_tick, ahead.started if ahead else state.started)
+
+    async def _wait(
+        self, state: FetchState, task: asyncio.Task[None] | None, end: float, on_tick: FetchHook | None, since: float
+    ) -> FetchState:
+        loop = asyncio.get_running_loop()
+        while not state.done.is_set():
+            remaining = end - loop.time()
+            if remaining <= 0:
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                raise TimeoutError
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(self.tick, remaining)):
+                    await state.done.wait()
+            if not state.done.is_set() and on_tick is not None:
+                try:
+                    await on_tick(loop.time() - since, state.fetched)
+                except Exception:  # a progress listener never breaks a fetch
+                    logger.exception("fetch progress hook failed")
+        return state
+
+    async def settled(self) -> None:
+        """Wait until no fetch runs (callers bound it)."""
+        while self._running:
+            await asyncio.gather(*(task for _s, task in list(self._running.values())), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        tasks = [task for _state, task in self._running.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _runnable(self, plan: FetchPlan) -> bool:
+        if self._which is None:
+            return True
+        return self._which(plan.argv[0]) is not None
+
+    def _start(self, plan: FetchPlan) -> tuple[FetchState, asyncio.Task[None]]:
+        running = self._running.get(plan.key)
+        if running is not None:
+            return running
+        state = FetchState(started=asyncio.get_running_loop().time(), package=plan.package, plan=plan)
+        task = asyncio.create_task(self._run(plan, state), name=f"mcp-setup-fetch-{plan.runner}")
+        self._running[plan.key] = (state, task)
+        return state, task
+
+    async def _run(self, plan: FetchPlan, state: FetchState) -> None:
+        prefix = tempfile.mkdtemp(prefix="mcp-setup-prefetch-") if plan.temp_prefix else None
+        try:
+            if prefix is not None:
+                Path(prefix, "package.json").write_text('{"private": true}\n')
+            state.returncode = await self._exec(plan, state, prefix or tempfile.gettempdir())
+            state.ok = state.returncode == 0
+            if state.ok:
+                self._warm.add(plan.key)
+                if prefix is not None and plan.then is not None:
+                    tarballs = _resolved_tarballs(Path(prefix))
+                    if tarballs is not None and not _has_install_scripts(Path(prefix)):
+                        # Nothing in the tree has an install script: the fetch npx would do runs
+                        # nothing of the package, and spares the test its download phase.
+                        if await self._exec(plan.then, state, tempfile.gettempdir()) == 0:
+                            self._warm.add(plan.then.key)
+                    elif tarballs:
+                        add = FetchPlan(plan.runner, ("npm", "cache", "add", "--update-notifier=false", "--loglevel=http",
+                                                      *tarballs[:_MAX_CACHE_ADD]))  # fmt: skip
+                        await self._exec(add, state, tempfile.gettempdir())
+            else:
+                logger.info("%s fetch exited with code %s; the start will tell", plan.runner, state.returncode)
+        except asyncio.CancelledError:
+            state.ok = False
+            raise
+        except OSError as exc:
+            state.ok = False
+            logger.info("%s fetch could not run: %s", plan.runner, type(exc).__name__)
+        finally:
+            self._running.pop(plan.key, None)
+            if prefix is not None:
+                await asyncio.to_thread(shutil.rmtree, prefix, True)
+            state.done.set()
+
+    async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
+        """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
+        pattern = _FETCHED.get(plan.runner)
+        proc = await asyncio.create_subprocess_exec(
+            *plan.argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=minimal_environment({}, host_env=self.host_env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            assert proc.stdout is not None
+            async for line in proc.stdout:
+                if pattern is not None and pattern.search(line):
+                    state.fetched += 1
+                state.tail = (state.tail + line)[-4096:]
+            return await proc.wait()
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(proc.wait())
+
+
+#: At most this many tarballs in one ``npm cache add`` (a command line has limits).
+_MAX_CACHE_ADD = 500
+
+
+def _resolved_tarballs(project: Path) -> list[str] | None:
+    """The tarball URLs of the tree npm resolved into ``project`` (None: no lockfile to read)."""
+    try:
+        lock = json.loads((project / "package-lock.json").read_text())
+    except (OSError, ValueError):
+        return None
+    packages = lock.get("packages")
+    if not isinstance(packages, dict):
+        return None
+    urls = {p.get("resolved") for k, p in packages.items() if k and isinstance(p, dict)}
+    return sorted(u for u in urls if isinstance(u, str) and u.startswith(("https://", "http://")))
+
+
+def _has_install_scripts(project: Path) -> bool:
+    """Does any package npm just resolved into ``project`` have an install script (or is it unknown)?"""
+    try:
+        lock = json.loads((project / "package-lock.json").read_text())
+    except (OSError, ValueError):
+        return True
+    packages = lock.get("packages")
+    if not isinstance(packages, dict) or not packages:
+        return True
+    return any(isinstance(p, dict) and p.get("hasInstallScript") for p in packages.values())

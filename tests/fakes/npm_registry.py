@@ -1,0 +1,125 @@
+"""A one-package npm registry on loopback that can serve its tarball slowly.
+
+It answers the two requests ``npm exec``/``npx`` make for a package: the packument
+(``GET /<name>``) and the tarball (``GET /<name>/-/<name>-<version>.tgz``). With
+``trickle_seconds`` the tarball is sent in pieces spread over that long, like a first
+download on a slow network (#17 item 3: a download longer than the probe's deadline).
+
+The package it serves (:func:`stub_npm_package`) is the stdio stub server behind a small
+Node launcher (``bin.js`` runs ``python3 server.py`` with stdio inherited).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import io
+import json
+import tarfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from tests.stub_server.bundle import SERVER_PY
+
+__all__ = ["NpmRegistry", "serve_npm_package", "stub_npm_package"]
+
+LAUNCHER = """#!/usr/bin/env node
+const { spawn } = require("child_process");
+const child = spawn("python3", [__dirname + "/server.py"], { stdio: "inherit" });
+child.on("exit", (code) => process.exit(code === null ? 1 : code));
+process.on("SIGTERM", () => child.kill("SIGTERM"));
+"""
+
+
+def stub_npm_package(name: str, version: str, scripts: dict[str, str] | None = None) -> bytes:
+    """A gzipped npm tarball: package.json with a bin (and ``scripts``), the launcher, the stub server."""
+    manifest: dict[str, object] = {"name": name, "version": version, "bin": {name: "bin.js"}}
+    if scripts:
+        manifest["scripts"] = scripts
+    files = {
+        "package/package.json": json.dumps(manifest).encode(),
+        "package/bin.js": LAUNCHER.encode(),
+        "package/server.py": SERVER_PY.read_bytes(),
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            info.mode = 0o755 if path.endswith((".js", ".py")) else 0o644
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@dataclass
+class NpmRegistry:
+    url: str
+    #: How many times the tarball was asked for (a warm cache asks no more).
+    tarball_requests: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def serve_npm_package(
+    name: str, version: str, *, trickle_seconds: float = 0.0, scripts: dict[str, str] | None = None
+) -> Iterator[NpmRegistry]:
+    tarball = stub_npm_package(name, version, scripts)
+    integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
+    shasum = hashlib.sha1(tarball).hexdigest()
+    stop = threading.Event()
+    holder: dict[str, NpmRegistry] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802
+            registry = holder["r"]
+            if self.path.rstrip("/") in (f"/{name}", f"/{name.replace('/', '%2f')}", f"/{name.replace('/', '%2F')}"):
+                doc = {
+                    "name": name,
+                    "dist-tags": {"latest": version},
+                    "versions": {version: {
+                        "name": name, "version": version, "bin": {name: "bin.js"},
+                        **({"scripts": scripts, "hasInstallScript": True} if scripts else {}),
+                        "dist": {"tarball": f"{registry.url}/{name}/-/{name}-{version}.tgz",
+                                 "shasum": shasum, "integrity": integrity},
+                    }},
+                }  # fmt: skip
+                self._send(json.dumps(doc).encode(), "application/json")
+            elif self.path.endswith(".tgz"):
+                registry.tarball_requests.append(self.path)
+                self._send(tarball, "application/octet-stream", trickle=trickle_seconds)
+            else:
+                self._send(b'{"error":"not found"}', "application/json", status=404)
+
+        def _send(self, body: bytes, ctype: str, *, status: int = 200, trickle: float = 0.0) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            pieces = 10 if trickle > 0 else 1
+            size = -(-len(body) // pieces)
+            for i in range(pieces):
+                self.wfile.write(body[i * size : (i + 1) * size])
+                self.wfile.flush()
+                if trickle > 0 and i < pieces - 1 and stop.wait(trickle / pieces):
+                    return  # shutting down
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    holder["r"] = NpmRegistry(f"http://127.0.0.1:{server.server_address[1]}")
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield holder["r"]
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -1,0 +1,196 @@
+"""A first npx run that downloads for longer than the probe's deadline is not a timeout (#17 item 3).
+
+A real ``npx`` against a one-package npm registry on loopback (tests/fakes/npm_registry.py)
+that sends its tarball slowly, with a private HOME (so a cold, private npm cache).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from app.runtime import Runtime, build_runtime
+from app.settings import Settings
+from setup_agent.fetch import fetch_plan
+from setup_agent.launch import LaunchSpec
+from setup_agent.service import CallContext
+from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
+from tests.processes import processes_mentioning, wait_gone
+
+pytestmark = pytest.mark.anyio
+
+NAME = "io.test/npm-stub"
+PACKAGE = "mcp-setup-npm-stub"
+#: The probe's deadline in these tests, and how long the tarball takes: longer than that.
+PROBE_TIMEOUT = 4.0
+TRICKLE = 6.0
+
+needs_npx = pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node") is None, reason="needs Node's npx")
+
+
+def catalog_entry(catalog: Path, registry: NpmRegistry) -> None:
+    catalog.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": NAME,
+        "description": "The stub server as an npm package, from a registry on loopback.",
+        "version": "1.0.0",
+        "packages": [{
+            "registryType": "npm", "registryBaseUrl": registry.url, "identifier": PACKAGE, "version": "1.0.0",
+            "transport": {"type": "stdio"},
+            "environmentVariables": [{"name": "STUB_API_KEY", "description": "API key", "isRequired": True,
+                                      "isSecret": True, "format": "string"}],
+        }],
+    }  # fmt: skip
+    (catalog / "npm-stub.json").write_text(json.dumps(doc))
+
+
+@pytest.fixture
+def registry() -> Iterator[NpmRegistry]:
+    with serve_npm_package(PACKAGE, "1.0.0", trickle_seconds=TRICKLE) as reg:
+        yield reg
+
+
+def make_runtime(tmp_path: Path, registry: NpmRegistry, memory_keyring, **settings: Any) -> Runtime:
+    catalog_entry(tmp_path / "catalog", registry)
+    home = tmp_path / "home"  # a private HOME: a cold npm cache of its own
+    home.mkdir()
+    host_env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    return build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
+                 probe_timeout_seconds=PROBE_TIMEOUT, adopt_tested_servers=False, **settings),
+        keyring_backend=memory_keyring, host_env=host_env,
+    )  # fmt: skip
+
+
+async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
+    async def hear(event: dict[str, Any]) -> None:
+        events.append(event)
+
+    with anyio.fail_after(PROBE_TIMEOUT + TRICKLE + 60):
+        return await runtime.service.call(
+            "mcp_setup_test_connection", {"qualified_name": NAME, "env_refs": {"STUB_API_KEY": ref}},
+            CallContext(on_progress=hear),
+        )  # fmt: skip
+
+
+@needs_npx
+async def test_a_download_longer_than_the_probe_timeout_succeeds_and_reports_progress(
+    tmp_path: Path, registry: NpmRegistry, memory_keyring, canary: str
+) -> None:
+    runtime = make_runtime(tmp_path, registry, memory_keyring)
+    try:
+        ref = runtime.refs.mint("STUB_API_KEY", canary)
+        events: list[dict[str, Any]] = []
+        result = await run_test(runtime, ref, events)
+        assert result["ok"] is True, result
+        assert {t["name"] for t in result["tools"]} >= {"echo", "whoami"}
+        downloading = [e for e in events if e["stage"] == "downloading"]
+        assert [e["status"] for e in downloading][0] == "started" and downloading[-1]["status"] == "done"
+        ticks = [e for e in downloading if e["status"] == "progress"]
+        assert ticks and all(e["elapsed_seconds"] >= 0 and e["fetched"] >= 0 for e in ticks)
+        assert downloading[-1]["fetched"] >= 1 and downloading[-1]["ok"] is True
+        stages = [e["stage"] for e in events]
+        assert stages.index("downloading") < stages.index("starting")  # the start's deadline follows it
+        assert len(registry.tarball_requests) == 1
+        # The second test finds the cache warm: no download phase, no second tarball.
+        again: list[dict[str, Any]] = []
+        second = await run_test(runtime, ref, again)
+        assert second["ok"] is True, second
+        assert "downloading" not in [e["stage"] for e in again]
+        assert len(registry.tarball_requests) == 1
+        assert canary not in json.dumps([result, second, events, again])
+    finally:
+        await runtime.aclose()
+    assert not processes_mentioning(registry.url)
+
+
+@needs_npx
+async def test_a_download_past_its_own_deadline_is_download_timeout_and_leaves_no_process(
+    tmp_path: Path, registry: NpmRegistry, memory_keyring, canary: str
+) -> None:
+    runtime = make_runtime(tmp_path, registry, memory_keyring, download_timeout_seconds=1.0)
+    try:
+        ref = runtime.refs.mint("STUB_API_KEY", canary)
+        events: list[dict[str, Any]] = []
+        result = await run_test(runtime, ref, events)
+        assert result["ok"] is False and result["error"]["code"] == "download_timeout", result
+        assert "MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS" in result["error"]["message"]
+        assert events[-1]["stage"] == "downloading" and events[-1]["status"] == "failed"
+        assert wait_gone(processes_mentioning(registry.url)) == []
+    finally:
+        await runtime.aclose()
+
+
+def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
+    npx = LaunchSpec(command="npx", args=["-y", "--registry=http://r.example", "pkg@1.2.3", "--flag"],
+                     package_type="npm", identifier="pkg", runner="npx")  # fmt: skip
+    plan = fetch_plan(npx)
+    assert plan is not None and plan.argv[:2] == ("npm", "exec")
+    assert "--package=pkg@1.2.3" in plan.argv and "--registry=http://r.example" in plan.argv and "--flag" not in plan.argv
+    uvx = LaunchSpec(command="uvx", args=["--from", "srv==1.0", "python", "-m", "srv"], package_type="pypi",
+                     identifier="srv", runner="uvx")  # fmt: skip
+    assert fetch_plan(uvx).argv == ("uvx", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
+    oci = LaunchSpec(command="docker", args=["run", "-i", "--rm", "-e", "KEY", "ghcr.io/o/img:2"], package_type="oci",
+                     identifier="ghcr.io/o/img", runner="docker")  # fmt: skip
+    assert fetch_plan(oci).argv == ("docker", "pull", "ghcr.io/o/img:2")  # type: ignore[union-attr]
+    assert fetch_plan(LaunchSpec(command="python3", args=["x.py"], runner="python3")) is None
+
+
+@needs_npx
+async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_again(
+    tmp_path: Path, memory_keyring, canary: str
+) -> None:
+    with serve_npm_package(PACKAGE, "1.0.0") as registry:
+        runtime = make_runtime(tmp_path, registry, memory_keyring)
+        try:
+            opened = await runtime.service.call(
+                "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
+            )
+            assert "ref" in opened, opened
+            with anyio.fail_after(60):
+                await runtime.service.prefetches_settled()
+            assert len(registry.tarball_requests) == 1
+            runtime.broker.answer(opened["prompt_id"], canary)
+            events: list[dict[str, Any]] = []
+            result = await run_test(runtime, opened["ref"], events)
+            assert result["ok"] is True, result
+            assert len(registry.tarball_requests) == 1  # the test used the warm cache
+            # no install script anywhere: the prefetch made npx's entry too, the test had nothing to download
+            assert "downloading" not in [e["stage"] for e in events]
+        finally:
+            await runtime.aclose()
+
+
+@needs_npx
+async def test_a_prefetch_runs_no_install_script_before_consent(tmp_path: Path, memory_keyring, canary: str) -> None:
+    marker = tmp_path / "postinstall-ran"
+    scripts = {"postinstall": f"node -e \"require('fs').writeFileSync('{marker}', 'x')\""}
+    with serve_npm_package(PACKAGE, "1.0.0", scripts=scripts) as registry:
+        runtime = make_runtime(tmp_path, registry, memory_keyring)
+        try:
+            opened = await runtime.service.call(
+                "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
+            )
+            with anyio.fail_after(60):
+                await runtime.service.prefetches_settled()
+            fetched = len(registry.tarball_requests)
+            assert fetched >= 1  # fetched into npm's cache …
+            assert not marker.exists()  # … and nothing of it ran
+            assert not list((tmp_path / "home").glob(".npm/_npx/*/node_modules/" + PACKAGE))
+            runtime.broker.answer(opened["prompt_id"], canary)
+            events: list[dict[str, Any]] = []
+            result = await run_test(runtime, opened["ref"], events)  # after consent: npx runs it, script included
+            assert result["ok"] is True, result
+            assert "downloading" in [e["stage"] for e in events]
+            assert marker.exists()
+            assert len(registry.tarball_requests) == fetched  # from the cache
+        finally:
+            await runtime.aclose()
