@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from setup_agent.errors import SetupError
-from setup_agent.launch import LaunchSpec, materialize
-from setup_agent.transport import minimal_environment
 
 from .client_configs import CLIENTS, ClientConfig, ConfigError, client_config, entry_for
 from .settings import Settings
@@ -148,6 +146,9 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
+    from setup_agent.launch import LaunchSpec, materialize
+    from setup_agent.transport import minimal_environment
+
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
         print(f"mcp-setup: {server.qualified_name} is a remote server; use the gateway (`mcp-setup mcp`).", file=sys.stderr)

@@ -24,14 +24,16 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import SetupError
 from setup_agent.server_logs import log_path, read_log
-from setup_agent.store import InstalledServer, Store
 
 from .cli_audit import escape
 from .settings import Settings
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) loads when a command runs, not when `mcp-setup mcp` parses
+    from setup_agent.store import InstalledServer, Store
 
 __all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]
 
@@ -142,6 +144,8 @@ def _store(settings: Settings):
     from .runtime import open_vault
 
     vault = open_vault(settings)
+    from setup_agent.store import Store
+
     with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
         yield store
 

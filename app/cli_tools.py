@@ -14,17 +14,16 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from setup_agent.agents import load_archetypes
-from setup_agent.connections import ServerStatus
 from setup_agent.errors import SetupError
 from setup_agent.providers import load_provider_config
-from setup_agent.redact import Redactor
-from setup_agent.store import Store
-from setup_agent.tool_registry import ToolRegistry
 
 from .settings import Settings
+
+if TYPE_CHECKING:  # the core loads when `mcp-setup tools` runs, not when another command parses
+    from setup_agent.store import Store
+    from setup_agent.tool_registry import ToolRegistry
 
 __all__ = ["add_tools_parser", "check_config", "format_table", "run_tools"]
 
@@ -52,6 +51,11 @@ def check_config(settings: Settings) -> str | None:
 
 
 def _registry(settings: Settings, store: Store) -> ToolRegistry:
+    from setup_agent.agents import load_archetypes
+    from setup_agent.connections import ServerStatus
+    from setup_agent.redact import Redactor
+    from setup_agent.tool_registry import ToolRegistry
+
     from .runtime import service_version
 
     return ToolRegistry(
@@ -71,6 +75,8 @@ def run_tools(settings: Settings, args: argparse.Namespace) -> int:
     home = Path(settings.home).expanduser()
     try:
         vault = open_vault(settings)
+        from setup_agent.store import Store
+
         with Store.for_data_dir(home, vault, settings.database_url) as store:
             registry = _registry(settings, store)
             tools, diagnostics = asyncio.run(_read(registry))
