@@ -115,14 +115,19 @@ def server_json(s: InstalledServer) -> dict[str, Any]:
 
 
 def _state(s: InstalledServer) -> str:
-    """``disabled``, ``tools_changed`` (a changed tool list waits for the user) or ``enabled``."""
+    """``disabled``, ``needs_sign_in`` (its OAuth sign-in could not be renewed), ``tools_changed``
+    (a changed tool list waits for the user) or ``enabled``."""
     if not s.enabled:
         return "disabled"
+    if s.needs_sign_in:
+        return "needs_sign_in"
     change = s.tools_change()
     return "tools_changed" if change is not None and change["state"] == "changed" else "enabled"
 
 
-_STATE_WORDS = {"enabled": "enabled", "disabled": "DISABLED", "tools_changed": "TOOLS CHANGED"}
+_STATE_WORDS = {
+    "enabled": "enabled", "disabled": "DISABLED", "tools_changed": "TOOLS CHANGED", "needs_sign_in": "SIGN-IN EXPIRED",
+}  # fmt: skip
 
 
 def _state_notes(s: InstalledServer, name: str) -> list[str]:
@@ -130,6 +135,9 @@ def _state_notes(s: InstalledServer, name: str) -> list[str]:
     notes = []
     if not s.enabled:
         notes.append(f"disabled: its tools are not offered to agents; `mcp-setup enable {name}` turns it back on.")
+    if s.needs_sign_in:
+        notes.append(f"its sign-in expired and could not be renewed: sign in again with `mcp-setup remove {name}`, "
+                     "then add it again (`mcp-setup add`), which opens the sign-in page.")
     change = s.tools_change()
     if change is not None and change["state"] == "changed":
         notes.append(f"its tools changed since you approved them ({escape(change['summary'])}); agents get the "
