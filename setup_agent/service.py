@@ -269,13 +269,15 @@ class SetupService:
         for item, pkg in zip(packages, detail.packages):
             keys = list(pkg.required_keys)
             if pkg.type == "mcpb":
-                manifest = await self._cheap_manifest(pkg, allow_file=detail.source == "local")
+                # The option install would choose is read even when remote (one download, sha256
+                # checked, cached): install then never asks for a key that get did not list.
+                manifest = await self._cheap_manifest(pkg, allow_file=detail.source == "local", remote=pkg is chosen)
                 if manifest is not None:
                     keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
                     warnings.extend(self._argv_warnings(pkg, manifest, keys))
                 elif pkg is chosen:
-                    notes.append("The bundle's own settings are known after its first download "
-                                 "(mcp_setup_test_connection); keys it maps from these are accepted under either name.")
+                    notes.append("The bundle could not be read yet, so its own settings are not listed; "
+                                 "mcp_setup_test_connection downloads it and says what is missing.")
             item["keys"] = [k.public() for k in keys]
         chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
         out: dict[str, Any] = {
@@ -347,16 +349,17 @@ class SetupService:
             "users can see it; it can be installed only if the user consents to that.",
         }]  # fmt: skip
 
-    async def _cheap_manifest(self, package: PackageOption, *, allow_file: bool) -> Manifest | None:
-        """The bundle's manifest when it is cached, or cheap to fetch (a ``file://`` or loopback
-        URL): fetched with its sha256 check into a scratch dir that is removed at once. Remote
-        bundles are not downloaded by ``get``: their own settings and warnings are known after
-        the first test (and the consent step shows them before anything runs)."""
+    async def _cheap_manifest(self, package: PackageOption, *, allow_file: bool, remote: bool = False) -> Manifest | None:
+        """The bundle's manifest when it is cached, cheap to fetch (a ``file://`` or loopback URL),
+        or ``remote`` is asked for (the option install would choose): fetched with its sha256
+        check into a scratch dir that is removed at once, and cached. Other remote options are
+        not downloaded by ``get``: their own settings are known after their first test (and
+        the consent step shows them before anything runs)."""
         cache_key = (package.identifier, package.file_sha256)
         if cache_key in self._manifests:
             return self._manifests[cache_key]
         url = package.identifier.lower()
-        if not (url.startswith("file://") or url.startswith(("http://127.0.0.1", "http://localhost"))):
+        if not remote and not (url.startswith("file://") or url.startswith(("http://127.0.0.1", "http://localhost"))):
             return None
         scratch = make_scratch_dir(self.scratch_root, "get")
         try:
