@@ -219,6 +219,11 @@ class ConnectionManager:
         self._stored_secrets = [(f"[secret:{key}]", value.reveal()) for _sid, key, value in rows]
         self.redactor.invalidate()
 
+    def mark_booting(self) -> None:
+        """A boot is about to read the store: ``wait_all_settled`` waits for it (call before the
+        boot task is scheduled, so a listing that arrives first does not see an empty manager)."""
+        self._booting = True
+
     async def sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
         """Match the live sessions to ``servers`` (the store's): stop what is gone or disabled;
         with ``eager``, start every enabled server not yet live."""
