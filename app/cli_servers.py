@@ -88,7 +88,9 @@ def add_server_parsers(sub: Any) -> None:
         "otherwise the installed version stays. Exit code 0 updated or already current, 1 kept the old one.",
     )
     p.add_argument("name", help="server id, qualified name or slug")
-    p.add_argument("--version", default=None, help="the version expected (the registries serve their latest)")
+    p.add_argument(
+        "--version", default=None, help="install exactly this version from the server's registry (exit 1 if it has none)"
+    )
     for p in sub.choices.values():
         if p.prog.split()[-1] in COMMANDS and not any(a.dest == "verbose" for a in p._actions):
             p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")

@@ -599,9 +599,9 @@ class SetupService:
         return {"server_id": server_id, "enabled": server.enabled}
 
     # -- shared steps -----------------------------------------------------------------
-    async def _detail(self, name: str, source: str | None) -> Detail:
-        try:
-            return await self.hub.get(name, source=source)
+    async def _detail(self, name: str, source: str | None, version: str | None = None) -> Detail:
+        try:  # a version is asked for only when given (``mcp-setup update --version``)
+            return await self.hub.get(name, source=source, **({"version": version} if version else {}))
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         except Exception as exc:  # upstream text may reflect the name: keep only our own words
@@ -620,7 +620,7 @@ class SetupService:
             raise InvalidInput("allow_deprecated must be true or false.")
         await self._refuse_installed(name)  # before any download, prompt or spawn
         await progress("resolving", "started")
-        detail = await self._detail(name, _opt_name(args, "source"))
+        detail = await self._detail(name, _opt_name(args, "source"), _opt_name(args, "version"))
         if detail.qualified_name != name:
             await self._refuse_installed(detail.qualified_name)
         if detail.status and not allow_deprecated:
