@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     prefetch_packages: bool = Field(
         default=True, description="Fill npm's cache / docker pull while a secret prompt is open or after get."
     )
+    bundle_cache_bytes: int = Field(
+        default=512 * 1024 * 1024, ge=0, description="Size cap of <home>/cache/bundles (MCPB bundles by sha256)."
+    )
     adopt_tested_servers: bool = Field(
         default=True, description="An install right after a passing test keeps the tested process (one start)."
     )
