@@ -30,6 +30,7 @@ from .errors import (
     AlreadyInstalled, ArgvSecret, DeprecatedEntry, DownloadTimeout, InvalidInput, NotFound, SecretNotAllowed, SetupError,
     translate,
 )  # fmt: skip
+from .bundle_cache import BundleCache
 from .fetch import Fetcher
 from .launch import LaunchSpec, materialize
 from .manifest import (
@@ -170,8 +171,11 @@ class SetupService:
         oauth: SignIns | None = None,
         admit: Callable[[str, str | None], None] | None = None,
         fetcher: Fetcher | None = None,
+        bundle_cache: BundleCache | None = None,
     ) -> None:
         self.refs = refs
+        #: MCPB bundles by sha256 (setup_agent/bundle_cache.py): prefetched, and reused by test/install.
+        self.bundle_cache = bundle_cache
         self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
         self._prefetches: set[asyncio.Task[None]] = set()
         self.redactor = redactor
@@ -261,7 +265,7 @@ class SetupService:
             )
         except SetupError:
             chosen = None
-        if chosen is not None and self.fetcher is not None and existing is None:
+        if chosen is not None and (self.fetcher or self.bundle_cache) is not None and existing is None:
             self._prefetch_package(chosen)  # the package install would choose (#17 item 2)
         packages = describe_packages(detail.packages, which=self.which)
         notes: list[str] = []
@@ -301,7 +305,7 @@ class SetupService:
 
     def _prefetch(self, name: str) -> None:
         """In the background: find the package an install of ``name`` would choose, and fetch it."""
-        if self.fetcher is None:
+        if self.fetcher is None and self.bundle_cache is None:
             return
 
         async def run() -> None:
@@ -324,8 +328,14 @@ class SetupService:
             await asyncio.gather(*list(self._prefetches), return_exceptions=True)
         if self.fetcher is not None:
             await self.fetcher.settled()
+        if self.bundle_cache is not None:
+            await self.bundle_cache.settled()
 
     def _prefetch_package(self, package: PackageOption) -> None:
+        if package.type == "mcpb":
+            if self.bundle_cache is not None and self.bundle_cache.prefetch(package.identifier, package.file_sha256):
+                logger.info("prefetching the bundle of the server the user is setting up")
+            return
         try:
             spec = build_spec(package)
         except SetupError:
@@ -363,9 +373,7 @@ class SetupService:
             return None
         scratch = make_scratch_dir(self.scratch_root, "get")
         try:
-            archive = await fetch_bundle(
-                package.identifier, package.file_sha256, scratch, http=self.http, allow_file=allow_file
-            )
+            archive = await self._bundle_archive(package, scratch, allow_file=allow_file)
             bundle_dir = await asyncio.to_thread(unpack_bundle, archive, scratch / "bundle")
             manifest = await asyncio.to_thread(read_manifest, bundle_dir)
         except SetupError:
@@ -666,15 +674,19 @@ class SetupService:
     ) -> tuple[Path, Manifest]:
         await progress("downloading", "started")
         await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-        archive = await fetch_bundle(
-            package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
-        )
+        archive = await self._bundle_archive(package, workdir, allow_file=detail.source == "local")
         bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
         await asyncio.to_thread(archive.unlink)
         manifest = await asyncio.to_thread(read_manifest, bundle_dir)
         self._manifests[(package.identifier, package.file_sha256)] = manifest
         await progress("downloading", "done")
         return bundle_dir, manifest
+
+    async def _bundle_archive(self, package: PackageOption, dest: Path, *, allow_file: bool) -> Path:
+        """The bundle at ``dest/bundle.mcpb``, sha256-checked: from the cache when it holds it."""
+        if self.bundle_cache is not None:
+            return await self.bundle_cache.fetch(package.identifier, package.file_sha256, dest, allow_file=allow_file)
+        return await fetch_bundle(package.identifier, package.file_sha256, dest, http=self.http, allow_file=allow_file)
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
