@@ -473,6 +473,10 @@ class SetupService:
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)
                     server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
+                    # The tools the tested process listed: a face shows them as for a fresh start.
+                    await progress("tools_listed", "done", tools=[
+                        {"name": t["name"], "description": t["description"]} for t in result.tools
+                    ])  # fmt: skip
                 else:
                     if prepared.spec.needs_install_dir and prepared.bundle_dir is None:  # lazy, not adopted
                         prepared.bundle_dir, _ = await self._fetch_bundle(prepared.package, prepared.detail, install_dir, progress)
