@@ -88,7 +88,9 @@ def add_server_parsers(sub: Any) -> None:
         "otherwise the installed version stays. Exit code 0 updated or already current, 1 kept the old one.",
     )
     p.add_argument("name", help="server id, qualified name or slug")
-    p.add_argument("--version", default=None, help="the version expected (the registries serve their latest)")
+    p.add_argument(
+        "--version", default=None, help="install exactly this version from the server's registry (exit 1 if it has none)"
+    )
     for p in sub.choices.values():
         if p.prog.split()[-1] in COMMANDS and not any(a.dest == "verbose" for a in p._actions):
             p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
@@ -115,14 +117,19 @@ def server_json(s: InstalledServer) -> dict[str, Any]:
 
 
 def _state(s: InstalledServer) -> str:
-    """``disabled``, ``tools_changed`` (a changed tool list waits for the user) or ``enabled``."""
+    """``disabled``, ``needs_sign_in`` (its OAuth sign-in could not be renewed), ``tools_changed``
+    (a changed tool list waits for the user) or ``enabled``."""
     if not s.enabled:
         return "disabled"
+    if s.needs_sign_in:
+        return "needs_sign_in"
     change = s.tools_change()
     return "tools_changed" if change is not None and change["state"] == "changed" else "enabled"
 
 
-_STATE_WORDS = {"enabled": "enabled", "disabled": "DISABLED", "tools_changed": "TOOLS CHANGED"}
+_STATE_WORDS = {
+    "enabled": "enabled", "disabled": "DISABLED", "tools_changed": "TOOLS CHANGED", "needs_sign_in": "SIGN-IN EXPIRED",
+}  # fmt: skip
 
 
 def _state_notes(s: InstalledServer, name: str) -> list[str]:
@@ -130,6 +137,9 @@ def _state_notes(s: InstalledServer, name: str) -> list[str]:
     notes = []
     if not s.enabled:
         notes.append(f"disabled: its tools are not offered to agents; `mcp-setup enable {name}` turns it back on.")
+    if s.needs_sign_in:
+        notes.append(f"its sign-in expired and could not be renewed: sign in again with `mcp-setup remove {name}`, "
+                     "then add it again (`mcp-setup add`), which opens the sign-in page.")
     change = s.tools_change()
     if change is not None and change["state"] == "changed":
         notes.append(f"its tools changed since you approved them ({escape(change['summary'])}); agents get the "

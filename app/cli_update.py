@@ -1,7 +1,8 @@
-"""``mcp-setup update NAME [--version V]``: the registry's newer version, swapped in only if it answers.
+"""``mcp-setup update NAME [--version V]``: the registry's newer version (or exactly V), swapped in only if it answers.
 
-1. The registry's current detail of NAME; nothing to do when the installed version is it.
-   ``--version V`` must name that version: the registries serve their latest one only.
+1. The registry's current detail of NAME (with ``--version V``, exactly V's, from the source the
+   server came from; Smithery keeps no versions, so V fails there, plainly); nothing to do when
+   the installed version is it. A V the registry does not have: exit 1, nothing changed.
 2. The old install steps aside: its row goes (its install dir is moved aside, not deleted),
    since the service tests and installs only a server that is not installed.
 3. The new version is installed with the stored settings (secrets as fresh refs, as if
@@ -19,6 +20,7 @@ import asyncio
 import shutil
 from typing import Any
 
+from registry_clients.errors import RegistryNotFound
 from setup_agent.errors import SetupError
 from setup_agent.oauth_grant import GRANT_KEY
 from setup_agent.service import CallContext
@@ -31,12 +33,16 @@ async def update(runtime: Any, server: InstalledServer, version: str | None) -> 
     from .terminal import TerminalIO
 
     source = server.source if server.source in runtime.hub.sources else None
-    detail = await runtime.hub.get(server.qualified_name, source=source)
-    if version is not None and version != detail.version:
-        return 1, (f"The registry offers {server.qualified_name} {detail.version} only (not {version}); "
-                   f"installed: {server.version}.")  # fmt: skip
+    try:
+        detail = await runtime.hub.get(server.qualified_name, source=source, version=version)
+    except RegistryNotFound as exc:
+        if version is None:
+            raise
+        return 1, (f"No version {version} of {server.qualified_name} in {source or 'the registries'} ({exc}); "
+                   f"{server.version} stays installed.")  # fmt: skip
     if detail.version == server.version:
-        return 0, f"{server.qualified_name} is already at {server.version}, the registry's latest version."
+        which = "the version asked for" if version is not None else "the registry's latest version"
+        return 0, f"{server.qualified_name} is already at {server.version}, {which}."
     stored = await asyncio.to_thread(runtime.store.env_values, server.server_id)
     if GRANT_KEY in stored:
         return 1, f"{server.qualified_name} signs in with OAuth: remove it and add it again to update it."
@@ -45,6 +51,8 @@ async def update(runtime: Any, server: InstalledServer, version: str | None) -> 
     env_refs = {k: runtime.refs.mint(k, v) for k, v in stored.items() if k in secret and v.reveal()}
     env = {k: v.reveal() for k, v in stored.items() if k not in secret}
     args = {"qualified_name": server.qualified_name, "env_refs": env_refs, "env": env, "package": server.package_type}
+    if version is not None:
+        args["version"] = version
     if source:
         args["source"] = source
     io = TerminalIO(runtime.broker, consents=runtime.consents)

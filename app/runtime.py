@@ -19,6 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.agents import load_archetypes
+from setup_agent.bundle_cache import BundleCache
 from setup_agent.connections import ConnectionManager
 from setup_agent.consent import ConsentBroker
 from setup_agent.fetch import Fetcher
@@ -121,6 +122,8 @@ class Runtime:
         await self.prober.drain()
         if self.service.fetcher is not None:
             await self.service.fetcher.aclose()
+        if self.service.bundle_cache is not None:
+            await self.service.bundle_cache.aclose()
         await self.hub.aclose()
         await self.http.aclose()
         self.store.close()
@@ -221,6 +224,9 @@ def build_runtime(
         admit=providers.admit if providers.admission != "off" else None,
         fetcher=Fetcher(
             host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages
+        ),
+        bundle_cache=BundleCache(
+            home / "cache" / "bundles", max_bytes=settings.bundle_cache_bytes, http=http, prefetch=settings.prefetch_packages
         ),
     )
     review = ToolReview(store, consents)

@@ -27,7 +27,10 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="A first npx/uvx/docker run's download, before the probe's own deadline."
     )
     prefetch_packages: bool = Field(
-        default=True, description="Fill npm's cache / docker pull while a secret prompt is open or after get."
+        default=True, description="Fill npm's cache / docker pull / MCPB bundle cache while a secret prompt is open or after get."
+    )
+    bundle_cache_bytes: int = Field(
+        default=512 * 1024 * 1024, ge=0, description="Size cap of <home>/cache/bundles (MCPB bundles by sha256)."
     )
     adopt_tested_servers: bool = Field(
         default=True, description="An install right after a passing test keeps the tested process (one start)."

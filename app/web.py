@@ -92,6 +92,7 @@ class WebFace:
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url, consent_url=self.consent_url)
         await self._start_mcp()
         # Installed servers come up in the background: the page is there at once.
+        self.runtime.connections.mark_booting()  # servers.list(wait_seconds) waits for that boot
         self._boot = asyncio.create_task(self._start_runtime(), name="mcp-setup-boot")
 
     async def _start_mcp(self) -> None:

@@ -19,8 +19,10 @@ class RegistrySource(Protocol):
         """One page (1-based) of summaries matching ``query`` (all servers when None)."""
         ...
 
-    async def get(self, qualified_name: str) -> Detail:
-        """The latest version's detail; raises RegistryNotFound when there is none."""
+    async def get(self, qualified_name: str, version: str | None = None) -> Detail:
+        """The latest version's detail, or exactly ``version``'s; RegistryNotFound when there is none.
+
+        A source that keeps no versions (Smithery) raises RegistryNotFound for any ``version``."""
         ...
 
     async def aclose(self) -> None: ...

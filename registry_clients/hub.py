@@ -13,7 +13,7 @@ With ``source`` only that one is asked (ranked and paged the same way), and its 
 raised as a RegistryError (timeouts and unexpected exceptions included).
 
 Successful answers are cached for ``cache_ttl`` seconds (``TTLCache`` on the injected
-``timer``): searches per (source, query, page, page_size), details per (source, name).
+``timer``): searches per (source, query, page, page_size), details per (source, name[, version]).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class RegistryHub:
         self.timeout = timeout
         self.notes: list[SourceError] = list(notes or [])
         self._pages: TTLCache[tuple[str, str, int, int], SearchPage] = TTLCache(1024, cache_ttl, timer=timer)
-        self._details: TTLCache[tuple[str, str], Detail] = TTLCache(1024, cache_ttl, timer=timer)
+        self._details: TTLCache[tuple[str, ...], Detail] = TTLCache(1024, cache_ttl, timer=timer)
 
     def __repr__(self) -> str:
         return f"RegistryHub(sources={list(self.sources)}, timeout={self.timeout})"
@@ -165,25 +165,29 @@ class RegistryHub:
                 return items, True
         return items, True
 
-    async def _get_one(self, name: str, qualified_name: str) -> Detail:
-        key = (name, qualified_name)
+    async def _get_one(self, name: str, qualified_name: str, version: str | None = None) -> Detail:
+        key = (name, qualified_name) if version is None else (name, qualified_name, version)
         cached = self._details.get(key)
         if cached is not None:
             return cached.model_copy(deep=True)
         src = self.sources[name]
-        detail: Detail = await self._call(name, lambda: src.get(qualified_name))
+        if version is None:
+            detail: Detail = await self._call(name, lambda: src.get(qualified_name))
+        else:
+            detail = await self._call(name, lambda: src.get(qualified_name, version=version))
         self._details[key] = detail.model_copy(deep=True)
         return detail
 
-    async def get(self, qualified_name: str, source: str | None = None) -> Detail:
-        """The latest detail from ``source``, or from the first source (in order) that has it."""
+    async def get(self, qualified_name: str, source: str | None = None, version: str | None = None) -> Detail:
+        """The latest detail (or exactly ``version``'s) from ``source``, or from the first source
+        (in order) that has it."""
         self._check_source(source)
         if source is not None:
-            return await self._get_one(source, qualified_name)
+            return await self._get_one(source, qualified_name, version)
         failures: list[str] = []
         for name in self.sources:
             try:
-                return await self._get_one(name, qualified_name)
+                return await self._get_one(name, qualified_name, version)
             except RegistryNotFound:
                 continue
             except RegistryError as exc:
@@ -194,7 +198,8 @@ class RegistryHub:
                 f"{qualified_name} was not found in {tried}; some could not be asked: " + " ".join(failures),
                 source="hub",
             )
-        raise RegistryNotFound(f"{qualified_name} was not found in any registry (tried {tried}).", source="hub")
+        which = f"{qualified_name} {version}" if version is not None else qualified_name
+        raise RegistryNotFound(f"{which} was not found in any registry (tried {tried}).", source="hub")
 
     async def aclose(self) -> None:
         """Close every source (errors are logged, not raised)."""

@@ -111,18 +111,21 @@ class LocalCatalog:
             total_pages=math.ceil(len(servers) / page_size) if page_size > 0 else 0,
         )
 
-    async def get(self, qualified_name: str) -> Detail:
-        """Exact name, else a case-insensitive match; RegistryNotFound otherwise."""
+    async def get(self, qualified_name: str, version: str | None = None) -> Detail:
+        """Exact name, else a case-insensitive match; RegistryNotFound otherwise.
+
+        With ``version``, exactly that version among every document of the name (not only the chosen one)."""
         servers = await anyio.to_thread.run_sync(self._load)
+        if version is not None:
+            servers = [d for _stamp, entries in list(self._files.values()) for d, _ in entries if d.version == version]
         for detail in servers:
             if detail.qualified_name == qualified_name:
                 return detail.model_copy(deep=True)
         for detail in servers:
             if detail.qualified_name.lower() == qualified_name.lower():
                 return detail.model_copy(deep=True)
-        raise RegistryNotFound(
-            f"{qualified_name} is not in the local catalog ({self.directory}).", source=self.name
-        )
+        which = f"{qualified_name} {version}" if version is not None else qualified_name
+        raise RegistryNotFound(f"{which} is not in the local catalog ({self.directory}).", source=self.name)
 
     async def aclose(self) -> None:
         return None

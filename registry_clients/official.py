@@ -188,9 +188,10 @@ class OfficialRegistry:
                     return SearchPage(servers=[], total_pages=chain.total())
                 current += 1
 
-    async def get(self, qualified_name: str) -> Detail:
-        """The latest version of ``qualified_name`` (name sent as ONE path segment)."""
-        body = await self._get_json(f"/v0.1/servers/{quote(qualified_name, safe='')}/versions/latest")
+    async def get(self, qualified_name: str, version: str | None = None) -> Detail:
+        """The latest version of ``qualified_name``, or exactly ``version`` (each sent as ONE path segment)."""
+        which = quote(version if version is not None else "latest", safe="")
+        body = await self._get_json(f"/v0.1/servers/{quote(qualified_name, safe='')}/versions/{which}")
         if not isinstance(body, dict):
             raise RegistryError("The official registry answered an unexpected shape.", source=self.name)
         try:

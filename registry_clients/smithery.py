@@ -281,8 +281,14 @@ class SmitheryRegistry:
             total = page if servers else page - 1
         return SearchPage(servers=servers, total_pages=max(int(total), 0))
 
-    async def get(self, qualified_name: str) -> Detail:
-        """``qualified_name`` (may hold ``/`` and ``@``) is sent as ONE encoded path segment."""
+    async def get(self, qualified_name: str, version: str | None = None) -> Detail:
+        """``qualified_name`` (may hold ``/`` and ``@``) is sent as ONE encoded path segment.
+
+        Smithery keeps no versions: asking for one raises RegistryNotFound, saying so."""
+        if version is not None:
+            raise RegistryNotFound(
+                f"Smithery keeps no versions of a server (only its current entry), so not {version}.", source=SOURCE
+            )
         body = await self._get_json(f"/servers/{quote(qualified_name, safe='')}")
         if not isinstance(body, Mapping):
             raise RegistryError("Smithery answered an unexpected shape.", source=SOURCE)

@@ -219,6 +219,11 @@ class ConnectionManager:
         self._stored_secrets = [(f"[secret:{key}]", value.reveal()) for _sid, key, value in rows]
         self.redactor.invalidate()
 
+    def mark_booting(self) -> None:
+        """A boot is about to read the store: ``wait_all_settled`` waits for it (call before the
+        boot task is scheduled, so a listing that arrives first does not see an empty manager)."""
+        self._booting = True
+
     async def sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
         """Match the live sessions to ``servers`` (the store's): stop what is gone or disabled;
         with ``eager``, start every enabled server not yet live."""
@@ -393,6 +398,8 @@ class ConnectionManager:
                     if known is None:
                         await self._record_tools(live)
                     self._set(live, "connected")
+                    if server.needs_sign_in:
+                        await self._remember_sign_in(server, needed=False)
                     await self._hold(live, pwatch, getattr(auth, "signed_out", None))
                 finally:
                     live.client = None
@@ -414,6 +421,7 @@ class ConnectionManager:
             if auth is not None and getattr(auth, "signed_out", None) is not None and auth.signed_out.is_set():
                 why = self.redactor.redact(auth.signed_out_reason)
                 logger.warning("server %s (%s) needs sign-in: %s", server.server_id, server.qualified_name, why)
+                await self._remember_sign_in(server, needed=True)  # `mcp-setup list` says so too
                 self._set(live, "needs_sign_in", why)
                 break  # retrying cannot help: the user must sign in again
             self._set(live, "failed", reason, code)
@@ -445,6 +453,12 @@ class ConnectionManager:
             await asyncio.to_thread(unpack_bundle, archive, self.bundle_dir(server.server_id))
         finally:
             await asyncio.to_thread(archive.unlink, True)
+
+    async def _remember_sign_in(self, server: InstalledServer, *, needed: bool) -> None:
+        try:
+            await asyncio.to_thread(self.store.set_needs_sign_in, server.server_id, needed)
+        except SetupError as exc:  # removed meanwhile, or the database is away: the status still says it
+            logger.info("could not record the sign-in state of %s: %s", server.server_id, exc.code)
 
     async def _record_tools(self, live: _Live) -> None:
         """The store keeps each server's latest tool list: listing never waits for a spawn.

@@ -12,7 +12,8 @@ warm cache. What it runs fills only the runner's cache, never an install dir:
 - PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; ``--default-index`` kept);
 - OCI: ``docker pull <image>``.
 
-MCPB bundles are downloaded (and sha256-checked) by the service itself (setup_agent/bundle.py).
+MCPB bundles are downloaded (and sha256-checked) by the service itself (setup_agent/bundle.py),
+and prefetched into setup_agent/bundle_cache.py.
 
 A fetch that fails changes nothing: the server's own start reports what is wrong. A fetch
 that succeeded is remembered for the life of the process (no second check), and a fetch of

@@ -30,6 +30,7 @@ from .errors import (
     AlreadyInstalled, ArgvSecret, DeprecatedEntry, DownloadTimeout, InvalidInput, NotFound, SecretNotAllowed, SetupError,
     translate,
 )  # fmt: skip
+from .bundle_cache import BundleCache
 from .fetch import Fetcher
 from .launch import LaunchSpec, materialize
 from .manifest import (
@@ -170,8 +171,11 @@ class SetupService:
         oauth: SignIns | None = None,
         admit: Callable[[str, str | None], None] | None = None,
         fetcher: Fetcher | None = None,
+        bundle_cache: BundleCache | None = None,
     ) -> None:
         self.refs = refs
+        #: MCPB bundles by sha256 (setup_agent/bundle_cache.py): prefetched, and reused by test/install.
+        self.bundle_cache = bundle_cache
         self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
         self._prefetches: set[asyncio.Task[None]] = set()
         self.redactor = redactor
@@ -261,7 +265,7 @@ class SetupService:
             )
         except SetupError:
             chosen = None
-        if chosen is not None and self.fetcher is not None and existing is None:
+        if chosen is not None and (self.fetcher or self.bundle_cache) is not None and existing is None:
             self._prefetch_package(chosen)  # the package install would choose (#17 item 2)
         packages = describe_packages(detail.packages, which=self.which)
         notes: list[str] = []
@@ -269,13 +273,15 @@ class SetupService:
         for item, pkg in zip(packages, detail.packages):
             keys = list(pkg.required_keys)
             if pkg.type == "mcpb":
-                manifest = await self._cheap_manifest(pkg, allow_file=detail.source == "local")
+                # The option install would choose is read even when remote (one download, sha256
+                # checked, cached): install then never asks for a key that get did not list.
+                manifest = await self._cheap_manifest(pkg, allow_file=detail.source == "local", remote=pkg is chosen)
                 if manifest is not None:
                     keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
                     warnings.extend(self._argv_warnings(pkg, manifest, keys))
                 elif pkg is chosen:
-                    notes.append("The bundle's own settings are known after its first download "
-                                 "(mcp_setup_test_connection); keys it maps from these are accepted under either name.")
+                    notes.append("The bundle could not be read yet, so its own settings are not listed; "
+                                 "mcp_setup_test_connection downloads it and says what is missing.")
             item["keys"] = [k.public() for k in keys]
         chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
         out: dict[str, Any] = {
@@ -299,7 +305,7 @@ class SetupService:
 
     def _prefetch(self, name: str) -> None:
         """In the background: find the package an install of ``name`` would choose, and fetch it."""
-        if self.fetcher is None:
+        if self.fetcher is None and self.bundle_cache is None:
             return
 
         async def run() -> None:
@@ -322,8 +328,14 @@ class SetupService:
             await asyncio.gather(*list(self._prefetches), return_exceptions=True)
         if self.fetcher is not None:
             await self.fetcher.settled()
+        if self.bundle_cache is not None:
+            await self.bundle_cache.settled()
 
     def _prefetch_package(self, package: PackageOption) -> None:
+        if package.type == "mcpb":
+            if self.bundle_cache is not None and self.bundle_cache.prefetch(package.identifier, package.file_sha256):
+                logger.info("prefetching the bundle of the server the user is setting up")
+            return
         try:
             spec = build_spec(package)
         except SetupError:
@@ -347,22 +359,21 @@ class SetupService:
             "users can see it; it can be installed only if the user consents to that.",
         }]  # fmt: skip
 
-    async def _cheap_manifest(self, package: PackageOption, *, allow_file: bool) -> Manifest | None:
-        """The bundle's manifest when it is cached, or cheap to fetch (a ``file://`` or loopback
-        URL): fetched with its sha256 check into a scratch dir that is removed at once. Remote
-        bundles are not downloaded by ``get``: their own settings and warnings are known after
-        the first test (and the consent step shows them before anything runs)."""
+    async def _cheap_manifest(self, package: PackageOption, *, allow_file: bool, remote: bool = False) -> Manifest | None:
+        """The bundle's manifest when it is cached, cheap to fetch (a ``file://`` or loopback URL),
+        or ``remote`` is asked for (the option install would choose): fetched with its sha256
+        check into a scratch dir that is removed at once, and cached. Other remote options are
+        not downloaded by ``get``: their own settings are known after their first test (and
+        the consent step shows them before anything runs)."""
         cache_key = (package.identifier, package.file_sha256)
         if cache_key in self._manifests:
             return self._manifests[cache_key]
         url = package.identifier.lower()
-        if not (url.startswith("file://") or url.startswith(("http://127.0.0.1", "http://localhost"))):
+        if not remote and not (url.startswith("file://") or url.startswith(("http://127.0.0.1", "http://localhost"))):
             return None
         scratch = make_scratch_dir(self.scratch_root, "get")
         try:
-            archive = await fetch_bundle(
-                package.identifier, package.file_sha256, scratch, http=self.http, allow_file=allow_file
-            )
+            archive = await self._bundle_archive(package, scratch, allow_file=allow_file)
             bundle_dir = await asyncio.to_thread(unpack_bundle, archive, scratch / "bundle")
             manifest = await asyncio.to_thread(read_manifest, bundle_dir)
         except SetupError:
@@ -462,6 +473,10 @@ class SetupService:
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)
                     server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
+                    # The tools the tested process listed: a face shows them as for a fresh start.
+                    await progress("tools_listed", "done", tools=[
+                        {"name": t["name"], "description": t["description"]} for t in result.tools
+                    ])  # fmt: skip
                 else:
                     if prepared.spec.needs_install_dir and prepared.bundle_dir is None:  # lazy, not adopted
                         prepared.bundle_dir, _ = await self._fetch_bundle(prepared.package, prepared.detail, install_dir, progress)
@@ -596,9 +611,9 @@ class SetupService:
         return {"server_id": server_id, "enabled": server.enabled}
 
     # -- shared steps -----------------------------------------------------------------
-    async def _detail(self, name: str, source: str | None) -> Detail:
-        try:
-            return await self.hub.get(name, source=source)
+    async def _detail(self, name: str, source: str | None, version: str | None = None) -> Detail:
+        try:  # a version is asked for only when given (``mcp-setup update --version``)
+            return await self.hub.get(name, source=source, **({"version": version} if version else {}))
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         except Exception as exc:  # upstream text may reflect the name: keep only our own words
@@ -617,7 +632,7 @@ class SetupService:
             raise InvalidInput("allow_deprecated must be true or false.")
         await self._refuse_installed(name)  # before any download, prompt or spawn
         await progress("resolving", "started")
-        detail = await self._detail(name, _opt_name(args, "source"))
+        detail = await self._detail(name, _opt_name(args, "source"), _opt_name(args, "version"))
         if detail.qualified_name != name:
             await self._refuse_installed(detail.qualified_name)
         if detail.status and not allow_deprecated:
@@ -663,15 +678,19 @@ class SetupService:
     ) -> tuple[Path, Manifest]:
         await progress("downloading", "started")
         await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-        archive = await fetch_bundle(
-            package.identifier, package.file_sha256, workdir, http=self.http, allow_file=detail.source == "local"
-        )
+        archive = await self._bundle_archive(package, workdir, allow_file=detail.source == "local")
         bundle_dir = await asyncio.to_thread(unpack_bundle, archive, workdir / "bundle")
         await asyncio.to_thread(archive.unlink)
         manifest = await asyncio.to_thread(read_manifest, bundle_dir)
         self._manifests[(package.identifier, package.file_sha256)] = manifest
         await progress("downloading", "done")
         return bundle_dir, manifest
+
+    async def _bundle_archive(self, package: PackageOption, dest: Path, *, allow_file: bool) -> Path:
+        """The bundle at ``dest/bundle.mcpb``, sha256-checked: from the cache when it holds it."""
+        if self.bundle_cache is not None:
+            return await self.bundle_cache.fetch(package.identifier, package.file_sha256, dest, allow_file=allow_file)
+        return await fetch_bundle(package.identifier, package.file_sha256, dest, http=self.http, allow_file=allow_file)
 
     def _values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
         by_name = {k.name: k for k in keys}

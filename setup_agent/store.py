@@ -51,7 +51,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 VERSION_TABLE = "mcp_setup_alembic_version"
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
-HEAD_REVISION = "0004_pins_audit"
+HEAD_REVISION = "0005_sign_in"
 #: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
 _MIGRATION_LOCK = 0x6D63_7073_6574_7570
 
@@ -232,6 +232,17 @@ class Store(ToolPins, EncryptedValues):
             result = _record(row)
         self._changed()
         return result
+
+    def set_needs_sign_in(self, server_id: str, needed: bool) -> bool:
+        """Remember that the server's sign-in could not be renewed (or works again); True when it
+        changed. Not a change other processes act on (no counter bump): a face shows it."""
+        with self._translated(f"update server {server_id}"), self._session() as s, s.begin():
+            done = s.execute(
+                update(ServerRow)
+                .where(ServerRow.server_id == server_id, ServerRow.needs_sign_in.isnot(bool(needed)))
+                .values(needs_sign_in=bool(needed))
+            )
+            return bool(done.rowcount)
 
     def remove(self, server_id: str, *, actor: str = "user") -> bool:
         """Delete the server and its env rows in one transaction; ``False`` if it was not there."""

@@ -89,6 +89,8 @@ class ServerRow(Base):
     tools_state: Mapped[str | None] = mapped_column(String(16))  # pinned | changed | rejected
     tools_diff: Mapped[str | None] = mapped_column(Text)  # names only (pins.diff_tools)
     rejected_hash: Mapped[str | None] = mapped_column(String(64))
+    # Its OAuth sign-in could not be renewed (connections.py): the user must sign in again.
+    needs_sign_in: Mapped[bool | None] = mapped_column(Boolean)
 
     env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 
@@ -201,6 +203,7 @@ class InstalledServer:
     pinned_version: str | None = None
     tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
     tools_diff: dict[str, Any] | None = None
+    needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
 
     def tools_change(self) -> dict[str, Any] | None:
         """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
@@ -235,6 +238,7 @@ def _record(row: ServerRow) -> InstalledServer:
         pinned_version=row.pinned_version,
         tools_state=row.tools_state or "pinned",
         tools_diff=json.loads(row.tools_diff) if row.tools_diff else None,
+        needs_sign_in=bool(row.needs_sign_in),
         env_keys=tuple(EnvKey(e.key, e.secret) for e in sorted(row.env, key=lambda e: e.key)),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
@@ -14,6 +15,8 @@ from keyring.backends import fail
 from app.runtime import build_runtime
 from app.settings import Settings
 from setup_agent.service import CallContext
+from tests.fakes.file_server import serve_file
+from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
@@ -25,14 +28,20 @@ def publish(root: Path, catalog: Path, version: str, expected: str) -> None:
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, version=version)))
 
 
-async def install_v1(home: Path, catalog: Path, value: str) -> str:
-    runtime = build_runtime(Settings(home=home, registries="local", catalog_dir=catalog), keyring_backend=fail.Keyring())
+async def install_v1(home: Path, catalog: Path, value: str, **more: str) -> str:
+    """Installs the stub from the local catalog, or with ``official_url`` (and ``version``) from there."""
+    official = more.get("official_url")
+    settings = Settings(home=home, registries="official", official_registry_url=official) if official else (
+        Settings(home=home, registries="local", catalog_dir=catalog)
+    )
+    runtime = build_runtime(settings, keyring_backend=fail.Keyring())
     try:
         with anyio.fail_after(60):
             ref = runtime.refs.mint("STUB_API_KEY", value)
-            result = await runtime.service.install_and_connect(
-                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}, CallContext()
-            )
+            args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
+            if "version" in more:
+                args["version"] = more["version"]
+            result = await runtime.service.install_and_connect(args, CallContext())
         assert result["status"] == "connected"
         return result["server_id"]
     finally:
@@ -62,7 +71,7 @@ def test_update_swaps_in_a_version_that_answers_and_keeps_the_old_one_when_the_n
 
     publish(tmp_path, catalog, "2.0.0", canary)  # answers with the stored key
     done = run(env, "update", "stub", "--version", "9.9.9")
-    assert done.returncode == 1 and "2.0.0 only" in done.stderr
+    assert done.returncode == 1 and "No version 9.9.9" in done.stderr and "1.0.0 stays installed" in done.stderr
     done = run(env, "update", "stub")
     assert done.returncode == 0, done.stderr
     assert "from 1.0.0 to 2.0.0" in done.stdout and canary not in done.stdout + done.stderr
@@ -78,3 +87,35 @@ def test_update_swaps_in_a_version_that_answers_and_keeps_the_old_one_when_the_n
     assert (server["server_id"], server["version"]) == (kept_id, "2.0.0")
     doctor = json.loads(run(env, "doctor", "--json").stdout)
     assert next(c for c in doctor["checks"] if c["name"] == "server stub")["ok"] is True  # the old one still answers
+
+
+def test_update_to_a_named_version_installs_exactly_that_version_from_the_official_registry(
+    tmp_path: Path, canary: str
+) -> None:
+    entries, served = [], ExitStack()
+    for version, expected in (("1.0.0", canary), ("1.5.0", canary), ("2.0.0", "another-key-" + canary[::-1])):
+        bundle, sha = build_stub_bundle(tmp_path / f"dist-{version}", expected_value=expected)
+        url = served.enter_context(serve_file(bundle))  # a remote registry may not name a file:// bundle
+        entries.append(stub_server_json(url, sha, version=version))  # 2.0.0 is the latest
+    with served, FakeOfficialRegistry(entries) as registry:
+        env = face_env(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url)
+        home = Path(env["MCP_SETUP_HOME"])
+        anyio.run(lambda: install_v1(home, tmp_path, canary, official_url=registry.url, version="1.0.0"))
+        [server] = installed(env)
+        assert server["version"] == "1.0.0"
+        kept_id = server["server_id"]
+
+        done = run(env, "update", "stub", "--version", "9.9.9")  # the registry has no such version
+        assert done.returncode == 1 and "No version 9.9.9" in done.stderr and "1.0.0 stays installed" in done.stderr
+        done = run(env, "update", "stub", "--version", "2.0.0")  # rejects the stored key
+        assert done.returncode == 1 and "1.0.0 stays installed" in done.stderr
+        assert canary not in done.stdout + done.stderr
+        [server] = installed(env)
+        assert (server["server_id"], server["version"]) == (kept_id, "1.0.0")
+
+        done = run(env, "update", "stub", "--version", "1.5.0")  # not the latest, and it answers
+        assert done.returncode == 0, done.stderr
+        assert "from 1.0.0 to 1.5.0" in done.stdout and canary not in done.stdout + done.stderr
+        [server] = installed(env)
+        assert (server["version"], server["slug"]) == ("1.5.0", "stub")
+        assert "/v0.1/servers/io.github.mcp-setup%2Fstub/versions/1.5.0" in {r.raw_path for r in registry.requests}

@@ -168,6 +168,12 @@ async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(
     assert reason.index("mcp_setup_remove") < reason.index("mcp_setup_authorize") < reason.index("install it again")
     logged = [r.getMessage() for r in caplog.records if "needs sign-in" in r.getMessage()]
     assert logged and f"({NAME}) needs sign-in: The sign-in to {NAME} no longer works" in logged[0]
+    # A face with no live session (`mcp-setup list`, another process) reads it from the store.
+    from app.cli_servers import _state_notes, server_json
+
+    stored = await asyncio.to_thread(runtime.store.get, server_id)
+    assert server_json(stored)["status"] == "needs_sign_in"
+    assert any("sign in again" in note for note in _state_notes(stored, NAME))
 
 
 async def test_remove_revokes_the_sign_in(runtime: Runtime, pair: OAuthPair) -> None:

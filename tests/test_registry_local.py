@@ -117,3 +117,13 @@ async def test_a_list_file_with_several_versions_keeps_the_one_marked_latest(tmp
     detail = await LocalCatalog(tmp_path).get("io.github.rfdez/pvpc-mcp-server")
     assert detail.version == "3.2.3"
     assert len((await LocalCatalog(tmp_path).search("pvpc", 1, 10)).servers) == 1
+
+
+async def test_get_with_a_version_returns_that_older_document_and_an_absent_one_is_not_found(tmp_path: Path) -> None:
+    versions = [e for e in load_fixture("servers_sample_2025-12-18.json")
+                if e["server"]["name"] == "io.github.rfdez/pvpc-mcp-server"]
+    _write(tmp_path / "all.json", versions)
+    catalog = LocalCatalog(tmp_path)
+    assert (await catalog.get("io.github.rfdez/pvpc-mcp-server", version="3.2.2")).version == "3.2.2"
+    with pytest.raises(RegistryNotFound, match="pvpc-mcp-server 9.9.9 is not in the local catalog"):
+        await catalog.get("io.github.rfdez/pvpc-mcp-server", version="9.9.9")

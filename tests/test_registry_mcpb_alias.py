@@ -73,3 +73,36 @@ async def test_a_value_given_under_the_manifest_name_satisfies_the_registry_name
         assert twice["error"]["code"] == "invalid_input" and "same setting" in twice["error"]["message"]
     finally:
         await runtime.aclose()
+
+
+async def test_get_reads_the_chosen_remote_bundle_once_and_lists_its_own_keys(tmp_path: Path, memory_keyring) -> None:
+    """A bundle whose manifest asks for a key the registry does not list, on a remote-looking
+    host: get downloads the option install would choose (once: cached) and lists that key, so
+    install never demands a key get did not list (#11 item 1)."""
+    import json
+
+    from app.runtime import build_runtime
+    from app.settings import Settings
+    from tests.fakes.file_server import serve_file
+    from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+
+    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value="x", user_config_key="api_key")
+    hits: list[str] = []
+    with serve_file(bundle, hits, host="::1") as url:
+        doc = stub_server_json(url, sha, name=STUB)
+        doc["packages"][0]["environmentVariables"] = []  # the registry names no key at all
+        catalog = tmp_path / "catalog"
+        catalog.mkdir()
+        (catalog / "stub.json").write_text(json.dumps(doc))
+        runtime = build_runtime(
+            Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog), keyring_backend=memory_keyring
+        )
+        try:
+            with anyio.fail_after(30):
+                first = await runtime.service.call("mcp_setup_get", {"qualified_name": STUB})
+                again = await runtime.service.call("mcp_setup_get", {"qualified_name": STUB})
+        finally:
+            await runtime.aclose()
+    assert [(k["name"], k["secret"]) for k in first["required_env_keys"]] == [("api_key", True)]
+    assert again["required_env_keys"] == first["required_env_keys"]
+    assert len(hits) == 1  # downloaded once, then from the cache

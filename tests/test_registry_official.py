@@ -92,6 +92,18 @@ async def test_get_latest_sends_a_slashed_name_as_one_encoded_segment(official_f
     assert detail.raw["_meta"]["io.modelcontextprotocol.registry/official"]["isLatest"] is True
 
 
+async def test_get_with_a_version_asks_for_exactly_that_version_and_an_absent_one_is_not_found(official_fake) -> None:
+    registry = OfficialRegistry(official_fake.url)
+    try:
+        detail = await registry.get("io.github.rfdez/pvpc-mcp-server", version="3.2.2")
+        assert official_fake.requests[-1].raw_path == "/v0.1/servers/io.github.rfdez%2Fpvpc-mcp-server/versions/3.2.2"
+        assert detail.version == "3.2.2"
+        with pytest.raises(RegistryNotFound, match="Server not found"):
+            await registry.get("io.github.rfdez/pvpc-mcp-server", version="9.9.9")
+    finally:
+        await registry.aclose()
+
+
 async def test_an_unknown_server_raises_registry_not_found_with_the_problem_detail(official_fake) -> None:
     registry = OfficialRegistry(official_fake.url)
     try:

@@ -150,3 +150,13 @@ def test_the_default_smithery_host_is_the_current_platform_api_not_the_legacy_re
     spec = json.loads((Path(__file__).parent / "fixtures/registry/smithery/api-openapi.json").read_text())
     assert DEFAULT_SMITHERY_URL == spec["servers"][0]["url"] == "https://api.smithery.ai"
     assert Settings().smithery_url == DEFAULT_SMITHERY_URL
+
+
+async def test_asking_smithery_for_a_version_says_plainly_it_keeps_none_without_a_request(smithery_fake) -> None:
+    registry = SmitheryRegistry(smithery_fake.url, api_key=DEFAULT_API_KEY)
+    try:
+        with pytest.raises(RegistryNotFound, match="Smithery keeps no versions"):
+            await registry.get("nobody/nothing", version="1.0.0")
+        assert smithery_fake.requests == []
+    finally:
+        await registry.aclose()

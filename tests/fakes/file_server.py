@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,9 +13,10 @@ __all__ = ["serve_file"]
 
 
 @contextmanager
-def serve_file(path: Path, hits: list[str] | None = None) -> Iterator[str]:
+def serve_file(path: Path, hits: list[str] | None = None, host: str = "127.0.0.1") -> Iterator[str]:
     """``path`` over HTTP on loopback (a remote registry may not name a file:// bundle);
-    each request's path is appended to ``hits`` when given."""
+    each request's path is appended to ``hits`` when given. ``host`` may be ``::1`` (a loopback
+    URL that a check for ``127.0.0.1``/``localhost`` takes for a remote host)."""
     body = path.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -29,11 +31,15 @@ def serve_file(path: Path, hits: list[str] | None = None) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    server = Server((host, 0), Handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/{path.name}"
+        netloc = f"[{host}]" if ":" in host else host
+        yield f"http://{netloc}:{server.server_address[1]}/{path.name}"
     finally:
         server.shutdown()
         server.server_close()
