@@ -162,12 +162,9 @@ def parse_tools(text: str | None) -> tuple[dict[str, Any], ...]:
     return tuple(t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
 
 
-def read_sqlite_catalog(db_path: Path) -> Catalog | None:
-    """The catalog of a SQLite store, read with the standard library (read-only, no migration).
-
-    None when the file or the gateway columns are not there yet (a new data dir, or one not
-    yet migrated): the caller then waits for the store.
-    """
+def _read_only(db_path: Path, sql: str) -> list[tuple[Any, ...]] | None:
+    """The rows of ``sql`` from a SQLite store opened read-only; None when there is no store (or
+    not the expected schema yet)."""
     if not Path(db_path).is_file():
         return None
     try:
@@ -175,14 +172,26 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
     except sqlite3.Error:
         return None
     try:
-        rows = conn.execute(
-            "SELECT server_id, qualified_name, slug, title, enabled, tools_json, package_type, version "
-            "FROM mcp_servers ORDER BY installed_at, qualified_name"
-        ).fetchall()
+        return conn.execute(sql).fetchall()
     except sqlite3.Error:
         return None
     finally:
         conn.close()
+
+
+def read_sqlite_catalog(db_path: Path) -> Catalog | None:
+    """The catalog of a SQLite store, read with the standard library (read-only, no migration).
+
+    None when the file or the gateway columns are not there yet (a new data dir, or one not
+    yet migrated): the caller then waits for the store.
+    """
+    rows = _read_only(
+        db_path,
+        "SELECT server_id, qualified_name, slug, title, enabled, tools_json, package_type, version "
+        "FROM mcp_servers ORDER BY installed_at, qualified_name",
+    )
+    if rows is None:
+        return None
     return Catalog.build(
         CatalogServer(sid, qn, slug or make_slug(qn), title, bool(enabled), parse_tools(tools), ptype, version)
         for sid, qn, slug, title, enabled, tools, ptype, version in rows
@@ -191,16 +200,7 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
 
 def read_sqlite_counter(db_path: Path) -> int | None:
     """The store's change counter, read with the standard library (None: no store yet)."""
-    if not Path(db_path).is_file():
+    rows = _read_only(db_path, "SELECT counter FROM mcp_setup_changes WHERE id = 1")
+    if rows is None:
         return None
-    try:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=2)
-    except sqlite3.Error:
-        return None
-    try:
-        row = conn.execute("SELECT counter FROM mcp_setup_changes WHERE id = 1").fetchone()
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
-    return int(row[0]) if row else 0
+    return int(rows[0][0]) if rows else 0
