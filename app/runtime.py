@@ -153,8 +153,12 @@ def build_runtime(
     which: Callable[[str], str | None] = shutil.which,
     host_env: Mapping[str, str] | None = None,
     refs_timer: Callable[[], float] | None = None,
+    http_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Runtime:
     """Build every part. Call inside the event loop that will run them.
+
+    ``http_transport`` (registries, bundles) is the HTTP seam: tests pass one that keeps them
+    on this machine.
 
     Raises :class:`setup_agent.errors.ConfigInvalid` for a config.toml that cannot be used."""
     providers = load_provider_config(settings.config_path)  # first: a bad file stops before any work
@@ -168,7 +172,10 @@ def build_runtime(
     redactor.add_source(refs.live_values)
     broker = PromptBroker(refs)
     consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent)
-    http = httpx.AsyncClient(timeout=settings.registry_timeout_seconds, follow_redirects=True)
+    http = httpx.AsyncClient(
+        timeout=settings.registry_timeout_seconds, follow_redirects=True,
+        **({"transport": http_transport} if http_transport is not None else {}),
+    )  # fmt: skip
     api_key = settings.smithery_api_key.get_secret_value() if settings.smithery_api_key else None
     api_key = api_key or keyring_secret(
         "smithery-api-key", keyring_backend.get_password if keyring_backend is not None else None

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from app.runtime import Runtime, build_runtime
@@ -73,14 +74,25 @@ def test_every_entry_of_the_three_files_parses_and_builds_or_is_a_listed_refusal
     assert refused == set(REFUSED)  # every listed exception is still needed
 
 
+class LoopbackOnly(httpx.AsyncHTTPTransport):
+    """The real entries name bundles on GitHub and elsewhere: this machine is offline for them
+    (refused at once, as a closed network would), while the fake registry on loopback answers."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host not in ("127.0.0.1", "localhost", "::1"):
+            raise httpx.ConnectError("offline in this test", request=request)
+        return await super().handle_async_request(request)
+
+
 @pytest.fixture
 async def local_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     for i, (fname, doc) in enumerate(ENTRIES):
         (catalog / f"{i:04d}-{fname}").write_text(json.dumps(doc))
-    runtime = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog),
-                            keyring_backend=memory_keyring)
+    runtime = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog,
+                                     prefetch_packages=False),
+                            keyring_backend=memory_keyring, http_transport=LoopbackOnly())
     yield runtime
     await runtime.aclose()
 
@@ -88,8 +100,9 @@ async def local_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime
 @pytest.fixture
 async def official_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     with FakeOfficialRegistry([d for _, d in ENTRIES]) as fake:
-        runtime = build_runtime(Settings(home=tmp_path / "data", registries="official", official_registry_url=fake.url),
-                                keyring_backend=memory_keyring)
+        runtime = build_runtime(Settings(home=tmp_path / "data", registries="official", official_registry_url=fake.url,
+                                         prefetch_packages=False),
+                                keyring_backend=memory_keyring, http_transport=LoopbackOnly())
         yield runtime
         await runtime.aclose()
 
