@@ -69,7 +69,10 @@ async def recorded(transport: Any, recorder: Recorder) -> AsyncIterator[Any]:
                 async for msg in read:
                     if isinstance(msg, SessionMessage):
                         recorder.messages.append(msg.message.model_dump_json(by_alias=True, exclude_unset=True))
-                    await down_send.send(msg)
+                    try:
+                        await down_send.send(msg)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        return  # the client is gone: a last notification (list_changed) arrived too late
 
         async def pump_up() -> None:
             async with up_recv:
