@@ -37,9 +37,9 @@ STUB_TOOLS = [
 ]  # fmt: skip
 
 
-def install_stubs(root: Root, data: Path, count: int) -> None:
-    """``count`` stubs in ``data``'s store (key file vault), with their tools recorded; or an
-    empty store when ``count`` is 0 (the database exists, no server)."""
+def install_stubs(root: Root, data: Path, count: int, *, tools: list[dict[str, Any]] | None = STUB_TOOLS) -> None:
+    """``count`` stubs in ``data``'s store (key file vault), with their tools recorded (unless
+    ``tools`` is None); or an empty store when ``count`` is 0 (the database exists, no server)."""
     import keyring.backends.fail
 
     from setup_agent.launch import LaunchSpec
@@ -54,7 +54,7 @@ def install_stubs(root: Root, data: Path, count: int) -> None:
             store.install(
                 qualified_name=f"io.bench/stub-{i:02d}", source="local", version="1.0.0", package_type="mcpb",
                 launch_spec=spec.model_dump(mode="json"), installed_by="bench", tools_hash="0" * 64,
-                env={"STUB_API_KEY": (SECRET, True)}, tools=STUB_TOOLS,
+                env={"STUB_API_KEY": (SECRET, True)}, tools=tools,
             )
 
 

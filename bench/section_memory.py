@@ -28,30 +28,10 @@ import sys
 import time
 from typing import Any
 
-from bench.common import BENCH, REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, processes_mentioning, rss_kib, stub_env
+from bench.common import BENCH, REPO, Root, children_of, emit, mcp_setup_argv, median, processes_mentioning, rss_kib
 from bench.section_coldstart import INIT
-from bench.section_gateway import install_stubs as install_recorded
+from bench.section_gateway import install_stubs
 from bench.section_load import Serve, rpc
-
-
-def install_stubs(root: Root, data: Any, count: int) -> None:
-    """Install ``count`` stubs into ``data``'s store with the key the service will find (key file)."""
-    import keyring.backends.fail
-
-    from setup_agent.launch import LaunchSpec
-    from setup_agent.store import Store
-    from setup_agent.vault import Vault
-
-    vault = Vault.open(data, keyring_backend=keyring.backends.fail.Keyring())
-    env = {k: ("${STUB_API_KEY}" if k == "STUB_API_KEY" else v) for k, v in stub_env().items()}
-    spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=env, runner="python3")
-    with Store.for_data_dir(data, vault) as store:
-        for i in range(count):
-            store.install(
-                qualified_name=f"io.bench/stub-{i:02d}", source="local", version="1.0.0", package_type="mcpb",
-                launch_spec=spec.model_dump(mode="json"), installed_by="bench", tools_hash="0" * 64,
-                env={"STUB_API_KEY": (SECRET, True)},
-            )
 
 
 async def settled_rss(pid: int) -> int:
@@ -78,7 +58,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             out["serve_idle_exit"] = idle.stop()
 
             data = root.path / "with-servers"
-            install_stubs(root, data, args.servers)
+            install_stubs(root, data, args.servers, tools=None)  # serve connects them: nothing recorded
             busy = Serve(root, data, None)
             serves.append(busy)
             listed = await rpc(http, busy, "servers.list", {"wait_seconds": 30})
@@ -113,7 +93,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     proc.wait(5)
         # a client's launch on an existing data dir: initialize + tools/list, then a first tool call
         listed_data = root.path / "mcp-listed"
-        install_recorded(root, listed_data, 3)  # tools recorded: listing starts no server
+        install_stubs(root, listed_data, 3)  # tools recorded: listing starts no server
         proc = subprocess.Popen(
             mcp_setup_argv("mcp"), env=root.face_env(listed_data, MCP_SETUP_REGISTRIES="local"), cwd=str(REPO),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
