@@ -55,10 +55,15 @@ PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
+def _connection(ctx: Any) -> Any:
+    """The client connection behind a request (the SDK makes a new session object per request;
+    its ``_connection`` is the one they share), or None."""
+    return getattr(getattr(ctx, "session", None), "_connection", None)
+
+
 def _connection_key(ctx: Any) -> str:
-    """One key per client connection (the SDK makes a new session object per request)."""
-    session = getattr(ctx, "session", None)
-    return f"conn-{id(getattr(session, '_connection', session)):x}"
+    """One key per client connection: the guard counts per connection, not per request."""
+    return f"conn-{id(_connection(ctx) or getattr(ctx, 'session', None)):x}"
 
 
 def provenance_label(client_name: str | None) -> str:
@@ -118,10 +123,9 @@ class McpFace:
         runtime.gateway.add_listener(self.tools_changed)
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
-        session = getattr(ctx, "session", None)
-        connection = getattr(session, "_connection", None)
+        connection = _connection(ctx)
         if connection is not None:
-            self._sessions[connection] = session
+            self._sessions[connection] = ctx.session
         return await call_next(ctx)
 
     async def tools_changed(self) -> None:

@@ -281,11 +281,13 @@ class ConnectionManager:
         return idle
 
     def _set_stopped(self, server_id: str) -> None:
-        status = ServerStatus(server_id, status="stopped")
+        self._announce(ServerStatus(server_id, status="stopped"))
+
+    def _announce(self, status: ServerStatus) -> None:
         for listener in list(self._listeners):
             try:
                 listener(status)
-            except Exception:
+            except Exception:  # a listener must not break a connection
                 logger.exception("status listener failed")
 
     # -- queries ----------------------------------------------------------------------
@@ -329,11 +331,7 @@ class ConnectionManager:
         if status in ("failed", "stopped", "needs_sign_in"):
             live.status.tools = []  # a reconnect ("connecting") keeps showing what it had
         live.changed.set()
-        for listener in list(self._listeners):
-            try:
-                listener(live.status)
-            except Exception:  # a listener must not break a connection
-                logger.exception("status listener failed")
+        self._announce(live.status)
 
     def _forget_secrets(self, live: _Live) -> None:
         for value in live.secrets:
