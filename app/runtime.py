@@ -202,6 +202,9 @@ def build_runtime(
         keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
+    bundles = BundleCache(
+        home / "cache" / "bundles", max_bytes=settings.bundle_cache_bytes, http=http, prefetch=settings.prefetch_packages
+    )
     connections = ConnectionManager(
         store,
         redactor,
@@ -210,7 +213,7 @@ def build_runtime(
         connect_timeout=settings.probe_timeout_seconds,
         ledger=ledger,
         auth_for=sign_ins.auth_for_installed,
-        http=http,
+        bundles=bundles,
         logs_dir=home / "logs",
     )
     service = SetupService(
@@ -232,9 +235,7 @@ def build_runtime(
         fetcher=Fetcher(
             host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages
         ),
-        bundle_cache=BundleCache(
-            home / "cache" / "bundles", max_bytes=settings.bundle_cache_bytes, http=http, prefetch=settings.prefetch_packages
-        ),
+        bundle_cache=bundles,
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask

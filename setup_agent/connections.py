@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .bundle_cache import BundleCache
 from .connector import list_all_tools, open_client, tool_dicts
 from .errors import NotFound, SetupError, translate
 from .launch import LaunchSpec, materialize
@@ -84,11 +85,11 @@ class ConnectionManager:
         on_status: Callable[[ServerStatus], None] | None = None,
         ledger: ProcessLedger | None = None,
         auth_for: AuthHook | None = None,
-        http: Any = None,
+        bundles: BundleCache | None = None,
         logs_dir: Path | None = None,
     ) -> None:
         self.store = store
-        self.http = http  # fetches an MCPB bundle this machine has not unpacked (installed elsewhere)
+        self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
         self.redactor = redactor
@@ -444,9 +445,8 @@ class ConnectionManager:
 
         logger.info("server %s: fetching its bundle for this machine", server.server_id)
         install_dir = self.install_dir(server.server_id)
-        archive = await fetch_bundle(
-            spec.identifier, spec.file_sha256, install_dir, http=self.http, allow_file=server.source == "local"
-        )
+        fetch = self.bundles.fetch if self.bundles is not None else fetch_bundle  # the cache, as install uses
+        archive = await fetch(spec.identifier, spec.file_sha256, install_dir, allow_file=server.source == "local")
         try:
             await asyncio.to_thread(unpack_bundle, archive, self.bundle_dir(server.server_id))
         finally:
