@@ -41,6 +41,7 @@ import contextlib
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,28 +56,61 @@ __all__ = ["WebHub", "oauth_request_event"]
 log = logging.getLogger(__name__)
 
 _MAX_QUEUE = 1000
+_ANSWER_BURST = 8
+_ANSWERS_PER_SECOND = 1.0
 _MAX_GOAL = 2000
 
 
 class _Session:
-    """One websocket connection: a bounded queue of frames and the task sending them."""
+    """One websocket connection: a bounded queue of frames and the task sending them.
 
-    def __init__(self, session_id: str, websocket: WebSocket) -> None:
+    A tab that stops reading cannot hold the server up: frames past ``_MAX_QUEUE`` are dropped
+    (one warning per backlog, not one per frame). Answers to the tab's own messages (``pong``,
+    the ``error`` for a message it cannot use) are rate-limited (a burst of ``_ANSWER_BURST``,
+    then ``_ANSWERS_PER_SECOND``; the page sends few messages, so it never meets the limit): a
+    tab that floods messages without reading gets few frames ahead of the close answer. A
+    websockets client stops reading its socket once 16 messages wait unread, and then could not
+    see the server's close frame behind a thousand answers: it waited its 10 s close timeout and
+    reported 1006 (#10 item 12).
+    """
+
+    def __init__(self, session_id: str, websocket: WebSocket, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.id = session_id
         self.websocket = websocket
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(_MAX_QUEUE)
+        self._clock = clock
+        self._answers = float(_ANSWER_BURST)  # a token bucket
+        self._refilled = clock()
+        self._dropping = False
 
-    def send_text(self, text: str) -> None:
+    def send_text(self, text: str) -> bool:
+        """Queue ``text``; False when it was dropped (the tab is too far behind)."""
         try:
             self.queue.put_nowait(text)
         except asyncio.QueueFull:
-            log.warning("web: dropped an event for a slow browser session")
+            if not self._dropping:
+                self._dropping = True
+                log.warning("web: a browser session is not reading; dropping its events until it catches up")
+            return False
+        return True
+
+    def send_answer(self, text: str) -> bool:
+        """Queue an answer to the tab's own message, unless the tab is over its answer rate."""
+        now = self._clock()
+        self._answers = min(float(_ANSWER_BURST), self._answers + (now - self._refilled) * _ANSWERS_PER_SECOND)
+        self._refilled = now
+        if self._answers < 1:
+            return False
+        self._answers -= 1
+        return self.send_text(text)
 
     async def pump(self) -> None:
         while True:
             text = await self.queue.get()
             if text is None:
                 return
+            if self._dropping and self.queue.qsize() < _MAX_QUEUE // 2:
+                self._dropping = False
             await self.websocket.send_text(text)
 
 
@@ -274,7 +308,7 @@ class WebHub:
             session.send_text(self.encode(event))
 
     def _error(self, session: _Session, code: str, message: str) -> None:
-        session.send_text(self.encode({"type": "error", "code": code, "message": message}))
+        session.send_answer(self.encode({"type": "error", "code": code, "message": message}))
 
     def _handle(self, session: _Session, text: str) -> None:
         try:
@@ -287,7 +321,7 @@ class WebHub:
             return
         kind = msg["type"]
         if kind == "ping":
-            session.send_text(self.encode({"type": "pong"}))
+            session.send_answer(self.encode({"type": "pong"}))
         elif kind == "start_agent":
             self._start_agent(session, msg)
         elif kind == "answer":

@@ -4,6 +4,8 @@ cancelling an agent run, a reloaded tab taking a run over, and messages it canno
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -141,3 +143,95 @@ def test_one_tab_runs_one_setup_at_a_time(served: Served) -> None:
         assert any(e["type"] == "secret_done" and e["prompt_id"] == request["prompt_id"] for e in tab.events)
     finally:
         tab.close()
+
+
+class RawTab:
+    """A tab on a plain socket (websockets' sans-I/O protocol): it writes many frames without
+    reading any, then reads everything, so the test sees exactly what the server sent before
+    its close answer."""
+
+    def __init__(self, served: Served) -> None:
+        from websockets.client import ClientProtocol
+        from websockets.uri import parse_uri
+
+        self.sock = socket.create_connection(("127.0.0.1", served.port), timeout=30)
+        self.protocol = ClientProtocol(parse_uri(f"ws://127.0.0.1:{served.port}/ws"), origin=served.origin)  # type: ignore[arg-type]
+        request = self.protocol.connect()
+        request.headers["X-MCP-Setup-Token"] = served.token
+        self.protocol.send_request(request)
+        self._flush()
+        while self.protocol.state.name == "CONNECTING":
+            self.protocol.receive_data(self.sock.recv(65536))
+        self.protocol.events_received()  # the handshake response
+
+    def _flush(self) -> None:
+        self.sock.sendall(b"".join(self.protocol.data_to_send()))
+
+    def send_many(self, text: str, count: int) -> None:
+        for _ in range(count):
+            self.protocol.send_text(text.encode())
+        self._flush()
+
+    def close_and_read(self) -> tuple[list[dict[str, Any]], int | None]:
+        """Send a close, then read (bounded by the socket timeout) up to the server's close."""
+        from websockets.frames import Close, Opcode
+
+        self.protocol.send_close(1000)
+        self._flush()
+        events: list[dict[str, Any]] = []
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return events, None
+                self.protocol.receive_data(data)
+                for frame in self.protocol.events_received():
+                    if frame.opcode == Opcode.CLOSE:
+                        return events, Close.parse(frame.data).code
+                    events.append(json.loads(frame.data))
+        finally:
+            self.sock.close()
+
+
+@pytest.mark.parametrize("message", [json.dumps({"type": "ping"}), "{not json"], ids=["ping", "unusable"])
+def test_a_client_that_sends_thousands_of_messages_without_reading_gets_a_clean_close(served: Served, message: str) -> None:
+    # The review's client: websockets stops reading its socket once 16 messages wait unread,
+    # so the answers queued ahead of the server's close frame hid it (10 s, then 1006).
+    ws = served.websocket()
+    for _ in range(3000):
+        ws.send(message)
+    ws.close()
+    assert ws.close_code == 1000
+
+    tab = RawTab(served)  # what the server sent before its close answer
+    tab.send_many(message, 3000)
+    events, code = tab.close_and_read()
+    assert code == 1000
+    assert events[0]["type"] == "hello"
+    answers = events[1:]
+    assert 1 <= len(answers) < 16
+    assert {e["type"] for e in answers} == ({"pong"} if "ping" in message else {"error"})
+
+
+def test_a_tab_that_is_not_reading_costs_one_warning_not_one_per_dropped_event(caplog: pytest.LogCaptureFixture) -> None:
+    from app.ws import _MAX_QUEUE, _Session
+
+    session = _Session("ses_test", websocket=None)  # type: ignore[arg-type]  # no pump: nothing is sent
+    with caplog.at_level(logging.WARNING, logger="app.ws"):
+        sent = [session.send_text(json.dumps({"type": "progress", "n": n})) for n in range(3 * _MAX_QUEUE)]
+    assert sent.count(True) == _MAX_QUEUE and session.queue.qsize() == _MAX_QUEUE
+    assert [r.getMessage() for r in caplog.records].count(
+        "web: a browser session is not reading; dropping its events until it catches up"
+    ) == 1
+
+
+def test_answers_to_a_flooding_tab_are_rate_limited_and_come_back_as_the_tab_slows_down() -> None:
+    from app.ws import _Session
+
+    now = [100.0]
+    session = _Session("ses_test", websocket=None, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert [session.send_answer('{"type":"pong"}') for _ in range(3000)].count(True) == 8  # the burst
+    now[0] += 2.5
+    assert [session.send_answer('{"type":"pong"}') for _ in range(10)].count(True) == 2  # one a second
+    assert session.queue.qsize() == 10
+    assert session.send_text('{"type":"progress"}')  # the server's own events are not limited
