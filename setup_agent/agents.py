@@ -14,8 +14,8 @@ __all__ = ["AGENTS_DIR", "Archetype", "ArchetypeRegistry", "load_archetypes"]
 
 logger = logging.getLogger(__name__)
 
-#: The project's agents folder (next to the packages).
-AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
+#: The agent definitions shipped inside this package (package data, so a wheel carries them).
+AGENTS_DIR = Path(__file__).resolve().parent / "agent_defs"
 
 
 @dataclass(frozen=True)
