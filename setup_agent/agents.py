@@ -1,4 +1,4 @@
-"""Agent archetypes: ``agents/*.toml`` files, each with a prompt, a driver and a tool allowlist.
+"""Agent archetypes: ``agent_defs/*.toml`` files, each with a prompt, a driver and a tool allowlist.
 
 A broken file gives an error naming the file and the problem; the other agents still load.
 """

@@ -1,5 +1,5 @@
 """Issue #10, item 2: the user is warned at the prompt when a value is short or guessable
-(secret page, terminal; the web modal runs the same rule in ui/js/secret_modal.js)."""
+(secret page, terminal; the web modal runs the same rule in app/ui/js/secret_modal.js)."""
 
 from __future__ import annotations
 
