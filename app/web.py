@@ -52,7 +52,7 @@ __all__ = ["WebFace", "create_app", "run_serve"]
 
 log = logging.getLogger(__name__)
 
-UI_DIR = Path(__file__).resolve().parent.parent / "ui"
+UI_DIR = Path(__file__).resolve().parent / "ui"
 SESSION_HEADER = "x-mcp-setup-session"
 _JS = "text/javascript; charset=utf-8"  # what ES modules need (and nosniff is on)
 # URL → file under ui/. The scripts live in ui/js/ but are served flat under /static/ (the route

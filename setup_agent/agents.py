@@ -1,4 +1,4 @@
-"""Agent archetypes: ``agents/*.toml`` files, each with a prompt, a driver and a tool allowlist.
+"""Agent archetypes: ``agent_defs/*.toml`` files, each with a prompt, a driver and a tool allowlist.
 
 A broken file gives an error naming the file and the problem; the other agents still load.
 """
@@ -14,8 +14,8 @@ __all__ = ["AGENTS_DIR", "Archetype", "ArchetypeRegistry", "load_archetypes"]
 
 logger = logging.getLogger(__name__)
 
-#: The project's agents folder (next to the packages).
-AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
+#: The agent definitions shipped inside this package (package data, so a wheel carries them).
+AGENTS_DIR = Path(__file__).resolve().parent / "agent_defs"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The agent harness: runs an archetype's driver over an allowlisted, redacted tool surface.
 
-:func:`spawn_subagent` loads an archetype (``agents/*.toml``), builds an :class:`AgentSession`
+:func:`spawn_subagent` loads an archetype (``agent_defs/*.toml``), builds an :class:`AgentSession`
 and hands it to a driver (``guided`` or ``openai``). The session is the only way a driver
 reaches the world: it refuses tools outside the archetype's allowlist (as a tool result the
 model sees), passes every result through the redactor, keeps chat answers that look like

@@ -84,7 +84,7 @@ def test_client_names_become_provenance_labels(client_name: str | None, label: s
 
 def _agent_ids_on_disk() -> set[str]:
     ids = set()
-    for path in (REPO / "agents").glob("*.toml"):
+    for path in (REPO / "setup_agent" / "agent_defs").glob("*.toml"):
         ids.add(tomllib.loads(path.read_text())["id"])
     return ids
 

@@ -1,5 +1,5 @@
 """Issue #10, item 2: the user is warned at the prompt when a value is short or guessable
-(secret page, terminal; the web modal runs the same rule in ui/js/secret_modal.js)."""
+(secret page, terminal; the web modal runs the same rule in app/ui/js/secret_modal.js)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_random_tokens_are_not_weak(value: str) -> None:
 
 
 def test_the_web_modal_uses_the_same_rule_and_words() -> None:
-    js = (Path(__file__).resolve().parent.parent / "ui" / "js" / "secret_modal.js").read_text()
+    js = (Path(__file__).resolve().parent.parent / "app" / "ui" / "js" / "secret_modal.js").read_text()
     words = " ".join(WEAK_VALUE_WARNING.split())
     js_text = " ".join("".join(re.findall(r'"([^"]*)"', js.split("export var WEAK_VALUE_WARNING =", 1)[1].split(";", 1)[0])).split())
     assert js_text == words
