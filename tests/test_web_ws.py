@@ -207,10 +207,10 @@ def test_a_client_that_sends_thousands_of_messages_without_reading_gets_a_clean_
     tab.send_many(message, 3000)
     events, code = tab.close_and_read()
     assert code == 1000
-    assert events[0]["type"] == "hello"
-    answers = events[1:]
-    assert 1 <= len(answers) < 16
-    assert {e["type"] for e in answers} == ({"pong"} if "ping" in message else {"error"})
+    # Few frames ahead of the close (the hello and a burst of answers, or none of them when
+    # the close was read before the session's sender ran: queued frames are not sent after it).
+    assert len(events) < 16
+    assert {e["type"] for e in events} <= {"hello", "pong" if "ping" in message else "error"}
 
 
 def test_a_tab_that_is_not_reading_costs_one_warning_not_one_per_dropped_event(caplog: pytest.LogCaptureFixture) -> None:
