@@ -2,7 +2,8 @@
 
 It reads the store and config.toml of this data dir; it starts no server. Live health is
 known only to the process running the servers (``mcp-setup serve``: ``tool_registry_list``
-on ``/rpc``), so here an enabled server's tools show ``not running here``.
+on ``/rpc``), so here an enabled server's tools show ``not checked``, and the table ends with
+how to check them (``mcp-setup doctor`` starts each enabled server once).
 ``--json`` prints ``{"tools": [...], "diagnostics": {...}}``. Also :func:`check_config`:
 the start-up check of config.toml every face runs (a clear line, exit code 2, no traceback).
 """
@@ -27,7 +28,11 @@ if TYPE_CHECKING:  # the core loads when `mcp-setup tools` runs, not when anothe
 
 __all__ = ["add_tools_parser", "check_config", "format_table", "run_tools"]
 
-NOT_RUNNING = "not running here"
+NOT_CHECKED = "not checked"
+CHECK_HINT = (
+    "HEALTH \"not checked\": this command starts no server. To check them, run `mcp-setup doctor` "
+    "(it starts each enabled server once), or open the page of `mcp-setup serve`."
+)
 
 
 def add_tools_parser(sub: Any) -> None:
@@ -60,7 +65,7 @@ def _registry(settings: Settings, store: Store) -> ToolRegistry:
 
     return ToolRegistry(
         servers=store.list,
-        status=lambda server_id: ServerStatus(server_id, status=NOT_RUNNING),  # type: ignore[arg-type]
+        status=lambda server_id: ServerStatus(server_id, status=NOT_CHECKED),  # type: ignore[arg-type]
         archetypes=load_archetypes,
         providers=load_provider_config(settings.config_path),
         redactor=Redactor(),
@@ -106,6 +111,8 @@ def format_table(tools: list[dict[str, Any]], diagnostics: dict[str, Any]) -> st
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     counts = diagnostics["counts"]
+    if any(t["health"]["status"] == NOT_CHECKED for t in tools):
+        lines += ["", CHECK_HINT]
     routes = ", ".join(f"{n} {route}" for route, n in sorted(counts["by_route"].items()))
     lines += ["", f"{counts['tools']} tools ({routes}); {counts['disabled']} disabled."]
     write = diagnostics["write_surface"]

@@ -37,6 +37,7 @@ from setup_agent.secrets import SecretRefStore
 from setup_agent.service import SetupService
 from setup_agent.store import Store
 from setup_agent.tool_registry import ToolRegistry
+from setup_agent.transport import proxy_credentials
 from setup_agent.vault import Vault
 
 from .settings import Settings
@@ -182,6 +183,8 @@ def build_runtime(
     )
     if api_key:
         redactor.register(api_key, "[secret:MCP_SETUP_SMITHERY_API_KEY]")
+    for value, placeholder in proxy_credentials(host_env):  # servers inherit the proxy settings
+        redactor.register(value, placeholder)
     sources, notes = build_sources(
         settings.registry_names,
         catalog_dir=settings.catalog_path,

@@ -53,6 +53,8 @@ class RequiredKey(_Model):
     note: str | None = None  # a warning about this key (e.g. a placeholder left in a fixed value)
     off_unless_set: bool = False  # an optional argument: its default is shown, never applied
     aliases: list[str] = Field(default_factory=list)  # other names install accepts for this key
+    # A value mcp-setup itself holds ("smithery": the configured Smithery API key); not in public().
+    provided_by: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The tool-facing shape: ``{name, description, secret, required, default?}`` plus extras."""

@@ -1,17 +1,39 @@
 """The required keys of one package or remote, collected from its inputs (rules 1-3 of
 :mod:`registry_clients.serverjson`), and the env, header and argument templates that name them.
+
+A Smithery-hosted remote (``*.smithery.ai``, from Smithery or from the official registry's
+``ai.smithery/*`` entries) authenticates with the user's Smithery API key in the
+``smithery_api_key`` header key: :func:`mark_smithery_key` says so in words a person can act on
+(what it is, where to get one) and marks it ``provided_by="smithery"``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from .inputs import _choices, _dicts, _get, _secret, _str, literal_placeholder, normalize_placeholders, placeholders
 from .models import Argument, KeyKind, RequiredKey
 
-__all__ = ["KeySet", "input_template", "template_arguments", "template_headers"]
+__all__ = [
+    "SMITHERY_KEY",
+    "SMITHERY_KEY_DESCRIPTION",
+    "KeySet",
+    "input_template",
+    "mark_smithery_key",
+    "smithery_hosted",
+    "template_arguments",
+    "template_headers",
+]
+
+SMITHERY_KEY = "smithery_api_key"
+SMITHERY_KEY_DESCRIPTION = (
+    "Your Smithery API key (servers hosted by Smithery need it). Create one at "
+    "https://smithery.ai/account/api-keys; it is the same key mcp-setup uses to search Smithery "
+    "(MCP_SETUP_SMITHERY_API_KEY)."
+)
 
 
 class KeySet:
@@ -204,3 +226,23 @@ def input_template(name: str, item: Mapping[str, Any], kind: KeyKind, keys: KeyS
         return "{" + name + "}"
     keys.templated(value, item, kind)
     return value
+
+
+def smithery_hosted(url: str) -> bool:
+    """Whether ``url`` is served by Smithery (``smithery.ai`` or a subdomain, nothing that only ends alike)."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    return host == "smithery.ai" or host.endswith(".smithery.ai")
+
+
+def mark_smithery_key(url: str, keys: Iterable[RequiredKey]) -> None:
+    """On a Smithery-hosted ``url``: the ``smithery_api_key`` key is the user's Smithery API key."""
+    if not smithery_hosted(url):
+        return
+    for key in keys:
+        if key.name == SMITHERY_KEY:
+            key.description = SMITHERY_KEY_DESCRIPTION
+            key.secret = True
+            key.provided_by = "smithery"

@@ -69,7 +69,7 @@ from .inputs import _HTTP_TRANSPORTS, _dicts, _get, _str
 from .inputs import OFFICIAL_META, PACKAGE_TYPES, PLACEHOLDER, guess_secret, literal_placeholder, looks_secret
 from .inputs import normalize_placeholders, placeholders, unwrap
 from .models import Detail, PackageOption
-from .required_keys import KeySet, input_template, template_arguments, template_headers
+from .required_keys import KeySet, input_template, mark_smithery_key, template_arguments, template_headers
 
 __all__ = [*_inputs.__all__, "parse_server_json"]  # the input rules are importable from here as before
 
@@ -134,6 +134,7 @@ def _remote(remote: Mapping[str, Any], ttype: str, pkg_id: str) -> PackageOption
     for name in placeholders(url):
         keys.placeholder(name, variables.get(name), remote, "url_variable")
     headers = template_headers(_get(remote, "headers"), keys)
+    mark_smithery_key(url, keys.keys.values())
     return PackageOption(
         id=pkg_id,
         type="remote",

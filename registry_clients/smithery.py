@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
@@ -38,6 +38,7 @@ from .errors import RegistryAuthFailed, RegistryError, RegistryNotFound
 from .models import Detail, KeyKind, PackageOption, RequiredKey, SearchPage, Summary
 from .official import error_message
 from .inputs import looks_secret
+from .required_keys import SMITHERY_KEY, mark_smithery_key, smithery_hosted
 
 __all__ = ["AUTH_HINT", "DEFAULT_SMITHERY_URL", "SmitheryRegistry", "config_keys", "smithery_detail"]
 
@@ -111,17 +112,10 @@ def _remote_option(url: str, schema: Any, pkg_id: str) -> PackageOption:
             param = (_text(source.get("query")) if isinstance(source, Mapping) else None) or key.name
             query.append(f"{param}={{{key.name}}}")
         keys.append(key)
-    if (urlsplit(url).hostname or "").endswith("smithery.ai"):
-        headers["Authorization"] = "Bearer {smithery_api_key}"
-        keys.insert(
-            0,
-            RequiredKey(
-                name="smithery_api_key",
-                description="Your Smithery API key (Smithery-hosted servers require it).",
-                secret=True,
-                kind="header",
-            ),
-        )
+    if smithery_hosted(url):
+        headers["Authorization"] = "Bearer {" + SMITHERY_KEY + "}"
+        keys.insert(0, RequiredKey(name=SMITHERY_KEY, secret=True, kind="header"))
+        mark_smithery_key(url, keys)
     if query:
         url = url + ("&" if "?" in url else "?") + "&".join(query)
     return PackageOption(

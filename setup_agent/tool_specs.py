@@ -8,6 +8,11 @@ __all__ = ["TOOL_NAMES", "TOOL_SPECS", "tool_spec"]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _OAUTH_REF = {"type": "string", "description": "For a server that signs in with OAuth: the ref from mcp_setup_authorize."}
+_VERSION = {
+    "type": "string",
+    "description": "A version the registry lists for this server (e.g. '1.2.0'); the latest when left out.",
+}
+_ALLOW_DEPRECATED = {"type": "boolean", "description": "Accept a server the registry marks deprecated."}
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {
@@ -71,8 +76,9 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "env_refs": {**_STR_MAP, "description": "Secret settings: {KEY: secret://ref}."},
                 "env": {**_STR_MAP, "description": "Non-secret settings: {KEY: value}."},
                 "package": {"type": "string", "description": "Package id or type from mcp_setup_get."},
+                "version": _VERSION,
                 "oauth_ref": _OAUTH_REF,
-                "allow_deprecated": {"type": "boolean", "description": "Accept a server the registry marks deprecated."},
+                "allow_deprecated": _ALLOW_DEPRECATED,
             },
             "required": ["qualified_name"],
         },
@@ -91,8 +97,9 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "env_refs": _STR_MAP,
                 "env": _STR_MAP,
                 "package": {"type": "string"},
+                "version": _VERSION,
                 "oauth_ref": _OAUTH_REF,
-                "allow_deprecated": {"type": "boolean", "description": "Accept a server the registry marks deprecated."},
+                "allow_deprecated": _ALLOW_DEPRECATED,
             },
             "required": ["qualified_name"],
         },
@@ -113,6 +120,8 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "package": {"type": "string", "description": "The remote package id, if the server lists several."},
                 "env_refs": _STR_MAP,
                 "env": _STR_MAP,
+                "version": _VERSION,
+                "allow_deprecated": _ALLOW_DEPRECATED,
                 "client_id": {
                     "type": "string",
                     "description": "A client id registered for mcp-setup, for a sign-in service without dynamic registration.",

@@ -22,9 +22,10 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import anyio.lowlevel
@@ -35,11 +36,26 @@ from mcp.shared.message import SessionMessage
 
 from .procs import ProcessLedger
 
-__all__ = ["ProcessWatch", "minimal_environment", "stdio_transport"]
+__all__ = ["ProcessWatch", "minimal_environment", "proxy_credentials", "stdio_transport"]
 
 logger = logging.getLogger(__name__)
 
-ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR") + (
+# How this machine reaches the internet, which a server (and npx/uvx fetching it) needs behind a
+# TLS-intercepting or mandatory proxy: where the extra CA certificates are (Node, OpenSSL, Python
+# requests/pip, curl, npm, uv) and the proxy settings (both spellings; tools differ in which they
+# read). None of it is a secret about the user's servers, except that a proxy URL may carry
+# credentials (http://user:password@proxy): those are handed to the Redactor at start-up
+# (``proxy_credentials``, app/runtime.py), so a server echoing its environment or an error quoting
+# the URL shows a placeholder. Index URLs (PIP_INDEX_URL, UV_INDEX_URL, npm_config_registry) are not
+# passed: they often embed tokens and are not needed to reach the public registries.
+CA_ENV = (
+    "NODE_EXTRA_CA_CERTS", "NODE_USE_SYSTEM_CA", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "PIP_CERT", "UV_NATIVE_TLS", "UV_SYSTEM_CERTS", "npm_config_cafile", "NPM_CONFIG_CAFILE",
+)  # fmt: skip
+PROXY_ENV = tuple(
+    name for base in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY") for name in (base, base.lower())
+)
+ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR") + CA_ENV + PROXY_ENV + (
     ("SYSTEMROOT", "PATHEXT", "APPDATA", "LOCALAPPDATA", "USERPROFILE") if sys.platform == "win32" else ()
 )
 STDERR_TAIL_BYTES = 8192
@@ -53,6 +69,31 @@ def minimal_environment(
     env = {k: source[k] for k in ENV_ALLOWLIST if k in source and not source[k].startswith("()")}
     env.update(extra)
     return env
+
+
+def proxy_credentials(host_env: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """``(value, placeholder)`` for each credential inside a proxy URL the servers inherit.
+
+    For ``http://user:p%40ss@proxy:3128``: the userinfo ``user:p%40ss``, the password as written
+    and decoded (``p@ss``); a userinfo without a password (a token as the user name) is the
+    credential itself. Register them with the Redactor before any server starts."""
+    for name in PROXY_ENV:
+        value = host_env.get(name) or ""
+        if name.upper() == "NO_PROXY" or "@" not in value:  # NO_PROXY is a list of hosts, not a URL
+            continue
+        try:
+            parts = urlsplit(value if "://" in value else "http://" + value)
+        except ValueError:
+            continue
+        userinfo = parts.netloc.rpartition("@")[0]
+        if not userinfo:
+            continue
+        placeholder = f"[secret:{name}]"
+        yield userinfo, placeholder
+        user, _, password = userinfo.partition(":")
+        for part in (password or user, unquote(password or user)):
+            if part:
+                yield part, placeholder
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The web page's sign-in box, in Chromium against ``mcp-setup serve`` (a subprocess) and the fake
-OAuth pair: a person asks for the notes server, the guided run meets ``oauth_required``, the box
-names the sign-in service's host and the scopes, its link opens the sign-in page where the person
+OAuth pair: a person asks for the notes server, the guided run meets ``oauth_required`` (the
+progress block says sign-in is needed, not that it failed, and opens the box again after "Not
+now"), the box names the sign-in service's host and the scopes, its link opens the sign-in page where the person
 presses Authorize, and the install completes. Then the refresh token is revoked: Reconnect shows
 "Sign-in expired" with the way to sign in again. No token is in any websocket frame (a live
 socket, #15 canary), the page, the log or the data dir in clear."""
@@ -52,6 +53,17 @@ def test_a_person_signs_in_through_the_sign_in_box_and_the_server_installs_then_
         link = box.get_by_role("link", name=f"Sign in at {host}")
         expect(link).to_be_focused()
         shot(page, artifacts, "oauth-01-sign-in-box", full_page=False)
+
+        box.get_by_role("button", name="Not now").click()
+        expect(box).to_be_hidden()
+        card = page.locator(".steps").first
+        expect(card.locator(".sign-in-needed")).to_contain_text(f"Sign-in needed. {NAME} asks you to sign in")
+        assert card.locator(".problem").count() == 0  # not "It did not work"
+        expect(card).not_to_contain_text("mcp_setup_authorize")  # the agent-facing message stays with the agent
+        shot(page, artifacts, "oauth-01b-sign-in-needed")
+        card.get_by_role("button", name="Open the sign-in box").click()
+        expect(box).to_be_visible()
+        expect(link).to_be_focused()
         with context.expect_page() as opened:
             link.click()
         sign_in = opened.value

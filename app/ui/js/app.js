@@ -10,7 +10,7 @@ import { on, connect } from "./api.js";
 import { $, showError } from "./dom.js";
 import { loadServers, loadServersSoon } from "./servers.js";
 import { beginThread, isThisRun, message, onDone, onQuestion, onQuestionClosed } from "./thread.js";
-import { onProgress } from "./progress.js";
+import { offerSignIn, onProgress } from "./progress.js";
 import { initSetup, onRunError } from "./setup.js";
 import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.js";
 import { initConsentModal, onConsentDone, onConsentRequest } from "./consent_modal.js";
@@ -37,7 +37,7 @@ on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
 on("consent_request", onConsentRequest);
 on("consent_done", onConsentDone);
-on("oauth_request", onOAuthRequest);
+on("oauth_request", function (event) { onOAuthRequest(event); offerSignIn(); });
 on("server_status", function () { loadServersSoon(); });
 on("servers_changed", function () { loadServersSoon(); });
 on("guard_lockout", function () {

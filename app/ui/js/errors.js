@@ -17,6 +17,8 @@ var PLAIN = {
   prompt_cancelled: "You cancelled entering the key.",
   prompt_not_found: "This request for a key has expired or was already closed.",
   prompt_answered: "This key was already entered.",
+  oauth_required: "This server needs you to sign in with your account first.",
+  needs_sign_in: "The sign-in to this server no longer works: sign in again.",
   already_installed: "This server is already installed.",
   not_found: "mcp-setup could not find that server.",
   registry_unavailable: "A server directory could not be reached. Check your internet connection and try again.",

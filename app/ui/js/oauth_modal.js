@@ -6,7 +6,10 @@
 import { $ } from "./dom.js";
 import { isThisRun, note } from "./thread.js";
 
+var last = null; // the latest sign-in asked for, shown again by openSignIn
+
 export function onOAuthRequest(event) {
+  last = event;
   var dialog = $("oauth-dialog");
   $("oauth-server").textContent = event.server || "this server";
   $("oauth-host").textContent = event.authorization_server || "";
@@ -18,6 +21,14 @@ export function onOAuthRequest(event) {
   if (isThisRun(event.run_id)) note("Waiting for you to sign in to " + (event.server || "the server") + "…");
   if (!dialog.open) dialog.showModal();
   link.focus();
+}
+
+// Show the latest sign-in box again (the progress block's "Open the sign-in box", after "Not now").
+export function openSignIn() {
+  if (!last) return;
+  var dialog = $("oauth-dialog");
+  if (!dialog.open) dialog.showModal();
+  $("oauth-link").focus();
 }
 
 export function initOAuthModal() {

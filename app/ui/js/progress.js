@@ -1,9 +1,12 @@
 // Progress events of the current run, shown in the thread: the busy line while the assistant
 // calls a tool, and one block of steps per test or install (✓ done, … in progress, ✗ failed),
-// with the problem in plain words when a step fails, or the tools found when it works.
+// with the problem in plain words when a step fails, or the tools found when it works. A remote
+// that needs its user to sign in (oauth_required, needs_sign_in) is not a failure: the block says
+// sign-in is needed and offers the sign-in box once the assistant has asked for it.
 
 import { el } from "./dom.js";
 import { plain } from "./errors.js";
+import { openSignIn } from "./oauth_modal.js";
 import { toolList } from "./servers.js";
 import { addToThread, setBusy } from "./thread.js";
 
@@ -37,10 +40,13 @@ var STAGE_BUSY = {
 var TEST_STAGES = ["resolving", "starting", "handshake", "tools_listed"];
 var INSTALL_STAGES = TEST_STAGES.concat(["installing", "connected"]);
 var INSTALL = "mcp_setup_install_and_connect";
-var ICON = { pending: "○", started: "…", done: "✓", failed: "✗" };
-var STATUS_TEXT = { pending: "not yet", started: "in progress", done: "done", failed: "failed" };
+var ICON = { pending: "○", started: "…", done: "✓", failed: "✗", sign_in: "…" };
+var STATUS_TEXT = { pending: "not yet", started: "in progress", done: "done", failed: "failed", sign_in: "waiting for you to sign in" };
+// Codes that mean "the user signs in", answered by the sign-in box (oauth_modal.js), not failures.
+var SIGN_IN = { oauth_required: true, needs_sign_in: true };
 
 var steps = null; // the current test/install steps block, until it ends
+var signInButtons = []; // "Open the sign-in box" buttons of blocks waiting for a sign-in
 
 // While a server starts (#12 item 4): the seconds spent against the deadline, ticking, and the
 // server's latest stderr line (redacted by the core).
@@ -112,6 +118,24 @@ function foundTools(tools) {
   return tools.length === 1 ? "Found 1 tool" : "Found " + tools.length + " tools";
 }
 
+function showSignInNeeded(event) {
+  var button = el("button", { type: "button", class: "open-sign-in", text: "Open the sign-in box", hidden: true });
+  button.addEventListener("click", openSignIn);
+  signInButtons.push(button);
+  var who = event.server || "This server";
+  steps.block.appendChild(el("div", { class: "sign-in-needed", role: "status" }, [
+    el("strong", { text: "Sign-in needed. " }),
+    who + " asks you to sign in with your account before it can be used. " +
+      "The sign-in box opens when the assistant asks for it; once you have signed in, the server is tested again. ",
+    button
+  ]));
+}
+
+// The assistant asked for a sign-in (an oauth_request frame): the blocks waiting for one offer the box.
+export function offerSignIn() {
+  signInButtons.forEach(function (button) { button.hidden = false; });
+}
+
 function showProblem(event) {
   var text = event.stage === "connected" && !event.code
     ? "It was installed, but it did not connect. The list of installed servers above says why; you can press Reconnect there."
@@ -140,6 +164,8 @@ export function onProgress(event) {
   // A new call starts a new block (a failure before its first step, too).
   if (!steps || steps.action !== (event.action || "") || (event.stage === "resolving" && event.status === "started")) {
     stopWatch();
+    signInButtons.forEach(function (button) { button.hidden = true; }); // signed in, or moved on
+    signInButtons = [];
     steps = newSteps(event);
   }
   if (event.stage === "downloading") addDownloadStep();
@@ -154,7 +180,10 @@ export function onProgress(event) {
   }
   if (event.status === "failed") {
     for (var j = index + 1; j < order.length; j++) setStep(order[j], "pending");
-    showProblem(event);
+    if (SIGN_IN[event.code]) {
+      setStep(event.stage, "sign_in");
+      showSignInNeeded(event);
+    } else showProblem(event);
     steps = null;
     return;
   }

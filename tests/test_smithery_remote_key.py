@@ -1,0 +1,76 @@
+"""A Smithery-hosted remote's ``smithery_api_key``: the user is told it is their Smithery API key
+and where to get one; the configured Smithery key never shows in a result, an error or a log."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from app.runtime import build_runtime
+from app.settings import Settings
+from registry_clients.serverjson import parse_server_json
+from registry_clients.smithery import smithery_detail
+from setup_agent.service import CallContext
+from tests.fakes.smithery_registry import FakeSmitheryRegistry
+
+pytestmark = pytest.mark.anyio
+
+OFFICIAL = Path(__file__).parent / "fixtures" / "registry" / "official" / "servers_sample_2025-12-18.json"
+WHERE = "https://smithery.ai/account/api-keys"
+
+
+def _official(name: str) -> dict:
+    for item in json.loads(OFFICIAL.read_text()):
+        if (item.get("server") or item)["name"] == name:
+            return item
+    raise LookupError(name)
+
+
+def test_an_official_entry_hosted_by_smithery_asks_for_the_smithery_api_key_by_that_name() -> None:
+    detail = parse_server_json(_official("ai.smithery/222wcnm-bilistalkermcp"), source="official")
+    (key,) = detail.packages[0].required_keys
+    assert key.name == "smithery_api_key" and key.secret and key.provided_by == "smithery"
+    assert key.description.startswith("Your Smithery API key") and WHERE in key.description
+
+
+def test_a_host_that_only_ends_like_smithery_gets_no_smithery_key() -> None:
+    detail = smithery_detail({
+        "qualifiedName": "@x/y", "displayName": "Y", "description": None, "remote": True,
+        "connections": [{"type": "http", "deploymentUrl": "https://evilsmithery.ai/mcp", "configSchema": {}}],
+    })  # fmt: skip
+    (remote,) = detail.packages
+    assert remote.headers == {} and remote.required_keys == []
+
+
+async def test_a_smithery_remote_asks_for_the_smithery_key_and_the_configured_key_shows_nowhere(
+    tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with FakeSmitheryRegistry(api_key=canary) as fake:
+        settings = Settings(home=tmp_path, registries="smithery", smithery_url=fake.url, smithery_api_key=canary)
+        runtime = build_runtime(settings, keyring_backend=memory_keyring)
+        try:
+            detail = await runtime.service.call("mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext())
+            (remote,) = detail["packages"]
+            keys = {k["name"]: k for k in remote["keys"]}
+            assert keys["smithery_api_key"]["secret"] is True
+            assert "Smithery API key" in keys["smithery_api_key"]["description"]
+            assert WHERE in keys["smithery_api_key"]["description"]
+            failed = await runtime.service.call(
+                "mcp_setup_test_connection", {"qualified_name": "smithery-ai/github"}, CallContext()
+            )
+            assert failed["ok"] is False and "smithery_api_key" in failed["error"]["message"]
+            refused = await runtime.service.call(
+                "mcp_setup_test_connection",
+                {"qualified_name": "smithery-ai/github", "env": {"smithery_api_key": canary}},
+                CallContext(),
+            )
+            assert refused["ok"] is False
+        finally:
+            await runtime.aclose()
+    assert fake.requests  # the key was used, as Authorization, with the registry
+    for text in (json.dumps(detail), json.dumps(failed), json.dumps(refused), caplog.text):
+        assert canary not in text
