@@ -97,15 +97,8 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
             package=("npm", *options, target),
         )
     if spec.package_type == "pypi" and runner == "uvx":
-        index: list[str] = []
-        if "--default-index" in args:
-            i = args.index("--default-index")
-            index = args[i : i + 2]
-        if "--from" in args:
-            target = args[args.index("--from") + 1]
-        else:
-            target = next((a for a in args[len(index):] if not a.startswith("-")), None)
-        if target is None or "${" in target:
+        index, target = _uvx_options(args)
+        if target is None or "${" in target or any("${" in a for a in index):
             return None
         return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:
@@ -114,6 +107,51 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
             return None
         return FetchPlan("docker", ("docker", "pull", image), package=("oci", image))
     return None
+
+
+#: uvx options that take a value as the next argument (``--opt=value`` needs no care).
+_UVX_VALUED = frozenset({
+    "--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p", "--index",
+    "--default-index", "--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--constraints", "-c",
+    "--overrides", "--build-constraints", "-b", "--index-strategy", "--keyring-provider", "--resolution",
+    "--prerelease", "--exclude-newer", "--exclude-newer-package", "--config-setting", "-C", "--cache-dir",
+    "--directory", "--project", "--config-file", "--color", "--python-preference", "--link-mode",
+    "--refresh-package", "--reinstall-package", "--upgrade-package", "-P", "--no-binary-package",
+    "--no-build-package", "--env-file", "--allow-insecure-host", "--torch-backend",
+})  # fmt: skip
+#: Of those, the ones a fetch keeps: where the package comes from, and for which Python.
+_UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
+
+
+def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
+    """``(kept options, package spec)`` of a uvx command line: the spec is ``--from``'s value or
+    the first positional argument (the values of uvx's own options skipped); None when absent."""
+    kept: list[str] = []
+    target: str | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        if not arg.startswith("-"):
+            return kept, target or arg  # the tool (or, after --from, the command): options end here
+        if arg == "--":
+            break
+        if "=" in arg or arg not in _UVX_VALUED:
+            if name in _UVX_KEPT and "=" in arg:
+                kept.append(arg)
+            elif name == "--from" and "=" in arg:
+                target = arg.split("=", 1)[1]
+            i += 1
+            continue
+        value = args[i + 1] if i + 1 < len(args) else None
+        if value is None:
+            break
+        if arg == "--from":
+            target = value
+        elif arg in _UVX_KEPT:
+            kept += [arg, value]
+        i += 2
+    return kept, target
 
 
 def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:

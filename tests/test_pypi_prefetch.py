@@ -137,6 +137,12 @@ def test_a_pypi_prefetch_downloads_wheels_only_into_a_throw_away_dir() -> None:
     assert plan.argv[-3:] == ("--default-index", "http://i.example/simple", "srv==1.0")
     assert plan.package == fetch_plan(spec).package  # type: ignore[union-attr]  # the test's fetch waits for it
     assert "python" not in plan.argv and "uvx" not in plan.argv  # nothing of the package is started
+    # a value of uvx's own options is not the package: `uvx --python 3.12 srv==1.0` fetches srv==1.0
+    # (for that Python), never a package named "3.12"
+    spec = LaunchSpec(command="uvx", args=["--python", "3.12", "--with", "extra", "srv==1.0", "--port", "1"],
+                      package_type="pypi", identifier="srv", runner="uvx")  # fmt: skip
+    assert fetch_plan(spec).argv == ("uvx", "--python", "3.12", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
+    assert prefetch_plan(spec).argv[-3:] == ("--python", "3.12", "srv==1.0")  # type: ignore[union-attr]
 
 
 @needs_uv
@@ -158,6 +164,20 @@ async def test_a_pypi_prefetch_fills_uvs_cache_so_the_test_downloads_no_wheel(
     finally:
         await runtime.aclose()
     assert wait_gone(processes_mentioning(index.url)) == []
+
+
+@needs_uv
+async def test_get_naming_a_pypi_package_prefetches_its_wheels(tmp_path: Path, index: PypiIndex, memory_keyring) -> None:
+    runtime = make_runtime(tmp_path, index, memory_keyring)
+    try:
+        detail = await runtime.service.call("mcp_setup_get", {"qualified_name": NAME})
+        assert detail["detail"]["qualified_name"] == NAME, detail
+        with anyio.fail_after(90):
+            await runtime.service.prefetches_settled()
+        assert len(index.file_requests) == 1
+        assert not list(uv_cache(tmp_path).glob("environments-v*/*/*"))  # no environment made: nothing started
+    finally:
+        await runtime.aclose()
 
 
 @needs_uv
