@@ -8,6 +8,11 @@ answer to the tools listed. With prefetch (the product's default: the prompt sta
 npm's cache) against without (``MCP_SETUP_PREFETCH_PACKAGES=false``), interleaved rounds.
 Target ≤ 0.3×.
 
+``--ecosystem pypi``: the same with ``mcp-server-time`` from the real PyPI and a cold, private
+uv cache (``~/.cache/uv`` of the fresh ``HOME``; ``uv``/``uvx`` from the ``uv`` wheel beside this
+Python, no Python download). The prefetch there is ``uv pip install --no-build --target`` of the
+wheels into that cache (setup_agent/fetch.py): nothing of the package runs before consent.
+
 The registry entry is written here (a local catalog): the real package and version, and an
 optional secret setting (``EVERYTHING_TOKEN``, which the server ignores) so that the flow
 asks for a secret as a real server's would.
@@ -27,19 +32,24 @@ from bench.common import Root, emit, median, summary
 
 NAME = "io.github.modelcontextprotocol/server-everything"
 PACKAGE = "@modelcontextprotocol/server-everything"
+#: --ecosystem pypi
+PYPI_NAME = "io.github.modelcontextprotocol/server-time"
+PYPI_PACKAGE = "mcp-server-time"
+PYPI_VERSION = "2026.10.19"
 TYPING_SECONDS = 3.0  # --typing changes it (context runs: a user fetching a key from a dashboard)
 
 
-def catalog_entry(root: Root, version: str) -> Any:
+def catalog_entry(root: Root, version: str, ecosystem: str = "npm") -> Any:
     catalog = root.path / "catalog"
     catalog.mkdir(exist_ok=True)
+    name, package = (NAME, PACKAGE) if ecosystem == "npm" else (PYPI_NAME, PYPI_PACKAGE)
     doc = {
         "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": NAME,
-        "description": "MCP test server exercising every feature of the protocol.",
+        "name": name,
+        "description": f"{package} from the real {ecosystem} registry.",
         "version": version,
         "packages": [{
-            "registryType": "npm", "identifier": PACKAGE, "version": version, "transport": {"type": "stdio"},
+            "registryType": ecosystem, "identifier": package, "version": version, "transport": {"type": "stdio"},
             "environmentVariables": [{"name": "EVERYTHING_TOKEN", "description": "ignored by the server",
                                       "isRequired": False, "isSecret": True, "format": "string"}],
         }],
@@ -55,13 +65,26 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from app.settings import Settings
     from setup_agent.service import CallContext
 
-    root = Root("prefetch")
-    out: dict[str, Any] = {"section": "prefetch", "version": args.version, "typing_s": args.typing}
-    if shutil.which("npx") is None:
+    pypi = args.ecosystem == "pypi"
+    section = "prefetch_pypi" if pypi else "prefetch"
+    version = args.version or (PYPI_VERSION if pypi else "2026.8.31")
+    name = PYPI_NAME if pypi else NAME
+    root = Root(section)
+    out: dict[str, Any] = {"section": section, "ecosystem": args.ecosystem, "version": version, "typing_s": args.typing}
+    if pypi:
+        try:
+            from uv import find_uv_bin
+
+            uv_dir = os.path.dirname(find_uv_bin())
+        except (ImportError, FileNotFoundError):
+            out["error"] = "the uv wheel is not installed (pip install uv)"
+            return out
+        os.environ["PATH"] = f"{uv_dir}:{os.environ['PATH']}"  # uvx for the runtime's `which` too
+    elif shutil.which("npx") is None:
         out["error"] = "npx is not on PATH"
         return out
     try:
-        catalog = catalog_entry(root, args.version)
+        catalog = catalog_entry(root, version, args.ecosystem)
         t: dict[str, list[float]] = {"prefetch": [], "none": []}
         prefetch_s: list[float] = []
         counter = 0
@@ -69,8 +92,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         async def round_(kind: str) -> float:
             nonlocal counter
             counter += 1
-            home = root.path / f"home-{counter}"  # a cold, private npm cache (~/.npm)
+            home = root.path / f"home-{counter}"  # a cold, private npm (~/.npm) or uv (~/.cache/uv) cache
             home.mkdir()
+            if pypi:  # no Python download (the interpreter is this machine's); the system CA store (a proxy's CA)
+                (home / ".config" / "uv").mkdir(parents=True)
+                (home / ".config" / "uv" / "uv.toml").write_text('python-downloads = "never"\nsystem-certs = true\n')
             host_env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
             settings = Settings(
                 home=root.path / f"data-{counter}", registries="local", catalog_dir=catalog, consent="never-ask",
@@ -80,7 +106,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 opened = await rt.service.call(
                     "mcp_setup_request_secret",
-                    {"key_name": "EVERYTHING_TOKEN", "prompt": "Your token", "server": NAME}, CallContext(),
+                    {"key_name": "EVERYTHING_TOKEN", "prompt": "Your token", "server": name}, CallContext(),
                 )  # fmt: skip
                 t_open = time.perf_counter()
                 if kind == "prefetch":
@@ -93,7 +119,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 rt.broker.answer(opened["prompt_id"], "a-token-the-server-ignores")
                 t0 = time.perf_counter()
                 res = await rt.service.call(
-                    "mcp_setup_test_connection", {"qualified_name": NAME, "env_refs": {"EVERYTHING_TOKEN": opened["ref"]}},
+                    "mcp_setup_test_connection", {"qualified_name": name, "env_refs": {"EVERYTHING_TOKEN": opened["ref"]}},
                     CallContext(),
                 )  # fmt: skip
                 elapsed = time.perf_counter() - t0
@@ -122,7 +148,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--version", default="2026.8.31")
+    parser.add_argument("--ecosystem", choices=["npm", "pypi"], default="npm")
+    parser.add_argument("--version", default=None, help="of the package (default: 2026.8.31 npm, 2026.10.19 pypi)")
     parser.add_argument("--typing", type=float, default=TYPING_SECONDS)
     emit(asyncio.run(main_async(parser.parse_args())))
 

@@ -15,6 +15,11 @@ warm cache. What it runs fills only the runner's cache, never an install dir:
 MCPB bundles are downloaded (and sha256-checked) by the service itself (setup_agent/bundle.py),
 and prefetched into setup_agent/bundle_cache.py.
 
+A *prefetch* (before the user consented) may download but never run the package's code
+(:func:`prefetch_plan`): npm without install scripts, PyPI wheels only (``uv pip install
+--no-build --target <throw-away dir>``, into the same uv cache the later ``uvx`` reads; a
+package that needs an sdist build is not prefetched), OCI by ``docker pull``.
+
 A fetch that fails changes nothing: the server's own start reports what is wrong. A fetch
 that succeeded is remembered for the life of the process (no second check), and a fetch of
 the same package already running (a prefetch, item 2 of #17) is joined, not repeated.
@@ -53,9 +58,12 @@ FetchHook = Callable[[float, int], Awaitable[None]]
 #: A line of the fetch's output that means one more package (npm, uv) or layer (docker) arrived.
 _FETCHED = {
     "npx": re.compile(rb"http fetch GET 200 "),
-    "uvx": re.compile(rb"^\s*(?:Downloaded|Prepared|\+) ", re.MULTILINE),
+    "uvx": re.compile(rb"^\s*Downloaded "),
     "docker": re.compile(rb"(?:Pull complete|Already exists)"),
 }
+#: A line that says how many packages a run fetched in all (uv: ``uvx`` prints no line per package,
+#: ``Downloaded`` only for large files): the count is at least that.
+_FETCHED_IN_ALL = {"uvx": re.compile(rb"^\s*(?:Prepared|Installed) (\d+) packages?\b")}
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,9 @@ class FetchPlan:
     argv: tuple[str, ...]
     #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
     package: tuple[str, ...] = ()
-    #: Runs in a throw-away project dir (a bare package.json), removed afterwards: npm's
-    #: cache-only prefetch. Not ``--prefix``: that also moves npm's global config (its CA file).
+    #: Runs in a throw-away dir, removed afterwards: npm's cache-only prefetch (a project with a bare
+    #: package.json; not ``--prefix``: that also moves npm's global config, its CA file), uv's
+    #: wheel-only prefetch (``--target`` a dir in it, :data:`_PREFIX` in ``argv``).
     temp_prefix: bool = False
     #: After a cache-only prefetch: the fetch to run as well when no package has an install script.
     then: FetchPlan | None = None
@@ -88,15 +97,8 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
             package=("npm", *options, target),
         )
     if spec.package_type == "pypi" and runner == "uvx":
-        index: list[str] = []
-        if "--default-index" in args:
-            i = args.index("--default-index")
-            index = args[i : i + 2]
-        if "--from" in args:
-            target = args[args.index("--from") + 1]
-        else:
-            target = next((a for a in args[len(index):] if not a.startswith("-")), None)
-        if target is None or "${" in target:
+        index, target = _uvx_options(args)
+        if target is None or "${" in target or any("${" in a for a in index):
             return None
         return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:
@@ -107,6 +109,51 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
     return None
 
 
+#: uvx options that take a value as the next argument (``--opt=value`` needs no care).
+_UVX_VALUED = frozenset({
+    "--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p", "--index",
+    "--default-index", "--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--constraints", "-c",
+    "--overrides", "--build-constraints", "-b", "--index-strategy", "--keyring-provider", "--resolution",
+    "--prerelease", "--exclude-newer", "--exclude-newer-package", "--config-setting", "-C", "--cache-dir",
+    "--directory", "--project", "--config-file", "--color", "--python-preference", "--link-mode",
+    "--refresh-package", "--reinstall-package", "--upgrade-package", "-P", "--no-binary-package",
+    "--no-build-package", "--env-file", "--allow-insecure-host", "--torch-backend",
+})  # fmt: skip
+#: Of those, the ones a fetch keeps: where the package comes from, and for which Python.
+_UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
+
+
+def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
+    """``(kept options, package spec)`` of a uvx command line: the spec is ``--from``'s value or
+    the first positional argument (the values of uvx's own options skipped); None when absent."""
+    kept: list[str] = []
+    target: str | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        if not arg.startswith("-"):
+            return kept, target or arg  # the tool (or, after --from, the command): options end here
+        if arg == "--":
+            break
+        if "=" in arg or arg not in _UVX_VALUED:
+            if name in _UVX_KEPT and "=" in arg:
+                kept.append(arg)
+            elif name == "--from" and "=" in arg:
+                target = arg.split("=", 1)[1]
+            i += 1
+            continue
+        value = args[i + 1] if i + 1 < len(args) else None
+        if value is None:
+            break
+        if arg == "--from":
+            target = value
+        elif arg in _UVX_KEPT:
+            kept += [arg, value]
+        i += 2
+    return kept, target
+
+
 def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
     """What to run *before the user consented*: it may download, never run the package's code.
 
@@ -115,7 +162,13 @@ def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
     ``npx`` would do (:func:`fetch_plan`) runs at once — it runs nothing of the package — and the
     test finds npx's entry made; with some, ``npm cache add`` of every resolved tarball only
     fills npm's cache (their scripts run in the test, after consent). OCI: ``docker pull`` runs
-    nothing. PyPI: none (building an sdist runs its build backend).
+    nothing. PyPI: ``uv pip install --system --no-build --target <throw-away dir>`` (index options
+    kept) downloads the wheels of the tree into uv's cache — the cache the later ``uvx`` reads —
+    without building an sdist (that would run its build backend: such a package is not prefetched,
+    the ``uv`` run fails and changes nothing) and without starting a Python that sees the installed
+    files (``uvx ... true`` would: uv queries the new environment's interpreter, which runs a
+    wheel's ``.pth`` file). ``--system`` makes uv pick the interpreter ``uvx`` picks (a system
+    one, never a virtualenv), so the wheels fetched are the ones its tags select.
     """
     plan = fetch_plan(spec)
     if plan is None:
@@ -127,7 +180,15 @@ def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         return FetchPlan("npx", argv, package=plan.package, temp_prefix=True, then=plan)
     if plan.runner == "docker":
         return plan
+    if plan.runner == "uvx":
+        options, target = plan.package[1:-1], plan.package[-1]
+        argv = ("uv", "pip", "install", "--system", "--no-build", "--target", _PREFIX, *options, target)
+        return FetchPlan("uvx", argv, package=plan.package, temp_prefix=True)
     return None
+
+
+#: In a plan's argv: the throw-away dir of a ``temp_prefix`` run (npm's project, uv's target).
+_PREFIX = "<throw-away dir>"
 
 
 @dataclass
@@ -249,7 +310,7 @@ class Fetcher:
     async def _run(self, plan: FetchPlan, state: FetchState) -> None:
         prefix = tempfile.mkdtemp(prefix="mcp-setup-prefetch-") if plan.temp_prefix else None
         try:
-            if prefix is not None:
+            if prefix is not None and plan.argv[0] == "npm":
                 Path(prefix, "package.json").write_text('{"private": true}\n')
             state.returncode = await self._exec(plan, state, prefix or tempfile.gettempdir())
             state.ok = state.returncode == 0
@@ -282,9 +343,10 @@ class Fetcher:
 
     async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
         """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
-        pattern = _FETCHED.get(plan.runner)
+        pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
+        argv = [str(Path(cwd, "target")) if a == _PREFIX else a for a in plan.argv]
         proc = await asyncio.create_subprocess_exec(
-            *plan.argv,
+            *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -297,6 +359,8 @@ class Fetcher:
             async for line in proc.stdout:
                 if pattern is not None and pattern.search(line):
                     state.fetched += 1
+                if in_all is not None and (m := in_all.search(line)):
+                    state.fetched = max(state.fetched, int(m.group(1)))
                 state.tail = (state.tail + line)[-4096:]
             return await proc.wait()
         finally:
