@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +25,17 @@ from .probe import make_scratch_dir
 __all__ = ["BundleManifests"]
 
 
+@dataclass(kw_only=True, eq=False)
 class BundleManifests:
     """Fetches and unpacks bundles, and remembers each manifest read (by url and sha256)."""
 
-    def __init__(
-        self,
-        *,
-        bundle_cache: BundleCache | None = None,
-        http: Any = None,
-        scratch_root: Path | None = None,
-        user_home: Path | None = None,
-    ) -> None:
-        self.bundle_cache = bundle_cache
-        self.http = http
-        self.scratch_root = scratch_root
-        self.user_home = user_home
-        # MCPB manifests already fetched (and sha256-checked), by (url, sha256): `get` reports
-        # a bundle's own settings from here once a test, install or cheap fetch has read it.
-        self._manifests: dict[tuple[str, str | None], Manifest] = {}
+    bundle_cache: BundleCache | None = None
+    http: Any = None
+    scratch_root: Path | None = None
+    user_home: Path | None = None
+    # MCPB manifests already fetched (and sha256-checked), by (url, sha256): `get` reports
+    # a bundle's own settings from here once a test, install or cheap fetch has read it.
+    _manifests: dict[tuple[str, str | None], Manifest] = field(default_factory=dict, init=False, repr=False)
 
     def known(self, package: PackageOption) -> Manifest | None:
         """The manifest of this bundle if one was read already."""

@@ -11,6 +11,7 @@ import asyncio
 import secrets as _random
 import shutil
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .adoption import Keep, Parked
@@ -18,7 +19,7 @@ from .bundle_manifests import BundleManifests
 from .call_context import CallContext, Progress
 from .connections import ConnectionManager
 from .consent import ConsentBroker, build_consent_request, obtain_consent
-from .errors import AlreadyInstalled, DownloadTimeout
+from .errors import DownloadTimeout
 from .fetch import Fetcher
 from .oauth import GRANT_KEY
 from .pins import relabel
@@ -34,36 +35,25 @@ from .tool_args import name_or_none, req_name, str_map
 __all__ = ["Installer"]
 
 
+@dataclass(kw_only=True, eq=False)
 class Installer:
     """Runs ``mcp_setup_test_connection`` and ``mcp_setup_install_and_connect``."""
 
-    def __init__(
-        self,
-        *,
-        refs: SecretRefStore,
-        redactor: Redactor,
-        store: Store,
-        prober: Prober,
-        connections: ConnectionManager,
-        preparer: Preparer,
-        manifests: BundleManifests,
-        consents: ConsentBroker | None = None,
-        fetcher: Fetcher | None = None,
-        scratch_root: Path | None = None,
-    ) -> None:
-        self.refs = refs
-        self.redactor = redactor
-        self.store = store
-        self.prober = prober
-        self.connections = connections
-        self.preparer = preparer
-        self.manifests = manifests
-        self.consents = consents  # None: no consent step (a core used without a face)
-        self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
-        self.scratch_root = scratch_root
-        # One lock per server name: two installs of the same name never race, and a server
-        # that hangs in its test holds up no other install.
-        self._install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+    refs: SecretRefStore
+    redactor: Redactor
+    store: Store
+    prober: Prober
+    connections: ConnectionManager
+    preparer: Preparer
+    manifests: BundleManifests
+    consents: ConsentBroker | None = None  # None: no consent step (a core used without a face)
+    fetcher: Fetcher | None = None  # None: no download phase (the probe's deadline covers the download)
+    scratch_root: Path | None = None
+    # One lock per server name: two installs of the same name never race, and a server
+    # that hangs in its test holds up no other install.
+    _install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
+        default_factory=weakref.WeakValueDictionary, init=False, repr=False
+    )
 
     async def test(self, args: dict, ctx: CallContext) -> dict:
         progress = Progress(ctx, self.redactor, "mcp_setup_test_connection", name_or_none(args.get("qualified_name")))
@@ -109,13 +99,7 @@ class Installer:
 
     async def _install(self, name: str, args: dict, ctx: CallContext, progress: Progress) -> dict:
         async with self._install_lock(name):
-            existing = await asyncio.to_thread(self.store.get_by_name, name)
-            if existing is not None:
-                raise AlreadyInstalled(
-                    f"{name} is already installed (server_id {existing.server_id}). "
-                    "Remove it with mcp_setup_remove first to install it again.",
-                    details={"server_id": existing.server_id},
-                )
+            await self.preparer.refuse_installed(name)  # again, now that no other install of it runs
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
             # Reserve the refs first (#10 item 7): a concurrent install cannot use them too;

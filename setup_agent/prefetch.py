@@ -10,6 +10,7 @@ import asyncio
 import logging
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from registry_clients.hub import RegistryHub
 from registry_clients.models import PackageOption
@@ -25,26 +26,17 @@ __all__ = ["Prefetches"]
 logger = logging.getLogger(__name__)
 
 
+@dataclass(kw_only=True, eq=False)
 class Prefetches:
     """The background prefetches of the servers being set up."""
 
-    def __init__(
-        self,
-        *,
-        hub: RegistryHub,
-        store: Store,
-        fetcher: Fetcher | None = None,
-        bundle_cache: BundleCache | None = None,
-        package_preference: tuple[str, ...] = DEFAULT_PREFERENCE,
-        which: Callable[[str], str | None] = shutil.which,
-    ) -> None:
-        self.hub = hub
-        self.store = store
-        self.fetcher = fetcher
-        self.bundle_cache = bundle_cache
-        self.package_preference = package_preference
-        self.which = which
-        self._tasks: set[asyncio.Task[None]] = set()
+    hub: RegistryHub
+    store: Store
+    fetcher: Fetcher | None = None
+    bundle_cache: BundleCache | None = None
+    package_preference: tuple[str, ...] = DEFAULT_PREFERENCE
+    which: Callable[[str], str | None] = shutil.which
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
 
     def server(self, name: str) -> None:
         """In the background: find the package an install of ``name`` would choose, and fetch it."""

@@ -67,33 +67,21 @@ class Prepared:
             )
 
 
+@dataclass(kw_only=True, eq=False)
 class Preparer:
     """Turns a test's, install's or sign-in's arguments into a :class:`Prepared` launch."""
 
-    def __init__(
-        self,
-        *,
-        refs: SecretRefStore,
-        hub: RegistryHub,
-        store: Store,
-        manifests: BundleManifests,
-        package_preference: tuple[str, ...] = DEFAULT_PREFERENCE,
-        which: Callable[[str], str | None] = shutil.which,
-        user_home: Path | None = None,
-        oauth: SignIns | None = None,
-        admit: Callable[[str, str | None], None] | None = None,
-    ) -> None:
-        self.refs = refs
-        self.hub = hub
-        self.store = store
-        self.manifests = manifests
-        self.package_preference = package_preference
-        self.which = which
-        self.user_home = user_home
-        self.oauth = oauth
-        #: Admission (setup_agent/providers.py): ``admit(qualified_name, repository_url)`` raises
-        #: ``not_admitted`` for a server that may not be tested or installed; None admits all.
-        self.admit = admit
+    refs: SecretRefStore
+    hub: RegistryHub
+    store: Store
+    manifests: BundleManifests
+    package_preference: tuple[str, ...] = DEFAULT_PREFERENCE
+    which: Callable[[str], str | None] = shutil.which
+    user_home: Path | None = None
+    oauth: SignIns | None = None
+    #: Admission (setup_agent/providers.py): ``admit(qualified_name, repository_url)`` raises
+    #: ``not_admitted`` for a server that may not be tested or installed; None admits all.
+    admit: Callable[[str, str | None], None] | None = None
 
     async def detail(self, name: str, source: str | None, version: str | None = None) -> Detail:
         try:  # a version is asked for only when given (``mcp-setup update --version``)
