@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "CallContext": "service",
+    "CallContext": "call_context",
     "ConnectionManager": "connections",
     "ConsentBroker": "consent",
     "ConsentRequest": "consent",

@@ -79,7 +79,7 @@ async def test_get_warns_when_a_bundle_puts_a_secret_on_the_command_line(runtime
 async def test_a_python_bundle_gets_its_argv_secret_through_the_environment_instead(runtime: Runtime) -> None:
     got = await call(runtime, "mcp_setup_get", qualified_name="io.test/py-argv")
     assert "warnings" not in got  # moved: nothing to warn about
-    prepared = await runtime.service._prepare(
+    prepared = await runtime.service.preparer.prepare(
         {"qualified_name": "io.test/py-argv", "env_refs": {"PROTO": await secret_ref(runtime, "PROTO", PROTOCOL)}},
         runtime.service.scratch_root / "inspect",
         _NoProgress(),
