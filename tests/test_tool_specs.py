@@ -1,5 +1,5 @@
 """The tools' input schemas and their handlers agree: every argument a handler reads (directly or
-through the helpers it hands ``args`` to, such as ``_prepare``) is declared with the tool, and
+through the helpers it hands ``args`` to, in any core module, such as ``Preparer.prepare``) is declared with the tool, and
 every declared argument is read. An undeclared argument is one an agent cannot know about."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 
 from setup_agent.tool_specs import TOOL_NAMES, tool_spec
 
-SERVICE = Path(__file__).resolve().parent.parent / "setup_agent" / "service.py"
+CORE = Path(__file__).resolve().parent.parent / "setup_agent"
+SERVICE = CORE / "service.py"
 
 #: Read by a shared helper but meaningless for this tool (documented here, not declared).
 NOT_FOR_THIS_TOOL = {
@@ -26,7 +27,7 @@ def _is_args(node: ast.AST) -> bool:
 
 
 def _reads(fn: ast.AST) -> tuple[set[str], set[str]]:
-    """The ``args`` keys ``fn`` reads itself, and the methods of ``self`` it hands ``args`` to."""
+    """The ``args`` keys ``fn`` reads itself, and the functions or methods it hands ``args`` to."""
     keys: set[str] = set()
     calls: set[str] = set()
     for node in ast.walk(fn):
@@ -36,27 +37,30 @@ def _reads(fn: ast.AST) -> tuple[set[str], set[str]]:
                 keys.add(first[1].value)  # _opt_name(args, "x"), _str_map(args, "x"), ...
             func = node.func
             if isinstance(func, ast.Attribute) and _is_args(func.value) and func.attr == "get":
-                assert first and isinstance(first[0], ast.Constant), ast.unparse(node)
-                keys.add(first[0].value)
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-                if any(_is_args(a) for a in node.args):
-                    calls.add(func.attr)
+                if first and isinstance(first[0], ast.Constant):
+                    keys.add(first[0].value)  # args.get(name) inside req_str & co: their callers name it
+            if any(_is_args(a) for a in node.args) or any(_is_args(k.value) for k in node.keywords):
+                if isinstance(func, ast.Attribute):
+                    calls.add(func.attr)  # self._x(args), self.preparer.prepare(args), ...
+                elif isinstance(func, ast.Name):
+                    calls.add(func.id)
         elif isinstance(node, ast.Subscript) and _is_args(node.value) and isinstance(node.slice, ast.Constant):
             keys.add(node.slice.value)
     return keys, calls
 
 
 def _handler_reads() -> dict[str, set[str]]:
-    tree = ast.parse(SERVICE.read_text())
-    methods: dict[str, ast.AST] = {}
-    handlers: dict[str, str] = {}
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        for fn in cls.body:
+    methods: dict[str, list[ast.AST]] = {}  # every function and method of the core, by name
+    for module in sorted(CORE.glob("*.py")):
+        for fn in ast.walk(ast.parse(module.read_text())):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                methods[fn.name] = fn
-                if fn.name == "_handlers":
-                    table = next(n for n in ast.walk(fn) if isinstance(n, ast.Dict))
-                    handlers = {k.value: v.attr for k, v in zip(table.keys, table.values)}  # type: ignore[union-attr]
+                methods.setdefault(fn.name, []).append(fn)
+    handlers: dict[str, str] = {}
+    for cls in (n for n in ast.parse(SERVICE.read_text()).body if isinstance(n, ast.ClassDef)):
+        for fn in cls.body:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == "_handlers":
+                table = next(n for n in ast.walk(fn) if isinstance(n, ast.Dict))
+                handlers = {k.value: v.attr for k, v in zip(table.keys, table.values)}  # type: ignore[union-attr]
     assert set(handlers) == set(TOOL_NAMES)
     out: dict[str, set[str]] = {}
     for tool, method in handlers.items():
@@ -68,9 +72,10 @@ def _handler_reads() -> dict[str, set[str]]:
             if name in seen or name not in methods:
                 continue
             seen.add(name)
-            own, calls = _reads(methods[name])
-            keys |= own
-            todo.extend(calls)
+            for fn in methods[name]:
+                own, calls = _reads(fn)
+                keys |= own
+                todo.extend(calls)
         out[tool] = keys
     return out
 
