@@ -72,12 +72,14 @@ class FetchPlan:
     argv: tuple[str, ...]
     #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
     package: tuple[str, ...] = ()
-    #: Runs in a throw-away dir, removed afterwards: npm's cache-only prefetch (a project with a bare
-    #: package.json; not ``--prefix``: that also moves npm's global config, its CA file), uv's
-    #: wheel-only prefetch (``--target`` a dir in it, :data:`_PREFIX` in ``argv``).
+    #: Runs with a throw-away dir, removed afterwards: uv's wheel-only prefetch (``--target`` that
+    #: dir, :data:`_PREFIX` in ``argv``).
     temp_prefix: bool = False
-    #: After a cache-only prefetch: the fetch to run as well when no package has an install script.
-    then: FetchPlan | None = None
+    #: npm's prefetch (``--ignore-scripts``): after it, npx's new entry is kept only when no package
+    #: in it has an install script (npx would reuse the entry without running them), and then
+    #: ``warms`` (the key of the fetch npx would do) counts as done.
+    settles_npx_entry: bool = False
+    warms: tuple[str, ...] | None = None
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -157,11 +159,11 @@ def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
 def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
     """What to run *before the user consented*: it may download, never run the package's code.
 
-    npm: ``npm install --package-lock-only --ignore-scripts`` in a throw-away project resolves the
-    tree (metadata only) and says which packages have install scripts; with none, the fetch
-    ``npx`` would do (:func:`fetch_plan`) runs at once — it runs nothing of the package — and the
-    test finds npx's entry made; with some, ``npm cache add`` of every resolved tarball only
-    fills npm's cache (their scripts run in the test, after consent). OCI: ``docker pull`` runs
+    npm: the fetch ``npx`` would do (:func:`fetch_plan`) with ``--ignore-scripts``, one pass that
+    resolves, downloads and unpacks the tree into npx's own cache entry without running any of
+    it; afterwards the entry is kept only when no package in it has an install script (npx would
+    reuse it and never run them): otherwise it is removed, and the test, after consent, installs
+    it again from the warm cache, scripts included. OCI: ``docker pull`` runs
     nothing. PyPI: ``uv pip install --system --no-build --target <throw-away dir>`` (index options
     kept) downloads the wheels of the tree into uv's cache — the cache the later ``uvx`` reads —
     without building an sdist (that would run its build backend: such a package is not prefetched,
@@ -174,10 +176,8 @@ def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
     if plan is None:
         return None
     if plan.runner == "npx":
-        options, target = plan.package[1:-1], plan.package[-1]
-        argv = ("npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund",
-                "--update-notifier=false", "--loglevel=http", *options, target)  # fmt: skip
-        return FetchPlan("npx", argv, package=plan.package, temp_prefix=True, then=plan)
+        argv = (*plan.argv[:3], "--ignore-scripts", *plan.argv[3:])  # npm exec --yes --ignore-scripts …
+        return FetchPlan("npx", argv, package=plan.package, settles_npx_entry=True, warms=plan.key)
     if plan.runner == "docker":
         return plan
     if plan.runner == "uvx":
@@ -187,7 +187,7 @@ def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
     return None
 
 
-#: In a plan's argv: the throw-away dir of a ``temp_prefix`` run (npm's project, uv's target).
+#: In a plan's argv: the throw-away dir of a ``temp_prefix`` run (uv's target).
 _PREFIX = "<throw-away dir>"
 
 
@@ -310,23 +310,21 @@ class Fetcher:
     async def _run(self, plan: FetchPlan, state: FetchState) -> None:
         prefix = tempfile.mkdtemp(prefix="mcp-setup-prefetch-") if plan.temp_prefix else None
         try:
-            if prefix is not None and plan.argv[0] == "npm":
-                Path(prefix, "package.json").write_text('{"private": true}\n')
+            npx_dir: Path | None = None
+            before: set[str] = set()
+            if plan.settles_npx_entry:
+                npx_dir = await self._npx_dir()
+                if npx_dir is None:  # without it the entry could not be checked: no prefetch
+                    state.ok = False
+                    return
+                before = _entries(npx_dir)
             state.returncode = await self._exec(plan, state, prefix or tempfile.gettempdir())
             state.ok = state.returncode == 0
             if state.ok:
                 self._warm.add(plan.key)
-                if prefix is not None and plan.then is not None:
-                    tarballs = _resolved_tarballs(Path(prefix))
-                    if tarballs is not None and not _has_install_scripts(Path(prefix)):
-                        # Nothing in the tree has an install script: the fetch npx would do runs
-                        # nothing of the package, and spares the test its download phase.
-                        if await self._exec(plan.then, state, tempfile.gettempdir()) == 0:
-                            self._warm.add(plan.then.key)
-                    elif tarballs:
-                        add = FetchPlan(plan.runner, ("npm", "cache", "add", "--update-notifier=false", "--loglevel=http",
-                                                      *tarballs[:_MAX_CACHE_ADD]))  # fmt: skip
-                        await self._exec(add, state, tempfile.gettempdir())
+                if npx_dir is not None and await asyncio.to_thread(_settle_npx_entries, npx_dir, before, plan.package[-1]):
+                    if plan.warms is not None:  # no install script: npx's entry is made, the test downloads nothing
+                        self._warm.add(plan.warms)
             else:
                 logger.info("%s fetch exited with code %s; the start will tell", plan.runner, state.returncode)
         except asyncio.CancelledError:
@@ -340,6 +338,20 @@ class Fetcher:
             if prefix is not None:
                 await asyncio.to_thread(shutil.rmtree, prefix, True)
             state.done.set()
+
+    async def _npx_dir(self) -> Path | None:
+        """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc`` included)."""
+        proc = await asyncio.create_subprocess_exec(
+            "npm", "config", "get", "cache",
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            env=minimal_environment({}, host_env=self.host_env), cwd=tempfile.gettempdir(),
+        )  # fmt: skip
+        out, _ = await proc.communicate()
+        cache = out.decode(errors="replace").strip()
+        if proc.returncode != 0 or not cache or not os.path.isabs(cache):
+            logger.info("npm did not say where its cache is; no prefetch")
+            return None
+        return Path(cache) / "_npx"
 
     async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
         """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
@@ -371,25 +383,34 @@ class Fetcher:
                     await asyncio.shield(proc.wait())
 
 
-#: At most this many tarballs in one ``npm cache add`` (a command line has limits).
-_MAX_CACHE_ADD = 500
-
-
-def _resolved_tarballs(project: Path) -> list[str] | None:
-    """The tarball URLs of the tree npm resolved into ``project`` (None: no lockfile to read)."""
+def _entries(npx_dir: Path) -> set[str]:
     try:
-        lock = json.loads((project / "package-lock.json").read_text())
-    except (OSError, ValueError):
-        return None
-    packages = lock.get("packages")
-    if not isinstance(packages, dict):
-        return None
-    urls = {p.get("resolved") for k, p in packages.items() if k and isinstance(p, dict)}
-    return sorted(u for u in urls if isinstance(u, str) and u.startswith(("https://", "http://")))
+        return {p.name for p in npx_dir.iterdir()}
+    except OSError:
+        return set()
+
+
+def _settle_npx_entries(npx_dir: Path, before: set[str], target: str) -> bool:
+    """Remove the npx entries the prefetch made for ``target`` that hold a package with an
+    install script (or cannot be read); True when what it made can be used as it is."""
+    usable = True
+    for name in sorted(_entries(npx_dir) - before):
+        entry = npx_dir / name
+        try:
+            packages = json.loads((entry / "package.json").read_text()).get("_npx", {}).get("packages")
+        except (OSError, ValueError, AttributeError):
+            packages = None
+        if isinstance(packages, list) and target not in packages:
+            continue  # another npx run's entry, made meanwhile
+        if packages is None or _has_install_scripts(entry):
+            shutil.rmtree(entry, ignore_errors=True)
+            logger.info("the prefetched package has install scripts: the test installs it after consent")
+            usable = False
+    return usable
 
 
 def _has_install_scripts(project: Path) -> bool:
-    """Does any package npm just resolved into ``project`` have an install script (or is it unknown)?"""
+    """Does any package of the tree npm installed into ``project`` have an install script (or is it unknown)?"""
     try:
         lock = json.loads((project / "package-lock.json").read_text())
     except (OSError, ValueError):
