@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .fetch_plans import PREFIX, FetchPlan, fetch_plan, prefetch_plan
 from .launch import LaunchSpec
 from .transport import minimal_environment
 
@@ -65,130 +66,6 @@ _FETCHED = {
 #: ``Downloaded`` only for large files): the count is at least that.
 _FETCHED_IN_ALL = {"uvx": re.compile(rb"^\s*(?:Prepared|Installed) (\d+) packages?\b")}
 
-
-@dataclass(frozen=True)
-class FetchPlan:
-    runner: str
-    argv: tuple[str, ...]
-    #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
-    package: tuple[str, ...] = ()
-    #: Runs with a throw-away dir, removed afterwards: uv's wheel-only prefetch (``--target`` that
-    #: dir, :data:`_PREFIX` in ``argv``).
-    temp_prefix: bool = False
-    #: npm's prefetch (``--ignore-scripts``): after it, npx's new entry is kept only when no package
-    #: in it has an install script (npx would reuse the entry without running them), and then
-    #: ``warms`` (the key of the fetch npx would do) counts as done.
-    settles_npx_entry: bool = False
-    warms: tuple[str, ...] | None = None
-
-    @property
-    def key(self) -> tuple[str, ...]:
-        return self.argv
-
-
-def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
-    """What to run to warm the cache for ``spec``; None when it has nothing to download."""
-    runner, args = spec.runner, list(spec.args)
-    if spec.package_type == "npm" and runner == "npx":
-        options = [a for a in args if a.startswith("--registry=")]
-        target = next((a for a in args if not a.startswith("-")), None)
-        if target is None:
-            return None
-        return FetchPlan(
-            "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http", *options, f"--package={target}", "--", "node", "-e", ""),
-            package=("npm", *options, target),
-        )
-    if spec.package_type == "pypi" and runner == "uvx":
-        index, target = _uvx_options(args)
-        if target is None or "${" in target or any("${" in a for a in index):
-            return None
-        return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
-    if spec.package_type == "oci" and runner == "docker" and spec.identifier:
-        image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)
-        if image is None or "${" in image:
-            return None
-        return FetchPlan("docker", ("docker", "pull", image), package=("oci", image))
-    return None
-
-
-#: uvx options that take a value as the next argument (``--opt=value`` needs no care).
-_UVX_VALUED = frozenset({
-    "--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p", "--index",
-    "--default-index", "--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--constraints", "-c",
-    "--overrides", "--build-constraints", "-b", "--index-strategy", "--keyring-provider", "--resolution",
-    "--prerelease", "--exclude-newer", "--exclude-newer-package", "--config-setting", "-C", "--cache-dir",
-    "--directory", "--project", "--config-file", "--color", "--python-preference", "--link-mode",
-    "--refresh-package", "--reinstall-package", "--upgrade-package", "-P", "--no-binary-package",
-    "--no-build-package", "--env-file", "--allow-insecure-host", "--torch-backend",
-})  # fmt: skip
-#: Of those, the ones a fetch keeps: where the package comes from, and for which Python.
-_UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
-
-
-def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
-    """``(kept options, package spec)`` of a uvx command line: the spec is ``--from``'s value or
-    the first positional argument (the values of uvx's own options skipped); None when absent."""
-    kept: list[str] = []
-    target: str | None = None
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        name = arg.split("=", 1)[0]
-        if not arg.startswith("-"):
-            return kept, target or arg  # the tool (or, after --from, the command): options end here
-        if arg == "--":
-            break
-        if "=" in arg or arg not in _UVX_VALUED:
-            if name in _UVX_KEPT and "=" in arg:
-                kept.append(arg)
-            elif name == "--from" and "=" in arg:
-                target = arg.split("=", 1)[1]
-            i += 1
-            continue
-        value = args[i + 1] if i + 1 < len(args) else None
-        if value is None:
-            break
-        if arg == "--from":
-            target = value
-        elif arg in _UVX_KEPT:
-            kept += [arg, value]
-        i += 2
-    return kept, target
-
-
-def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
-    """What to run *before the user consented*: it may download, never run the package's code.
-
-    npm: the fetch ``npx`` would do (:func:`fetch_plan`) with ``--ignore-scripts``, one pass that
-    resolves, downloads and unpacks the tree into npx's own cache entry without running any of
-    it; afterwards the entry is kept only when no package in it has an install script (npx would
-    reuse it and never run them): otherwise it is removed, and the test, after consent, installs
-    it again from the warm cache, scripts included. OCI: ``docker pull`` runs
-    nothing. PyPI: ``uv pip install --system --no-build --target <throw-away dir>`` (index options
-    kept) downloads the wheels of the tree into uv's cache — the cache the later ``uvx`` reads —
-    without building an sdist (that would run its build backend: such a package is not prefetched,
-    the ``uv`` run fails and changes nothing) and without starting a Python that sees the installed
-    files (``uvx ... true`` would: uv queries the new environment's interpreter, which runs a
-    wheel's ``.pth`` file). ``--system`` makes uv pick the interpreter ``uvx`` picks (a system
-    one, never a virtualenv), so the wheels fetched are the ones its tags select.
-    """
-    plan = fetch_plan(spec)
-    if plan is None:
-        return None
-    if plan.runner == "npx":
-        argv = (*plan.argv[:3], "--ignore-scripts", *plan.argv[3:])  # npm exec --yes --ignore-scripts …
-        return FetchPlan("npx", argv, package=plan.package, settles_npx_entry=True, warms=plan.key)
-    if plan.runner == "docker":
-        return plan
-    if plan.runner == "uvx":
-        options, target = plan.package[1:-1], plan.package[-1]
-        argv = ("uv", "pip", "install", "--system", "--no-build", "--target", _PREFIX, *options, target)
-        return FetchPlan("uvx", argv, package=plan.package, temp_prefix=True)
-    return None
-
-
-#: In a plan's argv: the throw-away dir of a ``temp_prefix`` run (uv's target).
-_PREFIX = "<throw-away dir>"
 
 
 @dataclass
@@ -251,7 +128,6 @@ class Fetcher:
         plan = fetch_plan(spec)
         if plan is None or plan.key in self._warm or not self._runnable(plan):
             return None
-        loop = asyncio.get_running_loop()
         ahead = next((st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None)
         if ahead is not None:  # a prefetch of this package runs: the fetch goes on from where it is
             await self._wait(ahead, None, ahead.started + self.timeout, on_tick, ahead.started)
@@ -356,7 +232,7 @@ class Fetcher:
     async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
         """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
         pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
-        argv = [str(Path(cwd, "target")) if a == _PREFIX else a for a in plan.argv]
+        argv = [str(Path(cwd, "target")) if a == PREFIX else a for a in plan.argv]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
