@@ -239,6 +239,7 @@ def build_runtime(
             host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages
         ),
         bundle_cache=bundles,
+        provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry_clients.hub import RegistryHub
 from registry_clients.models import Detail, PackageOption, RequiredKey
+from registry_clients.required_keys import smithery_hosted
 
 from .bundle_manifests import BundleManifests
 from .call_context import CallContext, Progress
@@ -82,6 +83,9 @@ class Preparer:
     #: Admission (setup_agent/providers.py): ``admit(qualified_name, repository_url)`` raises
     #: ``not_admitted`` for a server that may not be tested or installed; None admits all.
     admit: Callable[[str, str | None], None] | None = None
+    #: Values mcp-setup itself holds, by ``RequiredKey.provided_by`` (``{"smithery": key}``): a key
+    #: provided so is filled in unless the user gave one, and never requested.
+    provided_values: Mapping[str, str] = field(default_factory=dict)
 
     async def detail(self, name: str, source: str | None, version: str | None = None) -> Detail:
         try:  # a version is asked for only when given (``mcp-setup update --version``)
@@ -137,6 +141,7 @@ class Preparer:
             spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
         secret = {k.name for k in keys if k.secret}
         spec = move_argv_secrets(spec, secret)
+        self.refuse_foreign_destination(keys, values, spec)
         auth = None
         oauth_ref = opt_str(args, "oauth_ref")
         if oauth_ref is not None:
@@ -174,7 +179,12 @@ class Preparer:
                     f"{given[canonical[key]]} and {key} name the same setting; give it once, under either name."
                 )
             given[canonical[key]] = key
-        missing = [k for k in keys if k.required and k.default is None and k.name not in given]
+        provided = {
+            k.name: self.provided_values[k.provided_by]
+            for k in keys
+            if k.provided_by in self.provided_values and k.name not in given
+        }
+        missing = [k for k in keys if k.required and k.default is None and k.name not in given and k.name not in provided]
         if missing:
             parts = [
                 f"{k.name} (secret: request it with mcp_setup_request_secret)" if k.secret else k.name
@@ -186,10 +196,24 @@ class Preparer:
         values = {k.name: k.default for k in keys if k.default is not None and not k.off_unless_set}
         values.update({canonical[k]: v for k, v in env.items()})
         values.update({canonical[k]: v.reveal() for k, v in resolved.items()})
+        values.update(provided)
         for key in keys:  # one value, every name: the bundle's templates use the alias
             if key.name in values:
                 values.update({alias: values[key.name] for alias in key.aliases})
         return values
+
+    def refuse_foreign_destination(self, keys: list[RequiredKey], values: dict[str, str], spec: LaunchSpec) -> None:
+        """A value mcp-setup holds (the Smithery API key) goes only to its own service's hosts,
+        whatever the URL's variables were set to."""
+        filled = [k for k in keys if k.provided_by in self.provided_values and values.get(k.name) == self.provided_values[k.provided_by]]
+        if not filled:
+            return
+        url = materialize(spec, values).url if spec.transport != "stdio" else None
+        if url is None or not smithery_hosted(url):
+            raise InvalidInput(
+                "This server's address is not on smithery.ai, so mcp-setup's Smithery API key is not sent to it; "
+                "check the address settings, or pass the key it needs as a secret ref."
+            )
 
     async def refuse_installed(self, name: str) -> None:
         existing = await asyncio.to_thread(self.store.get_by_name, name)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from registry_clients.hub import RegistryHub
-from registry_clients.models import PackageOption
+from registry_clients.models import PackageOption, RequiredKey
 
 from .bundle_cache import BundleCache
 from .bundle_manifests import BundleManifests
@@ -73,6 +73,7 @@ class SetupService:
         admit: Callable[[str, str | None], None] | None = None,
         fetcher: Fetcher | None = None,
         bundle_cache: BundleCache | None = None,
+        provided_values: Mapping[str, str] | None = None,
     ) -> None:
         self.refs = refs
         #: MCPB bundles by sha256 (setup_agent/bundle_cache.py): prefetched, and reused by test/install.
@@ -98,7 +99,7 @@ class SetupService:
         )
         self.preparer = Preparer(
             refs=refs, hub=hub, store=store, manifests=self.manifests, package_preference=package_preference, which=which,
-            user_home=user_home, oauth=oauth, admit=admit,
+            user_home=user_home, oauth=oauth, admit=admit, provided_values=dict(provided_values or {}),
         )  # fmt: skip
         self.installer = Installer(
             refs=refs, redactor=redactor, store=store, prober=prober, connections=connections, preparer=self.preparer,
@@ -186,7 +187,7 @@ class SetupService:
                 elif pkg is chosen:
                     notes.append("The bundle could not be read yet, so its own settings are not listed; "
                                  "mcp_setup_test_connection downloads it and says what is missing.")
-            item["keys"] = [k.public() for k in keys]
+            item["keys"] = [self._public_key(k) for k in keys]
         chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
         out: dict[str, Any] = {
             "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
@@ -205,6 +206,14 @@ class SetupService:
                          "allow_deprecated is true.")
         if notes:
             out["notes"] = notes
+        return out
+
+    def _public_key(self, key: RequiredKey) -> dict[str, Any]:
+        out = key.public()
+        if key.provided_by in self.preparer.provided_values:
+            out["required"] = False
+            out["provided"] = True
+            out["note"] = f"mcp-setup fills this in with its configured {str(key.provided_by).capitalize()} API key: do not request it."
         return out
 
     async def prefetches_settled(self) -> None:

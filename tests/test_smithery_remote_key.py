@@ -45,7 +45,7 @@ def test_a_host_that_only_ends_like_smithery_gets_no_smithery_key() -> None:
     assert remote.headers == {} and remote.required_keys == []
 
 
-async def test_a_smithery_remote_asks_for_the_smithery_key_and_the_configured_key_shows_nowhere(
+async def test_a_smithery_remote_describes_the_smithery_key_and_the_configured_key_shows_nowhere(
     tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -62,7 +62,9 @@ async def test_a_smithery_remote_asks_for_the_smithery_key_and_the_configured_ke
             failed = await runtime.service.call(
                 "mcp_setup_test_connection", {"qualified_name": "smithery-ai/github"}, CallContext()
             )
-            assert failed["ok"] is False and "smithery_api_key" in failed["error"]["message"]
+            # the configured key fills smithery_api_key: only the server's own key is missing
+            assert failed["ok"] is False and "githubPersonalAccessToken" in failed["error"]["message"]
+            assert "smithery_api_key" not in failed["error"]["message"]
             refused = await runtime.service.call(
                 "mcp_setup_test_connection",
                 {"qualified_name": "smithery-ai/github", "env": {"smithery_api_key": canary}},
@@ -74,3 +76,57 @@ async def test_a_smithery_remote_asks_for_the_smithery_key_and_the_configured_ke
     assert fake.requests  # the key was used, as Authorization, with the registry
     for text in (json.dumps(detail), json.dumps(failed), json.dumps(refused), caplog.text):
         assert canary not in text
+
+
+async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and_never_asked_for(
+    tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from setup_agent.launch import materialize
+
+    caplog.set_level(logging.DEBUG)
+    with FakeSmitheryRegistry(api_key=canary) as fake:
+        settings = Settings(home=tmp_path, registries="smithery", smithery_url=fake.url, smithery_api_key=canary)
+        runtime = build_runtime(settings, keyring_backend=memory_keyring)
+        try:
+            detail = await runtime.service.call("mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext())
+            (key,) = [k for k in detail["required_env_keys"] if k["name"] == "smithery_api_key"]
+            assert key["required"] is False and key["provided"] is True and "do not request it" in key["note"]
+
+            async def progress(*_a: object, **_k: object) -> None:
+                return None
+
+            token = runtime.refs.mint("githubPersonalAccessToken", "ghp_" + "x" * 36)
+            args = {"qualified_name": "smithery-ai/github", "env_refs": {"githubPersonalAccessToken": token}}
+            prepared = await runtime.service.preparer.prepare(dict(args), tmp_path / "work", progress)  # type: ignore[arg-type]
+            launch = materialize(prepared.spec, prepared.values)
+            assert launch.url and launch.url.startswith("https://server.smithery.ai/")
+            assert canary in json.dumps(launch.headers)  # sent to Smithery's own host, and only there
+            result = await runtime.service.call(  # the host is not reachable from here: a clean failure
+                "mcp_setup_test_connection", dict(args), CallContext()
+            )
+            assert result["ok"] is False and "Missing required" not in result["error"]["message"]
+        finally:
+            await runtime.aclose()
+    for text in (json.dumps(detail), json.dumps(result), caplog.text):
+        assert canary not in text
+
+
+async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smithery(
+    tmp_path: Path, memory_keyring, canary: str
+) -> None:
+    from registry_clients.models import RequiredKey
+    from setup_agent.launch import LaunchSpec
+
+    runtime = build_runtime(Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring)
+    try:
+        key = RequiredKey(name="smithery_api_key", secret=True, provided_by="smithery")
+        preparer = runtime.service.preparer
+        values = preparer.values([key], {}, {})
+        assert values == {"smithery_api_key": canary}
+        elsewhere = LaunchSpec(transport="streamable-http", url="https://${host}/mcp", headers={"Authorization": "Bearer ${smithery_api_key}"})
+        with pytest.raises(Exception) as refused:
+            preparer.refuse_foreign_destination([key], {**values, "host": "attacker.example"}, elsewhere)
+        assert refused.value.code == "invalid_input" and canary not in str(refused.value)  # type: ignore[attr-defined]
+        preparer.refuse_foreign_destination([key], {**values, "host": "server.smithery.ai"}, elsewhere)
+    finally:
+        await runtime.aclose()
