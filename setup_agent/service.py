@@ -108,7 +108,7 @@ class SetupService:
 
     # -- dispatch ---------------------------------------------------------------------
     async def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> dict:
-        """Run tool ``name``; a SetupError comes back as ``{"ok": false, "error": …}``.
+        """Run tool ``name``: ``{"ok": true, …}``, or ``{"ok": false, "error": …}`` for a SetupError.
 
         Unknown tool names raise KeyError: that is a protocol error for the face to report.
         """
@@ -126,6 +126,8 @@ class SetupService:
             if type(err) is SetupError:
                 logger.exception("tool %s crashed", name)
             return {"ok": False, "error": self.redactor.redact_obj(without_echo(err.to_dict(), args))}
+        if "ok" not in result:
+            result = {"ok": True, **result}  # every answer says whether it worked, the same way
         return self.redactor.redact_obj(result)
 
     def _handlers(self) -> dict[str, Callable[[dict, CallContext], Awaitable[dict]]]:

@@ -114,7 +114,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
             locked = await client.call_tool("stub__echo", {"text": "harmless"})
             assert locked.is_error and locked.structured_content["error"]["code"] == "session_locked"
 
-            assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"removed": True}
+            assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"ok": True, "removed": True}
             await changes.until(lambda: lists_tool(client, "stub__echo", False))
             assert await tool_names(client) == before
             with pytest.raises(Exception, match="Unknown tool"):

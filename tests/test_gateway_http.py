@@ -109,7 +109,7 @@ def test_two_serve_instances_on_one_database_serve_each_others_installs(
         assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "connected")]
         names, echoed, _ = over_http(b, "stub__echo", {"text": "via B"})
         assert "stub__echo" in names and echoed == "via B"
-        assert a.rpc("servers.remove", {"server_id": server_id})["result"] == {"removed": True}
+        assert a.rpc("servers.remove", {"server_id": server_id})["result"] == {"ok": True, "removed": True}
         until_b_says(server_id, "stopped")  # B saw the removal and stopped its copy
     names, _, _ = over_http(b, "mcp_setup_list_servers", {})
     assert "stub__echo" not in names

@@ -46,7 +46,7 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
             listed_by_b = (await call(b, "mcp_setup_list_servers"))["servers"]
             assert [(s["server_id"], s["status"]) for s in listed_by_b] == [(server_id, "connected")]
 
-            assert (await call(a, "mcp_setup_remove", {"server_id": server_id})) == {"removed": True}
+            assert (await call(a, "mcp_setup_remove", {"server_id": server_id})) == {"ok": True, "removed": True}
             await heard_by_b.until(lambda: lists_tool(b, "stub__echo", False))
             with pytest.raises(Exception, match="Unknown tool"):
                 await b.call_tool("stub__echo", {"text": "gone"})

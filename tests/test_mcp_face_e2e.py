@@ -136,7 +136,7 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             listed = (await call(client, "mcp_setup_list_servers"))["servers"]
             assert [(s["server_id"], s["status"]) for s in listed] == [(server_id, "connected")]
             removed = await call(client, "mcp_setup_remove", {"server_id": server_id})
-            assert removed == {"removed": True}
+            assert removed == {"ok": True, "removed": True}
             assert (await call(client, "mcp_setup_list_servers"))["servers"] == []
             stale = await call(  # checked once removed: an installed name is refused before its refs
                 client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}

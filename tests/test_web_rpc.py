@@ -187,7 +187,7 @@ def remove_all(served: Served) -> list[str]:
     """Uninstall whatever a test installed, so a failure does not cascade into the next test."""
     removed = []
     for server in served.rpc("servers.list")["result"]["servers"]:
-        assert served.rpc("servers.remove", {"server_id": server["server_id"]})["result"] == {"removed": True}
+        assert served.rpc("servers.remove", {"server_id": server["server_id"]})["result"] == {"ok": True, "removed": True}
         removed.append(server["server_id"])
     return removed
 
