@@ -105,7 +105,7 @@ async def test_a_bundle_whose_argv_secret_cannot_be_moved_is_refused_without_con
         assert refused["ok"] is False
         assert refused["error"]["code"] == "argv_secret", refused
         assert refused["error"]["details"]["keys"] == ["PROTO"]
-    assert await call(runtime, "mcp_setup_list_servers") == {"servers": []}
+    assert await call(runtime, "mcp_setup_list_servers") == {"ok": True, "servers": []}
     # With the user's consent it goes ahead (and gets as far as the missing or present node).
     allowed = await call(
         runtime, "mcp_setup_test_connection", CallContext(allow_argv_secret=True),

@@ -181,7 +181,7 @@ async def test_remove_revokes_the_sign_in(runtime: Runtime, pair: OAuthPair) -> 
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=NAME, oauth_ref=ref)
     assert pair.provider.refresh
     out = await call(runtime, "mcp_setup_remove", server_id=installed["server_id"])
-    assert out == {"removed": True, "signed_out": True}
+    assert out == {"ok": True, "removed": True, "signed_out": True}
     assert pair.provider.revocations >= 1 and not pair.provider.refresh and not pair.provider.access
 
 

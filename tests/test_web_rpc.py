@@ -95,8 +95,8 @@ def test_every_tool_is_a_method_returning_the_tool_json(served: Served) -> None:
     assert [s["qualified_name"] for s in found["servers"]] == [STUB]
     detail = served.rpc("mcp_setup_get", {"qualified_name": STUB})["result"]
     assert [k["name"] for k in detail["required_env_keys"]] == ["STUB_API_KEY"]
-    assert served.rpc("servers.list")["result"] == {"servers": []}
-    assert served.rpc("mcp_setup_list_servers")["result"] == {"servers": []}
+    assert served.rpc("servers.list")["result"] == {"ok": True, "servers": []}
+    assert served.rpc("mcp_setup_list_servers")["result"] == {"ok": True, "servers": []}
 
 
 def test_a_batch_answers_every_request_in_order_and_skips_notifications(served: Served) -> None:
@@ -109,7 +109,7 @@ def test_a_batch_answers_every_request_in_order_and_skips_notifications(served: 
     ]
     answers = post(served, batch).json()
     assert [a.get("id") for a in answers] == [1, 2, 3, None]
-    assert answers[0]["result"] == {"servers": []}
+    assert answers[0]["result"] == {"ok": True, "servers": []}
     assert [a.get("error", {}).get("code") for a in answers] == [None, -32601, -32602, -32600]
 
 
@@ -233,7 +233,7 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
         listener.close()
         removed = remove_all(served)
     assert removed == [result["server_id"]]
-    assert served.rpc("servers.list")["result"] == {"servers": []}
+    assert served.rpc("servers.list")["result"] == {"ok": True, "servers": []}
 
 
 def test_an_install_over_jsonrpc_reports_each_stage_with_the_bundle_download_to_the_calling_tab(served: Served) -> None:

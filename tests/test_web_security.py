@@ -51,7 +51,7 @@ def test_the_page_opens_with_the_token_and_sets_a_strict_httponly_cookie(served:
         assert http.get("/static/app.js").status_code == 200
         assert http.get("/static/app.css").status_code == 200
         ok = http.post("/rpc", json=rpc_body(), headers={"Origin": served.origin})
-        assert ok.status_code == 200 and ok.json()["result"] == {"servers": []}
+        assert ok.status_code == 200 and ok.json()["result"] == {"ok": True, "servers": []}
     assert "<script>" not in page.text and " style=" not in page.text  # nothing inline (CSP)
 
 

@@ -80,7 +80,7 @@ def test_cancel_agent_closes_the_open_secret_prompt_and_ends_the_run_as_cancelle
         assert answer_secret(served, request["prompt_id"], CANARY) == 410  # too late: it was cancelled
     finally:
         tab.close()
-    assert served.rpc("servers.list")["result"] == {"servers": []}
+    assert served.rpc("servers.list")["result"] == {"ok": True, "servers": []}
 
 
 def test_a_new_tab_takes_over_a_run_whose_tab_went_away_with_its_open_prompt(served: Served) -> None:

@@ -183,7 +183,7 @@ def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_
         received = close_leaking_nothing(context, page, watch, canary, wrong)
         assert received, "the page received no websocket frame"
         assert any('"secret_request"' in f for f in received)
-        assert served.rpc("servers.list")["result"] == {"servers": []}
+        assert served.rpc("servers.list")["result"] == {"ok": True, "servers": []}
     finally:
         code = stop_serve(served)
     assert code == 0, served.stderr()
