@@ -225,24 +225,19 @@ def render(results: dict[str, Any]) -> str:
                      _ok(li["ratio"] <= 1.1 and li["servers_spawned"] == 0) + f" (servers spawned: {li['servers_spawned']})"])
     else:
         rows.append(["9", "gateway", "—", "—", "—", "≤ 1.05× / ≤ 1.10×", f"not measured: {e}"])
-    if (e := err("prefetch")) is None:
-        f = s["prefetch"]
+    for section, what, done, missing in (
+        ("prefetch", "`server-everything` {version}, cold private npm cache", "… the prefetch itself (prompt opened → npx's entry made)", "prefetch"),
+        ("prefetch_pypi", "`mcp-server-time` {version} (PyPI, uvx), cold private uv cache",
+         "… the PyPI prefetch itself (prompt opened → the wheels in uv's cache)", "prefetch (PyPI)"),
+    ):
+        if (e := err(section)) is not None:
+            rows.append(["10", missing, "—", "—", "—", "≤ 0.30×", f"not measured: {e}"])
+            continue
+        f = s[section]
         t = f["times"]
-        rows.append(["10", f"`server-everything` {f['version']}, cold private npm cache: secret answered ({f['typing_s']:.0f} s after the prompt opened) → tools listed, with prefetch vs without ({t['prefetch']['n']} rounds each; min–max {_s(t['prefetch']['min'])}–{_s(t['prefetch']['max'])} vs {_s(t['none']['min'])}–{_s(t['none']['max'])})",
+        rows.append(["10", what.format(version=f["version"]) + f": secret answered ({f['typing_s']:.0f} s after the prompt opened) → tools listed, with prefetch vs without ({t['prefetch']['n']} rounds each; min–max {_s(t['prefetch']['min'])}–{_s(t['prefetch']['max'])} vs {_s(t['none']['min'])}–{_s(t['none']['max'])})",
                      _s(_med(t, "prefetch")), _s(_med(t, "none")), _ratio(f["ratio"]), "≤ 0.30×", _ok(f["ratio"] <= 0.3)])
-        rows.append(["10", "… the prefetch itself (prompt opened → npm's cache filled)", _s(_med(f, "prefetch_done_s")), f"typing {f['typing_s']:.0f} s",
-                     "—", "info", ""])
-    else:
-        rows.append(["10", "prefetch", "—", "—", "—", "≤ 0.30×", f"not measured: {e}"])
-    if (e := err("prefetch_pypi")) is None:
-        f = s["prefetch_pypi"]
-        t = f["times"]
-        rows.append(["10", f"`mcp-server-time` {f['version']} (PyPI, uvx), cold private uv cache: secret answered ({f['typing_s']:.0f} s after the prompt opened) → tools listed, with prefetch vs without ({t['prefetch']['n']} rounds each; min–max {_s(t['prefetch']['min'])}–{_s(t['prefetch']['max'])} vs {_s(t['none']['min'])}–{_s(t['none']['max'])})",
-                     _s(_med(t, "prefetch")), _s(_med(t, "none")), _ratio(f["ratio"]), "≤ 0.30×", _ok(f["ratio"] <= 0.3)])
-        rows.append(["10", "… the PyPI prefetch itself (prompt opened → the wheels in uv's cache)", _s(_med(f, "prefetch_done_s")), f"typing {f['typing_s']:.0f} s",
-                     "—", "info", ""])
-    else:
-        rows.append(["10", "prefetch (PyPI)", "—", "—", "—", "≤ 0.30×", f"not measured: {e}"])
+        rows.append(["10", done, _s(_med(f, "prefetch_done_s")), f"typing {f['typing_s']:.0f} s", "—", "info", ""])
 
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")

@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.fetch import fetch_plan
 from setup_agent.launch import LaunchSpec
-from setup_agent.service import CallContext
+from tests import package_flow
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
+from tests.package_flow import write_catalog_entry
 from tests.processes import processes_mentioning, wait_gone
 
 pytestmark = pytest.mark.anyio
@@ -36,20 +36,8 @@ needs_npx = pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node
 
 
 def catalog_entry(catalog: Path, registry: NpmRegistry) -> None:
-    catalog.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": NAME,
-        "description": "The stub server as an npm package, from a registry on loopback.",
-        "version": "1.0.0",
-        "packages": [{
-            "registryType": "npm", "registryBaseUrl": registry.url, "identifier": PACKAGE, "version": "1.0.0",
-            "transport": {"type": "stdio"},
-            "environmentVariables": [{"name": "STUB_API_KEY", "description": "API key", "isRequired": True,
-                                      "isSecret": True, "format": "string"}],
-        }],
-    }  # fmt: skip
-    (catalog / "npm-stub.json").write_text(json.dumps(doc))
+    write_catalog_entry(catalog, NAME, "The stub server as an npm package, from a registry on loopback.",
+                        {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": PACKAGE})  # fmt: skip
 
 
 @pytest.fixture
@@ -71,14 +59,7 @@ def make_runtime(tmp_path: Path, registry: NpmRegistry, memory_keyring, **settin
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
-    async def hear(event: dict[str, Any]) -> None:
-        events.append(event)
-
-    with anyio.fail_after(PROBE_TIMEOUT + TRICKLE + 60):
-        return await runtime.service.call(
-            "mcp_setup_test_connection", {"qualified_name": NAME, "env_refs": {"STUB_API_KEY": ref}},
-            CallContext(on_progress=hear),
-        )  # fmt: skip
+    return await package_flow.run_test(runtime, NAME, ref, events, timeout=PROBE_TIMEOUT + TRICKLE + 60)
 
 
 @needs_npx
@@ -151,12 +132,7 @@ async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_a
     with serve_npm_package(PACKAGE, "1.0.0") as registry:
         runtime = make_runtime(tmp_path, registry, memory_keyring)
         try:
-            opened = await runtime.service.call(
-                "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
-            )
-            assert "ref" in opened, opened
-            with anyio.fail_after(60):
-                await runtime.service.prefetches_settled()
+            opened = await package_flow.open_prompt(runtime, NAME, settle_seconds=60)
             assert len(registry.tarball_requests) == 1
             runtime.broker.answer(opened["prompt_id"], canary)
             events: list[dict[str, Any]] = []
@@ -176,11 +152,7 @@ async def test_a_prefetch_runs_no_install_script_before_consent(tmp_path: Path, 
     with serve_npm_package(PACKAGE, "1.0.0", scripts=scripts) as registry:
         runtime = make_runtime(tmp_path, registry, memory_keyring)
         try:
-            opened = await runtime.service.call(
-                "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
-            )
-            with anyio.fail_after(60):
-                await runtime.service.prefetches_settled()
+            opened = await package_flow.open_prompt(runtime, NAME, settle_seconds=60)
             fetched = len(registry.tarball_requests)
             assert fetched >= 1  # fetched into npm's cache …
             assert not marker.exists()  # … and nothing of it ran

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.service import CallContext
+from tests import package_flow
+from tests.package_flow import write_catalog_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -63,17 +63,7 @@ class Docker:
 
 def make_runtime(tmp_path: Path, docker: Docker, memory_keyring) -> Runtime:
     catalog = tmp_path / "catalog"
-    catalog.mkdir()
-    doc = {
-        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": NAME, "description": "The stub server as an OCI image.", "version": "1.0.0",
-        "packages": [{
-            "registryType": "oci", "identifier": IMAGE, "version": "1.0.0", "transport": {"type": "stdio"},
-            "environmentVariables": [{"name": "STUB_API_KEY", "description": "API key", "isRequired": True,
-                                      "isSecret": True, "format": "string"}],
-        }],
-    }  # fmt: skip
-    (catalog / "oci-stub.json").write_text(json.dumps(doc))
+    write_catalog_entry(catalog, NAME, "The stub server as an OCI image.", {"registryType": "oci", "identifier": IMAGE})
     path = f"{docker.bin}{os.pathsep}{os.environ['PATH']}"
     return build_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, adopt_tested_servers=False),
@@ -83,24 +73,11 @@ def make_runtime(tmp_path: Path, docker: Docker, memory_keyring) -> Runtime:
 
 
 async def open_prompt_and_settle(runtime: Runtime) -> dict[str, Any]:
-    opened = await runtime.service.call(
-        "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
-    )
-    assert "ref" in opened, opened
-    with anyio.fail_after(60):
-        await runtime.service.prefetches_settled()
-    return opened
+    return await package_flow.open_prompt(runtime, NAME, settle_seconds=60)
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
-    async def hear(event: dict[str, Any]) -> None:
-        events.append(event)
-
-    with anyio.fail_after(60):
-        return await runtime.service.call(
-            "mcp_setup_test_connection", {"qualified_name": NAME, "env_refs": {"STUB_API_KEY": ref}},
-            CallContext(on_progress=hear),
-        )  # fmt: skip
+    return await package_flow.run_test(runtime, NAME, ref, events, timeout=60)
 
 
 async def test_an_image_is_pulled_while_the_prompt_is_open_and_the_test_does_not_pull_it_again(

@@ -22,8 +22,9 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.fetch import Fetcher, fetch_plan, prefetch_plan
 from setup_agent.launch import LaunchSpec
-from setup_agent.service import CallContext
+from tests import package_flow
 from tests.fakes.pypi_index import PypiIndex, marker_sdist, serve_pypi_package, stub_wheel
+from tests.package_flow import write_catalog_entry
 from tests.processes import processes_mentioning, wait_gone
 
 pytestmark = pytest.mark.anyio
@@ -75,20 +76,8 @@ def uvx_spec(index: PypiIndex) -> LaunchSpec:
 
 
 def catalog_entry(catalog: Path, index: PypiIndex) -> None:
-    catalog.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": NAME,
-        "description": "The stub server as a PyPI package, from an index on loopback.",
-        "version": "1.0.0",
-        "packages": [{
-            "registryType": "pypi", "registryBaseUrl": index.url, "identifier": PACKAGE, "version": "1.0.0",
-            "transport": {"type": "stdio"},
-            "environmentVariables": [{"name": "STUB_API_KEY", "description": "API key", "isRequired": True,
-                                      "isSecret": True, "format": "string"}],
-        }],
-    }  # fmt: skip
-    (catalog / "pypi-stub.json").write_text(json.dumps(doc))
+    write_catalog_entry(catalog, NAME, "The stub server as a PyPI package, from an index on loopback.",
+                        {"registryType": "pypi", "registryBaseUrl": index.url, "identifier": PACKAGE})  # fmt: skip
 
 
 def make_runtime(tmp_path: Path, index: PypiIndex, memory_keyring, **settings: Any) -> Runtime:
@@ -102,24 +91,11 @@ def make_runtime(tmp_path: Path, index: PypiIndex, memory_keyring, **settings: A
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
-    async def hear(event: dict[str, Any]) -> None:
-        events.append(event)
-
-    with anyio.fail_after(PROBE_TIMEOUT + TRICKLE + 90):
-        return await runtime.service.call(
-            "mcp_setup_test_connection", {"qualified_name": NAME, "env_refs": {"STUB_API_KEY": ref}},
-            CallContext(on_progress=hear),
-        )  # fmt: skip
+    return await package_flow.run_test(runtime, NAME, ref, events, timeout=PROBE_TIMEOUT + TRICKLE + 90)
 
 
 async def open_prompt(runtime: Runtime) -> dict[str, Any]:
-    opened = await runtime.service.call(
-        "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": NAME}
-    )
-    assert "ref" in opened, opened
-    with anyio.fail_after(90):
-        await runtime.service.prefetches_settled()
-    return opened
+    return await package_flow.open_prompt(runtime, NAME)
 
 
 @pytest.fixture

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import io
 import json
 import tarfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from tests.fakes.loopback import TrickleHandler, serve_loopback
 from tests.stub_server.bundle import SERVER_PY
 
 __all__ = ["NpmRegistry", "serve_npm_package", "stub_npm_package"]
@@ -69,12 +68,9 @@ def serve_npm_package(
     tarball = stub_npm_package(name, version, scripts)
     integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
     shasum = hashlib.sha1(tarball).hexdigest()
-    stop = threading.Event()
     holder: dict[str, NpmRegistry] = {}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(TrickleHandler):
         def do_GET(self) -> None:  # noqa: N802
             registry = holder["r"]
             if self.path.rstrip("/") in (f"/{name}", f"/{name.replace('/', '%2f')}", f"/{name.replace('/', '%2F')}"):
@@ -88,38 +84,13 @@ def serve_npm_package(
                                  "shasum": shasum, "integrity": integrity},
                     }},
                 }  # fmt: skip
-                self._send(json.dumps(doc).encode(), "application/json")
+                self.send_body(json.dumps(doc).encode(), "application/json")
             elif self.path.endswith(".tgz"):
                 registry.tarball_requests.append(self.path)
-                self._send(tarball, "application/octet-stream", trickle=trickle_seconds)
+                self.send_body(tarball, "application/octet-stream", trickle=trickle_seconds)
             else:
-                self._send(b'{"error":"not found"}', "application/json", status=404)
+                self.send_body(b'{"error":"not found"}', "application/json", status=404)
 
-        def _send(self, body: bytes, ctype: str, *, status: int = 200, trickle: float = 0.0) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            pieces = 10 if trickle > 0 else 1
-            size = -(-len(body) // pieces)
-            for i in range(pieces):
-                self.wfile.write(body[i * size : (i + 1) * size])
-                self.wfile.flush()
-                if trickle > 0 and i < pieces - 1 and stop.wait(trickle / pieces):
-                    return  # shutting down
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    holder["r"] = NpmRegistry(f"http://127.0.0.1:{server.server_address[1]}")
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serve_loopback(Handler) as port:
+        holder["r"] = NpmRegistry(f"http://127.0.0.1:{port}")
         yield holder["r"]
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)

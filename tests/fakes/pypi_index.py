@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import io
 import tarfile
-import threading
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.fakes.loopback import TrickleHandler, serve_loopback
 from tests.stub_server.bundle import SERVER_PY
 
 __all__ = ["PypiIndex", "marker_sdist", "serve_pypi_package", "stub_wheel"]
@@ -117,57 +116,29 @@ def serve_pypi_package(
 ) -> Iterator[PypiIndex]:
     filename, body = file
     meta = _metadata(name, filename.split("-")[1]) if filename.endswith(".whl") else None
-    stop = threading.Event()
     holder: dict[str, PypiIndex] = {}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(TrickleHandler):
         def do_GET(self) -> None:  # noqa: N802
             index = holder["i"]
             index.requests.append(self.path)
             if index.down:
-                self._send(b"down", "text/plain", status=503)
+                self.send_body(b"down", "text/plain", status=503)
             elif self.path.rstrip("/") == f"/simple/{name}":
                 attrs = f'href="/files/{filename}#sha256={hashlib.sha256(body).hexdigest()}"'
                 if meta is not None:
                     sha = hashlib.sha256(meta).hexdigest()
                     attrs += f' data-dist-info-metadata="sha256={sha}" data-core-metadata="sha256={sha}"'
                 page = f"<!DOCTYPE html><html><body><a {attrs}>{filename}</a></body></html>"
-                self._send(page.encode(), "text/html")
+                self.send_body(page.encode(), "text/html")
             elif meta is not None and self.path == f"/files/{filename}.metadata":
-                self._send(meta, "application/octet-stream")
+                self.send_body(meta, "application/octet-stream")
             elif self.path == f"/files/{filename}":
                 index.file_requests.append(self.path)
-                self._send(body, "application/octet-stream", trickle=trickle_seconds)
+                self.send_body(body, "application/octet-stream", trickle=trickle_seconds)
             else:
-                self._send(b"not found", "text/plain", status=404)
+                self.send_body(b"not found", "text/plain", status=404)
 
-        def _send(self, data: bytes, ctype: str, *, status: int = 200, trickle: float = 0.0) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            pieces = 10 if trickle > 0 else 1
-            size = -(-len(data) // pieces)
-            for i in range(pieces):
-                self.wfile.write(data[i * size : (i + 1) * size])
-                self.wfile.flush()
-                if trickle > 0 and i < pieces - 1 and stop.wait(trickle / pieces):
-                    return  # shutting down
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    holder["i"] = PypiIndex(f"http://127.0.0.1:{server.server_address[1]}/simple")
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serve_loopback(Handler) as port:
+        holder["i"] = PypiIndex(f"http://127.0.0.1:{port}/simple")
         yield holder["i"]
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
