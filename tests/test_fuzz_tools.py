@@ -1,4 +1,4 @@
-"""Issue #10, "Done when": Hypothesis sends >= 10,000 generated argument sets to the seven tools
+"""Issue #10, "Done when": Hypothesis sends >= 10,000 generated argument sets to the eight tools
 (in-process, through SetupService.call) and to the /rpc methods (the FastAPI app through httpx's
 ASGI transport): no crash, no ``internal`` code, no 500, and a planted canary (a live ref's value
 and a stored value in use) never appears in any answer.
