@@ -236,7 +236,8 @@ def build_runtime(
         oauth=sign_ins,
         admit=providers.admit if providers.admission != "off" else None,
         fetcher=Fetcher(
-            host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages
+            host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages,
+            workdir=home / "cache" / "fetch",
         ),
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key

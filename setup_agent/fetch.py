@@ -7,7 +7,7 @@ runs that download as a step of its own, with its own deadline (``download_timeo
 fetched); the probe's start deadline then counts from the end of the download, against a
 warm cache. What it runs fills only the runner's cache, never an install dir:
 
-- npm: ``npm exec --yes --prefer-offline --package=<spec> -- node -e ""`` (what ``npx -y <spec>`` would
+- npm: ``npm exec --yes --prefer-offline --package=<spec> --call :`` (what ``npx -y <spec>`` would
   install, into the same ``_npx`` cache entry; ``--registry`` kept);
 - PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; ``--default-index`` kept);
 - OCI: ``docker pull <image>``.
@@ -26,6 +26,11 @@ the same package already running (a prefetch, item 2 of #17) is joined, not repe
 :meth:`Fetcher.prefetch` starts one in the background (when a secret prompt opens, or when
 ``get`` names the package an install would choose).
 
+Every run happens in a private dir of its own (under ``workdir``: ``<home>/cache/fetch``), holding a
+bare ``package.json`` and ``uv.toml`` so that neither npm nor uv reads settings from a dir above
+it (``/tmp`` is writable by every local user). A prefetch that made npx's cache entry and then
+failed, or was cancelled, removes that entry (only its own: npx names it by the spec's sha512).
+
 The fetch sees the host's allowlisted environment only (never a server's values): it needs
 no secret, and its output is not shown (it may still be logged after redaction by the caller).
 """
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -93,8 +99,12 @@ class Fetcher:
         which: Callable[[str], str | None] | None = None,
         tick: float = 1.0,
         prefetch: bool = True,
+        workdir: Path | None = None,
     ) -> None:
         self.host_env = host_env
+        #: Where each run gets a private dir (0700, with a bare package.json) to run in: never a
+        #: shared dir like /tmp, whose ``.npmrc`` or ``uv.toml`` another local user could write.
+        self.workdir = workdir
         self.prefetch_enabled = prefetch
         self.timeout = timeout
         self.tick = tick
@@ -184,23 +194,24 @@ class Fetcher:
         return state, task
 
     async def _run(self, plan: FetchPlan, state: FetchState) -> None:
-        prefix = tempfile.mkdtemp(prefix="mcp-setup-prefetch-") if plan.temp_prefix else None
+        work = await asyncio.to_thread(self._private_dir)
+        entry: Path | None = None  # npx's cache entry this prefetch makes (None: it existed, or no npm)
         try:
-            npx_dir: Path | None = None
-            before: set[str] = set()
             if plan.settles_npx_entry:
-                npx_dir = await self._npx_dir()
+                npx_dir = await self._npx_dir(work)
                 if npx_dir is None:  # without it the entry could not be checked: no prefetch
                     state.ok = False
                     return
-                before = _entries(npx_dir)
-            state.returncode = await self._exec(plan, state, prefix or tempfile.gettempdir())
+                mine = npx_dir / npx_entry_name(plan.package[-1])
+                entry = None if mine.exists() else mine
+            state.returncode = await self._exec(plan, state, str(work))
             state.ok = state.returncode == 0
             if state.ok:
                 self._warm.add(plan.key)
-                if npx_dir is not None and await asyncio.to_thread(_settle_npx_entries, npx_dir, before, plan.package[-1]):
-                    if plan.warms is not None:  # no install script: npx's entry is made, the test downloads nothing
+                if entry is None or await asyncio.to_thread(_settle_npx_entry, entry):
+                    if plan.warms is not None:  # npx's entry is made (no install script): nothing left to fetch
                         self._warm.add(plan.warms)
+                entry = None
             else:
                 logger.info("%s fetch exited with code %s; the start will tell", plan.runner, state.returncode)
         except asyncio.CancelledError:
@@ -211,16 +222,25 @@ class Fetcher:
             logger.info("%s fetch could not run: %s", plan.runner, type(exc).__name__)
         finally:
             self._running.pop(plan.key, None)
-            if prefix is not None:
-                await asyncio.to_thread(shutil.rmtree, prefix, True)
+            if entry is not None:  # failed or cancelled: a half-made entry without its scripts goes
+                await asyncio.to_thread(shutil.rmtree, entry, True)
+            await asyncio.to_thread(shutil.rmtree, work, True)
             state.done.set()
 
-    async def _npx_dir(self) -> Path | None:
+    def _private_dir(self) -> Path:
+        if self.workdir is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        work = Path(tempfile.mkdtemp(prefix="mcp-setup-fetch-", dir=self.workdir))
+        (work / "package.json").write_text('{"private": true}\n')  # npm's project root stops here
+
+        return work
+
+    async def _npx_dir(self, cwd: Path) -> Path | None:
         """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc`` included)."""
         proc = await asyncio.create_subprocess_exec(
             "npm", "config", "get", "cache",
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            env=minimal_environment({}, host_env=self.host_env), cwd=tempfile.gettempdir(),
+            env=minimal_environment({}, host_env=self.host_env), cwd=cwd,
         )  # fmt: skip
         out, _ = await proc.communicate()
         cache = out.decode(errors="replace").strip()
@@ -259,30 +279,20 @@ class Fetcher:
                     await asyncio.shield(proc.wait())
 
 
-def _entries(npx_dir: Path) -> set[str]:
-    try:
-        return {p.name for p in npx_dir.iterdir()}
-    except OSError:
-        return set()
+def npx_entry_name(spec: str) -> str:
+    """The dir npx (npm's libnpmexec) installs one registry ``spec`` into, under ``<cache>/_npx``:
+    the first 16 hex digits of the sha512 of the spec as given."""
+    return hashlib.sha512(spec.encode()).hexdigest()[:16]
 
 
-def _settle_npx_entries(npx_dir: Path, before: set[str], target: str) -> bool:
-    """Remove the npx entries the prefetch made for ``target`` that hold a package with an
-    install script (or cannot be read); True when what it made can be used as it is."""
-    usable = True
-    for name in sorted(_entries(npx_dir) - before):
-        entry = npx_dir / name
-        try:
-            packages = json.loads((entry / "package.json").read_text()).get("_npx", {}).get("packages")
-        except (OSError, ValueError, AttributeError):
-            packages = None
-        if isinstance(packages, list) and target not in packages:
-            continue  # another npx run's entry, made meanwhile
-        if packages is None or _has_install_scripts(entry):
-            shutil.rmtree(entry, ignore_errors=True)
-            logger.info("the prefetched package has install scripts: the test installs it after consent")
-            usable = False
-    return usable
+def _settle_npx_entry(entry: Path) -> bool:
+    """Keep the npx entry a prefetch made only if no package in it has an install script (npx
+    would reuse it without running them); True when it was kept."""
+    if not _has_install_scripts(entry):
+        return True
+    shutil.rmtree(entry, ignore_errors=True)
+    logger.info("the prefetched package has install scripts: the test installs it after consent")
+    return False
 
 
 def _has_install_scripts(project: Path) -> bool:

@@ -2,7 +2,7 @@
 the prefetch's (:func:`prefetch_plan`), which runs before the user consented and so may download
 but never run the package's code. :class:`setup_agent.fetch.Fetcher` runs them.
 
-- npm: ``npm exec --yes --prefer-offline --package=<spec> -- node -e ""`` (what ``npx -y <spec>``
+- npm: ``npm exec --yes --prefer-offline --package=<spec> --call :`` (what ``npx -y <spec>``
   would install, into the same ``_npx`` cache entry; ``--registry`` kept); prefetched with
   ``--ignore-scripts`` added;
 - PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; index and ``--python`` options kept);
@@ -12,6 +12,7 @@ but never run the package's code. :class:`setup_agent.fetch.Fetcher` runs them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .launch import LaunchSpec
@@ -25,9 +26,6 @@ class FetchPlan:
     argv: tuple[str, ...]
     #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
     package: tuple[str, ...] = ()
-    #: Runs with a throw-away dir, removed afterwards: uv's wheel-only prefetch (``--target`` that
-    #: dir, :data:`PREFIX` in ``argv``).
-    temp_prefix: bool = False
     #: npm's prefetch (``--ignore-scripts``): after it, npx's new entry is kept only when no package
     #: in it has an install script (npx would reuse the entry without running them), and then
     #: ``warms`` (the key of the fetch npx would do) counts as done.
@@ -48,7 +46,11 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         if target is None:
             return None
         return FetchPlan(
-            "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http", *options, f"--package={target}", "--", "node", "-e", ""),
+            # npx puts the tree's .bin first on PATH, so what it runs names nothing found there: the
+            # shell by its absolute path (npm would look "sh" up on PATH) and ':' (its builtin); a
+            # package with a bin named "node" or "sh" would run otherwise.
+            "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http",
+                    "--script-shell=/bin/sh", *options, f"--package={target}", "--call", ":"),
             package=("npm", *options, target),
         )
     if spec.package_type == "pypi" and runner == "uvx":
@@ -135,10 +137,29 @@ def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         return plan
     if plan.runner == "uvx":
         options, target = plan.package[1:-1], plan.package[-1]
+        if not _python_requests_only(options):
+            return None  # uv would run the interpreter a registry named, to ask it its version
         argv = ("uv", "pip", "install", "--system", "--no-build", "--target", PREFIX, *options, target)
-        return FetchPlan("uvx", argv, package=plan.package, temp_prefix=True)
+        return FetchPlan("uvx", argv, package=plan.package)
     return None
 
 
-#: In a plan's argv: the throw-away dir of a ``temp_prefix`` run (uv's target).
+_PYTHON_VERSION = re.compile(r"(?:python|cpython)?\s*[<>=!~^]*\s*3(?:\.\d+){0,2}", re.IGNORECASE)
+
+
+def _python_requests_only(options: tuple[str, ...]) -> bool:
+    """Do the kept uv options name a Python only by version (``--python 3.12``), never by path?"""
+    items = list(options)
+    for i, opt in enumerate(items):
+        name, eq, value = opt.partition("=")
+        if name not in ("--python", "-p"):
+            continue
+        if not eq:
+            value = items[i + 1] if i + 1 < len(items) else ""
+        if not _PYTHON_VERSION.fullmatch(value.strip()):
+            return False
+    return True
+
+
+#: In a plan's argv: a dir inside the run's private work dir (uv's ``--target``).
 PREFIX = "<throw-away dir>"

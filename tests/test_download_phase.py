@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.fetch import fetch_plan
+from setup_agent.fetch import Fetcher, fetch_plan, npx_entry_name
 from setup_agent.launch import LaunchSpec
 from tests import package_flow
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
@@ -46,11 +48,22 @@ def registry() -> Iterator[NpmRegistry]:
         yield reg
 
 
+def private_host_env(tmp_path: Path) -> dict[str, str]:
+    """The host environment with a private HOME: a cold npm cache of its own."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+
+
+def npx_spec(registry: NpmRegistry) -> LaunchSpec:
+    """What launch.py builds for the package on a custom registry (``npx -y --registry=… <spec>``)."""
+    return LaunchSpec(command="npx", args=["-y", f"--registry={registry.url}", f"{PACKAGE}@1.0.0"], package_type="npm",
+                      identifier=PACKAGE, version="1.0.0", runner="npx")  # fmt: skip
+
+
 def make_runtime(tmp_path: Path, registry: NpmRegistry, memory_keyring, **settings: Any) -> Runtime:
     catalog_entry(tmp_path / "catalog", registry)
-    home = tmp_path / "home"  # a private HOME: a cold npm cache of its own
-    home.mkdir()
-    host_env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    host_env = private_host_env(tmp_path)
     return build_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
                  probe_timeout_seconds=PROBE_TIMEOUT, adopt_tested_servers=False, **settings),
@@ -166,3 +179,74 @@ async def test_a_prefetch_runs_no_install_script_before_consent(tmp_path: Path, 
             assert len(registry.tarball_requests) == fetched  # from the cache
         finally:
             await runtime.aclose()
+
+
+@needs_npx
+async def test_a_prefetch_runs_no_command_of_the_package_even_one_named_node(tmp_path: Path) -> None:
+    # npx puts the tree's .bin first on PATH: a fetch that ran `node -e ""` ran the package's "node".
+    marker = tmp_path / "package-bin-ran"
+    evil = f"#!/bin/sh\necho x > '{marker}'\n"
+    with serve_npm_package(PACKAGE, "1.0.0", bins={"node": evil, "sh": evil}) as registry:
+        spec = npx_spec(registry)
+        fetcher = Fetcher(host_env=private_host_env(tmp_path), workdir=tmp_path / "work", tick=0.2)
+        try:
+            assert fetcher.prefetch(spec) is True
+            with anyio.fail_after(60):
+                await fetcher.settled()
+            assert len(registry.tarball_requests) == 1 and fetcher.is_warm(spec)  # fetched, npx's entry made
+            assert not marker.exists()
+            with anyio.fail_after(60):
+                await fetcher.fetch(spec)  # the fetch after consent runs none of them either
+            assert not marker.exists()
+        finally:
+            await fetcher.aclose()
+
+
+@needs_npx
+async def test_a_prefetch_reads_no_npm_config_left_in_a_shared_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared-tmp"  # stands in for /tmp, where any local user can write
+    shared.mkdir()
+    marker = tmp_path / "hostile-shell-ran"
+    hostile = shared / "hostile-shell"
+    hostile.write_text(f"#!/bin/sh\necho x > '{marker}'\nexec /bin/sh \"$@\"\n")
+    hostile.chmod(0o755)
+    (shared / ".npmrc").write_text(f"script-shell={hostile}\ncache={shared / 'their-cache'}\n")
+    (shared / "node_modules").mkdir()  # makes the shared dir npm's project root for anything below it
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    with serve_npm_package(PACKAGE, "1.0.0") as registry:
+        fetcher = Fetcher(host_env=private_host_env(tmp_path))  # no work dir given: a private one in the temp dir
+        try:
+            assert fetcher.prefetch(npx_spec(registry)) is True
+            with anyio.fail_after(60):
+                await fetcher.settled()
+            assert fetcher.is_warm(npx_spec(registry))
+            assert not marker.exists()
+            assert not (shared / "their-cache").exists()  # the user's own npm cache, not theirs
+            assert (tmp_path / "home" / ".npm" / "_npx" / npx_entry_name(f"{PACKAGE}@1.0.0")).is_dir()
+        finally:
+            await fetcher.aclose()
+    assert list(shared.iterdir()) and not [p for p in shared.iterdir() if p.name.startswith("mcp-setup-fetch-")]
+
+
+@needs_npx
+async def test_a_cancelled_prefetch_leaves_no_npx_entry_without_its_scripts_and_touches_no_other(tmp_path: Path) -> None:
+    env = private_host_env(tmp_path)
+    npx_dir = Path(env["HOME"]) / ".npm" / "_npx"
+    with serve_npm_package(PACKAGE, "1.0.0", trickle_seconds=30) as registry:
+        spec = npx_spec(registry)
+        mine = npx_dir / npx_entry_name(f"{PACKAGE}@1.0.0")
+        fetcher = Fetcher(host_env=env, workdir=tmp_path / "work", tick=0.2)
+        try:
+            assert fetcher.prefetch(spec) is True
+            with anyio.fail_after(60):  # npx made its entry and is fetching the (slow) tarball
+                while not (mine.exists() and registry.tarball_requests):
+                    await anyio.sleep(0.05)
+            other = npx_dir / "0123456789abcdef"  # another npx run's entry, half made (no package.json yet)
+            other.mkdir()
+        finally:
+            with anyio.fail_after(30):
+                await fetcher.aclose()
+    assert not mine.exists()
+    assert other.exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def test_a_pypi_prefetch_downloads_wheels_only_into_a_throw_away_dir() -> None:
                                            "-m", "srv"], package_type="pypi", identifier="srv", runner="uvx")  # fmt: skip
     plan = prefetch_plan(spec)
     assert plan is not None and plan.argv[:3] == ("uv", "pip", "install")
-    assert {"--no-build", "--system", "--target"} <= set(plan.argv) and plan.temp_prefix
+    assert {"--no-build", "--system", "--target"} <= set(plan.argv)
     assert plan.argv[-3:] == ("--default-index", "http://i.example/simple", "srv==1.0")
     assert plan.package == fetch_plan(spec).package  # type: ignore[union-attr]  # the test's fetch waits for it
     assert "python" not in plan.argv and "uvx" not in plan.argv  # nothing of the package is started
@@ -227,3 +228,33 @@ async def test_a_slow_pypi_download_longer_than_the_probe_timeout_is_not_a_timeo
         finally:
             await runtime.aclose()
         assert wait_gone(processes_mentioning(index.url)) == []
+
+
+@needs_uv
+async def test_a_pypi_prefetch_reads_no_uv_config_left_in_a_shared_temp_dir(
+    tmp_path: Path, index: PypiIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared-tmp"  # stands in for /tmp, where any local user can write
+    shared.mkdir()
+    (shared / "uv.toml").write_text("offline = true\n")  # would keep the prefetch from downloading anything
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    fetcher = Fetcher(host_env=host_env(tmp_path), tick=0.2)  # no work dir given: a private one in the temp dir
+    try:
+        assert fetcher.prefetch(uvx_spec(index)) is True
+        with anyio.fail_after(90):
+            await fetcher.settled()
+        assert len(index.file_requests) == 1  # downloaded: their uv.toml was not read
+    finally:
+        await fetcher.aclose()
+
+
+def test_a_pypi_prefetch_never_names_an_interpreter_by_path() -> None:
+    # uv runs the interpreter it is given to ask its version: a registry's path is not run before consent
+    def spec(python: str) -> LaunchSpec:
+        return LaunchSpec(command="uvx", args=["--python", python, "srv==1.0"], package_type="pypi", identifier="srv",
+                          runner="uvx")  # fmt: skip
+
+    assert prefetch_plan(spec("/home/u/.npm/_npx/0123/node_modules/.bin/python")) is None
+    assert prefetch_plan(spec("./python")) is None
+    for version in ("3.12", "3", "3.11.7", ">=3.11", "cpython3.12"):
+        assert prefetch_plan(spec(version)) is not None, version

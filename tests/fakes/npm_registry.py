@@ -33,22 +33,27 @@ process.on("SIGTERM", () => child.kill("SIGTERM"));
 """
 
 
-def stub_npm_package(name: str, version: str, scripts: dict[str, str] | None = None) -> bytes:
-    """A gzipped npm tarball: package.json with a bin (and ``scripts``), the launcher, the stub server."""
-    manifest: dict[str, object] = {"name": name, "version": version, "bin": {name: "bin.js"}}
+def stub_npm_package(
+    name: str, version: str, scripts: dict[str, str] | None = None, bins: dict[str, str] | None = None
+) -> bytes:
+    """A gzipped npm tarball: package.json with a bin (and ``scripts``), the launcher, the stub
+    server; ``bins`` adds more commands (name → a shell script's text)."""
+    bin_map = {name: "bin.js", **{cmd: f"bin-{cmd}.sh" for cmd in bins or {}}}
+    manifest: dict[str, object] = {"name": name, "version": version, "bin": bin_map}
     if scripts:
         manifest["scripts"] = scripts
     files = {
         "package/package.json": json.dumps(manifest).encode(),
         "package/bin.js": LAUNCHER.encode(),
         "package/server.py": SERVER_PY.read_bytes(),
+        **{f"package/bin-{cmd}.sh": text.encode() for cmd, text in (bins or {}).items()},
     }
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path, data in files.items():
             info = tarfile.TarInfo(path)
             info.size = len(data)
-            info.mode = 0o755 if path.endswith((".js", ".py")) else 0o644
+            info.mode = 0o755 if path.endswith((".js", ".py", ".sh")) else 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
@@ -63,9 +68,10 @@ class NpmRegistry:
 
 @contextmanager
 def serve_npm_package(
-    name: str, version: str, *, trickle_seconds: float = 0.0, scripts: dict[str, str] | None = None
+    name: str, version: str, *, trickle_seconds: float = 0.0, scripts: dict[str, str] | None = None,
+    bins: dict[str, str] | None = None,
 ) -> Iterator[NpmRegistry]:
-    tarball = stub_npm_package(name, version, scripts)
+    tarball = stub_npm_package(name, version, scripts, bins)
     integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
     shasum = hashlib.sha1(tarball).hexdigest()
     holder: dict[str, NpmRegistry] = {}
@@ -78,7 +84,8 @@ def serve_npm_package(
                     "name": name,
                     "dist-tags": {"latest": version},
                     "versions": {version: {
-                        "name": name, "version": version, "bin": {name: "bin.js"},
+                        "name": name, "version": version,
+                        "bin": {name: "bin.js", **{cmd: f"bin-{cmd}.sh" for cmd in bins or {}}},
                         **({"scripts": scripts, "hasInstallScript": True} if scripts else {}),
                         "dist": {"tarball": f"{registry.url}/{name}/-/{name}-{version}.tgz",
                                  "shasum": shasum, "integrity": integrity},
