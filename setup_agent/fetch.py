@@ -232,7 +232,7 @@ class Fetcher:
             self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         work = Path(tempfile.mkdtemp(prefix="mcp-setup-fetch-", dir=self.workdir))
         (work / "package.json").write_text('{"private": true}\n')  # npm's project root stops here
-
+        (work / "uv.toml").write_text("")  # and uv's search for a project's settings
         return work
 
     async def _npx_dir(self, cwd: Path) -> Path | None:
