@@ -179,6 +179,7 @@ class Installer:
         decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
             prepared.values.update(decision.settings)
+            self.preparer.refuse_foreign_destination(prepared.keys, prepared.values, prepared.spec)  # edited there too
         # An approval means the user accepted every warning shown (the broker insists on it).
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
 

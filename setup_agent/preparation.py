@@ -133,7 +133,7 @@ class Preparer:
                     package, workdir, progress, allow_file=detail.source == "local"
                 )
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
-        values = self.values(keys, env_refs, env)
+        values = self.values(keys, env_refs, env, fill=self.fillable(package, keys))
         # Optional settings left unset (and flags set false): their inputs are left out entirely.
         omit = unset_keys(keys, values)
         spec = build_spec(package, omit=omit)
@@ -152,7 +152,31 @@ class Preparer:
             detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret)
         )
 
-    def values(self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str]) -> dict[str, str]:
+    def fillable(self, package: PackageOption, keys: list[RequiredKey]) -> set[str]:
+        """The keys mcp-setup fills in itself for ``package``: a value it holds (the Smithery API
+        key) whose only use is the remote's ``Authorization: Bearer`` header. A server that also
+        puts it anywhere else (its URL, another header, a setting passed on to the server) is
+        asked for it like for any other key."""
+        wanted = [k for k in keys if k.provided_by in self.provided_values]
+        if not wanted or package.type != "remote":
+            return set()
+        try:
+            spec = build_spec(package)
+        except SetupError:
+            return set()
+        auth = {h.lower(): v for h, v in spec.headers.items()}.get("authorization")
+        elsewhere = [spec.url or "", spec.command or "", *spec.args, *spec.env.values(),
+                     *(v for h, v in spec.headers.items() if h.lower() != "authorization")]  # fmt: skip
+        out = set()
+        for key in wanted:
+            names = [key.name, *key.aliases]
+            if auth == "Bearer ${" + key.name + "}" and not any("${" + n + "}" in text for n in names for text in elsewhere):
+                out.add(key.name)
+        return out
+
+    def values(
+        self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str], *, fill: set[str] = frozenset()  # type: ignore[assignment]
+    ) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
         canonical = {k.name: k.name for k in keys} | {a: k.name for k in keys for a in k.aliases}
         unknown = sorted((set(env_refs) | set(env)) - set(canonical))
@@ -180,9 +204,9 @@ class Preparer:
                 )
             given[canonical[key]] = key
         provided = {
-            k.name: self.provided_values[k.provided_by]
+            k.name: self.provided_values[k.provided_by]  # type: ignore[index]
             for k in keys
-            if k.provided_by in self.provided_values and k.name not in given
+            if k.name in fill and k.provided_by in self.provided_values and k.name not in given
         }
         missing = [k for k in keys if k.required and k.default is None and k.name not in given and k.name not in provided]
         if missing:
@@ -211,8 +235,8 @@ class Preparer:
         url = materialize(spec, values).url if spec.transport != "stdio" else None
         if url is None or not smithery_hosted(url):
             raise InvalidInput(
-                "This server's address is not on smithery.ai, so mcp-setup's Smithery API key is not sent to it; "
-                "check the address settings, or pass the key it needs as a secret ref."
+                "This server's address is not on smithery.ai, and mcp-setup sends the Smithery API key only to "
+                "Smithery. Set its address back to its smithery.ai one."
             )
 
     async def refuse_installed(self, name: str) -> None:

@@ -189,7 +189,8 @@ class SetupService:
                 elif pkg is chosen:
                     notes.append("The bundle could not be read yet, so its own settings are not listed; "
                                  "mcp_setup_test_connection downloads it and says what is missing.")
-            item["keys"] = [self._public_key(k) for k in keys]
+            fill = self.preparer.fillable(pkg, keys)
+            item["keys"] = [self._public_key(k, fill) for k in keys]
         chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
         out: dict[str, Any] = {
             "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
@@ -210,9 +211,9 @@ class SetupService:
             out["notes"] = notes
         return out
 
-    def _public_key(self, key: RequiredKey) -> dict[str, Any]:
+    def _public_key(self, key: RequiredKey, fill: set[str]) -> dict[str, Any]:
         out = key.public()
-        if key.provided_by in self.preparer.provided_values:
+        if key.name in fill:
             out["required"] = False
             out["provided"] = True
             out["note"] = f"mcp-setup fills this in with its configured {str(key.provided_by).capitalize()} API key: do not request it."

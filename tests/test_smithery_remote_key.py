@@ -100,15 +100,38 @@ async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and
             prepared = await runtime.service.preparer.prepare(dict(args), tmp_path / "work", progress)  # type: ignore[arg-type]
             launch = materialize(prepared.spec, prepared.values)
             assert launch.url and launch.url.startswith("https://server.smithery.ai/")
-            assert canary in json.dumps(launch.headers)  # sent to Smithery's own host, and only there
-            result = await runtime.service.call(  # the host is not reachable from here: a clean failure
-                "mcp_setup_test_connection", dict(args), CallContext()
-            )
-            assert result["ok"] is False and "Missing required" not in result["error"]["message"]
+            assert launch.headers == {"Authorization": f"Bearer {canary}"}  # to Smithery's own host, as the bearer only
+            assert canary not in launch.url
         finally:
             await runtime.aclose()
-    for text in (json.dumps(detail), json.dumps(result), caplog.text):
+    for text in (json.dumps(detail), caplog.text):
         assert canary not in text
+
+
+async def test_a_server_that_also_wants_a_setting_named_like_the_smithery_key_gets_no_fill(
+    tmp_path: Path, memory_keyring, canary: str
+) -> None:
+    # Its configSchema names a setting smithery_api_key too: that one goes into the URL's query,
+    # which Smithery passes on to the third-party server, so the configured key is not filled in.
+    detail = smithery_detail({
+        "qualifiedName": "@x/y", "displayName": "Y", "description": None, "remote": True,
+        "connections": [{"type": "http", "deploymentUrl": "https://server.smithery.ai/@x/y/mcp", "configSchema": {
+            "type": "object", "required": ["smithery_api_key"],
+            "properties": {"smithery_api_key": {"type": "string", "description": "Your key"}},
+        }}],
+    })  # fmt: skip
+    (remote,) = detail.packages
+    runtime = build_runtime(Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring)
+    try:
+        assert runtime.service.preparer.fillable(remote, list(remote.required_keys)) == set()
+        plain = smithery_detail({
+            "qualifiedName": "@x/z", "displayName": "Z", "description": None, "remote": True,
+            "connections": [{"type": "http", "deploymentUrl": "https://server.smithery.ai/@x/z/mcp", "configSchema": {}}],
+        })  # fmt: skip
+        (ok,) = plain.packages
+        assert runtime.service.preparer.fillable(ok, list(ok.required_keys)) == {"smithery_api_key"}
+    finally:
+        await runtime.aclose()
 
 
 async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smithery(
@@ -121,7 +144,7 @@ async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smith
     try:
         key = RequiredKey(name="smithery_api_key", secret=True, provided_by="smithery")
         preparer = runtime.service.preparer
-        values = preparer.values([key], {}, {})
+        values = preparer.values([key], {}, {}, fill={"smithery_api_key"})
         assert values == {"smithery_api_key": canary}
         elsewhere = LaunchSpec(transport="streamable-http", url="https://${host}/mcp", headers={"Authorization": "Bearer ${smithery_api_key}"})
         with pytest.raises(Exception) as refused:
