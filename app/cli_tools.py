@@ -31,7 +31,7 @@ __all__ = ["add_tools_parser", "check_config", "format_table", "run_tools"]
 NOT_CHECKED = "not checked"
 CHECK_HINT = (
     "HEALTH \"not checked\": this command starts no server. To check them, run `mcp-setup doctor` "
-    "(it starts each enabled server once), or open the page of `mcp-setup serve`."
+    "(it starts each enabled server once), or run `mcp-setup serve` and open its page."
 )
 
 
