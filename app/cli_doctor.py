@@ -3,7 +3,8 @@
 Checks, in order: runtimes (node/npx, uv/uvx, docker, dnx: a missing one is a problem only
 when an installed server runs with it), the data dir (exists, writable), the database (opens,
 schema revision), the data key (keyring, key file or a team's file), each configured registry
-(one search), and each enabled installed server (started here once, bounded, then stopped).
+(one search; a failure in the words `mcp-setup search` uses, a skipped one such as Smithery
+without a key listed as skipped), and each enabled installed server (started here once, bounded, then stopped).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from setup_agent.errors import SetupError
+from setup_agent.errors import SetupError, translate
 
 __all__ = ["RUNTIME_FIXES", "run_checks"]
 
@@ -62,8 +63,10 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
                 await runtime.hub.search("", page=1, page_size=1, source=name)
             checks.append(_check(f"registry {name}", True, "reachable"))
         except Exception as exc:  # noqa: BLE001 - reported as a problem with its reason
-            reason = runtime.redactor.redact(str(exc) or type(exc).__name__)
+            reason = runtime.redactor.redact(_reason(exc))
             checks.append(_check(f"registry {name}", False, reason, _registry_fix(name, settings)))
+    for note in runtime.hub.notes:  # configured but not asked (Smithery without a key), as search says
+        checks.append(_check(f"registry {note.source}", True, runtime.redactor.redact(note.message)))
     await runtime.connections.learn_stored_secrets()
     for server in servers:
         if not server.enabled:
@@ -89,6 +92,16 @@ async def _try_server(runtime: Any, server: Any, timeout: float) -> Any:
     settled = replace(status, tools=list(status.tools))  # disconnecting marks the live one stopped
     await manager.disconnect(server.server_id)
     return settled
+
+
+def _reason(exc: BaseException) -> str:
+    """The sentence `mcp-setup search` gives (the core's translation), else the exception's own words."""
+    err = translate(exc)
+    if type(err) is not SetupError:
+        return err.message
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
 
 
 def _registry_fix(name: str, settings: Any) -> str:

@@ -334,7 +334,8 @@ def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handl
 def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
     from .terminal import run_agent
 
-    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided"))
+    # the person typed the command: the install is theirs (as remove/disable say `by cli`)
+    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli"))
 
 
 def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:

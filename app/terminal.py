@@ -216,8 +216,11 @@ def _terminal_restored():
                 termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
 
 
-async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str, driver: str | None = None) -> int:
-    """Run the ``mcp_setup`` agent for ``goal`` here; returns the exit code."""
+async def run_agent(
+    settings: Settings, log_handler: logging.Handler, goal: str, driver: str | None = None, installed_by: str = "agent"
+) -> int:
+    """Run the ``mcp_setup`` agent for ``goal`` here; returns the exit code. ``installed_by``:
+    the install's actor (``cli`` for ``mcp-setup add``, the person's own command)."""
     if logging.getLogger().level > logging.DEBUG:
         log_handler.setLevel(logging.WARNING)  # keep the conversation readable; --verbose shows all
     runtime = build_runtime(settings)
@@ -235,7 +238,7 @@ async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str,
                 io=io,
                 driver=driver,
                 driver_options=options,
-                installed_by="agent",
+                installed_by=installed_by,
             )
         )
 

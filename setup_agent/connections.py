@@ -21,6 +21,7 @@ from .errors import NotFound
 from .live_connection import LiveConnection, ServerStatus, Status
 from .procs import ProcessLedger
 from .redact import Redactor
+from .server_logs import delete_log
 from .store import InstalledServer, Store
 
 __all__ = ["ConnectionManager", "ServerStatus"]
@@ -152,10 +153,13 @@ class ConnectionManager:
                 live.changed.clear()
                 await live.changed.wait()
 
-    async def disconnect(self, server_id: str) -> None:
+    async def disconnect(self, server_id: str, *, removed: bool = False) -> None:
+        """Stop the server's session; with ``removed``, nothing it prints meanwhile reaches its log."""
         live = self._live.pop(server_id, None)
         if live is None:
             return
+        if removed:
+            live.discard_log()
         live.stop.set()
         if live.task is not None:
             try:
@@ -169,9 +173,15 @@ class ConnectionManager:
         server = await asyncio.to_thread(self.store.get, server_id)
         if server is None:
             raise NotFound(f"No installed server has the id {server_id!r}. mcp_setup_list_servers lists them.")
-        await self.disconnect(server_id)
+        await self.disconnect(server_id, removed=True)
         await asyncio.to_thread(lambda: self.store.remove(server_id, actor=actor))
+        await self._delete_files(server_id)
+
+    async def _delete_files(self, server_id: str) -> None:
+        """A removed server's install dir and log (once its process is stopped)."""
         await asyncio.to_thread(shutil.rmtree, self.install_dir(server_id), True)
+        if self.logs_dir is not None:
+            await asyncio.to_thread(delete_log, self.logs_dir, server_id)
 
     async def aclose(self) -> None:
         await asyncio.gather(*(self.disconnect(sid) for sid in list(self._live)))
@@ -200,12 +210,12 @@ class ConnectionManager:
     async def _sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
         wanted = {s.server_id: s for s in servers if s.enabled}
         gone = [sid for sid in self._live if sid not in wanted]
-        await asyncio.gather(*(self.disconnect(sid) for sid in gone))
         installed = {s.server_id for s in servers}
+        await asyncio.gather(*(self.disconnect(sid, removed=sid not in installed) for sid in gone))
         for sid in gone:
             self._set_stopped(sid)
             if sid not in installed:  # removed by another process: its files here go too
-                await asyncio.to_thread(shutil.rmtree, self.install_dir(sid), True)
+                await self._delete_files(sid)
         for server in wanted.values():
             live = self._live.get(server.server_id)
             if live is not None and live.server.launch_spec == server.launch_spec:

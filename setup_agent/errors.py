@@ -458,6 +458,8 @@ def translate(exc: BaseException) -> SetupError:
     """Return the :class:`SetupError` for ``exc`` (itself if it already is one)."""
     if isinstance(exc, SetupError):
         return exc
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # a task group's one failure
+        return translate(exc.exceptions[0])
     if not TRANSLATIONS:
         TRANSLATIONS.extend(_translations())
     for exc_type, make in TRANSLATIONS:

@@ -62,6 +62,8 @@ class LiveConnection:
         self.secrets: list[str] = []
         self.last_used = 0.0
         self.adopted = adopted  # a tested session (setup_agent/adoption.Parked) to use as the first connection
+        self.log: ServerLog | None = None  # the current attempt's stderr log file
+        self.removed = False  # the server is removed: its log is not written again (discard_log)
 
     def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
         self.status.status = status
@@ -71,6 +73,12 @@ class LiveConnection:
             self.status.tools = []  # a reconnect ("connecting") keeps showing what it had
         self.changed.set()
         self.owner.announce(self.status)
+
+    def discard_log(self) -> None:
+        """The server is removed: what it prints while it stops must not recreate its log."""
+        self.removed = True
+        if self.log is not None:
+            self.log.discard()
 
     def forget_secrets(self) -> None:
         for value in self.secrets:
@@ -96,7 +104,8 @@ class LiveConnection:
         while not self.stop.is_set():
             self.status.attempts = attempt + 1
             self.set("connecting")
-            log = ServerLog(owner.logs_dir, server.server_id, owner.redactor) if owner.logs_dir else None
+            log = ServerLog(owner.logs_dir, server.server_id, owner.redactor) if owner.logs_dir and not self.removed else None
+            self.log = log
             pwatch = ProcessWatch(on_stderr=log.feed if log else None)
             auth: Any = None
             try:

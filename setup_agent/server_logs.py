@@ -9,6 +9,10 @@ new one is started. A partial line (no newline yet) is held in memory, at most
 :data:`MAX_LINE_BYTES`, so a secret is never split across two redaction passes.
 
 Reading (:func:`read_log`) needs only the standard library and the path.
+
+A removed server's log goes (:func:`delete_log`) and stays gone: the connection calls
+:meth:`ServerLog.discard` before it stops the process, so the lines a stopping server still
+prints (``stdin closed``) do not recreate the file.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from .redact import Redactor
 
-__all__ = ["MAX_LOG_BYTES", "MAX_LINE_BYTES", "ServerLog", "log_path", "read_log"]
+__all__ = ["MAX_LOG_BYTES", "MAX_LINE_BYTES", "ServerLog", "delete_log", "log_path", "read_log"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +33,13 @@ MAX_LINE_BYTES = 8192
 
 def log_path(logs_dir: Path, server_id: str) -> Path:
     return Path(logs_dir) / f"{server_id}.log"
+
+
+def delete_log(logs_dir: Path, server_id: str) -> None:
+    """Delete the server's log, both generations (missing is fine)."""
+    path = log_path(logs_dir, server_id)
+    for p in (path, path.with_name(path.name + ".1")):
+        p.unlink(missing_ok=True)
 
 
 class ServerLog:
@@ -56,6 +67,11 @@ class ServerLog:
         if self._partial and not self._broken:
             self._write([self._partial])
         self._partial = b""
+
+    def discard(self) -> None:
+        """The server is removed: write nothing more, not even the held partial line."""
+        self._partial = b""
+        self._broken = True
 
     def _write(self, lines: list[bytes]) -> None:
         text = "".join(self.redactor.redact(line.decode("utf-8", "replace"), strict=True) + "\n" for line in lines)
