@@ -331,9 +331,37 @@ def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     return 1 if problems else 0
 
 
+def _installed_as(store: Store, name: str) -> InstalledServer | None:
+    """The installed server ``name`` (as typed to ``add``) means: its id, qualified name or slug,
+    or, ignoring case, its slug or the last part of its qualified name when only one has it."""
+    found = store.catalog().server(name)
+    if found is not None:
+        return store.get(found.server_id)
+    low = name.strip().lower()
+    hits = [s for s in store.list() if low in (s.slug.lower(), s.qualified_name.rsplit("/", 1)[-1].lower())]
+    return hits[0] if len(hits) == 1 else None
+
+
+def already_installed_message(s: InstalledServer, typed: str) -> str:
+    """What to do instead of adding an installed server again, as commands of this terminal."""
+    text = (f'{s.qualified_name} is already installed as "{s.slug}". To reinstall: mcp-setup remove {s.slug}, '
+            f"then mcp-setup add {typed}.")  # fmt: skip
+    secrets = [k.key for k in s.env_keys if k.secret]
+    if len(secrets) == 1:
+        text += f" To change its key: mcp-setup rotate {s.slug} {secrets[0]}."
+    elif secrets:
+        text += f" To change a key: mcp-setup rotate {s.slug} KEY (one of {', '.join(secrets)})."
+    return text
+
+
 def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
     from .terminal import run_agent
 
+    with _store(settings) as store:  # before asking anything (#cliux 1)
+        existing = _installed_as(store, args.name)
+    if existing is not None:
+        print(already_installed_message(existing, args.name), file=sys.stderr)
+        return 1
     return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided"))
 
 

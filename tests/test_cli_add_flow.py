@@ -1,0 +1,74 @@
+"""``mcp-setup add`` as a new user meets it (a real subprocess on a pty): an installed server
+is said before anything is asked, Ctrl-C during the test cancels cleanly, the test shows its
+stages, the secret prompt is one line, and the last line names the next commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pexpect
+
+from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+
+STUB = "io.github.mcp-setup/stub"
+
+
+def make_catalog(root: Path, expected: str, *, mode: str = "", extra_env: dict[str, str] | None = None) -> Path:
+    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected, mode=mode, extra_env=extra_env)
+    catalog = root / "catalog"
+    catalog.mkdir(parents=True, exist_ok=True)
+    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
+    return catalog
+
+
+def spawn_add(env: dict[str, str], name: str = "stub") -> pexpect.spawn:
+    argv = mcp_setup_argv("add", name)
+    return pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60, dimensions=(50, 250))
+
+
+def add_stub(env: dict[str, str], value: str) -> str:
+    child = spawn_add(env)
+    child.expect(r"\(hidden\): ")
+    child.sendline(value)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    return child.before
+
+
+def finish(child: pexpect.spawn) -> tuple[int | None, str]:
+    """Everything up to the end of ``child``, and its exit status (no question left open)."""
+    index = child.expect([pexpect.EOF, r"Choose 1-\d+: ", r"\(hidden\): "])
+    text = child.before
+    if index:  # a question: the run would wait for the user; end it and fail below
+        text += "<<asked: " + str(child.after) + ">>"
+        child.sendcontrol("c")
+        child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus, text
+
+
+def test_adding_an_installed_server_again_says_so_before_asking_anything_and_names_the_commands(
+    tmp_path: Path, canary: str
+) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    add_stub(env, canary)
+    for typed in ("stub", STUB, "Stub"):
+        code, out = finish(spawn_add(env, typed))
+        assert code == 1, out
+        assert f'{STUB} is already installed as "stub". To reinstall: mcp-setup remove stub, then mcp-setup add {typed}. ' \
+            "To change its key: mcp-setup rotate stub STUB_API_KEY." in out
+        assert "<<asked" not in out and "Try again" not in out and "(the name you gave)" not in out
+        assert "mcp_setup_remove" not in out and canary not in out
+
+
+def test_a_search_that_lands_on_an_installed_server_stops_with_no_retry_menu(tmp_path: Path, canary: str) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    add_stub(env, canary)
+    code, out = finish(spawn_add(env, "the stub server"))  # words: found by search, not by name
+    assert code == 1, out
+    assert f"{STUB} is already installed" in out
+    assert "<<asked" not in out and "Try again" not in out and "(the name you gave)" not in out
+    assert "mcp_setup_remove" not in out and canary not in out
