@@ -251,7 +251,7 @@ async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str,
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
                 raise
-            print("\nCancelled.", flush=True)
+            print("\nCancelled by the user. Nothing was installed.", flush=True)
             return EXIT_CODES["cancelled"]
         except (KeyError, ValueError) as exc:
             print(f"mcp-setup: {exc.args[0] if exc.args else exc}", file=sys.stderr, flush=True)

@@ -5,6 +5,7 @@ stages, the secret prompt is one line, and the last line names the next commands
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pexpect
@@ -72,3 +73,38 @@ def test_a_search_that_lands_on_an_installed_server_stops_with_no_retry_menu(tmp
     assert f"{STUB} is already installed" in out
     assert "<<asked" not in out and "Try again" not in out and "(the name you gave)" not in out
     assert "mcp_setup_remove" not in out and canary not in out
+
+
+def wait_for_pid(fifo: int, timeout: float = 60.0) -> int:
+    """The pid the stub writes to its STUB_PID_FILE (a FIFO here: an event, not a poll)."""
+    import select
+
+    ready, _, _ = select.select([fifo], [], [], timeout)
+    assert ready, "the stub never started"
+    return int(os.read(fifo, 100).split()[0])
+
+
+def test_ctrl_c_during_the_connection_test_cancels_with_exit_130_and_leaves_no_process(
+    tmp_path: Path, canary: str
+) -> None:
+    from tests.processes import process_alive, processes_mentioning, wait_gone
+
+    pid_file = tmp_path / "pids"
+    os.mkfifo(pid_file)
+    fifo = os.open(pid_file, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        catalog = make_catalog(tmp_path, canary, mode="hang", extra_env={"STUB_PID_FILE": str(pid_file)})
+        env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+        child = spawn_add(env)
+        child.expect(r"\(hidden\): ")
+        child.sendline(canary)
+        pid = wait_for_pid(fifo)
+        assert process_alive(pid)
+        child.sendintr()
+        code, out = finish(child)
+    finally:
+        os.close(fifo)
+    assert code == 130, out
+    assert "Cancelled by the user. Nothing was installed." in out
+    assert "CancelledError" not in out and "WARNING" not in out and "connection test failed" not in out
+    assert wait_gone([pid]) == [] and processes_mentioning(str(tmp_path)) == []
