@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -47,8 +48,15 @@ class TerminalIO:
         self._pending: asyncio.Future[Any] | None = None
 
     last_said: str = ""
+    #: At most one download line per this many seconds (a slow npx download ticks often).
+    DOWNLOAD_TICK_SECONDS = 5.0
+    _open_line = False  # a download line written in place (TTY), not yet ended
+    _last_tick = float("-inf")
 
     def _print(self, text: str = "") -> None:
+        if self._open_line:  # a download line written in place: end it first
+            self.out.write("\n")
+            self._open_line = False
         print(text, file=self.out, flush=True)
 
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:
@@ -192,9 +200,56 @@ class TerminalIO:
         self._print("Approved." if consents.status(pending.consent_id) == "approved" else "Not approved: nothing runs.")
         return {}
 
+
+    def _is_tty(self) -> bool:
+        isatty = getattr(self.out, "isatty", None)
+        return bool(isatty and isatty())
+
+
     async def progress(self, event: dict) -> None:
         if event.get("type") == "tool_call" and event.get("name") in _PROGRESS:
             self._print(f"· {_PROGRESS[event['name']]}")
+        elif event.get("type") == "progress":
+            self._stage(event)
+
+    def _stage(self, event: dict) -> None:
+        """One short line per stage of a test or install (the core's progress events)."""
+        stage, status = event.get("stage"), event.get("status")
+        testing = event.get("action") == "mcp_setup_test_connection"
+        if stage == "downloading":
+            self._download(status, event)
+        elif (stage, status) == ("starting", "started"):
+            deadline = event.get("deadline_seconds")
+            self._print("· starting the server" + (f" (waiting up to {deadline:g} s)" if deadline else ""))
+        elif (stage, status) == ("tools_listed", "done") and testing:
+            count = len(event.get("tools") or [])
+            self._print(f"✓ test passed: {count} tool{'' if count == 1 else 's'}")
+        elif (stage, status) == ("connected", "done"):
+            self._print("✓ connected")
+
+    def _download(self, status: Any, event: dict) -> None:
+        if status == "started":
+            self._print("· downloading the package…")
+            self._last_tick = time.monotonic()
+            return
+        if status == "progress":
+            now = time.monotonic()
+            if now - self._last_tick < self.DOWNLOAD_TICK_SECONDS:
+                return
+            self._last_tick = now
+            fetched = event.get("fetched") or 0
+            text = f"· downloading the package… {event.get('elapsed_seconds', 0):.0f} s" + (
+                f", {fetched} package{'' if fetched == 1 else 's'}" if fetched else ""
+            )
+            if self._is_tty():  # rewrite the line in place
+                self.out.write(f"\r\x1b[K{text}")
+                self.out.flush()
+                self._open_line = True
+            else:
+                self._print(text)
+        elif status == "done":
+            fetched = event.get("fetched")
+            self._print("· downloaded" + (f" ({fetched} package{'' if fetched == 1 else 's'})" if fetched else ""))
 
 
 @contextlib.contextmanager

@@ -4,11 +4,13 @@ stages, the secret prompt is one line, and the last line names the next commands
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
@@ -108,3 +110,50 @@ def test_ctrl_c_during_the_connection_test_cancels_with_exit_130_and_leaves_no_p
     assert "Cancelled by the user. Nothing was installed." in out
     assert "CancelledError" not in out and "WARNING" not in out and "connection test failed" not in out
     assert wait_gone([pid]) == [] and processes_mentioning(str(tmp_path)) == []
+
+
+def test_the_connection_test_shows_one_line_per_stage_and_says_when_it_passed(tmp_path: Path, canary: str) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    out = add_stub(env, canary)
+    lines = [line.strip() for line in out.splitlines()]
+    for wanted in ("· testing the connection…", "✓ test passed: 2 tools", "· installing and connecting…", "✓ connected"):
+        assert wanted in lines, out
+    assert any(line.startswith("· starting the server") for line in lines), out
+    assert lines.index("✓ test passed: 2 tools") < lines.index("· installing and connecting…")
+
+
+class _Out(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+async def _download_ticks(out: _Out, every: float, ticks: int) -> None:
+    from app.terminal import TerminalIO
+
+    face = TerminalIO(broker=None, out=out)  # type: ignore[arg-type]
+    face.DOWNLOAD_TICK_SECONDS = every
+    event = {"type": "progress", "action": "mcp_setup_test_connection", "stage": "downloading"}
+    await face.progress({**event, "status": "started"})
+    for i in range(1, ticks + 1):
+        await face.progress({**event, "status": "progress", "elapsed_seconds": float(i), "fetched": i * 10})
+    await face.progress({**event, "status": "done", "fetched": ticks * 10})
+    await face.say("next")
+
+
+@pytest.mark.anyio
+async def test_download_ticks_are_throttled_and_rewrite_one_line_only_on_a_terminal() -> None:
+    piped = _Out(tty=False)
+    await _download_ticks(piped, every=3600, ticks=200)  # a flood of ticks inside one interval: none shown
+    assert piped.getvalue() == "· downloading the package…\n· downloaded (2000 packages)\nnext\n"
+    piped = _Out(tty=False)
+    await _download_ticks(piped, every=0, ticks=2)  # no terminal: whole lines, no \r
+    assert "\r" not in piped.getvalue()
+    assert "· downloading the package… 2 s, 20 packages\n" in piped.getvalue()
+    tty = _Out(tty=True)
+    await _download_ticks(tty, every=0, ticks=3)
+    text = tty.getvalue()
+    assert text.count("\r") == 3 and "\r\x1b[K· downloading the package… 3 s, 30 packages\n· downloaded (30 packages)\nnext\n" in text
