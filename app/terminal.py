@@ -127,8 +127,8 @@ class TerminalIO:
     async def present_secret(self, pending: PendingPrompt) -> dict:
         self._print()
         where = f" for {pending.server}" if pending.server else ""
-        self._print(f"{pending.key_name}{where}: {pending.prompt}")
-        self._print("Type it at the hidden prompt (nothing is shown while you type; the assistant never sees it).")
+        about = _about(pending.prompt, pending.key_name)
+        self._print(f"Enter {pending.key_name}{where}{f' ({about})' if about else ''}. Hidden as you type; stored encrypted.")
         broker = self.broker
 
         def read_and_answer() -> None:
@@ -150,7 +150,7 @@ class TerminalIO:
             with contextlib.suppress(SetupError):
                 broker.cancel(pending.prompt_id, "cancelled by the user")
             raise
-        self._print(f"Got it: {pending.key_name} is stored for this setup (not shown to the assistant).")
+        self._print(f"Got it: {pending.key_name} is kept for this setup.")
         return {"status": "answered"}
 
     async def present_consent(self, pending: Any) -> dict:
@@ -250,6 +250,18 @@ class TerminalIO:
         elif status == "done":
             fetched = event.get("fetched")
             self._print("· downloaded" + (f" ({fetched} package{'' if fetched == 1 else 's'})" if fetched else ""))
+
+
+def _about(prompt: str, key_name: str) -> str:
+    """The prompt's words without what the line already says: the key's name (as a "NAME:"
+    label or in parentheses), the closing full stop, and a privacy sentence (this line says how the value is kept)."""
+    text = " ".join(str(prompt or "").split())
+    for sentence in ("It is stored encrypted and never shown to the assistant.",):
+        text = text.replace(sentence, "").strip()
+    text = text.replace(f"({key_name})", "").strip().rstrip(".").strip()
+    if text.startswith(f"{key_name}:"):
+        text = text[len(key_name) + 1 :].strip()
+    return "" if text.lower() in ("", key_name.lower()) else text
 
 
 @contextlib.contextmanager

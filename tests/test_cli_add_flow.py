@@ -34,11 +34,12 @@ def spawn_add(env: dict[str, str], name: str = "stub") -> pexpect.spawn:
 def add_stub(env: dict[str, str], value: str) -> str:
     child = spawn_add(env)
     child.expect(r"\(hidden\): ")
+    asked = child.before + child.after
     child.sendline(value)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before
-    return child.before
+    return asked + "<<typed>>" + child.before
 
 
 def finish(child: pexpect.spawn) -> tuple[int | None, str]:
@@ -157,3 +158,14 @@ async def test_download_ticks_are_throttled_and_rewrite_one_line_only_on_a_termi
     await _download_ticks(tty, every=0, ticks=3)
     text = tty.getvalue()
     assert text.count("\r") == 3 and "\r\x1b[K· downloading the package… 3 s, 30 packages\n· downloaded (30 packages)\nnext\n" in text
+
+
+def test_the_secret_prompt_is_one_line_that_says_what_to_type_and_how_it_is_kept(tmp_path: Path, canary: str) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    asked = add_stub(env, canary).split("<<typed>>")[0]
+    lines = [line.strip() for line in asked.splitlines() if line.strip()]
+    assert lines[-2:] == [
+        f"Enter STUB_API_KEY for {STUB} (API key for the stub server). Hidden as you type; stored encrypted.",
+        "STUB_API_KEY (hidden):",
+    ], asked
+    assert "assistant" not in asked

@@ -274,8 +274,8 @@ class GuidedDriver:
 
     async def _secret(self, s: AgentSession, server: str, key: dict[str, Any]) -> str:
         name = key["name"]
-        about = key.get("description") or f"The {name} setting"
-        prompt = f"{about.rstrip('.')}. It is stored encrypted and never shown to the assistant."
+        # What the setting is; each face says in its own words how the value is kept.
+        prompt = key.get("description") or f"The {name} setting of {server}."
         while True:
             result = await s.call("mcp_setup_request_secret", {"key_name": name, "prompt": prompt, "server": server})
             if result.get("ok") is False:
