@@ -26,7 +26,7 @@ from setup_agent.redact import install_log_redaction
 from .runtime import build_runtime, openai_options
 from .settings import Settings
 
-__all__ = ["EXIT_CODES", "TerminalIO", "run_agent"]
+__all__ = ["EXIT_CODES", "TerminalIO", "next_steps", "run_agent"]
 
 EXIT_CODES = {"installed": 0, "failed": 1, "cancelled": 130}
 
@@ -252,6 +252,14 @@ class TerminalIO:
             self._print("· downloaded" + (f" ({fetched} package{'' if fetched == 1 else 's'})" if fetched else ""))
 
 
+def next_steps(slug: str) -> str:
+    """What to do after an install, with the short name the other commands take."""
+    from .client_configs import CLIENTS
+
+    return (f'Its short name is "{slug}": mcp-setup show {slug}, mcp-setup remove {slug}. To use it in your AI '
+            f"client: mcp-setup client connect CLIENT ({', '.join(CLIENTS)}).")  # fmt: skip
+
+
 def _about(prompt: str, key_name: str) -> str:
     """The prompt's words without what the line already says: the key's name (as a "NAME:"
     label or in parentheses), the closing full stop, and a privacy sentence (this line says how the value is kept)."""
@@ -312,8 +320,12 @@ async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str,
 
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, on_sigint)
+        slug = None
         try:
             result = await task
+            if result.get("status") == "installed" and result.get("server_id"):
+                installed = await asyncio.to_thread(runtime.store.get, result["server_id"])
+                slug = installed.slug if installed is not None else None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
@@ -329,4 +341,6 @@ async def run_agent(settings: Settings, log_handler: logging.Handler, goal: str,
             await runtime.aclose()
     if result["summary"] != io.last_said:
         print(f"\n{result['summary']}", flush=True)
+    if slug:
+        print(next_steps(slug), flush=True)
     return EXIT_CODES[result["status"]]

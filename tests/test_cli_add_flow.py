@@ -169,3 +169,12 @@ def test_the_secret_prompt_is_one_line_that_says_what_to_type_and_how_it_is_kept
         "STUB_API_KEY (hidden):",
     ], asked
     assert "assistant" not in asked
+
+
+def test_a_successful_add_ends_with_the_short_name_and_how_to_connect_a_client(tmp_path: Path, canary: str) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    out = add_stub(env, canary).split("<<typed>>")[1]
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    assert lines[-2].startswith(f"Installed {STUB} (srv_"), out
+    assert lines[-1].startswith('Its short name is "stub": mcp-setup show stub, mcp-setup remove stub. '), out
+    assert "mcp-setup client connect CLIENT (claude-desktop, " in lines[-1] and "cursor" in lines[-1], out
