@@ -52,7 +52,7 @@ def add_server_parsers(sub: Any) -> None:
     p = sub.add_parser("show", help="one installed server: launch command, settings (names only), tools")
     p.add_argument("name", help="server id, qualified name or slug")
     p.add_argument("--json", action="store_true", help="print JSON")
-    for verb, text in (("enable", "start it again in every running face"), ("disable", "stop it; keep its settings")):
+    for verb, text in (("enable", "start it again in every running mcp-setup session"), ("disable", "stop it; keep its settings")):
         p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
         p.add_argument("name", help="server id, qualified name or slug")
     p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
@@ -223,7 +223,7 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
     with _store(settings) as store:
         s = _resolve(store, args.name)
         store.set_enabled(s.server_id, enabled, actor="cli")
-    print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup faces see it at once.")
+    print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once.")
     return 0
 
 
