@@ -52,7 +52,7 @@ def add_server_parsers(sub: Any) -> None:
     p = sub.add_parser("show", help="one installed server: launch command, settings (names only), tools")
     p.add_argument("name", help="server id, qualified name or slug")
     p.add_argument("--json", action="store_true", help="print JSON")
-    for verb, text in (("enable", "start it again in every running face"), ("disable", "stop it; keep its settings")):
+    for verb, text in (("enable", "start it again in every running mcp-setup session"), ("disable", "stop it; keep its settings")):
         p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
         p.add_argument("name", help="server id, qualified name or slug")
     p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
@@ -223,7 +223,7 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
     with _store(settings) as store:
         s = _resolve(store, args.name)
         store.set_enabled(s.server_id, enabled, actor="cli")
-    print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup faces see it at once.")
+    print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once.")
     return 0
 
 
@@ -331,9 +331,37 @@ def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     return 1 if problems else 0
 
 
+def _installed_as(store: Store, name: str) -> InstalledServer | None:
+    """The installed server ``name`` (as typed to ``add``) means: its id, qualified name or slug,
+    or, ignoring case, its slug or the last part of its qualified name when only one has it."""
+    found = store.catalog().server(name)
+    if found is not None:
+        return store.get(found.server_id)
+    low = name.strip().lower()
+    hits = [s for s in store.list() if low in (s.slug.lower(), s.qualified_name.rsplit("/", 1)[-1].lower())]
+    return hits[0] if len(hits) == 1 else None
+
+
+def already_installed_message(s: InstalledServer, typed: str) -> str:
+    """What to do instead of adding an installed server again, as commands of this terminal."""
+    text = (f'{s.qualified_name} is already installed as "{s.slug}". To reinstall: mcp-setup remove {s.slug}, '
+            f"then mcp-setup add {typed}.")  # fmt: skip
+    secrets = [k.key for k in s.env_keys if k.secret]
+    if len(secrets) == 1:
+        text += f" To change its key: mcp-setup rotate {s.slug} {secrets[0]}."
+    elif secrets:
+        text += f" To change a key: mcp-setup rotate {s.slug} KEY (one of {', '.join(secrets)})."
+    return text
+
+
 def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
     from .terminal import run_agent
 
+    with _store(settings) as store:  # before asking anything
+        existing = _installed_as(store, args.name)
+    if existing is not None:
+        print(already_installed_message(existing, args.name), file=sys.stderr)
+        return 1
     # the person typed the command: the install is theirs (as remove/disable say `by cli`)
     return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli"))
 

@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -25,7 +26,7 @@ from setup_agent.redact import install_log_redaction
 from .runtime import build_runtime, openai_options
 from .settings import Settings
 
-__all__ = ["EXIT_CODES", "TerminalIO", "run_agent"]
+__all__ = ["EXIT_CODES", "TerminalIO", "next_steps", "run_agent"]
 
 EXIT_CODES = {"installed": 0, "failed": 1, "cancelled": 130}
 
@@ -47,8 +48,15 @@ class TerminalIO:
         self._pending: asyncio.Future[Any] | None = None
 
     last_said: str = ""
+    #: At most one download line per this many seconds (a slow npx download ticks often).
+    DOWNLOAD_TICK_SECONDS = 5.0
+    _open_line = False  # a download line written in place (TTY), not yet ended
+    _last_tick = float("-inf")
 
     def _print(self, text: str = "") -> None:
+        if self._open_line:  # a download line written in place: end it first
+            self.out.write("\n")
+            self._open_line = False
         print(text, file=self.out, flush=True)
 
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:
@@ -119,8 +127,8 @@ class TerminalIO:
     async def present_secret(self, pending: PendingPrompt) -> dict:
         self._print()
         where = f" for {pending.server}" if pending.server else ""
-        self._print(f"{pending.key_name}{where}: {pending.prompt}")
-        self._print("Type it at the hidden prompt (nothing is shown while you type; the assistant never sees it).")
+        about = _about(pending.prompt, pending.key_name)
+        self._print(f"Enter {pending.key_name}{where}{f' ({about})' if about else ''}. Hidden as you type; stored encrypted.")
         broker = self.broker
 
         def read_and_answer() -> None:
@@ -142,7 +150,7 @@ class TerminalIO:
             with contextlib.suppress(SetupError):
                 broker.cancel(pending.prompt_id, "cancelled by the user")
             raise
-        self._print(f"Got it: {pending.key_name} is stored for this setup (not shown to the assistant).")
+        self._print(f"Got it: {pending.key_name} is kept for this setup.")
         return {"status": "answered"}
 
     async def present_consent(self, pending: Any) -> dict:
@@ -192,9 +200,76 @@ class TerminalIO:
         self._print("Approved." if consents.status(pending.consent_id) == "approved" else "Not approved: nothing runs.")
         return {}
 
+
+    def _is_tty(self) -> bool:
+        isatty = getattr(self.out, "isatty", None)
+        return bool(isatty and isatty())
+
+
     async def progress(self, event: dict) -> None:
         if event.get("type") == "tool_call" and event.get("name") in _PROGRESS:
             self._print(f"· {_PROGRESS[event['name']]}")
+        elif event.get("type") == "progress":
+            self._stage(event)
+
+    def _stage(self, event: dict) -> None:
+        """One short line per stage of a test or install (the core's progress events)."""
+        stage, status = event.get("stage"), event.get("status")
+        testing = event.get("action") == "mcp_setup_test_connection"
+        if stage == "downloading":
+            self._download(status, event)
+        elif (stage, status) == ("starting", "started"):
+            deadline = event.get("deadline_seconds")
+            self._print("· starting the server" + (f" (waiting up to {deadline:g} s)" if deadline else ""))
+        elif (stage, status) == ("tools_listed", "done") and testing:
+            count = len(event.get("tools") or [])
+            self._print(f"✓ test passed: {count} tool{'' if count == 1 else 's'}")
+        elif (stage, status) == ("connected", "done"):
+            self._print("✓ connected")
+
+    def _download(self, status: Any, event: dict) -> None:
+        if status == "started":
+            self._print("· downloading the package…")
+            self._last_tick = time.monotonic()
+            return
+        if status == "progress":
+            now = time.monotonic()
+            if now - self._last_tick < self.DOWNLOAD_TICK_SECONDS:
+                return
+            self._last_tick = now
+            fetched = event.get("fetched") or 0
+            text = f"· downloading the package… {event.get('elapsed_seconds', 0):.0f} s" + (
+                f", {fetched} package{'' if fetched == 1 else 's'}" if fetched else ""
+            )
+            if self._is_tty():  # rewrite the line in place
+                self.out.write(f"\r\x1b[K{text}")
+                self.out.flush()
+                self._open_line = True
+            else:
+                self._print(text)
+        elif status == "done":
+            fetched = event.get("fetched")
+            self._print("· downloaded" + (f" ({fetched} package{'' if fetched == 1 else 's'})" if fetched else ""))
+
+
+def next_steps(slug: str) -> str:
+    """What to do after an install, with the short name the other commands take."""
+    from .client_configs import CLIENTS
+
+    return (f'Its short name is "{slug}": mcp-setup show {slug}, mcp-setup remove {slug}. To use it in your AI '
+            f"client: mcp-setup client connect CLIENT ({', '.join(CLIENTS)}).")  # fmt: skip
+
+
+def _about(prompt: str, key_name: str) -> str:
+    """The prompt's words without what the line already says: the key's name (as a "NAME:"
+    label or in parentheses), the closing full stop, and a privacy sentence (this line says how the value is kept)."""
+    text = " ".join(str(prompt or "").split())
+    for sentence in ("It is stored encrypted and never shown to the assistant.",):
+        text = text.replace(sentence, "").strip()
+    text = text.replace(f"({key_name})", "").strip().rstrip(".").strip()
+    if text.startswith(f"{key_name}:"):
+        text = text[len(key_name) + 1 :].strip()
+    return "" if text.lower() in ("", key_name.lower()) else text
 
 
 @contextlib.contextmanager
@@ -248,13 +323,17 @@ async def run_agent(
 
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, on_sigint)
+        slug = None
         try:
             result = await task
+            if result.get("status") == "installed" and result.get("server_id"):
+                installed = await asyncio.to_thread(runtime.store.get, result["server_id"])
+                slug = installed.slug if installed is not None else None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
                 raise
-            print("\nCancelled.", flush=True)
+            print("\nCancelled by the user. Nothing was installed.", flush=True)
             return EXIT_CODES["cancelled"]
         except (KeyError, ValueError) as exc:
             print(f"mcp-setup: {exc.args[0] if exc.args else exc}", file=sys.stderr, flush=True)
@@ -265,4 +344,6 @@ async def run_agent(
             await runtime.aclose()
     if result["summary"] != io.last_said:
         print(f"\n{result['summary']}", flush=True)
+    if slug:
+        print(next_steps(slug), flush=True)
     return EXIT_CODES[result["status"]]

@@ -262,6 +262,9 @@ class Prober:
             if not outcome.done():
                 outcome.cancel()  # nobody waits for it any more
             task.cancel()
+            current = asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and current is not None and current.cancelling():
+                raise  # the caller was cancelled (Ctrl-C, a closing face): not a failure of the server
             raise self._classify(exc, pwatch, hwatch, deadline, auth) from None
 
     async def _await_outcome(

@@ -114,6 +114,7 @@ def test_disable_and_enable_change_the_store_every_face_watches(data, capsys, ca
         before = store.change_counter()
     code, out, _ = cli(capsys, "disable", "stub-search")
     assert code == 0 and "disabled" in out
+    assert "running mcp-setup sessions (your AI clients, the web page) see it at once" in out and "faces" not in out
     with data.store() as store:
         assert store.get(sid).enabled is False and store.change_counter() > before
         assert not any(t for t in store.catalog().tools())

@@ -44,6 +44,14 @@ _NOT_A_VALUE = {
 
 # Codes answered by signing in (mcp_setup_authorize), not by re-entering a value.
 _SIGN_IN = {"oauth_required", "needs_sign_in"}
+# A failed secret prompt is offered again only for these: the prompt itself went wrong (the
+# face could not show it, it was lost or timed out). Any other code (already_installed,
+# invalid_input, not_found…) comes back the same on every retry, so the run stops instead.
+_PROMPT_RETRYABLE = {"prompt_failed", "prompt_not_found", "secret_expired", "timeout"}
+
+
+class _Stop(Exception):
+    """The run ends now with this summary (nothing was installed): retrying cannot help."""
 
 
 def goal_query(goal: str) -> str:
@@ -78,7 +86,10 @@ class GuidedDriver:
         server = await self._find(s)
         if server is None:
             return "Nothing was installed: no server was chosen."
-        return await self._setup(s, server)
+        try:
+            return await self._setup(s, server)
+        except _Stop as stop:
+            return str(stop)
 
     # -- chat helpers ---------------------------------------------------------------------
     @staticmethod
@@ -206,6 +217,8 @@ class GuidedDriver:
             if tested.get("ok") is not False:
                 break
             code = tested["error"].get("code")
+            if code == "already_installed":
+                await self._already_installed(s, name, tested["error"])
             if code in _SIGN_IN and signed_in < 2:
                 signed_in += 1
                 oauth_ref = await self._sign_in(s, name, {**args, "env_refs": dict(env_refs)})
@@ -261,13 +274,19 @@ class GuidedDriver:
 
     async def _secret(self, s: AgentSession, server: str, key: dict[str, Any]) -> str:
         name = key["name"]
-        about = key.get("description") or f"The {name} setting"
-        prompt = f"{about.rstrip('.')}. It is stored encrypted and never shown to the assistant."
+        # What the setting is; each face says in its own words how the value is kept.
+        prompt = key.get("description") or f"The {name} setting of {server}."
         while True:
             result = await s.call("mcp_setup_request_secret", {"key_name": name, "prompt": prompt, "server": server})
             if result.get("ok") is False:
-                if result["error"].get("code") == "prompt_cancelled":
+                code = result["error"].get("code")
+                if code == "prompt_cancelled":
                     raise AgentCancelled(result["error"]["message"])
+                if code == "already_installed":
+                    await self._already_installed(s, server, result["error"])
+                if code not in _PROMPT_RETRYABLE:  # the same answer would come back: no retry menu
+                    await self._say(s, f"The secret prompt for {name} failed: {result['error']['message']}")
+                    raise _Stop(f"Nothing was installed: {result['error']['message']}")
                 await self._say(s, f"The secret prompt for {name} failed: {result['error']['message']}")
                 if await self._choose(s, f"Try {name} again?", ["Try again", CANCEL]) == CANCEL:
                     raise AgentCancelled("cancelled by the user")
@@ -278,6 +297,13 @@ class GuidedDriver:
                 if await self._choose(s, f"Choose Done once you have entered {name}.", ["Done", CANCEL]) == CANCEL:
                     raise AgentCancelled("cancelled by the user")
             return result["ref"]
+
+    async def _already_installed(self, s: AgentSession, server: str, error: dict[str, Any]) -> None:
+        """Say so in the driver's own words (the core's never echo the name) and stop."""
+        sid = (error.get("details") or {}).get("server_id")
+        text = f"{server} is already installed" + (f" (server id {sid})" if sid else "") + "."
+        await self._say(s, f"{text} Remove it first to install it again, or keep using it.")
+        raise _Stop(f"Nothing was installed: {text}")
 
     async def _sign_in(self, s: AgentSession, server: str, args: dict[str, Any]) -> str:
         """Sign in to ``server`` with ``mcp_setup_authorize``; the ref to pass as ``oauth_ref``."""
