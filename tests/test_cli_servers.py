@@ -220,9 +220,17 @@ def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_
     child.close()
     assert child.exitstatus == 0
     assert canary not in child.before
-    argv = mcp_setup_argv("list", "--json")
-    listed = pexpect.run(" ".join(argv), env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
-    assert json.loads(listed[listed.index("{"):])["servers"][0]["qualified_name"] == CATALOG_STUB
+    servers = _run_json(env, "list", "--json")["servers"]
+    # the person typed the command: the install is theirs, `by cli` (as its removal and disable say)
+    assert [(s["qualified_name"], s["installed_by"]) for s in servers] == [(CATALOG_STUB, "cli")]
+    audit = _run_json(env, "audit", "--json")["audit"]
+    assert [(r["event"], r["actor"]) for r in audit if r["event"] == "installed"] == [("installed", "cli")]
+    assert canary not in json.dumps(servers) + json.dumps(audit)
+
+
+def _run_json(env: dict, *argv: str) -> dict:
+    text = pexpect.run(" ".join(mcp_setup_argv(*argv)), env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    return json.loads(text[text.index("{") :])
 
 
 def test_search_with_every_registry_failing_names_them_and_where_the_local_catalog_is(data, capsys, monkeypatch) -> None:
