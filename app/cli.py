@@ -79,8 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     mcp = sub.add_parser(
         "mcp",
         help="run as a stdio MCP server (for Claude Desktop, Cursor, VS Code…)",
-        description="Speak MCP on stdin/stdout, exposing the mcp_setup_* tools. Add it to your MCP client as a "
-        'stdio server: {"command": "mcp-setup", "args": ["mcp"]}. Logs go to stderr.',
+        description="Speak MCP on stdin/stdout: the mcp_setup_* tools, and every installed server's tools as "
+        "<server>__<tool>. `mcp-setup client connect CLIENT` adds it to Claude Desktop, Cursor, VS Code and others "
+        '(by hand: a stdio server {"command": "<full path of mcp-setup>", "args": ["mcp"]}). Logs go to stderr.',
     )
     mcp.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
     agent = sub.add_parser(
@@ -106,6 +107,12 @@ def _parser() -> argparse.ArgumentParser:
 
     add_audit_parser(sub)
     add_tools_review_parser(sub)
+    # `mcp-setup COMMAND --help` opens with the one line `mcp-setup --help` shows for it, where
+    # the command has no longer description of its own (argparse keeps that line on the action).
+    for action in sub._choices_actions:
+        command = sub.choices.get(action.dest)
+        if command is not None and command.description is None and action.help:
+            command.description = action.help[0].upper() + action.help[1:] + "."
     return parser
 
 

@@ -66,3 +66,17 @@ def test_serve_opens_a_browser_only_where_a_display_is_available() -> None:
     assert display_available({"DISPLAY": ":0"}, "linux") is True
     assert display_available({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is True
     assert display_available({}, "darwin") is True and display_available({}, "win32") is True
+
+
+def test_every_command_help_opens_with_a_sentence_saying_what_it_does() -> None:
+    from app.cli import _parser
+
+    parser = _parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    commands = dict(sub.choices)  # type: ignore[arg-type]
+    assert {"list", "show", "remove", "logs", "search", "doctor", "add", "serve", "mcp"} <= set(commands)
+    for name, command in commands.items():
+        text = " ".join(command.format_help().split())  # the formatter wraps lines
+        description = " ".join((command.description or "").split())
+        assert len(description) > 10 and description in text, name
+    assert "<server>__<tool>" in commands["mcp"].description  # the installed servers' tools too
