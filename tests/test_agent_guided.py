@@ -186,3 +186,33 @@ async def test_two_unreachable_remotes_are_each_tried_once_then_the_run_stops_wi
     for code in ("timeout", "unreachable", "package_not_found"):
         assert _pointed_key({"code": code, "message": "x"}, keys, {"API_KEY": "secret://r"}) is None
     assert _pointed_key({"code": "rejected", "message": "x"}, keys, {"API_KEY": "secret://r"}) == "API_KEY"
+
+
+async def test_an_optional_secret_is_offered_and_stored_when_the_user_says_yes(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
+    optional = "optional-" + canary[::-1]
+    extra = [{"name": "STUB_EXTRA_TOKEN", "description": "A token for more requests.", "isRequired": False,
+              "isSecret": True, "format": "string"}]  # fmt: skip
+    catalog = make_catalog(tmp_path, canary, extra_env=extra)
+    async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
+        io = ScriptedIO(runtime, answers=[choose(lambda c: c == "Yes")], secrets=[canary, optional])
+        result = await run(runtime, io)
+        assert result["status"] == "installed", (result["summary"], io.unexpected)
+        (question, choices), = io.questions
+        assert "STUB_EXTRA_TOKEN" in question and "optional" in question and choices == ["No", "Yes"]
+        assert runtime.store.env_values(result["server_id"])["STUB_EXTRA_TOKEN"].reveal() == optional
+        assert optional not in json.dumps(result) and canary not in json.dumps(result)
+
+
+async def test_an_optional_secret_declined_is_left_unset_and_said_so(tmp_path: Path, canary: str, memory_keyring) -> None:
+    extra = [{"name": "STUB_EXTRA_TOKEN", "description": "A token for more requests.", "isRequired": False,
+              "isSecret": True, "format": "string"}]  # fmt: skip
+    catalog = make_catalog(tmp_path, canary, extra_env=extra)
+    async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
+        io = ScriptedIO(runtime, answers=[choose(lambda c: c == "No")], secrets=[canary])
+        result = await run(runtime, io)
+        assert result["status"] == "installed", (result["summary"], io.unexpected)
+        said = [m["arguments"]["text"] for m in tool_calls(result, "say")]
+        assert "Optional settings left unset: STUB_EXTRA_TOKEN." in said
+        assert "STUB_EXTRA_TOKEN" not in runtime.store.env_values(result["server_id"])

@@ -193,14 +193,27 @@ class GuidedDriver:
             reasons = "; ".join(p.get("reason", p["id"]) for p in detail.get("packages") or []) or "it lists no package"
             await self._say(s, f"{name} cannot run on this machine yet: {reasons}.")
             return f"Nothing was installed: {name} cannot run here ({reasons})."
-        skipped = [k["name"] for k in keys if not k.get("required")]
-        if skipped:
-            await self._say(s, f"Optional settings left unset: {', '.join(skipped)}.")
         env: dict[str, str] = {}
         env_refs: dict[str, str] = {}
         for key in keys:
             if key.get("required"):
                 await self._collect(s, name, key, env, env_refs)
+        # An optional secret (an API key for more requests, say) is offered, one question each:
+        # the install leaves out what is unset, so it could not be added later. Other optional
+        # settings keep the server's own defaults.
+        skipped = []
+        for key in keys:
+            if key.get("required") or key.get("provided"):
+                continue
+            if key.get("secret"):
+                what = (key.get("description") or "").strip().rstrip(".")
+                question = f"{name} can also use {key['name']}" + (f" ({what})" if what else "") + ". It is optional. Set it now?"
+                if await self._choose(s, question, ["No", "Yes"]) == "Yes":
+                    await self._collect(s, name, key, env, env_refs)
+                    continue
+            skipped.append(key["name"])
+        if skipped:
+            await self._say(s, f"Optional settings left unset: {', '.join(skipped)}.")
         package: str | None = None
         # (package, inputs) -> error code of each failed test (#12 item 2): an option is never
         # tried again with the same inputs; when none is left, the run stops with a summary.
