@@ -120,12 +120,12 @@ class SetupService:
             result = await handler(args, ctx)
         except SetupError as exc:
             logger.info("tool %s failed: %s", name, exc.code)
-            return {"ok": False, "error": self.redactor.redact_obj(without_echo(exc.to_dict(), args))}
+            return {"ok": False, "error": self.redactor.redact_obj(without_echo(exc.to_dict(), args, known=self.hub.sources))}
         except Exception as exc:
             err = translate(exc)
             if type(err) is SetupError:
                 logger.exception("tool %s crashed", name)
-            return {"ok": False, "error": self.redactor.redact_obj(without_echo(err.to_dict(), args))}
+            return {"ok": False, "error": self.redactor.redact_obj(without_echo(err.to_dict(), args, known=self.hub.sources))}
         if "ok" not in result:
             result = {"ok": True, **result}  # every answer says whether it worked, the same way
         return self.redactor.redact_obj(result)

@@ -9,6 +9,7 @@ redactor's length rules. Calls are logged with key names only (:func:`describe_a
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 from .errors import InvalidInput
@@ -87,11 +88,16 @@ _ECHOED_ARGS = ("qualified_name", "source", "package", "server_id", "server", "q
 _YOUR_INPUT = "(the name you gave)"
 
 
-def without_echo(error: dict[str, Any], args: dict) -> dict[str, Any]:
+def without_echo(error: dict[str, Any], args: dict, *, known: Collection[str] = ()) -> dict[str, Any]:
     """``error`` with the agent's own strings taken out of its text, always (not only when one
-    holds a secret, which would itself answer the guess), by the redactor's length rules."""
+    holds a secret, which would itself answer the guess), by the redactor's length rules.
+    ``known``: names of ours (the configured registries) that the agent may have named: saying
+    them back tells it nothing it did not already know."""
     # Longer texts were refused unquoted before anything could echo them (names, query: 200).
-    texts = [v.strip() for k in _ECHOED_ARGS if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000]
+    texts = [
+        v.strip() for k in _ECHOED_ARGS
+        if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000 and v.strip() not in known
+    ]  # fmt: skip
 
     def clean(obj: Any) -> Any:
         if isinstance(obj, str):

@@ -57,5 +57,13 @@ async def test_searching_only_an_unreachable_registry_is_a_registry_error_not_an
         await runtime.aclose()
     assert result["ok"] is False
     assert result["error"]["code"] == "registry_unavailable"
-    message = result["error"]["message"]  # the source name the agent gave is not echoed (without_echo)
-    assert message.startswith("Could not reach the ") and message.endswith(f"registry at {url} (ConnectError).")
+    # a configured registry's name is said back (it is ours); any other text the agent gave is not
+    assert result["error"]["message"] == f"Could not reach the official registry at {url} (ConnectError)."
+    runtime = build_runtime(
+        Settings(home=tmp_path / "data", registries="official", official_registry_url=url), keyring_backend=memory_keyring
+    )
+    try:
+        unknown = await runtime.service.call("mcp_setup_search", {"query": "weather", "source": "my-guess-1234"})
+    finally:
+        await runtime.aclose()
+    assert unknown["ok"] is False and "my-guess-1234" not in unknown["error"]["message"]
