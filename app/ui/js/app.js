@@ -37,7 +37,7 @@ on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
 on("consent_request", onConsentRequest);
 on("consent_done", onConsentDone);
-on("oauth_request", function (event) { onOAuthRequest(event); offerSignIn(); });
+on("oauth_request", function (event) { onOAuthRequest(event); offerSignIn(event); });
 on("server_status", function () { loadServersSoon(); });
 on("servers_changed", function () { loadServersSoon(); });
 on("guard_lockout", function () {

@@ -6,10 +6,15 @@
 import { $ } from "./dom.js";
 import { isThisRun, note } from "./thread.js";
 
-var last = null; // the latest sign-in asked for, shown again by openSignIn
+var requests = {}; // server -> the latest sign-in asked for it, shown again by openSignIn
 
 export function onOAuthRequest(event) {
-  last = event;
+  requests[event.server || ""] = event;
+  if (isThisRun(event.run_id)) note("Waiting for you to sign in to " + (event.server || "the server") + "…");
+  show(event);
+}
+
+function show(event) {
   var dialog = $("oauth-dialog");
   $("oauth-server").textContent = event.server || "this server";
   $("oauth-host").textContent = event.authorization_server || "";
@@ -18,17 +23,14 @@ export function onOAuthRequest(event) {
   var link = $("oauth-link");
   link.href = event.url;
   link.textContent = "Sign in at " + (event.authorization_server || "the sign-in page");
-  if (isThisRun(event.run_id)) note("Waiting for you to sign in to " + (event.server || "the server") + "…");
   if (!dialog.open) dialog.showModal();
   link.focus();
 }
 
-// Show the latest sign-in box again (the progress block's "Open the sign-in box", after "Not now").
-export function openSignIn() {
-  if (!last) return;
-  var dialog = $("oauth-dialog");
-  if (!dialog.open) dialog.showModal();
-  $("oauth-link").focus();
+// Show a server's sign-in box again (its progress block's "Open the sign-in box", after "Not now").
+export function openSignIn(server) {
+  var event = requests[server || ""];
+  if (event) show(event);
 }
 
 export function initOAuthModal() {

@@ -46,7 +46,7 @@ var STATUS_TEXT = { pending: "not yet", started: "in progress", done: "done", fa
 var SIGN_IN = { oauth_required: true, needs_sign_in: true };
 
 var steps = null; // the current test/install steps block, until it ends
-var signInButtons = []; // "Open the sign-in box" buttons of blocks waiting for a sign-in
+var signInButtons = []; // {server, button}: the "Open the sign-in box" buttons of blocks waiting for a sign-in
 
 // While a server starts (#12 item 4): the seconds spent against the deadline, ticking, and the
 // server's latest stderr line (redacted by the core).
@@ -120,8 +120,8 @@ function foundTools(tools) {
 
 function showSignInNeeded(event) {
   var button = el("button", { type: "button", class: "open-sign-in", text: "Open the sign-in box", hidden: true });
-  button.addEventListener("click", openSignIn);
-  signInButtons.push(button);
+  button.addEventListener("click", function () { openSignIn(event.server); });
+  signInButtons.push({ server: event.server || "", button: button });
   var who = event.server || "This server";
   steps.block.appendChild(el("div", { class: "sign-in-needed", role: "status" }, [
     el("strong", { text: "Sign-in needed. " }),
@@ -131,9 +131,10 @@ function showSignInNeeded(event) {
   ]));
 }
 
-// The assistant asked for a sign-in (an oauth_request frame): the blocks waiting for one offer the box.
-export function offerSignIn() {
-  signInButtons.forEach(function (button) { button.hidden = false; });
+// The assistant asked for a sign-in (an oauth_request frame): the blocks of that server offer its box.
+export function offerSignIn(request) {
+  var server = (request && request.server) || "";
+  signInButtons.forEach(function (entry) { if (entry.server === server) entry.button.hidden = false; });
 }
 
 function showProblem(event) {
@@ -164,7 +165,7 @@ export function onProgress(event) {
   // A new call starts a new block (a failure before its first step, too).
   if (!steps || steps.action !== (event.action || "") || (event.stage === "resolving" && event.status === "started")) {
     stopWatch();
-    signInButtons.forEach(function (button) { button.hidden = true; }); // signed in, or moved on
+    signInButtons.forEach(function (entry) { entry.button.hidden = true; }); // signed in, or moved on
     signInButtons = [];
     steps = newSteps(event);
   }
