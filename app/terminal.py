@@ -224,6 +224,8 @@ class TerminalIO:
         elif (stage, status) == ("tools_listed", "done") and testing:
             count = len(event.get("tools") or [])
             self._print(f"✓ test passed: {count} tool{'' if count == 1 else 's'}")
+        elif (stage, status) == ("installing", "done"):
+            self._print("✓ saved; connecting…")
         elif (stage, status) == ("connected", "done"):
             self._print("✓ connected")
 
@@ -303,6 +305,7 @@ async def run_agent(
     io = TerminalIO(runtime.broker, consents=runtime.consents)
     options = openai_options(settings) if driver == "openai" else {}
     loop = asyncio.get_running_loop()
+    before = {s.server_id for s in await asyncio.to_thread(runtime.store.list)}
     with _terminal_restored():
         task = asyncio.ensure_future(
             spawn_subagent(
@@ -333,7 +336,13 @@ async def run_agent(
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
                 raise
-            print("\nCancelled by the user. Nothing was installed.", flush=True)
+            # An install cancelled after its commit is there (all or nothing, but not nothing): say so.
+            added = [s for s in await asyncio.to_thread(runtime.store.list) if s.server_id not in before]
+            if added:
+                names = ", ".join(f"{s.qualified_name} (mcp-setup remove {s.slug} takes it out)" for s in added)
+                print(f"\nCancelled by the user, after the install was saved: {names}.", flush=True)
+            else:
+                print("\nCancelled by the user. Nothing was installed.", flush=True)
             return EXIT_CODES["cancelled"]
         except (KeyError, ValueError) as exc:
             print(f"mcp-setup: {exc.args[0] if exc.args else exc}", file=sys.stderr, flush=True)

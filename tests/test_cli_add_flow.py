@@ -178,3 +178,22 @@ def test_a_successful_add_ends_with_the_short_name_and_how_to_connect_a_client(t
     assert lines[-2].startswith(f"Installed {STUB} (srv_"), out
     assert lines[-1].startswith('Its short name is "stub": mcp-setup show stub, mcp-setup remove stub. '), out
     assert "mcp-setup client connect CLIENT (claude-desktop, " in lines[-1] and "cursor" in lines[-1], out
+
+
+def test_ctrl_c_after_the_install_was_saved_says_it_is_installed_and_how_to_take_it_out(
+    tmp_path: Path, canary: str
+) -> None:
+    # The test passes, the install is saved, then the server is slow to start again (no adoption):
+    # a Ctrl-C there cannot undo the saved install, and the message must not say it did.
+    catalog = make_catalog(tmp_path, canary, mode="slow", extra_env={"STUB_SLOW_SECONDS": "3"})
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog),
+                   MCP_SETUP_ADOPT_TESTED_SERVERS="false")  # fmt: skip
+    child = spawn_add(env)
+    child.expect(r"\(hidden\): ")
+    child.sendline(canary)
+    child.expect("✓ saved; connecting…")
+    child.sendintr()
+    code, out = finish(child)
+    assert code == 130, out
+    assert "Cancelled by the user, after the install was saved: io.github.mcp-setup/stub" in out
+    assert "mcp-setup remove stub" in out and "Nothing was installed" not in out
