@@ -337,7 +337,10 @@ async def run_agent(
             if not task.cancelled() or (current is not None and current.cancelling()):
                 raise
             # An install cancelled after its commit is there (all or nothing, but not nothing): say so.
-            added = [s for s in await asyncio.to_thread(runtime.store.list) if s.server_id not in before]
+            added = [
+                s for s in await asyncio.to_thread(runtime.store.list)
+                if s.server_id not in before and s.installed_by == installed_by  # not another session's install
+            ]
             if added:
                 names = ", ".join(f"{s.qualified_name} (mcp-setup remove {s.slug} takes it out)" for s in added)
                 print(f"\nCancelled by the user, after the install was saved: {names}.", flush=True)

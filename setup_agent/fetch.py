@@ -238,7 +238,7 @@ class Fetcher:
     async def _npx_dir(self, cwd: Path) -> Path | None:
         """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc`` included)."""
         proc = await asyncio.create_subprocess_exec(
-            "npm", "config", "get", "cache",
+            "npm", "config", "get", "cache", "--workspaces=false",
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             env=minimal_environment({}, host_env=self.host_env), cwd=cwd,
         )  # fmt: skip
@@ -296,7 +296,10 @@ def _settle_npx_entry(entry: Path) -> bool:
 
 
 def _has_install_scripts(project: Path) -> bool:
-    """Does any package of the tree npm installed into ``project`` have an install script (or is it unknown)?"""
+    """Does any package of the tree npm installed into ``project`` have a script it did not run
+    (or is it unknown)? An install script, or a dependency that is not a registry tarball: npm
+    packs a git dependency without its ``prepare`` under ``--ignore-scripts``, and npx would
+    reuse that unbuilt copy."""
     try:
         lock = json.loads((project / "package-lock.json").read_text())
     except (OSError, ValueError):
@@ -304,4 +307,11 @@ def _has_install_scripts(project: Path) -> bool:
     packages = lock.get("packages")
     if not isinstance(packages, dict) or not packages:
         return True
-    return any(isinstance(p, dict) and p.get("hasInstallScript") for p in packages.values())
+    for path, package in packages.items():
+        if not isinstance(package, dict) or package.get("hasInstallScript"):
+            return True
+        if path and not package.get("link"):
+            resolved = package.get("resolved")
+            if not (isinstance(resolved, str) and resolved.startswith(("https://", "http://")) and package.get("integrity")):
+                return True
+    return False

@@ -48,15 +48,16 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         return FetchPlan(
             # npx puts the tree's .bin first on PATH, so what it runs names nothing found there: the
             # shell by its absolute path (npm would look "sh" up on PATH) and ':' (its builtin); a
-            # package with a bin named "node" or "sh" would run otherwise.
+            # package with a bin named "node" or "sh" would run otherwise. --workspaces=false: npm
+            # stops looking for a project (and its .npmrc) above the private dir it runs in.
             "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http",
-                    "--script-shell=/bin/sh", *options, f"--package={target}", "--call", ":"),
+                    "--workspaces=false", "--script-shell=/bin/sh", *options, f"--package={target}", "--call", ":"),
             package=("npm", *options, target),
         )
     if spec.package_type == "pypi" and runner == "uvx":
         index, target = _uvx_options(args)
-        if target is None or "${" in target or any("${" in a for a in index):
-            return None
+        if target is None or target.startswith("-") or "${" in target or any("${" in a for a in index):
+            return None  # (a "target" that is an option would be read by uv as one)
         return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:
         image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)

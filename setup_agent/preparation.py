@@ -164,15 +164,7 @@ class Preparer:
             spec = build_spec(package)
         except SetupError:
             return set()
-        auth = {h.lower(): v for h, v in spec.headers.items()}.get("authorization")
-        elsewhere = [spec.url or "", spec.command or "", *spec.args, *spec.env.values(),
-                     *(v for h, v in spec.headers.items() if h.lower() != "authorization")]  # fmt: skip
-        out = set()
-        for key in wanted:
-            names = [key.name, *key.aliases]
-            if auth == "Bearer ${" + key.name + "}" and not any("${" + n + "}" in text for n in names for text in elsewhere):
-                out.add(key.name)
-        return out
+        return {key.name for key in wanted if _bearer_only(spec, key)}
 
     def values(
         self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str], *, fill: set[str] = frozenset()  # type: ignore[assignment]
@@ -232,6 +224,11 @@ class Preparer:
         filled = [k for k in keys if k.provided_by in self.provided_values and values.get(k.name) == self.provided_values[k.provided_by]]
         if not filled:
             return
+        if not all(_bearer_only(spec, k) for k in filled):  # an update may bring a launch that uses it elsewhere
+            raise InvalidInput(
+                "This server would receive mcp-setup's Smithery API key somewhere else than as its sign-in "
+                "token, so it is not sent. Ask the user for the key this server needs."
+            )
         url = materialize(spec, values).url if spec.transport != "stdio" else None
         if url is None or not smithery_hosted(url):
             raise InvalidInput(
@@ -255,3 +252,12 @@ class Preparer:
         url = materialize(spec, values).url
         assert url
         return url
+
+
+def _bearer_only(spec: LaunchSpec, key: RequiredKey) -> bool:
+    """Is ``key`` used by ``spec`` only as its one ``Authorization: Bearer ${key}`` header?"""
+    auth = [v for h, v in spec.headers.items() if h.lower() == "authorization"]
+    elsewhere = [spec.url or "", spec.command or "", *spec.args, *spec.env.values(),
+                 *(v for h, v in spec.headers.items() if h.lower() != "authorization")]  # fmt: skip
+    names = [key.name, *key.aliases]
+    return auth == ["Bearer ${" + key.name + "}"] and not any("${" + n + "}" in text for n in names for text in elsewhere)

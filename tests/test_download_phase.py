@@ -214,6 +214,7 @@ async def test_a_prefetch_reads_no_npm_config_left_in_a_shared_temp_dir(
     hostile.chmod(0o755)
     (shared / ".npmrc").write_text(f"script-shell={hostile}\ncache={shared / 'their-cache'}\n")
     (shared / "node_modules").mkdir()  # makes the shared dir npm's project root for anything below it
+    (shared / "package.json").write_text('{"workspaces": ["*"]}')  # and claims every dir below as its workspace
     monkeypatch.setattr(tempfile, "tempdir", str(shared))
     with serve_npm_package(PACKAGE, "1.0.0") as registry:
         fetcher = Fetcher(host_env=private_host_env(tmp_path))  # no work dir given: a private one in the temp dir
@@ -250,3 +251,22 @@ async def test_a_cancelled_prefetch_leaves_no_npx_entry_without_its_scripts_and_
                 await fetcher.aclose()
     assert not mine.exists()
     assert other.exists()
+
+
+def test_an_npx_entry_with_a_git_dependency_is_not_kept_after_a_prefetch(tmp_path: Path) -> None:
+    # npm packs a git dependency without running its `prepare` under --ignore-scripts; npx would
+    # reuse that unbuilt copy, so such an entry is treated like one with an install script.
+    from setup_agent.fetch import _has_install_scripts
+
+    def entry(packages: dict) -> Path:
+        path = tmp_path / str(len(list(tmp_path.iterdir())))
+        path.mkdir()
+        (path / "package-lock.json").write_text(json.dumps({"lockfileVersion": 3, "packages": packages}))
+        return path
+
+    registry = {"resolved": "https://registry.npmjs.org/a/-/a-1.0.0.tgz", "integrity": "sha512-x"}
+    assert _has_install_scripts(entry({"": {}, "node_modules/a": registry})) is False
+    git = {"resolved": "git+ssh://git@github.com/o/b.git#0123abcd", "version": "1.0.0"}
+    assert _has_install_scripts(entry({"": {}, "node_modules/a": registry, "node_modules/b": git})) is True
+    assert _has_install_scripts(entry({"": {}, "node_modules/a": {**registry, "hasInstallScript": True}})) is True
+    assert _has_install_scripts(entry({"": {}, "node_modules/c": {"resolved": "https://x.example/c.tgz"}})) is True

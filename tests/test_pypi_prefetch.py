@@ -255,6 +255,9 @@ def test_a_pypi_prefetch_never_names_an_interpreter_by_path() -> None:
                           runner="uvx")  # fmt: skip
 
     assert prefetch_plan(spec("/home/u/.npm/_npx/0123/node_modules/.bin/python")) is None
+    as_option = LaunchSpec(command="uvx", args=["--from=--python=/tmp/evil", "srv"], package_type="pypi",
+                           identifier="srv", runner="uvx")  # fmt: skip
+    assert fetch_plan(as_option) is None and prefetch_plan(as_option) is None  # a package spec, never an option
     assert prefetch_plan(spec("./python")) is None
     for version in ("3.12", "3", "3.11.7", ">=3.11", "cpython3.12"):
         assert prefetch_plan(spec(version)) is not None, version

@@ -153,3 +153,29 @@ async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smith
         preparer.refuse_foreign_destination([key], {**values, "host": "server.smithery.ai"}, elsewhere)
     finally:
         await runtime.aclose()
+
+
+async def test_the_smithery_key_is_sent_only_as_the_one_bearer_header_even_when_carried_over_by_an_update(
+    tmp_path: Path, memory_keyring, canary: str
+) -> None:
+    from registry_clients.models import RequiredKey
+    from setup_agent.launch import LaunchSpec
+
+    runtime = build_runtime(Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring)
+    try:
+        key = RequiredKey(name="smithery_api_key", secret=True, provided_by="smithery")
+        preparer = runtime.service.preparer
+        values = {"smithery_api_key": canary}  # as `mcp-setup update` brings the stored value back
+        bearer = {"Authorization": "Bearer ${smithery_api_key}"}
+        url = "https://server.smithery.ai/@x/y/mcp"
+        preparer.refuse_foreign_destination([key], values, LaunchSpec(transport="streamable-http", url=url, headers=bearer))
+        for elsewhere in (
+            LaunchSpec(transport="streamable-http", url=url + "?key=${smithery_api_key}", headers=bearer),
+            LaunchSpec(transport="streamable-http", url=url, headers={**bearer, "X-Key": "${smithery_api_key}"}),
+            LaunchSpec(transport="streamable-http", url=url, headers={**bearer, "authorization": "${smithery_api_key}"}),
+        ):
+            with pytest.raises(Exception) as refused:
+                preparer.refuse_foreign_destination([key], values, elsewhere)
+            assert refused.value.code == "invalid_input" and canary not in str(refused.value)  # type: ignore[attr-defined]
+    finally:
+        await runtime.aclose()
