@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 from setup_agent.errors import SetupError
 from setup_agent.server_logs import log_path, read_log
 
-from .cli_audit import escape
+from .server_view import STATE_WORDS, server_json, state_notes
+from .server_view import state as server_state
 from .settings import Settings
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads when a command runs, not when `mcp-setup mcp` parses
     from setup_agent.store import InstalledServer, Store
 
-__all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]
+__all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]  # server_json: from app/server_view.py
 
 EXIT_NOT_FOUND = 3
 RUNTIMES = ("node", "npx", "uv", "uvx", "docker", "dnx", "python3")
@@ -96,59 +97,6 @@ def add_server_parsers(sub: Any) -> None:
             p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
 
 
-def server_json(s: InstalledServer) -> dict[str, Any]:
-    """The public view of an installed server (key names and secret flags, never values)."""
-    return {
-        "server_id": s.server_id,
-        "qualified_name": s.qualified_name,
-        "slug": s.slug,
-        "title": s.title,
-        "enabled": s.enabled,
-        "version": s.version,
-        "package_type": s.package_type,
-        "source": s.source,
-        "installed_at": s.installed_at.isoformat(),
-        "installed_by": s.installed_by,
-        "env_keys": [{"key": k.key, "secret": k.secret} for k in s.env_keys],
-        "tools": [t.get("name") for t in s.tools],
-        "status": _state(s),
-        **({"tools_change": {"state": c["state"], "summary": c["summary"]}} if (c := s.tools_change()) else {}),
-    }
-
-
-def _state(s: InstalledServer) -> str:
-    """``disabled``, ``needs_sign_in`` (its OAuth sign-in could not be renewed), ``tools_changed``
-    (a changed tool list waits for the user) or ``enabled``."""
-    if not s.enabled:
-        return "disabled"
-    if s.needs_sign_in:
-        return "needs_sign_in"
-    change = s.tools_change()
-    return "tools_changed" if change is not None and change["state"] == "changed" else "enabled"
-
-
-_STATE_WORDS = {
-    "enabled": "enabled", "disabled": "DISABLED", "tools_changed": "TOOLS CHANGED", "needs_sign_in": "SIGN-IN EXPIRED",
-}  # fmt: skip
-
-
-def _state_notes(s: InstalledServer, name: str) -> list[str]:
-    """What a disabled server or a changed tool list means, and the command that acts on it."""
-    notes = []
-    if not s.enabled:
-        notes.append(f"disabled: its tools are not offered to agents; `mcp-setup enable {name}` turns it back on.")
-    if s.needs_sign_in:
-        notes.append(f"its sign-in expired and could not be renewed: sign in again with `mcp-setup remove {name}`, "
-                     "then add it again (`mcp-setup add`), which opens the sign-in page.")
-    change = s.tools_change()
-    if change is not None and change["state"] == "changed":
-        notes.append(f"its tools changed since you approved them ({escape(change['summary'])}); agents get the "
-                     f"approved ones until you run `mcp-setup tools-review {name}`.")
-    elif change is not None:
-        notes.append(f"you rejected its changed tools ({escape(change['summary'])}); the approved ones stay.")
-    return notes
-
-
 @contextmanager
 def _store(settings: Settings):
     from .runtime import open_vault
@@ -186,9 +134,9 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     notes = []
     for s in servers:
-        state = _STATE_WORDS[_state(s)]
-        print(f"{s.slug:<24} {state:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {len(s.tools)} tools)")
-        notes += [f"  {s.slug}: {note}" for note in _state_notes(s, s.slug)]
+        words = STATE_WORDS[server_state(s)]
+        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {len(s.tools)} tools)")
+        notes += [f"  {s.slug}: {note}" for note in state_notes(s, s.slug)]
     if notes:
         print()
         print("\n".join(notes))
@@ -203,8 +151,8 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         _print_json({**server_json(s), "launch": spec, "tools": list(s.tools)})
         return 0
     print(f"{s.title or s.qualified_name}\n  name: {s.qualified_name}\n  id: {s.server_id}\n  slug: {s.slug}")
-    print(f"  {_STATE_WORDS[_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
-    for note in _state_notes(s, s.slug):
+    print(f"  {STATE_WORDS[server_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
+    for note in state_notes(s, s.slug):
         print(f"  {note[0].upper()}{note[1:]}")
     print(f"  installed {s.installed_at:%Y-%m-%d %H:%M}Z by {s.installed_by}")
     if spec.get("command"):

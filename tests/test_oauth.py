@@ -169,7 +169,7 @@ async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(
     logged = [r.getMessage() for r in caplog.records if "needs sign-in" in r.getMessage()]
     assert logged and f"({NAME}) needs sign-in: The sign-in to {NAME} no longer works" in logged[0]
     # A face with no live session (`mcp-setup list`, another process) reads it from the store.
-    from app.cli_servers import _state_notes, server_json
+    from app.server_view import server_json, state_notes as _state_notes
 
     stored = await asyncio.to_thread(runtime.store.get, server_id)
     assert server_json(stored)["status"] == "needs_sign_in"
