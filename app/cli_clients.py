@@ -113,17 +113,28 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
 
     config = _config(args)
     launcher, env = launcher_command(), _launcher_env(settings)
-    current = config.servers()
-    ours = tuple(name for name, entry in current.items() if _is_ours(entry, launcher))
-    if args.client_command == "disconnect":
-        edit = config.set_entries({}, remove=ours)
-    else:
+    entries: dict[str, dict[str, Any]] = {}
+    if args.client_command != "disconnect":
         if args.per_server:
             with _store(settings) as store:
                 servers = [s for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
             entries = {s.slug: entry_for(args.client, [*launcher, "run", s.slug], env) for s in servers}
         else:
             entries = {GATEWAY_ENTRY: entry_for(args.client, [*launcher, "mcp"], env)}
+    try:
+        current = config.servers()
+    except ConfigError as exc:
+        if not entries:
+            raise
+        # The file is left as it is (comments, say); the person gets the entry to paste.
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        print(f"To add it by hand, put this in {config.path}:", file=sys.stderr)
+        print(config.snippet(entries))
+        return 1
+    ours = tuple(name for name, entry in current.items() if _is_ours(entry, launcher))
+    if args.client_command == "disconnect":
+        edit = config.set_entries({}, remove=ours)
+    else:
         edit = config.set_entries(entries, remove=tuple(n for n in ours if n not in entries))
     if not edit.changed:
         print(f"{config.path}: already up to date; nothing written.")

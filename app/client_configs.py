@@ -151,9 +151,12 @@ class ClientConfig:
         try:
             data = json.loads(self.text)
         except json.JSONDecodeError as exc:
-            hint = " (it holds comments, which mcp-setup does not rewrite)" if _has_comments(self.text) else ""
+            if _has_comments(self.text):  # valid for its client (Zed, VS Code): not ours to rewrite
+                raise ConfigError(
+                    f"{self.path} holds comments, which mcp-setup does not rewrite; it was left untouched."
+                ) from None
             raise ConfigError(
-                f"{self.path}, line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg}){hint}; it was left "
+                f"{self.path}, line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg}); it was left "
                 "untouched. Fix it, or add the entry by hand."
             ) from None
         if not isinstance(data, dict):
@@ -167,6 +170,12 @@ class ClientConfig:
             m = re.search(r"line (\d+)", str(exc))
             line = f", line {m.group(1)}" if m else ""
             raise ConfigError(f"{self.path}{line}: not valid TOML ({exc}); it was left untouched.") from None
+
+    def snippet(self, entries: Mapping[str, dict[str, Any]]) -> str:
+        """``entries`` as a person would paste them into this client's file, by hand."""
+        if self.spec.style == "toml":
+            return "\n\n".join(_toml_table(name, entry) for name, entry in entries.items()).rstrip("\n")
+        return json.dumps({self.spec.key: dict(entries)}, indent=2, ensure_ascii=False)
 
     # -- editing ------------------------------------------------------------------------
     def set_entries(self, entries: Mapping[str, dict[str, Any]], remove: tuple[str, ...] = ()) -> Edit:

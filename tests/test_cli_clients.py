@@ -81,9 +81,23 @@ def test_a_malformed_config_is_reported_with_its_path_and_line_and_left_untouche
     path = tmp_path / "config"
     bad = 'model = "o3"\n[mcp_servers.x\n' if client == "codex" else '{\n  "mcpServers": {\n    "x": {,\n  }\n}\n'
     path.write_text(bad)
-    code, _, err = cli(capsys, "client", "connect", client, "--config", str(path))
+    code, out, err = cli(capsys, "client", "connect", client, "--config", str(path))
     assert code == 1 and str(path) in err and ("line 2" in err or "line 3" in err), err
     assert path.read_text() == bad and not list(tmp_path.glob("config.bak-*"))
+    # what to paste by hand, in the client's own format
+    assert "add it by hand" in err
+    pasted = tomllib.loads(out)["mcp_servers"] if client == "codex" else json.loads(out)[CLIENTS[client].key]
+    assert [pasted["mcp-setup"]["command"], *pasted["mcp-setup"]["args"]] == [*launcher_command(), "mcp"]
+
+
+def test_a_config_with_comments_gets_the_entry_to_paste_and_is_left_untouched(data, capsys, tmp_path) -> None:  # noqa: F811
+    path = tmp_path / "settings.json"  # Zed writes its settings with // comments
+    text = '// Zed settings\n{\n  "theme": "One Dark", // the theme\n}\n'
+    path.write_text(text)
+    code, out, err = cli(capsys, "client", "connect", "zed", "--config", str(path))
+    assert code == 1 and "comments" in err and path.read_text() == text
+    entry = json.loads(out)[CLIENTS["zed"].key]["mcp-setup"]
+    assert entry["source"] == "custom" and [entry["command"], *entry["args"]] == [*launcher_command(), "mcp"]
 
 
 def test_a_new_config_file_is_created_with_only_our_entry(data, capsys, tmp_path) -> None:  # noqa: F811
