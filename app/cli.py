@@ -123,6 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     handler = _setup_logging(getattr(args, "verbose", False))
+    # Piped input (a script answering a hidden prompt) has no echo to hide: getpass's warning
+    # about it is Python's, not something the person can act on.
+    import getpass
+    import warnings
+
+    warnings.filterwarnings("ignore", category=getpass.GetPassWarning)
     try:
         settings = Settings()
     except ValidationError as exc:  # say which setting is wrong, by its variable name

@@ -112,7 +112,9 @@ def _resolve(store: Store, name: str) -> InstalledServer:
     found = store.catalog().server(name)
     server = store.get(found.server_id) if found is not None else None
     if server is None:
-        raise _NotFound(f"No installed server is named {name!r}. `mcp-setup list` shows them.")
+        near = [s.slug for s in store.list() if name.lower() in s.slug.lower() or name.lower() in s.qualified_name.lower()]
+        hint = f" Did you mean {' or '.join(near[:3])}?" if near else ""
+        raise _NotFound(f"No installed server is named {name!r}.{hint} `mcp-setup list` shows them.")
     return server
 
 

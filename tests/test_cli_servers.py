@@ -108,6 +108,12 @@ def test_an_unknown_name_exits_3_with_one_line_and_no_traceback(data, capsys) ->
         assert "No installed server is named 'nope'" in err and "Traceback" not in err
 
 
+def test_a_name_that_is_part_of_an_installed_one_is_suggested(data, capsys, canary) -> None:
+    data.install(STUB, canary)  # slug stub-search
+    code, _, err = cli(capsys, "show", "search")
+    assert code == 3 and "Did you mean stub-search?" in err
+
+
 def test_disable_and_enable_change_the_store_every_face_watches(data, capsys, canary) -> None:
     sid = data.install(STUB, canary)
     with data.store() as store:
@@ -190,6 +196,19 @@ def rotate(data: DataDir, value: str) -> tuple[int, str]:
     child.expect(pexpect.EOF)
     child.close()
     return child.exitstatus, child.before
+
+
+def test_a_value_piped_into_rotate_is_taken_without_a_python_warning(data, canary) -> None:
+    import subprocess
+
+    right = canary + "-piped"
+    sid = data.install(STUB, canary, expected=right)
+    proc = subprocess.run(mcp_setup_argv("rotate", "stub-search", "STUB_API_KEY"), input=right + "\n", text=True,
+                          capture_output=True, env=data.env(), cwd=REPO, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "GetPassWarning" not in proc.stderr and "getpass" not in proc.stderr and right not in proc.stdout + proc.stderr
+    with data.store() as store:
+        assert store.env_values(sid)["STUB_API_KEY"].reveal() == right
 
 
 def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, canary) -> None:
