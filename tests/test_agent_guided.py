@@ -216,3 +216,26 @@ async def test_an_optional_secret_declined_is_left_unset_and_said_so(tmp_path: P
         said = [m["arguments"]["text"] for m in tool_calls(result, "say")]
         assert "Optional settings left unset: STUB_EXTRA_TOKEN." in said
         assert "STUB_EXTRA_TOKEN" not in runtime.store.env_values(result["server_id"])
+
+
+async def test_nothing_found_says_which_registry_could_not_be_searched(tmp_path: Path, canary: str, memory_keyring) -> None:
+    import socket
+
+    from app.runtime import build_runtime
+    from app.settings import Settings
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: the official registry is unreachable
+    catalog = make_catalog(tmp_path, canary)
+    settings = Settings(home=tmp_path / "home", registries="official,local", catalog_dir=catalog,
+                        official_registry_url=f"http://127.0.0.1:{port}")  # fmt: skip
+    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    try:
+        io = ScriptedIO(runtime, answers=[""])
+        result = await run(runtime, io, "set up the Notion MCP server")
+        said = [m["arguments"]["text"] for m in tool_calls(result, "say")]
+        assert any(t.startswith("I found no MCP server matching “notion” in the registries that answered") and
+                   "official" in t for t in said), said  # fmt: skip
+    finally:
+        await runtime.aclose()

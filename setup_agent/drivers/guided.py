@@ -128,11 +128,15 @@ class GuidedDriver:
                 query = goal_query(answer or "")
                 if not query:
                     return None
-            servers = await self._search(s, query)
+            servers, unreachable = await self._search(s, query)
             if servers:
                 chosen = await self._pick(s, query, servers)
                 if chosen is not None:
                     return chosen
+            elif unreachable:
+                where = " and ".join(sorted(unreachable))
+                await self._say(s, f"I found no MCP server matching “{query}” in the registries that answered "
+                                   f"(not the {where} registry, which could not be searched).")
             else:
                 await self._say(s, f"I found no MCP server matching “{query}”.")
             answer = await self._ask(s, "Type another name to search for, or press Enter to stop.")
@@ -140,7 +144,8 @@ class GuidedDriver:
             if not query:
                 return None
 
-    async def _search(self, s: AgentSession, query: str) -> list[dict[str, Any]]:
+    async def _search(self, s: AgentSession, query: str) -> tuple[list[dict[str, Any]], set[str]]:
+        """The servers found for ``query``, and the registries that could not be searched."""
         words = sorted({w for w in query.split() if len(w) > 1}, key=lambda w: (-len(w), w)) if " " in query else []
         queries = [query, *words]  # a multi-word query that finds nothing: each word, longest first
         found: dict[tuple[str, str], dict[str, Any]] = {}
@@ -149,7 +154,7 @@ class GuidedDriver:
             result = await s.call("mcp_setup_search", {"query": q, "page_size": 10})
             if result.get("ok") is False:
                 await self._say(s, f"Searching failed: {result['error']['message']}")
-                return []
+                return [], set()
             for err in result.get("errors") or []:
                 if err.get("source") not in told:
                     told.add(err.get("source"))
@@ -158,7 +163,7 @@ class GuidedDriver:
                 found.setdefault((server.get("source", ""), server["qualified_name"]), server)
             if found:
                 break
-        return list(found.values())
+        return list(found.values()), {str(source) for source in told}
 
     async def _pick(self, s: AgentSession, query: str, servers: list[dict[str, Any]]) -> dict[str, Any] | None:
         exact = [sv for sv in servers if name_matches(query, sv)]
