@@ -254,9 +254,14 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     if args.json:
         _print_json(result)
         return 0
+    with _store(settings) as store:
+        installed = {s.qualified_name: s.slug for s in store.list()}
     for item in result["servers"]:
-        title = item.get("title") or item["qualified_name"]
-        print(f"{item['qualified_name']}  ({item.get('source')})\n    {title}: {str(item.get('description') or '')[:120]}")
+        name = item["qualified_name"]
+        mark = f"  [installed as {installed[name]}]" if name in installed else ""
+        title = item.get("title")
+        about = f"{title}: " if title and title != name else ""
+        print(f"{name}  ({item.get('source')}){mark}\n    {about}{str(item.get('description') or '')[:120]}")
     for err in result.get("errors", []):
         print(f"registry {err.get('source')} could not be searched: {err.get('message')}", file=sys.stderr)
     if not result["servers"]:

@@ -169,9 +169,18 @@ def test_search_lists_local_catalog_entries_and_json_has_servers(data, capsys) -
 
     (data.catalog / "stub.json").write_text(json.dumps(stub_server_json("file:///nonexistent/stub.mcpb", "0" * 64)))
     code, out, _ = cli(capsys, "search", "stub")
-    assert code == 0 and "io.github.mcp-setup/stub" in out
+    assert code == 0 and "io.github.mcp-setup/stub" in out and "installed as" not in out
     code, out, _ = cli(capsys, "search", "stub", "--json")
     assert code == 0 and json.loads(out)["servers"][0]["qualified_name"] == "io.github.mcp-setup/stub"
+
+
+def test_search_marks_a_server_that_is_already_installed(data, capsys, canary) -> None:
+    from tests.stub_server.bundle import stub_server_json
+
+    (data.catalog / "stub.json").write_text(json.dumps(stub_server_json("file:///nonexistent/stub.mcpb", "0" * 64, name=STUB)))
+    data.install(STUB, canary)
+    code, out, _ = cli(capsys, "search", "stub")
+    assert code == 0 and f"{STUB}  (local)  [installed as stub-search]" in out
 
 
 def test_doctor_reports_each_check_and_exits_1_with_a_fix_when_a_server_fails(data, capsys, canary) -> None:
