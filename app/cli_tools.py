@@ -100,12 +100,13 @@ async def _read(registry: ToolRegistry) -> tuple[list[dict[str, Any]], dict[str,
 
 
 def format_table(tools: list[dict[str, Any]], diagnostics: dict[str, Any]) -> str:
-    rows = [("TOOL ID", "ROUTE", "HEALTH", "ENABLED", "AGENTS", "PROVIDER")]
+    # TOOL: the name an AI client lists it under (the stable tool_id is in --json)
+    rows = [("TOOL", "ROUTE", "HEALTH", "ENABLED", "AGENTS", "PROVIDER")]
     for t in tools:
         health = t["health"]["status"] + (f" ({t['health']['code']})" if t["health"].get("code") else "")
         provider = t.get("provider")
         rows.append((
-            t["tool_id"], t["route"], health, "yes" if t["enabled"] else "no", ",".join(t["allowed_agents"]) or "-",
+            t["name"], t["route"], health, "yes" if t["enabled"] else "no", ",".join(t["allowed_agents"]) or "-",
             "-" if not provider else provider["id"] + ("" if provider["eligible"] else " (not eligible)"),
         ))  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -118,7 +119,7 @@ def format_table(tools: list[dict[str, Any]], diagnostics: dict[str, Any]) -> st
     write = diagnostics["write_surface"]
     if write:
         lines.append(f"Write-surface candidates ({len(write)}):")
-        lines += [f"  {w['tool_id']}: {'; '.join(w['reasons'])}" for w in write]
+        lines += [f"  {w['name']}: {'; '.join(w['reasons'])}" for w in write]
     providers = diagnostics["capability_providers"]
     if providers["providers"]:
         eligible = providers["counts"]["eligible"]

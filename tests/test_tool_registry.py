@@ -218,7 +218,11 @@ def test_mcp_setup_tools_prints_the_registry_for_people_and_as_json(tmp_path: Pa
     env["MCP_SETUP_CONFIG"] = str(tmp_path / "config.toml")
     table = subprocess.run(mcp_setup_argv("tools"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert table.returncode == 0, table.stderr
-    assert f"{FAILED}#wipe" in table.stdout and "not checked" in table.stdout and "disabled" in table.stdout
+    assert "TOOL " in table.stdout and "TOOL ID" not in table.stdout  # the names clients list, as in `stub__echo`
+    listed = {t["tool_id"]: t["name"] for t in json.loads(subprocess.run(
+        mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60).stdout)["tools"]}
+    assert "__" in listed[f"{FAILED}#wipe"] and f"\n{listed[f'{FAILED}#wipe']} " in "\n" + table.stdout
+    assert "not checked" in table.stdout and "disabled" in table.stdout
     assert "To check them, run `mcp-setup doctor`" in table.stdout  # what to do about "not checked"
     assert "acme-tools" in table.stdout and "broken-co (not eligible)" in table.stdout
     assert "Write-surface candidates" in table.stdout
