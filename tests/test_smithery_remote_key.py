@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,74 +109,67 @@ async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and
         assert canary not in text
 
 
-async def test_a_server_that_also_wants_a_setting_named_like_the_smithery_key_gets_no_fill(
-    tmp_path: Path, memory_keyring, canary: str
-) -> None:
+async def test_a_server_that_also_wants_a_setting_named_like_the_smithery_key_gets_no_fill(preparer) -> None:
     # Its configSchema names a setting smithery_api_key too: that one goes into the URL's query,
     # which Smithery passes on to the third-party server, so the configured key is not filled in.
-    detail = smithery_detail({
-        "qualifiedName": "@x/y", "displayName": "Y", "description": None, "remote": True,
-        "connections": [{"type": "http", "deploymentUrl": "https://server.smithery.ai/@x/y/mcp", "configSchema": {
-            "type": "object", "required": ["smithery_api_key"],
-            "properties": {"smithery_api_key": {"type": "string", "description": "Your key"}},
-        }}],
-    })  # fmt: skip
-    (remote,) = detail.packages
+    def remote(config_schema: dict) -> Any:
+        (option,) = smithery_detail({
+            "qualifiedName": "@x/y", "displayName": "Y", "description": None, "remote": True,
+            "connections": [{"type": "http", "deploymentUrl": "https://server.smithery.ai/@x/y/mcp", "configSchema": config_schema}],
+        }).packages  # fmt: skip
+        return option
+
+    colliding = remote({"type": "object", "required": ["smithery_api_key"],
+                        "properties": {"smithery_api_key": {"type": "string", "description": "Your key"}}})  # fmt: skip
+    assert preparer.fillable(colliding, list(colliding.required_keys)) == set()
+    plain = remote({})
+    assert preparer.fillable(plain, list(plain.required_keys)) == {"smithery_api_key"}
+
+
+@pytest.fixture
+async def preparer(tmp_path: Path, memory_keyring, canary: str):
+    """The Preparer of a runtime whose configured Smithery key is ``canary``."""
     runtime = build_runtime(Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring)
     try:
-        assert runtime.service.preparer.fillable(remote, list(remote.required_keys)) == set()
-        plain = smithery_detail({
-            "qualifiedName": "@x/z", "displayName": "Z", "description": None, "remote": True,
-            "connections": [{"type": "http", "deploymentUrl": "https://server.smithery.ai/@x/z/mcp", "configSchema": {}}],
-        })  # fmt: skip
-        (ok,) = plain.packages
-        assert runtime.service.preparer.fillable(ok, list(ok.required_keys)) == {"smithery_api_key"}
+        yield runtime.service.preparer
     finally:
         await runtime.aclose()
 
 
-async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smithery(
-    tmp_path: Path, memory_keyring, canary: str
-) -> None:
+def smithery_key():
     from registry_clients.models import RequiredKey
+
+    return RequiredKey(name="smithery_api_key", secret=True, provided_by="smithery")
+
+
+async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smithery(preparer, canary: str) -> None:
     from setup_agent.launch import LaunchSpec
 
-    runtime = build_runtime(Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring)
-    try:
-        key = RequiredKey(name="smithery_api_key", secret=True, provided_by="smithery")
-        preparer = runtime.service.preparer
-        values = preparer.values([key], {}, {}, fill={"smithery_api_key"})
-        assert values == {"smithery_api_key": canary}
-        elsewhere = LaunchSpec(transport="streamable-http", url="https://${host}/mcp", headers={"Authorization": "Bearer ${smithery_api_key}"})
-        with pytest.raises(Exception) as refused:
-            preparer.refuse_foreign_destination([key], {**values, "host": "attacker.example"}, elsewhere)
-        assert refused.value.code == "invalid_input" and canary not in str(refused.value)  # type: ignore[attr-defined]
-        preparer.refuse_foreign_destination([key], {**values, "host": "server.smithery.ai"}, elsewhere)
-    finally:
-        await runtime.aclose()
+    key = smithery_key()
+    values = preparer.values([key], {}, {}, fill={"smithery_api_key"})
+    assert values == {"smithery_api_key": canary}
+    elsewhere = LaunchSpec(transport="streamable-http", url="https://${host}/mcp", headers={"Authorization": "Bearer ${smithery_api_key}"})
+    with pytest.raises(Exception) as refused:
+        preparer.refuse_foreign_destination([key], {**values, "host": "attacker.example"}, elsewhere)
+    assert refused.value.code == "invalid_input" and canary not in str(refused.value)  # type: ignore[attr-defined]
+    preparer.refuse_foreign_destination([key], {**values, "host": "server.smithery.ai"}, elsewhere)
 
 
 async def test_the_smithery_key_is_sent_only_as_the_one_bearer_header_even_when_carried_over_by_an_update(
-    tmp_path: Path, memory_keyring, canary: str
+    preparer, canary: str
 ) -> None:
-    from registry_clients.models import RequiredKey
     from setup_agent.launch import LaunchSpec
 
-    runtime = build_runtime(Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring)
-    try:
-        key = RequiredKey(name="smithery_api_key", secret=True, provided_by="smithery")
-        preparer = runtime.service.preparer
-        values = {"smithery_api_key": canary}  # as `mcp-setup update` brings the stored value back
-        bearer = {"Authorization": "Bearer ${smithery_api_key}"}
-        url = "https://server.smithery.ai/@x/y/mcp"
-        preparer.refuse_foreign_destination([key], values, LaunchSpec(transport="streamable-http", url=url, headers=bearer))
-        for elsewhere in (
-            LaunchSpec(transport="streamable-http", url=url + "?key=${smithery_api_key}", headers=bearer),
-            LaunchSpec(transport="streamable-http", url=url, headers={**bearer, "X-Key": "${smithery_api_key}"}),
-            LaunchSpec(transport="streamable-http", url=url, headers={**bearer, "authorization": "${smithery_api_key}"}),
-        ):
-            with pytest.raises(Exception) as refused:
-                preparer.refuse_foreign_destination([key], values, elsewhere)
-            assert refused.value.code == "invalid_input" and canary not in str(refused.value)  # type: ignore[attr-defined]
-    finally:
-        await runtime.aclose()
+    key = smithery_key()
+    values = {"smithery_api_key": canary}  # as `mcp-setup update` brings the stored value back
+    bearer = {"Authorization": "Bearer ${smithery_api_key}"}
+    url = "https://server.smithery.ai/@x/y/mcp"
+    preparer.refuse_foreign_destination([key], values, LaunchSpec(transport="streamable-http", url=url, headers=bearer))
+    for elsewhere in (
+        LaunchSpec(transport="streamable-http", url=url + "?key=${smithery_api_key}", headers=bearer),
+        LaunchSpec(transport="streamable-http", url=url, headers={**bearer, "X-Key": "${smithery_api_key}"}),
+        LaunchSpec(transport="streamable-http", url=url, headers={**bearer, "authorization": "${smithery_api_key}"}),
+    ):
+        with pytest.raises(Exception) as refused:
+            preparer.refuse_foreign_destination([key], values, elsewhere)
+        assert refused.value.code == "invalid_input" and canary not in str(refused.value)  # type: ignore[attr-defined]
