@@ -128,7 +128,8 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
             raise
         # The file is left as it is (comments, say); the person gets the entry to paste.
         print(f"mcp-setup: {exc}", file=sys.stderr)
-        print(f"To add it by hand, put this in {config.path}:", file=sys.stderr)
+        where = f"the [{config.spec.key}] tables of" if config.spec.style == "toml" else f'the "{config.spec.key}" object of'
+        print(f"To add it by hand, add this entry to {where} {config.path} (create it if it is not there):", file=sys.stderr)
         print(config.snippet(entries))
         return 1
     ours = tuple(name for name, entry in current.items() if _is_ours(entry, launcher))

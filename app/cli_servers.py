@@ -262,10 +262,13 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         title = item.get("title")
         about = f"{title}: " if title and title != name else ""
         print(f"{name}  ({item.get('source')}){mark}\n    {about}{str(item.get('description') or '')[:120]}")
+    failed = [e for e in result.get("errors", []) if not str(e.get("message", "")).startswith("skipped")]
     for err in result.get("errors", []):
-        print(f"registry {err.get('source')} could not be searched: {err.get('message')}", file=sys.stderr)
+        if err in failed:
+            print(f"registry {err.get('source')} could not be searched: {err.get('message')}", file=sys.stderr)
+        else:  # not configured (Smithery without a key): said once, as what it is
+            print(f"registry {err.get('source')}: {err.get('message')}", file=sys.stderr)
     if not result["servers"]:
-        failed = result.get("errors", [])
         print("Nothing found." + (" Some registries could not be reached (above)." if failed else " Try other words."))
         if "local" in settings.registry_names:
             print(f"The local catalog is {settings.catalog_path}: add a server.json there (README: A local catalog).")

@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -175,7 +176,8 @@ class ClientConfig:
         """``entries`` as a person would paste them into this client's file, by hand."""
         if self.spec.style == "toml":
             return "\n\n".join(_toml_table(name, entry) for name, entry in entries.items()).rstrip("\n")
-        return json.dumps({self.spec.key: dict(entries)}, indent=2, ensure_ascii=False)
+        # the entries themselves, to go inside the existing servers object (not a second top-level one)
+        return textwrap.dedent(json.dumps(dict(entries), indent=2, ensure_ascii=False)[1:-1].strip("\n"))
 
     # -- editing ------------------------------------------------------------------------
     def set_entries(self, entries: Mapping[str, dict[str, Any]], remove: tuple[str, ...] = ()) -> Edit:

@@ -203,6 +203,7 @@ class SetupService:
             out["warnings"] = warnings
         if existing is not None:
             out["server_id"] = existing.server_id
+            out["installed_as"] = existing.slug  # the short name the person's commands take
         if detail.status:
             out["status"] = detail.status
             notes.append(f"The registry marks this server {detail.status}; install refuses it unless "

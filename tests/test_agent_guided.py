@@ -228,7 +228,7 @@ async def test_nothing_found_says_which_registry_could_not_be_searched(tmp_path:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed once the block ends: the official registry is unreachable
     catalog = make_catalog(tmp_path, canary)
-    settings = Settings(home=tmp_path / "home", registries="official,local", catalog_dir=catalog,
+    settings = Settings(home=tmp_path / "home", registries="official,smithery,local", catalog_dir=catalog,
                         official_registry_url=f"http://127.0.0.1:{port}")  # fmt: skip
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     try:
@@ -237,5 +237,6 @@ async def test_nothing_found_says_which_registry_could_not_be_searched(tmp_path:
         said = [m["arguments"]["text"] for m in tool_calls(result, "say")]
         assert any(t.startswith("I found no MCP server matching “notion” in the registries that answered") and
                    "official" in t for t in said), said  # fmt: skip
+        assert not any("smithery" in t.lower() for t in said), said  # no key: not searched, and not a failure
     finally:
         await runtime.aclose()

@@ -73,7 +73,9 @@ def test_a_search_that_lands_on_an_installed_server_stops_with_no_retry_menu(tmp
     add_stub(env, canary)
     code, out = finish(spawn_add(env, "the stub server"))  # words: found by search, not by name
     assert code == 1, out
-    assert f"{STUB} is already installed" in out
+    assert f'{STUB} is already installed as "stub"' in out and "mcp-setup remove stub" in out
+    assert out.count("is already installed") == 1  # said once, not again as the summary
+    assert "(hidden)" not in out  # nothing asked for a server that is installed
     assert "<<asked" not in out and "Try again" not in out and "(the name you gave)" not in out
     assert "mcp_setup_remove" not in out and canary not in out
 

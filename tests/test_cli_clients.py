@@ -86,7 +86,9 @@ def test_a_malformed_config_is_reported_with_its_path_and_line_and_left_untouche
     assert path.read_text() == bad and not list(tmp_path.glob("config.bak-*"))
     # what to paste by hand, in the client's own format
     assert "add it by hand" in err
-    pasted = tomllib.loads(out)["mcp_servers"] if client == "codex" else json.loads(out)[CLIENTS[client].key]
+    # the entry itself, to go inside the client's servers object (not a second top-level object)
+    pasted = tomllib.loads(out)["mcp_servers"] if client == "codex" else json.loads("{" + out + "}")
+    assert f'"{CLIENTS[client].key}"' in err or client == "codex"
     assert [pasted["mcp-setup"]["command"], *pasted["mcp-setup"]["args"]] == [*launcher_command(), "mcp"]
 
 
@@ -96,7 +98,8 @@ def test_a_config_with_comments_gets_the_entry_to_paste_and_is_left_untouched(da
     path.write_text(text)
     code, out, err = cli(capsys, "client", "connect", "zed", "--config", str(path))
     assert code == 1 and "comments" in err and path.read_text() == text
-    entry = json.loads(out)[CLIENTS["zed"].key]["mcp-setup"]
+    entry = json.loads("{" + out + "}")["mcp-setup"]
+    assert 'the "context_servers" object of' in err
     assert entry["source"] == "custom" and [entry["command"], *entry["args"]] == [*launcher_command(), "mcp"]
 
 

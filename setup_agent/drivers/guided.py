@@ -156,6 +156,8 @@ class GuidedDriver:
                 await self._say(s, f"Searching failed: {result['error']['message']}")
                 return [], set()
             for err in result.get("errors") or []:
+                if str(err.get("message", "")).startswith("skipped"):
+                    continue  # not configured (Smithery without a key): normal, not a failure to report
                 if err.get("source") not in told:
                     told.add(err.get("source"))
                     await self._say(s, f"The {err.get('source')} registry could not be searched: {err.get('message')}")
@@ -192,6 +194,8 @@ class GuidedDriver:
             message = detail["error"]["message"]
             await self._say(s, f"I could not read the details of {name}: {message}")
             return f"Nothing was installed: {message}"
+        if detail.get("installed"):  # before asking for anything
+            await self._already_installed(s, name, {"details": {"server_id": detail.get("server_id")}}, detail.get("installed_as"))
         keys: list[dict[str, Any]] = detail.get("required_env_keys") or []
         available = [p["id"] for p in detail.get("packages") or [] if p.get("available")]
         if not available:
@@ -316,12 +320,18 @@ class GuidedDriver:
                     raise AgentCancelled("cancelled by the user")
             return result["ref"]
 
-    async def _already_installed(self, s: AgentSession, server: str, error: dict[str, Any]) -> None:
+    async def _already_installed(
+        self, s: AgentSession, server: str, error: dict[str, Any], slug: str | None = None
+    ) -> None:
         """Say so in the driver's own words (the core's never echo the name) and stop."""
-        sid = (error.get("details") or {}).get("server_id")
-        text = f"{server} is already installed" + (f" (server id {sid})" if sid else "") + "."
-        await self._say(s, f"{text} Remove it first to install it again, or keep using it.")
-        raise _Stop(f"Nothing was installed: {text}")
+        if slug:
+            text = (f"{server} is already installed as \"{slug}\". To install it again, remove it first (the Remove "
+                    f"button in the list of installed servers, or mcp-setup remove {slug}); or keep using it.")  # fmt: skip
+        else:
+            sid = (error.get("details") or {}).get("server_id")
+            text = f"{server} is already installed" + (f" (server id {sid})" if sid else "") + ". Remove it first to install it again, or keep using it."
+        await self._say(s, text)
+        raise _Stop(text)
 
     async def _sign_in(self, s: AgentSession, server: str, args: dict[str, Any]) -> str:
         """Sign in to ``server`` with ``mcp_setup_authorize``; the ref to pass as ``oauth_ref``."""
