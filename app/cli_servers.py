@@ -51,7 +51,7 @@ def add_server_parsers(sub: Any) -> None:
     p = sub.add_parser("list", help="list the installed servers", description="The installed servers, oldest first.")
     p.add_argument("--json", action="store_true", help="print JSON")
     p = sub.add_parser("show", help="one installed server: launch command, settings (names only), tools")
-    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("name", nargs="?", help="server id, qualified name or slug (none: the list of installed servers)")
     p.add_argument("--json", action="store_true", help="print JSON")
     for verb, text in (("enable", "start it again in every running mcp-setup session"), ("disable", "stop it; keep its settings")):
         p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
@@ -59,7 +59,7 @@ def add_server_parsers(sub: Any) -> None:
     p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
     p.add_argument("name", help="server id, qualified name or slug")
     p = sub.add_parser("logs", help="the server's recent stderr (redacted)")
-    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("name", nargs="?", help="server id, qualified name or slug (none: the list of installed servers)")
     p.add_argument("--lines", "-n", type=int, default=50, help="how many lines (default 50)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines (Ctrl-C stops)")
     p = sub.add_parser("search", help="search the registries")
@@ -361,6 +361,11 @@ _RUNTIME = {"remove": _remove, "search": _search, "doctor": _doctor, "add": _add
 
 def run_server_command(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
     try:
+        if args.command in ("show", "logs") and not args.name:  # which one? the list says
+            print(f"Which server? `mcp-setup {args.command} NAME`, NAME from this list:", file=sys.stderr)
+            args.json = False
+            _list(settings, args)
+            return 2
         if args.command in _STORE_ONLY:
             return _STORE_ONLY[args.command](settings, args)
         return _RUNTIME[args.command](settings, args, handler)

@@ -118,7 +118,7 @@ def format_table(tools: list[dict[str, Any]], diagnostics: dict[str, Any]) -> st
     lines += ["", f"{counts['tools']} tools ({routes}); {counts['disabled']} disabled."]
     write = diagnostics["write_surface"]
     if write:
-        lines.append(f"Write-surface candidates ({len(write)}):")
+        lines.append(f"Tools that may change things (they do not say they only read), write-surface candidates ({len(write)}):")
         lines += [f"  {w['name']}: {'; '.join(w['reasons'])}" for w in write]
     providers = diagnostics["capability_providers"]
     if providers["providers"]:

@@ -33,7 +33,7 @@ EXIT_CODES = {"installed": 0, "failed": 1, "cancelled": 130}
 _PROGRESS = {
     "mcp_setup_search": "searching the registries…",
     "mcp_setup_get": "reading the server's details…",
-    "mcp_setup_test_connection": "testing the connection…",
+    "mcp_setup_test_connection": "preparing the connection test…",  # the consent question may come next
     "mcp_setup_install_and_connect": "installing and connecting…",
 }
 

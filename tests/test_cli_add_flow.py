@@ -119,7 +119,7 @@ def test_the_connection_test_shows_one_line_per_stage_and_says_when_it_passed(tm
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     out = add_stub(env, canary)
     lines = [line.strip() for line in out.splitlines()]
-    for wanted in ("· testing the connection…", "✓ test passed: 2 tools", "· installing and connecting…", "✓ connected"):
+    for wanted in ("· preparing the connection test…", "✓ test passed: 2 tools", "· installing and connecting…", "✓ connected"):
         assert wanted in lines, out
     assert any(line.startswith("· starting the server") for line in lines), out
     assert lines.index("✓ test passed: 2 tools") < lines.index("· installing and connecting…")

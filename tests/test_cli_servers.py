@@ -108,6 +108,13 @@ def test_an_unknown_name_exits_3_with_one_line_and_no_traceback(data, capsys) ->
         assert "No installed server is named 'nope'" in err and "Traceback" not in err
 
 
+def test_show_or_logs_without_a_name_lists_the_servers_to_choose_from(data, capsys, canary) -> None:
+    data.install(STUB, canary)
+    for command in ("show", "logs"):
+        code, out, err = cli(capsys, command)
+        assert code == 2 and f"mcp-setup {command} NAME" in err and "stub-search" in out and canary not in out
+
+
 def test_a_name_that_is_part_of_an_installed_one_is_suggested(data, capsys, canary) -> None:
     data.install(STUB, canary)  # slug stub-search
     code, _, err = cli(capsys, "show", "search")

@@ -225,7 +225,7 @@ def test_mcp_setup_tools_prints_the_registry_for_people_and_as_json(tmp_path: Pa
     assert "not checked" in table.stdout and "disabled" in table.stdout
     assert "To check them, run `mcp-setup doctor`" in table.stdout  # what to do about "not checked"
     assert "acme-tools" in table.stdout and "broken-co (not eligible)" in table.stdout
-    assert "Write-surface candidates" in table.stdout
+    assert "Tools that may change things" in table.stdout
     as_json = subprocess.run(mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
