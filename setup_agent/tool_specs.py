@@ -87,7 +87,8 @@ TOOL_SPECS: list[dict[str, Any]] = [
         "name": "mcp_setup_install_and_connect",
         "description": (
             "Test, then install the server (settings encrypted at rest) and connect it so its tools are live. "
-            "Nothing is saved unless the server answers."
+            "Nothing is saved unless the server answers. ok: true means it is installed; status says whether "
+            "it is connected now (connected, or failed with a reason: it is retried)."
         ),
         "inputSchema": {
             "type": "object",
