@@ -6,7 +6,6 @@ The bundle is served over loopback HTTP by a server that counts its hits."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from collections.abc import Iterator
@@ -19,8 +18,7 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.bundle_cache import BundleCache
 from setup_agent.service import CallContext
-from tests.fakes.file_server import serve_file
-from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.fakes.file_server import serve_bundle_catalog, serve_file
 
 STUB = "io.github.acme/stub"
 
@@ -28,13 +26,8 @@ STUB = "io.github.acme/stub"
 @pytest.fixture
 def bundle_server(tmp_path: Path, canary: str) -> Iterator[tuple[Path, list[str], str]]:
     """A local catalog whose bundle is served over loopback HTTP, counting every hit."""
-    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
-    hits: list[str] = []
-    with serve_file(bundle, hits) as url:
-        catalog = tmp_path / "catalog"
-        catalog.mkdir()
-        (catalog / "stub.json").write_text(json.dumps(stub_server_json(url, sha, name=STUB)))
-        yield catalog, hits, sha
+    with serve_bundle_catalog(tmp_path, canary, STUB) as served:
+        yield served
 
 
 def runtime_for(tmp_path: Path, catalog: Path, keyring, **settings) -> Runtime:

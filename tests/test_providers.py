@@ -15,9 +15,8 @@ from app.settings import Settings
 from setup_agent.errors import ConfigInvalid, NotAdmitted
 from setup_agent.providers import load_provider_config, normalize_provider_id, parse_provider_config
 from setup_agent.service import CallContext
-from tests.fakes.file_server import serve_file
+from tests.fakes.file_server import serve_bundle_catalog
 from tests.processes import processes_mentioning
-from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 STUB = "io.github.acme/stub"
 
@@ -155,12 +154,7 @@ def test_admission_names_the_rule_and_prefers_an_eligible_provider(tmp_path: Pat
 @pytest.fixture
 def bundle_server(tmp_path: Path, canary: str) -> Iterator[tuple[Path, list[str]]]:
     """A local catalog whose bundle is served over loopback HTTP, counting every hit."""
-    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
-    hits: list[str] = []
-    with serve_file(bundle, hits) as url:
-        catalog = tmp_path / "catalog"
-        catalog.mkdir()
-        (catalog / "stub.json").write_text(json.dumps(stub_server_json(url, sha, name=STUB)))
+    with serve_bundle_catalog(tmp_path, canary, STUB) as (catalog, hits, _sha):
         yield catalog, hits
 
 

@@ -1,15 +1,17 @@
-"""A file served over HTTP on loopback (a remote registry may not name a file:// bundle)."""
+"""A file served over HTTP on loopback (a remote registry may not name a file:// bundle), and a
+local catalog whose stub bundle is served so."""
 
 from __future__ import annotations
 
-import http.server
-import socket
-import threading
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["serve_file"]
+from tests.fakes.loopback import TrickleHandler, serve_loopback
+from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+
+__all__ = ["serve_bundle_catalog", "serve_file"]
 
 
 @contextmanager
@@ -19,28 +21,27 @@ def serve_file(path: Path, hits: list[str] | None = None, host: str = "127.0.0.1
     URL that a check for ``127.0.0.1``/``localhost`` takes for a remote host)."""
     body = path.read_bytes()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(TrickleHandler):
+        protocol_version = "HTTP/1.0"
+
         def do_GET(self) -> None:  # noqa: N802
             if hits is not None:
                 hits.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_body(body, "application/octet-stream")
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    class Server(http.server.ThreadingHTTPServer):
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-    server = Server((host, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serve_loopback(Handler, host) as port:
         netloc = f"[{host}]" if ":" in host else host
-        yield f"http://{netloc}:{server.server_address[1]}/{path.name}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        yield f"http://{netloc}:{port}/{path.name}"
+
+
+@contextmanager
+def serve_bundle_catalog(root: Path, expected: str, name: str) -> Iterator[tuple[Path, list[str], str]]:
+    """A local catalog (``root/catalog``) whose entry ``name`` names the stub bundle (wanting
+    ``expected``) served over loopback HTTP: ``(catalog, hits, sha256)``, every hit counted."""
+    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected)
+    hits: list[str] = []
+    with serve_file(bundle, hits) as url:
+        catalog = root / "catalog"
+        catalog.mkdir()
+        (catalog / "stub.json").write_text(json.dumps(stub_server_json(url, sha, name=name)))
+        yield catalog, hits, sha

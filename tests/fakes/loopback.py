@@ -1,10 +1,11 @@
 """A package registry faked as a real HTTP server on loopback: the request handler base that
 can send a body slowly (a first download on a slow network) and the server's start and stop.
-Used by tests/fakes/npm_registry.py and tests/fakes/pypi_index.py."""
+Used by tests/fakes/npm_registry.py, tests/fakes/pypi_index.py and tests/fakes/file_server.py."""
 
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,10 +38,15 @@ class TrickleHandler(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve_loopback(handler: type[TrickleHandler]) -> Iterator[int]:
-    """Serve ``handler`` on a free loopback port (yielded) until the block ends."""
+def serve_loopback(handler: type[TrickleHandler], host: str = "127.0.0.1") -> Iterator[int]:
+    """Serve ``handler`` on a free port of ``host`` (``127.0.0.1`` or ``::1``; the port is
+    yielded) until the block ends."""
+
+    class Server(http.server.ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
     handler.stop = threading.Event()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = Server((host, 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
