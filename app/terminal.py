@@ -48,6 +48,9 @@ class TerminalIO:
         self._pending: asyncio.Future[Any] | None = None
 
     last_said: str = ""
+    #: The server this run's install saved (its ``installing``/``done`` event): a Ctrl-C after it
+    #: cannot undo the install, and the cancel message says so.
+    saved_server_id: str | None = None
     #: At most one download line per this many seconds (a slow npx download ticks often).
     DOWNLOAD_TICK_SECONDS = 5.0
     _open_line = False  # a download line written in place (TTY), not yet ended
@@ -225,6 +228,7 @@ class TerminalIO:
             count = len(event.get("tools") or [])
             self._print(f"✓ test passed: {count} tool{'' if count == 1 else 's'}")
         elif (stage, status) == ("installing", "done"):
+            self.saved_server_id = event.get("server_id")
             self._print("✓ saved; connecting…")
         elif (stage, status) == ("connected", "done"):
             self._print("✓ connected")
@@ -305,7 +309,6 @@ async def run_agent(
     io = TerminalIO(runtime.broker, consents=runtime.consents)
     options = openai_options(settings) if driver == "openai" else {}
     loop = asyncio.get_running_loop()
-    before = {s.server_id for s in await asyncio.to_thread(runtime.store.list)}
     with _terminal_restored():
         task = asyncio.ensure_future(
             spawn_subagent(
@@ -337,12 +340,9 @@ async def run_agent(
             if not task.cancelled() or (current is not None and current.cancelling()):
                 raise
             # An install cancelled after its commit is there (all or nothing, but not nothing): say so.
-            added = [
-                s for s in await asyncio.to_thread(runtime.store.list)
-                if s.server_id not in before and s.installed_by == installed_by  # not another session's install
-            ]
-            if added:
-                names = ", ".join(f"{s.qualified_name} (mcp-setup remove {s.slug} takes it out)" for s in added)
+            saved = await asyncio.to_thread(runtime.store.get, io.saved_server_id) if io.saved_server_id else None
+            if saved is not None:
+                names = f"{saved.qualified_name} (mcp-setup remove {saved.slug} takes it out)"
                 print(f"\nCancelled by the user, after the install was saved: {names}.", flush=True)
             else:
                 print("\nCancelled by the user. Nothing was installed.", flush=True)
