@@ -110,6 +110,7 @@ class Fetcher:
         self.tick = tick
         self._which = which
         self._warm: set[tuple[str, ...]] = set()
+        self._npx_cache: Path | None = None  # npm's answer, asked once (host_env does not change)
         self._running: dict[tuple[str, ...], tuple[FetchState, asyncio.Task[None]]] = {}
 
     def is_warm(self, spec: LaunchSpec) -> bool:
@@ -237,6 +238,8 @@ class Fetcher:
 
     async def _npx_dir(self, cwd: Path) -> Path | None:
         """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc`` included)."""
+        if self._npx_cache is not None:
+            return self._npx_cache
         proc = await asyncio.create_subprocess_exec(
             "npm", "config", "get", "cache", "--workspaces=false",
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
@@ -247,7 +250,8 @@ class Fetcher:
         if proc.returncode != 0 or not cache or not os.path.isabs(cache):
             logger.info("npm did not say where its cache is; no prefetch")
             return None
-        return Path(cache) / "_npx"
+        self._npx_cache = Path(cache) / "_npx"
+        return self._npx_cache
 
     async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
         """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
