@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,7 +167,7 @@ class Preparer:
         return {key.name for key in wanted if _bearer_only(spec, key)}
 
     def values(
-        self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str], *, fill: set[str] = frozenset()  # type: ignore[assignment]
+        self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str], *, fill: Collection[str] = ()
     ) -> dict[str, str]:
         by_name = {k.name: k for k in keys}
         canonical = {k.name: k.name for k in keys} | {a: k.name for k in keys for a in k.aliases}
