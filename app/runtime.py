@@ -28,7 +28,8 @@ from setup_agent.guard import GuessGuard
 from setup_agent.oauth import SignIns
 from setup_agent.package_choice import DEFAULT_PREFERENCE
 from setup_agent.pins import ToolReview
-from setup_agent.probe import Prober, sweep_scratch
+from setup_agent.probe import Prober
+from setup_agent.scratch import sweep_scratch
 from setup_agent.procs import ProcessLedger, sweep_install_dirs
 from setup_agent.providers import ProviderConfig, load_provider_config
 from setup_agent.prompts import PromptBroker
@@ -237,7 +238,7 @@ def build_runtime(
         admit=providers.admit if providers.admission != "off" else None,
         fetcher=Fetcher(
             host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages,
-            workdir=home / "cache" / "fetch",
+            workdir=scratch, ledger=ledger,
         ),
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key

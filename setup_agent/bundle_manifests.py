@@ -20,7 +20,7 @@ from .call_context import Progress
 from .errors import SetupError
 from .manifest import Manifest, argv_secret_keys, move_argv_secrets, read_manifest, spec_from_manifest
 from .packages import build_spec
-from .probe import make_scratch_dir
+from .scratch import make_scratch_dir
 
 __all__ = ["BundleManifests"]
 

@@ -26,10 +26,12 @@ the same package already running (a prefetch, item 2 of #17) is joined, not repe
 :meth:`Fetcher.prefetch` starts one in the background (when a secret prompt opens, or when
 ``get`` names the package an install would choose).
 
-Every run happens in a private dir of its own (under ``workdir``: ``<home>/cache/fetch``), holding a
+Every run happens in a private scratch dir of its own (under ``workdir``: ``<home>/scratch``), holding a
 bare ``package.json`` and ``uv.toml`` so that neither npm nor uv reads settings from a dir above
 it (``/tmp`` is writable by every local user). A prefetch that made npx's cache entry and then
-failed, or was cancelled, removes that entry (only its own: npx names it by the spec's sha512).
+failed, or was cancelled, removes that entry (only its own: npx names it by the spec's sha512);
+after a crash, start-up does (the scratch dir lists it, setup_agent/scratch.py), and ends the
+fetch's process group (recorded in the process ledger, setup_agent/procs.py).
 
 The fetch sees the host's allowlisted environment only (never a server's values): it needs
 no secret, and its output is not shown (it may still be logged after redaction by the caller).
@@ -46,13 +48,14 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .fetch_plans import PREFIX, FetchPlan, fetch_plan, prefetch_plan
 from .launch import LaunchSpec
+from .procs import ProcessLedger
+from .scratch import ALSO_REMOVE, make_scratch_dir
 from .transport import minimal_environment
 
 __all__ = ["FetchPlan", "FetchState", "Fetcher", "fetch_plan", "prefetch_plan"]
@@ -100,11 +103,15 @@ class Fetcher:
         tick: float = 1.0,
         prefetch: bool = True,
         workdir: Path | None = None,
+        ledger: ProcessLedger | None = None,
     ) -> None:
         self.host_env = host_env
-        #: Where each run gets a private dir (0700, with a bare package.json) to run in: never a
-        #: shared dir like /tmp, whose ``.npmrc`` or ``uv.toml`` another local user could write.
+        #: Where each run gets a private scratch dir (0700, with a bare package.json) to run in:
+        #: never a shared dir like /tmp, whose ``.npmrc`` or ``uv.toml`` another local user could
+        #: write. The runtime gives its scratch root, which start-up sweeps after a crash.
         self.workdir = workdir
+        #: Each fetch's process group is recorded here, so that start-up ends it after a crash.
+        self.ledger = ledger
         self.prefetch_enabled = prefetch
         self.timeout = timeout
         self.tick = tick
@@ -205,6 +212,8 @@ class Fetcher:
                     return
                 mine = npx_dir / npx_entry_name(plan.package[-1])
                 entry = None if mine.exists() else mine
+                if entry is not None:  # made without its scripts: a crash before settling leaves it to the sweep
+                    await asyncio.to_thread((work / ALSO_REMOVE).write_text, f"{entry}\n")
             state.returncode = await self._exec(plan, state, str(work))
             state.ok = state.returncode == 0
             if state.ok:
@@ -231,7 +240,7 @@ class Fetcher:
     def _private_dir(self) -> Path:
         if self.workdir is not None:
             self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        work = Path(tempfile.mkdtemp(prefix="mcp-setup-fetch-", dir=self.workdir))
+        work = make_scratch_dir(self.workdir, "fetch")
         (work / "package.json").write_text('{"private": true}\n')  # npm's project root stops here
         (work / "uv.toml").write_text("")  # and uv's search for a project's settings
         return work
@@ -266,6 +275,7 @@ class Fetcher:
             cwd=cwd,
             start_new_session=True,
         )
+        recorded = self.ledger.record(proc.pid) if self.ledger is not None else None
         try:
             assert proc.stdout is not None
             async for line in proc.stdout:
@@ -281,6 +291,8 @@ class Fetcher:
                     os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(Exception):
                     await asyncio.shield(proc.wait())
+            if self.ledger is not None:
+                self.ledger.forget(recorded)
 
 
 def npx_entry_name(spec: str) -> str:

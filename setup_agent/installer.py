@@ -24,9 +24,10 @@ from .fetch import Fetcher
 from .oauth import GRANT_KEY
 from .pins import relabel
 from .preparation import Prepared, Preparer
-from .probe import ProbeResult, Prober, make_scratch_dir
+from .probe import ProbeResult, Prober
 from .procs import claim_dir
 from .redact import Redactor
+from .scratch import make_scratch_dir
 from .secrets import SecretRefStore
 from .stderr_lines import StderrLines
 from .store import Store

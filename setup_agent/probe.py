@@ -8,7 +8,7 @@ and ``drain()`` waits for it, so nothing is left behind. Every string that leave
 the redactor.
 
 Scratch dirs are named for their owner (``mcp-setup-<kind>-<pid>.<start>-<random>``, see
-:func:`make_scratch_dir`), so that :func:`sweep_scratch` at start-up removes those of a
+:func:`setup_agent.scratch.make_scratch_dir`), so that its sweep at start-up removes those of a
 process that died mid-probe and never one of a live process.
 """
 
@@ -18,9 +18,7 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
 import shutil
-import tempfile
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,11 +43,12 @@ from .errors import (
     translate,
 )
 from .launch import LaunchSpec, materialize
-from .procs import Owner, ProcessLedger
+from .procs import ProcessLedger
+from .scratch import make_scratch_dir, sweep_scratch
 from .redact import Redactor
 from .transport import ProcessWatch
 
-__all__ = ["ProbeResult", "Prober", "StageHook", "make_scratch_dir", "sweep_scratch", "tools_hash"]
+__all__ = ["ProbeResult", "Prober", "StageHook", "tools_hash"]
 
 #: Called as ``await hook(stage, status)``: ("starting", "started"), ("handshake", "done").
 StageHook = Callable[[str, str], Awaitable[None]]
@@ -79,39 +78,6 @@ class ProbeResult:
 def tools_hash(tools: list[dict[str, Any]]) -> str:
     canonical = json.dumps(sorted(tools, key=lambda t: t["name"]), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-_SCRATCH_PREFIX = "mcp-setup-"
-_SCRATCH_OWNER = re.compile(r"^mcp-setup-[a-z]+-(\d+\.\d+)-")
-
-
-def make_scratch_dir(root: Path | None, kind: str) -> Path:
-    """A fresh scratch dir under ``root`` whose name carries its owner (pid and start time)."""
-    owner = Owner.current()
-    tag = f"{owner.tag}-" if owner is not None else ""
-    return Path(tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{kind}-{tag}", dir=root))
-
-
-def sweep_scratch(root: Path) -> list[Path]:
-    """Remove the scratch dirs under ``root`` whose owner is dead (or unknown); keep live ones."""
-    removed: list[Path] = []
-    if not root.is_dir():
-        return removed
-    for path in sorted(root.iterdir()):
-        if not path.name.startswith(_SCRATCH_PREFIX):
-            continue
-        m = _SCRATCH_OWNER.match(path.name)
-        owner = Owner.parse(m.group(1)) if m else None
-        if owner is not None and owner.alive():
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-        removed.append(path)
-    if removed:
-        logger.info("removed %d scratch dir(s) left by a process that is gone", len(removed))
-    return removed
 
 
 class Prober:

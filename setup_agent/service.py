@@ -36,9 +36,10 @@ from .oauth import GRANT_KEY, SignIns
 from .packages import DEFAULT_PREFERENCE, choose_package, describe_packages
 from .prefetch import Prefetches
 from .preparation import Preparer
-from .probe import Prober, make_scratch_dir
+from .probe import Prober
 from .prompts import PromptBroker
 from .redact import Redactor
+from .scratch import make_scratch_dir
 from .search_cards import with_runtime_verdict
 from .secrets import SecretRefStore
 from .store import Store

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from setup_agent.probe import make_scratch_dir, sweep_scratch
+from setup_agent.scratch import make_scratch_dir, sweep_scratch
 from setup_agent.procs import Owner, ProcessLedger, claim_dir, start_time, sweep_install_dirs
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.processes import process_alive, wait_gone

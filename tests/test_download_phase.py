@@ -270,3 +270,74 @@ def test_an_npx_entry_with_a_git_dependency_is_not_kept_after_a_prefetch(tmp_pat
     assert _has_install_scripts(entry({"": {}, "node_modules/a": registry, "node_modules/b": git})) is True
     assert _has_install_scripts(entry({"": {}, "node_modules/a": {**registry, "hasInstallScript": True}})) is True
     assert _has_install_scripts(entry({"": {}, "node_modules/c": {"resolved": "https://x.example/c.tgz"}})) is True
+
+
+CRASHING_PREFETCH = """
+import asyncio, json, sys
+from pathlib import Path
+from setup_agent.fetch import Fetcher
+from setup_agent.launch import LaunchSpec
+from setup_agent.procs import ProcessLedger
+
+async def main():
+    home, registry, package, env = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    spec = LaunchSpec(command="npx", args=["-y", "--registry=" + registry, package + "@1.0.0"], package_type="npm",
+                      identifier=package, version="1.0.0", runner="npx")
+    fetcher = Fetcher(host_env=env, workdir=Path(home, "scratch"), ledger=ProcessLedger(Path(home, "procs")))
+    assert fetcher.prefetch(spec)
+    print("started", flush=True)
+    await asyncio.Event().wait()  # until SIGKILL
+
+asyncio.run(main())
+"""
+
+
+@needs_npx
+def test_a_crash_during_a_prefetch_leaves_nothing_after_the_next_start(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from app.runtime import sweep_leftovers
+    from setup_agent.procs import ProcessLedger
+    from tests.mcp_face import REPO
+    from tests.processes import processes_mentioning, wait_gone
+
+    env = private_host_env(tmp_path)
+    home = tmp_path / "data"
+    entry = Path(env["HOME"]) / ".npm" / "_npx" / npx_entry_name(f"{PACKAGE}@1.0.0")
+    with serve_npm_package(PACKAGE, "1.0.0", trickle_seconds=60) as registry:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CRASHING_PREFETCH, str(home), registry.url, PACKAGE, json.dumps(env)],
+            cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "started"
+            deadline = time.monotonic() + 60  # npx made its entry and is fetching the (slow) tarball
+            while not (entry.exists() and registry.tarball_requests) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert entry.exists() and registry.tarball_requests
+            child.send_signal(signal.SIGKILL)  # mcp-setup dies mid-prefetch
+            child.wait(10)
+            # Left behind: the fetch's process group in the ledger (npm may outlive it, or die on its
+            # broken pipe), the entry half made, the scratch dir that lists it.
+            assert list((home / "procs").glob("*.json"))
+            assert list((home / "scratch").glob("mcp-setup-fetch-*"))
+            with Store_for(home) as store:  # what the next start does first
+                sweep_leftovers(ProcessLedger(home / "procs"), store, install_root=home / "servers", scratch=home / "scratch")
+            assert wait_gone(processes_mentioning(registry.url)) == []
+            assert not list((home / "procs").glob("*.json"))
+            assert not entry.exists()  # made without its scripts: npx would have reused it
+            assert not list((home / "scratch").iterdir())
+        finally:
+            if child.poll() is None:
+                child.kill()
+
+
+def Store_for(home: Path):  # noqa: N802 - reads like the class it opens
+    """The store of data dir ``home`` (a fresh one: the crashed prefetch never opened it)."""
+    from setup_agent.store import Store
+    from setup_agent.vault import Vault
+
+    return Store.for_data_dir(home, Vault.in_memory(), None)
