@@ -1,22 +1,14 @@
-"""The faces of mcp-setup: the ``mcp-setup`` CLI (``app.cli``), the stdio MCP server
-(``app.mcp_server``), the web app (``app.web``), the terminal agent (``app.terminal``) and the
-one-time secret page (``app.secret_page``). Settings are read once here (``app.settings``) and
-the core is wired in one place (``app.runtime``). Faces depend on the core, never the reverse.
+"""The faces of mcp-setup, each a package, importing only those after it in this order::
+
+    cli → web → mcp → pages → runtime → settings
+
+- ``app.cli``: the ``mcp-setup`` command line and the terminal agent;
+- ``app.web``: ``mcp-setup serve`` (the page, ``/rpc``, ``/ws``, ``/mcp``);
+- ``app.mcp``: the MCP face (``mcp-setup mcp`` on stdio, and ``/mcp``);
+- ``app.pages``: the one-time secret and consent pages;
+- ``app.runtime``: the only wiring of the core; ``app.settings``: the environment, read once.
+
+Faces depend on the core (:mod:`setup_agent`), never the reverse.
 """
 
-__all__ = [
-    "agent_runs",
-    "cli",
-    "consent_page",
-    "mcp_server",
-    "rpc",
-    "runtime",
-    "secret_page",
-    "settings",
-    "terminal",
-    "web",
-    "web_consents",
-    "web_secrets",
-    "web_security",
-    "ws",
-]
+__all__ = ["cli", "mcp", "pages", "runtime", "settings", "web"]

@@ -18,28 +18,21 @@ from typing import Any
 import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
-from setup_agent.agents import load_archetypes
-from setup_agent.bundle_cache import BundleCache
-from setup_agent.connections import ConnectionManager
-from setup_agent.consent import ConsentBroker
-from setup_agent.fetch import Fetcher
-from setup_agent.gateway import Gateway
-from setup_agent.guard import GuessGuard
+from setup_agent.agent import ToolRegistry, load_archetypes
+from setup_agent.gateway import ConnectionManager, Gateway
+from setup_agent.launch import (
+    DEFAULT_PREFERENCE,
+    BundleCache,
+    Fetcher,
+    ProcessLedger,
+    proxy_credentials,
+    sweep_install_dirs,
+    sweep_scratch,
+)
 from setup_agent.oauth import SignIns
-from setup_agent.package_choice import DEFAULT_PREFERENCE
-from setup_agent.pins import ToolReview
-from setup_agent.probe import Prober
-from setup_agent.scratch import sweep_scratch
-from setup_agent.procs import ProcessLedger, sweep_install_dirs
-from setup_agent.providers import ProviderConfig, load_provider_config
-from setup_agent.prompts import PromptBroker
-from setup_agent.redact import Redactor
-from setup_agent.secrets import SecretRefStore
-from setup_agent.service import SetupService
+from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore, Vault
+from setup_agent.setup import ConsentBroker, Prober, ProviderConfig, SetupService, ToolReview, load_provider_config
 from setup_agent.store import Store
-from setup_agent.tool_registry import ToolRegistry
-from setup_agent.transport import proxy_credentials
-from setup_agent.vault import Vault
 
 from .settings import Settings
 
@@ -275,7 +268,7 @@ def build_runtime(
 
 def _log_lockout(session: str) -> None:
     # Out of band for the user: the face's log (Claude Desktop and others show a server's
-    # stderr), and, in `serve`, a page notice (app/web.py adds a listener). Never the agent.
+    # stderr), and, in `serve`, a page notice (app/web/app.py adds a listener). Never the agent.
     logger.warning(
         "An agent sent values that mcp-setup protects in its tool arguments several times (a guessing attempt?). "
         "Its calls to installed servers are now refused until it reconnects."

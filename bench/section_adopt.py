@@ -55,7 +55,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     from app.runtime import build_runtime
     from app.settings import Settings
-    from setup_agent.service import CallContext
+    from setup_agent.setup.service import CallContext
 
     root = Root("adopt")
     out: dict[str, Any] = {"section": "adopt"}

@@ -30,11 +30,11 @@ from bench.common import SECRET, Root, emit, median, stub_env, summary
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    from setup_agent.connections import ConnectionManager
-    from setup_agent.launch import LaunchSpec
-    from setup_agent.redact import Redactor
-    from setup_agent.store import Store
-    from setup_agent.vault import Vault
+    from setup_agent.gateway.connections import ConnectionManager
+    from setup_agent.launch.spec import LaunchSpec
+    from setup_agent.secrets.redact import Redactor
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
 
     root = Root("boot")
     out: dict[str, Any] = {"section": "boot", "servers": args.servers}

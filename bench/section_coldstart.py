@@ -187,7 +187,7 @@ def main() -> None:
 
         # -X importtime: one start of each (interpreter flag; same entry point as the script)
         it_env = dict(env)
-        _, err = time_initialize([sys.executable, "-X", "importtime", "-c", "from app.cli import main; import sys; sys.exit(main(['mcp']))"], it_env)
+        _, err = time_initialize([sys.executable, "-X", "importtime", "-c", "from app.cli.main import main; import sys; sys.exit(main(['mcp']))"], it_env)
         out["importtime_mcp_setup"] = parse_importtime(err)
         _, err = time_initialize([sys.executable, "-X", "importtime", *low[1:]], it_env)
         out["importtime_min_lowlevel"] = parse_importtime(err)

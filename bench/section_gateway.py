@@ -42,9 +42,9 @@ def install_stubs(root: Root, data: Path, count: int, *, tools: list[dict[str, A
     ``tools`` is None); or an empty store when ``count`` is 0 (the database exists, no server)."""
     import keyring.backends.fail
 
-    from setup_agent.launch import LaunchSpec
-    from setup_agent.store import Store
-    from setup_agent.vault import Vault
+    from setup_agent.launch.spec import LaunchSpec
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
 
     vault = Vault.open(data, keyring_backend=keyring.backends.fail.Keyring())
     env = {k: ("${STUB_API_KEY}" if k == "STUB_API_KEY" else v) for k, v in stub_env().items()}

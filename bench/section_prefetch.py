@@ -11,7 +11,7 @@ Target ≤ 0.3×.
 ``--ecosystem pypi``: the same with ``mcp-server-time`` from the real PyPI and a cold, private
 uv cache (``~/.cache/uv`` of the fresh ``HOME``; ``uv``/``uvx`` from the ``uv`` wheel beside this
 Python, no Python download). The prefetch there is ``uv pip install --no-build --target`` of the
-wheels into that cache (setup_agent/fetch.py): nothing of the package runs before consent.
+wheels into that cache (setup_agent/launch/fetch.py): nothing of the package runs before consent.
 
 The registry entry is written here (a local catalog): the real package and version, and an
 optional secret setting (``EVERYTHING_TOKEN``, which the server ignores) so that the flow
@@ -63,7 +63,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     from app.runtime import build_runtime
     from app.settings import Settings
-    from setup_agent.service import CallContext
+    from setup_agent.setup.service import CallContext
 
     pypi = args.ecosystem == "pypi"
     section = "prefetch_pypi" if pypi else "prefetch"

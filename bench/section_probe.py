@@ -164,10 +164,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     from app.runtime import build_runtime
     from app.settings import Settings
-    from setup_agent.launch import LaunchSpec
-    from setup_agent.probe import Prober
-    from setup_agent.redact import Redactor
-    from setup_agent.service import CallContext
+    from setup_agent.launch.spec import LaunchSpec
+    from setup_agent.secrets.redact import Redactor
+    from setup_agent.setup.probe import Prober
+    from setup_agent.setup.service import CallContext
 
     root = Root("probe")
     out: dict[str, Any] = {"section": "probe"}

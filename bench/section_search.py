@@ -37,7 +37,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from app.runtime import build_runtime
     from app.settings import Settings
     from registry_clients.hub import RegistryHub, build_sources
-    from setup_agent.service import CallContext
+    from setup_agent.setup.service import CallContext
 
     root = Root("search")
     out: dict[str, Any] = {"section": "search", "latency_s": args.latency}

@@ -1,8 +1,8 @@
 """What-if for the cold start (item 3), not product code: ``mcp-setup mcp`` answering
 ``initialize`` before it imports the core and builds the runtime.
 
-Same SDK layer and tool list as ``app/mcp_server.py`` (``TOOL_SPECS``, which is cheap to
-import); the core (``app.runtime``, ``app.mcp_server``: SQLAlchemy, Alembic, the service…) is
+Same SDK layer and tool list as ``app/mcp/face.py`` (``TOOL_SPECS``, which is cheap to
+import); the core (``app.runtime``, ``app.mcp.face``: SQLAlchemy, Alembic, the service…) is
 imported in a worker thread once ``initialize`` is answered, and the runtime built on the
 loop. Tool calls and resources wait for it, then go to the real
 ``McpFace``. ``bench/section_coldstart.py`` times it beside the real command to show what the
@@ -22,7 +22,7 @@ from mcp.server.stdio import stdio_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from setup_agent.tool_specs import TOOL_SPECS  # noqa: E402
+from setup_agent.setup.tool_specs import TOOL_SPECS  # noqa: E402
 
 _state: dict[str, Any] = {}
 
@@ -49,7 +49,7 @@ async def list_resources(ctx: Any, params: Any) -> Any:
 def _import_core() -> None:
     import importlib
 
-    for name in ("app.runtime", "app.mcp_server"):
+    for name in ("app.runtime", "app.mcp.face"):
         importlib.import_module(name)
 
 
@@ -74,7 +74,7 @@ async def main() -> None:
             await answered.wait()
         await anyio.sleep(0.005)  # let the answer reach stdout first
         await anyio.to_thread.run_sync(_import_core)
-        from app.mcp_server import McpFace
+        from app.mcp.face import McpFace
         from app.runtime import build_runtime
         from app.settings import Settings
 

@@ -1,7 +1,10 @@
-"""The core of mcp-setup: secret refs, redaction, probe, store, connections, the tools.
+"""The core of mcp-setup, in packages by concern, each importing only those below it::
 
-It reads no environment and no global settings: faces (``app/``) build a ``Settings`` once
-and pass each part what it needs. Where things live: ``docs/ARCHITECTURE.md``.
+    agent → setup → oauth → gateway → launch → store → secrets → errors
+
+(``errors.py`` and ``lazy.py`` sit below all; :mod:`registry_clients` below the core). It reads
+no environment and no global settings: faces (``app/``) build a ``Settings`` once and pass each
+part what it needs. Where things live: ``docs/ARCHITECTURE.md``.
 
 Public names are re-exported lazily (importing the package stays cheap):
 
@@ -12,13 +15,13 @@ Public names are re-exported lazily (importing the package stays cheap):
 - live servers: :class:`ConnectionManager`
 - the tools: :class:`SetupService`, :class:`CallContext`, :data:`TOOL_SPECS`
 - governance: :class:`ToolRegistry` (read-only inventory), :class:`ProviderConfig`, :func:`load_provider_config`
+- the sub-agent: :func:`spawn_subagent`
 - errors: :class:`SetupError` and its tree in :mod:`setup_agent.errors`
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .lazy import lazy_exports
 
 __all__ = [
     "CallContext",
@@ -42,35 +45,30 @@ __all__ = [
     "ToolRegistry",
     "Vault",
     "load_provider_config",
+    "spawn_subagent",
 ]
 
-_WHERE = {
-    "CallContext": "call_context",
-    "ConnectionManager": "connections",
-    "ConsentBroker": "consent",
-    "ConsentRequest": "consent",
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "CallContext": "setup",
+    "ConnectionManager": "gateway",
+    "ConsentBroker": "setup",
+    "ConsentRequest": "setup",
     "InstalledServer": "store",
     "LaunchSpec": "launch",
-    "PendingPrompt": "prompts",
-    "ProbeResult": "probe",
-    "Prober": "probe",
-    "PromptBroker": "prompts",
-    "ProviderConfig": "providers",
-    "Redactor": "redact",
+    "PendingPrompt": "secrets",
+    "ProbeResult": "setup",
+    "Prober": "setup",
+    "PromptBroker": "secrets",
+    "ProviderConfig": "setup",
+    "Redactor": "secrets",
     "SecretRefStore": "secrets",
     "SecretValue": "secrets",
     "SetupError": "errors",
-    "SetupService": "service",
+    "SetupService": "setup",
     "Store": "store",
-    "TOOL_SPECS": "tool_specs",
-    "ToolRegistry": "tool_registry",
-    "Vault": "vault",
-    "load_provider_config": "providers",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'setup_agent' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+    "TOOL_SPECS": "setup",
+    "ToolRegistry": "agent",
+    "Vault": "secrets",
+    "load_provider_config": "setup",
+    "spawn_subagent": "agent",
+})  # fmt: skip

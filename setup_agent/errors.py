@@ -62,8 +62,8 @@ and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}
 a malformed call (unknown tool, arguments of the wrong shape) is a *protocol error*.
 :func:`jsonrpc_error` is the one place that maps either onto a JSON-RPC error object.
 
-Library exceptions are translated at the boundary through :data:`TRANSLATIONS`
-(as httpx maps httpcore's), by :func:`translate`.
+Library exceptions are translated into this tree at the boundary, through one table
+(:mod:`setup_agent.translation`, as httpx maps httpcore's in its transport).
 """
 
 from __future__ import annotations
@@ -71,64 +71,17 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "AlreadyInstalled",
-    "ArgumentsRefused",
-    "ArgvSecret",
-    "BundleInvalid",
-    "ConfigInvalid",
-    "CommandNotFound",
-    "ConsentDenied",
-    "ConsentError",
-    "ConsentNotFound",
-    "ConsentRequired",
-    "DeprecatedEntry",
-    "DownloadTimeout",
-    "GuardError",
-    "InvalidEntry",
-    "InvalidInput",
-    "JSONRPC_INTERNAL_ERROR",
-    "JSONRPC_INVALID_PARAMS",
-    "JSONRPC_METHOD_NOT_FOUND",
-    "JSONRPC_SETUP_ERROR",
-    "NeedsSignIn",
-    "NoRunnablePackage",
-    "NotAdmitted",
-    "NotFound",
-    "OAuthDenied",
-    "OAuthError",
-    "OAuthRefused",
-    "OAuthRequired",
-    "PackageError",
-    "PackageNotFound",
-    "ProbeError",
-    "ProbeTimeout",
-    "PromptAlreadyAnswered",
-    "PromptCancelled",
-    "PromptError",
-    "PromptFailed",
-    "PromptNotFound",
-    "ProtocolError",
-    "RegistryAuthError",
-    "RegistryUnavailable",
-    "RuntimeMissing",
-    "SecretError",
-    "SecretExpired",
-    "SecretInUse",
-    "SecretMissing",
-    "SecretNotAllowed",
-    "SecretPending",
-    "SecretWrongKey",
-    "ServerExited",
-    "ServerRejected",
-    "SessionLocked",
-    "SetupError",
-    "StoreError",
-    "ToolsChanged",
-    "TRANSLATIONS",
-    "Unreachable",
-    "jsonrpc_error",
-    "translate",
-]
+    "AlreadyInstalled", "ArgumentsRefused", "ArgvSecret", "BundleInvalid", "ConfigInvalid", "CommandNotFound",
+    "ConsentDenied", "ConsentError", "ConsentNotFound", "ConsentRequired", "DeprecatedEntry", "DownloadTimeout",
+    "GuardError", "InvalidEntry", "InvalidInput", "JSONRPC_INTERNAL_ERROR", "JSONRPC_INVALID_PARAMS",
+    "JSONRPC_METHOD_NOT_FOUND", "JSONRPC_SETUP_ERROR", "NeedsSignIn", "NoRunnablePackage", "NotAdmitted",
+    "NotFound", "OAuthDenied", "OAuthError", "OAuthRefused", "OAuthRequired", "PackageError", "PackageNotFound",
+    "ProbeError", "ProbeTimeout", "PromptAlreadyAnswered", "PromptCancelled", "PromptError", "PromptFailed",
+    "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
+    "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
+    "SecretWrongKey", "ServerExited", "ServerRejected", "SessionLocked", "SetupError", "StoreError",
+    "ToolsChanged", "Unreachable", "jsonrpc_error",
+]  # fmt: skip
 
 
 class SetupError(Exception):
@@ -357,7 +310,7 @@ class NeedsSignIn(OAuthError):
 
 
 class GuardError(SetupError):
-    """The guessing guard (:mod:`setup_agent.guard`) refused a call."""
+    """The guessing guard (:mod:`setup_agent.secrets.guard`) refused a call."""
 
     code = "guard_error"
 
@@ -373,7 +326,7 @@ class SessionLocked(GuardError):
 class NotAdmitted(SetupError):
     """Opt-in admission (``admission = "eligible-providers"`` in config.toml): no enabled,
     trusted capability provider covers this server, so it is not tested or installed
-    (see setup_agent/providers.py)."""
+    (see setup_agent/setup/providers.py)."""
 
     code = "not_admitted"
 
@@ -409,60 +362,3 @@ def jsonrpc_error(exc: BaseException) -> dict[str, Any]:
         "message": "Internal error in mcp-setup; the log has details.",
         "data": {"code": "internal"},
     }
-
-
-# --- Translation of library exceptions at the boundary -------------------------------
-
-
-def _registry_error(exc: BaseException) -> SetupError:
-    from registry_clients.errors import RegistryAuthFailed, RegistryNotFound
-
-    source = getattr(exc, "source", "registry")
-    if isinstance(exc, RegistryNotFound):
-        return NotFound(str(exc), details={"source": source})
-    if isinstance(exc, RegistryAuthFailed):
-        return RegistryAuthError(str(exc), details={"source": source})
-    return RegistryUnavailable(str(exc), details={"source": source})
-
-
-def _file_not_found(exc: BaseException) -> SetupError:
-    name = getattr(exc, "filename", None) or "the command"
-    return CommandNotFound(f"Could not start {name}: no such program on this machine.")
-
-
-def _permission(exc: BaseException) -> SetupError:
-    name = getattr(exc, "filename", None) or "the command"
-    return CommandNotFound(f"Could not start {name}: permission denied.")
-
-
-def _timeout(exc: BaseException) -> SetupError:
-    return ProbeTimeout("The operation did not finish in time.")
-
-
-def _translations() -> list[tuple[type[BaseException], Any]]:
-    from registry_clients.errors import RegistryError
-
-    return [
-        (RegistryError, _registry_error),
-        (FileNotFoundError, _file_not_found),
-        (PermissionError, _permission),
-        (TimeoutError, _timeout),
-    ]
-
-
-#: Built lazily so importing the hierarchy costs nothing; ``translate`` walks it in order.
-TRANSLATIONS: list[tuple[type[BaseException], Any]] = []
-
-
-def translate(exc: BaseException) -> SetupError:
-    """Return the :class:`SetupError` for ``exc`` (itself if it already is one)."""
-    if isinstance(exc, SetupError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:  # a task group's one failure
-        return translate(exc.exceptions[0])
-    if not TRANSLATIONS:
-        TRANSLATIONS.extend(_translations())
-    for exc_type, make in TRANSLATIONS:
-        if isinstance(exc, exc_type):
-            return make(exc)
-    return SetupError("Internal error in mcp-setup; the log has details.")

@@ -126,7 +126,7 @@ def postgres_database() -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def restored_logging() -> Iterator[None]:
-    """A test that runs the CLI in-process (``app.cli.main``) reconfigures logging globally
+    """A test that runs the CLI in-process (``app.cli.main.main``) reconfigures logging globally
     (root handlers, quiet library loggers): put it back, so later tests see what they log."""
     import logging
 

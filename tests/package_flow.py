@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from app.runtime import Runtime
-from setup_agent.service import CallContext
+from setup_agent.setup.service import CallContext
 
 __all__ = ["open_prompt", "run_test", "write_catalog_entry"]
 

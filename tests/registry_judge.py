@@ -1,5 +1,5 @@
 """The judge for real registry entries: what a server.json says, restated independently of
-``registry_clients/serverjson.py`` and ``setup_agent/packages.py``, and the listed exceptions.
+``registry_clients/serverjson.py`` and ``setup_agent/launch/packages.py``, and the listed exceptions.
 
 Used by tests/test_registry_judge.py (every entry of the three real fixture files, through the
 local catalog and the fake official registry) and tests/test_registry_serverjson.py.

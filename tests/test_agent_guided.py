@@ -8,8 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from setup_agent.drivers.guided import goal_query
-from setup_agent.harness import WITHHELD, AgentCancelled, spawn_subagent
+from setup_agent.agent.drivers.guided import goal_query
+from setup_agent.agent.harness import WITHHELD, AgentCancelled
+from setup_agent.agent.spawn import spawn_subagent
 from tests.test_agent_support import STUB, ScriptedIO, agent_runtime, choose, make_catalog
 
 pytestmark = pytest.mark.anyio
@@ -162,7 +163,7 @@ async def test_two_unreachable_remotes_are_each_tried_once_then_the_run_stops_wi
 ) -> None:
     import socket
 
-    from setup_agent.drivers.guided import _pointed_key
+    from setup_agent.agent.drivers.guided import _pointed_key
 
     ports = []
     for _ in range(2):

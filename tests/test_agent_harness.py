@@ -9,16 +9,17 @@ from pathlib import Path
 import anyio
 import pytest
 
-from setup_agent.agents import AGENTS_DIR, load_archetypes
-from setup_agent.harness import WITHHELD, AgentSession, looks_like_secret, scrub_secrets, spawn_subagent
-from setup_agent.redact import Redactor
+from setup_agent.agent.archetypes import load_archetypes
+from setup_agent.agent.harness import WITHHELD, AgentSession, looks_like_secret, scrub_secrets
+from setup_agent.agent.spawn import spawn_subagent
+from setup_agent.secrets.redact import Redactor
 from tests.test_agent_support import SETUP_AGENT_TOOLS, ScriptedIO, agent_runtime, make_catalog
 
 pytestmark = pytest.mark.anyio
 
 
 def test_the_shipped_archetype_allows_only_the_six_setup_tools_and_the_chat_primitives() -> None:
-    registry = load_archetypes(AGENTS_DIR)
+    registry = load_archetypes()
     assert registry.errors == {}
     agent = registry.get("mcp_setup")
     assert agent.tools == SETUP_AGENT_TOOLS

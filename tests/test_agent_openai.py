@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from setup_agent.harness import WITHHELD, spawn_subagent
+from setup_agent.agent.harness import WITHHELD
+from setup_agent.agent.spawn import spawn_subagent
 from tests.fakes import closed_port_url
 from tests.fakes.openai_server import FakeOpenAI, final, last_tool_result, tool_call, tool_calls
 from tests.test_agent_support import SETUP_AGENT_TOOLS, STUB, ScriptedIO, agent_runtime, make_catalog

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.prompts import PendingPrompt
+from setup_agent.secrets.prompts import PendingPrompt
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 __all__ = ["SETUP_AGENT_TOOLS", "STUB", "ScriptedIO", "agent_runtime", "make_catalog"]

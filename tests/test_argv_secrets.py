@@ -17,8 +17,8 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.launch import materialize
-from setup_agent.service import CallContext
+from setup_agent.launch.spec import materialize
+from setup_agent.setup.service import CallContext
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""MCPB bundles: fetch + verify, safe unpack, manifest, spec and keys (setup_agent.bundle)."""
+"""MCPB bundles: fetch + verify, safe unpack, manifest, spec and keys (setup_agent.launch.bundle)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from registry_clients.models import PackageOption, RequiredKey
-from setup_agent.bundle import fetch_bundle, file_sha256, unpack_bundle
 from setup_agent.errors import BundleInvalid
-from setup_agent.launch import materialize
-from setup_agent.manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
-from setup_agent.packages import INSTALL_HINTS, build_spec, runner_availability
+from setup_agent.launch.bundle import fetch_bundle, file_sha256, unpack_bundle
+from setup_agent.launch.manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
+from setup_agent.launch.packages import INSTALL_HINTS, build_spec, runner_availability
+from setup_agent.launch.spec import materialize
 from tests.stub_server.bundle import zip_files
 
 CANARY = "canary-51d0-SECRET-value"

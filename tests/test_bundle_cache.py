@@ -16,8 +16,8 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.bundle_cache import BundleCache
-from setup_agent.service import CallContext
+from setup_agent.launch.bundle_cache import BundleCache
+from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_bundle_catalog, serve_file
 
 STUB = "io.github.acme/stub"

@@ -10,10 +10,10 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.bundle import fetch_bundle, unpack_bundle
 from setup_agent.errors import BundleInvalid
-from setup_agent.manifest import MAX_MANIFEST_BYTES, read_manifest
-from setup_agent.service import CallContext
+from setup_agent.launch.bundle import fetch_bundle, unpack_bundle
+from setup_agent.launch.manifest import MAX_MANIFEST_BYTES, read_manifest
+from setup_agent.setup.service import CallContext
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_server_json, zip_files
 

@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from setup_agent.catalog import MAX_SLUG, MAX_TOOL_NAME, Catalog, CatalogServer, gateway_name, make_slug, read_sqlite_catalog
-from setup_agent.store import DB_FILE_NAME, Store
-from setup_agent.vault import Vault
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.catalog import (
+    MAX_SLUG,
+    MAX_TOOL_NAME,
+    Catalog,
+    CatalogServer,
+    gateway_name,
+    make_slug,
+    read_sqlite_catalog,
+)
+from setup_agent.store.database import DB_FILE_NAME, Store
 from tests.conftest import MemoryKeyring
 
 TOOL_NAME_RULE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -122,7 +130,7 @@ def test_upgrading_a_first_round_database_keeps_env_rows_and_gives_slugs(tmp_pat
     from alembic import command
     from alembic.config import Config
 
-    from setup_agent.store import MIGRATIONS_DIR
+    from setup_agent.store.database import MIGRATIONS_DIR
 
     data = tmp_path / "old"
     vault = Vault.open(data, keyring_backend=MemoryKeyring())

@@ -135,7 +135,7 @@ class _Out(io.StringIO):
 
 
 async def _download_ticks(out: _Out, every: float, ticks: int) -> None:
-    from app.terminal import TerminalIO
+    from app.cli.terminal import TerminalIO
 
     face = TerminalIO(broker=None, out=out)  # type: ignore[arg-type]
     face.DOWNLOAD_TICK_SECONDS = every

@@ -14,9 +14,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from app.cli import main
-from app.cli_clients import launcher_command
-from app.client_configs import CLIENTS
+from app.cli.client_configs import CLIENTS
+from app.cli.clients import launcher_command
+from app.cli.main import main
 from tests.mcp_face import REPO, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 from tests.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the fixture

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from setup_agent.errors import SetupError
-from setup_agent.launch import LaunchSpec
-from setup_agent.probe import Prober
-from setup_agent.redact import Redactor
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.redact import Redactor
+from setup_agent.setup.probe import Prober
 from tests.mcp_face import Recorder, call, mcp_setup_client
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +60,7 @@ async def test_failed_remote_tests_leave_no_probe_dir_in_scratch(tmp_path: Path)
 
 
 def test_serve_opens_a_browser_only_where_a_display_is_available() -> None:
-    from app.web_serve import display_available
+    from app.web.serve import display_available
 
     assert display_available({}, "linux") is False  # headless: the URL is printed, nothing crashes
     assert display_available({"DISPLAY": ":0"}, "linux") is True
@@ -69,7 +69,7 @@ def test_serve_opens_a_browser_only_where_a_display_is_available() -> None:
 
 
 def test_every_command_help_opens_with_a_sentence_saying_what_it_does() -> None:
-    from app.cli import _parser
+    from app.cli.main import _parser
 
     parser = _parser()
     sub = next(a for a in parser._actions if a.dest == "command")

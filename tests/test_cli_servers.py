@@ -18,13 +18,13 @@ import anyio
 import pexpect
 import pytest
 
-from app.cli import main
-from setup_agent.connections import ConnectionManager
-from setup_agent.launch import LaunchSpec
-from setup_agent.redact import Redactor
-from setup_agent.server_logs import log_path
-from setup_agent.store import Store
-from setup_agent.vault import Vault
+from app.cli.main import main
+from setup_agent.gateway.connections import ConnectionManager
+from setup_agent.gateway.server_logs import log_path
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.redact import Redactor
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import Store
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 
@@ -242,7 +242,8 @@ def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, ca
 
 
 def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_server(tmp_path: Path, canary: str) -> None:
-    from tests.test_agent_support import STUB as CATALOG_STUB, make_catalog
+    from tests.test_agent_support import STUB as CATALOG_STUB
+    from tests.test_agent_support import make_catalog
 
     catalog = make_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))

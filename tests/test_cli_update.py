@@ -14,7 +14,7 @@ from keyring.backends import fail
 
 from app.runtime import build_runtime
 from app.settings import Settings
-from setup_agent.service import CallContext
+from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_file
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import REPO, face_env, mcp_setup_argv

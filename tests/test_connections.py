@@ -11,12 +11,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from setup_agent.connections import ConnectionManager, ServerStatus
 from setup_agent.errors import NotFound
-from setup_agent.launch import LaunchSpec
-from setup_agent.redact import Redactor
-from setup_agent.store import Store
-from setup_agent.vault import Vault
+from setup_agent.gateway.connections import ConnectionManager, ServerStatus
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.redact import Redactor
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import Store
 from tests.processes import process_alive
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 

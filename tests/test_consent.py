@@ -19,10 +19,10 @@ import pytest
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from registry_clients.models import RequiredKey
-from setup_agent.consent import ConsentBroker, ConsentWarning, build_consent_request
 from setup_agent.errors import InvalidInput
-from setup_agent.launch import LaunchSpec
-from setup_agent.service import CallContext
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.setup.consent import ConsentBroker, ConsentWarning, build_consent_request
+from setup_agent.setup.service import CallContext
 from tests.processes import processes_mentioning
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 from tests.stub_server.http_server import serve_http_stub, sha256_hex

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.secret_page_server import SecretPageServer
+from app.pages.server import SecretPageServer
 from registry_clients.models import RequiredKey
-from setup_agent.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
-from setup_agent.launch import LaunchSpec
-from setup_agent.prompts import PromptBroker
-from setup_agent.secrets import SecretRefStore
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.prompts import PromptBroker
+from setup_agent.secrets.refs import SecretRefStore
+from setup_agent.setup.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from setup_agent.scratch import make_scratch_dir, sweep_scratch
-from setup_agent.procs import Owner, ProcessLedger, claim_dir, start_time, sweep_install_dirs
+from setup_agent.launch.procs import Owner, ProcessLedger, claim_dir, start_time, sweep_install_dirs
+from setup_agent.launch.scratch import make_scratch_dir, sweep_scratch
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.processes import process_alive, wait_gone
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json

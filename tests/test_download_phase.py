@@ -19,8 +19,8 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.fetch import Fetcher, fetch_plan, npx_entry_name
-from setup_agent.launch import LaunchSpec
+from setup_agent.launch.fetch import Fetcher, fetch_plan, npx_entry_name
+from setup_agent.launch.spec import LaunchSpec
 from tests import package_flow
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
 from tests.package_flow import write_catalog_entry
@@ -256,7 +256,7 @@ async def test_a_cancelled_prefetch_leaves_no_npx_entry_without_its_scripts_and_
 def test_an_npx_entry_with_a_git_dependency_is_not_kept_after_a_prefetch(tmp_path: Path) -> None:
     # npm packs a git dependency without running its `prepare` under --ignore-scripts; npx would
     # reuse that unbuilt copy, so such an entry is treated like one with an install script.
-    from setup_agent.fetch import _has_install_scripts
+    from setup_agent.launch.fetch import _has_install_scripts
 
     def entry(packages: dict) -> Path:
         path = tmp_path / str(len(list(tmp_path.iterdir())))
@@ -275,9 +275,9 @@ def test_an_npx_entry_with_a_git_dependency_is_not_kept_after_a_prefetch(tmp_pat
 CRASHING_PREFETCH = """
 import asyncio, json, sys
 from pathlib import Path
-from setup_agent.fetch import Fetcher
-from setup_agent.launch import LaunchSpec
-from setup_agent.procs import ProcessLedger
+from setup_agent.launch.fetch import Fetcher
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.launch.procs import ProcessLedger
 
 async def main():
     home, registry, package, env = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
@@ -300,7 +300,7 @@ def test_a_crash_during_a_prefetch_leaves_nothing_after_the_next_start(tmp_path:
     import time
 
     from app.runtime import sweep_leftovers
-    from setup_agent.procs import ProcessLedger
+    from setup_agent.launch.procs import ProcessLedger
     from tests.mcp_face import REPO
     from tests.processes import processes_mentioning, wait_gone
 
@@ -337,7 +337,7 @@ def test_a_crash_during_a_prefetch_leaves_nothing_after_the_next_start(tmp_path:
 
 def Store_for(home: Path):  # noqa: N802 - reads like the class it opens
     """The store of data dir ``home`` (a fresh one: the crashed prefetch never opened it)."""
-    from setup_agent.store import Store
-    from setup_agent.vault import Vault
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
 
     return Store.for_data_dir(home, Vault.in_memory(), None)

@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.rpc import METHODS
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from app.web import create_app
-from app.web_security import TOKEN_HEADER
-from setup_agent.service import CallContext
-from setup_agent.tool_specs import TOOL_NAMES, TOOL_SPECS
+from app.web.app import create_app
+from app.web.rpc import METHODS
+from app.web.security import TOKEN_HEADER
+from setup_agent.setup.service import CallContext
+from setup_agent.setup.tool_specs import TOOL_NAMES, TOOL_SPECS
 from tests.browser.serve import STUB, make_catalog
 
 SERVICE_EXAMPLES = 7_000

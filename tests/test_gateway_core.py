@@ -10,11 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from setup_agent.connections import ConnectionManager, ServerStatus
-from setup_agent.gateway import Gateway, UnknownTool
-from setup_agent.redact import Redactor
-from setup_agent.store import Store
-from setup_agent.vault import Vault
+from setup_agent.gateway.connections import ConnectionManager, ServerStatus
+from setup_agent.gateway.router import Gateway, UnknownTool
+from setup_agent.secrets.redact import Redactor
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import Store
 from tests.stub_server.server import Stub
 from tests.test_connections import stub_launch
 

@@ -14,7 +14,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from setup_agent.tool_specs import TOOL_NAMES
+from setup_agent.setup.tool_specs import TOOL_NAMES
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
 from tests.stub_server.bundle import stub_catalog

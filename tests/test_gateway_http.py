@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from setup_agent.vault import Vault
+from setup_agent.secrets.vault import Vault
 from tests.browser.serve import make_catalog, serving, start_serve, stop_serve
 from tests.test_web_serve import install_stub
 

@@ -14,7 +14,16 @@ import anyio
 import pexpect
 import pytest
 
-from tests.mcp_face import REPO, Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_argv, mcp_setup_client
+from tests.mcp_face import (
+    REPO,
+    Browser,
+    Recorder,
+    call,
+    elicitation_answering,
+    face_env,
+    mcp_setup_argv,
+    mcp_setup_client,
+)
 from tests.processes import no_process_left
 from tests.test_gateway_e2e import STUB, ListChanges, lists_tool, make_catalog, tool_names
 
@@ -58,9 +67,10 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
 async def test_a_disabled_server_leaves_the_other_process_list_and_comes_back_when_enabled(
     tmp_path: Path, canary: str
 ) -> None:
+    from keyring.backends import fail
+
     from app.runtime import build_runtime
     from app.settings import Settings
-    from keyring.backends import fail
 
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     recorder, browser, heard = Recorder(), Browser(), ListChanges()

@@ -9,9 +9,9 @@ from urllib.parse import quote
 import pytest
 
 from setup_agent.errors import ArgumentsRefused, SessionLocked
-from setup_agent.guard import GuessGuard
-from setup_agent.redact import Redactor
-from setup_agent.secrets import SecretRefStore
+from setup_agent.secrets.guard import GuessGuard
+from setup_agent.secrets.redact import Redactor
+from setup_agent.secrets.refs import SecretRefStore
 
 
 def _setup(value: str | None = None, **kwargs: object) -> tuple[GuessGuard, SecretRefStore, list[str]]:

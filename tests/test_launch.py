@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from setup_agent.errors import InvalidInput
-from setup_agent.launch import LaunchSpec, materialize
+from setup_agent.launch.spec import LaunchSpec, materialize
 
 
 def test_templates_are_filled_and_dollars_escaped(canary: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.mcp_server import PROMPT_URI_PREFIX, provenance_label
+from app.mcp.face import PROMPT_URI_PREFIX, provenance_label
 from tests.mcp_face import REPO, Recorder, face_env, mcp_setup_argv, mcp_setup_client
 
 SMOKE_INPUT = "\n".join(
@@ -84,7 +84,7 @@ def test_client_names_become_provenance_labels(client_name: str | None, label: s
 
 def _agent_ids_on_disk() -> set[str]:
     ids = set()
-    for path in (REPO / "setup_agent" / "agent_defs").glob("*.toml"):
+    for path in (REPO / "agents").glob("*.toml"):
         ids.add(tomllib.loads(path.read_text())["id"])
     return ids
 

@@ -11,16 +11,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
-
-import sys
 
 import anyio
 import pytest
 
-from tests.processes import no_process_left, processes_mentioning
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.processes import no_process_left, processes_mentioning
 from tests.stub_server.bundle import stub_catalog
 
 pytestmark = pytest.mark.anyio
@@ -188,8 +187,8 @@ def answer_to(proc: subprocess.Popen[str], request_id: int) -> dict[str, Any]:
 def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, canary: str) -> None:
     from keyring.backends import fail
 
-    from setup_agent.store import Store
-    from setup_agent.vault import Vault
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
     from tests.mcp_face import REPO, mcp_setup_argv
     from tests.stub_server.bundle import SERVER_PY, sha256_hex
     from tests.stub_server.server import Stub

@@ -15,10 +15,10 @@ import anyio
 import keyring.backends.fail
 import pytest
 
-from setup_agent.launch import LaunchSpec
-from setup_agent.store import Store
-from setup_agent.tool_specs import TOOL_NAMES
-from setup_agent.vault import Vault
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.vault import Vault
+from setup_agent.setup.tool_specs import TOOL_NAMES
+from setup_agent.store.database import Store
 from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
 from tests.processes import no_process_left
 from tests.stub_server.bundle import SERVER_PY, sha256_hex

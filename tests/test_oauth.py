@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from app.runtime import Runtime
-from setup_agent.oauth import GRANT_KEY
-from setup_agent.service import CallContext
+from setup_agent.oauth.sign_ins import GRANT_KEY
+from setup_agent.setup.service import CallContext
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, serve_oauth_pair
 from tests.oauth_runtime import NAME, oauth_runtime
 
@@ -169,7 +169,8 @@ async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(
     logged = [r.getMessage() for r in caplog.records if "needs sign-in" in r.getMessage()]
     assert logged and f"({NAME}) needs sign-in: The sign-in to {NAME} no longer works" in logged[0]
     # A face with no live session (`mcp-setup list`, another process) reads it from the store.
-    from app.server_view import server_json, state_notes as _state_notes
+    from app.cli.server_view import server_json
+    from app.cli.server_view import state_notes as _state_notes
 
     stored = await asyncio.to_thread(runtime.store.get, server_id)
     assert server_json(stored)["status"] == "needs_sign_in"
@@ -253,7 +254,7 @@ async def test_a_face_that_does_not_wait_gets_the_link_and_the_ref_works_once_th
 async def test_the_terminal_prints_who_signs_in_what_is_asked_and_the_link() -> None:
     import io
 
-    from app.terminal import TerminalIO
+    from app.cli.terminal import TerminalIO
 
     out = io.StringIO()
     face = TerminalIO(None, out=out)  # type: ignore[arg-type]
@@ -264,7 +265,7 @@ async def test_the_terminal_prints_who_signs_in_what_is_asked_and_the_link() -> 
 
 
 async def test_the_web_sign_in_frame_names_host_scopes_and_link_and_nothing_else() -> None:
-    from app.ws import oauth_request_event
+    from app.web.agent_runs import oauth_request_event
 
     info = {"server": NAME, "url": "http://as/authorize", "authorization_server": "as", "scopes": ["a"], "message": "m",
             "resource": "http://rs/mcp", "ref": "secret://" + "0" * 32}  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from setup_agent.harness import spawn_subagent
+from setup_agent.agent.spawn import spawn_subagent
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
 from tests.test_agent_support import ScriptedIO, agent_runtime
 

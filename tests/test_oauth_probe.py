@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from setup_agent.errors import OAuthRequired, ServerRejected
-from setup_agent.launch import LaunchSpec
-from setup_agent.probe import Prober
-from setup_agent.redact import Redactor
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.redact import Redactor
+from setup_agent.setup.probe import Prober
 from tests.fakes.oauth_server import serve_oauth_pair
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
 

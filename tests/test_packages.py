@@ -1,4 +1,4 @@
-"""Launch specs from registry packages, and package choice (setup_agent.packages)."""
+"""Launch specs from registry packages, and package choice (setup_agent.launch.packages)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 
 from registry_clients.models import Argument, PackageOption
 from setup_agent.errors import InvalidEntry, NoRunnablePackage, PackageNotFound
-from setup_agent.launch import materialize
-from setup_agent.packages import (
+from setup_agent.launch.packages import (
     DEFAULT_PREFERENCE,
     INSTALL_HINTS,
     RUNNERS,
@@ -21,6 +20,7 @@ from setup_agent.packages import (
     package_availability,
     registry_template,
 )
+from setup_agent.launch.spec import materialize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "registry" / "official"
 CANARY = "canary-7f3c9e1d-SECRET-must-not-reach-argv"

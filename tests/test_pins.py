@@ -1,6 +1,6 @@
 """Tool pinning (#16): the tools the user approved are the tools the agent gets.
 
-The rule (setup_agent/pins.py) on plain lists; the store (SQLite and PostgreSQL) pinning at
+The rule (setup_agent/store/pins.py) on plain lists; the store (SQLite and PostgreSQL) pinning at
 install, holding back what changed, approvals, rejections and the append-only audit across a
 restart; then a real stub server whose tool list changes between runs (STUB_TOOLS_FILE), behind
 the real runtime: the gateway neither lists nor routes what is not approved, and nothing the
@@ -21,13 +21,13 @@ import pytest
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.errors import ToolsChanged
-from setup_agent.gateway import UnknownTool
-from setup_agent.launch import LaunchSpec
-from setup_agent.pins import diff_tools, is_cosmetic, reconcile, tools_hash
-from setup_agent.service import CallContext
-from setup_agent.store import Store
-from setup_agent.tool_specs import TOOL_NAMES
-from setup_agent.vault import Vault
+from setup_agent.gateway.router import UnknownTool
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.vault import Vault
+from setup_agent.setup.service import CallContext
+from setup_agent.setup.tool_specs import TOOL_NAMES
+from setup_agent.store.database import Store
+from setup_agent.store.pins import diff_tools, is_cosmetic, reconcile, tools_hash
 from tests.stub_server.bundle import SERVER_PY
 
 pytestmark = pytest.mark.anyio
@@ -197,7 +197,7 @@ def test_a_server_installed_before_pinning_is_pinned_to_its_recorded_list(tmp_pa
     from alembic import command
     from alembic.config import Config
 
-    from setup_agent.store import MIGRATIONS_DIR
+    from setup_agent.store.database import MIGRATIONS_DIR
 
     with Store.for_data_dir(tmp_path, Vault.in_memory()) as store:
         server = _install(store, [ECHO, WHOAMI])

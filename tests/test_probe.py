@@ -17,9 +17,9 @@ from setup_agent.errors import (
     ServerExited,
     ServerRejected,
 )
-from setup_agent.launch import LaunchSpec
-from setup_agent.probe import Prober
-from setup_agent.redact import Redactor
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.redact import Redactor
+from setup_agent.setup.probe import Prober
 from tests.processes import pids_in, process_alive
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from setup_agent.launch import LaunchSpec
-from setup_agent.probe import Prober
-from setup_agent.redact import Redactor
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.redact import Redactor
+from setup_agent.setup.probe import Prober
 from tests.processes import no_process_left
 
 pytestmark = pytest.mark.anyio

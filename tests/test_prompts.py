@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
-from setup_agent.prompts import PendingPrompt, PromptBroker
-from setup_agent.secrets import SecretRefStore
+from setup_agent.secrets.prompts import PendingPrompt, PromptBroker
+from setup_agent.secrets.refs import SecretRefStore
 
 CANARY = "canary-Zq81-never-leak-7f3e"
 

@@ -13,8 +13,8 @@ import pytest
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.errors import ConfigInvalid, NotAdmitted
-from setup_agent.providers import load_provider_config, normalize_provider_id, parse_provider_config
-from setup_agent.service import CallContext
+from setup_agent.setup.providers import load_provider_config, normalize_provider_id, parse_provider_config
+from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_bundle_catalog
 from tests.processes import processes_mentioning
 

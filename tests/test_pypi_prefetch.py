@@ -21,8 +21,8 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.fetch import Fetcher, fetch_plan, prefetch_plan
-from setup_agent.launch import LaunchSpec
+from setup_agent.launch.fetch import Fetcher, fetch_plan, prefetch_plan
+from setup_agent.launch.spec import LaunchSpec
 from tests import package_flow
 from tests.fakes.pypi_index import PypiIndex, marker_sdist, serve_pypi_package, stub_wheel
 from tests.package_flow import write_catalog_entry

@@ -6,8 +6,8 @@ import base64
 import logging
 from urllib.parse import quote, quote_plus
 
-from setup_agent.redact import RedactingFilter, Redactor
-from setup_agent.secrets import SecretRefStore
+from setup_agent.secrets.redact import RedactingFilter, Redactor
+from setup_agent.secrets.refs import SecretRefStore
 
 
 def _redactor_with(value: str) -> tuple[Redactor, str]:

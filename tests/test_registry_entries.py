@@ -13,9 +13,9 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from registry_clients.serverjson import parse_server_json
 from setup_agent.errors import InvalidEntry, NoRunnablePackage
-from setup_agent.launch import materialize
-from setup_agent.packages import build_spec, choose_package, package_platform, unset_keys
-from setup_agent.service import CallContext
+from setup_agent.launch.packages import build_spec, choose_package, package_platform, unset_keys
+from setup_agent.launch.spec import materialize
+from setup_agent.setup.service import CallContext
 from tests.conftest_registry import SAMPLE_FILES, load_fixture
 
 

@@ -54,7 +54,7 @@ async def test_a_value_given_under_the_manifest_name_satisfies_the_registry_name
 ) -> None:
     from app.runtime import build_runtime
     from app.settings import Settings
-    from setup_agent.service import CallContext
+    from setup_agent.setup.service import CallContext
 
     catalog = mapped_catalog(tmp_path, canary)
     runtime = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog,

@@ -12,9 +12,9 @@ import pytest
 
 from app.runtime import build_runtime
 from app.settings import Settings
-from setup_agent.connections import ConnectionManager
-from setup_agent.redact import Redactor
-from setup_agent.server_logs import log_path
+from setup_agent.gateway.connections import ConnectionManager
+from setup_agent.gateway.server_logs import log_path
+from setup_agent.secrets.redact import Redactor
 from tests.mcp_face import REPO, mcp_setup_argv
 from tests.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the data fixture
 

@@ -14,7 +14,7 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.service import CallContext
+from setup_agent.setup.service import CallContext
 from tests.stub_server.bundle import build_stub_bundle, stub_manifest, stub_server_json
 
 pytestmark = pytest.mark.anyio
@@ -210,7 +210,7 @@ async def test_a_failed_install_releases_its_refs_for_the_next_one(runtime: Runt
 async def test_a_short_secret_reaches_no_argv_log_or_database_byte(runtime: Runtime, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from setup_agent.redact import install_log_redaction
+    from setup_agent.secrets.redact import install_log_redaction
 
     install_log_redaction(runtime.redactor, caplog.handler)
     caplog.set_level(logging.DEBUG)
@@ -234,8 +234,8 @@ async def test_a_short_secret_reaches_no_argv_log_or_database_byte(runtime: Runt
 
 def test_a_short_secret_in_the_launch_spec_is_refused_from_disk(tmp_path: Path, memory_keyring) -> None:
     from setup_agent.errors import InvalidInput
-    from setup_agent.store import Store
-    from setup_agent.vault import Vault
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
 
     store = Store.for_data_dir(tmp_path, Vault.open(tmp_path, keyring_backend=memory_keyring))
     fields = dict(qualified_name="io.test/x", source="local", version="1", package_type="stdio",

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from app.secret_page import SECURITY_HEADERS
-from app.secret_page_server import SecretPageServer
-from setup_agent.prompts import PendingPrompt, PromptBroker
-from setup_agent.secrets import SecretRefStore
+from app.pages.secret import SECURITY_HEADERS
+from app.pages.server import SecretPageServer
+from setup_agent.secrets.prompts import PendingPrompt, PromptBroker
+from setup_agent.secrets.refs import SecretRefStore
 
 CANARY = "canary-Pg52-must-never-appear-e91c"
 CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"

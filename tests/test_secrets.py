@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from setup_agent.errors import InvalidInput, SecretExpired, SecretMissing, SecretPending, SecretWrongKey
-from setup_agent.secrets import SecretRefStore, SecretValue, is_ref
+from setup_agent.secrets.refs import SecretRefStore, SecretValue, is_ref
 
 
 class Clock:

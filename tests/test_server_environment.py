@@ -12,7 +12,7 @@ import pytest
 from app.runtime import build_runtime
 from app.settings import Settings
 from setup_agent.errors import ServerRejected
-from setup_agent.transport import minimal_environment, proxy_credentials
+from setup_agent.launch.transport import minimal_environment, proxy_credentials
 from tests.test_probe import stub_spec
 
 pytestmark = pytest.mark.anyio

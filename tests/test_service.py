@@ -14,9 +14,9 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.service import CallContext
-from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_manifest, stub_server_json
+from setup_agent.setup.service import CallContext
 from tests.processes import processes_mentioning
+from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_manifest, stub_server_json
 
 pytestmark = pytest.mark.anyio
 
@@ -238,6 +238,6 @@ async def test_a_hanging_install_holds_up_no_other_install(world, canary: str) -
 
 async def test_every_tool_in_the_specs_has_a_handler_and_no_handler_lacks_a_spec(world) -> None:
     runtime, _ = world
-    from setup_agent.tool_specs import TOOL_NAMES
+    from setup_agent.setup.tool_specs import TOOL_NAMES
 
     assert set(runtime.service._handlers()) == set(TOOL_NAMES)

@@ -14,7 +14,7 @@ from app.runtime import build_runtime
 from app.settings import Settings
 from registry_clients.serverjson import parse_server_json
 from registry_clients.smithery import smithery_detail
-from setup_agent.service import CallContext
+from setup_agent.setup.service import CallContext
 from tests.fakes.smithery_registry import FakeSmitheryRegistry
 
 pytestmark = pytest.mark.anyio
@@ -82,7 +82,7 @@ async def test_a_smithery_remote_describes_the_smithery_key_and_the_configured_k
 async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and_never_asked_for(
     tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from setup_agent.launch import materialize
+    from setup_agent.launch.spec import materialize
 
     caplog.set_level(logging.DEBUG)
     with FakeSmitheryRegistry(api_key=canary) as fake:
@@ -143,7 +143,7 @@ def smithery_key():
 
 
 async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smithery(preparer, canary: str) -> None:
-    from setup_agent.launch import LaunchSpec
+    from setup_agent.launch.spec import LaunchSpec
 
     key = smithery_key()
     values = preparer.values([key], {}, {}, fill={"smithery_api_key"})
@@ -158,7 +158,7 @@ async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smith
 async def test_the_smithery_key_is_sent_only_as_the_one_bearer_header_even_when_carried_over_by_an_update(
     preparer, canary: str
 ) -> None:
-    from setup_agent.launch import LaunchSpec
+    from setup_agent.launch.spec import LaunchSpec
 
     key = smithery_key()
     values = {"smithery_api_key": canary}  # as `mcp-setup update` brings the stored value back

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from setup_agent.stderr_lines import MAX_LINE_CHARS, StderrLines
+from setup_agent.launch.stderr_lines import MAX_LINE_CHARS, StderrLines
 
 
 def _collect(first: int = 20) -> tuple[StderrLines, list[str], list[float]]:

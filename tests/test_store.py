@@ -19,12 +19,12 @@ from alembic.migration import MigrationContext
 from keyring.backends import fail
 from sqlalchemy import Column, MetaData, String, Table, event, text
 
-from tests.conftest import MemoryKeyring
 from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreError
-from setup_agent.secrets import SecretValue
-from setup_agent.store import DB_FILE_NAME, HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, Store
-from setup_agent.store_models import Base, EnvKey, InstalledServer
-from setup_agent.vault import Vault
+from setup_agent.secrets.refs import SecretValue
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import DB_FILE_NAME, HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, Store
+from setup_agent.store.models import Base, EnvKey, InstalledServer
+from tests.conftest import MemoryKeyring
 
 
 class Clock:
@@ -407,7 +407,7 @@ def env_blobs(store: Store) -> dict[int, bytes]:
 def test_rotating_the_key_re_encrypts_every_value_and_every_new_process_decrypts_them(
     data_dir: Path, team_key: Path, database_url: str | None
 ) -> None:
-    from app.cli_team import rotate_data_key
+    from app.cli.team import rotate_data_key
 
     old = Vault.from_key_file(team_key)
     with Store.for_data_dir(data_dir, old, database_url) as store:
@@ -429,7 +429,7 @@ def test_rotating_the_key_re_encrypts_every_value_and_every_new_process_decrypts
 def test_a_rotation_that_fails_midway_leaves_every_value_and_the_key_as_they_were(
     data_dir: Path, team_key: Path, database_url: str | None, failure: str
 ) -> None:
-    from app.cli_team import rotate_data_key
+    from app.cli.team import rotate_data_key
 
     vault = Vault.from_key_file(team_key)
     key_before = team_key.read_bytes()

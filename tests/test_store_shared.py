@@ -22,9 +22,9 @@ from sqlalchemy.engine import make_url
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.service import CallContext
-from setup_agent.store import Store
-from setup_agent.vault import Vault
+from setup_agent.secrets.vault import Vault
+from setup_agent.setup.service import CallContext
+from setup_agent.store.database import Store
 from tests.conftest import POSTGRES_URL
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
@@ -36,8 +36,8 @@ import json, sys
 from pathlib import Path
 from sqlalchemy import event
 from setup_agent.errors import SetupError
-from setup_agent.store import Store
-from setup_agent.vault import Vault
+from setup_agent.store.database import Store
+from setup_agent.secrets.vault import Vault
 
 data_dir, url, tag = sys.argv[1], sys.argv[2] or None, sys.argv[3]
 store = Store.for_data_dir(Path(data_dir), Vault.in_memory(), url)
@@ -201,8 +201,8 @@ async def test_a_database_that_goes_away_mid_install_fails_it_cleanly_and_the_se
 async def test_a_server_stored_under_another_key_fails_with_its_name_and_a_fix_and_the_others_start(
     tmp_path: Path, database_url: str | None, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from setup_agent.connections import ConnectionManager
-    from setup_agent.redact import Redactor
+    from setup_agent.gateway.connections import ConnectionManager
+    from setup_agent.secrets.redact import Redactor
     from tests.test_connections import install as install_stub
 
     data_dir = tmp_path / "data"

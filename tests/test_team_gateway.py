@@ -20,12 +20,12 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.cli import main
-from app.cli_team import run_token
+from app.cli.main import main
+from app.cli.team import run_token
 from app.settings import Settings
-from setup_agent.store import Store
-from setup_agent.tokens import Tokens
-from setup_agent.vault import Vault
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import Store
+from setup_agent.store.tokens import Tokens
 from tests.browser.serve import STUB, Served, make_catalog, stop_serve
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from setup_agent.secrets import REF_PATTERN
-from setup_agent.tool_specs import TOOL_NAMES
+from setup_agent.secrets.refs import REF_PATTERN
+from setup_agent.setup.tool_specs import TOOL_NAMES
 from tests.browser.serve import Served, start_serve, stop_serve
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
@@ -63,8 +63,8 @@ def seed(data_dir: Path) -> dict[str, str]:
     """Install three servers straight into the store the face will open."""
     from keyring.backends import fail
 
-    from setup_agent.store import Store
-    from setup_agent.vault import Vault
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
 
     store = Store.for_data_dir(data_dir, Vault.open(data_dir, keyring_backend=fail.Keyring()))
     stub = {
@@ -250,13 +250,13 @@ def test_a_malformed_config_stops_every_face_with_one_line_naming_file_and_field
 
 @pytest.mark.anyio
 async def test_the_python_api_redacts_and_takes_diagnostics_sections_from_other_features(tmp_path: Path, canary: str) -> None:
-    from setup_agent.agents import load_archetypes
-    from setup_agent.connections import ServerStatus
-    from setup_agent.providers import ProviderConfig
-    from setup_agent.redact import Redactor
-    from setup_agent.store import Store
-    from setup_agent.tool_registry import ToolRegistry
-    from setup_agent.vault import Vault
+    from setup_agent.agent.archetypes import load_archetypes
+    from setup_agent.agent.tool_registry import ToolRegistry
+    from setup_agent.gateway.connections import ServerStatus
+    from setup_agent.secrets.redact import Redactor
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.setup.providers import ProviderConfig
+    from setup_agent.store.database import Store
 
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     try:

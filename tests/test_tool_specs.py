@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from setup_agent.tool_specs import TOOL_NAMES, tool_spec
+from setup_agent.setup.tool_specs import TOOL_NAMES, tool_spec
 
 CORE = Path(__file__).resolve().parent.parent / "setup_agent"
-SERVICE = CORE / "service.py"
+SERVICE = CORE / "setup" / "service.py"
 
 #: Read by a shared helper but meaningless for this tool (documented here, not declared).
 NOT_FOR_THIS_TOOL = {
@@ -51,7 +51,7 @@ def _reads(fn: ast.AST) -> tuple[set[str], set[str]]:
 
 def _handler_reads() -> dict[str, set[str]]:
     methods: dict[str, list[ast.AST]] = {}  # every function and method of the core, by name
-    for module in sorted(CORE.glob("*.py")):
+    for module in sorted(CORE.rglob("*.py")):
         for fn in ast.walk(ast.parse(module.read_text())):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.setdefault(fn.name, []).append(fn)

@@ -13,10 +13,10 @@ from cryptography.fernet import Fernet
 from keyring.backends import fail
 from keyring.errors import KeyringLocked, PasswordSetError
 
-from tests.conftest import MemoryKeyring
 from setup_agent.errors import StoreError
-from setup_agent.secrets import SecretValue
-from setup_agent.vault import KEYRING_USERNAME, Vault
+from setup_agent.secrets.refs import SecretValue
+from setup_agent.secrets.vault import KEYRING_USERNAME, Vault
+from tests.conftest import MemoryKeyring
 
 
 class RefusingKeyring(MemoryKeyring):

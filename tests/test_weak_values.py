@@ -1,5 +1,5 @@
 """Issue #10, item 2: the user is warned at the prompt when a value is short or guessable
-(secret page, terminal; the web modal runs the same rule in app/ui/js/secret_modal.js)."""
+(secret page, terminal; the web modal runs the same rule in ui/js/secret_modal.js)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.secret_page_server import SecretPageServer
-from app.terminal import TerminalIO
-from setup_agent.prompts import WEAK_VALUE_WARNING, PromptBroker, is_weak_value
-from setup_agent.secrets import SecretRefStore
+from app.cli.terminal import TerminalIO
+from app.pages.server import SecretPageServer
+from setup_agent.secrets.prompts import WEAK_VALUE_WARNING, PromptBroker, is_weak_value
+from setup_agent.secrets.refs import SecretRefStore
 
 WEAK = ["1234", "4821", "hunter2", "Summer2024!", "Password1", "password123", "20240101", "aaaaaaaaaa", "qwertyuiop"]
 STRONG = ["ghp_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5", "x7#Kp2!qZ9", "sk-proj-4f8a9c2e1b7d", "AbCdEfGhIjKlMnOpQrStUvWxYz"]
@@ -30,7 +30,7 @@ def test_random_tokens_are_not_weak(value: str) -> None:
 
 
 def test_the_web_modal_uses_the_same_rule_and_words() -> None:
-    js = (Path(__file__).resolve().parent.parent / "app" / "ui" / "js" / "secret_modal.js").read_text()
+    js = (Path(__file__).resolve().parent.parent / "ui" / "js" / "secret_modal.js").read_text()
     words = " ".join(WEAK_VALUE_WARNING.split())
     js_text = " ".join("".join(re.findall(r'"([^"]*)"', js.split("export var WEAK_VALUE_WARNING =", 1)[1].split(";", 1)[0])).split())
     assert js_text == words

@@ -214,10 +214,10 @@ def test_a_client_that_sends_thousands_of_messages_without_reading_gets_a_clean_
 
 
 def test_a_tab_that_is_not_reading_costs_one_warning_not_one_per_dropped_event(caplog: pytest.LogCaptureFixture) -> None:
-    from app.ws import _MAX_QUEUE, _Session
+    from app.web.ws import _MAX_QUEUE, _Session
 
     session = _Session("ses_test", websocket=None)  # type: ignore[arg-type]  # no pump: nothing is sent
-    with caplog.at_level(logging.WARNING, logger="app.ws"):
+    with caplog.at_level(logging.WARNING, logger="app.web.ws"):
         sent = [session.send_text(json.dumps({"type": "progress", "n": n})) for n in range(3 * _MAX_QUEUE)]
     assert sent.count(True) == _MAX_QUEUE and session.queue.qsize() == _MAX_QUEUE
     assert [r.getMessage() for r in caplog.records].count(
@@ -226,7 +226,7 @@ def test_a_tab_that_is_not_reading_costs_one_warning_not_one_per_dropped_event(c
 
 
 def test_answers_to_a_flooding_tab_are_rate_limited_and_come_back_as_the_tab_slows_down() -> None:
-    from app.ws import _Session
+    from app.web.ws import _Session
 
     now = [100.0]
     session = _Session("ses_test", websocket=None, clock=lambda: now[0])  # type: ignore[arg-type]

@@ -1,10 +1,12 @@
 """A non-editable install (``pip install .``, a built wheel) carries the page and the agent
-definitions: they are package data of ``app`` (``app/ui/``) and ``setup_agent``
-(``setup_agent/agent_defs/``), declared in pyproject.toml.
+definitions: the top-level ``ui/`` and ``agents/`` folders, which the build maps into ``app/ui``
+and ``setup_agent/agent/agents`` (hatchling's ``force-include`` in pyproject.toml).
 
-The wheel is built by the real setuptools backend (no build isolation: nothing is downloaded)
-from a copy of the project in a temp dir, so the build leaves no ``build/`` or ``egg-info`` in
-the repo; it is installed by pip into a temp target and served from there by ``mcp-setup serve``.
+The wheel is built by the project's own backend (no build isolation: nothing is downloaded)
+from a copy of the project in a temp dir, so the build leaves nothing in the repo. It is
+installed into a fresh venv outside the checkout, whose own ``mcp-setup`` script then serves
+the page and names the agent it would run (the libraries come from the test venv through a
+``.pth`` line, so the checkout is not on that venv's path).
 """
 
 from __future__ import annotations
@@ -13,16 +15,19 @@ import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from tests.browser.serve import start_serve, stop_serve
-from tests.mcp_face import REPO, mcp_setup_argv
+from tests.mcp_face import REPO
 
-PAGE = REPO / "app" / "ui"
-AGENT_DEFS = REPO / "setup_agent" / "agent_defs"
+PAGE = REPO / "ui"
+AGENT_DEFS = REPO / "agents"
+#: Where the build puts each top-level folder inside the wheel.
+MAPPED = {"ui/": "app/ui/", "agents/": "setup_agent/agent/agents/"}
 _NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "*.pyc", "*.egg-info", "build", "dist", "node_modules",
     ".pytest_cache", "test-artifacts",
@@ -59,46 +64,68 @@ def test_a_wheel_built_from_the_project_carries_the_page_and_the_agent_definitio
         names = set(archive.namelist())
     page, agent_defs = _shipped(PAGE), _shipped(AGENT_DEFS)
     # The anchors the faces name, so an empty folder cannot pass.
-    for name in ("app/ui/index.html", "app/ui/app.css", "app/ui/js/app.js", "app/ui/js/api.js"):
+    for name in ("ui/index.html", "ui/app.css", "ui/js/app.js", "ui/js/api.js"):
         assert name in page
-    assert {"setup_agent/agent_defs/mcp_setup.toml", "setup_agent/agent_defs/mcp_setup/prompt.md"} <= set(agent_defs)
-    assert len([n for n in page if n.startswith("app/ui/js/") and n.endswith(".js")]) >= 10
-    missing = sorted(set(page + agent_defs) - names)
+    assert {"agents/mcp_setup.toml", "agents/mcp_setup/prompt.md"} <= set(agent_defs)
+    assert len([n for n in page if n.startswith("ui/js/") and n.endswith(".js")]) >= 10
+    inside = {next(MAPPED[top] + n[len(top):] for top in MAPPED if n.startswith(top)) for n in page + agent_defs}
+    missing = sorted(inside - names)
     assert not missing, f"the wheel lacks {missing}"
     assert not any(n.startswith(("ui/", "agents/", "tests/")) for n in names)
 
 
-def test_an_installed_wheel_serves_the_page_and_finds_the_setup_agent(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
+def _fresh_venv(root: Path, wheel: Path) -> Path:
+    """A new venv (outside the checkout) with the wheel installed; returns its bin dir."""
+    venv = root / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    python = venv / "bin" / "python"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check",
-         "-q", "--target", str(target), str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+         "--disable-pip-version-check", "-q", str(wheel)],
         capture_output=True, text=True, timeout=180,
-    )
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    # The path constants resolve inside the installed packages (not the repo next to the tests).
+    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
+    # The dependencies (fastapi, the SDK, …) from the test venv: a plain path line adds that
+    # folder without running its .pth files, so the checkout's editable install stays out.
+    (site / "zz_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return venv / "bin"
+
+
+def test_an_installed_wheel_serves_the_page_and_finds_the_setup_agent(wheel: Path, tmp_path: Path) -> None:
+    bin_dir = _fresh_venv(tmp_path, wheel)
+    target = Path(subprocess.check_output([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
+    # The folders resolve inside the installed packages (not the repo next to the tests).
     where = subprocess.run(
-        [sys.executable, "-P", "-c",
-         "import json, app.web as w, setup_agent.agents as a;"
-         "print(json.dumps([w.__file__, str(w.UI_DIR), str(a.AGENTS_DIR), sorted(a.load_archetypes().agents)]))"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": ""},
-    )
+        [str(bin_dir / "python"), "-c",
+         "import json, app.web.app as w, setup_agent.agent.archetypes as a;"
+         "print(json.dumps([w.__file__, str(w.ui_dir()), str(a.agents_dir()), sorted(a.load_archetypes().agents)]))"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PATH": ""},
+    )  # fmt: skip
     assert where.returncode == 0, where.stderr
     web_file, ui_dir, agents_dir, agent_ids = json.loads(where.stdout)
     for path in (web_file, ui_dir, agents_dir):
         assert Path(path).is_relative_to(target), path
     assert agent_ids == ["mcp_setup"]
 
+    # `mcp-setup agent --help` of the installed script names the agent from the installed definition.
+    helped = subprocess.run([str(bin_dir / "mcp-setup"), "agent", "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert helped.returncode == 0, helped.stderr
+    assert "mcp_setup (guided driver)" in helped.stdout
+    assert f"defined in {target / 'setup_agent' / 'agent' / 'agents' / 'mcp_setup.toml'}" in helped.stdout
+
     # A mark only the installed copy has: the page served must be that copy.
     installed_page = target / "app" / "ui" / "index.html"
     installed_page.write_text(installed_page.read_text() + "<!-- from the installed wheel -->\n")
-    assert Path(mcp_setup_argv()[0]).name == "mcp-setup"  # the script: the repo is not on its sys.path
-    served = start_serve(tmp_path, PYTHONPATH=str(target))
+    served = start_serve(tmp_path, argv=[str(bin_dir / "mcp-setup")], PYTHONPATH=str(target))  # not the repo
     try:
         with served.client() as http:
             page = http.get(f"/?t={served.token}")
             assert page.status_code == 200 and "<!-- from the installed wheel -->" in page.text
-            for name in ("app.css", "app.js", "secret_modal.js"):
+            scripts = sorted(p.name for p in (target / "app" / "ui" / "js").glob("*.js"))
+            assert len(scripts) >= 10
+            for name in ("app.css", *scripts):
                 asset = http.get(f"/static/{name}", headers=served.headers())
                 assert asset.status_code == 200, name
         listed = served.rpc("tool_registry_list")["result"]["tools"]

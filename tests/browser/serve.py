@@ -93,7 +93,10 @@ class Served:
         return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
 
 
-def start_serve(root: Path, catalog: Path | None = None, *, timeout: float = 30.0, **extra_env: str) -> Served:
+def start_serve(
+    root: Path, catalog: Path | None = None, *, timeout: float = 30.0, argv: list[str] | None = None, **extra_env: str
+) -> Served:
+    """``mcp-setup serve`` on a free port (``argv``: another ``mcp-setup`` to run, e.g. an installed wheel's)."""
     env = face_env(root, **{"MCP_SETUP_REGISTRIES": "local", **extra_env})
     if catalog is not None:
         env["MCP_SETUP_CATALOG_DIR"] = str(catalog)
@@ -101,7 +104,7 @@ def start_serve(root: Path, catalog: Path | None = None, *, timeout: float = 30.
     stderr_path = root / "serve-stderr.log"
     with open(stderr_path, "ab") as errlog:
         proc = subprocess.Popen(
-            mcp_setup_argv("serve", "--no-browser", "--port", "0"),
+            [*(argv or mcp_setup_argv()), "serve", "--no-browser", "--port", "0"],
             stdout=subprocess.PIPE,
             stderr=errlog,
             stdin=subprocess.DEVNULL,

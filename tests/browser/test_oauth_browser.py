@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.runtime import Runtime
-from setup_agent.service import CallContext
+from setup_agent.setup.service import CallContext
 from tests.browser.conftest import CHROMIUM_ARGS, _chromium
 from tests.fakes.oauth_server import OAuthPair, serve_oauth_pair
 from tests.oauth_runtime import NAME, oauth_runtime

@@ -1,0 +1,153 @@
+"""``mcp-setup audit [--json]`` and ``mcp-setup tools-review [SERVER]`` (issue #16).
+
+* ``audit`` prints the append-only audit: installs, removals, enable/disable, tool-list
+  changes, approvals and rejections, with time, actor and hashes (never values).
+* ``tools-review`` shows, in a terminal, each installed server whose tools changed since the
+  user approved them (new texts escaped: no control character reaches the terminal) and asks
+  approve / reject / skip. It refuses to run without a terminal on stdin: an approval is the
+  person's, out of band, never something a script or an agent pipes in.
+
+Errors are one line on stderr, exit code 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from app.settings import Settings
+
+if TYPE_CHECKING:  # the parser is built at every start: the core loads only when a command runs
+    from setup_agent.store import InstalledServer, Store
+
+__all__ = ["add_audit_parser", "add_tools_review_parser", "escape", "run_audit", "run_tools_review"]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def add_audit_parser(sub: Any) -> None:
+    audit = sub.add_parser(
+        "audit",
+        help="print the audit: installs, removals, tool-list changes, approvals",
+        description="Print the append-only audit of this data dir's database: installs, removals, enable/disable, "
+        "tool-list changes and the user's approvals or rejections, with time, actor and hashes (never values).",
+    )
+    audit.add_argument("--json", action="store_true", help="one JSON document: {\"audit\": [rows], \"counts\": {...}}")
+    audit.add_argument("--limit", type=int, default=None, metavar="N", help="only the last N rows")
+
+
+def add_tools_review_parser(sub: Any) -> None:
+    review = sub.add_parser(
+        "tools-review",
+        help="approve or reject the changed tools of installed servers (in a terminal)",
+        description="Show each installed server whose tools changed since you approved them, and approve or "
+        "reject the new list. Until you approve, agents get only the tools as you approved them.",
+    )
+    review.add_argument("server", nargs="?", default=None, help="server id, name or slug (default: every one waiting)")
+
+
+def escape(text: str) -> str:
+    """``text`` with every control or direction-changing character shown as ``\\xNN``/``\\uNNNN``."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def run_audit(settings: Settings, args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+
+    def act(store: Store) -> str:
+        rows = store.audit(limit=args.limit)
+        if args.json:
+            return json.dumps({"audit": [r.public() for r in rows], "counts": store.audit_counts()}, indent=2)
+        if not rows:
+            return "The audit is empty."
+        lines = []
+        for r in rows:
+            hashes = " ".join(x for x in (r.old_hash and f"from {r.old_hash[:12]}", r.new_hash and f"to {r.new_hash[:12]}") if x)
+            lines.append(
+                "\t".join(
+                    x for x in (f"{r.at:%Y-%m-%d %H:%M:%S}Z", r.event, escape(r.qualified_name or r.server_id or "-"),
+                                f"by {escape(r.actor)}", hashes, escape(r.detail or "")) if x
+                )  # fmt: skip
+            )
+        return "\n".join(lines)
+
+    return _run(settings, act, out)
+
+
+def run_tools_review(
+    settings: Settings, args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | None = None
+) -> int:
+    stdin, out = stdin or sys.stdin, out or sys.stdout
+    if not stdin.isatty():
+        print("mcp-setup: tools-review asks you, in a terminal; run it there (nothing was approved).", file=sys.stderr)
+        return 1
+
+    def act(store: Store) -> str:
+        waiting = [s for s in store.list() if s.tools_state == "changed"]
+        if args.server is not None:
+            waiting = [s for s in waiting if args.server in (s.server_id, s.qualified_name, s.slug)]
+            if not waiting:
+                return f"No change of {escape(args.server)} is waiting for review."
+        if not waiting:
+            return "No installed server has changed tools waiting for review."
+        done = []
+        for server in waiting:
+            done.append(_review_one(store, server, stdin, out))
+        return "\n".join(done)
+
+    return _run(settings, act, out)
+
+
+def _review_one(store: Store, server: InstalledServer, stdin: TextIO, out: TextIO) -> str:
+    from setup_agent.setup import tools_change_request
+    from setup_agent.store import summarize
+
+    change = tools_change_request(server).tools_change or {}
+    name = escape(server.qualified_name)
+    print(f"\nThe tools of {name} changed since you approved them: {escape(summarize(change.get('diff', {})))}", file=out)
+    print("Texts are shown as the server wrote them (control characters escaped).", file=out)
+    for tool in change.get("tools", []):
+        print(f"  {tool['change']} tool {escape(tool['name'])}:", file=out)
+        print(f"    description: {escape(tool['description'])}", file=out)
+        if tool["change"] == "changed":
+            print(f"    approved was: {escape(tool['pinned_description'] or '')}", file=out)
+        print(f"    inputs: {escape(tool['inputSchema'])}", file=out)
+    for removed in change.get("diff", {}).get("removed", []):
+        print(f"  removed tool {escape(removed)}", file=out)
+    out.flush()
+    while True:
+        print("Approve this tool list? [a]pprove / [r]eject / [s]kip: ", end="", file=out, flush=True)
+        answer = stdin.readline()
+        if not answer:
+            return f"{name}: skipped (nothing decided)."
+        answer = answer.strip().lower()
+        if answer in ("a", "approve"):
+            store.approve_tools(server.server_id, server.live_hash or "", actor="user:terminal")
+            return f"{name}: approved; agents get the new tool list."
+        if answer in ("r", "reject"):
+            store.reject_tools(server.server_id, server.live_hash or "", actor="user:terminal")
+            return f"{name}: rejected; agents keep the approved tools."
+        if answer in ("s", "skip", ""):
+            return f"{name}: skipped (nothing decided)."
+
+
+def _run(settings: Settings, action: Callable[[Store], str], out: TextIO) -> int:
+    from app.runtime import open_vault
+    from setup_agent.errors import SetupError
+    from setup_agent.store import Store
+
+    home = Path(settings.home).expanduser()
+    try:
+        vault = open_vault(settings)
+        with Store.for_data_dir(home, vault, settings.database_url) as store:
+            text = action(store)
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message}", file=sys.stderr)
+        return 1
+    print(text, file=out)
+    return 0

@@ -1,0 +1,270 @@
+"""MCP clients' config files: where each one is, its format, and a careful merge.
+
+==============  ==============================================  ===================  =================
+client          Linux / macOS path (``~`` = home)               Windows path         servers under
+==============  ==============================================  ===================  =================
+claude-desktop  ~/.config/Claude/claude_desktop_config.json;    %APPDATA%\\Claude\\   ``mcpServers``
+                macOS ~/Library/Application Support/Claude/…    claude_desktop_…
+claude-code     ~/.claude.json (user scope)                     %USERPROFILE%\\…      ``mcpServers``
+cursor          ~/.cursor/mcp.json                              %USERPROFILE%\\…      ``mcpServers``
+vscode          ~/.config/Code/User/mcp.json; macOS             %APPDATA%\\Code\\     ``servers``
+                ~/Library/Application Support/Code/User/mcp.json  User\\mcp.json
+windsurf        ~/.codeium/windsurf/mcp_config.json             %USERPROFILE%\\…      ``mcpServers``
+zed             ~/.config/zed/settings.json (both)              %APPDATA%\\Zed\\…     ``context_servers``
+gemini          ~/.gemini/settings.json                         %USERPROFILE%\\…      ``mcpServers``
+codex           ~/.codex/config.toml (TOML)                     %USERPROFILE%\\…      ``[mcp_servers.X]``
+==============  ==============================================  ===================  =================
+
+A merge changes only the entries it names: the file is parsed (a malformed one is reported
+with its path and line and left untouched), the entry is set or removed, and the file is
+written back only when something changed (so connecting twice is a no-op), after a copy
+``<file>.bak-<UTC timestamp>`` of the old one. JSON files are rewritten with two-space
+indentation; a JSON file holding comments (JSONC) is refused rather than stripped of them.
+The TOML file is edited as text: a table ``[mcp_servers.NAME]`` is appended or cut out, so
+every other line stays byte for byte.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shutil
+import sys
+import textwrap
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CLIENTS", "ClientConfig", "ConfigError", "Edit", "client_config", "entry_for", "is_ours", "looks_secret"]
+
+
+class ConfigError(Exception):
+    """A config file that cannot be merged safely (malformed, comments, wrong shape)."""
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    key: str  # where the servers live in the file
+    linux: str
+    mac: str
+    windows: str
+    style: str = "plain"  # plain | vscode | zed | claude-code | toml
+
+
+CLIENTS: dict[str, ClientSpec] = {
+    "claude-desktop": ClientSpec(
+        "mcpServers", ".config/Claude/claude_desktop_config.json",
+        "Library/Application Support/Claude/claude_desktop_config.json", "%APPDATA%\\Claude\\claude_desktop_config.json",
+    ),
+    "claude-code": ClientSpec("mcpServers", ".claude.json", ".claude.json", "%USERPROFILE%\\.claude.json", "claude-code"),
+    "cursor": ClientSpec("mcpServers", ".cursor/mcp.json", ".cursor/mcp.json", "%USERPROFILE%\\.cursor\\mcp.json"),
+    "vscode": ClientSpec(
+        "servers", ".config/Code/User/mcp.json", "Library/Application Support/Code/User/mcp.json",
+        "%APPDATA%\\Code\\User\\mcp.json", "vscode",
+    ),
+    "windsurf": ClientSpec(
+        "mcpServers", ".codeium/windsurf/mcp_config.json", ".codeium/windsurf/mcp_config.json",
+        "%USERPROFILE%\\.codeium\\windsurf\\mcp_config.json",
+    ),
+    "zed": ClientSpec("context_servers", ".config/zed/settings.json", ".config/zed/settings.json",
+                      "%APPDATA%\\Zed\\settings.json", "zed"),
+    "gemini": ClientSpec("mcpServers", ".gemini/settings.json", ".gemini/settings.json", "%USERPROFILE%\\.gemini\\settings.json"),
+    "codex": ClientSpec("mcp_servers", ".codex/config.toml", ".codex/config.toml", "%USERPROFILE%\\.codex\\config.toml", "toml"),
+}  # fmt: skip
+
+
+def entry_for(client: str, command: list[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The client's entry that runs ``command`` (stdio)."""
+    style = CLIENTS[client].style
+    entry: dict[str, Any] = {"command": command[0], "args": list(command[1:])}
+    if style in ("vscode", "claude-code"):
+        entry = {"type": "stdio", **entry}
+    if style == "zed":
+        entry = {"source": "custom", **entry}
+    if env:
+        entry["env"] = dict(env)
+    return entry
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: Path
+    before: str
+    after: str
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(
+            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+            fromfile=str(self.path), tofile=f"{self.path} (new)",
+        ))  # fmt: skip
+
+    def write(self, now: datetime | None = None) -> Path | None:
+        """Write the new text (after a timestamped backup of the old file); returns the backup."""
+        if not self.changed:
+            return None
+        backup = None
+        if self.path.exists():
+            stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%fZ")
+            backup = self.path.with_name(f"{self.path.name}.bak-{stamp}")
+            shutil.copy2(self.path, backup)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".mcp-setup-tmp")
+        tmp.write_text(self.after, encoding="utf-8")
+        if self.path.exists():
+            shutil.copymode(self.path, tmp)
+        tmp.replace(self.path)
+        return backup
+
+
+class ClientConfig:
+    """One client's config file: read its entries, and compute edits."""
+
+    def __init__(self, client: str, path: Path) -> None:
+        if client not in CLIENTS:
+            raise ConfigError(f"Unknown client {client!r}; known: {', '.join(CLIENTS)}.")
+        self.client, self.spec, self.path = client, CLIENTS[client], path
+        self.text = path.read_text(encoding="utf-8") if path.exists() else ""
+
+    # -- reading ------------------------------------------------------------------------
+    def servers(self) -> dict[str, dict[str, Any]]:
+        """The entries under the servers key, by name."""
+        if self.spec.style == "toml":
+            data = self._toml()
+        else:
+            data = self._json()
+        servers = data.get(self.spec.key) or {}
+        if not isinstance(servers, dict):
+            raise ConfigError(f"{self.path}: {self.spec.key!r} is not an object; it was left untouched.")
+        return {k: v for k, v in servers.items() if isinstance(v, dict)}
+
+    def _json(self) -> dict[str, Any]:
+        if not self.text.strip():
+            return {}
+        try:
+            data = json.loads(self.text)
+        except json.JSONDecodeError as exc:
+            if _has_comments(self.text):  # valid for its client (Zed, VS Code): not ours to rewrite
+                raise ConfigError(
+                    f"{self.path} holds comments, which mcp-setup does not rewrite; it was left untouched."
+                ) from None
+            raise ConfigError(
+                f"{self.path}, line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg}); it was left "
+                "untouched. Fix it, or add the entry by hand."
+            ) from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{self.path}, line 1: the file is not a JSON object; it was left untouched.")
+        return data
+
+    def _toml(self) -> dict[str, Any]:
+        try:
+            return tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError as exc:
+            m = re.search(r"line (\d+)", str(exc))
+            line = f", line {m.group(1)}" if m else ""
+            raise ConfigError(f"{self.path}{line}: not valid TOML ({exc}); it was left untouched.") from None
+
+    def snippet(self, entries: Mapping[str, dict[str, Any]]) -> str:
+        """``entries`` as a person would paste them into this client's file, by hand."""
+        if self.spec.style == "toml":
+            return "\n\n".join(_toml_table(name, entry) for name, entry in entries.items()).rstrip("\n")
+        # the entries themselves, to go inside the existing servers object (not a second top-level one)
+        return textwrap.dedent(json.dumps(dict(entries), indent=2, ensure_ascii=False)[1:-1].strip("\n"))
+
+    # -- editing ------------------------------------------------------------------------
+    def set_entries(self, entries: Mapping[str, dict[str, Any]], remove: tuple[str, ...] = ()) -> Edit:
+        """Set each of ``entries`` and remove ``remove``; every other entry stays as it is."""
+        current = self.servers()  # validates first: a malformed file is never rewritten
+        if self.spec.style == "toml":
+            return Edit(self.path, self.text, self._toml_text(current, entries, remove))
+        data = self._json()
+        servers = dict(data.get(self.spec.key) or {})
+        for name in remove:
+            servers.pop(name, None)
+        servers.update({k: dict(v) for k, v in entries.items()})
+        if servers == (data.get(self.spec.key) or {}) and (servers or self.spec.key not in data):
+            return Edit(self.path, self.text, self.text)
+        data[self.spec.key] = servers
+        return Edit(self.path, self.text, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    def _toml_text(self, current: dict[str, Any], entries: Mapping[str, dict[str, Any]], remove: tuple[str, ...]) -> str:
+        text = self.text
+        for name in (*remove, *(n for n in entries if current.get(n) != _toml_entry(entries[n]))):
+            if name in current:
+                text = _cut_toml_table(text, name)
+        for name, entry in entries.items():
+            if current.get(name) == _toml_entry(entry):
+                continue
+            text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + _toml_table(name, entry)
+        tomllib.loads(text)  # what we wrote must parse
+        return text
+
+
+def _has_comments(text: str) -> bool:
+    return bool(re.search(r'^\s*//|/\*', text, re.M))
+
+
+def _toml_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k in ("command", "args", "env")}
+
+
+def _toml_key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _toml_table(name: str, entry: dict[str, Any]) -> str:
+    lines = [f"[mcp_servers.{_toml_key(name)}]", f"command = {json.dumps(entry['command'])}"]
+    lines.append("args = [" + ", ".join(json.dumps(a) for a in entry.get("args", [])) + "]")
+    if entry.get("env"):
+        lines.append("env = { " + ", ".join(f"{_toml_key(k)} = {json.dumps(v)}" for k, v in entry["env"].items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def _cut_toml_table(text: str, name: str) -> str:
+    """Remove ``[mcp_servers.NAME]`` (and its sub-tables) up to the next other table header."""
+    header = re.compile(r"^\s*\[\s*mcp_servers\s*\.\s*(\"[^\"]*\"|[A-Za-z0-9_-]+)\s*(\.[^\]]*)?\]\s*$")
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("["):
+            m = header.match(line)
+            table = json.loads(m.group(1)) if m and m.group(1).startswith('"') else (m.group(1) if m else None)
+            skipping = table == name
+        if not skipping:
+            out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "".join(out))
+
+
+def client_config(client: str, home: Path, platform: str = sys.platform) -> ClientConfig:
+    """The client's config file under ``home`` (the user's home) for this platform."""
+    if client not in CLIENTS:
+        raise ConfigError(f"Unknown client {client!r}; known: {', '.join(CLIENTS)}.")
+    spec = CLIENTS[client]
+    if platform == "win32":
+        return ClientConfig(client, Path(os.path.expandvars(spec.windows)))
+    rel = spec.mac if platform == "darwin" else spec.linux
+    return ClientConfig(client, home / rel)
+
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PAT|CREDENTIAL|AUTH)", re.I)
+_SECRET_VALUE = re.compile(r"^(sk-|ghp_|gho_|github_pat_|xox[abp]-|ntn_|secret_|AKIA|AIza|glpat-)")
+
+
+def looks_secret(key: str, value: object) -> bool:
+    """A literal (not ``${…}``) value under a secret-sounding name, or with a known token prefix."""
+    if not isinstance(value, str) or len(value) < 8 or "${" in value:
+        return False
+    return bool(_SECRET_NAME.search(key) or _SECRET_VALUE.match(value))
+
+
+def is_ours(entry: dict[str, Any], launcher: list[str]) -> bool:
+    """An entry that runs this launcher's ``mcp`` or ``run``: one that ``client connect`` wrote."""
+    cmd = [entry.get("command"), *(entry.get("args") or [])]
+    return cmd[: len(launcher)] == launcher and len(cmd) > len(launcher) and cmd[len(launcher)] in ("mcp", "run")

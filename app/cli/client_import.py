@@ -1,0 +1,93 @@
+"""``mcp-setup import CLIENT``: plain-text keys out of a client's config, into the vault.
+
+For each entry (not already ours) whose ``env`` holds literal secret-looking values
+(:func:`app.cli.client_configs.looks_secret`): ask per key, at a hidden prompt, whether to move it;
+test the server with its current command and env (values in the child's environment only);
+install it under the entry's name (secret values encrypted, the launch spec holding only
+``${KEY}``); and rewrite the entry to ``mcp-setup run SLUG``. One file write at the end,
+after a backup. An entry whose test fails, or with a key the user keeps, stays as it was.
+Literal secrets in ``args`` or ``headers`` are reported, not moved (they need a template the
+server understands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import logging
+from typing import Any
+
+from app.settings import Settings
+from setup_agent.errors import SetupError
+from setup_agent.launch import LaunchSpec
+
+from .client_configs import ClientConfig, entry_for, is_ours, looks_secret
+
+__all__ = ["run_import"]
+
+
+def _confirm(name: str, key: str) -> bool:
+    answer = getpass.getpass(f"Move {name}'s {key} into mcp-setup's vault? Type y or n (hidden): ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def run_import(
+    settings: Settings, args: argparse.Namespace, handler: logging.Handler, config: ClientConfig,
+    launcher: list[str], launcher_env: dict[str, str],
+) -> int:  # fmt: skip
+    from .servers import _with_runtime
+
+    plans: list[tuple[str, dict[str, Any], set[str]]] = []
+    for name, entry in config.servers().items():
+        if is_ours(entry, launcher) or not entry.get("command"):
+            continue
+        env = {k: v for k, v in (entry.get("env") or {}).items() if isinstance(v, str)}
+        secret = {k for k, v in env.items() if looks_secret(k, v)}
+        loose = [a for a in entry.get("args") or [] if looks_secret("arg", a)]
+        if loose or any(looks_secret(k, v) for k, v in (entry.get("headers") or {}).items()):
+            print(f"{name}: a secret-looking value is in its args or headers; move it by hand (not changed).")
+        if not secret:
+            continue
+        if all(args.yes or _confirm(name, key) for key in sorted(secret)):
+            plans.append((name, {**entry, "env": env}, secret))
+        else:
+            print(f"{name}: kept as it is.")
+    if not plans:
+        print(f"{config.path}: nothing to import.")
+        return 0
+
+    async def body(runtime: Any) -> dict[str, str]:
+        done: dict[str, str] = {}
+        for name, entry, secret in plans:
+            try:
+                done[name] = await _install(runtime, config.client, name, entry, secret)
+            except SetupError as exc:
+                print(f"{name}: not imported: {exc.message}")
+        return done
+
+    done = _with_runtime(settings, handler, body)
+    if not done:
+        return 1
+    edit = config.set_entries({n: entry_for(config.client, [*launcher, "run", slug], launcher_env) for n, slug in done.items()})
+    backup = edit.write()
+    print(f"Imported {', '.join(done)}; {config.path} now runs them with `mcp-setup run`"
+          + (f" (the old file is {backup}: it still holds the plain-text values; delete it when done)." if backup else "."))  # fmt: skip
+    return 0 if len(done) == len(plans) else 1
+
+
+async def _install(runtime: Any, client: str, name: str, entry: dict[str, Any], secret: set[str]) -> str:
+    env: dict[str, str] = entry["env"]
+    for key in secret:
+        runtime.redactor.register(env[key], f"[secret:{key}]")
+    spec = LaunchSpec(command=str(entry["command"]), args=[str(a) for a in entry.get("args") or []],
+                      env={k: "${" + k + "}" for k in env})  # fmt: skip
+    result = await runtime.prober.probe(spec, env)
+    server = await asyncio.to_thread(
+        runtime.store.install,
+        qualified_name=name, source=f"import:{client}", version=None, package_type="stdio",
+        launch_spec=spec.model_dump(mode="json"), installed_by=f"import:{client}", tools_hash=result.tools_hash,
+        env={k: (v, k in secret) for k, v in env.items()}, tools=result.tools,
+    )  # fmt: skip
+    print(f"{name}: tested ({len(result.tools)} tools) and installed as {server.slug}.")
+    return server.slug

@@ -1,0 +1,189 @@
+"""Clients get the tools, never a plaintext key: ``client connect|disconnect``, ``run``, ``import``.
+
+* ``client connect CLIENT`` adds one entry ``mcp-setup`` that runs ``mcp-setup mcp`` (the
+  gateway); ``--per-server`` instead adds one entry per installed server (its slug) running
+  ``mcp-setup run SLUG``. ``disconnect`` removes what ``connect`` wrote. ``--dry-run`` prints
+  the diff. Files are merged by :mod:`app.cli.client_configs` (backup, idempotent, malformed
+  files untouched).
+* ``run NAME`` execs one installed stdio server with its settings decrypted into the child's
+  environment only (the ``op run`` pattern): no config file, argv or log holds a value.
+* ``import CLIENT`` moves literal secret-looking ``env`` values of the client's entries into
+  the vault (a hidden confirmation per key), installs each such entry under its name with its
+  command, tests it, and rewrites the entry to ``mcp-setup run NAME`` (backup kept).
+
+Exit codes: 0 done (or nothing to do), 1 failed or a file could not be merged, 2 usage,
+3 no installed server has that NAME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.settings import Settings
+from setup_agent.errors import SetupError
+
+from .client_configs import CLIENTS, ClientConfig, ConfigError, client_config, entry_for, is_ours
+
+__all__ = ["GATEWAY_ENTRY", "add_client_parsers", "launcher_command", "run_client_command"]
+
+GATEWAY_ENTRY = "mcp-setup"
+
+
+def add_client_parsers(sub: Any) -> None:
+    client = sub.add_parser(
+        "client",
+        help="put mcp-setup into an MCP client's config (claude-desktop, cursor, vscode, …)",
+        description="Add (or remove) the entry that gives CLIENT every installed server's tools through "
+        "`mcp-setup mcp`. Other entries stay as they are; the old file is kept as <file>.bak-<time>. "
+        "Clients: " + ", ".join(CLIENTS) + ".",
+    )
+    actions = client.add_subparsers(dest="client_command", metavar="ACTION", required=True)
+    for verb in ("connect", "disconnect"):
+        p = actions.add_parser(verb, help=f"{verb} CLIENT")
+        p.add_argument("client", choices=list(CLIENTS))
+        p.add_argument("--dry-run", action="store_true", help="print the change as a diff; write nothing")
+        p.add_argument("--per-server", action="store_true", help="one entry per installed server (mcp-setup run)")
+        p.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)")
+    run = sub.add_parser(
+        "run",
+        help="start one installed stdio server with its secrets in its environment only",
+        description="For clients that want one entry per server: replaces itself with the server's process, "
+        "settings decrypted into that process's environment (never argv, never a file).",
+    )
+    run.add_argument("name", help="server id, qualified name or slug")
+    imp = sub.add_parser(
+        "import",
+        help="move plain-text keys out of a client's config into mcp-setup",
+        description="For each entry of CLIENT's config with literal secret-looking env values: confirm each key "
+        "(hidden prompt), store it encrypted, install the server under the same name, test it, and rewrite the "
+        "entry to `mcp-setup run NAME` (the old file is kept as a backup).",
+    )
+    imp.add_argument("client", choices=list(CLIENTS))
+    imp.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)")
+    imp.add_argument("--yes", action="store_true", help="move every secret-looking value without asking")
+
+
+def launcher_command() -> list[str]:
+    """How a client starts this mcp-setup: the running script, the one on PATH, or the module."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "mcp-setup" and argv0.exists():
+        return [str(argv0.resolve())]
+    found = shutil.which("mcp-setup")
+    return [found] if found else [sys.executable, "-m", "app.cli.main"]
+
+
+def _launcher_env(settings: Settings) -> dict[str, str]:
+    """What a client must pass so that mcp-setup finds this data dir (paths only, never a value)."""
+    env = {"MCP_SETUP_HOME": str(Path(settings.home).expanduser())}
+    if settings.data_key_file is not None:
+        env["MCP_SETUP_DATA_KEY_FILE"] = str(settings.data_key_file)
+    if settings.database_url:
+        env["MCP_SETUP_DATABASE_URL"] = settings.database_url  # may hold a DB password: the user's own file
+    return env
+
+
+def _config(args: argparse.Namespace) -> ClientConfig:
+    if args.config is not None:
+        return ClientConfig(args.client, args.config)
+    return client_config(args.client, Path.home())
+
+
+def _connect(settings: Settings, args: argparse.Namespace) -> int:
+    from .servers import _store
+
+    config = _config(args)
+    launcher, env = launcher_command(), _launcher_env(settings)
+    entries: dict[str, dict[str, Any]] = {}
+    if args.client_command != "disconnect":
+        if args.per_server:
+            with _store(settings) as store:
+                servers = [s for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
+            entries = {s.slug: entry_for(args.client, [*launcher, "run", s.slug], env) for s in servers}
+        else:
+            entries = {GATEWAY_ENTRY: entry_for(args.client, [*launcher, "mcp"], env)}
+    try:
+        current = config.servers()
+    except ConfigError as exc:
+        if not entries:
+            raise
+        # The file is left as it is (comments, say); the person gets the entry to paste.
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        where = f"the [{config.spec.key}] tables of" if config.spec.style == "toml" else f'the "{config.spec.key}" object of'
+        print(f"To add it by hand, add this entry to {where} {config.path} (create it if it is not there):", file=sys.stderr)
+        print(config.snippet(entries))
+        return 1
+    ours = tuple(name for name, entry in current.items() if is_ours(entry, launcher))
+    if args.client_command == "disconnect":
+        edit = config.set_entries({}, remove=ours)
+    else:
+        edit = config.set_entries(entries, remove=tuple(n for n in ours if n not in entries))
+    if not edit.changed:
+        print(f"{config.path}: already up to date; nothing written.")
+        return 0
+    if args.dry_run:
+        print(edit.diff(), end="")
+        return 0
+    backup = edit.write()
+    print(f"Updated {config.path}" + (f" (the old file is {backup})" if backup else "") + ". Restart the client.")
+    return 0
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    from .servers import _resolve, _store
+
+    home = Path(settings.home).expanduser()
+    with _store(settings) as store:
+        server = _resolve(store, args.name)
+        values = {k: v.reveal() for k, v in store.env_values(server.server_id).items()}
+    if not server.enabled:
+        print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
+        return 1
+    from setup_agent.launch import LaunchSpec, materialize, minimal_environment
+
+    spec = LaunchSpec.model_validate(server.launch_spec)
+    if spec.transport != "stdio" or not spec.command:
+        print(f"mcp-setup: {server.qualified_name} is a remote server; use the gateway (`mcp-setup mcp`).", file=sys.stderr)
+        return 1
+    install_dir = home / "servers" / server.server_id
+    install_dir.mkdir(parents=True, exist_ok=True)
+    resolved = materialize(
+        spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
+    )
+    values.clear()
+    os.chdir(resolved.cwd or install_dir)
+    env = minimal_environment(resolved.env)
+    command = shutil.which(resolved.command or "", path=env.get("PATH")) or resolved.command
+    sys.stdout.flush()
+    os.execve(command, [resolved.command, *resolved.args], env)  # type: ignore[arg-type]
+    return 1  # not reached
+
+
+def run_client_command(settings: Settings, args: argparse.Namespace, handler: Any) -> int:
+    from .servers import EXIT_NOT_FOUND, _NotFound
+
+    try:
+        if args.command == "client":
+            return _connect(settings, args)
+        if args.command == "run":
+            return _run(settings, args)
+        from .client_import import run_import
+
+        return run_import(settings, args, handler, _config(args), launcher_command(), _launcher_env(settings))
+    except ConfigError as exc:
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        return 1
+    except _NotFound as exc:
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"mcp-setup: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
+        return 1
+

@@ -1,0 +1,223 @@
+"""The ``mcp-setup`` command line: ``serve``, ``mcp``, ``agent``; ``key`` and ``token`` (app/cli/team.py);
+``tools`` (app/cli/tools.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+__all__ = ["main"]
+
+DESCRIPTION = """\
+Add MCP servers to your AI agent without hand-editing JSON and without pasting API keys
+into a chat. Secrets are typed into a local page or a hidden prompt; the agent only ever
+sees an opaque ref.
+
+Data lives in $MCP_SETUP_HOME (default ~/.local/share/mcp-setup). Every setting can be
+given as an environment variable MCP_SETUP_<NAME>; see README.md.
+"""
+
+
+EXAMPLES = """\
+examples:
+  mcp-setup serve                      open the web app and press "Add MCP server…"
+  mcp-setup agent "set up the Notion MCP server"
+  mcp-setup mcp                        as a stdio server for Claude Desktop, Cursor, VS Code
+"""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-setup")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _setup_logging(verbose: bool):
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for noisy in ("httpx", "httpcore", "httpx2", "mcp", "uvicorn.access", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.WARNING)
+    return handler
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-setup", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-setup {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve",
+        help="run the web app with the 'Add MCP server…' button (127.0.0.1)",
+        description="Run the local web app. It prints the page's address, with a one-time token; only this "
+        "computer can reach it. Installed servers are started in the background. Ctrl-C stops everything.",
+    )
+    serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8765; 0 picks a free one)")
+    serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another one needs TLS)")
+    serve.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="TLS certificate (PEM)")
+    serve.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="TLS private key (PEM)")
+    serve.add_argument(
+        "--insecure-http", action="store_true", help="serve plain HTTP on a non-loopback --host (behind a TLS proxy)"
+    )
+    serve.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    mcp = sub.add_parser(
+        "mcp",
+        help="run as a stdio MCP server (for Claude Desktop, Cursor, VS Code…)",
+        description="Speak MCP on stdin/stdout: the mcp_setup_* tools, and every installed server's tools as "
+        "<server>__<tool>. `mcp-setup client connect CLIENT` adds it to Claude Desktop, Cursor, VS Code and others "
+        '(by hand: a stdio server {"command": "<full path of mcp-setup>", "args": ["mcp"]}). Logs go to stderr.',
+    )
+    mcp.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    agent = sub.add_parser(
+        "agent",
+        help="run the setup agent in this terminal for GOAL",
+        description="Let the setup assistant find, configure, test and install a server. Secrets are asked "
+        "with a hidden prompt. Exit code: 0 installed, 1 failed, 130 cancelled.",
+        add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    agent.add_argument("-h", "--help", action=_AgentHelp, nargs=0, help="show this help message and exit")
+    agent.add_argument("goal", help='what to set up, e.g. "set up the Notion MCP server"')
+    agent.add_argument("--driver", default=None, help="guided (default, offline) or openai")
+    agent.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    from .clients import add_client_parsers
+    from .servers import add_server_parsers
+    from .team import add_key_parser, add_token_parser
+    from .tools import add_tools_parser
+
+    add_key_parser(sub)
+    add_token_parser(sub)
+    add_tools_parser(sub)
+    add_server_parsers(sub)
+    add_client_parsers(sub)
+    from .audit import add_audit_parser, add_tools_review_parser
+
+    add_audit_parser(sub)
+    add_tools_review_parser(sub)
+    # `mcp-setup COMMAND --help` opens with the one line `mcp-setup --help` shows for it, where
+    # the command has no longer description of its own (argparse keeps that line on the action).
+    for action in sub._choices_actions:
+        command = sub.choices.get(action.dest)
+        if command is not None and command.description is None and action.help:
+            command.description = action.help[0].upper() + action.help[1:] + "."
+    return parser
+
+
+class _AgentHelp(argparse.Action):
+    """``agent --help`` also names the agent that would run, read from its definition file
+    (only then: the other commands never load the archetypes)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        from setup_agent.agent import load_archetypes
+
+        registry = load_archetypes()
+        lines = [
+            f"  {a.id} ({a.driver} driver): {a.description}\n    defined in {a.source}"
+            for a in sorted(registry.agents.values(), key=lambda a: a.id)
+        ]
+        lines += [f"  not loaded: {message}" for message in registry.errors.values()]
+        parser.epilog = "the setup agent:\n" + ("\n".join(lines) or "  none found")
+        parser.print_help()
+        parser.exit()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    handler = _setup_logging(getattr(args, "verbose", False))
+    # Piped input (a script answering a hidden prompt) has no echo to hide: getpass's warning
+    # about it is Python's, not something the person can act on.
+    import getpass
+    import warnings
+
+    warnings.filterwarnings("ignore", category=getpass.GetPassWarning)
+    try:
+        settings = Settings()
+    except ValidationError as exc:  # say which setting is wrong, by its variable name
+        for err in exc.errors():
+            name = "MCP_SETUP_" + "_".join(str(p) for p in err["loc"]).upper()
+            print(f"mcp-setup: {name}: {err['msg']}", file=sys.stderr)
+        return 2
+    if args.command in ("serve", "mcp", "agent", "tools"):  # config.toml (capability providers)
+        from .tools import check_config
+
+        if (problem := check_config(settings)) is not None:
+            print(problem, file=sys.stderr)
+            return 2
+    try:
+        if args.command == "mcp":
+            return asyncio.run(_run_mcp(settings, handler))
+        if args.command == "serve":
+            from app.web import run_serve
+
+            return run_serve(
+                settings, handler, port=args.port, open_browser=not args.no_browser, host=args.host,
+                tls_cert=args.tls_cert, tls_key=args.tls_key, insecure_http=args.insecure_http,
+            )  # fmt: skip
+        if args.command == "agent":
+            from .terminal import run_agent
+
+            return asyncio.run(run_agent(settings, handler, args.goal, driver=args.driver))
+        if args.command in ("key", "token"):
+            from . import team as cli_team
+
+            return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+        if args.command in ("audit", "tools-review"):
+            from . import audit as cli_audit
+
+            return (cli_audit.run_audit if args.command == "audit" else cli_audit.run_tools_review)(settings, args)
+        if args.command == "tools":
+            from .tools import run_tools
+
+            return run_tools(settings, args)
+        from .servers import COMMANDS, run_server_command
+
+        if args.command in COMMANDS:
+            return run_server_command(settings, args, handler)
+        if args.command in ("client", "run", "import"):
+            from .clients import run_client_command
+
+            return run_client_command(settings, args, handler)
+    except KeyboardInterrupt:
+        return 130
+    parser.print_help()
+    return 2
+
+
+async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
+    from app.mcp import run_stdio
+
+    # SIGTERM (a client giving up on us) still stops every server we started.
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        await run_stdio(settings, handler)
+    except asyncio.CancelledError:
+        return 143
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

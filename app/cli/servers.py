@@ -1,0 +1,376 @@
+"""A person's commands for installed servers: ``list``, ``show``, ``enable``, ``disable``,
+``remove``, ``logs``, ``search``, ``doctor``, ``add``, ``rotate``, ``update`` (app/cli/update.py).
+
+NAME is a server id, a qualified name or a gateway slug (:meth:`Catalog.server`). Every
+command works on the data dir the running faces use; they see each change within about a
+second (the store's change counter), so a disabled or removed server leaves their tool
+lists and stops there.
+
+Exit codes (README "Command line"): 0 done; 1 failed (an error, a failed test, ``doctor``
+found a problem); 2 usage; 3 no installed server has that NAME; 130 cancelled.
+Errors are one line on stderr, never a traceback. ``--json`` prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.settings import Settings
+from setup_agent.errors import SetupError
+from setup_agent.gateway import log_path, read_log
+
+from .server_view import STATE_WORDS, server_json, state_notes
+from .server_view import state as server_state
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) loads when a command runs, not when `mcp-setup mcp` parses
+    from setup_agent.store import InstalledServer, Store
+
+__all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]  # server_json: from app/cli/server_view.py
+
+EXIT_NOT_FOUND = 3
+RUNTIMES = ("node", "npx", "uv", "uvx", "docker", "dnx", "python3")
+COMMANDS = ("list", "show", "enable", "disable", "remove", "logs", "search", "doctor", "add", "rotate", "update")
+
+
+class _NotFound(Exception):
+    pass
+
+
+def add_server_parsers(sub: Any) -> None:
+    p = sub.add_parser("list", help="list the installed servers", description="The installed servers, oldest first.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser("show", help="one installed server: launch command, settings (names only), tools")
+    p.add_argument("name", nargs="?", help="server id, qualified name or slug (none: the list of installed servers)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    for verb, text in (("enable", "start it again in every running mcp-setup session"), ("disable", "stop it; keep its settings")):
+        p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
+        p.add_argument("name", help="server id, qualified name or slug")
+    p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
+    p.add_argument("name", help="server id, qualified name or slug")
+    p = sub.add_parser("logs", help="the server's recent stderr (redacted)")
+    p.add_argument("name", nargs="?", help="server id, qualified name or slug (none: the list of installed servers)")
+    p.add_argument("--lines", "-n", type=int, default=50, help="how many lines (default 50)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new lines (Ctrl-C stops)")
+    p = sub.add_parser("search", help="search the registries")
+    p.add_argument("query", nargs="+", help="words to look for")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser("doctor", help="check runtimes, data dir, key, registries and installed servers")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p = sub.add_parser(
+        "add",
+        help="set up NAME here, secrets at hidden prompts (no model needed)",
+        description="Run the guided setup flow for NAME in this terminal: search, settings, hidden prompts for "
+        "secrets, test, install. Exit code: 0 installed, 1 failed, 130 cancelled.",
+    )
+    p.add_argument("name", help="a qualified name or words to search for")
+    p = sub.add_parser(
+        "rotate",
+        help="replace one stored secret: hidden prompt, test, then swap",
+        description="Ask for KEY's new value at a hidden prompt, test the server with it, and store it only if "
+        "the server answers; otherwise the old value stays. Running faces use it from the server's next start.",
+    )
+    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument("key", help="the setting's name, e.g. NOTION_API_KEY")
+    p = sub.add_parser(
+        "update",
+        help="install the registry's newer version if it answers with the stored settings",
+        description="Test the registry's current version with the stored settings; swap only if it answers, "
+        "otherwise the installed version stays. Exit code 0 updated or already current, 1 kept the old one.",
+    )
+    p.add_argument("name", help="server id, qualified name or slug")
+    p.add_argument(
+        "--version", default=None, help="install exactly this version from the server's registry (exit 1 if it has none)"
+    )
+    for p in sub.choices.values():
+        if p.prog.split()[-1] in COMMANDS and not any(a.dest == "verbose" for a in p._actions):
+            p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+
+
+@contextmanager
+def _store(settings: Settings):
+    from app.runtime import open_vault
+
+    vault = open_vault(settings)
+    from setup_agent.store import Store
+
+    with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
+        yield store
+
+
+def _resolve(store: Store, name: str) -> InstalledServer:
+    found = store.catalog().server(name)
+    server = store.get(found.server_id) if found is not None else None
+    if server is None:
+        near = [s.slug for s in store.list() if name.lower() in s.slug.lower() or name.lower() in s.qualified_name.lower()]
+        hint = f" Did you mean {' or '.join(near[:3])}?" if near else ""
+        raise _NotFound(f"No installed server is named {name!r}.{hint} `mcp-setup list` shows them.")
+    return server
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+# --- commands on the store alone ----------------------------------------------------------
+
+
+def _list(settings: Settings, args: argparse.Namespace) -> int:
+    with _store(settings) as store:
+        servers = store.list()
+    if args.json:
+        _print_json({"servers": [server_json(s) for s in servers]})
+        return 0
+    if not servers:
+        print("No servers installed yet. `mcp-setup add NAME` or `mcp-setup search WORDS` to find one.")
+        return 0
+    notes = []
+    for s in servers:
+        words = STATE_WORDS[server_state(s)]
+        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {len(s.tools)} tools)")
+        notes += [f"  {s.slug}: {note}" for note in state_notes(s, s.slug)]
+    if notes:
+        print()
+        print("\n".join(notes))
+    return 0
+
+
+def _show(settings: Settings, args: argparse.Namespace) -> int:
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    spec = s.launch_spec  # templates like ${KEY}, never values
+    if args.json:
+        _print_json({**server_json(s), "launch": spec, "tools": list(s.tools)})
+        return 0
+    print(f"{s.title or s.qualified_name}\n  name: {s.qualified_name}\n  id: {s.server_id}\n  slug: {s.slug}")
+    print(f"  {STATE_WORDS[server_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
+    for note in state_notes(s, s.slug):
+        print(f"  {note[0].upper()}{note[1:]}")
+    print(f"  installed {s.installed_at:%Y-%m-%d %H:%M}Z by {s.installed_by}")
+    if spec.get("command"):
+        print("  runs: " + " ".join([str(spec["command"]), *map(str, spec.get("args") or [])]))
+    if spec.get("url"):
+        print(f"  url: {spec['url']}")
+    for k in s.env_keys:
+        print(f"  setting {k.key}{' (secret, stored encrypted)' if k.secret else ''}")
+    for t in s.tools:
+        print(f"  tool {t.get('name')}: {str(t.get('description') or '').strip()[:100]}")
+    return 0
+
+
+def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
+    enabled = args.command == "enable"
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+        store.set_enabled(s.server_id, enabled, actor="cli")
+    print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once.")
+    return 0
+
+
+def _logs(settings: Settings, args: argparse.Namespace) -> int:
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    logs_dir = Path(settings.home).expanduser() / "logs"
+    lines = read_log(logs_dir, s.server_id, max(args.lines, 0))
+    if not lines and not args.follow:
+        print(f"No output recorded for {s.qualified_name} yet ({log_path(logs_dir, s.server_id)}).", file=sys.stderr)
+    for line in lines:
+        print(line)
+    if args.follow:
+        _follow(log_path(logs_dir, s.server_id))
+    return 0
+
+
+def _follow(path: Path) -> None:
+    """Print what is appended to ``path`` (a rolled file is reopened) until Ctrl-C."""
+    pos = path.stat().st_size if path.exists() else 0
+    while True:
+        sys.stdout.flush()
+        time.sleep(0.5)
+        size = path.stat().st_size if path.exists() else 0
+        if size < pos:
+            pos = 0  # rolled over
+        if size > pos:
+            with path.open("rb") as f:
+                f.seek(pos)
+                sys.stdout.write(f.read().decode("utf-8", "replace"))
+            pos = size
+
+
+# --- commands that need the core's runtime ------------------------------------------------
+
+
+def _with_runtime(settings: Settings, handler: logging.Handler, body: Callable[[Any], Any]) -> Any:
+    from app.runtime import build_runtime
+    from setup_agent.secrets import install_log_redaction
+
+    async def go() -> Any:
+        runtime = build_runtime(settings)
+        install_log_redaction(runtime.redactor, handler)
+        try:
+            return await body(runtime)
+        finally:
+            await runtime.aclose()
+
+    return asyncio.run(go())
+
+
+def _remove(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+
+    async def body(runtime: Any) -> dict:
+        from setup_agent.setup import CallContext
+
+        return await runtime.service.remove({"server_id": s.server_id}, CallContext(installed_by="cli"))
+
+    result = _with_runtime(settings, handler, body)
+    log = log_path(Path(settings.home).expanduser() / "logs", s.server_id)
+    for p in (log, log.with_name(log.name + ".1")):
+        p.unlink(missing_ok=True)
+    signed_out = " and signed out" if result.get("signed_out") else ""
+    print(f"Removed {s.qualified_name}{signed_out}; its stored settings are deleted.")
+    return 0
+
+
+def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    query = " ".join(args.query)
+
+    async def body(runtime: Any) -> dict:
+        return await runtime.service.search({"query": query, "page_size": 20}, None)
+
+    result = _with_runtime(settings, handler, body)
+    if args.json:
+        _print_json(result)
+        return 0
+    with _store(settings) as store:
+        installed = {s.qualified_name: s.slug for s in store.list()}
+    for item in result["servers"]:
+        name = item["qualified_name"]
+        mark = f"  [installed as {installed[name]}]" if name in installed else ""
+        title = item.get("title")
+        about = f"{title}: " if title and title != name else ""
+        print(f"{name}  ({item.get('source')}){mark}\n    {about}{str(item.get('description') or '')[:120]}")
+    failed = [e for e in result.get("errors", []) if not str(e.get("message", "")).startswith("skipped")]
+    for err in result.get("errors", []):
+        if err in failed:
+            print(f"registry {err.get('source')} could not be searched: {err.get('message')}", file=sys.stderr)
+        else:  # not configured (Smithery without a key): said once, as what it is
+            print(f"registry {err.get('source')}: {err.get('message')}", file=sys.stderr)
+    if not result["servers"]:
+        print("Nothing found." + (" Some registries could not be reached (above)." if failed else " Try other words."))
+        if "local" in settings.registry_names:
+            print(f"The local catalog is {settings.catalog_path}: add a server.json there (README: A local catalog).")
+    return 0
+
+
+def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .doctor import run_checks
+
+    checks = _with_runtime(settings, handler, lambda runtime: run_checks(runtime, which=shutil.which))
+    problems = [c for c in checks if not c["ok"]]
+    if args.json:
+        _print_json({"ok": not problems, "checks": checks})
+    else:
+        for c in checks:
+            print(f"{'ok ' if c['ok'] else 'BAD'} {c['name']}: {c['detail']}" + ("" if c["ok"] else f"\n    fix: {c['fix']}"))
+        print("Everything looks fine." if not problems else f"{len(problems)} problem(s) found.")
+    return 1 if problems else 0
+
+
+def _installed_as(store: Store, name: str) -> InstalledServer | None:
+    """The installed server ``name`` (as typed to ``add``) means: its id, qualified name or slug,
+    or, ignoring case, its slug or the last part of its qualified name when only one has it."""
+    found = store.catalog().server(name)
+    if found is not None:
+        return store.get(found.server_id)
+    low = name.strip().lower()
+    hits = [s for s in store.list() if low in (s.slug.lower(), s.qualified_name.rsplit("/", 1)[-1].lower())]
+    return hits[0] if len(hits) == 1 else None
+
+
+def already_installed_message(s: InstalledServer, typed: str) -> str:
+    """What to do instead of adding an installed server again, as commands of this terminal."""
+    text = (f'{s.qualified_name} is already installed as "{s.slug}". To reinstall: mcp-setup remove {s.slug}, '
+            f"then mcp-setup add {typed}.")  # fmt: skip
+    secrets = [k.key for k in s.env_keys if k.secret]
+    if len(secrets) == 1:
+        text += f" To change its key: mcp-setup rotate {s.slug} {secrets[0]}."
+    elif secrets:
+        text += f" To change a key: mcp-setup rotate {s.slug} KEY (one of {', '.join(secrets)})."
+    return text
+
+
+def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .terminal import run_agent
+
+    with _store(settings) as store:  # before asking anything
+        existing = _installed_as(store, args.name)
+    if existing is not None:
+        print(already_installed_message(existing, args.name), file=sys.stderr)
+        return 1
+    # the person typed the command: the install is theirs (as remove/disable say `by cli`)
+    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli"))
+
+
+def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .rotate import rotate
+
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    if args.key not in {k.key for k in s.env_keys}:
+        print(f"mcp-setup: {s.qualified_name} has no setting {args.key!r} (`mcp-setup show {s.slug}`).", file=sys.stderr)
+        return 1
+    value = getpass.getpass(f"New value of {args.key} (hidden): ")
+    if not value:
+        print("mcp-setup: no value typed; nothing changed.", file=sys.stderr)
+        return 1
+    try:
+        message = _with_runtime(settings, handler, lambda runtime: rotate(runtime, s, args.key, value))
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message} The old value of {args.key} stays.", file=sys.stderr)
+        return 1
+    print(message)
+    return 0
+
+
+def _update(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .update import update
+
+    with _store(settings) as store:
+        s = _resolve(store, args.name)
+    code, message = _with_runtime(settings, handler, lambda runtime: update(runtime, s, args.version))
+    print(message, file=sys.stdout if code == 0 else sys.stderr)
+    return code
+
+
+_STORE_ONLY = {"list": _list, "show": _show, "enable": _set_enabled, "disable": _set_enabled, "logs": _logs}
+_RUNTIME = {"remove": _remove, "search": _search, "doctor": _doctor, "add": _add, "rotate": _rotate, "update": _update}
+
+
+def run_server_command(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    try:
+        if args.command in ("show", "logs") and not args.name:  # which one? the list says
+            print(f"Which server? `mcp-setup {args.command} NAME`, NAME from this list:", file=sys.stderr)
+            args.json = False
+            _list(settings, args)
+            return 2
+        if args.command in _STORE_ONLY:
+            return _STORE_ONLY[args.command](settings, args)
+        return _RUNTIME[args.command](settings, args, handler)
+    except _NotFound as exc:
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message}", file=sys.stderr)
+        return 1

@@ -1,0 +1,370 @@
+"""``mcp-setup mcp``: the stdio MCP server face exposing the ``mcp_setup_*`` tools.
+
+It is also the gateway: after its own seven tools it lists every tool of every installed and
+enabled server as ``<slug>__<tool>`` (see :mod:`setup_agent.store.catalog`), read from the store so a
+client sees them at once, and forwards calls to that server, started on its first call. When
+the list changes (an install, a removal, enable/disable, in this process or any other on the
+data dir) every client is told: ``notifications/tools/list_changed`` on 2025-era sessions, a
+``subscriptions/listen`` event on 2026-07-28 ones.
+
+Conventions (shared with the seed MCP server): logs go to stderr only; ``initialize``
+advertises tools (``listChanged: true``) and resources; the client's
+``clientInfo.name`` becomes the provenance label ``mcp:<name>`` of what it installs; the
+agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
+URL-mode elicitation to a one-time local page when the client supports it.
+
+The stdio plumbing (:func:`run_stdio`) is in ``mcp_stdio.py``; ``/mcp`` of ``serve`` is in ``web.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import secrets
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+
+from setup_agent.agent import load_archetypes
+from setup_agent.errors import (
+    JSONRPC_INTERNAL_ERROR,
+    JSONRPC_INVALID_PARAMS,
+    OAuthDenied,
+    PromptCancelled,
+    PromptFailed,
+)  # fmt: skip
+from setup_agent.setup import TOOL_NAMES, TOOL_SPECS
+from setup_agent.store import Catalog
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+    from setup_agent.secrets import PendingPrompt
+
+__all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label"]
+
+logger = logging.getLogger(__name__)
+
+PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def _connection(ctx: Any) -> Any:
+    """The client connection behind a request (the SDK makes a new session object per request;
+    its ``_connection`` is the one they share), or None."""
+    return getattr(getattr(ctx, "session", None), "_connection", None)
+
+
+def _connection_key(ctx: Any) -> str:
+    """One key per client connection: the guard counts per connection, not per request."""
+    return f"conn-{id(_connection(ctx) or getattr(ctx, 'session', None)):x}"
+
+
+def provenance_label(client_name: str | None) -> str:
+    """``Claude Desktop`` → ``mcp:claude-desktop``; missing, empty or nothing left → ``mcp``."""
+    if not isinstance(client_name, str):
+        return "mcp"
+    slug = _NON_ALNUM.sub("-", client_name.strip().lower()).strip("-")
+    return f"mcp:{slug}" if slug else "mcp"
+
+
+class McpFace:
+    """Builds the low-level SDK server; the :class:`Runtime` may arrive after it started serving."""
+
+    def __init__(
+        self,
+        runtime: Runtime | None = None,
+        *,
+        version: str = "0.1.0",
+        early_catalog: Callable[[], Catalog | None] | None = None,
+        page_url: Callable[[str], str] | None = None,
+    ) -> None:
+        self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
+        #: Set by the first request that needs the core (see app/mcp/stdio.py: run_stdio).
+        self.core_wanted = asyncio.Event()
+        self._early_catalog = early_catalog
+        self._page_url_for = page_url
+        # The latest session of each connection (the SDK makes one per request; a finished
+        # request's session still reaches its connection's standalone channel), kept as long
+        # as the connection lives.
+        self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._bus = InMemorySubscriptionBus()
+        self._page: Any = None
+        self.server: Server[Any] = Server(
+            "mcp-setup",
+            version=version,
+            instructions=(
+                "Use these tools to find, configure, test and install MCP servers. Ask for secrets only "
+                "with mcp_setup_request_secret; you will get refs, never values."
+            ),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+            on_subscriptions_listen=ListenHandler(self._bus),
+        )
+        self.server.middleware.append(self._track_session)
+        if runtime is not None:
+            self.provide(runtime)
+
+    def initialization_options(self) -> Any:
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    def provide(self, runtime: Runtime) -> None:
+        """Hand over the runtime once it is built; waiting tool calls go on."""
+        self._runtime.set_result(runtime)
+        runtime.gateway.add_listener(self.tools_changed)
+
+    async def _track_session(self, ctx: Any, call_next: Any) -> Any:
+        connection = _connection(ctx)
+        if connection is not None:
+            self._sessions[connection] = ctx.session
+        return await call_next(ctx)
+
+    async def tools_changed(self) -> None:
+        """Tell every client the tool list changed, in both protocol eras."""
+        await self._bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
+        for connection, session in list(self._sessions.items()):  # 2025-11-25 (dropped on modern ones)
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a client that went away
+                logger.debug("list_changed not delivered: %s", type(exc).__name__)
+                self._sessions.pop(connection, None)
+
+    def failed_to_start(self, exc: BaseException) -> None:
+        self._runtime.set_exception(exc)
+
+    async def runtime(self) -> Runtime:
+        self.core_wanted.set()
+        try:
+            return await asyncio.shield(self._runtime)
+        except Exception as exc:
+            raise MCPError(JSONRPC_INTERNAL_ERROR, "mcp-setup could not start; its log (stderr) says why.") from exc
+
+    # -- tools ------------------------------------------------------------------------
+    async def catalog(self) -> Catalog:
+        """The installed tools: the gateway's once the core is up; before that, the store's file."""
+        if self._runtime.done() and not self._runtime.exception():
+            return await self._runtime.result().gateway.ready()
+        early = self._early_catalog() if self._early_catalog is not None else None
+        if early is not None:
+            return early
+        return await (await self.runtime()).gateway.ready()
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        own = [types.Tool.model_validate(spec) for spec in TOOL_SPECS]
+        installed = [types.Tool.model_validate(tool) for tool in (await self.catalog()).wire_tools()]
+        return types.ListToolsResult(tools=own + installed)
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments = params.arguments or {}
+        if not isinstance(arguments, dict):
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Tool arguments must be an object.")
+        if params.name not in TOOL_NAMES:
+            return await self._call_installed(ctx, params.name, arguments)
+        from setup_agent.setup import CallContext
+
+        runtime = await self.runtime()
+        call_ctx = CallContext(
+            installed_by=self._provenance(ctx),
+            present_prompt=lambda p: self._present(ctx, runtime, p),
+            present_consent=lambda p: self._present_consent(ctx, runtime, p),
+            present_authorization=lambda info: self._present_sign_in(ctx, info),
+        )
+        result = await runtime.service.call(params.name, arguments, call_ctx)
+        text = json.dumps(result, ensure_ascii=False)
+        is_error = result.get("ok") is False
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=result, is_error=is_error
+        )
+
+    async def _call_installed(self, ctx: Any, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        from setup_agent.gateway import UnknownTool
+
+        runtime = await self.runtime()
+        try:
+            result = await runtime.gateway.call(name, arguments, session=_connection_key(ctx))
+        except UnknownTool:
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
+        return types.CallToolResult.model_validate(result)
+
+    def _provenance(self, ctx: Any) -> str:
+        params = getattr(ctx.session, "client_params", None)
+        info = getattr(params, "client_info", None) if params is not None else None
+        return provenance_label(getattr(info, "name", None))
+
+    def _page_url(self, runtime: Runtime, pending: PendingPrompt) -> str:
+        if self._page_url_for is not None:  # served by the web app itself (mcp-setup serve's /mcp)
+            return self._page_url_for(pending.prompt_id)
+        return self._page_server(runtime).url_for(pending)
+
+    def _page_server(self, runtime: Runtime) -> Any:
+        if self._page is None:
+            from app.pages import SecretPageServer
+
+            page = SecretPageServer(runtime.broker, port=0, consents=runtime.consents)
+            page.start()
+            self._page = page
+        return self._page
+
+    async def _present(self, ctx: Any, runtime: Runtime, pending: PendingPrompt) -> dict[str, Any]:
+        url = self._page_url(runtime, pending)
+        where = f" for {pending.server}" if pending.server else ""
+        # At 2026-07-28 a server sends no requests of its own (no back-channel): the result
+        # carries the page's URL, as for a client without URL elicitation.
+        if _url_elicitation(ctx):
+            try:
+                result = await ctx.session.elicit_url(
+                    f"mcp-setup needs your {pending.key_name}{where}. Open the page to enter it; "
+                    "it stays on this computer and is never shown to the assistant.",
+                    url,
+                    pending.prompt_id,
+                    related_request_id=ctx.request_id,
+                )
+            except Exception as exc:  # the client's error may quote the URL: only its type is logged
+                logger.warning("URL elicitation failed (%s); the secret prompt is cancelled", type(exc).__name__)
+                with contextlib.suppress(Exception):
+                    runtime.broker.cancel(pending.prompt_id, "the client could not show the secret page")
+                raise PromptFailed(
+                    "The client could not show the secret page (URL elicitation failed). Ask again with "
+                    "mcp_setup_request_secret, or have the user enter it in mcp-setup's web page.",
+                ) from None
+            if result.action != "accept":
+                runtime.broker.cancel(pending.prompt_id, "declined by the user")
+                raise PromptCancelled(f"The user declined to enter {pending.key_name}.", key=pending.key_name)
+            try:
+                await runtime.broker.wait(pending.prompt_id, timeout=runtime.settings.secret_prompt_timeout_seconds)
+            except TimeoutError:
+                return {"status": "pending", "url": url, "message": "The user has not entered it yet."}
+            return {"status": "answered"}
+        return {
+            "status": "pending",
+            "url": url,
+            "message": (  # names nothing the agent gave (#10 item 2)
+                "Ask the user to open this link to enter the secret. The ref works once they "
+                "have submitted it; the value is never shown to you."
+            ),
+        }
+
+    async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any) -> dict[str, Any]:
+        """Ask the user to approve a launch on the one-time page (URL elicitation); never via the agent."""
+        url = self._page_server(runtime).consent_url(pending.consent_id)
+        if not _url_elicitation(ctx):
+            # No out-of-band channel: a link handed to the agent would let the agent approve its
+            # own request, so the agent gets none. The page opens in the user's browser instead.
+            _open_in_browser(url)
+            return {"status": "pending"}
+        result = await ctx.session.elicit_url(
+            f"mcp-setup needs your approval to run {pending.request.server}: open the page to see what will run "
+            "and where your secrets go.",
+            url,
+            pending.consent_id,
+            related_request_id=ctx.request_id,
+        )
+        if result.action != "accept":
+            from setup_agent.errors import SetupError
+
+            try:
+                runtime.consents.deny(pending.consent_id, "declined by the user")
+            except SetupError:
+                pass  # already answered on the page
+            return {}
+        try:
+            await runtime.consents.wait(pending.consent_id, timeout=runtime.settings.secret_prompt_timeout_seconds)
+        except TimeoutError:
+            return {"status": "pending"}
+        return {}
+
+    async def _present_sign_in(self, ctx: Any, info: dict[str, Any]) -> dict[str, Any]:
+        """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it.
+
+        A 2026-07-28 session takes no server requests (see :func:`_url_elicitation`), and a client
+        whose elicitation fails gets the link too: the result carries it and the sign-in goes on."""
+        if _url_elicitation(ctx):
+            try:
+                result = await ctx.session.elicit_url(
+                    info["message"], info["url"], "oauth-" + secrets.token_hex(8), related_request_id=ctx.request_id
+                )
+            except Exception as exc:  # the client's error may quote the URL: only its type is logged
+                logger.warning("URL elicitation of a sign-in failed (%s); the link goes in the result", type(exc).__name__)
+                return {"status": "pending", "url": info["url"]}
+            if result.action != "accept":
+                raise OAuthDenied(f"The user declined to sign in to {info['server']}.")
+            return {"status": "shown"}
+        return {"status": "pending", "url": info["url"]}
+
+    # -- resources: the agents' prompt assets -----------------------------------------
+    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        registry = load_archetypes()
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=f"{PROMPT_URI_PREFIX}{agent.id}",
+                    name=f"{agent.id} prompt",
+                    description=agent.description,
+                    mime_type="text/markdown",
+                )
+                for agent in registry.agents.values()
+            ]
+        )
+
+    async def _list_resource_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
+        registry = load_archetypes()
+        if agent_id is None or agent_id not in registry.agents:
+            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
+        agent = registry.agents[agent_id]
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=agent.prompt)]
+        )
+
+    def close(self) -> None:
+        if self._page is not None:
+            self._page.stop()
+            self._page = None
+
+
+def _url_elicitation(ctx: Any) -> bool:
+    """Whether this request's client can be sent a URL-mode elicitation: it declared it, and its
+    session is not 2026-07-28 (a server sends no requests of its own there: the result carries
+    the page's URL instead, as for a client without URL elicitation)."""
+    if str(getattr(ctx, "protocol_version", "")) >= "2026":
+        return False
+    caps = ctx.session.client_capabilities
+    elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+    return elicitation is not None and getattr(elicitation, "url", None) is not None
+
+
+def _open_in_browser(url: str) -> None:
+    """Open ``url`` in the user's graphical browser, if there is one (never a terminal browser:
+    stdin and stdout are the MCP wire)."""
+    import sys
+    import threading
+    import webbrowser
+
+    if sys.platform not in ("darwin", "win32") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        logger.warning("No out-of-band channel for a consent request: this client has no URL elicitation and "
+                       "there is no graphical browser to open the consent page in")
+        return
+
+    def run() -> None:
+        try:
+            webbrowser.open(url)
+        except Exception as exc:  # noqa: BLE001
+            logger.info("could not open the consent page in a browser (%s)", type(exc).__name__)
+
+    threading.Thread(target=run, daemon=True, name="mcp-setup-consent-browser").start()

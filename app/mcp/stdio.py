@@ -1,0 +1,224 @@
+"""``mcp-setup mcp``'s stdio plumbing: stdin read on the event loop, answers drained at EOF.
+
+:func:`run_stdio` serves :class:`~app.mcp.face.McpFace` on stdin/stdout. It answers
+``initialize`` before it loads the core (tool calls wait for it), reads stdin on the event loop
+so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from setup_agent.store import SQLITE_FILE_NAME, read_sqlite_catalog, read_sqlite_counter
+
+from .face import McpFace
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+    from app.settings import Settings
+
+__all__ = ["run_stdio"]
+
+logger = logging.getLogger("app.mcp.face")  # the face's logger, as before the split
+
+# Only the SDK server and the tool specs are imported up front: the core (ORM, HTTP clients,
+# migrations) loads on the first request that needs it (a tool call; a listing only when the
+# store has no catalog to read yet) — or, with MCP_SETUP_MCP_CORE=after-initialize, right after
+# the client's initialize has been answered (see run_stdio).
+#: How long to wait for a client's first request before loading the core anyway (after-initialize).
+_LOAD_AFTER_IDLE_SECONDS = 1.0
+_WRITER_HEADSTART_SECONDS = 0.005
+#: Until the core is loaded, how often the store's change counter is read (stdlib sqlite3).
+_EARLY_POLL_SECONDS = 0.5
+
+
+async def _watch_until_core_wanted(face: McpFace, db_file: Path) -> None:
+    """Until a request needs the core: tell clients when the store's tool list changes (another
+    process installed or removed a server), reading it with the standard library."""
+    counter = await asyncio.to_thread(read_sqlite_counter, db_file)
+    catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
+    signature = catalog.signature() if catalog is not None else None
+    while not face.core_wanted.is_set():
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_EARLY_POLL_SECONDS):
+                await face.core_wanted.wait()
+        if face.core_wanted.is_set():
+            return
+        now = await asyncio.to_thread(read_sqlite_counter, db_file)
+        if now == counter:
+            continue
+        counter = now
+        catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
+        new = catalog.signature() if catalog is not None else None
+        if new != signature:
+            signature = new
+            await face.tools_changed()
+
+
+class _PipeLines:
+    """stdin (a pipe) as async lines, read on the event loop: a cancel (SIGTERM) stops it at once.
+
+    The SDK reads stdin in a worker thread, which nothing can interrupt while the client keeps
+    the pipe open, so a SIGTERM could never get to the cleanup that stops our servers.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+async def _cancellable_stdin() -> Any:
+    """A :class:`_PipeLines` over a duplicate of fd 0, or None (the SDK's default) for files/ttys."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(0).st_mode) and not stat.S_ISSOCK(os.fstat(0).st_mode):
+            return None
+        fd = os.dup(0)
+        reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+        loop = asyncio.get_running_loop()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
+    except (OSError, ValueError):
+        return None
+    # Children must not read the wire: fd 0 now points at the null device.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return _PipeLines(reader)
+
+
+@asynccontextmanager
+async def _drained(
+    read_stream: Any, write_stream: Any, grace: float = 60.0, answered_once: anyio.Event | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Streams whose end of input waits until every request read has been answered.
+
+    ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
+    the server would stop at EOF and drop the answers still being worked on.
+    """
+    pending: set[Any] = set()
+    answered: list[anyio.Event] = []  # the EOF waiter's current event
+    in_send, in_recv = anyio.create_memory_object_stream[Any](0)
+    out_send, out_recv = anyio.create_memory_object_stream[Any](0)
+
+    async def pump_in() -> None:
+        async with in_send:
+            async for item in read_stream:
+                message = getattr(item, "message", None)
+                if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
+                    pending.add(message.id)
+                await in_send.send(item)
+            with anyio.move_on_after(grace):
+                while pending:
+                    answered[:] = [anyio.Event()]
+                    await answered[0].wait()
+
+    out_done = anyio.Event()
+
+    async def pump_out() -> None:
+        try:
+            await _forward_out()
+        finally:
+            out_done.set()
+
+    async def _forward_out() -> None:
+        async with out_recv, write_stream:  # closing write_stream lets stdio_server finish
+            async for item in out_recv:
+                await write_stream.send(item)
+                message = getattr(item, "message", None)
+                if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
+                    pending.discard(message.id)
+                    for event in answered:
+                        event.set()
+                    if answered_once is not None:
+                        answered_once.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pump_in)
+        tg.start_soon(pump_out)
+        try:
+            yield in_recv, out_send
+        finally:
+            out_send.close()  # pump_out flushes what was accepted, then ends
+            with anyio.move_on_after(5):
+                await out_done.wait()
+            tg.cancel_scope.cancel()
+
+
+async def run_stdio(
+    settings: Settings,
+    log_handler: logging.Handler | None = None,
+    *,
+    build: Callable[[Settings], Runtime] | None = None,
+) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin.
+
+    The client's ``initialize`` is answered at once. The core is loaded on the first request
+    that needs it (a tool call, or a listing before the store exists); until then the tool
+    list is read from the store's file and its change counter watched with the standard
+    library (#17 item 5: idle memory). With ``mcp_core="after-initialize"`` it loads right
+    after the initialize answer has gone out (or after a second of silence). Tool calls wait
+    for it; installed servers start on their first call.
+    """
+    db_file = None if settings.database_url else Path(settings.home).expanduser() / SQLITE_FILE_NAME
+    face = McpFace(early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None)
+    answered_once = anyio.Event()
+    holder: list[Runtime] = []
+
+    async def load() -> None:
+        if settings.mcp_core == "first-call" and db_file is not None:
+            await _watch_until_core_wanted(face, db_file)
+        else:
+            with anyio.move_on_after(_LOAD_AFTER_IDLE_SECONDS):
+                await answered_once.wait()
+        # The answer is handed to the SDK's writer thread; give it a moment to reach stdout
+        # before the import below takes the GIL for most of a second.
+        await anyio.sleep(_WRITER_HEADSTART_SECONDS)
+        try:
+            if build is None:
+                from app.runtime import build_runtime
+                from setup_agent.secrets import install_log_redaction
+
+                runtime = await asyncio.to_thread(build_runtime, settings)
+                if log_handler is not None:
+                    install_log_redaction(runtime.redactor, log_handler)
+            else:
+                runtime = build(settings)
+        except Exception as exc:
+            logger.exception("mcp-setup could not start")
+            face.failed_to_start(exc)
+            return
+        holder.append(runtime)
+        face.provide(runtime)
+        await runtime.start(eager=False)  # servers start on their first call
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(load)
+            stdin = await _cancellable_stdin()
+            async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(
+                read_stream, write_stream, answered_once=answered_once
+            ) as streams:
+                await face.server.run(*streams, face.initialization_options())
+            tg.cancel_scope.cancel()
+    finally:
+        face.close()
+        for runtime in holder:
+            await runtime.aclose()

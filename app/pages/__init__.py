@@ -1,0 +1,35 @@
+"""The one-time local pages a person answers on: the secret page (``secret.py``, its
+HTML in ``html.py``, its loopback server in ``server.py``) and the consent page (``consent.py``).
+The stdio face, ``serve`` and the terminal all use them.
+
+Imports the core only; never cli, web or mcp.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from setup_agent.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .consent import consent_path, describe_consent
+    from .secret import create_secret_app, SECURITY_HEADERS, token_ok
+    from .server import SecretPageServer
+
+__all__ = [
+    "consent_path",
+    "create_secret_app",
+    "describe_consent",
+    "SecretPageServer",
+    "SECURITY_HEADERS",
+    "token_ok",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "consent_path": "consent",
+    "create_secret_app": "secret",
+    "describe_consent": "consent",
+    "SecretPageServer": "server",
+    "SECURITY_HEADERS": "secret",
+    "token_ok": "secret",
+})  # fmt: skip

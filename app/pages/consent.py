@@ -1,0 +1,173 @@
+"""The one-time consent page: the user approves (or denies) what will run, out of band.
+
+``GET /secrets/consents/{consent_id}?t=TOKEN`` shows the :class:`~setup_agent.setup.consent.
+ConsentRequest`: runner, package, exact version or sha256, the command line with ``${KEY}``
+templates (never values), where each secret goes, the destination settings as editable
+fields (the agent's value is only a suggestion), and warnings with a checkbox the user must
+tick. ``POST /secrets/consents/{consent_id}`` (form fields ``t``, ``action=approve|deny``,
+``setting.<NAME>``, ``accept_warnings``) hands the answer to the
+:class:`~setup_agent.setup.consent.ConsentBroker`.
+
+The routes live in the secret page app (:func:`app.pages.secret.create_secret_app`), behind its
+guards (Host allowlist, Origin rule, per-process token, CSP with no script at all), so the
+stdio face's page server and the web face's ``/secrets/…`` both serve them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
+from setup_agent.setup import ConsentBroker, ConsentRequest
+
+from .html import document, esc, message_page
+
+__all__ = ["add_consent_routes", "consent_path", "describe_consent"]
+
+log = logging.getLogger(__name__)
+
+_CONSENT_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
+_MAX_FIELDS = 64
+
+
+def consent_path(consent_id: str, token: str) -> str:
+    """The page's path and query for ``consent_id``."""
+    return f"/secrets/consents/{quote(consent_id, safe='')}?t={quote(token, safe='')}"
+
+
+def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
+    """(label, text) rows of what will run: shared by the page and the terminal prompt."""
+    rows = [("Server", request.server + (f" (version {request.version})" if request.version else ""))]
+    rows.append(("Package", f"{request.package_type}: {request.package}"))
+    if request.sha256:
+        rows.append(("sha256", request.sha256))
+    if request.runner:
+        rows.append(("Runner", request.runner))
+    if request.command_line:
+        rows.append(("Command line", " ".join(request.command_line)))
+    if request.url:
+        rows.append(("URL", f"{request.url} ({request.transport})"))
+    for name, template in request.env.items():
+        rows.append(("Environment", f"{name}={template}"))
+    for name, template in request.headers.items():
+        rows.append(("Header", f"{name}: {template}"))
+    for secret in request.secrets:
+        where = secret.destination + (f" — host {secret.host}" if secret.host else "")
+        rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
+    return rows
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(document(f"{title} — mcp-setup", body), status_code=status)
+
+
+def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | None = None, status: int = 200) -> HTMLResponse:
+    rows = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(text)}</code></dd>\n" for label, text in describe_consent(request))
+    fields = ""
+    for d in request.destinations:
+        fields += (
+            f'<label for="setting-{esc(d.name)}">{esc(d.name)}</label>\n'
+            + (f'<p class="note">{esc(d.description)}</p>\n' if d.description else "")
+            + f'<p class="note">The assistant suggested <code>{esc(d.suggested)}</code>. Change it if that is not '
+            "where you want your secrets sent; the value here is the one used.</p>\n"
+            f'<input type="text" id="setting-{esc(d.name)}" name="setting.{esc(d.name)}" value="{esc(d.suggested)}" '
+            'required spellcheck="false" autocapitalize="off" autocomplete="off">\n'
+        )
+    warnings = ""
+    if request.warnings:
+        items = "".join(f"<li><strong>{esc(w.code)}</strong>: {esc(w.message)}</li>" for w in request.warnings)
+        warnings = (
+            f'<h2>Warnings</h2>\n<ul id="warnings">{items}</ul>\n'
+            '<label><input type="checkbox" name="accept_warnings" value="yes"> I understand these warnings and '
+            "accept them</label>\n"
+        )
+    alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
+    body = (
+        f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
+        "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
+        "secrets to the host shown. Only approve it if it is what you expect.</p>\n"
+        f'<dl id="launch">\n{rows}</dl>\n{alert}'
+        f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
+        f'<input type="hidden" name="t" value="{esc(token)}">\n'
+        + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
+        + warnings
+        + '<div class="buttons">\n'
+        '<button type="submit" name="action" value="approve">Approve</button>\n'
+        '<button type="submit" name="action" value="deny" formnovalidate>Deny</button>\n'
+        "</div>\n</form>"
+    )
+    return _page(f"Allow {request.server}?", body, status)
+
+
+def add_consent_routes(
+    app: FastAPI,
+    consents: Callable[[], ConsentBroker | None],
+    *,
+    token_ok: Callable[[str | None], bool],
+    origin_ok: Callable[[Request], bool],
+    read_form: Callable[..., Any],
+    refused: Callable[[], Response],
+    token: str,
+) -> None:
+    """Add the consent page to the secret page ``app`` (its guards are passed in)."""
+
+    def lookup(consent_id: str) -> tuple[ConsentBroker, Any] | Response:
+        broker = consents()
+        if broker is None or not _CONSENT_ID.fullmatch(consent_id):
+            return message_page(404, "This request is no longer open", "Ask your assistant again.")
+        try:
+            return broker, broker.get(consent_id)
+        except ConsentDenied:
+            return message_page(410, "Denied", "You denied this request. Ask your assistant again if you changed your mind.")
+        except ConsentNotFound as exc:
+            return message_page(404, "This request is no longer open", exc.message)
+
+    @app.get("/secrets/consents/{consent_id}")
+    async def show(request: Request, consent_id: str) -> Response:
+        if not token_ok(request.query_params.get("t")):
+            log.warning("Consent page: refused a GET without the right token")
+            return refused()
+        found = lookup(consent_id)
+        if isinstance(found, Response):
+            return found
+        return _form(consent_id, found[1].request, token)
+
+    @app.post("/secrets/consents/{consent_id}")
+    async def answer(request: Request, consent_id: str) -> Response:
+        if not origin_ok(request):
+            log.warning("Consent page: refused a POST from a foreign origin")
+            return refused()
+        form = await read_form(request, max_fields=_MAX_FIELDS)
+        if form is None:
+            return message_page(400, "Could not read the form", "Go back, reload the page and try again.")
+        if not token_ok(form.get("t")):
+            log.warning("Consent page: refused a POST without the right token")
+            return refused()
+        found = lookup(consent_id)
+        if isinstance(found, Response):
+            return found
+        broker, pending = found
+        action = form.get("action")
+        try:
+            if action == "deny":
+                broker.deny(consent_id, "denied on the consent page", by="consent page")
+                return message_page(200, "Denied", "Nothing runs. You can close this tab and return to your assistant.")
+            if action != "approve":
+                return message_page(400, "Unknown action", "Use the Approve or Deny button.")
+            settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
+            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes", by="consent page")
+        except InvalidInput as exc:
+            return _form(consent_id, pending.request, token, error=exc.message, status=400)
+        except (ConsentNotFound, ConsentDenied) as exc:
+            return message_page(409, "Already answered", exc.message)
+        return message_page(
+            200, "Approved", f"{pending.request.server} may run now. You can close this tab and return to your assistant."
+        )

@@ -1,0 +1,114 @@
+"""The secret page's HTML: its stylesheet, the password form and the message pages.
+
+Every text is escaped; the value typed is never echoed or pre-filled. The routes and guards are
+in :mod:`app.pages.secret`.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from starlette.responses import HTMLResponse
+
+from setup_agent.errors import PromptAlreadyAnswered, PromptCancelled
+from setup_agent.secrets import PendingPrompt
+
+__all__ = ["PAGE_CSS", "document", "esc", "form_page", "message_page", "not_found_page", "prompt_error_page", "refused_page"]
+
+PAGE_CSS = """\
+:root { color-scheme: light dark; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
+body { margin: 0; padding: 1rem; line-height: 1.5; font-size: 1.05rem; }
+main { max-width: 34rem; margin: 2rem auto; }
+h1 { font-size: 1.35rem; line-height: 1.3; }
+code { font-size: 1em; overflow-wrap: anywhere; }
+blockquote { margin: 1rem 0; padding: .5rem 1rem; border-left: .25rem solid #888; white-space: pre-wrap;
+  overflow-wrap: anywhere; }
+label { display: block; font-weight: 600; margin: 1rem 0 .25rem; }
+input[type=password] { box-sizing: border-box; width: 100%; font-size: 1.1rem; padding: .6rem; }
+.buttons { display: flex; gap: .75rem; margin-top: 1rem; flex-wrap: wrap; }
+button { font-size: 1.05rem; padding: .6rem 1.2rem; cursor: pointer; }
+button:focus-visible, input:focus-visible { outline: 3px solid #2a6fdb; outline-offset: 2px; }
+.error { color: #b00020; font-weight: 600; }
+.note { font-size: .95rem; opacity: .85; }
+"""
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def document(title: str, body: str) -> str:
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n"
+        '<link rel="stylesheet" href="/secrets/static/page.css">\n'
+        f"</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
+    )
+
+
+#: Said on every form, before the value is typed (#10 item 2).
+_WEAK_NOTE = (
+    "Note: a value under 8 characters, or a word, a date or a simple pattern (such as Summer2024!), "
+    "cannot be protected against a determined agent: it could find it by guessing."
+)
+
+
+def message_page(status: int, title: str, text: str, *, warning: str | None = None) -> HTMLResponse:
+    body = f"<h1>{esc(title)}</h1>\n<p>{esc(text)}</p>"
+    if warning:
+        body += f'\n<p class="error" role="alert" id="weak-warning">{esc(warning)}</p>'
+    return HTMLResponse(document(f"{title} — mcp-setup", body), status_code=status)
+
+
+def form_page(prompt: PendingPrompt, token: str, *, error: str | None = None, status: int = 200) -> HTMLResponse:
+    key = esc(prompt.key_name)
+    who = f" for <strong>{esc(prompt.server)}</strong>" if prompt.server else ""
+    title = f"Enter your {prompt.key_name}" + (f" for {prompt.server}" if prompt.server else "") + " — mcp-setup"
+    alert = f'<p class="error" role="alert" id="error">{esc(error)}</p>\n' if error else ""
+    described = "privacy error" if error else "privacy"
+    body = (
+        f"<h1>mcp-setup needs your <code>{key}</code>{who}</h1>\n"
+        '<p id="privacy">It is stored on this computer and never shown to the AI assistant.</p>\n'
+        "<p>Your assistant asked:</p>\n"
+        f"<blockquote>{esc(prompt.prompt)}</blockquote>\n"
+        f"{alert}"
+        f'<form method="post" action="/secrets/{esc(prompt.prompt_id)}" autocomplete="off">\n'
+        f'<input type="hidden" name="t" value="{esc(token)}">\n'
+        f'<label for="value">Your {key}</label>\n'
+        '<input type="password" id="value" name="value" autocomplete="off" required autofocus '
+        f'spellcheck="false" autocapitalize="off" aria-describedby="{described}">\n'
+        '<div class="buttons">\n'
+        '<button type="submit" name="action" value="submit">Submit</button>\n'
+        '<button type="submit" name="action" value="cancel" formnovalidate>Cancel</button>\n'
+        "</div>\n</form>\n"
+        f'<p class="note" id="weak-note">{esc(_WEAK_NOTE)}</p>\n'
+        '<p class="note">If you did not expect this request, press Cancel.</p>'
+    )
+    return HTMLResponse(document(title, body), status_code=status)
+
+
+def not_found_page() -> HTMLResponse:
+    return message_page(
+        404,
+        "This request is no longer open",
+        "It has expired or was never made. Go back to your assistant and ask it to request the secret again.",
+    )
+
+
+def refused_page() -> HTMLResponse:
+    return message_page(403, "This link cannot be used", "Open the link exactly as your assistant gave it.")
+
+
+def prompt_error_page(exc: Exception) -> HTMLResponse:
+    if isinstance(exc, PromptAlreadyAnswered):
+        return message_page(
+            409, "Already answered", "This secret was already saved. You can close this tab and return to your assistant."
+        )
+    if isinstance(exc, PromptCancelled):
+        return message_page(
+            410, "Request cancelled", "This request was cancelled. Ask your assistant again if you still want to add it."
+        )
+    return not_found_page()
+

@@ -1,0 +1,174 @@
+"""The secret page served on a loopback port from a background thread (its own event loop).
+
+uvicorn writes nothing to stdout (the stdio MCP face owns stdout) and no log line shows the
+page token. The app itself is :func:`app.pages.secret.create_secret_app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import secrets
+import socket
+import threading
+from typing import Any
+from urllib.parse import quote
+
+import uvicorn
+
+from setup_agent.secrets import PendingPrompt, PromptBroker
+
+from .secret import create_secret_app
+
+__all__ = ["SecretPageServer"]
+
+log = logging.getLogger("app.pages.secret")  # the page's logger, as before the split
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling a threading.Event when it is serving (or failed to)."""
+
+    def __init__(self, config: uvicorn.Config, ready: threading.Event) -> None:
+        super().__init__(config)
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            self.ready.set()
+
+
+class SecretPageServer:
+    """Serves the secret page on a loopback port from a background thread (own event loop)."""
+
+    def __init__(
+        self, broker: PromptBroker, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None, consents: Any = None
+    ) -> None:
+        if not ipaddress.ip_address(host).is_loopback:
+            raise ValueError("The secret page only binds to a loopback address such as 127.0.0.1")
+        self.broker = broker
+        self.consents = consents
+        self.host = host
+        self.token = token or secrets.token_urlsafe(32)
+        self._want_port = port
+        self.port: int | None = None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._log_filter: logging.Filter | None = None
+        self._filtered: list[logging.Handler] = []
+
+    def _hide_token_in_logs(self) -> None:
+        """No log line shows the page token (#10 item 13): a client's error quoting the URL,
+        a traceback, a library's debug line. Every root handler gets a filter for it."""
+        from setup_agent.secrets import RedactingFilter, Redactor
+
+        hider = Redactor()
+        hider.register(self.token, "[page-token]")
+        self._log_filter = RedactingFilter(hider)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(self._log_filter)
+            self._filtered.append(handler)
+
+    @property
+    def allowed_hosts(self) -> set[str]:
+        if self.port is None:
+            return set()
+        name = f"[{self.host}]" if ":" in self.host else self.host
+        return {f"{name}:{self.port}", f"localhost:{self.port}"}
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("The secret page server is not started")
+        name = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{name}:{self.port}"
+
+    def url_for(self, prompt: PendingPrompt | str) -> str:
+        """The page for ``prompt``: ``http://127.0.0.1:PORT/secrets/<prompt_id>?t=<token>``."""
+        prompt_id = prompt.prompt_id if isinstance(prompt, PendingPrompt) else prompt
+        return f"{self.base_url}/secrets/{quote(prompt_id, safe='')}?t={quote(self.token, safe='')}"
+
+    def consent_url(self, consent_id: str) -> str:
+        """The consent page for ``consent_id`` (see :mod:`app.pages.consent`)."""
+        return f"{self.base_url}/secrets/consents/{quote(consent_id, safe='')}?t={quote(self.token, safe='')}"
+
+    def start(self, timeout: float = 10.0) -> SecretPageServer:
+        """Bind, start serving in a background thread, and return once it serves."""
+        if self._thread is not None:
+            raise RuntimeError("The secret page server is already started")
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.bind((self.host, self._want_port))
+            sock.listen(64)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self.port = sock.getsockname()[1]
+        self._hide_token_in_logs()
+        app = create_secret_app(
+            self.broker, token=self.token, allowed_hosts=lambda: self.allowed_hosts, consents=lambda: self.consents
+        )
+        config = uvicorn.Config(
+            app,
+            log_config=None,  # never configure logging (no handler on stdout)
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            proxy_headers=False,
+            server_header=False,
+            timeout_graceful_shutdown=2,
+            timeout_keep_alive=5,
+        )
+        ready = threading.Event()
+        self._server = _Server(config, ready)
+        self._thread = threading.Thread(target=self._run, args=(sock, ready), name="mcp-setup-secret-page", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout) or not self._server.started:
+            self.stop()
+            raise RuntimeError("The secret page server did not start") from self._error
+        log.info("Secret page serving on %s", self.base_url)
+        return self
+
+    def _run(self, sock: socket.socket, ready: threading.Event) -> None:
+        assert self._server is not None
+        try:
+            asyncio.run(self._server.serve(sockets=[sock]))
+        except BaseException as exc:  # SystemExit from uvicorn on a failed startup included
+            self._error = exc
+            log.error("Secret page server stopped with %s", type(exc).__name__)
+        finally:
+            sock.close()
+            ready.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving (bounded) and join the thread."""
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        thread.join(timeout)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(timeout)
+        if thread.is_alive():
+            log.warning("The secret page server thread did not stop in time")
+        self._server = self._thread = None
+        if self._log_filter is not None:
+            for handler in self._filtered:
+                handler.removeFilter(self._log_filter)
+            self._filtered.clear()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> SecretPageServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,23 @@
+"""``mcp-setup serve``: the FastAPI app (``app.py``), its socket (``serve.py``), its guards
+(``security.py``), JSON-RPC (``rpc.py``), the websocket hub (``ws.py``), agent runs from the page
+(``agent_runs.py``) and the modals' answers (``secrets.py``, ``consents.py``, ``answers.py``).
+
+May import mcp, pages, ``app.runtime``, ``app.settings`` and the core; never cli.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from setup_agent.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .serve import run_serve
+
+__all__ = [
+    "run_serve",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "run_serve": "serve",
+})  # fmt: skip

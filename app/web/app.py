@@ -1,0 +1,278 @@
+"""``mcp-setup serve``: the web face (FastAPI + uvicorn on 127.0.0.1).
+
+Endpoints (all on ``http://127.0.0.1:PORT``, all behind :class:`app.web.security.Guard`: Host,
+Origin and the per-process token; CSP and no-store on every response):
+
+* ``GET /?t=TOKEN`` — the page (``ui/index.html``; sets the token cookie); ``GET /static/app.css``
+  and the ES modules of ``ui/js/`` as ``/static/<name>.js`` (entry ``app.js``);
+* ``POST /rpc`` — JSON-RPC 2.0 (see :mod:`app.web.rpc`);
+* ``GET /ws`` — the websocket of one browser session (see :mod:`app.web.ws`; agent runs:
+  :mod:`app.web.agent_runs`);
+* ``POST /api/secrets/{prompt_id}`` — the secret modal's answer, handed straight to the broker
+  (see :mod:`app.web.secrets`);
+* ``POST /api/consents/{consent_id}`` — the consent modal's answer (see :mod:`app.web.consents`);
+* ``/secrets/{prompt_id}?t=TOKEN`` — the one-time secret page of :mod:`app.pages.secret`, for
+  JSON-RPC clients that have no browser session (it runs its own guards); and
+  ``/secrets/consents/{consent_id}?t=TOKEN``, the one-time consent page (:mod:`app.pages.consent`);
+* ``/mcp`` — the gateway over streamable HTTP (the SDK's session manager around the same
+  :class:`app.mcp.face.McpFace` as ``mcp-setup mcp``): the setup tools, every installed
+  server's tools, the prompt resources. Clients send the token as ``Authorization: Bearer``.
+
+:class:`WebFace` builds the runtime in the app's lifespan and listens to it through the core's
+own hooks (broker subscription, ``ConnectionManager.add_status_listener``, ``CallContext.
+on_progress``); it never replaces or wraps an attribute of a runtime object. The access log is
+off (URLs hold the token on the first load). The process (socket, TLS, uvicorn, signals) is
+:func:`app.web.serve.run_serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.websockets import WebSocket
+
+from app.pages import create_secret_app
+from app.settings import Settings
+from setup_agent.package_data import data_dir
+
+from .consents import answer_consent
+from .rpc import RpcDispatcher
+from .secrets import BrokerView, answer_secret
+from .security import Guard, cookie_name
+from .ws import WebHub
+
+__all__ = ["WebFace", "create_app", "ui_dir"]
+
+log = logging.getLogger(__name__)
+
+
+
+def ui_dir() -> Path:
+    """The page's files: the top-level ``ui/`` folder (inside the ``app`` package in a wheel)."""
+    return data_dir("app", "ui")
+
+
+UI_DIR = ui_dir()
+SESSION_HEADER = "x-mcp-setup-session"
+_JS = "text/javascript; charset=utf-8"  # what ES modules need (and nosniff is on)
+# URL → file under ui/. The scripts live in ui/js/ but are served flat under /static/ (the route
+# takes one path segment), so their relative imports ("./api.js") resolve to these URLs.
+_STATIC = {
+    "/static/app.css": ("app.css", "text/css; charset=utf-8"),
+    # Every ES module of ui/js/ (entry: app.js), read once at import: a new module needs no route.
+    **{f"/static/{path.name}": (f"js/{path.name}", _JS) for path in sorted((UI_DIR / "js").glob("*.js"))},
+}
+
+
+class WebFace:
+    """The app's state: runtime, sessions, token. Built by :func:`create_app`."""
+
+    def __init__(self, settings: Settings, *, token: str, port: int, runtime_factory: Callable[[], Any]) -> None:
+        self.settings = settings
+        self.token = token
+        self.port = port
+        self.runtime_factory = runtime_factory
+        self.runtime: Any = None
+        self.hub: WebHub | None = None
+        self.rpc: RpcDispatcher | None = None
+        self._boot: asyncio.Task[None] | None = None
+        self.mcp_face: Any = None
+        self._mcp_http: Any = None
+        self._mcp_stack = contextlib.AsyncExitStack()
+        self.public_base: str | None = None  # a team gateway's own address, for links it hands out
+
+    @property
+    def secret_page_base(self) -> str:
+        return self.public_base or f"http://127.0.0.1:{self.port}"
+
+    async def startup(self) -> None:
+        self.runtime = self.runtime_factory()
+        self.hub = WebHub(self.runtime)
+        self.hub.attach(asyncio.get_running_loop())
+        self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url, consent_url=self.consent_url)
+        await self._start_mcp()
+        # Installed servers come up in the background: the page is there at once.
+        self.runtime.connections.mark_booting()  # servers.list(wait_seconds) waits for that boot
+        self._boot = asyncio.create_task(self._start_runtime(), name="mcp-setup-boot")
+
+    async def _start_mcp(self) -> None:
+        """The gateway at ``/mcp``: the stdio face's server, served by the SDK's HTTP session manager."""
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+
+        from app.mcp import McpFace
+
+        self.mcp_face = McpFace(self.runtime, page_url=self.secret_url)
+        # Host/Origin/token are checked by the Guard in front of the whole app.
+        manager = StreamableHTTPSessionManager(app=self.mcp_face.server)
+        await self._mcp_stack.enter_async_context(manager.run())
+        self._mcp_http = StreamableHTTPASGIApp(manager)
+
+    async def mcp_asgi(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._mcp_http is None:
+            response = JSONResponse({"ok": False, "error": {"code": "starting", "message": "Starting; try again."}}, 503)
+            await response(scope, receive, send)
+            return
+        await self._mcp_http(scope, receive, send)
+
+    async def _start_runtime(self) -> None:
+        assert self.hub is not None
+        hub = self.hub
+
+        async def servers_changed() -> None:  # installs, removals, enable/disable, from any process
+            hub.emit({"type": "servers_changed"})
+
+        self.runtime.gateway.add_listener(servers_changed)
+        # The guard locked an agent's session: the person at the page is told, never the agent.
+        self.runtime.gateway.lockout_listeners.append(
+            lambda _session: hub.emit({"type": "guard_lockout"})  # from the loop thread: the gateway's call
+        )
+        try:
+            await self.runtime.start(eager=True)  # serve keeps every enabled server connected
+        except Exception:
+            log.exception("starting the installed servers failed")
+
+    async def begin_shutdown(self) -> None:
+        """Ctrl-C: end agent runs and in-flight JSON-RPC calls, close the websockets."""
+        if self.rpc is not None:
+            self.rpc.close()
+        if self.hub is not None:
+            await self.hub.aclose()
+
+    async def shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._mcp_stack.aclose()
+        if self.mcp_face is not None:
+            self.mcp_face.close()
+        if self.rpc is not None:
+            self.rpc.close()
+        if self.hub is not None:
+            await self.hub.aclose()
+        if self._boot is not None and not self._boot.done():
+            self._boot.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._boot
+        if self.runtime is not None:
+            await self.runtime.aclose()
+
+    def consent_url(self, consent_id: str) -> str:
+        from app.pages import consent_path
+
+        return self.secret_page_base + consent_path(consent_id, self.token)
+
+    def secret_url(self, prompt_id: str) -> str:
+        return f"{self.secret_page_base}/secrets/{quote(prompt_id, safe='')}?t={quote(self.token, safe='')}"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    token: str,
+    port: int,
+    runtime_factory: Callable[[], Any] | None = None,
+    public_hosts: Sequence[str] = (),
+    secure_cookie: bool = False,
+) -> Guard:
+    """The web app for a server listening on ``127.0.0.1:port``, behind its :class:`Guard`.
+
+    Serve what this returns (the guard), never ``.app`` alone: the guard is the security.
+    ``.face`` is the :class:`WebFace` (runtime, sessions) once the lifespan has started.
+    ``public_hosts`` are further Host names clients may use (a team's gateway); named bearer
+    tokens (``mcp-setup token``) are checked against the runtime's database on every request.
+    """
+    if not token:
+        raise ValueError("token must be a non-empty string")
+    if runtime_factory is None:
+        from app.runtime import build_runtime
+
+        def runtime_factory() -> Any:
+            return build_runtime(settings)
+
+    face = WebFace(settings, token=token, port=port, runtime_factory=runtime_factory)
+    if public_hosts:
+        face.public_base = f"{'https' if secure_cookie else 'http'}://{public_hosts[0]}:{port}"
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await face.startup()
+        try:
+            yield
+        finally:
+            await face.shutdown()
+
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.face = face
+
+    @app.get("/")
+    async def index(request: Request) -> Response:
+        response = FileResponse(UI_DIR / "index.html", media_type="text/html; charset=utf-8")
+        response.set_cookie(
+            cookie_name(port), token, httponly=True, samesite="strict", path="/", secure=secure_cookie
+        )
+        return response
+
+    @app.get("/static/{name}")
+    async def static(name: str) -> Response:
+        entry = _STATIC.get(f"/static/{name}")
+        if entry is None:
+            return JSONResponse({"ok": False, "error": {"code": "not_found", "message": "No such file."}}, 404)
+        return FileResponse(UI_DIR / entry[0], media_type=entry[1])
+
+    @app.post("/rpc")
+    async def rpc(request: Request) -> Response:
+        assert face.rpc is not None
+        return await face.rpc.handle(request, session_id=request.headers.get(SESSION_HEADER))
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        assert face.hub is not None
+        await face.hub.serve(websocket)
+
+    class _McpEndpoint:  # a class instance: Starlette's Route hands it the raw ASGI call
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            await face.mcp_asgi(scope, receive, send)
+
+    app.router.add_route("/mcp", _McpEndpoint(), methods=["GET", "POST", "DELETE"], include_in_schema=False)
+
+    @app.post("/api/secrets/{prompt_id}")
+    async def secret_answer(request: Request, prompt_id: str) -> Response:
+        return await answer_secret(face.runtime, request, prompt_id)
+
+    @app.post("/api/consents/{consent_id}")
+    async def consent_answer(request: Request, consent_id: str) -> Response:
+        return await answer_consent(face.runtime, request, consent_id)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> Response:  # never a traceback to the client
+        log.error("web: %s %s failed with %s", request.method, request.url.path, type(exc).__name__)
+        return JSONResponse({"ok": False, "error": {"code": "internal", "message": "Internal error."}}, 500)
+
+    hosts = {f"127.0.0.1:{port}", f"localhost:{port}"} | {f"{h.lower()}:{port}" for h in public_hosts if h}
+    secret_app = create_secret_app(
+        BrokerView(lambda: face.runtime),
+        token=token,
+        allowed_hosts=hosts,
+        consents=lambda: getattr(face.runtime, "consents", None),
+    )
+    tokens: list[Any] = []
+
+    def bearer(raw: str) -> str | None:
+        if face.runtime is None:
+            return None
+        if not tokens:
+            from setup_agent.store import Tokens
+
+            tokens.append(Tokens(face.runtime.store))
+        return tokens[0].verify(raw)
+
+    guarded = Guard(app, token=token, port=port, secret_app=secret_app, public_hosts=public_hosts, bearer=bearer)
+    guarded.face = face
+    return guarded

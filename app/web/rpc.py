@@ -1,0 +1,386 @@
+"""JSON-RPC 2.0 at ``POST /rpc`` (the web face).
+
+Methods:
+
+* every ``mcp_setup_*`` tool (params = the tool's arguments object; result = the tool's JSON).
+  Provenance of installs: ``ui``. A test or install reports its stages as ``progress`` events
+  (the core's, see :mod:`app.web.ws`) to the browser session named in ``X-MCP-Setup-Session``, else
+  to every open tab. A direct ``mcp_setup_request_secret`` does not wait: the prompt opens in
+  that session (else every open tab) and the result carries ``{ref, prompt_id, status:
+  "pending", url}`` (``url``: the one-time secret page). A test or install the user has not yet
+  approved fails with ``consent_required`` (``data.details: {prompt_id, url}``): the consent modal
+  opens in that session (else every open tab), ``url`` is the consent page; once the user has
+  approved, call again with the same params. (The caller holds the face's token, so the link
+  gives it nothing it did not have; an agent spawned with ``spawn_subagent`` never sees it.)
+* ``spawn_subagent`` — params ``{archetype_id?: "mcp_setup", goal, driver?}``; result
+  ``{status, server_id?, tools?, summary, transcript}``. Its questions and secret prompts go over
+  the websocket of the session named in ``X-MCP-Setup-Session`` (else every open tab) and are
+  answered there (``answer`` message; ``POST /api/secrets/{prompt_id}``). Provenance: ``agent``;
+* ``servers.list`` (``{}`` → ``{servers: [...]}``, as ``mcp_setup_list_servers``),
+  ``servers.remove`` (``{server_id}`` → ``{removed: true}``), ``servers.reconnect``
+  (``{server_id}`` → ``{server_id, status}``; the outcome arrives as ``server_status`` events),
+  ``servers.enable`` / ``servers.disable`` (``{server_id}`` → ``{server_id, enabled}``: a disabled
+  server keeps its settings, stops, and its tools leave every face's list).
+* ``tool_registry_list`` (``{}`` → ``{tools: [...]}``), ``tool_registry_get`` (``{tool_id}`` →
+  ``{tool}``; an unknown id is ``-32000`` with ``data.code: "not_found"``) and
+  ``tool_registry_diagnostics`` (``{}`` → counts, write surface, policy surfaces, providers):
+  the read-only tool registry (setup_agent/agent/tool_registry.py).
+
+Errors — one rule: a tool's error result ``{"ok": false, "error": {code, message, ...}}`` is
+**always** returned as a JSON-RPC error, built by :func:`setup_agent.errors.jsonrpc_error`:
+``invalid_input`` → ``-32602``, any other core code → ``-32000``; ``error.data`` is the core's
+error object (``data.code`` is the stable code). Protocol errors: ``-32700`` parse error,
+``-32600`` invalid request (also: not JSON content type, body over 1 MiB, empty batch),
+``-32601`` unknown method, ``-32602`` bad params (``data.code: "invalid_input"``), ``-32603``
+internal (no details); ``-32000`` with ``data.code: "shutting_down"`` for a call still running
+when mcp-setup stops (Ctrl-C). Batches run concurrently and answer in request order; notifications
+(no ``id``) get no answer (a request made only of them gets HTTP 204). JSON-RPC answers are
+HTTP 200 (415/413 for a wrong content type or an oversized body). Every result passes the
+redactor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from setup_agent.errors import (
+    JSONRPC_INVALID_PARAMS,
+    JSONRPC_METHOD_NOT_FOUND,
+    NotFound,
+    SetupError,
+    jsonrpc_error,
+)
+from setup_agent.setup import TOOL_NAMES, CallContext
+
+from .security import current_principal
+from .ws import WebHub
+
+__all__ = ["METHODS", "RpcDispatcher", "error_from_result"]
+
+log = logging.getLogger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+MAX_BODY = 1 << 20
+METHODS = (
+    *TOOL_NAMES, "spawn_subagent", "servers.list", "servers.remove", "servers.reconnect", "servers.enable",
+    "servers.disable", "tool_registry_list", "tool_registry_get", "tool_registry_diagnostics",
+)  # fmt: skip
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+def _bad_params(message: str) -> RpcError:
+    return RpcError(JSONRPC_INVALID_PARAMS, message, {"code": "invalid_input", "message": message})
+
+
+def _setup_error_class(code: str) -> type[SetupError] | None:
+    stack: list[type[SetupError]] = [SetupError]
+    while stack:
+        cls = stack.pop()
+        if cls.code == code:
+            return cls
+        stack.extend(cls.__subclasses__())
+    return None
+
+
+def error_from_result(error: dict[str, Any]) -> SetupError:
+    """The :class:`SetupError` for a tool's ``error`` object (so ``jsonrpc_error`` maps it)."""
+    code = str(error.get("code") or "internal")
+    message = str(error.get("message") or "The call failed.")
+    details = error.get("details") if isinstance(error.get("details"), dict) else None
+    key = error.get("key") if isinstance(error.get("key"), str) else None
+    cls = _setup_error_class(code)
+    exc = (cls or SetupError)(message, key=key, details=details)
+    if cls is None:
+        exc.code = code  # a code without a class of its own (e.g. tool_not_allowed)
+    extra = {k: v for k, v in error.items() if k not in ("code", "message", "details", "key")}
+    if extra:
+        exc.details.update(extra)
+    return exc
+
+
+def _response(body: Any, status: int = 200) -> Response:
+    return JSONResponse(body, status_code=status)
+
+
+def _error_response(code: int, message: str, *, status: int = 200, req_id: Any = None) -> Response:
+    return _response({"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}, status)
+
+
+#: Parameter names the agent gives are echoed only when they look like one (#10 item 2).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_METHOD_NOT_FOUND = (
+    "Method not found. The methods are the mcp_setup_* tools, spawn_subagent, servers.* and tool_registry_*."
+)
+
+_STOPPED = "mcp-setup is shutting down; the call was stopped."
+_SHUTTING_DOWN = {"code": -32000, "message": _STOPPED, "data": {"code": "shutting_down", "message": _STOPPED}}
+
+
+def _shutting_down() -> Response:
+    return _response({"jsonrpc": "2.0", "id": None, "error": _SHUTTING_DOWN}, 503)
+
+
+class RpcDispatcher:
+    """Answers ``POST /rpc``; talks to browser sessions through ``hub``; ``page_url(prompt_id)``
+    is the one-time secret page of a prompt."""
+
+    def __init__(
+        self,
+        runtime: Any,
+        hub: WebHub,
+        *,
+        page_url: Callable[[str], str],
+        consent_url: Callable[[str], str] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.hub = hub
+        self.page_url = page_url
+        self.consent_url = consent_url
+        self.closing = False
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    def close(self) -> None:
+        """Shutting down: every in-flight call ends with a ``shutting_down`` error."""
+        self.closing = True
+        for task in list(self._inflight):
+            task.cancel()
+
+    async def handle(self, request: Request, *, session_id: str | None = None) -> Response:
+        task = asyncio.current_task()
+        if self.closing or task is None:
+            return _shutting_down()
+        self._inflight.add(task)
+        try:
+            return await self._handle(request, session_id)
+        except asyncio.CancelledError:
+            if not self.closing:
+                raise
+            task.uncancel()
+            return _shutting_down()
+        finally:
+            self._inflight.discard(task)
+
+    async def _handle(self, request: Request, session_id: str | None) -> Response:
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            return _error_response(INVALID_REQUEST, "Send JSON-RPC 2.0 as application/json.", status=415)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY:
+                return _error_response(INVALID_REQUEST, "The request is too large (at most 1 MiB).", status=413)
+        try:
+            payload = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return _error_response(PARSE_ERROR, "Parse error: the body is not valid JSON.")
+        if session_id is not None and session_id not in self.hub.sessions:
+            session_id = None
+        if isinstance(payload, list):
+            if not payload:
+                return _error_response(INVALID_REQUEST, "Invalid request: an empty batch.")
+            answers = await asyncio.gather(*(self._one(item, session_id) for item in payload))
+            out = [a for a in answers if a is not None]
+            return _response(out) if out else Response(status_code=204)
+        answer = await self._one(payload, session_id)
+        return _response(answer) if answer is not None else Response(status_code=204)
+
+    async def _one(self, req: Any, session_id: str | None) -> dict[str, Any] | None:
+        if not isinstance(req, dict):
+            return self._invalid(None, "Invalid request: expected a JSON-RPC 2.0 request object.")
+        req_id = req.get("id")
+        valid_id = req_id is None or (isinstance(req_id, (str, int, float)) and not isinstance(req_id, bool))
+        if not valid_id:
+            return self._invalid(None, "Invalid request: id must be a string, a number or null.")
+        if req.get("jsonrpc") != "2.0":
+            return self._invalid(req_id, 'Invalid request: "jsonrpc" must be "2.0".')
+        method = req.get("method")
+        if not isinstance(method, str) or not method:
+            return self._invalid(req_id, "Invalid request: method must be a non-empty string.")
+        notification = "id" not in req
+        try:
+            if method not in METHODS:
+                raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
+            params = req.get("params", {})
+            if params is None:
+                params = {}
+            if not isinstance(params, dict):
+                raise _bad_params("params must be an object of named arguments.")
+            result = await self._call(method, params, session_id)
+            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "result": result}
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self.closing or task is None:
+                raise
+            task.uncancel()
+            answer = {"jsonrpc": "2.0", "id": req_id, "error": _SHUTTING_DOWN}
+        except RpcError as exc:
+            answer = {"jsonrpc": "2.0", "id": req_id, "error": exc.to_dict()}
+        except SetupError as exc:
+            answer = {"jsonrpc": "2.0", "id": req_id, "error": jsonrpc_error(exc)}
+        except Exception as exc:
+            log.exception("JSON-RPC %s failed", method if method in METHODS else "(unknown method)")
+            answer = {"jsonrpc": "2.0", "id": req_id, "error": jsonrpc_error(exc)}
+        if notification:
+            return None
+        clean = self.runtime.redactor.redact_obj(answer)
+        clean["id"] = req_id  # the caller's own id, verbatim: redacting it would answer a guess (#10 item 2)
+        return clean
+
+    @staticmethod
+    def _invalid(req_id: Any, message: str) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": req_id, "error": {"code": INVALID_REQUEST, "message": message}}
+
+    async def _call(self, method: str, params: dict[str, Any], session_id: str | None) -> Any:
+        log.info("JSON-RPC %s", method)
+        if method in TOOL_NAMES:
+            return await self._tool(method, params, session_id)
+        if method == "spawn_subagent":
+            return await self._spawn(params, session_id)
+        if method == "servers.list":
+            _only(params, {"wait_seconds"})
+            return await self._tool("mcp_setup_list_servers", params, session_id)
+        if method == "servers.remove":
+            _only(params, {"server_id"})
+            return await self._tool("mcp_setup_remove", params, session_id)
+        if method == "servers.reconnect":
+            _only(params, {"server_id"})
+            return await self._reconnect(params)
+        if method in ("servers.enable", "servers.disable"):
+            _only(params, {"server_id"})
+            return await self.runtime.service.set_enabled(
+                _server_id(params), method == "servers.enable", actor=current_principal() or "ui"
+            )
+        if method.startswith("tool_registry_"):
+            return await self._registry(method, params)
+        raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
+
+    async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
+        ctx = CallContext(
+            installed_by=current_principal() or "ui",  # token:<name> with a team's named token
+            present_prompt=self._presenter(session_id),
+            on_progress=self.hub.progress_to(session_id),
+            present_consent=self._consent_presenter(session_id),
+            present_authorization=self._sign_in_presenter(session_id),
+        )
+        result = await self.runtime.service.call(name, params, ctx)
+        if isinstance(result, dict) and result.get("ok") is False:
+            raise error_from_result(result.get("error") or {})
+        return result
+
+    def _presenter(self, audience: str | None) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+        """How a direct ``mcp_setup_request_secret`` shows its prompt (it does not wait)."""
+
+        async def present(pending: Any) -> dict[str, Any]:
+            self.hub.announce_prompt(pending, audience=audience)
+            return {
+                "status": "pending",
+                "url": self.page_url(pending.prompt_id),
+                "message": (  # names nothing the agent gave (#10 item 2)
+                    "The user can enter the secret in the open mcp-setup page, or at this link. The ref "
+                    "works once they have submitted it; the value is never shown to you."
+                ),
+            }
+
+        return present
+
+    def _consent_presenter(self, audience: str | None) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+        """A direct test or install: the consent modal opens in the tab, the call does not wait."""
+
+        async def present(pending: Any) -> dict[str, Any]:
+            self.hub.announce_consent(pending, audience=audience)
+            return {"status": "pending", "url": self.consent_url(pending.consent_id)} if self.consent_url else {}
+
+        return present
+
+    def _sign_in_presenter(self, audience: str | None) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+        """How a direct ``mcp_setup_authorize`` shows the sign-in (the page's box; it does not wait)."""
+
+        async def present(info: dict[str, Any]) -> dict[str, Any]:
+            self.hub.announce_authorization(info, audience=audience)
+            return {"status": "pending", "url": info["url"]}
+
+        return present
+
+    async def _spawn(self, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
+        _only(params, {"archetype_id", "goal", "driver"})
+        goal = params.get("goal")
+        if not isinstance(goal, str) or not goal.strip():
+            raise _bad_params("goal is required: a non-empty sentence such as 'set up the Notion MCP server'.")
+        archetype_id = params.get("archetype_id", "mcp_setup")
+        if not isinstance(archetype_id, str) or not archetype_id:
+            raise _bad_params("archetype_id must be a non-empty string.")
+        driver = params.get("driver")
+        if driver is not None and not isinstance(driver, str):
+            raise _bad_params("driver must be a string (guided or openai).")
+        try:
+            from setup_agent.agent import spawn_subagent  # noqa: F401 - is the harness there?
+        except ImportError:
+            raise RpcError(-32000, "The setup agent is not available.", {"code": "agent_unavailable"}) from None
+        run = self.hub.agents.spawn(goal.strip(), archetype_id=archetype_id, driver=driver, audience=session_id)
+        assert run.task is not None
+        try:
+            return await asyncio.shield(run.task)
+        except KeyError:  # an unknown archetype or driver: its text is the agent's, never echoed
+            raise _bad_params("archetype_id or driver names no known agent (archetype mcp_setup; driver guided or openai).") from None
+        except ValueError:
+            raise _bad_params("goal is required: a non-empty sentence such as 'set up the Notion MCP server'.") from None
+
+    async def _registry(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The read-only tool registry (setup_agent/agent/tool_registry.py); changes nothing."""
+        registry = self.runtime.tool_registry
+        if method == "tool_registry_get":
+            _only(params, {"tool_id"})
+            tool_id = params.get("tool_id")
+            if not isinstance(tool_id, str) or not tool_id.strip():
+                raise _bad_params("tool_id is required: a tool_id from tool_registry_list.")
+            return {"tool": await registry.get(tool_id.strip())}
+        _only(params, set())
+        if method == "tool_registry_list":
+            return {"tools": await registry.list()}
+        return await registry.diagnostics()
+
+    async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
+        server_id = _server_id(params)
+        server = await asyncio.to_thread(self.runtime.store.get, server_id)
+        if server is None:
+            raise NotFound("No installed server has this server_id. servers.list lists them.")
+        status = await self.runtime.connections.connect(server, wait=False)
+        return {"server_id": server_id, "status": status.status}
+
+
+def _server_id(params: dict[str, Any]) -> str:
+    server_id = params.get("server_id")
+    if not isinstance(server_id, str) or not server_id.strip():
+        raise _bad_params("server_id is required and must be a non-empty string.")
+    return server_id.strip()
+
+
+def _only(params: dict[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(params) - allowed)
+    if extra:
+        named = [p for p in extra if _NAME.fullmatch(p)]
+        if len(named) < len(extra):
+            named.append("an invalid name" if len(extra) - len(named) == 1 else f"{len(extra) - len(named)} invalid names")
+        raise _bad_params(f"Unknown parameter(s): {', '.join(named)}; allowed: {', '.join(sorted(allowed))}.")

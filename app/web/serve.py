@@ -1,0 +1,230 @@
+"""``mcp-setup serve``'s process: the listening socket, TLS or not, uvicorn, signals, the browser.
+
+:func:`run_serve` refuses a non-loopback host without TLS (or ``--insecure-http``), prints the
+URL once serving, keeps the token out of logs and shuts down gracefully on Ctrl-C/SIGTERM. The
+app itself is :func:`app.web.app.create_app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import webbrowser
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from app.settings import Settings
+
+from .app import WebFace, create_app
+
+__all__ = ["display_available", "run_serve"]
+
+log = logging.getLogger("app.web.app")  # the web face's logger, as before the split
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server: prints the URL once serving; Ctrl-C/SIGTERM shut down gracefully, exit 0."""
+
+    def __init__(self, config: uvicorn.Config, url: str, open_browser: bool, face: WebFace) -> None:
+        super().__init__(config)
+        self.url = url
+        self.open_browser = open_browser
+        self.face = face
+        self.signalled: int | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Stop agent runs, in-flight calls and websockets first: uvicorn then has nothing to wait for.
+        try:
+            await self.face.begin_shutdown()
+        except Exception:
+            log.exception("stopping the web sessions failed")
+        await super().shutdown(sockets=sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.should_exit:  # the lifespan failed
+            return
+        print(f"mcp-setup is running at {self.url}", flush=True)
+        print("Open that link (it holds this run's key). Press Ctrl-C to stop.", flush=True)
+        if self.open_browser and display_available(os.environ):
+            threading.Thread(target=_open_browser, args=(self.url,), daemon=True, name="mcp-setup-browser").start()
+        elif self.open_browser:
+            print("No display here, so no browser was opened: open the link in a browser on this computer "
+                  "(or through an SSH tunnel).", flush=True)  # fmt: skip
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, sig: int, frame: Any) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.signalled = sig
+        self.should_exit = True
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _hide_token_in_logs(token: str, handler: logging.Handler) -> None:
+    """No log line shows the token (uvicorn logs websocket paths with their query)."""
+    from setup_agent.secrets import RedactingFilter, Redactor
+
+    hider = Redactor()
+    hider.register(token, "[token]")
+    handler.addFilter(RedactingFilter(hider))
+
+
+def display_available(env: Mapping[str, str], platform: str = sys.platform) -> bool:
+    """Whether a browser can show up (#12 item 7): macOS and Windows always; elsewhere only
+    with an X11 or Wayland display (a headless Chromium would crash silently)."""
+    if platform in ("darwin", "win32"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def _open_browser(url: str) -> None:
+    try:
+        webbrowser.open(url)
+    except Exception as exc:  # noqa: BLE001 - the URL is printed anyway
+        log.info("could not open a browser (%s); open the printed link yourself", type(exc).__name__)
+
+
+def run_serve(
+    settings: Settings,
+    log_handler: logging.Handler,
+    *,
+    port: int | None = None,
+    open_browser: bool = True,
+    host: str = "127.0.0.1",
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+    insecure_http: bool = False,
+) -> int:
+    """Serve the web app on ``host`` (127.0.0.1) until Ctrl-C/SIGTERM; returns the exit code.
+
+    A non-loopback ``host`` needs ``tls_cert`` and ``tls_key``, or ``insecure_http`` (warned on
+    every start): the token and every secret typed into the page cross that network.
+    """
+    want = settings.port if port is None else port
+    if not 0 <= want <= 65535:
+        print(f"mcp-setup: --port must be from 0 to 65535 (0 picks a free port), not {want}.", file=sys.stderr)
+        return 2
+    if (tls_cert is None) != (tls_key is None):
+        print("mcp-setup: give both --tls-cert and --tls-key (PEM files), or neither.", file=sys.stderr)
+        return 2
+    tls = tls_cert is not None
+    if not _is_loopback(host):
+        if not tls and not insecure_http:
+            print(
+                f"mcp-setup: refusing to serve on {host} without TLS: tokens and secrets would cross the network "
+                "in clear. Give --tls-cert FILE --tls-key FILE (PEM), or put a TLS proxy in front and pass "
+                "--insecure-http.",
+                file=sys.stderr,
+            )
+            return 2
+        if not tls:
+            log.warning(
+                "serving on %s over plain HTTP (--insecure-http): tokens and secrets cross the network in clear "
+                "unless a TLS proxy is in front.", host,
+            )
+    if settings.data_key_file or settings.data_key_keyring_entry:  # a team's key: say what is wrong, plainly
+        from app.runtime import open_vault
+        from setup_agent.errors import SetupError
+
+        try:
+            open_vault(settings)
+        except SetupError as exc:
+            print(f"mcp-setup: {exc.message}", file=sys.stderr)
+            return 1
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, want))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        print(
+            f"mcp-setup: cannot listen on {host}:{want} ({exc.strerror or exc}). "
+            "Is another mcp-setup running? Use --port to pick another port (0 = any free one).",
+            file=sys.stderr,
+        )
+        return 1
+    actual = sock.getsockname()[1]
+    token = secrets.token_urlsafe(32)
+    public_hosts = [
+        f"[{h}]" if ":" in h else h for h in (settings.public_host, host) if h and not _is_wildcard(h) and not _is_loopback(h)
+    ]
+    shown = settings.public_host or ("127.0.0.1" if _is_wildcard(host) else host)
+    if ":" in shown:  # an IPv6 literal
+        shown = f"[{shown}]"
+    url = f"{'https' if tls else 'http'}://{shown}:{actual}/?t={token}"
+    _hide_token_in_logs(token, log_handler)
+
+    def factory() -> Any:
+        from app.runtime import build_runtime
+        from setup_agent.secrets import install_log_redaction
+
+        runtime = build_runtime(settings)
+        install_log_redaction(runtime.redactor, log_handler)
+        return runtime
+
+    app = create_app(
+        settings, token=token, port=actual, runtime_factory=factory, public_hosts=public_hosts, secure_cookie=tls
+    )
+    config = uvicorn.Config(
+        app,
+        log_config=None,  # the CLI configured logging (stderr, redacted)
+        access_log=False,  # the first URL holds the token
+        lifespan="on",
+        ws="websockets-sansio",
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=5,
+        ws_max_size=1 << 20,
+        ssl_certfile=str(tls_cert) if tls_cert else None,
+        ssl_keyfile=str(tls_key) if tls_key else None,
+    )
+    server = _Server(config, url, open_browser, app.face)
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    finally:
+        sock.close()
+    if not server.started:
+        print("mcp-setup: the web app did not start; see the messages above.", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,299 @@
+"""The connection manager: live sessions to every installed, enabled server.
+
+At start it connects every enabled server concurrently (bounded). Each connection lives in
+its own task holding an ``mcp.Client`` (one :class:`~setup_agent.gateway.live.LiveConnection`
+per server); a server that dies is reconnected with backoff.
+Decrypted values are handed to the redactor while a server uses them, so nothing a server
+prints or returns can carry them out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from setup_agent.errors import NotFound
+from setup_agent.launch import BundleCache, ProcessLedger
+from setup_agent.secrets import Redactor
+from setup_agent.store import InstalledServer, Store
+
+from .live import LiveConnection, ServerStatus, Status
+from .server_logs import delete_log
+
+__all__ = ["ConnectionManager", "ServerStatus"]
+
+logger = logging.getLogger(__name__)
+
+#: ``auth_for(server, values)``: an ``httpx2.Auth`` for a remote that signed in (OAuth), or None.
+#: It may carry ``signed_out`` (an ``asyncio.Event``) and ``signed_out_reason``: once set, the
+#: server is ``needs_sign_in`` and is not retried (see setup_agent/oauth/sign_ins.py).
+AuthHook = Callable[[InstalledServer, dict[str, str]], Any]
+
+class ConnectionManager:
+    """Owns the live sessions. ``install_root/<server_id>`` is each server's install dir."""
+
+    def __init__(
+        self,
+        store: Store,
+        redactor: Redactor,
+        *,
+        install_root: Path,
+        host_env: Mapping[str, str] | None = None,
+        max_concurrency: int = 8,
+        backoff: Sequence[float] = (1.0, 2.0, 5.0, 15.0, 60.0),
+        connect_timeout: float = 60.0,
+        on_status: Callable[[ServerStatus], None] | None = None,
+        ledger: ProcessLedger | None = None,
+        auth_for: AuthHook | None = None,
+        bundles: BundleCache | None = None,
+        logs_dir: Path | None = None,
+    ) -> None:
+        self.store = store
+        self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
+        self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
+        self.ledger = ledger  # records each server's process group (crash safety)
+        self.redactor = redactor
+        self.install_root = install_root
+        self.host_env = host_env
+        self.backoff = tuple(backoff)
+        self.connect_timeout = connect_timeout
+        self.auth_for = auth_for
+        self._listeners: list[Callable[[ServerStatus], None]] = [on_status] if on_status is not None else []
+        self.slots = asyncio.Semaphore(max_concurrency)  # connections starting at once
+        self._live: dict[str, LiveConnection] = {}
+        #: Servers an install of this process is about to connect (see ``expect``): a store sync
+        #: does not start them meanwhile, so the install's own (possibly adopted) session is the one.
+        self._expected: set[str] = set()
+        self._booting = False
+        self._booted = asyncio.Event()
+        # Every stored secret of every installed server, for the redactor (not only live ones):
+        # an installed server may print another's secret, or its own before it connected.
+        self._stored_secrets: list[tuple[str, str]] = []
+        redactor.add_source(lambda: self._stored_secrets)
+        #: Called with the store's record when a server's live tools differ from its pin beyond
+        #: whitespace (pins.py): the face asks the user out of band (runtime wires ToolReview).
+        self.on_tools_changed: Callable[[InstalledServer], None] | None = None
+
+    def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
+        """Hear every status change; returns a function that stops listening."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def install_dir(self, server_id: str) -> Path:
+        return self.install_root / server_id
+
+    def bundle_dir(self, server_id: str) -> Path:
+        """Where an MCPB bundle is unpacked: its ``${__dirname}``."""
+        return self.install_dir(server_id) / "bundle"
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect every enabled installed server, concurrently; returns when all settled."""
+        self._booting = True
+        try:
+            servers = await asyncio.to_thread(self.store.list, enabled_only=True)
+            for server in servers:
+                await self.connect(server, wait=False)
+        finally:
+            self._booted.set()
+        await asyncio.gather(*(self.wait_settled(s.server_id) for s in servers if s.server_id in self._live))
+
+    def expect(self, server_id: str, expected: bool = True) -> None:
+        """An install is about to commit ``server_id`` and connect it: ``sync`` leaves it alone
+        until ``connect`` (or ``expect(server_id, False)`` when the install failed)."""
+        (self._expected.add if expected else self._expected.discard)(server_id)
+
+    async def connect(self, server: InstalledServer, *, wait: bool = True, adopt: Any = None) -> ServerStatus:
+        """Start (or restart) the session for ``server``; with ``wait``, until it settles.
+
+        ``adopt``: a parked tested session (:class:`setup_agent.setup.adoption.Parked`) of this server,
+        already running in its install dir: it becomes the connection, no second start."""
+        while server.server_id in self._live:  # another connect may slip in while one is stopped
+            await self.disconnect(server.server_id)
+        self._expected.discard(server.server_id)
+        live = LiveConnection(self, server, adopted=adopt)
+        self._live[server.server_id] = live
+        live.task = asyncio.create_task(live.run(), name=f"mcp-setup-conn-{server.server_id}")
+        if wait:
+            await self.wait_settled(server.server_id)
+        return live.status
+
+    async def wait_settled(self, server_id: str, timeout: float | None = None) -> ServerStatus:
+        live = self._get(server_id)
+        limit = timeout if timeout is not None else self.connect_timeout + 10
+        async with asyncio.timeout(limit):
+            while live.status.status == "connecting":
+                live.changed.clear()
+                await live.changed.wait()
+        return live.status
+
+    async def wait_all_settled(self, timeout: float) -> None:
+        """Wait (bounded) until no server is still connecting; returns quietly on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                if self._booting:
+                    await self._booted.wait()  # the boot may still be reading the store
+                for server_id in list(self._live):
+                    if server_id in self._live:
+                        await self.wait_settled(server_id, timeout)
+        except TimeoutError:
+            pass
+
+    async def wait_for_status(self, server_id: str, status: Status, timeout: float) -> ServerStatus:
+        """Wait (bounded) until ``server_id`` reaches ``status``."""
+        async with asyncio.timeout(timeout):
+            while True:
+                live = self._get(server_id)
+                if live.status.status == status:
+                    return live.status
+                live.changed.clear()
+                await live.changed.wait()
+
+    async def disconnect(self, server_id: str, *, removed: bool = False) -> None:
+        """Stop the server's session; with ``removed``, nothing it prints meanwhile reaches its log."""
+        live = self._live.pop(server_id, None)
+        if live is None:
+            return
+        if removed:
+            live.discard_log()
+        live.stop.set()
+        if live.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(live.task), timeout=10)
+            except (TimeoutError, asyncio.CancelledError):
+                live.task.cancel()
+        live.forget_secrets()
+
+    async def remove(self, server_id: str, *, actor: str = "user") -> None:
+        """Disconnect, delete the rows and env, and delete the install dir (``actor`` is audited)."""
+        server = await asyncio.to_thread(self.store.get, server_id)
+        if server is None:
+            raise NotFound(f"No installed server has the id {server_id!r}. mcp_setup_list_servers lists them.")
+        await self.disconnect(server_id, removed=True)
+        await asyncio.to_thread(lambda: self.store.remove(server_id, actor=actor))
+        await self._delete_files(server_id)
+
+    async def _delete_files(self, server_id: str) -> None:
+        """A removed server's install dir and log (once its process is stopped)."""
+        await asyncio.to_thread(shutil.rmtree, self.install_dir(server_id), True)
+        if self.logs_dir is not None:
+            await asyncio.to_thread(delete_log, self.logs_dir, server_id)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(self.disconnect(sid) for sid in list(self._live)))
+
+    # -- the gateway's needs ---------------------------------------------------------
+    async def learn_stored_secrets(self) -> None:
+        """Teach the redactor every stored secret value of every installed server."""
+        rows = await asyncio.to_thread(self.store.secret_values)
+        self._stored_secrets = [(f"[secret:{key}]", value.reveal()) for _sid, key, value in rows]
+        self.redactor.invalidate()
+
+    def mark_booting(self) -> None:
+        """A boot is about to read the store: ``wait_all_settled`` waits for it (call before the
+        boot task is scheduled, so a listing that arrives first does not see an empty manager)."""
+        self._booting = True
+
+    async def sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
+        """Match the live sessions to ``servers`` (the store's): stop what is gone or disabled;
+        with ``eager``, start every enabled server not yet live."""
+        self._booting = True
+        try:
+            await self._sync(servers, eager=eager)
+        finally:
+            self._booted.set()
+
+    async def _sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
+        wanted = {s.server_id: s for s in servers if s.enabled}
+        gone = [sid for sid in self._live if sid not in wanted]
+        installed = {s.server_id for s in servers}
+        await asyncio.gather(*(self.disconnect(sid, removed=sid not in installed) for sid in gone))
+        for sid in gone:
+            self._set_stopped(sid)
+            if sid not in installed:  # removed by another process: its files here go too
+                await self._delete_files(sid)
+        for server in wanted.values():
+            live = self._live.get(server.server_id)
+            if live is not None and live.server.launch_spec == server.launch_spec:
+                live.server = server  # its latest record (e.g. a newly approved tool list, #16)
+            # Lazy or not, a server whose tools were never recorded (installed by an older
+            # mcp-setup) is started once so that they can be listed.
+            if server.server_id in self._expected:
+                continue  # its install connects it (one start, #17)
+            if server.server_id not in self._live and (eager or not server.tools_recorded):
+                await self.connect(server, wait=False)
+
+    async def ensure_connected(self, server: InstalledServer, timeout: float) -> ServerStatus:
+        """Start ``server`` unless it is live (or retrying), and wait (bounded) for it to settle.
+
+        A server that gave up (failed with no retry left) or was stopped is started afresh.
+        """
+        live = self._live.get(server.server_id)
+        if live is None or live.task is None or live.task.done() or live.status.status in ("failed", "stopped"):
+            await self.connect(server, wait=False)
+        live = self._live[server.server_id]
+        live.last_used = asyncio.get_running_loop().time()
+        try:
+            return await self.wait_settled(server.server_id, timeout)
+        except TimeoutError:
+            return live.status
+
+    async def stop_idle(self, idle_seconds: float) -> list[str]:
+        """Stop connected servers unused for ``idle_seconds``; they start again on their next call."""
+        now = asyncio.get_running_loop().time()
+        idle = [
+            sid for sid, live in self._live.items()
+            if live.status.status == "connected" and now - (live.last_used or now) >= idle_seconds
+        ]  # fmt: skip
+        for sid in idle:
+            logger.info("server %s idle for %.0f s: stopping it until its next call", sid, idle_seconds)
+            await self.disconnect(sid)
+        return idle
+
+    def _set_stopped(self, server_id: str) -> None:
+        self.announce(ServerStatus(server_id, status="stopped"))
+
+    def announce(self, status: ServerStatus) -> None:
+        """Tell every status listener."""
+        for listener in list(self._listeners):
+            try:
+                listener(status)
+            except Exception:  # a listener must not break a connection
+                logger.exception("status listener failed")
+
+    # -- queries ----------------------------------------------------------------------
+    def status(self, server_id: str) -> ServerStatus:
+        live = self._live.get(server_id)
+        return live.status if live else ServerStatus(server_id, status="stopped")
+
+    def connected_server(self, server_id: str) -> InstalledServer | None:
+        """The installed server behind a connected session, or None."""
+        live = self._live.get(server_id)
+        return live.server if live is not None and live.status.status == "connected" else None
+
+    def pid(self, server_id: str) -> int | None:
+        live = self._live.get(server_id)
+        return live.pid if live else None
+
+    def tools(self) -> dict[str, list[dict[str, Any]]]:
+        """Tools of every connected server: what the main agent gets."""
+        return {sid: live.status.tools for sid, live in self._live.items() if live.status.status == "connected"}
+
+    async def call_tool(self, server_id: str, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        result = await live.client.call_tool(name, arguments or {})
+        live.last_used = asyncio.get_running_loop().time()
+        return self.redactor.redact_obj(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    def _get(self, server_id: str) -> LiveConnection:
+        live = self._live.get(server_id)
+        if live is None:
+            raise NotFound(f"Server {server_id} is not running.")
+        return live

@@ -1,0 +1,285 @@
+"""One installed server's live connection (:class:`LiveConnection`): its status, its client,
+the secrets it taught the redactor, and the loop that starts the server (or takes over the
+session its install tested), lists and records its tools, holds the session until it is
+stopped, dies or loses its sign-in, and reconnects with backoff. The
+:class:`~setup_agent.gateway.connections.ConnectionManager` owns one per live server and is its
+``owner``: the settings, the store and the redactor come from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from setup_agent.errors import SetupError
+from setup_agent.launch import LaunchSpec, ProcessWatch, list_all_tools, materialize, open_client, tool_dicts
+from setup_agent.store import InstalledServer
+from setup_agent.translation import translate
+
+from .server_logs import ServerLog
+
+__all__ = ["LiveConnection", "Owner", "ServerStatus", "Status"]
+
+logger = logging.getLogger(__name__)
+
+Status = Literal["connecting", "connected", "failed", "stopped", "needs_sign_in"]
+
+
+@dataclass
+class ServerStatus:
+    server_id: str
+    status: Status = "connecting"
+    reason: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    attempts: int = 0
+    #: The stable error code of the last failure (``exited``, ``timeout``, ``rejected``, …).
+    code: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "tools": self.tools}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+class Owner(Protocol):
+    """What a live connection takes from its manager (the
+    :class:`~setup_agent.gateway.connections.ConnectionManager`, which imports this module)."""
+
+    store: Any
+    redactor: Any
+    ledger: Any
+    bundles: Any
+    slots: Any
+    logs_dir: Any
+    install_dir: Any
+    bundle_dir: Any
+    host_env: Any
+    auth_for: Any
+    connect_timeout: float
+    backoff: Any
+    on_tools_changed: Any
+
+    def announce(self, status: ServerStatus) -> None: ...
+
+
+class LiveConnection:
+    """One server's session and its reconnect loop (:meth:`run`, a task of the manager)."""
+
+    def __init__(self, owner: Owner, server: InstalledServer, *, adopted: Any = None) -> None:
+        self.owner = owner
+        self.server = server
+        self.status = ServerStatus(server.server_id)
+        self.task: asyncio.Task[None] | None = None
+        self.stop = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.client: Any = None
+        self.pid: int | None = None
+        self.secrets: list[str] = []
+        self.last_used = 0.0
+        self.adopted = adopted  # a tested session (setup_agent/adoption.Parked) to use as the first connection
+        self.log: ServerLog | None = None  # the current attempt's stderr log file
+        self.removed = False  # the server is removed: its log is not written again (discard_log)
+
+    def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
+        self.status.status = status
+        self.status.reason = reason
+        self.status.code = code
+        if status in ("failed", "stopped", "needs_sign_in"):
+            self.status.tools = []  # a reconnect ("connecting") keeps showing what it had
+        self.changed.set()
+        self.owner.announce(self.status)
+
+    def discard_log(self) -> None:
+        """The server is removed: what it prints while it stops must not recreate its log."""
+        self.removed = True
+        if self.log is not None:
+            self.log.discard()
+
+    def forget_secrets(self) -> None:
+        for value in self.secrets:
+            self.owner.redactor.unregister(value)
+        self.secrets.clear()
+
+    async def _values(self) -> dict[str, str]:
+        stored = await asyncio.to_thread(self.owner.store.env_values, self.server.server_id)
+        secret_keys = {k.key for k in self.server.env_keys if k.secret}
+        values: dict[str, str] = {}
+        for key, value in stored.items():
+            plain = value.reveal()
+            values[key] = plain
+            if key in secret_keys:
+                self.owner.redactor.register(plain, f"[secret:{key}]")
+                self.secrets.append(plain)
+        return values
+
+    async def run(self) -> None:
+        owner = self.owner
+        server = self.server
+        attempt = 0
+        while not self.stop.is_set():
+            self.status.attempts = attempt + 1
+            self.set("connecting")
+            log = ServerLog(owner.logs_dir, server.server_id, owner.redactor) if owner.logs_dir and not self.removed else None
+            self.log = log
+            pwatch = ProcessWatch(on_stderr=log.feed if log else None)
+            auth: Any = None
+            try:
+                async with owner.slots:
+                    spec = LaunchSpec.model_validate(server.launch_spec)
+                    values = await self._values()
+                    known: list[dict[str, Any]] | None = None  # tools listed (and stored) by the install
+                    if self.adopted is not None:  # the tested process, still running: no second start
+                        cm: Any = self.adopted.session()
+                        pwatch, known, self.adopted = self.adopted.pwatch, self.adopted.result.tools, None
+                    else:
+                        install_dir = owner.install_dir(server.server_id)
+                        await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+                        if spec.needs_install_dir and not owner.bundle_dir(server.server_id).is_dir():
+                            await self._unpack_here(server, spec)  # installed by another machine
+                        resolved = materialize(
+                            spec,
+                            values,
+                            dirname=str(owner.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
+                            cwd=str(install_dir),
+                        )
+                        auth = owner.auth_for(server, values) if owner.auth_for is not None else None
+                        cm = open_client(
+                            resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth
+                        )
+                    async with asyncio.timeout(owner.connect_timeout):
+                        client = await cm.__aenter__()
+                try:
+                    if known is None:
+                        async with asyncio.timeout(owner.connect_timeout):
+                            tools = await list_all_tools(client)
+                    self.client = client
+                    self.pid = pwatch.pid
+                    self.status.tools = owner.redactor.redact_obj(tool_dicts(tools) if known is None else known)
+                    self.last_used = asyncio.get_running_loop().time()
+                    attempt = 0
+                    if known is None:
+                        await self._record_tools()
+                    self.set("connected")
+                    if server.needs_sign_in:
+                        await self._remember_sign_in(server, needed=False)
+                    await self._hold(pwatch, getattr(auth, "signed_out", None))
+                finally:
+                    self.client = None
+                    await cm.__aexit__(None, None, None)
+                if self.stop.is_set():
+                    break
+                reason, code = f"the server exited (code {pwatch.returncode})", "exited"
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - reported as status
+                if log is not None:
+                    log.close()
+                err, code = _describe(exc), _code(exc)
+                tail = pwatch.stderr_tail(300)
+                reason = owner.redactor.redact(err + (f"; last output: {tail}" if tail else ""))
+                logger.warning("server %s failed: %s", server.server_id, reason)
+            if self.stop.is_set():
+                break
+            if auth is not None and getattr(auth, "signed_out", None) is not None and auth.signed_out.is_set():
+                why = owner.redactor.redact(auth.signed_out_reason)
+                logger.warning("server %s (%s) needs sign-in: %s", server.server_id, server.qualified_name, why)
+                await self._remember_sign_in(server, needed=True)  # `mcp-setup list` says so too
+                self.set("needs_sign_in", why)
+                break  # retrying cannot help: the user must sign in again
+            self.set("failed", reason, code)
+            if attempt >= len(owner.backoff):
+                break
+            delay = owner.backoff[attempt]
+            attempt += 1
+            try:
+                await asyncio.wait_for(self.stop.wait(), timeout=delay)
+            except TimeoutError:
+                continue
+        if self.adopted is not None:  # stopped before it used the tested session
+            await self.adopted.close()
+        if self.stop.is_set():
+            self.set("stopped", self.status.reason)
+        self.forget_secrets()
+
+    async def _unpack_here(self, server: InstalledServer, spec: LaunchSpec) -> None:
+        """A bundle installed by another machine on the shared database: fetch it (the pinned
+        sha256 is checked) and unpack it into this machine's install dir."""
+        owner = self.owner
+        from setup_agent.launch import fetch_bundle, unpack_bundle
+
+        logger.info("server %s: fetching its bundle for this machine", server.server_id)
+        install_dir = owner.install_dir(server.server_id)
+        fetch = owner.bundles.fetch if owner.bundles is not None else fetch_bundle  # the cache, as install uses
+        archive = await fetch(spec.identifier, spec.file_sha256, install_dir, allow_file=server.source == "local")
+        try:
+            await asyncio.to_thread(unpack_bundle, archive, owner.bundle_dir(server.server_id))
+        finally:
+            await asyncio.to_thread(archive.unlink, True)
+
+    async def _remember_sign_in(self, server: InstalledServer, *, needed: bool) -> None:
+        try:
+            await asyncio.to_thread(self.owner.store.set_needs_sign_in, server.server_id, needed)
+        except SetupError as exc:  # removed meanwhile, or the database is away: the status still says it
+            logger.info("could not record the sign-in state of %s: %s", server.server_id, exc.code)
+
+    async def _record_tools(self) -> None:
+        """The store keeps each server's latest tool list: listing never waits for a spawn.
+
+        What the status then shows is the store's exposed list (the approved forms, pins.py), so
+        a tool the user has not approved reaches no face's tool list."""
+        owner = self.owner
+        try:
+            await asyncio.to_thread(owner.store.set_tools, self.server.server_id, self.status.tools)
+            server = await asyncio.to_thread(owner.store.get, self.server.server_id)
+        except SetupError as exc:  # e.g. removed meanwhile: the session still works
+            logger.info("could not record the tools of %s: %s", self.server.server_id, exc.code)
+            self.status.tools = []
+            return
+        if server is None:
+            self.status.tools = []
+            return
+        self.status.tools = list(server.tools)
+        change = server.tools_change()
+        if change is not None and change["state"] == "changed":
+            logger.warning(
+                "the tools of %s changed since they were approved (%s): held back until the user approves "
+                "(web page, or `mcp-setup tools-review`)", server.qualified_name, owner.redactor.redact(change["summary"]),
+            )  # fmt: skip
+            if owner.on_tools_changed is not None:
+                try:
+                    owner.on_tools_changed(server)
+                except Exception:  # noqa: BLE001 - never break a connection
+                    logger.exception("tools-changed listener failed")
+
+    async def _hold(self, pwatch: ProcessWatch, signed_out: asyncio.Event | None = None) -> None:
+        """Wait until asked to stop, until the server process dies, or until its sign-in is gone."""
+        waiters = [asyncio.ensure_future(self.stop.wait())]
+        if pwatch.pid is not None:
+            waiters.append(asyncio.ensure_future(pwatch.exited.wait()))
+        if signed_out is not None:
+            waiters.append(asyncio.ensure_future(signed_out.wait()))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+
+
+def _code(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return "timeout" if isinstance(exc, TimeoutError) else translate(exc).code
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "the server did not answer in time"
+    err = translate(exc)
+    if type(err) is SetupError:
+        return f"{type(exc).__name__}: {exc}"
+    return err.message

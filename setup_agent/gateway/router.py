@@ -1,0 +1,203 @@
+"""The gateway: installed servers' tools, listed from the store and called through live sessions.
+
+```
+face ──tools/list──▶ Gateway.catalog (store rows: tools recorded at install and each connect)
+face ──tools/call──▶ Gateway.call ──▶ ConnectionManager (start on first call, or at boot) ──▶ server
+                                         └ every answer passes the Redactor (live refs + every stored secret)
+store change (any process) ──▶ Gateway.watch ──▶ ConnectionManager.sync ──▶ listeners (list_changed)
+```
+
+One truth across processes: the store's change counter (``mcp_setup_changes``) is bumped in
+the same transaction as every install, removal, enable/disable and tool-list change. Each
+gateway reads it every ``poll_interval`` seconds (one integer), at once after a change this
+process made, and reloads the catalog when it moved. ``eager`` gateways (``mcp-setup serve``)
+keep every enabled server connected; lazy ones (the stdio face) start a server on its first
+call, so starting a client costs no spawn at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from setup_agent.errors import SetupError
+from setup_agent.secrets import Redactor
+from setup_agent.store import Catalog, GatewayTool, Store
+
+from .connections import ConnectionManager
+
+__all__ = ["Gateway", "UnknownTool"]
+
+logger = logging.getLogger(__name__)
+
+Listener = Callable[[], Awaitable[None]]
+#: A check run on a proxied call's arguments before it is forwarded (see setup_agent/secrets/guard.py);
+#: it raises a SetupError to refuse the call.
+ArgumentCheck = Callable[[str | None, dict[str, Any]], None]
+
+
+class UnknownTool(LookupError):
+    """No installed, enabled server has a tool of this gateway name (a protocol error)."""
+
+
+def tool_error(text: str, code: str) -> dict[str, Any]:
+    """A tool result that says what went wrong (``isError``), with a stable code."""
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"ok": False, "error": {"code": code, "message": text}},
+        "isError": True,
+    }
+
+
+class Gateway:
+    def __init__(
+        self,
+        store: Store,
+        connections: ConnectionManager,
+        redactor: Redactor,
+        *,
+        eager: bool,
+        call_timeout: float = 60.0,
+        poll_interval: float = 0.5,
+        idle_stop_seconds: float = 0.0,
+        check_arguments: ArgumentCheck | None = None,
+    ) -> None:
+        self.store = store
+        self.connections = connections
+        self.redactor = redactor
+        self.eager = eager
+        self.call_timeout = call_timeout
+        self.poll_interval = poll_interval
+        self.idle_stop_seconds = idle_stop_seconds
+        self.check_arguments = check_arguments
+        self._catalog = Catalog()
+        self._counter: int | None = None
+        self._listeners: list[Listener] = []
+        self._kick = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._refresh_lock = asyncio.Lock()
+        self._ready = asyncio.Event()
+        self._unsubscribe = store.add_change_listener(self._changed_here)
+        #: Called with a session id when the guard locks it (faces tell the user out of band).
+        self.lockout_listeners: list[Callable[[str], Any]] = []
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def start(self) -> None:
+        """Read the catalog and the stored secrets, sync the sessions, then watch for changes."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            await self.refresh(force=True)
+        finally:
+            self._ready.set()
+        self._task = asyncio.create_task(self._watch(), name="mcp-setup-gateway-watch")
+
+    async def aclose(self) -> None:
+        self._unsubscribe()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """``await listener()`` after every change of the listed tools."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    async def ready(self) -> Catalog:
+        await self._ready.wait()
+        return self._catalog
+
+    # -- change watching ---------------------------------------------------------------
+    def _changed_here(self) -> None:
+        """A store write of this process (any thread): look at once."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._kick.set)
+
+    async def _watch(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_interval):
+                    await self._kick.wait()
+            self._kick.clear()
+            try:
+                await self.refresh()
+                if self.idle_stop_seconds > 0:
+                    await self.connections.stop_idle(self.idle_stop_seconds)
+            except SetupError as exc:  # e.g. the database is away for a moment: try again later
+                logger.warning("gateway: could not read the store (%s); trying again", exc.code)
+            except Exception:
+                logger.exception("gateway: refresh failed")
+
+    async def refresh(self, *, force: bool = False) -> bool:
+        """Reload the catalog when the change counter moved; True when the listed tools changed."""
+        async with self._refresh_lock:
+            counter = await asyncio.to_thread(self.store.change_counter)
+            if not force and counter == self._counter:
+                return False
+            servers = await asyncio.to_thread(self.store.list)
+            self._counter = counter
+            before = self._catalog.signature()
+            self._catalog = Catalog.build(s.catalog_entry() for s in servers)
+            await self.connections.learn_stored_secrets()
+            await self.connections.sync(servers, eager=self.eager)
+            changed = self._catalog.signature() != before
+        if changed and not force:
+            await self._notify()
+        return changed
+
+    async def _notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                await listener()
+            except Exception:
+                logger.exception("gateway listener failed")
+
+    # -- calls ---------------------------------------------------------------------------
+    def route(self, name: str) -> GatewayTool:
+        entry = self._catalog.route(name)
+        if entry is None:
+            raise UnknownTool(name)
+        return entry
+
+    async def call(self, name: str, arguments: dict[str, Any], *, session: str | None = None) -> dict[str, Any]:
+        """Forward a call to the tool's server; the result (or a tool error) comes back redacted."""
+        await self._ready.wait()
+        entry = self.route(name)
+        label = entry.server.title or entry.server.qualified_name
+        if self.check_arguments is not None:
+            try:
+                self.check_arguments(session, arguments)
+            except SetupError as exc:
+                return tool_error(exc.message, exc.code)
+        # A live session needs no store read (a thread hop and a query: most of a proxied call's
+        # cost); a removal, a disable or a new approved list reaches the sessions through refresh.
+        server = self.connections.connected_server(entry.server.server_id)
+        if server is None:
+            server = await asyncio.to_thread(self.store.get, entry.server.server_id)
+        if server is None or not server.enabled or not any(t.get("name") == entry.tool_name for t in server.tools):
+            raise UnknownTool(name)  # gone, disabled, or no longer an approved tool (pins.py)
+        status = await self.connections.ensure_connected(server, self.call_timeout)
+        if status.status != "connected":
+            why = f": {status.reason}" if status.reason else ""
+            state = "still starting" if status.status == "connecting" else status.status
+            return tool_error(
+                self.redactor.redact(f"The server {label} ({entry.server.slug}) is {state}{why}."),
+                "server_unavailable",
+            )
+        try:
+            return await self.connections.call_tool(server.server_id, entry.tool_name, arguments)
+        except SetupError as exc:
+            return tool_error(self.redactor.redact(f"{label}: {exc.message}"), exc.code)
+        except Exception as exc:  # the session broke during the call
+            logger.info("call to %s on %s failed: %s", entry.tool_name, server.server_id, type(exc).__name__)
+            text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+            return tool_error(self.redactor.redact(f"{label}: the call failed ({text})."), "call_failed")

@@ -1,0 +1,103 @@
+"""From a registry entry to a running process: the launch spec (``spec.py``), registry
+package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
+``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
+``prefetch.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
+scratch dirs (``scratch.py``), crash safety (``procs.py``) and stderr lines (``stderr_lines.py``).
+
+Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from setup_agent.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .bundle import fetch_bundle, unpack_bundle
+    from .bundle_cache import BundleCache
+    from .connector import HttpWatch, list_all_tools, open_client, tool_dicts
+    from .fetch import Fetcher
+    from .manifest import argv_secret_keys, Manifest, move_argv_secrets, read_manifest, required_keys_from_manifest, spec_from_manifest
+    from .package_choice import choose_package, DEFAULT_PREFERENCE, describe_packages, runner_availability, RUNNERS
+    from .packages import build_spec, unset_keys
+    from .prefetch import Prefetches
+    from .procs import claim_dir, ProcessLedger, sweep_install_dirs
+    from .scratch import make_scratch_dir, sweep_scratch
+    from .spec import LaunchSpec, materialize, template_keys
+    from .stderr_lines import StderrLines
+    from .transport import minimal_environment, ProcessWatch, proxy_credentials
+
+__all__ = [
+    "argv_secret_keys",
+    "build_spec",
+    "BundleCache",
+    "choose_package",
+    "claim_dir",
+    "DEFAULT_PREFERENCE",
+    "describe_packages",
+    "fetch_bundle",
+    "Fetcher",
+    "HttpWatch",
+    "LaunchSpec",
+    "list_all_tools",
+    "make_scratch_dir",
+    "Manifest",
+    "materialize",
+    "minimal_environment",
+    "move_argv_secrets",
+    "open_client",
+    "Prefetches",
+    "ProcessLedger",
+    "ProcessWatch",
+    "proxy_credentials",
+    "read_manifest",
+    "required_keys_from_manifest",
+    "runner_availability",
+    "RUNNERS",
+    "spec_from_manifest",
+    "StderrLines",
+    "sweep_install_dirs",
+    "sweep_scratch",
+    "template_keys",
+    "tool_dicts",
+    "unpack_bundle",
+    "unset_keys",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "argv_secret_keys": "manifest",
+    "build_spec": "packages",
+    "BundleCache": "bundle_cache",
+    "choose_package": "package_choice",
+    "claim_dir": "procs",
+    "DEFAULT_PREFERENCE": "package_choice",
+    "describe_packages": "package_choice",
+    "fetch_bundle": "bundle",
+    "Fetcher": "fetch",
+    "HttpWatch": "connector",
+    "LaunchSpec": "spec",
+    "list_all_tools": "connector",
+    "make_scratch_dir": "scratch",
+    "Manifest": "manifest",
+    "materialize": "spec",
+    "minimal_environment": "transport",
+    "move_argv_secrets": "manifest",
+    "open_client": "connector",
+    "Prefetches": "prefetch",
+    "ProcessLedger": "procs",
+    "ProcessWatch": "transport",
+    "proxy_credentials": "transport",
+    "read_manifest": "manifest",
+    "required_keys_from_manifest": "manifest",
+    "runner_availability": "package_choice",
+    "RUNNERS": "package_choice",
+    "spec_from_manifest": "manifest",
+    "StderrLines": "stderr_lines",
+    "sweep_install_dirs": "procs",
+    "sweep_scratch": "scratch",
+    "template_keys": "spec",
+    "tool_dicts": "connector",
+    "unpack_bundle": "bundle",
+    "unset_keys": "packages",
+})  # fmt: skip

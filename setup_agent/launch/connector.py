@@ -1,0 +1,258 @@
+"""Open an MCP client session to a resolved launch (stdio process or remote URL).
+
+Used by the probe (test-connect) and by the connection manager (live servers), so both
+speak to servers the same way: ``mode="auto"`` (2026-07-28 ``server/discover`` first, the
+classic ``initialize`` handshake for older servers), our own stdio transport, and HTTP
+transports that remember the last HTTP status (the SDK hides a 401 behind -32603).
+
+A *local package that serves HTTP* (a resolved launch with both a command and a URL) is
+started first (:func:`serving_process`): its port is awaited (bounded by ``port_timeout``,
+and by the probe's deadline around the whole call), then the client connects to the URL,
+and the process (its whole group) is stopped when the connection closes.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp_types import Implementation
+
+from setup_agent.errors import CommandNotFound, RuntimeMissing
+
+from .procs import ProcessLedger
+from .spec import ResolvedLaunch
+from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, minimal_environment, stdio_transport
+
+__all__ = [
+    "HttpWatch", "RUNTIME_HINTS", "check_command", "list_all_tools", "open_client", "serving_process", "tool_dicts",
+]
+
+#: Runners we know, with how to get them: a missing one is ``runtime_missing``, not
+#: ``command_not_found``.
+RUNTIME_HINTS = {
+    "npx": "Install Node.js (it brings npx): your package manager or https://nodejs.org.",
+    "node": "Install Node.js: your package manager or https://nodejs.org.",
+    "uvx": "Install uv (it brings uvx): `pip install uv` or https://docs.astral.sh/uv/.",
+    "uv": "Install uv: `pip install uv` or https://docs.astral.sh/uv/.",
+    "docker": "Install Docker and start its engine: https://docs.docker.com/get-docker/.",
+    "dnx": "Install the .NET 10 SDK (it brings dnx): https://dotnet.microsoft.com/download.",
+    "python3": "Install Python 3: your package manager or https://www.python.org.",
+    "python": "Install Python 3: your package manager or https://www.python.org.",
+}
+
+CLIENT_INFO = Implementation(name="mcp-setup", version="0.1.0")
+
+_RESOURCE_METADATA = re.compile(r'resource_metadata\s*=\s*(?:"([^"]+)"|([^\s,]+))', re.IGNORECASE)
+
+
+@dataclass
+class HttpWatch:
+    """The last HTTP status seen on a remote connection, and an OAuth challenge if one came."""
+
+    last_status: int | None = None
+    statuses: list[int] = field(default_factory=list)
+    #: ``resource_metadata`` of a 401's ``WWW-Authenticate: Bearer`` challenge (MCP authorization spec).
+    resource_metadata: str | None = None
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        self.last_status = response.status_code
+        self.statuses.append(response.status_code)
+        if response.status_code == 401:
+            found = _RESOURCE_METADATA.search(response.headers.get("www-authenticate", ""))
+            if found:
+                self.resource_metadata = found.group(1) or found.group(2)
+
+    def auth_refused(self) -> bool:
+        return any(s in (401, 403) for s in self.statuses)
+
+
+def check_command(command: str, env: Mapping[str, str]) -> str:
+    """Resolve ``command`` on the child's PATH, or raise RuntimeMissing / CommandNotFound."""
+    found = shutil.which(command, path=env.get("PATH"))
+    if found:
+        return found
+    name = Path(command).name
+    if name in RUNTIME_HINTS:
+        raise RuntimeMissing(
+            f"This server needs {name}, which is not installed on this machine. {RUNTIME_HINTS[name]}",
+            details={"runtime": name},
+        )
+    raise CommandNotFound(f"The command {command!r} was not found on this machine.", details={"command": command})
+
+
+@asynccontextmanager
+async def open_client(
+    resolved: ResolvedLaunch,
+    *,
+    mode: Literal["auto", "legacy"] = "auto",
+    process_watch: ProcessWatch | None = None,
+    http_watch: HttpWatch | None = None,
+    host_env: Mapping[str, str] | None = None,
+    grace: float = 0.5,
+    http_timeout: float = 30.0,
+    ledger: ProcessLedger | None = None,
+    auth: httpx2.Auth | None = None,
+    port_timeout: float = 60.0,
+) -> AsyncIterator[Client]:
+    """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
+
+    ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.sign_ins.GrantAuth`.
+    A local package that serves HTTP (a command *and* a URL) is started first, and stopped
+    with the connection.
+    """
+    serving: AbstractAsyncContextManager[Any] = nullcontext()
+    if resolved.transport != "stdio" and resolved.command:
+        penv = minimal_environment(resolved.env, host_env=host_env)
+        serving = serving_process(
+            check_command(resolved.command, penv), resolved.args, env=penv, cwd=resolved.cwd, url=resolved.url or "",
+            watch=process_watch if process_watch is not None else ProcessWatch(), grace=grace,
+            port_timeout=port_timeout,
+        )
+    if resolved.transport == "stdio":
+        assert resolved.command
+        env = minimal_environment(resolved.env, host_env=host_env)
+        command = check_command(resolved.command, env)
+        transport: Any = stdio_transport(
+            command, resolved.args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace, ledger=ledger
+        )
+    else:
+        assert resolved.url
+        watch = http_watch if http_watch is not None else HttpWatch()
+        if resolved.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            def factory(headers: Any = None, timeout: Any = None, auth: Any = auth) -> httpx2.AsyncClient:
+                return httpx2.AsyncClient(
+                    headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [watch.on_response]}
+                )
+
+            transport = sse_client(resolved.url, headers=dict(resolved.headers), httpx_client_factory=factory)
+        else:
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = httpx2.AsyncClient(
+                headers=dict(resolved.headers),
+                timeout=http_timeout,
+                auth=auth,
+                event_hooks={"response": [watch.on_response]},
+            )
+            transport = _owned(streamable_http_client(resolved.url, http_client=http), http)
+    async with serving:
+        async with Client(transport, mode=mode, client_info=CLIENT_INFO) as client:
+            yield client
+
+
+async def _read_stdout(process: Any, watch: ProcessWatch) -> None:
+    """An HTTP server's stdout is only log output: kept with its stderr tail, never parsed."""
+    with suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        async for chunk in process.stdout:
+            watch.add_stderr(chunk)
+
+
+@asynccontextmanager
+async def serving_process(
+    command: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None,
+    url: str,
+    watch: ProcessWatch,
+    grace: float = 0.5,
+    port_timeout: float = 60.0,
+) -> AsyncIterator[None]:
+    """Run a local package that serves HTTP until its URL's port accepts; stop its group on exit.
+
+    Raises ``ConnectionRefusedError`` when the process exits before the port opens (the
+    probe reports it as ``exited`` with the stderr tail) and TimeoutError after
+    ``port_timeout``.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    process = await anyio.open_process(
+        [command, *args], env=dict(env), cwd=cwd, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    watch.pid = process.pid
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_read_stderr, process, watch)
+        tg.start_soon(_read_stdout, process, watch)
+        tg.start_soon(_wait_exit, process, watch)
+        try:
+            with anyio.fail_after(port_timeout):
+                while True:
+                    if watch.exited.is_set():
+                        raise ConnectionRefusedError("the server exited before it opened its port")
+                    try:
+                        stream = await anyio.connect_tcp(host, port)
+                    except OSError:
+                        await anyio.sleep(0.05)  # polling a port we do not own: no event to wait on
+                        continue
+                    await stream.aclose()
+                    break
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process, watch, grace, 0.5)
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _owned(transport: Any, http: httpx2.AsyncClient) -> AsyncIterator[Any]:
+    async with http:
+        async with transport as streams:
+            yield streams
+
+
+async def list_all_tools(client: Client, *, max_pages: int = 100) -> list[Any]:
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(max_pages):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def tool_dicts(tools: list[Any]) -> list[dict[str, Any]]:
+    """Tools as plain JSON (``{name, title?, description, inputSchema, outputSchema?, annotations?}``)."""
+    out = []
+    for tool in tools:
+        item: dict[str, Any] = {"name": tool.name, "description": tool.description or ""}
+        if getattr(tool, "title", None):
+            item["title"] = tool.title
+        item["inputSchema"] = _plain(tool.input_schema)
+        output = getattr(tool, "output_schema", None)
+        if output is not None:
+            item["outputSchema"] = _plain(output)
+        annotations = getattr(tool, "annotations", None)
+        if annotations is not None:
+            item["annotations"] = (
+                annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if hasattr(annotations, "model_dump")
+                else dict(annotations)
+            )
+        out.append(item)
+    return out
+
+
+def _plain(schema: Any) -> dict[str, Any]:
+    if isinstance(schema, dict):
+        return schema
+    if hasattr(schema, "model_dump"):
+        return schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dict(schema)

@@ -1,0 +1,333 @@
+"""The download phase: fetch a server's package into its runner's own cache before it starts.
+
+A first ``npx``/``uvx``/``docker`` run downloads the package (and its dependencies) before
+the server even starts, which can take longer than the probe's deadline. :class:`Fetcher`
+runs that download as a step of its own, with its own deadline (``download_timeout``,
+``MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS``) and progress (elapsed seconds, packages or layers
+fetched); the probe's start deadline then counts from the end of the download, against a
+warm cache. What it runs fills only the runner's cache, never an install dir:
+
+- npm: ``npm exec --yes --prefer-offline --package=<spec> --call :`` (what ``npx -y <spec>`` would
+  install, into the same ``_npx`` cache entry; ``--registry`` kept);
+- PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; ``--default-index`` kept);
+- OCI: ``docker pull <image>``.
+
+MCPB bundles are downloaded (and sha256-checked) by the service itself (setup_agent/launch/bundle.py),
+and prefetched into setup_agent/launch/bundle_cache.py.
+
+A *prefetch* (before the user consented) may download but never run the package's code
+(:func:`prefetch_plan`): npm without install scripts, PyPI wheels only (``uv pip install
+--no-build --target <throw-away dir>``, into the same uv cache the later ``uvx`` reads; a
+package that needs an sdist build is not prefetched), OCI by ``docker pull``.
+
+A fetch that fails changes nothing: the server's own start reports what is wrong. A fetch
+that succeeded is remembered for the life of the process (no second check), and a fetch of
+the same package already running (a prefetch, item 2 of #17) is joined, not repeated.
+:meth:`Fetcher.prefetch` starts one in the background (when a secret prompt opens, or when
+``get`` names the package an install would choose).
+
+Every run happens in a private scratch dir of its own (under ``workdir``: ``<home>/scratch``), holding a
+bare ``package.json`` and ``uv.toml`` so that neither npm nor uv reads settings from a dir above
+it (``/tmp`` is writable by every local user). A prefetch that made npx's cache entry and then
+failed, or was cancelled, removes that entry (only its own: npx names it by the spec's sha512);
+after a crash, start-up does (the scratch dir lists it, setup_agent/launch/scratch.py), and ends the
+fetch's process group (recorded in the process ledger, setup_agent/launch/procs.py).
+
+The fetch sees the host's allowlisted environment only (never a server's values): it needs
+no secret, and its output is not shown (it may still be logged after redaction by the caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .fetch_plans import PREFIX, FetchPlan, fetch_plan, prefetch_plan
+from .procs import ProcessLedger
+from .scratch import ALSO_REMOVE, make_scratch_dir
+from .spec import LaunchSpec
+from .transport import minimal_environment
+
+__all__ = ["FetchPlan", "FetchState", "Fetcher", "fetch_plan", "prefetch_plan"]
+
+logger = logging.getLogger(__name__)
+
+#: ``await hook(elapsed_seconds, fetched)`` about once a second while a download runs.
+FetchHook = Callable[[float, int], Awaitable[None]]
+
+#: A line of the fetch's output that means one more package (npm, uv) or layer (docker) arrived.
+_FETCHED = {
+    "npx": re.compile(rb"http fetch GET 200 "),
+    "uvx": re.compile(rb"^\s*Downloaded "),
+    "docker": re.compile(rb"(?:Pull complete|Already exists)"),
+}
+#: A line that says how many packages a run fetched in all (uv: ``uvx`` prints no line per package,
+#: ``Downloaded`` only for large files): the count is at least that.
+_FETCHED_IN_ALL = {"uvx": re.compile(rb"^\s*(?:Prepared|Installed) (\d+) packages?\b")}
+
+
+
+@dataclass
+class FetchState:
+    """One fetch, shared by whoever waits for it."""
+
+    started: float
+    package: tuple[str, ...] = ()
+    plan: FetchPlan | None = None
+    fetched: int = 0
+    ok: bool | None = None
+    returncode: int | None = None
+    tail: bytes = b""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Fetcher:
+    """Runs download phases; remembers what is warm; joins a fetch already under way."""
+
+    def __init__(
+        self,
+        *,
+        host_env: Mapping[str, str] | None = None,
+        timeout: float = 300.0,
+        which: Callable[[str], str | None] | None = None,
+        tick: float = 1.0,
+        prefetch: bool = True,
+        workdir: Path | None = None,
+        ledger: ProcessLedger | None = None,
+    ) -> None:
+        self.host_env = host_env
+        #: Where each run gets a private scratch dir (0700, with a bare package.json) to run in:
+        #: never a shared dir like /tmp, whose ``.npmrc`` or ``uv.toml`` another local user could
+        #: write. The runtime gives its scratch root, which start-up sweeps after a crash.
+        self.workdir = workdir
+        #: Each fetch's process group is recorded here, so that start-up ends it after a crash.
+        self.ledger = ledger
+        self.prefetch_enabled = prefetch
+        self.timeout = timeout
+        self.tick = tick
+        self._which = which
+        self._warm: set[tuple[str, ...]] = set()
+        self._npx_cache: Path | None = None  # npm's answer, asked once (host_env does not change)
+        self._running: dict[tuple[str, ...], tuple[FetchState, asyncio.Task[None]]] = {}
+
+    def is_warm(self, spec: LaunchSpec) -> bool:
+        plan = fetch_plan(spec)
+        return plan is None or plan.key in self._warm
+
+    def prefetch(self, spec: LaunchSpec) -> bool:
+        """Start filling the runner's cache for ``spec`` in the background (nothing of the package
+        runs: :func:`prefetch_plan`); True when one was started or already runs. A failure is
+        only logged: the test that follows fetches (and reports) as if there had been none."""
+        if not self.prefetch_enabled:
+            return False
+        plan = prefetch_plan(spec)
+        full = fetch_plan(spec)
+        if plan is None or full is None or full.key in self._warm or plan.key in self._warm or not self._runnable(plan):
+            return False
+        self._start(plan)
+        return True
+
+    async def fetch(self, spec: LaunchSpec, on_tick: FetchHook | None = None) -> FetchState | None:
+        """Download ``spec``'s package (or join the download under way), up to ``timeout``.
+
+        Returns the finished state (``ok`` False when it failed: the start will say why), or
+        None when there was nothing to fetch. Raises TimeoutError past the deadline (the fetch
+        is stopped; a later try resumes from what the cache has)."""
+        plan = fetch_plan(spec)
+        if plan is None or plan.key in self._warm or not self._runnable(plan):
+            return None
+        ahead = next((st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None)
+        if ahead is not None:  # a prefetch of this package runs: the fetch goes on from where it is
+            await self._wait(ahead, None, ahead.started + self.timeout, on_tick, ahead.started)
+        state, task = self._start(plan)
+        return await self._wait(state, task, state.started + self.timeout, on_tick, ahead.started if ahead else state.started)
+
+    async def _wait(
+        self, state: FetchState, task: asyncio.Task[None] | None, end: float, on_tick: FetchHook | None, since: float
+    ) -> FetchState:
+        loop = asyncio.get_running_loop()
+        while not state.done.is_set():
+            remaining = end - loop.time()
+            if remaining <= 0:
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                raise TimeoutError
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(self.tick, remaining)):
+                    await state.done.wait()
+            if not state.done.is_set() and on_tick is not None:
+                try:
+                    await on_tick(loop.time() - since, state.fetched)
+                except Exception:  # a progress listener never breaks a fetch
+                    logger.exception("fetch progress hook failed")
+        return state
+
+    async def settled(self) -> None:
+        """Wait until no fetch runs (callers bound it)."""
+        while self._running:
+            await asyncio.gather(*(task for _s, task in list(self._running.values())), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        tasks = [task for _state, task in self._running.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _runnable(self, plan: FetchPlan) -> bool:
+        if self._which is None:
+            return True
+        return self._which(plan.argv[0]) is not None
+
+    def _start(self, plan: FetchPlan) -> tuple[FetchState, asyncio.Task[None]]:
+        running = self._running.get(plan.key)
+        if running is not None:
+            return running
+        state = FetchState(started=asyncio.get_running_loop().time(), package=plan.package, plan=plan)
+        task = asyncio.create_task(self._run(plan, state), name=f"mcp-setup-fetch-{plan.runner}")
+        self._running[plan.key] = (state, task)
+        return state, task
+
+    async def _run(self, plan: FetchPlan, state: FetchState) -> None:
+        work = await asyncio.to_thread(self._private_dir)
+        entry: Path | None = None  # npx's cache entry this prefetch makes (None: it existed, or no npm)
+        try:
+            if plan.settles_npx_entry:
+                npx_dir = await self._npx_dir(work)
+                if npx_dir is None:  # without it the entry could not be checked: no prefetch
+                    state.ok = False
+                    return
+                mine = npx_dir / npx_entry_name(plan.package[-1])
+                entry = None if mine.exists() else mine
+                if entry is not None:  # made without its scripts: a crash before settling leaves it to the sweep
+                    await asyncio.to_thread((work / ALSO_REMOVE).write_text, f"{entry}\n")
+            state.returncode = await self._exec(plan, state, str(work))
+            state.ok = state.returncode == 0
+            if state.ok:
+                self._warm.add(plan.key)
+                if entry is None or await asyncio.to_thread(_settle_npx_entry, entry):
+                    if plan.warms is not None:  # npx's entry is made (no install script): nothing left to fetch
+                        self._warm.add(plan.warms)
+                entry = None
+            else:
+                logger.info("%s fetch exited with code %s; the start will tell", plan.runner, state.returncode)
+        except asyncio.CancelledError:
+            state.ok = False
+            raise
+        except OSError as exc:
+            state.ok = False
+            logger.info("%s fetch could not run: %s", plan.runner, type(exc).__name__)
+        finally:
+            self._running.pop(plan.key, None)
+            if entry is not None:  # failed or cancelled: a half-made entry without its scripts goes
+                await asyncio.to_thread(shutil.rmtree, entry, True)
+            await asyncio.to_thread(shutil.rmtree, work, True)
+            state.done.set()
+
+    def _private_dir(self) -> Path:
+        if self.workdir is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        work = make_scratch_dir(self.workdir, "fetch")
+        (work / "package.json").write_text('{"private": true}\n')  # npm's project root stops here
+        (work / "uv.toml").write_text("")  # and uv's search for a project's settings
+        return work
+
+    async def _npx_dir(self, cwd: Path) -> Path | None:
+        """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc`` included)."""
+        if self._npx_cache is not None:
+            return self._npx_cache
+        proc = await asyncio.create_subprocess_exec(
+            "npm", "config", "get", "cache", "--workspaces=false",
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            env=minimal_environment({}, host_env=self.host_env), cwd=cwd,
+        )  # fmt: skip
+        out, _ = await proc.communicate()
+        cache = out.decode(errors="replace").strip()
+        if proc.returncode != 0 or not cache or not os.path.isabs(cache):
+            logger.info("npm did not say where its cache is; no prefetch")
+            return None
+        self._npx_cache = Path(cache) / "_npx"
+        return self._npx_cache
+
+    async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
+        """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
+        pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
+        argv = [str(Path(cwd, "target")) if a == PREFIX else a for a in plan.argv]
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=minimal_environment({}, host_env=self.host_env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        recorded = self.ledger.record(proc.pid) if self.ledger is not None else None
+        try:
+            assert proc.stdout is not None
+            async for line in proc.stdout:
+                if pattern is not None and pattern.search(line):
+                    state.fetched += 1
+                if in_all is not None and (m := in_all.search(line)):
+                    state.fetched = max(state.fetched, int(m.group(1)))
+                state.tail = (state.tail + line)[-4096:]
+            return await proc.wait()
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(proc.wait())
+            if self.ledger is not None:
+                self.ledger.forget(recorded)
+
+
+def npx_entry_name(spec: str) -> str:
+    """The dir npx (npm's libnpmexec) installs one registry ``spec`` into, under ``<cache>/_npx``:
+    the first 16 hex digits of the sha512 of the spec as given."""
+    return hashlib.sha512(spec.encode()).hexdigest()[:16]
+
+
+def _settle_npx_entry(entry: Path) -> bool:
+    """Keep the npx entry a prefetch made only if no package in it has an install script (npx
+    would reuse it without running them); True when it was kept."""
+    if not _has_install_scripts(entry):
+        return True
+    shutil.rmtree(entry, ignore_errors=True)
+    logger.info("the prefetched package has install scripts: the test installs it after consent")
+    return False
+
+
+def _has_install_scripts(project: Path) -> bool:
+    """Does any package of the tree npm installed into ``project`` have a script it did not run
+    (or is it unknown)? An install script, or a dependency that is not a registry tarball: npm
+    packs a git dependency without its ``prepare`` under ``--ignore-scripts``, and npx would
+    reuse that unbuilt copy."""
+    try:
+        lock = json.loads((project / "package-lock.json").read_text())
+    except (OSError, ValueError):
+        return True
+    packages = lock.get("packages")
+    if not isinstance(packages, dict) or not packages:
+        return True
+    for path, package in packages.items():
+        if not isinstance(package, dict) or package.get("hasInstallScript"):
+            return True
+        if path and not package.get("link"):
+            resolved = package.get("resolved")
+            if not (isinstance(resolved, str) and resolved.startswith(("https://", "http://")) and package.get("integrity")):
+                return True
+    return False

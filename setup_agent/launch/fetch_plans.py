@@ -1,0 +1,166 @@
+"""What to run to fill a runner's cache: the download phase's command (:func:`fetch_plan`) and
+the prefetch's (:func:`prefetch_plan`), which runs before the user consented and so may download
+but never run the package's code. :class:`setup_agent.launch.fetch.Fetcher` runs them.
+
+- npm: ``npm exec --yes --prefer-offline --package=<spec> --call :`` (what ``npx -y <spec>``
+  would install, into the same ``_npx`` cache entry; ``--registry`` kept); prefetched with
+  ``--ignore-scripts`` added;
+- PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; index and ``--python`` options kept);
+  prefetched as wheels only into a throw-away ``--target``;
+- OCI: ``docker pull <image>``, the same either way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .spec import LaunchSpec
+
+__all__ = ["PREFIX", "FetchPlan", "fetch_plan", "prefetch_plan"]
+
+
+@dataclass(frozen=True)
+class FetchPlan:
+    runner: str
+    argv: tuple[str, ...]
+    #: The package it fetches (runner, registry options, spec): a fetch waits for a prefetch of it.
+    package: tuple[str, ...] = ()
+    #: npm's prefetch (``--ignore-scripts``): after it, npx's new entry is kept only when no package
+    #: in it has an install script (npx would reuse the entry without running them), and then
+    #: ``warms`` (the key of the fetch npx would do) counts as done.
+    settles_npx_entry: bool = False
+    warms: tuple[str, ...] | None = None
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.argv
+
+
+def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
+    """What to run to warm the cache for ``spec``; None when it has nothing to download."""
+    runner, args = spec.runner, list(spec.args)
+    if spec.package_type == "npm" and runner == "npx":
+        options = [a for a in args if a.startswith("--registry=")]
+        target = next((a for a in args if not a.startswith("-")), None)
+        if target is None:
+            return None
+        return FetchPlan(
+            # npx puts the tree's .bin first on PATH, so what it runs names nothing found there: the
+            # shell by its absolute path (npm would look "sh" up on PATH) and ':' (its builtin); a
+            # package with a bin named "node" or "sh" would run otherwise. --workspaces=false: npm
+            # stops looking for a project (and its .npmrc) above the private dir it runs in.
+            "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http",
+                    "--workspaces=false", "--script-shell=/bin/sh", *options, f"--package={target}", "--call", ":"),
+            package=("npm", *options, target),
+        )
+    if spec.package_type == "pypi" and runner == "uvx":
+        index, target = _uvx_options(args)
+        if target is None or target.startswith("-") or "${" in target or any("${" in a for a in index):
+            return None  # (a "target" that is an option would be read by uv as one)
+        return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
+    if spec.package_type == "oci" and runner == "docker" and spec.identifier:
+        image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)
+        if image is None or "${" in image:
+            return None
+        return FetchPlan("docker", ("docker", "pull", image), package=("oci", image))
+    return None
+
+
+#: uvx options that take a value as the next argument (``--opt=value`` needs no care).
+_UVX_VALUED = frozenset({
+    "--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p", "--index",
+    "--default-index", "--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--constraints", "-c",
+    "--overrides", "--build-constraints", "-b", "--index-strategy", "--keyring-provider", "--resolution",
+    "--prerelease", "--exclude-newer", "--exclude-newer-package", "--config-setting", "-C", "--cache-dir",
+    "--directory", "--project", "--config-file", "--color", "--python-preference", "--link-mode",
+    "--refresh-package", "--reinstall-package", "--upgrade-package", "-P", "--no-binary-package",
+    "--no-build-package", "--env-file", "--allow-insecure-host", "--torch-backend",
+})  # fmt: skip
+#: Of those, the ones a fetch keeps: where the package comes from, and for which Python.
+_UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
+
+
+def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
+    """``(kept options, package spec)`` of a uvx command line: the spec is ``--from``'s value or
+    the first positional argument (the values of uvx's own options skipped); None when absent."""
+    kept: list[str] = []
+    target: str | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name = arg.split("=", 1)[0]
+        if not arg.startswith("-"):
+            return kept, target or arg  # the tool (or, after --from, the command): options end here
+        if arg == "--":
+            break
+        if "=" in arg or arg not in _UVX_VALUED:
+            if name in _UVX_KEPT and "=" in arg:
+                kept.append(arg)
+            elif name == "--from" and "=" in arg:
+                target = arg.split("=", 1)[1]
+            i += 1
+            continue
+        value = args[i + 1] if i + 1 < len(args) else None
+        if value is None:
+            break
+        if arg == "--from":
+            target = value
+        elif arg in _UVX_KEPT:
+            kept += [arg, value]
+        i += 2
+    return kept, target
+
+
+def prefetch_plan(spec: LaunchSpec) -> FetchPlan | None:
+    """What to run *before the user consented*: it may download, never run the package's code.
+
+    npm: the fetch ``npx`` would do (:func:`fetch_plan`) with ``--ignore-scripts``, one pass that
+    resolves, downloads and unpacks the tree into npx's own cache entry without running any of
+    it; afterwards the entry is kept only when no package in it has an install script (npx would
+    reuse it and never run them): otherwise it is removed, and the test, after consent, installs
+    it again from the warm cache, scripts included. OCI: ``docker pull`` runs
+    nothing. PyPI: ``uv pip install --system --no-build --target <throw-away dir>`` (index options
+    kept) downloads the wheels of the tree into uv's cache — the cache the later ``uvx`` reads —
+    without building an sdist (that would run its build backend: such a package is not prefetched,
+    the ``uv`` run fails and changes nothing) and without starting a Python that sees the installed
+    files (``uvx ... true`` would: uv queries the new environment's interpreter, which runs a
+    wheel's ``.pth`` file). ``--system`` makes uv pick the interpreter ``uvx`` picks (a system
+    one, never a virtualenv), so the wheels fetched are the ones its tags select.
+    """
+    plan = fetch_plan(spec)
+    if plan is None:
+        return None
+    if plan.runner == "npx":
+        argv = (*plan.argv[:3], "--ignore-scripts", *plan.argv[3:])  # npm exec --yes --ignore-scripts …
+        return FetchPlan("npx", argv, package=plan.package, settles_npx_entry=True, warms=plan.key)
+    if plan.runner == "docker":
+        return plan
+    if plan.runner == "uvx":
+        options, target = plan.package[1:-1], plan.package[-1]
+        if not _python_requests_only(options):
+            return None  # uv would run the interpreter a registry named, to ask it its version
+        argv = ("uv", "pip", "install", "--system", "--no-build", "--target", PREFIX, *options, target)
+        return FetchPlan("uvx", argv, package=plan.package)
+    return None
+
+
+_PYTHON_VERSION = re.compile(r"(?:python|cpython)?\s*[<>=!~^]*\s*3(?:\.\d+){0,2}", re.IGNORECASE)
+
+
+def _python_requests_only(options: tuple[str, ...]) -> bool:
+    """Do the kept uv options name a Python only by version (``--python 3.12``), never by path?"""
+    items = list(options)
+    for i, opt in enumerate(items):
+        name, eq, value = opt.partition("=")
+        if name not in ("--python", "-p"):
+            continue
+        if not eq:
+            value = items[i + 1] if i + 1 < len(items) else ""
+        if not _PYTHON_VERSION.fullmatch(value.strip()):
+            return False
+    return True
+
+
+#: In a plan's argv: a dir inside the run's private work dir (uv's ``--target``).
+PREFIX = "<throw-away dir>"

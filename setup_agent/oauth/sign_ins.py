@@ -1,0 +1,348 @@
+"""OAuth sign-in for remote servers: the browser step out of band, tokens only in the core.
+
+:class:`SignIns` runs ``mcp_setup_authorize``: the SDK's ``OAuthClientProvider`` discovers the
+protected-resource and authorization-server metadata, registers a client (dynamic
+registration, or a configured client id), and builds the authorization request with PKCE and
+the RFC 8707 ``resource``. Before the browser step, :meth:`SignIns._check` refuses metadata
+whose endpoints leave the authorization server's origin (so codes and tokens go to the one
+host the user is shown) and a non-https server off loopback; the face then shows the user the
+authorization server's host, the scopes and the link. The redirect is caught on loopback by a
+:class:`~setup_agent.oauth.callback.CallbackListener` that checks ``state``. The tokens become
+a :class:`Grant` held behind a ref (``secret://…``) bound to that server's key
+(:meth:`SignIns.key_for`): the agent never sees a token.
+
+The grant and the auth that uses it live in :mod:`setup_agent.oauth.grant`; :class:`SignIns`
+makes a :class:`GrantAuth` from a ref (test, install) or from an installed server's stored grant
+(the connection manager's ``auth_for`` hook, which stores renewed grants). Every token is handed
+to the redactor as soon as it exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from setup_agent.errors import (
+    OAuthError,
+    OAuthRefused,
+    SecretError,
+    SecretPending,
+    SecretWrongKey,
+    SetupError,
+    Unreachable,
+)
+from setup_agent.secrets import Redactor, SecretRefStore
+
+from .callback import CallbackListener
+from .grant import GRANT_KEY, Grant, GrantAuth, host_of, origin
+
+__all__ = ["GRANT_KEY", "Grant", "GrantAuth", "Presenter", "SignIns", "origin"]
+
+logger = logging.getLogger(__name__)
+
+#: ``await present(info)``: show ``info`` (server, url, authorization_server, scopes, message) to
+#: the user; return ``{"status": "pending"}`` when the face does not wait for the sign-in.
+Presenter = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "mcp-setup", "version": "0.1.0"}},
+}
+
+
+class _Storage:
+    """The SDK's ``TokenStorage`` for one sign-in, in memory."""
+
+    def __init__(self, client_info: OAuthClientInformationFull | None = None) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client_info = client_info
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client_info = client_info
+
+
+class SignIns:
+    """Runs sign-ins and turns stored grants into :class:`GrantAuth`. ``store`` persists refreshes."""
+
+    def __init__(
+        self,
+        refs: SecretRefStore,
+        redactor: Redactor,
+        *,
+        store: Any = None,
+        timeout: float = 300.0,
+        http_timeout: float = 30.0,
+        client_name: str = "mcp-setup",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.refs = refs
+        self.redactor = redactor
+        self.store = store
+        self.timeout = timeout
+        self.http_timeout = http_timeout
+        self.client_name = client_name
+        self.clock = clock
+        self._flows: set[asyncio.Task[Any]] = set()
+
+    @staticmethod
+    def key_for(qualified_name: str) -> str:
+        """The ref key a sign-in for ``qualified_name`` is bound to."""
+        return "OAUTH_" + hashlib.sha256(qualified_name.encode()).hexdigest()[:24].upper()
+
+    def protect(self, grant: Grant) -> None:
+        for value in grant.secret_values():
+            self.redactor.register(value, "[secret:oauth]")
+
+    # -- the browser sign-in ------------------------------------------------------------
+    async def authorize(
+        self, *, qualified_name: str, url: str, present: Presenter | None, client_id: str | None = None
+    ) -> dict[str, Any]:
+        listener = await CallbackListener().start()
+        ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        preset = None
+        if client_id:
+            preset = OAuthClientInformationFull(
+                client_id=client_id, redirect_uris=[listener.redirect_uri], token_endpoint_auth_method="none"
+            )
+        provider: OAuthClientProvider
+
+        async def redirect_handler(auth_url: str) -> None:
+            info = self._check(auth_url, provider, listener, qualified_name)
+            if not ready.done():
+                ready.set_result(info)
+
+        async def callback_handler() -> Any:
+            return await listener.wait(self.timeout)
+
+        provider = OAuthClientProvider(
+            url,
+            OAuthClientMetadata(
+                client_name=self.client_name,
+                redirect_uris=[listener.redirect_uri],
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+                token_endpoint_auth_method="none",
+            ),
+            _Storage(preset),
+            redirect_handler=redirect_handler,
+            callback_handler=callback_handler,
+        )
+        ref = self.refs.reserve(self.key_for(qualified_name))
+        task = asyncio.create_task(self._run(provider, url, listener, ref, ready), name="mcp-setup-oauth")
+        self._flows.add(task)
+        task.add_done_callback(self._flows.discard)
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # reported through `ready`
+        await asyncio.wait({ready, task}, timeout=self.http_timeout * 3, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            task.cancel()
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+            raise OAuthError(f"Signing in to {qualified_name} did not get as far as the browser step in time.")
+        info = ready.result()
+        shown = await present(info) if present is not None else {"status": "pending"}
+        out = {"ref": ref, "server": qualified_name, **{k: v for k, v in info.items() if k != "message"}}
+        if shown.get("status") == "pending":
+            return {
+                **out,
+                **shown,
+                "status": "pending",
+                "message": (
+                    f"Ask the user to open the link to sign in to {qualified_name} at {info['authorization_server']}. "
+                    "The ref works once they have signed in; the tokens are never shown to you."
+                ),
+            }
+        await asyncio.shield(task)
+        out.pop("url", None)
+        return {**out, "status": "authorized"}
+
+    async def _run(
+        self, provider: OAuthClientProvider, url: str, listener: CallbackListener, ref: str, ready: asyncio.Future[Any]
+    ) -> None:
+        try:
+            headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+            async with httpx2.AsyncClient(auth=provider, timeout=self.timeout + self.http_timeout) as http:
+                response = await http.post(url, json=_INITIALIZE, headers=headers)
+            if response.status_code in (401, 403) or provider.context.current_tokens is None:
+                raise OAuthRefused(f"The server still refused the sign-in (HTTP {response.status_code}).")
+            grant = self._grant(provider, url)
+            self.protect(grant)
+            self.refs.fulfil(ref, grant.model_dump_json())
+        except BaseException as exc:
+            self.refs.discard(ref)
+            err = _translate(exc)
+            if not ready.done():
+                ready.set_exception(err)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise err from None
+        finally:
+            await listener.aclose()
+
+    def _check(
+        self, auth_url: str, provider: OAuthClientProvider, listener: CallbackListener, qualified_name: str
+    ) -> dict[str, Any]:
+        """Refuse what would send a code or token to a host the user is not shown."""
+        ctx = provider.context
+        meta = ctx.oauth_metadata
+        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(url_of(ctx)).scheme}://{host_of(url_of(ctx))}"
+        if ctx.auth_server_url and origin(ctx.auth_server_url) != origin(issuer):
+            raise OAuthRefused(
+                f"The server names the authorization server {host_of(ctx.auth_server_url)}, but its metadata is for "
+                f"{host_of(issuer)}; mcp-setup refuses to sign in there."
+            )
+        endpoints = {"sign-in page": auth_url}
+        if meta is not None:
+            for name in ("token_endpoint", "registration_endpoint", "revocation_endpoint"):
+                if getattr(meta, name, None):
+                    endpoints[name.replace("_", " ")] = str(getattr(meta, name))
+        for what, endpoint in endpoints.items():
+            if origin(endpoint) != origin(issuer):
+                raise OAuthRefused(
+                    f"The authorization server {host_of(issuer)} sends its {what} to another host "
+                    f"({host_of(endpoint)}); mcp-setup sends sign-in codes and tokens only to the host it shows the user."
+                )
+        scheme, host, _ = origin(issuer)
+        if scheme != "https" and host not in _LOOPBACK:
+            raise OAuthRefused(f"The authorization server {host_of(issuer)} does not use https; mcp-setup refuses to sign in over plain http.")
+        params = {k: v[0] for k, v in parse_qs(urlsplit(auth_url).query).items()}
+        if params.get("redirect_uri") != listener.redirect_uri or not params.get("state"):
+            raise OAuthRefused("The sign-in request does not come back to mcp-setup's own loopback address.")
+        listener.expect(params["state"])
+        scopes = params.get("scope", "").split()
+        host = host_of(issuer)
+        return {
+            "server": qualified_name,
+            "url": auth_url,
+            "authorization_server": host,
+            "scopes": scopes,
+            "resource": params.get("resource"),
+            "message": (
+                f"Sign in to {qualified_name} at {host}. mcp-setup asks for "
+                + (f"these permissions: {', '.join(scopes)}." if scopes else "no particular permissions (scopes).")
+                + " Your sign-in stays on this computer; the assistant never sees it."
+            ),
+        }
+
+    def _grant(self, provider: OAuthClientProvider, url: str) -> Grant:
+        ctx = provider.context
+        tokens, client = ctx.current_tokens, ctx.client_info
+        assert tokens is not None and client is not None
+        meta = ctx.oauth_metadata
+        token_endpoint = provider._get_token_endpoint()
+        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(url).scheme}://{host_of(url)}"
+        revocation = str(meta.revocation_endpoint) if meta is not None and meta.revocation_endpoint else None
+        return Grant(
+            server_url=url,
+            resource=ctx.get_resource_url(),
+            issuer=issuer,
+            token_endpoint=token_endpoint,
+            revocation_endpoint=revocation,
+            client_id=client.client_id,
+            client_secret=client.client_secret,
+            token_endpoint_auth_method=client.token_endpoint_auth_method,
+            scope=tokens.scope,
+            access_token=tokens.access_token,
+            refresh_token=tokens.refresh_token,
+            expires_at=self.clock() + tokens.expires_in if tokens.expires_in else None,
+        )
+
+    # -- using a grant ------------------------------------------------------------------
+    def auth_for_ref(self, ref: str, qualified_name: str, url: str | None) -> GrantAuth:
+        """The auth for a sign-in ref, which must be this server's (and this URL's)."""
+        key = self.key_for(qualified_name)
+        again = f"Call mcp_setup_authorize for {qualified_name} to sign in again."
+        try:
+            value = self.refs.resolve({key: ref})[key]
+        except SecretWrongKey:
+            raise SecretWrongKey(f"This oauth_ref is a sign-in for another server. {again}", key="oauth_ref") from None
+        except SecretPending:
+            raise SecretPending(
+                f"The user has not finished signing in to {qualified_name} yet. Wait for them, then try again.",
+                key="oauth_ref",
+            ) from None
+        except SecretError as exc:
+            raise type(exc)(f"This oauth_ref is unknown, used up or expired. {again}", key="oauth_ref") from None
+        grant = Grant.model_validate_json(value.reveal())
+        if url is None or origin(grant.server_url) != origin(url):
+            raise OAuthRefused(f"This sign-in was made for another address than {qualified_name}'s; sign in again.")
+        self.protect(grant)
+        return GrantAuth(grant, label=qualified_name, clock=self.clock, timeout=self.http_timeout, on_change=self.protect)
+
+    def auth_for_installed(self, server: Any, values: dict[str, str]) -> GrantAuth | None:
+        """The connection manager's hook: a :class:`GrantAuth` for an installed server that signed in."""
+        text = values.get(GRANT_KEY)
+        if not text:
+            return None
+        grant = Grant.model_validate_json(text)
+        self.protect(grant)
+
+        async def persist(new: Grant) -> None:
+            self.protect(new)
+            if self.store is not None:
+                await asyncio.to_thread(self.store.set_env_value, server.server_id, GRANT_KEY, new.model_dump_json(), True)
+
+        return GrantAuth(grant, label=server.qualified_name, on_change=persist, clock=self.clock, timeout=self.http_timeout)
+
+    async def revoke(self, grant_json: str) -> bool:
+        """Revoke the grant's tokens where its authorization server supports it (RFC 7009)."""
+        grant = Grant.model_validate_json(grant_json)
+        endpoint = grant.revocation_endpoint
+        if not endpoint or origin(endpoint) != origin(grant.issuer):
+            return False
+        done = False
+        async with httpx2.AsyncClient(timeout=self.http_timeout) as http:
+            for token, hint in ((grant.refresh_token, "refresh_token"), (grant.access_token, "access_token")):
+                if not token:
+                    continue
+                data, headers = grant.client_auth({"token": token, "token_type_hint": hint})
+                try:
+                    response = await http.post(endpoint, data=data, headers=headers)
+                    done = done or response.status_code == 200
+                except httpx2.HTTPError as exc:
+                    logger.warning("could not revoke a sign-in at %s (%s)", host_of(endpoint), type(exc).__name__)
+        return done
+
+    async def aclose(self) -> None:
+        for task in list(self._flows):
+            task.cancel()
+        if self._flows:
+            await asyncio.wait(list(self._flows), timeout=5)
+
+
+def url_of(ctx: Any) -> str:
+    return str(ctx.server_url)
+
+
+def _translate(exc: BaseException) -> SetupError:
+    if isinstance(exc, SetupError):
+        return exc
+    if isinstance(exc, (OAuthFlowError, OAuthTokenError, OAuthRegistrationError)):
+        return OAuthRefused(f"The sign-in was stopped: {exc}")
+    if isinstance(exc, httpx2.HTTPError):
+        return Unreachable(f"Could not reach the server or its sign-in service ({type(exc).__name__}).")
+    if isinstance(exc, asyncio.CancelledError):
+        return OAuthError("The sign-in was cancelled.")
+    logger.warning("sign-in failed unexpectedly: %s", type(exc).__name__)
+    return OAuthError(f"The sign-in failed ({type(exc).__name__}).")

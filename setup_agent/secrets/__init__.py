@@ -1,0 +1,54 @@
+"""Everything the promise rests on: secret refs and values (``refs.py``), the redactor
+(``redact.py``), the guess guard (``guard.py``), pending secret prompts (``prompts.py``),
+secret-looking chat text (``chat.py``) and the data key (``vault.py``).
+
+Imports only :mod:`setup_agent.errors` (and libraries): no other core package, no face.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from setup_agent.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .chat import looks_like_secret, scrub_secrets, WITHHELD
+    from .guard import GuessGuard
+    from .prompts import is_weak_value, PendingPrompt, PromptBroker, WEAK_VALUE_WARNING
+    from .redact import install_log_redaction, RedactingFilter, Redactor
+    from .refs import SecretRefStore, SecretValue
+    from .vault import Vault
+
+__all__ = [
+    "GuessGuard",
+    "install_log_redaction",
+    "is_weak_value",
+    "looks_like_secret",
+    "PendingPrompt",
+    "PromptBroker",
+    "RedactingFilter",
+    "Redactor",
+    "scrub_secrets",
+    "SecretRefStore",
+    "SecretValue",
+    "Vault",
+    "WEAK_VALUE_WARNING",
+    "WITHHELD",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "GuessGuard": "guard",
+    "install_log_redaction": "redact",
+    "is_weak_value": "prompts",
+    "looks_like_secret": "chat",
+    "PendingPrompt": "prompts",
+    "PromptBroker": "prompts",
+    "RedactingFilter": "redact",
+    "Redactor": "redact",
+    "scrub_secrets": "chat",
+    "SecretRefStore": "refs",
+    "SecretValue": "refs",
+    "Vault": "vault",
+    "WEAK_VALUE_WARNING": "prompts",
+    "WITHHELD": "chat",
+})  # fmt: skip

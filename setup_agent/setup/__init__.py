@@ -1,0 +1,55 @@
+"""The ``mcp_setup_*`` tools: :class:`SetupService` (``service.py``) and what it runs:
+arguments (``tool_args.py``, ``tool_specs.py``), preparation (``preparation.py``), the user's
+consent (``consent.py``, ``consent_request.py``, ``tool_review.py``), test-connect (``probe.py``,
+``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
+search cards (``search_cards.py``), providers and admission (``providers.py``) and the caller's
+context (``call_context.py``).
+
+Imports gateway, oauth, launch, store, secrets, errors and :mod:`registry_clients`; never agent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from setup_agent.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .call_context import CallContext
+    from .consent import ConsentBroker
+    from .consent_request import ConsentRequest
+    from .probe import Prober, ProbeResult
+    from .providers import load_provider_config, ProviderConfig
+    from .service import SetupService
+    from .tool_review import ToolReview, tools_change_request
+    from .tool_specs import TOOL_NAMES, TOOL_SPECS
+
+__all__ = [
+    "CallContext",
+    "ConsentBroker",
+    "ConsentRequest",
+    "load_provider_config",
+    "Prober",
+    "ProbeResult",
+    "ProviderConfig",
+    "SetupService",
+    "TOOL_NAMES",
+    "TOOL_SPECS",
+    "ToolReview",
+    "tools_change_request",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "CallContext": "call_context",
+    "ConsentBroker": "consent",
+    "ConsentRequest": "consent_request",
+    "load_provider_config": "providers",
+    "Prober": "probe",
+    "ProbeResult": "probe",
+    "ProviderConfig": "providers",
+    "SetupService": "service",
+    "TOOL_NAMES": "tool_specs",
+    "TOOL_SPECS": "tool_specs",
+    "ToolReview": "tool_review",
+    "tools_change_request": "tool_review",
+})  # fmt: skip

@@ -1,0 +1,340 @@
+"""Consent: the user, never the agent, approves what runs and where secrets go.
+
+Before a test-connect or an install runs third-party code (or sends a secret to a remote),
+the service builds a :class:`ConsentRequest` from the prepared launch spec: the runner,
+package, exact version or sha256, the command line with ``${KEY}`` templates (never values),
+the host each secret is sent to, the *destination settings* (URL template variables and
+``*_URL``/``*_HOST``-like settings, whose values the agent only suggests), and warnings the
+user must accept explicitly (e.g. ``argv_secret``). The :class:`ConsentBroker` holds pending
+consents until a face's out-of-band channel (web modal, one-time page, terminal prompt)
+answers them; an approval carries the user's values for the destination settings, which are
+the ones used. Approvals are remembered per (server, version, launch spec, suggested
+destinations, warnings) for the ref TTL. ``mode="never-ask"`` turns consent off.
+
+The broker is thread-safe (the one-time page answers from its own thread) and emits
+value-free events: ``consent_request {consent_id, consent}`` and ``consent_done {consent_id,
+status}`` (approved | denied | expired).
+
+The request and its builder are in ``consent_request.py`` (importable from here as before).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets as _random
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
+
+from .consent_request import (
+    ConsentRequest,
+    ConsentWarning,
+    DestinationSetting,
+    SecretDestination,
+    build_consent_request,
+    is_destination_setting,
+)
+
+__all__ = [
+    "ConsentBroker",
+    "ConsentDecision",
+    "ConsentMode",
+    "ConsentRequest",
+    "ConsentWarning",
+    "DestinationSetting",
+    "PendingConsent",
+    "SecretDestination",
+    "build_consent_request",
+    "is_destination_setting",
+    "obtain_consent",
+]
+
+log = logging.getLogger(__name__)
+
+ConsentMode = Literal["ask", "never-ask"]
+MAX_SETTING_CHARS = 2000
+_TOMBSTONES = 10_000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class ConsentDecision:
+    """An approval: the destination settings' values the user chose (these are used)."""
+
+    settings: dict[str, str]
+
+
+@dataclass(frozen=True)
+class PendingConsent:
+    consent_id: str
+    request: ConsentRequest
+    created_at: float
+
+
+# -- the broker ---------------------------------------------------------------------------
+
+Event = dict[str, Any]
+
+
+@dataclass(eq=False)
+class _State:
+    pending: PendingConsent
+    status: str = "pending"  # pending | approved | denied | expired
+    decision: ConsentDecision | None = None
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
+
+
+_UNKNOWN = "This consent request is unknown (already closed, expired, or from before a restart)."
+
+
+class ConsentBroker:
+    """Pending consents, the user's answers, and remembered approvals (for ``ttl_seconds``)."""
+
+    def __init__(self, *, ttl_seconds: float, mode: ConsentMode = "ask", timer: Callable[[], float] = time.monotonic) -> None:
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be positive")
+        if mode not in ("ask", "never-ask"):
+            raise ValueError("mode must be 'ask' or 'never-ask'")
+        self.mode = mode
+        self._ttl = float(ttl_seconds)
+        self._timer = timer
+        self._lock = threading.RLock()
+        self._pending: dict[str, _State] = {}
+        self._closed: dict[str, str] = {}  # consent_id -> final status (bounded)
+        self._remembered: dict[str, tuple[ConsentDecision, float]] = {}
+        self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
+
+    @property
+    def ask(self) -> bool:
+        return self.mode == "ask"
+
+    # -- events -------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[Event], Any], *, loop: asyncio.AbstractEventLoop | None = None) -> Callable[[], None]:
+        """Hear every event (on ``loop`` when given); returns an unsubscribe function."""
+        entry = (callback, loop)
+        with self._lock:
+            self._subscribers.append(entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
+
+        return unsubscribe
+
+    def _emit(self, events: list[Event]) -> None:
+        with self._lock:
+            subs = list(self._subscribers)
+        for event in events:
+            for callback, loop in subs:
+                try:
+                    if loop is None:
+                        callback(dict(event))
+                    else:
+                        loop.call_soon_threadsafe(callback, dict(event))
+                except Exception:  # noqa: BLE001 - a listener never breaks the broker
+                    log.exception("A consent event subscriber failed")
+
+    # -- state --------------------------------------------------------------------
+    def _sweep(self) -> list[Event]:
+        now = self._timer()
+        events: list[Event] = []
+        for fp, (_, at) in list(self._remembered.items()):
+            if now - at >= self._ttl:
+                del self._remembered[fp]
+        for cid, state in list(self._pending.items()):
+            if now - state.pending.created_at >= self._ttl:
+                self._close(cid, state, "expired")
+                events.append({"type": "consent_done", "consent_id": cid, "status": "expired"})
+        return events
+
+    def _close(self, cid: str, state: _State, status: str) -> None:
+        state.status = status
+        self._pending.pop(cid, None)
+        self._closed[cid] = status
+        while len(self._closed) > _TOMBSTONES:
+            self._closed.pop(next(iter(self._closed)))
+        for loop, event in state.waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:
+                pass
+        state.waiters.clear()
+
+    def _open_state(self, consent_id: Any) -> _State:
+        state = self._pending.get(consent_id) if isinstance(consent_id, str) else None
+        if state is None:
+            status = self._closed.get(consent_id) if isinstance(consent_id, str) else None
+            if status == "approved":
+                raise ConsentNotFound("This consent request was already approved.")
+            if status == "denied":
+                raise ConsentDenied("This consent request was denied by the user.")
+            raise ConsentNotFound(_UNKNOWN)
+        return state
+
+    # -- API ----------------------------------------------------------------------
+    def decision(self, request: ConsentRequest) -> ConsentDecision | None:
+        """The remembered approval for ``request`` (same fingerprint, within the TTL)."""
+        with self._lock:
+            events = self._sweep()
+            entry = self._remembered.get(request.fingerprint)
+        self._emit(events)
+        return entry[0] if entry else None
+
+    def open(self, request: ConsentRequest) -> PendingConsent:
+        """A pending consent for ``request`` (the open one with the same fingerprint, if any)."""
+        with self._lock:
+            events = self._sweep()
+            for state in self._pending.values():
+                if state.pending.request.fingerprint == request.fingerprint:
+                    pending = state.pending
+                    break
+            else:
+                pending = PendingConsent(_random.token_urlsafe(24), request, self._timer())
+                self._pending[pending.consent_id] = _State(pending)
+                events.append({"type": "consent_request", "consent_id": pending.consent_id, "consent": request.public()})
+        self._emit(events)
+        log.info("Consent asked for %s (%s)", request.server, request.action)
+        return pending
+
+    def get(self, consent_id: str) -> PendingConsent:
+        """The open consent ``consent_id``; raises ConsentNotFound/ConsentDenied otherwise."""
+        with self._lock:
+            events = self._sweep()
+            state = self._pending.get(consent_id) if isinstance(consent_id, str) else None
+        self._emit(events)
+        if state is None:
+            with self._lock:
+                self._open_state(consent_id)  # raises the right error
+        return state.pending  # type: ignore[union-attr]
+
+    def status(self, consent_id: str) -> str:
+        with self._lock:
+            if consent_id in self._pending:
+                return "pending"
+            return self._closed.get(consent_id, "unknown")
+
+    def approve(
+        self, consent_id: str, settings: Mapping[str, Any] | None = None, *, accept_warnings: bool = False,
+        by: str | None = None,
+    ) -> ConsentDecision:
+        """The user approves, with their values for the destination settings (others keep the suggestion)."""
+        with self._lock:
+            events = self._sweep()
+            try:
+                state = self._open_state(consent_id)
+                request = state.pending.request
+                chosen = _validated_settings(request, settings or {})
+                if request.warnings and accept_warnings is not True:
+                    codes = ", ".join(w.code for w in request.warnings)
+                    raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
+                decision = ConsentDecision(chosen)
+                state.decision = decision
+                self._remembered[request.fingerprint] = (decision, self._timer())
+                self._close(consent_id, state, "approved")
+                events.append(_done(consent_id, "approved", by))
+            finally:
+                self._emit(events)
+        log.info("The user approved running %s", request.server)
+        return decision
+
+    def deny(self, consent_id: str, reason: str = "denied by the user", *, by: str | None = None) -> None:
+        with self._lock:
+            events = self._sweep()
+            try:
+                state = self._open_state(consent_id)
+                self._close(consent_id, state, "denied")
+                events.append(_done(consent_id, "denied", by))
+            finally:
+                self._emit(events)
+        log.info("The user denied running %s (%s)", state.pending.request.server, reason[:200])
+
+    async def wait(self, consent_id: str, timeout: float) -> str:
+        """Wait for the user's answer; returns the final status (approved | denied | expired).
+
+        Raises :class:`TimeoutError` when still pending after ``timeout`` seconds.
+        """
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        with self._lock:
+            state = self._pending.get(consent_id)
+            if state is None:
+                return self._closed.get(consent_id, "unknown")
+            state.waiters.append((loop, event))
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+        with self._lock:
+            if (loop, event) in state.waiters:
+                state.waiters.remove((loop, event))
+            if state.status == "pending":
+                raise TimeoutError("The user has not answered the consent request yet.")
+            return state.status
+
+
+def _done(consent_id: str, status: str, by: str | None) -> Event:
+    """A ``consent_done`` event; ``by`` names the face that answered (e.g. ``web``), for the audit."""
+    event: Event = {"type": "consent_done", "consent_id": consent_id, "status": status}
+    if by:
+        event["by"] = by
+    return event
+
+
+def _validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:
+    names = {d.name: d for d in request.destinations}
+    unknown = [k for k in settings if k not in names]
+    if unknown:
+        raise InvalidInput("Only the destination settings shown can be changed here.")
+    out = {d.name: d.suggested for d in request.destinations}
+    for name, value in settings.items():
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidInput(f"Enter a value for {name}.", key=name)
+        value = value.strip()
+        if len(value) > MAX_SETTING_CHARS or _CONTROL.search(value):
+            raise InvalidInput(f"The value for {name} is too long or holds control characters.", key=name)
+        out[name] = value
+    return out
+
+
+#: A face's way of showing a consent to the user; it may wait for the answer and returns extra
+#: fields for a ``consent_required`` error (e.g. ``{"url": ...}``).
+ConsentPresenter = Callable[[PendingConsent], Awaitable[dict[str, Any] | None]]
+
+
+async def obtain_consent(
+    broker: ConsentBroker | None, request: ConsentRequest, present: ConsentPresenter | None
+) -> ConsentDecision | None:
+    """The user's approval of ``request``, asking through ``present`` when none is remembered.
+
+    Returns None when consent is off. Raises :class:`ConsentRequired` (with the prompt id and
+    what the face added, e.g. a page URL) while the user has not answered, and
+    :class:`ConsentDenied` when they said no.
+    """
+    if broker is None or not broker.ask:
+        return None
+    decision = broker.decision(request)
+    if decision is not None:
+        return decision
+    pending = broker.open(request)
+    extra: dict[str, Any] = {}
+    if present is not None:
+        extra = dict(await present(pending) or {})
+    decision = broker.decision(request)
+    if decision is not None:
+        return decision
+    if broker.status(pending.consent_id) == "denied":
+        raise ConsentDenied(f"The user did not allow running {request.server}.")
+    details = {"prompt_id": pending.consent_id, **{k: v for k, v in extra.items() if k in ("url", "status")}}
+    raise ConsentRequired(
+        f"The user has to approve running {request.server} (what runs and where its secrets go) out of band. "
+        + ("Ask them to open the link in details.url, then " if "url" in extra else "Once they have, ")
+        + "call this tool again with the same arguments.",
+        details=details,
+    )

@@ -1,0 +1,202 @@
+"""What the user is asked to approve: a :class:`ConsentRequest` built from the prepared launch spec.
+
+The runner, package, exact version or sha256, the command line with ``${KEY}`` templates (never
+values), the host each secret is sent to, the *destination settings* (URL template variables and
+``*_URL``/``*_HOST``-like settings, whose values the agent only suggests), and warnings the user
+must accept explicitly (e.g. ``argv_secret``). The broker that holds it open is
+:class:`~setup_agent.setup.consent.ConsentBroker`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from registry_clients.models import RequiredKey
+from setup_agent.launch import LaunchSpec, template_keys
+
+__all__ = [
+    "ConsentRequest",
+    "ConsentWarning",
+    "DestinationSetting",
+    "SecretDestination",
+    "build_consent_request",
+    "is_destination_setting",
+]
+
+_DESTINATION_NAME = re.compile(r"(?i)(^|[_.\-])(url|uri|host|hostname|endpoint|domain|origin|base[_\-]?url)$")
+_URL_VALUE = re.compile(r"(?i)^[a-z][a-z0-9+.\-]*://")
+_TEMPLATE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
+
+
+@dataclass(frozen=True)
+class ConsentWarning:
+    """Something the user must accept explicitly (``code`` e.g. ``argv_secret``)."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class DestinationSetting:
+    """A non-secret value that decides where the server connects: the agent only suggests it."""
+
+    name: str
+    suggested: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class SecretDestination:
+    """Where one secret goes: ``how`` (env var, header, argument, URL) and to which ``host``."""
+
+    key: str
+    how: list[str]
+    destination: str
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class ConsentRequest:
+    """What the user is asked to approve. Holds templates and non-secret values only."""
+
+    server: str
+    version: str | None
+    action: str
+    package_type: str
+    package: str
+    runner: str | None
+    sha256: str | None
+    transport: str
+    command_line: list[str]
+    url: str | None
+    env: dict[str, str]
+    headers: dict[str, str]
+    secrets: list[SecretDestination]
+    destinations: list[DestinationSetting]
+    warnings: list[ConsentWarning] = field(default_factory=list)
+    fingerprint: str = ""
+    #: For ``action == "tools_change"``: the installed server's tool list changed (see pins.py):
+    #: ``{server_id, pinned_hash, live_hash, diff, tools: [{name, change, description, pinned_description,
+    #: inputSchema}]}`` — the new texts as the server wrote them, shown escaped, never to the agent.
+    tools_change: dict[str, Any] | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The JSON a face shows (no fingerprint: it is an internal key)."""
+        out = asdict(self)
+        out.pop("fingerprint", None)
+        return out
+
+
+# -- building a request -------------------------------------------------------------------
+
+
+def is_destination_setting(key: RequiredKey, value: str | None, url_keys: Iterable[str] = ()) -> bool:
+    """A non-secret setting that shapes where the server connects."""
+    if key.secret:
+        return False
+    if key.kind == "url_variable" or key.name in set(url_keys):
+        return True
+    return bool(_DESTINATION_NAME.search(key.name)) or bool(value and _URL_VALUE.match(value.strip()))
+
+
+def _fill_public(text: str, values: Mapping[str, str], *, in_url: bool = False) -> str:
+    """Fill ``${KEY}`` from non-secret ``values``; other templates stay as ``${KEY}``."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name is None:
+            return "$"
+        if name not in values:
+            return m.group(0)
+        return quote(values[name], safe=":@!$'()*+,;=") if in_url else values[name]
+
+    return _TEMPLATE.sub(sub, text)
+
+
+def _host_of(url: str | None) -> str | None:
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        return parts.netloc.rsplit("@", 1)[-1] or None
+    except ValueError:
+        return None
+
+
+def _fingerprint(parts: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def build_consent_request(
+    *,
+    server: str,
+    version: str | None,
+    spec: LaunchSpec,
+    keys: Iterable[RequiredKey],
+    values: Mapping[str, str],
+    action: str = "test",
+    warnings: Iterable[ConsentWarning | Mapping[str, str]] = (),
+) -> ConsentRequest:
+    """The request for running ``spec`` with ``values`` (only non-secret values are read)."""
+    keys = list(keys)
+    secret_names = {k.name for k in keys if k.secret}
+    url_keys = template_keys(spec.url or "")
+    destinations = [
+        DestinationSetting(k.name, values[k.name], k.description or "")
+        for k in keys
+        if k.name in values and is_destination_setting(k, values.get(k.name), url_keys)
+    ]
+    public_values = {d.name: d.suggested for d in destinations}
+    filled_url = _fill_public(spec.url, public_values, in_url=True) if spec.url else None
+    secrets: list[SecretDestination] = []
+    for name in sorted(secret_names & spec.keys()):
+        how: list[str] = []
+        how += [f"environment variable {env}" for env, t in spec.env.items() if name in template_keys(t)]
+        how += [f"header {h}" for h, t in spec.headers.items() if name in template_keys(t)]
+        if any(name in template_keys(a) for a in spec.args) or name in template_keys(spec.command or ""):
+            how.append("command-line argument")
+        if name in url_keys:
+            how.append("URL")
+        if spec.transport == "stdio":
+            where = "this computer: the server process started by " + (spec.runner or spec.command or "its runtime")
+            if destinations:
+                where += " (it may send it on to " + ", ".join(d.name for d in destinations) + ")"
+            secrets.append(SecretDestination(name, how, where, None))
+        else:
+            host = _host_of(filled_url)
+            secrets.append(SecretDestination(name, how, f"{spec.transport} server at {filled_url}", host))
+    warns = [w if isinstance(w, ConsentWarning) else ConsentWarning(str(w["code"]), str(w["message"])) for w in warnings]
+    command_line = [spec.command, *spec.args] if spec.command else []
+    request = ConsentRequest(
+        server=server,
+        version=version,
+        action=action,
+        package_type=spec.package_type,
+        package=spec.identifier,
+        runner=spec.runner,
+        sha256=spec.file_sha256,
+        transport=spec.transport,
+        command_line=[c for c in command_line if c is not None],
+        url=spec.url,
+        env=dict(spec.env),
+        headers=dict(spec.headers),
+        secrets=secrets,
+        destinations=destinations,
+        warnings=warns,
+    )
+    fp = _fingerprint(
+        {
+            "server": server,
+            "version": version,
+            "spec": spec.model_dump(mode="json"),
+            "destinations": public_values,
+            "warnings": sorted(w.code for w in warns),
+        }
+    )
+    return ConsentRequest(**{**request.__dict__, "fingerprint": fp})

@@ -1,0 +1,240 @@
+"""Test and install, step by step: a test prepares the launch, asks the user's consent, runs
+the download phase and probes the server (parking a passing session for its install, #17); an
+install does the same under a lock per server name (or adopts the parked session), writes the
+store in one transaction and connects. Any failure before the commit leaves no rows and no
+install dir, and releases the refs it claimed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets as _random
+import shutil
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from setup_agent.errors import DownloadTimeout
+from setup_agent.gateway import ConnectionManager
+from setup_agent.launch import Fetcher, StderrLines, claim_dir, make_scratch_dir
+from setup_agent.oauth import GRANT_KEY
+from setup_agent.secrets import Redactor, SecretRefStore
+from setup_agent.store import Store, relabel
+
+from .adoption import Keep, Parked
+from .bundle_manifests import BundleManifests
+from .call_context import CallContext, Progress
+from .consent import ConsentBroker, build_consent_request, obtain_consent
+from .preparation import Prepared, Preparer
+from .probe import Prober, ProbeResult
+from .tool_args import name_or_none, req_name, str_map
+
+__all__ = ["Installer"]
+
+
+@dataclass(kw_only=True, eq=False)
+class Installer:
+    """Runs ``mcp_setup_test_connection`` and ``mcp_setup_install_and_connect``."""
+
+    refs: SecretRefStore
+    redactor: Redactor
+    store: Store
+    prober: Prober
+    connections: ConnectionManager
+    preparer: Preparer
+    manifests: BundleManifests
+    consents: ConsentBroker | None = None  # None: no consent step (a core used without a face)
+    fetcher: Fetcher | None = None  # None: no download phase (the probe's deadline covers the download)
+    scratch_root: Path | None = None
+    # One lock per server name: two installs of the same name never race, and a server
+    # that hangs in its test holds up no other install.
+    _install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
+        default_factory=weakref.WeakValueDictionary, init=False, repr=False
+    )
+
+    async def test(self, args: dict, ctx: CallContext) -> dict:
+        progress = Progress(ctx, self.redactor, "mcp_setup_test_connection", name_or_none(args.get("qualified_name")))
+        # An install may adopt the tested process (#17): it then runs in a reserved install dir.
+        reserved = self.connections.install_dir("srv_" + _random.token_hex(6)) if self.prober.parking.enabled else None
+        workdir = reserved or make_scratch_dir(self.scratch_root, "test")
+        parked = False
+        try:
+            if reserved is not None:
+                await asyncio.to_thread(claim_dir, reserved)
+            prepared = await self.preparer.prepare(args, workdir, progress)
+            await self._consent(prepared, ctx, "test")
+            result = await self._probe(prepared, progress, keep=reserved)
+            parked = result.parked  # the parked session owns its dir now
+        except BaseException as exc:
+            await progress.failed(exc)
+            raise
+        finally:
+            if not parked:
+                await asyncio.to_thread(shutil.rmtree, workdir, True)
+        return {
+            "ok": True,
+            "tools": result.tools,
+            "package": prepared.package.id,
+            "version": prepared.package.version,
+            "protocol_version": result.protocol_version,
+        }
+
+    async def install(self, args: dict, ctx: CallContext) -> dict:
+        name = req_name(args, "qualified_name")
+        progress = Progress(ctx, self.redactor, "mcp_setup_install_and_connect", name)
+        try:
+            return await self._install(name, args, ctx, progress)
+        except BaseException as exc:
+            await progress.failed(exc)
+            raise
+
+    def _install_lock(self, name: str) -> asyncio.Lock:
+        lock = self._install_locks.get(name)
+        if lock is None:
+            lock = self._install_locks[name] = asyncio.Lock()
+        return lock
+
+    async def _install(self, name: str, args: dict, ctx: CallContext, progress: Progress) -> dict:
+        async with self._install_lock(name):
+            await self.preparer.refuse_installed(name)  # again, now that no other install of it runs
+            server_id = "srv_" + _random.token_hex(6)
+            install_dir = self.connections.install_dir(server_id)
+            # Reserve the refs first (#10 item 7): a concurrent install cannot use them too;
+            # a failure releases them so they stay usable.
+            env_refs = str_map(args, "env_refs")
+            claim = self.refs.claim(env_refs)
+            adopted: Parked | None = None
+            try:
+                await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
+                prepared = await self.preparer.prepare(args, install_dir, progress, lazy_bundle=self.prober.parking.enabled)
+                await self._consent(prepared, ctx, "install")
+                adopted = self._adopt(prepared)
+                if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
+                    await asyncio.to_thread(shutil.rmtree, install_dir, True)
+                    server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
+                    # The tools the tested process listed: a face shows them as for a fresh start.
+                    await progress("tools_listed", "done", tools=[
+                        {"name": t["name"], "description": t["description"]} for t in result.tools
+                    ])  # fmt: skip
+                else:
+                    if prepared.spec.needs_install_dir and prepared.bundle_dir is None:  # lazy, not adopted
+                        prepared.bundle_dir, _ = await self.manifests.fetch(
+                            prepared.package, install_dir, progress, allow_file=prepared.detail.source == "local"
+                        )
+                    result = await self._probe(prepared, progress)
+                await progress("installing", "started")
+                # A value that came through a secret prompt (a ref) is secret for life, whatever
+                # the registry says (#10 item 1): stored as secret, so every connect hides it.
+                secret_keys = {n for k in prepared.keys if k.secret for n in (k.name, *k.aliases)} | set(env_refs)
+                # Hidden while the refs are still live: after consume only a connect knows the values.
+                probed_tools = self.redactor.redact_obj(result.tools)
+                env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
+                if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
+                    env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
+                self.connections.expect(server_id)  # a store sync must not start it meanwhile (#17)
+                server = await asyncio.to_thread(
+                    self.store.install,
+                    server_id=server_id,
+                    qualified_name=prepared.detail.qualified_name,
+                    source=prepared.detail.source,
+                    version=prepared.package.version or prepared.detail.version,
+                    package_type=prepared.package.type,
+                    launch_spec=prepared.spec.model_dump(mode="json"),
+                    installed_by=ctx.installed_by,
+                    tools_hash=result.tools_hash,
+                    env=env,
+                    title=prepared.detail.display_name,
+                    tools=relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()}),  # the pin
+                )
+            except BaseException:
+                self.refs.release(claim)
+                self.connections.expect(server_id, False)
+                if adopted is not None:
+                    await adopted.close()
+                await asyncio.to_thread(shutil.rmtree, install_dir, True)
+                raise
+            self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
+        await progress("installing", "done", server_id=server.server_id)
+        status = await self.connections.connect(server, adopt=adopted)
+        await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
+        out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or probed_tools}
+        if status.reason:
+            out["reason"] = status.reason
+        return out
+
+    async def _consent(self, prepared: Prepared, ctx: CallContext, action: str) -> None:
+        """The user's out-of-band approval; their destination settings replace the agent's."""
+        request = build_consent_request(
+            server=prepared.detail.qualified_name,
+            version=prepared.package.version or prepared.detail.version,
+            spec=prepared.spec,
+            keys=prepared.keys,
+            values=prepared.values,
+            action=action,
+            warnings=prepared.warnings(),
+        )
+        decision = await obtain_consent(self.consents, request, ctx.present_consent)
+        if decision is not None:
+            prepared.values.update(decision.settings)
+            self.preparer.refuse_foreign_destination(prepared.keys, prepared.values, prepared.spec)  # edited there too
+        # An approval means the user accepted every warning shown (the broker insists on it).
+        prepared.refuse_argv_secrets(ctx, consented=decision is not None)
+
+    def _adoption_key(self, prepared: Prepared) -> str:
+        version = prepared.package.version or prepared.detail.version
+        spec = prepared.spec.model_dump(mode="json")
+        return self.prober.parking.key(prepared.detail.qualified_name, version, spec, prepared.values)
+
+    def _adopt(self, prepared: Prepared) -> Parked | None:
+        """The session a passing test of exactly this left running, if any (#17 item 1)."""
+        if not self.prober.parking.enabled or prepared.auth is not None:
+            return None
+        return self.prober.parking.adopt(self._adoption_key(prepared))
+
+    async def _fetch(self, prepared: Prepared, progress: Progress) -> None:
+        """The download phase (#17 item 3): its own deadline and progress; the start's deadline
+        then counts from its end. A failed fetch is not an error: the start says what is wrong."""
+        if self.fetcher is None or self.fetcher.is_warm(prepared.spec):
+            return
+        await progress("downloading", "started")
+
+        async def tick(elapsed: float, fetched: int) -> None:
+            await progress("downloading", "progress", elapsed_seconds=round(elapsed, 1), fetched=fetched)
+
+        try:
+            state = await self.fetcher.fetch(prepared.spec, tick)
+        except TimeoutError:
+            raise DownloadTimeout(
+                f"Downloading the package took longer than {self.fetcher.timeout:g} seconds "
+                "(MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS). Try again: what arrived stays in the cache."
+            ) from None
+        await progress("downloading", "done", **({"fetched": state.fetched, "ok": state.ok} if state else {}))
+
+    async def _probe(self, prepared: Prepared, progress: Progress, keep: Path | None = None) -> ProbeResult:
+        await self._fetch(prepared, progress)
+
+        # While it starts, the page shows the time spent against the deadline and the server's
+        # latest stderr line, redacted (#12 item 4).
+        async def on_stage(stage: str, status: str) -> None:
+            late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            await progress(stage, status, **late)
+
+        async def on_line(line: str) -> None:
+            if progress.stage == "starting":  # lines after the handshake are not "while it starts"
+                await progress("starting", "output", stderr_line=line)
+
+        lines = StderrLines(on_line, self.redactor.redact)
+        try:
+            result = await self.prober.probe(
+                prepared.spec,
+                prepared.values,
+                dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
+                on_stage=on_stage,
+                on_stderr=lines,
+                keep=Keep(self._adoption_key(prepared), keep) if keep is not None else None,
+                **({"auth": prepared.auth} if prepared.auth is not None else {}),
+            )
+        finally:
+            lines.close()
+        await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
+        return result

@@ -1,0 +1,273 @@
+"""What a test, install or sign-in runs, worked out from the agent's arguments before anything
+runs (:class:`Preparer`): the registry entry (refused when installed, deprecated or not
+admitted), the package chosen for this machine, its keys (an MCPB bundle's own from its
+manifest), the values (refs resolved, aliases filled), the launch spec (secrets moved off the
+command line where they can be) and an OAuth sign-in. The result is a :class:`Prepared`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from registry_clients.hub import RegistryHub
+from registry_clients.models import Detail, PackageOption, RequiredKey
+from registry_clients.required_keys import smithery_hosted
+from setup_agent.errors import AlreadyInstalled, ArgvSecret, DeprecatedEntry, InvalidInput, SecretNotAllowed, SetupError
+from setup_agent.launch import (
+    DEFAULT_PREFERENCE,
+    LaunchSpec,
+    argv_secret_keys,
+    build_spec,
+    choose_package,
+    materialize,
+    move_argv_secrets,
+    required_keys_from_manifest,
+    spec_from_manifest,
+    unset_keys,
+)
+from setup_agent.oauth import GrantAuth, SignIns
+from setup_agent.secrets import SecretRefStore
+from setup_agent.store import Store
+from setup_agent.translation import translate
+
+from .bundle_manifests import BundleManifests
+from .call_context import CallContext, Progress
+from .consent import ConsentWarning
+from .tool_args import opt_name, opt_str, req_name, scrub, str_map
+
+__all__ = ["Prepared", "Preparer"]
+
+
+@dataclass
+class Prepared:
+    detail: Detail
+    package: PackageOption
+    spec: LaunchSpec
+    keys: list[RequiredKey]
+    values: dict[str, str]
+    bundle_dir: Path | None
+    auth: GrantAuth | None = None  # an OAuth sign-in (oauth_ref)
+    #: Secret keys the launch still puts on the command line (visible in ``ps``): the warning
+    #: a consent step shows; empty when none, or when they were moved into the environment.
+    argv_secret_keys: list[str] = field(default_factory=list)
+
+    def warnings(self) -> list[ConsentWarning]:
+        """What the consent step must show and the user accept explicitly."""
+        if not self.argv_secret_keys:
+            return []
+        keys = ", ".join(self.argv_secret_keys)
+        return [
+            ConsentWarning(
+                "argv_secret",
+                f"This server takes {keys} on its command line, where other users of this computer can see it "
+                "(for example with ps) while it runs.",
+            )
+        ]
+
+    def refuse_argv_secrets(self, ctx: CallContext, *, consented: bool = False) -> None:
+        if self.argv_secret_keys and not (ctx.allow_argv_secret or consented):
+            keys = ", ".join(self.argv_secret_keys)
+            raise ArgvSecret(
+                f"This server takes {keys} on its command line, where other local users can see it, and "
+                "it cannot be moved into the environment. It runs only if the user consents to that.",
+                details={"keys": list(self.argv_secret_keys)},
+            )
+
+
+@dataclass(kw_only=True, eq=False)
+class Preparer:
+    """Turns a test's, install's or sign-in's arguments into a :class:`Prepared` launch."""
+
+    refs: SecretRefStore
+    hub: RegistryHub
+    store: Store
+    manifests: BundleManifests
+    package_preference: tuple[str, ...] = DEFAULT_PREFERENCE
+    which: Callable[[str], str | None] = shutil.which
+    user_home: Path | None = None
+    oauth: SignIns | None = None
+    #: Admission (setup_agent/setup/providers.py): ``admit(qualified_name, repository_url)`` raises
+    #: ``not_admitted`` for a server that may not be tested or installed; None admits all.
+    admit: Callable[[str, str | None], None] | None = None
+    #: Values mcp-setup itself holds, by ``RequiredKey.provided_by`` (``{"smithery": key}``): a key
+    #: provided so is filled in unless the user gave one, and never requested.
+    provided_values: Mapping[str, str] = field(default_factory=dict)
+
+    async def detail(self, name: str, source: str | None, version: str | None = None) -> Detail:
+        try:  # a version is asked for only when given (``mcp-setup update --version``)
+            return await self.hub.get(name, source=source, **({"version": version} if version else {}))
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        except Exception as exc:  # upstream text may reflect the name: keep only our own words
+            err = translate(exc)
+            if type(err) is SetupError:
+                raise
+            err.message = scrub(err.message, name)
+            raise err from None
+
+    async def prepare(self, args: dict, workdir: Path, progress: Progress, *, lazy_bundle: bool = False) -> Prepared:
+        name = req_name(args, "qualified_name")
+        env_refs = str_map(args, "env_refs")
+        env = str_map(args, "env")
+        allow_deprecated = args.get("allow_deprecated", False)
+        if not isinstance(allow_deprecated, bool):
+            raise InvalidInput("allow_deprecated must be true or false.")
+        await self.refuse_installed(name)  # before any download, prompt or spawn
+        await progress("resolving", "started")
+        detail = await self.detail(name, opt_name(args, "source"), opt_name(args, "version"))
+        if detail.qualified_name != name:
+            await self.refuse_installed(detail.qualified_name)
+        if detail.status and not allow_deprecated:
+            raise DeprecatedEntry(
+                f"The registry marks {detail.qualified_name} {detail.status}. Pick another server, or pass "
+                "allow_deprecated: true if the user wants it anyway.",
+                details={"status": detail.status},
+            )
+        if self.admit is not None:  # before any download, prompt or spawn
+            self.admit(detail.qualified_name, detail.repository_url)
+        package = choose_package(
+            detail.packages, opt_name(args, "package"), preference=self.package_preference, which=self.which
+        )
+        keys = list(package.required_keys)
+        bundle_dir: Path | None = None
+        manifest = None
+        await progress("resolving", "done", package=package.id)
+        if package.type == "mcpb":
+            manifest = self.manifests.known(package) if lazy_bundle and package.file_sha256 else None
+            if manifest is None:  # lazy: a bundle already checked is fetched only if no tested process is adopted
+                bundle_dir, manifest = await self.manifests.fetch(
+                    package, workdir, progress, allow_file=detail.source == "local"
+                )
+            keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
+        values = self.values(keys, env_refs, env, fill=self.fillable(package, keys))
+        # Optional settings left unset (and flags set false): their inputs are left out entirely.
+        omit = unset_keys(keys, values)
+        spec = build_spec(package, omit=omit)
+        if manifest is not None:
+            spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
+        secret = {k.name for k in keys if k.secret}
+        spec = move_argv_secrets(spec, secret)
+        self.refuse_foreign_destination(keys, values, spec)
+        auth = None
+        oauth_ref = opt_str(args, "oauth_ref")
+        if oauth_ref is not None:
+            if self.oauth is None:
+                raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
+            auth = self.oauth.auth_for_ref(oauth_ref, detail.qualified_name, self.remote_url(spec, values))
+        return Prepared(
+            detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret)
+        )
+
+    def fillable(self, package: PackageOption, keys: list[RequiredKey]) -> set[str]:
+        """The keys mcp-setup fills in itself for ``package``: a value it holds (the Smithery API
+        key) whose only use is the remote's ``Authorization: Bearer`` header. A server that also
+        puts it anywhere else (its URL, another header, a setting passed on to the server) is
+        asked for it like for any other key."""
+        wanted = [k for k in keys if k.provided_by in self.provided_values]
+        if not wanted or package.type != "remote":
+            return set()
+        try:
+            spec = build_spec(package)
+        except SetupError:
+            return set()
+        return {key.name for key in wanted if _bearer_only(spec, key)}
+
+    def values(
+        self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str], *, fill: Collection[str] = ()
+    ) -> dict[str, str]:
+        by_name = {k.name: k for k in keys}
+        canonical = {k.name: k.name for k in keys} | {a: k.name for k in keys for a in k.aliases}
+        unknown = sorted((set(env_refs) | set(env)) - set(canonical))
+        if unknown:
+            known = ", ".join(sorted(by_name)) or "none"
+            # Never the unknown names themselves: what matched nothing is the agent's guess (#10 item 2).
+            raise InvalidInput(
+                f"{len(unknown)} name{'s' if len(unknown) > 1 else ''} in env/env_refs {'are' if len(unknown) > 1 else 'is'} "
+                f"not a setting of this server (its settings: {known})."
+            )
+        for key in env:
+            if by_name[canonical[key]].secret:
+                raise SecretNotAllowed(
+                    f"{key} is a secret: pass it in env_refs as a ref from mcp_setup_request_secret, never in env.",
+                    key=key,
+                )
+        both = set(env) & set(env_refs)
+        if both:
+            raise InvalidInput(f"{', '.join(sorted(both))} given both in env and env_refs; give each once.")
+        given: dict[str, str] = {}
+        for key in [*env, *env_refs]:
+            if canonical[key] in given:
+                raise InvalidInput(
+                    f"{given[canonical[key]]} and {key} name the same setting; give it once, under either name."
+                )
+            given[canonical[key]] = key
+        provided = {
+            k.name: self.provided_values[k.provided_by]  # type: ignore[index]
+            for k in keys
+            if k.name in fill and k.provided_by in self.provided_values and k.name not in given
+        }
+        missing = [k for k in keys if k.required and k.default is None and k.name not in given and k.name not in provided]
+        if missing:
+            parts = [
+                f"{k.name} (secret: request it with mcp_setup_request_secret)" if k.secret else k.name
+                for k in missing
+            ]
+            raise InvalidInput(f"Missing required settings: {', '.join(parts)}.", details={"missing": [k.name for k in missing]})
+        resolved = self.refs.resolve(env_refs)
+        # An optional argument's default is the server's own: it is shown, never passed.
+        values = {k.name: k.default for k in keys if k.default is not None and not k.off_unless_set}
+        values.update({canonical[k]: v for k, v in env.items()})
+        values.update({canonical[k]: v.reveal() for k, v in resolved.items()})
+        values.update(provided)
+        for key in keys:  # one value, every name: the bundle's templates use the alias
+            if key.name in values:
+                values.update({alias: values[key.name] for alias in key.aliases})
+        return values
+
+    def refuse_foreign_destination(self, keys: list[RequiredKey], values: dict[str, str], spec: LaunchSpec) -> None:
+        """A value mcp-setup holds (the Smithery API key) goes only to its own service's hosts,
+        whatever the URL's variables were set to."""
+        filled = [k for k in keys if k.provided_by in self.provided_values and values.get(k.name) == self.provided_values[k.provided_by]]
+        if not filled:
+            return
+        if not all(_bearer_only(spec, k) for k in filled):  # an update may bring a launch that uses it elsewhere
+            raise InvalidInput(
+                "This server would receive mcp-setup's Smithery API key somewhere else than as its sign-in "
+                "token, so it is not sent. Ask the user for the key this server needs."
+            )
+        url = materialize(spec, values).url if spec.transport != "stdio" else None
+        if url is None or not smithery_hosted(url):
+            raise InvalidInput(
+                "This server's address is not on smithery.ai, and mcp-setup sends the Smithery API key only to "
+                "Smithery. Set its address back to its smithery.ai one."
+            )
+
+    async def refuse_installed(self, name: str) -> None:
+        existing = await asyncio.to_thread(self.store.get_by_name, name)
+        if existing is not None:
+            raise AlreadyInstalled(
+                f"{existing.qualified_name} is already installed (server_id {existing.server_id}). "
+                "Remove it with mcp_setup_remove first to install it again.",
+                details={"server_id": existing.server_id},
+            )
+
+    @staticmethod
+    def remote_url(spec: LaunchSpec, values: dict[str, str]) -> str:
+        if spec.transport == "stdio":
+            raise InvalidInput("Only remote servers (streamable HTTP or SSE) sign in with OAuth; choose its remote package.")
+        url = materialize(spec, values).url
+        assert url
+        return url
+
+
+def _bearer_only(spec: LaunchSpec, key: RequiredKey) -> bool:
+    """Is ``key`` used by ``spec`` only as its one ``Authorization: Bearer ${key}`` header?"""
+    auth = [v for h, v in spec.headers.items() if h.lower() == "authorization"]
+    elsewhere = [spec.url or "", spec.command or "", *spec.args, *spec.env.values(),
+                 *(v for h, v in spec.headers.items() if h.lower() != "authorization")]  # fmt: skip
+    names = [key.name, *key.aliases]
+    return auth == ["Bearer ${" + key.name + "}"] and not any("${" + n + "}" in text for n in names for text in elsewhere)

@@ -1,0 +1,339 @@
+"""The ``mcp_setup_*`` tools: search, get, request a secret, test, install, list, remove, authorize.
+
+Each handler takes the tool's JSON arguments and returns its JSON result. Errors the agent
+can act on are :class:`~setup_agent.errors.SetupError`; :meth:`SetupService.call` turns them
+into tool results ``{"ok": false, "error": {code, message}}``. Every result and error passes
+the redactor on the way out. Calls are logged with key names only.
+
+This is the façade every face calls; the steps live in their own modules: the arguments and
+the no-echo rule (``tool_args.py``), the call's context and progress (``call_context.py``),
+what a launch needs (``preparation.py``), test and install (``installer.py``), MCPB manifests
+(``bundle_manifests.py``) and prefetch (``prefetch.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from registry_clients.hub import RegistryHub
+from registry_clients.models import PackageOption, RequiredKey
+from setup_agent.errors import InvalidInput, NotFound, SetupError
+from setup_agent.gateway import ConnectionManager
+from setup_agent.launch import (
+    DEFAULT_PREFERENCE,
+    BundleCache,
+    Fetcher,
+    Prefetches,
+    choose_package,
+    describe_packages,
+    make_scratch_dir,
+    required_keys_from_manifest,
+)
+from setup_agent.oauth import GRANT_KEY, SignIns
+from setup_agent.secrets import PromptBroker, Redactor, SecretRefStore
+from setup_agent.store import Store
+from setup_agent.translation import translate
+
+from .bundle_manifests import BundleManifests
+from .call_context import CallContext, Progress
+from .consent import ConsentBroker
+from .installer import Installer
+from .preparation import Preparer
+from .probe import Prober
+from .search_cards import with_runtime_verdict
+from .tool_args import (
+    MAX_QUERY_CHARS,
+    describe_args,
+    int_arg,
+    opt_name,
+    opt_str,
+    req_name,
+    req_str,
+    scrubbed,
+    without_echo,
+)  # fmt: skip
+from .tool_specs import TOOL_NAMES
+
+__all__ = ["CallContext", "SetupService", "TOOL_NAMES"]
+
+logger = logging.getLogger(__name__)
+
+
+class SetupService:
+    def __init__(
+        self,
+        *,
+        refs: SecretRefStore,
+        redactor: Redactor,
+        broker: PromptBroker,
+        hub: RegistryHub,
+        store: Store,
+        prober: Prober,
+        connections: ConnectionManager,
+        package_preference: tuple[str, ...] = DEFAULT_PREFERENCE,
+        which: Callable[[str], str | None] = shutil.which,
+        http: Any = None,
+        scratch_root: Path | None = None,
+        user_home: Path | None = None,
+        consents: ConsentBroker | None = None,
+        oauth: SignIns | None = None,
+        admit: Callable[[str, str | None], None] | None = None,
+        fetcher: Fetcher | None = None,
+        bundle_cache: BundleCache | None = None,
+        provided_values: Mapping[str, str] | None = None,
+    ) -> None:
+        self.refs = refs
+        #: MCPB bundles by sha256 (setup_agent/launch/bundle_cache.py): prefetched, and reused by test/install.
+        self.bundle_cache = bundle_cache
+        self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
+        self.redactor = redactor
+        self.broker = broker
+        self.hub = hub
+        self.store = store
+        self.prober = prober
+        self.connections = connections
+        self.package_preference = package_preference
+        self.which = which
+        self.http = http
+        self.scratch_root = scratch_root
+        self.user_home = user_home
+        self.consents = consents  # None: no consent step (a core used without a face)
+        self.oauth = oauth
+        self.admit = admit  # admission (setup_agent/setup/providers.py), checked by the Preparer
+        self.manifests = BundleManifests(bundle_cache=bundle_cache, http=http, scratch_root=scratch_root, user_home=user_home)
+        self.prefetches = Prefetches(
+            hub=hub, store=store, fetcher=fetcher, bundle_cache=bundle_cache, package_preference=package_preference, which=which
+        )
+        self.preparer = Preparer(
+            refs=refs, hub=hub, store=store, manifests=self.manifests, package_preference=package_preference, which=which,
+            user_home=user_home, oauth=oauth, admit=admit, provided_values=dict(provided_values or {}),
+        )  # fmt: skip
+        self.installer = Installer(
+            refs=refs, redactor=redactor, store=store, prober=prober, connections=connections, preparer=self.preparer,
+            manifests=self.manifests, consents=consents, fetcher=fetcher, scratch_root=scratch_root,
+        )  # fmt: skip
+
+    # -- dispatch ---------------------------------------------------------------------
+    async def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> dict:
+        """Run tool ``name``: ``{"ok": true, …}``, or ``{"ok": false, "error": …}`` for a SetupError.
+
+        Unknown tool names raise KeyError: that is a protocol error for the face to report.
+        """
+        handler = self._handlers()[name]
+        args = dict(arguments or {})
+        ctx = ctx or CallContext()
+        logger.info("tool %s called (%s)", name, describe_args(args))
+        try:
+            result = await handler(args, ctx)
+        except SetupError as exc:
+            logger.info("tool %s failed: %s", name, exc.code)
+            return {"ok": False, "error": self.redactor.redact_obj(without_echo(exc.to_dict(), args, known=self.hub.sources))}
+        except Exception as exc:
+            err = translate(exc)
+            if type(err) is SetupError:
+                logger.exception("tool %s crashed", name)
+            return {"ok": False, "error": self.redactor.redact_obj(without_echo(err.to_dict(), args, known=self.hub.sources))}
+        if "ok" not in result:
+            result = {"ok": True, **result}  # every answer says whether it worked, the same way
+        return self.redactor.redact_obj(result)
+
+    def _handlers(self) -> dict[str, Callable[[dict, CallContext], Awaitable[dict]]]:
+        return {
+            "mcp_setup_search": self.search,
+            "mcp_setup_get": self.get,
+            "mcp_setup_request_secret": self.request_secret,
+            "mcp_setup_test_connection": self.test_connection,
+            "mcp_setup_install_and_connect": self.install_and_connect,
+            "mcp_setup_list_servers": self.list_servers,
+            "mcp_setup_remove": self.remove,
+            "mcp_setup_authorize": self.authorize,
+        }
+
+    # -- tools ------------------------------------------------------------------------
+    async def search(self, args: dict, ctx: CallContext) -> dict:
+        query = opt_str(args, "query")
+        if query is not None and len(query) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"query is too long (at most {MAX_QUERY_CHARS} characters).")
+        page = int_arg(args, "page", 1, lo=1, hi=10_000)
+        page_size = int_arg(args, "page_size", 10, lo=1, hi=100)
+        source = opt_name(args, "source")
+        try:
+            result = await self.hub.search(query, page=page, page_size=page_size, source=source)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        out: dict[str, Any] = {
+            "servers": [with_runtime_verdict(s.public(), self.which) for s in result.servers],
+            "total_pages": result.total_pages,
+        }
+        if result.errors:
+            out["errors"] = [scrubbed(e.model_dump(), query) for e in result.errors]
+        return out
+
+    async def get(self, args: dict, ctx: CallContext) -> dict:
+        name = req_name(args, "qualified_name")
+        detail = await self.preparer.detail(name, opt_name(args, "source"))
+        existing = await asyncio.to_thread(self.store.get_by_name, detail.qualified_name)
+        try:
+            chosen: PackageOption | None = choose_package(
+                detail.packages, None, preference=self.package_preference, which=self.which
+            )
+        except SetupError:
+            chosen = None
+        if chosen is not None and (self.fetcher or self.bundle_cache) is not None and existing is None:
+            self.prefetches.package(chosen)  # the package install would choose (#17 item 2)
+        packages = describe_packages(detail.packages, which=self.which)
+        notes: list[str] = []
+        warnings: list[dict[str, Any]] = []
+        for item, pkg in zip(packages, detail.packages):
+            keys = list(pkg.required_keys)
+            if pkg.type == "mcpb":
+                # The option install would choose is read even when remote (one download, sha256
+                # checked, cached): install then never asks for a key that get did not list.
+                manifest = await self.manifests.cheap_manifest(pkg, allow_file=detail.source == "local", remote=pkg is chosen)
+                if manifest is not None:
+                    keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
+                    warnings.extend(self.manifests.argv_warnings(pkg, manifest, keys))
+                elif pkg is chosen:
+                    notes.append("The bundle could not be read yet, so its own settings are not listed; "
+                                 "mcp_setup_test_connection downloads it and says what is missing.")
+            fill = self.preparer.fillable(pkg, keys)
+            item["keys"] = [self._public_key(k, fill) for k in keys]
+        chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
+        out: dict[str, Any] = {
+            "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
+            "installed": existing is not None,
+            "package": chosen.id if chosen else None,
+            "required_env_keys": chosen_keys,
+            "packages": packages,
+        }
+        if warnings:
+            out["warnings"] = warnings
+        if existing is not None:
+            out["server_id"] = existing.server_id
+            out["installed_as"] = existing.slug  # the short name the person's commands take
+        if detail.status:
+            out["status"] = detail.status
+            notes.append(f"The registry marks this server {detail.status}; install refuses it unless "
+                         "allow_deprecated is true.")
+        if notes:
+            out["notes"] = notes
+        return out
+
+    def _public_key(self, key: RequiredKey, fill: set[str]) -> dict[str, Any]:
+        out = key.public()
+        if key.name in fill:
+            out["required"] = False
+            out["provided"] = True
+            out["note"] = f"mcp-setup fills this in with its configured {str(key.provided_by).capitalize()} API key: do not request it."
+        return out
+
+    async def prefetches_settled(self) -> None:
+        """Wait until no prefetch runs (tests and the bench; callers bound it)."""
+        await self.prefetches.settled()
+
+    async def request_secret(self, args: dict, ctx: CallContext) -> dict:
+        key_name = req_str(args, "key_name")
+        prompt_text = req_str(args, "prompt")
+        server = opt_name(args, "server")
+        if server:
+            await self.preparer.refuse_installed(server)  # no prompt for a server that is already there
+        pending = self.broker.open(key_name, prompt_text, server)
+        if server:
+            self.prefetches.server(server)  # while the user types (#17 item 2)
+        out: dict[str, Any] = {"ref": pending.ref, "prompt_id": pending.prompt_id}
+        if ctx.present_prompt is not None:
+            out.update(await ctx.present_prompt(pending))
+        out.setdefault("status", "answered" if self.refs.is_ready(pending.ref) else "pending")
+        return out
+
+    async def test_connection(self, args: dict, ctx: CallContext) -> dict:
+        return await self.installer.test(args, ctx)
+
+    async def install_and_connect(self, args: dict, ctx: CallContext) -> dict:
+        return await self.installer.install(args, ctx)
+
+    async def list_servers(self, args: dict, ctx: CallContext) -> dict:
+        wait = args.get("wait_seconds", 0)
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 120:
+            raise InvalidInput("wait_seconds must be a number from 0 to 120.")
+        if wait:
+            await self.connections.wait_all_settled(float(wait))
+        servers = await asyncio.to_thread(self.store.list)
+        out = []
+        for s in servers:
+            st = self.connections.status(s.server_id)
+            item: dict[str, Any] = {
+                "server_id": s.server_id,
+                "qualified_name": s.qualified_name,
+                "title": s.title,
+                "slug": s.slug,
+                "enabled": s.enabled,
+                "status": st.status if s.enabled else "disabled",
+                # Only the approved forms (pins.py): the live list may hold what the user has not seen.
+                "tools": list(s.tools),
+                "installed_by": s.installed_by,
+                "installed_at": s.installed_at.isoformat(),
+                "version": s.version,
+                "package_type": s.package_type,
+            }
+            if st.reason:
+                item["reason"] = st.reason
+            if (change := s.tools_change()) is not None:  # names only; approved out of band
+                item["tools_change"] = {"state": change["state"], "summary": change["summary"]}
+                if change["state"] == "changed" and s.enabled:
+                    item["status"] = "tools_changed"
+            out.append(item)
+        return {"servers": out}
+
+    async def remove(self, args: dict, ctx: CallContext) -> dict:
+        server_id = req_name(args, "server_id")
+        revoked = await self._revoke_sign_in(server_id)
+        try:
+            await self.connections.remove(server_id, actor=ctx.installed_by)
+        except NotFound:
+            raise NotFound("No installed server has this server_id. mcp_setup_list_servers lists them.") from None
+        return {"removed": True, **({"signed_out": True} if revoked else {})}
+
+    async def authorize(self, args: dict, ctx: CallContext) -> dict:
+        """Sign in to a remote server with OAuth in the user's browser; the agent gets a ref."""
+        if self.oauth is None:
+            raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
+        workdir = make_scratch_dir(self.scratch_root, "auth")
+        try:
+            prepared = await self.preparer.prepare(args, workdir, Progress(CallContext(), self.redactor, "authorize", None))
+        finally:
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+        url = self.preparer.remote_url(prepared.spec, prepared.values)
+        return await self.oauth.authorize(
+            qualified_name=prepared.detail.qualified_name,
+            url=url,
+            present=ctx.present_authorization,
+            client_id=opt_str(args, "client_id"),
+        )
+
+    async def _revoke_sign_in(self, server_id: str) -> bool:
+        if self.oauth is None:
+            return False
+        try:
+            values = await asyncio.to_thread(self.store.env_values, server_id)
+            grant = values.get(GRANT_KEY)
+            return bool(grant) and await self.oauth.revoke(grant.reveal())  # type: ignore[union-attr]
+        except SetupError:
+            return False  # an unknown server is reported by remove itself
+
+    async def set_enabled(self, server_id: str, enabled: bool, *, actor: str = "user") -> dict:
+        """Enable or disable an installed server (not an agent tool: faces for people call it).
+
+        A disabled server keeps its rows and secrets; it stops and its tools leave every face's
+        list (the gateway sees the change through the store)."""
+        server = await asyncio.to_thread(lambda: self.store.set_enabled(server_id, enabled, actor=actor))
+        if enabled:
+            await self.connections.connect(server, wait=False)
+        else:
+            await self.connections.disconnect(server_id)
+        return {"server_id": server_id, "enabled": server.enabled}

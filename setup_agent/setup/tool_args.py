@@ -1,0 +1,164 @@
+"""The agent's tool arguments: how each is read and checked, and how its own strings are kept
+out of what comes back (#10 item 2: no guessing oracle).
+
+A name the agent gives is echoed only when it matches :data:`NAME_PATTERN`; an error built from
+upstream words has the agent's strings taken out (:func:`without_echo`), always, by the
+redactor's length rules. Calls are logged with key names only (:func:`describe_args`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import Any
+
+from setup_agent.errors import InvalidInput
+
+__all__ = [
+    "MAX_NAME_CHARS",
+    "MAX_QUERY_CHARS",
+    "NAME_PATTERN",
+    "describe_args",
+    "int_arg",
+    "name_or_none",
+    "opt_name",
+    "opt_str",
+    "req_name",
+    "req_str",
+    "scrub",
+    "scrubbed",
+    "str_map",
+    "without_echo",
+]
+
+#: A name the agent gives (server names, ids, sources, package ids, setting names) may be echoed
+#: in a result only when it matches this and is at most this long (#10 item 2): anything else
+#: is "an invalid name", never quoted, so an error cannot carry a guess back through the redactor.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9@_][A-Za-z0-9@._/:+\-]{0,199}")
+MAX_NAME_CHARS = 200
+MAX_QUERY_CHARS = 200
+_INVALID_NAME = "an invalid name"
+
+
+def _valid_name(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_NAME_CHARS and NAME_PATTERN.fullmatch(value) is not None
+
+
+def name_or_none(value: object) -> str | None:
+    """``value`` if it is a valid name (stripped), else None: for labels such as progress events."""
+    if isinstance(value, str) and _valid_name(value.strip()):
+        return value.strip()
+    return None
+
+
+def req_name(args: dict, name: str) -> str:
+    value = req_str(args, name)
+    if not _valid_name(value):
+        raise InvalidInput(
+            f"{name} is {_INVALID_NAME}: use letters, digits and @ _ . / : + - (at most {MAX_NAME_CHARS} characters)."
+        )
+    return value
+
+
+def opt_name(args: dict, name: str) -> str | None:
+    value = opt_str(args, name)
+    if value is not None and not _valid_name(value):
+        raise InvalidInput(
+            f"{name} is {_INVALID_NAME}: use letters, digits and @ _ . / : + - (at most {MAX_NAME_CHARS} characters)."
+        )
+    return value
+
+
+def scrub(message: str, text: str | None) -> str:
+    """``message`` (built from upstream words) without the agent's ``text`` in it, by the
+    redactor's length rules (under 4 characters nothing to hide, under 8 whole tokens only)."""
+    if not text or not isinstance(message, str) or len(text) < 4:
+        return message
+    from urllib.parse import quote, quote_plus
+
+    alts = []
+    for form in sorted({text, quote(text, safe=""), quote_plus(text), quote(text)}, key=len, reverse=True):
+        alt = re.escape(form)
+        alts.append(alt if len(form) >= 8 else rf"(?<![A-Za-z0-9_]){alt}(?![A-Za-z0-9_])")
+    return re.sub("|".join(alts), _YOUR_INPUT, message, flags=re.IGNORECASE)
+
+
+#: The arguments whose text an error may otherwise quote (their values are the agent's).
+_ECHOED_ARGS = ("qualified_name", "source", "package", "server_id", "server", "query", "key_name")
+_YOUR_INPUT = "(the name you gave)"
+
+
+def without_echo(error: dict[str, Any], args: dict, *, known: Collection[str] = ()) -> dict[str, Any]:
+    """``error`` with the agent's own strings taken out of its text, always (not only when one
+    holds a secret, which would itself answer the guess), by the redactor's length rules.
+    ``known``: names of ours (the configured registries) that the agent may have named: saying
+    them back tells it nothing it did not already know."""
+    # Longer texts were refused unquoted before anything could echo them (names, query: 200).
+    texts = [
+        v.strip() for k in _ECHOED_ARGS
+        if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000 and v.strip() not in known
+    ]  # fmt: skip
+
+    def clean(obj: Any) -> Any:
+        if isinstance(obj, str):
+            for text in sorted(texts, key=len, reverse=True):
+                obj = scrub(obj, text)
+            return obj
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [clean(v) for v in obj]
+        return obj
+
+    return clean(error) if texts else error
+
+
+def scrubbed(error: dict[str, Any], text: str | None) -> dict[str, Any]:
+    if isinstance(error.get("message"), str):
+        error = {**error, "message": scrub(error["message"], text)}
+    return error
+
+
+def req_str(args: dict, name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{name} is required and must be a non-empty string.")
+    return value.strip()
+
+
+def opt_str(args: dict, name: str) -> str | None:
+    value = args.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string.")
+    return value.strip()
+
+
+def int_arg(args: dict, name: str, default: int, *, lo: int, hi: int) -> int:
+    value = args.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidInput(f"{name} must be a whole number from {lo} to {hi}.")
+    return value
+
+
+def str_map(args: dict, name: str) -> dict[str, str]:
+    value = args.get(name) or {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidInput(f"{name} must be an object mapping setting names to strings.")
+    return dict(value)
+
+
+def describe_args(args: dict) -> str:
+    """Key names only: never a value of env or env_refs."""
+    parts = []
+    for key, value in args.items():
+        if key in ("env", "env_refs") and isinstance(value, dict):
+            parts.append(f"{key} keys={sorted(value)}")
+        elif key in ("qualified_name", "source", "package", "server_id", "key_name", "query", "page", "page_size"):
+            parts.append(f"{key}={value!r}")
+        else:
+            parts.append(f"{key}=…")
+    return ", ".join(parts)

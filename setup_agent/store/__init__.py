@@ -1,0 +1,50 @@
+"""The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
+(``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
+settings and key rotation (``keys.py``), named tokens (``tokens.py``), the gateway's catalog
+read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
+
+Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from setup_agent.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .catalog import Catalog, gateway_name, GatewayTool, read_sqlite_catalog, read_sqlite_counter, SQLITE_FILE_NAME
+    from .database import Store
+    from .models import InstalledServer
+    from .pins import diff_tools, relabel, summarize
+    from .tokens import Tokens
+
+__all__ = [
+    "Catalog",
+    "diff_tools",
+    "gateway_name",
+    "GatewayTool",
+    "InstalledServer",
+    "read_sqlite_catalog",
+    "read_sqlite_counter",
+    "relabel",
+    "SQLITE_FILE_NAME",
+    "Store",
+    "summarize",
+    "Tokens",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "Catalog": "catalog",
+    "diff_tools": "pins",
+    "gateway_name": "catalog",
+    "GatewayTool": "catalog",
+    "InstalledServer": "models",
+    "read_sqlite_catalog": "catalog",
+    "read_sqlite_counter": "catalog",
+    "relabel": "pins",
+    "SQLITE_FILE_NAME": "catalog",
+    "Store": "database",
+    "summarize": "pins",
+    "Tokens": "tokens",
+})  # fmt: skip

@@ -1,0 +1,112 @@
+"""The database under the store: the engine for a URL, the schema migrations, the error text.
+
+:func:`open_engine` makes the SQLAlchemy engine (SQLite by default, any URL; parameters hidden
+from errors and logs); :func:`migrate` runs the Alembic migrations in ``migrations/`` from code
+(PostgreSQL: under an advisory lock, so instances starting together migrate one at a time);
+:func:`store_error` is the one place a library exception becomes a
+:class:`~setup_agent.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+from setup_agent.errors import StoreError
+
+__all__ = ["HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "current_revision", "migrate", "open_engine", "store_error"]
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+#: Our own Alembic version table, so a shared (team) database can host other apps too.
+VERSION_TABLE = "mcp_setup_alembic_version"
+#: The newest migration; a test checks it is Alembic's head, so a database already there
+#: skips importing Alembic at start.
+HEAD_REVISION = "0005_sign_in"
+#: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
+_MIGRATION_LOCK = 0x6D63_7073_6574_7570
+
+
+#: Library exception -> reason. Never ``str(exc)``: it can carry statements and values.
+_REASONS: tuple[tuple[type[Exception], str], ...] = (
+    (sa_exc.IntegrityError, "it conflicts with stored data (a duplicate, or a server that does not exist)"),
+    (sa_exc.OperationalError, "the database is unreachable, locked or read-only"),
+    (sa_exc.ProgrammingError, "the database schema is not the expected one (run the migrations)"),
+    (sa_exc.SQLAlchemyError, "the database reported an error"),
+)
+
+
+def store_error(exc: Exception, action: str) -> StoreError:
+    reason = next((r for t, r in _REASONS if isinstance(exc, t)), "of an unexpected error")
+    return StoreError(f"Could not {action}: {reason}.", details={"cause": type(exc).__name__})
+
+
+def open_engine(database_url: str | URL) -> Engine:
+    """The engine for ``database_url`` (a missing SQLite file's folder is made, 0700)."""
+    try:
+        url = make_url(database_url)
+    except (sa_exc.ArgumentError, ValueError):
+        raise StoreError("The database URL is not a valid SQLAlchemy URL.") from None
+    kwargs: dict[str, Any] = {"hide_parameters": True}  # no values in errors or logs
+    if url.get_backend_name() != "sqlite":  # a server can restart or drop us: check before use
+        kwargs["pool_pre_ping"] = True
+    if url.get_backend_name() == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
+        elif not url.database.startswith("file:"):
+            Path(url.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        engine = create_engine(url, **kwargs)
+    except Exception as exc:  # unknown dialect, missing driver
+        raise StoreError(f"Cannot use the database URL ({type(exc).__name__}): is its driver installed?") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_on_connect)
+    return engine
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema revision recorded in the database (None when it has none yet)."""
+    from sqlalchemy import inspect
+
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table(VERSION_TABLE):
+                return None
+            return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+    except sa_exc.SQLAlchemyError as exc:
+        raise store_error(exc, "read the schema revision") from exc
+
+
+def migrate(engine: Engine) -> None:
+    """Run ``alembic upgrade head`` on ``engine``'s database (nothing to do at head)."""
+    if current_revision(engine) == HEAD_REVISION:
+        return
+    from alembic import command
+    from alembic.config import Config
+    from alembic.util import CommandError
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    try:
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # instances starting together migrate one at a time
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except CommandError:  # e.g. a revision from a newer mcp-setup
+        raise StoreError(
+            "Could not migrate the database: its schema revision is unknown to this version of mcp-setup "
+            "(was it written by a newer one?)."
+        ) from None
+    except sa_exc.SQLAlchemyError as exc:
+        raise store_error(exc, "migrate the database") from exc
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")  # SQLite enforces FKs (ON DELETE CASCADE) only with this
+    cursor.close()

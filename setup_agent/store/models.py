@@ -1,0 +1,275 @@
+"""The store's tables (SQLAlchemy models) and the records it hands out (no values in them).
+
+``ServerRow``, ``ClientEnvRow``, ``ChangeRow``, ``AuditRow`` and ``TokenRow`` map the tables the
+migrations in ``migrations/`` create; :class:`InstalledServer`, :class:`EnvKey` and
+:class:`AuditEntry` are what :class:`~setup_agent.store.database.Store` returns. Also the small
+row helpers the store's parts share (UTC datetimes, tool-list JSON, text checks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from setup_agent.errors import InvalidInput
+
+from .catalog import CatalogServer, parse_tools
+from .pins import summarize
+
+__all__ = [
+    "AuditEntry", "AuditRow", "Base", "ChangeRow", "ClientEnvRow", "Clock", "EnvKey", "InstalledServer",
+    "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
+]  # fmt: skip
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# --- models ---------------------------------------------------------------------------
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite stores naive values)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return _aware(value).replace(tzinfo=None) if dialect.name == "sqlite" else _aware(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return None if value is None else _aware(value)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class ServerRow(Base):
+    __tablename__ = "mcp_servers"
+
+    server_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    qualified_name: Mapped[str] = mapped_column(String(512), unique=True)
+    source: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str | None] = mapped_column(String(128))
+    package_type: Mapped[str] = mapped_column(String(32))
+    launch_spec: Mapped[str] = mapped_column(Text)  # JSON text; never holds a secret value
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    installed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    installed_by: Mapped[str] = mapped_column(String(128))
+    tools_hash: Mapped[str] = mapped_column(String(128))
+    slug: Mapped[str] = mapped_column(String(64), nullable=True, unique=True, index=True)  # set at install
+    title: Mapped[str | None] = mapped_column(String(512))
+    tools_json: Mapped[str | None] = mapped_column(Text)  # the exposed (approved) tool list, redacted
+    # Tool pinning (pins.py): the approved list, what the server offers now, and the verdict.
+    pinned_tools_json: Mapped[str | None] = mapped_column(Text)
+    pinned_hash: Mapped[str | None] = mapped_column(String(64))
+    pinned_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    pinned_version: Mapped[str | None] = mapped_column(String(128))
+    live_tools_json: Mapped[str | None] = mapped_column(Text)
+    live_hash: Mapped[str | None] = mapped_column(String(64))
+    tools_state: Mapped[str | None] = mapped_column(String(16))  # pinned | changed | rejected
+    tools_diff: Mapped[str | None] = mapped_column(Text)  # names only (pins.diff_tools)
+    rejected_hash: Mapped[str | None] = mapped_column(String(64))
+    # Its OAuth sign-in could not be renewed (connections.py): the user must sign in again.
+    needs_sign_in: Mapped[bool | None] = mapped_column(Boolean)
+
+    env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
+
+
+class ChangeRow(Base):
+    """One row (id 1) whose counter is bumped with every change other processes must see."""
+
+    __tablename__ = "mcp_setup_changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    counter: Mapped[int] = mapped_column(Integer)
+
+
+class ClientEnvRow(Base):
+    __tablename__ = "mcp_client_env"
+    __table_args__ = (UniqueConstraint("server_id", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    server_id: Mapped[str] = mapped_column(String(64), ForeignKey(ServerRow.server_id, ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(128))
+    value_encrypted: Mapped[bytes] = mapped_column(LargeBinary)
+    secret: Mapped[bool] = mapped_column(Boolean)
+
+
+class AuditRow(Base):
+    """One audited event; append-only (the migration forbids UPDATE and DELETE). No values."""
+
+    __tablename__ = "mcp_audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    event: Mapped[str] = mapped_column(String(32))
+    server_id: Mapped[str | None] = mapped_column(String(64))
+    qualified_name: Mapped[str | None] = mapped_column(String(512))
+    actor: Mapped[str] = mapped_column(String(128))
+    old_hash: Mapped[str | None] = mapped_column(String(64))
+    new_hash: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[str | None] = mapped_column(String(512))
+
+
+class TokenRow(Base):
+    """A named bearer token of a team gateway: only its SHA-256 is stored (see ``tokens.py``)."""
+
+    __tablename__ = "mcp_tokens"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+# --- public records ---------------------------------------------------------------------
+
+
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One row of the audit: what happened to which server, when, by whom; hashes, never values."""
+
+    id: int
+    at: datetime
+    event: str  # installed | removed | enabled | disabled | pinned | tools_changed | tools_approved | tools_rejected
+    server_id: str | None
+    qualified_name: str | None
+    actor: str
+    old_hash: str | None = None
+    new_hash: str | None = None
+    detail: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "at": self.at.isoformat(), "event": self.event, "server_id": self.server_id,
+            "qualified_name": self.qualified_name, "actor": self.actor, "old_hash": self.old_hash,
+            "new_hash": self.new_hash, "detail": self.detail,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EnvKey:
+    key: str
+    secret: bool
+
+
+@dataclass(frozen=True)
+class InstalledServer:
+    """An installed server as stored; its env appears only as key names and secret flags."""
+
+    server_id: str
+    qualified_name: str
+    source: str
+    version: str | None
+    package_type: str
+    launch_spec: dict[str, Any]
+    enabled: bool
+    installed_at: datetime
+    installed_by: str
+    tools_hash: str
+    env_keys: tuple[EnvKey, ...]
+    slug: str = ""
+    title: str | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    tools_recorded: bool = False  # False until a test or a connection has listed its tools
+    # Pinning (pins.py): ``tools`` above is what is exposed; these say what was approved and what is offered.
+    pinned_tools: tuple[dict[str, Any], ...] = ()
+    live_tools: tuple[dict[str, Any], ...] = ()
+    pinned_hash: str | None = None
+    live_hash: str | None = None
+    pinned_at: datetime | None = None
+    pinned_version: str | None = None
+    tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
+    tools_diff: dict[str, Any] | None = None
+    needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
+
+    def tools_change(self) -> dict[str, Any] | None:
+        """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
+        if self.tools_state not in ("changed", "rejected") or not self.tools_diff:
+            return None
+        return {"state": self.tools_state, "summary": summarize(self.tools_diff), "diff": self.tools_diff}
+
+    def catalog_entry(self) -> CatalogServer:
+        return CatalogServer(
+            self.server_id, self.qualified_name, self.slug, self.title, self.enabled, self.tools,
+            self.package_type, self.version,
+        )  # fmt: skip
+
+
+_COLUMNS = (
+    "server_id", "qualified_name", "source", "version", "package_type", "enabled", "installed_at",
+    "installed_by", "tools_hash", "slug", "title",
+)  # fmt: skip
+
+
+def _record(row: ServerRow) -> InstalledServer:
+    return InstalledServer(
+        **{name: getattr(row, name) for name in _COLUMNS},
+        launch_spec=json.loads(row.launch_spec),
+        tools=parse_tools(row.tools_json),
+        tools_recorded=row.tools_json is not None,
+        pinned_tools=parse_tools(row.pinned_tools_json),
+        live_tools=parse_tools(row.live_tools_json),
+        pinned_hash=row.pinned_hash,
+        live_hash=row.live_hash,
+        pinned_at=row.pinned_at,
+        pinned_version=row.pinned_version,
+        tools_state=row.tools_state or "pinned",
+        tools_diff=json.loads(row.tools_diff) if row.tools_diff else None,
+        needs_sign_in=bool(row.needs_sign_in),
+        env_keys=tuple(EnvKey(e.key, e.secret) for e in sorted(row.env, key=lambda e: e.key)),
+    )
+
+
+# --- helpers shared by the store's parts --------------------------------------------------
+
+
+def _aware(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _check_text(name: str, value: object, limit: int) -> None:
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise InvalidInput(f"{name} must be a non-empty string of at most {limit} characters.")
+
+
+def _tools_json(tools: Sequence[Mapping[str, Any]] | None) -> str | None:
+    if tools is None:
+        return None
+    try:
+        return json.dumps([dict(t) for t in tools], sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        raise InvalidInput("tools must be a list of JSON objects.") from None

@@ -1,0 +1,101 @@
+"""Named bearer tokens of a team gateway: people and agents authenticate as ``token:<name>``.
+
+A token is ``mcps_`` + 32 random bytes (URL-safe base64), shown once by :meth:`Tokens.create`;
+the table ``mcp_tokens`` (model :class:`~setup_agent.store.models.TokenRow`) holds only its SHA-256 (a
+slow hash buys nothing for 256 random bits). :meth:`Tokens.verify` is one indexed query, made
+on every request, so a revocation is seen at once by every instance on the same database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets as _random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import select, update
+from sqlalchemy.orm import sessionmaker
+
+from setup_agent.errors import InvalidInput, NotFound
+
+from .database import Store
+from .engine import store_error
+from .models import Clock, TokenRow, utcnow
+
+__all__ = ["TOKEN_PREFIX", "TokenInfo", "Tokens", "hash_token"]
+
+TOKEN_PREFIX = "mcps_"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Tokens:
+    """The token repository over a :class:`Store`'s database."""
+
+    def __init__(self, store: Store, *, clock: Clock = utcnow) -> None:
+        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._clock = clock
+
+    def create(self, name: str) -> str:
+        """A new token for ``name`` (returned once; only its hash is kept). A revoked name can be reused."""
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidInput(
+                "A token name is 1-64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit."
+            )
+        token = TOKEN_PREFIX + _random.token_urlsafe(32)
+        with self._translated(f"create the token {name}"), self._sessions() as s, s.begin():
+            row = s.get(TokenRow, name, with_for_update=True)
+            if row is not None and row.revoked_at is None:
+                raise InvalidInput(f"A token named {name} already exists; revoke it first (mcp-setup token revoke {name}).")
+            if row is None:
+                s.add(TokenRow(name=name, token_hash=hash_token(token), created_at=self._clock()))
+            else:
+                row.token_hash, row.created_at, row.revoked_at = hash_token(token), self._clock(), None
+        return token
+
+    def list(self) -> list[TokenInfo]:
+        with self._translated("list the tokens"), self._sessions() as s:
+            rows = s.scalars(select(TokenRow).order_by(TokenRow.name)).all()
+            return [TokenInfo(r.name, r.created_at, r.revoked_at) for r in rows]
+
+    def revoke(self, name: str) -> None:
+        """Refuse ``name``'s token from now on, on every instance."""
+        with self._translated(f"revoke the token {name}"), self._sessions() as s, s.begin():
+            done = s.execute(
+                update(TokenRow).where(TokenRow.name == name, TokenRow.revoked_at.is_(None)).values(revoked_at=self._clock())
+            )
+            if not done.rowcount:
+                raise NotFound(f"No active token is named {name} (mcp-setup token list lists them).")
+
+    def verify(self, token: str | None) -> str | None:
+        """The name of the active token ``token``, or None."""
+        if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            return None
+        query = select(TokenRow.name).where(TokenRow.token_hash == hash_token(token), TokenRow.revoked_at.is_(None))
+        with self._translated("check a token"), self._sessions() as s:
+            return s.scalars(query).first()
+
+    @contextmanager
+    def _translated(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sa_exc.SQLAlchemyError as exc:
+            raise store_error(exc, action) from exc

@@ -1,0 +1,191 @@
+"""The tree keeps the architecture of docs/ARCHITECTURE.md: packages by concern, arrows one way.
+
+Every import of the product's code is read (module level, inside functions and under
+``TYPE_CHECKING`` alike), a package's lazy re-export is followed to the module that defines the
+name, and the rules are checked on the resulting graph of files.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("app", "setup_agent", "registry_clients")
+
+#: Lower layers first; a module may import only from its own package or one listed before it.
+ORDER = [
+    "registry_clients",
+    "setup_agent.errors",
+    "setup_agent.translation",
+    "setup_agent.lazy",
+    "setup_agent.package_data",
+    "setup_agent.secrets",
+    "setup_agent.store",
+    "setup_agent.launch",
+    "setup_agent.gateway",
+    "setup_agent.oauth",
+    "setup_agent.setup",
+    "setup_agent.agent",
+    "setup_agent",  # the package's own __init__ re-exports from every package of the core
+    "app.settings",
+    "app.runtime",
+    "app.pages",
+    "app.mcp",
+    "app.web",
+    "app.cli",
+    "app",
+]
+SUBPACKAGES = [p for p in ORDER if (ROOT / p.replace(".", "/") / "__init__.py").is_file() and p.count(".") == 1]
+MAX_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for top in PRODUCT for p in sorted((ROOT / top).rglob("*.py"))}
+
+
+MODULES = _modules()
+
+
+def _lazy_map(package: str) -> dict[str, str]:
+    """``name -> defining module`` from a package's ``lazy_exports(__name__, {...})``."""
+    tree = ast.parse(MODULES[package].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports":
+            where = ast.literal_eval(node.args[1])
+            return {name: f"{package}.{module}" for name, module in where.items()}
+    return {}
+
+
+def _layer(module: str) -> str:
+    return max((p for p in ORDER if module == p or module.startswith(p + ".")), key=len)
+
+
+def _imports(module: str) -> list[tuple[int, str, str | None, int]]:
+    """``(line, target module, imported name or None, level)`` for every import in ``module``."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: list[tuple[int, str, str | None, int]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, None, 0) for a in node.names if a.name.split(".")[0] in PRODUCT]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] in PRODUCT:
+                out += [(node.lineno, target, a.name, node.level) for a in node.names]
+    return out
+
+
+def _edges() -> dict[str, set[str]]:
+    """File-level import graph: a package's re-exported name counts as an import of its module."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module in MODULES:
+        for _, target, name, _ in _imports(module):
+            if name is not None and f"{target}.{name}" in MODULES:
+                dest = f"{target}.{name}"
+            elif name is not None and MODULES.get(target, Path()).name == "__init__.py":
+                dest = _lazy_map(target).get(name, target)
+            else:
+                dest = target
+            if dest != module and dest in MODULES:
+                graph[module].add(dest)
+    return graph
+
+
+def test_the_top_level_is_the_fixed_layout_with_ui_and_agents_beside_the_packages() -> None:
+    for entry in ("app", "setup_agent", "registry_clients", "ui", "agents", "tests", "pyproject.toml"):
+        assert (ROOT / entry).exists(), entry
+    assert (ROOT / "ui" / "index.html").is_file() and list((ROOT / "ui" / "js").glob("*.js"))
+    assert (ROOT / "agents" / "mcp_setup.toml").is_file()
+    assert not (ROOT / "app" / "ui").exists() and not (ROOT / "setup_agent" / "agent_defs").exists()
+
+
+def test_no_two_files_import_each_other_nor_any_longer_circle() -> None:
+    graph = _edges()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert circles == []
+
+
+def test_arrows_point_down_between_layers_and_between_the_core_packages() -> None:
+    rank = {layer: i for i, layer in enumerate(ORDER)}
+    upward = []
+    for module, targets in _edges().items():
+        here = _layer(module)
+        for target in targets:
+            there = _layer(target)
+            if there != here and rank[there] > rank[here]:
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def test_outside_a_package_code_imports_only_the_names_its_init_declares() -> None:
+    bad = []
+    for module, path in MODULES.items():
+        for line, target, name, level in _imports(module):
+            package = next((p for p in SUBPACKAGES if target == p or target.startswith(p + ".")), None)
+            if package is None or module == package or module.startswith(package + "."):
+                continue
+            public = _lazy_map(package)
+            if target != package or name not in public:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name} from {target}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_each_package_init_says_what_it_owns_and_declares_its_public_names(package: str) -> None:
+    import importlib
+
+    tree = ast.parse(MODULES[package].read_text())
+    doc = ast.get_docstring(tree) or ""
+    assert len(doc.split()) > 15 and ("import" in doc.lower()), package
+    mod = importlib.import_module(package)
+    assert sorted(mod.__all__) == sorted(_lazy_map(package))
+    for name in mod.__all__:
+        assert getattr(mod, name) is not None, f"{package}.{name}"
+
+
+def test_no_module_is_longer_than_about_four_hundred_lines() -> None:
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_no_file_name_repeats_its_package_name() -> None:
+    repeated = [m for m in MODULES if "." in m and m.rsplit(".", 1)[1].startswith(m.rsplit(".", 2)[-2] + "_")]
+    assert repeated == []
