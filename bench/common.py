@@ -197,4 +197,4 @@ def mcp_setup_argv(*args: str) -> list[str]:
     script = VENV_BIN / "mcp-setup"
     if script.exists():
         return [str(script), *args]
-    return [sys.executable, "-m", "app.cli.main", *args]
+    return [sys.executable, "-m", "app.cli", *args]

@@ -26,7 +26,7 @@ def mcp_setup_argv(*args: str) -> list[str]:
     script = Path(sys.executable).parent / "mcp-setup"
     if script.exists():
         return [str(script), *args]
-    return [sys.executable, "-m", "app.cli.main", *args]
+    return [sys.executable, "-m", "app.cli", *args]
 
 
 def face_env(home: Path, **extra: str) -> dict[str, str]:

@@ -189,3 +189,23 @@ def test_no_module_is_longer_than_about_four_hundred_lines() -> None:
 def test_no_file_name_repeats_its_package_name() -> None:
     repeated = [m for m in MODULES if "." in m and m.rsplit(".", 1)[1].startswith(m.rsplit(".", 2)[-2] + "_")]
     assert repeated == []
+
+
+def test_the_public_names_of_setup_agent_still_resolve_from_the_package() -> None:
+    import inspect
+
+    import setup_agent
+
+    assert {"SetupService", "Store", "TOOL_SPECS", "spawn_subagent", "SetupError"} <= set(setup_agent.__all__)
+    for name in setup_agent.__all__:
+        assert getattr(setup_agent, name) is not None, name
+    assert inspect.iscoroutinefunction(setup_agent.spawn_subagent)
+    assert {spec["name"] for spec in setup_agent.TOOL_SPECS} >= {"mcp_setup_search", "mcp_setup_install_and_connect"}
+
+
+def test_the_mcp_setup_script_points_at_the_cli_entry_point() -> None:
+    import tomllib
+
+    script = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["mcp-setup"]
+    module, _, attr = script.partition(":")
+    assert module in MODULES and callable(getattr(__import__(module, fromlist=[attr]), attr))

@@ -74,7 +74,7 @@ def launcher_command() -> list[str]:
     if argv0 is not None and argv0.name == "mcp-setup" and argv0.exists():
         return [str(argv0.resolve())]
     found = shutil.which("mcp-setup")
-    return [found] if found else [sys.executable, "-m", "app.cli.main"]
+    return [found] if found else [sys.executable, "-m", "app.cli"]
 
 
 def _launcher_env(settings: Settings) -> dict[str, str]:
