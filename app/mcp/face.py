@@ -13,7 +13,7 @@ advertises tools (``listChanged: true``) and resources; the client's
 agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
 URL-mode elicitation to a one-time local page when the client supports it.
 
-The stdio plumbing (:func:`run_stdio`) is in ``mcp_stdio.py``; ``/mcp`` of ``serve`` is in ``web.py``.
+The stdio plumbing (:func:`~app.mcp.stdio.run_stdio`) is in ``stdio.py``; ``/mcp`` of ``serve`` is in ``app/web/app.py``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Guards, in order, on every request:
 
 :class:`~app.pages.server.SecretPageServer` runs the app with uvicorn in a background thread on
 an ephemeral loopback port, writing nothing to stdout (the stdio MCP face owns stdout). The HTML
-is in ``secret_page_html.py``.
+is in ``html.py``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ archetypes, the guard and admission.
 * ``route`` — ``setup`` for the setup tools; ``mcp:stdio``, ``mcp:streamable-http`` or
   ``mcp:sse`` (the stored launch spec's transport) for installed ones, with ``server_id``.
 * ``version`` — the installed package's version (the service's own for setup tools).
-* ``allowed_agents`` — the archetypes (``agent_defs/*.toml``) whose ``tools`` name the tool, by its
+* ``allowed_agents`` — the archetypes (``agents/*.toml``) whose ``tools`` name the tool, by its
   call name or its ``tool_id``.
 * ``health`` — ``{"status"}``: ``available`` (setup tools), ``connected``, ``connecting``,
   ``failed`` (with ``code``), ``needs_sign_in``, ``stopped`` or ``disabled``. Never the failure
