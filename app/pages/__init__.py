@@ -13,7 +13,7 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .consent import consent_path, describe_consent
-    from .secret import create_secret_app, SECURITY_HEADERS, token_ok
+    from .secret import SECURITY_HEADERS, create_secret_app, token_ok
     from .server import SecretPageServer
 
 __all__ = [

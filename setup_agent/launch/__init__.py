@@ -18,15 +18,22 @@ if TYPE_CHECKING:
     from .bundle_cache import BundleCache
     from .connector import HttpWatch, list_all_tools, open_client, tool_dicts
     from .fetch import Fetcher
-    from .manifest import argv_secret_keys, Manifest, move_argv_secrets, read_manifest, required_keys_from_manifest, spec_from_manifest
-    from .package_choice import choose_package, DEFAULT_PREFERENCE, describe_packages, runner_availability, RUNNERS
+    from .manifest import (
+        Manifest,
+        argv_secret_keys,
+        move_argv_secrets,
+        read_manifest,
+        required_keys_from_manifest,
+        spec_from_manifest,
+    )
+    from .package_choice import DEFAULT_PREFERENCE, RUNNERS, choose_package, describe_packages, runner_availability
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
-    from .procs import claim_dir, ProcessLedger, sweep_install_dirs
+    from .procs import ProcessLedger, claim_dir, sweep_install_dirs
     from .scratch import make_scratch_dir, sweep_scratch
     from .spec import LaunchSpec, materialize, template_keys
     from .stderr_lines import StderrLines
-    from .transport import minimal_environment, ProcessWatch, proxy_credentials
+    from .transport import ProcessWatch, minimal_environment, proxy_credentials
 
 __all__ = [
     "argv_secret_keys",

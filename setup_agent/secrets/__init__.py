@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .chat import looks_like_secret, scrub_secrets, WITHHELD
+    from .chat import WITHHELD, looks_like_secret, scrub_secrets
     from .guard import GuessGuard
-    from .prompts import is_weak_value, PendingPrompt, PromptBroker, WEAK_VALUE_WARNING
-    from .redact import install_log_redaction, RedactingFilter, Redactor
+    from .prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
+    from .redact import RedactingFilter, Redactor, install_log_redaction
     from .refs import SecretRefStore, SecretValue
     from .vault import Vault
 

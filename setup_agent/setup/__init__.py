@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .consent import ConsentBroker
     from .consent_request import ConsentRequest
     from .probe import Prober, ProbeResult
-    from .providers import load_provider_config, ProviderConfig
+    from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .catalog import Catalog, gateway_name, GatewayTool, read_sqlite_catalog, read_sqlite_counter, SQLITE_FILE_NAME
+    from .catalog import SQLITE_FILE_NAME, Catalog, GatewayTool, gateway_name, read_sqlite_catalog, read_sqlite_counter
     from .database import Store
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
