@@ -26,6 +26,7 @@ __all__ = [
     "DestinationSetting",
     "SecretDestination",
     "build_consent_request",
+    "fingerprint",
     "is_destination_setting",
 ]
 
@@ -129,7 +130,7 @@ def _host_of(url: str | None) -> str | None:
         return None
 
 
-def _fingerprint(parts: dict[str, Any]) -> str:
+def fingerprint(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
 
@@ -190,7 +191,7 @@ def build_consent_request(
         destinations=destinations,
         warnings=warns,
     )
-    fp = _fingerprint(
+    fp = fingerprint(
         {
             "server": server,
             "version": version,

@@ -13,8 +13,7 @@ from typing import Any
 
 from setup_agent.store import diff_tools
 
-from .consent_request import ConsentRequest
-from .consent_request import _fingerprint as fingerprint
+from .consent_request import ConsentRequest, fingerprint
 
 __all__ = ["ToolReview", "tools_change_request"]
 

@@ -87,7 +87,7 @@ class Store(ToolPins, EncryptedValues):
         self._engine = open_engine(database_url)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         try:
-            migrate(self._engine)
+            self.migrate()
         except BaseException:
             self._engine.dispose()
             raise
