@@ -82,9 +82,9 @@ def test_short_values_follow_the_redactors_rules() -> None:
         strict.check("s1", {"q": "7 of 7"})
 
 
-def test_the_third_refusal_locks_the_session_and_tells_the_user_once(canary: str) -> None:
+def test_the_second_refusal_locks_the_principal_and_tells_the_user_once(canary: str) -> None:
     guard, _, lockouts = _setup(canary)
-    for _ in range(3):
+    for _ in range(2):
         with pytest.raises(ArgumentsRefused):
             guard.check("s1", {"q": canary})
     assert lockouts == ["s1"]
@@ -97,8 +97,8 @@ def test_the_third_refusal_locks_the_session_and_tells_the_user_once(canary: str
     guard.check("s2", {"q": "another session is not locked"})
 
 
-def test_refusals_are_counted_per_session(canary: str) -> None:
-    guard, _, lockouts = _setup(canary)
+def test_refusals_are_counted_per_principal(canary: str) -> None:
+    guard, _, lockouts = _setup(canary, limit=3)
     for sid in ("a", "b", "a", "b", None):
         with pytest.raises(ArgumentsRefused):
             guard.check(sid, {"q": canary})
@@ -160,5 +160,5 @@ def test_concurrent_refusals_lock_once(canary: str) -> None:
     for t in threads:
         t.join(timeout=10)
     assert lockouts == ["s"]
-    assert outcomes.count("arguments_refused") == 3
-    assert outcomes.count("session_locked") == 5
+    assert outcomes.count("arguments_refused") == 2
+    assert outcomes.count("session_locked") == 6

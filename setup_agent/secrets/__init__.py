@@ -13,13 +13,14 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .chat import WITHHELD, looks_like_secret, scrub_secrets
-    from .guard import GuessGuard
+    from .guard import GuardIncident, GuessGuard
     from .prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
     from .redact import RedactingFilter, Redactor, install_log_redaction
     from .refs import SecretRefStore, SecretValue
     from .vault import Vault
 
 __all__ = [
+    "GuardIncident",
     "GuessGuard",
     "install_log_redaction",
     "is_weak_value",
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "GuardIncident": "guard",
     "GuessGuard": "guard",
     "install_log_redaction": "redact",
     "is_weak_value": "prompts",
