@@ -100,6 +100,7 @@ class Runtime:
     providers: ProviderConfig | None = None
     tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
     review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
+    guard: GuessGuard | None = None  # refused calls by principal: incidents, locks, unlock (#24)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -213,6 +214,12 @@ def build_runtime(
         bundles=bundles,
         logs_dir=home / "logs",
     )
+    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    guard = GuessGuard(
+        redactor,
+        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
+        on_incident=_log_incident,
+    )
     service = SetupService(
         refs=refs,
         redactor=redactor,
@@ -235,11 +242,10 @@ def build_runtime(
         ),
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
+        guard=guard,
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask
-    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
-    guard = GuessGuard(redactor, on_lockout=lambda session: _lockout_listeners_call(lockout_listeners, session))
     gateway = Gateway(
         store,
         connections,
@@ -263,7 +269,17 @@ def build_runtime(
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
+        guard=guard,
     )  # fmt: skip
+
+
+def _log_incident(principal: str) -> None:
+    # The first refused call is already an incident (an agent never holds a stored secret): the
+    # user hears of it at once, out of band. Never the agent.
+    logger.warning(
+        "An agent sent a value that mcp-setup protects in its tool arguments (a guess at a secret?). "
+        "The call was refused; one more and its tool calls are blocked until you unblock them."
+    )
 
 
 def _log_lockout(session: str) -> None:
@@ -271,7 +287,7 @@ def _log_lockout(session: str) -> None:
     # stderr), and, in `serve`, a page notice (app/web/app.py adds a listener). Never the agent.
     logger.warning(
         "An agent sent values that mcp-setup protects in its tool arguments several times (a guessing attempt?). "
-        "Its calls to installed servers are now refused until it reconnects."
+        "Its tool calls are now refused until you unblock it (or mcp-setup restarts)."
     )
 
 

@@ -9,7 +9,8 @@ arguments (``env``, URL variables, package arguments, a query) and gateway calls
 * :meth:`GuessGuard.check` refuses the call, with ``arguments_refused`` and a message that
   echoes nothing, when an argument holds a value the redactor would hide, in any form it
   knows (:mod:`.forms`), checked on each string (dict keys included), on the concatenation
-  of the string (and number) values in order (a guess split over two arguments), on the
+  of the string (and number) values in order and of each two and three neighbours (a guess
+  split over two arguments, or a short one over two URL variables), on the
   decoded text of escapes, and on every notation of a number (``4.821e3`` is 4821); values
   of 8 characters or more also case-folded and with separators ignored. Short values follow
   the redactor's rules (under 4 characters not matched, under 8 only as whole tokens;
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 DEFAULT_LIMIT = 2
 _MAX_PRINCIPALS = 10_000
 _DEFAULT_PRINCIPAL = "-"
+_MAX_RUNS = 1_000  # values whose neighbours are joined in twos and threes
 
 _REFUSED = (
     "The call was refused: its arguments hold a value that mcp-setup protects, and the user has been "
@@ -137,18 +139,29 @@ class GuessGuard:
                 return True
             if is_value:
                 values.append(text)
-        return len(values) > 1 and contains("".join(values), strict=strict)
+        if len(values) < 2:
+            return False
+        if contains("".join(values), strict=strict):
+            return True
+        # a short value split over neighbours ({a}{b} in a URL) is a whole token only on its own
+        runs = (values[i:i + n] for n in (2, 3) for i in range(min(len(values), _MAX_RUNS) - n + 1))
+        return any(contains("".join(run), strict=strict) for run in runs)
 
     # -- the check --------------------------------------------------------------------
+    def ensure_unlocked(self, principal: str | None) -> None:
+        """Raise :class:`SessionLocked` if ``principal`` is locked (before any other check, so a
+        locked principal gets one answer whatever it sends)."""
+        with self._lock:
+            if (incident := self._incidents.get(_key(principal))) is not None and incident.locked:
+                raise SessionLocked(_LOCKED)
+
     def check(self, principal: str | None, arguments: Any, *, where: str = "gateway") -> None:
         """Let the call through, or raise :class:`SessionLocked` / :class:`ArgumentsRefused`.
 
         ``where``: ``"gateway"`` (a call to an installed server) or ``"setup"`` (a setup tool);
         both count alike, and a locked principal is refused in both."""
         key = _key(principal)
-        with self._lock:
-            if (incident := self._incidents.get(key)) is not None and incident.locked:
-                raise SessionLocked(_LOCKED)
+        self.ensure_unlocked(key)
         if not self.holds_secret(arguments):
             return
         now = self.clock()
