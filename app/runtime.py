@@ -213,6 +213,7 @@ def build_runtime(
         auth_for=sign_ins.auth_for_installed,
         bundles=bundles,
         logs_dir=home / "logs",
+        max_result_chars=settings.max_result_chars,
     )
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
     guard = GuessGuard(
