@@ -32,7 +32,7 @@ from setup_agent.launch import (
 from setup_agent.oauth import SignIns
 from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore, Vault
 from setup_agent.setup import ConsentBroker, Prober, ProviderConfig, SetupService, ToolReview, load_provider_config
-from setup_agent.store import Store
+from setup_agent.store import Store, prepare_data_dir
 
 from .settings import Settings
 
@@ -161,7 +161,8 @@ def build_runtime(
     # The core reads no environment: the host variables a server may inherit are taken here.
     host_env = dict(os.environ) if host_env is None else host_env
     home = Path(settings.home).expanduser()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for warning in prepare_data_dir(home):  # 0700, also when it existed looser (#24 item 13)
+        logger.warning("%s", warning)
     redactor = Redactor()
     refs = SecretRefStore(ttl_seconds=settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {}))
     refs.add_listener(redactor.invalidate)
@@ -192,7 +193,6 @@ def build_runtime(
     vault = open_vault(settings, keyring_backend=keyring_backend)
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
     scratch = home / "scratch"
-    scratch.mkdir(exist_ok=True)
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
     prober = Prober(

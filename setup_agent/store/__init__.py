@@ -1,6 +1,7 @@
 """The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
 (``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
-settings and key rotation (``keys.py``), named tokens (``tokens.py``), the gateway's catalog
+settings and key rotation (``keys.py``), named tokens (``tokens.py``), the data dir's
+permissions (``data_dir.py``), the gateway's catalog
 read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
@@ -14,6 +15,7 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .catalog import SQLITE_FILE_NAME, Catalog, GatewayTool, gateway_name, read_sqlite_catalog, read_sqlite_counter
+    from .data_dir import prepare_data_dir
     from .database import Store
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
@@ -25,6 +27,7 @@ __all__ = [
     "gateway_name",
     "GatewayTool",
     "InstalledServer",
+    "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
     "relabel",
@@ -40,6 +43,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
     "InstalledServer": "models",
+    "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
     "relabel": "pins",
