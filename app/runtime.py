@@ -198,6 +198,7 @@ def build_runtime(
     prober = Prober(
         redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
         keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
+        max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     bundles = BundleCache(
