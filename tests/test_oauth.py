@@ -282,3 +282,17 @@ async def test_a_test_with_a_sign_in_whose_renewal_is_refused_says_needs_sign_in
     out = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=ref)
     assert out["error"]["code"] == "needs_sign_in", out
     assert "mcp_setup_authorize" in out["error"]["message"]
+
+
+async def test_a_foreign_registration_endpoint_is_refused_before_the_registration_is_sent(
+    runtime: Runtime, pair: OAuthPair
+) -> None:
+    # #24 item 11: the check at the browser step came after the SDK had POSTed the registration
+    port = urlsplit(pair.issuer).port
+    pair.provider.metadata_patch = {"registration_endpoint": f"http://localhost:{port}/register"}
+    face = Face()
+    out = await call(runtime, "mcp_setup_authorize", face, qualified_name=NAME)
+    assert out["error"]["code"] == "oauth_refused", out
+    assert "registration endpoint" in out["error"]["message"].lower()
+    assert pair.provider.clients == {}  # the foreign host never got the registration
+    assert face.shown == [] and pair.provider.issued_access == []

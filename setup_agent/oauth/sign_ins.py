@@ -182,7 +182,8 @@ class SignIns:
     ) -> None:
         try:
             headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
-            async with httpx2.AsyncClient(auth=provider, timeout=self.timeout + self.http_timeout) as http:
+            transport = _CheckedTransport(provider)  # a foreign endpoint is refused before it is sent to
+            async with httpx2.AsyncClient(auth=provider, timeout=self.timeout + self.http_timeout, transport=transport) as http:
                 response = await http.post(url, json=_INITIALIZE, headers=headers)
             if response.status_code in (401, 403) or provider.context.current_tokens is None:
                 raise OAuthRefused(f"The server still refused the sign-in (HTTP {response.status_code}).")
@@ -329,6 +330,38 @@ class SignIns:
             task.cancel()
         if self._flows:
             await asyncio.wait(list(self._flows), timeout=5)
+
+
+class _CheckedTransport(httpx2.AsyncBaseTransport):
+    """The sign-in's transport: once the authorization server's metadata is known, a request to
+    one of its endpoints (registration, token, revocation) on another origin than its issuer, or
+    to a plain-http issuer off this machine, is refused *before* it is sent (#24 item 11: the
+    registration POST used to reach the foreign host; the check at the browser step came after)."""
+
+    def __init__(self, provider: OAuthClientProvider) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._provider = provider
+
+    async def handle_async_request(self, request: Any) -> Any:
+        meta = self._provider.context.oauth_metadata
+        if meta is not None:
+            url, issuer = str(request.url).split("?")[0], str(meta.issuer)
+            named = {str(getattr(meta, n)).split("?")[0]: n for n in _ENDPOINTS if getattr(meta, n, None)}
+            if url in named and origin(url) != origin(issuer):
+                raise OAuthRefused(
+                    f"The authorization server {host_of(issuer)} sends its {named[url].replace('_', ' ')} to another "
+                    f"host ({host_of(url)}); mcp-setup sends nothing there and signs in only with the host it shows the user."
+                )
+            scheme, host, _ = origin(issuer)
+            if url in named and scheme != "https" and host not in _LOOPBACK:
+                raise OAuthRefused(f"The authorization server {host_of(issuer)} does not use https; mcp-setup refuses to sign in over plain http.")
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+_ENDPOINTS = ("registration_endpoint", "token_endpoint", "revocation_endpoint")
 
 
 def url_of(ctx: Any) -> str:
