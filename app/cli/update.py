@@ -3,12 +3,14 @@
 1. The registry's current detail of NAME (with ``--version V``, exactly V's, from the source the
    server came from; Smithery keeps no versions, so V fails there, plainly); nothing to do when
    the installed version is it. A V the registry does not have: exit 1, nothing changed.
-2. The old install steps aside: its row goes (its install dir is moved aside, not deleted),
-   since the service tests and installs only a server that is not installed.
-3. The new version is installed with the stored settings (secrets as fresh refs, as if
-   typed again), after the user's consent in this terminal; the install saves nothing unless
-   the server answered its test. If it did not, the old row and dir are put back as they
-   were (same server id and slug). Running faces see the old server leave and come back.
+2. The new version is tested and installed with the stored settings (secrets as fresh refs, as
+   if typed again), after the user's consent in this terminal, while the old one stays
+   installed: its row, its encrypted values and its install dir are untouched until the new
+   row is committed, and the commit deletes the old row and values in the same transaction
+   (#24 item 6: a crash or SIGKILL at any moment, during the download, the test or the
+   commit, leaves exactly one of the two, never none). The new row keeps the old slug.
+3. Only then the old one's process is stopped and its dir and log deleted. Running faces see
+   the one swapped for the other at the commit.
 
 Servers that signed in with OAuth are not updated here (their grant is bound to the old
 install): remove and add them again.
@@ -17,7 +19,6 @@ install): remove and add them again.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from typing import Any
 
 from registry_clients.errors import RegistryNotFound
@@ -57,32 +58,10 @@ async def update(runtime: Any, server: InstalledServer, version: str | None) -> 
         args["source"] = source
     io = TerminalIO(runtime.broker, consents=runtime.consents)
     ctx = CallContext(installed_by=server.installed_by, present_consent=io.present_consent)
-    # The service tests only servers that are not installed: the old row steps aside (its dir
-    # moved, its sign-in kept), and comes back as it was unless the new version answered.
-    old_dir = runtime.connections.install_dir(server.server_id)
-    aside = old_dir.with_name(old_dir.name + ".pre-update")
-    if old_dir.exists():
-        await asyncio.to_thread(old_dir.rename, aside)
-    await runtime.connections.remove(server.server_id)
     try:
-        result = await runtime.service.install_and_connect(args, ctx)
-    except BaseException as exc:
-        await asyncio.to_thread(_restore, runtime, server, stored, aside, old_dir)
-        if isinstance(exc, SetupError):
-            return 1, f"{detail.version} did not answer ({exc.code}: {exc.message}); {server.version} stays installed."
-        raise
-    await asyncio.to_thread(shutil.rmtree, aside, True)
+        result = await runtime.service.install_and_connect(args, ctx, replaces=server.server_id)
+    except SetupError as exc:
+        return 1, f"{detail.version} did not answer ({exc.code}: {exc.message}); {server.version} stays installed."
+    await runtime.connections.retire(server.server_id)  # its row went in the commit
     return 0, (f"Updated {server.qualified_name} from {server.version} to {detail.version} "
                f"({len(result.get('tools') or [])} tools).")  # fmt: skip
-
-
-def _restore(runtime: Any, server: InstalledServer, stored: dict, aside: Any, old_dir: Any) -> None:
-    runtime.store.install(
-        server_id=server.server_id, qualified_name=server.qualified_name, source=server.source,
-        version=server.version, package_type=server.package_type, launch_spec=server.launch_spec,
-        installed_by=server.installed_by, tools_hash=server.tools_hash, title=server.title, tools=server.tools,
-        env={k: (v, k in {e.key for e in server.env_keys if e.secret}) for k, v in stored.items()},
-    )  # fmt: skip
-    if aside.exists():
-        shutil.rmtree(old_dir, ignore_errors=True)
-        aside.rename(old_dir)

@@ -188,6 +188,12 @@ class ConnectionManager:
         await asyncio.to_thread(lambda: self.store.remove(server_id, actor=actor))
         await self._delete_files(server_id)
 
+    async def retire(self, server_id: str) -> None:
+        """A server whose row is gone already (replaced by its update in the same commit): stop it
+        and delete its install dir and log."""
+        await self.disconnect(server_id, removed=True)
+        await self._delete_files(server_id)
+
     async def _delete_files(self, server_id: str) -> None:
         """A removed server's install dir and log (once its process is stopped)."""
         await asyncio.to_thread(shutil.rmtree, self.install_dir(server_id), True)

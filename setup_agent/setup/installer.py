@@ -79,11 +79,13 @@ class Installer:
             "protocol_version": result.protocol_version,
         }
 
-    async def install(self, args: dict, ctx: CallContext) -> dict:
+    async def install(self, args: dict, ctx: CallContext, *, replaces: str | None = None) -> dict:
+        """``replaces``: the installed server id this install replaces in its commit (``mcp-setup
+        update``, never an agent's argument): it stays installed until then (#24 item 6)."""
         name = req_name(args, "qualified_name")
         progress = Progress(ctx, self.redactor, "mcp_setup_install_and_connect", name)
         try:
-            return await self._install(name, args, ctx, progress)
+            return await self._install(name, args, ctx, progress, replaces)
         except BaseException as exc:
             await progress.failed(exc)
             raise
@@ -94,9 +96,9 @@ class Installer:
             lock = self._install_locks[name] = asyncio.Lock()
         return lock
 
-    async def _install(self, name: str, args: dict, ctx: CallContext, progress: Progress) -> dict:
+    async def _install(self, name: str, args: dict, ctx: CallContext, progress: Progress, replaces: str | None) -> dict:
         async with self._install_lock(name):
-            await self.preparer.refuse_installed(name)  # again, now that no other install of it runs
+            await self.preparer.refuse_installed(name, replaces)  # again, now that no other install of it runs
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
             # Reserve the refs first (#10 item 7): a concurrent install cannot use them too;
@@ -106,7 +108,9 @@ class Installer:
             adopted: Parked | None = None
             try:
                 await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
-                prepared = await self.preparer.prepare(args, install_dir, progress, lazy_bundle=self.prober.parking.enabled)
+                prepared = await self.preparer.prepare(
+                    args, install_dir, progress, lazy_bundle=self.prober.parking.enabled, replacing=replaces
+                )
                 await self._consent(prepared, ctx, "install")
                 adopted = self._adopt(prepared)
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
@@ -145,6 +149,7 @@ class Installer:
                     env=env,
                     title=prepared.detail.display_name,
                     tools=relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()}),  # the pin
+                    replaces=replaces,
                 )
             except BaseException:
                 self.refs.release(claim)

@@ -109,18 +109,20 @@ class Preparer:
             err.message = scrub(err.message, name)
             raise err from None
 
-    async def prepare(self, args: dict, workdir: Path, progress: Progress, *, lazy_bundle: bool = False) -> Prepared:
+    async def prepare(
+        self, args: dict, workdir: Path, progress: Progress, *, lazy_bundle: bool = False, replacing: str | None = None
+    ) -> Prepared:
         name = req_name(args, "qualified_name")
         env_refs = str_map(args, "env_refs")
         env = str_map(args, "env")
         allow_deprecated = args.get("allow_deprecated", False)
         if not isinstance(allow_deprecated, bool):
             raise InvalidInput("allow_deprecated must be true or false.")
-        await self.refuse_installed(name)  # before any download, prompt or spawn
+        await self.refuse_installed(name, replacing)  # before any download, prompt or spawn
         await progress("resolving", "started")
         detail = await self.detail(name, opt_name(args, "source"), opt_name(args, "version"))
         if detail.qualified_name != name:
-            await self.refuse_installed(detail.qualified_name)
+            await self.refuse_installed(detail.qualified_name, replacing)
         if detail.status and not allow_deprecated:
             raise DeprecatedEntry(
                 f"The registry marks {detail.qualified_name} {detail.status}. Pick another server, or pass "
@@ -246,9 +248,10 @@ class Preparer:
                 "Smithery. Set its address back to its smithery.ai one."
             )
 
-    async def refuse_installed(self, name: str) -> None:
+    async def refuse_installed(self, name: str, replacing: str | None = None) -> None:
+        """Refuse a name already installed (but the server an update replaces: ``replacing``)."""
         existing = await asyncio.to_thread(self.store.get_by_name, name)
-        if existing is not None:
+        if existing is not None and existing.server_id != replacing:
             raise AlreadyInstalled(
                 f"{existing.qualified_name} is already installed (server_id {existing.server_id}). "
                 "Remove it with mcp_setup_remove first to install it again.",

@@ -269,8 +269,10 @@ class SetupService:
     async def test_connection(self, args: dict, ctx: CallContext) -> dict:
         return await self.installer.test(args, ctx)
 
-    async def install_and_connect(self, args: dict, ctx: CallContext) -> dict:
-        return await self.installer.install(args, ctx)
+    async def install_and_connect(self, args: dict, ctx: CallContext, *, replaces: str | None = None) -> dict:
+        """``replaces`` (``mcp-setup update`` only; a tool call never sets it): the installed server
+        the new one replaces in the same commit."""
+        return await self.installer.install(args, ctx, replaces=replaces)
 
     async def list_servers(self, args: dict, ctx: CallContext) -> dict:
         wait = args.get("wait_seconds", 0)

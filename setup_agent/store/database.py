@@ -133,11 +133,15 @@ class Store(ToolPins, EncryptedValues):
         server_id: str | None = None,
         title: str | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        replaces: str | None = None,
     ) -> InstalledServer:
         """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
 
         The server gets a gateway slug not used by any other installed server
         (:func:`~setup_agent.store.catalog.make_slug`); ``tools`` is the tool list its test saw.
+        ``replaces``: the server id of the version this one replaces (``mcp-setup update``): its
+        row and encrypted values are deleted in the same transaction (#24 item 6), so a crash at
+        any moment leaves exactly one of the two; its slug passes to the new row.
         """
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
@@ -158,6 +162,8 @@ class Store(ToolPins, EncryptedValues):
             row.pinned_at, row.pinned_version, row.tools_state = row.installed_at, version, "pinned"
         try:
             with self._translated(f"install {qualified_name}"), self._session() as s, s.begin():
+                if replaces is not None:
+                    self._delete_replaced(s, replaces, qualified_name, installed_by)
                 self._refuse_duplicate(s, qualified_name, server_id)
                 row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
                 s.add(row)
@@ -172,6 +178,15 @@ class Store(ToolPins, EncryptedValues):
             raise
         self._changed()
         return result
+
+    def _delete_replaced(self, s: Session, server_id: str, qualified_name: str, actor: str) -> None:
+        old = s.get(ServerRow, server_id)
+        if old is None or old.qualified_name != qualified_name:
+            raise NotFound(f"The server {server_id} to replace is not installed (any more).")
+        self._audit(s, "removed", old, actor, old=old.pinned_hash, detail="replaced by a new version")
+        s.execute(delete(ClientEnvRow).where(ClientEnvRow.server_id == server_id))
+        s.execute(delete(ServerRow).where(ServerRow.server_id == server_id))
+        s.flush()
 
     def set_enabled(self, server_id: str, enabled: bool, *, actor: str = "user") -> InstalledServer:
         with self._translated(f"update server {server_id}"), self._session() as s, s.begin():
