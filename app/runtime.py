@@ -217,10 +217,11 @@ def build_runtime(
         max_result_chars=settings.max_result_chars,
     )
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
     guard = GuessGuard(
         redactor,
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
-        on_incident=_log_incident,
+        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
     )
     service = SetupService(
         refs=refs,
@@ -258,6 +259,7 @@ def build_runtime(
         check_arguments=guard.check,
     )
     gateway.lockout_listeners = lockout_listeners
+    gateway.incident_listeners = incident_listeners  # a face adds its own (the page, the terminal)
     tool_registry = ToolRegistry(
         servers=store.list,
         status=connections.status,

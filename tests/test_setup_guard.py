@@ -81,8 +81,11 @@ async def test_the_first_refusal_tells_the_user_in_the_log_without_the_value(
     runtime: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
     runtime.refs.mint("PIN", PIN)
+    heard: list[str] = []
+    runtime.gateway.incident_listeners.append(heard.append)  # as a face's page or terminal would
     with caplog.at_level(logging.WARNING):
         await _call(runtime, "mcp_setup_search", query=PIN)
+    assert heard == ["agent-1"]
     said = [r.getMessage() for r in caplog.records if r.name == "app.runtime"]
     assert any("protects" in m and "refused" in m for m in said), said
     assert PIN not in caplog.text

@@ -84,6 +84,8 @@ class Gateway:
         self._unsubscribe = store.add_change_listener(self._changed_here)
         #: Called with a session id when the guard locks it (faces tell the user out of band).
         self.lockout_listeners: list[Callable[[str], Any]] = []
+        #: Called with a principal at its first refused call (an incident: faces tell the user at once).
+        self.incident_listeners: list[Callable[[str], Any]] = []
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:

@@ -9,7 +9,7 @@ arguments (``env``, URL variables, package arguments, a query) and gateway calls
 * :meth:`GuessGuard.check` refuses the call, with ``arguments_refused`` and a message that
   echoes nothing, when an argument holds a value the redactor would hide, in any form it
   knows (:mod:`.forms`), checked on each string (dict keys included), on the concatenation
-  of the string (and number) values in order and of each two and three neighbours (a guess
+  of the string values in order and of each two and three neighbours (a guess
   split over two arguments, or a short one over two URL variables), on the
   decoded text of escapes, and on every notation of a number (``4.821e3`` is 4821); values
   of 8 characters or more also case-folded and with separators ignored. Short values follow
@@ -254,8 +254,8 @@ def _number_texts(text: str) -> list[str]:
 
 
 def _texts(obj: Any) -> Iterator[tuple[str, bool]]:
-    """Every text inside ``obj`` in order, as ``(text, is_value)``: strings, dict keys
-    (``is_value`` False), numbers in their notations; iterative, so any depth is fine."""
+    """Every text inside ``obj`` in order, as ``(text, joined)``: string values (joined with their
+    neighbours), dict keys and numbers in their notations (checked alone); iterative."""
     stack: list[Iterator[Any]] = [iter((obj,))]
     while stack:
         try:
@@ -272,9 +272,9 @@ def _texts(obj: Any) -> Iterator[tuple[str, bool]]:
                 yield text, False
         elif isinstance(item, bool) or item is None:
             continue
-        elif isinstance(item, (int, float)):
-            for i, text in enumerate(_notations(item)):
-                yield text, i == 0
+        elif isinstance(item, (int, float)):  # checked alone, never joined (coordinates 48, 21 are no PIN)
+            for text in _notations(item):
+                yield text, False
         elif isinstance(item, dict):
             stack.append(_dict_items(item))
         elif isinstance(item, (list, tuple, set, frozenset)):
