@@ -131,21 +131,21 @@ class GuessGuard:
 
     def holds_secret(self, arguments: Any) -> bool:
         """Whether ``arguments`` hold a protected value in any form (counts nothing)."""
-        strict = self.strict
-        contains = self.redactor.contains_secret
+        texts: list[str] = []
         values: list[str] = []
-        for text, is_value in _texts(arguments):
-            if contains(text, strict=strict):
-                return True
-            if is_value:
+        for text, joined in _texts(arguments):
+            texts.append(text)
+            if joined:
                 values.append(text)
+        if self.redactor.contains_any(texts, strict=self.strict):
+            return True
         if len(values) < 2:
             return False
-        if contains("".join(values), strict=strict):
-            return True
-        # a short value split over neighbours ({a}{b} in a URL) is a whole token only on its own
-        runs = (values[i:i + n] for n in (2, 3) for i in range(min(len(values), _MAX_RUNS) - n + 1))
-        return any(contains("".join(run), strict=strict) for run in runs)
+        # all the values joined in order; a short value split over neighbours ({a}{b} in a URL)
+        # is a whole token only on its own, so every two and three neighbours joined too
+        ends = min(len(values), _MAX_RUNS)
+        joins = ["".join(values), *("".join(values[i:i + n]) for n in (2, 3) for i in range(ends - n + 1))]
+        return self.redactor.contains_any(joins, strict=self.strict)
 
     # -- the check --------------------------------------------------------------------
     def ensure_unlocked(self, principal: str | None) -> None:

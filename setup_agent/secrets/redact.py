@@ -47,7 +47,8 @@ Source = Callable[[], Iterable[tuple[str, str]]]  # yields (placeholder, value)
 #: Values shorter than this are not replaced in outbound text (only refused elsewhere).
 MIN_REDACT_CHARS = 4
 _WITHHELD = "{placeholder} (withheld: this text held a protected value in an encoded form)"
-_SKIP_JOIN_KEYS = frozenset({"type"})  # a content block's "type" sits between two blocks' texts
+_SKIP_JOIN_KEYS = frozenset({"type"})
+_SMALL_CHARS = 64 * 1024  # up to this much text, an object is first searched as a whole  # a content block's "type" sits between two blocks' texts
 
 
 class _Index(NamedTuple):
@@ -191,10 +192,25 @@ class Redactor:
         _collect(obj, strings, joinable, join=True)
         if not strings:
             return obj
+        if sum(map(len, strings)) <= _SMALL_CHARS and not self.contains_any(
+            [*strings, "".join(strings[k] for k in joinable)], strict=strict
+        ):  # the common small answer: one search over it all, nothing to replace
+            return _rebuild(obj, iter(strings))
         out = [self._redact(s, idx) if s else s for s in strings]
         if idx.long is not None and len(joinable) > 1:
             _cut_across(out, joinable, idx)
         return _rebuild(obj, iter(out))
+
+    def contains_any(self, texts: Iterable[str], *, strict: bool = False) -> bool:
+        """Whether any of ``texts`` holds a known value (as :meth:`contains_secret` of each, in one
+        search: the texts joined by a NUL, which no form holds and which ends a token)."""
+        texts = [t for t in texts if isinstance(t, str) and t]
+        if not texts:
+            return False
+        idx = self._index(strict)
+        if _hit("\0".join(texts), idx) is not None:
+            return True
+        return any(_hit(view, idx) is not None for text in texts for view in decoded_views(text))
 
     def contains_secret(self, text: str, *, strict: bool = False) -> bool:
         """Whether ``text`` holds a known value in any form (``strict``: of any length, short ones
