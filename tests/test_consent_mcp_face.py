@@ -96,7 +96,7 @@ async def test_a_client_without_url_elicitation_gets_consent_required_and_no_app
                 args = {"qualified_name": JIRA, "env": {"jira_host": "127.0.0.1:9"}, "env_refs": {"JIRA_TOKEN": secret["ref"]}}
                 result = await call(client, "mcp_setup_install_and_connect", args)
     assert result["ok"] is False and result["error"]["code"] == "consent_required", result
-    assert result["error"]["details"]["prompt_id"]
-    # A link given to the agent would let the agent approve its own request.
-    assert "url" not in result["error"]["details"] and "/consents/" not in recorder.text()
+    assert "mcp-setup approve" in result["error"]["message"]  # where the user can approve it
+    # A link, id or key given to the agent would let the agent approve its own request.
+    assert result["error"]["details"] == {"status": "pending"} and "/consents/" not in recorder.text()
     assert canary not in recorder.text()

@@ -57,7 +57,7 @@ def test_the_secret_page_warns_after_a_weak_value_is_saved(page, value: str, war
     prompt = broker.open("PIN", "Your card PIN")
     response = http.post(
         f"{server.base_url}/secrets/{prompt.prompt_id}",
-        data={"t": server.token, "action": "submit", "value": value},
+        data={"t": server.capabilities.issue(prompt.prompt_id, "secret"), "action": "submit", "value": value},
         headers={"Origin": server.base_url},
     )
     assert response.status_code == 200

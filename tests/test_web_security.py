@@ -191,11 +191,14 @@ def test_a_cancelled_prompt_cannot_be_answered_afterwards(served: Served) -> Non
         assert late.status_code == 410 and late.json()["error"]["code"] == "prompt_cancelled"
 
 
-def test_the_one_time_secret_page_is_served_with_its_own_token_check(served: Served) -> None:
-    prompt_id = open_prompt(served)
+def test_the_one_time_secret_page_opens_with_its_own_key_and_not_with_the_page_token(served: Served) -> None:
+    result = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key"})["result"]
+    prompt_id, url = result["prompt_id"], result["url"]
+    assert served.token not in url  # the link a client gets holds no credential of the user's
     with served.client() as http:
         assert http.get(f"/secrets/{prompt_id}").status_code == 403
-        page = http.get(f"/secrets/{prompt_id}", params={"t": served.token})
+        assert http.get(f"/secrets/{prompt_id}", params={"t": served.token}).status_code == 403
+        page = http.get(url.split(str(served.port), 1)[1])
         assert page.status_code == 200 and "STUB_API_KEY" in page.text
 
 

@@ -214,6 +214,14 @@ class ConsentBroker:
                 self._open_state(consent_id)  # raises the right error
         return state.pending  # type: ignore[union-attr]
 
+    def pending(self) -> list[PendingConsent]:
+        """The consents waiting for the user, oldest first (for the user's channels)."""
+        with self._lock:
+            events = self._sweep()
+            out = sorted((state.pending for state in self._pending.values()), key=lambda p: p.created_at)
+        self._emit(events)
+        return out
+
     def status(self, consent_id: str) -> str:
         with self._lock:
             if consent_id in self._pending:
@@ -303,8 +311,8 @@ def _validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) ->
     return out
 
 
-#: A face's way of showing a consent to the user; it may wait for the answer and returns extra
-#: fields for a ``consent_required`` error (e.g. ``{"url": ...}``).
+#: A face's way of showing a consent to the user (on the user's channels only); it may wait for
+#: the answer. What it returns is not passed on: the agent gets no link, id or key.
 ConsentPresenter = Callable[[PendingConsent], Awaitable[dict[str, Any] | None]]
 
 
@@ -323,18 +331,20 @@ async def obtain_consent(
     if decision is not None:
         return decision
     pending = broker.open(request)
-    extra: dict[str, Any] = {}
     if present is not None:
-        extra = dict(await present(pending) or {})
+        await present(pending)  # shows it on the user's channels; may wait for the answer
     decision = broker.decision(request)
     if decision is not None:
         return decision
     if broker.status(pending.consent_id) == "denied":
         raise ConsentDenied(f"The user did not allow running {request.server}.")
-    details = {"prompt_id": pending.consent_id, **{k: v for k, v in extra.items() if k in ("url", "status")}}
-    raise ConsentRequired(
-        f"The user has to approve running {request.server} (what runs and where its secrets go) out of band. "
-        + ("Ask them to open the link in details.url, then " if "url" in extra else "Once they have, ")
-        + "call this tool again with the same arguments.",
-        details=details,
-    )
+    # No id, link or key: the agent cannot answer a consent, only wait for the user's answer.
+    raise ConsentRequired(WAITING_FOR_APPROVAL.format(server=request.server), details={"status": "pending"})
+
+
+#: What the agent is told while the user has not answered: where the user can do it, nothing to use.
+WAITING_FOR_APPROVAL = (
+    "Waiting for the user's approval to run {server} (what runs and where its secrets go). They approve "
+    "it themselves: in the mcp-setup page, or with `mcp-setup approve` in a terminal. Tell them so; once "
+    "they have, call this tool again with the same arguments."
+)

@@ -1,6 +1,6 @@
 """The store's tables (SQLAlchemy models) and the records it hands out (no values in them).
 
-``ServerRow``, ``ClientEnvRow``, ``ChangeRow``, ``AuditRow`` and ``TokenRow`` map the tables the
+``ServerRow``, ``ClientEnvRow``, ``ChangeRow``, ``AuditRow``, ``TokenRow`` and ``PendingRow`` map the tables the
 migrations in ``migrations/`` create; :class:`InstalledServer`, :class:`EnvKey` and
 :class:`AuditEntry` are what :class:`~setup_agent.store.database.Store` returns. Also the small
 row helpers the store's parts share (UTC datetimes, tool-list JSON, text checks).
@@ -35,7 +35,7 @@ from .pins import summarize
 
 __all__ = [
     "AuditEntry", "AuditRow", "Base", "ChangeRow", "ClientEnvRow", "Clock", "EnvKey", "InstalledServer",
-    "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
+    "PendingRow", "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
 ]  # fmt: skip
 
 Clock = Callable[[], datetime]
@@ -151,6 +151,23 @@ class TokenRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    admin: Mapped[bool | None] = mapped_column(Boolean)  # --admin: may approve (audited as token:NAME)
+
+
+class PendingRow(Base):
+    """A consent or tool review waiting for the user, shared by every process (see ``approvals.py``)."""
+
+    __tablename__ = "mcp_pending"
+
+    item_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # consent
+    owner: Mapped[str] = mapped_column(String(64))  # the process that waits for the answer
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    request_json: Mapped[str] = mapped_column(Text)  # templates and non-secret values only
+    status: Mapped[str] = mapped_column(String(16), index=True)  # pending | approved | denied | expired
+    decision_json: Mapped[str | None] = mapped_column(Text)
+    answered_by: Mapped[str | None] = mapped_column(String(128))
 
 
 # --- public records ---------------------------------------------------------------------
