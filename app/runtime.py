@@ -31,8 +31,16 @@ from setup_agent.launch import (
 )
 from setup_agent.oauth import SignIns
 from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore, Vault
-from setup_agent.setup import ConsentBroker, Prober, ProviderConfig, SetupService, ToolReview, load_provider_config
-from setup_agent.store import Store
+from setup_agent.setup import (
+    ConsentBroker,
+    Prober,
+    ProviderConfig,
+    SetupService,
+    ToolReview,
+    load_provider_config,
+    share_consents,
+)
+from setup_agent.store import PendingApprovals, Store, process_owner
 
 from .settings import Settings
 
@@ -190,6 +198,9 @@ def build_runtime(
     hub = RegistryHub(sources, timeout=settings.registry_timeout_seconds, notes=notes)
     vault = open_vault(settings, keyring_backend=keyring_backend)
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
+    # Consents and tool reviews wait for the user in the store too: every process's user channels
+    # (another serve's page, `mcp-setup approve`) see and answer them.
+    share_consents(consents, PendingApprovals(store, owner=process_owner()), ttl_seconds=settings.secret_ttl_seconds)
     scratch = home / "scratch"
     scratch.mkdir(exist_ok=True)
     ledger = ProcessLedger(home / "procs")

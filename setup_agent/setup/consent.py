@@ -109,6 +109,19 @@ class ConsentBroker:
         self._closed: dict[str, str] = {}  # consent_id -> final status (bounded)
         self._remembered: dict[str, tuple[ConsentDecision, float]] = {}
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
+        #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
+        self._pulls: list[Callable[[], None]] = []
+
+    def add_pull(self, pull: Callable[[], None]) -> None:
+        """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
+        self._pulls.append(pull)
+
+    def _pull(self) -> None:
+        for pull in list(self._pulls):
+            try:
+                pull()
+            except Exception as exc:  # noqa: BLE001 - the shared store failing never breaks a local answer
+                log.warning("reading answers given elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
 
     @property
     def ask(self) -> bool:
@@ -181,6 +194,7 @@ class ConsentBroker:
     # -- API ----------------------------------------------------------------------
     def decision(self, request: ConsentRequest) -> ConsentDecision | None:
         """The remembered approval for ``request`` (same fingerprint, within the TTL)."""
+        self._pull()
         with self._lock:
             events = self._sweep()
             entry = self._remembered.get(request.fingerprint)
@@ -223,6 +237,7 @@ class ConsentBroker:
         return out
 
     def status(self, consent_id: str) -> str:
+        self._pull()
         with self._lock:
             if consent_id in self._pending:
                 return "pending"
@@ -238,7 +253,7 @@ class ConsentBroker:
             try:
                 state = self._open_state(consent_id)
                 request = state.pending.request
-                chosen = _validated_settings(request, settings or {})
+                chosen = validated_settings(request, settings or {})
                 if request.warnings and accept_warnings is not True:
                     codes = ", ".join(w.code for w in request.warnings)
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
@@ -275,10 +290,16 @@ class ConsentBroker:
             if state is None:
                 return self._closed.get(consent_id, "unknown")
             state.waiters.append((loop, event))
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
+        deadline = loop.time() + timeout
+        while not event.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:  # with answers from elsewhere to pull, look every half second
+                await asyncio.wait_for(event.wait(), min(remaining, 0.5) if self._pulls else remaining)
+            except TimeoutError:
+                if self._pulls:
+                    await loop.run_in_executor(None, self._pull)
         with self._lock:
             if (loop, event) in state.waiters:
                 state.waiters.remove((loop, event))
@@ -295,7 +316,7 @@ def _done(consent_id: str, status: str, by: str | None) -> Event:
     return event
 
 
-def _validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:
+def validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:
     names = {d.name: d for d in request.destinations}
     unknown = [k for k in settings if k not in names]
     if unknown:

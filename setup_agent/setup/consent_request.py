@@ -93,6 +93,16 @@ class ConsentRequest:
         out.pop("fingerprint", None)
         return out
 
+    @classmethod
+    def from_public(cls, data: Mapping[str, Any]) -> ConsentRequest:
+        """The request back from :meth:`public`'s JSON (another process shows and checks it)."""
+        fields = dict(data)
+        fields["secrets"] = [SecretDestination(**d) for d in fields.get("secrets") or []]
+        fields["destinations"] = [DestinationSetting(**d) for d in fields.get("destinations") or []]
+        fields["warnings"] = [ConsentWarning(**d) for d in fields.get("warnings") or []]
+        known = set(cls.__dataclass_fields__) - {"fingerprint"}
+        return cls(**{k: v for k, v in fields.items() if k in known})
+
 
 # -- building a request -------------------------------------------------------------------
 
