@@ -189,3 +189,78 @@ def test_an_mcp_session_driven_with_another_token_is_refused(team) -> None:
         after = http.post("/mcp", json=listing, headers={**MCP_HEADERS, "Authorization": f"Bearer {alice}",
                                                          "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
         assert after.status_code == 401  # a revoked token drives nothing it created
+
+
+def test_no_approval_key_and_no_user_token_reaches_a_client_through_a_whole_setup(team, canary: str) -> None:
+    """Canary for capabilities: a full setup by a member over /rpc and by a client of /mcp that
+    shows URL elicitation; the user approves on their own channels. Nothing a client received
+    holds the user's token, a consent link, a consent id or the secret."""
+    served, token = team
+    alice = token("create", "alice")
+    received: list[str] = []
+    with served.websocket() as user_ws, served.client() as http:
+
+        def member(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            answer = rpc(http, alice, method, params)
+            received.append(json.dumps(answer))
+            return answer
+
+        prompt = member("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB})["result"]
+        key = prompt["url"].rsplit("?t=", 1)[1]
+        assert http.post(f"/secrets/{prompt['prompt_id']}", data={"t": key, "value": canary}).status_code == 200
+        args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}}
+        assert member("mcp_setup_test_connection", args)["error"]["data"]["code"] == "consent_required"
+        consent_id = _next(user_ws, "consent_request")["consent_id"]
+        approved = http.post(f"/api/consents/{consent_id}", json={"approve": True, "accept_warnings": True},
+                             headers=served.headers())  # the user, with the page's credential
+        assert approved.status_code == 200, approved.text
+        assert member("mcp_setup_test_connection", args)["result"]["ok"] is True
+        installed = member("mcp_setup_install_and_connect", args)["result"]
+        assert installed["status"] == "connected", installed
+        for text in received:
+            assert served.token not in text and "/secrets/consents/" not in text
+            assert consent_id not in text and canary not in text
+
+
+def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_person_and_no_key_in_results(
+    team, canary: str
+) -> None:
+    served, token = team
+    alice = token("create", "alice")
+    shown: list[str] = []
+
+    async def person(context: Any, params: Any) -> Any:
+        """The client shows the page to the person, who approves (or types the secret)."""
+        import mcp_types as types
+
+        url = params.url
+        shown.append(url)
+        path, key = url.split(str(served.port), 1)[1].split("?t=")
+        async with httpx2.AsyncClient(timeout=30) as browser:
+            form = {"t": key, "action": "approve", "accept_warnings": "yes"} if "/consents/" in path else {"t": key, "value": canary}
+            answered = await browser.post(f"{served.base}{path}", data=form, headers={"Origin": served.base})
+            assert answered.status_code == 200, answered.text
+        return types.ElicitResult(action="accept")
+
+    async def talk() -> list[str]:
+        texts: list[str] = []
+        with anyio.fail_after(90):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}, timeout=60)
+            client_ctx = Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy",
+                                elicitation_callback=person)
+            async with http, client_ctx as client:
+                asked = await client.call_tool("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB})
+                texts.append(asked.model_dump_json())
+                ref = json.loads(asked.content[0].text)["ref"]
+                tested = await client.call_tool("mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}})
+                texts.append(tested.model_dump_json())
+        return texts
+
+    with anyio.from_thread.start_blocking_portal() as portal:
+        texts = portal.call(talk)
+    assert any("/secrets/consents/" in url for url in shown)  # the person saw the consent page
+    assert json.loads(json.loads(texts[-1])["content"][0]["text"])["ok"] is True, texts[-1]
+    for text in texts:
+        assert "/secrets/consents/" not in text and served.token not in text and canary not in text
+        for url in shown:
+            assert url.rsplit("?t=", 1)[1] not in text
