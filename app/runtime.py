@@ -108,6 +108,7 @@ class Runtime:
     providers: ProviderConfig | None = None
     tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
     review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
+    approvals: PendingApprovals | None = None  # what waits for the user, shared by every process
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -200,7 +201,8 @@ def build_runtime(
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
     # Consents and tool reviews wait for the user in the store too: every process's user channels
     # (another serve's page, `mcp-setup approve`) see and answer them.
-    share_consents(consents, PendingApprovals(store, owner=process_owner()), ttl_seconds=settings.secret_ttl_seconds)
+    approvals = PendingApprovals(store, owner=process_owner())
+    share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
     scratch = home / "scratch"
     scratch.mkdir(exist_ok=True)
     ledger = ProcessLedger(home / "procs")
@@ -274,6 +276,7 @@ def build_runtime(
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
+        approvals=approvals,
     )  # fmt: skip
 
 

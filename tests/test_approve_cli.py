@@ -6,6 +6,7 @@ refuses and reads nothing."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 from pathlib import Path
 
@@ -85,3 +86,39 @@ def test_approve_with_nothing_waiting_says_so(tmp_path: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+async def test_the_serve_page_shows_a_stdio_clients_pending_consent_and_its_answer_reaches_that_client(
+    tmp_path: Path, canary: str
+) -> None:
+    from tests.browser.serve import start_serve, stop_serve
+
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_CONSENT="ask")
+    env.pop("DISPLAY", None)
+    served = start_serve(tmp_path, catalog, MCP_SETUP_CONSENT="ask")  # the same data dir
+    try:
+        with anyio.fail_after(180), served.websocket() as page:
+            async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+                secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
+                await Browser().submit(secret["url"], canary)
+                args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}}
+                first = await call(client, "mcp_setup_test_connection", args)
+                assert first["error"]["code"] == "consent_required", first
+
+                def shown() -> dict:
+                    while True:
+                        event = json.loads(page.recv(timeout=60))
+                        if event.get("type") == "consent_request":
+                            return event
+
+                event = await anyio.to_thread.run_sync(shown)
+                assert event["consent"]["server"] == STUB and canary not in json.dumps(event)
+                with served.client() as http:
+                    answered = http.post(f"/api/consents/{event['consent_id']}", json={"approve": True, "accept_warnings": True},
+                                         headers=served.headers())
+                assert answered.status_code == 200, answered.text
+                tested = await call(client, "mcp_setup_test_connection", args)
+                assert tested.get("ok") is True, tested
+    finally:
+        stop_serve(served)

@@ -94,6 +94,7 @@ class WebFace:
         self._mcp_http: Any = None
         self._mcp_stack = contextlib.AsyncExitStack()
         self._mcp_owners: dict[str, str] = {}  # MCP session id -> the principal that created it
+        self.foreign: Any = None  # ForeignConsents (foreign.py), once started
         self.public_base: str | None = None  # a team gateway's own address, for links it hands out
         self.capabilities = Capabilities(ttl_seconds=settings.secret_ttl_seconds, on_issue=self._on_key)
 
@@ -111,6 +112,11 @@ class WebFace:
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
+        if getattr(self.runtime, "approvals", None) is not None:  # other processes' consents, shown here
+            from .foreign import ForeignConsents
+
+            self.foreign = ForeignConsents(self.runtime.approvals, self.hub)
+            self.foreign.start()
         await self._start_mcp()
         # Installed servers come up in the background: the page is there at once.
         self.runtime.connections.mark_booting()  # servers.list(wait_seconds) waits for that boot
@@ -181,6 +187,8 @@ class WebFace:
             await self.hub.aclose()
 
     async def shutdown(self) -> None:
+        if self.foreign is not None:
+            await self.foreign.aclose()
         with contextlib.suppress(Exception):
             await self._mcp_stack.aclose()
         if self.mcp_face is not None:
@@ -293,7 +301,7 @@ def create_app(
 
     @app.post("/api/consents/{consent_id}")
     async def consent_answer(request: Request, consent_id: str) -> Response:
-        return await answer_consent(face.runtime, request, consent_id)
+        return await answer_consent(face.runtime, request, consent_id, foreign=face.foreign)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:  # never a traceback to the client
