@@ -32,10 +32,12 @@ class User:
         self.edits = edits
         self.pages: list[str] = []
         self.consent_pages: list[str] = []
+        self.keys: list[str] = []  # every link key the person was shown
 
     async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
         url = params.url
         token = parse_qs(urlsplit(url).query)["t"][0]
+        self.keys.append(token)
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
         async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
             page = await http.get(url)
@@ -79,6 +81,12 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
     assert evil.connections == 0 and canary.encode() not in evil.received
     for text in (*user.pages, recorder.text(), stderr.read_text()):
         assert canary not in text
+    # The consent link went to the person (URL elicitation), never into a result the model reads.
+    results = [m for m in recorder.messages if '"result"' in m and '"content"' in m]
+    assert results and user.keys
+    for message in results:
+        assert "/secrets/consents/" not in message and not any(key in message for key in user.keys)
+    assert not any(key in stderr.read_text() for key in user.keys)  # nor a log line
 
 
 async def test_a_client_without_url_elicitation_gets_consent_required_and_no_approval_link(

@@ -264,3 +264,36 @@ def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_perso
         assert "/secrets/consents/" not in text and served.token not in text and canary not in text
         for url in shown:
             assert url.rsplit("?t=", 1)[1] not in text
+
+
+def test_the_guard_counts_per_token_so_a_new_mcp_session_does_not_start_from_zero(tmp_path: Path, canary: str) -> None:
+    from tests.test_web_serve import install_stub
+
+    catalog = make_catalog(tmp_path, canary)
+    served = start_serve(tmp_path, catalog)  # consent off
+    try:
+        install_stub(served, canary)  # the canary is now a stored secret value: a guess of it is refused
+        env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+        made = {name: subprocess.run(mcp_setup_argv("token", "create", name), env=env, cwd=REPO, capture_output=True,
+                                     text=True, timeout=60).stdout.split()[0] for name in ("alice", "bob")}
+
+        async def one_session(bearer: str, text: str) -> str:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60)
+            async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
+                result = await client.call_tool("stub__echo", {"text": text})
+                return result.content[0].text
+
+        async def talk() -> tuple[list[str], str]:
+            with anyio.fail_after(120):
+                answers = [await one_session(made["alice"], canary) for _ in range(5)]  # a new session each time
+                return answers, await one_session(made["bob"], "hello")
+
+        with anyio.from_thread.start_blocking_portal() as portal:
+            answers, bob = portal.call(talk)
+        assert "refused" in answers[0]
+        assert any("blocked" in a for a in answers[1:4]), answers  # locked across sessions, within the limit
+        assert "blocked" in answers[4]
+        assert bob == "hello"  # another principal is not locked by alice's guesses
+        assert all(canary not in a for a in answers)
+    finally:
+        stop_serve(served)
