@@ -53,6 +53,11 @@ def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_i
         expect(done).to_contain_text("Installed and connected", timeout=60_000)
         requests = [f for f in watch.received if '"consent_request"' in f]
         assert len(requests) == 1  # the install reused the approval given for the test
+        # The agent's run (its transcript and results, relayed in these frames) held no approval
+        # link and no consent id: the person answered in the modal, the agent only waited.
+        consent_id = json.loads(requests[0])["consent_id"]
+        agent_frames = [f for f in watch.received if '"consent_request"' not in f and '"consent_done"' not in f]
+        assert agent_frames and not any("/secrets/consents/" in f or consent_id in f for f in agent_frames)
 
         close_leaking_nothing(context, page, watch, canary)
     finally:
