@@ -39,6 +39,7 @@ from setup_agent.setup import (
     ToolReview,
     load_provider_config,
     share_consents,
+    share_prompts,
 )
 from setup_agent.store import PendingApprovals, Store, process_owner
 
@@ -203,6 +204,7 @@ def build_runtime(
     # (another serve's page, `mcp-setup approve`) see and answer them.
     approvals = PendingApprovals(store, owner=process_owner())
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
+    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds)
     scratch = home / "scratch"
     scratch.mkdir(exist_ok=True)
     ledger = ProcessLedger(home / "procs")

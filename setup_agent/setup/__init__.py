@@ -1,7 +1,7 @@
 """The ``mcp_setup_*`` tools: :class:`SetupService` (``service.py``) and what it runs:
 arguments (``tool_args.py``, ``tool_specs.py``), preparation (``preparation.py``), the user's
 consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
-through the store in ``shared_consents.py``), test-connect (``probe.py``,
+through the store in ``shared_consents.py``; secret prompts likewise in ``shared_prompts.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
 search cards (``search_cards.py``), providers and admission (``providers.py``) and the caller's
 context (``call_context.py``).
@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
     from .shared_consents import answer_shared, share_consents
+    from .shared_prompts import answer_secret_shared, share_prompts
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
 
 __all__ = [
+    "answer_secret_shared",
     "answer_shared",
     "CallContext",
     "ConsentBroker",
@@ -37,6 +39,7 @@ __all__ = [
     "ProviderConfig",
     "SetupService",
     "share_consents",
+    "share_prompts",
     "TOOL_NAMES",
     "TOOL_SPECS",
     "ToolReview",
@@ -44,8 +47,10 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "answer_secret_shared": "shared_prompts",
     "answer_shared": "shared_consents",
     "share_consents": "shared_consents",
+    "share_prompts": "shared_prompts",
     "CallContext": "call_context",
     "ConsentBroker": "consent",
     "ConsentRequest": "consent_request",

@@ -4,7 +4,8 @@ A consent or tool review opened by one process (a stdio face with no browser, sa
 the user's channels of every other: ``serve``'s page, ``mcp-setup approve`` in a terminal. Its
 owner publishes it here (table ``mcp_pending``, model :class:`~setup_agent.store.models.PendingRow`):
 the request as shown — templates and non-secret values only, never a secret value and never a
-capability — and its deadline. A user channel of any process answers it with :meth:`answer`
+capability — and its deadline. A secret prompt (kind ``secret``) is published the same way; its
+answer is the value encrypted with the data key, held only until its owner picks it up. A user channel of any process answers it with :meth:`answer`
 (one conditional ``UPDATE … WHERE status = 'pending'``: the first answer wins); the owner reads the
 answers of its own items with :meth:`answers` and applies them, then :meth:`close` drops the row.
 """
@@ -30,7 +31,8 @@ from .models import Clock, PendingRow, utcnow
 
 __all__ = ["PendingApproval", "PendingApprovals", "owner_alive", "process_owner"]
 
-_STATUSES = ("approved", "denied")
+#: Final answers: a consent's (approved | denied) and a secret prompt's (answered | cancelled).
+_STATUSES = ("approved", "denied", "answered", "cancelled")
 
 
 def process_owner() -> str:
