@@ -26,6 +26,7 @@ from setup_agent.setup.service import CallContext
 from tests.processes import processes_mentioning
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -91,14 +92,14 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Ru
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
     (catalog / "jira.json").write_text(json.dumps(jira_entry()))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=20)
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=scaled(20))
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     yield runtime
     await runtime.aclose()
 
 
 async def call(runtime: Runtime, tool: str, ctx: CallContext | None = None, **args: Any) -> dict:
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         return await runtime.service.call(tool, args, ctx or CallContext(installed_by="agent"))
 
 

@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
+from tests.timeouts import scaled
 
 
 def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_installs(
@@ -50,7 +51,7 @@ def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_i
         expect(consent).to_be_hidden()
 
         done = page.locator(".result-card.installed")
-        expect(done).to_contain_text("Installed and connected", timeout=60_000)
+        expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
         requests = [f for f in watch.received if '"consent_request"' in f]
         assert len(requests) == 1  # the install reused the approval given for the test
         # The agent's run (its transcript and results, relayed in these frames) held no approval
