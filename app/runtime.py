@@ -41,7 +41,7 @@ from setup_agent.setup import (
     share_consents,
     share_prompts,
 )
-from setup_agent.store import PendingApprovals, Store, process_owner
+from setup_agent.store import PendingApprovals, Store, prepare_data_dir, process_owner
 
 from .settings import Settings
 
@@ -110,6 +110,7 @@ class Runtime:
     tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
     review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
     approvals: PendingApprovals | None = None  # what waits for the user, shared by every process
+    guard: GuessGuard | None = None  # refused calls by principal: incidents, locks, unlock (#24)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -170,7 +171,8 @@ def build_runtime(
     # The core reads no environment: the host variables a server may inherit are taken here.
     host_env = dict(os.environ) if host_env is None else host_env
     home = Path(settings.home).expanduser()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for warning in prepare_data_dir(home):  # 0700, also when it existed looser (#24 item 13)
+        logger.warning("%s", warning)
     redactor = Redactor()
     refs = SecretRefStore(ttl_seconds=settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {}))
     refs.add_listener(redactor.invalidate)
@@ -206,12 +208,12 @@ def build_runtime(
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
     share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds)
     scratch = home / "scratch"
-    scratch.mkdir(exist_ok=True)
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
     prober = Prober(
         redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
         keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
+        max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     bundles = BundleCache(
@@ -227,6 +229,13 @@ def build_runtime(
         auth_for=sign_ins.auth_for_installed,
         bundles=bundles,
         logs_dir=home / "logs",
+        max_result_chars=settings.max_result_chars,
+    )
+    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    guard = GuessGuard(
+        redactor,
+        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
+        on_incident=_log_incident,
     )
     service = SetupService(
         refs=refs,
@@ -250,11 +259,10 @@ def build_runtime(
         ),
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
+        guard=guard,
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask
-    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
-    guard = GuessGuard(redactor, on_lockout=lambda session: _lockout_listeners_call(lockout_listeners, session))
     gateway = Gateway(
         store,
         connections,
@@ -278,8 +286,17 @@ def build_runtime(
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
-        approvals=approvals,
+        approvals=approvals, guard=guard,
     )  # fmt: skip
+
+
+def _log_incident(principal: str) -> None:
+    # The first refused call is already an incident (an agent never holds a stored secret): the
+    # user hears of it at once, out of band. Never the agent.
+    logger.warning(
+        "An agent sent a value that mcp-setup protects in its tool arguments (a guess at a secret?). "
+        "The call was refused; one more and its tool calls are blocked until you unblock them."
+    )
 
 
 def _log_lockout(session: str) -> None:
@@ -287,7 +304,7 @@ def _log_lockout(session: str) -> None:
     # stderr), and, in `serve`, a page notice (app/web/app.py adds a listener). Never the agent.
     logger.warning(
         "An agent sent values that mcp-setup protects in its tool arguments several times (a guessing attempt?). "
-        "Its calls to installed servers are now refused until it reconnects."
+        "Its tool calls are now refused until you unblock it (or mcp-setup restarts)."
     )
 
 

@@ -239,6 +239,17 @@ def render(results: dict[str, Any]) -> str:
                      _s(_med(t, "prefetch")), _s(_med(t, "none")), _ratio(f["ratio"]), "≤ 0.30×", _ok(f["ratio"] <= 0.3)])
         rows.append(["10", done, _s(_med(f, "prefetch_done_s")), f"typing {f['typing_s']:.0f} s", "—", "info", ""])
 
+    if (e := err("redact")) is None:
+        rd = s["redact"]
+        t = rd["times"]
+        red, js = _med(t, "redact"), _med(t, "json")
+        rows.append(["11", f"redactor (#24 item 4): `Redactor.redact_obj` on a 1 MiB tool result with {rd['secrets']} stored secrets (every form of each) vs `json.dumps` of it ({t['redact']['n']} interleaved rounds; min–max {_ms(t['redact']['min'])}–{_ms(t['redact']['max'])})",
+                     _ms(red), _ms(js), _ratio(red / js if red and js else None), "< 20 ms", _ok(red is not None and red < 0.020)])
+        rows.append(["11", "… the same text with one secret planted, spaced out (located and replaced) / the automaton built after the secrets changed",
+                     _ms(_med(t, "planted")), _ms(rd["build_s"]), "—", "info", ""])
+    else:
+        rows.append(["11", "redactor", "—", "—", "—", "< 20 ms", f"not measured: {e}"])
+
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")
     lines = [

@@ -108,21 +108,26 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
                 await client.call_tool("nosuch__echo", {})
 
             # Guessing: arguments that hold a protected value are refused without being
-            # forwarded, and the third such call locks this client's gateway calls.
-            for expected in ("arguments_refused", "arguments_refused", "arguments_refused"):
-                refused = await client.call_tool("stub__echo", {"text": f"is it {canary}?"})
-                assert refused.is_error and refused.structured_content["error"]["code"] == expected
+            # forwarded; the second such call (a gateway call or a setup tool's, #24 item 2)
+            # locks this client's tool calls, all of them, until the user unblocks it.
+            refused = await client.call_tool("stub__echo", {"text": f"is it {canary}?"})
+            assert refused.is_error and refused.structured_content["error"]["code"] == "arguments_refused"
+            refused_setup = await call(client, "mcp_setup_search", {"query": canary.upper()})
+            assert refused_setup["error"]["code"] == "arguments_refused"
             locked = await client.call_tool("stub__echo", {"text": "harmless"})
             assert locked.is_error and locked.structured_content["error"]["code"] == "session_locked"
+            assert (await call(client, "mcp_setup_list_servers"))["error"]["code"] == "session_locked"
 
-            assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"ok": True, "removed": True}
+            # Another client (another principal) removes the server; the locked one hears of it.
+            async with mcp_setup_client(tmp_path, stderr_path, Recorder(), env=env) as other:
+                assert (await call(other, "mcp_setup_remove", {"server_id": server_id})) == {"ok": True, "removed": True}
             await changes.until(lambda: lists_tool(client, "stub__echo", False))
             assert await tool_names(client) == before
             with pytest.raises(Exception, match="Unknown tool"):
                 await client.call_tool("stub__echo", {"text": "gone"})
-    assert canary not in recorder.text().replace(f"is it {canary}?", "")  # only our own guesses carry it
+    assert canary not in recorder.text().replace(f"is it {canary}?", "").replace(canary.upper(), "")  # only our guesses
     log = stderr_path.read_text()
-    assert canary not in log and "Its calls to installed servers are now refused" in log
+    assert canary not in log and "(a guess at a secret?)" in log and "Its tool calls are now refused" in log
     assert no_process_left(str(Path(env["MCP_SETUP_HOME"])))
 
 

@@ -135,3 +135,33 @@ def test_help_lists_the_commands_with_examples(tmp_path: Path) -> None:
     assert proc.returncode == 0
     for word in ("serve", "mcp", "agent", "examples:"):
         assert word in proc.stdout
+
+
+def test_every_request_line_gets_an_answer_even_one_the_sdk_cannot_read(tmp_path: Path, canary: str) -> None:
+    # #24 item 10: nested past pydantic's depth, a lone surrogate, a truncated line, not an object
+    init, initialized, listing = SMOKE_INPUT.splitlines()
+    deep: object = canary
+    for _ in range(250):
+        deep = {"a": deep}
+    lines = [
+        init, initialized,
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp_setup_search", "arguments": deep}}),
+        '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x", "arguments": {"q": "\\ud800' + canary + '"}}}',
+        '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "' + canary,
+        "[1, 2]",
+        '{"jsonrpc": "2.0", "id": 7}',
+        '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": "\\udfff"}}',
+        listing,
+    ]  # fmt: skip
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
+    proc = subprocess.run(
+        mcp_setup_argv("mcp"), input="\n".join(lines) + "\n", capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    codes = {a.get("id"): (a.get("error") or {}).get("code") for a in answers if a.get("id") is not None}
+    assert codes == {1: None, 3: -32602, 4: -32602, 7: -32600, 2: None}, proc.stdout
+    unnamed = sorted(a["error"]["code"] for a in answers if a.get("id") is None)
+    assert unnamed == [-32700, -32600], proc.stdout  # the truncated line and the array
+    assert canary not in proc.stdout and canary not in proc.stderr
+    assert proc.stderr.count("a request line could not be read") == 6, proc.stderr  # one line each, the notification too
+    assert proc.returncode == 0

@@ -199,3 +199,38 @@ async def test_a_remote_that_refuses_the_token_is_rejected_with_the_http_status(
             ok = await prober.probe(spec, {"TOKEN": "right"})
     assert "401" in err.value.message and canary not in repr(err.value.to_dict())
     assert {t["name"] for t in ok.tools} == {"echo", "whoami"}
+
+
+async def test_concurrent_probes_are_bounded_and_the_rest_are_told_they_wait(tmp_path: Path, canary: str) -> None:
+    # #24 item 15: 16 at once gave 16 children; now at most max_concurrent run, the rest queue
+    redactor = Redactor()
+    prober = Prober(redactor, scratch_root=tmp_path, timeout=20, max_concurrent=2)
+    active, most, queued = 0, 0, 0
+
+    async def one(n: int) -> None:
+        nonlocal active, most, queued
+        running = False
+
+        async def on_stage(stage: str, status: str) -> None:
+            nonlocal active, most, queued, running
+            if stage == "queued":
+                queued += 1
+            elif not running:
+                running = True
+                active += 1
+                most = max(most, active)
+
+        try:
+            result = await prober.probe(stub_spec(canary), {"STUB_API_KEY": canary}, on_stage=on_stage)
+            assert result.tools
+        finally:
+            if running:
+                active -= 1
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for n in range(6):
+                tg.start_soon(one, n)
+    await prober.drain()
+    assert most == 2
+    assert queued >= 3  # the four that found both slots taken (at least the last ones) said so

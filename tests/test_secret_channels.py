@@ -141,15 +141,22 @@ def _scrub_ids(answers: list[dict]) -> str:
     return re.sub(r"secret://[0-9a-f]{32}|\"prompt_id\": \"[^\"]+\"", "ID", text)
 
 
-async def test_a_right_guess_is_answered_exactly_like_a_wrong_one(runtime: Runtime) -> None:
+async def test_a_right_guess_costs_a_refusal_and_the_second_locks_every_later_answer(runtime: Runtime) -> None:
+    # #10 made a right guess answer like a wrong one; #24 (items 1-2) refuses it instead, at
+    # the input, tells the user at once and locks the principal at the second: every later
+    # answer is the same whatever it guesses, so 10,000 PINs cost two refusals, not an answer.
     pin = "4821"
     wrong = await _answers(runtime, pin)
+    assert all(a.get("ok") is not False or a["error"]["code"] not in ("arguments_refused", "session_locked") for a in wrong)
     runtime.refs.mint("PIN", pin)  # now the user's PIN is a live secret
     right = await _answers(runtime, pin)
-    assert _scrub_ids(right) == _scrub_ids(wrong)
-    assert "secret://" not in json.dumps([a.get("error", {}) for a in right])
-    for answer in right:
-        assert answer.get("ok") is not False or answer["error"]["code"] != "internal", answer
+    codes = [a["error"]["code"] for a in right]
+    # the first is over the size bound (#24 item 1): refused unread, whatever it holds
+    assert codes == ["invalid_input"] + ["arguments_refused"] * 2 + ["session_locked"] * (len(right) - 3), codes
+    assert "secret://" not in json.dumps(right) and pin not in json.dumps(right)
+    again = await _answers(runtime, "1234")
+    assert _scrub_ids(again) == _scrub_ids(right[3:4] * len(again))
+    assert runtime.guard is not None and runtime.guard.locked() == ["agent"]
 
 
 async def test_names_the_agent_gives_are_echoed_only_when_valid(runtime: Runtime) -> None:

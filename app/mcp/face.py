@@ -187,6 +187,7 @@ class McpFace:
         runtime = await self.runtime()
         call_ctx = CallContext(
             installed_by=request_principal(ctx).display,
+            principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p),
             present_authorization=lambda info: self._present_sign_in(ctx, info),

@@ -16,13 +16,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from setup_agent.errors import NotFound
+
+from setup_agent.errors import NotFound, ProtocolError
 from setup_agent.launch import BundleCache, ProcessLedger
 from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
+from .result_cap import DEFAULT_RESULT_CHARS, cap_result
 from .server_logs import delete_log
+
+#: Progress notifications one proxied call may bring before it is ended (none is relayed).
+DEFAULT_CALL_NOTIFICATIONS = 1_000
 
 __all__ = ["ConnectionManager", "ServerStatus"]
 
@@ -51,8 +56,14 @@ class ConnectionManager:
         auth_for: AuthHook | None = None,
         bundles: BundleCache | None = None,
         logs_dir: Path | None = None,
+        max_result_chars: int = DEFAULT_RESULT_CHARS,
+        max_call_notifications: int = DEFAULT_CALL_NOTIFICATIONS,
     ) -> None:
         self.store = store
+        #: A proxied result is cut beyond this many characters, with a note (#24 item 5; 0: no cap).
+        self.max_result_chars = max_result_chars
+        #: A call whose server sends more progress notifications than this is ended (#24 item 5).
+        self.max_call_notifications = max_call_notifications
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
@@ -288,9 +299,26 @@ class ConnectionManager:
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.last_used = asyncio.get_running_loop().time()
-        result = await live.client.call_tool(name, arguments or {})
-        live.last_used = asyncio.get_running_loop().time()
-        return self.redactor.redact_obj(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        limit, heard = self.max_call_notifications, 0
+        call = asyncio.ensure_future(live.client.call_tool(name, arguments or {}, progress_callback=lambda *_: _heard()))
+
+        async def _heard() -> None:
+            nonlocal heard
+            heard += 1
+            if limit and heard == limit + 1:
+                call.cancel()  # a flood: end the call rather than spend the loop on it
+
+        try:
+            result = await asyncio.shield(call)
+        except asyncio.CancelledError:
+            if heard <= limit or not call.cancelled():
+                call.cancel()
+                raise
+            raise ProtocolError(f"The server sent more than {limit:,} notifications during one call; the call was ended.") from None
+        finally:
+            live.last_used = asyncio.get_running_loop().time()
+        redacted = self.redactor.redact_obj(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return cap_result(redacted, self.max_result_chars)  # after redaction: a cut never splits a secret
 
     def _get(self, server_id: str) -> LiveConnection:
         live = self._live.get(server_id)

@@ -217,6 +217,8 @@ class Installer:
         # latest stderr line, redacted (#12 item 4).
         async def on_stage(stage: str, status: str) -> None:
             late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            if stage == "queued":
+                late = {"message": f"Waiting for another test to finish (at most {self.prober.max_concurrent} run at once)."}
             await progress(stage, status, **late)
 
         async def on_line(line: str) -> None:

@@ -1,7 +1,7 @@
 """The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
 (``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
 settings and key rotation (``keys.py``), named tokens (``tokens.py``), approvals waiting for the
-user across processes (``approvals.py``), the gateway's catalog
+user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
 read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
@@ -16,6 +16,7 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .approvals import PendingApproval, PendingApprovals, owner_alive, process_owner
     from .catalog import SQLITE_FILE_NAME, Catalog, GatewayTool, gateway_name, read_sqlite_catalog, read_sqlite_counter
+    from .data_dir import prepare_data_dir
     from .database import Store
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
@@ -31,6 +32,7 @@ __all__ = [
     "gateway_name",
     "GatewayTool",
     "InstalledServer",
+    "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
     "relabel",
@@ -50,6 +52,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
     "InstalledServer": "models",
+    "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
     "relabel": "pins",
