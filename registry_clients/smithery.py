@@ -202,6 +202,9 @@ class SmitheryRegistry:
     """RegistrySource for Smithery (``name == "smithery"``); needs an API key."""
 
     name = SOURCE
+    #: Smithery's ``q`` is semantic ("treat this as a prompt"): the hub keeps what it returns,
+    #: even servers that share no word with the query, blending its order with ours.
+    semantic = True
 
     def __init__(
         self,
