@@ -26,7 +26,14 @@ if TYPE_CHECKING:
         required_keys_from_manifest,
         spec_from_manifest,
     )
-    from .package_choice import DEFAULT_PREFERENCE, RUNNERS, choose_package, describe_packages, runner_availability
+    from .package_choice import (
+        DEFAULT_PREFERENCE,
+        RUNNERS,
+        choose_package,
+        describe_packages,
+        runner_availability,
+        unverified_download,
+    )
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
@@ -70,6 +77,7 @@ __all__ = [
     "tool_dicts",
     "unpack_bundle",
     "unset_keys",
+    "unverified_download",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -107,4 +115,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "tool_dicts": "connector",
     "unpack_bundle": "bundle",
     "unset_keys": "packages",
+    "unverified_download": "package_choice",
 })  # fmt: skip

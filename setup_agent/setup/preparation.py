@@ -121,6 +121,12 @@ class Preparer:
         detail = await self.detail(name, opt_name(args, "source"), opt_name(args, "version"))
         if detail.qualified_name != name:
             await self.refuse_installed(detail.qualified_name)
+        if detail.status == "deleted":  # allow_deprecated unlocks deprecated entries, never deleted ones
+            raise DeprecatedEntry(
+                f"The registry marks {detail.qualified_name} deleted (withdrawn by its publisher or the "
+                "registry), so it cannot be installed. Pick another server.",
+                details={"status": detail.status},
+            )
         if detail.status and not allow_deprecated:
             raise DeprecatedEntry(
                 f"The registry marks {detail.qualified_name} {detail.status}. Pick another server, or pass "
