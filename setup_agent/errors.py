@@ -37,6 +37,7 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ProtocolError               protocol_error
     │   ├── ServerRejected              rejected
     │   ├── Unreachable                 unreachable
+    │   ├── PortInUse                   port_in_use
     │   ├── OAuthRequired               oauth_required
     │   └── DownloadTimeout             download_timeout
     ├── RegistryUnavailable             registry_unavailable
@@ -76,8 +77,8 @@ __all__ = [
     "GuardError", "InvalidEntry", "InvalidInput", "JSONRPC_INTERNAL_ERROR", "JSONRPC_INVALID_PARAMS",
     "JSONRPC_METHOD_NOT_FOUND", "JSONRPC_SETUP_ERROR", "NeedsSignIn", "NoRunnablePackage", "NotAdmitted",
     "NotFound", "OAuthDenied", "OAuthError", "OAuthRefused", "OAuthRequired", "PackageError", "PackageNotFound",
-    "ProbeError", "ProbeTimeout", "PromptAlreadyAnswered", "PromptCancelled", "PromptError", "PromptFailed",
-    "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
+    "PortInUse", "ProbeError", "ProbeTimeout", "PromptAlreadyAnswered", "PromptCancelled", "PromptError",
+    "PromptFailed", "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
     "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
     "SecretWrongKey", "ServerExited", "ServerRejected", "SessionLocked", "SetupError", "StoreError",
     "ToolsChanged", "Unreachable", "jsonrpc_error",
@@ -237,6 +238,13 @@ class ServerRejected(ProbeError):
 
 class Unreachable(ProbeError):
     code = "unreachable"
+
+
+class PortInUse(ProbeError):
+    """A local package's port is held by another program: it is not started, or it is
+    stopped before anything is sent (the other program would get the headers and values)."""
+
+    code = "port_in_use"
 
 
 class OAuthRequired(ProbeError):

@@ -2,7 +2,8 @@
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
 ``prefetch.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
-scratch dirs (``scratch.py``), crash safety (``procs.py``) and stderr lines (``stderr_lines.py``).
+scratch dirs (``scratch.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who
+holds a local port (``listeners.py``) and known start failures with their repairs (``repairs.py``).
 
 Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
 """
@@ -26,16 +27,25 @@ if TYPE_CHECKING:
         required_keys_from_manifest,
         spec_from_manifest,
     )
-    from .package_choice import DEFAULT_PREFERENCE, RUNNERS, choose_package, describe_packages, runner_availability
+    from .package_choice import (
+        DEFAULT_PREFERENCE,
+        RUNNERS,
+        choose_package,
+        describe_packages,
+        runner_availability,
+        unverified_download,
+    )
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
+    from .repairs import apply_repair, explain_failure
     from .scratch import make_scratch_dir, sweep_scratch
     from .spec import LaunchSpec, materialize, template_keys
     from .stderr_lines import StderrLines
     from .transport import ProcessWatch, minimal_environment, proxy_credentials
 
 __all__ = [
+    "apply_repair",
     "argv_secret_keys",
     "build_spec",
     "BundleCache",
@@ -43,6 +53,7 @@ __all__ = [
     "claim_dir",
     "DEFAULT_PREFERENCE",
     "describe_packages",
+    "explain_failure",
     "fetch_bundle",
     "Fetcher",
     "HttpWatch",
@@ -70,9 +81,11 @@ __all__ = [
     "tool_dicts",
     "unpack_bundle",
     "unset_keys",
+    "unverified_download",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "apply_repair": "repairs",
     "argv_secret_keys": "manifest",
     "build_spec": "packages",
     "BundleCache": "bundle_cache",
@@ -80,6 +93,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "claim_dir": "procs",
     "DEFAULT_PREFERENCE": "package_choice",
     "describe_packages": "package_choice",
+    "explain_failure": "repairs",
     "fetch_bundle": "bundle",
     "Fetcher": "fetch",
     "HttpWatch": "connector",
@@ -107,4 +121,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "tool_dicts": "connector",
     "unpack_bundle": "bundle",
     "unset_keys": "packages",
+    "unverified_download": "package_choice",
 })  # fmt: skip

@@ -30,6 +30,7 @@ from mcp_types import Implementation
 
 from setup_agent.errors import CommandNotFound, RuntimeMissing
 
+from .listeners import own_listener_up, refuse_taken_port
 from .procs import ProcessLedger
 from .spec import ResolvedLaunch
 from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, minimal_environment, stdio_transport
@@ -176,11 +177,13 @@ async def serving_process(
 
     Raises ``ConnectionRefusedError`` when the process exits before the port opens (the
     probe reports it as ``exited`` with the stderr tail) and TimeoutError after
-    ``port_timeout``.
+    ``port_timeout``. The port is this process tree's only (``listeners.py``): PortInUse when
+    another program answers on it before the spawn (nothing is started) or listens on it after.
     """
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    await refuse_taken_port(host, port)  # another program on the port would get our requests
     process = await anyio.open_process(
         [command, *args], env=dict(env), cwd=cwd, start_new_session=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -195,13 +198,9 @@ async def serving_process(
                 while True:
                     if watch.exited.is_set():
                         raise ConnectionRefusedError("the server exited before it opened its port")
-                    try:
-                        stream = await anyio.connect_tcp(host, port)
-                    except OSError:
-                        await anyio.sleep(0.05)  # polling a port we do not own: no event to wait on
-                        continue
-                    await stream.aclose()
-                    break
+                    if await own_listener_up(process.pid, host, port, command):  # PortInUse if foreign
+                        break
+                    await anyio.sleep(0.05)  # polling a port we do not own: no event to wait on
             yield
         finally:
             with anyio.CancelScope(shield=True):
