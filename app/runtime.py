@@ -25,6 +25,7 @@ from setup_agent.launch import (
     BundleCache,
     Fetcher,
     ProcessLedger,
+    Sandbox,
     proxy_credentials,
     sweep_install_dirs,
     sweep_scratch,
@@ -141,6 +142,15 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     sweep_scratch(scratch)
 
 
+def make_sandbox(settings: Settings, host_env: Mapping[str, str]) -> Sandbox:
+    """The sandbox of this process's servers (``MCP_SETUP_SANDBOX``): nothing of the data dir,
+    nor of the user's home, is shown to a server (setup_agent/launch/sandbox.py)."""
+    hide = [Path(settings.home).expanduser()]
+    if settings.data_key_file is not None:
+        hide.append(Path(settings.data_key_file).expanduser())
+    return Sandbox(settings.sandbox, hide=tuple(hide), user_home=Path.home(), host_env=dict(host_env))
+
+
 def build_runtime(
     settings: Settings,
     *,
@@ -194,9 +204,10 @@ def build_runtime(
     scratch.mkdir(exist_ok=True)
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
+    sandbox = make_sandbox(settings, host_env)
     prober = Prober(
         redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
-        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
+        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0, sandbox=sandbox,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     bundles = BundleCache(
@@ -212,6 +223,7 @@ def build_runtime(
         auth_for=sign_ins.auth_for_installed,
         bundles=bundles,
         logs_dir=home / "logs",
+        sandbox=sandbox,
     )
     service = SetupService(
         refs=refs,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from setup_agent.errors import NotFound
-from setup_agent.launch import BundleCache, ProcessLedger
+from setup_agent.launch import BundleCache, ProcessLedger, Sandbox
 from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
@@ -51,8 +51,10 @@ class ConnectionManager:
         auth_for: AuthHook | None = None,
         bundles: BundleCache | None = None,
         logs_dir: Path | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.store = store
+        self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)

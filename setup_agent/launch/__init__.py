@@ -2,7 +2,7 @@
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
 ``prefetch.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
-scratch dirs (``scratch.py``), crash safety (``procs.py``) and stderr lines (``stderr_lines.py``).
+scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``), crash safety (``procs.py``) and stderr lines (``stderr_lines.py``).
 
 Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
 """
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
+    from .sandbox import NOT_ISOLATED, Sandbox, profile_words, sandboxed
     from .scratch import make_scratch_dir, sweep_scratch
     from .spec import LaunchSpec, materialize, template_keys
     from .stderr_lines import StderrLines
@@ -53,15 +54,19 @@ __all__ = [
     "materialize",
     "minimal_environment",
     "move_argv_secrets",
+    "NOT_ISOLATED",
     "open_client",
     "Prefetches",
     "ProcessLedger",
     "ProcessWatch",
+    "profile_words",
     "proxy_credentials",
     "read_manifest",
     "required_keys_from_manifest",
     "runner_availability",
     "RUNNERS",
+    "Sandbox",
+    "sandboxed",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
@@ -90,15 +95,19 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "materialize": "spec",
     "minimal_environment": "transport",
     "move_argv_secrets": "manifest",
+    "NOT_ISOLATED": "sandbox",
     "open_client": "connector",
     "Prefetches": "prefetch",
     "ProcessLedger": "procs",
     "ProcessWatch": "transport",
+    "profile_words": "sandbox",
     "proxy_credentials": "transport",
     "read_manifest": "manifest",
     "required_keys_from_manifest": "manifest",
     "runner_availability": "package_choice",
     "RUNNERS": "package_choice",
+    "Sandbox": "sandbox",
+    "sandboxed": "sandbox",
     "spec_from_manifest": "manifest",
     "StderrLines": "stderr_lines",
     "sweep_install_dirs": "procs",

@@ -100,8 +100,11 @@ class Prober:
         host_env: Mapping[str, str] | None = None,
         ledger: ProcessLedger | None = None,
         keep_for: float = 0.0,
+        sandbox: Any = None,
     ) -> None:
         self.redactor = redactor
+        #: The sandbox each tested server starts in (setup_agent/launch/sandbox.py; None: none).
+        self.sandbox = sandbox
         #: Tested sessions waiting for their install (``keep_for`` seconds; 0: never kept).
         self.parking = ParkingLot(keep_for)
         self.scratch_root = scratch_root
@@ -186,7 +189,7 @@ class Prober:
                 await stage("starting", "started")
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
-                    ledger=self.ledger, auth=auth,
+                    ledger=self.ledger, auth=auth, sandbox=self.sandbox,
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)
