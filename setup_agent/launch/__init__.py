@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
-    from .sandbox import NOT_ISOLATED, Sandbox, profile_words, sandboxed
+    from .sandbox import NOT_ISOLATED, Sandbox, granted_paths, profile_words, sandboxed
     from .scratch import make_scratch_dir, sweep_scratch
     from .spec import LaunchSpec, materialize, template_keys
     from .stderr_lines import StderrLines
@@ -46,6 +46,7 @@ __all__ = [
     "describe_packages",
     "fetch_bundle",
     "Fetcher",
+    "granted_paths",
     "HttpWatch",
     "LaunchSpec",
     "list_all_tools",
@@ -87,6 +88,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "describe_packages": "package_choice",
     "fetch_bundle": "bundle",
     "Fetcher": "fetch",
+    "granted_paths": "sandbox",
     "HttpWatch": "connector",
     "LaunchSpec": "spec",
     "list_all_tools": "connector",

@@ -8,8 +8,8 @@ server as ``python -I -S landlock.py RULES COMMAND ARGS...`` (:meth:`Sandbox.wra
 the ruleset to itself (inherited by every child, never lifted) and ``exec``s the command.
 
 ``RULES`` (JSON, paths only, never a value): ``read`` (read and execute below each path),
-``write`` (read, write, create, remove below each path), ``deny_read`` (paths inside a ``read``
-path left out: Landlock only allows, so their parent is allowed child by child), ``network``
+``write`` (read, write, create, remove below each path), ``deny`` (paths inside a ``read`` or
+``write`` path left out: Landlock only allows, so their parent is allowed child by child), ``network``
 (false: TCP bind and connect refused, ABI 4).
 
 Landlock also refuses ptrace of a process outside the domain (so ``/proc/<pid>/mem`` and
@@ -108,11 +108,11 @@ def apply(rules: dict) -> int:
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     read = _EXECUTE | _READ_FILE | _READ_DIR
-    denied = [os.path.realpath(p) for p in rules.get("deny_read", [])]
+    denied = [os.path.realpath(p) for p in rules.get("deny", [])]
     try:
         for kind, rights in (("read", read), ("write", handled)):
             for top in rules.get(kind, []):
-                for path in _expand(os.path.realpath(top), denied if kind == "read" else []):
+                for path in _expand(os.path.realpath(top), denied):
                     _add_rule(libc, fd, path, rights, handled)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS) failed")

@@ -5,9 +5,10 @@ it sees:
 
 - **read-only**: the system (``/usr``, ``/bin``, ``/lib*``, ``/etc`` less its secrets), its runtime
   (the prefix of the resolved command, e.g. a pyenv or a venv, never a prefix that holds the data
-  dir or is the user's home) and the runners' download caches (npm, uv) that the download phase
-  filled, named to the runner by environment (``npm_config_cache``, ``UV_CACHE_DIR``) since its
-  ``HOME`` is its own;
+  dir or is the user's home) and the runners' download caches that the download phase filled,
+  named to the runner by environment since its ``HOME`` is its own: npx's installed packages
+  (``<npm cache>/_npx``, writable only in its own package's entry; :meth:`Sandbox._cache_views`);
+  uv's cache is shared read-write, as uv cannot read a cache it cannot lock;
 - **read-write**: its working dir (the install dir, or the probe's scratch dir), a private
   ``HOME`` inside it (``<workdir>/home``: kept with an install), a private ``/tmp`` and the paths
   the user granted in the consent (:class:`Profile`);
@@ -49,7 +50,10 @@ from setup_agent.errors import InvalidInput, SandboxUnavailable
 if TYPE_CHECKING:
     from .spec import ResolvedLaunch
 
-__all__ = ["Mechanism", "NOT_ISOLATED", "Profile", "Sandbox", "SandboxMode", "profile_words", "sandboxed"]
+__all__ = [
+    "Mechanism", "NOT_ISOLATED", "PATH_FORMATS", "Profile", "Sandbox", "SandboxMode", "granted_paths", "profile_words",
+    "sandboxed",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +93,25 @@ class Profile:
     @property
     def tmp(self) -> Path:
         return self.workdir / "tmp"
+
+
+#: Formats of a setting whose value is a path the server is meant to use: the official registry's
+#: ``filepath``, an MCPB ``user_config`` of type ``directory`` or ``file``.
+PATH_FORMATS = ("filepath", "directory", "file")
+
+
+def granted_paths(keys: Sequence[object], values: Mapping[str, str]) -> list[str]:
+    """The paths the user's settings name (a filesystem server's directory, a config file): the
+    sandbox lets the server read and write them. Shown in the consent, stored with the install;
+    only absolute paths that exist, and never ``/`` or a path holding ``hide`` (checked at start)."""
+    out: list[str] = []
+    for key in keys:
+        if getattr(key, "format", None) not in PATH_FORMATS:
+            continue
+        value = (values.get(getattr(key, "name", "")) or "").strip()
+        if value and os.path.isabs(value) and os.path.exists(value) and value not in out:
+            out.append(os.path.normpath(value))
+    return out
 
 
 def profile_words(mechanism: Mechanism, *, grants: Sequence[str] = (), network: bool = True,
@@ -197,6 +220,40 @@ class Sandbox:
             "UV_PYTHON_INSTALL_DIR": Path(env.get("UV_PYTHON_INSTALL_DIR") or xdg_data / "uv" / "python"),
         }
 
+    def _cache_views(self, name: str, args: Sequence[str], profile: Profile) -> _Views:
+        """How the server's runner sees the caches the download phase filled (module docstring).
+
+        npm needs to write wherever it reads (it rewrites its index on a lookup, and locks an npx
+        entry), so an npx server gets a private npm cache in its HOME whose ``_npx`` is a link to the
+        shared one, read-only but for its own package's entry (npx names it by the spec): the
+        package is not downloaded again, only its registry metadata on a first start. uv cannot
+        read a cache it cannot lock: its cache is shared read-write (README "Sandbox" says so)."""
+        caches = self.caches()
+        views = _Views()
+        if name in ("npx", "npm"):
+            from .fetch import npx_entry_name
+
+            shared = caches["npm_config_cache"] / "_npx"
+            private = profile.home / ".npm"
+            private.mkdir(parents=True, exist_ok=True)
+            views.env.update({"npm_config_cache": str(private), "npm_config_update_notifier": "false",
+                              "npm_config_prefer_offline": "true"})  # fmt: skip
+            target = next((a for a in args if not a.startswith("-")), None)
+            if target is not None and shared.is_dir():
+                link = private / "_npx"
+                if not link.is_symlink() and not link.exists():
+                    link.symlink_to(shared, target_is_directory=True)
+                entry = shared / npx_entry_name(target)
+                entry.mkdir(exist_ok=True)
+                views.read.append(shared)
+                views.write.append(entry)
+        if name in ("uvx", "uv"):
+            for var in ("UV_CACHE_DIR", "UV_PYTHON_INSTALL_DIR"):
+                if caches[var].is_dir():
+                    views.env[var] = str(caches[var])
+                    (views.write if var == "UV_CACHE_DIR" else views.read).append(caches[var])
+        return views
+
     def runtime_paths(self, command: str) -> list[Path]:
         """Read-only: the prefix of the command as found and of its real file (a venv and the
         python it points to, a pyenv shim and pyenv), narrowed to the bin dir or the file when
@@ -239,33 +296,34 @@ class Sandbox:
             return command, list(args), dict(env)
         profile.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         profile.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
-        caches = {name: path for name, path in self.caches().items() if path.is_dir()}
         inner = dict(env)
         inner["HOME"] = str(profile.home)
-        inner.update({name: str(path) for name, path in caches.items()})
-        # npm writes its logs and update checks into its cache, which the server only reads.
-        inner.update({"npm_config_logs_dir": str(profile.home / ".npm-logs"), "npm_config_update_notifier": "false",
-                      "XDG_CACHE_HOME": str(profile.home / ".cache"), "XDG_CONFIG_HOME": str(profile.home / ".config"),
+        inner.update({"XDG_CACHE_HOME": str(profile.home / ".cache"), "XDG_CONFIG_HOME": str(profile.home / ".config"),
                       "XDG_DATA_HOME": str(profile.home / ".local" / "share")})  # fmt: skip
         inner.pop("XDG_RUNTIME_DIR", None)
-        read_only = sorted({*self.runtime_paths(command), *caches.values()})
-        writable = [profile.workdir, *profile.own, *profile.grants]
+        views = self._cache_views(Path(command).name, args, profile)
+        inner.update(views.env)
+        read_only = sorted({*self.runtime_paths(command), *views.read})
+        # A grant that holds the data dir (the user's whole home) shows all of it but the data dir.
+        masks = [str(h) for h in self.hide if any(_within(h, g) for g in (*profile.grants, *read_only))]
+        writable = [*profile.grants, profile.workdir, *profile.own, *views.write]
         if mechanism == "bwrap":
             inner["TMPDIR"] = "/tmp"
-            argv = self._bwrap_argv(command, args, read_only, writable, profile)
+            argv = self._bwrap_argv(command, args, read_only, writable, profile, masks)
             return argv[0], argv[1:], inner
         inner["TMPDIR"] = str(profile.tmp)
         # No /proc: Landlock's ptrace rule does not cover every /proc/<pid> file on every kernel.
         rules = {"read": [p for p in (*SYSTEM_PATHS, "/dev") if os.path.exists(p)]
                  + [str(p) for p in read_only], "write": [str(p) for p in writable] + ["/dev/null", "/dev/tty"],
-                 "deny_read": [p for p in ETC_SECRETS if os.path.exists(p)], "network": profile.network}  # fmt: skip
+                 "deny": [p for p in ETC_SECRETS if os.path.exists(p)] + masks, "network": profile.network}  # fmt: skip
         from . import landlock
 
         launcher = [sys.executable, "-I", "-S", landlock.__file__, json.dumps(rules), command, *args]
         return launcher[0], launcher[1:], inner
 
     def _bwrap_argv(
-        self, command: str, args: Sequence[str], read_only: Sequence[Path], writable: Sequence[Path], profile: Profile
+        self, command: str, args: Sequence[str], read_only: Sequence[Path], writable: Sequence[Path], profile: Profile,
+        masks: Sequence[str] = (),
     ) -> list[str]:
         bwrap = self.which("bwrap") or "bwrap"
         argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
@@ -287,11 +345,23 @@ class Sandbox:
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for path in read_only:
             argv += ["--ro-bind-try", str(path), str(path)]
-        for path in writable:
+        grants = len(profile.grants)
+        for path in writable[:grants]:
+            argv += ["--bind", str(path), str(path)]
+        for path in masks:  # over a grant that holds it; its own dirs are bound again below
+            argv += ["--tmpfs", path]
+        for path in writable[grants:]:
             argv += ["--bind", str(path), str(path)]
         # The dirs bwrap made to hold the binds (the data dir's, the user's home's path) stay empty.
         argv += ["--remount-ro", "/", "--chdir", str(profile.workdir), "--", command, *args]
         return argv
+
+
+@dataclass
+class _Views:
+    env: dict[str, str] = field(default_factory=dict)
+    read: list[Path] = field(default_factory=list)
+    write: list[Path] = field(default_factory=list)
 
 
 def sandboxed(
