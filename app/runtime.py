@@ -272,6 +272,8 @@ def build_runtime(
         policy={"consent": settings.consent},
     )
     tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event (#16), never values
+    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash (#23)
+    tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
