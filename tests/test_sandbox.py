@@ -40,11 +40,17 @@ async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
         return await runtime.service.call(tool, args, CallContext(installed_by="agent"))
 
 
+#: What the consent said the hostile server can see, by mode.
+SHOWN: dict[str, list[str]] = {}
+
+
 async def install(runtime: Runtime, name: str, secret: str) -> dict:
     """The normal flow: a test that asks for consent, the user's approval, the test, the install."""
     ref = runtime.refs.mint("STUB_API_KEY", secret)
     asked = await call(runtime, "mcp_setup_test_connection", qualified_name=name, env_refs={"STUB_API_KEY": ref})
     assert asked["error"]["code"] == "consent_required", asked
+    pending = runtime.consents.get(asked["error"]["details"]["prompt_id"])
+    SHOWN[name] = list(pending.request.public()["sandbox"])
     runtime.consents.approve(asked["error"]["details"]["prompt_id"])
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=name, env_refs={"STUB_API_KEY": ref})
     assert tested.get("ok") is True, tested
@@ -108,6 +114,12 @@ async def test_a_hostile_installed_server_reaches_nothing_of_mcp_setup_or_the_us
         assert got["own_dir"] == "ok: appended", got  # its own folder works
         assert got["home"] != str(user_home) and got["home"].endswith("/home")  # a private HOME, kept with it
         assert (user_home / ".bashrc").read_text() == "# the user's shell\n"
+        mechanism = "bwrap" if mode == "auto" else "landlock"
+        assert SHOWN[HOSTILE] == [  # the consent said so, in plain words
+            "It can read and write: its own folder.",
+            "It cannot see: your home folder, other servers, mcp-setup's keys and database.",
+            "Network: allowed.", f"Sandbox: {mechanism}.",
+        ]
     finally:
         await runtime.aclose()
 
@@ -122,5 +134,36 @@ async def test_with_the_sandbox_off_the_same_hostile_server_reaches_all_of_it(
             assert got[attempt].startswith("ok"), (attempt, got[attempt])
         assert "," in got["list_servers"], got  # both servers' dirs
         assert "hostile was here" in (user_home / ".bashrc").read_text()
+        assert SHOWN[HOSTILE] == ["Sandbox: none — not isolated on this system. It runs as you and can read what you can read."]
     finally:
         await runtime.aclose()
+
+
+def test_mcp_setup_show_repeats_the_profile_of_the_consent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli.main import main
+    from setup_agent.launch import LaunchSpec
+    from setup_agent.secrets import Vault
+    from setup_agent.store import Store
+
+    key = tmp_path / "team.key"
+    Vault.in_memory().export_key(key)
+    granted = tmp_path / "docs"
+    granted.mkdir()
+    spec = LaunchSpec(command="npx", args=["-y", "some-server@1.0.0"], sandbox_grants=[str(granted)], runner="npx")
+    with Store.for_data_dir(tmp_path / "data", Vault.from_key_file(key), None) as store:
+        store.install(qualified_name="io.test/fs", source="local", version="1.0.0", package_type="npm",
+                      launch_spec=spec.model_dump(mode="json"), installed_by="agent", tools_hash="x", env={})  # fmt: skip
+    monkeypatch.setenv("MCP_SETUP_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("MCP_SETUP_DATA_KEY_FILE", str(key))
+    assert main(["show", "io.test/fs"]) == 0
+    out = capsys.readouterr().out
+    assert f"sandbox: It can read and write: its own folder, the folder you chose ({granted})." in out
+    assert "sandbox: It cannot see: your home folder, other servers, mcp-setup's keys and database." in out
+    assert "sandbox: Sandbox: bwrap." in out
+    monkeypatch.setenv("MCP_SETUP_SANDBOX", "off")
+    assert main(["show", "io.test/fs", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sandbox"] == [
+        "Sandbox: none — not isolated on this system. It runs as you and can read what you can read."
+    ]

@@ -68,6 +68,9 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 #: Inside /etc: what no server needs (hidden under an empty file or dir).
 ETC_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
                "/etc/ssh", "/etc/ssl/private", "/etc/mcp-setup")  # fmt: skip
+#: In the user's home: what no file an entry names may lie in.
+USER_SECRETS = (".ssh", ".aws", ".gnupg", ".config", ".kube", ".docker", ".netrc", ".local/share/keyrings",
+                ".password-store", ".mozilla", ".pki")  # fmt: skip
 #: Runners whose process is a container engine: the container is the sandbox.
 CONTAINER_RUNNERS = ("docker", "podman")
 
@@ -84,6 +87,8 @@ class Profile:
     network: bool = True
     #: Its own besides the workdir: an MCPB bundle unpacked elsewhere (a test's workspace).
     own: tuple[Path, ...] = ()
+    #: Read-only: files its entry names literally (a local script), see :attr:`ResolvedLaunch.literal_paths`.
+    reads: tuple[Path, ...] = ()
 
     @property
     def home(self) -> Path:
@@ -115,7 +120,7 @@ def granted_paths(keys: Sequence[object], values: Mapping[str, str]) -> list[str
 
 
 def profile_words(mechanism: Mechanism, *, grants: Sequence[str] = (), network: bool = True,
-                  container: bool = False) -> list[str]:  # fmt: skip
+                  container: bool = False, reads: Sequence[str] = ()) -> list[str]:  # fmt: skip
     """The profile in plain words, for the consent, ``mcp-setup show``, ``doctor`` and the page."""
     if container:
         return ["It runs in its own container (Docker), which isolates it; mcp-setup adds no sandbox of its own."]
@@ -124,6 +129,7 @@ def profile_words(mechanism: Mechanism, *, grants: Sequence[str] = (), network: 
     chosen = ", ".join(grants)
     return [
         "It can read and write: its own folder" + (f", the folder you chose ({chosen})" if grants else "") + ".",
+        *([f"It can read: {', '.join(reads)} (named in its command line)."] if reads else []),
         "It cannot see: your home folder, other servers, mcp-setup's keys and database.",
         "Network: " + ("allowed." if network else "none."),
         f"Sandbox: {mechanism}.",
@@ -276,6 +282,13 @@ class Sandbox:
                 return candidate
         return file
 
+    def _readable_literal(self, path: Path) -> bool:
+        """A file the entry names may be shown, but never one of mcp-setup's or of the user's keys."""
+        if any(_within(path, h) for h in self.hide):
+            return False
+        home = self.user_home
+        return home is None or not any(_within(path, home / d) for d in USER_SECRETS)
+
     def _safe_to_show(self, path: Path) -> bool:
         if path == Path(path.anchor):
             return False
@@ -303,7 +316,8 @@ class Sandbox:
         inner.pop("XDG_RUNTIME_DIR", None)
         views = self._cache_views(Path(command).name, args, profile)
         inner.update(views.env)
-        read_only = sorted({*self.runtime_paths(command), *views.read})
+        reads = [p for p in profile.reads if self._readable_literal(p)]
+        read_only = sorted({*self.runtime_paths(command), *views.read, *reads})
         # A grant that holds the data dir (the user's whole home) shows all of it but the data dir.
         masks = [str(h) for h in self.hide if any(_within(h, g) for g in (*profile.grants, *read_only))]
         writable = [*profile.grants, profile.workdir, *profile.own, *views.write]
@@ -381,7 +395,8 @@ def sandboxed(
     # A local package serving HTTP is reached on loopback: it keeps the network.
     network = resolved.network or resolved.transport != "stdio"
     own = (Path(resolved.bundle_dir),) if resolved.bundle_dir and not _within(resolved.bundle_dir, resolved.cwd) else ()
-    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own)
+    reads = tuple(Path(p) for p in resolved.literal_paths if os.path.isfile(p))
+    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads)
     return sandbox.wrap(command, resolved.args, env, profile)
 
 

@@ -86,6 +86,9 @@ class ResolvedLaunch:
     grants: tuple[str, ...] = ()
     network: bool = True
     bundle_dir: str | None = None  # an MCPB's unpacked bundle (``${__dirname}``): its own, like cwd
+    #: Absolute paths written literally in the entry's arguments (a local script): read-only in the
+    #: sandbox, shown in the consent's command line. Never a value: a value may be the agent's.
+    literal_paths: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return (
@@ -120,4 +123,5 @@ def materialize(
     return ResolvedLaunch(
         spec.transport, command, args, env, url, headers, cwd, tuple(spec.sandbox_grants), spec.sandbox_network,
         dirname if spec.needs_install_dir else None,
+        tuple(a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)),
     )

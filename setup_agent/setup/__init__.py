@@ -17,7 +17,7 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .call_context import CallContext
     from .consent import ConsentBroker
-    from .consent_request import ConsentRequest
+    from .consent_request import ConsentRequest, sandbox_profile
     from .probe import Prober, ProbeResult
     from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
@@ -32,6 +32,7 @@ __all__ = [
     "Prober",
     "ProbeResult",
     "ProviderConfig",
+    "sandbox_profile",
     "SetupService",
     "TOOL_NAMES",
     "TOOL_SPECS",
@@ -47,6 +48,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Prober": "probe",
     "ProbeResult": "probe",
     "ProviderConfig": "providers",
+    "sandbox_profile": "consent_request",
     "SetupService": "service",
     "TOOL_NAMES": "tool_specs",
     "TOOL_SPECS": "tool_specs",
