@@ -167,3 +167,30 @@ def test_mcp_setup_show_repeats_the_profile_of_the_consent(
     assert json.loads(capsys.readouterr().out)["sandbox"] == [
         "Sandbox: none — not isolated on this system. It runs as you and can read what you can read."
     ]
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_a_profile_without_network_cannot_reach_even_loopback(tmp_path: Path, mode: str) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from setup_agent.launch.sandbox import Profile, Sandbox
+
+    if mode == "landlock" and abi_version() < 4:
+        pytest.skip("this kernel's Landlock has no TCP rules (ABI 4)")
+    sandbox = Sandbox(mode, hide=(tmp_path / "data",), user_home=tmp_path, host_env={"HOME": str(tmp_path)})  # type: ignore[arg-type]
+    assert sandbox.mechanism == mode, sandbox.why
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
+    try:
+        for network, expected in ((True, 0), (False, 1)):
+            work = tmp_path / "data" / "servers" / f"srv_{network}"
+            work.mkdir(parents=True)
+            command, args, env = sandbox.wrap(sys.executable, ["-c", code], {"PATH": "/usr/bin:/bin"},
+                                              Profile(work, network=network))  # fmt: skip
+            done = subprocess.run([command, *args], env=env, cwd=work, capture_output=True, text=True, timeout=30)
+            assert (done.returncode != 0) == bool(expected), (network, done.stdout, done.stderr[-500:])
+    finally:
+        listener.close()

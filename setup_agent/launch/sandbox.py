@@ -265,10 +265,11 @@ class Sandbox:
         python it points to, a pyenv shim and pyenv), narrowed to the bin dir or the file when
         a prefix would hold a hidden path or the user's home."""
         out: list[Path] = []
-        for path in {Path(command), Path(os.path.realpath(command))}:
+        for path in {*_link_chain(Path(command)), Path(os.path.realpath(command))}:
             out.append(self._narrow(path))
         venv_cfg = Path(command).parent.parent / "pyvenv.cfg"
         if venv_cfg.is_file():  # a venv's python points at its base interpreter's prefix
+            out.append(venv_cfg)
             for line in venv_cfg.read_text(errors="replace").splitlines():
                 key, _, value = line.partition("=")
                 if key.strip() == "home" and value.strip():
@@ -398,6 +399,16 @@ def sandboxed(
     reads = tuple(Path(p) for p in resolved.literal_paths if os.path.isfile(p))
     profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads)
     return sandbox.wrap(command, resolved.args, env, profile)
+
+
+def _link_chain(path: Path, hops: int = 16) -> list[Path]:
+    """``path`` and each symlink hop to its file (a venv's python → the base interpreter's)."""
+    chain = [path]
+    while hops > 0 and chain[-1].is_symlink():
+        target = Path(os.readlink(chain[-1]))
+        chain.append(target if target.is_absolute() else Path(os.path.normpath(chain[-1].parent / target)))
+        hops -= 1
+    return chain
 
 
 def _within(inner: Path, outer: Path) -> bool:
