@@ -22,7 +22,7 @@ import pytest
 
 from setup_agent.launch import Fetcher, LaunchSpec, Sandbox, materialize, open_client
 from setup_agent.launch.landlock import abi_version
-from setup_agent.launch.sandbox import granted_paths
+from setup_agent.launch.grants import granted_paths
 from setup_agent.secrets import Redactor
 from setup_agent.setup.probe import Prober
 from registry_clients.models import RequiredKey
@@ -128,3 +128,4 @@ def test_the_paths_a_users_settings_name_are_granted_and_nothing_else() -> None:
     values = {"ROOT": here, "DIR": "relative/dir", "TOKEN": here, "NAME": here}
     assert granted_paths(keys, values) == [here]  # relative, secret and plain settings are not paths
     assert granted_paths(keys, {"ROOT": "/nonexistent/dir"}) == []
+    assert granted_paths(keys, {"ROOT": "/"}) == []  # never the whole system

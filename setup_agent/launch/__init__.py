@@ -2,7 +2,7 @@
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
 ``prefetch.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
-scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``), crash safety (``procs.py``) and stderr lines (``stderr_lines.py``).
+scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants: ``grants.py``), crash safety (``procs.py``) and stderr lines (``stderr_lines.py``).
 
 Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
 """
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
-    from .sandbox import NOT_ISOLATED, Sandbox, granted_paths, profile_words, sandboxed
+    from .grants import NOT_ISOLATED, granted_paths, profile_words
+    from .sandbox import Sandbox, sandboxed
     from .scratch import make_scratch_dir, sweep_scratch
     from .spec import LaunchSpec, materialize, template_keys
     from .stderr_lines import StderrLines
@@ -88,7 +89,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "describe_packages": "package_choice",
     "fetch_bundle": "bundle",
     "Fetcher": "fetch",
-    "granted_paths": "sandbox",
+    "granted_paths": "grants",
     "HttpWatch": "connector",
     "LaunchSpec": "spec",
     "list_all_tools": "connector",
@@ -97,12 +98,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "materialize": "spec",
     "minimal_environment": "transport",
     "move_argv_secrets": "manifest",
-    "NOT_ISOLATED": "sandbox",
+    "NOT_ISOLATED": "grants",
     "open_client": "connector",
     "Prefetches": "prefetch",
     "ProcessLedger": "procs",
     "ProcessWatch": "transport",
-    "profile_words": "sandbox",
+    "profile_words": "grants",
     "proxy_credentials": "transport",
     "read_manifest": "manifest",
     "required_keys_from_manifest": "manifest",

@@ -50,18 +50,12 @@ from setup_agent.errors import InvalidInput, SandboxUnavailable
 if TYPE_CHECKING:
     from .spec import ResolvedLaunch
 
-__all__ = [
-    "Mechanism", "NOT_ISOLATED", "PATH_FORMATS", "Profile", "Sandbox", "SandboxMode", "granted_paths", "profile_words",
-    "sandboxed",
-]  # fmt: skip
+__all__ = ["Mechanism", "Profile", "Sandbox", "SandboxMode", "sandboxed"]
 
 logger = logging.getLogger(__name__)
 
 SandboxMode = Literal["auto", "bwrap", "landlock", "off"]
 Mechanism = Literal["bwrap", "landlock", "none"]
-
-#: What every face says where no sandbox runs.
-NOT_ISOLATED = "not isolated on this system"
 
 #: Read-only system paths (those that exist; a symlink such as Debian's /bin is kept a symlink).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt/homebrew")
@@ -98,42 +92,6 @@ class Profile:
     @property
     def tmp(self) -> Path:
         return self.workdir / "tmp"
-
-
-#: Formats of a setting whose value is a path the server is meant to use: the official registry's
-#: ``filepath``, an MCPB ``user_config`` of type ``directory`` or ``file``.
-PATH_FORMATS = ("filepath", "directory", "file")
-
-
-def granted_paths(keys: Sequence[object], values: Mapping[str, str]) -> list[str]:
-    """The paths the user's settings name (a filesystem server's directory, a config file): the
-    sandbox lets the server read and write them. Shown in the consent, stored with the install;
-    only absolute paths that exist, and never ``/`` or a path holding ``hide`` (checked at start)."""
-    out: list[str] = []
-    for key in keys:
-        if getattr(key, "format", None) not in PATH_FORMATS:
-            continue
-        value = (values.get(getattr(key, "name", "")) or "").strip()
-        if value and os.path.isabs(value) and os.path.exists(value) and value not in out:
-            out.append(os.path.normpath(value))
-    return out
-
-
-def profile_words(mechanism: Mechanism, *, grants: Sequence[str] = (), network: bool = True,
-                  container: bool = False, reads: Sequence[str] = ()) -> list[str]:  # fmt: skip
-    """The profile in plain words, for the consent, ``mcp-setup show``, ``doctor`` and the page."""
-    if container:
-        return ["It runs in its own container (Docker), which isolates it; mcp-setup adds no sandbox of its own."]
-    if mechanism == "none":
-        return [f"Sandbox: none — {NOT_ISOLATED}. It runs as you and can read what you can read."]
-    chosen = ", ".join(grants)
-    return [
-        "It can read and write: its own folder" + (f", the folder you chose ({chosen})" if grants else "") + ".",
-        *([f"It can read: {', '.join(reads)} (named in its command line)."] if reads else []),
-        "It cannot see: your home folder, other servers, mcp-setup's keys and database.",
-        "Network: " + ("allowed." if network else "none."),
-        f"Sandbox: {mechanism}.",
-    ]
 
 
 @dataclass
