@@ -25,6 +25,7 @@ from setup_agent.launch import (
     BundleCache,
     Fetcher,
     ProcessLedger,
+    Sandbox,
     proxy_credentials,
     sweep_install_dirs,
     sweep_scratch,
@@ -152,6 +153,15 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     sweep_scratch(scratch)
 
 
+def make_sandbox(settings: Settings, host_env: Mapping[str, str]) -> Sandbox:
+    """The sandbox of this process's servers (``MCP_SETUP_SANDBOX``): nothing of the data dir,
+    nor of the user's home, is shown to a server (setup_agent/launch/sandbox.py)."""
+    hide = [Path(settings.home).expanduser()]
+    if settings.data_key_file is not None:
+        hide.append(Path(settings.data_key_file).expanduser())
+    return Sandbox(settings.sandbox, hide=tuple(hide), user_home=Path.home(), host_env=dict(host_env))
+
+
 def build_runtime(
     settings: Settings,
     *,
@@ -210,9 +220,10 @@ def build_runtime(
     scratch = home / "scratch"
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
+    sandbox = make_sandbox(settings, host_env)
     prober = Prober(
         redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
-        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
+        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0, sandbox=sandbox,
         max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
@@ -230,6 +241,7 @@ def build_runtime(
         bundles=bundles,
         logs_dir=home / "logs",
         max_result_chars=settings.max_result_chars,
+        sandbox=sandbox,
     )
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
     guard = GuessGuard(
@@ -283,6 +295,8 @@ def build_runtime(
         policy={"consent": settings.consent},
     )
     tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event (#16), never values
+    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash (#23)
+    tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,

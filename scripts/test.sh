@@ -19,11 +19,12 @@ done
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)  # the servers' sandbox (README "Sandbox")
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 [ -n "$(pg_bin)" ] || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    echo "installing ${need_apt[*]} (Debian packages) for the browser, npm and PostgreSQL tests" >&2
+    echo "installing ${need_apt[*]} (Debian packages) for the browser, npm, sandbox and PostgreSQL tests" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
     echo "missing ${need_apt[*]}: install them (sudo apt-get install ${need_apt[*]}) and run again" >&2

@@ -39,7 +39,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── Unreachable                 unreachable
     │   ├── PortInUse                   port_in_use
     │   ├── OAuthRequired               oauth_required
-    │   └── DownloadTimeout             download_timeout
+    │   ├── DownloadTimeout             download_timeout
+    │   └── SandboxUnavailable          sandbox_unavailable
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
     ├── StoreError                      store_error
@@ -79,7 +80,7 @@ __all__ = [
     "NotFound", "OAuthDenied", "OAuthError", "OAuthRefused", "OAuthRequired", "PackageError", "PackageNotFound",
     "PortInUse", "ProbeError", "ProbeTimeout", "PromptAlreadyAnswered", "PromptCancelled", "PromptError",
     "PromptFailed", "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
-    "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
+    "SandboxUnavailable", "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
     "SecretWrongKey", "ServerExited", "ServerRejected", "SessionLocked", "SetupError", "StoreError",
     "ToolsChanged", "Unreachable", "jsonrpc_error",
 ]  # fmt: skip
@@ -257,6 +258,13 @@ class DownloadTimeout(ProbeError):
     """The package download (npx/uvx/docker's first run) passed MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS."""
 
     code = "download_timeout"
+
+
+class SandboxUnavailable(ProbeError):
+    """MCP_SETUP_SANDBOX names a mechanism (bwrap, landlock) that does not work on this system:
+    no server starts unisolated behind the user's back."""
+
+    code = "sandbox_unavailable"
 
 
 class RegistryUnavailable(SetupError):

@@ -43,8 +43,10 @@ async def make_runtime(tmp_path: Path, memory_keyring, canary: str, **settings) 
     add_stub(tmp_path / "catalog", tmp_path / "dist", "io.test/counted", tmp_path / "pids", canary)
     add_stub(tmp_path / "catalog", tmp_path / "dist", "io.test/any-key", tmp_path / "pids-any", None)
     return build_runtime(
+        # sandbox off: the stub writes its pid to a file beside the test (outside its folder), and
+        # under bubblewrap that pid is one of its own PID namespace. tests/test_sandbox.py covers it.
         Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
-                 probe_timeout_seconds=scaled(10), **settings),
+                 probe_timeout_seconds=scaled(10), **{"sandbox": "off", **settings}),
         keyring_backend=memory_keyring,
     )  # fmt: skip
 

@@ -216,7 +216,7 @@ def test_a_server_installed_before_pinning_is_pinned_to_its_recorded_list(tmp_pa
 # -- a real stub whose tools change between runs ------------------------------------------------
 
 
-def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path, mode: str = "") -> Path:
+def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path | str, mode: str = "") -> Path:
     from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
     bundle, sha = build_stub_bundle(
@@ -232,10 +232,11 @@ def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path, mode: str = "") 
 async def world(
     request: pytest.FixtureRequest, tmp_path: Path, canary: str, memory_keyring
 ) -> AsyncIterator[tuple[Runtime, Path, str]]:
-    flag = tmp_path / "stub-tools.json"
+    # Relative: in its working dir, the install dir, the one folder a sandboxed server sees (#23).
+    flag_name = "stub-tools.json"
     mode = getattr(request, "param", "")  # the stub's STUB_MODE
     settings = Settings(
-        home=tmp_path / "data", registries="local", catalog_dir=_catalog_with_stub(tmp_path, canary, flag, mode),
+        home=tmp_path / "data", registries="local", catalog_dir=_catalog_with_stub(tmp_path, canary, flag_name, mode),
         probe_timeout_seconds=scaled(20), consent="never-ask",  # installs run unasked; tool changes are still asked
     )  # fmt: skip
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
@@ -247,7 +248,7 @@ async def world(
             "mcp_setup_install_and_connect", {"qualified_name": "io.github.mcp-setup/stub", "env_refs": {"STUB_API_KEY": ref}}, ctx
         )
     assert out.get("status") == "connected", out
-    yield runtime, flag, out["server_id"]
+    yield runtime, tmp_path / "data" / "servers" / out["server_id"] / flag_name, out["server_id"]
     await runtime.aclose()
 
 

@@ -67,6 +67,7 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
     for secret in request.secrets:
         where = secret.destination + (f" — host {secret.host}" if secret.host else "")
         rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
+    rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see (#23)
     return rows
 
 

@@ -32,6 +32,7 @@ from setup_agent.errors import CommandNotFound, RuntimeMissing
 
 from .listeners import own_listener_up, refuse_taken_port
 from .procs import ProcessLedger
+from .sandbox import Sandbox, sandboxed
 from .spec import ResolvedLaunch
 from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, minimal_environment, stdio_transport
 
@@ -105,8 +106,12 @@ async def open_client(
     ledger: ProcessLedger | None = None,
     auth: httpx2.Auth | None = None,
     port_timeout: float = 60.0,
+    sandbox: Sandbox | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
+
+    With a ``sandbox``, a local process starts inside it (setup_agent/launch/sandbox.py), its
+    working dir ``resolved.cwd`` the folder it may write.
 
     ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.sign_ins.GrantAuth`.
     A local package that serves HTTP (a command *and* a URL) is started first, and stopped
@@ -115,17 +120,18 @@ async def open_client(
     serving: AbstractAsyncContextManager[Any] = nullcontext()
     if resolved.transport != "stdio" and resolved.command:
         penv = minimal_environment(resolved.env, host_env=host_env)
+        pcommand, pargs, penv = sandboxed(sandbox, check_command(resolved.command, penv), resolved, penv)
         serving = serving_process(
-            check_command(resolved.command, penv), resolved.args, env=penv, cwd=resolved.cwd, url=resolved.url or "",
+            pcommand, pargs, env=penv, cwd=resolved.cwd, url=resolved.url or "",
             watch=process_watch if process_watch is not None else ProcessWatch(), grace=grace,
             port_timeout=port_timeout,
         )
     if resolved.transport == "stdio":
         assert resolved.command
         env = minimal_environment(resolved.env, host_env=host_env)
-        command = check_command(resolved.command, env)
+        command, args, env = sandboxed(sandbox, check_command(resolved.command, env), resolved, env)
         transport: Any = stdio_transport(
-            command, resolved.args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace, ledger=ledger
+            command, args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace, ledger=ledger
         )
     else:
         assert resolved.url

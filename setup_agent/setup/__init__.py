@@ -18,7 +18,7 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .call_context import CallContext
     from .consent import ConsentBroker
-    from .consent_request import ConsentRequest
+    from .consent_request import ConsentRequest, sandbox_profile
     from .probe import Prober, ProbeResult
     from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
@@ -37,6 +37,7 @@ __all__ = [
     "Prober",
     "ProbeResult",
     "ProviderConfig",
+    "sandbox_profile",
     "SetupService",
     "share_consents",
     "share_prompts",
@@ -58,6 +59,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Prober": "probe",
     "ProbeResult": "probe",
     "ProviderConfig": "providers",
+    "sandbox_profile": "consent_request",
     "SetupService": "service",
     "TOOL_NAMES": "tool_specs",
     "TOOL_SPECS": "tool_specs",

@@ -173,6 +173,7 @@ class Installer:
             values=prepared.values,
             action=action,
             warnings=prepared.warnings(),
+            sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
         )
         decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:

@@ -24,6 +24,7 @@ from setup_agent.launch import (
     argv_secret_keys,
     build_spec,
     choose_package,
+    granted_paths,
     materialize,
     move_argv_secrets,
     required_keys_from_manifest,
@@ -169,6 +170,8 @@ class Preparer:
             spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
         secret = {k.name for k in keys if k.secret}
         spec = move_argv_secrets(spec, secret)
+        # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
+        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
         repair = opt_str(args, "repair")  # a known failure's repaired launch (issue 26), shown at consent
         if repair is not None:
             spec = apply_repair(spec, repair)

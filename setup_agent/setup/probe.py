@@ -106,12 +106,15 @@ class Prober:
         ledger: ProcessLedger | None = None,
         keep_for: float = 0.0,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        sandbox: Any = None,
     ) -> None:
         self.redactor = redactor
         #: Probes that run at once (#24 item 15); the rest wait their turn (stage ``queued``).
         self.max_concurrent = max(1, max_concurrent)
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
+        #: The sandbox each tested server starts in (setup_agent/launch/sandbox.py; None: none).
+        self.sandbox = sandbox
         #: Tested sessions waiting for their install (``keep_for`` seconds; 0: never kept).
         self.parking = ParkingLot(keep_for)
         self.scratch_root = scratch_root
@@ -206,7 +209,7 @@ class Prober:
                 await stage("starting", "started")
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
-                    ledger=self.ledger, auth=auth,
+                    ledger=self.ledger, auth=auth, sandbox=self.sandbox,
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)
