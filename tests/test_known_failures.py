@@ -238,7 +238,7 @@ async def test_the_consent_for_a_repaired_launch_shows_the_changed_command_as_a_
         try:
             result = await call(runtime, "mcp_setup_test_connection", repair="uvx-executable:wx_stub")
             assert result["error"]["code"] == "consent_required", result
-            request = runtime.consents.get(result["error"]["details"]["prompt_id"]).request.public()
+            request = runtime.consents.pending()[-1].request.public()
         finally:
             await runtime.aclose()
     (warning,) = [w for w in request["warnings"] if w["code"] == "repaired_launch"]

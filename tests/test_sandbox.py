@@ -49,9 +49,9 @@ async def install(runtime: Runtime, name: str, secret: str) -> dict:
     ref = runtime.refs.mint("STUB_API_KEY", secret)
     asked = await call(runtime, "mcp_setup_test_connection", qualified_name=name, env_refs={"STUB_API_KEY": ref})
     assert asked["error"]["code"] == "consent_required", asked
-    pending = runtime.consents.get(asked["error"]["details"]["prompt_id"])
+    pending = runtime.consents.pending()[-1]  # the agent gets no id: the user's channel has it
     SHOWN[name] = list(pending.request.public()["sandbox"])
-    runtime.consents.approve(asked["error"]["details"]["prompt_id"])
+    runtime.consents.approve(pending.consent_id)
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=name, env_refs={"STUB_API_KEY": ref})
     assert tested.get("ok") is True, tested
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=name, env_refs={"STUB_API_KEY": ref})

@@ -49,7 +49,6 @@ from setup_agent.launch import (
     make_scratch_dir,
     materialize,
     open_client,
-    sweep_scratch,
     tool_dicts,
 )
 from setup_agent.secrets import Redactor
@@ -66,6 +65,8 @@ logger = logging.getLogger(__name__)
 
 #: After the first non-JSON line on stdout, how long a server still has to answer properly.
 BAD_OUTPUT_GRACE = 3.0
+#: Probes that run at once by default (``MCP_SETUP_MAX_CONCURRENT_PROBES``).
+DEFAULT_MAX_CONCURRENT = 4
 
 
 @dataclass
@@ -87,10 +88,6 @@ class ProbeResult:
 def tools_hash(tools: list[dict[str, Any]]) -> str:
     canonical = json.dumps(sorted(tools, key=lambda t: t["name"]), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-#: Probes that run at once by default (``MCP_SETUP_MAX_CONCURRENT_PROBES``).
-DEFAULT_MAX_CONCURRENT = 4
 
 
 class Prober:
