@@ -40,6 +40,7 @@ from setup_agent.setup import (
     ToolReview,
     load_provider_config,
     share_consents,
+    share_guard,
     share_prompts,
 )
 from setup_agent.store import PendingApprovals, Store, prepare_data_dir, process_owner
@@ -244,11 +245,16 @@ def build_runtime(
         sandbox=sandbox,
     )
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
     guard = GuessGuard(
         redactor,
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
-        on_incident=_log_incident,
+        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
     )
+    # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
+    shared_incident, shared_lockout = share_guard(guard, approvals)
+    incident_listeners.append(shared_incident)
+    lockout_listeners.append(shared_lockout)
     service = SetupService(
         refs=refs,
         redactor=redactor,
@@ -304,7 +310,7 @@ def build_runtime(
     )  # fmt: skip
 
 
-def _log_incident(principal: str) -> None:
+def _log_incident(_principal: str) -> None:
     # The first refused call is already an incident (an agent never holds a stored secret): the
     # user hears of it at once, out of band. Never the agent.
     logger.warning(
@@ -318,7 +324,7 @@ def _log_lockout(session: str) -> None:
     # stderr), and, in `serve`, a page notice (app/web/app.py adds a listener). Never the agent.
     logger.warning(
         "An agent sent values that mcp-setup protects in its tool arguments several times (a guessing attempt?). "
-        "Its tool calls are now refused until you unblock it (or mcp-setup restarts)."
+        "Its tool calls are now refused until you unblock it (`mcp-setup approve` in a terminal, or a restart)."
     )
 
 

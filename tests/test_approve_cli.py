@@ -151,3 +151,30 @@ async def test_a_secret_a_stdio_client_asks_for_is_typed_at_a_hidden_prompt_of_m
     assert canary not in recorder.text()
     for path in (tmp_path / "data").glob("mcp-setup.db*"):
         assert canary.encode() not in path.read_bytes()  # encrypted on its way, and gone once used
+
+
+async def test_approve_tells_of_a_guess_and_only_the_user_unblocks_the_client_it_locked(tmp_path: Path, canary: str) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))  # consent off
+    env.pop("DISPLAY", None)
+    with anyio.fail_after(180):
+        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+            secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
+            await Browser().submit(secret["url"], canary)
+            installed = await call(client, "mcp_setup_install_and_connect",
+                                   {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}})
+            assert installed["status"] == "connected", installed
+
+            async def echo(text: str) -> str:
+                result = await client.call_tool("stub__echo", {"text": text})
+                return result.content[0].text  # type: ignore[union-attr]
+
+            answers = [await echo(canary) for _ in range(3)]  # guesses of the stored value
+            assert "refused" in answers[0] and "blocked" in answers[-1], answers
+            assert "blocked" in await echo("hello")  # locked: even a harmless call
+
+            shown = await anyio.to_thread.run_sync(
+                lambda: _approve_in_a_terminal(env, r"Unblock client:stdio.*\? \[y/N\] ", "y")
+            )
+            assert "sent a value that mcp-setup protects" in shown and canary not in shown
+            assert await echo("hello") == "hello"  # unblocked by the user

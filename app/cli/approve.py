@@ -6,6 +6,8 @@ lists every such consent and tool-list change opened by any mcp-setup process on
 the team's database), shows each exactly as the consent page does, and records your answer as
 ``user:terminal``; the waiting process applies it within a second. A secret prompt waiting the
 same way is answered at a hidden prompt (the value is encrypted with the data key on its way).
+It also tells of every refused guess at a secret (the guard's incidents), and unblocks a client
+the guard blocked, if you say so: only you can.
 
 It is a user channel, so it takes answers from a person only: it refuses to run without a
 terminal, and reads each answer from the terminal itself (``/dev/tty``), never from stdin.
@@ -65,6 +67,8 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
             for item in waiting:
                 if item.kind == "secret":
                     _answer_secret(shared, vault, item)
+                elif item.kind in ("incident", "lock"):
+                    _answer_guard(shared, item, answers)
                 else:
                     _answer_one(shared, item, answers)
     except SetupError as exc:
@@ -119,6 +123,25 @@ def _answer_secret(shared: Any, vault: Any, item: Any) -> None:
             value = ""
         print(("Saved. The assistant can go on now." if done else "It was answered elsewhere or expired.") + "\n")
         return
+
+
+def _answer_guard(shared: Any, item: Any, answers: TextIO) -> None:
+    """An agent sent a value mcp-setup protects (a guess at a secret?): told; a lock may be lifted."""
+    who = _printable(item.request.get("principal"), 200)
+    count = item.request.get("refusals")
+    print(f"Warning: {who} sent a value that mcp-setup protects in its tool arguments"
+          + (f" ({count} time(s))" if isinstance(count, int) else "") + ". The calls were refused. An assistant "
+          "never needs your stored secrets: it may be trying to guess one.")
+    if item.kind == "incident":
+        shared.close(item.item_id)  # told: it leaves the list
+        print()
+        return
+    print("  Its tool calls are blocked.")
+    if _ask(answers, f"  Unblock {who}? [y/N] ").lower() in ("y", "yes"):
+        shared.answer(item.item_id, "approved", by=BY)
+        print("Unblocked: its next call goes through again.\n")
+    else:
+        print("It stays blocked.\n")
 
 
 def _answer_one(shared: Any, item: Any, answers: TextIO) -> None:

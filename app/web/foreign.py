@@ -53,7 +53,10 @@ class ForeignConsents:
                 log.warning("web: could not read the approvals other processes wait for (%s)", exc.code)
                 items = None
             if items is not None:
-                waiting = {i.item_id: i for i in items if i.owner != self._me and owner_alive(i.owner)}
+                waiting = {
+                    i.item_id: i for i in items
+                    if i.kind in ("consent", "secret") and i.owner != self._me and owner_alive(i.owner)
+                }  # fmt: skip
                 for item_id, item in waiting.items():
                     if item_id not in self.shown:
                         self.shown[item_id] = event = _shown(item)
