@@ -25,14 +25,25 @@ from setup_agent.launch import (
     BundleCache,
     Fetcher,
     ProcessLedger,
+    Sandbox,
     proxy_credentials,
     sweep_install_dirs,
     sweep_scratch,
 )
 from setup_agent.oauth import SignIns
 from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore, Vault
-from setup_agent.setup import ConsentBroker, Prober, ProviderConfig, SetupService, ToolReview, load_provider_config
-from setup_agent.store import Store, prepare_data_dir
+from setup_agent.setup import (
+    ConsentBroker,
+    Prober,
+    ProviderConfig,
+    SetupService,
+    ToolReview,
+    load_provider_config,
+    share_consents,
+    share_guard,
+    share_prompts,
+)
+from setup_agent.store import PendingApprovals, Store, prepare_data_dir, process_owner
 
 from .settings import Settings
 
@@ -100,6 +111,7 @@ class Runtime:
     providers: ProviderConfig | None = None
     tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
     review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
+    approvals: PendingApprovals | None = None  # what waits for the user, shared by every process
     guard: GuessGuard | None = None  # refused calls by principal: incidents, locks, unlock (#24)
 
     async def start(self, *, eager: bool = True) -> None:
@@ -140,6 +152,15 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     else:
         sweep_install_dirs(install_root, committed)
     sweep_scratch(scratch)
+
+
+def make_sandbox(settings: Settings, host_env: Mapping[str, str]) -> Sandbox:
+    """The sandbox of this process's servers (``MCP_SETUP_SANDBOX``): nothing of the data dir,
+    nor of the user's home, is shown to a server (setup_agent/launch/sandbox.py)."""
+    hide = [Path(settings.home).expanduser()]
+    if settings.data_key_file is not None:
+        hide.append(Path(settings.data_key_file).expanduser())
+    return Sandbox(settings.sandbox, hide=tuple(hide), user_home=Path.home(), host_env=dict(host_env))
 
 
 def build_runtime(
@@ -192,12 +213,18 @@ def build_runtime(
     hub = RegistryHub(sources, timeout=settings.registry_timeout_seconds, notes=notes)
     vault = open_vault(settings, keyring_backend=keyring_backend)
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
+    # Consents and tool reviews wait for the user in the store too: every process's user channels
+    # (another serve's page, `mcp-setup approve`) see and answer them.
+    approvals = PendingApprovals(store, owner=process_owner())
+    share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
+    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds)
     scratch = home / "scratch"
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
+    sandbox = make_sandbox(settings, host_env)
     prober = Prober(
         redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
-        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
+        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0, sandbox=sandbox,
         max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
@@ -215,6 +242,7 @@ def build_runtime(
         bundles=bundles,
         logs_dir=home / "logs",
         max_result_chars=settings.max_result_chars,
+        sandbox=sandbox,
     )
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
     incident_listeners: list[Callable[[str], Any]] = [_log_incident]
@@ -223,6 +251,10 @@ def build_runtime(
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
         on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
     )
+    # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
+    shared_incident, shared_lockout = share_guard(guard, approvals)
+    incident_listeners.append(shared_incident)
+    lockout_listeners.append(shared_lockout)
     service = SetupService(
         refs=refs,
         redactor=redactor,
@@ -270,14 +302,16 @@ def build_runtime(
         policy={"consent": settings.consent},
     )
     tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event (#16), never values
+    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash (#23)
+    tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
-        guard=guard,
+        approvals=approvals, guard=guard,
     )  # fmt: skip
 
 
-def _log_incident(principal: str) -> None:
+def _log_incident(_principal: str) -> None:
     # The first refused call is already an incident (an agent never holds a stored secret): the
     # user hears of it at once, out of band. Never the agent.
     logger.warning(
@@ -291,7 +325,7 @@ def _log_lockout(session: str) -> None:
     # stderr), and, in `serve`, a page notice (app/web/app.py adds a listener). Never the agent.
     logger.warning(
         "An agent sent values that mcp-setup protects in its tool arguments several times (a guessing attempt?). "
-        "Its tool calls are now refused until you unblock it (or mcp-setup restarts)."
+        "Its tool calls are now refused until you unblock it (`mcp-setup approve` in a terminal, or a restart)."
     )
 
 

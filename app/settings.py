@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     consent: Literal["ask", "never-ask"] = Field(
         default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
     )
+    sandbox: Literal["auto", "bwrap", "landlock", "off"] = Field(
+        default="auto",
+        description="Where local servers run (README \"Sandbox\"): auto = bubblewrap, else Landlock, else none; "
+        "off runs them unisolated, as you (unsafe).",
+    )
     # A team's gateway (README "For a team"): one data key named explicitly, a public host name.
     data_key_file: Path | None = Field(default=None, description="The data key file (0600) shared by a team.")
     data_key_keyring_entry: str | None = Field(default=None, description="Keyring user name of the data key.")

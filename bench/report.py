@@ -249,6 +249,21 @@ def render(results: dict[str, Any]) -> str:
                      _ms(_med(t, "planted")), _ms(rd["build_s"]), "—", "info", ""])
     else:
         rows.append(["11", "redactor", "—", "—", "—", "< 20 ms", f"not measured: {e}"])
+    # 12 (#23) -------------------------------------------------------------------------
+    if (e := err("sandbox")) is None:
+        b = s["sandbox"]
+        t = b["times"]
+        for kind, label in (("bwrap", "bubblewrap (`auto` here)"), ("landlock", "the Landlock launcher (`auto`'s fallback)")):
+            if kind not in t:
+                rows.append(["12", f"a stub's start in {label}", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added",
+                             "not measured: " + str(b.get("unavailable", {}).get(kind, "unavailable"))])
+                continue
+            r, added = b[f"ratio_{kind}"], b[f"added_{kind}_s"]
+            rows.append(["12", f"a stub's start (probe to tools listed) in {label} vs `MCP_SETUP_SANDBOX=off`, interleaved ({b['rounds']} rounds; added {added * 1000:.0f} ms)",
+                         _ms(_med(t, kind)), _ms(_med(t, "off")), _ratio(r), "≤ 1.15× or ≤ 50 ms added",
+                         _ok(r <= 1.15 or added <= 0.05)])
+    else:
+        rows.append(["12", "sandboxed start", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added", f"not measured: {e}"])
 
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")

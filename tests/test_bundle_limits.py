@@ -17,6 +17,7 @@ from setup_agent.launch.manifest import MAX_MANIFEST_BYTES, read_manifest
 from setup_agent.setup.service import CallContext
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_server_json, zip_files
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +34,7 @@ async def runtime_over(tmp_path: Path, memory_keyring) -> AsyncIterator:
 
     def build(**settings) -> Runtime:
         runtime = build_runtime(
-            Settings(home=tmp_path / "data", probe_timeout_seconds=10, **settings), keyring_backend=memory_keyring
+            Settings(home=tmp_path / "data", probe_timeout_seconds=scaled(10), **settings), keyring_backend=memory_keyring
         )
         made.append(runtime)
         return runtime

@@ -21,6 +21,7 @@ from app.cli.main import main
 from tests.mcp_face import REPO, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 from tests.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the fixture
+from tests.timeouts import scaled
 
 OTHER_ENTRY = {"command": "other-server", "args": ["--flag"], "env": {"LEVEL": "2"}}
 
@@ -122,7 +123,7 @@ def test_per_server_entries_run_each_server_and_hold_no_secret_value(data, capsy
 
 async def answers(command: list[str], env: dict[str, str]) -> list[str]:
     params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with Client(stdio_client(params)) as client:
             listed = await client.list_tools()
             result = await client.call_tool("echo", {"text": "through run"})
@@ -144,7 +145,7 @@ def test_import_moves_a_planted_key_into_the_vault_and_the_entry_runs_mcp_setup_
     path.write_text(original)
     env = data.env()
     argv = mcp_setup_argv("import", "claude-desktop", "--config", str(path))
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
     child.expect(r"Move stub's STUB_API_KEY into mcp-setup's vault\? Type y or n \(hidden\): ")
     child.sendline("y")
     # a 64-hex digest looks like a token by its value (#24 item 9): asked too

@@ -26,6 +26,7 @@ from setup_agent.setup.service import CallContext
 from tests.processes import processes_mentioning
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -91,14 +92,14 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Ru
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
     (catalog / "jira.json").write_text(json.dumps(jira_entry()))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=20)
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=scaled(20))
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     yield runtime
     await runtime.aclose()
 
 
 async def call(runtime: Runtime, tool: str, ctx: CallContext | None = None, **args: Any) -> dict:
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         return await runtime.service.call(tool, args, ctx or CallContext(installed_by="agent"))
 
 
@@ -110,8 +111,11 @@ async def test_a_test_or_install_without_consent_returns_consent_required_and_ru
     for tool in ("mcp_setup_test_connection", "mcp_setup_install_and_connect"):
         result = await call(runtime, tool, qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
         assert result["ok"] is False and result["error"]["code"] == "consent_required", result
-        prompt_id = result["error"]["details"]["prompt_id"]
-        assert runtime.consents.get(prompt_id).request.server == STUB
+        assert "prompt_id" not in result["error"]["details"] and "url" not in result["error"]["details"]
+        assert "mcp-setup approve" in result["error"]["message"]  # where the user approves, nothing to use
+        (pending,) = runtime.consents.pending()
+        assert pending.consent_id not in json.dumps(result)
+        assert runtime.consents.get(pending.consent_id).request.server == STUB
         assert canary not in json.dumps(result)
     assert [e["type"] for e in events] == ["consent_request"]  # the same launch: one open request, not two
     assert runtime.store.list() == []
@@ -123,7 +127,7 @@ async def test_the_consent_shows_runner_package_sha_and_templates_never_values(w
     runtime = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     result = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
-    consent = runtime.consents.get(result["error"]["details"]["prompt_id"]).request
+    consent = runtime.consents.pending()[-1].request
     shown = consent.public()
     assert shown["package_type"] == "mcpb" and shown["sha256"] and shown["version"] == "1.0.0"
     assert shown["command_line"][0] == "python3" and any("${__dirname}" in a for a in shown["command_line"])
@@ -137,7 +141,7 @@ async def test_an_approved_consent_is_remembered_so_install_after_test_asks_noth
     runtime = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     first = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
-    runtime.consents.approve(first["error"]["details"]["prompt_id"])
+    runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
     events: list[dict] = []
     runtime.consents.subscribe(events.append)
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
@@ -196,7 +200,7 @@ async def test_the_agent_chosen_jira_host_is_only_shown_and_the_users_edit_is_us
             args = {"qualified_name": JIRA, "env_refs": {"JIRA_TOKEN": ref}, "env": {"jira_host": evil.host}}
             first = await call(runtime, "mcp_setup_test_connection", **args)
             assert first["error"]["code"] == "consent_required", first
-            pending = runtime.consents.get(first["error"]["details"]["prompt_id"])
+            pending = runtime.consents.pending()[-1]
             shown = pending.request.public()
             assert [(d["name"], d["suggested"]) for d in shown["destinations"]] == [("jira_host", evil.host)]
             assert shown["secrets"][0]["key"] == "JIRA_TOKEN" and shown["secrets"][0]["host"] == evil.host
@@ -220,7 +224,7 @@ async def test_a_destination_edit_is_validated_and_only_shown_settings_can_chang
     ref = runtime.refs.mint("JIRA_TOKEN", canary)
     first = await call(runtime, "mcp_setup_test_connection", qualified_name=JIRA, env_refs={"JIRA_TOKEN": ref},
                        env={"jira_host": "example.invalid"})
-    cid = first["error"]["details"]["prompt_id"]
+    cid = runtime.consents.pending()[-1].consent_id
     with pytest.raises(InvalidInput):
         runtime.consents.approve(cid, {"JIRA_TOKEN": "x"})
     with pytest.raises(InvalidInput):
@@ -262,17 +266,18 @@ def test_a_remembered_consent_lasts_the_ref_ttl_and_a_different_launch_asks_agai
     assert broker.decision(request) is None
 
 
-async def test_a_face_without_a_channel_gets_consent_required_with_its_url(world, canary: str) -> None:
+async def test_a_link_a_face_returns_never_reaches_the_agent_in_consent_required(world, canary: str) -> None:
     runtime = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
 
     async def link(pending):
-        return {"url": f"http://127.0.0.1:1/consents/{pending.consent_id}?t=x", "status": "pending"}
+        return {"url": f"http://127.0.0.1:1/consents/{pending.consent_id}?t=approval-key", "status": "pending"}
 
     result = await call(runtime, "mcp_setup_test_connection", CallContext(present_consent=link),
                         qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
-    details = result["error"]["details"]
-    assert details["url"].endswith(f"/consents/{details['prompt_id']}?t=x")
+    assert result["error"]["code"] == "consent_required"
+    assert result["error"]["details"] == {"status": "pending"}
+    assert "approval-key" not in json.dumps(result) and runtime.consents.pending()[-1].consent_id not in json.dumps(result)
 
 
 def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are_not() -> None:

@@ -20,6 +20,7 @@ from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
 from tests.test_consent import JIRA, Listener, jira_entry
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -32,12 +33,14 @@ class User:
         self.edits = edits
         self.pages: list[str] = []
         self.consent_pages: list[str] = []
+        self.keys: list[str] = []  # every link key the person was shown
 
     async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
         url = params.url
         token = parse_qs(urlsplit(url).query)["t"][0]
+        self.keys.append(token)
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
-        async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        async with httpx.AsyncClient(timeout=scaled(10), trust_env=False) as http:
             page = await http.get(url)
             assert page.status_code == 200, page.text
             self.pages.append(page.text)
@@ -64,7 +67,7 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                 user = User(canary, {"jira_host": real_host})
                 recorder = Recorder()
                 stderr = tmp_path / "stderr.log"
-                with anyio.fail_after(90):
+                with anyio.fail_after(scaled(90)):
                     async with mcp_setup_client(tmp_path, stderr, recorder, elicitation_callback=user, env=env) as client:
                         secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
                         args = {"qualified_name": JIRA, "env_refs": {"JIRA_TOKEN": secret["ref"]},
@@ -79,6 +82,12 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
     assert evil.connections == 0 and canary.encode() not in evil.received
     for text in (*user.pages, recorder.text(), stderr.read_text()):
         assert canary not in text
+    # The consent link went to the person (URL elicitation), never into a result the model reads.
+    results = [m for m in recorder.messages if '"result"' in m and '"content"' in m]
+    assert results and user.keys
+    for message in results:
+        assert "/secrets/consents/" not in message and not any(key in message for key in user.keys)
+    assert not any(key in stderr.read_text() for key in user.keys)  # nor a log line
 
 
 async def test_a_client_without_url_elicitation_gets_consent_required_and_no_approval_link(
@@ -89,14 +98,14 @@ async def test_a_client_without_url_elicitation_gets_consent_required_and_no_app
             tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url, MCP_SETUP_CONSENT="ask"
         )
         recorder = Recorder()
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
                 secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
                 await Browser().submit(secret["url"], canary)
                 args = {"qualified_name": JIRA, "env": {"jira_host": "127.0.0.1:9"}, "env_refs": {"JIRA_TOKEN": secret["ref"]}}
                 result = await call(client, "mcp_setup_install_and_connect", args)
     assert result["ok"] is False and result["error"]["code"] == "consent_required", result
-    assert result["error"]["details"]["prompt_id"]
-    # A link given to the agent would let the agent approve its own request.
-    assert "url" not in result["error"]["details"] and "/consents/" not in recorder.text()
+    assert "mcp-setup approve" in result["error"]["message"]  # where the user can approve it
+    # A link, id or key given to the agent would let the agent approve its own request.
+    assert result["error"]["details"] == {"status": "pending"} and "/consents/" not in recorder.text()
     assert canary not in recorder.text()

@@ -13,13 +13,14 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.prompts import PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.setup.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
+from tests.timeouts import scaled
 
 
 @pytest.fixture
 def served() -> Iterator[tuple[SecretPageServer, ConsentBroker, httpx.Client]]:
     consents = ConsentBroker(ttl_seconds=600)
     with SecretPageServer(PromptBroker(SecretRefStore(ttl_seconds=600)), consents=consents) as server:
-        with httpx.Client(timeout=5, trust_env=False) as http:
+        with httpx.Client(timeout=scaled(5), trust_env=False) as http:
             yield server, consents, http
 
 
@@ -36,7 +37,8 @@ def open_remote(consents: ConsentBroker, *, warnings: bool = False) -> PendingCo
 
 def post(server: SecretPageServer, http: httpx.Client, pending: PendingConsent, **form: str) -> httpx.Response:
     url = f"{server.base_url}/secrets/consents/{pending.consent_id}"
-    return http.post(url, data={"t": server.token, **form}, headers={"Origin": server.base_url})
+    key = server.capabilities.issue(pending.consent_id, "consent")  # what consent_url's link carries
+    return http.post(url, data={"t": key, **form}, headers={"Origin": server.base_url})
 
 
 def test_the_page_shows_the_launch_the_secret_host_and_the_suggested_destination_escaped(served) -> None:
@@ -76,8 +78,45 @@ def test_deny_and_the_guards(served) -> None:
     pending = open_remote(consents)
     assert http.get(f"{server.base_url}/secrets/consents/{pending.consent_id}?t=wrong").status_code == 403
     foreign = http.post(f"{server.base_url}/secrets/consents/{pending.consent_id}",
-                        data={"t": server.token, "action": "approve"}, headers={"Origin": "http://evil.example"})
+                        data={"t": server.capabilities.issue(pending.consent_id, "consent"), "action": "approve"},
+                        headers={"Origin": "http://evil.example"})
     assert foreign.status_code == 403 and consents.status(pending.consent_id) == "pending"
     assert post(server, http, pending, action="deny").status_code == 200
     assert consents.status(pending.consent_id) == "denied"
     assert post(server, http, pending, action="approve").status_code == 410
+
+
+def _key(url: str) -> str:
+    return url.rsplit("?t=", 1)[1]
+
+
+def test_a_secret_entry_link_opens_no_consent_and_approves_nothing(served) -> None:
+    """The finding of #22: the agent got the secret page's link and approved its own launch with it."""
+    server, consents, http = served
+    pending = open_remote(consents)
+    prompt = server.broker.open("TOKEN", "Paste it")
+    secret_key = _key(server.url_for(prompt))  # what an agent without URL elicitation is handed
+    url = f"{server.base_url}/secrets/consents/{pending.consent_id}"
+    assert http.get(url, params={"t": secret_key}).status_code == 403
+    curl_like = http.post(url, data={"t": secret_key, "action": "approve", "accept_warnings": "yes"})  # no Origin
+    assert curl_like.status_code == 403
+    assert consents.status(pending.consent_id) == "pending"
+    assert consents.decision(pending.request) is None
+
+
+def test_a_consent_key_opens_its_own_consent_once_and_no_other(served) -> None:
+    server, consents, http = served
+    first, second = open_remote(consents), open_remote(consents, warnings=True)
+    key = _key(server.consent_url(first.consent_id))
+    other = f"{server.base_url}/secrets/consents/{second.consent_id}"
+    assert http.post(other, data={"t": key, "action": "deny"}, headers={"Origin": server.base_url}).status_code == 403
+    assert consents.status(second.consent_id) == "pending"
+    mine = f"{server.base_url}/secrets/consents/{first.consent_id}"
+    assert http.post(mine, data={"t": key, "action": "approve"}, headers={"Origin": server.base_url}).status_code == 200
+    again = http.post(mine, data={"t": key, "action": "deny"}, headers={"Origin": server.base_url})
+    assert again.status_code in (403, 404, 409) and consents.status(first.consent_id) == "approved"
+    # and a consent key enters no secret
+    prompt = server.broker.open("TOKEN", "Paste it")
+    fresh = _key(server.consent_url(second.consent_id))
+    typed = http.post(f"{server.base_url}/secrets/{prompt.prompt_id}", data={"t": fresh, "value": "v"})
+    assert typed.status_code == 403 and server.broker.pending() == [prompt]

@@ -27,6 +27,7 @@ from app.web.security import TOKEN_HEADER
 from setup_agent.setup.service import CallContext
 from setup_agent.setup.tool_specs import TOOL_NAMES, TOOL_SPECS
 from tests.browser.serve import STUB, make_catalog
+from tests.timeouts import scaled
 
 SERVICE_EXAMPLES = 7_000
 RPC_EXAMPLES = 3_500
@@ -44,7 +45,7 @@ class World:
     ref: str
 
     def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(asyncio.wait_for(coro, 60))
+        return self.loop.run_until_complete(asyncio.wait_for(coro, scaled(60)))
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("fuzz")
     canary = "canary-fuzz-9d2c41e7b05a"
     catalog = make_catalog(root, canary)
-    settings_ = Settings(home=root / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=5)
+    settings_ = Settings(home=root / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(5))
     loop = asyncio.new_event_loop()
     runtime = build_runtime(settings_, keyring_backend=fail.Keyring())
     app = create_app(settings_, token=TOKEN, port=PORT, runtime_factory=lambda: runtime)
@@ -63,7 +64,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     runtime.redactor.register(STORED, "[secret:STORED]")
     http = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url=f"http://127.0.0.1:{PORT}",
-        headers={TOKEN_HEADER: TOKEN}, timeout=60,
+        headers={TOKEN_HEADER: TOKEN}, timeout=scaled(60),
     )
     world = World(loop, runtime, http, canary, ref)
     try:

@@ -18,6 +18,7 @@ from setup_agent.setup.tool_specs import TOOL_NAMES
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
 from tests.stub_server.bundle import stub_catalog
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -43,12 +44,12 @@ class ListChanges:
             self.count += 1
             self.event.set()
 
-    async def wait(self, timeout: float = 10) -> None:
+    async def wait(self, timeout: float = scaled(10)) -> None:
         with anyio.fail_after(timeout):
             await self.event.wait()
         self.event = anyio.Event()
 
-    async def until(self, check: Any, timeout: float = 10) -> None:
+    async def until(self, check: Any, timeout: float = scaled(10)) -> None:
         """Wait (bounded) for notifications until ``await check()`` holds (one change may
         come as several notifications: the install, then the first connect's tool list)."""
         with anyio.fail_after(timeout):
@@ -78,7 +79,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     recorder, browser, changes = Recorder(), Browser(), ListChanges()
     stderr_path = tmp_path / "stderr.log"
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
             tmp_path, stderr_path, recorder, env=env, message_handler=changes,
             elicitation_callback=elicitation_answering(browser, [canary]),
@@ -135,7 +136,7 @@ async def test_a_2026_client_hears_the_change_on_its_subscription_and_calls_the_
 ) -> None:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     recorder, browser = Recorder(), Browser()
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
             tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto",
             elicitation_callback=elicitation_answering(browser, [canary]),
@@ -161,7 +162,7 @@ async def test_a_2026_client_hears_the_change_on_its_subscription_and_calls_the_
                     {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": requested["ref"]}},
                 )  # fmt: skip
                 assert installed["status"] == "connected", installed
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     await heard.wait()
             assert "stub__echo" in await tool_names(client)
             answer = await client.call_tool("stub__echo", {"text": "modern"})

@@ -12,6 +12,7 @@ from setup_agent.errors import ArgumentsRefused, SessionLocked
 from setup_agent.secrets.guard import GuessGuard
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.refs import SecretRefStore
+from tests.timeouts import scaled
 
 
 def _setup(value: str | None = None, **kwargs: object) -> tuple[GuessGuard, SecretRefStore, list[str]]:
@@ -148,7 +149,7 @@ def test_concurrent_refusals_lock_once(canary: str) -> None:
     outcomes: list[str] = []
 
     def attempt() -> None:
-        start.wait(timeout=10)
+        start.wait(timeout=scaled(10))
         try:
             guard.check("s", {"q": canary})
         except (ArgumentsRefused, SessionLocked) as exc:
@@ -158,7 +159,7 @@ def test_concurrent_refusals_lock_once(canary: str) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=10)
+        t.join(timeout=scaled(10))
     assert lockouts == ["s"]
     assert outcomes.count("arguments_refused") == 2
     assert outcomes.count("session_locked") == 6

@@ -12,6 +12,7 @@ import pytest
 
 from app.mcp.face import PROMPT_URI_PREFIX, provenance_label
 from tests.mcp_face import REPO, Recorder, face_env, mcp_setup_argv, mcp_setup_client
+from tests.timeouts import scaled
 
 SMOKE_INPUT = "\n".join(
     [
@@ -36,7 +37,7 @@ SMOKE_INPUT = "\n".join(
 def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) -> None:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
     proc = subprocess.run(
-        mcp_setup_argv("mcp"), input=SMOKE_INPUT, capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+        mcp_setup_argv("mcp"), input=SMOKE_INPUT, capture_output=True, text=True, env=env, cwd=REPO, timeout=scaled(60)
     )
     lines = proc.stdout.splitlines()
     assert len(lines) == 2, proc.stdout + proc.stderr
@@ -65,17 +66,17 @@ def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("client_name", "label"),
     [
-        ("Claude Desktop", "mcp:claude-desktop"),
-        ("  Cursor  ", "mcp:cursor"),
-        ("Visual Studio Code", "mcp:visual-studio-code"),
-        ("VS_Code--Insiders!!", "mcp:vs-code-insiders"),
-        ("Zed 0.150 (preview)", "mcp:zed-0-150-preview"),
-        ("Café Client", "mcp:caf-client"),
-        ("---", "mcp"),
-        ("", "mcp"),
-        ("   ", "mcp"),
-        ("日本語", "mcp"),
-        (None, "mcp"),
+        ("Claude Desktop", "client:stdio via claude-desktop"),
+        ("  Cursor  ", "client:stdio via cursor"),
+        ("Visual Studio Code", "client:stdio via visual-studio-code"),
+        ("VS_Code--Insiders!!", "client:stdio via vs-code-insiders"),
+        ("Zed 0.150 (preview)", "client:stdio via zed-0-150-preview"),
+        ("Café Client", "client:stdio via caf-client"),
+        ("---", "client:stdio"),
+        ("", "client:stdio"),
+        ("   ", "client:stdio"),
+        ("日本語", "client:stdio"),
+        (None, "client:stdio"),
     ],
 )
 def test_client_names_become_provenance_labels(client_name: str | None, label: str) -> None:
@@ -93,7 +94,7 @@ def _agent_ids_on_disk() -> set[str]:
 async def test_every_agent_prompt_is_a_markdown_resource_and_there_are_no_templates(tmp_path: Path) -> None:
     agent_ids = _agent_ids_on_disk()
     assert "mcp_setup" in agent_ids
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
             listed = await client.list_resources()
             uris = {str(r.uri): r for r in listed.resources}
@@ -112,7 +113,7 @@ async def test_every_agent_prompt_is_a_markdown_resource_and_there_are_no_templa
 async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_error(tmp_path: Path) -> None:
     from mcp import MCPError
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
             with pytest.raises(MCPError):
                 await client.call_tool("mcp_setup_nope", {})
@@ -123,14 +124,14 @@ async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_erro
 
 def test_a_bad_setting_is_named_by_its_variable_and_nothing_starts(tmp_path: Path) -> None:
     env = face_env(tmp_path, MCP_SETUP_PROBE_TIMEOUT_SECONDS="-3")
-    proc = subprocess.run(mcp_setup_argv("mcp"), input="", capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    proc = subprocess.run(mcp_setup_argv("mcp"), input="", capture_output=True, text=True, env=env, cwd=REPO, timeout=scaled(60))
     assert proc.returncode == 2
     assert "MCP_SETUP_PROBE_TIMEOUT_SECONDS" in proc.stderr and "greater than 0" in proc.stderr
     assert proc.stdout == ""
 
 
 def test_help_lists_the_commands_with_examples(tmp_path: Path) -> None:
-    proc = subprocess.run(mcp_setup_argv("--help"), capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(mcp_setup_argv("--help"), capture_output=True, text=True, cwd=REPO, timeout=scaled(60))
     assert proc.returncode == 0
     for word in ("serve", "mcp", "agent", "examples:"):
         assert word in proc.stdout

@@ -13,6 +13,7 @@ from app.pages.secret import SECURITY_HEADERS
 from app.pages.server import SecretPageServer
 from setup_agent.secrets.prompts import PendingPrompt, PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
+from tests.timeouts import scaled
 
 CANARY = "canary-Pg52-must-never-appear-e91c"
 CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -41,8 +42,13 @@ class Page:
     def post_url(self, prompt: PendingPrompt) -> str:
         return f"{self.origin}/secrets/{prompt.prompt_id}"
 
+    def key(self, prompt: PendingPrompt | str) -> str:
+        """A new key for ``prompt``'s page, as :meth:`SecretPageServer.url_for` puts in its link."""
+        prompt_id = prompt if isinstance(prompt, str) else prompt.prompt_id
+        return self.server.capabilities.issue(prompt_id, "secret")
+
     def post(self, prompt: PendingPrompt, **fields: str) -> httpx.Response:
-        data = {"t": self.server.token, "action": "submit", **fields}
+        data = {"t": self.key(prompt), "action": "submit", **fields}
         return self.http.post(self.post_url(prompt), data=data)
 
 
@@ -51,13 +57,14 @@ def page() -> Iterator[Page]:
     clock = FakeClock()
     refs = SecretRefStore(ttl_seconds=600, timer=clock)
     broker = PromptBroker(refs, timer=clock)
-    with SecretPageServer(broker) as server, httpx.Client(timeout=5) as http:
+    with SecretPageServer(broker) as server, httpx.Client(timeout=scaled(5)) as http:
         yield Page(server, broker, refs, clock, http)
 
 
 def test_get_shows_a_password_form_with_the_escaped_prompt(page: Page) -> None:
     prompt = page.broker.open("GITHUB_TOKEN", 'Paste a token <script>alert("x")</script> & go', server="github")
-    response = page.http.get(page.server.url_for(prompt))
+    url = page.server.url_for(prompt)
+    response = page.http.get(url)
     assert response.status_code == 200
     text = response.text
     assert "<script" not in text
@@ -66,7 +73,7 @@ def test_get_shows_a_password_form_with_the_escaped_prompt(page: Page) -> None:
     assert "never shown to the AI assistant" in text
     assert '<input type="password" id="value" name="value" autocomplete="off"' in text
     assert '<label for="value">' in text
-    assert f'<input type="hidden" name="t" value="{page.server.token}">' in text
+    assert f'<input type="hidden" name="t" value="{url.rsplit("?t=", 1)[1]}">' in text
     assert 'name="action" value="submit"' in text and 'name="action" value="cancel"' in text
     assert 'name="viewport"' in text
     assert "http://" not in text and "https://" not in text  # no external resources
@@ -104,7 +111,7 @@ def test_get_without_the_token_is_refused(page: Page) -> None:
 
 def test_get_with_a_wrong_token_is_refused(page: Page) -> None:
     prompt = page.broker.open("API_KEY", "Paste it")
-    response = page.http.get(f"{page.origin}/secrets/{prompt.prompt_id}", params={"t": page.server.token + "x"})
+    response = page.http.get(f"{page.origin}/secrets/{prompt.prompt_id}", params={"t": page.key(prompt) + "x"})
     assert response.status_code == 403
 
 
@@ -119,10 +126,11 @@ def test_post_with_a_wrong_token_is_refused_and_stores_nothing(page: Page) -> No
 def test_a_foreign_host_header_is_refused(page: Page) -> None:
     prompt = page.broker.open("API_KEY", "Paste it")
     evil = {"Host": f"evil.example:{page.server.port}"}
-    response = page.http.get(page.server.url_for(prompt), headers=evil)
+    url = page.server.url_for(prompt)
+    response = page.http.get(url, headers=evil)
     assert response.status_code == 421
-    assert page.server.token not in response.text
-    response = page.http.post(page.post_url(prompt), data={"t": page.server.token, "value": "v"}, headers=evil)
+    assert url.rsplit("?t=", 1)[1] not in response.text
+    response = page.http.post(page.post_url(prompt), data={"t": page.key(prompt), "value": "v"}, headers=evil)
     assert response.status_code == 421
     assert page.broker.pending() == [prompt]
 
@@ -149,7 +157,7 @@ def test_localhost_with_the_port_is_an_allowed_host(page: Page) -> None:
 def test_a_post_from_a_foreign_origin_is_refused(page: Page, headers: dict[str, str]) -> None:
     prompt = page.broker.open("API_KEY", "Paste it")
     response = page.http.post(
-        page.post_url(prompt), data={"t": page.server.token, "value": "v", "action": "submit"}, headers=headers
+        page.post_url(prompt), data={"t": page.key(prompt), "value": "v", "action": "submit"}, headers=headers
     )
     assert response.status_code == 403
     assert page.broker.pending() == [prompt]
@@ -169,7 +177,7 @@ def test_a_same_origin_post_is_accepted(page: Page, headers: dict[str, str]) -> 
     prompt = page.broker.open("API_KEY", "Paste it")
     filled = {k: v.format(origin=page.origin, port=page.server.port) for k, v in headers.items()}
     response = page.http.post(
-        page.post_url(prompt), data={"t": page.server.token, "value": "v", "action": "submit"}, headers=filled
+        page.post_url(prompt), data={"t": page.key(prompt), "value": "v", "action": "submit"}, headers=filled
     )
     assert response.status_code == 200
     assert page.refs.is_ready(prompt.ref)
@@ -207,7 +215,7 @@ def test_cancel_closes_the_prompt_and_discards_the_ref(page: Page) -> None:
 
 
 def test_an_unknown_prompt_gets_404_saying_to_ask_again(page: Page) -> None:
-    response = page.http.get(f"{page.origin}/secrets/{'A' * 32}", params={"t": page.server.token})
+    response = page.http.get(f"{page.origin}/secrets/{'A' * 32}", params={"t": page.key("A" * 32)})
     assert response.status_code == 404
     assert "ask it to request the secret again" in response.text
 
@@ -223,16 +231,19 @@ def test_an_expired_prompt_gets_404_saying_to_ask_again(page: Page) -> None:
 
 def test_a_non_form_body_is_refused(page: Page) -> None:
     prompt = page.broker.open("API_KEY", "Paste it")
-    response = page.http.post(page.post_url(prompt), json={"t": page.server.token, "value": "v"})
+    response = page.http.post(page.post_url(prompt), json={"t": page.key(prompt), "value": "v"})
     assert response.status_code == 400
     assert page.broker.pending() == [prompt]
 
 
-def test_url_for_points_at_the_loopback_page_with_the_token(page: Page) -> None:
+def test_url_for_points_at_the_loopback_page_with_a_key_of_its_own(page: Page) -> None:
     prompt = page.broker.open("API_KEY", "Paste it")
-    assert page.server.url_for(prompt) == (
-        f"http://127.0.0.1:{page.server.port}/secrets/{prompt.prompt_id}?t={page.server.token}"
-    )
+    url = page.server.url_for(prompt)
+    base, key = url.split("?t=")
+    assert base == f"http://127.0.0.1:{page.server.port}/secrets/{prompt.prompt_id}"
+    assert len(key) >= 40 and key != page.server.url_for(prompt).split("?t=")[1]  # a new key each time
+    assert page.server.capabilities.allows(key, prompt.prompt_id, "secret")
+    assert not page.server.capabilities.allows(key, prompt.prompt_id, "consent")
 
 
 def test_the_submitted_value_appears_in_no_response_or_log_record(
@@ -249,7 +260,7 @@ def test_the_submitted_value_appears_in_no_response_or_log_record(
             page.post(prompt, value=CANARY, t="wrong-token"),  # refused
             page.http.post(
                 page.post_url(prompt),
-                data={"t": page.server.token, "value": CANARY},
+                data={"t": page.key(prompt), "value": CANARY},
                 headers={"Origin": "http://evil.example"},
             ),  # refused
             page.post(prompt, value=CANARY),  # saved
@@ -271,10 +282,10 @@ def test_the_submitted_value_appears_in_no_response_or_log_record(
 
 def test_the_server_writes_nothing_to_stdout(capfd: pytest.CaptureFixture[str]) -> None:
     broker = PromptBroker(SecretRefStore())
-    with SecretPageServer(broker) as server, httpx.Client(timeout=5) as http:
+    with SecretPageServer(broker) as server, httpx.Client(timeout=scaled(5)) as http:
         prompt = broker.open("API_KEY", "Paste it")
         assert http.get(server.url_for(prompt)).status_code == 200
-        assert http.post(f"{server.base_url}/secrets/{prompt.prompt_id}", data={"t": server.token, "value": "v"}).status_code == 200
+        assert http.post(f"{server.base_url}/secrets/{prompt.prompt_id}", data={"t": server.capabilities.issue(prompt.prompt_id, "secret"), "value": "v"}).status_code == 200
         assert http.get(f"{server.base_url}/secrets/x").status_code == 403
     out, _ = capfd.readouterr()
     assert out == ""
@@ -284,9 +295,9 @@ def test_stop_is_bounded_and_frees_the_port() -> None:
     broker = PromptBroker(SecretRefStore())
     server = SecretPageServer(broker).start()
     port = server.port
-    with httpx.Client(timeout=5) as http:  # a keep-alive connection must not hold shutdown up
+    with httpx.Client(timeout=scaled(5)) as http:  # a keep-alive connection must not hold shutdown up
         assert http.get(f"{server.base_url}/secrets/static/page.css").status_code == 200
-        server.stop(timeout=5)
+        server.stop(timeout=scaled(5))
         assert not server.running
         with pytest.raises(httpx.ConnectError):
             http.get(f"http://127.0.0.1:{port}/secrets/static/page.css")

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.browser.serve import Served, raw_handshake, serving
+from tests.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 EVIL = "http://evil.example"
@@ -191,18 +192,21 @@ def test_a_cancelled_prompt_cannot_be_answered_afterwards(served: Served) -> Non
         assert late.status_code == 410 and late.json()["error"]["code"] == "prompt_cancelled"
 
 
-def test_the_one_time_secret_page_is_served_with_its_own_token_check(served: Served) -> None:
-    prompt_id = open_prompt(served)
+def test_the_one_time_secret_page_opens_with_its_own_key_and_not_with_the_page_token(served: Served) -> None:
+    result = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key"})["result"]
+    prompt_id, url = result["prompt_id"], result["url"]
+    assert served.token not in url  # the link a client gets holds no credential of the user's
     with served.client() as http:
         assert http.get(f"/secrets/{prompt_id}").status_code == 403
-        page = http.get(f"/secrets/{prompt_id}", params={"t": served.token})
+        assert http.get(f"/secrets/{prompt_id}", params={"t": served.token}).status_code == 403
+        page = http.get(url.split(str(served.port), 1)[1])
         assert page.status_code == 200 and "STUB_API_KEY" in page.text
 
 
 def test_a_request_with_no_host_header_is_refused(served: Served) -> None:
     import socket
 
-    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=scaled(10)) as sock:
         sock.sendall(f"GET /?t={served.token} HTTP/1.0\r\n\r\n".encode())
         status = sock.recv(100).split(b"\r\n", 1)[0]
     assert b" 421 " in status + b" "
@@ -210,7 +214,7 @@ def test_a_request_with_no_host_header_is_refused(served: Served) -> None:
 
 def test_other_http_clients_cannot_read_the_api_cross_origin(served: Served) -> None:
     # No CORS: a preflight from a foreign origin gets no allow headers.
-    with httpx.Client(trust_env=False, timeout=10) as http:
+    with httpx.Client(trust_env=False, timeout=scaled(10)) as http:
         pre = http.options(
             f"{served.base}/rpc",
             headers={"Origin": EVIL, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x-mcp-setup-token"},

@@ -107,8 +107,10 @@ def _parser() -> argparse.ArgumentParser:
     add_tools_parser(sub)
     add_server_parsers(sub)
     add_client_parsers(sub)
+    from .approve import add_approve_parser
     from .audit import add_audit_parser, add_tools_review_parser
 
+    add_approve_parser(sub)
     add_audit_parser(sub)
     add_tools_review_parser(sub)
     # `mcp-setup COMMAND --help` opens with the one line `mcp-setup --help` shows for it, where
@@ -182,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import team as cli_team
 
             return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+        if args.command == "approve":
+            from .approve import run_approve
+
+            return run_approve(settings, args)
         if args.command in ("audit", "tools-review"):
             from . import audit as cli_audit
 

@@ -3,7 +3,9 @@
 * ``key rotate`` — a new data key; every stored value re-encrypted in one transaction.
 * ``key export --to FILE`` — the current data key into a new 0600 file, for another machine
   (then ``MCP_SETUP_DATA_KEY_FILE=FILE`` there).
-* ``token create NAME`` (printed once) / ``token list`` / ``token revoke NAME``.
+* ``token create NAME [--admin]`` (printed once) / ``token list`` / ``token revoke NAME``. A token is a
+  client's credential (a member): it calls tools and requests secrets, and never approves. One made
+  with ``--admin`` may also approve launches and tool changes on the page, audited as ``token:NAME``.
 
 Errors are one line on stderr, exit code 1; never a traceback.
 """
@@ -51,11 +53,18 @@ def add_token_parser(sub: Any) -> None:
         "token",
         help="named bearer tokens for people and agents using `serve`",
         description="Clients send 'Authorization: Bearer TOKEN'. Installs made with a token are recorded as "
-        "installed by token:NAME. A revoked token is refused at once by every instance on the database.",
+        "installed by token:NAME. A token calls tools and asks for secrets; it cannot approve what runs (only "
+        "you can, on the page or with `mcp-setup approve`), unless it was made with --admin. A revoked token "
+        "is refused at once by every instance on the database, with every page session it opened.",
     )
     actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="make a token for NAME and print it once")
     create.add_argument("name")
+    create.add_argument(
+        "--admin",
+        action="store_true",
+        help="this token may also open the page and approve launches and tool changes (audited as token:NAME)",
+    )
     actions.add_parser("list", help="list the tokens (names and dates, never the tokens)")
     revoke = actions.add_parser("revoke", help="refuse NAME's token from now on")
     revoke.add_argument("name")
@@ -103,10 +112,16 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
         with store() as s:
             tokens = Tokens(s)
             if args.token_command == "create":
-                token = tokens.create(args.name)
+                admin = bool(getattr(args, "admin", False))
+                token = tokens.create(args.name, admin=admin)
+                may = (
+                    "It may also open the page and approve what runs (an admin token)."
+                    if admin
+                    else "It can call tools and ask for secrets; it cannot approve what runs."
+                )
                 return (
                     f"{token}\n\nThis is the token for {args.name}; it is shown only now. Clients send it as "
-                    "'Authorization: Bearer <token>'."
+                    f"'Authorization: Bearer <token>'. {may}"
                 )
             if args.token_command == "revoke":
                 tokens.revoke(args.name)
@@ -117,6 +132,7 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
             return "\n".join(
                 f"{t.name}\tcreated {t.created_at:%Y-%m-%d %H:%M}Z\t"
                 + ("active" if t.active else f"revoked {t.revoked_at:%Y-%m-%d %H:%M}Z")
+                + ("\tadmin" if t.admin else "")
                 for t in rows
             )
 

@@ -8,8 +8,9 @@ data dir) every client is told: ``notifications/tools/list_changed`` on 2025-era
 ``subscriptions/listen`` event on 2026-07-28 ones.
 
 Conventions (shared with the seed MCP server): logs go to stderr only; ``initialize``
-advertises tools (``listChanged: true``) and resources; the client's
-``clientInfo.name`` becomes the provenance label ``mcp:<name>`` of what it installs; the
+advertises tools (``listChanged: true``) and resources; what it installs is audited under the
+principal of the credential (:func:`request_principal`: ``client:stdio``, or over ``/mcp`` the
+named token ``token:NAME``), with the client's ``clientInfo.name`` only as a hint beside it; the
 agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
 URL-mode elicitation to a one-time local page when the client supports it.
 
@@ -23,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import secrets
 import weakref
 from collections.abc import Callable
@@ -36,6 +36,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
 from setup_agent.agent import load_archetypes
+from setup_agent.principals import SCOPE_KEY, Principal, client_hint
 from setup_agent.errors import (
     JSONRPC_INTERNAL_ERROR,
     JSONRPC_INVALID_PARAMS,
@@ -50,12 +51,11 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
     from setup_agent.secrets import PendingPrompt
 
-__all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label"]
+__all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "request_principal"]
 
 logger = logging.getLogger(__name__)
 
 PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
 def _connection(ctx: Any) -> Any:
@@ -64,17 +64,25 @@ def _connection(ctx: Any) -> Any:
     return getattr(getattr(ctx, "session", None), "_connection", None)
 
 
-def _connection_key(ctx: Any) -> str:
-    """One key per client connection: the guard counts per connection, not per request."""
-    return f"conn-{id(_connection(ctx) or getattr(ctx, 'session', None)):x}"
+def request_principal(ctx: Any) -> Principal:
+    """Who sent this request, from the credential: over ``/mcp`` the web guard's principal (a named
+    token is its member; this run's token is a client over HTTP), over stdio the local client.
+    What the client calls itself is only the hint beside it."""
+    params = getattr(getattr(ctx, "session", None), "client_params", None)
+    info = getattr(params, "client_info", None) if params is not None else None
+    hint = client_hint(getattr(info, "name", None))
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    principal = scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
+    if not isinstance(principal, Principal):
+        return Principal.client("stdio", hint)
+    if principal.kind == "user":
+        return Principal.client("http", hint)
+    return principal.with_hint(hint)
 
 
 def provenance_label(client_name: str | None) -> str:
-    """``Claude Desktop`` → ``mcp:claude-desktop``; missing, empty or nothing left → ``mcp``."""
-    if not isinstance(client_name, str):
-        return "mcp"
-    slug = _NON_ALNUM.sub("-", client_name.strip().lower()).strip("-")
-    return f"mcp:{slug}" if slug else "mcp"
+    """A stdio client's provenance: ``Claude Desktop`` → ``client:stdio via claude-desktop``."""
+    return Principal.client("stdio", client_hint(client_name)).display
 
 
 class McpFace:
@@ -87,12 +95,14 @@ class McpFace:
         version: str = "0.1.0",
         early_catalog: Callable[[], Catalog | None] | None = None,
         page_url: Callable[[str], str] | None = None,
+        consent_url: Callable[[str], str] | None = None,
     ) -> None:
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
         #: Set by the first request that needs the core (see app/mcp/stdio.py: run_stdio).
         self.core_wanted = asyncio.Event()
         self._early_catalog = early_catalog
         self._page_url_for = page_url
+        self._consent_url_for = consent_url
         # The latest session of each connection (the SDK makes one per request; a finished
         # request's session still reaches its connection's standalone channel), kept as long
         # as the connection lives.
@@ -176,8 +186,8 @@ class McpFace:
 
         runtime = await self.runtime()
         call_ctx = CallContext(
-            installed_by=self._provenance(ctx),
-            principal=_connection_key(ctx),  # the guard counts setup and gateway calls together
+            installed_by=request_principal(ctx).display,
+            principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p),
             present_authorization=lambda info: self._present_sign_in(ctx, info),
@@ -194,15 +204,11 @@ class McpFace:
 
         runtime = await self.runtime()
         try:
-            result = await runtime.gateway.call(name, arguments, session=_connection_key(ctx))
+            # The guard counts per principal: a new session of the same credential goes on counting.
+            result = await runtime.gateway.call(name, arguments, session=request_principal(ctx).label)
         except UnknownTool:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
         return types.CallToolResult.model_validate(result)
-
-    def _provenance(self, ctx: Any) -> str:
-        params = getattr(ctx.session, "client_params", None)
-        info = getattr(params, "client_info", None) if params is not None else None
-        return provenance_label(getattr(info, "name", None))
 
     def _page_url(self, runtime: Runtime, pending: PendingPrompt) -> str:
         if self._page_url_for is not None:  # served by the web app itself (mcp-setup serve's /mcp)
@@ -213,7 +219,9 @@ class McpFace:
         if self._page is None:
             from app.pages import SecretPageServer
 
-            page = SecretPageServer(runtime.broker, port=0, consents=runtime.consents)
+            page = SecretPageServer(
+                runtime.broker, port=0, consents=runtime.consents, ttl_seconds=runtime.settings.secret_ttl_seconds
+            )
             page.start()
             self._page = page
         return self._page
@@ -259,12 +267,17 @@ class McpFace:
 
     async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any) -> dict[str, Any]:
         """Ask the user to approve a launch on the one-time page (URL elicitation); never via the agent."""
-        url = self._page_server(runtime).consent_url(pending.consent_id)
         if not _url_elicitation(ctx):
-            # No out-of-band channel: a link handed to the agent would let the agent approve its
-            # own request, so the agent gets none. The page opens in the user's browser instead.
-            _open_in_browser(url)
+            # No out-of-band channel through the client: a link handed to the agent would let the
+            # agent approve its own request, so the agent gets none. The page opens in the user's
+            # browser instead (when there is one), and `mcp-setup approve` answers it in a terminal.
+            if _has_browser():
+                _open_in_browser(self._page_server(runtime).consent_url(pending.consent_id))
             return {"status": "pending"}
+        if self._consent_url_for is not None:  # serve's /mcp: its own /secrets/consents/ page
+            url = self._consent_url_for(pending.consent_id)
+        else:
+            url = self._page_server(runtime).consent_url(pending.consent_id)
         result = await ctx.session.elicit_url(
             f"mcp-setup needs your approval to run {pending.request.server}: open the page to see what will run "
             "and where your secrets go.",
@@ -350,17 +363,22 @@ def _url_elicitation(ctx: Any) -> bool:
     return elicitation is not None and getattr(elicitation, "url", None) is not None
 
 
-def _open_in_browser(url: str) -> None:
-    """Open ``url`` in the user's graphical browser, if there is one (never a terminal browser:
-    stdin and stdout are the MCP wire)."""
+def _has_browser() -> bool:
+    """Whether a graphical browser can be opened here (never a terminal browser: stdin and stdout
+    are the MCP wire)."""
     import sys
+
+    if sys.platform in ("darwin", "win32") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return True
+    logger.warning("A consent request waits for the user: this client has no URL elicitation and there is no "
+                   "graphical browser to open the consent page in; `mcp-setup approve` in a terminal answers it")
+    return False
+
+
+def _open_in_browser(url: str) -> None:
+    """Open ``url`` in the user's graphical browser (a page mcp-setup opens itself: a user channel)."""
     import threading
     import webbrowser
-
-    if sys.platform not in ("darwin", "win32") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        logger.warning("No out-of-band channel for a consent request: this client has no URL elicitation and "
-                       "there is no graphical browser to open the consent page in")
-        return
 
     def run() -> None:
         try:

@@ -1,6 +1,6 @@
 """The one-time consent page: the user approves (or denies) what will run, out of band.
 
-``GET /secrets/consents/{consent_id}?t=TOKEN`` shows the :class:`~setup_agent.setup.consent.
+``GET /secrets/consents/{consent_id}?t=KEY`` shows the :class:`~setup_agent.setup.consent.
 ConsentRequest`: runner, package, exact version or sha256, the command line with ``${KEY}``
 templates (never values), where each secret goes, the destination settings as editable
 fields (the agent's value is only a suggestion), and warnings with a checkbox the user must
@@ -9,8 +9,12 @@ tick. ``POST /secrets/consents/{consent_id}`` (form fields ``t``, ``action=appro
 :class:`~setup_agent.setup.consent.ConsentBroker`.
 
 The routes live in the secret page app (:func:`app.pages.secret.create_secret_app`), behind its
-guards (Host allowlist, Origin rule, per-process token, CSP with no script at all), so the
-stdio face's page server and the web face's ``/secrets/…`` both serve them.
+guards (Host allowlist, Origin rule, CSP with no script at all), so the stdio face's page
+server and the web face's ``/secrets/…`` both serve them. ``t`` is the consent's own capability
+(action ``consent``, see :class:`~setup_agent.secrets.Capabilities`): it opens this one consent,
+is spent by the answer, and is handed only to the user's channels (URL-mode elicitation, a page
+mcp-setup opens in the user's browser), never to an agent. A secret-entry link's key opens no
+consent.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
+from setup_agent.secrets import Capabilities
 from setup_agent.setup import ConsentBroker, ConsentRequest
 
 from .html import document, esc, message_page
@@ -38,9 +43,9 @@ _CONSENT_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _MAX_FIELDS = 64
 
 
-def consent_path(consent_id: str, token: str) -> str:
-    """The page's path and query for ``consent_id``."""
-    return f"/secrets/consents/{quote(consent_id, safe='')}?t={quote(token, safe='')}"
+def consent_path(consent_id: str, key: str) -> str:
+    """The page's path and query for ``consent_id`` with its capability ``key``."""
+    return f"/secrets/consents/{quote(consent_id, safe='')}?t={quote(key, safe='')}"
 
 
 def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
@@ -62,6 +67,7 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
     for secret in request.secrets:
         where = secret.destination + (f" — host {secret.host}" if secret.host else "")
         rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
+    rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see (#23)
     return rows
 
 
@@ -111,13 +117,16 @@ def add_consent_routes(
     app: FastAPI,
     consents: Callable[[], ConsentBroker | None],
     *,
-    token_ok: Callable[[str | None], bool],
+    capabilities: Capabilities,
     origin_ok: Callable[[Request], bool],
     read_form: Callable[..., Any],
     refused: Callable[[], Response],
-    token: str,
 ) -> None:
     """Add the consent page to the secret page ``app`` (its guards are passed in)."""
+
+    def _opens(key: str | None, consent_id: str) -> bool:
+        """This consent's key, live or spent (a spent one only learns that it was answered)."""
+        return capabilities.allows(key, consent_id, "consent") or capabilities.spent(key, consent_id, "consent")
 
     def lookup(consent_id: str) -> tuple[ConsentBroker, Any] | Response:
         broker = consents()
@@ -132,13 +141,16 @@ def add_consent_routes(
 
     @app.get("/secrets/consents/{consent_id}")
     async def show(request: Request, consent_id: str) -> Response:
-        if not token_ok(request.query_params.get("t")):
-            log.warning("Consent page: refused a GET without the right token")
+        key = request.query_params.get("t")
+        if not _opens(key, consent_id):
+            log.warning("Consent page: refused a GET without this consent's key")
             return refused()
         found = lookup(consent_id)
         if isinstance(found, Response):
             return found
-        return _form(consent_id, found[1].request, token)
+        if not capabilities.allows(key, consent_id, "consent"):  # spent, yet still open: refused
+            return refused()
+        return _form(consent_id, found[1].request, key or "")
 
     @app.post("/secrets/consents/{consent_id}")
     async def answer(request: Request, consent_id: str) -> Response:
@@ -148,24 +160,29 @@ def add_consent_routes(
         form = await read_form(request, max_fields=_MAX_FIELDS)
         if form is None:
             return message_page(400, "Could not read the form", "Go back, reload the page and try again.")
-        if not token_ok(form.get("t")):
-            log.warning("Consent page: refused a POST without the right token")
+        key = form.get("t")
+        if not _opens(key, consent_id):
+            log.warning("Consent page: refused a POST without this consent's key")
             return refused()
         found = lookup(consent_id)
         if isinstance(found, Response):
             return found
+        if not capabilities.allows(key, consent_id, "consent"):
+            return refused()
         broker, pending = found
         action = form.get("action")
         try:
             if action == "deny":
-                broker.deny(consent_id, "denied on the consent page", by="consent page")
+                broker.deny(consent_id, "denied on the consent page", by="user:consent-page")
+                capabilities.consume(key, consent_id, "consent")
                 return message_page(200, "Denied", "Nothing runs. You can close this tab and return to your assistant.")
             if action != "approve":
                 return message_page(400, "Unknown action", "Use the Approve or Deny button.")
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
-            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes", by="consent page")
+            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes", by="user:consent-page")
+            capabilities.consume(key, consent_id, "consent")
         except InvalidInput as exc:
-            return _form(consent_id, pending.request, token, error=exc.message, status=400)
+            return _form(consent_id, pending.request, key or "", error=exc.message, status=400)
         except (ConsentNotFound, ConsentDenied) as exc:
             return message_page(409, "Already answered", exc.message)
         return message_page(

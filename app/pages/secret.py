@@ -14,7 +14,9 @@ Guards, in order, on every request:
   whose ``Referrer-Policy`` is ``no-referrer``, as this one's is); without ``Origin``, a
   ``Referer``, when sent, must be same-origin; a request with neither (curl) is accepted.
   Else 403;
-* the per-process token (query ``t`` on GET, form field ``t`` on POST) else 403.
+* the prompt's own capability (query ``t`` on GET, form field ``t`` on POST; see
+  :class:`~setup_agent.secrets.Capabilities`): a key that opens this one prompt's entry and
+  nothing else (not another prompt, not a consent), spent by the answer — else 403.
 
 :class:`~app.pages.server.SecretPageServer` runs the app with uvicorn in a background thread on
 an ephemeral loopback port, writing nothing to stdout (the stdio MCP face owns stdout). The HTML
@@ -37,9 +39,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
-from setup_agent.secrets import WEAK_VALUE_WARNING, PromptBroker, is_weak_value
+from setup_agent.secrets import WEAK_VALUE_WARNING, Capabilities, PromptBroker, is_weak_value
 
-from .html import PAGE_CSS, form_page, message_page, not_found_page, prompt_error_page, refused_page
+from .html import PAGE_CSS, form_page, message_page, prompt_error_page, refused_page
 
 __all__ = ["SECURITY_HEADERS", "create_secret_app", "token_ok"]
 
@@ -141,14 +143,18 @@ async def _read_form(request: Request, *, max_fields: int = 10) -> dict[str, str
 
 
 def create_secret_app(
-    broker: PromptBroker, *, token: str, allowed_hosts: HostSource, consents: Callable[[], Any] | None = None
+    broker: PromptBroker,
+    *,
+    capabilities: Capabilities,
+    allowed_hosts: HostSource,
+    consents: Callable[[], Any] | None = None,
 ) -> FastAPI:
     """The secret page app. ``allowed_hosts`` are ``host:port`` strings (or a callable giving them).
 
-    ``consents`` (a callable giving the ConsentBroker) adds the consent page of :mod:`app.pages.consent`.
+    Each link's ``t`` is a capability from ``capabilities`` bound to its prompt (action ``secret``)
+    or its consent (action ``consent``). ``consents`` (a callable giving the ConsentBroker) adds
+    the consent page of :mod:`app.pages.consent`.
     """
-    if not token:
-        raise ValueError("token must be a non-empty string")
 
     def hosts() -> set[str]:
         current = allowed_hosts() if callable(allowed_hosts) else allowed_hosts
@@ -156,22 +162,27 @@ def create_secret_app(
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
 
+    def _opens(key: str | None, prompt_id: str) -> bool:
+        """This prompt's key, live or spent (a spent one only gets "already answered")."""
+        return capabilities.allows(key, prompt_id, "secret") or capabilities.spent(key, prompt_id, "secret")
+
     @app.get("/secrets/static/page.css")
     async def stylesheet() -> Response:
         return Response(PAGE_CSS, media_type="text/css")
 
     @app.get("/secrets/{prompt_id}")
     async def show(request: Request, prompt_id: str) -> Response:
-        if not token_ok(request.query_params.get("t"), token):
-            log.warning("Secret page: refused a GET without the right token")
+        key = request.query_params.get("t")
+        if not _PROMPT_ID.fullmatch(prompt_id) or not _opens(key, prompt_id):
+            log.warning("Secret page: refused a GET without this prompt's key")
             return refused_page()
-        if not _PROMPT_ID.fullmatch(prompt_id):
-            return not_found_page()
         try:
             prompt = broker.get(prompt_id)
         except (PromptNotFound, PromptAlreadyAnswered, PromptCancelled) as exc:
             return prompt_error_page(exc)
-        return form_page(prompt, token)
+        if not capabilities.allows(key, prompt_id, "secret"):  # a spent key: it opens nothing
+            return refused_page()
+        return form_page(prompt, key or "")
 
     @app.post("/secrets/{prompt_id}")
     async def submit(request: Request, prompt_id: str) -> Response:
@@ -181,16 +192,18 @@ def create_secret_app(
         form = await _read_form(request)
         if form is None:
             return message_page(400, "Could not read the form", "Go back, reload the page and try again.")
-        if not token_ok(form.get("t"), token):
-            log.warning("Secret page: refused a POST without the right token")
+        key = form.get("t")
+        if not _PROMPT_ID.fullmatch(prompt_id) or not _opens(key, prompt_id):
+            log.warning("Secret page: refused a POST without this prompt's key")
             return refused_page()
-        if not _PROMPT_ID.fullmatch(prompt_id):
-            return not_found_page()
         action = form.get("action") or "submit"
         try:
             prompt = broker.get(prompt_id)
+            if not capabilities.allows(key, prompt_id, "secret"):  # a spent key: it opens nothing
+                return refused_page()
             if action == "cancel":
                 broker.cancel(prompt_id, "cancelled by the user on the secret page")
+                capabilities.consume(key, prompt_id, "secret")
                 return message_page(
                     200, "Cancelled", "Nothing was saved. You can close this tab and return to your assistant."
                 )
@@ -199,8 +212,9 @@ def create_secret_app(
             try:
                 weak = is_weak_value(form.get("value", ""))
                 broker.answer(prompt_id, form.get("value", ""))
+                capabilities.consume(key, prompt_id, "secret")
             except InvalidInput:
-                return form_page(prompt, token, error="Please enter a value, or press Cancel.", status=400)
+                return form_page(prompt, key or "", error="Please enter a value, or press Cancel.", status=400)
         except (PromptNotFound, PromptAlreadyAnswered, PromptCancelled) as exc:
             return prompt_error_page(exc)
         except Exception as exc:  # never let a traceback (which could quote the form) reach a log
@@ -222,11 +236,10 @@ def create_secret_app(
         add_consent_routes(
             app,
             consents,
-            token_ok=lambda given: token_ok(given, token),
+            capabilities=capabilities,
             origin_ok=lambda request: _origin_ok(request, {f"http://{h}" for h in hosts()}),
             read_form=_read_form,
             refused=refused_page,
-            token=token,
         )
     app.add_middleware(_Guard, hosts=hosts)
     return app

@@ -1,7 +1,9 @@
 """The secret page served on a loopback port from a background thread (its own event loop).
 
-uvicorn writes nothing to stdout (the stdio MCP face owns stdout) and no log line shows the
-page token. The app itself is :func:`app.pages.secret.create_secret_app`.
+uvicorn writes nothing to stdout (the stdio MCP face owns stdout) and no log line shows a
+link's key. Each link carries its own capability (:class:`~setup_agent.secrets.Capabilities`):
+:meth:`SecretPageServer.url_for` one that enters one prompt's value, :meth:`SecretPageServer.consent_url`
+one that answers one consent (for the user's channels only). The app itself is :func:`app.pages.secret.create_secret_app`.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import secrets
 import socket
 import threading
 from typing import Any
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 import uvicorn
 
-from setup_agent.secrets import PendingPrompt, PromptBroker
+from setup_agent.secrets import Capabilities, PendingPrompt, PromptBroker
 
 from .secret import create_secret_app
 
@@ -44,14 +45,21 @@ class SecretPageServer:
     """Serves the secret page on a loopback port from a background thread (own event loop)."""
 
     def __init__(
-        self, broker: PromptBroker, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None, consents: Any = None
+        self,
+        broker: PromptBroker,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        consents: Any = None,
+        capabilities: Capabilities | None = None,
+        ttl_seconds: float = 900.0,
     ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError("The secret page only binds to a loopback address such as 127.0.0.1")
         self.broker = broker
         self.consents = consents
         self.host = host
-        self.token = token or secrets.token_urlsafe(32)
+        self.capabilities = capabilities or Capabilities(ttl_seconds=ttl_seconds)
         self._want_port = port
         self.port: int | None = None
         self._server: _Server | None = None
@@ -60,13 +68,13 @@ class SecretPageServer:
         self._log_filter: logging.Filter | None = None
         self._filtered: list[logging.Handler] = []
 
-    def _hide_token_in_logs(self) -> None:
-        """No log line shows the page token (#10 item 13): a client's error quoting the URL,
-        a traceback, a library's debug line. Every root handler gets a filter for it."""
+    def _hide_keys_in_logs(self) -> None:
+        """No log line shows a link's key (#10 item 13): a client's error quoting the URL,
+        a traceback, a library's debug line. Every root handler gets a filter for them."""
         from setup_agent.secrets import RedactingFilter, Redactor
 
         hider = Redactor()
-        hider.register(self.token, "[page-token]")
+        self.capabilities.on_issue = lambda key, _action: hider.register(key, "[link-key]")
         self._log_filter = RedactingFilter(hider)
         for handler in logging.getLogger().handlers:
             handler.addFilter(self._log_filter)
@@ -87,13 +95,17 @@ class SecretPageServer:
         return f"http://{name}:{self.port}"
 
     def url_for(self, prompt: PendingPrompt | str) -> str:
-        """The page for ``prompt``: ``http://127.0.0.1:PORT/secrets/<prompt_id>?t=<token>``."""
+        """The page for ``prompt``: ``http://127.0.0.1:PORT/secrets/<prompt_id>?t=<key>``, with a new
+        key that enters this prompt's value and opens nothing else (it may reach an agent)."""
         prompt_id = prompt.prompt_id if isinstance(prompt, PendingPrompt) else prompt
-        return f"{self.base_url}/secrets/{quote(prompt_id, safe='')}?t={quote(self.token, safe='')}"
+        key = self.capabilities.issue(prompt_id, "secret")
+        return f"{self.base_url}/secrets/{quote(prompt_id, safe='')}?t={quote(key, safe='')}"
 
     def consent_url(self, consent_id: str) -> str:
-        """The consent page for ``consent_id`` (see :mod:`app.pages.consent`)."""
-        return f"{self.base_url}/secrets/consents/{quote(consent_id, safe='')}?t={quote(self.token, safe='')}"
+        """The consent page for ``consent_id`` (see :mod:`app.pages.consent`), with a new key that
+        answers it. For the user's channels only: never put it in anything an agent receives."""
+        key = self.capabilities.issue(consent_id, "consent")
+        return f"{self.base_url}/secrets/consents/{quote(consent_id, safe='')}?t={quote(key, safe='')}"
 
     def start(self, timeout: float = 10.0) -> SecretPageServer:
         """Bind, start serving in a background thread, and return once it serves."""
@@ -109,9 +121,12 @@ class SecretPageServer:
             sock.close()
             raise
         self.port = sock.getsockname()[1]
-        self._hide_token_in_logs()
+        self._hide_keys_in_logs()
         app = create_secret_app(
-            self.broker, token=self.token, allowed_hosts=lambda: self.allowed_hosts, consents=lambda: self.consents
+            self.broker,
+            capabilities=self.capabilities,
+            allowed_hosts=lambda: self.allowed_hosts,
+            consents=lambda: self.consents,
         )
         config = uvicorn.Config(
             app,

@@ -11,9 +11,12 @@ Origin and the per-process token; CSP and no-store on every response):
 * ``POST /api/secrets/{prompt_id}`` — the secret modal's answer, handed straight to the broker
   (see :mod:`app.web.secrets`);
 * ``POST /api/consents/{consent_id}`` — the consent modal's answer (see :mod:`app.web.consents`);
-* ``/secrets/{prompt_id}?t=TOKEN`` — the one-time secret page of :mod:`app.pages.secret`, for
-  JSON-RPC clients that have no browser session (it runs its own guards); and
-  ``/secrets/consents/{consent_id}?t=TOKEN``, the one-time consent page (:mod:`app.pages.consent`);
+* ``/secrets/{prompt_id}?t=KEY`` — the one-time secret page of :mod:`app.pages.secret`, for
+  clients that have no browser session (it runs its own guards); and
+  ``/secrets/consents/{consent_id}?t=KEY``, the one-time consent page (:mod:`app.pages.consent`).
+  Each ``KEY`` is that item's own capability (:class:`~setup_agent.secrets.Capabilities`), never
+  the page token: a secret link enters one value; a consent link reaches only the user's
+  channels (URL-mode elicitation shown by an MCP client), never a tool result;
 * ``/mcp`` — the gateway over streamable HTTP (the SDK's session manager around the same
   :class:`app.mcp.face.McpFace` as ``mcp-setup mcp``): the setup tools, every installed
   server's tools, the prompt resources. Clients send the token as ``Authorization: Bearer``.
@@ -42,12 +45,14 @@ from starlette.websockets import WebSocket
 
 from app.pages import create_secret_app
 from app.settings import Settings
+from setup_agent.principals import Principal
+from setup_agent.secrets import Capabilities
 from setup_agent.package_data import data_dir
 
 from .consents import answer_consent
 from .rpc import RpcDispatcher
 from .secrets import BrokerView, answer_secret
-from .security import Guard, cookie_name
+from .security import PRINCIPAL_SCOPE_KEY, Guard, cookie_name, current_principal
 from .ws import WebHub
 
 __all__ = ["WebFace", "create_app", "ui_dir"]
@@ -88,7 +93,15 @@ class WebFace:
         self.mcp_face: Any = None
         self._mcp_http: Any = None
         self._mcp_stack = contextlib.AsyncExitStack()
+        self._mcp_owners: dict[str, str] = {}  # MCP session id -> the principal that created it
+        self.foreign: Any = None  # ForeignConsents (foreign.py), once started
         self.public_base: str | None = None  # a team gateway's own address, for links it hands out
+        self.capabilities = Capabilities(ttl_seconds=settings.secret_ttl_seconds, on_issue=self._on_key)
+
+    def _on_key(self, key: str, action: str) -> None:
+        """A consent key is for the user's channels only: the redactor hides it from every answer too."""
+        if action == "consent" and self.runtime is not None:
+            self.runtime.redactor.register(key, "[approval-link]")
 
     @property
     def secret_page_base(self) -> str:
@@ -98,7 +111,12 @@ class WebFace:
         self.runtime = self.runtime_factory()
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
-        self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url, consent_url=self.consent_url)
+        self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
+        if getattr(self.runtime, "approvals", None) is not None:  # other processes' consents, shown here
+            from .foreign import ForeignConsents
+
+            self.foreign = ForeignConsents(self.runtime.approvals, self.hub)
+            self.foreign.start()
         await self._start_mcp()
         # Installed servers come up in the background: the page is there at once.
         self.runtime.connections.mark_booting()  # servers.list(wait_seconds) waits for that boot
@@ -110,7 +128,7 @@ class WebFace:
 
         from app.mcp import McpFace
 
-        self.mcp_face = McpFace(self.runtime, page_url=self.secret_url)
+        self.mcp_face = McpFace(self.runtime, page_url=self.secret_url, consent_url=self.consent_url)
         # Host/Origin/token are checked by the Guard in front of the whole app.
         manager = StreamableHTTPSessionManager(app=self.mcp_face.server)
         await self._mcp_stack.enter_async_context(manager.run())
@@ -121,7 +139,28 @@ class WebFace:
             response = JSONResponse({"ok": False, "error": {"code": "starting", "message": "Starting; try again."}}, 503)
             await response(scope, receive, send)
             return
-        await self._mcp_http(scope, receive, send)
+        # A session is bound to the credential that created it: another token cannot drive it
+        # (its state, its guard count). Unknown ids go on to the SDK, which answers 404.
+        principal = scope.get(PRINCIPAL_SCOPE_KEY)
+        owner = principal.label if principal is not None else "-"
+        session_id = _header(scope, b"mcp-session-id")
+        bound = self._mcp_owners.get(session_id) if session_id else None
+        if bound is not None and bound != owner:
+            log.warning("web: refused an MCP session driven with another credential")
+            body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found."}}
+            await JSONResponse(body, 404)(scope, receive, send)
+            return
+
+        async def send_bound(message: Any) -> None:
+            if message.get("type") == "http.response.start" and session_id is None:
+                created = _header(message, b"mcp-session-id")
+                if created:
+                    while len(self._mcp_owners) > 10_000:
+                        self._mcp_owners.pop(next(iter(self._mcp_owners)))
+                    self._mcp_owners[created] = owner
+            await send(message)
+
+        await self._mcp_http(scope, receive, send_bound)
 
     async def _start_runtime(self) -> None:
         assert self.hub is not None
@@ -148,6 +187,8 @@ class WebFace:
             await self.hub.aclose()
 
     async def shutdown(self) -> None:
+        if self.foreign is not None:
+            await self.foreign.aclose()
         with contextlib.suppress(Exception):
             await self._mcp_stack.aclose()
         if self.mcp_face is not None:
@@ -164,12 +205,16 @@ class WebFace:
             await self.runtime.aclose()
 
     def consent_url(self, consent_id: str) -> str:
+        """The consent page with a new key that answers this consent: for URL-mode elicitation
+        (the client shows it to the person), never for a tool result."""
         from app.pages import consent_path
 
-        return self.secret_page_base + consent_path(consent_id, self.token)
+        return self.secret_page_base + consent_path(consent_id, self.capabilities.issue(consent_id, "consent"))
 
     def secret_url(self, prompt_id: str) -> str:
-        return f"{self.secret_page_base}/secrets/{quote(prompt_id, safe='')}?t={quote(self.token, safe='')}"
+        """The secret page with a new key that enters this one prompt's value (it may reach an agent)."""
+        key = self.capabilities.issue(prompt_id, "secret")
+        return f"{self.secret_page_base}/secrets/{quote(prompt_id, safe='')}?t={quote(key, safe='')}"
 
 
 def create_app(
@@ -210,13 +255,21 @@ def create_app(
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.face = face
+    guard_box: list[Guard] = []  # the Guard built below (the page hands out its admin sessions)
 
     @app.get("/")
     async def index(request: Request) -> Response:
+        # The Guard let only the user (this run's token) or an --admin token in. The cookie is bound
+        # to that credential: the user's is this run's token; an admin's is a session of its own,
+        # which ends when the token is revoked. A member's token never gets here (403).
+        principal = current_principal()
         response = FileResponse(UI_DIR / "index.html", media_type="text/html; charset=utf-8")
-        response.set_cookie(
-            cookie_name(port), token, httponly=True, samesite="strict", path="/", secure=secure_cookie
-        )
+        value: str | None = token
+        if principal is not None and principal.kind == "member":
+            raw = _bearer_of(request)
+            value = guard_box[0].admin_session(raw) if raw else None  # None: already in its cookie session
+        if value is not None:
+            response.set_cookie(cookie_name(port), value, httponly=True, samesite="strict", path="/", secure=secure_cookie)
         return response
 
     @app.get("/static/{name}")
@@ -244,11 +297,11 @@ def create_app(
 
     @app.post("/api/secrets/{prompt_id}")
     async def secret_answer(request: Request, prompt_id: str) -> Response:
-        return await answer_secret(face.runtime, request, prompt_id)
+        return await answer_secret(face.runtime, request, prompt_id, foreign=face.foreign)
 
     @app.post("/api/consents/{consent_id}")
     async def consent_answer(request: Request, consent_id: str) -> Response:
-        return await answer_consent(face.runtime, request, consent_id)
+        return await answer_consent(face.runtime, request, consent_id, foreign=face.foreign)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:  # never a traceback to the client
@@ -258,21 +311,35 @@ def create_app(
     hosts = {f"127.0.0.1:{port}", f"localhost:{port}"} | {f"{h.lower()}:{port}" for h in public_hosts if h}
     secret_app = create_secret_app(
         BrokerView(lambda: face.runtime),
-        token=token,
+        capabilities=face.capabilities,
         allowed_hosts=hosts,
         consents=lambda: getattr(face.runtime, "consents", None),
     )
     tokens: list[Any] = []
 
-    def bearer(raw: str) -> str | None:
+    def bearer(raw: str) -> Principal | None:
         if face.runtime is None:
             return None
         if not tokens:
             from setup_agent.store import Tokens
 
             tokens.append(Tokens(face.runtime.store))
-        return tokens[0].verify(raw)
+        found = tokens[0].lookup(raw)
+        return Principal.member(found.name, admin=found.admin) if found is not None else None
 
     guarded = Guard(app, token=token, port=port, secret_app=secret_app, public_hosts=public_hosts, bearer=bearer)
     guarded.face = face
+    guard_box.append(guarded)
     return guarded
+
+
+def _header(scope_or_message: Any, name: bytes) -> str | None:
+    for key, value in scope_or_message.get("headers") or []:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _bearer_of(request: Request) -> str | None:
+    scheme, _, value = request.headers.get("authorization", "").strip().partition(" ")
+    return value.strip() or None if scheme.lower() == "bearer" else None

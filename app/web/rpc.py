@@ -7,11 +7,11 @@ Methods:
   (the core's, see :mod:`app.web.ws`) to the browser session named in ``X-MCP-Setup-Session``, else
   to every open tab. A direct ``mcp_setup_request_secret`` does not wait: the prompt opens in
   that session (else every open tab) and the result carries ``{ref, prompt_id, status:
-  "pending", url}`` (``url``: the one-time secret page). A test or install the user has not yet
-  approved fails with ``consent_required`` (``data.details: {prompt_id, url}``): the consent modal
-  opens in that session (else every open tab), ``url`` is the consent page; once the user has
-  approved, call again with the same params. (The caller holds the face's token, so the link
-  gives it nothing it did not have; an agent spawned with ``spawn_subagent`` never sees it.)
+  "pending", url}`` (``url``: the one-time secret page; its key enters that one value and
+  nothing else). A test or install the user has not yet approved fails with ``consent_required``:
+  the consent modal opens in that session (else every open tab) and the error says where the
+  user approves (the page, or ``mcp-setup approve``), with no link, id or key: a caller is a
+  client and never approves; once the user has approved, call again with the same params.
 * ``spawn_subagent`` — params ``{archetype_id?: "mcp_setup", goal, driver?}``; result
   ``{status, server_id?, tools?, summary, transcript}``. Its questions and secret prompts go over
   the websocket of the session named in ``X-MCP-Setup-Session`` (else every open tab) and are
@@ -142,6 +142,12 @@ def _shutting_down() -> Response:
     return _response({"jsonrpc": "2.0", "id": None, "error": _SHUTTING_DOWN}, 503)
 
 
+def _provenance() -> str:
+    """``token:NAME`` for a team's named token, else ``ui`` (this run's token: the page or its user)."""
+    principal = current_principal()
+    return principal.label if principal is not None and principal.kind == "member" else "ui"
+
+
 class RpcDispatcher:
     """Answers ``POST /rpc``; talks to browser sessions through ``hub``; ``page_url(prompt_id)``
     is the one-time secret page of a prompt."""
@@ -152,12 +158,10 @@ class RpcDispatcher:
         hub: WebHub,
         *,
         page_url: Callable[[str], str],
-        consent_url: Callable[[str], str] | None = None,
     ) -> None:
         self.runtime = runtime
         self.hub = hub
         self.page_url = page_url
-        self.consent_url = consent_url
         self.closing = False
         self._inflight: set[asyncio.Task[Any]] = set()
 
@@ -270,7 +274,7 @@ class RpcDispatcher:
         if method in ("servers.enable", "servers.disable"):
             _only(params, {"server_id"})
             return await self.runtime.service.set_enabled(
-                _server_id(params), method == "servers.enable", actor=current_principal() or "ui"
+                _server_id(params), method == "servers.enable", actor=_provenance()
             )
         if method.startswith("tool_registry_"):
             return await self._registry(method, params)
@@ -278,7 +282,7 @@ class RpcDispatcher:
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         ctx = CallContext(
-            installed_by=current_principal() or "ui",  # token:<name> with a team's named token
+            installed_by=_provenance(),  # token:<name> with a team's named token
             present_prompt=self._presenter(session_id),
             on_progress=self.hub.progress_to(session_id),
             present_consent=self._consent_presenter(session_id),
@@ -310,7 +314,7 @@ class RpcDispatcher:
 
         async def present(pending: Any) -> dict[str, Any]:
             self.hub.announce_consent(pending, audience=audience)
-            return {"status": "pending", "url": self.consent_url(pending.consent_id)} if self.consent_url else {}
+            return {"status": "pending"}  # never a link: the caller is a client, the user approves on the page
 
         return present
 

@@ -16,11 +16,17 @@ Every request, in this order (see :class:`Guard`):
    A team's named bearer token (``Authorization: Bearer mcps_…``, see
    :mod:`setup_agent.store.tokens`) is accepted like the header token; it is looked up in the
    database on every request (one indexed query, off the event loop), so a revoked token is
-   refused at once by every instance. The request then runs as ``token:<name>``
-   (:func:`current_principal`), which is the provenance of what it installs. The per-process
-   token is accepted as ``Authorization: Bearer`` too (MCP clients of ``/mcp``).
+   refused at once by every instance. The per-process token is accepted as
+   ``Authorization: Bearer`` too (MCP clients of ``/mcp``).
    On ``/mcp`` a missing or wrong token is 401 with ``WWW-Authenticate: Bearer`` (what MCP
    clients expect), not 403; a foreign Origin stays 403.
+4. The principal (:class:`~setup_agent.principals.Principal`, :func:`current_principal`) is
+   decided by the credential alone: this run's token is **the user** (``user:web``); a named
+   token is **a member** (``token:NAME``). The user's own places — the page ``/``, the websocket
+   ``/ws`` and the answers ``/api/consents/…`` (consents and tool reviews) — are the user's only: a
+   member's bearer gets 403 there (no cookie, no consent event), unless the token was made with
+   ``--admin``. An admin's page session is a cookie of its own, bound to that token and checked
+   against the database on every request: revoking the token ends it.
 
 Every response carries a CSP (no inline script or style, no foreign origin), ``no-store``,
 ``no-referrer``, ``nosniff``, ``X-Frame-Options: DENY``. ``/secrets/…`` (the one-time secret
@@ -43,23 +49,34 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.pages import SECURITY_HEADERS as SECRET_PAGE_HEADERS
 from app.pages import token_ok
 from setup_agent.errors import StoreError
+from setup_agent.principals import SCOPE_KEY, Principal
 
-__all__ = ["Guard", "TOKEN_HEADER", "cookie_name", "csp", "current_principal", "security_headers"]
+__all__ = ["Guard", "PRINCIPAL_SCOPE_KEY", "TOKEN_HEADER", "USER", "cookie_name", "csp", "current_principal", "security_headers", "user_only"]
 
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "x-mcp-setup-token"
 
-#: Who the current request authenticated as, when it used a named token: ``token:<name>``.
-_PRINCIPAL: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_setup_principal", default=None)
+#: Who the current request authenticated as (see check 4 of the module docstring).
+_PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("mcp_setup_principal", default=None)
 
-#: Looks a bearer token up: its name, or None (unknown or revoked). Blocking: runs in a thread.
-BearerCheck = Callable[[str], "str | None"]
+#: Looks a bearer token up: the member it names, or None (unknown or revoked). Blocking: runs in a thread.
+BearerCheck = Callable[[str], "Principal | None"]
+USER = Principal.user("web")
+PRINCIPAL_SCOPE_KEY = SCOPE_KEY
+#: Places only the user (or an ``--admin`` token) may reach: the websocket (consent and tool-review
+#: events) and the consent answers. (A member may enter a secret: ``/api/secrets``.)
+_USER_ONLY_PREFIXES = ("/ws", "/api/consents/")
 
 
-def current_principal() -> str | None:
-    """``token:<name>`` inside a request authenticated by a named token, else None."""
+def current_principal() -> Principal | None:
+    """The principal of the current request (None outside one)."""
     return _PRINCIPAL.get()
+
+
+def user_only(path: str) -> bool:
+    """The page, its websocket and its answers: the user's own channels."""
+    return path == "/" or any(path == p.rstrip("/") or path.startswith(p) for p in _USER_ONLY_PREFIXES)
 
 _REFUSED_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -114,6 +131,8 @@ class Guard:
         self.cookie = cookie_name(port)
         self.headers = security_headers(port)
         self.face: Any = None
+        #: Page sessions of ``--admin`` tokens: cookie value -> the raw token (re-checked per request).
+        self.admin_sessions: dict[str, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -125,26 +144,34 @@ class Guard:
             await self.secret_app(scope, receive, send)  # its own Host/Origin/token guard
             return
         headers = _headers(scope)
-        principal: str | None = None
+        principal: Principal | None = USER
         bearer = _bearer(headers.get("authorization"))
-        if bearer is not None and token_ok(bearer, self.token):  # this run's token as a bearer (/mcp clients)
+        admin_token = None if bearer else self.admin_sessions.get(_cookie(headers.get("cookie"), self.cookie) or "")
+        if admin_token is not None:  # an admin's page session: its cookie stands for its token
+            bearer = admin_token
+            refusal = self._check_admin_session(kind, scope, headers)
+        elif bearer is not None and token_ok(bearer, self.token):  # this run's token as a bearer (/mcp clients)
             bearer = None
             refusal = self._check_place(scope, headers)
         elif bearer is not None and self.bearer is None:
             refusal = self._check_place(scope, headers) or (403, "unknown or revoked token")
+        elif bearer is not None:
+            refusal = self._check_place(scope, headers)
         else:
-            refusal = self._check_place(scope, headers) if bearer else self._check(kind, scope, headers)
+            refusal = self._check(kind, scope, headers)
         if refusal is None and bearer and self.bearer is not None:  # a named token: it alone decides
             try:
-                name = await anyio.to_thread.run_sync(self.bearer, bearer)
+                principal = await anyio.to_thread.run_sync(self.bearer, bearer)
             except StoreError:
                 refusal = (503, "the token could not be checked (database unreachable); try again")
             else:
-                if name is not None:
-                    principal = f"token:{name}"
-                    refusal = (403, "missing Origin") if kind == "websocket" and "origin" not in headers else None
-                else:
+                if principal is None:
+                    self._end_admin_sessions(bearer)
                     refusal = (403, "unknown or revoked token")
+                elif user_only(path) and not principal.may_approve:
+                    refusal = (403, "this place is the user's own: a member token cannot open it")
+                elif kind == "websocket" and "origin" not in headers:
+                    refusal = (403, "missing Origin")
         if refusal is not None:
             status, text = refusal
             log.warning("web: refused %s %s: %s", scope.get("method", "WS"), path, text)
@@ -156,6 +183,7 @@ class Guard:
                 status = 401  # an MCP client: no or a wrong bearer token
             await self._refuse(scope, receive, send, status, text, page=path == "/")
             return
+        scope[PRINCIPAL_SCOPE_KEY] = principal  # for handlers run outside this context (the /mcp sessions)
         reset = _PRINCIPAL.set(principal)
         try:
             await self._pass(kind, scope, receive, send)
@@ -175,6 +203,28 @@ class Guard:
             await send(message)
 
         await self.app(scope, receive, send_secure)
+
+    def _check_admin_session(self, kind: str, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        """An admin's page cookie: the browser's rules (Origin on POST and websocket) as for the user's."""
+        refusal = self._check_place(scope, headers)
+        safe = kind == "http" and scope.get("method", "GET") in ("GET", "HEAD")
+        if refusal is None and not safe and "origin" not in headers:
+            refusal = (403, "missing Origin")
+        return refusal
+
+    def _end_admin_sessions(self, raw_token: str) -> None:
+        for sid in [sid for sid, tok in self.admin_sessions.items() if tok == raw_token]:
+            self.admin_sessions.pop(sid, None)
+
+    def admin_session(self, raw_token: str) -> str:
+        """A new page session (the cookie's value) for an ``--admin`` token."""
+        import secrets as _random
+
+        sid = "adm_" + _random.token_urlsafe(32)
+        if len(self.admin_sessions) > 1000:
+            self.admin_sessions.pop(next(iter(self.admin_sessions)))
+        self.admin_sessions[sid] = raw_token
+        return sid
 
     def _check_place(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
         """Host and Origin (checks 1 and 2)."""

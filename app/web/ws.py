@@ -123,6 +123,8 @@ class WebHub:
         self.sessions: dict[str, _Session] = {}
         self.prompts: dict[str, tuple[dict[str, Any], str | None]] = {}  # prompt_id -> (event, audience)
         self.consents: dict[str, tuple[dict[str, Any], str | None]] = {}  # consent_id -> (event, audience)
+        #: More events a new tab is handed (e.g. other processes' consents, see foreign.py).
+        self.replays: list[Callable[[], list[dict[str, Any]]]] = []
         self.agents = AgentRuns(
             runtime,
             emit=lambda event, audience: self.emit(event, audience=audience),
@@ -306,6 +308,9 @@ class WebHub:
             if audience is not None:
                 self.consents[consent_id] = (event, session.id)
             session.send_text(self.encode(event))
+        for replay in self.replays:
+            for event in replay():
+                session.send_text(self.encode(event))
 
     def _error(self, session: _Session, code: str, message: str) -> None:
         session.send_answer(self.encode({"type": "error", "code": code, "message": message}))

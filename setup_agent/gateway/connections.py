@@ -18,7 +18,7 @@ from typing import Any
 
 
 from setup_agent.errors import NotFound, ProtocolError
-from setup_agent.launch import BundleCache, ProcessLedger
+from setup_agent.launch import BundleCache, ProcessLedger, Sandbox
 from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
@@ -58,12 +58,14 @@ class ConnectionManager:
         logs_dir: Path | None = None,
         max_result_chars: int = DEFAULT_RESULT_CHARS,
         max_call_notifications: int = DEFAULT_CALL_NOTIFICATIONS,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.store = store
         #: A proxied result is cut beyond this many characters, with a note (#24 item 5; 0: no cap).
         self.max_result_chars = max_result_chars
         #: A call whose server sends more progress notifications than this is ended (#24 item 5).
         self.max_call_notifications = max_call_notifications
+        self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)

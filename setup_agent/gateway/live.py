@@ -58,6 +58,7 @@ class Owner(Protocol):
     bundle_dir: Any
     host_env: Any
     auth_for: Any
+    sandbox: Any
     connect_timeout: float
     backoff: Any
     on_tools_changed: Any
@@ -147,7 +148,8 @@ class LiveConnection:
                         )
                         auth = owner.auth_for(server, values) if owner.auth_for is not None else None
                         cm = open_client(
-                            resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth
+                            resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth,
+                            sandbox=owner.sandbox,
                         )
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()

@@ -1,5 +1,6 @@
 """Everything the promise rests on: secret refs and values (``refs.py``), the redactor
 (``redact.py``), the guess guard (``guard.py``), pending secret prompts (``prompts.py``),
+the single-use keys of page links (``capabilities.py``),
 secret-looking chat text (``chat.py``) and the data key (``vault.py``).
 
 Imports only :mod:`setup_agent.errors` (and libraries): no other core package, no face.
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .capabilities import Capabilities
     from .chat import WITHHELD, looks_like_secret, scrub_secrets
     from .guard import GuardIncident, GuessGuard
     from .prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from .vault import Vault
 
 __all__ = [
+    "Capabilities",
     "GuardIncident",
     "GuessGuard",
     "install_log_redaction",
@@ -38,6 +41,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "Capabilities": "capabilities",
     "GuardIncident": "guard",
     "GuessGuard": "guard",
     "install_log_redaction": "redact",

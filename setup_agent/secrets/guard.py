@@ -108,6 +108,12 @@ class GuessGuard:
         self.clock = clock
         self._lock = threading.Lock()
         self._incidents: LRUCache[str, GuardIncident] = LRUCache(_MAX_PRINCIPALS)
+        self._pulls: list[Callable[[], None]] = []
+
+    def add_pull(self, pull: Callable[[], None]) -> None:
+        """Run ``pull`` before a locked principal is refused: it applies the user's unlock given
+        elsewhere (``mcp-setup approve`` in another process, see setup/shared_locks.py)."""
+        self._pulls.append(pull)
 
     # -- queries ----------------------------------------------------------------------
     def refusals(self, principal: str | None) -> int:
@@ -151,6 +157,12 @@ class GuessGuard:
     def ensure_unlocked(self, principal: str | None) -> None:
         """Raise :class:`SessionLocked` if ``principal`` is locked (before any other check, so a
         locked principal gets one answer whatever it sends)."""
+        if self._pulls and self.is_locked(principal):
+            for pull in list(self._pulls):
+                try:
+                    pull()
+                except Exception as exc:  # noqa: BLE001 - the store failing keeps the lock, never a crash
+                    log.warning("guard: reading unlocks given elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
         with self._lock:
             if (incident := self._incidents.get(_key(principal))) is not None and incident.locked:
                 raise SessionLocked(_LOCKED)

@@ -16,6 +16,7 @@ install succeeded) or :meth:`~SecretRefStore.release` (it failed: the refs stay 
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets as _random
 import threading
@@ -35,6 +36,8 @@ from setup_agent.errors import (
 )
 
 __all__ = ["REF_PATTERN", "SecretRefStore", "SecretValue", "is_ref"]
+
+log = logging.getLogger(__name__)
 
 REF_PREFIX = "secret://"
 REF_PATTERN = re.compile(r"secret://[0-9a-f]{32,}")
@@ -115,6 +118,7 @@ class SecretRefStore:
         self._lock = threading.RLock()
         self._claims: dict[str, str] = {}  # ref -> claim id of the install using it
         self._listeners: list[Callable[[], None]] = []
+        self._pulls: list[Callable[[], None]] = []
 
     @property
     def ttl_seconds(self) -> float:
@@ -182,7 +186,19 @@ class SecretRefStore:
         with self._lock:
             return self._lookup(ref, None, allow_pending=True).key_name
 
+    def add_pull(self, pull: Callable[[], None]) -> None:
+        """Run ``pull`` before a ref is read: it fills refs answered elsewhere (another process)."""
+        self._pulls.append(pull)
+
+    def _pull(self) -> None:
+        for pull in list(self._pulls):
+            try:
+                pull()
+            except Exception as exc:  # noqa: BLE001 - an answer from elsewhere failing never breaks a local one
+                log.warning("reading secrets entered elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
+
     def is_ready(self, ref: str) -> bool:
+        self._pull()
         with self._lock:
             entry = self._cache.get(ref)
             return entry is not None and entry.value is not None
@@ -226,6 +242,7 @@ class SecretRefStore:
 
     def resolve(self, env_refs: Mapping[str, str]) -> dict[str, SecretValue]:
         """Map ``{KEY: ref}`` to ``{KEY: SecretValue}``; every ref must be live and bound to its key."""
+        self._pull()
         with self._lock:
             out: dict[str, SecretValue] = {}
             for key, ref in env_refs.items():

@@ -109,6 +109,19 @@ class ConsentBroker:
         self._closed: dict[str, str] = {}  # consent_id -> final status (bounded)
         self._remembered: dict[str, tuple[ConsentDecision, float]] = {}
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
+        #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
+        self._pulls: list[Callable[[], None]] = []
+
+    def add_pull(self, pull: Callable[[], None]) -> None:
+        """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
+        self._pulls.append(pull)
+
+    def _pull(self) -> None:
+        for pull in list(self._pulls):
+            try:
+                pull()
+            except Exception as exc:  # noqa: BLE001 - the shared store failing never breaks a local answer
+                log.warning("reading answers given elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
 
     @property
     def ask(self) -> bool:
@@ -181,6 +194,7 @@ class ConsentBroker:
     # -- API ----------------------------------------------------------------------
     def decision(self, request: ConsentRequest) -> ConsentDecision | None:
         """The remembered approval for ``request`` (same fingerprint, within the TTL)."""
+        self._pull()
         with self._lock:
             events = self._sweep()
             entry = self._remembered.get(request.fingerprint)
@@ -214,7 +228,16 @@ class ConsentBroker:
                 self._open_state(consent_id)  # raises the right error
         return state.pending  # type: ignore[union-attr]
 
+    def pending(self) -> list[PendingConsent]:
+        """The consents waiting for the user, oldest first (for the user's channels)."""
+        with self._lock:
+            events = self._sweep()
+            out = sorted((state.pending for state in self._pending.values()), key=lambda p: p.created_at)
+        self._emit(events)
+        return out
+
     def status(self, consent_id: str) -> str:
+        self._pull()
         with self._lock:
             if consent_id in self._pending:
                 return "pending"
@@ -230,7 +253,7 @@ class ConsentBroker:
             try:
                 state = self._open_state(consent_id)
                 request = state.pending.request
-                chosen = _validated_settings(request, settings or {})
+                chosen = validated_settings(request, settings or {})
                 if request.warnings and accept_warnings is not True:
                     codes = ", ".join(w.code for w in request.warnings)
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
@@ -267,10 +290,16 @@ class ConsentBroker:
             if state is None:
                 return self._closed.get(consent_id, "unknown")
             state.waiters.append((loop, event))
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
+        deadline = loop.time() + timeout
+        while not event.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:  # with answers from elsewhere to pull, look every half second
+                await asyncio.wait_for(event.wait(), min(remaining, 0.5) if self._pulls else remaining)
+            except TimeoutError:
+                if self._pulls:
+                    await loop.run_in_executor(None, self._pull)
         with self._lock:
             if (loop, event) in state.waiters:
                 state.waiters.remove((loop, event))
@@ -287,7 +316,7 @@ def _done(consent_id: str, status: str, by: str | None) -> Event:
     return event
 
 
-def _validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:
+def validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:
     names = {d.name: d for d in request.destinations}
     unknown = [k for k in settings if k not in names]
     if unknown:
@@ -303,8 +332,8 @@ def _validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) ->
     return out
 
 
-#: A face's way of showing a consent to the user; it may wait for the answer and returns extra
-#: fields for a ``consent_required`` error (e.g. ``{"url": ...}``).
+#: A face's way of showing a consent to the user (on the user's channels only); it may wait for
+#: the answer. What it returns is not passed on: the agent gets no link, id or key.
 ConsentPresenter = Callable[[PendingConsent], Awaitable[dict[str, Any] | None]]
 
 
@@ -323,18 +352,20 @@ async def obtain_consent(
     if decision is not None:
         return decision
     pending = broker.open(request)
-    extra: dict[str, Any] = {}
     if present is not None:
-        extra = dict(await present(pending) or {})
+        await present(pending)  # shows it on the user's channels; may wait for the answer
     decision = broker.decision(request)
     if decision is not None:
         return decision
     if broker.status(pending.consent_id) == "denied":
         raise ConsentDenied(f"The user did not allow running {request.server}.")
-    details = {"prompt_id": pending.consent_id, **{k: v for k, v in extra.items() if k in ("url", "status")}}
-    raise ConsentRequired(
-        f"The user has to approve running {request.server} (what runs and where its secrets go) out of band. "
-        + ("Ask them to open the link in details.url, then " if "url" in extra else "Once they have, ")
-        + "call this tool again with the same arguments.",
-        details=details,
-    )
+    # No id, link or key: the agent cannot answer a consent, only wait for the user's answer.
+    raise ConsentRequired(WAITING_FOR_APPROVAL.format(server=request.server), details={"status": "pending"})
+
+
+#: What the agent is told while the user has not answered: where the user can do it, nothing to use.
+WAITING_FOR_APPROVAL = (
+    "Waiting for the user's approval to run {server} (what runs and where its secrets go). They approve "
+    "it themselves: in the mcp-setup page, or with `mcp-setup approve` in a terminal. Tell them so; once "
+    "they have, call this tool again with the same arguments."
+)

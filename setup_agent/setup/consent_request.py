@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from registry_clients.models import RequiredKey
-from setup_agent.launch import LaunchSpec, template_keys
+from setup_agent.launch import LaunchSpec, profile_words, template_keys
 
 __all__ = [
     "ConsentRequest",
@@ -28,6 +28,7 @@ __all__ = [
     "build_consent_request",
     "fingerprint",
     "is_destination_setting",
+    "sandbox_profile",
 ]
 
 _DESTINATION_NAME = re.compile(r"(?i)(^|[_.\-])(url|uri|host|hostname|endpoint|domain|origin|base[_\-]?url)$")
@@ -86,12 +87,24 @@ class ConsentRequest:
     #: ``{server_id, pinned_hash, live_hash, diff, tools: [{name, change, description, pinned_description,
     #: inputSchema}]}`` — the new texts as the server wrote them, shown escaped, never to the agent.
     tools_change: dict[str, Any] | None = None
+    #: What the server can see, in plain words (setup_agent/launch/sandbox.py, #23); empty for a remote.
+    sandbox: list[str] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
         out = asdict(self)
         out.pop("fingerprint", None)
         return out
+
+    @classmethod
+    def from_public(cls, data: Mapping[str, Any]) -> ConsentRequest:
+        """The request back from :meth:`public`'s JSON (another process shows and checks it)."""
+        fields = dict(data)
+        fields["secrets"] = [SecretDestination(**d) for d in fields.get("secrets") or []]
+        fields["destinations"] = [DestinationSetting(**d) for d in fields.get("destinations") or []]
+        fields["warnings"] = [ConsentWarning(**d) for d in fields.get("warnings") or []]
+        known = set(cls.__dataclass_fields__) - {"fingerprint"}
+        return cls(**{k: v for k, v in fields.items() if k in known})
 
 
 # -- building a request -------------------------------------------------------------------
@@ -130,6 +143,16 @@ def _host_of(url: str | None) -> str | None:
         return None
 
 
+def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
+    """The consent's (and ``mcp-setup show``'s) words for what a local server can see."""
+    if not spec.command:
+        return []
+    container = (spec.runner or spec.command) in ("docker", "podman")
+    reads = [a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)]
+    return profile_words(mechanism, grants=spec.sandbox_grants, network=spec.sandbox_network,  # type: ignore[arg-type]
+                         container=container, reads=reads)  # fmt: skip
+
+
 def fingerprint(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
@@ -143,8 +166,10 @@ def build_consent_request(
     values: Mapping[str, str],
     action: str = "test",
     warnings: Iterable[ConsentWarning | Mapping[str, str]] = (),
+    sandbox: str = "none",
 ) -> ConsentRequest:
-    """The request for running ``spec`` with ``values`` (only non-secret values are read)."""
+    """The request for running ``spec`` with ``values`` (only non-secret values are read).
+    ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``)."""
     keys = list(keys)
     secret_names = {k.name for k in keys if k.secret}
     url_keys = template_keys(spec.url or "")
@@ -190,6 +215,7 @@ def build_consent_request(
         secrets=secrets,
         destinations=destinations,
         warnings=warns,
+        sandbox=sandbox_profile(spec, sandbox),
     )
     fp = fingerprint(
         {

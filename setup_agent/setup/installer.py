@@ -13,10 +13,11 @@ import shutil
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from setup_agent.errors import DownloadTimeout
+from setup_agent.errors import DownloadTimeout, ProbeError
 from setup_agent.gateway import ConnectionManager
-from setup_agent.launch import Fetcher, StderrLines, claim_dir, make_scratch_dir
+from setup_agent.launch import Fetcher, StderrLines, claim_dir, explain_failure, make_scratch_dir
 from setup_agent.oauth import GRANT_KEY
 from setup_agent.secrets import Redactor, SecretRefStore
 from setup_agent.store import Store, relabel
@@ -177,6 +178,7 @@ class Installer:
             values=prepared.values,
             action=action,
             warnings=prepared.warnings(),
+            sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
         )
         decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
@@ -232,7 +234,16 @@ class Installer:
 
         lines = StderrLines(on_line, self.redactor.redact)
         try:
-            result = await self.prober.probe(
+            result = await self._probe_explained(prepared, on_stage, lines, keep)
+        finally:
+            lines.close()
+        await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
+        return result
+
+    async def _probe_explained(self, prepared: Prepared, on_stage: Any, lines: StderrLines, keep: Path | None) -> ProbeResult:
+        """The probe; a failed start says what was launched, which part failed, and a known repair."""
+        try:
+            return await self.prober.probe(
                 prepared.spec,
                 prepared.values,
                 dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
@@ -241,7 +252,6 @@ class Installer:
                 keep=Keep(self._adoption_key(prepared), keep) if keep is not None else None,
                 **({"auth": prepared.auth} if prepared.auth is not None else {}),
             )
-        finally:
-            lines.close()
-        await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
-        return result
+        except ProbeError as exc:
+            explain_failure(exc, prepared.spec)
+            raise

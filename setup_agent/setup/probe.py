@@ -49,7 +49,6 @@ from setup_agent.launch import (
     make_scratch_dir,
     materialize,
     open_client,
-    sweep_scratch,
     tool_dicts,
 )
 from setup_agent.secrets import Redactor
@@ -66,6 +65,8 @@ logger = logging.getLogger(__name__)
 
 #: After the first non-JSON line on stdout, how long a server still has to answer properly.
 BAD_OUTPUT_GRACE = 3.0
+#: Probes that run at once by default (``MCP_SETUP_MAX_CONCURRENT_PROBES``).
+DEFAULT_MAX_CONCURRENT = 4
 
 
 @dataclass
@@ -89,10 +90,6 @@ def tools_hash(tools: list[dict[str, Any]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-#: Probes that run at once by default (``MCP_SETUP_MAX_CONCURRENT_PROBES``).
-DEFAULT_MAX_CONCURRENT = 4
-
-
 class Prober:
     """Runs test-connects. ``scratch_root`` holds the per-probe workspaces."""
 
@@ -106,12 +103,15 @@ class Prober:
         ledger: ProcessLedger | None = None,
         keep_for: float = 0.0,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        sandbox: Any = None,
     ) -> None:
         self.redactor = redactor
         #: Probes that run at once (#24 item 15); the rest wait their turn (stage ``queued``).
         self.max_concurrent = max(1, max_concurrent)
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
+        #: The sandbox each tested server starts in (setup_agent/launch/sandbox.py; None: none).
+        self.sandbox = sandbox
         #: Tested sessions waiting for their install (``keep_for`` seconds; 0: never kept).
         self.parking = ParkingLot(keep_for)
         self.scratch_root = scratch_root
@@ -206,7 +206,7 @@ class Prober:
                 await stage("starting", "started")
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
-                    ledger=self.ledger, auth=auth,
+                    ledger=self.ledger, auth=auth, sandbox=self.sandbox,
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)

@@ -233,7 +233,8 @@ class SetupService:
             out["installed_as"] = existing.slug  # the short name the person's commands take
         if detail.status:
             out["status"] = detail.status
-            notes.append(f"The registry marks this server {detail.status}; install refuses it unless "
+            notes.append("The registry marks this server deleted; install refuses it." if detail.status == "deleted"
+                         else f"The registry marks this server {detail.status}; install refuses it unless "
                          "allow_deprecated is true.")
         if notes:
             out["notes"] = notes

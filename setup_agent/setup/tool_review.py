@@ -100,7 +100,8 @@ class ToolReview:
         if entry is None:
             return
         server_id, live_hash = entry
-        actor = "user:" + str(event.get("by") or "consent")
+        by = str(event.get("by") or "consent")
+        actor = by if ":" in by else "user:" + by  # the principal that answered (user:web, token:NAME)
         try:
             if event.get("status") == "approved":
                 self.store.approve_tools(server_id, live_hash, actor=actor)

@@ -1,7 +1,7 @@
 """The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
 (``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
-settings and key rotation (``keys.py``), named tokens (``tokens.py``), the data dir's
-permissions (``data_dir.py``), the gateway's catalog
+settings and key rotation (``keys.py``), named tokens (``tokens.py``), approvals waiting for the
+user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
 read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .approvals import PendingApproval, PendingApprovals, owner_alive, process_owner
     from .catalog import SQLITE_FILE_NAME, Catalog, GatewayTool, gateway_name, read_sqlite_catalog, read_sqlite_counter
     from .data_dir import prepare_data_dir
     from .database import Store
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
     from .tokens import Tokens
 
 __all__ = [
+    "owner_alive",
+    "PendingApproval",
+    "PendingApprovals",
+    "process_owner",
     "Catalog",
     "diff_tools",
     "gateway_name",
@@ -38,6 +43,10 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "owner_alive": "approvals",
+    "PendingApproval": "approvals",
+    "PendingApprovals": "approvals",
+    "process_owner": "approvals",
     "Catalog": "catalog",
     "diff_tools": "pins",
     "gateway_name": "catalog",

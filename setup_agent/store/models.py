@@ -1,6 +1,6 @@
 """The store's tables (SQLAlchemy models) and the records it hands out (no values in them).
 
-``ServerRow``, ``ClientEnvRow``, ``ChangeRow``, ``AuditRow`` and ``TokenRow`` map the tables the
+``ServerRow``, ``ClientEnvRow``, ``ChangeRow``, ``AuditRow``, ``TokenRow`` and ``PendingRow`` map the tables the
 migrations in ``migrations/`` create; :class:`InstalledServer`, :class:`EnvKey` and
 :class:`AuditEntry` are what :class:`~setup_agent.store.database.Store` returns. Also the small
 row helpers the store's parts share (UTC datetimes, tool-list JSON, text checks).
@@ -35,7 +35,7 @@ from .pins import summarize
 
 __all__ = [
     "AuditEntry", "AuditRow", "Base", "ChangeRow", "ClientEnvRow", "Clock", "EnvKey", "InstalledServer",
-    "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
+    "PendingRow", "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
 ]  # fmt: skip
 
 Clock = Callable[[], datetime]
@@ -127,7 +127,8 @@ class ClientEnvRow(Base):
 
 
 class AuditRow(Base):
-    """One audited event; append-only (the migration forbids UPDATE and DELETE). No values."""
+    """One audited event; append-only (the migrations forbid UPDATE, DELETE, TRUNCATE and an insert
+    over a row) and chained: ``row_hash`` covers the row and ``prev_hash`` (audit_chain.py). No values."""
 
     __tablename__ = "mcp_audit"
 
@@ -140,6 +141,8 @@ class AuditRow(Base):
     old_hash: Mapped[str | None] = mapped_column(String(64))
     new_hash: Mapped[str | None] = mapped_column(String(64))
     detail: Mapped[str | None] = mapped_column(String(512))
+    prev_hash: Mapped[str | None] = mapped_column(String(64))
+    row_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 class TokenRow(Base):
@@ -151,6 +154,23 @@ class TokenRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    admin: Mapped[bool | None] = mapped_column(Boolean)  # --admin: may approve (audited as token:NAME)
+
+
+class PendingRow(Base):
+    """A consent or tool review waiting for the user, shared by every process (see ``approvals.py``)."""
+
+    __tablename__ = "mcp_pending"
+
+    item_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # consent
+    owner: Mapped[str] = mapped_column(String(64))  # the process that waits for the answer
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    request_json: Mapped[str] = mapped_column(Text)  # templates and non-secret values only
+    status: Mapped[str] = mapped_column(String(16), index=True)  # pending | approved | denied | expired
+    decision_json: Mapped[str | None] = mapped_column(Text)
+    answered_by: Mapped[str | None] = mapped_column(String(128))
 
 
 # --- public records ---------------------------------------------------------------------

@@ -41,6 +41,7 @@ class TokenInfo:
     name: str
     created_at: datetime
     revoked_at: datetime | None
+    admin: bool = False
 
     @property
     def active(self) -> bool:
@@ -54,8 +55,10 @@ class Tokens:
         self._sessions = sessionmaker(store.engine, expire_on_commit=False)
         self._clock = clock
 
-    def create(self, name: str) -> str:
-        """A new token for ``name`` (returned once; only its hash is kept). A revoked name can be reused."""
+    def create(self, name: str, *, admin: bool = False) -> str:
+        """A new token for ``name`` (returned once; only its hash is kept). A revoked name can be reused.
+
+        A member token is a client credential; ``admin=True`` makes one that may also approve."""
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidInput(
                 "A token name is 1-64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit."
@@ -66,15 +69,16 @@ class Tokens:
             if row is not None and row.revoked_at is None:
                 raise InvalidInput(f"A token named {name} already exists; revoke it first (mcp-setup token revoke {name}).")
             if row is None:
-                s.add(TokenRow(name=name, token_hash=hash_token(token), created_at=self._clock()))
+                s.add(TokenRow(name=name, token_hash=hash_token(token), created_at=self._clock(), admin=bool(admin)))
             else:
                 row.token_hash, row.created_at, row.revoked_at = hash_token(token), self._clock(), None
+                row.admin = bool(admin)
         return token
 
     def list(self) -> list[TokenInfo]:
         with self._translated("list the tokens"), self._sessions() as s:
             rows = s.scalars(select(TokenRow).order_by(TokenRow.name)).all()
-            return [TokenInfo(r.name, r.created_at, r.revoked_at) for r in rows]
+            return [TokenInfo(r.name, r.created_at, r.revoked_at, bool(r.admin)) for r in rows]
 
     def revoke(self, name: str) -> None:
         """Refuse ``name``'s token from now on, on every instance."""
@@ -87,11 +91,17 @@ class Tokens:
 
     def verify(self, token: str | None) -> str | None:
         """The name of the active token ``token``, or None."""
+        found = self.lookup(token)
+        return found.name if found is not None else None
+
+    def lookup(self, token: str | None) -> TokenInfo | None:
+        """The active token ``token`` (its name and whether it is an admin's), or None."""
         if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
-        query = select(TokenRow.name).where(TokenRow.token_hash == hash_token(token), TokenRow.revoked_at.is_(None))
+        query = select(TokenRow).where(TokenRow.token_hash == hash_token(token), TokenRow.revoked_at.is_(None))
         with self._translated("check a token"), self._sessions() as s:
-            return s.scalars(query).first()
+            row = s.scalars(query).first()
+            return TokenInfo(row.name, row.created_at, row.revoked_at, bool(row.admin)) if row is not None else None
 
     @contextmanager
     def _translated(self, action: str) -> Iterator[None]:

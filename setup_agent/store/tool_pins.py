@@ -1,4 +1,5 @@
-"""The store's tool pins and audit: what each server offers, what the user approved, who did what.
+"""The store's tool pins and audit: what each server offers, what the user approved, who did what;
+the audit chained row to row (``audit_chain.py``).
 
 A mixin of :class:`~setup_agent.store.database.Store` (it uses the store's session, translation and
 change marker); the rules themselves live in :mod:`setup_agent.store.pins`.
@@ -11,17 +12,21 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from setup_agent.errors import NotFound, ToolsChanged
 
+from .audit_chain import GENESIS, ChainReport, row_digest, verify_chain
 from .catalog import parse_tools
 from .models import AuditEntry, AuditRow, InstalledServer, ServerRow, _aware, _record, _tools_json
 from .pins import reconcile, summarize
 from .pins import tools_hash as _pin_hash
 
-__all__ = ["ToolPins"]
+__all__ = ["AUDIT_LOCK", "ToolPins"]
+
+#: The PostgreSQL advisory lock key under which a row is appended to the audit's chain.
+AUDIT_LOCK = 0x6D63_7061_7564  # "mcpaud"
 
 
 class ToolPins:
@@ -106,10 +111,27 @@ class ToolPins:
         self, s: Session, event: str, row: ServerRow, actor: str, *, old: str | None = None, new: str | None = None,
         detail: str | None = None,
     ) -> None:
-        s.add(AuditRow(
-            at=_aware(self._clock()), event=event, server_id=row.server_id, qualified_name=row.qualified_name,
+        """Append one row, chained to the last (its id and hash taken under a lock on PostgreSQL:
+        two writers never chain to the same row; SQLite has one writer at a time)."""
+        if s.get_bind().dialect.name == "postgresql":
+            s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK})
+        last = s.execute(select(AuditRow.id, AuditRow.row_hash).order_by(AuditRow.id.desc()).limit(1)).first()
+        prev, next_id = (last.row_hash or GENESIS, last.id + 1) if last is not None else (GENESIS, 1)
+        fields = dict(
+            id=next_id, at=_aware(self._clock()), event=event, server_id=row.server_id, qualified_name=row.qualified_name,
             actor=(actor or "unknown")[:128], old_hash=old, new_hash=new, detail=detail and detail[:512],
-        ))  # fmt: skip
+        )  # fmt: skip
+        s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_digest(prev, **fields)))
+        s.flush()  # the next row of the same transaction chains to this one
+
+    def verify_audit(self) -> ChainReport:
+        """Check the audit's hash chain from its first row (``mcp-setup audit --verify``)."""
+        with self._translated("verify the audit"), self._session() as s:
+            return verify_chain(s.scalars(select(AuditRow).order_by(AuditRow.id)))
+
+    def audit_chain(self) -> dict[str, Any]:
+        """The chain's state for ``tool_registry_diagnostics``: rows, broken links, the last hash."""
+        return self.verify_audit().public()
 
     def audit(self, *, limit: int | None = None, server_id: str | None = None) -> builtins.list[AuditEntry]:
         """Audit rows, oldest first (the last ``limit`` when given)."""

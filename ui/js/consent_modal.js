@@ -44,6 +44,7 @@ function rows(c) {
     out.push(["Secret " + s.key, "sent as " + (s.how.join(", ") || "a setting") + " to " + s.destination +
               (s.host ? " — host " + s.host : "")]);
   });
+  (c.sandbox || []).forEach(function (line) { out.push(["Sandbox", line]); });  // what it can see (#23)
   return out;
 }
 

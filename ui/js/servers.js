@@ -12,6 +12,12 @@ function installedByWords(label) {
   if (label === "ui") return "you, in this page";
   if (label === "agent") return "the setup assistant";
   if (label.indexOf("mcp:") === 0) return label.slice(4).replace(/-/g, " ") + " (through MCP)";
+  // principal labels (#22): "client:stdio via claude-desktop", "token:alice via cursor"
+  var via = label.split(" via ");
+  var client = via.length > 1 ? " (" + via[1].replace(/-/g, " ") + ")" : "";
+  if (via[0].indexOf("token:") === 0) return "the token " + via[0].slice(6) + client;
+  if (via[0].indexOf("client:") === 0) return "an AI client" + (client || " (through MCP)");
+  if (via[0].indexOf("user:") === 0) return "you";
   return label;
 }
 

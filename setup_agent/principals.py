@@ -1,0 +1,83 @@
+"""Who is asking: the principals of mcp-setup, named in one place.
+
+A request carries its principal from the face that authenticated it, decided by the credential
+and never by what the caller says about itself:
+
+* **the user** — the person who owns this mcp-setup: the printed page link's session
+  (``user:web``), the terminal's TTY (``user:terminal``), a one-time page opened by URL
+  elicitation or by mcp-setup in the user's browser (``user:consent-page``). Only the user
+  approves: launch consents, tool-list changes, unlocking a locked client.
+* **a client** — an MCP session over stdio (``client:stdio``) or ``/mcp`` with this run's token
+  (``client:http``), a ``/rpc`` caller, the sub-agent. Clients call tools, request secrets, start
+  sign-ins and list things; they never approve, never open the user's page and never receive a
+  credential that can.
+* **a member** — a team gateway's named token (``token:NAME``): a client with its own credential.
+  A token made with ``--admin`` may also approve, audited as ``token:NAME``.
+
+What a client says about itself (MCP ``clientInfo.name``) is only a display *hint* beside the
+principal: ``client:stdio via claude-desktop``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["SCOPE_KEY", "Principal", "client_hint"]
+
+PrincipalKind = Literal["user", "client", "member"]
+#: The ASGI scope key under which the web face's guard hands a request's principal on (to
+#: handlers that run in another task, such as the MCP sessions of ``/mcp``).
+SCOPE_KEY = "mcp_setup.principal"
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def client_hint(client_name: object) -> str | None:
+    """``Claude Desktop`` → ``claude-desktop``; missing, empty or nothing left → None."""
+    if not isinstance(client_name, str):
+        return None
+    slug = _NON_ALNUM.sub("-", client_name.strip().lower()).strip("-")[:48].strip("-")
+    return slug or None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """One principal (see the module docstring). ``name``: the face (``web``, ``terminal``,
+    ``stdio``, ``http``) or the token's name; ``hint``: what the client calls itself (display only)."""
+
+    kind: PrincipalKind
+    name: str
+    admin: bool = False
+    hint: str | None = None
+
+    @classmethod
+    def user(cls, face: str) -> Principal:
+        return cls("user", face)
+
+    @classmethod
+    def client(cls, face: str, hint: str | None = None) -> Principal:
+        return cls("client", face, hint=hint)
+
+    @classmethod
+    def member(cls, token_name: str, *, admin: bool = False, hint: str | None = None) -> Principal:
+        return cls("member", token_name, admin=admin, hint=hint)
+
+    @property
+    def label(self) -> str:
+        """The audit's name for it: ``user:web``, ``client:stdio``, ``token:alice``."""
+        prefix = "token" if self.kind == "member" else self.kind
+        return f"{prefix}:{self.name}"
+
+    @property
+    def display(self) -> str:
+        """The label with the client's own name beside it: ``token:alice via cursor``."""
+        return f"{self.label} via {self.hint}" if self.hint else self.label
+
+    @property
+    def may_approve(self) -> bool:
+        """Only the user (and a team's ``--admin`` token) approves launches and tool changes."""
+        return self.kind == "user" or (self.kind == "member" and self.admin)
+
+    def with_hint(self, hint: str | None) -> Principal:
+        return Principal(self.kind, self.name, self.admin, hint)

@@ -1,0 +1,142 @@
+"""Approvals waiting for the user, shared by every process on a data dir (or a team's database).
+
+A consent or tool review opened by one process (a stdio face with no browser, say) must reach
+the user's channels of every other: ``serve``'s page, ``mcp-setup approve`` in a terminal. Its
+owner publishes it here (table ``mcp_pending``, model :class:`~setup_agent.store.models.PendingRow`):
+the request as shown — templates and non-secret values only, never a secret value and never a
+capability — and its deadline. A secret prompt (kind ``secret``) is published the same way; its
+answer is the value encrypted with the data key, held only until its owner picks it up. A user channel of any process answers it with :meth:`answer`
+(one conditional ``UPDATE … WHERE status = 'pending'``: the first answer wins); the owner reads the
+answers of its own items with :meth:`answers` and applies them, then :meth:`close` drops the row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import sessionmaker
+
+from .database import Store
+from .engine import store_error
+from .models import Clock, PendingRow, utcnow
+
+__all__ = ["PendingApproval", "PendingApprovals", "owner_alive", "process_owner"]
+
+#: Final answers: a consent's (approved | denied) and a secret prompt's (answered | cancelled).
+_STATUSES = ("approved", "denied", "answered", "cancelled")
+
+
+def process_owner() -> str:
+    """This process, as the owner of what it publishes: ``host:pid``."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether ``owner`` (a :func:`process_owner`) still runs; True when it is on another host."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname()[:40] or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """One waiting item as a user channel shows it (``request``: the consent's public JSON)."""
+
+    item_id: str
+    kind: str
+    owner: str
+    request: dict[str, Any]
+    status: str
+    decision: dict[str, Any] | None = None
+    answered_by: str | None = None
+
+
+class PendingApprovals:
+    """The ``mcp_pending`` repository over a :class:`Store`'s database; ``owner`` names this process."""
+
+    def __init__(self, store: Store, *, owner: str, clock: Clock = utcnow) -> None:
+        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self.owner = owner[:64]
+        self._clock = clock
+
+    def publish(self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float) -> None:
+        now = self._clock()
+        row = PendingRow(
+            item_id=item_id, kind=kind, owner=self.owner, created_at=now,
+            expires_at=now + timedelta(seconds=ttl_seconds), request_json=json.dumps(request, sort_keys=True),
+            status="pending",
+        )  # fmt: skip
+        with self._translated("record a pending approval"), self._sessions() as s, s.begin():
+            s.execute(delete(PendingRow).where(PendingRow.expires_at <= now))  # any process sweeps
+            s.merge(row)
+
+    def pending(self) -> list[PendingApproval]:
+        """Every item still waiting (not expired), oldest first."""
+        query = (
+            select(PendingRow)
+            .where(PendingRow.status == "pending", PendingRow.expires_at > self._clock())
+            .order_by(PendingRow.created_at)
+        )
+        with self._translated("list the pending approvals"), self._sessions() as s:
+            return [_record(r) for r in s.scalars(query).all()]
+
+    def get(self, item_id: str) -> PendingApproval | None:
+        with self._translated("read a pending approval"), self._sessions() as s:
+            row = s.get(PendingRow, item_id)
+            return _record(row) if row is not None else None
+
+    def answer(self, item_id: str, status: str, *, by: str, decision: dict[str, Any] | None = None) -> bool:
+        """The user's answer from any process; False when it was answered, closed or expired already."""
+        if status not in _STATUSES:
+            raise ValueError(f"status must be one of {_STATUSES}")
+        query = (
+            update(PendingRow)
+            .where(PendingRow.item_id == item_id, PendingRow.status == "pending", PendingRow.expires_at > self._clock())
+            .values(status=status, answered_by=by[:128], decision_json=json.dumps(decision or {}, sort_keys=True))
+        )
+        with self._translated("record an answer"), self._sessions() as s, s.begin():
+            return bool(s.execute(query).rowcount)
+
+    def answers(self, item_ids: Iterable[str]) -> list[PendingApproval]:
+        """The answered items among ``item_ids`` (this owner's), for it to apply."""
+        ids = list(item_ids)
+        if not ids:
+            return []
+        query = select(PendingRow).where(PendingRow.item_id.in_(ids), PendingRow.status.in_(_STATUSES))
+        with self._translated("read the answers"), self._sessions() as s:
+            return [_record(r) for r in s.scalars(query).all()]
+
+    def close(self, item_id: str) -> None:
+        """The owner is done with ``item_id`` (answered, applied, expired): its row goes."""
+        with self._translated("close a pending approval"), self._sessions() as s, s.begin():
+            s.execute(delete(PendingRow).where(PendingRow.item_id == item_id))
+
+    @contextmanager
+    def _translated(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sa_exc.SQLAlchemyError as exc:
+            raise store_error(exc, action) from exc
+
+
+def _record(row: PendingRow) -> PendingApproval:
+    return PendingApproval(
+        row.item_id, row.kind, row.owner, json.loads(row.request_json), row.status,
+        json.loads(row.decision_json) if row.decision_json else None, row.answered_by,
+    )  # fmt: skip
