@@ -62,6 +62,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     loop.run_until_complete(app.face.startup())
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     runtime.redactor.register(STORED, "[secret:STORED]")
+    # Thousands of planted guesses are thousands of incidents: telling the user of each (a log
+    # line, a row for `mcp-setup approve`) is tested elsewhere and would only slow this down.
+    runtime.gateway.incident_listeners.clear()
+    runtime.gateway.lockout_listeners.clear()
     http = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url=f"http://127.0.0.1:{PORT}",
         headers={TOKEN_HEADER: TOKEN}, timeout=scaled(60),
