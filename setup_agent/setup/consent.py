@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
+from setup_agent.pulls import Pulls
 
 from .consent_request import (
     ConsentRequest,
@@ -110,18 +111,14 @@ class ConsentBroker:
         self._remembered: dict[str, tuple[ConsentDecision, float]] = {}
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
-        self._pulls: list[Callable[[], None]] = []
+        self._pulls = Pulls("consent answers given elsewhere", log)
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
-        self._pulls.append(pull)
+        self._pulls.add(pull)
 
     def _pull(self) -> None:
-        for pull in list(self._pulls):
-            try:
-                pull()
-            except Exception as exc:  # noqa: BLE001 - the shared store failing never breaks a local answer
-                log.warning("reading answers given elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
+        self._pulls.run()
 
     @property
     def ask(self) -> bool:
