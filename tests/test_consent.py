@@ -151,6 +151,21 @@ async def test_an_approved_consent_is_remembered_so_install_after_test_asks_noth
     assert events == []  # no second prompt
 
 
+async def test_after_a_remove_the_same_server_is_asked_again(world, canary: str) -> None:
+    """#25 item 8: an approval is not remembered across a Remove."""
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
+    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert installed["status"] == "connected", installed
+    removed = await call(runtime, "mcp_setup_remove", server_id=installed["server_id"])
+    assert removed.get("removed") is True, removed
+    again = runtime.refs.mint("STUB_API_KEY", canary)
+    asked = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": again})
+    assert asked["error"]["code"] == "consent_required", asked
+
+
 async def test_never_ask_skips_the_consent_step(tmp_path: Path, canary: str, memory_keyring) -> None:
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
     catalog = tmp_path / "catalog"
