@@ -48,11 +48,13 @@ function rows(c) {
   return out;
 }
 
+var waiting = {}; // consent id -> its "Waiting for you to approve…" note in the thread
+
 export function onConsentRequest(event) {
   if ((current && current.consent_id === event.consent_id) ||
       queue.some(function (c) { return c.consent_id === event.consent_id; })) return;
   queue.push(event);
-  if (isThisRun(event.run_id)) note("Waiting for you to approve running " + event.consent.server + "…");
+  if (isThisRun(event.run_id)) waiting[event.consent_id] = note("Waiting for you to approve running " + event.consent.server + "…");
   setBusy("");
   showNext();
 }
@@ -150,6 +152,8 @@ function deny() {
 
 export function onConsentDone(event) {
   loadServersSoon(); // an answered tool-list change changes what the list shows
+  var shown = waiting[event.consent_id];  // the "Waiting for you…" note goes once it is answered (#25 item 5)
+  if (shown) { shown.remove(); delete waiting[event.consent_id]; }
   queue = queue.filter(function (c) { return c.consent_id !== event.consent_id; });
   if (current && current.consent_id === event.consent_id) close();
 }
