@@ -105,9 +105,10 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
         + warnings
+        # Deny is the safe default: first (Enter in a field submits it), focused, and drawn as the main button.
         + '<div class="buttons">\n'
-        '<button type="submit" name="action" value="approve">Approve</button>\n'
-        '<button type="submit" name="action" value="deny" formnovalidate>Deny</button>\n'
+        '<button type="submit" name="action" value="deny" class="primary" formnovalidate autofocus>Deny</button>\n'
+        '<button type="submit" name="action" value="approve" class="approve">Approve</button>\n'
         "</div>\n</form>"
     )
     return _page(f"Allow {request.server}?", body, status)
