@@ -305,3 +305,23 @@ def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are
     assert [(d.name, d.suggested) for d in request.destinations] == [("JIRA_URL", "https://evil.example")]
     assert request.command_line == ["npx", "-y", "jira-mcp@1.2.3"]
     assert "JIRA_URL" in request.secrets[0].destination  # the process may send it on there
+
+
+def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_launch() -> None:
+    """#25 item 7: the directory a filesystem server may read is shown, not ${allowed_directory};
+    another directory is another approval; the env vars are one row."""
+    from app.pages.consent import describe_consent
+
+    spec = LaunchSpec(command="npx", args=["-y", "@modelcontextprotocol/server-filesystem@1.0.0", "${allowed_directory}"],
+                      runner="npx", package_type="npm", identifier="@modelcontextprotocol/server-filesystem",
+                      version="1.0.0", env={"LOG": "${LOG_LEVEL}", "TOKEN": "${API_TOKEN}"})
+    keys = [RequiredKey(name="allowed_directory"), RequiredKey(name="LOG_LEVEL"), RequiredKey(name="API_TOKEN", secret=True)]
+    mine = build_consent_request(server="fs", version="1.0.0", spec=spec, keys=keys,
+                                 values={"allowed_directory": "/home/me/notes", "LOG_LEVEL": "info", "API_TOKEN": "x"})
+    assert mine.command_line[-1] == "/home/me/notes"
+    assert mine.env == {"LOG": "info", "TOKEN": "${API_TOKEN}"}  # a secret stays a template
+    other = build_consent_request(server="fs", version="1.0.0", spec=spec, keys=keys,
+                                  values={"allowed_directory": "/", "LOG_LEVEL": "info", "API_TOKEN": "x"})
+    assert other.fingerprint != mine.fingerprint
+    rows = [row for row in describe_consent(mine) if row[0] == "Environment"]
+    assert rows == [("Environment", "LOG=info\nTOKEN=${API_TOKEN}")]

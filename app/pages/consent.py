@@ -60,8 +60,8 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
         rows.append(("Command line", " ".join(request.command_line)))
     if request.url:
         rows.append(("URL", f"{request.url} ({request.transport})"))
-    for name, template in request.env.items():
-        rows.append(("Environment", f"{name}={template}"))
+    if request.env:  # one row for all of them, a line each
+        rows.append(("Environment", "\n".join(f"{name}={template}" for name, template in request.env.items())))
     for name, template in request.headers.items():
         rows.append(("Header", f"{name}: {template}"))
     for secret in request.secrets:

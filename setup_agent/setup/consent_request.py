@@ -179,6 +179,14 @@ def build_consent_request(
         if k.name in values and is_destination_setting(k, values.get(k.name), url_keys)
     ]
     public_values = {d.name: d.suggested for d in destinations}
+    # Non-secret values the launch uses (a directory a filesystem server may read) decide access:
+    # shown filled in, and part of what is approved (#25 item 7). Destinations stay templates: the
+    # user edits them below the launch.
+    used = spec.keys()
+    shown = {
+        k.name: values[k.name] for k in keys
+        if not k.secret and k.name in values and k.name in used and k.name not in public_values
+    }  # fmt: skip
     filled_url = _fill_public(spec.url, public_values, in_url=True) if spec.url else None
     secrets: list[SecretDestination] = []
     for name in sorted(secret_names & spec.keys()):
@@ -208,9 +216,9 @@ def build_consent_request(
         runner=spec.runner,
         sha256=spec.file_sha256,
         transport=spec.transport,
-        command_line=[c for c in command_line if c is not None],
+        command_line=[_fill_public(c, shown) for c in command_line if c is not None],
         url=spec.url,
-        env=dict(spec.env),
+        env={name: _fill_public(template, shown) for name, template in spec.env.items()},
         headers=dict(spec.headers),
         secrets=secrets,
         destinations=destinations,
@@ -223,6 +231,7 @@ def build_consent_request(
             "version": version,
             "spec": spec.model_dump(mode="json"),
             "destinations": public_values,
+            "values": shown,  # another directory is another approval
             "warnings": sorted(w.code for w in warns),
         }
     )

@@ -38,7 +38,8 @@ function rows(c) {
   if (c.runner) out.push(["Runner", c.runner]);
   if (c.command_line && c.command_line.length) out.push(["Command line", c.command_line.join(" ")]);
   if (c.url) out.push(["URL", c.url + " (" + c.transport + ")"]);
-  Object.keys(c.env || {}).forEach(function (k) { out.push(["Environment", k + "=" + c.env[k]]); });
+  var env = Object.keys(c.env || {}).map(function (k) { return k + "=" + c.env[k]; });
+  if (env.length) out.push(["Environment", env.join("\n")]);  // one row, a line each (#25 item 7)
   Object.keys(c.headers || {}).forEach(function (k) { out.push(["Header", k + ": " + c.headers[k]]); });
   (c.secrets || []).forEach(function (s) {
     out.push(["Secret " + s.key, "sent as " + (s.how.join(", ") || "a setting") + " to " + s.destination +
