@@ -248,5 +248,5 @@ class Installer:
                 **({"auth": prepared.auth} if prepared.auth is not None else {}),
             )
         except ProbeError as exc:
-            explain_failure(exc, prepared.spec)
+            explain_failure(exc, prepared.spec, prior=prepared.repair)
             raise
