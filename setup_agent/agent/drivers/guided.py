@@ -4,10 +4,9 @@ goal → search → pick (clear best match, or ask among the top few) → get �
 values / request secrets → test → on failure: re-enter the value the error points at,
 try another package, or cancel → install → summary of the tools now available.
 
-A remote that answers ``oauth_required`` (or ``needs_sign_in``) is signed in to with
-``mcp_setup_authorize``: the face shows the user the sign-in box (host, scopes, link); when it
-does not wait, the user says Done once signed in. The test and the install then carry the
-ref as ``oauth_ref`` (the driver never sees a token).
+A remote that answers ``oauth_required`` (or ``needs_sign_in``) is signed in to with ``mcp_setup_authorize``:
+the face shows the user the sign-in box (host, scopes, link); when it does not wait, the user says Done once
+signed in. The test and the install then carry the ref as ``oauth_ref`` (the driver never sees a token).
 """
 
 from __future__ import annotations
