@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import anyio
@@ -97,7 +98,8 @@ async def test_a_wrong_secret_is_explained_and_only_that_key_is_asked_again(tmp_
 async def test_a_secret_pasted_into_a_chat_answer_is_withheld_and_asked_through_the_secret_prompt(
     tmp_path: Path, canary: str, memory_keyring
 ) -> None:
-    pasted = "sk-proj-" + canary[::-1]  # not the stub value: the redactor knows that one once installed
+    # Not the stub value, nor a form of it (reversed, cased…): the redactor knows those once installed.
+    pasted = "sk-proj-" + uuid.uuid4().hex
     workspace = {"name": "STUB_WORKSPACE", "description": "Your workspace name", "isRequired": True, "isSecret": False}
     catalog = make_catalog(tmp_path, canary, extra_env=[workspace])
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
