@@ -194,3 +194,48 @@ def test_a_profile_without_network_cannot_reach_even_loopback(tmp_path: Path, mo
             assert (done.returncode != 0) == bool(expected), (network, done.stdout, done.stderr[-500:])
     finally:
         listener.close()
+
+
+PARENT = """
+import subprocess, sys
+from pathlib import Path
+from setup_agent.launch.sandbox import Profile, Sandbox
+work = Path(sys.argv[2])
+sandbox = Sandbox(sys.argv[1], hide=(work.parent,), user_home=work.parent, host_env={"HOME": str(work.parent)})
+command, args, env = sandbox.wrap("/bin/sh", ["-c", "echo started; sleep 300 & wait; : " + sys.argv[3]], {"PATH": "/usr/bin:/bin"},
+                                  Profile(work))
+child = subprocess.Popen([command, *args], env=env, cwd=work, start_new_session=True)
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_a_sandboxed_server_dies_with_a_killed_mcp_setup(tmp_path: Path, mode: str, canary: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.processes import process_alive, processes_mentioning, wait_gone
+
+    if mode == "landlock" and abi_version() < 1:
+        pytest.skip("no Landlock here")
+    work = tmp_path / "data" / "srv_x"
+    work.mkdir(parents=True)
+    repo = str(Path(__file__).parent.parent)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, mode, str(work), canary], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=repo, env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"})  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        sandboxed = int(parent.stdout.readline())
+        assert parent.stdout.readline().strip() == "started"  # the sandbox is in place (the launcher ran)
+        assert process_alive(sandboxed)
+        parent.send_signal(signal.SIGKILL)  # no cleanup of any kind runs
+        parent.wait(10)
+        assert wait_gone([sandboxed]) == []  # bwrap --die-with-parent; Landlock's launcher: PDEATHSIG
+        if mode == "bwrap":  # its own PID namespace: the shell's child goes with it
+            assert wait_gone(processes_mentioning(canary)) == []
+    finally:
+        parent.kill()
+        for pid in processes_mentioning(canary):
+            subprocess.run(["kill", "-9", str(pid)], check=False)
