@@ -95,6 +95,16 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
             '<label><input type="checkbox" name="accept_warnings" value="yes"> I understand these warnings and '
             "accept them</label>\n"
         )
+    widen = ""
+    if request.widenable:  # the user's widening of the sandbox (#23): never the agent's
+        widen = (
+            "<h2>What it may use</h2>\n"
+            '<label for="sandbox-extra">Another folder it may read and write (optional)</label>\n'
+            '<p class="note">A full path such as /home/you/notes. Leave it empty to give it only its own folder.</p>\n'
+            '<input type="text" id="sandbox-extra" name="sandbox.extra_path" spellcheck="false" autocapitalize="off" '
+            'autocomplete="off">\n'
+            '<label><input type="checkbox" name="sandbox.no_network" value="yes"> Run it with no network</label>\n'
+        )
     alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
     body = (
         f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
@@ -104,6 +114,7 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
+        + widen
         + warnings
         # Deny is the safe default: first (Enter in a field submits it), focused, and drawn as the main button.
         + '<div class="buttons">\n'
@@ -180,7 +191,10 @@ def add_consent_routes(
             if action != "approve":
                 return message_page(400, "Unknown action", "Use the Approve or Deny button.")
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
-            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes", by="user:consent-page")
+            extra = (form.get("sandbox.extra_path") or "").strip()
+            sandbox = {"extra_paths": [extra] if extra else [], "network": form.get("sandbox.no_network") != "yes"}
+            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes",
+                           by="user:consent-page", sandbox=sandbox)
             capabilities.consume(key, consent_id, "consent")
         except InvalidInput as exc:
             return _form(consent_id, pending.request, key or "", error=exc.message, status=400)

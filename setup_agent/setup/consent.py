@@ -41,6 +41,7 @@ from .consent_request import (
     build_consent_request,
     is_destination_setting,
 )
+from .sandbox_choice import NO_CHOICE, SandboxChoice, validated_sandbox_choice
 
 __all__ = [
     "ConsentBroker",
@@ -66,9 +67,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 @dataclass(frozen=True)
 class ConsentDecision:
-    """An approval: the destination settings' values the user chose (these are used)."""
+    """An approval: the destination settings' values the user chose (these are used), and their
+    widening of the sandbox, if any (``sandbox_choice.py``)."""
 
     settings: dict[str, str]
+    sandbox: SandboxChoice = NO_CHOICE
 
 
 @dataclass(frozen=True)
@@ -248,9 +251,10 @@ class ConsentBroker:
 
     def approve(
         self, consent_id: str, settings: Mapping[str, Any] | None = None, *, accept_warnings: bool = False,
-        by: str | None = None,
+        by: str | None = None, sandbox: Mapping[str, Any] | None = None,
     ) -> ConsentDecision:
-        """The user approves, with their values for the destination settings (others keep the suggestion)."""
+        """The user approves, with their values for the destination settings (others keep the
+        suggestion) and their widening of the sandbox (an extra folder, no network)."""
         with self._lock:
             events = self._sweep()
             try:
@@ -260,7 +264,7 @@ class ConsentBroker:
                 if request.warnings and accept_warnings is not True:
                     codes = ", ".join(w.code for w in request.warnings)
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
-                decision = ConsentDecision(chosen)
+                decision = ConsentDecision(chosen, validated_sandbox_choice(request.widenable, sandbox))
                 state.decision = decision
                 self._remembered[request.fingerprint] = (decision, self._timer(), request.server)
                 self._close(consent_id, state, "approved")

@@ -89,6 +89,9 @@ class ConsentRequest:
     tools_change: dict[str, Any] | None = None
     #: What the server can see, in plain words (setup_agent/launch/sandbox.py, #23); empty for a remote.
     sandbox: list[str] = field(default_factory=list)
+    #: Whether the user may widen the sandbox here (an extra folder, no network): a local server
+    #: in mcp-setup's own sandbox, not a remote or a container.
+    widenable: bool = False
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
@@ -224,6 +227,7 @@ def build_consent_request(
         destinations=destinations,
         warnings=warns,
         sandbox=sandbox_profile(spec, sandbox),
+        widenable=sandbox != "none" and spec.transport == "stdio" and (spec.runner or spec.command) not in ("docker", "podman"),
     )
     fp = fingerprint(
         {

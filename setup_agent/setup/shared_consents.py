@@ -20,6 +20,7 @@ from setup_agent.store import PendingApprovals
 
 from .consent import ConsentBroker, validated_settings
 from .consent_request import ConsentRequest
+from .sandbox_choice import validated_sandbox_choice
 from .shared_items import Published
 
 __all__ = ["answer_shared", "share_consents"]
@@ -43,8 +44,9 @@ def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_secon
             by = item.answered_by or "user"
             try:
                 if item.status == "approved":
-                    settings = (item.decision or {}).get("settings") or {}
-                    broker.approve(item.item_id, settings, accept_warnings=True, by=by)
+                    decision = item.decision or {}
+                    broker.approve(item.item_id, decision.get("settings") or {}, accept_warnings=True, by=by,
+                                   sandbox=decision.get("sandbox") or None)
                 else:
                     broker.deny(item.item_id, "denied elsewhere", by=by)
             except InvalidInput as exc:  # settings the other side should have refused: not approved
@@ -65,6 +67,7 @@ def answer_shared(
     by: str,
     settings: dict[str, str] | None = None,
     accept_warnings: bool = False,
+    sandbox: dict[str, Any] | None = None,
 ) -> bool:
     """Answer a shared item from a user channel of another process; False when it is no longer open.
 
@@ -79,4 +82,5 @@ def answer_shared(
     chosen = validated_settings(request, settings or {})
     if request.warnings and accept_warnings is not True:
         raise InvalidInput("Accept the warnings explicitly to approve, or deny.")
-    return shared.answer(item_id, "approved", by=by, decision={"settings": chosen})
+    widening = validated_sandbox_choice(request.widenable, sandbox)
+    return shared.answer(item_id, "approved", by=by, decision={"settings": chosen, "sandbox": widening.public()})

@@ -96,6 +96,9 @@ function showNext() {
   });
   $("consent-warnings").hidden = !(c.warnings && c.warnings.length);
   $("consent-accept").checked = false;
+  $("consent-widen").hidden = !c.widenable;  // the user's widening of the sandbox (#23)
+  $("consent-extra").value = "";
+  $("consent-offline").checked = false;
   showError($("consent-error"), "");
   setDisabled(false);
   var dialog = $("consent-dialog");
@@ -144,7 +147,12 @@ function approve(event) {
   Array.prototype.forEach.call(document.querySelectorAll("#consent-settings input[data-setting]"), function (input) {
     settings[input.getAttribute("data-setting")] = input.value;
   });
-  send({ approve: true, settings: settings, accept_warnings: $("consent-accept").checked });
+  var body = { approve: true, settings: settings, accept_warnings: $("consent-accept").checked };
+  if (c.widenable) {
+    var extra = $("consent-extra").value.trim();
+    body.sandbox = { extra_paths: extra ? [extra] : [], network: !$("consent-offline").checked };
+  }
+  send(body);
 }
 
 function deny() {
