@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
+import uuid
 from pathlib import Path
 
 import anyio
@@ -98,8 +98,8 @@ async def test_a_wrong_secret_is_explained_and_only_that_key_is_asked_again(tmp_
 async def test_a_secret_pasted_into_a_chat_answer_is_withheld_and_asked_through_the_secret_prompt(
     tmp_path: Path, canary: str, memory_keyring
 ) -> None:
-    # not the stub value, nor a form of it (the redactor knows the value reversed too, #24)
-    pasted = "sk-proj-" + hashlib.sha256(canary.encode()).hexdigest()[:40]
+    # Not the stub value, nor a form of it (reversed, cased…): the redactor knows those once installed.
+    pasted = "sk-proj-" + uuid.uuid4().hex
     workspace = {"name": "STUB_WORKSPACE", "description": "Your workspace name", "isRequired": True, "isSecret": False}
     catalog = make_catalog(tmp_path, canary, extra_env=[workspace])
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:

@@ -54,8 +54,12 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
             assert first["error"]["code"] == "consent_required", first
             assert "mcp-setup approve" in first["error"]["message"] and first["error"]["details"] == {"status": "pending"}
 
+            granted = tmp_path / "notes"
+            granted.mkdir()
             shown = await anyio.to_thread.run_sync(
-                lambda: _approve_in_a_terminal(env, r"Allow mcp-setup to test .*\? \[y/N\] ", "y")
+                lambda: _approve_in_a_terminal(env, r"Allow mcp-setup to test .*\? \[y/N\] ", "y",
+                                               r"Another folder it may read and write", str(granted),
+                                               r"no network\? \[y/N\] ", "n")
             )
             assert STUB in shown and "${STUB_API_KEY}" in shown and canary not in shown
             assert "Approved" in shown
@@ -63,6 +67,16 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
             tested = await call(client, "mcp_setup_test_connection", args)
             assert tested.get("ok") is True, tested
             assert {t["name"] for t in tested["tools"]} >= {"echo"}
+            installed = await call(client, "mcp_setup_install_and_connect", args)  # the same approval
+            assert installed["status"] == "connected", installed
+            listed = await call(client, "mcp_setup_list_servers", {})
+            assert listed["servers"], listed
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
+
+    with Store.for_data_dir(tmp_path / "data", Vault.in_memory()) as store:
+        (server,) = store.list()
+        assert str(granted.resolve()) in server.launch_spec["sandbox_grants"]  # the user's widening, stored
     assert canary not in recorder.text() and "/consents/" not in recorder.text()
     nothing = subprocess.run(mcp_setup_argv("approve"), env=env, cwd=REPO, capture_output=True, text=True,
                              timeout=60, stdin=subprocess.DEVNULL)

@@ -100,7 +100,8 @@ def test_ctrl_c_during_the_connection_test_cancels_with_exit_130_and_leaves_no_p
     fifo = os.open(pid_file, os.O_RDONLY | os.O_NONBLOCK)
     try:
         catalog = make_catalog(tmp_path, canary, mode="hang", extra_env={"STUB_PID_FILE": str(pid_file)})
-        env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+        # Sandbox off: the stub writes its pid to a FIFO beside the test, outside its own folder.
+        env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_SANDBOX="off")
         child = spawn_add(env)
         child.expect(r"\(hidden\): ")
         child.sendline(canary)

@@ -122,6 +122,13 @@ def test_a_name_that_is_part_of_an_installed_one_is_suggested(data, capsys, cana
     assert code == 3 and "Did you mean stub-search?" in err
 
 
+def test_a_typo_in_a_name_is_answered_with_the_close_one(data, capsys, canary) -> None:
+    """#25 item 12: `show stub-serch` suggests stub-search."""
+    data.install(STUB, canary)
+    code, _, err = cli(capsys, "show", "stub-serch")
+    assert code == 3 and "Did you mean stub-search?" in err
+
+
 def test_disable_and_enable_change_the_store_every_face_watches(data, capsys, canary) -> None:
     sid = data.install(STUB, canary)
     with data.store() as store:

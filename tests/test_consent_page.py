@@ -120,3 +120,30 @@ def test_a_consent_key_opens_its_own_consent_once_and_no_other(served) -> None:
     fresh = _key(server.consent_url(second.consent_id))
     typed = http.post(f"{server.base_url}/secrets/{prompt.prompt_id}", data={"t": fresh, "value": "v"})
     assert typed.status_code == 403 and server.broker.pending() == [prompt]
+
+
+def test_the_user_may_widen_a_local_servers_sandbox_on_the_page_and_the_agent_cannot(served, tmp_path) -> None:
+    """#23: an extra folder, or no network, chosen in the consent; never in the agent's arguments."""
+    from setup_agent.setup.sandbox_choice import apply_sandbox_choice
+
+    server, consents, http = served
+    spec = LaunchSpec(command="npx", args=["-y", "some-server@1.0.0"], runner="npx", package_type="npm",
+                      identifier="some-server", version="1.0.0")
+    request = build_consent_request(server="io.test/local", version="1.0.0", spec=spec, keys=[], values={}, sandbox="bwrap")
+    assert request.widenable
+    pending = consents.open(request)
+    page = http.get(server.consent_url(pending.consent_id))
+    assert 'name="sandbox.extra_path"' in page.text and 'name="sandbox.no_network"' in page.text
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    answer = post(server, http, pending, action="approve", **{"sandbox.extra_path": str(folder), "sandbox.no_network": "yes"})
+    assert answer.status_code == 200, answer.text
+    decision = consents.decision(request)
+    widened = apply_sandbox_choice(spec, decision.sandbox)
+    assert widened.sandbox_grants == [str(folder.resolve())] and widened.sandbox_network is False
+    # a remote has no sandbox of ours: nothing to widen, and no field for it
+    remote = open_remote(consents)
+    assert not remote.request.widenable
+    assert 'sandbox.extra_path' not in http.get(server.consent_url(remote.consent_id)).text
+    refused = post(server, http, remote, action="approve", **{"sandbox.extra_path": str(folder)})
+    assert refused.status_code == 400 and consents.status(remote.consent_id) == "pending"

@@ -144,8 +144,10 @@ def crashed(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, list[int]]]:
     """A face SIGKILLed while its stub server hangs in initialize: (env, data dir, [server, grandchild])."""
     pipe = PidPipe(tmp_path / "pids.fifo")
     catalog = stuck_bundle_catalog(tmp_path, pipe.path)
+    # Sandbox off: the stub reports its pids through a FIFO beside the test (outside its folder), and
+    # under bubblewrap they would be pids of its own namespace (which dies with mcp-setup anyway).
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog),
-                   MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(120)))
+                   MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(120)), MCP_SETUP_SANDBOX="off")
     pids: list[int] = []
     face = RawFace(env, tmp_path / "face1.log")
     try:

@@ -245,3 +245,58 @@ async def test_the_consent_for_a_repaired_launch_shows_the_changed_command_as_a_
     assert "uvx-executable:wx_stub" in warning["message"] and "--from wx-stub==1.0.0 wx_stub" in warning["message"]
     assert request["command_line"][-3:] == ["--from", "wx-stub==1.0.0", "wx_stub"]
     assert index.requests == []  # nothing ran or was fetched before the user approved
+
+
+# --- one real server from the real PyPI -------------------------------------------------------
+
+
+def _pypi_reachable() -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("pypi.org", 443), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
+def make_real_runtime(tmp_path: Path, memory_keyring) -> Runtime:
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    doc = {  # as io.github.isdaniel/mcp_weather_server publishes it, at its current version
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": NAME, "description": "Weather information from the Open-Meteo API.", "version": "0.6.1",
+        "packages": [{"registryType": "pypi", "registryBaseUrl": "https://pypi.org", "identifier": "mcp-weather-server",
+                      "version": "0.6.1", "transport": {"type": "stdio"}}],
+    }  # fmt: skip
+    (catalog / "weather.json").write_text(json.dumps(doc))
+    env = host_env(tmp_path)
+    env.update({k: v for k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                               "NO_PROXY", "no_proxy") if (v := os.environ.get(k))})  # how this machine reaches PyPI
+    return build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="never-ask",
+                 probe_timeout_seconds=120, adopt_tested_servers=False),
+        keyring_backend=memory_keyring, host_env=env, which=lambda name: shutil.which(name, path=env["PATH"]),
+    )  # fmt: skip
+
+
+@needs_uv
+@pytest.mark.skipif(not _pypi_reachable(), reason="needs pypi.org")
+async def test_the_real_mcp_weather_server_from_pypi_is_repaired_twice_and_then_lists_its_tools(
+    tmp_path: Path, memory_keyring
+) -> None:
+    """mcp-weather-server 0.6.1 as published: its executable is mcp_weather_server, and it imports
+    McpError, which mcp 2.x (what its unpinned ``mcp[cli]>=1.12`` gets) no longer has."""
+    runtime = make_real_runtime(tmp_path, memory_keyring)
+    try:
+        first = (await call(runtime, "mcp_setup_test_connection"))["error"]
+        assert first["details"]["repair"]["code"] == "uvx-executable:mcp_weather_server", first
+        second = (await call(runtime, "mcp_setup_test_connection", repair=first["details"]["repair"]["code"]))["error"]
+        assert second["details"]["failed"] == "package", second
+        both = second["details"]["repair"]["code"]
+        assert both == "uvx-executable:mcp_weather_server uvx-with:mcp<2", second
+        tested = await call(runtime, "mcp_setup_test_connection", repair=both)
+    finally:
+        await runtime.aclose()
+    assert tested["ok"] is True, json.dumps(tested)[:2000]
+    assert {"get_current_weather", "get_air_quality"} <= {t["name"] for t in tested["tools"]}

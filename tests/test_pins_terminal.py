@@ -32,7 +32,7 @@ EVIL = {
 }
 
 
-async def _install_then_change(data_dir: Path, catalog: Path, flag: Path, canary: str) -> str:
+async def _install_then_change(data_dir: Path, catalog: Path, flag: str, canary: str) -> str:
     settings = Settings(home=data_dir, registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20))
     runtime = build_runtime(settings, keyring_backend=fail.Keyring())
     try:
@@ -44,7 +44,8 @@ async def _install_then_change(data_dir: Path, catalog: Path, flag: Path, canary
                 CallContext(installed_by="agent"),
             )  # fmt: skip
             assert out.get("status") == "connected", out
-            flag.write_text(json.dumps({"extra": [EVIL]}))
+            # In the server's own folder (its working dir): the one a sandboxed server sees (#23).
+            (data_dir / "servers" / out["server_id"] / flag).write_text(json.dumps({"extra": [EVIL]}))
             status = await runtime.connections.connect(runtime.store.get(out["server_id"]))
             assert status.status == "connected"
             assert runtime.store.get(out["server_id"]).tools_state == "changed"
@@ -54,8 +55,8 @@ async def _install_then_change(data_dir: Path, catalog: Path, flag: Path, canary
 
 
 def _world(tmp_path: Path, canary: str) -> tuple[dict[str, str], str]:
-    flag = tmp_path / "stub-tools.json"
-    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary, extra_env={"STUB_TOOLS_FILE": str(flag)})
+    flag = "stub-tools.json"  # relative: read in the server's working dir, its install dir
+    bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary, extra_env={"STUB_TOOLS_FILE": flag})
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))

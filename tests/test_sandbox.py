@@ -194,3 +194,85 @@ def test_a_profile_without_network_cannot_reach_even_loopback(tmp_path: Path, mo
             assert (done.returncode != 0) == bool(expected), (network, done.stdout, done.stderr[-500:])
     finally:
         listener.close()
+
+
+PARENT = """
+import subprocess, sys
+from pathlib import Path
+from setup_agent.launch.sandbox import Profile, Sandbox
+work = Path(sys.argv[2])
+sandbox = Sandbox(sys.argv[1], hide=(work.parent,), user_home=work.parent, host_env={"HOME": str(work.parent)})
+command, args, env = sandbox.wrap("/bin/sh", ["-c", "echo started; sleep 300 & wait; : " + sys.argv[3]], {"PATH": "/usr/bin:/bin"},
+                                  Profile(work))
+child = subprocess.Popen([command, *args], env=env, cwd=work, start_new_session=True)
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_a_sandboxed_server_dies_with_a_killed_mcp_setup(tmp_path: Path, mode: str, canary: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.processes import process_alive, processes_mentioning, wait_gone
+
+    if mode == "landlock" and abi_version() < 1:
+        pytest.skip("no Landlock here")
+    work = tmp_path / "data" / "srv_x"
+    work.mkdir(parents=True)
+    repo = str(Path(__file__).parent.parent)
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, mode, str(work), canary], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=repo, env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"})  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        sandboxed = int(parent.stdout.readline())
+        assert parent.stdout.readline().strip() == "started"  # the sandbox is in place (the launcher ran)
+        assert process_alive(sandboxed)
+        parent.send_signal(signal.SIGKILL)  # no cleanup of any kind runs
+        parent.wait(10)
+        assert wait_gone([sandboxed]) == []  # bwrap --die-with-parent; Landlock's launcher: PDEATHSIG
+        if mode == "bwrap":  # its own PID namespace: the shell's child goes with it
+            assert wait_gone(processes_mentioning(canary)) == []
+    finally:
+        parent.kill()
+        for pid in processes_mentioning(canary):
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+
+
+def test_doctor_names_the_mechanism_and_says_plainly_when_nothing_isolates(tmp_path: Path) -> None:
+    from app.cli.doctor import _sandbox_check
+    from setup_agent.launch.sandbox import Sandbox
+
+    here = _sandbox_check(Sandbox("auto", hide=(tmp_path,), user_home=tmp_path))
+    assert here["ok"] and here["detail"].startswith("bwrap (bubblewrap at ")
+    mac = _sandbox_check(Sandbox("auto", platform="darwin"))
+    assert mac["ok"] and mac["detail"] == "none — not isolated on this system (no sandbox on darwin)"
+    bare = _sandbox_check(Sandbox("auto", which=lambda name: None, platform="linux"))  # no bwrap
+    assert bare["detail"].startswith("landlock") or (not bare["ok"] and "install bubblewrap" in bare["fix"])
+    forced = _sandbox_check(Sandbox("bwrap", which=lambda name: None))
+    assert not forced["ok"] and "MCP_SETUP_SANDBOX=bwrap, but it does not work here" in forced["detail"]
+    assert "no local server starts" in forced["detail"]
+    off = _sandbox_check(Sandbox("off"))
+    assert off["ok"] and "MCP_SETUP_SANDBOX=off (unsafe" in off["detail"] and "not isolated" in off["detail"]
+
+
+async def test_a_forced_mechanism_that_does_not_work_here_starts_nothing(tmp_path: Path) -> None:
+    import sys
+
+    from setup_agent.errors import SandboxUnavailable
+    from setup_agent.launch import LaunchSpec
+    from setup_agent.launch.sandbox import Sandbox
+    from setup_agent.secrets import Redactor
+    from setup_agent.setup.probe import Prober
+    from tests.stub_server.bundle import SERVER_PY
+
+    (tmp_path / "scratch").mkdir()
+    prober = Prober(Redactor(), scratch_root=tmp_path / "scratch", timeout=20,
+                    sandbox=Sandbox("bwrap", which=lambda name: None))  # fmt: skip
+    spec = LaunchSpec(command=sys.executable, args=[str(SERVER_PY)], env={"STUB_REQUIRE": "0"})
+    with pytest.raises(SandboxUnavailable) as caught:
+        await prober.probe(spec, {})
+    await prober.drain()
+    assert caught.value.code == "sandbox_unavailable" and "bubblewrap (bwrap) is not installed" in caught.value.message

@@ -183,8 +183,14 @@ def _answer_one(shared: Any, item: Any, answers: TextIO) -> None:
             answer_shared(shared, item.item_id, approve=False, by=BY)
             print("Denied (the warnings were not accepted). Nothing runs.\n")
             return
+    sandbox: dict[str, Any] | None = None
+    if request.widenable:  # the user's widening of the sandbox (#23), asked once they said yes
+        extra = _ask(answers, "  Another folder it may read and write (a full path; Enter for none): ")
+        offline = _ask(answers, "  Run it with no network? [y/N] ").lower() in ("y", "yes")
+        sandbox = {"extra_paths": [extra] if extra else [], "network": not offline}
     try:
-        done = answer_shared(shared, item.item_id, approve=True, by=BY, settings=settings, accept_warnings=accept)
+        done = answer_shared(shared, item.item_id, approve=True, by=BY, settings=settings, accept_warnings=accept,
+                             sandbox=sandbox)
     except InvalidInput as exc:
         print(f"Not approved: {exc.message}\n")
         return

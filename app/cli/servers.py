@@ -109,11 +109,22 @@ def _store(settings: Settings):
         yield store
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending as a sentence does (so the next one does not run into it)."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def _resolve(store: Store, name: str) -> InstalledServer:
     found = store.catalog().server(name)
     server = store.get(found.server_id) if found is not None else None
     if server is None:
-        near = [s.slug for s in store.list() if name.lower() in s.slug.lower() or name.lower() in s.qualified_name.lower()]
+        import difflib
+
+        servers = store.list()
+        near = [s.slug for s in servers if name.lower() in s.slug.lower() or name.lower() in s.qualified_name.lower()]
+        near += [n for n in difflib.get_close_matches(name.lower(), [s.slug.lower() for s in servers], n=3, cutoff=0.6)
+                 if n not in near]  # a typo: `show tikets` -> tickets
         hint = f" Did you mean {' or '.join(near[:3])}?" if near else ""
         raise _NotFound(f"No installed server is named {name!r}.{hint} `mcp-setup list` shows them.")
     return server
@@ -351,7 +362,7 @@ def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     try:
         message = _with_runtime(settings, handler, lambda runtime: rotate(runtime, s, args.key, value))
     except SetupError as exc:
-        print(f"mcp-setup: {exc.message} The old value of {args.key} stays.", file=sys.stderr)
+        print(f"mcp-setup: {_sentence(exc.message)} The old value of {args.key} stays.", file=sys.stderr)
         return 1
     print(message)
     return 0

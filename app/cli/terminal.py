@@ -182,11 +182,11 @@ class TerminalIO:
             while True:
                 answer = input("Allow this? [y/N]: ").strip().lower()
                 if answer in ("n", "no", ""):
-                    consents.deny(pending.consent_id, "denied in the terminal")
+                    consents.deny(pending.consent_id, "denied in the terminal", by="user:terminal")
                     return
                 if answer in ("y", "yes"):
                     break
-            consents.approve(pending.consent_id, settings, accept_warnings=accept)
+            consents.approve(pending.consent_id, settings, accept_warnings=accept, by="user:terminal")
 
         try:
             await self._in_thread(ask)

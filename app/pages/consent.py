@@ -60,8 +60,8 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
         rows.append(("Command line", " ".join(request.command_line)))
     if request.url:
         rows.append(("URL", f"{request.url} ({request.transport})"))
-    for name, template in request.env.items():
-        rows.append(("Environment", f"{name}={template}"))
+    if request.env:  # one row for all of them, a line each
+        rows.append(("Environment", "\n".join(f"{name}={template}" for name, template in request.env.items())))
     for name, template in request.headers.items():
         rows.append(("Header", f"{name}: {template}"))
     for secret in request.secrets:
@@ -95,6 +95,16 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
             '<label><input type="checkbox" name="accept_warnings" value="yes"> I understand these warnings and '
             "accept them</label>\n"
         )
+    widen = ""
+    if request.widenable:  # the user's widening of the sandbox (#23): never the agent's
+        widen = (
+            "<h2>What it may use</h2>\n"
+            '<label for="sandbox-extra">Another folder it may read and write (optional)</label>\n'
+            '<p class="note">A full path such as /home/you/notes. Leave it empty to give it only its own folder.</p>\n'
+            '<input type="text" id="sandbox-extra" name="sandbox.extra_path" spellcheck="false" autocapitalize="off" '
+            'autocomplete="off">\n'
+            '<label><input type="checkbox" name="sandbox.no_network" value="yes"> Run it with no network</label>\n'
+        )
     alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
     body = (
         f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
@@ -104,10 +114,12 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
+        + widen
         + warnings
+        # Deny is the safe default: first (Enter in a field submits it), focused, and drawn as the main button.
         + '<div class="buttons">\n'
-        '<button type="submit" name="action" value="approve">Approve</button>\n'
-        '<button type="submit" name="action" value="deny" formnovalidate>Deny</button>\n'
+        '<button type="submit" name="action" value="deny" class="primary" formnovalidate autofocus>Deny</button>\n'
+        '<button type="submit" name="action" value="approve" class="approve">Approve</button>\n'
         "</div>\n</form>"
     )
     return _page(f"Allow {request.server}?", body, status)
@@ -179,7 +191,10 @@ def add_consent_routes(
             if action != "approve":
                 return message_page(400, "Unknown action", "Use the Approve or Deny button.")
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
-            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes", by="user:consent-page")
+            extra = (form.get("sandbox.extra_path") or "").strip()
+            sandbox = {"extra_paths": [extra] if extra else [], "network": form.get("sandbox.no_network") != "yes"}
+            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes",
+                           by="user:consent-page", sandbox=sandbox)
             capabilities.consume(key, consent_id, "consent")
         except InvalidInput as exc:
             return _form(consent_id, pending.request, key or "", error=exc.message, status=400)

@@ -10,7 +10,8 @@ person would have to dig for that; :func:`diagnose` reads the stderr tail and an
   needs: a Python, node, the Docker daemon), the **package** (not found, no such executable, a
   missing module), or the **server** (it ran, then exited: its own error);
 - ``repair`` when one is known: a :class:`Repair` with a stable ``code`` the agent passes back
-  (``repair: "uvx-executable:mcp_weather_server"``), why, and the changed command.
+  (``repair: "uvx-executable:mcp_weather_server"``; several space-separated when a repaired launch
+  fails again for another known reason), why, and the changed command.
 
 :func:`apply_repair` turns a code into the repaired :class:`LaunchSpec` (refusing codes it does
 not know or whose values are not plain names). The repaired command is what the consent shows
@@ -107,14 +108,18 @@ def _repaired_args(spec: LaunchSpec, code: str) -> list[str] | None:
 
 
 def apply_repair(spec: LaunchSpec, code: str) -> LaunchSpec:
-    """``spec`` with the repair ``code`` applied; InvalidInput when it does not apply to it."""
-    args = _repaired_args(spec, code.strip())
-    if args is None:
-        raise InvalidInput(
-            f"The repair {code!r} does not apply to this launch ({spec.command or 'no command'}); pass the code "
-            "a failed mcp_setup_test_connection offered in details.repair.code."
-        )
-    return spec.model_copy(update={"args": args})
+    """``spec`` with the repair ``code`` applied (several, space-separated, in order: a second
+    failure's repair comes on top of the first); InvalidInput when one does not apply to it."""
+    codes = code.split()
+    for one in codes or [code]:
+        args = _repaired_args(spec, one)
+        if args is None:
+            raise InvalidInput(
+                f"The repair {one!r} does not apply to this launch ({spec.command or 'no command'}); pass the code "
+                "a failed mcp_setup_test_connection offered in details.repair.code."
+            )
+        spec = spec.model_copy(update={"args": args})
+    return spec
 
 
 def _offer(spec: LaunchSpec, code: str, why: str) -> Repair | None:
@@ -133,6 +138,12 @@ _PY_MISMATCH = re.compile(
     r"current Python version \([^)]*\) does not satisfy|requires-python|Requires-Python|No interpreter found for Python"
     r"|requires Python", re.IGNORECASE,
 )
+_MCP2_IMPORT = re.compile(r"ImportError: cannot import name '[^']+' from 'mcp(?:\.[a-z_.]+)?'")
+#: A module the package's code imports but does not depend on → the distribution that brings it
+#: (only well-known ones: a guessed name could be anyone's package).
+_MODULE_DIST = {"dateutil": "python-dateutil", "dotenv": "python-dotenv", "yaml": "PyYAML", "bs4": "beautifulsoup4",
+                "PIL": "Pillow", "requests": "requests", "httpx": "httpx", "pydantic": "pydantic",
+                "aiohttp": "aiohttp", "uvicorn": "uvicorn", "starlette": "starlette", "pytz": "pytz"}
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'|ImportError: ")
 _DOCKER_PLATFORM = re.compile(r"no matching manifest for (linux/[a-z0-9/]+)|exec format error", re.IGNORECASE)
 
@@ -167,8 +178,8 @@ def diagnose(spec: LaunchSpec, stderr_tail: str) -> Diagnosis:
                + (f"; its executable is {exe.group(1)}" if exe else ""))
         repair = _offer(spec, f"uvx-executable:{exe.group(1)}", why) if exe else None
         return Diagnosis("package", why, repair)
-    if _FASTMCP.search(tail):
-        why = "the server is written for mcp 1.x (FastMCP) and uvx installed mcp 2.x, which removed it"
+    if _FASTMCP.search(tail) or _MCP2_IMPORT.search(tail):
+        why = "the server is written for mcp 1.x and uvx installed mcp 2.x, whose API changed (FastMCP, McpError…)"
         return Diagnosis("package", why, _offer(spec, "uvx-with:mcp<2", why))
     if spec.command == "uvx" and _PY_MISMATCH.search(tail) and (m := _PY_NEEDED.search(tail)):
         why = f"the package needs Python {m.group(1)} or newer, and uvx picked an older one"
@@ -182,16 +193,20 @@ def diagnose(spec: LaunchSpec, stderr_tail: str) -> Diagnosis:
         if pattern.search(tail):
             return Diagnosis(part, reason)
     if m := _NO_MODULE.search(tail):
-        return Diagnosis("package", f"the package's code is missing a module ({m.group(1) or 'an import failed'})")
+        module = (m.group(1) or "").split(".", 1)[0]
+        why = f"the package's code imports {module or 'a module'} but does not depend on it"
+        dist = _MODULE_DIST.get(module)
+        return Diagnosis("package", why, _offer(spec, f"uvx-with:{dist}", why) if dist else None)
     return Diagnosis("server", "the server started and then exited with an error of its own")
 
 
 _PART_WORDS = {"runner": "the runner failed", "package": "the package failed", "server": "the server failed"}
 
 
-def explain_failure(exc: Exception, spec: LaunchSpec) -> None:
+def explain_failure(exc: Exception, spec: LaunchSpec, prior: str | None = None) -> None:
     """Add to a failed start of a local package (in place): what was launched, which part failed
-    and why, and the repair when one is known (``details.repair``: code, why, command)."""
+    and why, and the repair when one is known (``details.repair``: code, why, command). A launch
+    already repaired (``prior``) is offered both repairs together."""
     message, details = getattr(exc, "message", None), getattr(exc, "details", None)
     if not spec.command or not isinstance(message, str) or not isinstance(details, dict):
         return
@@ -204,8 +219,9 @@ def explain_failure(exc: Exception, spec: LaunchSpec) -> None:
         text += f" {_PART_WORDS[found.part].capitalize()}: {found.reason}."
         if found.repair is not None:
             command = found.repair.command(spec)
-            details["repair"] = {"code": found.repair.code, "why": found.repair.why, "command": command}
+            code = f"{prior} {found.repair.code}" if prior else found.repair.code
+            details["repair"] = {"code": code, "why": found.repair.why, "command": command}
             text += (f" mcp-setup can repair this launch: call mcp_setup_test_connection again with "
-                     f"repair: {found.repair.code!r}; the user is shown the changed command ({command}) to approve.")
+                     f"repair: {code!r}; the user is shown the changed command ({command}) to approve.")
     exc.message = message + text  # type: ignore[attr-defined]
     exc.args = (exc.message,)  # type: ignore[attr-defined]

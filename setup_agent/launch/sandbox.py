@@ -319,8 +319,8 @@ class Sandbox:
         for path in read_only:
             argv += ["--ro-bind-try", str(path), str(path)]
         grants = len(profile.grants)
-        for path in writable[:grants]:
-            argv += ["--bind", str(path), str(path)]
+        for path in writable[:grants]:  # a granted folder removed since: the server starts without it
+            argv += ["--bind-try", str(path), str(path)]
         for path in masks:  # over a grant that holds it; its own dirs are bound again below
             argv += ["--tmpfs", path]
         for path in writable[grants:]:

@@ -44,6 +44,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from setup_agent.errors import ArgumentsRefused, SessionLocked
+from setup_agent.pulls import Pulls
 
 from .redact import Redactor
 
@@ -108,12 +109,12 @@ class GuessGuard:
         self.clock = clock
         self._lock = threading.Lock()
         self._incidents: LRUCache[str, GuardIncident] = LRUCache(_MAX_PRINCIPALS)
-        self._pulls: list[Callable[[], None]] = []
+        self._pulls = Pulls("unblocks given elsewhere", log)
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before a locked principal is refused: it applies the user's unlock given
         elsewhere (``mcp-setup approve`` in another process, see setup/shared_locks.py)."""
-        self._pulls.append(pull)
+        self._pulls.add(pull)
 
     # -- queries ----------------------------------------------------------------------
     def refusals(self, principal: str | None) -> int:
@@ -158,11 +159,7 @@ class GuessGuard:
         """Raise :class:`SessionLocked` if ``principal`` is locked (before any other check, so a
         locked principal gets one answer whatever it sends)."""
         if self._pulls and self.is_locked(principal):
-            for pull in list(self._pulls):
-                try:
-                    pull()
-                except Exception as exc:  # noqa: BLE001 - the store failing keeps the lock, never a crash
-                    log.warning("guard: reading unlocks given elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
+            self._pulls.run()  # the store failing keeps the lock, never a crash
         with self._lock:
             if (incident := self._incidents.get(_key(principal))) is not None and incident.locked:
                 raise SessionLocked(_LOCKED)

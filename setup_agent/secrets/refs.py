@@ -34,6 +34,7 @@ from setup_agent.errors import (
     SecretPending,
     SecretWrongKey,
 )
+from setup_agent.pulls import Pulls
 
 __all__ = ["REF_PATTERN", "SecretRefStore", "SecretValue", "is_ref"]
 
@@ -118,7 +119,7 @@ class SecretRefStore:
         self._lock = threading.RLock()
         self._claims: dict[str, str] = {}  # ref -> claim id of the install using it
         self._listeners: list[Callable[[], None]] = []
-        self._pulls: list[Callable[[], None]] = []
+        self._pulls = Pulls("secrets entered elsewhere", log)
 
     @property
     def ttl_seconds(self) -> float:
@@ -188,14 +189,10 @@ class SecretRefStore:
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before a ref is read: it fills refs answered elsewhere (another process)."""
-        self._pulls.append(pull)
+        self._pulls.add(pull)
 
     def _pull(self) -> None:
-        for pull in list(self._pulls):
-            try:
-                pull()
-            except Exception as exc:  # noqa: BLE001 - an answer from elsewhere failing never breaks a local one
-                log.warning("reading secrets entered elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
+        self._pulls.run()
 
     def is_ready(self, ref: str) -> bool:
         self._pull()

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
+from setup_agent.pulls import Pulls
 
 from .consent_request import (
     ConsentRequest,
@@ -40,6 +41,7 @@ from .consent_request import (
     build_consent_request,
     is_destination_setting,
 )
+from .sandbox_choice import NO_CHOICE, SandboxChoice, validated_sandbox_choice
 
 __all__ = [
     "ConsentBroker",
@@ -65,9 +67,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 @dataclass(frozen=True)
 class ConsentDecision:
-    """An approval: the destination settings' values the user chose (these are used)."""
+    """An approval: the destination settings' values the user chose (these are used), and their
+    widening of the sandbox, if any (``sandbox_choice.py``)."""
 
     settings: dict[str, str]
+    sandbox: SandboxChoice = NO_CHOICE
 
 
 @dataclass(frozen=True)
@@ -107,21 +111,17 @@ class ConsentBroker:
         self._lock = threading.RLock()
         self._pending: dict[str, _State] = {}
         self._closed: dict[str, str] = {}  # consent_id -> final status (bounded)
-        self._remembered: dict[str, tuple[ConsentDecision, float]] = {}
+        self._remembered: dict[str, tuple[ConsentDecision, float, str]] = {}  # fingerprint -> (.., at, server)
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
-        self._pulls: list[Callable[[], None]] = []
+        self._pulls = Pulls("consent answers given elsewhere", log)
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
-        self._pulls.append(pull)
+        self._pulls.add(pull)
 
     def _pull(self) -> None:
-        for pull in list(self._pulls):
-            try:
-                pull()
-            except Exception as exc:  # noqa: BLE001 - the shared store failing never breaks a local answer
-                log.warning("reading answers given elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
+        self._pulls.run()
 
     @property
     def ask(self) -> bool:
@@ -158,7 +158,7 @@ class ConsentBroker:
     def _sweep(self) -> list[Event]:
         now = self._timer()
         events: list[Event] = []
-        for fp, (_, at) in list(self._remembered.items()):
+        for fp, (_, at, _server) in list(self._remembered.items()):
             if now - at >= self._ttl:
                 del self._remembered[fp]
         for cid, state in list(self._pending.items()):
@@ -228,6 +228,12 @@ class ConsentBroker:
                 self._open_state(consent_id)  # raises the right error
         return state.pending  # type: ignore[union-attr]
 
+    def forget(self, server: str) -> None:
+        """Forget the approvals remembered for ``server`` (it was removed: the next test asks again)."""
+        with self._lock:
+            for fp in [fp for fp, entry in self._remembered.items() if entry[2] == server]:
+                del self._remembered[fp]
+
     def pending(self) -> list[PendingConsent]:
         """The consents waiting for the user, oldest first (for the user's channels)."""
         with self._lock:
@@ -245,9 +251,10 @@ class ConsentBroker:
 
     def approve(
         self, consent_id: str, settings: Mapping[str, Any] | None = None, *, accept_warnings: bool = False,
-        by: str | None = None,
+        by: str | None = None, sandbox: Mapping[str, Any] | None = None,
     ) -> ConsentDecision:
-        """The user approves, with their values for the destination settings (others keep the suggestion)."""
+        """The user approves, with their values for the destination settings (others keep the
+        suggestion) and their widening of the sandbox (an extra folder, no network)."""
         with self._lock:
             events = self._sweep()
             try:
@@ -257,9 +264,9 @@ class ConsentBroker:
                 if request.warnings and accept_warnings is not True:
                     codes = ", ".join(w.code for w in request.warnings)
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
-                decision = ConsentDecision(chosen)
+                decision = ConsentDecision(chosen, validated_sandbox_choice(request.widenable, sandbox))
                 state.decision = decision
-                self._remembered[request.fingerprint] = (decision, self._timer())
+                self._remembered[request.fingerprint] = (decision, self._timer(), request.server)
                 self._close(consent_id, state, "approved")
                 events.append(_done(consent_id, "approved", by))
             finally:

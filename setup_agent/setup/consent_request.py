@@ -89,6 +89,9 @@ class ConsentRequest:
     tools_change: dict[str, Any] | None = None
     #: What the server can see, in plain words (setup_agent/launch/sandbox.py, #23); empty for a remote.
     sandbox: list[str] = field(default_factory=list)
+    #: Whether the user may widen the sandbox here (an extra folder, no network): a local server
+    #: in mcp-setup's own sandbox, not a remote or a container.
+    widenable: bool = False
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
@@ -179,6 +182,14 @@ def build_consent_request(
         if k.name in values and is_destination_setting(k, values.get(k.name), url_keys)
     ]
     public_values = {d.name: d.suggested for d in destinations}
+    # Non-secret values the launch uses (a directory a filesystem server may read) decide access:
+    # shown filled in, and part of what is approved (#25 item 7). Destinations stay templates: the
+    # user edits them below the launch.
+    used = spec.keys()
+    shown = {
+        k.name: values[k.name] for k in keys
+        if not k.secret and k.name in values and k.name in used and k.name not in public_values
+    }  # fmt: skip
     filled_url = _fill_public(spec.url, public_values, in_url=True) if spec.url else None
     secrets: list[SecretDestination] = []
     for name in sorted(secret_names & spec.keys()):
@@ -208,14 +219,15 @@ def build_consent_request(
         runner=spec.runner,
         sha256=spec.file_sha256,
         transport=spec.transport,
-        command_line=[c for c in command_line if c is not None],
+        command_line=[_fill_public(c, shown) for c in command_line if c is not None],
         url=spec.url,
-        env=dict(spec.env),
+        env={name: _fill_public(template, shown) for name, template in spec.env.items()},
         headers=dict(spec.headers),
         secrets=secrets,
         destinations=destinations,
         warnings=warns,
         sandbox=sandbox_profile(spec, sandbox),
+        widenable=sandbox != "none" and spec.transport == "stdio" and (spec.runner or spec.command) not in ("docker", "podman"),
     )
     fp = fingerprint(
         {
@@ -223,6 +235,7 @@ def build_consent_request(
             "version": version,
             "spec": spec.model_dump(mode="json"),
             "destinations": public_values,
+            "values": shown,  # another directory is another approval
             "warnings": sorted(w.code for w in warns),
         }
     )

@@ -28,6 +28,7 @@ from .call_context import CallContext, Progress
 from .consent import ConsentBroker, build_consent_request, obtain_consent
 from .preparation import Prepared, Preparer
 from .probe import Prober, ProbeResult
+from .sandbox_choice import apply_sandbox_choice
 from .tool_args import name_or_none, req_name, str_map
 
 __all__ = ["Installer"]
@@ -183,6 +184,7 @@ class Installer:
         decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
             prepared.values.update(decision.settings)
+            prepared.spec = apply_sandbox_choice(prepared.spec, decision.sandbox)  # the user's widening, stored
             self.preparer.refuse_foreign_destination(prepared.keys, prepared.values, prepared.spec)  # edited there too
         # An approval means the user accepted every warning shown (the broker insists on it).
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
@@ -253,5 +255,5 @@ class Installer:
                 **({"auth": prepared.auth} if prepared.auth is not None else {}),
             )
         except ProbeError as exc:
-            explain_failure(exc, prepared.spec)
+            explain_failure(exc, prepared.spec, prior=prepared.repair)
             raise

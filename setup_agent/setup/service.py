@@ -312,9 +312,12 @@ class SetupService:
         server_id = req_name(args, "server_id")
         revoked = await self._revoke_sign_in(server_id)
         try:
+            removed = await asyncio.to_thread(self.store.get, server_id)
             await self.connections.remove(server_id, actor=ctx.installed_by)
         except NotFound:
             raise NotFound("No installed server has this server_id. mcp_setup_list_servers lists them.") from None
+        if self.consents is not None and removed is not None:  # an approval never outlives a Remove
+            self.consents.forget(removed.qualified_name)
         return {"removed": True, **({"signed_out": True} if revoked else {})}
 
     async def authorize(self, args: dict, ctx: CallContext) -> dict:

@@ -13,14 +13,15 @@ here, under the principal that gave them (``user:terminal``, ``token:NAME``).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
-from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput, SetupError
+from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
 from setup_agent.store import PendingApprovals
 
 from .consent import ConsentBroker, validated_settings
 from .consent_request import ConsentRequest
+from .sandbox_choice import validated_sandbox_choice
+from .shared_items import Published
 
 __all__ = ["answer_shared", "share_consents"]
 
@@ -29,36 +30,23 @@ log = logging.getLogger(__name__)
 
 def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_seconds: float) -> None:
     """Publish ``broker``'s consents to ``shared`` and apply the answers given elsewhere."""
-    mine: set[str] = set()
-    lock = threading.Lock()
+    published = Published(shared, ttl_seconds=ttl_seconds)
 
     def on_event(event: dict[str, Any]) -> None:
         cid = str(event.get("consent_id"))
-        try:
-            if event.get("type") == "consent_request" and isinstance(event.get("consent"), dict):
-                shared.publish(cid, "consent", event["consent"], ttl_seconds=ttl_seconds)
-                with lock:
-                    mine.add(cid)
-            elif event.get("type") == "consent_done":
-                with lock:
-                    was_mine = cid in mine
-                    mine.discard(cid)
-                if was_mine:
-                    shared.close(cid)
-        except SetupError as exc:  # the store failing never breaks the local channels
-            log.warning("a pending approval could not be shared (%s)", exc.code)
+        if event.get("type") == "consent_request" and isinstance(event.get("consent"), dict):
+            published.publish(cid, "consent", event["consent"])
+        elif event.get("type") == "consent_done":
+            published.closed(cid)
 
     def pull() -> None:
-        with lock:
-            ids = list(mine)
-        if not ids:
-            return
-        for item in shared.answers(ids):
+        for item in published.answered():
             by = item.answered_by or "user"
             try:
                 if item.status == "approved":
-                    settings = (item.decision or {}).get("settings") or {}
-                    broker.approve(item.item_id, settings, accept_warnings=True, by=by)
+                    decision = item.decision or {}
+                    broker.approve(item.item_id, decision.get("settings") or {}, accept_warnings=True, by=by,
+                                   sandbox=decision.get("sandbox") or None)
                 else:
                     broker.deny(item.item_id, "denied elsewhere", by=by)
             except InvalidInput as exc:  # settings the other side should have refused: not approved
@@ -66,9 +54,6 @@ def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_secon
                 broker.deny(item.item_id, "its answer could not be applied", by=by)
             except (ConsentNotFound, ConsentDenied):
                 pass  # answered here meanwhile
-            with lock:
-                mine.discard(item.item_id)
-            shared.close(item.item_id)
 
     broker.subscribe(on_event)
     broker.add_pull(pull)
@@ -82,6 +67,7 @@ def answer_shared(
     by: str,
     settings: dict[str, str] | None = None,
     accept_warnings: bool = False,
+    sandbox: dict[str, Any] | None = None,
 ) -> bool:
     """Answer a shared item from a user channel of another process; False when it is no longer open.
 
@@ -96,4 +82,5 @@ def answer_shared(
     chosen = validated_settings(request, settings or {})
     if request.warnings and accept_warnings is not True:
         raise InvalidInput("Accept the warnings explicitly to approve, or deny.")
-    return shared.answer(item_id, "approved", by=by, decision={"settings": chosen})
+    widening = validated_sandbox_choice(request.widenable, sandbox)
+    return shared.answer(item_id, "approved", by=by, decision={"settings": chosen, "sandbox": widening.public()})

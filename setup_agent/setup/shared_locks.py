@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from setup_agent.errors import SetupError
 from setup_agent.secrets import GuessGuard
 from setup_agent.store import PendingApprovals
+
+from .shared_items import Published
 
 __all__ = ["LOCK_TTL_SECONDS", "share_guard"]
 
@@ -35,33 +35,17 @@ def _item_id(kind: str, owner: str, principal: str) -> str:
 def share_guard(guard: GuessGuard, shared: PendingApprovals) -> tuple[Callable[[str], None], Callable[[str], None]]:
     """Returns ``(on_incident, on_lockout)`` listeners that publish to ``shared``, and makes
     ``guard`` apply the unlocks given elsewhere."""
-    locks: dict[str, str] = {}  # item id -> principal
-    lock = threading.Lock()
+    published = Published(shared, ttl_seconds=LOCK_TTL_SECONDS)
 
     def publish(kind: str, principal: str) -> None:
-        item_id = _item_id(kind, shared.owner, principal)
         request: dict[str, Any] = {"principal": principal, "refusals": guard.refusals(principal), "limit": guard.limit}
-        try:
-            shared.publish(item_id, kind, request, ttl_seconds=LOCK_TTL_SECONDS)
-        except SetupError as exc:
-            log.warning("the guard's %s could not be shared (%s)", kind, exc.code)
-            return
-        if kind == "lock":
-            with lock:
-                locks[item_id] = principal
+        published.publish(_item_id(kind, shared.owner, principal), kind, request)
 
     def pull() -> None:
-        with lock:
-            ids = list(locks)
-        if not ids:
-            return
-        for item in shared.answers(ids):
-            with lock:
-                principal = locks.pop(item.item_id, None)
-            if item.status == "approved" and principal is not None:
-                guard.unlock(principal)
-                log.warning("guard: %s unblocked by %s", principal, item.answered_by or "the user")
-            shared.close(item.item_id)
+        for item in published.answered():
+            if item.kind == "lock" and item.status == "approved":
+                guard.unlock(str(item.request.get("principal")))
+                log.warning("guard: %s unblocked by %s", item.request.get("principal"), item.answered_by or "the user")
 
     guard.add_pull(pull)
     return (lambda principal: publish("incident", principal)), (lambda principal: publish("lock", principal))

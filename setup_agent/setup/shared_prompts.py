@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import base64
 import logging
-import threading
 from typing import Any
 
 from setup_agent.errors import InvalidInput, SetupError
 from setup_agent.secrets import PromptBroker, SecretRefStore, Vault
 from setup_agent.store import PendingApprovals
+
+from .shared_items import Published
 
 __all__ = ["answer_secret_shared", "share_prompts"]
 
@@ -30,34 +31,17 @@ def share_prompts(
     broker: PromptBroker, refs: SecretRefStore, shared: PendingApprovals, vault: Vault, *, ttl_seconds: float
 ) -> None:
     """Publish ``broker``'s prompts to ``shared`` and fill their refs with values entered elsewhere."""
-    mine: set[str] = set()
-    lock = threading.Lock()
+    published = Published(shared, ttl_seconds=ttl_seconds)
 
     def on_event(event: dict[str, Any]) -> None:
         pid = str(event.get("prompt_id"))
-        try:
-            if event.get("type") == "secret_request":
-                request = {k: event.get(k) for k in ("key_name", "prompt", "server")}
-                shared.publish(pid, "secret", request, ttl_seconds=ttl_seconds)
-                with lock:
-                    mine.add(pid)
-            elif event.get("type") == "secret_done":
-                with lock:
-                    was_mine = pid in mine
-                    mine.discard(pid)
-                if was_mine:
-                    shared.close(pid)
-        except SetupError as exc:  # the store failing never breaks the local channels
-            log.warning("a pending secret prompt could not be shared (%s)", exc.code)
+        if event.get("type") == "secret_request":
+            published.publish(pid, "secret", {k: event.get(k) for k in ("key_name", "prompt", "server")})
+        elif event.get("type") == "secret_done":
+            published.closed(pid)
 
     def pull() -> None:
-        with lock:
-            ids = list(mine)
-        if not ids:
-            return
-        for item in shared.answers(ids):
-            with lock:
-                mine.discard(item.item_id)
+        for item in published.answered():  # their rows (and the encrypted values) are gone now
             try:
                 if item.status == "answered":
                     sealed = base64.b64decode((item.decision or {}).get("value_encrypted", ""))
@@ -66,8 +50,6 @@ def share_prompts(
                     broker.cancel(item.item_id, "cancelled by the user in a terminal")
             except SetupError as exc:  # answered here meanwhile, expired, or a value it refused
                 log.info("a secret entered elsewhere was not used (%s)", exc.code)
-            finally:
-                shared.close(item.item_id)  # the encrypted value goes as soon as it is read
 
     broker.subscribe(on_event)
     refs.add_pull(pull)

@@ -19,6 +19,7 @@ from setup_agent.errors import NotFound, ToolsChanged
 
 from .audit_chain import GENESIS, ChainReport, row_digest, verify_chain
 from .catalog import parse_tools
+from .engine import translated
 from .models import AuditEntry, AuditRow, InstalledServer, ServerRow, _aware, _record, _tools_json
 from .pins import reconcile, summarize
 from .pins import tools_hash as _pin_hash
@@ -43,7 +44,7 @@ class ToolPins:
         """
         live_text = _tools_json(tools)
         digest = _pin_hash(tools)
-        with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
+        with translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
             row = s.get(ServerRow, server_id, with_for_update=True)  # PostgreSQL: one writer per server
             if row is None:
                 return False
@@ -83,7 +84,7 @@ class ToolPins:
         return self._decide(server_id, live_hash, actor, approve=False)
 
     def _decide(self, server_id: str, live_hash: str, actor: str, *, approve: bool) -> InstalledServer:
-        with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
+        with translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
             row = s.get(ServerRow, server_id, with_for_update=True)
             if row is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
@@ -126,7 +127,7 @@ class ToolPins:
 
     def verify_audit(self) -> ChainReport:
         """Check the audit's hash chain from its first row (``mcp-setup audit --verify``)."""
-        with self._translated("verify the audit"), self._session() as s:
+        with translated("verify the audit"), self._session() as s:
             return verify_chain(s.scalars(select(AuditRow).order_by(AuditRow.id)))
 
     def audit_chain(self) -> dict[str, Any]:
@@ -140,7 +141,7 @@ class ToolPins:
             query = query.where(AuditRow.server_id == server_id)
         if limit is not None:
             query = query.limit(max(int(limit), 0))
-        with self._translated("read the audit"), self._session() as s:
+        with translated("read the audit"), self._session() as s:
             rows = builtins.list(s.scalars(query))
         return [
             AuditEntry(r.id, r.at, r.event, r.server_id, r.qualified_name, r.actor, r.old_hash, r.new_hash, r.detail)
@@ -151,7 +152,7 @@ class ToolPins:
         """Audit rows per event, and ``total`` (for ``tool_registry_diagnostics``)."""
         from sqlalchemy import func
 
-        with self._translated("count the audit"), self._session() as s:
+        with translated("count the audit"), self._session() as s:
             pairs = s.execute(select(AuditRow.event, func.count()).group_by(AuditRow.event)).all()
         counts = {str(event): int(n) for event, n in pairs}
         counts["total"] = sum(counts.values())

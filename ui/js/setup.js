@@ -77,10 +77,13 @@ function searchRegistries(event) {
     var servers = result.servers || [];
     var failed = result.errors || [];
     var words = servers.length === 1 ? "1 server found." : servers.length + " servers found.";
-    if (servers.length === 0) words = failed.length ? "Nothing found." : "Nothing found. Try other words.";
+    if (servers.length === 0) {
+      words = failed.length ? "Nothing found." :
+        "Nothing found in the server directories or in the local catalog. Try other words.";
+    }
     if (failed.length) {  // which directories failed, and why (#12 item 1)
-      words += " Could not search: " + failed.map(function (e) {
-        return (SOURCES[e.source] || e.source) + " (" + e.message + ")";
+      words += " Could not search: " + failed.map(function (e) {  // one full stop at the end, not ").);"
+        return (SOURCES[e.source] || e.source) + " (" + String(e.message || "").replace(/[.\s]+$/, "") + ")";
       }).join("; ") + ".";
     }
     $("search-status").textContent = words;

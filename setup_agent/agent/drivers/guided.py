@@ -4,10 +4,9 @@ goal → search → pick (clear best match, or ask among the top few) → get �
 values / request secrets → test → on failure: re-enter the value the error points at,
 try another package, or cancel → install → summary of the tools now available.
 
-A remote that answers ``oauth_required`` (or ``needs_sign_in``) is signed in to with
-``mcp_setup_authorize``: the face shows the user the sign-in box (host, scopes, link); when it
-does not wait, the user says Done once signed in. The test and the install then carry the
-ref as ``oauth_ref`` (the driver never sees a token).
+A remote that answers ``oauth_required`` (or ``needs_sign_in``) is signed in to with ``mcp_setup_authorize``:
+the face shows the user the sign-in box (host, scopes, link); when it does not wait, the user says Done once
+signed in. The test and the install then carry the ref as ``oauth_ref`` (the driver never sees a token).
 """
 
 from __future__ import annotations
@@ -241,6 +240,9 @@ class GuidedDriver:
             code = tested["error"].get("code")
             if code == "already_installed":
                 await self._already_installed(s, name, tested["error"])
+            if code == "consent_denied":  # the user's own choice: said in their words, and not retried
+                await self._say(s, "You did not allow running it, so nothing was run.")
+                return f"Nothing was installed: the user did not allow running {name}."
             if code in _SIGN_IN and signed_in < 2:
                 signed_in += 1
                 oauth_ref = await self._sign_in(s, name, {**args, "env_refs": dict(env_refs)})

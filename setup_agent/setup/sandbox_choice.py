@@ -1,0 +1,72 @@
+"""The user's widening of a server's sandbox, chosen in the consent (#23): an extra folder it
+may read and write, or no network at all. Never the agent's choice: only the consent's answer
+(the page, the web modal, the terminal) carries one, and it is stored with the install in the
+launch spec (``sandbox_grants``, ``sandbox_network``), so a remembered approval brings it back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from setup_agent.errors import InvalidInput
+from setup_agent.launch import LaunchSpec
+
+__all__ = ["NO_CHOICE", "SandboxChoice", "apply_sandbox_choice", "validated_sandbox_choice"]
+
+_MAX_PATHS = 8
+
+
+@dataclass(frozen=True)
+class SandboxChoice:
+    extra_paths: tuple[str, ...] = ()
+    network: bool = True
+
+    def public(self) -> dict[str, Any]:
+        return {"extra_paths": list(self.extra_paths), "network": self.network}
+
+
+NO_CHOICE = SandboxChoice()
+
+
+def validated_sandbox_choice(widenable: bool, raw: Mapping[str, Any] | None) -> SandboxChoice:
+    """``raw``: ``{"extra_paths": [PATH, …], "network": bool}`` from the consent's answer."""
+    if not raw:
+        return NO_CHOICE
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("sandbox must be an object: {extra_paths: [folders], network: true|false}.")
+    network = raw.get("network", True)
+    if not isinstance(network, bool):
+        raise InvalidInput("sandbox.network must be true or false.")
+    paths = raw.get("extra_paths") or []
+    if isinstance(paths, str):
+        paths = [p for p in paths.splitlines() if p.strip()]
+    if not isinstance(paths, list) or len(paths) > _MAX_PATHS or not all(isinstance(p, str) for p in paths):
+        raise InvalidInput(f"sandbox.extra_paths must be a list of at most {_MAX_PATHS} folders.")
+    chosen: list[str] = []
+    for text in paths:
+        path = Path(os.path.expanduser(text.strip()))
+        if not path.is_absolute() or any(ord(c) < 32 for c in text):
+            raise InvalidInput("Give each extra folder as a full path, such as /home/you/notes.")
+        resolved = path.resolve()
+        if resolved == Path("/"):
+            raise InvalidInput("The whole disk cannot be given to a server: choose a folder.")
+        if not resolved.exists():
+            raise InvalidInput("An extra folder must exist on this computer.")
+        if str(resolved) not in chosen:
+            chosen.append(str(resolved))
+    choice = SandboxChoice(tuple(chosen), network)
+    if choice != NO_CHOICE and not widenable:
+        raise InvalidInput("This server does not run in mcp-setup's sandbox: there is nothing to widen.")
+    return choice
+
+
+def apply_sandbox_choice(spec: LaunchSpec, choice: SandboxChoice) -> LaunchSpec:
+    """``spec`` with the user's widening (the agent's spec never carries one of its own)."""
+    if choice == NO_CHOICE:
+        return spec
+    grants = [*spec.sandbox_grants, *(p for p in choice.extra_paths if p not in spec.sandbox_grants)]
+    return spec.model_copy(update={"sandbox_grants": grants, "sandbox_network": choice.network})
