@@ -6,7 +6,8 @@
 # Environment: MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
 # timeout, default 1), MCP_SETUP_TEST_WORKERS (pytest-xdist workers, default: one per core;
 # 0 runs in this process), MCP_SETUP_TEST_SUITE_TIMEOUT (seconds for the whole pytest run,
-# default 2400: past it every test process dumps its threads' stacks and the run fails).
+# default 2400 times the scale factor: past it every test process dumps its threads' stacks
+# and the run fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -100,8 +101,9 @@ fi
 
 # The whole run is bounded too: past the bound every process of the run gets SIGABRT, whose
 # handler (faulthandler, on in pytest and its workers) prints every thread's stack; 60 s
-# later what is left is killed. pytest-timeout bounds each test (pyproject.toml).
-suite_timeout="${MCP_SETUP_TEST_SUITE_TIMEOUT:-2400}"
+# later what is left is killed. pytest-timeout bounds each test (pyproject.toml). The default
+# bound, 2400 s, grows with the scale factor like every other hang guard.
+suite_timeout="${MCP_SETUP_TEST_SUITE_TIMEOUT:-$(awk -v s="${MCP_SETUP_TEST_TIMEOUT_SCALE:-1}" 'BEGIN { t = 2400 * s; if (!(t >= 2400)) t = 2400; printf "%d", t }')}"
 set +e
 timeout --signal=ABRT --kill-after=60 "$suite_timeout" \
   .venv/bin/python -m pytest -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${pytest_args[@]+"${pytest_args[@]}"}

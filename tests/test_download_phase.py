@@ -32,8 +32,8 @@ pytestmark = pytest.mark.anyio
 NAME = "io.test/npm-stub"
 PACKAGE = "mcp-setup-npm-stub"
 #: The probe's deadline in these tests, and how long the tarball takes: longer than that.
-PROBE_TIMEOUT = 4.0
-TRICKLE = 6.0
+PROBE_TIMEOUT = scaled(4.0)  # the start's deadline: a hang guard too (an npx/uvx start under load)
+TRICKLE = scaled(6.0)  # longer than that deadline on any machine
 
 needs_npx = pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node") is None, reason="needs Node's npx")
 
@@ -73,7 +73,7 @@ def make_runtime(tmp_path: Path, registry: NpmRegistry, memory_keyring, **settin
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
-    return await package_flow.run_test(runtime, NAME, ref, events, timeout=PROBE_TIMEOUT + TRICKLE + 60)
+    return await package_flow.run_test(runtime, NAME, ref, events, timeout=PROBE_TIMEOUT + TRICKLE + scaled(60))
 
 
 @needs_npx

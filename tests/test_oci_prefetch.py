@@ -22,6 +22,7 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from tests import package_flow
 from tests.package_flow import write_catalog_entry
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +32,6 @@ STUB = Path(__file__).parent / "stub_server" / "server.py"
 
 FAKE_DOCKER = """#!{python}
 import os, sys
-from tests.timeouts import scaled
 log, fail = {log!r}, {fail!r}
 with open(log, "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\\n")

@@ -34,8 +34,8 @@ pytestmark = pytest.mark.anyio
 NAME = "io.test/pypi-stub"
 PACKAGE = "mcp-setup-pypi-stub"
 #: The probe's deadline in these tests, and how long a slow index takes to send the wheel.
-PROBE_TIMEOUT = 4.0
-TRICKLE = 6.0
+PROBE_TIMEOUT = scaled(4.0)  # the start's deadline: a hang guard too (an npx/uvx start under load)
+TRICKLE = scaled(6.0)  # longer than that deadline on any machine
 
 
 def _uv_bin() -> Path | None:
@@ -93,7 +93,7 @@ def make_runtime(tmp_path: Path, index: PypiIndex, memory_keyring, **settings: A
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
-    return await package_flow.run_test(runtime, NAME, ref, events, timeout=PROBE_TIMEOUT + TRICKLE + 90)
+    return await package_flow.run_test(runtime, NAME, ref, events, timeout=PROBE_TIMEOUT + TRICKLE + scaled(90))
 
 
 async def open_prompt(runtime: Runtime) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from setup_agent.setup.service import CallContext
 from setup_agent.store.database import Store
 from tests.conftest import POSTGRES_URL
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +39,6 @@ from sqlalchemy import event
 from setup_agent.errors import SetupError
 from setup_agent.store.database import Store
 from setup_agent.secrets.vault import Vault
-from tests.timeouts import scaled
 
 data_dir, url, tag = sys.argv[1], sys.argv[2] or None, sys.argv[3]
 store = Store.for_data_dir(Path(data_dir), Vault.in_memory(), url)
