@@ -236,3 +236,39 @@ def test_answers_to_a_flooding_tab_are_rate_limited_and_come_back_as_the_tab_slo
     assert [session.send_answer('{"type":"pong"}') for _ in range(10)].count(True) == 2  # one a second
     assert session.queue.qsize() == 10
     assert session.send_text('{"type":"progress"}')  # the server's own events are not limited
+
+
+def test_a_tab_with_many_prompts_queued_closes_at_once_and_gets_the_rest_as_earlier_ones_close(tmp_path) -> None:
+    """#24 item 14: sixty prompts queued for a tab that reads 16 frames ahead hid the server's close
+    frame from it (10 s, then 1006). A tab gets a few prompts at a time; the next one follows
+    when one closes."""
+    from tests.browser.serve import make_catalog, start_serve, stop_serve
+
+    served = start_serve(tmp_path, make_catalog(tmp_path, CANARY))  # its own serve: these prompts stay open
+    try:
+        with served.websocket() as reader:
+            first = json.loads(reader.recv(timeout=scaled(30)))
+            assert first["type"] == "hello"
+            not_reading = served.websocket()
+            opened = [served.rpc("mcp_setup_request_secret", {"key_name": f"KEY_{n}", "prompt": "p"})["result"]
+                      for n in range(60)]
+            not_reading.close_timeout = scaled(3)  # a stall would end here as 1006
+            not_reading.close()
+            assert not_reading.close_code == 1000
+            def prompt_events(timeout: float) -> Iterator[dict[str, Any]]:
+                while True:
+                    event = json.loads(reader.recv(timeout=timeout))
+                    if event["type"] in ("secret_request", "secret_done"):
+                        yield event
+
+            events = prompt_events(scaled(30))
+            seen = [next(events) for _ in range(8)]
+            assert [e["type"] for e in seen] == ["secret_request"] * 8
+            with pytest.raises(TimeoutError):  # the ninth is held back
+                next(prompt_events(1))
+            assert answer_secret(served, seen[0]["prompt_id"], CANARY) == 200
+            after = [next(events) for _ in range(2)]
+            assert [e["type"] for e in after] == ["secret_done", "secret_request"]
+            assert after[1]["prompt_id"] in {p["prompt_id"] for p in opened} - {e["prompt_id"] for e in seen}
+    finally:
+        stop_serve(served)

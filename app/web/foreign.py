@@ -60,12 +60,15 @@ class ForeignConsents:
                 for item_id, item in waiting.items():
                     if item_id not in self.shown:
                         self.shown[item_id] = event = _shown(item)
-                        self.hub.emit(event)
+                        if event["type"] == "secret_request":
+                            self.hub.show_prompt(event)  # a few at a time per tab, as this process's own
+                        else:
+                            self.hub.emit(event)
                 for item_id in [i for i in self.shown if i not in waiting]:
                     gone = self.shown.pop(item_id)
                     if gone["type"] == "secret_request":
-                        self.hub.emit({"type": "secret_done", "prompt_id": item_id, "key_name": gone.get("key_name"),
-                                       "status": "closed"})
+                        self.hub.prompt_closed({"type": "secret_done", "prompt_id": item_id,
+                                                "key_name": gone.get("key_name"), "status": "closed"})
                     else:
                         self.hub.emit({"type": "consent_done", "consent_id": item_id, "status": "closed"})
             await asyncio.sleep(self.interval)

@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 _MAX_QUEUE = 1000
 _ANSWER_BURST = 8
 _ANSWERS_PER_SECOND = 1.0
+_PROMPTS_AT_ONCE = 8
 _MAX_GOAL = 2000
 
 
@@ -82,6 +83,28 @@ class _Session:
         self._answers = float(_ANSWER_BURST)  # a token bucket
         self._refilled = clock()
         self._dropping = False
+        # Secret prompts shown to this tab, and the ones held back until one of those closes: a tab
+        # gets at most _PROMPTS_AT_ONCE of them at a time (#24 item 14: sixty queued prompts hid the
+        # server's close frame from a client that reads 16 frames ahead, and its close took 10 s).
+        self.prompts_shown: set[str] = set()
+        self.prompts_held: dict[str, str] = {}
+
+    def show_prompt(self, prompt_id: str, text: str) -> None:
+        if prompt_id in self.prompts_shown or prompt_id in self.prompts_held:
+            return
+        if len(self.prompts_shown) >= _PROMPTS_AT_ONCE:
+            self.prompts_held[prompt_id] = text
+            return
+        self.prompts_shown.add(prompt_id)
+        self.send_text(text)
+
+    def prompt_done(self, prompt_id: str) -> None:
+        self.prompts_held.pop(prompt_id, None)
+        if prompt_id in self.prompts_shown:
+            self.prompts_shown.discard(prompt_id)
+            if self.prompts_held:  # the next one held back
+                next_id = next(iter(self.prompts_held))
+                self.show_prompt(next_id, self.prompts_held.pop(next_id))
 
     def send_text(self, text: str) -> bool:
         """Queue ``text``; False when it was dropped (the tab is too far behind)."""
@@ -191,7 +214,20 @@ class WebHub:
         if run_id is not None:
             event["run_id"] = run_id
         self.prompts[pending.prompt_id] = (event, audience)
-        self.emit(event, audience=audience)
+        self.show_prompt(event, audience=audience)
+
+    def show_prompt(self, event: dict[str, Any], *, audience: str | None = None) -> None:
+        """A ``secret_request`` to ``audience`` (else every tab), a few at a time per tab."""
+        text = self.encode(event)
+        target = self.sessions.get(audience) if audience else None
+        for session in [target] if target is not None else list(self.sessions.values()):
+            session.show_prompt(str(event.get("prompt_id")), text)
+
+    def prompt_closed(self, event: dict[str, Any]) -> None:
+        """A ``secret_done``: every tab is told, and gets the next prompt it was holding back."""
+        self.emit(event)
+        for session in list(self.sessions.values()):
+            session.prompt_done(str(event.get("prompt_id")))
 
     def announce_consent(self, pending: Any, *, audience: str | None, run_id: str | None = None) -> None:
         """Open the consent modal for ``pending`` (kept until answered, for tabs that connect later)."""
@@ -230,7 +266,7 @@ class WebHub:
         entry = self.prompts.pop(event.get("prompt_id"), None)
         if entry is None:
             return
-        self.emit(
+        self.prompt_closed(
             {
                 "type": "secret_done",
                 "prompt_id": event.get("prompt_id"),
@@ -298,7 +334,7 @@ class WebHub:
                 continue
             if audience is not None:
                 self.prompts[prompt_id] = (event, session.id)
-            session.send_text(self.encode(event))
+            session.show_prompt(prompt_id, self.encode(event))
         for consent_id, (event, audience) in list(self.consents.items()):
             if audience is not None and audience in self.sessions and audience != session.id:
                 continue
@@ -310,7 +346,10 @@ class WebHub:
             session.send_text(self.encode(event))
         for replay in self.replays:
             for event in replay():
-                session.send_text(self.encode(event))
+                if event.get("type") == "secret_request":
+                    session.show_prompt(str(event.get("prompt_id")), self.encode(event))
+                else:
+                    session.send_text(self.encode(event))
 
     def _error(self, session: _Session, code: str, message: str) -> None:
         session.send_answer(self.encode({"type": "error", "code": code, "message": message}))
