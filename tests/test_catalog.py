@@ -21,7 +21,7 @@ from setup_agent.store.catalog import (
 from setup_agent.store.database import DB_FILE_NAME, Store
 from tests.conftest import MemoryKeyring
 
-TOOL_NAME_RULE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TOOL_NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
 @pytest.mark.parametrize(

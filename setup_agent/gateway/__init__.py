@@ -1,6 +1,7 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
-connection (``live.py``), the :class:`Gateway` that lists and routes their tools (``router.py``)
-and each server's redacted log (``server_logs.py``).
+connection (``live.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
+as sent (``passthrough.py``), the find/call pair for clients that never re-list
+(``discover.py``) and each server's redacted log (``server_logs.py``).
 
 Imports launch, store, secrets and errors; never oauth, setup or agent.
 """
@@ -13,12 +14,18 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .connections import ConnectionManager
+    from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
     from .live import ServerStatus
     from .router import Gateway, UnknownTool
     from .server_logs import log_path, read_log
 
 __all__ = [
+    "CALL_TOOL",
     "ConnectionManager",
+    "DISCOVER_NAMES",
+    "DISCOVER_SPECS",
+    "FIND_TOOLS",
+    "find_tools",
     "Gateway",
     "log_path",
     "read_log",
@@ -27,7 +34,12 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "CALL_TOOL": "discover",
     "ConnectionManager": "connections",
+    "DISCOVER_NAMES": "discover",
+    "DISCOVER_SPECS": "discover",
+    "FIND_TOOLS": "discover",
+    "find_tools": "discover",
     "Gateway": "router",
     "log_path": "server_logs",
     "read_log": "server_logs",

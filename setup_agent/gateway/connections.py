@@ -22,6 +22,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
+from .passthrough import Progress, raw_call
 from .server_logs import delete_log
 
 __all__ = ["ConnectionManager", "ServerStatus"]
@@ -283,14 +284,19 @@ class ConnectionManager:
         """Tools of every connected server: what the main agent gets."""
         return {sid: live.status.tools for sid, live in self._live.items() if live.status.status == "connected"}
 
-    async def call_tool(self, server_id: str, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, server_id: str, name: str, arguments: dict[str, Any] | None = None, *, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """The server's ``tools/call`` result as it sent it (a JSON object, never re-built from
+        models, so fields this gateway does not know survive), redacted. ``progress(progress,
+        total, message)`` hears the server's progress notifications for this call."""
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.last_used = asyncio.get_running_loop().time()
-        result = await live.client.call_tool(name, arguments or {})
+        result = await raw_call(live.client, name, arguments or {}, progress, label=live.server.title or live.server.qualified_name)
         live.last_used = asyncio.get_running_loop().time()
-        return self.redactor.redact_obj(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return self.redactor.redact_obj(result)
 
     def _get(self, server_id: str) -> LiveConnection:
         live = self._live.get(server_id)

@@ -28,6 +28,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
+from .passthrough import Progress
 
 __all__ = ["Gateway", "UnknownTool"]
 
@@ -168,8 +169,13 @@ class Gateway:
             raise UnknownTool(name)
         return entry
 
-    async def call(self, name: str, arguments: dict[str, Any], *, session: str | None = None) -> dict[str, Any]:
-        """Forward a call to the tool's server; the result (or a tool error) comes back redacted."""
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, session: str | None = None, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """Forward a call to the tool's server; the result (or a tool error) comes back redacted.
+
+        ``progress`` hears the server's progress notifications for this call (the face forwards
+        them to its client under the client's own token)."""
         await self._ready.wait()
         entry = self.route(name)
         label = entry.server.title or entry.server.qualified_name
@@ -194,10 +200,20 @@ class Gateway:
                 "server_unavailable",
             )
         try:
-            return await self.connections.call_tool(server.server_id, entry.tool_name, arguments)
+            return await self.connections.call_tool(server.server_id, entry.tool_name, arguments, progress=self._relay(progress))
         except SetupError as exc:
             return tool_error(self.redactor.redact(f"{label}: {exc.message}"), exc.code)
         except Exception as exc:  # the session broke during the call
             logger.info("call to %s on %s failed: %s", entry.tool_name, server.server_id, type(exc).__name__)
             text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             return tool_error(self.redactor.redact(f"{label}: the call failed ({text})."), "call_failed")
+
+    def _relay(self, progress: Progress | None) -> Progress | None:
+        """``progress`` with each message redacted (a server may print a secret in it)."""
+        if progress is None:
+            return None
+
+        async def relay(value: float, total: float | None, message: str | None) -> None:
+            await progress(value, total, self.redactor.redact(message) if message else message)
+
+        return relay

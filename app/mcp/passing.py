@@ -1,0 +1,87 @@
+"""What the MCP face passes to its client as it comes: the ``initialize`` answer's
+``listChanged`` on every transport (:class:`FaceServer`), the envelope of a plain-JSON
+``tools/list``, and progress (an installed server's, or a setup tool's stages) sent under the
+client's own ``progressToken``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
+
+__all__ = ["LIST_ENVELOPE", "NOTIFICATIONS", "FaceServer", "progress_forwarder", "stage_progress"]
+
+logger = logging.getLogger(__name__)
+
+Forward = Callable[[float, float | None, str | None], Any]
+
+#: What a ``tools/list`` answer carries besides its tools (the SDK model's defaults: no cache,
+#: a complete result); the older protocol versions drop them again.
+LIST_ENVELOPE: dict[str, Any] = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+
+#: The change notifications the face sends (tools from installs, prompts and resources of
+#: installed servers): said in every ``initialize`` answer, whichever transport asks.
+NOTIFICATIONS = NotificationOptions(tools_changed=True)
+
+
+class FaceServer(Server[Any]):
+    """The SDK server whose ``initialize`` answer says ``listChanged`` on every transport: the
+    streamable-HTTP manager (``/mcp``) builds it from ``create_initialization_options()``
+    without arguments, which would say ``false`` (#29 item 1)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        return super().create_initialization_options(
+            notification_options or NOTIFICATIONS, experimental_capabilities, extensions
+        )
+
+
+def _progress_token(ctx: Any) -> Any:
+    """The client's ``_meta.progressToken`` of this request, or None."""
+    meta = getattr(ctx, "meta", None)
+    if isinstance(meta, dict):
+        return meta.get("progress_token", meta.get("progressToken"))
+    return getattr(meta, "progress_token", None) if meta is not None else None
+
+
+def progress_forwarder(ctx: Any) -> Forward | None:
+    """Sends ``notifications/progress`` to this request's client under its own token (None when
+    it asked for no progress): an installed server's progress, or a setup tool's stages."""
+    if _progress_token(ctx) is None:
+        return None
+
+    async def forward(progress: float, total: float | None, message: str | None) -> None:
+        try:
+            await ctx.session.report_progress(progress, total, message)
+        except Exception as exc:  # a client that went away must not break the call
+            logger.debug("progress not delivered: %s", type(exc).__name__)
+
+    return forward
+
+
+def stage_progress(forward: Forward | None) -> Any:
+    """The core's stage events of a test or install (already redacted, see
+    setup_agent/setup/call_context.py) as progress notifications: one step each, a message
+    such as ``installing io.x/y: starting (started)``."""
+    if forward is None:
+        return None
+    steps = 0
+
+    async def on_event(event: dict[str, Any]) -> None:
+        nonlocal steps
+        steps += 1
+        what = " ".join(str(event[k]) for k in ("action", "server") if event.get(k))
+        text = f"{what}: {event.get('stage')} ({event.get('status')})"
+        if event.get("message"):
+            text += f": {event['message']}"
+        await forward(float(steps), None, text)
+
+    return on_event
