@@ -74,21 +74,24 @@ def _score(entry: GatewayTool, words: list[str], phrase: str) -> float:
     server = " ".join(_words(f"{entry.server.slug} {entry.server.title or ''} {entry.server.qualified_name}"))
     description = " ".join(_words(str(tool.get("description") or "")))
     score = 0.0
+    name_words, title_words, server_words, description_words = (
+        set(text.split()) for text in (name, title, server, description)
+    )
     for word in words:
-        name_words, title_words = name.split(), title.split()
+        part = len(word) >= 3  # a part of a word counts from three letters on ("issu" in "issues")
         if word in name_words:
             score += 4
-        elif word in name:
+        elif part and word in name:
             score += 2.5
         if word in title_words:
             score += 2
-        elif word in title:
+        elif part and word in title:
             score += 1
-        if word in server:
+        if word in server_words or (part and word in server):
             score += 1
-        if word in description.split():
+        if word in description_words:
             score += 1
-        elif word in description:
+        elif part and word in description:
             score += 0.5
     if phrase and (phrase in name or phrase in description):
         score += 2

@@ -1,0 +1,85 @@
+"""The real ``@modelcontextprotocol/server-everything`` (npx, which needs the npm registry or its
+cache) behind ``mcp-setup mcp``, with the SDK's client: what passes through (#29).
+
+Progress of its long-running tool reaches the client (direct and through the find/call pair),
+the install's stages arrive as progress, the install result says the pair works at once, a
+client that never re-lists finds and calls a new tool, and every gateway name fits Claude
+Code's budget.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from setup_agent.store.catalog import gateway_name
+from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
+from tests.test_registry_e2e import everything_entry
+
+pytestmark = pytest.mark.anyio
+
+NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
+# 49 characters as <slug>__<tool>: shortened (stably) to fit 48.
+LONG = gateway_name("server-everything", "trigger-long-running-operation")
+
+
+class Progress:
+    """The progress notifications one call heard."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, float | None, str | None]] = []
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append((progress, total, message))
+
+
+async def test_progress_the_find_call_pair_and_short_names_with_the_real_server_everything(tmp_path: Path) -> None:
+    assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
+    assert LONG == "server-everything__trigger-long-running_cf3699b8"
+    entry = everything_entry()
+    with FakeOfficialRegistry([entry]) as registry:
+        env = face_env(
+            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
+        )  # fmt: skip
+        with anyio.fail_after(300):
+            async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=env) as client:
+                before = {t.name for t in (await client.list_tools()).tools}  # listed once, never again below
+                stages = Progress()
+                answer = await client.call_tool(
+                    "mcp_setup_install_and_connect", {"qualified_name": entry["name"]}, progress_callback=stages
+                )
+                installed = json.loads(answer.content[0].text)
+                assert installed["status"] == "connected", json.dumps(installed)[:2000]
+                assert "mcp_setup_call_tool" in installed["use_now"]
+                messages = [m or "" for _, _, m in stages.seen]
+                assert any("connected" in m for m in messages), messages
+                assert [p for p, _, _ in stages.seen] == sorted(p for p, _, _ in stages.seen)
+
+                # A client that never re-lists: the pair finds and calls the new tool.
+                found = await call(client, "mcp_setup_find_tools", {"query": "long running operation", "limit": 3})
+                assert found["tools"][0]["name"] == LONG
+                via_pair = Progress()
+                done = await client.call_tool(
+                    "mcp_setup_call_tool", {"name": LONG, "arguments": {"duration": 0.6, "steps": 3}},
+                    progress_callback=via_pair,
+                )  # fmt: skip
+                assert "completed" in done.content[0].text and not done.is_error
+                assert [(p, t) for p, t, _ in via_pair.seen] == [(1, 3), (2, 3), (3, 3)]
+
+                # A client that re-lists: every name fits 64 - len("mcp__mcp-setup__"), progress arrives.
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert LONG in names and LONG not in before
+                assert all(NAME_RULE.match(n) for n in names), sorted(n for n in names if not NAME_RULE.match(n))
+                direct = Progress()
+                await client.call_tool(LONG, {"duration": 0.6, "steps": 3}, progress_callback=direct)
+                assert [(p, t) for p, t, _ in direct.seen] == [(1, 3), (2, 3), (3, 3)]
+
+                links = await client.call_tool("server-everything__get-resource-links", {"count": 2})
+                assert [c.type for c in links.content].count("resource_link") == 2
