@@ -3,8 +3,8 @@ cache) behind ``mcp-setup mcp``, with the SDK's client: what passes through (#29
 
 Progress of its long-running tool reaches the client (direct and through the find/call pair),
 the install's stages arrive as progress, the install result says the pair works at once, a
-client that never re-lists finds and calls a new tool, and every gateway name fits Claude
-Code's budget.
+client that never re-lists finds and calls a new tool, every gateway name fits Claude Code's
+budget, and a ``resource_link`` a tool returned is read through the gateway.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import MCPError
 
 from setup_agent.store.catalog import gateway_name
 from tests.fakes.official_registry import FakeOfficialRegistry
@@ -39,7 +40,7 @@ class Progress:
         self.seen.append((progress, total, message))
 
 
-async def test_progress_the_find_call_pair_and_short_names_with_the_real_server_everything(tmp_path: Path) -> None:
+async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_with_the_real_server_everything(tmp_path: Path) -> None:
     assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
     assert LONG == "server-everything__trigger-long-running_cf3699b8"
     entry = everything_entry()
@@ -81,5 +82,12 @@ async def test_progress_the_find_call_pair_and_short_names_with_the_real_server_
                 await client.call_tool(LONG, {"duration": 0.6, "steps": 3}, progress_callback=direct)
                 assert [(p, t) for p, t, _ in direct.seen] == [(1, 3), (2, 3), (3, 3)]
 
+                # A resource_link a gateway tool returned is read through the gateway, from its server.
                 links = await client.call_tool("server-everything__get-resource-links", {"count": 2})
-                assert [c.type for c in links.content].count("resource_link") == 2
+                linked = [c for c in links.content if c.type == "resource_link"]
+                assert len(linked) == 2
+                read = await client.read_resource(str(linked[0].uri))
+                assert [str(c.uri) for c in read.contents] == [str(linked[0].uri)]
+                assert getattr(read.contents[0], "text", None) or getattr(read.contents[0], "blob", None)
+                with pytest.raises(MCPError, match="Unknown resource"):
+                    await client.read_resource("demo://resource/never-linked")

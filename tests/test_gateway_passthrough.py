@@ -74,10 +74,19 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, A
         env={"STUB_API_KEY": (canary, True)}, title="Stub", tools=None,
     )  # fmt: skip
     gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1)
+    changed = anyio.Event()
+
+    async def heard() -> None:
+        changed.set()
+
+    gw.add_listener(heard)
+    manager.add_status_listener(lambda _status: changed.set())
     await gw.start()  # tools never recorded: started once so that they are listed
     with anyio.fail_after(20):
-        while len(gw.catalog.tools()) < 4:
-            await anyio.sleep(0.05)  # the first connect records them; the watcher reloads
+        # The first connect records them; the watcher reloads the catalog, then the live record.
+        while len(gw.catalog.tools()) < 4 or len(getattr(manager.connected_server(server.server_id), "tools", ())) < 4:
+            await changed.wait()
+            changed = anyio.Event()
     yield gw, server
     await gw.aclose()
     await manager.aclose()

@@ -46,7 +46,7 @@ from setup_agent.errors import (
 from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
-from .gateway_tools import DISCOVER_NAMES, call_discover, install_hint, listed_tools
+from .gateway_tools import call_installed, install_hint, listed_tools, read_installed
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, FaceServer, progress_forwarder, stage_progress
 
 if TYPE_CHECKING:
@@ -212,10 +212,7 @@ class McpFace:
         # The guard counts per principal: a new session of the same credential goes on counting.
         who, progress = request_principal(ctx).label, progress_forwarder(ctx)
         try:
-            if name in DISCOVER_NAMES:
-                result = await call_discover(runtime, name, arguments, session=who, progress=progress)
-            else:
-                result = await runtime.gateway.call(name, arguments, session=who, progress=progress)
+            result = await call_installed(runtime, name, arguments, session=who, progress=progress)
         except UnknownTool:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
         # 2026-07-28 wants resultType (a 2025-era server sends none; older sessions drop it).
@@ -346,11 +343,13 @@ class McpFace:
     async def _list_resource_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=[])
 
-    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         uri = str(params.uri)
         agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
+        if agent_id is None:  # a resource_link an installed server's tool result named
+            return await read_installed(await self.runtime(), uri)
         registry = load_archetypes()
-        if agent_id is None or agent_id not in registry.agents:
+        if agent_id not in registry.agents:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
         agent = registry.agents[agent_id]
         return types.ReadResourceResult(

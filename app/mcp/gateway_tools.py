@@ -1,7 +1,8 @@
 """The gateway's own tools in the MCP face: which tools ``tools/list`` shows
 (``MCP_SETUP_GATEWAY_TOOLS``: ``all`` lists every installed tool, ``discover`` only the setup
 tools and the find/call pair), the pair's calls (see :mod:`setup_agent.gateway.discover`), and
-the install result's sentence that the pair works at once.
+the install result's sentence that the pair works at once, and reads of the resources that
+installed servers' tool results link to.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
     from setup_agent.store import Catalog
 
-__all__ = ["DISCOVER_NAMES", "call_discover", "install_hint", "listed_tools"]
+__all__ = ["call_installed", "install_hint", "listed_tools", "read_installed"]
 
 
 def listed_tools(mode: str | None, catalog: Catalog) -> list[dict[str, Any]]:
@@ -32,6 +33,33 @@ def _json_result(result: dict[str, Any]) -> dict[str, Any]:
         "structuredContent": result,
         "isError": result.get("ok") is False,
     }
+
+
+async def call_installed(
+    runtime: Runtime, name: str, arguments: dict[str, Any], *, session: str, progress: Any = None
+) -> dict[str, Any]:
+    """An installed tool's call (raises :class:`~setup_agent.gateway.UnknownTool`), or the pair's."""
+    if name in DISCOVER_NAMES:
+        return await call_discover(runtime, name, arguments, session=session, progress=progress)
+    return await runtime.gateway.call(name, arguments, session=session, progress=progress)
+
+
+async def read_installed(runtime: Runtime, uri: str) -> dict[str, Any]:
+    """``resources/read`` of a URI an installed server's tool result named, as it answered."""
+    from mcp import MCPError
+
+    from setup_agent.errors import JSONRPC_INVALID_PARAMS, SetupError
+    from setup_agent.gateway import UnknownResource
+
+    try:
+        result = await runtime.gateway.read_resource(uri)
+    except UnknownResource:
+        raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.") from None
+    except SetupError as exc:
+        raise MCPError(JSONRPC_INVALID_PARAMS, runtime.gateway.redactor.redact(exc.message)) from None
+    except MCPError as exc:  # the server's own error, redacted on the way back
+        raise MCPError(exc.error.code, runtime.gateway.redactor.redact(exc.error.message)) from None
+    return {"resultType": "complete", **result}
 
 
 async def call_discover(

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .connections import ConnectionManager
     from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
     from .live import ServerStatus
-    from .router import Gateway, UnknownTool
+    from .router import Gateway, UnknownResource, UnknownTool
     from .server_logs import log_path, read_log
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "log_path",
     "read_log",
     "ServerStatus",
+    "UnknownResource",
     "UnknownTool",
 ]
 
@@ -44,5 +45,6 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "log_path": "server_logs",
     "read_log": "server_logs",
     "ServerStatus": "live",
+    "UnknownResource": "router",
     "UnknownTool": "router",
 })  # fmt: skip

@@ -22,7 +22,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
-from .passthrough import Progress, raw_call
+from .passthrough import Progress, ResourceLinks, raw_call, raw_read
 from .server_logs import delete_log
 
 __all__ = ["ConnectionManager", "ServerStatus"]
@@ -78,6 +78,8 @@ class ConnectionManager:
         #: Called with the store's record when a server's live tools differ from its pin beyond
         #: whitespace (pins.py): the face asks the user out of band (runtime wires ToolReview).
         self.on_tools_changed: Callable[[InstalledServer], None] | None = None
+        #: Which server each resource URI a tool result named came from (resources/read routing).
+        self.links = ResourceLinks()
 
     def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Hear every status change; returns a function that stops listening."""
@@ -296,6 +298,16 @@ class ConnectionManager:
         live.last_used = asyncio.get_running_loop().time()
         result = await raw_call(live.client, name, arguments or {}, progress, label=live.server.title or live.server.qualified_name)
         live.last_used = asyncio.get_running_loop().time()
+        self.links.remember(server_id, result)
+        return self.redactor.redact_obj(result)
+
+    async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
+        """``resources/read`` on a connected server, as it answered, redacted."""
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
         return self.redactor.redact_obj(result)
 
     def _get(self, server_id: str) -> LiveConnection:

@@ -30,7 +30,7 @@ from setup_agent.store import Catalog, GatewayTool, Store
 from .connections import ConnectionManager
 from .passthrough import Progress
 
-__all__ = ["Gateway", "UnknownTool"]
+__all__ = ["Gateway", "UnknownResource", "UnknownTool"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,10 @@ ArgumentCheck = Callable[[str | None, dict[str, Any]], None]
 
 class UnknownTool(LookupError):
     """No installed, enabled server has a tool of this gateway name (a protocol error)."""
+
+
+class UnknownResource(LookupError):
+    """No tool result of an installed, enabled server named this resource URI (a protocol error)."""
 
 
 def tool_error(text: str, code: str) -> dict[str, Any]:
@@ -207,6 +211,19 @@ class Gateway:
             logger.info("call to %s on %s failed: %s", entry.tool_name, server.server_id, type(exc).__name__)
             text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             return tool_error(self.redactor.redact(f"{label}: the call failed ({text})."), "call_failed")
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        """``resources/read`` of a URI a tool result of an installed server named (a
+        ``resource_link``): routed to that server, its answer redacted."""
+        await self._ready.wait()
+        server_id = self.connections.links.owner(uri)
+        server = await asyncio.to_thread(self.store.get, server_id) if server_id is not None else None
+        if server is None or not server.enabled:
+            raise UnknownResource(uri)
+        status = await self.connections.ensure_connected(server, self.call_timeout)
+        if status.status != "connected":
+            raise UnknownResource(uri)
+        return await self.connections.read_resource(server.server_id, uri)
 
     def _relay(self, progress: Progress | None) -> Progress | None:
         """``progress`` with each message redacted (a server may print a secret in it)."""
