@@ -15,7 +15,15 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .approvals import PendingApproval, PendingApprovals, owner_alive, process_owner
-    from .catalog import SQLITE_FILE_NAME, Catalog, GatewayTool, gateway_name, read_sqlite_catalog, read_sqlite_counter
+    from .catalog import (
+        SQLITE_FILE_NAME,
+        Catalog,
+        GatewayTool,
+        gateway_name,
+        names_too_long,
+        read_sqlite_catalog,
+        read_sqlite_counter,
+    )
     from .database import Store
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
@@ -31,6 +39,7 @@ __all__ = [
     "gateway_name",
     "GatewayTool",
     "InstalledServer",
+    "names_too_long",
     "read_sqlite_catalog",
     "read_sqlite_counter",
     "relabel",
@@ -50,6 +59,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
     "InstalledServer": "models",
+    "names_too_long": "catalog",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
     "relabel": "pins",

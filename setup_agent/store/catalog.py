@@ -39,7 +39,7 @@ from typing import Any
 
 __all__ = [
     "Catalog", "CatalogServer", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG", "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
-    "make_slug", "read_sqlite_catalog", "wire_tool",
+    "make_slug", "names_too_long", "read_sqlite_catalog", "wire_tool",
 ]  # fmt: skip
 
 #: The SQLite file of a data dir (the store's default database).
@@ -158,6 +158,26 @@ class Catalog:
     def signature(self) -> tuple[Any, ...]:
         """Equal for two catalogs that list the same tools (used to decide on list_changed)."""
         return tuple(sorted((n, json.dumps(wire_tool(t), sort_keys=True)) for n, t in self._by_name.items()))
+
+
+#: How a client names an MCP tool (``{entry}``: its config entry's name) and the longest name it
+#: takes: Claude Code's ``mcp__<entry>__<tool>``, which the model API cuts off at 64.
+CLIENT_NAME_RULES: dict[str, tuple[str, int]] = {"claude-code": ("mcp__{entry}__", 64)}
+
+
+def names_too_long(catalog: Catalog, client: str, entry: str | None = None) -> list[str]:
+    """The tool names ``client`` would refuse: the gateway's names under ``entry``, or with
+    ``entry=None`` (one entry per server, named by its slug) each server's own tool names."""
+    rule = CLIENT_NAME_RULES.get(client)
+    if rule is None:
+        return []
+    prefix, limit = rule
+    out = []
+    for tool in catalog.tools():
+        name = tool.name if entry is not None else tool.tool_name
+        if len(prefix.format(entry=entry if entry is not None else tool.server.slug)) + len(name) > limit:
+            out.append(name)
+    return out
 
 
 def parse_tools(text: str | None) -> tuple[dict[str, Any], ...]:
