@@ -1,7 +1,8 @@
 """The real ``@modelcontextprotocol/server-everything`` (npx, which needs the npm registry or its
 cache) behind ``mcp-setup mcp``, with the SDK's client: what passes through (#29).
 
-Progress of its long-running tool reaches the client (direct and through the find/call pair),
+Its sampling, elicitation and roots requests reach the client whose call caused them (and are
+refused cleanly for a client that declared none). Progress of its long-running tool reaches the client (direct and through the find/call pair),
 the install's stages arrive as progress, the install result says the pair works at once, a
 client that never re-lists finds and calls a new tool, every gateway name fits Claude Code's
 budget, and a ``resource_link`` a tool returned is read through the gateway.
@@ -13,9 +14,11 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+import mcp_types as types
 from mcp import MCPError
 
 from setup_agent.store.catalog import gateway_name
@@ -38,6 +41,57 @@ class Progress:
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         self.seen.append((progress, total, message))
+
+
+async def sampled(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    asked = params.messages[0].content.text  # type: ignore[union-attr]
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text=f"sampled: {asked}"), model="test-model"
+    )
+
+
+async def elicited(context: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
+
+
+async def rooted(context: Any) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
+
+
+async def test_sampling_elicitation_and_roots_of_the_real_server_everything_reach_the_client_whose_call_caused_them(
+    tmp_path: Path,
+) -> None:
+    assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
+    entry = everything_entry()
+    with FakeOfficialRegistry([entry]) as registry:
+        env = face_env(
+            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
+        )  # fmt: skip
+        with anyio.fail_after(300):
+            async with mcp_setup_client(
+                tmp_path, tmp_path / "err.log", Recorder(), env=env,
+                sampling_callback=sampled, elicitation_callback=elicited, list_roots_callback=rooted,
+            ) as client:  # fmt: skip
+                installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": entry["name"]})
+                assert installed["status"] == "connected", json.dumps(installed)[:2000]
+                names = {t.name for t in (await client.list_tools()).tools}
+                # The gateway declared what it relays: the server shows the tools that need it.
+                sample, elicit, roots = (
+                    f"server-everything__{n}" for n in ("trigger-sampling-request", "trigger-elicitation-request", "get-roots-list")
+                )
+                assert {sample, elicit, roots} <= names, sorted(names)
+                sampled_answer = await client.call_tool(sample, {"prompt": "hello there", "maxTokens": 5})
+                assert "sampled: " in sampled_answer.content[0].text and "hello there" in sampled_answer.content[0].text
+                elicited_answer = await client.call_tool(elicit, {})
+                assert "Ada Lovelace" in str(elicited_answer.content), elicited_answer.content
+                rooted_answer = await client.call_tool(roots, {})
+                assert "file:///work/project" in str(rooted_answer.content), rooted_answer.content
+
+            # A client that declared none of it: the same calls are refused cleanly, nothing hangs.
+            async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=env) as bare:
+                refused = await bare.call_tool(sample, {"prompt": "hello", "maxTokens": 5})
+                assert refused.is_error or "no client that can answer" in str(refused.content), refused
 
 
 async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_with_the_real_server_everything(tmp_path: Path) -> None:

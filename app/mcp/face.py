@@ -47,7 +47,7 @@ from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
 from .gateway_tools import call_installed, install_hint, listed_tools, read_installed
-from .passing import LIST_ENVELOPE, NOTIFICATIONS, FaceServer, progress_forwarder, stage_progress
+from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -210,9 +210,9 @@ class McpFace:
 
         runtime = await self.runtime()
         # The guard counts per principal: a new session of the same credential goes on counting.
-        who, progress = request_principal(ctx).label, progress_forwarder(ctx)
+        who, progress, caller = request_principal(ctx).label, progress_forwarder(ctx), ClientCaller(ctx)
         try:
-            result = await call_installed(runtime, name, arguments, session=who, progress=progress)
+            result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
         # 2026-07-28 wants resultType (a 2025-era server sends none; older sessions drop it).

@@ -36,12 +36,13 @@ def _json_result(result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def call_installed(
-    runtime: Runtime, name: str, arguments: dict[str, Any], *, session: str, progress: Any = None
+    runtime: Runtime, name: str, arguments: dict[str, Any], *, session: str, progress: Any = None, caller: Any = None
 ) -> dict[str, Any]:
-    """An installed tool's call (raises :class:`~setup_agent.gateway.UnknownTool`), or the pair's."""
+    """An installed tool's call (raises :class:`~setup_agent.gateway.UnknownTool`), or the pair's;
+    ``caller`` answers what the server asks the client meanwhile."""
     if name in DISCOVER_NAMES:
-        return await call_discover(runtime, name, arguments, session=session, progress=progress)
-    return await runtime.gateway.call(name, arguments, session=session, progress=progress)
+        return await call_discover(runtime, name, arguments, session=session, progress=progress, caller=caller)
+    return await runtime.gateway.call(name, arguments, session=session, progress=progress, caller=caller)
 
 
 async def read_installed(runtime: Runtime, uri: str) -> dict[str, Any]:
@@ -63,7 +64,7 @@ async def read_installed(runtime: Runtime, uri: str) -> dict[str, Any]:
 
 
 async def call_discover(
-    runtime: Runtime, name: str, arguments: dict[str, Any], *, session: str, progress: Any = None
+    runtime: Runtime, name: str, arguments: dict[str, Any], *, session: str, progress: Any = None, caller: Any = None
 ) -> dict[str, Any]:
     """``mcp_setup_find_tools`` or ``mcp_setup_call_tool`` (a tools/call result, plain JSON)."""
     from setup_agent.gateway import UnknownTool, find_tools
@@ -80,7 +81,7 @@ async def call_discover(
     if not isinstance(target, str) or not isinstance(args, dict):
         return _invalid("name must be a tool's gateway name (a string) and arguments an object.")
     try:
-        return await gateway.call(target, args, session=session, progress=progress)
+        return await gateway.call(target, args, session=session, progress=progress, caller=caller)
     except UnknownTool:
         return _invalid(
             f"No installed, enabled and approved tool is named {target[:80]!r}; mcp_setup_find_tools lists them."

@@ -1,7 +1,8 @@
 """What the MCP face passes to its client as it comes: the ``initialize`` answer's
 ``listChanged`` on every transport (:class:`FaceServer`), the envelope of a plain-JSON
 ``tools/list``, and progress (an installed server's, or a setup tool's stages) sent under the
-client's own ``progressToken``.
+client's own ``progressToken``, and the client of a call as the gateway's relay of an installed
+server's requests sees it (:class:`ClientCaller`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
 
-__all__ = ["LIST_ENVELOPE", "NOTIFICATIONS", "FaceServer", "progress_forwarder", "stage_progress"]
+__all__ = ["LIST_ENVELOPE", "NOTIFICATIONS", "ClientCaller", "FaceServer", "progress_forwarder", "stage_progress"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,3 +86,48 @@ def stage_progress(forward: Forward | None) -> Any:
         await forward(float(steps), None, text)
 
     return on_event
+
+
+class ClientCaller:
+    """The client of one request, as the gateway's relay sees it (setup_agent/gateway/relay.py):
+    what it declared, and the requests and log messages an installed server sends during the
+    call, sent to it as related to this request."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def can(self, capability: str) -> bool:
+        if str(getattr(self.ctx, "protocol_version", "")) >= "2026":
+            return False  # 2026-07-28 sessions take no server requests
+        caps = getattr(self.ctx.session, "client_capabilities", None)
+        if caps is None:
+            return False
+        if capability in ("sampling", "roots"):
+            return getattr(caps, capability, None) is not None
+        elicitation = getattr(caps, "elicitation", None)
+        if elicitation is None:
+            return False
+        if capability == "elicitation.url":
+            return elicitation.url is not None
+        return elicitation.form is not None or elicitation.url is None  # `elicitation: {}` means form
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        import mcp_types as types
+        from mcp.shared.message import ServerMessageMetadata
+        from pydantic import TypeAdapter
+
+        meta = ServerMessageMetadata(related_request_id=self.ctx.request_id)
+        session = self.ctx.session
+        if method == "sampling/createMessage":
+            request: Any = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(params))
+            return await session.send_request(request, types.CreateMessageResult, metadata=meta)
+        if method == "elicitation/create":
+            typed = TypeAdapter(types.ElicitRequestParams).validate_python(params)
+            return await session.send_request(types.ElicitRequest(params=typed), types.ElicitResult, metadata=meta)
+        assert method == "roots/list"
+        return await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=meta)
+
+    async def log(self, params: dict[str, Any]) -> None:
+        await self.ctx.session.send_log_message(
+            params.get("level", "info"), params.get("data"), params.get("logger"), related_request_id=self.ctx.request_id
+        )

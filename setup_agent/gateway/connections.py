@@ -23,6 +23,7 @@ from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
 from .passthrough import Progress, ResourceLinks, raw_call, raw_read
+from .relay import Caller
 from .server_logs import delete_log
 
 __all__ = ["ConnectionManager", "ServerStatus"]
@@ -287,16 +288,19 @@ class ConnectionManager:
         return {sid: live.status.tools for sid, live in self._live.items() if live.status.status == "connected"}
 
     async def call_tool(
-        self, server_id: str, name: str, arguments: dict[str, Any] | None = None, *, progress: Progress | None = None
+        self, server_id: str, name: str, arguments: dict[str, Any] | None = None, *,
+        progress: Progress | None = None, caller: Caller | None = None,
     ) -> dict[str, Any]:
         """The server's ``tools/call`` result as it sent it (a JSON object, never re-built from
         models, so fields this gateway does not know survive), redacted. ``progress(progress,
-        total, message)`` hears the server's progress notifications for this call."""
+        total, message)`` hears the server's progress notifications for this call; ``caller``
+        gets the server's requests and log messages meanwhile (relay.py)."""  # fmt: skip
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.last_used = asyncio.get_running_loop().time()
-        result = await raw_call(live.client, name, arguments or {}, progress, label=live.server.title or live.server.qualified_name)
+        with live.inflight.add(caller):
+            result = await raw_call(live.client, name, arguments or {}, progress, label=live.server.title or live.server.qualified_name)
         live.last_used = asyncio.get_running_loop().time()
         self.links.remember(server_id, result)
         return self.redactor.redact_obj(result)

@@ -29,6 +29,7 @@ from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
 from .passthrough import Progress
+from .relay import Caller
 
 __all__ = ["Gateway", "UnknownResource", "UnknownTool"]
 
@@ -174,12 +175,14 @@ class Gateway:
         return entry
 
     async def call(
-        self, name: str, arguments: dict[str, Any], *, session: str | None = None, progress: Progress | None = None
+        self, name: str, arguments: dict[str, Any], *, session: str | None = None, progress: Progress | None = None,
+        caller: Caller | None = None,
     ) -> dict[str, Any]:
         """Forward a call to the tool's server; the result (or a tool error) comes back redacted.
 
         ``progress`` hears the server's progress notifications for this call (the face forwards
-        them to its client under the client's own token)."""
+        them to its client under the client's own token); ``caller`` (the face's client) gets
+        the server's sampling, elicitation and roots requests and its log messages meanwhile."""
         await self._ready.wait()
         entry = self.route(name)
         label = entry.server.title or entry.server.qualified_name
@@ -204,7 +207,9 @@ class Gateway:
                 "server_unavailable",
             )
         try:
-            return await self.connections.call_tool(server.server_id, entry.tool_name, arguments, progress=self._relay(progress))
+            return await self.connections.call_tool(
+                server.server_id, entry.tool_name, arguments, progress=self._relay(progress), caller=caller
+            )
         except SetupError as exc:
             return tool_error(self.redactor.redact(f"{label}: {exc.message}"), exc.code)
         except Exception as exc:  # the session broke during the call

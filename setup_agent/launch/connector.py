@@ -104,8 +104,11 @@ async def open_client(
     ledger: ProcessLedger | None = None,
     auth: httpx2.Auth | None = None,
     port_timeout: float = 60.0,
+    callbacks: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
+
+    ``callbacks``: more ``mcp.Client`` arguments (the gateway's relay of the server's requests).
 
     ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.sign_ins.GrantAuth`.
     A local package that serves HTTP (a command *and* a URL) is started first, and stopped
@@ -149,7 +152,7 @@ async def open_client(
             )
             transport = _owned(streamable_http_client(resolved.url, http_client=http), http)
     async with serving:
-        async with Client(transport, mode=mode, client_info=CLIENT_INFO) as client:
+        async with Client(transport, mode=mode, client_info=CLIENT_INFO, **(callbacks or {})) as client:
             yield client
 
 

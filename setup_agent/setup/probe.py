@@ -51,6 +51,7 @@ from setup_agent.launch import (
     sweep_scratch,
     tool_dicts,
 )
+from setup_agent.gateway import InFlight, relay_callbacks
 from setup_agent.secrets import Redactor
 from setup_agent.translation import translate
 
@@ -172,6 +173,9 @@ class Prober:
         pwatch = ProcessWatch(on_stderr=on_stderr)
         hwatch = HttpWatch()
         outcome: asyncio.Future[ProbeResult] = asyncio.get_running_loop().create_future()
+        # It declares what the gateway relays (sampling, elicitation, roots: refused while nobody
+        # calls), so the tools it lists are the ones its live connection gets (#29 item 5).
+        inflight = InFlight()
 
         async def stage(name: str, status: str) -> None:
             if on_stage is not None:
@@ -187,6 +191,7 @@ class Prober:
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
                     ledger=self.ledger, auth=auth,
+                    callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)
@@ -198,7 +203,7 @@ class Prober:
                         server_version=self.redactor.redact(info.version) if info else None,
                     )
                     if keep is not None and not outcome.done():
-                        parked = Parked(keep.key, keep.workdir, client, pwatch, result)
+                        parked = Parked(keep.key, keep.workdir, client, pwatch, result, inflight=inflight)
                         self._parked_in[task] = parked
                         result.parked = True
                         outcome.set_result(result)
