@@ -1,8 +1,8 @@
 """The real ``@modelcontextprotocol/server-everything`` (npx, which needs the npm registry or its
 cache) behind ``mcp-setup mcp``, with the SDK's client: what passes through (#29).
 
-Its sampling, elicitation and roots requests reach the client whose call caused them (and are
-refused cleanly for a client that declared none). Progress of its long-running tool reaches the client (direct and through the find/call pair),
+Its sampling, elicitation and roots requests and its log messages reach the client whose call
+caused them (requests are refused cleanly for a client that declared none). Progress of its long-running tool reaches the client (direct and through the find/call pair),
 the install's stages arrive as progress, the install result says the pair works at once, a
 client that never re-lists finds and calls a new tool, every gateway name fits Claude Code's
 budget, and a ``resource_link`` a tool returned is read through the gateway.
@@ -43,6 +43,16 @@ class Progress:
         self.seen.append((progress, total, message))
 
 
+class Logs:
+    """The log messages (``notifications/message``) a client heard."""
+
+    def __init__(self) -> None:
+        self.seen: list[types.LoggingMessageNotificationParams] = []
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.seen.append(params)
+
+
 async def sampled(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
     asked = params.messages[0].content.text  # type: ignore[union-attr]
     return types.CreateMessageResult(
@@ -58,11 +68,13 @@ async def rooted(context: Any) -> types.ListRootsResult:
     return types.ListRootsResult(roots=[types.Root(uri="file:///work/project", name="project")])
 
 
-async def test_sampling_elicitation_and_roots_of_the_real_server_everything_reach_the_client_whose_call_caused_them(
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # still the 2025-11-25 way
+async def test_sampling_elicitation_roots_and_logs_of_the_real_server_everything_reach_the_client_whose_call_caused_them(
     tmp_path: Path,
 ) -> None:
     assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
     entry = everything_entry()
+    logs = Logs()
     with FakeOfficialRegistry([entry]) as registry:
         env = face_env(
             tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
@@ -72,6 +84,7 @@ async def test_sampling_elicitation_and_roots_of_the_real_server_everything_reac
             async with mcp_setup_client(
                 tmp_path, tmp_path / "err.log", Recorder(), env=env,
                 sampling_callback=sampled, elicitation_callback=elicited, list_roots_callback=rooted,
+                logging_callback=logs,
             ) as client:  # fmt: skip
                 installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": entry["name"]})
                 assert installed["status"] == "connected", json.dumps(installed)[:2000]
@@ -87,6 +100,12 @@ async def test_sampling_elicitation_and_roots_of_the_real_server_everything_reac
                 assert "Ada Lovelace" in str(elicited_answer.content), elicited_answer.content
                 rooted_answer = await client.call_tool(roots, {})
                 assert "file:///work/project" in str(rooted_answer.content), rooted_answer.content
+
+                # Its log messages reach the client whose call is in flight; setLevel is forwarded.
+                await client.set_logging_level("debug")
+                await client.call_tool("server-everything__toggle-simulated-logging", {})
+                await client.call_tool(LONG, {"duration": 6.5, "steps": 2})  # the server logs every 5 s
+                assert logs.seen, "no log message of the server reached the client"
 
             # A client that declared none of it: the same calls are refused cleanly, nothing hangs.
             async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=env) as bare:

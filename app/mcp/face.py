@@ -139,6 +139,7 @@ class McpFace:
         self._runtime.set_result(runtime)
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         runtime.gateway.add_listener(self.tools_changed)
+        self.server.on_level = runtime.gateway.set_logging_level  # type: ignore[attr-defined]
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
         connection = _connection(ctx)

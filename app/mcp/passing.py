@@ -32,7 +32,17 @@ NOTIFICATIONS = NotificationOptions(tools_changed=True)
 class FaceServer(Server[Any]):
     """The SDK server whose ``initialize`` answer says ``listChanged`` on every transport: the
     streamable-HTTP manager (``/mcp``) builds it from ``create_initialization_options()``
-    without arguments, which would say ``false`` (#29 item 1)."""
+    without arguments, which would say ``false`` (#29 item 1). It declares ``logging``: a
+    client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, on_set_logging_level=self._set_level, **kwargs)
+        self.on_level: Callable[[str], Any] | None = None
+
+    async def _set_level(self, ctx: Any, params: Any) -> dict[str, Any]:
+        if self.on_level is not None:
+            await self.on_level(str(params.level))
+        return {}
 
     def create_initialization_options(
         self,

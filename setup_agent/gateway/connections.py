@@ -305,6 +305,18 @@ class ConnectionManager:
         self.links.remember(server_id, result)
         return self.redactor.redact_obj(result)
 
+    async def set_logging_level(self, level: str) -> None:
+        """``logging/setLevel`` on every connected server that declared ``logging``."""
+        for live in list(self._live.values()):
+            client = live.client
+            caps = getattr(client, "server_capabilities", None) if client is not None else None
+            if caps is None or getattr(caps, "logging", None) is None:
+                continue
+            try:
+                await client.set_logging_level(level)
+            except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
+                logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
+
     async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
         """``resources/read`` on a connected server, as it answered, redacted."""
         live = self._get(server_id)

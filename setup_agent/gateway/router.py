@@ -230,6 +230,10 @@ class Gateway:
             raise UnknownResource(uri)
         return await self.connections.read_resource(server.server_id, uri)
 
+    async def set_logging_level(self, level: str) -> None:
+        """A client's ``logging/setLevel``: every connected server that logs is told."""
+        await self.connections.set_logging_level(level)
+
     def _relay(self, progress: Progress | None) -> Progress | None:
         """``progress`` with each message redacted (a server may print a secret in it)."""
         if progress is None:
