@@ -1,7 +1,7 @@
 """The gateway passes tools and results through as the server sent them (#29): ``execution``,
 ``_meta`` and ``icons`` of a tool, a result's ``_meta`` and ``resource_link``, progress; the
 find/call pair for clients that never re-list; names within Claude Code's budget; an answer
-the SDK cannot read said in words. Real stub processes behind a real store and gateway, and the
+the SDK cannot read said in words; a server's requests relayed to the calling client, redacted. Real stub processes behind a real store and gateway, and the
 MCP face served to the SDK's client in process."""
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 
 from app.mcp.face import McpFace
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.discover import CALL_TOOL, FIND_TOOLS, find_tools
+from setup_agent.gateway.relay import InFlight, relay_callbacks
 from setup_agent.gateway.router import Gateway
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
@@ -180,3 +182,53 @@ def test_find_tools_ranks_name_matches_first_and_an_empty_query_lists_everything
     assert ranked == ["github__create_issue", "github__list_repos"]
     assert len(find_tools(catalog, "", limit=2)) == 2
     assert find_tools(catalog, "nothing-like-it") == []
+
+
+class RecordingCaller:
+    """A face's client as the relay sees it: records what it was sent."""
+
+    def __init__(self, capabilities: set[str], fail_with: str | None = None) -> None:
+        self.capabilities, self.fail_with = capabilities, fail_with
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.logs: list[dict[str, Any]] = []
+
+    def can(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        self.requests.append((method, params))
+        if self.fail_with:
+            raise RuntimeError(self.fail_with)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="ok"), model="m")
+
+    async def log(self, params: dict[str, Any]) -> None:
+        self.logs.append(params)
+
+
+async def test_a_servers_requests_and_logs_reach_the_calling_client_redacted_and_are_refused_without_one(canary: str) -> None:
+    redactor = Redactor()
+    redactor.register(canary, "[secret:KEY]")
+    inflight = InFlight()
+    callbacks = relay_callbacks(inflight, redactor, "Stub")
+    asking = types.CreateMessageRequestParams(
+        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"my key is {canary}"))],
+        max_tokens=5,
+    )
+    nobody = await callbacks["sampling_callback"](None, asking)
+    assert isinstance(nobody, types.ErrorData) and "no client that can answer" in nobody.message
+
+    caller = RecordingCaller({"sampling"})
+    with inflight.add(caller):
+        answered = await callbacks["sampling_callback"](None, asking)
+        refused = await callbacks["list_roots_callback"](None)  # not declared by this client
+        await callbacks["logging_callback"](types.LoggingMessageNotificationParams(level="info", data=f"using {canary}"))
+    assert isinstance(answered, types.CreateMessageResult) and isinstance(refused, types.ErrorData)
+    assert caller.requests[0][0] == "sampling/createMessage"
+    assert canary not in json.dumps(caller.requests) + json.dumps(caller.logs)
+    assert "[secret:KEY]" in json.dumps(caller.requests) and "[secret:KEY]" in json.dumps(caller.logs)
+
+    failing = RecordingCaller({"sampling"}, fail_with=f"client could not show {canary}")
+    with inflight.add(failing):
+        error = await callbacks["sampling_callback"](None, asking)
+    assert isinstance(error, types.ErrorData) and canary not in error.message
+    assert inflight.newest() is None  # every call's caller left with its call

@@ -8,6 +8,7 @@ server's requests sees it (:class:`ClientCaller`).
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,9 @@ class FaceServer(Server[Any]):
     client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, on_set_logging_level=self._set_level, **kwargs)
+        with warnings.catch_warnings():  # deprecated at 2026-07-28 only; 2025-era clients use it
+            warnings.filterwarnings("ignore", message="The logging capability is deprecated")
+            super().__init__(*args, on_set_logging_level=self._set_level, **kwargs)
         self.on_level: Callable[[str], Any] | None = None
 
     async def _set_level(self, ctx: Any, params: Any) -> dict[str, Any]:
