@@ -25,6 +25,7 @@ from setup_agent.launch import (
     BundleCache,
     Fetcher,
     ProcessLedger,
+    Sandbox,
     proxy_credentials,
     sweep_install_dirs,
     sweep_scratch,
@@ -39,8 +40,10 @@ from setup_agent.setup import (
     ToolReview,
     load_provider_config,
     share_consents,
+    share_guard,
+    share_prompts,
 )
-from setup_agent.store import PendingApprovals, Store, process_owner
+from setup_agent.store import PendingApprovals, Store, prepare_data_dir, process_owner
 
 from .settings import Settings
 
@@ -109,6 +112,7 @@ class Runtime:
     tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
     review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
     approvals: PendingApprovals | None = None  # what waits for the user, shared by every process
+    guard: GuessGuard | None = None  # refused calls by principal: incidents, locks, unlock (#24)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
@@ -150,6 +154,15 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     sweep_scratch(scratch)
 
 
+def make_sandbox(settings: Settings, host_env: Mapping[str, str]) -> Sandbox:
+    """The sandbox of this process's servers (``MCP_SETUP_SANDBOX``): nothing of the data dir,
+    nor of the user's home, is shown to a server (setup_agent/launch/sandbox.py)."""
+    hide = [Path(settings.home).expanduser()]
+    if settings.data_key_file is not None:
+        hide.append(Path(settings.data_key_file).expanduser())
+    return Sandbox(settings.sandbox, hide=tuple(hide), user_home=Path.home(), host_env=dict(host_env))
+
+
 def build_runtime(
     settings: Settings,
     *,
@@ -169,7 +182,8 @@ def build_runtime(
     # The core reads no environment: the host variables a server may inherit are taken here.
     host_env = dict(os.environ) if host_env is None else host_env
     home = Path(settings.home).expanduser()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for warning in prepare_data_dir(home):  # 0700, also when it existed looser (#24 item 13)
+        logger.warning("%s", warning)
     redactor = Redactor()
     refs = SecretRefStore(ttl_seconds=settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {}))
     refs.add_listener(redactor.invalidate)
@@ -203,13 +217,15 @@ def build_runtime(
     # (another serve's page, `mcp-setup approve`) see and answer them.
     approvals = PendingApprovals(store, owner=process_owner())
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
+    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds)
     scratch = home / "scratch"
-    scratch.mkdir(exist_ok=True)
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
+    sandbox = make_sandbox(settings, host_env)
     prober = Prober(
         redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
-        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
+        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0, sandbox=sandbox,
+        max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
     bundles = BundleCache(
@@ -225,7 +241,20 @@ def build_runtime(
         auth_for=sign_ins.auth_for_installed,
         bundles=bundles,
         logs_dir=home / "logs",
+        max_result_chars=settings.max_result_chars,
+        sandbox=sandbox,
     )
+    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
+    guard = GuessGuard(
+        redactor,
+        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
+        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
+    )
+    # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
+    shared_incident, shared_lockout = share_guard(guard, approvals)
+    incident_listeners.append(shared_incident)
+    lockout_listeners.append(shared_lockout)
     service = SetupService(
         refs=refs,
         redactor=redactor,
@@ -248,11 +277,10 @@ def build_runtime(
         ),
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
+        guard=guard,
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask
-    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
-    guard = GuessGuard(redactor, on_lockout=lambda session: _lockout_listeners_call(lockout_listeners, session))
     gateway = Gateway(
         store,
         connections,
@@ -273,11 +301,22 @@ def build_runtime(
         policy={"consent": settings.consent},
     )
     tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event (#16), never values
+    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash (#23)
+    tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
-        approvals=approvals,
+        approvals=approvals, guard=guard,
     )  # fmt: skip
+
+
+def _log_incident(_principal: str) -> None:
+    # The first refused call is already an incident (an agent never holds a stored secret): the
+    # user hears of it at once, out of band. Never the agent.
+    logger.warning(
+        "An agent sent a value that mcp-setup protects in its tool arguments (a guess at a secret?). "
+        "The call was refused; one more and its tool calls are blocked until you unblock them."
+    )
 
 
 def _log_lockout(session: str) -> None:
@@ -285,7 +324,7 @@ def _log_lockout(session: str) -> None:
     # stderr), and, in `serve`, a page notice (app/web/app.py adds a listener). Never the agent.
     logger.warning(
         "An agent sent values that mcp-setup protects in its tool arguments several times (a guessing attempt?). "
-        "Its calls to installed servers are now refused until it reconnects."
+        "Its tool calls are now refused until you unblock it (`mcp-setup approve` in a terminal, or a restart)."
     )
 
 

@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     port: int = Field(default=8765, ge=0, le=65535)
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
+    max_concurrent_probes: int = Field(
+        default=4, ge=1, description="Test-connects that run at once; the rest wait their turn (a progress event says so)."
+    )
+    max_result_chars: int = Field(
+        default=1024 * 1024, ge=0, description="A proxied tool result is cut beyond this many characters, with a note (0: no cap)."
+    )
     idle_stop_seconds: float = Field(
         default=0.0, ge=0, description="Stop an installed server idle this long (0 = never); it restarts on its next call."
     )
@@ -59,6 +65,11 @@ class Settings(BaseSettings):
     )
     consent: Literal["ask", "never-ask"] = Field(
         default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
+    )
+    sandbox: Literal["auto", "bwrap", "landlock", "off"] = Field(
+        default="auto",
+        description="Where local servers run (README \"Sandbox\"): auto = bubblewrap, else Landlock, else none; "
+        "off runs them unisolated, as you (unsafe).",
     )
     # A team's gateway (README "For a team"): one data key named explicitly, a public host name.
     data_key_file: Path | None = Field(default=None, description="The data key file (0600) shared by a team.")

@@ -239,6 +239,32 @@ def render(results: dict[str, Any]) -> str:
                      _s(_med(t, "prefetch")), _s(_med(t, "none")), _ratio(f["ratio"]), "≤ 0.30×", _ok(f["ratio"] <= 0.3)])
         rows.append(["10", done, _s(_med(f, "prefetch_done_s")), f"typing {f['typing_s']:.0f} s", "—", "info", ""])
 
+    if (e := err("redact")) is None:
+        rd = s["redact"]
+        t = rd["times"]
+        red, js = _med(t, "redact"), _med(t, "json")
+        rows.append(["11", f"redactor (#24 item 4): `Redactor.redact_obj` on a 1 MiB tool result with {rd['secrets']} stored secrets (every form of each) vs `json.dumps` of it ({t['redact']['n']} interleaved rounds; min–max {_ms(t['redact']['min'])}–{_ms(t['redact']['max'])})",
+                     _ms(red), _ms(js), _ratio(red / js if red and js else None), "< 20 ms", _ok(red is not None and red < 0.020)])
+        rows.append(["11", "… the same text with one secret planted, spaced out (located and replaced) / the automaton built after the secrets changed",
+                     _ms(_med(t, "planted")), _ms(rd["build_s"]), "—", "info", ""])
+    else:
+        rows.append(["11", "redactor", "—", "—", "—", "< 20 ms", f"not measured: {e}"])
+    # 12 (#23) -------------------------------------------------------------------------
+    if (e := err("sandbox")) is None:
+        b = s["sandbox"]
+        t = b["times"]
+        for kind, label in (("bwrap", "bubblewrap (`auto` here)"), ("landlock", "the Landlock launcher (`auto`'s fallback)")):
+            if kind not in t:
+                rows.append(["12", f"a stub's start in {label}", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added",
+                             "not measured: " + str(b.get("unavailable", {}).get(kind, "unavailable"))])
+                continue
+            r, added = b[f"ratio_{kind}"], b[f"added_{kind}_s"]
+            rows.append(["12", f"a stub's start (probe to tools listed) in {label} vs `MCP_SETUP_SANDBOX=off`, interleaved ({b['rounds']} rounds; added {added * 1000:.0f} ms)",
+                         _ms(_med(t, kind)), _ms(_med(t, "off")), _ratio(r), "≤ 1.15× or ≤ 50 ms added",
+                         _ok(r <= 1.15 or added <= 0.05)])
+    else:
+        rows.append(["12", "sandboxed start", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added", f"not measured: {e}"])
+
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")
     lines = [

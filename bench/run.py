@@ -49,7 +49,9 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     "adopt": ("bench.section_adopt", ["--rounds", "15"], ["--rounds", "3"], 60),
     "gateway": ("bench.section_gateway", ["--call-rounds", "300", "--list-rounds", "10"], ["--call-rounds", "40", "--list-rounds", "2"], 90),
     "prefetch": ("bench.section_prefetch", ["--rounds", "3"], ["--rounds", "1"], 200),
+    "redact": ("bench.section_redact", ["--rounds", "30"], ["--rounds", "5"], 60),
     "prefetch_pypi": ("bench.section_prefetch", ["--ecosystem", "pypi", "--rounds", "3"], ["--ecosystem", "pypi", "--rounds", "1"], 120),
+    "sandbox": ("bench.section_sandbox", ["--rounds", "30"], ["--rounds", "4"], 90),
 }
 
 #: The whole run (npm included) stays under ten minutes: a section gets at most what is left.

@@ -14,6 +14,8 @@ class RegistrySource(Protocol):
     """A place to find servers. ``name`` is the ``source`` value (official, smithery, local)."""
 
     name: str
+    # Optional: ``semantic = True`` when the source's search is semantic, not by words
+    # (the hub then keeps its results unranked by words; see hub.py).
 
     async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
         """One page (1-based) of summaries matching ``query`` (all servers when None)."""

@@ -2,15 +2,19 @@
 
 Search without ``source`` fans out to every source at once, each bounded by ``timeout``.
 A source that fails or times out adds ``{source, message}`` to ``errors``; the others'
-results still come back (a fan-out search never raises for a source). Merge before paging:
-each source is read in chunks of :data:`CHUNK` until it has given the first
-``page * page_size`` matches (or ends), the lists are merged, de-duplicated by
-``qualified_name`` (first source in order wins) and ranked
-(:func:`~registry_clients.ranking.rank`), and only then cut into pages, so pages are
-stable and disjoint. ``total_pages`` counts the merged matches seen, plus one while a
-source has more. ``notes`` (e.g. a skipped Smithery) are appended to every ``errors``.
-With ``source`` only that one is asked (ranked and paged the same way), and its failure is
-raised as a RegistryError (timeouts and unexpected exceptions included).
+results still come back (a fan-out search never raises for a source). With a query, the
+pages are cut from **one ranked list of the whole candidate set** (issue 26 item 4): every
+source is read to its end (in chunks of :data:`CHUNK`, at most :data:`MAX_CHUNKS`; a
+*semantic* source such as Smithery, whose tail is noise, only its first chunk), the lists
+are merged, de-duplicated by ``qualified_name`` (first source in order wins) and ranked
+(:func:`~registry_clients.ranking.rank`, which keeps what a semantic source returned and
+blends its order with ours), and that list is cached for ``cache_ttl``: pages never repeat
+or skip a name and ``total_pages`` is exact. Without a query (browsing), the order is the
+sources' own, so each is read only up to ``page * page_size`` and ``total_pages`` counts
+what was seen, plus one while a source has more. ``notes`` (e.g. a skipped Smithery) are
+appended to every ``errors``. With ``source`` only that one is asked (ranked and paged the
+same way), and its failure is raised as a RegistryError (timeouts and unexpected
+exceptions included).
 
 Successful answers are cached for ``cache_ttl`` seconds (``TTLCache`` on the injected
 ``timer``): searches per (source, query, page, page_size), details per (source, name[, version]).
@@ -44,7 +48,7 @@ log = logging.getLogger(__name__)
 KNOWN_REGISTRIES = ("official", "smithery", "local")
 
 #: Page size the hub asks each source for while merging, and how many such pages at most.
-CHUNK = 50
+CHUNK = 100
 MAX_CHUNKS = 20
 
 
@@ -65,6 +69,9 @@ class RegistryHub:
         self.notes: list[SourceError] = list(notes or [])
         self._pages: TTLCache[tuple[str, str, int, int], SearchPage] = TTLCache(1024, cache_ttl, timer=timer)
         self._details: TTLCache[tuple[str, ...], Detail] = TTLCache(1024, cache_ttl, timer=timer)
+        self._ranked: TTLCache[tuple[tuple[str, ...], str], tuple[list[Summary], list[SourceError]]] = TTLCache(
+            256, cache_ttl, timer=timer
+        )
 
     def __repr__(self) -> str:
         return f"RegistryHub(sources={list(self.sources)}, timeout={self.timeout})"
@@ -112,6 +119,14 @@ class RegistryHub:
         self._check_source(source)
         q = (query or "").strip()
         names = [source] if source is not None else list(self.sources)
+        if q:
+            ranked, found_errors = await self._whole(names, q, raise_errors=source is not None)
+            start = (page - 1) * page_size
+            return SearchPage(
+                servers=[s.model_copy() for s in ranked[start : start + page_size]],
+                total_pages=math.ceil(len(ranked) / page_size),
+                errors=[*found_errors, *self.notes],
+            )
         need = page * page_size
         results: dict[str, tuple[list[Summary], bool]] = {}
         errors: dict[str, SourceError] = {}
@@ -140,7 +155,7 @@ class RegistryHub:
             more = more or has_more
             for summary in servers:
                 merged.setdefault(summary.qualified_name, summary)
-        ranked = rank(list(merged.values()), q)
+        ranked = list(merged.values())  # no query: the sources' own order
         start = (page - 1) * page_size
         total = math.ceil(len(ranked) / page_size)
         if more:
@@ -149,8 +164,50 @@ class RegistryHub:
             servers=ranked[start : start + page_size], total_pages=total, errors=[*out_errors, *extra, *self.notes]
         )
 
-    async def _collect(self, name: str, q: str, need: int, errors: list[SourceError]) -> tuple[list[Summary], bool]:
-        """The first ``need`` matches of one source (read in chunks), and whether it has more."""
+    async def _whole(
+        self, names: list[str], q: str, *, raise_errors: bool
+    ) -> tuple[list[Summary], list[SourceError]]:
+        """Every candidate of ``q`` from ``names``, merged and ranked once per cache TTL.
+
+        A list with a failed source is not cached: the next page asks that source again."""
+        key = (tuple(names), q)
+        cached = self._ranked.get(key)
+        if cached is not None:
+            return cached
+        results: dict[str, list[Summary]] = {}
+        errors: dict[str, SourceError] = {}
+        extra: list[SourceError] = []
+
+        async def run(name: str) -> None:
+            semantic = bool(getattr(self.sources[name], "semantic", False))
+            try:
+                results[name] = (await self._collect(name, q, CHUNK if semantic else None, extra))[0]
+            except RegistryError as exc:
+                if raise_errors:
+                    raise
+                errors[name] = SourceError(source=name, message=str(exc))
+
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(run, name)
+        merged: dict[str, Summary] = {}
+        positions: dict[str, int] = {}
+        for name in names:
+            semantic = bool(getattr(self.sources[name], "semantic", False))
+            for pos, summary in enumerate(results.get(name, [])):
+                merged.setdefault(summary.qualified_name, summary)
+                if semantic:
+                    positions.setdefault(summary.qualified_name, pos)
+        ranked = rank(list(merged.values()), q, semantic=positions or None)
+        out = (ranked, [*(errors[n] for n in names if n in errors), *extra])
+        if not errors:
+            self._ranked[key] = out
+        return out
+
+    async def _collect(
+        self, name: str, q: str, need: int | None, errors: list[SourceError]
+    ) -> tuple[list[Summary], bool]:
+        """The first ``need`` matches of one source (all with None; read in chunks), and whether it has more."""
         items: list[Summary] = []
         seen: set[str] = set()
         for chunk in range(1, MAX_CHUNKS + 1):
@@ -161,7 +218,7 @@ class RegistryHub:
             items.extend(fresh)
             if chunk >= result.total_pages or not fresh:
                 return items, False
-            if len(items) >= need:
+            if need is not None and len(items) >= need:
                 return items, True
         return items, True
 

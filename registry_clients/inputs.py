@@ -26,8 +26,10 @@ OFFICIAL_META = "io.modelcontextprotocol.registry/official"
 PACKAGE_TYPES = ("npm", "pypi", "oci", "nuget", "mcpb")
 PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 _MUSTACHE = re.compile(r"(?<!\$)\{\{\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*\}\}")
+#: VS Code's ``${input:NAME}`` (an input the editor prompts for), as some publishers copy it.
+_VSCODE_INPUT = re.compile(r"\$\{input:([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 _SECRET_TOKENS = {"key", "token", "secret", "password", "passwd", "credential", "credentials", "authorization"}
-_SECRET_ENDINGS = ("apikey", "token", "secret", "password")
+_SECRET_ENDINGS = ("apikey", "token", "secret", "password", "secretkey", "privatekey")
 _PUBLIC_TOKENS = {"url", "uri", "host", "hostname", "endpoint", "algorithm", "alg", "public", "path",
                   "file", "dir", "directory", "name", "type", "ttl", "header", "id"}
 _LITERAL = re.compile(
@@ -44,7 +46,7 @@ def _tokens(name: str) -> list[str]:
 
 def looks_secret(name: str | None) -> bool:
     """The name rule alone: a token is key/token/secret/password/passwd/credential/authorization
-    (or ends in apikey/token/secret/password) and no token names something public (url, host,
+    (or ends in apikey/token/secret/password/secretkey/privatekey: ``VOLC_SECRETKEY``) and no token names something public (url, host,
     algorithm, public key, path, file, ...)."""
     tokens = _tokens(name or "")
     if any(t in _PUBLIC_TOKENS for t in tokens):
@@ -71,13 +73,14 @@ def literal_placeholder(value: str | None) -> bool:
 
 
 def placeholders(text: str | None) -> list[str]:
-    """Distinct ``{name}`` (and ``{{name}}``) placeholders of ``text``, in order of appearance."""
-    text = _MUSTACHE.sub(lambda m: "{" + m.group(1) + "}", text or "")
-    return list(dict.fromkeys(PLACEHOLDER.findall(text)))
+    """Distinct ``{name}`` (and ``{{name}}``, ``${input:name}``) placeholders of ``text``, in order."""
+    return list(dict.fromkeys(PLACEHOLDER.findall(normalize_placeholders(text or ""))))
 
 
 def normalize_placeholders(text: str) -> str:
-    """``{{name}}`` (Mustache style, as some publishers write) → ``{name}``."""
+    """``{{name}}`` (Mustache style) and ``${input:name}`` (VS Code style), as some publishers
+    write them → ``{name}``."""
+    text = _VSCODE_INPUT.sub(lambda m: "{" + m.group(1) + "}", text)
     return _MUSTACHE.sub(lambda m: "{" + m.group(1) + "}", text)
 
 

@@ -4,10 +4,10 @@ The files are ``<folder>/*.json`` and ``<folder>/*/server.json`` (one level down
 folder of cloned server repositories works as a catalog). A file holds one document (plain
 ServerDetail or ``{server, _meta}``) or a list of them. Files are re-read when their mtime
 or size changes, so edits on disk show up on the next call. A broken file (or list item) is
-skipped with a warning naming it, once per change. A name met more than once keeps its
-highest version (semantic version order, see :func:`~registry_clients.ranking.version_key`),
-then the one marked ``isLatest``, then the latest ``publishedAt``, then the first file in
-path order. Search ranks its matches (:mod:`registry_clients.ranking`). A missing folder is
+skipped with a warning naming it, once per change. A name met more than once keeps the
+document the registry marks ``isLatest``, then its highest version (semantic version order,
+see :func:`~registry_clients.ranking.version_key`), then the latest ``publishedAt``, then the
+first file in path order. Search ranks its matches (:mod:`registry_clients.ranking`). A missing folder is
 an empty catalog.
 """
 
@@ -43,8 +43,9 @@ def _is_latest(doc: Any) -> bool:
 
 
 def _order(detail: Detail, latest: bool) -> tuple[object, ...]:
-    """Which of two documents of one name wins: higher version, isLatest, later publishedAt."""
-    return (version_key(detail.version), latest, detail.published_at or "")
+    """Which of two documents of one name wins: the one the registry marks ``isLatest``, then the
+    higher version, then the later publishedAt (issue 26 item 9: the registry's word first)."""
+    return (latest, version_key(detail.version), detail.published_at or "")
 
 
 class LocalCatalog:

@@ -18,6 +18,7 @@ or ``{"error": …}``). Responses are read leniently; unparseable entries are sk
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 from urllib.parse import quote
 
@@ -27,7 +28,7 @@ from cachetools import TTLCache
 
 from .errors import RegistryError, RegistryNotFound
 from .models import Detail, SearchPage, Summary
-from .ranking import match_rank, tokens
+from .ranking import query_words, rank, tokens
 from .serverjson import parse_server_json
 
 __all__ = ["DEFAULT_OFFICIAL_URL", "OfficialRegistry", "error_message"]
@@ -36,9 +37,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OFFICIAL_URL = "https://registry.modelcontextprotocol.io"
 
-#: Tokens nearly every name holds: a multi-token search never sends one of these alone
-#: unless the query has nothing else.
-_GENERIC = frozenset({"mcp", "server", "servers", "model", "context", "protocol", "io", "com"})
+#: A multi-word query reads each word's matches in pages of this size, at most this many pages.
+_UNION_PAGE = 100
+_UNION_PAGES = 10
 
 
 def error_message(response: httpx.Response) -> str:
@@ -90,6 +91,7 @@ class OfficialRegistry:
         self._owns_http = http is None
         self._timeout = timeout
         self._chains: TTLCache[tuple[str, int], _Chain] = TTLCache(maxsize=256, ttl=900)
+        self._unions: TTLCache[str, list[Summary]] = TTLCache(maxsize=64, ttl=300)
 
     def __repr__(self) -> str:
         return f"OfficialRegistry({self.base_url!r})"
@@ -146,19 +148,51 @@ class OfficialRegistry:
     async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
         """One page of latest versions whose name contains ``query``.
 
-        The API matches one substring of the name, so a query of several tokens
-        (``postgres mcp``, ``mcp-server-github``) asks for its longest telling token (not
-        ``mcp``, ``server``…) and keeps the
-        servers that hold every token (name, title or description; see
-        :mod:`registry_clients.ranking`). Such pages may hold fewer than ``page_size``.
+        The API matches one substring of the name. A query of several words sends its telling
+        words (not ``mcp``, ``server``…; issue 26 item 5): one alone as it is (a typed name such
+        as ``mcp-server-github`` its longest telling word); several words at once,
+        in parallel, then pages through the most selective one only (the fewest matches: every
+        server that holds all the words is among them) and keeps the first page of the others
+        (servers that hold some of the words). That union is ranked
+        (:mod:`registry_clients.ranking`), cached, and paged here.
         """
-        words = tokens(query)
-        if len(words) > 1:
-            telling = [w for w in words if w not in _GENERIC] or words
-            result = await self._search(max(telling, key=len), page, page_size)
-            result.servers = [s for s in result.servers if match_rank(s, query) is not None]
-            return result
+        telling, _generic = query_words(query)
+        if len(tokens(query)) > 1 and (len(telling) == 1 or not any(c.isspace() for c in (query or "").strip())):
+            # one telling word, or one typed name (``mcp-server-github``): its longest telling word
+            return await self._search(max(telling, key=len), page, page_size)
+        if len(telling) > 1:
+            union = await self._union(telling)
+            servers = rank(union, query)
+            start = (page - 1) * page_size
+            return SearchPage(servers=servers[start : start + page_size], total_pages=math.ceil(len(servers) / page_size))
         return await self._search(query, page, page_size)
+
+    async def _union(self, words: list[str]) -> list[Summary]:
+        key = " ".join(words)
+        cached = self._unions.get(key)
+        if cached is not None:
+            return cached
+        firsts: dict[str, SearchPage] = {}
+
+        async def first(word: str) -> None:
+            firsts[word] = await self._search(word, 1, _UNION_PAGE)
+
+        async with anyio.create_task_group() as tg:
+            for word in words:
+                tg.start_soon(first, word)
+        best = min(words, key=lambda w: (firsts[w].total_pages, len(firsts[w].servers), -len(w)))
+        items = list(firsts[best].servers)
+        result, page = firsts[best], 1
+        while result.total_pages > page and page < _UNION_PAGES:
+            page += 1
+            result = await self._search(best, page, _UNION_PAGE)
+            items.extend(result.servers)
+        for word in words:
+            if word != best:
+                items.extend(firsts[word].servers)
+        union = list({s.qualified_name: s for s in reversed(items)}.values())[::-1]  # first seen wins
+        self._unions[key] = union
+        return union
 
     async def _search(self, query: str | None, page: int, page_size: int) -> SearchPage:
         q = (query or "").strip()

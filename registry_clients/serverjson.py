@@ -10,8 +10,8 @@ Required keys: one rule for every input
 ----------------------------------------
 An *input* is an environment variable, a header (package transport or remote), a runtime
 or package argument, or a transport URL. A *placeholder* is ``{name}`` (or Mustache-style
-``{{name}}``) with ``name`` matching ``[A-Za-z_][A-Za-z0-9_.-]*`` and not preceded by ``$``
-(``${…}`` is shell/IDE syntax, left alone).
+``{{name}}``, or VS Code's ``${input:name}``) with ``name`` matching ``[A-Za-z_][A-Za-z0-9_.-]*``
+and not preceded by ``$`` (any other ``${…}`` is shell/IDE syntax, left alone).
 
 1. An input **with a** ``value`` is fixed. Each distinct placeholder in the value becomes
    one key named after the placeholder, *declared* by the input's ``variables[name]``
@@ -43,13 +43,16 @@ Secret: ``isSecret`` is authoritative wherever the publisher wrote it (on the de
 else on the input holding the placeholder). Only when neither says anything does the name
 rule :func:`guess_secret` apply (then ``secret_guessed`` is set): a name token is key,
 token, secret, password, passwd, credential(s) or authorization (or ends in apikey, token,
-secret, password), and no token says url/uri/host/endpoint/algorithm/public/path/file/dir/
+secret, password, secretkey, privatekey), and no token says url/uri/host/endpoint/algorithm/public/path/file/dir/
 name/type/ttl, and the value is not typed (``format`` other than ``string``) nor has
 ``choices``.
 
 Templates: ``PackageOption.env`` maps each env var to ``"{NAME}"`` (open) or its fixed
 value; ``headers`` likewise (``"{Header-Name}"`` for an open header); ``url`` keeps its
 placeholders. Filling them is the launcher's job.
+
+Runner flags: a runtime argument that repeats a flag the runner is always given (npm ``-y``,
+an image's ``-i``/``--rm``, nuget ``--yes``; :data:`RUNNER_FLAGS`) is dropped before the rules.
 
 Status: ``_meta["io.modelcontextprotocol.registry/official"]`` gives ``status`` (kept on the
 Detail when it is not ``active``), ``isLatest`` and ``publishedAt``.
@@ -75,6 +78,18 @@ __all__ = [*_inputs.__all__, "parse_server_json"]  # the input rules are importa
 
 log = logging.getLogger(__name__)
 
+#: Flags the runner is always given (``setup_agent/launch/packages.py``): a runtime argument
+#: that repeats one is dropped, so it neither becomes a setting that does nothing (npm's
+#: ``-y`` as a key ``y``) nor is passed twice (a ``--rm`` flag key of an image).
+RUNNER_FLAGS = {"npm": frozenset({"-y", "--yes"}), "oci": frozenset({"-i", "--interactive", "--rm"}),
+                "nuget": frozenset({"--yes"})}
+
+
+def _without_runner_flags(raw: Any, pkg_type: str) -> list[dict[str, Any]]:
+    own = RUNNER_FLAGS.get(pkg_type, frozenset())
+    return [a for a in _dicts(raw) if not (_str(_get(a, "name")) in own and _str(_get(a, "value")) in (None, ""))]
+
+
 def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOption:
     keys, env, fixed = KeySet(), {}, {}
     inputs: dict[str, Mapping[str, Any]] = {}
@@ -87,7 +102,8 @@ def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOptio
         value = _str(_get(ev, "value"))
         if value is not None and not placeholders(value) and not literal_placeholder(value):
             fixed.setdefault(name, value)
-    runtime_raw, package_raw = _get(pkg, "runtimeArguments"), _get(pkg, "packageArguments")
+    runtime_raw = _without_runner_flags(_get(pkg, "runtimeArguments"), pkg_type)
+    package_raw = _get(pkg, "packageArguments")
     runtime_args = template_arguments(runtime_raw, keys, fixed, 0)
     package_args = template_arguments(package_raw, keys, fixed, len(runtime_args))
     for arg in _dicts(runtime_raw) + _dicts(package_raw):

@@ -16,9 +16,10 @@ Mapping of a server's connections:
   (``*.smithery.ai``) also get ``Authorization: Bearer {smithery_api_key}`` and that
   secret header key, as the official registry lists them.
 
-Keys from ``configSchema``: properties listed in ``required`` without a ``default``,
-nested objects flattened to dotted names (``auth.token``, reported only when required at
-every level). Secret when ``format: password`` or the dotted name
+Keys from ``configSchema``: every property, nested objects flattened to dotted names
+(``auth.token``); required when listed in ``required`` at every level without a ``default``,
+else optional with its default shown (an unset optional query parameter is left out of the
+URL). Secret when ``format: password`` or the dotted name
 :func:`~registry_clients.inputs.looks_secret` (key/token/secret/password…).
 
 The API key is sent only as ``Authorization: Bearer``, per request; it never appears in a
@@ -27,6 +28,7 @@ log line, an exception message or a repr. No key, 401 or 403 → RegistryAuthFai
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -62,39 +64,54 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _default(prop: Mapping[str, Any]) -> str | None:
+    if "default" not in prop or prop["default"] is None:
+        return None
+    value = prop["default"]
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def config_keys(schema: Any, kind: KeyKind) -> list[tuple[RequiredKey, Mapping[str, Any]]]:
-    """Required keys of a JSON-Schema ``configSchema`` with the property schema behind each."""
+    """The keys of a JSON-Schema ``configSchema`` with the property schema behind each.
+
+    Required: listed in ``required`` at every level and without a ``default``. The others are
+    offered too (issue 26 item 10), optional, with their default shown."""
     out: list[tuple[RequiredKey, Mapping[str, Any]]] = []
 
-    def walk(node: Any, prefix: str) -> None:
+    def walk(node: Any, prefix: str, parent_required: bool) -> None:
         props = node.get("properties") if isinstance(node, Mapping) else None
         if not isinstance(props, Mapping):
             return
         required = node.get("required")
         required = set(required) if isinstance(required, list) else set()
         for name, prop in props.items():
-            if not isinstance(prop, Mapping) or name not in required or "default" in prop:
+            if not isinstance(prop, Mapping):
                 continue
             dotted = f"{prefix}{name}"
+            needed = parent_required and name in required and "default" not in prop
             if prop.get("type") == "object" or isinstance(prop.get("properties"), Mapping):
-                walk(prop, dotted + ".")
+                walk(prop, dotted + ".", needed)
                 continue
             enum = prop.get("enum")
+            boolean = prop.get("type") == "boolean"
+            choices = ["true", "false"] if boolean else ([str(v) for v in enum] if isinstance(enum, list) else None) or None
             out.append(
                 (
                     RequiredKey(
                         name=dotted,
                         description=_text(prop.get("description")) or _text(prop.get("title")) or "",
                         secret=prop.get("format") == "password" or looks_secret(dotted),
-                        required=True,
-                        choices=[str(v) for v in enum] if isinstance(enum, list) and enum else None,
+                        required=needed,
+                        default=_default(prop),
+                        choices=choices,
+                        format="boolean" if boolean else None,
                         kind=kind,
                     ),
                     prop,
                 )
             )
 
-    walk(schema, "")
+    walk(schema, "", True)
     return out
 
 
@@ -202,6 +219,9 @@ class SmitheryRegistry:
     """RegistrySource for Smithery (``name == "smithery"``); needs an API key."""
 
     name = SOURCE
+    #: Smithery's ``q`` is semantic ("treat this as a prompt"): the hub keeps what it returns,
+    #: even servers that share no word with the query, blending its order with ours.
+    semantic = True
 
     def __init__(
         self,

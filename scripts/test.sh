@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh machine: installs what the tests need, then pytest.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k probe).
+#   --under-load   keep every core busy meanwhile (stress-ng if installed, else a busy loop;
+#                  stopped at exit) and raise the hang guards' scale factor to 3 unless set.
+# Environment: MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
+# timeout, default 1), MCP_SETUP_TEST_WORKERS (pytest-xdist workers, default: one per core;
+# 0 runs in this process), MCP_SETUP_TEST_SUITE_TIMEOUT (seconds for the whole pytest run,
+# default 2400: past it every test process dumps its threads' stacks and the run fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+under_load=0
+pytest_args=()
+for arg in "$@"; do
+  if [ "$arg" = "--under-load" ]; then under_load=1; else pytest_args+=("$arg"); fi
+done
 
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)  # the servers' sandbox (README "Sandbox")
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 [ -n "$(pg_bin)" ] || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    echo "installing ${need_apt[*]} (Debian packages) for the browser, npm and PostgreSQL tests" >&2
+    echo "installing ${need_apt[*]} (Debian packages) for the browser, npm, sandbox and PostgreSQL tests" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
     echo "missing ${need_apt[*]}: install them (sudo apt-get install ${need_apt[*]}) and run again" >&2
@@ -37,7 +50,18 @@ stop_postgres() {
 as_pg() {  # initdb refuses to run as root: run the cluster as the postgres system user
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
-trap stop_postgres EXIT
+# A worker's stuck test: its threads' stacks are written here (tests/conftest.py).
+stacks_dir="$(mktemp -d /tmp/mcp-setup-stacks.XXXXXX)"
+export MCP_SETUP_TEST_STACKS_DIR="$stacks_dir"
+load_pids=()
+stop_load() {
+  if [ ${#load_pids[@]} -gt 0 ]; then
+    kill "${load_pids[@]}" 2>/dev/null || true
+    wait "${load_pids[@]}" 2>/dev/null || true
+    load_pids=()
+  fi
+}
+trap 'stop_load; stop_postgres; rm -rf "$stacks_dir"' EXIT
 trap "exit 130" INT
 trap "exit 143" TERM
 pg_dir="$(mktemp -d /tmp/mcp-setup-pg.XXXXXX)"
@@ -51,10 +75,47 @@ as_pg "$(pg_bin)/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
   || { cat "$pg_dir/server.log" >&2; exit 1; }
 export MCP_SETUP_TEST_POSTGRES_URL="postgresql+psycopg://mcp_setup@/postgres?host=$pg_dir&port=$pg_port"
 
+# A worker per core (pytest-xdist; every test has its own data dir, ports, keyring and
+# database). Not when the caller chose (-n, --dist, -p no:xdist).
+xdist=(-n "${MCP_SETUP_TEST_WORKERS:-auto}" --dist load)
+for arg in ${pytest_args[@]+"${pytest_args[@]}"}; do
+  case "$arg" in -n|-n*|--numprocesses*|--dist*|no:xdist) xdist=() ;; esac
+done
+[ "${MCP_SETUP_TEST_WORKERS:-auto}" = 0 ] && xdist=()
+
+if [ "$under_load" = 1 ]; then
+  export MCP_SETUP_TEST_TIMEOUT_SCALE="${MCP_SETUP_TEST_TIMEOUT_SCALE:-3}"
+  cores="$(nproc)"
+  if command -v stress-ng >/dev/null 2>&1; then
+    stress-ng --cpu "$cores" --quiet &
+    load_pids+=($!)
+  else
+    for _ in $(seq "$cores"); do
+      bash -c 'while :; do :; done' &
+      load_pids+=($!)
+    done
+  fi
+  echo "under load: $cores busy CPU workers (pids ${load_pids[*]}), MCP_SETUP_TEST_TIMEOUT_SCALE=$MCP_SETUP_TEST_TIMEOUT_SCALE" >&2
+fi
+
+# The whole run is bounded too: past the bound every process of the run gets SIGABRT, whose
+# handler (faulthandler, on in pytest and its workers) prints every thread's stack; 60 s
+# later what is left is killed. pytest-timeout bounds each test (pyproject.toml).
+suite_timeout="${MCP_SETUP_TEST_SUITE_TIMEOUT:-2400}"
 set +e
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+timeout --signal=ABRT --kill-after=60 "$suite_timeout" \
+  .venv/bin/python -m pytest -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${pytest_args[@]+"${pytest_args[@]}"}
 status=$?
 set -e
+if [ "$status" -eq 124 ] || [ "$status" -eq 134 ] || [ "$status" -eq 137 ]; then
+  for f in "$stacks_dir"/stacks-*.txt; do
+    [ -s "$f" ] || continue
+    echo "---- $(basename "$f" .txt)" >&2
+    sed -n '/^Fatal Python error\|+ Timeout +/,$p' "$f" >&2  # the dumps, not the worker's own terminal lines
+  done
+  echo "the test run passed its bound of ${suite_timeout} s (MCP_SETUP_TEST_SUITE_TIMEOUT) and was stopped: the stacks are above" >&2
+  exit 1
+fi
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1

@@ -37,8 +37,10 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ProtocolError               protocol_error
     │   ├── ServerRejected              rejected
     │   ├── Unreachable                 unreachable
+    │   ├── PortInUse                   port_in_use
     │   ├── OAuthRequired               oauth_required
-    │   └── DownloadTimeout             download_timeout
+    │   ├── DownloadTimeout             download_timeout
+    │   └── SandboxUnavailable          sandbox_unavailable
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
     ├── StoreError                      store_error
@@ -76,9 +78,9 @@ __all__ = [
     "GuardError", "InvalidEntry", "InvalidInput", "JSONRPC_INTERNAL_ERROR", "JSONRPC_INVALID_PARAMS",
     "JSONRPC_METHOD_NOT_FOUND", "JSONRPC_SETUP_ERROR", "NeedsSignIn", "NoRunnablePackage", "NotAdmitted",
     "NotFound", "OAuthDenied", "OAuthError", "OAuthRefused", "OAuthRequired", "PackageError", "PackageNotFound",
-    "ProbeError", "ProbeTimeout", "PromptAlreadyAnswered", "PromptCancelled", "PromptError", "PromptFailed",
-    "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
-    "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
+    "PortInUse", "ProbeError", "ProbeTimeout", "PromptAlreadyAnswered", "PromptCancelled", "PromptError",
+    "PromptFailed", "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
+    "SandboxUnavailable", "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
     "SecretWrongKey", "ServerExited", "ServerRejected", "SessionLocked", "SetupError", "StoreError",
     "ToolsChanged", "Unreachable", "jsonrpc_error",
 ]  # fmt: skip
@@ -239,6 +241,13 @@ class Unreachable(ProbeError):
     code = "unreachable"
 
 
+class PortInUse(ProbeError):
+    """A local package's port is held by another program: it is not started, or it is
+    stopped before anything is sent (the other program would get the headers and values)."""
+
+    code = "port_in_use"
+
+
 class OAuthRequired(ProbeError):
     """The remote answered 401 with an OAuth challenge: sign in with ``mcp_setup_authorize``."""
 
@@ -249,6 +258,13 @@ class DownloadTimeout(ProbeError):
     """The package download (npx/uvx/docker's first run) passed MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS."""
 
     code = "download_timeout"
+
+
+class SandboxUnavailable(ProbeError):
+    """MCP_SETUP_SANDBOX names a mechanism (bwrap, landlock) that does not work on this system:
+    no server starts unisolated behind the user's back."""
+
+    code = "sandbox_unavailable"
 
 
 class RegistryUnavailable(SetupError):

@@ -13,12 +13,76 @@ import keyring.backend
 import keyring.errors
 import pytest
 
+from tests.timeouts import ENV as TIMEOUT_SCALE_ENV
+from tests.timeouts import SCALE as TIMEOUT_SCALE
+
 pytest_plugins = ["tests.conftest_registry"]
 
 #: A throwaway PostgreSQL cluster (scripts/test.sh starts one); read before the isolation
 #: fixture clears every MCP_SETUP_* variable.
 POSTGRES_URL = os.environ.get("MCP_SETUP_TEST_POSTGRES_URL") or None
 _IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+#: Where a stuck test's stacks go when it runs in a pytest-xdist worker (whose own stdout and
+#: stderr are discarded): one file per worker, shown in the controller's report of the crash.
+STACKS_DIR_ENV = "MCP_SETUP_TEST_STACKS_DIR"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    _scale_the_test_timeout(config)
+    if STACKS_DIR_ENV not in os.environ:  # the controller (or a run without workers) decides
+        os.environ[STACKS_DIR_ENV] = str(config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        _stacks_to_a_file(config, Path(os.environ[STACKS_DIR_ENV]) / f"stacks-{workerinput['workerid']}.txt")
+
+
+def _scale_the_test_timeout(config: pytest.Config) -> None:
+    """pytest-timeout's per-test bound (``timeout`` in pyproject.toml, thread method: a stuck
+    test ends with every thread's stack) grows with the tests' one scale factor
+    (tests/timeouts.py). A bound given on the command line or in PYTEST_TIMEOUT is taken as is."""
+    if TIMEOUT_SCALE == 1.0 or config.getvalue("timeout") is not None or os.environ.get("PYTEST_TIMEOUT"):
+        return
+    base = getattr(config, "_env_timeout", None)  # pytest-timeout's setting, read in its own pytest_configure
+    if base:
+        config._env_timeout = base * TIMEOUT_SCALE  # type: ignore[attr-defined]
+
+
+def _stacks_to_a_file(config: pytest.Config, path: Path) -> None:
+    """In a worker: pytest-timeout's dump (it writes to the terminal, which a worker does not
+    have) and faulthandler's (SIGABRT from scripts/test.sh's bound on the whole run) go to
+    ``path``, which the controller adds to the report of the crash."""
+    import faulthandler
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - open for the worker's life
+    config.get_terminal_writer()._file = out  # type: ignore[attr-defined]
+    faulthandler.enable(file=out, all_threads=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    """A worker died (pytest-timeout ends a stuck test with ``os._exit``): its stacks go into the report."""
+    worker = getattr(report, "node", None)
+    gateway = getattr(worker, "gateway", None)
+    if gateway is None or STACKS_DIR_ENV not in os.environ:
+        return
+    path = Path(os.environ[STACKS_DIR_ENV]) / f"stacks-{gateway.id}.txt"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    start = text.find("+ Timeout +")  # pytest-timeout's dump (the file also holds the worker's own terminal output)
+    if start >= 0:
+        start = text.rfind("\n", 0, start) + 1
+        report.longrepr = f"{report.longrepr}\n{text[start:][-200_000:]}"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    timeout = getattr(config, "_env_timeout", None)
+    return f"hang guards: {TIMEOUT_SCALE_ENV}={TIMEOUT_SCALE:g}, per-test timeout {timeout:g} s" if timeout else ""
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.message import SessionMessage
+from tests.timeouts import scaled
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -96,7 +97,7 @@ class Browser:
 
     async def submit(self, url: str, value: str, action: str = "submit") -> httpx.Response:
         token = parse_qs(urlsplit(url).query)["t"][0]
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with httpx.AsyncClient(timeout=scaled(10)) as http:
             page = await http.get(url)
             page.raise_for_status()
             self.pages.append(page.text)

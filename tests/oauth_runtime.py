@@ -12,6 +12,7 @@ from typing import Any
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from tests.fakes.oauth_server import OAuthPair, remote_server_json
+from tests.timeouts import scaled
 
 __all__ = ["NAME", "oauth_runtime"]
 
@@ -28,7 +29,7 @@ async def oauth_runtime(
     (catalog / "notes.json").write_text(json.dumps(remote_server_json(NAME, pair.mcp_url)))
     for name in also:
         (catalog / f"{name.rsplit('/', 1)[-1]}.json").write_text(json.dumps(remote_server_json(name, pair.mcp_url)))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=20)
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20))
     rt = build_runtime(settings, keyring_backend=keyring)
     rt.sign_ins.timeout = sign_in_timeout
     try:

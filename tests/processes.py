@@ -6,6 +6,7 @@ import os
 import select
 import time
 from pathlib import Path
+from tests.timeouts import scaled
 
 __all__ = ["no_process_left", "pids_in", "process_alive", "processes_mentioning", "wait_gone"]
 
@@ -44,7 +45,7 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+def wait_gone(pids: list[int], timeout: float = scaled(10.0)) -> list[int]:
     """Wait on pidfds (no polling, bounded overall) for ``pids`` to exit; return those still alive."""
     deadline = time.monotonic() + timeout
     left = []
@@ -62,6 +63,6 @@ def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
     return left
 
 
-def no_process_left(marker: str, timeout: float = 10.0) -> bool:
+def no_process_left(marker: str, timeout: float = scaled(10.0)) -> bool:
     """True when no live process mentions ``marker`` (servers exit once their stdin closes)."""
     return not wait_gone(processes_mentioning(marker), timeout)

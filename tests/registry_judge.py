@@ -59,6 +59,7 @@ def _s(v: Any) -> str | None:
 def _ph(text: Any) -> list[str]:
     if not isinstance(text, str):
         return []
+    text = re.sub(r"\$\{input:([A-Za-z_][A-Za-z0-9_.\-]*)\}", r"{\1}", text)  # VS Code's inputs
     text = re.sub(r"(?<!\$)\{\{\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*\}\}", r"{\1}", text)
     names: list[str] = []
     for m in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_.\-]*)\}", text):
@@ -84,7 +85,8 @@ def secretish(name: Any, decl: Any = None) -> bool:
     words = [w for w in re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).lower()) if w]
     if any(w in _PUBLIC_WORDS for w in words):
         return False
-    return any(w in _SECRET_WORDS or w.endswith(("apikey", "token", "secret", "password")) for w in words)
+    endings = ("apikey", "token", "secret", "password", "secretkey", "privatekey")
+    return any(w in _SECRET_WORDS or w.endswith(endings) for w in words)
 
 
 class _Expect:
@@ -157,6 +159,16 @@ def _kind(arg: dict) -> str:
     return kind
 
 
+#: The runners' own flags (npx -y, docker run -i --rm, dnx --yes): a runtime argument repeating one says nothing.
+_OWN_FLAGS = {"npm": ("-y", "--yes"), "oci": ("-i", "--interactive", "--rm"), "nuget": ("--yes",)}
+
+
+def runtime_arguments(pkg: dict) -> list[dict]:
+    kind = str(_f(pkg, "registryType") or _f(pkg, "registryName") or "").lower()
+    return [a for a in _f(pkg, "runtimeArguments") or []
+            if not (isinstance(a, dict) and _f(a, "name") in _OWN_FLAGS.get(kind, ()) and _f(a, "value") in (None, ""))]
+
+
 def expected_package_keys(pkg: dict) -> dict[str, dict[str, Any]]:
     e = _Expect()
     fixed: dict[str, str] = {}
@@ -174,7 +186,7 @@ def expected_package_keys(pkg: dict) -> dict[str, dict[str, Any]]:
             e.valued(ev, "env")
             if not _ph(value):
                 fixed.setdefault(ev["name"], value)
-    args = list(_f(pkg, "runtimeArguments") or []) + list(_f(pkg, "packageArguments") or [])
+    args = runtime_arguments(pkg) + list(_f(pkg, "packageArguments") or [])
     for i, arg in enumerate(args):
         hint = _f(arg, "valueHint")
         hint = hint if isinstance(hint, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_.\-]*$", hint) else None
@@ -252,8 +264,8 @@ def judge_spec(oid: str, raw: dict, spec: Any, keys: list[Any]) -> list[str]:
     problems: list[str] = []
     kind = oid.split(":")[0]
     text = " ".join([*spec.args, *spec.env.values(), *spec.headers.values(), spec.url or ""])
-    if "{$" in text or "{{" in text:
-        problems.append(f"a placeholder is mangled: {text!r}")
+    if "{$" in text or "{{" in text or "input:" in text:
+        problems.append(f"a placeholder is mangled or passed verbatim: {text!r}")
     if any(literal(a) for a in spec.args) or any(literal(v) for v in spec.env.values()):
         problems.append("a literal placeholder reaches the launch spec as a real value")
     if kind == "remote":

@@ -20,6 +20,7 @@ from setup_agent.errors import StoreError
 from setup_agent.setup.service import CallContext
 from tests.processes import pids_in, process_alive, processes_mentioning, wait_gone
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -42,8 +43,10 @@ async def make_runtime(tmp_path: Path, memory_keyring, canary: str, **settings) 
     add_stub(tmp_path / "catalog", tmp_path / "dist", "io.test/counted", tmp_path / "pids", canary)
     add_stub(tmp_path / "catalog", tmp_path / "dist", "io.test/any-key", tmp_path / "pids-any", None)
     return build_runtime(
+        # sandbox off: the stub writes its pid to a file beside the test (outside its folder), and
+        # under bubblewrap that pid is one of its own PID namespace. tests/test_sandbox.py covers it.
         Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
-                 probe_timeout_seconds=10, **settings),
+                 probe_timeout_seconds=scaled(10), **{"sandbox": "off", **settings}),
         keyring_backend=memory_keyring,
     )  # fmt: skip
 
@@ -57,7 +60,7 @@ async def runtime(tmp_path: Path, memory_keyring, canary: str) -> AsyncIterator[
 
 
 async def call(runtime: Runtime, tool: str, **args) -> dict:
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         return await runtime.service.call(tool, args, CallContext(installed_by="agent"))
 
 

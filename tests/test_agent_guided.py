@@ -12,6 +12,7 @@ from setup_agent.agent.drivers.guided import goal_query
 from setup_agent.agent.harness import WITHHELD, AgentCancelled
 from setup_agent.agent.spawn import spawn_subagent
 from tests.test_agent_support import STUB, ScriptedIO, agent_runtime, choose, make_catalog
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +34,7 @@ def test_the_goal_is_read_without_filler_words(goal: str, query: str) -> None:
 
 
 async def run(runtime, io, goal: str = "set up the stub server") -> dict:
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         return await spawn_subagent("mcp_setup", {"goal": goal}, service=runtime.service, redactor=runtime.redactor, io=io)
 
 

@@ -14,6 +14,7 @@ from setup_agent.agent.harness import WITHHELD, AgentSession, looks_like_secret,
 from setup_agent.agent.spawn import spawn_subagent
 from setup_agent.secrets.redact import Redactor
 from tests.test_agent_support import SETUP_AGENT_TOOLS, ScriptedIO, agent_runtime, make_catalog
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -98,7 +99,7 @@ async def test_the_time_limit_stops_the_run_as_failed(tmp_path: Path, canary: st
     catalog = make_catalog(tmp_path, canary)
     ticks = itertools.count(0, 1000)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             result = await spawn_subagent(
                 "mcp_setup",
                 {"goal": "stub"},
@@ -116,7 +117,7 @@ async def test_a_secret_in_the_goal_is_left_out_of_the_transcript(tmp_path: Path
     goal = f"set up the stub server with key secret_{canary}"
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, secrets=[canary])
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             result = await spawn_subagent("mcp_setup", {"goal": goal}, service=runtime.service, redactor=runtime.redactor, io=io)
         assert result["status"] == "installed", result["summary"]
         assert result["transcript"][0] == {"role": "user", "content": f"set up the stub server with key {WITHHELD}"}
@@ -134,7 +135,7 @@ async def test_spawn_subagent_returns_the_result_shape_and_rejects_unknown_agent
             await spawn_subagent("mcp_setup", {"goal": "stub"}, driver="nope", **kwargs)
         with pytest.raises(ValueError, match="goal"):
             await spawn_subagent("mcp_setup", {}, **kwargs)
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             result = await spawn_subagent("mcp_setup", {"goal": "stub"}, **kwargs)
         assert set(result) == {"status", "server_id", "tools", "summary", "transcript"}
         assert result["status"] == "installed" and result["server_id"].startswith("srv_")

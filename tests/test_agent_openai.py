@@ -15,6 +15,7 @@ from setup_agent.agent.spawn import spawn_subagent
 from tests.fakes import closed_port_url
 from tests.fakes.openai_server import FakeOpenAI, final, last_tool_result, tool_call, tool_calls
 from tests.test_agent_support import SETUP_AGENT_TOOLS, STUB, ScriptedIO, agent_runtime, make_catalog
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +24,7 @@ API_KEY = "sk-test-" + "k3y" * 8
 
 async def run(runtime, io, fake: FakeOpenAI, **options: Any) -> dict:
     opts = {"base_url": fake.base_url, "model": "fake-model", "api_key": API_KEY, **options}
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         return await spawn_subagent(
             "mcp_setup",
             {"goal": "set up the stub server"},

@@ -12,6 +12,7 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.secrets.prompts import PendingPrompt
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.timeouts import scaled
 
 __all__ = ["SETUP_AGENT_TOOLS", "STUB", "ScriptedIO", "agent_runtime", "make_catalog"]
 
@@ -48,7 +49,7 @@ def make_catalog(
 async def agent_runtime(
     home: Path, catalog: Path, keyring_backend: Any, host_env: Mapping[str, str] | None = None
 ) -> AsyncIterator[Runtime]:
-    settings = Settings(home=home, registries="local", catalog_dir=catalog, probe_timeout_seconds=20)
+    settings = Settings(home=home, registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20))
     runtime = build_runtime(settings, keyring_backend=keyring_backend, host_env=host_env)
     try:
         yield runtime

@@ -15,6 +15,7 @@ from app.runtime import build_runtime, openai_options
 from app.settings import Settings
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.test_agent_support import STUB, make_catalog
+from tests.timeouts import scaled
 
 HIDDEN = r"STUB_API_KEY \(hidden\): "
 
@@ -22,7 +23,7 @@ HIDDEN = r"STUB_API_KEY \(hidden\): "
 def spawn(tmp_path: Path, catalog: Path, goal: str = "set up the stub server") -> tuple[pexpect.spawn, io.StringIO, dict]:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
     argv = mcp_setup_argv("agent", goal)
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30, dimensions=(50, 200))
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
     out = io.StringIO()
     child.logfile_read = out
     return child, out, env
@@ -39,7 +40,7 @@ async def installed_servers(data_dir: Path, catalog: Path) -> list[dict]:
     settings = Settings(home=data_dir, registries="local", catalog_dir=catalog)
     runtime = build_runtime(settings, keyring_backend=fail.Keyring())
     try:
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             await runtime.start()
             return (await runtime.service.call("mcp_setup_list_servers", {"wait_seconds": 20}))["servers"]
     finally:
@@ -141,7 +142,7 @@ def test_the_terminal_agent_drives_an_openai_compatible_model_with_the_secret_at
             MCP_SETUP_OPENAI_API_KEY=api_key,
         )
         argv = mcp_setup_argv("agent", "set up the stub server", "--driver", "openai", "--verbose")
-        child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30)
+        child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30))
         out = io.StringIO()
         child.logfile_read = out
         child.expect(HIDDEN)
@@ -169,7 +170,7 @@ def test_the_terminal_agent_sets_up_a_server_found_in_the_fake_official_registry
         with FakeOfficialRegistry([entry]) as registry:
             env = face_env(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url)
             argv = mcp_setup_argv("agent", "set up the stub server")
-            child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30, dimensions=(50, 200))
+            child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
             out = io.StringIO()
             child.logfile_read = out
             child.expect(HIDDEN)

@@ -88,7 +88,7 @@ def test_approve_with_nothing_waiting_says_so(tmp_path: Path) -> None:
     assert child.exitstatus == 0
 
 
-async def test_the_serve_page_shows_a_stdio_clients_pending_consent_and_its_answer_reaches_that_client(
+async def test_the_serve_page_shows_a_stdio_clients_secret_prompt_and_consent_and_its_answers_reach_that_client(
     tmp_path: Path, canary: str
 ) -> None:
     from tests.browser.serve import start_serve, stop_serve
@@ -100,19 +100,24 @@ async def test_the_serve_page_shows_a_stdio_clients_pending_consent_and_its_answ
     try:
         with anyio.fail_after(180), served.websocket() as page:
             async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+
+                def shown(kind: str) -> dict:
+                    while True:
+                        event = json.loads(page.recv(timeout=60))
+                        if event.get("type") == kind:
+                            return event
+
                 secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
-                await Browser().submit(secret["url"], canary)
+                asked = await anyio.to_thread.run_sync(shown, "secret_request")  # the stdio client's prompt, in the page
+                assert asked["prompt_id"] == secret["prompt_id"] and asked["key_name"] == "STUB_API_KEY"
+                with served.client() as http:
+                    typed = http.post(f"/api/secrets/{asked['prompt_id']}", json={"value": canary}, headers=served.headers())
+                assert typed.status_code == 200, typed.text
                 args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}}
                 first = await call(client, "mcp_setup_test_connection", args)
                 assert first["error"]["code"] == "consent_required", first
 
-                def shown() -> dict:
-                    while True:
-                        event = json.loads(page.recv(timeout=60))
-                        if event.get("type") == "consent_request":
-                            return event
-
-                event = await anyio.to_thread.run_sync(shown)
+                event = await anyio.to_thread.run_sync(shown, "consent_request")
                 assert event["consent"]["server"] == STUB and canary not in json.dumps(event)
                 with served.client() as http:
                     answered = http.post(f"/api/consents/{event['consent_id']}", json={"approve": True, "accept_warnings": True},
@@ -122,3 +127,54 @@ async def test_the_serve_page_shows_a_stdio_clients_pending_consent_and_its_answ
                 assert tested.get("ok") is True, tested
     finally:
         stop_serve(served)
+
+
+async def test_a_secret_a_stdio_client_asks_for_is_typed_at_a_hidden_prompt_of_mcp_setup_approve(
+    tmp_path: Path, canary: str
+) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))  # consent off
+    env.pop("DISPLAY", None)
+    recorder = Recorder()
+    with anyio.fail_after(180):
+        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
+            secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key\x1b[2J", "server": STUB})
+            assert secret["status"] == "pending"
+            shown = await anyio.to_thread.run_sync(
+                lambda: _approve_in_a_terminal(env, r"Your STUB_API_KEY \(hidden", canary)
+            )
+            assert "Saved" in shown and "\x1b[2J" not in shown
+            assert canary not in shown  # hidden: not echoed
+            tested = await call(client, "mcp_setup_test_connection",
+                                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}})
+            assert tested.get("ok") is True, tested
+    assert canary not in recorder.text()
+    for path in (tmp_path / "data").glob("mcp-setup.db*"):
+        assert canary.encode() not in path.read_bytes()  # encrypted on its way, and gone once used
+
+
+async def test_approve_tells_of_a_guess_and_only_the_user_unblocks_the_client_it_locked(tmp_path: Path, canary: str) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))  # consent off
+    env.pop("DISPLAY", None)
+    with anyio.fail_after(180):
+        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+            secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
+            await Browser().submit(secret["url"], canary)
+            installed = await call(client, "mcp_setup_install_and_connect",
+                                   {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}})
+            assert installed["status"] == "connected", installed
+
+            async def echo(text: str) -> str:
+                result = await client.call_tool("stub__echo", {"text": text})
+                return result.content[0].text  # type: ignore[union-attr]
+
+            answers = [await echo(canary) for _ in range(3)]  # guesses of the stored value
+            assert "refused" in answers[0] and "blocked" in answers[-1], answers
+            assert "blocked" in await echo("hello")  # locked: even a harmless call
+
+            shown = await anyio.to_thread.run_sync(
+                lambda: _approve_in_a_terminal(env, r"Unblock client:stdio.*\? \[y/N\] ", "y")
+            )
+            assert "sent a value that mcp-setup protects" in shown and canary not in shown
+            assert await echo("hello") == "hello"  # unblocked by the user

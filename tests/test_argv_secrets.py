@@ -20,6 +20,7 @@ from app.settings import Settings
 from setup_agent.launch.spec import materialize
 from setup_agent.setup.service import CallContext
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +53,7 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
         doc = stub_server_json(bundle.resolve().as_uri(), sha, name=f"io.test/{name}")
         doc["packages"][0]["environmentVariables"] = []
         (catalog / f"{name}.json").write_text(json.dumps(doc))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=20)
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20))
     rt = build_runtime(settings, keyring_backend=memory_keyring)
     yield rt
     await rt.aclose()

@@ -24,6 +24,7 @@ from setup_agent.launch.manifest import read_manifest, required_keys_from_manife
 from setup_agent.launch.packages import INSTALL_HINTS, build_spec, runner_availability
 from setup_agent.launch.spec import materialize
 from tests.stub_server.bundle import zip_files
+from tests.timeouts import scaled
 
 CANARY = "canary-51d0-SECRET-value"
 
@@ -115,13 +116,13 @@ def loopback_server() -> Iterator[tuple[str, dict[str, bytes]]]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    assert ready.wait(5)
+    assert ready.wait(scaled(5))
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", routes
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(5)
+        thread.join(scaled(5))
 
 
 @pytest.mark.anyio
@@ -302,5 +303,5 @@ async def test_fetched_bundle_runs_with_its_manifest_config_end_to_end(tmp_path)
     run = materialize(spec, {"api_key": CANARY, "name": "two words"}, dirname=str(install))
     assert CANARY not in " ".join([run.command or "", *run.args])
     out = subprocess.run([run.command, *run.args], env={**run.env}, cwd=install,
-                         capture_output=True, text=True, timeout=30, check=True)
+                         capture_output=True, text=True, timeout=scaled(30), check=True)
     assert json.loads(out.stdout) == {"argv": ["--name", "two words"], "key": CANARY}

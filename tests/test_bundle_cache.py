@@ -19,6 +19,7 @@ from app.settings import Settings
 from setup_agent.launch.bundle_cache import BundleCache
 from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_bundle_catalog, serve_file
+from tests.timeouts import scaled
 
 STUB = "io.github.acme/stub"
 
@@ -32,7 +33,7 @@ def bundle_server(tmp_path: Path, canary: str) -> Iterator[tuple[Path, list[str]
 
 def runtime_for(tmp_path: Path, catalog: Path, keyring, **settings) -> Runtime:
     # No adoption: the install must unpack the bundle itself, so it reads the cache too.
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=10,
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10),
                         config=tmp_path / "none.toml", adopt_tested_servers=False, **settings)  # fmt: skip
     return build_runtime(settings, keyring_backend=keyring)
 
@@ -48,7 +49,7 @@ async def test_get_then_test_then_install_downloads_the_bundle_once(
     catalog, hits, sha = bundle_server
     runtime = runtime_for(tmp_path, catalog, memory_keyring)
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             got = await tool(runtime, "mcp_setup_get", qualified_name=STUB)
             assert got.get("package") is not None, got
             await runtime.service.prefetches_settled()
@@ -74,7 +75,7 @@ async def test_a_corrupted_cache_entry_is_refused_by_its_sha256_and_fetched_agai
     catalog, hits, sha = bundle_server
     runtime = runtime_for(tmp_path, catalog, memory_keyring)
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await tool(runtime, "mcp_setup_get", qualified_name=STUB)
             await runtime.service.prefetches_settled()
             entry = tmp_path / "data" / "cache" / "bundles" / f"{sha}.mcpb"
@@ -97,7 +98,7 @@ async def test_a_failed_prefetch_changes_nothing_and_the_test_downloads_itself(
     cache = runtime.service.bundle_cache
     assert cache is not None
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             assert cache.prefetch("http://127.0.0.1:9/gone.mcpb", sha)  # nothing listens there
             await cache.settled()
             assert not (tmp_path / "data" / "cache" / "bundles" / f"{sha}.mcpb").exists()
@@ -113,7 +114,7 @@ async def test_a_failed_prefetch_changes_nothing_and_the_test_downloads_itself(
 async def test_the_cache_keeps_within_its_size_cap_evicting_the_oldest(tmp_path: Path) -> None:
     blobs = [bytes([i]) * 1000 for i in range(3)]
     cache = BundleCache(tmp_path / "cache", max_bytes=2500)
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         for i, blob in enumerate(blobs):
             src = tmp_path / f"b{i}.mcpb"
             src.write_bytes(blob)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from setup_agent.launch.manifest import MAX_MANIFEST_BYTES, read_manifest
 from setup_agent.setup.service import CallContext
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_server_json, zip_files
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +34,7 @@ async def runtime_over(tmp_path: Path, memory_keyring) -> AsyncIterator:
 
     def build(**settings) -> Runtime:
         runtime = build_runtime(
-            Settings(home=tmp_path / "data", probe_timeout_seconds=10, **settings), keyring_backend=memory_keyring
+            Settings(home=tmp_path / "data", probe_timeout_seconds=scaled(10), **settings), keyring_backend=memory_keyring
         )
         made.append(runtime)
         return runtime
@@ -126,3 +128,36 @@ async def test_a_remote_registry_cannot_name_a_file_bundle(tmp_path: Path, runti
     assert result["ok"] is False
     assert result["error"]["code"] == "bundle_invalid", result
     assert "local catalog" in result["error"]["message"]
+
+
+# -- #24 item 12: the central directory is checked before anything is written ------------------
+
+
+def test_a_zip_bomb_is_refused_from_its_central_directory_before_a_byte_is_written(tmp_path: Path) -> None:
+    from setup_agent.launch.bundle import unpack_bundle
+
+    archive = tmp_path / "bomb.mcpb"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("manifest.json", "{}")
+        for n in range(3):
+            zf.writestr(f"big{n}.bin", b"\0" * 400_000)  # compresses to almost nothing
+    target = tmp_path / "out"
+    with pytest.raises(BundleInvalid, match="size limit"):
+        unpack_bundle(archive, target, max_bytes=1_000_000)
+    assert not target.exists() or not any(target.rglob("*"))
+
+
+def test_a_bundle_of_more_than_ten_thousand_members_is_refused_at_once(tmp_path: Path) -> None:
+    from setup_agent.launch.bundle import MAX_MEMBERS, bundle_manifest, unpack_bundle
+
+    archive = tmp_path / "many.mcpb"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("manifest.json", "{}")
+        for n in range(MAX_MEMBERS):
+            zf.writestr(f"f/{n}", b"")
+    target = tmp_path / "out"
+    with pytest.raises(BundleInvalid, match="10,001 members"):
+        unpack_bundle(archive, target)
+    with pytest.raises(BundleInvalid, match="members"):
+        bundle_manifest(archive)
+    assert not target.exists() or not any(target.rglob("*"))

@@ -14,6 +14,7 @@ import pytest
 
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 
@@ -28,7 +29,7 @@ def make_catalog(root: Path, expected: str, *, mode: str = "", extra_env: dict[s
 
 def spawn_add(env: dict[str, str], name: str = "stub") -> pexpect.spawn:
     argv = mcp_setup_argv("add", name)
-    return pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60, dimensions=(50, 250))
+    return pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60), dimensions=(50, 250))
 
 
 def add_stub(env: dict[str, str], value: str) -> str:
@@ -80,7 +81,7 @@ def test_a_search_that_lands_on_an_installed_server_stops_with_no_retry_menu(tmp
     assert "mcp_setup_remove" not in out and canary not in out
 
 
-def wait_for_pid(fifo: int, timeout: float = 60.0) -> int:
+def wait_for_pid(fifo: int, timeout: float = scaled(60.0)) -> int:
     """The pid the stub writes to its STUB_PID_FILE (a FIFO here: an event, not a poll)."""
     import select
 

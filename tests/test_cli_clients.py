@@ -5,6 +5,7 @@ idempotent, dry-run, malformed input untouched), ``run`` answering through the S
 from __future__ import annotations
 
 import json
+import stat
 import tomllib
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from app.cli.main import main
 from tests.mcp_face import REPO, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 from tests.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the fixture
+from tests.timeouts import scaled
 
 OTHER_ENTRY = {"command": "other-server", "args": ["--flag"], "env": {"LEVEL": "2"}}
 
@@ -121,7 +123,7 @@ def test_per_server_entries_run_each_server_and_hold_no_secret_value(data, capsy
 
 async def answers(command: list[str], env: dict[str, str]) -> list[str]:
     params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with Client(stdio_client(params)) as client:
             listed = await client.list_tools()
             result = await client.call_tool("echo", {"text": "through run"})
@@ -143,8 +145,11 @@ def test_import_moves_a_planted_key_into_the_vault_and_the_entry_runs_mcp_setup_
     path.write_text(original)
     env = data.env()
     argv = mcp_setup_argv("import", "claude-desktop", "--config", str(path))
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
     child.expect(r"Move stub's STUB_API_KEY into mcp-setup's vault\? Type y or n \(hidden\): ")
+    child.sendline("y")
+    # a 64-hex digest looks like a token by its value (#24 item 9): asked too
+    child.expect(r"Move stub's STUB_EXPECTED_SHA256 into mcp-setup's vault\? Type y or n \(hidden\): ")
     child.sendline("y")
     child.expect(pexpect.EOF)
     child.close()
@@ -155,6 +160,8 @@ def test_import_moves_a_planted_key_into_the_vault_and_the_entry_runs_mcp_setup_
     assert servers["stub"]["args"][-2:] == ["run", "stub"] and canary not in path.read_text()
     backups = list(tmp_path.glob("claude_desktop_config.json.bak-*"))
     assert len(backups) == 1 and backups[0].read_text() == original  # the backup is the user's old file
+    assert stat.S_IMODE(backups[0].stat().st_mode) == 0o600  # #24 item 9
+    assert "Still in plain text:" in child.before and f"{backups[0]}: the old file's copy" in child.before
     # the canary is in no file of the data dir outside the encrypted store
     for f in data.home.rglob("*"):
         if f.is_file():

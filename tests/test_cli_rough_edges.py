@@ -14,6 +14,7 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
 from tests.mcp_face import Recorder, call, mcp_setup_client
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +25,7 @@ async def test_the_setup_tools_declare_titles_and_annotations_and_refuse_a_page_
     from tests.mcp_face import face_env
 
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(tmp_path / "catalog"))
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             for name in ("mcp_setup_search", "mcp_setup_get", "mcp_setup_list_servers"):
@@ -50,10 +51,10 @@ def closed_port() -> int:
 async def test_failed_remote_tests_leave_no_probe_dir_in_scratch(tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    prober = Prober(Redactor(), scratch_root=scratch, timeout=10)
+    prober = Prober(Redactor(), scratch_root=scratch, timeout=scaled(10))
     spec = LaunchSpec(transport="streamable-http", url=f"http://127.0.0.1:{closed_port()}/mcp")
     for _ in range(5):
-        with anyio.fail_after(30), pytest.raises(SetupError):
+        with anyio.fail_after(scaled(30)), pytest.raises(SetupError):
             await prober.probe(spec, {})
     await prober.drain()
     assert list(scratch.iterdir()) == []

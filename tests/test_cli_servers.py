@@ -27,6 +27,7 @@ from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
+from tests.timeouts import scaled
 
 STUB = "io.github.acme/stub-search"
 OTHER = "io.github.acme/other"
@@ -72,7 +73,7 @@ def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DataDir]:
     monkeypatch.setenv("MCP_SETUP_DATA_KEY_FILE", str(d.key))
     monkeypatch.setenv("MCP_SETUP_REGISTRIES", "local")
     monkeypatch.setenv("MCP_SETUP_CATALOG_DIR", str(d.catalog))
-    monkeypatch.setenv("MCP_SETUP_PROBE_TIMEOUT_SECONDS", "20")
+    monkeypatch.setenv("MCP_SETUP_PROBE_TIMEOUT_SECONDS", str(scaled(20)))
     yield d
 
 
@@ -157,10 +158,10 @@ async def test_logs_print_the_servers_stderr_redacted_from_the_file_the_connecti
     sid = data.install(STUB, canary, mode="echo_env")  # the stub prints its env, the key included
     with data.store() as store:
         manager = ConnectionManager(
-            store, Redactor(), install_root=data.home / "servers", logs_dir=data.home / "logs", backoff=(), connect_timeout=20
+            store, Redactor(), install_root=data.home / "servers", logs_dir=data.home / "logs", backoff=(), connect_timeout=scaled(20)
         )
         try:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 status = await manager.connect(store.get(sid))
             assert status.status == "connected"
         finally:
@@ -206,7 +207,7 @@ def test_doctor_reports_each_check_and_exits_1_with_a_fix_when_a_server_fails(da
 
 def rotate(data: DataDir, value: str) -> tuple[int, str]:
     argv = mcp_setup_argv("rotate", "stub-search", "STUB_API_KEY")
-    child = pexpect.spawn(argv[0], argv[1:], env=data.env(), cwd=str(REPO), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(argv[0], argv[1:], env=data.env(), cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
     child.expect("New value of STUB_API_KEY \\(hidden\\): ")
     child.sendline(value)
     child.expect(pexpect.EOF)
@@ -220,7 +221,7 @@ def test_a_value_piped_into_rotate_is_taken_without_a_python_warning(data, canar
     right = canary + "-piped"
     sid = data.install(STUB, canary, expected=right)
     proc = subprocess.run(mcp_setup_argv("rotate", "stub-search", "STUB_API_KEY"), input=right + "\n", text=True,
-                          capture_output=True, env=data.env(), cwd=REPO, timeout=60)  # fmt: skip
+                          capture_output=True, env=data.env(), cwd=REPO, timeout=scaled(60))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "GetPassWarning" not in proc.stderr and "getpass" not in proc.stderr and right not in proc.stdout + proc.stderr
     with data.store() as store:
@@ -248,7 +249,7 @@ def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_
     catalog = make_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
     argv = mcp_setup_argv("add", CATALOG_STUB)
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60), dimensions=(50, 200))
     child.expect(r"STUB_API_KEY \(hidden\): ")
     child.sendline(canary)
     child.expect("Tools now available")
@@ -265,7 +266,7 @@ def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_
 
 
 def _run_json(env: dict, *argv: str) -> dict:
-    text = pexpect.run(" ".join(mcp_setup_argv(*argv)), env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    text = pexpect.run(" ".join(mcp_setup_argv(*argv)), env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
     return json.loads(text[text.index("{") :])
 
 
@@ -312,7 +313,7 @@ def test_list_and_show_say_clearly_which_server_is_disabled_and_which_has_change
     assert canary not in out
 
 
-def _read_until(proc: subprocess.Popen[bytes], wanted: str, seen: list[str], timeout: float = 30.0) -> None:
+def _read_until(proc: subprocess.Popen[bytes], wanted: str, seen: list[str], timeout: float = scaled(30.0)) -> None:
     """Read the child's stdout (bounded) until a line holds ``wanted``."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
@@ -348,11 +349,11 @@ def test_logs_follow_prints_the_recent_lines_then_each_new_one_until_interrupted
         _read_until(proc, "stub: a line written while following", seen)
         assert proc.poll() is None  # still following
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(30)
+        code = proc.wait(scaled(30))
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(10)
+            proc.wait(scaled(10))
     stderr = proc.stderr.read().decode() if proc.stderr else ""
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:

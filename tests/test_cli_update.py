@@ -19,6 +19,7 @@ from tests.fakes.file_server import serve_file
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 
@@ -36,7 +37,7 @@ async def install_v1(home: Path, catalog: Path, value: str, **more: str) -> str:
     )
     runtime = build_runtime(settings, keyring_backend=fail.Keyring())
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             ref = runtime.refs.mint("STUB_API_KEY", value)
             args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
             if "version" in more:
@@ -49,7 +50,7 @@ async def install_v1(home: Path, catalog: Path, value: str, **more: str) -> str:
 
 
 def run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(mcp_setup_argv(*argv), env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    return subprocess.run(mcp_setup_argv(*argv), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(120))
 
 
 def installed(env: dict[str, str]) -> list[dict]:

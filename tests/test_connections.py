@@ -19,6 +19,7 @@ from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.processes import process_alive
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +41,7 @@ async def setup(
         redactor,
         install_root=tmp_path / "servers",
         backoff=(0.05, 0.05),
-        connect_timeout=10,
+        connect_timeout=scaled(10),
         on_status=lambda st: seen.append(ServerStatus(st.server_id, st.status, st.reason)),
     )
     yield store, manager, seen, redactor
@@ -68,7 +69,7 @@ async def test_start_connects_every_enabled_server_concurrently(setup, canary: s
     store, manager, seen, _ = setup
     servers = [install(store, f"io.test/slow-{i}", canary, mode="slow", STUB_SLOW_SECONDS="1") for i in range(3)]
     disabled = install(store, "io.test/disabled", canary, enabled=False)
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         await manager.start()
     assert {manager.status(s.server_id).status for s in servers} == {"connected"}
     assert manager.status(disabled.server_id).status == "stopped"
@@ -82,9 +83,9 @@ async def test_a_server_whose_stored_key_is_rejected_ends_failed_with_a_reason(s
     store, manager, _, _ = setup
     good = install(store, "io.test/good", canary)
     bad = install(store, "io.test/bad", canary, expected="something-else")
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         await manager.start()
-        await manager.wait_for_status(bad.server_id, "failed", timeout=10)
+        await manager.wait_for_status(bad.server_id, "failed", timeout=scaled(10))
     assert manager.status(good.server_id).status == "connected"
     status = manager.status(bad.server_id)
     assert status.status == "failed" and "invalid API key" in (status.reason or "")
@@ -94,7 +95,7 @@ async def test_a_server_whose_stored_key_is_rejected_ends_failed_with_a_reason(s
 async def test_tools_of_connected_servers_can_be_listed_and_called(setup, canary: str) -> None:
     store, manager, _, _ = setup
     server = install(store, "io.test/echo", canary)
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         await manager.start()
         assert {t["name"] for t in manager.tools()[server.server_id]} == {"echo", "whoami"}
         result = await manager.call_tool(server.server_id, "echo", {"text": "hello"})
@@ -104,7 +105,7 @@ async def test_tools_of_connected_servers_can_be_listed_and_called(setup, canary
 async def test_a_stored_secret_echoed_by_a_server_is_redacted_in_results(setup, canary: str) -> None:
     store, manager, _, _ = setup
     server = install(store, "io.test/leaky", canary, mode="echo_env")
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         await manager.start()
         result = await manager.call_tool(server.server_id, "echo", {"text": "env"})
     tools = manager.tools()[server.server_id]
@@ -115,14 +116,14 @@ async def test_a_stored_secret_echoed_by_a_server_is_redacted_in_results(setup, 
 async def test_a_crashed_server_is_reconnected_with_backoff(setup, canary: str) -> None:
     store, manager, seen, _ = setup
     server = install(store, "io.test/crashy", canary)
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         await manager.start()
         first_pid = manager.pid(server.server_id)
         assert first_pid and process_alive(first_pid)
         seen.clear()
         os.kill(first_pid, signal.SIGKILL)
-        await manager.wait_for_status(server.server_id, "failed", timeout=10)
-        await manager.wait_for_status(server.server_id, "connected", timeout=10)
+        await manager.wait_for_status(server.server_id, "failed", timeout=scaled(10))
+        await manager.wait_for_status(server.server_id, "connected", timeout=scaled(10))
     assert manager.pid(server.server_id) not in (None, first_pid)
     assert [st.status for st in seen][:3] == ["failed", "connecting", "connected"]
 
@@ -130,7 +131,7 @@ async def test_a_crashed_server_is_reconnected_with_backoff(setup, canary: str) 
 async def test_remove_deletes_rows_env_install_dir_and_stops_the_process(setup, canary: str) -> None:
     store, manager, _, _ = setup
     server = install(store, "io.test/removable", canary)
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         await manager.start()
         pid = manager.pid(server.server_id)
         assert manager.install_dir(server.server_id).exists()
@@ -149,7 +150,7 @@ async def test_closing_the_manager_leaves_no_process_behind(setup, canary: str, 
     store, manager, _, _ = setup
     pid_file = tmp_path / "pids"
     server = install(store, "io.test/grandparent", canary, mode="grandchild", STUB_PID_FILE=str(pid_file))
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         await manager.start()
         assert manager.status(server.server_id).status == "connected"
         await manager.aclose()

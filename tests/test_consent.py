@@ -26,6 +26,7 @@ from setup_agent.setup.service import CallContext
 from tests.processes import processes_mentioning
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -91,14 +92,14 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Ru
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
     (catalog / "jira.json").write_text(json.dumps(jira_entry()))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=20)
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=scaled(20))
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     yield runtime
     await runtime.aclose()
 
 
 async def call(runtime: Runtime, tool: str, ctx: CallContext | None = None, **args: Any) -> dict:
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         return await runtime.service.call(tool, args, ctx or CallContext(installed_by="agent"))
 
 
@@ -148,6 +149,21 @@ async def test_an_approved_consent_is_remembered_so_install_after_test_asks_noth
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
     assert installed["status"] == "connected", installed
     assert events == []  # no second prompt
+
+
+async def test_after_a_remove_the_same_server_is_asked_again(world, canary: str) -> None:
+    """#25 item 8: an approval is not remembered across a Remove."""
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
+    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert installed["status"] == "connected", installed
+    removed = await call(runtime, "mcp_setup_remove", server_id=installed["server_id"])
+    assert removed.get("removed") is True, removed
+    again = runtime.refs.mint("STUB_API_KEY", canary)
+    asked = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": again})
+    assert asked["error"]["code"] == "consent_required", asked
 
 
 async def test_never_ask_skips_the_consent_step(tmp_path: Path, canary: str, memory_keyring) -> None:
@@ -289,3 +305,23 @@ def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are
     assert [(d.name, d.suggested) for d in request.destinations] == [("JIRA_URL", "https://evil.example")]
     assert request.command_line == ["npx", "-y", "jira-mcp@1.2.3"]
     assert "JIRA_URL" in request.secrets[0].destination  # the process may send it on there
+
+
+def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_launch() -> None:
+    """#25 item 7: the directory a filesystem server may read is shown, not ${allowed_directory};
+    another directory is another approval; the env vars are one row."""
+    from app.pages.consent import describe_consent
+
+    spec = LaunchSpec(command="npx", args=["-y", "@modelcontextprotocol/server-filesystem@1.0.0", "${allowed_directory}"],
+                      runner="npx", package_type="npm", identifier="@modelcontextprotocol/server-filesystem",
+                      version="1.0.0", env={"LOG": "${LOG_LEVEL}", "TOKEN": "${API_TOKEN}"})
+    keys = [RequiredKey(name="allowed_directory"), RequiredKey(name="LOG_LEVEL"), RequiredKey(name="API_TOKEN", secret=True)]
+    mine = build_consent_request(server="fs", version="1.0.0", spec=spec, keys=keys,
+                                 values={"allowed_directory": "/home/me/notes", "LOG_LEVEL": "info", "API_TOKEN": "x"})
+    assert mine.command_line[-1] == "/home/me/notes"
+    assert mine.env == {"LOG": "info", "TOKEN": "${API_TOKEN}"}  # a secret stays a template
+    other = build_consent_request(server="fs", version="1.0.0", spec=spec, keys=keys,
+                                  values={"allowed_directory": "/", "LOG_LEVEL": "info", "API_TOKEN": "x"})
+    assert other.fingerprint != mine.fingerprint
+    rows = [row for row in describe_consent(mine) if row[0] == "Environment"]
+    assert rows == [("Environment", "LOG=info\nTOKEN=${API_TOKEN}")]

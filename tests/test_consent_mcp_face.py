@@ -20,6 +20,7 @@ from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
 from tests.test_consent import JIRA, Listener, jira_entry
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +40,7 @@ class User:
         token = parse_qs(urlsplit(url).query)["t"][0]
         self.keys.append(token)
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
-        async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        async with httpx.AsyncClient(timeout=scaled(10), trust_env=False) as http:
             page = await http.get(url)
             assert page.status_code == 200, page.text
             self.pages.append(page.text)
@@ -66,7 +67,7 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                 user = User(canary, {"jira_host": real_host})
                 recorder = Recorder()
                 stderr = tmp_path / "stderr.log"
-                with anyio.fail_after(90):
+                with anyio.fail_after(scaled(90)):
                     async with mcp_setup_client(tmp_path, stderr, recorder, elicitation_callback=user, env=env) as client:
                         secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
                         args = {"qualified_name": JIRA, "env_refs": {"JIRA_TOKEN": secret["ref"]},
@@ -97,7 +98,7 @@ async def test_a_client_without_url_elicitation_gets_consent_required_and_no_app
             tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url, MCP_SETUP_CONSENT="ask"
         )
         recorder = Recorder()
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
                 secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
                 await Browser().submit(secret["url"], canary)

@@ -13,13 +13,14 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.prompts import PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.setup.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
+from tests.timeouts import scaled
 
 
 @pytest.fixture
 def served() -> Iterator[tuple[SecretPageServer, ConsentBroker, httpx.Client]]:
     consents = ConsentBroker(ttl_seconds=600)
     with SecretPageServer(PromptBroker(SecretRefStore(ttl_seconds=600)), consents=consents) as server:
-        with httpx.Client(timeout=5, trust_env=False) as http:
+        with httpx.Client(timeout=scaled(5), trust_env=False) as http:
             yield server, consents, http
 
 

@@ -11,6 +11,7 @@ import pexpect
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.test_agent_support import STUB, make_catalog
 from tests.test_agent_terminal import HIDDEN, finish, installed_servers
+from tests.timeouts import scaled
 
 ALLOW = r"Allow this\? \[y/N\]: "
 
@@ -18,7 +19,7 @@ ALLOW = r"Allow this\? \[y/N\]: "
 def spawn(tmp_path: Path, catalog: Path) -> tuple[pexpect.spawn, io.StringIO, dict]:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_CONSENT="ask")
     argv = mcp_setup_argv("agent", "set up the stub server")
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30, dimensions=(50, 200))
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
     out = io.StringIO()
     child.logfile_read = out
     return child, out, env

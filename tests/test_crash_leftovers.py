@@ -27,6 +27,7 @@ from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.processes import process_alive, wait_gone
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
 from tests.stub_server.procs import kill_and_wait
+from tests.timeouts import scaled
 
 NAME = "io.test/stuck"
 
@@ -40,7 +41,7 @@ class PidPipe:
         self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # a reader always exists: writers never block
         self.buf = b""
 
-    def pids(self, count: int, timeout: float = 30.0) -> list[int]:
+    def pids(self, count: int, timeout: float = scaled(30.0)) -> list[int]:
         deadline = time.monotonic() + timeout
         while self.buf.count(b"\n") < count:
             left = deadline - time.monotonic()
@@ -96,7 +97,7 @@ class RawFace:
         self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
         return self.next_id
 
-    def reply(self, request_id: int, timeout: float = 60.0) -> dict[str, Any]:
+    def reply(self, request_id: int, timeout: float = scaled(60.0)) -> dict[str, Any]:
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         while True:
@@ -128,10 +129,10 @@ class RawFace:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
             try:
-                self.proc.wait(30)
+                self.proc.wait(scaled(30))
             except subprocess.TimeoutExpired:
                 kill_and_wait(self.proc.pid)
-                self.proc.wait(5)
+                self.proc.wait(scaled(5))
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None and not stream.closed:
                 stream.close()
@@ -144,7 +145,7 @@ def crashed(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, list[int]]]:
     pipe = PidPipe(tmp_path / "pids.fifo")
     catalog = stuck_bundle_catalog(tmp_path, pipe.path)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog),
-                   MCP_SETUP_PROBE_TIMEOUT_SECONDS="120")
+                   MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(120)))
     pids: list[int] = []
     face = RawFace(env, tmp_path / "face1.log")
     try:
@@ -154,7 +155,7 @@ def crashed(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, list[int]]]:
         server = pids[0]
         assert Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(face.proc.pid)
         kill_and_wait(face.proc.pid)  # SIGKILL: no cleanup of any kind runs
-        face.proc.wait(5)
+        face.proc.wait(scaled(5))
         yield env, Path(env["MCP_SETUP_HOME"]), pids
     finally:
         face.close()
@@ -179,12 +180,12 @@ def test_a_grandchild_of_a_server_outlives_a_killed_mcp_setup_only_until_the_nex
     crashed, tmp_path: Path
 ) -> None:
     env, data, (server, grandchild) = crashed
-    assert wait_gone([server], timeout=10) == []  # the stub exits at EOF on its stdin ...
+    assert wait_gone([server], timeout=scaled(10)) == []  # the stub exits at EOF on its stdin ...
     assert process_alive(grandchild)  # ... but its grandchild lives on
     records = list((data / "procs").glob("*.json"))
     assert [json.loads(r.read_text())["pgid"] for r in records] == [server]
     restart(env, tmp_path / "face2.log")
-    assert wait_gone([grandchild], timeout=10) == []
+    assert wait_gone([grandchild], timeout=scaled(10)) == []
     assert list((data / "procs").glob("*.json")) == []
 
 
@@ -238,10 +239,10 @@ def test_a_ledger_entry_whose_pid_now_belongs_to_another_process_is_never_signal
         # The same entry with the true start time: ended, and the entry dropped.
         entry["leader_start"] = real_start
         (ledger.directory / f"{victim.pid}.x.json").write_text(json.dumps(entry))
-        assert ledger.sweep(timeout=10) == [victim.pid]
-        assert victim.wait(10) == -signal.SIGKILL
+        assert ledger.sweep(timeout=scaled(10)) == [victim.pid]
+        assert victim.wait(scaled(10)) == -signal.SIGKILL
         assert list(ledger.directory.glob("*.json")) == []
     finally:
         if victim.poll() is None:
             victim.kill()
-            victim.wait(5)
+            victim.wait(scaled(5))

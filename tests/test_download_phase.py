@@ -25,6 +25,7 @@ from tests import package_flow
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
 from tests.package_flow import write_catalog_entry
 from tests.processes import processes_mentioning, wait_gone
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -191,11 +192,11 @@ async def test_a_prefetch_runs_no_command_of_the_package_even_one_named_node(tmp
         fetcher = Fetcher(host_env=private_host_env(tmp_path), workdir=tmp_path / "work", tick=0.2)
         try:
             assert fetcher.prefetch(spec) is True
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 await fetcher.settled()
             assert len(registry.tarball_requests) == 1 and fetcher.is_warm(spec)  # fetched, npx's entry made
             assert not marker.exists()
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 await fetcher.fetch(spec)  # the fetch after consent runs none of them either
             assert not marker.exists()
         finally:
@@ -220,7 +221,7 @@ async def test_a_prefetch_reads_no_npm_config_left_in_a_shared_temp_dir(
         fetcher = Fetcher(host_env=private_host_env(tmp_path))  # no work dir given: a private one in the temp dir
         try:
             assert fetcher.prefetch(npx_spec(registry)) is True
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 await fetcher.settled()
             assert fetcher.is_warm(npx_spec(registry))
             assert not marker.exists()
@@ -241,13 +242,13 @@ async def test_a_cancelled_prefetch_leaves_no_npx_entry_without_its_scripts_and_
         fetcher = Fetcher(host_env=env, workdir=tmp_path / "work", tick=0.2)
         try:
             assert fetcher.prefetch(spec) is True
-            with anyio.fail_after(60):  # npx made its entry and is fetching the (slow) tarball
+            with anyio.fail_after(scaled(60)):  # npx made its entry and is fetching the (slow) tarball
                 while not (mine.exists() and registry.tarball_requests):
                     await anyio.sleep(0.05)
             other = npx_dir / "0123456789abcdef"  # another npx run's entry, half made (no package.json yet)
             other.mkdir()
         finally:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 await fetcher.aclose()
     assert not mine.exists()
     assert other.exists()
@@ -314,12 +315,12 @@ def test_a_crash_during_a_prefetch_leaves_nothing_after_the_next_start(tmp_path:
         )  # fmt: skip
         try:
             assert child.stdout is not None and child.stdout.readline().strip() == "started"
-            deadline = time.monotonic() + 60  # npx made its entry and is fetching the (slow) tarball
+            deadline = time.monotonic() + scaled(60)  # npx made its entry and is fetching the (slow) tarball
             while not (entry.exists() and registry.tarball_requests) and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert entry.exists() and registry.tarball_requests
             child.send_signal(signal.SIGKILL)  # mcp-setup dies mid-prefetch
-            child.wait(10)
+            child.wait(scaled(10))
             # Left behind: the fetch's process group in the ledger (npm may outlive it, or die on its
             # broken pipe), the entry half made, the scratch dir that lists it.
             assert list((home / "procs").glob("*.json"))

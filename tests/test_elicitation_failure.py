@@ -13,6 +13,7 @@ import pytest
 
 from tests.browser.serve import make_catalog
 from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +33,7 @@ async def test_a_failed_url_elicitation_is_prompt_failed_and_logs_no_page_url(
         return types.ErrorData(code=-32603, message=f"could not open {params.url} in a browser")
 
     stderr = tmp_path / "err.log"
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, stderr, Recorder(), elicitation_callback=failing, env=env) as client:
             asked = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key?"})
             listed = await call(client, "mcp_setup_list_servers")

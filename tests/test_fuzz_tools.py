@@ -27,6 +27,7 @@ from app.web.security import TOKEN_HEADER
 from setup_agent.setup.service import CallContext
 from setup_agent.setup.tool_specs import TOOL_NAMES, TOOL_SPECS
 from tests.browser.serve import STUB, make_catalog
+from tests.timeouts import scaled
 
 SERVICE_EXAMPLES = 7_000
 RPC_EXAMPLES = 3_500
@@ -44,7 +45,7 @@ class World:
     ref: str
 
     def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(asyncio.wait_for(coro, 60))
+        return self.loop.run_until_complete(asyncio.wait_for(coro, scaled(60)))
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("fuzz")
     canary = "canary-fuzz-9d2c41e7b05a"
     catalog = make_catalog(root, canary)
-    settings_ = Settings(home=root / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=5)
+    settings_ = Settings(home=root / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(5))
     loop = asyncio.new_event_loop()
     runtime = build_runtime(settings_, keyring_backend=fail.Keyring())
     app = create_app(settings_, token=TOKEN, port=PORT, runtime_factory=lambda: runtime)
@@ -63,7 +64,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     runtime.redactor.register(STORED, "[secret:STORED]")
     http = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url=f"http://127.0.0.1:{PORT}",
-        headers={TOKEN_HEADER: TOKEN}, timeout=60,
+        headers={TOKEN_HEADER: TOKEN}, timeout=scaled(60),
     )
     world = World(loop, runtime, http, canary, ref)
     try:
@@ -84,8 +85,21 @@ _SPECIAL = [
 ]
 
 
+def _planted_forms(value: str) -> list[str]:
+    """A secret in the forms the guard and the redactor know (#24 items 3-4)."""
+    import base64
+    from urllib.parse import quote
+
+    raw = value.encode()
+    return [
+        value, f"x {value} y", value.upper(), value[::-1], " ".join(value), "\u200b".join(value),
+        raw.hex(), raw.hex().upper(), base64.b64encode(raw).decode(), base64.b32encode(raw).decode(),
+        quote(value, safe=""), "".join(f"\\u{ord(c):04x}" for c in value), "".join(f"&#{ord(c)};" for c in value),
+    ]
+
+
 def _texts(canary: str, ref: str) -> st.SearchStrategy[str]:
-    planted = st.sampled_from([canary, ref, STORED, f"x {canary} y", canary[:12], ref.upper()])
+    planted = st.sampled_from([*_planted_forms(canary), *_planted_forms(STORED), ref, canary[:12], ref.upper()])
     return st.one_of(st.text(max_size=40), st.sampled_from(_SPECIAL), planted)
 
 
@@ -103,6 +117,7 @@ def _values(text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
 def _arguments(tool: str, text: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
     props = next(s for s in TOOL_SPECS if s["name"] == tool)["inputSchema"].get("properties", {})
     value = _values(text)
+    # env carries the URL variables and package arguments too: their values are the agent's
     mapping = st.one_of(st.dictionaries(text, text, max_size=3), value)
     fields = {k: (mapping if k in ("env", "env_refs") else st.one_of(text, value)) for k in props}
     known = st.fixed_dictionaries({}, optional=fields)
@@ -123,8 +138,17 @@ _SETTINGS = dict(
 
 def _assert_clean(world: World, answer: Any, what: str) -> None:
     text = json.dumps(answer, ensure_ascii=False, default=str)
-    assert world.canary not in text and STORED not in text, what
+    for value in (world.canary, STORED):
+        assert value not in text and value.encode().hex() not in text, what
     assert '"internal"' not in text, f"{what}: {text[:500]}"
+
+
+def _unlock_all(world: World) -> None:
+    """Each example starts unlocked: else two planted guesses lock the rest of the run (#24 item 2)."""
+    guard = world.runtime.guard
+    assert guard is not None
+    for incident in guard.incidents():
+        guard.unlock(incident.principal)
 
 
 # -- the tools, in-process --------------------------------------------------------------------
@@ -141,9 +165,14 @@ def test_the_seven_tools_survive_generated_arguments_without_leaking(world: Worl
         result = world.run(world.runtime.service.call(tool, args, CallContext(installed_by="agent")))
         assert isinstance(result, dict)
         _assert_clean(world, result, tool)
+        if isinstance(result.get("error"), dict) and result["error"].get("code") == "arguments_refused":
+            seen["refused"] = seen.get("refused", 0) + 1
+        _unlock_all(world)
 
     one()
+    refused = seen.pop("refused", 0)
     assert sum(seen.values()) >= SERVICE_EXAMPLES and set(seen) == set(TOOL_NAMES)
+    assert refused > 0  # planted forms reached the guard
 
 
 # -- /rpc, through the ASGI app ---------------------------------------------------------------
@@ -191,6 +220,7 @@ def test_the_rpc_methods_survive_generated_requests_without_leaking(world: World
                     for i in (answer if isinstance(answer, list) else [answer])]
             text = json.dumps(rest, ensure_ascii=False)
             assert world.canary not in text and STORED not in text, text[:500]
+        _unlock_all(world)
 
     one()
     assert count >= RPC_EXAMPLES

@@ -17,6 +17,7 @@ from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.stub_server.server import Stub
 from tests.test_connections import stub_launch
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +33,7 @@ class Statuses:
         self.seen.append((status.server_id, status.status))
         self._changed.set()
 
-    async def until(self, server_id: str, status: str, timeout: float = 15) -> None:
+    async def until(self, server_id: str, status: str, timeout: float = scaled(15)) -> None:
         with anyio.fail_after(timeout):
             while (server_id, status) not in self.seen:
                 self._changed = anyio.Event()
@@ -45,7 +46,7 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[Store, ConnectionManager,
     statuses = Statuses()
     redactor = Redactor()
     manager = ConnectionManager(
-        store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=10, on_status=statuses
+        store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(10), on_status=statuses
     )
     gateways: list[Gateway] = []
 
@@ -75,13 +76,13 @@ async def test_a_lazy_gateway_starts_a_server_on_its_first_call_and_stops_it_whe
     gw = await gateway(idle_stop_seconds=0.3)
     assert manager.status(server.server_id).status == "stopped"  # listed, not started
     assert "lazy__echo" in {t["name"] for t in gw.catalog.wire_tools()}
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         answer = await gw.call("lazy__echo", {"text": "first"})
     assert answer["content"][0]["text"] == "first"
     await statuses.until(server.server_id, "connected")
     statuses.seen.clear()
     await statuses.until(server.server_id, "stopped")  # idle: the watcher stopped it
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         again = await gw.call("lazy__echo", {"text": "again"})  # and it starts again
     assert again["content"][0]["text"] == "again"
 
@@ -91,7 +92,7 @@ async def test_a_server_that_cannot_start_answers_a_tool_error_naming_it_not_a_h
     install(store, "io.test/stuck", canary, mode="hang")
     install(store, "io.test/broken", canary, mode="crash")
     gw = await gateway(call_timeout=1.0)
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         stuck = await gw.call("stuck__echo", {"text": "x"})
         broken = await gw.call("broken__echo", {"text": "x"})
     assert stuck["isError"] and stuck["structuredContent"]["error"]["code"] == "server_unavailable"
@@ -107,7 +108,7 @@ async def test_an_unknown_or_disabled_tool_name_is_unknown(world, canary: str) -
     with pytest.raises(UnknownTool):
         await gw.call("nosuch__echo", {})
     store.set_enabled(server.server_id, False)
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         await gw.refresh()
     with pytest.raises(UnknownTool):
         await gw.call("off__echo", {"text": "x"})

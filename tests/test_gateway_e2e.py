@@ -19,6 +19,7 @@ from setup_agent.setup.tool_specs import TOOL_NAMES
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
 from tests.stub_server.bundle import stub_catalog
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -44,12 +45,12 @@ class ListChanges:
             self.count += 1
             self.event.set()
 
-    async def wait(self, timeout: float = 10) -> None:
+    async def wait(self, timeout: float = scaled(10)) -> None:
         with anyio.fail_after(timeout):
             await self.event.wait()
         self.event = anyio.Event()
 
-    async def until(self, check: Any, timeout: float = 10) -> None:
+    async def until(self, check: Any, timeout: float = scaled(10)) -> None:
         """Wait (bounded) for notifications until ``await check()`` holds (one change may
         come as several notifications: the install, then the first connect's tool list)."""
         with anyio.fail_after(timeout):
@@ -79,7 +80,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     recorder, browser, changes = Recorder(), Browser(), ListChanges()
     stderr_path = tmp_path / "stderr.log"
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
             tmp_path, stderr_path, recorder, env=env, message_handler=changes,
             elicitation_callback=elicitation_answering(browser, [canary]),
@@ -108,21 +109,26 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
                 await client.call_tool("nosuch__echo", {})
 
             # Guessing: arguments that hold a protected value are refused without being
-            # forwarded, and the third such call locks this client's gateway calls.
-            for expected in ("arguments_refused", "arguments_refused", "arguments_refused"):
-                refused = await client.call_tool("stub__echo", {"text": f"is it {canary}?"})
-                assert refused.is_error and refused.structured_content["error"]["code"] == expected
+            # forwarded; the second such call (a gateway call or a setup tool's, #24 item 2)
+            # locks this client's tool calls, all of them, until the user unblocks it.
+            refused = await client.call_tool("stub__echo", {"text": f"is it {canary}?"})
+            assert refused.is_error and refused.structured_content["error"]["code"] == "arguments_refused"
+            refused_setup = await call(client, "mcp_setup_search", {"query": canary.upper()})
+            assert refused_setup["error"]["code"] == "arguments_refused"
             locked = await client.call_tool("stub__echo", {"text": "harmless"})
             assert locked.is_error and locked.structured_content["error"]["code"] == "session_locked"
+            assert (await call(client, "mcp_setup_list_servers"))["error"]["code"] == "session_locked"
 
-            assert (await call(client, "mcp_setup_remove", {"server_id": server_id})) == {"ok": True, "removed": True}
+            # Another client (another principal) removes the server; the locked one hears of it.
+            async with mcp_setup_client(tmp_path, stderr_path, Recorder(), env=env) as other:
+                assert (await call(other, "mcp_setup_remove", {"server_id": server_id})) == {"ok": True, "removed": True}
             await changes.until(lambda: lists_tool(client, "stub__echo", False))
             assert await tool_names(client) == before
             with pytest.raises(Exception, match="Unknown tool"):
                 await client.call_tool("stub__echo", {"text": "gone"})
-    assert canary not in recorder.text().replace(f"is it {canary}?", "")  # only our own guesses carry it
+    assert canary not in recorder.text().replace(f"is it {canary}?", "").replace(canary.upper(), "")  # only our guesses
     log = stderr_path.read_text()
-    assert canary not in log and "Its calls to installed servers are now refused" in log
+    assert canary not in log and "(a guess at a secret?)" in log and "Its tool calls are now refused" in log
     assert no_process_left(str(Path(env["MCP_SETUP_HOME"])))
 
 
@@ -131,7 +137,7 @@ async def test_a_2026_client_hears_the_change_on_its_subscription_and_calls_the_
 ) -> None:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     recorder, browser = Recorder(), Browser()
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
             tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto",
             elicitation_callback=elicitation_answering(browser, [canary]),
@@ -157,7 +163,7 @@ async def test_a_2026_client_hears_the_change_on_its_subscription_and_calls_the_
                     {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": requested["ref"]}},
                 )  # fmt: skip
                 assert installed["status"] == "connected", installed
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     await heard.wait()
             assert "stub__echo" in await tool_names(client)
             answer = await client.call_tool("stub__echo", {"text": "modern"})

@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from setup_agent.secrets.vault import Vault
 from tests.browser.serve import make_catalog, serving, start_serve, stop_serve
 from tests.test_web_serve import install_stub
+from tests.timeouts import scaled
 
 INITIALIZE = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -33,8 +34,8 @@ def over_http(served: Any, tool: str, arguments: dict[str, Any]) -> tuple[set[st
     """Through ``/mcp`` with the SDK's client: (tool names, the tool's text, list_servers' text)."""
 
     async def talk() -> tuple[set[str], str, str]:
-        with anyio.fail_after(60):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=30)
+        with anyio.fail_after(scaled(60)):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=scaled(30))
             async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
                 names = {t.name for t in (await client.list_tools()).tools}
                 answered = await client.call_tool(tool, arguments)
@@ -57,7 +58,7 @@ def test_an_http_client_lists_and_calls_an_installed_tool_at_mcp(tmp_path: Path,
 
 
 def test_mcp_refuses_no_token_or_a_wrong_one_with_401_and_a_foreign_origin_with_403(tmp_path: Path, canary: str) -> None:
-    with serving(tmp_path, canary) as served, httpx.Client(base_url=served.base, timeout=10, trust_env=False) as http:
+    with serving(tmp_path, canary) as served, httpx.Client(base_url=served.base, timeout=scaled(10), trust_env=False) as http:
         none = http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
         assert none.status_code == 401 and none.headers["www-authenticate"].startswith("Bearer")
         wrong = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer not-the-token"})
@@ -101,11 +102,11 @@ def test_two_serve_instances_on_one_database_serve_each_others_installs(
 
         def until_b_says(server_id: str, status: str) -> None:
             while True:  # each recv is bounded
-                event = json.loads(ws.recv(timeout=20))
+                event = json.loads(ws.recv(timeout=scaled(20)))
                 if event.get("server_id") == server_id and event.get("status") == status:
                     return
 
-        json.loads(ws.recv(timeout=10))  # hello
+        json.loads(ws.recv(timeout=scaled(10)))  # hello
         server_id = install_stub(a, canary)
         until_b_says(server_id, "connected")  # B connects it on its own
         listed = b.rpc("servers.list")["result"]["servers"]

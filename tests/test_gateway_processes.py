@@ -26,6 +26,7 @@ from tests.mcp_face import (
 )
 from tests.processes import no_process_left
 from tests.test_gateway_e2e import STUB, ListChanges, lists_tool, make_catalog, tool_names
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     data_dir = Path(env["MCP_SETUP_HOME"])
     recorder, browser, heard_by_b = Recorder(), Browser(), ListChanges()
-    with anyio.fail_after(120):
+    with anyio.fail_after(scaled(120)):
         async with mcp_setup_client(
             tmp_path, tmp_path / "a.log", recorder, env=env, elicitation_callback=elicitation_answering(browser, [canary])
         ) as a, mcp_setup_client(
@@ -60,7 +61,7 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
             with pytest.raises(Exception, match="Unknown tool"):
                 await b.call_tool("stub__echo", {"text": "gone"})
             # B stopped its copy when it saw the removal (both processes still running).
-            assert no_process_left(str(install_dir), timeout=10)
+            assert no_process_left(str(install_dir), timeout=scaled(10))
     assert canary not in recorder.text()
 
 
@@ -74,7 +75,7 @@ async def test_a_disabled_server_leaves_the_other_process_list_and_comes_back_wh
 
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     recorder, browser, heard = Recorder(), Browser(), ListChanges()
-    with anyio.fail_after(120):
+    with anyio.fail_after(scaled(120)):
         async with mcp_setup_client(
             tmp_path, tmp_path / "a.log", recorder, env=env, message_handler=heard,
             elicitation_callback=elicitation_answering(browser, [canary]),
@@ -105,10 +106,10 @@ def test_serve_shows_a_server_installed_by_the_terminal_agent_as_connected(tmp_p
     served = start_serve(tmp_path, catalog)
     try:
         with served.websocket() as ws:
-            json.loads(ws.recv(timeout=10))  # hello
+            json.loads(ws.recv(timeout=scaled(10)))  # hello
             env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
             argv = mcp_setup_argv("agent", "set up the stub server")
-            child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30)
+            child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30))
             child.expect(r"STUB_API_KEY \(hidden\): ")
             child.sendline(canary)
             child.expect(r"Tools now available")
@@ -118,7 +119,7 @@ def test_serve_shows_a_server_installed_by_the_terminal_agent_as_connected(tmp_p
             # serve hears the store change and connects the server, no Reconnect pressed.
             events: list[dict[str, Any]] = []
             while not any(e.get("type") == "server_status" and e.get("status") == "connected" for e in events):
-                events.append(json.loads(ws.recv(timeout=20)))
+                events.append(json.loads(ws.recv(timeout=scaled(20))))
         listed = served.rpc("servers.list")["result"]["servers"]
         assert [(s["status"], s["installed_by"]) for s in listed] == [("connected", "agent")]
     finally:

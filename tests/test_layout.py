@@ -23,6 +23,7 @@ ORDER = [
     "setup_agent.lazy",
     "setup_agent.package_data",
     "setup_agent.principals",
+    "setup_agent.pulls",
     "setup_agent.secrets",
     "setup_agent.store",
     "setup_agent.launch",

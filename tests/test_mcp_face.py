@@ -12,6 +12,7 @@ import pytest
 
 from app.mcp.face import PROMPT_URI_PREFIX, provenance_label
 from tests.mcp_face import REPO, Recorder, face_env, mcp_setup_argv, mcp_setup_client
+from tests.timeouts import scaled
 
 SMOKE_INPUT = "\n".join(
     [
@@ -36,7 +37,7 @@ SMOKE_INPUT = "\n".join(
 def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) -> None:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
     proc = subprocess.run(
-        mcp_setup_argv("mcp"), input=SMOKE_INPUT, capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+        mcp_setup_argv("mcp"), input=SMOKE_INPUT, capture_output=True, text=True, env=env, cwd=REPO, timeout=scaled(60)
     )
     lines = proc.stdout.splitlines()
     assert len(lines) == 2, proc.stdout + proc.stderr
@@ -95,7 +96,7 @@ def _agent_ids_on_disk() -> set[str]:
 async def test_every_agent_prompt_is_a_markdown_resource_and_there_are_no_templates(tmp_path: Path) -> None:
     agent_ids = _agent_ids_on_disk()
     assert "mcp_setup" in agent_ids
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
             listed = await client.list_resources()
             uris = {str(r.uri): r for r in listed.resources}
@@ -114,7 +115,7 @@ async def test_every_agent_prompt_is_a_markdown_resource_and_there_are_no_templa
 async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_error(tmp_path: Path) -> None:
     from mcp import MCPError
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
             with pytest.raises(MCPError):
                 await client.call_tool("mcp_setup_nope", {})
@@ -125,14 +126,44 @@ async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_erro
 
 def test_a_bad_setting_is_named_by_its_variable_and_nothing_starts(tmp_path: Path) -> None:
     env = face_env(tmp_path, MCP_SETUP_PROBE_TIMEOUT_SECONDS="-3")
-    proc = subprocess.run(mcp_setup_argv("mcp"), input="", capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    proc = subprocess.run(mcp_setup_argv("mcp"), input="", capture_output=True, text=True, env=env, cwd=REPO, timeout=scaled(60))
     assert proc.returncode == 2
     assert "MCP_SETUP_PROBE_TIMEOUT_SECONDS" in proc.stderr and "greater than 0" in proc.stderr
     assert proc.stdout == ""
 
 
 def test_help_lists_the_commands_with_examples(tmp_path: Path) -> None:
-    proc = subprocess.run(mcp_setup_argv("--help"), capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(mcp_setup_argv("--help"), capture_output=True, text=True, cwd=REPO, timeout=scaled(60))
     assert proc.returncode == 0
     for word in ("serve", "mcp", "agent", "examples:"):
         assert word in proc.stdout
+
+
+def test_every_request_line_gets_an_answer_even_one_the_sdk_cannot_read(tmp_path: Path, canary: str) -> None:
+    # #24 item 10: nested past pydantic's depth, a lone surrogate, a truncated line, not an object
+    init, initialized, listing = SMOKE_INPUT.splitlines()
+    deep: object = canary
+    for _ in range(250):
+        deep = {"a": deep}
+    lines = [
+        init, initialized,
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp_setup_search", "arguments": deep}}),
+        '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x", "arguments": {"q": "\\ud800' + canary + '"}}}',
+        '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "' + canary,
+        "[1, 2]",
+        '{"jsonrpc": "2.0", "id": 7}',
+        '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": "\\udfff"}}',
+        listing,
+    ]  # fmt: skip
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
+    proc = subprocess.run(
+        mcp_setup_argv("mcp"), input="\n".join(lines) + "\n", capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    codes = {a.get("id"): (a.get("error") or {}).get("code") for a in answers if a.get("id") is not None}
+    assert codes == {1: None, 3: -32602, 4: -32602, 7: -32600, 2: None}, proc.stdout
+    unnamed = sorted(a["error"]["code"] for a in answers if a.get("id") is None)
+    assert unnamed == [-32700, -32600], proc.stdout  # the truncated line and the array
+    assert canary not in proc.stdout and canary not in proc.stderr
+    assert proc.stderr.count("a request line could not be read") == 6, proc.stderr  # one line each, the notification too
+    assert proc.returncode == 0

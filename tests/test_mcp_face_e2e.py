@@ -21,6 +21,7 @@ import pytest
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left, processes_mentioning
 from tests.stub_server.bundle import stub_catalog
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +51,7 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
     answers = ["wrong-" + canary[::-1], canary]
     data_dir = Path(env["MCP_SETUP_HOME"])
 
-    with anyio.fail_after(120):
+    with anyio.fail_after(scaled(120)):
         async with mcp_setup_client(
             tmp_path, stderr_path, recorder, elicitation_callback=elicitation_answering(browser, answers), env=env
         ) as client:
@@ -153,7 +154,7 @@ async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usab
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
     recorder = Recorder()
     browser = Browser()
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "err.log", recorder, client_name="", env=env) as client:
             asked = await call(
                 client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Stub key, please"}
@@ -232,11 +233,11 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
         assert [s["status"] for s in servers] == ["connected"]
         assert processes_mentioning(str(data_dir)), "the stub should be running"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 143
-        assert no_process_left(str(data_dir), timeout=5)
+        assert proc.wait(timeout=scaled(15)) == 143
+        assert no_process_left(str(data_dir), timeout=scaled(5))
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=5)
+            proc.wait(timeout=scaled(5))
         for pid in processes_mentioning(str(data_dir)):
             os.kill(pid, signal.SIGKILL)

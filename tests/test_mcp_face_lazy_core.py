@@ -24,6 +24,7 @@ from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
 from tests.processes import no_process_left
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 from tests.test_gateway_e2e import ListChanges
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,7 @@ async def test_an_idle_face_lists_installed_tools_without_its_core_and_loads_it_
     env = face_env(tmp_path)
     data = Path(env["MCP_SETUP_HOME"])
     install(data, "io.test/first", canary)
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert names == set(TOOL_NAMES) | DISCOVER_NAMES | {"first__echo"}
@@ -86,7 +87,7 @@ async def test_a_face_without_its_core_hears_another_process_install(tmp_path: P
     data = Path(env["MCP_SETUP_HOME"])
     install(data, "io.test/first", canary)
     changes = ListChanges()
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env, message_handler=changes) as client:
             assert "second__echo" not in {t.name for t in (await client.list_tools()).tools}
             await anyio.to_thread.run_sync(install, data, "io.test/second", canary)

@@ -23,6 +23,7 @@ from setup_agent.oauth.sign_ins import GRANT_KEY
 from setup_agent.setup.service import CallContext
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, serve_oauth_pair
 from tests.oauth_runtime import NAME, oauth_runtime
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +36,7 @@ def pair() -> Iterator[OAuthPair]:
 
 @pytest.fixture
 async def runtime(tmp_path: Path, pair: OAuthPair, memory_keyring) -> AsyncIterator[Runtime]:
-    async with oauth_runtime(tmp_path, pair, memory_keyring, sign_in_timeout=20, also=["io.test/other"]) as rt:
+    async with oauth_runtime(tmp_path, pair, memory_keyring, sign_in_timeout=scaled(20), also=["io.test/other"]) as rt:
         yield rt
 
 
@@ -160,7 +161,7 @@ async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(
     pair.provider.expire_access_tokens()
     with pytest.raises(Exception):
         await runtime.connections.call_tool(server_id, "whoami")
-    status = await runtime.connections.wait_for_status(server_id, "needs_sign_in", timeout=10)
+    status = await runtime.connections.wait_for_status(server_id, "needs_sign_in", timeout=scaled(10))
     assert "sign in again" in (status.reason or "")
     listed = await call(runtime, "mcp_setup_list_servers")
     assert listed["servers"][0]["status"] == "needs_sign_in"
@@ -245,7 +246,7 @@ async def test_a_face_that_does_not_wait_gets_the_link_and_the_ref_works_once_th
     early = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=out["ref"])
     assert early["error"]["code"] == "secret_pending" and "signing in" in early["error"]["message"]
     assert await approve_over_http(out["url"]) == 200
-    done, _ = await asyncio.wait(list(runtime.sign_ins._flows), timeout=20)
+    done, _ = await asyncio.wait(list(runtime.sign_ins._flows), timeout=scaled(20))
     assert done
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=out["ref"])
     assert tested["ok"] is True

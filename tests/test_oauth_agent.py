@@ -18,6 +18,7 @@ import pytest
 from setup_agent.agent.spawn import spawn_subagent
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
 from tests.test_agent_support import ScriptedIO, agent_runtime
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +71,7 @@ def tool_calls(result: dict, name: str) -> list[dict]:
 
 
 async def run(runtime: Any, io: Any) -> dict:
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         return await spawn_subagent(
             "mcp_setup", {"goal": "set up the notes server"}, service=runtime.service, redactor=runtime.redactor, io=io
         )
@@ -80,7 +81,7 @@ async def test_a_guided_run_that_meets_oauth_required_signs_in_then_installs_wit
     tmp_path: Path, pair: OAuthPair, memory_keyring
 ) -> None:
     async with agent_runtime(tmp_path / "home", notes_catalog(tmp_path, pair), memory_keyring) as runtime:
-        runtime.sign_ins.timeout = 30
+        runtime.sign_ins.timeout = scaled(30)
         io = SignInIO(runtime)
         result = await run(runtime, io)
         assert result["status"] == "installed", (result["summary"], io.unexpected, io.said)
@@ -107,7 +108,7 @@ async def test_a_face_without_a_sign_in_box_gets_the_link_in_the_chat_and_the_ru
     tmp_path: Path, pair: OAuthPair, memory_keyring
 ) -> None:
     async with agent_runtime(tmp_path / "home", notes_catalog(tmp_path, pair), memory_keyring) as runtime:
-        runtime.sign_ins.timeout = 30
+        runtime.sign_ins.timeout = scaled(30)
         io = LinkInChatIO(runtime)
         result = await run(runtime, io)
         assert result["status"] == "installed", (result["summary"], io.unexpected, io.said)

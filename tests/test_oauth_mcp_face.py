@@ -17,6 +17,7 @@ import pytest
 
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
 from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +62,7 @@ async def test_a_classic_client_is_sent_to_the_sign_in_page_by_url_elicitation(t
         return types.ElicitResult(action="accept")
 
     recorder, stderr = Recorder(), tmp_path / "stderr.log"
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
             tmp_path, stderr, recorder, env=env_for(tmp_path, pair), elicitation_callback=sign_in
         ) as client:
@@ -89,7 +90,7 @@ async def test_a_2026_session_gets_the_sign_in_link_in_the_result_and_the_ref_wo
         return types.ElicitResult(action="decline")
 
     recorder, stderr = Recorder(), tmp_path / "stderr.log"
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
             tmp_path, stderr, recorder, env=env_for(tmp_path, pair), mode="auto", elicitation_callback=must_not_be_asked
         ) as client:

@@ -10,12 +10,13 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
 from tests.fakes.oauth_server import serve_oauth_pair
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_a_remote_with_an_oauth_challenge_is_oauth_required_naming_its_metadata_and_next_tool() -> None:
-    prober = Prober(Redactor(), timeout=20)
+    prober = Prober(Redactor(), timeout=scaled(20))
     with serve_oauth_pair() as pair:
         with pytest.raises(OAuthRequired) as info:
             await prober.probe(LaunchSpec(transport="streamable-http", url=pair.mcp_url), {})
@@ -28,7 +29,7 @@ async def test_a_remote_with_an_oauth_challenge_is_oauth_required_naming_its_met
 
 
 async def test_a_401_without_resource_metadata_stays_rejected() -> None:
-    prober = Prober(Redactor(), timeout=20)
+    prober = Prober(Redactor(), timeout=scaled(20))
     with serve_http_stub(expected_sha256=sha256_hex("Bearer right")) as url:
         with pytest.raises(ServerRejected):
             await prober.probe(LaunchSpec(transport="streamable-http", url=url), {})

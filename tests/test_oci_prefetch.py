@@ -31,6 +31,7 @@ STUB = Path(__file__).parent / "stub_server" / "server.py"
 
 FAKE_DOCKER = """#!{python}
 import os, sys
+from tests.timeouts import scaled
 log, fail = {log!r}, {fail!r}
 with open(log, "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\\n")
@@ -77,7 +78,7 @@ async def open_prompt_and_settle(runtime: Runtime) -> dict[str, Any]:
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
-    return await package_flow.run_test(runtime, NAME, ref, events, timeout=60)
+    return await package_flow.run_test(runtime, NAME, ref, events, timeout=scaled(60))
 
 
 async def test_an_image_is_pulled_while_the_prompt_is_open_and_the_test_does_not_pull_it_again(

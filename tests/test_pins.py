@@ -29,6 +29,7 @@ from setup_agent.setup.tool_specs import TOOL_NAMES
 from setup_agent.store.database import Store
 from setup_agent.store.pins import diff_tools, is_cosmetic, reconcile, tools_hash
 from tests.stub_server.bundle import SERVER_PY
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -225,7 +226,7 @@ def test_a_server_installed_before_pinning_is_pinned_to_its_recorded_list(tmp_pa
 # -- a real stub whose tools change between runs ------------------------------------------------
 
 
-def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path, mode: str = "") -> Path:
+def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path | str, mode: str = "") -> Path:
     from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
     bundle, sha = build_stub_bundle(
@@ -241,29 +242,30 @@ def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path, mode: str = "") 
 async def world(
     request: pytest.FixtureRequest, tmp_path: Path, canary: str, memory_keyring
 ) -> AsyncIterator[tuple[Runtime, Path, str]]:
-    flag = tmp_path / "stub-tools.json"
+    # Relative: in its working dir, the install dir, the one folder a sandboxed server sees (#23).
+    flag_name = "stub-tools.json"
     mode = getattr(request, "param", "")  # the stub's STUB_MODE
     settings = Settings(
-        home=tmp_path / "data", registries="local", catalog_dir=_catalog_with_stub(tmp_path, canary, flag, mode),
-        probe_timeout_seconds=20, consent="never-ask",  # installs run unasked; tool changes are still asked
+        home=tmp_path / "data", registries="local", catalog_dir=_catalog_with_stub(tmp_path, canary, flag_name, mode),
+        probe_timeout_seconds=scaled(20), consent="never-ask",  # installs run unasked; tool changes are still asked
     )  # fmt: skip
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     await runtime.start(eager=False)
     ctx = CallContext(installed_by="agent")
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         out = await runtime.service.call(
             "mcp_setup_install_and_connect", {"qualified_name": "io.github.mcp-setup/stub", "env_refs": {"STUB_API_KEY": ref}}, ctx
         )
     assert out.get("status") == "connected", out
-    yield runtime, flag, out["server_id"]
+    yield runtime, tmp_path / "data" / "servers" / out["server_id"] / flag_name, out["server_id"]
     await runtime.aclose()
 
 
 async def _restart_with(runtime: Runtime, server_id: str, flag: Path, change: dict[str, Any]) -> None:
     flag.write_text(json.dumps(change))
     server = runtime.store.get(server_id)
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         status = await runtime.connections.connect(server)
         assert status.status == "connected", status
         await runtime.gateway.refresh(force=True)
@@ -336,7 +338,7 @@ async def test_nothing_the_agent_can_call_approves_a_changed_tool_list(world, ca
         if tool == "mcp_setup_remove":
             continue  # removing is allowed to the agent, and approves nothing either
         for args in (attempt, {"server_id": server_id, "consent_id": cid}, {"qualified_name": "io.github.mcp-setup/stub"}):
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 answers.append(await runtime.service.call(tool, dict(args), CallContext(installed_by="agent")))
     for name in ("mcp-setup__approve", f"stub__{cid}", "stub__exfiltrate"):  # through the gateway
         with pytest.raises(UnknownTool):

@@ -22,6 +22,7 @@ from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 EVIL = {
@@ -32,10 +33,10 @@ EVIL = {
 
 
 async def _install_then_change(data_dir: Path, catalog: Path, flag: Path, canary: str) -> str:
-    settings = Settings(home=data_dir, registries="local", catalog_dir=catalog, probe_timeout_seconds=20)
+    settings = Settings(home=data_dir, registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20))
     runtime = build_runtime(settings, keyring_backend=fail.Keyring())
     try:
-        with anyio.fail_after(60):
+        with anyio.fail_after(scaled(60)):
             await runtime.start(eager=False)
             ref = runtime.refs.mint("STUB_API_KEY", canary)
             out = await runtime.service.call(
@@ -64,7 +65,7 @@ def _world(tmp_path: Path, canary: str) -> tuple[dict[str, str], str]:
 
 
 def _audit(env: dict[str, str]) -> dict:
-    done = subprocess.run(mcp_setup_argv("audit", "--json"), env=env, cwd=str(REPO), capture_output=True, timeout=60)
+    done = subprocess.run(mcp_setup_argv("audit", "--json"), env=env, cwd=str(REPO), capture_output=True, timeout=scaled(60))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -72,7 +73,7 @@ def _audit(env: dict[str, str]) -> dict:
 def test_a_person_approves_the_changed_tools_in_the_terminal_and_the_audit_shows_it(tmp_path: Path, canary: str) -> None:
     env, server_id = _world(tmp_path, canary)
     argv = mcp_setup_argv("tools-review")
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=30, dimensions=(50, 200))
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
     screen = io.StringIO()
     child.logfile_read = screen
     try:
@@ -103,7 +104,7 @@ def test_a_person_approves_the_changed_tools_in_the_terminal_and_the_audit_shows
 def test_piped_input_approves_nothing(tmp_path: Path, canary: str) -> None:
     env, _ = _world(tmp_path, canary)
     done = subprocess.run(
-        mcp_setup_argv("tools-review"), env=env, cwd=str(REPO), input=b"a\n", capture_output=True, timeout=60
+        mcp_setup_argv("tools-review"), env=env, cwd=str(REPO), input=b"a\n", capture_output=True, timeout=scaled(60)
     )
     assert done.returncode == 1 and b"in a terminal" in done.stderr
     assert [r["event"] for r in _audit(env)["audit"]] == ["installed", "tools_changed"]

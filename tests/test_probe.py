@@ -22,6 +22,7 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
 from tests.processes import pids_in, process_alive
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +41,7 @@ def stub_spec(expected: str, *, mode: str = "", pid_file: Path | None = None, **
 async def prober(tmp_path: Path, canary: str) -> AsyncIterator[Prober]:
     redactor = Redactor()
     redactor.register(canary, "[secret:STUB_API_KEY]")
-    prober = Prober(redactor, scratch_root=tmp_path, timeout=10)
+    prober = Prober(redactor, scratch_root=tmp_path, timeout=scaled(10))
     yield prober
     await prober.drain()
 
@@ -63,7 +64,7 @@ async def test_a_2026_era_sdk_server_is_reached_through_discover(prober: Prober,
         args=[str(MODERN_PY)],
         env={"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)},
     )
-    result = await prober.probe(spec, {"STUB_API_KEY": canary}, timeout=30)
+    result = await prober.probe(spec, {"STUB_API_KEY": canary}, timeout=scaled(30))
     assert "ping_modern" in {t["name"] for t in result.tools}
     assert result.protocol_version == "2026-07-28"
 
@@ -75,7 +76,7 @@ async def test_a_2026_era_server_rejecting_the_key_shows_its_own_reason(prober: 
         env={"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex("another")},
     )
     with pytest.raises(ServerRejected) as err:
-        await prober.probe(spec, {"STUB_API_KEY": canary}, timeout=30)
+        await prober.probe(spec, {"STUB_API_KEY": canary}, timeout=scaled(30))
     assert "STUB_API_KEY" in err.value.message
     assert canary not in repr(err.value.to_dict())
 
@@ -181,7 +182,7 @@ async def test_a_remote_that_refuses_connections_is_unreachable(prober: Prober) 
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again when the block ends: nothing listens there
     spec = LaunchSpec(transport="streamable-http", url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": "Bearer ${TOKEN}"})
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         with pytest.raises(Unreachable) as err:
             await prober.probe(spec, {"TOKEN": "t"})
     assert err.value.code == "unreachable"
@@ -192,9 +193,44 @@ async def test_a_remote_that_refuses_the_token_is_rejected_with_the_http_status(
 
     with serve_http_stub(expected_sha256=sha256_hex("Bearer right")) as url:
         spec = LaunchSpec(transport="streamable-http", url=url, headers={"Authorization": "Bearer ${TOKEN}"})
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             with pytest.raises(ServerRejected) as err:
                 await prober.probe(spec, {"TOKEN": canary})
             ok = await prober.probe(spec, {"TOKEN": "right"})
     assert "401" in err.value.message and canary not in repr(err.value.to_dict())
     assert {t["name"] for t in ok.tools} == {"echo", "whoami"}
+
+
+async def test_concurrent_probes_are_bounded_and_the_rest_are_told_they_wait(tmp_path: Path, canary: str) -> None:
+    # #24 item 15: 16 at once gave 16 children; now at most max_concurrent run, the rest queue
+    redactor = Redactor()
+    prober = Prober(redactor, scratch_root=tmp_path, timeout=20, max_concurrent=2)
+    active, most, queued = 0, 0, 0
+
+    async def one(n: int) -> None:
+        nonlocal active, most, queued
+        running = False
+
+        async def on_stage(stage: str, status: str) -> None:
+            nonlocal active, most, queued, running
+            if stage == "queued":
+                queued += 1
+            elif not running:
+                running = True
+                active += 1
+                most = max(most, active)
+
+        try:
+            result = await prober.probe(stub_spec(canary), {"STUB_API_KEY": canary}, on_stage=on_stage)
+            assert result.tools
+        finally:
+            if running:
+                active -= 1
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for n in range(6):
+                tg.start_soon(one, n)
+    await prober.drain()
+    assert most == 2
+    assert queued >= 3  # the four that found both slots taken (at least the last ones) said so

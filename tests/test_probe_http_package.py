@@ -13,6 +13,7 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
 from tests.processes import no_process_left
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ def http_package_spec(marker: str, *extra: str) -> LaunchSpec:
 
 async def test_an_http_serving_package_is_started_connected_and_stopped_with_the_probe(tmp_path: Path) -> None:
     marker = f"X-Marker-{free_port()}"  # a header name nobody else runs with: finds the process
-    prober = Prober(Redactor(), scratch_root=tmp_path, timeout=30)
+    prober = Prober(Redactor(), scratch_root=tmp_path, timeout=scaled(30))
     result = await prober.probe(http_package_spec(marker), {})
     assert {t["name"] for t in result.tools} >= {"echo"}
     await prober.drain()
@@ -45,7 +46,7 @@ async def test_an_http_serving_package_is_started_connected_and_stopped_with_the
 
 async def test_an_http_serving_package_that_exits_before_its_port_opens_is_reported_exited(tmp_path: Path) -> None:
     spec = http_package_spec("x").model_copy(update={"args": ["-c", "import sys; sys.exit(3)"]})
-    prober = Prober(Redactor(), scratch_root=tmp_path, timeout=30)
+    prober = Prober(Redactor(), scratch_root=tmp_path, timeout=scaled(30))
     with pytest.raises(Exception) as info:
         await prober.probe(spec, {})
     assert getattr(info.value, "code", None) == "exited"

@@ -13,6 +13,7 @@ import pytest
 from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
 from setup_agent.secrets.prompts import PendingPrompt, PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
+from tests.timeouts import scaled
 
 CANARY = "canary-Zq81-never-leak-7f3e"
 
@@ -107,7 +108,7 @@ async def test_cancel_discards_the_ref_and_wait_raises_cancelled(broker: PromptB
     prompt = broker.open("API_KEY", "Paste it")
     broker.cancel(prompt.prompt_id)
     with pytest.raises(PromptCancelled):
-        await broker.wait(prompt.prompt_id, timeout=5)
+        await broker.wait(prompt.prompt_id, timeout=scaled(5))
     assert len(refs) == 0
     with pytest.raises(PromptCancelled):
         broker.answer(prompt.prompt_id, "late")
@@ -118,13 +119,13 @@ async def test_cancel_discards_the_ref_and_wait_raises_cancelled(broker: PromptB
 @pytest.mark.anyio
 async def test_cancel_wakes_a_waiting_caller(broker: PromptBroker) -> None:
     prompt = broker.open("API_KEY", "Paste it")
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with anyio.create_task_group() as tg:
             outcome: list[BaseException] = []
 
             async def waiter() -> None:
                 try:
-                    await broker.wait(prompt.prompt_id, timeout=5)
+                    await broker.wait(prompt.prompt_id, timeout=scaled(5))
                 except PromptCancelled as exc:
                     outcome.append(exc)
 
@@ -149,24 +150,24 @@ async def test_wait_times_out_and_leaves_the_prompt_open(broker: PromptBroker) -
         await broker.wait(prompt.prompt_id, timeout=0.01)
     assert broker.pending() == [prompt]
     broker.answer(prompt.prompt_id, "v")
-    assert await broker.wait(prompt.prompt_id, timeout=5) == prompt.ref
+    assert await broker.wait(prompt.prompt_id, timeout=scaled(5)) == prompt.ref
 
 
 @pytest.mark.anyio
 async def test_answer_from_another_thread_wakes_wait(broker: PromptBroker, refs: SecretRefStore) -> None:
     prompt = broker.open("API_KEY", "Paste it")
     result: list[str] = []
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with anyio.create_task_group() as tg:
 
             async def waiter() -> None:
-                result.append(await broker.wait(prompt.prompt_id, timeout=5))
+                result.append(await broker.wait(prompt.prompt_id, timeout=scaled(5)))
 
             tg.start_soon(waiter)
             await anyio.wait_all_tasks_blocked()
             answering = threading.Thread(target=broker.answer, args=(prompt.prompt_id, "from-a-thread"))
             answering.start()
-    answering.join(5)
+    answering.join(scaled(5))
     assert result == [prompt.ref]
     assert refs.resolve({"API_KEY": prompt.ref})["API_KEY"].reveal() == "from-a-thread"
 
@@ -177,16 +178,16 @@ def test_wait_on_a_loop_in_another_thread_is_woken_by_answer(broker: PromptBroke
     result: list[object] = []
 
     async def waiter() -> None:
-        task = asyncio.ensure_future(broker.wait(prompt.prompt_id, timeout=5))
+        task = asyncio.ensure_future(broker.wait(prompt.prompt_id, timeout=scaled(5)))
         await asyncio.sleep(0)  # let wait() register itself
         registered.set()
         result.append(await task)
 
     thread = threading.Thread(target=lambda: asyncio.run(waiter()))
     thread.start()
-    assert registered.wait(5)
+    assert registered.wait(scaled(5))
     broker.answer(prompt.prompt_id, "v")
-    thread.join(5)
+    thread.join(scaled(5))
     assert not thread.is_alive()
     assert result == [prompt.ref]
 
@@ -195,8 +196,8 @@ def test_wait_on_a_loop_in_another_thread_is_woken_by_answer(broker: PromptBroke
 async def test_wait_returns_at_once_when_already_answered(broker: PromptBroker) -> None:
     prompt = broker.open("API_KEY", "Paste it")
     broker.answer(prompt.prompt_id, "v")
-    with anyio.fail_after(5):
-        assert await broker.wait(prompt.prompt_id, timeout=5) == prompt.ref
+    with anyio.fail_after(scaled(5)):
+        assert await broker.wait(prompt.prompt_id, timeout=scaled(5)) == prompt.ref
 
 
 def test_events_announce_request_and_done_and_never_hold_the_value(broker: PromptBroker) -> None:
@@ -267,9 +268,9 @@ async def test_a_subscriber_bound_to_a_loop_gets_events_there_even_from_another_
     broker.subscribe(on_event, loop=loop)
     opening = threading.Thread(target=broker.open, args=("API_KEY", "Paste it"))
     opening.start()
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         event, on_loop = await got.get()
-    opening.join(5)
+    opening.join(scaled(5))
     assert event["type"] == "secret_request" and on_loop
 
 
@@ -318,12 +319,12 @@ async def test_a_waiter_is_told_when_its_prompt_expires() -> None:
     broker = PromptBroker(SecretRefStore(ttl_seconds=60, timer=clock), timer=clock)
     prompt = broker.open("API_KEY", "Paste it")
     outcome: list[BaseException] = []
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with anyio.create_task_group() as tg:
 
             async def waiter() -> None:
                 try:
-                    await broker.wait(prompt.prompt_id, timeout=5)
+                    await broker.wait(prompt.prompt_id, timeout=scaled(5))
                 except PromptNotFound as exc:
                     outcome.append(exc)
 
@@ -333,4 +334,4 @@ async def test_a_waiter_is_told_when_its_prompt_expires() -> None:
             assert broker.pending() == []  # any call sweeps expired prompts
     assert len(outcome) == 1 and "expired" in str(outcome[0])
     with pytest.raises(PromptNotFound, match="expired"):
-        await broker.wait(prompt.prompt_id, timeout=5)
+        await broker.wait(prompt.prompt_id, timeout=scaled(5))

@@ -17,6 +17,7 @@ from setup_agent.setup.providers import load_provider_config, normalize_provider
 from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_bundle_catalog
 from tests.processes import processes_mentioning
+from tests.timeouts import scaled
 
 STUB = "io.github.acme/stub"
 
@@ -162,7 +163,7 @@ def runtime_for(tmp_path: Path, catalog: Path, keyring, config: str | None) -> R
     path = tmp_path / "config.toml"
     if config is not None:
         path.write_text(config)
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=10, config=path)
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10), config=path)
     return build_runtime(settings, keyring_backend=keyring)
 
 
@@ -187,7 +188,7 @@ async def test_admission_refuses_test_and_install_before_the_bundle_is_downloade
     runtime = runtime_for(tmp_path, catalog, memory_keyring, config)
     try:
         ref = runtime.refs.mint("STUB_API_KEY", canary)
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             tested = await tool(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
             installed = await tool(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
         for result in (tested, installed):
@@ -219,7 +220,7 @@ async def test_an_admitted_or_ungoverned_server_is_tested_as_before(
     try:
         assert (runtime.service.admit is None) is (config is None or "admission" not in config)
         ref = runtime.refs.mint("STUB_API_KEY", canary)
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             tested = await tool(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
         assert tested.get("ok") is True, tested
         assert hits, "the bundle is downloaded for a test"

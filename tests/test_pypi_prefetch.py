@@ -27,6 +27,7 @@ from tests import package_flow
 from tests.fakes.pypi_index import PypiIndex, marker_sdist, serve_pypi_package, stub_wheel
 from tests.package_flow import write_catalog_entry
 from tests.processes import processes_mentioning, wait_gone
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -149,7 +150,7 @@ async def test_get_naming_a_pypi_package_prefetches_its_wheels(tmp_path: Path, i
     try:
         detail = await runtime.service.call("mcp_setup_get", {"qualified_name": NAME})
         assert detail["detail"]["qualified_name"] == NAME, detail
-        with anyio.fail_after(90):
+        with anyio.fail_after(scaled(90)):
             await runtime.service.prefetches_settled()
         assert len(index.file_requests) == 1
         assert not list(uv_cache(tmp_path).glob("environments-v*/*/*"))  # no environment made: nothing started
@@ -170,12 +171,12 @@ async def test_a_pypi_prefetch_runs_no_code_of_the_package(tmp_path: Path, kind:
         fetcher = Fetcher(host_env=host_env(tmp_path), tick=0.2)
         try:
             assert fetcher.prefetch(spec) is True
-            with anyio.fail_after(90):
+            with anyio.fail_after(scaled(90)):
                 await fetcher.settled()
             assert not marker.exists()
             # After consent the test's own fetch (uvx) installs it and starts Python, or builds
             # the sdist: the package's code runs there, which is what the prefetch must not do.
-            with anyio.fail_after(90):
+            with anyio.fail_after(scaled(90)):
                 await fetcher.fetch(spec)
             assert marker.exists()
         finally:
@@ -241,7 +242,7 @@ async def test_a_pypi_prefetch_reads_no_uv_config_left_in_a_shared_temp_dir(
     fetcher = Fetcher(host_env=host_env(tmp_path), tick=0.2)  # no work dir given: a private one in the temp dir
     try:
         assert fetcher.prefetch(uvx_spec(index)) is True
-        with anyio.fail_after(90):
+        with anyio.fail_after(scaled(90)):
             await fetcher.settled()
         assert len(index.file_requests) == 1  # downloaded: their uv.toml was not read
     finally:

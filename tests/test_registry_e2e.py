@@ -24,6 +24,7 @@ from tests.stub_server.bundle import build_stub_bundle, sha256_hex, stub_server_
 from tests.stub_server.http_server import serve_http_stub
 from tests.processes import processes_mentioning
 from tests.test_mcp_face_e2e import all_bytes_under
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +87,7 @@ async def test_a_remote_server_with_a_secret_header_and_an_mcpb_bundle_install_f
             browser = Browser()
             answers = ["wrong-token", canary, canary]
             stderr = tmp_path / "stderr.log"
-            with anyio.fail_after(120):
+            with anyio.fail_after(scaled(120)):
                 async with mcp_setup_client(
                     tmp_path, stderr, recorder, elicitation_callback=elicitation_answering(browser, answers), env=env
                 ) as client:
@@ -145,9 +146,9 @@ async def test_a_real_npm_server_is_test_connected_through_npx(tmp_path: Path) -
             tmp_path,
             MCP_SETUP_REGISTRIES="official",
             MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
-            MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
+            MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(240)),
         )
-        with anyio.fail_after(300):
+        with anyio.fail_after(scaled(300)):
             async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=env) as client:
                 detail = await call(
                     client, "mcp_setup_get", {"qualified_name": "io.github.modelcontextprotocol/server-everything"}
@@ -180,9 +181,9 @@ async def test_the_real_server_everything_is_installed_and_called_through_the_ga
     with FakeOfficialRegistry([entry]) as registry:
         env = face_env(
             tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
-            MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
+            MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(240)),
         )  # fmt: skip
-        with anyio.fail_after(300):
+        with anyio.fail_after(scaled(300)):
             async with mcp_setup_client(
                 tmp_path, tmp_path / "err.log", recorder, env=env, elicitation_callback=elicitation_answering(browser, [canary])
             ) as client:

@@ -25,6 +25,7 @@ from registry_clients import (
 from tests.conftest_registry import FakeClock
 from tests.fakes import closed_port_url
 from tests.fakes.smithery_registry import DEFAULT_API_KEY
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,7 @@ class _Rendezvous:
 
             async def search(self, query, page, page_size):
                 rv.started[me].set()
-                with anyio.fail_after(5):
+                with anyio.fail_after(scaled(5)):
                     await rv.started[other].wait()
                 return SearchPage(servers=[Summary(qualified_name=f"{me}/x", display_name=me, source=me)], total_pages=page + (me == "b"))
 
@@ -84,7 +85,7 @@ class _Rendezvous:
 
 async def test_search_asks_every_source_concurrently_and_a_source_that_only_repeats_itself_counts_as_ended() -> None:
     rv = _Rendezvous()
-    hub = RegistryHub({"a": rv.source("a", "b"), "b": rv.source("b", "a")}, timeout=5)
+    hub = RegistryHub({"a": rv.source("a", "b"), "b": rv.source("b", "a")}, timeout=scaled(5))
     page = await hub.search(None, page=1, page_size=5)
     assert [s.qualified_name for s in page.servers] == ["a/x", "b/x"]
     assert page.total_pages == 1 and page.errors == []  # b claims more pages but gives nothing new
@@ -121,7 +122,9 @@ async def test_a_slow_registry_is_cut_off_at_the_hub_timeout_and_the_other_still
     finally:
         elapsed = time.monotonic() - started
         await hub.aclose()
-    assert elapsed < timeout + 2.0  # a bound, not a benchmark
+    # Cut off, not answered: the search came back before the slow registry would have (no speed
+    # is asserted: on a busy machine the cut-off may come late, never after the answer).
+    assert elapsed < official_fake.latency
     assert [s.source for s in page.servers] == ["local", "local"]
     (error,) = page.errors
     assert error.source == "official" and "did not answer within 0.5 s" in error.message

@@ -11,6 +11,7 @@ import pytest
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
 from tests.stub_server.bundle import stub_catalog
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +28,7 @@ async def test_one_prompt_one_ref_installs_a_bundle_whose_manifest_maps_the_vari
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
     recorder, browser = Recorder(), Browser()
     data_dir = Path(env["MCP_SETUP_HOME"])
-    with anyio.fail_after(120):
+    with anyio.fail_after(scaled(120)):
         async with mcp_setup_client(
             tmp_path, tmp_path / "stderr.log", recorder, elicitation_callback=elicitation_answering(browser, [canary]),
             env=env,
@@ -58,7 +59,7 @@ async def test_a_value_given_under_the_manifest_name_satisfies_the_registry_name
 
     catalog = mapped_catalog(tmp_path, canary)
     runtime = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog,
-                                     probe_timeout_seconds=20), keyring_backend=memory_keyring)
+                                     probe_timeout_seconds=scaled(20)), keyring_backend=memory_keyring)
     try:
         pending = runtime.broker.open("api_key", "key?", STUB)
         runtime.broker.answer(pending.prompt_id, canary)
@@ -98,7 +99,7 @@ async def test_get_reads_the_chosen_remote_bundle_once_and_lists_its_own_keys(tm
             Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog), keyring_backend=memory_keyring
         )
         try:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 first = await runtime.service.call("mcp_setup_get", {"qualified_name": STUB})
                 again = await runtime.service.call("mcp_setup_get", {"qualified_name": STUB})
         finally:

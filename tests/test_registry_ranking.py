@@ -52,8 +52,8 @@ async def test_the_hub_ranks_official_and_local_together(official_fake, everythi
 async def test_pages_of_official_and_local_together_are_disjoint_and_stable(official_fake, everything) -> None:
     hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": LocalCatalog(everything)})
     try:
-        pages = [await hub.search("github", p, 10) for p in (1, 2, 3)]
-        again = await hub.search("github", 2, 10)
+        pages = [await hub.search("mcp", p, 10) for p in (1, 2, 3)]
+        again = await hub.search("mcp", 2, 10)
     finally:
         await hub.aclose()
     names = [s.qualified_name for page in pages for s in page.servers]

@@ -41,7 +41,10 @@ async def test_get_encodes_a_name_with_at_and_slash_as_one_segment_and_maps_a_bu
     assert (bundle.id, bundle.type, bundle.transport, bundle.runtime_hint) == ("mcpb", "mcpb", "stdio", "node")
     assert bundle.identifier == "https://bundles.example.com/acme/weather-1.2.0.mcpb"
     keys = {k.name: k for k in bundle.required_keys}
-    assert list(keys) == ["units", "auth.token", "dbPass"]  # defaults and optional ones left out
+    assert [k for k in keys if keys[k].required] == ["units", "auth.token", "dbPass"]
+    optional = {k: keys[k].default for k in keys if not keys[k].required}  # offered too (issue 26 item 10)
+    assert optional == {"auth.region": "eu", "debug": "false", "optionalNote": None}
+    assert keys["debug"].choices == ["true", "false"]
     assert keys["units"].choices == ["metric", "imperial"] and keys["units"].secret is False
     assert keys["auth.token"].secret is True  # name contains "token"
     assert keys["dbPass"].secret is True  # format: password
@@ -57,10 +60,13 @@ async def test_an_http_connection_becomes_a_streamable_http_remote_with_template
         await registry.aclose()
     (remote,) = current.packages
     assert (remote.type, remote.transport) == ("remote", "streamable-http")
-    assert remote.url == "https://server.smithery.ai/smithery-ai/github/mcp?githubPersonalAccessToken={githubPersonalAccessToken}"
+    assert remote.url == ("https://server.smithery.ai/smithery-ai/github/mcp"
+                          "?githubPersonalAccessToken={githubPersonalAccessToken}&readOnly={readOnly}")
     assert remote.headers == {"Authorization": "Bearer {smithery_api_key}"}
-    keys = {k.name: (k.kind, k.secret) for k in remote.required_keys}
-    assert keys == {"smithery_api_key": ("header", True), "githubPersonalAccessToken": ("url_variable", True)}
+    keys = {k.name: (k.kind, k.secret, k.required) for k in remote.required_keys}
+    assert keys == {"smithery_api_key": ("header", True, True),
+                    "githubPersonalAccessToken": ("url_variable", True, True),
+                    "readOnly": ("url_variable", False, False)}  # optional: offered, with its default
     # Legacy shape: connection "url", a header-borne key, a stdio connection without a bundle (skipped).
     assert [p.id for p in legacy.packages] == ["remote"]
     (old,) = legacy.packages

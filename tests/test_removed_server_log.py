@@ -17,6 +17,7 @@ from setup_agent.gateway.server_logs import log_path
 from setup_agent.secrets.redact import Redactor
 from tests.mcp_face import REPO, mcp_setup_argv
 from tests.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the data fixture
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -36,18 +37,18 @@ async def test_a_server_removed_by_the_cli_leaves_no_log_while_a_session_has_it_
     runtime = build_runtime(Settings())  # the "serve" side: the data fixture's environment
     try:
         await runtime.start(eager=True)
-        with anyio.fail_after(30):
-            status = await runtime.connections.wait_for_status(sid, "connected", 30)
+        with anyio.fail_after(scaled(30)):
+            status = await runtime.connections.wait_for_status(sid, "connected", scaled(30))
         pid = runtime.connections.pid(sid)
         assert status.status == "connected" and pid is not None
         log = log_path(data.home / "logs", sid)
         assert log.exists()  # the stub's start-up lines
         argv = mcp_setup_argv("remove", "stub-search")
         done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run(argv, env=data.env(), cwd=str(REPO), capture_output=True, text=True, timeout=60)
+            lambda: subprocess.run(argv, env=data.env(), cwd=str(REPO), capture_output=True, text=True, timeout=scaled(60))
         )
         assert done.returncode == 0, done.stderr
-        with anyio.fail_after(30):  # the serve side sees the removal (its watcher, or this refresh)
+        with anyio.fail_after(scaled(30)):  # the serve side sees the removal (its watcher, or this refresh)
             await runtime.gateway.refresh()
         assert runtime.connections.status(sid).status == "stopped"
         assert gone(pid)  # the stop waited until the process group was gone
@@ -61,10 +62,10 @@ async def test_a_server_removed_through_the_core_leaves_no_log(data: DataDir, ca
     sid = data.install(STUB, canary)
     with data.store() as store:
         manager = ConnectionManager(
-            store, Redactor(), install_root=data.home / "servers", logs_dir=data.home / "logs", backoff=(), connect_timeout=20
+            store, Redactor(), install_root=data.home / "servers", logs_dir=data.home / "logs", backoff=(), connect_timeout=scaled(20)
         )
         try:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 status = await manager.connect(store.get(sid))
             assert status.status == "connected"
             pid = manager.pid(sid)

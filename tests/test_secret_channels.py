@@ -16,6 +16,7 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from tests.stub_server.bundle import build_stub_bundle, stub_manifest, stub_server_json
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +61,7 @@ async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[
     _catalog_entry(catalog, "io.test/stub-short", bundle, sha)
     bundle, sha = _plain_bundle(tmp_path / "dist" / "plain")
     _catalog_entry(catalog, PLAIN, bundle, sha, secret=False, key_name=PLAIN_KEY)
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=5)
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(5))
     rt = build_runtime(settings, keyring_backend=memory_keyring)
     yield rt
     await rt.aclose()
@@ -86,7 +87,7 @@ async def test_a_prompted_value_for_a_key_the_registry_calls_plain_is_never_show
         events.append(event)
 
     ref = _prompted_ref(rt, PLAIN_KEY, canary)
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         installed = await call(rt, "mcp_setup_install_and_connect", CallContext(on_progress=on_progress),
                                qualified_name=PLAIN, env_refs={PLAIN_KEY: ref})
     assert installed.get("status") == "connected", installed
@@ -95,7 +96,7 @@ async def test_a_prompted_value_for_a_key_the_registry_calls_plain_is_never_show
     assert canary not in json.dumps(events)
     server = rt.store.get(installed["server_id"])
     assert server is not None and [(k.key, k.secret) for k in server.env_keys] == [(PLAIN_KEY, True)]
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         listed = await call(rt, "mcp_setup_list_servers", wait_seconds=10)
         assert canary not in json.dumps(listed)
         await rt.connections.connect(server)  # registered again at every connect
@@ -140,15 +141,22 @@ def _scrub_ids(answers: list[dict]) -> str:
     return re.sub(r"secret://[0-9a-f]{32}|\"prompt_id\": \"[^\"]+\"", "ID", text)
 
 
-async def test_a_right_guess_is_answered_exactly_like_a_wrong_one(runtime: Runtime) -> None:
+async def test_a_right_guess_costs_a_refusal_and_the_second_locks_every_later_answer(runtime: Runtime) -> None:
+    # #10 made a right guess answer like a wrong one; #24 (items 1-2) refuses it instead, at
+    # the input, tells the user at once and locks the principal at the second: every later
+    # answer is the same whatever it guesses, so 10,000 PINs cost two refusals, not an answer.
     pin = "4821"
     wrong = await _answers(runtime, pin)
+    assert all(a.get("ok") is not False or a["error"]["code"] not in ("arguments_refused", "session_locked") for a in wrong)
     runtime.refs.mint("PIN", pin)  # now the user's PIN is a live secret
     right = await _answers(runtime, pin)
-    assert _scrub_ids(right) == _scrub_ids(wrong)
-    assert "secret://" not in json.dumps([a.get("error", {}) for a in right])
-    for answer in right:
-        assert answer.get("ok") is not False or answer["error"]["code"] != "internal", answer
+    codes = [a["error"]["code"] for a in right]
+    # the first is over the size bound (#24 item 1): refused unread, whatever it holds
+    assert codes == ["invalid_input"] + ["arguments_refused"] * 2 + ["session_locked"] * (len(right) - 3), codes
+    assert "secret://" not in json.dumps(right) and pin not in json.dumps(right)
+    again = await _answers(runtime, "1234")
+    assert _scrub_ids(again) == _scrub_ids(right[3:4] * len(again))
+    assert runtime.guard is not None and runtime.guard.locked() == ["agent"]
 
 
 async def test_names_the_agent_gives_are_echoed_only_when_valid(runtime: Runtime) -> None:
@@ -180,7 +188,7 @@ async def test_two_concurrent_installs_cannot_use_one_ref(runtime: Runtime, cana
         if event["stage"] == "installing" and event["status"] == "started":
             await b_done.wait()
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         a = asyncio.create_task(call(runtime, "mcp_setup_install_and_connect", CallContext(on_progress=hold_a),
                                      qualified_name="io.test/stub-a", env_refs={"STUB_API_KEY": ref}))
         await a_resolving.wait()
@@ -195,7 +203,7 @@ async def test_two_concurrent_installs_cannot_use_one_ref(runtime: Runtime, cana
 
 async def test_a_failed_install_releases_its_refs_for_the_next_one(runtime: Runtime, canary: str) -> None:
     ref = _prompted_ref(runtime, "STUB_API_KEY", canary)
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         failed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-a",
                             env_refs={"STUB_API_KEY": ref}, env={"REGION": "eu"})
         assert failed["error"]["code"] == "invalid_input"
@@ -215,7 +223,7 @@ async def test_a_short_secret_reaches_no_argv_log_or_database_byte(runtime: Runt
     install_log_redaction(runtime.redactor, caplog.handler)
     caplog.set_level(logging.DEBUG)
     ref = _prompted_ref(runtime, "STUB_API_KEY", SHORT)
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-short",
                                env_refs={"STUB_API_KEY": ref})
     assert installed.get("status") == "connected", installed

@@ -13,6 +13,7 @@ from app.pages.secret import SECURITY_HEADERS
 from app.pages.server import SecretPageServer
 from setup_agent.secrets.prompts import PendingPrompt, PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
+from tests.timeouts import scaled
 
 CANARY = "canary-Pg52-must-never-appear-e91c"
 CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -56,7 +57,7 @@ def page() -> Iterator[Page]:
     clock = FakeClock()
     refs = SecretRefStore(ttl_seconds=600, timer=clock)
     broker = PromptBroker(refs, timer=clock)
-    with SecretPageServer(broker) as server, httpx.Client(timeout=5) as http:
+    with SecretPageServer(broker) as server, httpx.Client(timeout=scaled(5)) as http:
         yield Page(server, broker, refs, clock, http)
 
 
@@ -281,7 +282,7 @@ def test_the_submitted_value_appears_in_no_response_or_log_record(
 
 def test_the_server_writes_nothing_to_stdout(capfd: pytest.CaptureFixture[str]) -> None:
     broker = PromptBroker(SecretRefStore())
-    with SecretPageServer(broker) as server, httpx.Client(timeout=5) as http:
+    with SecretPageServer(broker) as server, httpx.Client(timeout=scaled(5)) as http:
         prompt = broker.open("API_KEY", "Paste it")
         assert http.get(server.url_for(prompt)).status_code == 200
         assert http.post(f"{server.base_url}/secrets/{prompt.prompt_id}", data={"t": server.capabilities.issue(prompt.prompt_id, "secret"), "value": "v"}).status_code == 200
@@ -294,9 +295,9 @@ def test_stop_is_bounded_and_frees_the_port() -> None:
     broker = PromptBroker(SecretRefStore())
     server = SecretPageServer(broker).start()
     port = server.port
-    with httpx.Client(timeout=5) as http:  # a keep-alive connection must not hold shutdown up
+    with httpx.Client(timeout=scaled(5)) as http:  # a keep-alive connection must not hold shutdown up
         assert http.get(f"{server.base_url}/secrets/static/page.css").status_code == 200
-        server.stop(timeout=5)
+        server.stop(timeout=scaled(5))
         assert not server.running
         with pytest.raises(httpx.ConnectError):
             http.get(f"http://127.0.0.1:{port}/secrets/static/page.css")

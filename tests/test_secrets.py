@@ -10,6 +10,7 @@ import pytest
 
 from setup_agent.errors import InvalidInput, SecretExpired, SecretMissing, SecretPending, SecretWrongKey
 from setup_agent.secrets.refs import SecretRefStore, SecretValue, is_ref
+from tests.timeouts import scaled
 
 
 class Clock:
@@ -115,6 +116,6 @@ def test_the_store_is_safe_under_concurrent_minting(canary: str) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=10)
+        t.join(timeout=scaled(10))
     assert len(set(out)) == 800 == len(refs)
     assert canary not in repr(refs)

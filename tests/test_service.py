@@ -17,6 +17,7 @@ from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from tests.processes import processes_mentioning
 from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_manifest, stub_server_json
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -229,7 +230,7 @@ async def test_a_hanging_install_holds_up_no_other_install(world, canary: str) -
     ok = asyncio.create_task(
         call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref_ok})
     )
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         done, _ = await asyncio.wait({hanging, ok}, return_when=asyncio.FIRST_COMPLETED)
         assert done == {ok}
         assert (await ok)["status"] == "connected"

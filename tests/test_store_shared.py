@@ -38,6 +38,7 @@ from sqlalchemy import event
 from setup_agent.errors import SetupError
 from setup_agent.store.database import Store
 from setup_agent.secrets.vault import Vault
+from tests.timeouts import scaled
 
 data_dir, url, tag = sys.argv[1], sys.argv[2] or None, sys.argv[3]
 store = Store.for_data_dir(Path(data_dir), Vault.in_memory(), url)
@@ -97,7 +98,7 @@ def test_two_processes_installing_the_same_name_one_wins_and_the_other_is_told_a
             p.stdin.flush()
         results = [json.loads(read_line(p, 30)) for p in racers]
         for p in racers:
-            assert p.wait(timeout=30) == 0
+            assert p.wait(timeout=scaled(30)) == 0
     finally:
         for p in racers:
             if p.poll() is None:
@@ -145,7 +146,7 @@ async def team_runtime(tmp_path: Path, canary: str, memory_keyring: Any, postgre
     doc = stub_server_json(bundle.resolve().as_uri(), sha, name="io.test/stub-ok")
     (catalog / "stub.json").write_text(json.dumps(doc))
     settings = Settings(
-        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=10,
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10),
         database_url=postgres_url,
     )  # fmt: skip
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
@@ -170,7 +171,7 @@ async def test_a_database_that_goes_away_mid_install_fails_it_cleanly_and_the_se
             take_database_away(db_name)  # the probe passed; the transaction is next
 
     try:
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             result = await runtime.service.call(
                 "mcp_setup_install_and_connect", install_args, CallContext(on_progress=cut_before_the_write)
             )
@@ -186,7 +187,7 @@ async def test_a_database_that_goes_away_mid_install_fails_it_cleanly_and_the_se
     finally:
         bring_database_back(db_name)
 
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         listed = await runtime.service.call("mcp_setup_list_servers", {}, CallContext())
         assert "error" not in listed and listed["servers"] == []
         again = await runtime.service.call("mcp_setup_install_and_connect", install_args, CallContext())
@@ -210,9 +211,9 @@ async def test_a_server_stored_under_another_key_fails_with_its_name_and_a_fix_a
         stranger = install_stub(elsewhere, "io.test/from-elsewhere", canary)
     store = Store.for_data_dir(data_dir, Vault.in_memory(), database_url)
     good = install_stub(store, "io.test/ours", canary)
-    manager = ConnectionManager(store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=10)
+    manager = ConnectionManager(store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(10))
     try:
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             await manager.start()
         assert manager.status(good.server_id).status == "connected"
         failed = manager.status(stranger.server_id)

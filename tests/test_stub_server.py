@@ -27,6 +27,7 @@ except ModuleNotFoundError:  # repo root not on sys.path (no pytest `pythonpath`
 from tests.stub_server import bundle as stub_bundle
 from tests.stub_server import http_server
 from tests.stub_server.procs import INIT_PARAMS, PidFile, RawStub, alive, first_error
+from tests.timeouts import scaled
 
 STUB_DIR = Path(__file__).parent / "stub_server"
 MODERN = STUB_DIR / "modern_server.py"
@@ -70,7 +71,7 @@ def stub_params(pid_file: PidFile, **kw) -> StdioServerParameters:
 async def connect_error(transport, mode: str = "legacy") -> MCPError:
     """Connect with mcp.Client, expect failure, return the MCPError."""
     with pytest.raises(BaseException) as info:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             async with Client(transport, mode=mode):
                 pass
     err = first_mcp_error(info.value)
@@ -85,7 +86,7 @@ async def connect_error(transport, mode: str = "legacy") -> MCPError:
 @pytest.mark.anyio
 async def test_right_value_lists_and_calls_tools(pid_file, errlog):
     params = stub_params(pid_file, value=RIGHT, expected_value=RIGHT)
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as session:
             init = await session.initialize()
             assert init.protocol_version == "2025-11-25"
@@ -102,7 +103,7 @@ async def test_right_value_lists_and_calls_tools(pid_file, errlog):
 async def test_wrong_value_rejected_at_initialize_session(pid_file, errlog):
     params = stub_params(pid_file, value=WRONG, expected_value=RIGHT)
     with pytest.raises(BaseException) as info:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as session:
                 await session.initialize()
     err = first_mcp_error(info.value)
@@ -130,7 +131,7 @@ async def test_missing_value_rejected(pid_file, errlog):
 @pytest.mark.anyio
 async def test_forced_protocol_2024_11_05(pid_file, errlog):
     params = stub_params(pid_file, require=False, protocol="2024-11-05")
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with Client(stdio_client(params, errlog=errlog), mode="auto") as client:
             assert client.protocol_version == "2024-11-05"
             assert len((await client.list_tools()).tools) == 2
@@ -141,7 +142,7 @@ async def test_many_tools_paginate_through_sdk(pid_file, errlog):
     params = stub_params(pid_file, require=False, mode="many_tools")
     names: list[str] = []
     pages = 0
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as session:
             await session.initialize()
             cursor = None
@@ -159,7 +160,7 @@ async def test_many_tools_paginate_through_sdk(pid_file, errlog):
 @pytest.mark.anyio
 async def test_echo_env_leaks_value_on_purpose(pid_file, errlog):
     params = stub_params(pid_file, value=RIGHT, mode="echo_env")
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert RIGHT in tools["leak"].description
@@ -179,7 +180,7 @@ async def test_crash_through_sdk_is_connection_closed(pid_file, errlog):
 async def test_hang_after_init_times_out_tools_list(pid_file, errlog):
     params = stub_params(pid_file, require=False, mode="hang_after_init")
     with pytest.raises(BaseException) as info:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             async with Client(stdio_client(params, errlog=errlog), mode="auto", read_timeout_seconds=0.3) as c:
                 await c.list_tools()
     err = first_mcp_error(info.value)
@@ -189,7 +190,7 @@ async def test_hang_after_init_times_out_tools_list(pid_file, errlog):
 @pytest.mark.anyio
 async def test_grandchild_survives_sdk_teardown(pid_file, errlog):
     params = stub_params(pid_file, require=False, mode="grandchild")
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
             assert len((await client.list_tools()).tools) == 2
     stub_pid, grandchild = pid_file.pids()
@@ -244,7 +245,7 @@ def test_raw_protocol_flag(pid_file):
 
 def test_crash_exits_3_with_stderr_line(pid_file):
     argv, env = stub_bundle.stub_command(mode="crash", pid_file=pid_file.path)
-    done = subprocess.run(argv, env=env, input=b"", capture_output=True, timeout=10)
+    done = subprocess.run(argv, env=env, input=b"", capture_output=True, timeout=scaled(10))
     assert done.returncode == 3
     assert "stub: fatal: simulated crash" in done.stderr.decode()
     assert done.stdout == b""
@@ -318,7 +319,7 @@ def modern_params(pid_file: PidFile, value: str) -> StdioServerParameters:
 
 @pytest.mark.anyio
 async def test_modern_stub_speaks_2026_in_auto_mode(pid_file, errlog):
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         async with Client(stdio_client(modern_params(pid_file, RIGHT), errlog=errlog), mode="auto") as client:
             assert client.protocol_version == "2026-07-28"
             assert [t.name for t in (await client.list_tools()).tools] == ["ping_modern"]
@@ -351,7 +352,7 @@ def http_url():
 
 @pytest.mark.parametrize("headers", [{"Authorization": "Bearer nope"}, {}])
 def test_http_wrong_or_missing_header_is_401(http_url, headers):
-    resp = httpx.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers, timeout=10)
+    resp = httpx.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers, timeout=scaled(10))
     assert resp.status_code == 401
     assert resp.json() == {"error": "invalid token"}
 
@@ -372,7 +373,7 @@ async def test_http_401_through_sdk(http_url, mode):
 
 @pytest.mark.anyio
 async def test_http_right_header_session(http_url):
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with httpx2.AsyncClient(headers={"Authorization": TOKEN}) as hc:
             async with streamable_http_client(http_url, http_client=hc) as (r, w), ClientSession(r, w) as session:
                 await session.initialize()
@@ -382,7 +383,7 @@ async def test_http_right_header_session(http_url):
 
 @pytest.mark.anyio
 async def test_http_right_header_client_auto(http_url):
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with httpx2.AsyncClient(headers={"Authorization": TOKEN}) as hc:
             async with Client(streamable_http_client(http_url, http_client=hc), mode="auto") as client:
                 assert client.protocol_version == "2026-07-28"
@@ -438,6 +439,6 @@ async def test_bundle_runs_from_manifest(tmp_path, pid_file, errlog, value, ok):
         err = await connect_error(stdio_client(params, errlog=errlog))
         assert err.message == "invalid API key for STUB_API_KEY"
         return
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         async with Client(stdio_client(params, errlog=errlog), mode="auto") as client:
             assert [t.name for t in (await client.list_tools()).tools] == ["echo", "whoami"]

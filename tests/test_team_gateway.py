@@ -28,6 +28,7 @@ from setup_agent.store.database import Store
 from setup_agent.store.tokens import Tokens
 from tests.browser.serve import STUB, Served, make_catalog, stop_serve
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.timeouts import scaled
 
 URL_LINE = re.compile(r"(https?)://([^/\s]+):(\d+)/\?t=([A-Za-z0-9_\-]+)")
 
@@ -97,7 +98,7 @@ def test_serve_on_a_non_loopback_address_refuses_to_start_without_tls(
 ) -> None:
     proc = subprocess.run(
         mcp_setup_argv("serve", "--no-browser", "--port", "0", *args),
-        env=face_env(tmp_path), cwd=REPO, capture_output=True, text=True, timeout=60,
+        env=face_env(tmp_path), cwd=REPO, capture_output=True, text=True, timeout=scaled(60),
     )  # fmt: skip
     assert proc.returncode == 2
     assert "--tls-cert" in proc.stderr and "Traceback" not in proc.stderr
@@ -105,7 +106,7 @@ def test_serve_on_a_non_loopback_address_refuses_to_start_without_tls(
     assert not (tmp_path / "data").exists()  # refused before touching anything
 
 
-def start(root: Path, *args: str, timeout: float = 30, **env: str) -> tuple[Served, str]:
+def start(root: Path, *args: str, timeout: float = scaled(30), **env: str) -> tuple[Served, str]:
     """``mcp-setup serve`` with ``args``; returns it and the scheme of its printed URL."""
     full_env = face_env(root, MCP_SETUP_REGISTRIES="local", PYTHONUNBUFFERED="1", **env)
     stderr_path = root / "serve-stderr.log"
@@ -127,7 +128,7 @@ def start(root: Path, *args: str, timeout: float = 30, **env: str) -> tuple[Serv
                 raise AssertionError(f"serve printed no URL in {timeout}s: {stderr_path.read_text()}")
             chunk = os.read(proc.stdout.fileno(), 4096)
             if not chunk:
-                raise AssertionError(f"serve exited ({proc.wait(5)}): {stderr_path.read_text()}")
+                raise AssertionError(f"serve exited ({proc.wait(scaled(5))}): {stderr_path.read_text()}")
             buf += chunk
             *done, buf = buf.split(b"\n")
             for line in done:
@@ -185,7 +186,7 @@ def test_insecure_http_off_loopback_is_warned_on_start_and_the_public_host_is_ac
     served, scheme = start(tmp_path, "--host", "0.0.0.0", "--insecure-http", MCP_SETUP_PUBLIC_HOST="team.example")
     stopper.append(served)
     assert scheme == "http" and served.url.startswith(f"http://team.example:{served.port}/?t=")
-    with httpx.Client(base_url=f"http://127.0.0.1:{served.port}", trust_env=False, timeout=30) as http:
+    with httpx.Client(base_url=f"http://127.0.0.1:{served.port}", trust_env=False, timeout=scaled(30)) as http:
         assert http.get("/", params={"t": served.token}, headers={"Host": f"team.example:{served.port}"}).status_code == 200
         assert http.get("/", params={"t": served.token}, headers={"Host": "team.example"}).status_code == 200
         assert http.get("/", params={"t": served.token}, headers={"Host": f"evil.example:{served.port}"}).status_code == 421
@@ -205,7 +206,7 @@ def test_a_team_gateway_over_tls_serves_named_tokens_records_their_provenance_an
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:  # another process: an admin's terminal
         return subprocess.run(
-            mcp_setup_argv(*args), env=face_env(tmp_path, **env), cwd=REPO, capture_output=True, text=True, timeout=60
+            mcp_setup_argv(*args), env=face_env(tmp_path, **env), cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
         )
 
     created = cli("token", "create", "alice")
@@ -216,7 +217,7 @@ def test_a_team_gateway_over_tls_serves_named_tokens_records_their_provenance_an
     assert scheme == "https" and served.url.startswith(f"https://team.example:{served.port}/")
     bearer = {"Authorization": f"Bearer {token}", "Host": f"team.example:{served.port}"}
     tls = ssl.create_default_context(cafile=str(cert))
-    with httpx.Client(base_url=f"https://127.0.0.1:{served.port}", verify=tls, trust_env=False, timeout=60) as http:
+    with httpx.Client(base_url=f"https://127.0.0.1:{served.port}", verify=tls, trust_env=False, timeout=scaled(60)) as http:
 
         def rpc(method: str, params: dict, headers: dict[str, str] = bearer) -> httpx.Response:
             return http.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, headers=headers)
@@ -254,7 +255,7 @@ def test_key_export_then_rotate_through_the_cli_keeps_every_value_readable_with_
     home = Path(env["MCP_SETUP_HOME"])
 
     def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(mcp_setup_argv(*args), env={**env, **extra}, cwd=REPO, capture_output=True, text=True, timeout=60)
+        return subprocess.run(mcp_setup_argv(*args), env={**env, **extra}, cwd=REPO, capture_output=True, text=True, timeout=scaled(60))
 
     team_key = tmp_path / "exported.key"
     exported = cli("key", "export", "--to", str(team_key))  # the machine's own key, for the team
@@ -287,7 +288,7 @@ def test_serve_with_a_missing_or_loose_team_key_says_so_in_one_line(tmp_path: Pa
         proc = subprocess.run(
             mcp_setup_argv("serve", "--no-browser", "--port", "0"),
             env=face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key_file)), cwd=REPO, capture_output=True, text=True,
-            timeout=60,
+            timeout=scaled(60),
         )  # fmt: skip
         assert proc.returncode == 1 and expected in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and "running at" not in proc.stdout

@@ -19,6 +19,7 @@ from setup_agent.setup.tool_specs import TOOL_NAMES
 from tests.browser.serve import Served, start_serve, stop_serve
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
+from tests.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 REGION = "region-" + uuid.uuid4().hex  # a non-secret setting's value: never shown either
@@ -216,17 +217,17 @@ def test_mcp_setup_tools_prints_the_registry_for_people_and_as_json(tmp_path: Pa
     seed(Path(env["MCP_SETUP_HOME"]))
     (tmp_path / "config.toml").write_text(CONFIG)
     env["MCP_SETUP_CONFIG"] = str(tmp_path / "config.toml")
-    table = subprocess.run(mcp_setup_argv("tools"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
+    table = subprocess.run(mcp_setup_argv("tools"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60))
     assert table.returncode == 0, table.stderr
     assert "TOOL " in table.stdout and "TOOL ID" not in table.stdout  # the names clients list, as in `stub__echo`
     listed = {t["tool_id"]: t["name"] for t in json.loads(subprocess.run(
-        mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60).stdout)["tools"]}
+        mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)).stdout)["tools"]}
     assert "__" in listed[f"{FAILED}#wipe"] and f"\n{listed[f'{FAILED}#wipe']} " in "\n" + table.stdout
     assert "not checked" in table.stdout and "disabled" in table.stdout
     assert "To check them, run `mcp-setup doctor`" in table.stdout  # what to do about "not checked"
     assert "acme-tools" in table.stdout and "broken-co (not eligible)" in table.stdout
     assert "Tools that may change things" in table.stdout
-    as_json = subprocess.run(mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60)
+    as_json = subprocess.run(mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60))
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
     assert {t["tool_id"] for t in data["tools"]} >= {"mcp_setup.search", f"{CONNECTED}#echo", f"{DISABLED}#ping"}
@@ -241,7 +242,7 @@ def test_a_malformed_config_stops_every_face_with_one_line_naming_file_and_field
     env = face_env(tmp_path, MCP_SETUP_CONFIG=str(config))
     for command in (["tools"], ["serve", "--no-browser", "--port", "0"], ["mcp"]):
         done = subprocess.run(
-            mcp_setup_argv(*command), env=env, cwd=REPO, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+            mcp_setup_argv(*command), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60), stdin=subprocess.DEVNULL
         )
         assert done.returncode == 2, (command, done.stderr)
         assert "Traceback" not in done.stderr

@@ -14,6 +14,7 @@ from app.cli.terminal import TerminalIO
 from app.pages.server import SecretPageServer
 from setup_agent.secrets.prompts import WEAK_VALUE_WARNING, PromptBroker, is_weak_value
 from setup_agent.secrets.refs import SecretRefStore
+from tests.timeouts import scaled
 
 WEAK = ["1234", "4821", "hunter2", "Summer2024!", "Password1", "password123", "20240101", "aaaaaaaaaa", "qwertyuiop"]
 STRONG = ["ghp_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5", "x7#Kp2!qZ9", "sk-proj-4f8a9c2e1b7d", "AbCdEfGhIjKlMnOpQrStUvWxYz"]
@@ -40,7 +41,7 @@ def test_the_web_modal_uses_the_same_rule_and_words() -> None:
 @pytest.fixture
 def page():
     broker = PromptBroker(SecretRefStore())
-    with SecretPageServer(broker) as server, httpx.Client(timeout=5) as http:
+    with SecretPageServer(broker) as server, httpx.Client(timeout=scaled(5)) as http:
         yield server, broker, http
 
 

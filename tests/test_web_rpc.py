@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.browser.serve import STUB, Served, serving
+from tests.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 
@@ -137,7 +138,7 @@ class WsListener:
         self.frames: list[str] = []
         self.events: list[dict[str, Any]] = []
         self.ws = served.websocket()
-        hello = json.loads(self.ws.recv(timeout=10))
+        hello = json.loads(self.ws.recv(timeout=scaled(10)))
         assert hello["type"] == "hello"
         self.frames.append(json.dumps(hello))
         self.session_id = hello["session_id"]
@@ -171,7 +172,7 @@ class WsListener:
         except ConnectionClosed:
             pass
 
-    def wait_for(self, match: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+    def wait_for(self, match: Callable[[dict[str, Any]], bool], timeout: float = scaled(30.0)) -> dict[str, Any]:
         """The first event (already received or still to come) that ``match``es."""
         with self.arrived:
             ok = self.arrived.wait_for(lambda: any(match(e) for e in self.events), timeout)
@@ -180,7 +181,7 @@ class WsListener:
 
     def close(self) -> None:
         self.ws.close()
-        self.thread.join(10)
+        self.thread.join(scaled(10))
 
 
 def remove_all(served: Served) -> list[str]:
@@ -195,7 +196,7 @@ def remove_all(served: Served) -> list[str]:
 def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the_websocket(served: Served) -> None:
     listener = WsListener(served, ["wrong-" + CANARY[::-1], CANARY])
     try:
-        with served.client(timeout=120) as http:
+        with served.client(timeout=scaled(120)) as http:
             response = http.post(
                 "/rpc",
                 json={"jsonrpc": "2.0", "id": 9, "method": "spawn_subagent",

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.browser.serve import Served, raw_handshake, serving
+from tests.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 EVIL = "http://evil.example"
@@ -205,7 +206,7 @@ def test_the_one_time_secret_page_opens_with_its_own_key_and_not_with_the_page_t
 def test_a_request_with_no_host_header_is_refused(served: Served) -> None:
     import socket
 
-    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=scaled(10)) as sock:
         sock.sendall(f"GET /?t={served.token} HTTP/1.0\r\n\r\n".encode())
         status = sock.recv(100).split(b"\r\n", 1)[0]
     assert b" 421 " in status + b" "
@@ -213,7 +214,7 @@ def test_a_request_with_no_host_header_is_refused(served: Served) -> None:
 
 def test_other_http_clients_cannot_read_the_api_cross_origin(served: Served) -> None:
     # No CORS: a preflight from a foreign origin gets no allow headers.
-    with httpx.Client(trust_env=False, timeout=10) as http:
+    with httpx.Client(trust_env=False, timeout=scaled(10)) as http:
         pre = http.options(
             f"{served.base}/rpc",
             headers={"Origin": EVIL, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x-mcp-setup-token"},

@@ -16,6 +16,7 @@ import pytest
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
 from tests.processes import processes_mentioning, wait_gone
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.timeouts import scaled
 
 
 
@@ -91,19 +92,19 @@ def test_ctrl_c_while_a_setup_waits_for_a_secret_stops_at_once_and_answers_the_w
     answers: list[object] = []
     tab = served.websocket()
     try:
-        session_id = json.loads(tab.recv(timeout=10))["session_id"]
+        session_id = json.loads(tab.recv(timeout=scaled(10)))["session_id"]
 
         def spawn() -> None:
-            with served.client(timeout=60) as http:
+            with served.client(timeout=scaled(60)) as http:
                 body = {"jsonrpc": "2.0", "id": 5, "method": "spawn_subagent", "params": {"goal": "set up the stub server"}}
                 answers.append(http.post("/rpc", json=body, headers=served.headers(**{"X-MCP-Setup-Session": session_id})))
 
         caller = threading.Thread(target=spawn, daemon=True)
         caller.start()
-        while json.loads(tab.recv(timeout=30))["type"] != "secret_request":
+        while json.loads(tab.recv(timeout=scaled(30)))["type"] != "secret_request":
             pass
-        code = stop_serve(served, signal.SIGINT, timeout=15)
-        caller.join(15)
+        code = stop_serve(served, signal.SIGINT, timeout=scaled(15))
+        caller.join(scaled(15))
     finally:
         tab.close()
         if served.proc.poll() is None:
@@ -127,7 +128,7 @@ def test_serve_says_so_when_its_port_is_taken(tmp_path: Path) -> None:
             cwd=str(REPO),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
         )
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "--port" in proc.stderr
@@ -142,7 +143,7 @@ def test_serve_refuses_a_port_out_of_range(tmp_path: Path, port: str) -> None:
         cwd=str(REPO),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.browser.serve import STUB, Served, serving
+from tests.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 
@@ -34,7 +35,7 @@ class Tab:
         hello = self.next(lambda e: e["type"] == "hello")
         self.session_id = hello["session_id"]
 
-    def next(self, match: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+    def next(self, match: Callable[[dict[str, Any]], bool], timeout: float = scaled(30.0)) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -154,7 +155,7 @@ class RawTab:
         from websockets.client import ClientProtocol
         from websockets.uri import parse_uri
 
-        self.sock = socket.create_connection(("127.0.0.1", served.port), timeout=30)
+        self.sock = socket.create_connection(("127.0.0.1", served.port), timeout=scaled(30))
         self.protocol = ClientProtocol(parse_uri(f"ws://127.0.0.1:{served.port}/ws"), origin=served.origin)  # type: ignore[arg-type]
         request = self.protocol.connect()
         request.headers["X-MCP-Setup-Token"] = served.token

@@ -23,6 +23,7 @@ import pytest
 
 from tests.browser.serve import start_serve, stop_serve
 from tests.mcp_face import REPO
+from tests.timeouts import scaled
 
 PAGE = REPO / "ui"
 AGENT_DEFS = REPO / "agents"
@@ -52,7 +53,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
          "--disable-pip-version-check", "-q", "-w", str(out), str(source)],
-        capture_output=True, text=True, timeout=180, cwd=root,
+        capture_output=True, text=True, timeout=scaled(180), cwd=root,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (built,) = out.glob("mcp_setup-*.whl")
@@ -77,13 +78,13 @@ def test_a_wheel_built_from_the_project_carries_the_page_and_the_agent_definitio
 def _fresh_venv(root: Path, wheel: Path) -> Path:
     """A new venv (outside the checkout) with the wheel installed; returns its bin dir."""
     venv = root / "venv"
-    made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True, timeout=120)
+    made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True, timeout=scaled(120))
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
          "--disable-pip-version-check", "-q", str(wheel)],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True, text=True, timeout=scaled(180),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
@@ -101,7 +102,7 @@ def test_an_installed_wheel_serves_the_page_and_finds_the_setup_agent(wheel: Pat
         [str(bin_dir / "python"), "-c",
          "import json, app.web.app as w, setup_agent.agent.archetypes as a;"
          "print(json.dumps([w.__file__, str(w.ui_dir()), str(a.agents_dir()), sorted(a.load_archetypes().agents)]))"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PATH": ""},
+        capture_output=True, text=True, timeout=scaled(60), cwd=tmp_path, env={"PATH": ""},
     )  # fmt: skip
     assert where.returncode == 0, where.stderr
     web_file, ui_dir, agents_dir, agent_ids = json.loads(where.stdout)
@@ -110,7 +111,7 @@ def test_an_installed_wheel_serves_the_page_and_finds_the_setup_agent(wheel: Pat
     assert agent_ids == ["mcp_setup"]
 
     # `mcp-setup agent --help` of the installed script names the agent from the installed definition.
-    helped = subprocess.run([str(bin_dir / "mcp-setup"), "agent", "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    helped = subprocess.run([str(bin_dir / "mcp-setup"), "agent", "--help"], capture_output=True, text=True, timeout=scaled(60), cwd=tmp_path)
     assert helped.returncode == 0, helped.stderr
     assert "mcp_setup (guided driver)" in helped.stdout
     assert f"defined in {target / 'setup_agent' / 'agent' / 'agents' / 'mcp_setup.toml'}" in helped.stdout

@@ -4,7 +4,10 @@ A stdio face whose client cannot show a page, on a machine with no browser, has 
 ask: its consent waits in the store (see :mod:`setup_agent.setup.shared_consents`). This command
 lists every such consent and tool-list change opened by any mcp-setup process on the data dir (or
 the team's database), shows each exactly as the consent page does, and records your answer as
-``user:terminal``; the waiting process applies it within a second.
+``user:terminal``; the waiting process applies it within a second. A secret prompt waiting the
+same way is answered at a hidden prompt (the value is encrypted with the data key on its way).
+It also tells of every refused guess at a secret (the guard's incidents), and unblocks a client
+the guard blocked, if you say so: only you can.
 
 It is a user channel, so it takes answers from a person only: it refuses to run without a
 terminal, and reads each answer from the terminal itself (``/dev/tty``), never from stdin.
@@ -62,7 +65,12 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
                 return 0
             print(f"{len(waiting)} request(s) wait for your approval.\n")
             for item in waiting:
-                _answer_one(shared, item, answers)
+                if item.kind == "secret":
+                    _answer_secret(shared, vault, item)
+                elif item.kind in ("incident", "lock"):
+                    _answer_guard(shared, item, answers)
+                else:
+                    _answer_one(shared, item, answers)
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1
@@ -84,6 +92,56 @@ def _ask(answers: TextIO, question: str) -> str:
     if not line:
         raise EOFError
     return line.strip()
+
+
+def _printable(text: object, limit: int = 500) -> str:
+    """An agent's text, safe for a terminal: no escape sequences, no control characters."""
+    return "".join(ch if ch.isprintable() else " " for ch in str(text or ""))[:limit]
+
+
+def _answer_secret(shared: Any, vault: Any, item: Any) -> None:
+    import getpass
+
+    from setup_agent.setup import answer_secret_shared
+
+    key = _printable(item.request.get("key_name"), 128)
+    server = item.request.get("server")
+    print(f"An AI client asks for your {key}" + (f" for {_printable(server, 200)}" if server else "") + ".")
+    print(f"  It says: {_printable(item.request.get('prompt'))}")
+    print("  What you type stays on this computer; the assistant only gets a reference to it.")
+    while True:
+        value = getpass.getpass(f"  Your {key} (hidden; press Enter to skip, type - to cancel): ")  # reads /dev/tty
+        if not value:
+            print("Skipped.\n")
+            return
+        try:
+            done = answer_secret_shared(shared, vault, item.item_id, None if value == "-" else value, by=BY)
+        except InvalidInput as exc:
+            print(f"  {exc.message}")
+            continue
+        finally:
+            value = ""
+        print(("Saved. The assistant can go on now." if done else "It was answered elsewhere or expired.") + "\n")
+        return
+
+
+def _answer_guard(shared: Any, item: Any, answers: TextIO) -> None:
+    """An agent sent a value mcp-setup protects (a guess at a secret?): told; a lock may be lifted."""
+    who = _printable(item.request.get("principal"), 200)
+    count = item.request.get("refusals")
+    print(f"Warning: {who} sent a value that mcp-setup protects in its tool arguments"
+          + (f" ({count} time(s))" if isinstance(count, int) else "") + ". The calls were refused. An assistant "
+          "never needs your stored secrets: it may be trying to guess one.")
+    if item.kind == "incident":
+        shared.close(item.item_id)  # told: it leaves the list
+        print()
+        return
+    print("  Its tool calls are blocked.")
+    if _ask(answers, f"  Unblock {who}? [y/N] ").lower() in ("y", "yes"):
+        shared.answer(item.item_id, "approved", by=BY)
+        print("Unblocked: its next call goes through again.\n")
+    else:
+        print("It stays blocked.\n")
 
 
 def _answer_one(shared: Any, item: Any, answers: TextIO) -> None:

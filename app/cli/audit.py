@@ -2,6 +2,8 @@
 
 * ``audit`` prints the append-only audit: installs, removals, enable/disable, tool-list
   changes, approvals and rejections, with time, actor and hashes (never values).
+  ``audit --verify`` checks the rows' hash chain (setup_agent/store/audit_chain.py) and names the
+  first broken link (exit code 1), or prints the number of rows and the last row's hash.
 * ``tools-review`` shows, in a terminal, each installed server whose tools changed since the
   user approved them (new texts escaped: no control character reaches the terminal) and asks
   approve / reject / skip. It refuses to run without a terminal on stdin: an approval is the
@@ -39,6 +41,8 @@ def add_audit_parser(sub: Any) -> None:
     )
     audit.add_argument("--json", action="store_true", help="one JSON document: {\"audit\": [rows], \"counts\": {...}}")
     audit.add_argument("--limit", type=int, default=None, metavar="N", help="only the last N rows")
+    audit.add_argument("--verify", action="store_true",
+                       help="check the hash chain from the first row; name the first broken link (exit code 1)")
 
 
 def add_tools_review_parser(sub: Any) -> None:
@@ -59,6 +63,9 @@ def escape(text: str) -> str:
 def run_audit(settings: Settings, args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
 
+    if getattr(args, "verify", False):
+        return _verify(settings, args, out)
+
     def act(store: Store) -> str:
         rows = store.audit(limit=args.limit)
         if args.json:
@@ -77,6 +84,24 @@ def run_audit(settings: Settings, args: argparse.Namespace, out: TextIO | None =
         return "\n".join(lines)
 
     return _run(settings, act, out)
+
+
+def _verify(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
+    found: dict[str, Any] = {}
+
+    def act(store: Store) -> str:
+        report = store.verify_audit()
+        found.update(report.public())
+        if args.json:
+            return json.dumps(report.public(), indent=2)
+        if report.ok:
+            return f"The audit's chain is whole: {report.rows} rows; the last row's hash is {report.last_hash}."
+        first = report.broken[0]
+        more = f" ({len(report.broken)} broken links in all)" if len(report.broken) > 1 else ""
+        return f"The audit's chain is broken at row {first['id']}: {first['reason']}{more}."
+
+    status = _run(settings, act, out)
+    return status if status or found.get("ok") else 1
 
 
 def run_tools_review(

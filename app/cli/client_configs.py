@@ -18,7 +18,9 @@ codex           ~/.codex/config.toml (TOML)                     %USERPROFILE%\\�
 A merge changes only the entries it names: the file is parsed (a malformed one is reported
 with its path and line and left untouched), the entry is set or removed, and the file is
 written back only when something changed (so connecting twice is a no-op), after a copy
-``<file>.bak-<UTC timestamp>`` of the old one. JSON files are rewritten with two-space
+``<file>.bak-<UTC timestamp>`` of the old one (0600, created exclusively). A symlinked file is
+written through to its target; the new text goes to an exclusive temp file in the target's dir
+that takes the target's mode, then replaces it. JSON files are rewritten with two-space
 indentation; a JSON file holding comments (JSONC) is refused rather than stripped of them.
 The TOML file is edited as text: a table ``[mcp_servers.NAME]`` is appended or cut out, so
 every other line stays byte for byte.
@@ -26,12 +28,14 @@ every other line stays byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
 import re
-import shutil
+import stat
 import sys
+import tempfile
 import textwrap
 import tomllib
 from collections.abc import Mapping
@@ -40,7 +44,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLIENTS", "ClientConfig", "ConfigError", "Edit", "client_config", "entry_for", "is_ours", "looks_secret"]
+__all__ = [
+    "CLIENTS", "ClientConfig", "ConfigError", "Edit", "client_config", "entry_for", "is_ours", "looks_secret", "secret_reason",
+]
 
 
 class ConfigError(Exception):
@@ -107,22 +113,45 @@ class Edit:
             fromfile=str(self.path), tofile=f"{self.path} (new)",
         ))  # fmt: skip
 
+    def target(self) -> Path:
+        """The file a write changes: a symlinked config is written through (the link stays a link)."""
+        return Path(os.path.realpath(self.path)) if self.path.is_symlink() else self.path
+
     def write(self, now: datetime | None = None) -> Path | None:
-        """Write the new text (after a timestamped backup of the old file); returns the backup."""
+        """Write the new text (after a timestamped 0600 backup of the old file); returns the backup.
+
+        Through a symlink to its target (#24 item 7); the temp file is made exclusively with a
+        random name in the target's own dir and takes the target's mode, so a link planted in a
+        shared dir is never followed (#24 item 8); the backup is created exclusively, 0600."""
         if not self.changed:
             return None
-        backup = None
-        if self.path.exists():
+        target = self.target()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        backup, mode = None, 0o600
+        if target.exists():
             stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%fZ")
-            backup = self.path.with_name(f"{self.path.name}.bak-{stamp}")
-            shutil.copy2(self.path, backup)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".mcp-setup-tmp")
-        tmp.write_text(self.after, encoding="utf-8")
-        if self.path.exists():
-            shutil.copymode(self.path, tmp)
-        tmp.replace(self.path)
+            backup = target.with_name(f"{target.name}.bak-{stamp}")
+            _write_exclusive(backup, target.read_bytes())
+            mode = stat.S_IMODE(target.stat().st_mode)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".mcp-setup-tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self.after)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         return backup
+
+
+def _write_exclusive(path: Path, data: bytes) -> None:
+    """A new file at ``path`` (never through a link, never over a file), 0600, holding ``data``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, 0o600)
 
 
 class ClientConfig:
@@ -253,15 +282,28 @@ def client_config(client: str, home: Path, platform: str = sys.platform) -> Clie
     return ClientConfig(client, home / rel)
 
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PAT|CREDENTIAL|AUTH)", re.I)
-_SECRET_VALUE = re.compile(r"^(sk-|ghp_|gho_|github_pat_|xox[abp]-|ntn_|secret_|AKIA|AIza|glpat-)")
+#: A setting whose name says it holds a secret (#24 item 9): ``MY_DB_PASS``, ``PGPWD``, ``X_TOKEN`` …
+_SECRET_NAME = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE|(?:^|_)PAT(?:$|_)", re.I)
+
+
+def secret_reason(key: str, value: object) -> str | None:
+    """Why ``value`` under ``key`` looks like a secret (its name, or its value: a known key
+    prefix, a JWT, a URL with a password, a long high-entropy token), or None. A ``${…}``
+    template is not a value."""
+    from setup_agent.secrets import looks_like_secret
+
+    if not isinstance(value, str) or not value.strip() or "${" in value:
+        return None
+    if _SECRET_NAME.search(key):
+        return "its name says it is a secret"
+    if looks_like_secret(value):
+        return "its value looks like a key or token"
+    return None
 
 
 def looks_secret(key: str, value: object) -> bool:
-    """A literal (not ``${…}``) value under a secret-sounding name, or with a known token prefix."""
-    if not isinstance(value, str) or len(value) < 8 or "${" in value:
-        return False
-    return bool(_SECRET_NAME.search(key) or _SECRET_VALUE.match(value))
+    """A literal value that :func:`secret_reason` finds secret-looking (any length)."""
+    return secret_reason(key, value) is not None
 
 
 def is_ours(entry: dict[str, Any], launcher: list[str]) -> bool:

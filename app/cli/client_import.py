@@ -7,7 +7,9 @@ install it under the entry's name (secret values encrypted, the launch spec hold
 ``${KEY}``); and rewrite the entry to ``mcp-setup run SLUG``. One file write at the end,
 after a backup. An entry whose test fails, or with a key the user keeps, stays as it was.
 Literal secrets in ``args`` or ``headers`` are reported, not moved (they need a template the
-server understands).
+server understands). At the end, every setting and file that still holds a plain-text secret
+is listed with why (kept by the user, its test failed, in args or headers, the backup). A
+symlinked config is written through to its target.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from app.settings import Settings
 from setup_agent.errors import SetupError
 from setup_agent.launch import LaunchSpec
 
-from .client_configs import ClientConfig, entry_for, is_ours, looks_secret
+from .client_configs import ClientConfig, entry_for, is_ours, looks_secret, secret_reason
 
 __all__ = ["run_import"]
 
@@ -39,6 +41,7 @@ def run_import(
     from .servers import _with_runtime
 
     plans: list[tuple[str, dict[str, Any], set[str]]] = []
+    plain: list[str] = []  # what stays in plain text, and why (#24 item 9)
     for name, entry in config.servers().items():
         if is_ours(entry, launcher) or not entry.get("command"):
             continue
@@ -47,14 +50,17 @@ def run_import(
         loose = [a for a in entry.get("args") or [] if looks_secret("arg", a)]
         if loose or any(looks_secret(k, v) for k, v in (entry.get("headers") or {}).items()):
             print(f"{name}: a secret-looking value is in its args or headers; move it by hand (not changed).")
+            plain.append(f"{name}: a value in its args or headers (mcp-setup cannot move it: move it by hand)")
         if not secret:
             continue
         if all(args.yes or _confirm(name, key) for key in sorted(secret)):
             plans.append((name, {**entry, "env": env}, secret))
         else:
             print(f"{name}: kept as it is.")
+            plain += [f"{name}: {key} ({secret_reason(key, env[key])}; you kept it)" for key in sorted(secret)]
     if not plans:
         print(f"{config.path}: nothing to import.")
+        _report(plain)
         return 0
 
     async def body(runtime: Any) -> dict[str, str]:
@@ -64,16 +70,28 @@ def run_import(
                 done[name] = await _install(runtime, config.client, name, entry, secret)
             except SetupError as exc:
                 print(f"{name}: not imported: {exc.message}")
+                plain.extend(f"{name}: {key} (not imported: its test failed)" for key in sorted(secret))
         return done
 
     done = _with_runtime(settings, handler, body)
     if not done:
+        _report(plain)
         return 1
     edit = config.set_entries({n: entry_for(config.client, [*launcher, "run", slug], launcher_env) for n, slug in done.items()})
+    target = edit.target()
     backup = edit.write()
-    print(f"Imported {', '.join(done)}; {config.path} now runs them with `mcp-setup run`"
-          + (f" (the old file is {backup}: it still holds the plain-text values; delete it when done)." if backup else "."))  # fmt: skip
+    through = f" (through the link {config.path})" if target != config.path else ""
+    print(f"Imported {', '.join(done)}; {target}{through} now runs them with `mcp-setup run`.")
+    if backup is not None:
+        plain.append(f"{backup}: the old file's copy, readable by you only (delete it when done)")
+    _report(plain)
     return 0 if len(done) == len(plans) else 1
+
+
+def _report(plain: list[str]) -> None:
+    """Every file or setting that still holds a plain-text secret, and why."""
+    if plain:
+        print("Still in plain text:\n" + "\n".join(f"  {line}" for line in plain))
 
 
 async def _install(runtime: Any, client: str, name: str, entry: dict[str, Any], secret: set[str]) -> str:

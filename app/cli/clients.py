@@ -158,7 +158,9 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
-    from setup_agent.launch import LaunchSpec, materialize, minimal_environment
+    from setup_agent.launch import LaunchSpec, materialize, minimal_environment, sandboxed
+
+    from app.runtime import make_sandbox
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
@@ -172,9 +174,12 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     values.clear()
     os.chdir(resolved.cwd or install_dir)
     env = minimal_environment(resolved.env)
-    command = shutil.which(resolved.command or "", path=env.get("PATH")) or resolved.command
+    command = shutil.which(resolved.command or "", path=env.get("PATH")) or resolved.command or ""
+    # The same sandbox as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
+    wrapped, args, env = sandboxed(make_sandbox(settings, os.environ), command, resolved, env)
     sys.stdout.flush()
-    os.execve(command, [resolved.command, *resolved.args], env)  # type: ignore[arg-type]
+    argv0 = resolved.command if wrapped == command else wrapped
+    os.execve(wrapped, [argv0, *args], env)  # type: ignore[arg-type]
     return 1  # not reached
 
 

@@ -2,7 +2,8 @@
 
 Checks, in order: runtimes (node/npx, uv/uvx, docker, dnx: a missing one is a problem only
 when an installed server runs with it), the data dir (exists, writable), the database (opens,
-schema revision), the data key (keyring, key file or a team's file), each configured registry
+schema revision), the data key (keyring, key file or a team's file), the sandbox local servers
+start in (bubblewrap, Landlock, or "not isolated on this system"), each configured registry
 (one search; a failure in the words `mcp-setup search` uses, a skipped one such as Smithery
 without a key listed as skipped), and each enabled installed server (started here once, bounded, then stopped).
 """
@@ -29,6 +30,23 @@ RUNTIME_FIXES = {
     "docker": "install Docker (https://docs.docker.com/get-docker/) for OCI packages",
     "dnx": "install the .NET 10 SDK (https://dotnet.microsoft.com) for NuGet packages",
 }
+
+
+def _sandbox_check(sandbox: Any) -> dict[str, Any]:
+    """Which mechanism isolates the local servers here (README "Sandbox")."""
+    fix = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed, "
+           "or use a Linux kernel with Landlock (5.13 or later)")  # fmt: skip
+    if sandbox is None:
+        return _check("sandbox", True, "none — not isolated on this system")
+    mechanism, why = sandbox.mechanism, sandbox.why
+    missing = sandbox.required_but_missing()
+    if missing:
+        return _check("sandbox", False, f"{missing}; no local server starts", fix + ", or set MCP_SETUP_SANDBOX=auto")
+    if mechanism != "none":
+        return _check("sandbox", True, f"{mechanism} ({why}): servers see their own folder, not your files or mcp-setup's")
+    detail = f"none — not isolated on this system ({why})"
+    linux_without = sandbox.mode == "auto" and sandbox.platform.startswith("linux")
+    return _check("sandbox", not linux_without, detail, fix)
 
 
 def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict[str, Any]:
@@ -58,6 +76,7 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
     if location.startswith("file:"):
         key_detail = f"key file {location[5:]} (no OS keyring; keep this file private and backed up)"
     checks.append(_check("data key", location != "memory", key_detail, "set MCP_SETUP_DATA_KEY_FILE or install a keyring"))
+    checks.append(await asyncio.to_thread(_sandbox_check, getattr(runtime.prober, "sandbox", None)))
     for name in runtime.hub.sources:
         try:
             async with asyncio.timeout(settings.registry_timeout_seconds + 2):

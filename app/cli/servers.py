@@ -18,6 +18,7 @@ import asyncio
 import getpass
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -149,8 +150,9 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     with _store(settings) as store:
         s = _resolve(store, args.name)
     spec = s.launch_spec  # templates like ${KEY}, never values
+    sandbox = _sandbox_words(settings, spec)  # what the consent said it can see (#23)
     if args.json:
-        _print_json({**server_json(s), "launch": spec, "tools": list(s.tools)})
+        _print_json({**server_json(s), "launch": spec, "sandbox": sandbox, "tools": list(s.tools)})
         return 0
     print(f"{s.title or s.qualified_name}\n  name: {s.qualified_name}\n  id: {s.server_id}\n  slug: {s.slug}")
     print(f"  {STATE_WORDS[server_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
@@ -163,9 +165,20 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  url: {spec['url']}")
     for k in s.env_keys:
         print(f"  setting {k.key}{' (secret, stored encrypted)' if k.secret else ''}")
+    for line in sandbox:
+        print(f"  sandbox: {line}")
     for t in s.tools:
         print(f"  tool {t.get('name')}: {str(t.get('description') or '').strip()[:100]}")
     return 0
+
+
+def _sandbox_words(settings: Settings, spec: dict[str, Any]) -> list[str]:
+    """The profile in the consent's words, with the mechanism this machine runs now."""
+    from app.runtime import make_sandbox
+    from setup_agent.launch import LaunchSpec
+    from setup_agent.setup import sandbox_profile
+
+    return sandbox_profile(LaunchSpec.model_validate(spec), make_sandbox(settings, os.environ).mechanism)
 
 
 def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:

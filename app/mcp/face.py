@@ -178,7 +178,6 @@ class McpFace:
         return await (await self.runtime()).gateway.ready()
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
-        # Plain JSON as the servers sent their tools: the SDK validates it once for the session.
         return {**LIST_ENVELOPE, "tools": listed_tools(self.gateway_tools, await self.catalog())}
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
@@ -193,6 +192,7 @@ class McpFace:
         call_ctx = CallContext(
             installed_by=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
+            principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p),
             present_authorization=lambda info: self._present_sign_in(ctx, info),

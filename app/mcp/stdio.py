@@ -2,16 +2,20 @@
 
 :func:`run_stdio` serves :class:`~app.mcp.face.McpFace` on stdin/stdout. It answers
 ``initialize`` before it loads the core (tool calls wait for it), reads stdin on the event loop
-so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF.
+so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF, also one
+the SDK cannot read (#24 item 10: ``-32700`` parse error, ``-32600`` invalid request, ``-32602``
+invalid params; one log line without values).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import stat
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -75,6 +79,9 @@ class _PipeLines:
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
+        #: Each line read, until the SDK's item for it is taken (one item per line, in order):
+        #: a line the SDK cannot read is answered from it (#24 item 10).
+        self.lines: deque[str] = deque()
 
     def __aiter__(self) -> _PipeLines:
         return self
@@ -83,7 +90,40 @@ class _PipeLines:
         line = await self._reader.readline()
         if not line:
             raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        text = line.decode("utf-8", "replace")
+        self.lines.append(text)
+        return text
+
+
+_PARSE_ERROR, _INVALID_REQUEST, _INVALID_PARAMS = -32700, -32600, -32602
+
+
+def _bad_line_answer(raw: str | None) -> tuple[int | None, Any]:
+    """The JSON-RPC error code and id that answer a line the SDK could not read (None: a
+    notification, which gets no answer). Never a value of the line in the answer."""
+    if raw is None:
+        return _PARSE_ERROR, None
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return _PARSE_ERROR, None  # truncated, not JSON, or nested past what we parse
+    if not isinstance(message, dict):
+        return _INVALID_REQUEST, None
+    req_id = message.get("id")
+    if not isinstance(req_id, (str, int)) or isinstance(req_id, bool):
+        return (_INVALID_REQUEST, None) if "id" in message or "method" not in message else (None, None)
+    if message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+        return _INVALID_REQUEST, req_id
+    return _INVALID_PARAMS, req_id  # a request the SDK refused: its params (depth, a lone surrogate)
+
+
+def _error_message(code: int, req_id: Any) -> Any:
+    from mcp import types
+    from mcp.shared.message import SessionMessage
+
+    text = {_PARSE_ERROR: "Parse error", _INVALID_REQUEST: "Invalid request", _INVALID_PARAMS: "Invalid params"}[code]
+    error = types.JSONRPCError(jsonrpc="2.0", id=req_id, error=types.ErrorData(code=code, message=text))
+    return SessionMessage(error)
 
 
 async def _cancellable_stdin() -> Any:
@@ -106,7 +146,11 @@ async def _cancellable_stdin() -> Any:
 
 @asynccontextmanager
 async def _drained(
-    read_stream: Any, write_stream: Any, grace: float = 60.0, answered_once: anyio.Event | None = None
+    read_stream: Any,
+    write_stream: Any,
+    grace: float = 60.0,
+    answered_once: anyio.Event | None = None,
+    lines: deque[str] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Streams whose end of input waits until every request read has been answered.
 
@@ -114,6 +158,7 @@ async def _drained(
     the server would stop at EOF and drop the answers still being worked on.
     """
     pending: set[Any] = set()
+    lines = lines if lines is not None else deque()
     answered: list[anyio.Event] = []  # the EOF waiter's current event
     in_send, in_recv = anyio.create_memory_object_stream[Any](0)
     out_send, out_recv = anyio.create_memory_object_stream[Any](0)
@@ -121,6 +166,15 @@ async def _drained(
     async def pump_in() -> None:
         async with in_send:
             async for item in read_stream:
+                raw = lines.popleft() if lines else None
+                if isinstance(item, Exception):  # a line the SDK could not read: answer it here
+                    code, req_id = _bad_line_answer(raw)
+                    logger.warning("stdio: a request line could not be read (%s); answered %s",
+                                   type(item).__name__, code if code is not None else "nothing (a notification)")
+                    if code is not None:
+                        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            await out_send.send(_error_message(code, req_id))
+                    continue
                 message = getattr(item, "message", None)
                 if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
                     pending.add(message.id)
@@ -217,7 +271,7 @@ async def run_stdio(
             tg.start_soon(load)
             stdin = await _cancellable_stdin()
             async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(
-                read_stream, write_stream, answered_once=answered_once
+                read_stream, write_stream, answered_once=answered_once, lines=getattr(stdin, "lines", None)
             ) as streams:
                 await face.server.run(*streams, face.initialization_options())
             tg.cancel_scope.cancel()

@@ -60,13 +60,14 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
         rows.append(("Command line", " ".join(request.command_line)))
     if request.url:
         rows.append(("URL", f"{request.url} ({request.transport})"))
-    for name, template in request.env.items():
-        rows.append(("Environment", f"{name}={template}"))
+    if request.env:  # one row for all of them, a line each
+        rows.append(("Environment", "\n".join(f"{name}={template}" for name, template in request.env.items())))
     for name, template in request.headers.items():
         rows.append(("Header", f"{name}: {template}"))
     for secret in request.secrets:
         where = secret.destination + (f" — host {secret.host}" if secret.host else "")
         rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
+    rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see (#23)
     return rows
 
 
@@ -104,9 +105,10 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
         + warnings
+        # Deny is the safe default: first (Enter in a field submits it), focused, and drawn as the main button.
         + '<div class="buttons">\n'
-        '<button type="submit" name="action" value="approve">Approve</button>\n'
-        '<button type="submit" name="action" value="deny" formnovalidate>Deny</button>\n'
+        '<button type="submit" name="action" value="deny" class="primary" formnovalidate autofocus>Deny</button>\n'
+        '<button type="submit" name="action" value="approve" class="approve">Approve</button>\n'
         "</div>\n</form>"
     )
     return _page(f"Allow {request.server}?", body, status)

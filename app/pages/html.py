@@ -17,20 +17,41 @@ from setup_agent.secrets import PendingPrompt
 __all__ = ["PAGE_CSS", "document", "esc", "form_page", "message_page", "not_found_page", "prompt_error_page", "refused_page"]
 
 PAGE_CSS = """\
-:root { color-scheme: light dark; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }
-body { margin: 0; padding: 1rem; line-height: 1.5; font-size: 1.05rem; }
-main { max-width: 34rem; margin: 2rem auto; }
-h1 { font-size: 1.35rem; line-height: 1.3; }
-code { font-size: 1em; overflow-wrap: anywhere; }
-blockquote { margin: 1rem 0; padding: .5rem 1rem; border-left: .25rem solid #888; white-space: pre-wrap;
+:root { --bg: #f4f5f7; --card: #ffffff; --text: #1b1f24; --muted: #5a6270; --line: #d5d9e0; --accent: #1f5fbf;
+  --bad: #b3261e; --warn: #8a5a00; --warn-soft: #fff4dc; --focus: #2a6fdb; --radius: 10px; color-scheme: light;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", sans-serif; font-size: 16px; line-height: 1.5; }
+* { box-sizing: border-box; }
+body { margin: 0; padding: 0; background: var(--bg); color: var(--text); }
+.top { background: #14213d; color: #fff; padding: .8rem 1.25rem; font-weight: 700; }
+main { max-width: 38rem; margin: 1.25rem auto; padding: 1rem 1.25rem 1.5rem; background: var(--card);
+  border: 1px solid var(--line); border-radius: var(--radius); }
+h1 { font-size: 1.35rem; line-height: 1.3; margin: .25rem 0 .75rem; }
+h2 { font-size: 1.1rem; margin: 1.25rem 0 .4rem; }
+code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: .95em; overflow-wrap: anywhere; }
+blockquote { margin: 1rem 0; padding: .5rem 1rem; border-left: .25rem solid var(--line); white-space: pre-wrap;
   overflow-wrap: anywhere; }
-label { display: block; font-weight: 600; margin: 1rem 0 .25rem; }
-input[type=password] { box-sizing: border-box; width: 100%; font-size: 1.1rem; padding: .6rem; }
-.buttons { display: flex; gap: .75rem; margin-top: 1rem; flex-wrap: wrap; }
-button { font-size: 1.05rem; padding: .6rem 1.2rem; cursor: pointer; }
-button:focus-visible, input:focus-visible { outline: 3px solid #2a6fdb; outline-offset: 2px; }
-.error { color: #b00020; font-weight: 600; }
-.note { font-size: .95rem; opacity: .85; }
+dl { display: grid; grid-template-columns: minmax(7rem, max-content) 1fr; gap: .35rem 1rem; margin: 1rem 0; }
+dt { font-weight: 600; color: var(--muted); }
+dd { margin: 0; min-width: 0; }
+dd code { white-space: pre-line; }
+label { display: block; font-weight: 600; margin: 1rem 0 .35rem; }
+input[type=password], input[type=text] { width: 100%; font: inherit; font-size: 1.05rem; padding: .55rem .7rem;
+  border: 1px solid #a9b0bc; border-radius: 8px; background: #fff; color: var(--text); }
+.buttons { display: flex; gap: .75rem; margin-top: 1.25rem; flex-wrap: wrap; }
+button { font: inherit; font-weight: 600; padding: .55rem 1.1rem; min-height: 2.5rem; border-radius: 8px; cursor: pointer;
+  border: 1px solid var(--line); background: #fff; color: var(--text); }
+button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
+button.approve { color: var(--accent); border-color: var(--accent); }
+:focus-visible { outline: 3px solid var(--focus); outline-offset: 2px; }
+.error { color: var(--bad); font-weight: 600; }
+.note { font-size: .95rem; color: var(--muted); }
+#warnings { background: var(--warn-soft); color: var(--warn); border-radius: 8px; padding: .6rem 1rem .6rem 2rem; }
+@media (max-width: 32rem) {
+  main { margin: 0; border-radius: 0; border-left: 0; border-right: 0; }
+  dl { grid-template-columns: 1fr; gap: .1rem; }
+  dd { margin-bottom: .5rem; }
+  .buttons button { flex: 1 1 100%; }
+}
 """
 
 
@@ -44,7 +65,7 @@ def document(title: str, body: str) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n"
         '<link rel="stylesheet" href="/secrets/static/page.css">\n'
-        f"</head>\n<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
+        f'</head>\n<body>\n<header class="top">mcp-setup</header>\n<main>\n{body}\n</main>\n</body>\n</html>\n'
     )
 
 
@@ -80,7 +101,7 @@ def form_page(prompt: PendingPrompt, token: str, *, error: str | None = None, st
         '<input type="password" id="value" name="value" autocomplete="off" required autofocus '
         f'spellcheck="false" autocapitalize="off" aria-describedby="{described}">\n'
         '<div class="buttons">\n'
-        '<button type="submit" name="action" value="submit">Submit</button>\n'
+        '<button type="submit" name="action" value="submit" class="primary">Submit</button>\n'
         '<button type="submit" name="action" value="cancel" formnovalidate>Cancel</button>\n'
         "</div>\n</form>\n"
         f'<p class="note" id="weak-note">{esc(_WEAK_NOTE)}</p>\n'

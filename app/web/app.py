@@ -297,7 +297,7 @@ def create_app(
 
     @app.post("/api/secrets/{prompt_id}")
     async def secret_answer(request: Request, prompt_id: str) -> Response:
-        return await answer_secret(face.runtime, request, prompt_id)
+        return await answer_secret(face.runtime, request, prompt_id, foreign=face.foreign)
 
     @app.post("/api/consents/{consent_id}")
     async def consent_answer(request: Request, consent_id: str) -> Response:

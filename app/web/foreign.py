@@ -1,11 +1,12 @@
-"""Consents and tool-list changes opened by another mcp-setup process (a stdio face with no
-browser, another ``serve``), shown in this page's consent modal and answered here.
+"""Consents, tool-list changes and secret prompts opened by another mcp-setup process (a stdio
+face with no browser, another ``serve``), shown in this page's modals and answered here.
 
 They live in the store (:class:`~setup_agent.store.PendingApprovals`); :class:`ForeignConsents`
-looks once a second, announces each new one to every open tab (``consent_request``, the same event
-as this process's own consents), tells the tabs when one is gone (``consent_done``), and hands a
-new tab the ones still waiting. The answer (``POST /api/consents/{id}``, see ``consents.py``) is
-recorded in the store for the owner to apply, as ``user:web`` (or an admin's ``token:NAME``).
+looks once a second, announces each new one to every open tab (``consent_request`` or
+``secret_request``, the same events as this process's own), tells the tabs when one is gone
+(``consent_done`` / ``secret_done``), and hands a new tab the ones still waiting. The answer
+(``POST /api/consents/{id}`` or ``/api/secrets/{id}``) is recorded in the store for the owner to
+apply, as ``user:web`` (or an admin's ``token:NAME``); a secret value encrypted with the data key.
 """
 
 from __future__ import annotations
@@ -52,15 +53,21 @@ class ForeignConsents:
                 log.warning("web: could not read the approvals other processes wait for (%s)", exc.code)
                 items = None
             if items is not None:
-                waiting = {i.item_id: i for i in items if i.owner != self._me and owner_alive(i.owner)}
+                waiting = {
+                    i.item_id: i for i in items
+                    if i.kind in ("consent", "secret") and i.owner != self._me and owner_alive(i.owner)
+                }  # fmt: skip
                 for item_id, item in waiting.items():
                     if item_id not in self.shown:
-                        event = {"type": "consent_request", "consent_id": item_id, "consent": item.request}
-                        self.shown[item_id] = event
+                        self.shown[item_id] = event = _shown(item)
                         self.hub.emit(event)
                 for item_id in [i for i in self.shown if i not in waiting]:
-                    self.shown.pop(item_id, None)
-                    self.hub.emit({"type": "consent_done", "consent_id": item_id, "status": "closed"})
+                    gone = self.shown.pop(item_id)
+                    if gone["type"] == "secret_request":
+                        self.hub.emit({"type": "secret_done", "prompt_id": item_id, "key_name": gone.get("key_name"),
+                                       "status": "closed"})
+                    else:
+                        self.hub.emit({"type": "consent_done", "consent_id": item_id, "status": "closed"})
             await asyncio.sleep(self.interval)
 
     async def aclose(self) -> None:
@@ -68,3 +75,12 @@ class ForeignConsents:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+
+
+def _shown(item: Any) -> dict[str, Any]:
+    """The event a tab opens its modal for: the same as for this process's own items."""
+    if item.kind == "secret":
+        request = item.request
+        return {"type": "secret_request", "prompt_id": item.item_id, "key_name": request.get("key_name"),
+                "prompt": request.get("prompt"), "server": request.get("server")}
+    return {"type": "consent_request", "consent_id": item.item_id, "consent": item.request}

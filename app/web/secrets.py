@@ -40,8 +40,9 @@ class BrokerView:
         return getattr(self._runtime().broker, name)
 
 
-async def answer_secret(runtime: Any, request: Request, prompt_id: str) -> Response:
-    """The modal's answer for ``prompt_id``. The value is never echoed or logged."""
+async def answer_secret(runtime: Any, request: Request, prompt_id: str, *, foreign: Any = None) -> Response:
+    """The modal's answer for ``prompt_id``. The value is never echoed or logged. Another process's
+    prompt (shown by ``foreign.py``) is answered through the store, encrypted with the data key."""
     data = await read_answer(request, send_json=_SEND_JSON, too_long="The value is too long.")
     if isinstance(data, Response):
         return data
@@ -50,6 +51,15 @@ async def answer_secret(runtime: Any, request: Request, prompt_id: str) -> Respo
     broker = runtime.broker
     value = data.pop("value", None)
     try:
+        if foreign is not None and foreign.owns(prompt_id):
+            from setup_agent.setup import answer_secret_shared
+
+            if data.get("cancel") is not True and not isinstance(value, str):
+                return json_error(400, "invalid_input", "Enter a value, or cancel.")
+            cancel = data.get("cancel") is True
+            if not answer_secret_shared(runtime.approvals, runtime.vault, prompt_id, None if cancel else value, by="user:web"):
+                raise PromptNotFound("This request for a secret was answered elsewhere or has expired.")
+            return JSONResponse({"ok": True, "status": "cancelled" if cancel else "answered"})
         if data.get("cancel") is True:
             broker.cancel(prompt_id, "cancelled by the user in the web page")
             return JSONResponse({"ok": True, "status": "cancelled"})

@@ -16,15 +16,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from setup_agent.errors import NotFound
-from setup_agent.launch import BundleCache, ProcessLedger
+
+from setup_agent.errors import NotFound, ProtocolError
+from setup_agent.launch import BundleCache, ProcessLedger, Sandbox
 from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
 from .passthrough import Progress, ResourceLinks, raw_call, raw_read
 from .relay import Caller
+from .result_cap import DEFAULT_RESULT_CHARS, cap_result
 from .server_logs import delete_log
+
+#: Progress notifications one proxied call may bring before it is ended (those before are relayed).
+DEFAULT_CALL_NOTIFICATIONS = 1_000
 
 __all__ = ["ConnectionManager", "ServerStatus"]
 
@@ -53,8 +58,16 @@ class ConnectionManager:
         auth_for: AuthHook | None = None,
         bundles: BundleCache | None = None,
         logs_dir: Path | None = None,
+        max_result_chars: int = DEFAULT_RESULT_CHARS,
+        max_call_notifications: int = DEFAULT_CALL_NOTIFICATIONS,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.store = store
+        #: A proxied result is cut beyond this many characters, with a note (#24 item 5; 0: no cap).
+        self.max_result_chars = max_result_chars
+        #: A call whose server sends more progress notifications than this is ended (#24 item 5).
+        self.max_call_notifications = max_call_notifications
+        self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
@@ -299,11 +312,30 @@ class ConnectionManager:
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.last_used = asyncio.get_running_loop().time()
+        limit, heard = self.max_call_notifications, 0
+        label = live.server.title or live.server.qualified_name
+
+        async def heard_progress(value: float, total: float | None, message: str | None) -> None:
+            nonlocal heard
+            heard += 1
+            if limit and heard == limit + 1:
+                call.cancel()  # a flood: end the call rather than spend the loop on it
+            elif progress is not None and (not limit or heard <= limit):
+                await progress(value, total, message)
+
         with live.inflight.add(caller):
-            result = await raw_call(live.client, name, arguments or {}, progress, label=live.server.title or live.server.qualified_name)
-        live.last_used = asyncio.get_running_loop().time()
+            call = asyncio.ensure_future(raw_call(live.client, name, arguments or {}, heard_progress, label=label))
+            try:
+                result = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                if heard <= limit or not call.cancelled():
+                    call.cancel()
+                    raise
+                raise ProtocolError(f"The server sent more than {limit:,} notifications during one call; the call was ended.") from None
+            finally:
+                live.last_used = asyncio.get_running_loop().time()
         self.links.remember(server_id, result)
-        return self.redactor.redact_obj(result)
+        return cap_result(self.redactor.redact_obj(result), self.max_result_chars)  # after redaction: a cut never splits a secret
 
     async def set_logging_level(self, level: str) -> None:
         """``logging/setLevel`` on every connected server that declared ``logging``."""

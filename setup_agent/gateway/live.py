@@ -59,6 +59,7 @@ class Owner(Protocol):
     bundle_dir: Any
     host_env: Any
     auth_for: Any
+    sandbox: Any
     connect_timeout: float
     backoff: Any
     on_tools_changed: Any
@@ -152,6 +153,7 @@ class LiveConnection:
                         auth = owner.auth_for(server, values) if owner.auth_for is not None else None
                         cm = open_client(
                             resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth,
+                            sandbox=owner.sandbox,
                             callbacks=relay_callbacks(self.inflight, owner.redactor, server.title or server.qualified_name),
                         )  # fmt: skip
                     async with asyncio.timeout(owner.connect_timeout):

@@ -2,7 +2,9 @@
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
 ``prefetch.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
-scratch dirs (``scratch.py``), crash safety (``procs.py``) and stderr lines (``stderr_lines.py``).
+scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
+``grants.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
+(``listeners.py``) and known start failures with their repairs (``repairs.py``).
 
 Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
 """
@@ -26,16 +28,27 @@ if TYPE_CHECKING:
         required_keys_from_manifest,
         spec_from_manifest,
     )
-    from .package_choice import DEFAULT_PREFERENCE, RUNNERS, choose_package, describe_packages, runner_availability
+    from .package_choice import (
+        DEFAULT_PREFERENCE,
+        RUNNERS,
+        choose_package,
+        describe_packages,
+        runner_availability,
+        unverified_download,
+    )
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
+    from .repairs import apply_repair, explain_failure
+    from .grants import NOT_ISOLATED, granted_paths, profile_words
+    from .sandbox import Sandbox, sandboxed
     from .scratch import make_scratch_dir, sweep_scratch
     from .spec import LaunchSpec, materialize, template_keys
     from .stderr_lines import StderrLines
     from .transport import ProcessWatch, minimal_environment, proxy_credentials
 
 __all__ = [
+    "apply_repair",
     "argv_secret_keys",
     "build_spec",
     "BundleCache",
@@ -43,8 +56,10 @@ __all__ = [
     "claim_dir",
     "DEFAULT_PREFERENCE",
     "describe_packages",
+    "explain_failure",
     "fetch_bundle",
     "Fetcher",
+    "granted_paths",
     "HttpWatch",
     "LaunchSpec",
     "list_all_tools",
@@ -53,15 +68,19 @@ __all__ = [
     "materialize",
     "minimal_environment",
     "move_argv_secrets",
+    "NOT_ISOLATED",
     "open_client",
     "Prefetches",
     "ProcessLedger",
     "ProcessWatch",
+    "profile_words",
     "proxy_credentials",
     "read_manifest",
     "required_keys_from_manifest",
     "runner_availability",
     "RUNNERS",
+    "Sandbox",
+    "sandboxed",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
@@ -70,9 +89,11 @@ __all__ = [
     "tool_dicts",
     "unpack_bundle",
     "unset_keys",
+    "unverified_download",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "apply_repair": "repairs",
     "argv_secret_keys": "manifest",
     "build_spec": "packages",
     "BundleCache": "bundle_cache",
@@ -80,8 +101,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "claim_dir": "procs",
     "DEFAULT_PREFERENCE": "package_choice",
     "describe_packages": "package_choice",
+    "explain_failure": "repairs",
     "fetch_bundle": "bundle",
     "Fetcher": "fetch",
+    "granted_paths": "grants",
     "HttpWatch": "connector",
     "LaunchSpec": "spec",
     "list_all_tools": "connector",
@@ -90,15 +113,19 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "materialize": "spec",
     "minimal_environment": "transport",
     "move_argv_secrets": "manifest",
+    "NOT_ISOLATED": "grants",
     "open_client": "connector",
     "Prefetches": "prefetch",
     "ProcessLedger": "procs",
     "ProcessWatch": "transport",
+    "profile_words": "grants",
     "proxy_credentials": "transport",
     "read_manifest": "manifest",
     "required_keys_from_manifest": "manifest",
     "runner_availability": "package_choice",
     "RUNNERS": "package_choice",
+    "Sandbox": "sandbox",
+    "sandboxed": "sandbox",
     "spec_from_manifest": "manifest",
     "StderrLines": "stderr_lines",
     "sweep_install_dirs": "procs",
@@ -107,4 +134,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "tool_dicts": "connector",
     "unpack_bundle": "bundle",
     "unset_keys": "packages",
+    "unverified_download": "package_choice",
 })  # fmt: skip

@@ -27,11 +27,14 @@ from setup_agent.errors import BundleInvalid
 from .manifest import MAX_MANIFEST_BYTES, Manifest, parse_manifest, read_manifest
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_UNPACKED", "bundle_manifest", "fetch_bundle", "file_sha256", "unpack_bundle",
+    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_UNPACKED", "MAX_MEMBERS", "bundle_manifest", "fetch_bundle", "file_sha256", "unpack_bundle",
 ]
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_MAX_UNPACKED = 1024 * 1024 * 1024
+#: A bundle holds at most this many members (#24 item 12): more is refused before anything is read.
+MAX_MEMBERS = 10_000
+_EOCD = b"PK\x05\x06"
 _CHUNK = 64 * 1024
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -217,6 +220,7 @@ def unpack_bundle(archive: Path, target_dir: Path, *, max_bytes: int = DEFAULT_M
     bit. A ``binary`` server's entry point is made executable even if the zip lost its mode.
     On failure ``target_dir`` may hold a partial tree: the caller removes it.
     """
+    _check_member_count(archive)
     target_dir.mkdir(parents=True, exist_ok=True)
     root = target_dir.resolve()
     try:
@@ -225,7 +229,9 @@ def unpack_bundle(archive: Path, target_dir: Path, *, max_bytes: int = DEFAULT_M
         raise BundleInvalid("The bundle is not a valid zip archive.") from exc
     budget = max_bytes
     with zf:
-        for info in zf.infolist():
+        members = zf.infolist()
+        _check_sizes(members, max_bytes)  # the central directory's word, before anything is written
+        for info in members:
             try:
                 budget -= _extract(zf, info, root, budget)
             except (OSError, zipfile.BadZipFile, EOFError) as exc:
@@ -233,6 +239,34 @@ def unpack_bundle(archive: Path, target_dir: Path, *, max_bytes: int = DEFAULT_M
     _check_links(root)
     _make_entry_executable(root)
     return target_dir
+
+
+def _check_member_count(archive: Path) -> None:
+    """Refuse a bundle whose end-of-central-directory record counts more than :data:`MAX_MEMBERS`
+    members, before the directory itself is parsed (a 100,000-member bundle took minutes)."""
+    try:
+        with open(archive, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - (22 + 65535)))
+            tail = fh.read()
+    except OSError:
+        return  # ZipFile says what is wrong
+    at = tail.rfind(_EOCD)
+    if at < 0 or len(tail) < at + 22:
+        return
+    total = int.from_bytes(tail[at + 10 : at + 12], "little")
+    if total > MAX_MEMBERS and total != 0xFFFF:  # 0xFFFF: ZIP64, counted from the parsed directory
+        raise BundleInvalid(f"The bundle has {total:,} members, more than the {MAX_MEMBERS:,} allowed; refusing it.")
+
+
+def _check_sizes(members: list[zipfile.ZipInfo], max_bytes: int) -> None:
+    """Refuse too many members, or declared sizes over ``max_bytes`` in all (a zip bomb), before
+    anything is written; a member cannot unpack to more than its declared size."""
+    if len(members) > MAX_MEMBERS:
+        raise BundleInvalid(f"The bundle has {len(members):,} members, more than the {MAX_MEMBERS:,} allowed; refusing it.")
+    if sum(info.file_size for info in members) > max_bytes:
+        raise BundleInvalid("The bundle unpacks to more than the size limit; refusing it.")
 
 
 def _check_links(root: Path) -> None:
@@ -251,6 +285,7 @@ def _check_links(root: Path) -> None:
 
 def bundle_manifest(archive: Path) -> Manifest:
     """The manifest of a fetched bundle, read from the zip without unpacking anything."""
+    _check_member_count(archive)
     try:
         with zipfile.ZipFile(archive) as zf:
             try:

@@ -30,7 +30,9 @@ from mcp_types import Implementation
 
 from setup_agent.errors import CommandNotFound, RuntimeMissing
 
+from .listeners import own_listener_up, refuse_taken_port
 from .procs import ProcessLedger
+from .sandbox import Sandbox, sandboxed
 from .spec import ResolvedLaunch
 from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, minimal_environment, stdio_transport
 
@@ -104,11 +106,14 @@ async def open_client(
     ledger: ProcessLedger | None = None,
     auth: httpx2.Auth | None = None,
     port_timeout: float = 60.0,
+    sandbox: Sandbox | None = None,
     callbacks: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
 
-    ``callbacks``: more ``mcp.Client`` arguments (the gateway's relay of the server's requests).
+    With a ``sandbox``, a local process starts inside it (setup_agent/launch/sandbox.py), its
+    working dir ``resolved.cwd`` the folder it may write. ``callbacks``: more ``mcp.Client``
+    arguments (the gateway's relay of the server's requests).
 
     ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.sign_ins.GrantAuth`.
     A local package that serves HTTP (a command *and* a URL) is started first, and stopped
@@ -117,17 +122,18 @@ async def open_client(
     serving: AbstractAsyncContextManager[Any] = nullcontext()
     if resolved.transport != "stdio" and resolved.command:
         penv = minimal_environment(resolved.env, host_env=host_env)
+        pcommand, pargs, penv = sandboxed(sandbox, check_command(resolved.command, penv), resolved, penv)
         serving = serving_process(
-            check_command(resolved.command, penv), resolved.args, env=penv, cwd=resolved.cwd, url=resolved.url or "",
+            pcommand, pargs, env=penv, cwd=resolved.cwd, url=resolved.url or "",
             watch=process_watch if process_watch is not None else ProcessWatch(), grace=grace,
             port_timeout=port_timeout,
         )
     if resolved.transport == "stdio":
         assert resolved.command
         env = minimal_environment(resolved.env, host_env=host_env)
-        command = check_command(resolved.command, env)
+        command, args, env = sandboxed(sandbox, check_command(resolved.command, env), resolved, env)
         transport: Any = stdio_transport(
-            command, resolved.args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace, ledger=ledger
+            command, args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace, ledger=ledger
         )
     else:
         assert resolved.url
@@ -179,11 +185,13 @@ async def serving_process(
 
     Raises ``ConnectionRefusedError`` when the process exits before the port opens (the
     probe reports it as ``exited`` with the stderr tail) and TimeoutError after
-    ``port_timeout``.
+    ``port_timeout``. The port is this process tree's only (``listeners.py``): PortInUse when
+    another program answers on it before the spawn (nothing is started) or listens on it after.
     """
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    await refuse_taken_port(host, port)  # another program on the port would get our requests
     process = await anyio.open_process(
         [command, *args], env=dict(env), cwd=cwd, start_new_session=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -198,13 +206,9 @@ async def serving_process(
                 while True:
                     if watch.exited.is_set():
                         raise ConnectionRefusedError("the server exited before it opened its port")
-                    try:
-                        stream = await anyio.connect_tcp(host, port)
-                    except OSError:
-                        await anyio.sleep(0.05)  # polling a port we do not own: no event to wait on
-                        continue
-                    await stream.aclose()
-                    break
+                    if await own_listener_up(process.pid, host, port, command):  # PortInUse if foreign
+                        break
+                    await anyio.sleep(0.05)  # polling a port we do not own: no event to wait on
             yield
         finally:
             with anyio.CancelScope(shield=True):

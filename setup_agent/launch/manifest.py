@@ -293,6 +293,7 @@ def required_keys_from_manifest(
             name=name, description=": ".join(t for t in (opt.title.strip(), opt.description.strip()) if t),
             secret=opt.sensitive, required=opt.required and default is None, default=default,
             choices=["true", "false"] if opt.type == "boolean" else None, kind="user_config",
+            format=opt.type if opt.type in ("directory", "file") else None,  # a path: granted to the sandbox
             in_argv=opt.sensitive and "${user_config.%s}" % name in in_args,
         )
     for key in registry_keys:

@@ -28,6 +28,7 @@ __all__ = [
     "package_availability",
     "package_platform",
     "runner_availability",
+    "unverified_download",
 ]
 
 Which = Callable[[str], "str | None"]
@@ -65,6 +66,15 @@ INSTALL_HINTS: dict[str, str] = {
 #: headers cannot do, and sends the user's secrets to a third-party host. Putting either
 #: earlier would shadow every checked option after it. remote is the final fallback.
 DEFAULT_PREFERENCE: tuple[str, ...] = ("npm", "pypi", "oci", "nuget", "mcpb", "remote")
+
+
+def unverified_download(package: PackageOption) -> bool:
+    """A bundle fetched from another host with no sha256 to check it (Smithery lists its bundles
+    so): chosen only when nothing else can run, after the remote (issue 26 item 10)."""
+    if package.type != "mcpb" or package.file_sha256:
+        return False
+    url = package.identifier.lower()
+    return not url.startswith(("file://", "http://127.0.0.1", "http://localhost", "http://[::1]"))
 
 
 # --- platforms ------------------------------------------------------------------------
@@ -170,7 +180,8 @@ def choose_package(
 
     ``package`` is an option id (``npm``, ``npm:2``, ``remote``) or a type; an id wins over
     a type. Without it, the first available package in ``preference`` order is taken
-    (see :data:`DEFAULT_PREFERENCE` for why npm/pypi come first and remote last); types
+    (see :data:`DEFAULT_PREFERENCE` for why npm/pypi come first and remote last; a bundle
+    without a sha256 from another host, :func:`unverified_download`, after all of them); types
     missing from ``preference`` rank after the listed ones, in the server's order.
     Bundles built for another OS or architecture are never chosen (:func:`package_platform`).
     """
@@ -196,7 +207,7 @@ def choose_package(
         raise _unavailable(candidates[0], first_reason)
 
     rank = {t: i for i, t in enumerate(preference)}
-    ordered = sorted(packages, key=lambda p: rank.get(p.type, len(rank)))
+    ordered = sorted(packages, key=lambda p: (unverified_download(p), rank.get(p.type, len(rank))))
     missing: dict[str, str] = {}
     wrong_platform = False
     for pkg in ordered:

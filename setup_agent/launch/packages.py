@@ -166,6 +166,16 @@ def _docker_env_args(args: Sequence[Argument], env: dict[str, str], omit: Collec
 # --- specs ----------------------------------------------------------------------------
 
 
+def _without_omitted_query(url: str, omit: Collection[str]) -> str:
+    """``url`` without the query parameters that name an omitted key (an optional Smithery
+    setting left unset is not sent as ``name=``)."""
+    parts = urlsplit(url)
+    if not parts.query or not omit:
+        return url
+    kept = [p for p in parts.query.split("&") if not _omitted(p, omit)]
+    return urlunsplit(parts._replace(query="&".join(kept)))
+
+
 def _pinned(version: str | None) -> str | None:
     return version if version and version.strip().lower() != "latest" else None
 
@@ -207,7 +217,7 @@ def build_spec(package: PackageOption, *, omit: Collection[str] = ()) -> LaunchS
     env = {k: v for k, v in env.items() if not _omitted(v, omit)}
     headers = {k: registry_template(v) for k, v in package.headers.items()}
     headers = {k: v for k, v in headers.items() if not _omitted(v, omit)}
-    url = registry_template(package.url) if package.url else None
+    url = _without_omitted_query(registry_template(package.url), omit) if package.url else None
     common: dict[str, Any] = {
         "transport": package.transport,
         "package_type": ptype,

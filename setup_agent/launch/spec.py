@@ -36,6 +36,10 @@ class LaunchSpec(BaseModel):
     file_sha256: str | None = None
     runner: str | None = None  # npx, uvx, docker, dnx, node, python3 … (None for remotes)
     needs_install_dir: bool = False  # MCPB: ${__dirname} is the unpacked bundle
+    #: The sandbox's widening the user chose in the consent (setup_agent/launch/sandbox.py): paths
+    #: the server may read and write besides its own folder, and whether it has a network.
+    sandbox_grants: list[str] = Field(default_factory=list)
+    sandbox_network: bool = True
 
     def keys(self) -> set[str]:
         """Every user key the spec's templates name."""
@@ -79,6 +83,12 @@ class ResolvedLaunch:
     url: str | None
     headers: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    grants: tuple[str, ...] = ()
+    network: bool = True
+    bundle_dir: str | None = None  # an MCPB's unpacked bundle (``${__dirname}``): its own, like cwd
+    #: Absolute paths written literally in the entry's arguments (a local script): read-only in the
+    #: sandbox, shown in the consent's command line. Never a value: a value may be the agent's.
+    literal_paths: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return (
@@ -110,4 +120,8 @@ def materialize(
     if missing:
         names = ", ".join(sorted(missing))
         raise InvalidInput(f"No value was given for {names}; supply it in env_refs (secret) or env.")
-    return ResolvedLaunch(spec.transport, command, args, env, url, headers, cwd)
+    return ResolvedLaunch(
+        spec.transport, command, args, env, url, headers, cwd, tuple(spec.sandbox_grants), spec.sandbox_network,
+        dirname if spec.needs_install_dir else None,
+        tuple(a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)),
+    )

@@ -15,7 +15,7 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .capabilities import Capabilities
     from .chat import WITHHELD, looks_like_secret, scrub_secrets
-    from .guard import GuessGuard
+    from .guard import GuardIncident, GuessGuard
     from .prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
     from .redact import RedactingFilter, Redactor, install_log_redaction
     from .refs import SecretRefStore, SecretValue
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Capabilities",
+    "GuardIncident",
     "GuessGuard",
     "install_log_redaction",
     "is_weak_value",
@@ -41,6 +42,7 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "Capabilities": "capabilities",
+    "GuardIncident": "guard",
     "GuessGuard": "guard",
     "install_log_redaction": "redact",
     "is_weak_value": "prompts",

@@ -1,56 +1,93 @@
 """The guessing guard: makes probing the redactor for a secret expensive and visible.
 
-Output that can reflect an agent's input and must still be redacted (tool results proxied
-from installed servers) is an oracle: the agent sends a guess, and if the answer comes back
-with the guess swapped for a ref, the guess was right. The guard closes it at the input:
+Output that can reflect an agent's input and must still be redacted (a proxied tool result,
+a server's tool list or stderr after a test with agent-chosen settings) is an oracle: the
+agent sends a guess, and if the answer comes back with the guess swapped for a ref, the guess
+was right. The guard closes it at the input, for every call an agent makes: the setup tools'
+arguments (``env``, URL variables, package arguments, a query) and gateway calls alike:
 
-* :meth:`GuessGuard.check` walks a tool call's arguments (every nested string, dict keys
-  included, and numbers as their JSON text) and refuses the call, with the stable code
-  ``arguments_refused`` and a message that echoes nothing, when one holds a value the
-  redactor would replace in outbound text (a live ref's value or a stored value in use, or
-  one of their encoded forms; item 8's short-value rules: values under 4 characters are not
-  matched, values under 8 only as whole tokens; ``strict=True`` matches every length);
-* refusals are counted per session; the ``limit``-th locks the session: every later call
-  of it is refused with ``session_locked``, and ``on_lockout(session_id)`` is called once, so
-  the face can tell the user out of band (web modal, terminal, log line) — never the agent.
+* :meth:`GuessGuard.check` refuses the call, with ``arguments_refused`` and a message that
+  echoes nothing, when an argument holds a value the redactor would hide, in any form it
+  knows (:mod:`.forms`), checked on each string (dict keys included), on the concatenation
+  of the string (and number) values in order and of each two and three neighbours (a guess
+  split over two arguments, or a short one over two URL variables), on the
+  decoded text of escapes, and on every notation of a number (``4.821e3`` is 4821); values
+  of 8 characters or more also case-folded and with separators ignored. Short values follow
+  the redactor's rules (under 4 characters not matched, under 8 only as whole tokens;
+  ``strict=True`` matches every length);
+* the agent never legitimately holds a stored secret, so the **first** refusal of a
+  principal is already an incident: it is logged and ``on_incident(principal)`` is called
+  (the faces tell the user out of band);
+* the ``limit``-th refusal (default 2) locks the principal: every later call it makes
+  through the guard is refused with ``session_locked`` (the same answer whatever it
+  carries, so the refusal is no answer), and ``on_lockout(principal)`` is called once,
+  until the user unlocks it (:meth:`GuessGuard.unlock`; :meth:`GuessGuard.incidents` lists
+  what happened, for ``mcp-setup approve``).
 
-The guard knows no values of its own: it asks the :class:`~setup_agent.secrets.redact.Redactor`.
-It is thread-safe. The lead wires it in front of gateway (proxied) tool calls.
+Counting is keyed by one opaque string, the *principal* (a session id, ``token:NAME``,
+``user:terminal``, a stdio client's key…); ``None`` or ``""`` count as one shared key. The
+guard knows no values of its own: it asks the :class:`~setup_agent.secrets.redact.Redactor`.
+It is thread-safe and holds its counts in memory (a restart forgets them).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache
 
 from setup_agent.errors import ArgumentsRefused, SessionLocked
+from setup_agent.pulls import Pulls
 
 from .redact import Redactor
 
-__all__ = ["DEFAULT_LIMIT", "GuessGuard"]
+__all__ = ["DEFAULT_LIMIT", "GuardIncident", "GuessGuard"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LIMIT = 3
-_MAX_SESSIONS = 10_000
-_DEFAULT_SESSION = "-"
+DEFAULT_LIMIT = 2
+_MAX_PRINCIPALS = 10_000
+_DEFAULT_PRINCIPAL = "-"
+_MAX_RUNS = 1_000  # values whose neighbours are joined in twos and threes
 
 _REFUSED = (
-    "The call was refused: its arguments hold a value that mcp-setup protects. Such calls are "
-    "counted; after {limit} in one session its tool calls are blocked and the user is told."
+    "The call was refused: its arguments hold a value that mcp-setup protects, and the user has been "
+    "told. An agent never needs such a value: pass secrets as refs (mcp_setup_request_secret). "
+    "After {limit} such calls this agent's tool calls are blocked until the user unblocks them."
 )
 _LOCKED = (
-    "This session's tool calls are blocked: too many calls carried a protected value. The user has "
-    "been told; a new session is needed."
+    "This agent's tool calls are blocked: its calls carried values that mcp-setup protects. The user "
+    "has been told and can unblock it (mcp-setup approve)."
 )
+
+
+@dataclass(frozen=True)
+class GuardIncident:
+    """What the guard saw of one principal: never a value or an argument."""
+
+    principal: str
+    refusals: int
+    locked: bool
+    first_at: float  # epoch seconds of the first refusal
+    last_at: float
+    last_where: str  # "gateway" or "setup": where the last refused call went
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "principal": self.principal, "refusals": self.refusals, "locked": self.locked,
+            "first_at": self.first_at, "last_at": self.last_at, "last_where": self.last_where,
+        }  # fmt: skip
 
 
 class GuessGuard:
-    """Refuses tool calls whose arguments hold a protected value; locks a session after ``limit``."""
+    """Refuses calls whose arguments hold a protected value; locks a principal after ``limit``."""
 
     def __init__(
         self,
@@ -58,99 +95,211 @@ class GuessGuard:
         *,
         limit: int = DEFAULT_LIMIT,
         on_lockout: Callable[[str], Any] | None = None,
+        on_incident: Callable[[str], Any] | None = None,
         strict: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a whole number of at least 1")
         self.redactor = redactor
         self.limit = limit
         self.on_lockout = on_lockout
+        self.on_incident = on_incident
         self.strict = strict
+        self.clock = clock
         self._lock = threading.Lock()
-        self._counts: LRUCache[str, int] = LRUCache(_MAX_SESSIONS)
-        self._locked: LRUCache[str, bool] = LRUCache(_MAX_SESSIONS)
+        self._incidents: LRUCache[str, GuardIncident] = LRUCache(_MAX_PRINCIPALS)
+        self._pulls = Pulls("unblocks given elsewhere", log)
+
+    def add_pull(self, pull: Callable[[], None]) -> None:
+        """Run ``pull`` before a locked principal is refused: it applies the user's unlock given
+        elsewhere (``mcp-setup approve`` in another process, see setup/shared_locks.py)."""
+        self._pulls.add(pull)
 
     # -- queries ----------------------------------------------------------------------
-    def refusals(self, session_id: str | None) -> int:
+    def refusals(self, principal: str | None) -> int:
         with self._lock:
-            return self._counts.get(_sid(session_id), 0)
+            incident = self._incidents.get(_key(principal))
+            return incident.refusals if incident else 0
 
-    def is_locked(self, session_id: str | None) -> bool:
+    def is_locked(self, principal: str | None) -> bool:
         with self._lock:
-            return _sid(session_id) in self._locked
+            incident = self._incidents.get(_key(principal))
+            return bool(incident and incident.locked)
+
+    def locked(self) -> list[str]:
+        """The principals locked now, oldest incident first."""
+        return [i.principal for i in self.incidents() if i.locked]
+
+    def incidents(self) -> list[GuardIncident]:
+        """Every principal with a refused call since it was last unlocked, oldest first."""
+        with self._lock:
+            return sorted(self._incidents.values(), key=lambda i: i.first_at)
 
     def holds_secret(self, arguments: Any) -> bool:
-        """Whether any string inside ``arguments`` holds a protected value (counts nothing)."""
-        return any(self.redactor.contains_secret(text, strict=self.strict) for text in _strings(arguments))
+        """Whether ``arguments`` hold a protected value in any form (counts nothing)."""
+        strict = self.strict
+        contains = self.redactor.contains_secret
+        values: list[str] = []
+        for text, is_value in _texts(arguments):
+            if contains(text, strict=strict):
+                return True
+            if is_value:
+                values.append(text)
+        if len(values) < 2:
+            return False
+        if contains("".join(values), strict=strict):
+            return True
+        # a short value split over neighbours ({a}{b} in a URL) is a whole token only on its own
+        runs = (values[i:i + n] for n in (2, 3) for i in range(min(len(values), _MAX_RUNS) - n + 1))
+        return any(contains("".join(run), strict=strict) for run in runs)
 
     # -- the check --------------------------------------------------------------------
-    def check(self, session_id: str | None, arguments: Any) -> None:
-        """Let the call through, or raise :class:`SessionLocked` / :class:`ArgumentsRefused`."""
-        sid = _sid(session_id)
+    def ensure_unlocked(self, principal: str | None) -> None:
+        """Raise :class:`SessionLocked` if ``principal`` is locked (before any other check, so a
+        locked principal gets one answer whatever it sends)."""
+        if self._pulls and self.is_locked(principal):
+            self._pulls.run()  # the store failing keeps the lock, never a crash
         with self._lock:
-            if sid in self._locked:
+            if (incident := self._incidents.get(_key(principal))) is not None and incident.locked:
                 raise SessionLocked(_LOCKED)
+
+    def check(self, principal: str | None, arguments: Any, *, where: str = "gateway") -> None:
+        """Let the call through, or raise :class:`SessionLocked` / :class:`ArgumentsRefused`.
+
+        ``where``: ``"gateway"`` (a call to an installed server) or ``"setup"`` (a setup tool);
+        both count alike, and a locked principal is refused in both."""
+        key = _key(principal)
+        self.ensure_unlocked(key)
         if not self.holds_secret(arguments):
             return
+        now = self.clock()
         with self._lock:
-            if sid in self._locked:  # locked by a concurrent call meanwhile
+            incident = self._incidents.get(key)
+            if incident is not None and incident.locked:  # locked by a concurrent call meanwhile
                 raise SessionLocked(_LOCKED)
-            count = self._counts.get(sid, 0) + 1
-            self._counts[sid] = count
+            count = (incident.refusals if incident else 0) + 1
             locks_now = count >= self.limit
-            if locks_now:
-                self._locked[sid] = True
-        log.warning("guard: refused a tool call carrying a protected value (session %s, %d of %d)", sid, count, self.limit)
+            self._incidents[key] = GuardIncident(
+                key, count, locks_now, incident.first_at if incident else now, now, where
+            )
+        log.warning(
+            "guard: refused a %s call carrying a protected value (principal %s, %d of %d before it is blocked)",
+            where, key, count, self.limit,
+        )  # fmt: skip
+        if count == 1:
+            self._tell(self.on_incident, key, "incident")
         if locks_now:
-            self._lockout(sid)
+            log.warning("guard: principal %s blocked after %d refused calls, until the user unblocks it", key, count)
+            self._tell(self.on_lockout, key, "lockout")
         raise ArgumentsRefused(_REFUSED.format(limit=self.limit))
 
-    def forget(self, session_id: str | None) -> None:
-        """Drop a session's count and lock (the session ended)."""
-        sid = _sid(session_id)
+    def unlock(self, principal: str | None) -> bool:
+        """The user unblocks ``principal``: its count starts again. True if it was locked."""
+        key = _key(principal)
         with self._lock:
-            self._counts.pop(sid, None)
-            self._locked.pop(sid, None)
+            incident = self._incidents.pop(key, None)
+        if incident is not None:
+            log.warning("guard: principal %s unblocked by the user", key)
+        return bool(incident and incident.locked)
 
-    def _lockout(self, sid: str) -> None:
-        log.warning("guard: session %s locked after %d refused calls", sid, self.limit)
-        if self.on_lockout is None:
+    def forget(self, principal: str | None) -> None:
+        """Drop a principal that will never call again (an ended session); a lock is kept, so a
+        locked principal is forgotten only by :meth:`unlock`."""
+        key = _key(principal)
+        with self._lock:
+            incident = self._incidents.get(key)
+            if incident is not None and not incident.locked:
+                del self._incidents[key]
+
+    def _tell(self, listener: Callable[[str], Any] | None, key: str, what: str) -> None:
+        if listener is None:
             return
         try:
-            self.on_lockout(sid)
+            listener(key)
         except Exception:  # telling the user must not turn a refusal into a crash
-            log.exception("guard: the lockout listener failed")
+            log.exception("guard: the %s listener failed", what)
 
     def __repr__(self) -> str:
         with self._lock:
-            return f"GuessGuard(limit={self.limit}, sessions={len(self._counts)}, locked={len(self._locked)})"
+            locked = sum(1 for i in self._incidents.values() if i.locked)
+            return f"GuessGuard(limit={self.limit}, principals={len(self._incidents)}, locked={locked})"
 
 
-def _sid(session_id: str | None) -> str:
-    return session_id if isinstance(session_id, str) and session_id else _DEFAULT_SESSION
+def _key(principal: str | None) -> str:
+    return principal if isinstance(principal, str) and principal else _DEFAULT_PRINCIPAL
 
 
-def _strings(obj: Any) -> list[str]:
-    """Every string inside ``obj`` (dict keys included; numbers as JSON text), without recursion."""
-    out: list[str] = []
-    stack = [obj]
+_NUMBER = re.compile(r"[+-]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?0[xXoObB][0-9a-fA-F_]+")
+
+
+def _notations(number: int | float) -> list[str]:
+    """``number`` as the texts it could be a guess of: ``4.821e3`` → ``4821``, ``4821.0``."""
+    out = []
+    if isinstance(number, float):
+        if not math.isfinite(number):
+            return []
+        out.append(repr(number))
+        if number.is_integer() and abs(number) < 1e21:
+            out.append(str(int(number)))
+        return out
+    try:
+        out.append(str(number))
+    except ValueError:  # an int too long to print: no secret is that long
+        pass
+    return out
+
+
+def _number_texts(text: str) -> list[str]:
+    """A string that is a number in another notation, as that number's plain forms."""
+    candidate = text.strip()
+    if len(candidate) > 64 or not _NUMBER.fullmatch(candidate):
+        return []
+    try:
+        number: int | float = int(candidate, 0) if candidate.lstrip("+-")[1:2].isalpha() else float(candidate)
+    except ValueError:
+        return []
+    return [n for n in _notations(number) if n != candidate]
+
+
+def _texts(obj: Any) -> Iterator[tuple[str, bool]]:
+    """Every text inside ``obj`` in order, as ``(text, is_value)``: strings, dict keys
+    (``is_value`` False), numbers in their notations; iterative, so any depth is fine."""
+    stack: list[Iterator[Any]] = [iter((obj,))]
     while stack:
-        item = stack.pop()
+        try:
+            item = next(stack[-1])
+        except StopIteration:
+            stack.pop()
+            continue
+        if isinstance(item, _Key):
+            yield item.text, False
+            continue
         if isinstance(item, str):
-            out.append(item)
+            yield item, True
+            for text in _number_texts(item):
+                yield text, False
         elif isinstance(item, bool) or item is None:
             continue
         elif isinstance(item, (int, float)):
-            try:
-                out.append(str(item))
-            except ValueError:  # an int too long to print: no secret is that long
-                continue
+            for i, text in enumerate(_notations(item)):
+                yield text, i == 0
         elif isinstance(item, dict):
-            for key, value in item.items():
-                stack.append(key)
-                stack.append(value)
+            stack.append(_dict_items(item))
         elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend(item)
+            stack.append(iter(item))
         elif isinstance(item, (bytes, bytearray)):
-            out.append(bytes(item).decode("utf-8", "replace"))
-    return out
+            yield bytes(item).decode("utf-8", "replace"), True
+
+
+class _Key:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _dict_items(d: dict[Any, Any]) -> Iterator[Any]:
+    for key, value in d.items():
+        yield _Key(key) if isinstance(key, str) else key
+        yield value

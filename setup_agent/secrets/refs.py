@@ -16,6 +16,7 @@ install succeeded) or :meth:`~SecretRefStore.release` (it failed: the refs stay 
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets as _random
 import threading
@@ -33,8 +34,11 @@ from setup_agent.errors import (
     SecretPending,
     SecretWrongKey,
 )
+from setup_agent.pulls import Pulls
 
 __all__ = ["REF_PATTERN", "SecretRefStore", "SecretValue", "is_ref"]
+
+log = logging.getLogger(__name__)
 
 REF_PREFIX = "secret://"
 REF_PATTERN = re.compile(r"secret://[0-9a-f]{32,}")
@@ -115,6 +119,7 @@ class SecretRefStore:
         self._lock = threading.RLock()
         self._claims: dict[str, str] = {}  # ref -> claim id of the install using it
         self._listeners: list[Callable[[], None]] = []
+        self._pulls = Pulls("secrets entered elsewhere", log)
 
     @property
     def ttl_seconds(self) -> float:
@@ -182,7 +187,15 @@ class SecretRefStore:
         with self._lock:
             return self._lookup(ref, None, allow_pending=True).key_name
 
+    def add_pull(self, pull: Callable[[], None]) -> None:
+        """Run ``pull`` before a ref is read: it fills refs answered elsewhere (another process)."""
+        self._pulls.add(pull)
+
+    def _pull(self) -> None:
+        self._pulls.run()
+
     def is_ready(self, ref: str) -> bool:
+        self._pull()
         with self._lock:
             entry = self._cache.get(ref)
             return entry is not None and entry.value is not None
@@ -226,6 +239,7 @@ class SecretRefStore:
 
     def resolve(self, env_refs: Mapping[str, str]) -> dict[str, SecretValue]:
         """Map ``{KEY: ref}`` to ``{KEY: SecretValue}``; every ref must be live and bound to its key."""
+        self._pull()
         with self._lock:
             out: dict[str, SecretValue] = {}
             for key, ref in env_refs.items():

@@ -1,7 +1,7 @@
 """The ``mcp_setup_*`` tools: :class:`SetupService` (``service.py``) and what it runs:
 arguments (``tool_args.py``, ``tool_specs.py``), preparation (``preparation.py``), the user's
 consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
-through the store in ``shared_consents.py``), test-connect (``probe.py``,
+through the store in ``shared_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
 search cards (``search_cards.py``), providers and admission (``providers.py``) and the caller's
 context (``call_context.py``).
@@ -18,15 +18,18 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .call_context import CallContext
     from .consent import ConsentBroker
-    from .consent_request import ConsentRequest
+    from .consent_request import ConsentRequest, sandbox_profile
     from .probe import Prober, ProbeResult
     from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
     from .shared_consents import answer_shared, share_consents
+    from .shared_locks import share_guard
+    from .shared_prompts import answer_secret_shared, share_prompts
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
 
 __all__ = [
+    "answer_secret_shared",
     "answer_shared",
     "CallContext",
     "ConsentBroker",
@@ -35,8 +38,11 @@ __all__ = [
     "Prober",
     "ProbeResult",
     "ProviderConfig",
+    "sandbox_profile",
     "SetupService",
     "share_consents",
+    "share_guard",
+    "share_prompts",
     "TOOL_NAMES",
     "TOOL_SPECS",
     "ToolReview",
@@ -44,8 +50,11 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "answer_secret_shared": "shared_prompts",
     "answer_shared": "shared_consents",
     "share_consents": "shared_consents",
+    "share_guard": "shared_locks",
+    "share_prompts": "shared_prompts",
     "CallContext": "call_context",
     "ConsentBroker": "consent",
     "ConsentRequest": "consent_request",
@@ -53,6 +62,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Prober": "probe",
     "ProbeResult": "probe",
     "ProviderConfig": "providers",
+    "sandbox_profile": "consent_request",
     "SetupService": "service",
     "TOOL_NAMES": "tool_specs",
     "TOOL_SPECS": "tool_specs",

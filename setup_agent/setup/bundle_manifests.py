@@ -25,6 +25,7 @@ from setup_agent.launch import (
     read_manifest,
     spec_from_manifest,
     unpack_bundle,
+    unverified_download,
 )
 
 from .call_context import Progress
@@ -85,7 +86,8 @@ class BundleManifests:
     async def cheap_manifest(self, package: PackageOption, *, allow_file: bool, remote: bool = False) -> Manifest | None:
         """The bundle's manifest when it is cached, cheap to fetch (a ``file://`` or loopback URL),
         or ``remote`` is asked for (the option install would choose): fetched with its sha256
-        check into a scratch dir that is removed at once, and cached. Other remote options are
+        check into a scratch dir that is removed at once, and cached. A bundle with no sha256
+        from another host is never fetched here (nothing to check it against). Other remote options are
         not downloaded by ``get``: their own settings are known after their first test (and
         the consent step shows them before anything runs)."""
         cache_key = (package.identifier, package.file_sha256)
@@ -94,6 +96,8 @@ class BundleManifests:
         url = package.identifier.lower()
         if not remote and not (url.startswith("file://") or url.startswith(("http://127.0.0.1", "http://localhost"))):
             return None
+        if unverified_download(package):
+            return None  # nothing to check it against: never downloaded or unpacked before consent
         scratch = make_scratch_dir(self.scratch_root, "get")
         try:
             archive = await self._archive(package, scratch, allow_file=allow_file)

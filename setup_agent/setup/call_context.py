@@ -37,6 +37,9 @@ class CallContext:
     """Who is calling, how this face shows secret prompts, and who hears progress."""
 
     installed_by: str = "agent"
+    #: Who calls, as the guessing guard counts them (one opaque key: a session id,
+    #: ``token:NAME``, ``user:terminal``, a stdio client's key…); None: ``installed_by``.
+    principal: str | None = None
     present_prompt: Presenter | None = None
     on_progress: ProgressHook | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
+from setup_agent.pulls import Pulls
 
 from .consent_request import (
     ConsentRequest,
@@ -107,21 +108,17 @@ class ConsentBroker:
         self._lock = threading.RLock()
         self._pending: dict[str, _State] = {}
         self._closed: dict[str, str] = {}  # consent_id -> final status (bounded)
-        self._remembered: dict[str, tuple[ConsentDecision, float]] = {}
+        self._remembered: dict[str, tuple[ConsentDecision, float, str]] = {}  # fingerprint -> (.., at, server)
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
-        self._pulls: list[Callable[[], None]] = []
+        self._pulls = Pulls("consent answers given elsewhere", log)
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
-        self._pulls.append(pull)
+        self._pulls.add(pull)
 
     def _pull(self) -> None:
-        for pull in list(self._pulls):
-            try:
-                pull()
-            except Exception as exc:  # noqa: BLE001 - the shared store failing never breaks a local answer
-                log.warning("reading answers given elsewhere failed (%s)", getattr(exc, "code", type(exc).__name__))
+        self._pulls.run()
 
     @property
     def ask(self) -> bool:
@@ -158,7 +155,7 @@ class ConsentBroker:
     def _sweep(self) -> list[Event]:
         now = self._timer()
         events: list[Event] = []
-        for fp, (_, at) in list(self._remembered.items()):
+        for fp, (_, at, _server) in list(self._remembered.items()):
             if now - at >= self._ttl:
                 del self._remembered[fp]
         for cid, state in list(self._pending.items()):
@@ -228,6 +225,12 @@ class ConsentBroker:
                 self._open_state(consent_id)  # raises the right error
         return state.pending  # type: ignore[union-attr]
 
+    def forget(self, server: str) -> None:
+        """Forget the approvals remembered for ``server`` (it was removed: the next test asks again)."""
+        with self._lock:
+            for fp in [fp for fp, entry in self._remembered.items() if entry[2] == server]:
+                del self._remembered[fp]
+
     def pending(self) -> list[PendingConsent]:
         """The consents waiting for the user, oldest first (for the user's channels)."""
         with self._lock:
@@ -259,7 +262,7 @@ class ConsentBroker:
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
                 decision = ConsentDecision(chosen)
                 state.decision = decision
-                self._remembered[request.fingerprint] = (decision, self._timer())
+                self._remembered[request.fingerprint] = (decision, self._timer(), request.server)
                 self._close(consent_id, state, "approved")
                 events.append(_done(consent_id, "approved", by))
             finally:

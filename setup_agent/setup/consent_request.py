@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from registry_clients.models import RequiredKey
-from setup_agent.launch import LaunchSpec, template_keys
+from setup_agent.launch import LaunchSpec, profile_words, template_keys
 
 __all__ = [
     "ConsentRequest",
@@ -28,6 +28,7 @@ __all__ = [
     "build_consent_request",
     "fingerprint",
     "is_destination_setting",
+    "sandbox_profile",
 ]
 
 _DESTINATION_NAME = re.compile(r"(?i)(^|[_.\-])(url|uri|host|hostname|endpoint|domain|origin|base[_\-]?url)$")
@@ -86,6 +87,8 @@ class ConsentRequest:
     #: ``{server_id, pinned_hash, live_hash, diff, tools: [{name, change, description, pinned_description,
     #: inputSchema}]}`` — the new texts as the server wrote them, shown escaped, never to the agent.
     tools_change: dict[str, Any] | None = None
+    #: What the server can see, in plain words (setup_agent/launch/sandbox.py, #23); empty for a remote.
+    sandbox: list[str] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
@@ -140,6 +143,16 @@ def _host_of(url: str | None) -> str | None:
         return None
 
 
+def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
+    """The consent's (and ``mcp-setup show``'s) words for what a local server can see."""
+    if not spec.command:
+        return []
+    container = (spec.runner or spec.command) in ("docker", "podman")
+    reads = [a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)]
+    return profile_words(mechanism, grants=spec.sandbox_grants, network=spec.sandbox_network,  # type: ignore[arg-type]
+                         container=container, reads=reads)  # fmt: skip
+
+
 def fingerprint(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
@@ -153,8 +166,10 @@ def build_consent_request(
     values: Mapping[str, str],
     action: str = "test",
     warnings: Iterable[ConsentWarning | Mapping[str, str]] = (),
+    sandbox: str = "none",
 ) -> ConsentRequest:
-    """The request for running ``spec`` with ``values`` (only non-secret values are read)."""
+    """The request for running ``spec`` with ``values`` (only non-secret values are read).
+    ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``)."""
     keys = list(keys)
     secret_names = {k.name for k in keys if k.secret}
     url_keys = template_keys(spec.url or "")
@@ -164,6 +179,14 @@ def build_consent_request(
         if k.name in values and is_destination_setting(k, values.get(k.name), url_keys)
     ]
     public_values = {d.name: d.suggested for d in destinations}
+    # Non-secret values the launch uses (a directory a filesystem server may read) decide access:
+    # shown filled in, and part of what is approved (#25 item 7). Destinations stay templates: the
+    # user edits them below the launch.
+    used = spec.keys()
+    shown = {
+        k.name: values[k.name] for k in keys
+        if not k.secret and k.name in values and k.name in used and k.name not in public_values
+    }  # fmt: skip
     filled_url = _fill_public(spec.url, public_values, in_url=True) if spec.url else None
     secrets: list[SecretDestination] = []
     for name in sorted(secret_names & spec.keys()):
@@ -193,13 +216,14 @@ def build_consent_request(
         runner=spec.runner,
         sha256=spec.file_sha256,
         transport=spec.transport,
-        command_line=[c for c in command_line if c is not None],
+        command_line=[_fill_public(c, shown) for c in command_line if c is not None],
         url=spec.url,
-        env=dict(spec.env),
+        env={name: _fill_public(template, shown) for name, template in spec.env.items()},
         headers=dict(spec.headers),
         secrets=secrets,
         destinations=destinations,
         warnings=warns,
+        sandbox=sandbox_profile(spec, sandbox),
     )
     fp = fingerprint(
         {
@@ -207,6 +231,7 @@ def build_consent_request(
             "version": version,
             "spec": spec.model_dump(mode="json"),
             "destinations": public_values,
+            "values": shown,  # another directory is another approval
             "warnings": sorted(w.code for w in warns),
         }
     )

@@ -13,10 +13,11 @@ import shutil
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from setup_agent.errors import DownloadTimeout
+from setup_agent.errors import DownloadTimeout, ProbeError
 from setup_agent.gateway import ConnectionManager
-from setup_agent.launch import Fetcher, StderrLines, claim_dir, make_scratch_dir
+from setup_agent.launch import Fetcher, StderrLines, claim_dir, explain_failure, make_scratch_dir
 from setup_agent.oauth import GRANT_KEY
 from setup_agent.secrets import Redactor, SecretRefStore
 from setup_agent.store import Store, relabel
@@ -172,6 +173,7 @@ class Installer:
             values=prepared.values,
             action=action,
             warnings=prepared.warnings(),
+            sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
         )
         decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
@@ -217,6 +219,8 @@ class Installer:
         # latest stderr line, redacted (#12 item 4).
         async def on_stage(stage: str, status: str) -> None:
             late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            if stage == "queued":
+                late = {"message": f"Waiting for another test to finish (at most {self.prober.max_concurrent} run at once)."}
             await progress(stage, status, **late)
 
         async def on_line(line: str) -> None:
@@ -225,7 +229,16 @@ class Installer:
 
         lines = StderrLines(on_line, self.redactor.redact)
         try:
-            result = await self.prober.probe(
+            result = await self._probe_explained(prepared, on_stage, lines, keep)
+        finally:
+            lines.close()
+        await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
+        return result
+
+    async def _probe_explained(self, prepared: Prepared, on_stage: Any, lines: StderrLines, keep: Path | None) -> ProbeResult:
+        """The probe; a failed start says what was launched, which part failed, and a known repair."""
+        try:
+            return await self.prober.probe(
                 prepared.spec,
                 prepared.values,
                 dirname=str(prepared.bundle_dir) if prepared.bundle_dir else None,
@@ -234,7 +247,6 @@ class Installer:
                 keep=Keep(self._adoption_key(prepared), keep) if keep is not None else None,
                 **({"auth": prepared.auth} if prepared.auth is not None else {}),
             )
-        finally:
-            lines.close()
-        await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
-        return result
+        except ProbeError as exc:
+            explain_failure(exc, prepared.spec)
+            raise

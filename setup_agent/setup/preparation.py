@@ -20,9 +20,11 @@ from setup_agent.errors import AlreadyInstalled, ArgvSecret, DeprecatedEntry, In
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     LaunchSpec,
+    apply_repair,
     argv_secret_keys,
     build_spec,
     choose_package,
+    granted_paths,
     materialize,
     move_argv_secrets,
     required_keys_from_manifest,
@@ -54,18 +56,29 @@ class Prepared:
     #: Secret keys the launch still puts on the command line (visible in ``ps``): the warning
     #: a consent step shows; empty when none, or when they were moved into the environment.
     argv_secret_keys: list[str] = field(default_factory=list)
+    #: The repair code applied to the launch (a known failure's fix), or None.
+    repair: str | None = None
 
     def warnings(self) -> list[ConsentWarning]:
         """What the consent step must show and the user accept explicitly."""
+        out = []
+        if self.repair is not None:
+            command = " ".join([self.spec.command or "", *self.spec.args]).strip()
+            out.append(ConsentWarning(
+                "repaired_launch",
+                f"mcp-setup changed how this server is started, to repair a known failure ({self.repair}): "
+                f"it runs {command}",
+            ))  # fmt: skip
         if not self.argv_secret_keys:
-            return []
+            return out
         keys = ", ".join(self.argv_secret_keys)
         return [
+            *out,
             ConsentWarning(
                 "argv_secret",
                 f"This server takes {keys} on its command line, where other users of this computer can see it "
                 "(for example with ps) while it runs.",
-            )
+            ),
         ]
 
     def refuse_argv_secrets(self, ctx: CallContext, *, consented: bool = False) -> None:
@@ -121,6 +134,12 @@ class Preparer:
         detail = await self.detail(name, opt_name(args, "source"), opt_name(args, "version"))
         if detail.qualified_name != name:
             await self.refuse_installed(detail.qualified_name)
+        if detail.status == "deleted":  # allow_deprecated unlocks deprecated entries, never deleted ones
+            raise DeprecatedEntry(
+                f"The registry marks {detail.qualified_name} deleted (withdrawn by its publisher or the "
+                "registry), so it cannot be installed. Pick another server.",
+                details={"status": detail.status},
+            )
         if detail.status and not allow_deprecated:
             raise DeprecatedEntry(
                 f"The registry marks {detail.qualified_name} {detail.status}. Pick another server, or pass "
@@ -151,6 +170,11 @@ class Preparer:
             spec = spec_from_manifest(manifest, spec, home=self.user_home, omit=omit)
         secret = {k.name for k in keys if k.secret}
         spec = move_argv_secrets(spec, secret)
+        # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
+        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
+        repair = opt_str(args, "repair")  # a known failure's repaired launch (issue 26), shown at consent
+        if repair is not None:
+            spec = apply_repair(spec, repair)
         self.refuse_foreign_destination(keys, values, spec)
         auth = None
         oauth_ref = opt_str(args, "oauth_ref")
@@ -159,7 +183,8 @@ class Preparer:
                 raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
             auth = self.oauth.auth_for_ref(oauth_ref, detail.qualified_name, self.remote_url(spec, values))
         return Prepared(
-            detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret)
+            detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret),
+            repair=repair,
         )
 
     def fillable(self, package: PackageOption, keys: list[RequiredKey]) -> set[str]:

@@ -15,6 +15,7 @@ process that died mid-probe and never one of a live process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -39,19 +40,11 @@ from setup_agent.errors import (
     SetupError,
     Unreachable,
 )
-from setup_agent.launch import (
-    HttpWatch,
-    LaunchSpec,
-    ProcessLedger,
-    ProcessWatch,
-    list_all_tools,
-    make_scratch_dir,
-    materialize,
-    open_client,
-    sweep_scratch,
-    tool_dicts,
-)
 from setup_agent.gateway import InFlight, relay_callbacks
+from setup_agent.launch import (
+    HttpWatch, LaunchSpec, ProcessLedger, ProcessWatch, list_all_tools, make_scratch_dir, materialize, open_client,
+    tool_dicts,
+)  # fmt: skip
 from setup_agent.secrets import Redactor
 from setup_agent.translation import translate
 
@@ -66,6 +59,8 @@ logger = logging.getLogger(__name__)
 
 #: After the first non-JSON line on stdout, how long a server still has to answer properly.
 BAD_OUTPUT_GRACE = 3.0
+#: Probes that run at once by default (``MCP_SETUP_MAX_CONCURRENT_PROBES``).
+DEFAULT_MAX_CONCURRENT = 4
 
 
 @dataclass
@@ -101,8 +96,16 @@ class Prober:
         host_env: Mapping[str, str] | None = None,
         ledger: ProcessLedger | None = None,
         keep_for: float = 0.0,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        sandbox: Any = None,
     ) -> None:
         self.redactor = redactor
+        #: Probes that run at once (#24 item 15); the rest wait their turn (stage ``queued``).
+        self.max_concurrent = max(1, max_concurrent)
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
+        #: The sandbox each tested server starts in (setup_agent/launch/sandbox.py; None: none).
+        self.sandbox = sandbox
         #: Tested sessions waiting for their install (``keep_for`` seconds; 0: never kept).
         self.parking = ParkingLot(keep_for)
         self.scratch_root = scratch_root
@@ -135,21 +138,31 @@ class Prober:
             keep = None
         deadline = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        try:
-            result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage, auth, on_stderr, keep)
-        except _EraLocked:
-            # A server that refused `server/discover` hides its reason behind -32022 in auto
-            # mode; the classic handshake shows the server's own message.
-            remaining = max(1.0, deadline - (loop.time() - started))
+        slots = self._slots_for(loop)
+        if slots.locked() and on_stage is not None:  # every slot is taken: say so, then wait
+            with contextlib.suppress(Exception):  # a progress listener never breaks a probe
+                await on_stage("queued", "waiting")
+        async with slots:
+            started = loop.time()
             try:
-                result = await self._attempt(
-                    spec, values, dirname, remaining, "legacy", on_stage, auth, on_stderr, keep
-                )
-            except _EraLocked as exc:
-                raise ServerRejected(self.redactor.redact(exc.message)) from None
-        result.elapsed = loop.time() - started
-        return result
+                result = await self._attempt(spec, values, dirname, deadline, "auto", on_stage, auth, on_stderr, keep)
+            except _EraLocked:
+                # A server that refused `server/discover` hides its reason behind -32022 in auto
+                # mode; the classic handshake shows the server's own message.
+                remaining = max(1.0, deadline - (loop.time() - started))
+                try:
+                    result = await self._attempt(
+                        spec, values, dirname, remaining, "legacy", on_stage, auth, on_stderr, keep
+                    )
+                except _EraLocked as exc:
+                    raise ServerRejected(self.redactor.redact(exc.message)) from None
+            result.elapsed = loop.time() - started
+            return result
+
+    def _slots_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
+        if self._slots is None or self._slots_loop is not loop:
+            self._slots, self._slots_loop = asyncio.Semaphore(self.max_concurrent), loop
+        return self._slots
 
     async def _attempt(
         self,
@@ -190,7 +203,7 @@ class Prober:
                 await stage("starting", "started")
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
-                    ledger=self.ledger, auth=auth,
+                    ledger=self.ledger, auth=auth, sandbox=self.sandbox,
                     callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
                 ) as client:
                     await stage("handshake", "done")

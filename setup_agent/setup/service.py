@@ -35,7 +35,7 @@ from setup_agent.launch import (
     required_keys_from_manifest,
 )
 from setup_agent.oauth import GRANT_KEY, SignIns
-from setup_agent.secrets import PromptBroker, Redactor, SecretRefStore
+from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore
 from setup_agent.store import Store
 from setup_agent.translation import translate
 
@@ -48,6 +48,7 @@ from .probe import Prober
 from .search_cards import with_runtime_verdict
 from .tool_args import (
     MAX_QUERY_CHARS,
+    check_bounds,
     describe_args,
     int_arg,
     opt_name,
@@ -86,8 +87,12 @@ class SetupService:
         fetcher: Fetcher | None = None,
         bundle_cache: BundleCache | None = None,
         provided_values: Mapping[str, str] | None = None,
+        guard: GuessGuard | None = None,
     ) -> None:
         self.refs = refs
+        #: Refuses (and counts) a call whose arguments hold a protected value (#24 item 1): a
+        #: server that reflects a setting would otherwise answer a guess through the redactor.
+        self.guard = guard
         #: MCPB bundles by sha256 (setup_agent/launch/bundle_cache.py): prefetched, and reused by test/install.
         self.bundle_cache = bundle_cache
         self.fetcher = fetcher  # None: no download phase (the probe's deadline covers the download)
@@ -128,6 +133,16 @@ class SetupService:
         args = dict(arguments or {})
         ctx = ctx or CallContext()
         logger.info("tool %s called (%s)", name, describe_args(args))
+        try:
+            principal = ctx.principal or ctx.installed_by
+            if self.guard is not None:
+                self.guard.ensure_unlocked(principal)
+            check_bounds(args)
+            if self.guard is not None:
+                self.guard.check(principal, args, where="setup")
+        except SetupError as exc:  # our own words only: nothing of the arguments to take out
+            logger.info("tool %s refused: %s", name, exc.code)
+            return {"ok": False, "error": exc.to_dict()}
         try:
             result = await handler(args, ctx)
         except SetupError as exc:
@@ -218,7 +233,8 @@ class SetupService:
             out["installed_as"] = existing.slug  # the short name the person's commands take
         if detail.status:
             out["status"] = detail.status
-            notes.append(f"The registry marks this server {detail.status}; install refuses it unless "
+            notes.append("The registry marks this server deleted; install refuses it." if detail.status == "deleted"
+                         else f"The registry marks this server {detail.status}; install refuses it unless "
                          "allow_deprecated is true.")
         if notes:
             out["notes"] = notes
@@ -294,9 +310,12 @@ class SetupService:
         server_id = req_name(args, "server_id")
         revoked = await self._revoke_sign_in(server_id)
         try:
+            removed = await asyncio.to_thread(self.store.get, server_id)
             await self.connections.remove(server_id, actor=ctx.installed_by)
         except NotFound:
             raise NotFound("No installed server has this server_id. mcp_setup_list_servers lists them.") from None
+        if self.consents is not None and removed is not None:  # an approval never outlives a Remove
+            self.consents.forget(removed.qualified_name)
         return {"removed": True, **({"signed_out": True} if revoked else {})}
 
     async def authorize(self, args: dict, ctx: CallContext) -> dict:

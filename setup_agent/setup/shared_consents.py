@@ -13,14 +13,14 @@ here, under the principal that gave them (``user:terminal``, ``token:NAME``).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
-from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput, SetupError
+from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
 from setup_agent.store import PendingApprovals
 
 from .consent import ConsentBroker, validated_settings
 from .consent_request import ConsentRequest
+from .shared_items import Published
 
 __all__ = ["answer_shared", "share_consents"]
 
@@ -29,31 +29,17 @@ log = logging.getLogger(__name__)
 
 def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_seconds: float) -> None:
     """Publish ``broker``'s consents to ``shared`` and apply the answers given elsewhere."""
-    mine: set[str] = set()
-    lock = threading.Lock()
+    published = Published(shared, ttl_seconds=ttl_seconds)
 
     def on_event(event: dict[str, Any]) -> None:
         cid = str(event.get("consent_id"))
-        try:
-            if event.get("type") == "consent_request" and isinstance(event.get("consent"), dict):
-                shared.publish(cid, "consent", event["consent"], ttl_seconds=ttl_seconds)
-                with lock:
-                    mine.add(cid)
-            elif event.get("type") == "consent_done":
-                with lock:
-                    was_mine = cid in mine
-                    mine.discard(cid)
-                if was_mine:
-                    shared.close(cid)
-        except SetupError as exc:  # the store failing never breaks the local channels
-            log.warning("a pending approval could not be shared (%s)", exc.code)
+        if event.get("type") == "consent_request" and isinstance(event.get("consent"), dict):
+            published.publish(cid, "consent", event["consent"])
+        elif event.get("type") == "consent_done":
+            published.closed(cid)
 
     def pull() -> None:
-        with lock:
-            ids = list(mine)
-        if not ids:
-            return
-        for item in shared.answers(ids):
+        for item in published.answered():
             by = item.answered_by or "user"
             try:
                 if item.status == "approved":
@@ -66,9 +52,6 @@ def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_secon
                 broker.deny(item.item_id, "its answer could not be applied", by=by)
             except (ConsentNotFound, ConsentDenied):
                 pass  # answered here meanwhile
-            with lock:
-                mine.discard(item.item_id)
-            shared.close(item.item_id)
 
     broker.subscribe(on_event)
     broker.add_pull(pull)

@@ -15,9 +15,12 @@ from typing import Any
 from setup_agent.errors import InvalidInput
 
 __all__ = [
+    "MAX_ARGUMENTS_CHARS",
     "MAX_NAME_CHARS",
     "MAX_QUERY_CHARS",
+    "MAX_VALUE_CHARS",
     "NAME_PATTERN",
+    "check_bounds",
     "describe_args",
     "int_arg",
     "name_or_none",
@@ -38,6 +41,33 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9@_][A-Za-z0-9@._/:+\-]{0,199}")
 MAX_NAME_CHARS = 200
 MAX_QUERY_CHARS = 200
 _INVALID_NAME = "an invalid name"
+#: The agent's values are bounded (#24 item 1): one string (a value or a key) at most this
+#: long, and a tool's arguments at most this much text in all (strings, plus one for each
+#: other item); beyond is ``invalid_input``, never quoted.
+MAX_VALUE_CHARS = 1024
+MAX_ARGUMENTS_CHARS = 16 * 1024
+
+
+def check_bounds(args: object) -> None:
+    """Refuse (``invalid_input``, unquoted) arguments with a string over :data:`MAX_VALUE_CHARS`
+    or over :data:`MAX_ARGUMENTS_CHARS` in all; iterative, so any depth is fine."""
+    total = 0
+    stack = [args]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > MAX_VALUE_CHARS:
+                raise InvalidInput(f"An argument is too long: each value and name is at most {MAX_VALUE_CHARS} characters.")
+            total += len(item)
+        else:
+            total += 1
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                stack.extend(item)
+        if total > MAX_ARGUMENTS_CHARS:
+            raise InvalidInput(f"The arguments are too large: at most {MAX_ARGUMENTS_CHARS} characters in all.")
 
 
 def _valid_name(value: object) -> bool:

@@ -13,6 +13,11 @@ _VERSION = {
     "description": "A version the registry lists for this server (e.g. '1.2.0'); the latest when left out.",
 }
 _ALLOW_DEPRECATED = {"type": "boolean", "description": "Accept a server the registry marks deprecated."}
+_REPAIR = {
+    "type": "string",
+    "description": "A repair a failed test offered (details.repair.code): start the server with the changed command "
+    "shown there; the user approves it at consent.",
+}
 
 TOOL_SPECS: list[dict[str, Any]] = [
     {
@@ -79,6 +84,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "version": _VERSION,
                 "oauth_ref": _OAUTH_REF,
                 "allow_deprecated": _ALLOW_DEPRECATED,
+                "repair": _REPAIR,
             },
             "required": ["qualified_name"],
         },
@@ -101,6 +107,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "version": _VERSION,
                 "oauth_ref": _OAUTH_REF,
                 "allow_deprecated": _ALLOW_DEPRECATED,
+                "repair": _REPAIR,
             },
             "required": ["qualified_name"],
         },
@@ -123,6 +130,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "env": _STR_MAP,
                 "version": _VERSION,
                 "allow_deprecated": _ALLOW_DEPRECATED,
+                "repair": _REPAIR,
                 "client_id": {
                     "type": "string",
                     "description": "A client id registered for mcp-setup, for a sign-in service without dynamic registration.",

@@ -1,7 +1,7 @@
 """The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
 (``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
 settings and key rotation (``keys.py``), named tokens (``tokens.py``), approvals waiting for the
-user across processes (``approvals.py``), the gateway's catalog
+user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
 read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         read_sqlite_catalog,
         read_sqlite_counter,
     )
+    from .data_dir import prepare_data_dir
     from .database import Store
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
@@ -40,6 +41,7 @@ __all__ = [
     "GatewayTool",
     "InstalledServer",
     "names_too_long",
+    "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
     "relabel",
@@ -60,6 +62,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "GatewayTool": "catalog",
     "InstalledServer": "models",
     "names_too_long": "catalog",
+    "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
     "relabel": "pins",

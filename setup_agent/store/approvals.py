@@ -4,7 +4,8 @@ A consent or tool review opened by one process (a stdio face with no browser, sa
 the user's channels of every other: ``serve``'s page, ``mcp-setup approve`` in a terminal. Its
 owner publishes it here (table ``mcp_pending``, model :class:`~setup_agent.store.models.PendingRow`):
 the request as shown — templates and non-secret values only, never a secret value and never a
-capability — and its deadline. A user channel of any process answers it with :meth:`answer`
+capability — and its deadline. A secret prompt (kind ``secret``) is published the same way; its
+answer is the value encrypted with the data key, held only until its owner picks it up. A user channel of any process answers it with :meth:`answer`
 (one conditional ``UPDATE … WHERE status = 'pending'``: the first answer wins); the owner reads the
 answers of its own items with :meth:`answers` and applies them, then :meth:`close` drops the row.
 """
@@ -14,23 +15,22 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import sessionmaker
 
 from .database import Store
-from .engine import store_error
+from .engine import translated
 from .models import Clock, PendingRow, utcnow
 
 __all__ = ["PendingApproval", "PendingApprovals", "owner_alive", "process_owner"]
 
-_STATUSES = ("approved", "denied")
+#: Final answers: a consent's (approved | denied) and a secret prompt's (answered | cancelled).
+_STATUSES = ("approved", "denied", "answered", "cancelled")
 
 
 def process_owner() -> str:
@@ -80,7 +80,7 @@ class PendingApprovals:
             expires_at=now + timedelta(seconds=ttl_seconds), request_json=json.dumps(request, sort_keys=True),
             status="pending",
         )  # fmt: skip
-        with self._translated("record a pending approval"), self._sessions() as s, s.begin():
+        with translated("record a pending approval"), self._sessions() as s, s.begin():
             s.execute(delete(PendingRow).where(PendingRow.expires_at <= now))  # any process sweeps
             s.merge(row)
 
@@ -91,11 +91,11 @@ class PendingApprovals:
             .where(PendingRow.status == "pending", PendingRow.expires_at > self._clock())
             .order_by(PendingRow.created_at)
         )
-        with self._translated("list the pending approvals"), self._sessions() as s:
+        with translated("list the pending approvals"), self._sessions() as s:
             return [_record(r) for r in s.scalars(query).all()]
 
     def get(self, item_id: str) -> PendingApproval | None:
-        with self._translated("read a pending approval"), self._sessions() as s:
+        with translated("read a pending approval"), self._sessions() as s:
             row = s.get(PendingRow, item_id)
             return _record(row) if row is not None else None
 
@@ -108,7 +108,7 @@ class PendingApprovals:
             .where(PendingRow.item_id == item_id, PendingRow.status == "pending", PendingRow.expires_at > self._clock())
             .values(status=status, answered_by=by[:128], decision_json=json.dumps(decision or {}, sort_keys=True))
         )
-        with self._translated("record an answer"), self._sessions() as s, s.begin():
+        with translated("record an answer"), self._sessions() as s, s.begin():
             return bool(s.execute(query).rowcount)
 
     def answers(self, item_ids: Iterable[str]) -> list[PendingApproval]:
@@ -117,20 +117,14 @@ class PendingApprovals:
         if not ids:
             return []
         query = select(PendingRow).where(PendingRow.item_id.in_(ids), PendingRow.status.in_(_STATUSES))
-        with self._translated("read the answers"), self._sessions() as s:
+        with translated("read the answers"), self._sessions() as s:
             return [_record(r) for r in s.scalars(query).all()]
 
     def close(self, item_id: str) -> None:
         """The owner is done with ``item_id`` (answered, applied, expired): its row goes."""
-        with self._translated("close a pending approval"), self._sessions() as s, s.begin():
+        with translated("close a pending approval"), self._sessions() as s, s.begin():
             s.execute(delete(PendingRow).where(PendingRow.item_id == item_id))
 
-    @contextmanager
-    def _translated(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except sa_exc.SQLAlchemyError as exc:
-            raise store_error(exc, action) from exc
 
 
 def _record(row: PendingRow) -> PendingApproval:

@@ -18,13 +18,11 @@ import logging
 import os
 import re
 import secrets as _random
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, delete, select, update
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
@@ -32,7 +30,7 @@ from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreEr
 from setup_agent.secrets import SecretValue, Vault
 
 from .catalog import SQLITE_FILE_NAME, Catalog, make_slug
-from .engine import HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, current_revision, migrate, open_engine, store_error
+from .engine import HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, current_revision, migrate, open_engine, translated
 from .keys import EncryptedValues
 from .models import (
     AuditEntry,
@@ -157,7 +155,7 @@ class Store(ToolPins, EncryptedValues):
             row.pinned_hash = row.live_hash = digest
             row.pinned_at, row.pinned_version, row.tools_state = row.installed_at, version, "pinned"
         try:
-            with self._translated(f"install {qualified_name}"), self._session() as s, s.begin():
+            with translated(f"install {qualified_name}"), self._session() as s, s.begin():
                 self._refuse_duplicate(s, qualified_name, server_id)
                 row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
                 s.add(row)
@@ -167,14 +165,14 @@ class Store(ToolPins, EncryptedValues):
                 result = _record(row)
         except StoreError as exc:
             if exc.details.get("cause") == "IntegrityError":  # lost a race with another writer
-                with self._translated(f"install {qualified_name}"), self._session() as s:
+                with translated(f"install {qualified_name}"), self._session() as s:
                     self._refuse_duplicate(s, qualified_name, server_id)
             raise
         self._changed()
         return result
 
     def set_enabled(self, server_id: str, enabled: bool, *, actor: str = "user") -> InstalledServer:
-        with self._translated(f"update server {server_id}"), self._session() as s, s.begin():
+        with translated(f"update server {server_id}"), self._session() as s, s.begin():
             done = s.execute(update(ServerRow).where(ServerRow.server_id == server_id).values(enabled=bool(enabled)))
             if not done.rowcount:
                 raise NotFound(f"No installed server has the id {server_id}.")
@@ -188,7 +186,7 @@ class Store(ToolPins, EncryptedValues):
     def set_needs_sign_in(self, server_id: str, needed: bool) -> bool:
         """Remember that the server's sign-in could not be renewed (or works again); True when it
         changed. Not a change other processes act on (no counter bump): a face shows it."""
-        with self._translated(f"update server {server_id}"), self._session() as s, s.begin():
+        with translated(f"update server {server_id}"), self._session() as s, s.begin():
             done = s.execute(
                 update(ServerRow)
                 .where(ServerRow.server_id == server_id, ServerRow.needs_sign_in.isnot(bool(needed)))
@@ -198,7 +196,7 @@ class Store(ToolPins, EncryptedValues):
 
     def remove(self, server_id: str, *, actor: str = "user") -> bool:
         """Delete the server and its env rows in one transaction; ``False`` if it was not there."""
-        with self._translated(f"remove server {server_id}"), self._session() as s, s.begin():
+        with translated(f"remove server {server_id}"), self._session() as s, s.begin():
             row = s.get(ServerRow, server_id)
             if row is not None:
                 self._audit(s, "removed", row, actor, old=row.pinned_hash)
@@ -213,7 +211,7 @@ class Store(ToolPins, EncryptedValues):
     # -- change marker -------------------------------------------------------------
     def change_counter(self) -> int:
         """The change counter: bumped by every install, removal, enable/disable, tool change."""
-        with self._translated("read the change counter"), self._session() as s:
+        with translated("read the change counter"), self._session() as s:
             return int(s.scalar(select(ChangeRow.counter).where(ChangeRow.id == 1)) or 0)
 
     def add_change_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
@@ -246,7 +244,7 @@ class Store(ToolPins, EncryptedValues):
         if enabled_only:
             query = query.where(ServerRow.enabled.is_(True))
         query = query.order_by(ServerRow.installed_at, ServerRow.qualified_name)
-        with self._translated("list servers"), self._session() as s:
+        with translated("list servers"), self._session() as s:
             return [_record(r) for r in s.scalars(query)]
 
     def catalog(self) -> Catalog:
@@ -274,7 +272,7 @@ class Store(ToolPins, EncryptedValues):
         return self._sessions()
 
     def _one(self, where: Any, action: str) -> InstalledServer | None:
-        with self._translated(action), self._session() as s:
+        with translated(action), self._session() as s:
             row = s.scalars(select(ServerRow).options(selectinload(ServerRow.env)).where(where)).one_or_none()
             return None if row is None else _record(row)
 
@@ -292,12 +290,6 @@ class Store(ToolPins, EncryptedValues):
             details={"server_id": taken.server_id, "qualified_name": taken.qualified_name},
         )
 
-    @contextmanager
-    def _translated(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except sa_exc.SQLAlchemyError as exc:
-            raise store_error(exc, action) from exc  # hide_parameters: the cause holds no values
 
 
 # --- helpers ----------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from errors and logs); :func:`migrate` runs the Alembic migrations in ``migratio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +21,17 @@ from sqlalchemy.pool import StaticPool
 
 from setup_agent.errors import StoreError
 
-__all__ = ["HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "current_revision", "migrate", "open_engine", "store_error"]
+__all__ = [
+    "HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "current_revision", "migrate", "open_engine", "store_error",
+    "translated",
+]  # fmt: skip
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: Our own Alembic version table, so a shared (team) database can host other apps too.
 VERSION_TABLE = "mcp_setup_alembic_version"
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
-HEAD_REVISION = "0006_principals"
+HEAD_REVISION = "0007_audit_chain"
 #: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
 _MIGRATION_LOCK = 0x6D63_7073_6574_7570
 
@@ -43,6 +48,16 @@ _REASONS: tuple[tuple[type[Exception], str], ...] = (
 def store_error(exc: Exception, action: str) -> StoreError:
     reason = next((r for t, r in _REASONS if isinstance(exc, t)), "of an unexpected error")
     return StoreError(f"Could not {action}: {reason}.", details={"cause": type(exc).__name__})
+
+
+@contextmanager
+def translated(action: str) -> Iterator[None]:
+    """SQLAlchemy's errors become one :class:`StoreError` saying what could not be done (the cause
+    holds no values: engines are made with ``hide_parameters``)."""
+    try:
+        yield
+    except sa_exc.SQLAlchemyError as exc:
+        raise store_error(exc, action) from exc
 
 
 def open_engine(database_url: str | URL) -> Engine:

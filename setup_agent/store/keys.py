@@ -14,6 +14,7 @@ from sqlalchemy import select, text, true, update
 from setup_agent.errors import NotFound, StoreError
 from setup_agent.secrets import SecretValue, Vault
 
+from .engine import translated
 from .models import ClientEnvRow, ServerRow, _check_text
 
 __all__ = ["EncryptedValues"]
@@ -26,7 +27,7 @@ class EncryptedValues:
         """Write one env value (encrypted), replacing it: e.g. a renewed OAuth sign-in."""
         _check_text("An env key", key, 128)
         token = self._vault.encrypt(value)
-        with self._translated(f"update the env of server {server_id}"), self._session() as s, s.begin():
+        with translated(f"update the env of server {server_id}"), self._session() as s, s.begin():
             if s.get(ServerRow, server_id) is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
             done = s.execute(
@@ -40,7 +41,7 @@ class EncryptedValues:
 
     def secret_values(self) -> builtins.list[tuple[str, str, SecretValue]]:
         """``(server_id, key, value)`` of every stored secret; one that cannot be decrypted is skipped."""
-        with self._translated("read the stored secrets"), self._session() as s:
+        with translated("read the stored secrets"), self._session() as s:
             rows = s.execute(
                 select(ClientEnvRow.server_id, ClientEnvRow.key, ClientEnvRow.value_encrypted).where(
                     ClientEnvRow.secret.is_(True)
@@ -56,7 +57,7 @@ class EncryptedValues:
 
     def env_values(self, server_id: str) -> dict[str, SecretValue]:
         """Decrypted env of a server, every value a :class:`SecretValue` (secret or not)."""
-        with self._translated(f"read the env of server {server_id}"), self._session() as s:
+        with translated(f"read the env of server {server_id}"), self._session() as s:
             server = s.get(ServerRow, server_id)
             if server is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
@@ -74,7 +75,7 @@ class EncryptedValues:
         Afterwards this store uses ``new_vault``.
         """
         done: set[int] = set()
-        with self._translated("re-encrypt the stored values"), self._session() as s, s.begin():
+        with translated("re-encrypt the stored values"), self._session() as s, s.begin():
             if s.get_bind().dialect.name == "postgresql":  # no install may slip in under the old key
                 s.execute(text("LOCK TABLE mcp_client_env IN SHARE ROW EXCLUSIVE MODE"))
             while True:  # SQLite: rows inserted before our first write are caught on the next pass

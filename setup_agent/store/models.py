@@ -127,7 +127,8 @@ class ClientEnvRow(Base):
 
 
 class AuditRow(Base):
-    """One audited event; append-only (the migration forbids UPDATE and DELETE). No values."""
+    """One audited event; append-only (the migrations forbid UPDATE, DELETE, TRUNCATE and an insert
+    over a row) and chained: ``row_hash`` covers the row and ``prev_hash`` (audit_chain.py). No values."""
 
     __tablename__ = "mcp_audit"
 
@@ -140,6 +141,8 @@ class AuditRow(Base):
     old_hash: Mapped[str | None] = mapped_column(String(64))
     new_hash: Mapped[str | None] = mapped_column(String(64))
     detail: Mapped[str | None] = mapped_column(String(512))
+    prev_hash: Mapped[str | None] = mapped_column(String(64))
+    row_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 class TokenRow(Base):

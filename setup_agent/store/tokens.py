@@ -11,19 +11,16 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets as _random
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import exc as sa_exc
 from sqlalchemy import select, update
 from sqlalchemy.orm import sessionmaker
 
 from setup_agent.errors import InvalidInput, NotFound
 
 from .database import Store
-from .engine import store_error
+from .engine import translated
 from .models import Clock, TokenRow, utcnow
 
 __all__ = ["TOKEN_PREFIX", "TokenInfo", "Tokens", "hash_token"]
@@ -64,7 +61,7 @@ class Tokens:
                 "A token name is 1-64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit."
             )
         token = TOKEN_PREFIX + _random.token_urlsafe(32)
-        with self._translated(f"create the token {name}"), self._sessions() as s, s.begin():
+        with translated(f"create the token {name}"), self._sessions() as s, s.begin():
             row = s.get(TokenRow, name, with_for_update=True)
             if row is not None and row.revoked_at is None:
                 raise InvalidInput(f"A token named {name} already exists; revoke it first (mcp-setup token revoke {name}).")
@@ -76,13 +73,13 @@ class Tokens:
         return token
 
     def list(self) -> list[TokenInfo]:
-        with self._translated("list the tokens"), self._sessions() as s:
+        with translated("list the tokens"), self._sessions() as s:
             rows = s.scalars(select(TokenRow).order_by(TokenRow.name)).all()
             return [TokenInfo(r.name, r.created_at, r.revoked_at, bool(r.admin)) for r in rows]
 
     def revoke(self, name: str) -> None:
         """Refuse ``name``'s token from now on, on every instance."""
-        with self._translated(f"revoke the token {name}"), self._sessions() as s, s.begin():
+        with translated(f"revoke the token {name}"), self._sessions() as s, s.begin():
             done = s.execute(
                 update(TokenRow).where(TokenRow.name == name, TokenRow.revoked_at.is_(None)).values(revoked_at=self._clock())
             )
@@ -99,13 +96,7 @@ class Tokens:
         if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
         query = select(TokenRow).where(TokenRow.token_hash == hash_token(token), TokenRow.revoked_at.is_(None))
-        with self._translated("check a token"), self._sessions() as s:
+        with translated("check a token"), self._sessions() as s:
             row = s.scalars(query).first()
             return TokenInfo(row.name, row.created_at, row.revoked_at, bool(row.admin)) if row is not None else None
 
-    @contextmanager
-    def _translated(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except sa_exc.SQLAlchemyError as exc:
-            raise store_error(exc, action) from exc

@@ -1,4 +1,5 @@
-"""The store's tool pins and audit: what each server offers, what the user approved, who did what.
+"""The store's tool pins and audit: what each server offers, what the user approved, who did what;
+the audit chained row to row (``audit_chain.py``).
 
 A mixin of :class:`~setup_agent.store.database.Store` (it uses the store's session, translation and
 change marker); the rules themselves live in :mod:`setup_agent.store.pins`.
@@ -11,17 +12,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from setup_agent.errors import NotFound, ToolsChanged
 
+from .audit_chain import GENESIS, ChainReport, row_digest, verify_chain
 from .catalog import parse_tools
+from .engine import translated
 from .models import AuditEntry, AuditRow, InstalledServer, ServerRow, _aware, _record, _tools_json
 from .pins import reconcile, summarize
 from .pins import tools_hash as _pin_hash
 
-__all__ = ["ToolPins"]
+__all__ = ["AUDIT_LOCK", "ToolPins"]
+
+#: The PostgreSQL advisory lock key under which a row is appended to the audit's chain.
+AUDIT_LOCK = 0x6D63_7061_7564  # "mcpaud"
 
 
 class ToolPins:
@@ -38,7 +44,7 @@ class ToolPins:
         """
         live_text = _tools_json(tools)
         digest = _pin_hash(tools)
-        with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
+        with translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
             row = s.get(ServerRow, server_id, with_for_update=True)  # PostgreSQL: one writer per server
             if row is None:
                 return False
@@ -78,7 +84,7 @@ class ToolPins:
         return self._decide(server_id, live_hash, actor, approve=False)
 
     def _decide(self, server_id: str, live_hash: str, actor: str, *, approve: bool) -> InstalledServer:
-        with self._translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
+        with translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():
             row = s.get(ServerRow, server_id, with_for_update=True)
             if row is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
@@ -106,10 +112,27 @@ class ToolPins:
         self, s: Session, event: str, row: ServerRow, actor: str, *, old: str | None = None, new: str | None = None,
         detail: str | None = None,
     ) -> None:
-        s.add(AuditRow(
-            at=_aware(self._clock()), event=event, server_id=row.server_id, qualified_name=row.qualified_name,
+        """Append one row, chained to the last (its id and hash taken under a lock on PostgreSQL:
+        two writers never chain to the same row; SQLite has one writer at a time)."""
+        if s.get_bind().dialect.name == "postgresql":
+            s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK})
+        last = s.execute(select(AuditRow.id, AuditRow.row_hash).order_by(AuditRow.id.desc()).limit(1)).first()
+        prev, next_id = (last.row_hash or GENESIS, last.id + 1) if last is not None else (GENESIS, 1)
+        fields = dict(
+            id=next_id, at=_aware(self._clock()), event=event, server_id=row.server_id, qualified_name=row.qualified_name,
             actor=(actor or "unknown")[:128], old_hash=old, new_hash=new, detail=detail and detail[:512],
-        ))  # fmt: skip
+        )  # fmt: skip
+        s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_digest(prev, **fields)))
+        s.flush()  # the next row of the same transaction chains to this one
+
+    def verify_audit(self) -> ChainReport:
+        """Check the audit's hash chain from its first row (``mcp-setup audit --verify``)."""
+        with translated("verify the audit"), self._session() as s:
+            return verify_chain(s.scalars(select(AuditRow).order_by(AuditRow.id)))
+
+    def audit_chain(self) -> dict[str, Any]:
+        """The chain's state for ``tool_registry_diagnostics``: rows, broken links, the last hash."""
+        return self.verify_audit().public()
 
     def audit(self, *, limit: int | None = None, server_id: str | None = None) -> builtins.list[AuditEntry]:
         """Audit rows, oldest first (the last ``limit`` when given)."""
@@ -118,7 +141,7 @@ class ToolPins:
             query = query.where(AuditRow.server_id == server_id)
         if limit is not None:
             query = query.limit(max(int(limit), 0))
-        with self._translated("read the audit"), self._session() as s:
+        with translated("read the audit"), self._session() as s:
             rows = builtins.list(s.scalars(query))
         return [
             AuditEntry(r.id, r.at, r.event, r.server_id, r.qualified_name, r.actor, r.old_hash, r.new_hash, r.detail)
@@ -129,7 +152,7 @@ class ToolPins:
         """Audit rows per event, and ``total`` (for ``tool_registry_diagnostics``)."""
         from sqlalchemy import func
 
-        with self._translated("count the audit"), self._session() as s:
+        with translated("count the audit"), self._session() as s:
             pairs = s.execute(select(AuditRow.event, func.count()).group_by(AuditRow.event)).all()
         counts = {str(event): int(n) for event, n in pairs}
         counts["total"] = sum(counts.values())

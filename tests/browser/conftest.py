@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.mcp_face import REPO
+from tests.timeouts import scaled
 
 CHROMIUM = Path(os.environ.get("MCP_SETUP_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -63,7 +64,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         "TZ": "UTC",
     }
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS, env=env, timeout=30_000)
+        b = p.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS, env=env, timeout=scaled(30_000))
         try:
             yield b
         finally:

@@ -25,6 +25,7 @@ import httpx
 
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 OTHER_STUB = "io.example.other/stub"
@@ -85,7 +86,7 @@ class Served:
             origin=self.origin,  # type: ignore[arg-type]
             additional_headers={"X-MCP-Setup-Token": self.token, **headers},
             proxy=None,
-            open_timeout=10,
+            open_timeout=scaled(10),
             legacy=True,
         )
 
@@ -94,7 +95,7 @@ class Served:
 
 
 def start_serve(
-    root: Path, catalog: Path | None = None, *, timeout: float = 30.0, argv: list[str] | None = None, **extra_env: str
+    root: Path, catalog: Path | None = None, *, timeout: float = scaled(30.0), argv: list[str] | None = None, **extra_env: str
 ) -> Served:
     """``mcp-setup serve`` on a free port (``argv``: another ``mcp-setup`` to run, e.g. an installed wheel's)."""
     env = face_env(root, **{"MCP_SETUP_REGISTRIES": "local", **extra_env})
@@ -127,7 +128,7 @@ def start_serve(
             chunk = os.read(proc.stdout.fileno(), 4096)
             if not chunk:
                 raise RuntimeError(
-                    f"mcp-setup serve exited ({proc.wait(5)}) before printing its URL; stderr:\n"
+                    f"mcp-setup serve exited ({proc.wait(scaled(5))}) before printing its URL; stderr:\n"
                     + stderr_path.read_text(errors="replace")
                 )
             buf += chunk
@@ -141,13 +142,13 @@ def start_serve(
                     return Served(proc, url, port, token, root, env, stderr_path, lines)
     except BaseException:
         proc.kill()
-        proc.wait(10)
+        proc.wait(scaled(10))
         raise
     finally:
         sel.close()
 
 
-def stop_serve(served: Served, sig: int = signal.SIGINT, timeout: float = 30.0) -> int:
+def stop_serve(served: Served, sig: int = signal.SIGINT, timeout: float = scaled(30.0)) -> int:
     """Send ``sig`` and wait for the exit code (kill after ``timeout`` and fail)."""
     proc = served.proc
     if proc.poll() is None:
@@ -156,7 +157,7 @@ def stop_serve(served: Served, sig: int = signal.SIGINT, timeout: float = 30.0) 
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(10)
+            proc.wait(scaled(10))
             raise AssertionError(f"mcp-setup serve did not stop within {timeout}s after signal {sig}")
     if proc.stdout is not None:
         proc.stdout.close()
@@ -181,7 +182,7 @@ def raw_handshake(port: int, *, host: str, headers: dict[str, str] | None = None
         "",
         "",
     ]
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(10)) as sock:
         sock.sendall("\r\n".join(lines).encode("latin-1"))
         data = b""
         while b"\r\n" not in data:

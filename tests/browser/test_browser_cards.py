@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_flow import open_page, shot
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
+from tests.timeouts import scaled
 
 
 def _server_json(name: str, package: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +106,7 @@ def test_after_a_success_the_tools_are_listed_once_under_the_servers_title(
         context, page, watch = open_page(browser, served)
         _set_up_from_search(page, canary)
         card = page.locator(".result-card.installed")
-        expect(card).to_contain_text("Installed and connected", timeout=60_000)
+        expect(card).to_contain_text("Installed and connected", timeout=scaled(60_000))
         expect(card.locator(".server-title")).to_have_text("Stub Server")
         expect(card.locator(".qualified-name")).to_have_text(STUB)
         # One list of tools in the whole thread, in the card; the test's steps only count them.
@@ -153,9 +154,9 @@ def test_a_slow_start_shows_the_time_spent_the_deadline_and_the_servers_last_std
         expect(says).to_contain_text("The server says: stub: slow: sleeping")
         shot(page, artifacts, "33-slow-start")
         # Once it answers, the watch goes; the test's steps are done.
-        expect(first.locator(".starting-watch")).to_have_count(0, timeout=60_000)
+        expect(first.locator(".starting-watch")).to_have_count(0, timeout=scaled(60_000))
         expect(first.locator("[data-stage=tools_listed]")).to_have_attribute("data-status", "done")
-        expect(page.locator(".result-card.installed")).to_be_visible(timeout=60_000)
+        expect(page.locator(".result-card.installed")).to_be_visible(timeout=scaled(60_000))
         assert any('"stderr_line"' in frame for frame in watch.received)
         html = page.content()
         context.close()

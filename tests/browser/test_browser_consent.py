@@ -18,6 +18,7 @@ from playwright.sync_api import expect
 
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
+from tests.timeouts import scaled
 
 
 def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_installs(
@@ -50,7 +51,7 @@ def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_i
         expect(consent).to_be_hidden()
 
         done = page.locator(".result-card.installed")
-        expect(done).to_contain_text("Installed and connected", timeout=60_000)
+        expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
         requests = [f for f in watch.received if '"consent_request"' in f]
         assert len(requests) == 1  # the install reused the approval given for the test
         # The agent's run (its transcript and results, relayed in these frames) held no approval
@@ -100,3 +101,32 @@ def test_a_json_rpc_caller_gets_consent_required_and_the_modal_opens_in_the_tab(
         code = stop_serve(served)
     assert code == 0, served.stderr()
     assert canary not in served.stderr()
+
+
+def test_a_deny_is_drawn_as_the_persons_own_choice_in_their_words(
+    browser: Any, artifacts: Path, tmp_path: Path, canary: str
+) -> None:
+    """#25 item 3: no "It did not work", no ✗ on a step, no agent-facing placeholder."""
+    served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
+    try:
+        context, page, watch = open_page(browser, served)
+        page.get_by_role("button", name="Add MCP server…").click()
+        goal = page.get_by_label("What do you want to set up?")
+        goal.fill("set up the stub server")
+        goal.press("Enter")
+        secret = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
+        secret.get_by_label("Your STUB_API_KEY").fill(canary)
+        secret.get_by_role("button", name="Save").click()
+        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+        expect(consent).to_be_visible()
+        consent.get_by_role("button", name="Deny").click()
+        expect(consent).to_be_hidden()
+        expect(page.locator(".own-choice").first).to_contain_text("You did not allow it. Nothing was run.", timeout=60_000)
+        shot(page, artifacts, "consent-deny-own-choice", full_page=False)
+        thread = page.locator("main").inner_text()
+        assert "the name you gave" not in thread, thread
+        assert "It did not work" not in thread and "✗" not in thread and "Waiting for you to approve" not in thread
+        close_leaking_nothing(context, page, watch, canary)
+    finally:
+        code = stop_serve(served)
+    assert code == 0, served.stderr()

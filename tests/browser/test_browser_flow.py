@@ -13,10 +13,11 @@ from typing import Any
 from playwright.sync_api import Page, expect
 
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
+from tests.timeouts import scaled
 
 WIDE = {"width": 1280, "height": 900}
 NARROW = {"width": 390, "height": 844}
-STEP_TIMEOUT = 30_000
+STEP_TIMEOUT = scaled(30_000)
 
 
 class PageWatch:
@@ -143,7 +144,7 @@ def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_
 
         # Connected; the tools are visible in the thread and in the list.
         done = page.locator(".result-card.installed")
-        expect(done).to_contain_text("Installed and connected", timeout=60_000)
+        expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
         expect(done).to_contain_text("echo")
         install = page.locator(".steps[data-action=mcp_setup_install_and_connect]")
         expect(install).to_contain_text("Connected. Found 2 tools.")

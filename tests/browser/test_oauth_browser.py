@@ -17,6 +17,7 @@ from setup_agent.setup.service import CallContext
 from tests.browser.conftest import CHROMIUM_ARGS, _chromium
 from tests.fakes.oauth_server import OAuthPair, serve_oauth_pair
 from tests.oauth_runtime import NAME, oauth_runtime
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +30,7 @@ def pair() -> Iterator[OAuthPair]:
 
 @pytest.fixture
 async def runtime(tmp_path: Path, pair: OAuthPair, memory_keyring) -> AsyncIterator[Runtime]:
-    async with oauth_runtime(tmp_path, pair, memory_keyring, sign_in_timeout=30) as rt:
+    async with oauth_runtime(tmp_path, pair, memory_keyring, sign_in_timeout=scaled(30)) as rt:
         yield rt
 
 
@@ -42,7 +43,7 @@ async def chromium(tmp_path: Path) -> AsyncIterator[Any]:
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
            "PATH": os.environ.get("PATH", ""), "LANG": "en_US.UTF-8", "TZ": "UTC"}  # fmt: skip
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS, env=env, timeout=30_000)
+        browser = await p.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS, env=env, timeout=scaled(30_000))
         try:
             yield browser
         finally:
@@ -64,7 +65,7 @@ async def test_the_user_signs_in_in_chromium_and_the_server_installs_renews_and_
     async def sign_in(url: str) -> None:
         await page.goto(url)
         await page.get_by_role("button", name="Authorize").click()
-        await page.wait_for_selector("text=Signed in", timeout=20_000)
+        await page.wait_for_selector("text=Signed in", timeout=scaled(20_000))
         landed.append(await page.inner_text("h1"))
 
     clicked: list[asyncio.Task[None]] = []
@@ -75,7 +76,7 @@ async def test_the_user_signs_in_in_chromium_and_the_server_installs_renews_and_
 
     out = await call("mcp_setup_authorize", CallContext(present_authorization=present), qualified_name=NAME)
     assert out["status"] == "authorized", out
-    await asyncio.wait_for(clicked[0], 30)
+    await asyncio.wait_for(clicked[0], scaled(30))
     assert landed == ["Signed in"]
 
     installed = await call("mcp_setup_install_and_connect", qualified_name=NAME, oauth_ref=out["ref"])
@@ -92,7 +93,7 @@ async def test_the_user_signs_in_in_chromium_and_the_server_installs_renews_and_
     pair.provider.expire_access_tokens()
     with pytest.raises(Exception):
         await runtime.connections.call_tool(server_id, "echo", {"text": "no"})
-    await runtime.connections.wait_for_status(server_id, "needs_sign_in", timeout=10)
+    await runtime.connections.wait_for_status(server_id, "needs_sign_in", timeout=scaled(10))
     listed = await call("mcp_setup_list_servers")
     (server,) = listed["servers"]
     assert server["status"] == "needs_sign_in" and "sign in again" in server["reason"]

@@ -20,6 +20,7 @@ from playwright.sync_api import expect
 from tests.browser.serve import start_serve, stop_serve
 from tests.browser.test_browser_flow import open_page, shot
 from tests.fakes.oauth_server import OAuthPair, remote_server_json, serve_oauth_pair
+from tests.timeouts import scaled
 
 NAME = "io.test/notes"
 
@@ -45,8 +46,8 @@ def test_a_person_signs_in_through_the_sign_in_box_and_the_server_installs_then_
         goal.press("Enter")
 
         box = page.locator("#oauth-dialog")
-        expect(box.locator("#oauth-title")).to_have_text(f"Sign in to {NAME}", timeout=60_000)
-        expect(box).to_be_visible(timeout=60_000)
+        expect(box.locator("#oauth-title")).to_have_text(f"Sign in to {NAME}", timeout=scaled(60_000))
+        expect(box).to_be_visible(timeout=scaled(60_000))
         host = urlsplit(pair.issuer).netloc
         expect(box.locator("#oauth-host")).to_have_text(host)
         expect(box.locator("#oauth-scopes")).to_have_text("notes:read")
@@ -74,7 +75,7 @@ def test_a_person_signs_in_through_the_sign_in_box_and_the_server_installs_then_
         sign_in.close()
 
         done = page.locator(".result-card.installed")
-        expect(done).to_contain_text("Installed and connected", timeout=60_000)
+        expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
         server = page.locator(".server", has_text=NAME)
         expect(server.locator(".badge")).to_have_text("Connected")
         assert pair.provider.issued_access
@@ -82,7 +83,7 @@ def test_a_person_signs_in_through_the_sign_in_box_and_the_server_installs_then_
         pair.provider.revoke_refresh_tokens()
         pair.provider.expire_access_tokens()
         server.get_by_role("button", name=f"Reconnect {NAME}").click()
-        expect(server.locator(".badge")).to_have_text("Sign-in expired", timeout=30_000)
+        expect(server.locator(".badge")).to_have_text("Sign-in expired", timeout=scaled(30_000))
         expect(server.locator(".sign-in-again")).to_contain_text("Sign in again: remove it, then add it again")
         shot(page, artifacts, "oauth-02-needs-sign-in")
         html = page.content()

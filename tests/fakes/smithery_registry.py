@@ -164,10 +164,14 @@ class FakeSmitheryRegistry(FakeHTTPServer):
         *,
         api_key: str = DEFAULT_API_KEY,
         port: int = 0,
+        answers: Mapping[str, list[str]] | None = None,
     ) -> None:
         super().__init__(port=port)
         self.api_key = api_key
         self.servers = [dict(s) for s in (default_servers() if servers is None else servers)]
+        #: Semantic answers, as the real ``q`` ("treat this as a prompt"): query (lower case) →
+        #: the qualified names returned, in that order, whatever words they hold.
+        self.answers = {k.lower(): list(v) for k, v in (answers or {}).items()}
 
     def _check(self, request: Request) -> Response | None:
         ok = request.headers.get("authorization") == f"Bearer {self.api_key}"
@@ -192,6 +196,9 @@ class FakeSmitheryRegistry(FakeHTTPServer):
             for s in self.servers
             if not q or any(q in str(s.get(f) or "").lower() for f in ("qualifiedName", "displayName", "description"))
         ]
+        if q in self.answers:
+            by_name = {s["qualifiedName"]: s for s in self.servers}
+            hits = [by_name[n] for n in self.answers[q] if n in by_name]
         chunk = hits[(page - 1) * size : page * size]
         return JSONResponse(
             {

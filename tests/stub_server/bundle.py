@@ -107,8 +107,12 @@ def build_stub_bundle(
     version: str = "1.0.0",
     user_config_key: str | None = None,
     extra_env: dict[str, str] | None = None,
+    server_py: Path = SERVER_PY,
 ) -> tuple[Path, str]:
-    """Write `<dest_dir>/<name>-<version>.mcpb`; return (path, sha256 hex of the file)."""
+    """Write `<dest_dir>/<name>-<version>.mcpb`; return (path, sha256 hex of the file).
+
+    ``server_py`` is the server packed as ``server/server.py`` (tests/stub_server/hostile.py for
+    the sandbox tests)."""
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
     manifest = stub_manifest(key_name=key_name, expected_value=expected_value, mode=mode, name=name, version=version,
@@ -117,7 +121,7 @@ def build_stub_bundle(
     tmp = path.with_suffix(".mcpb.tmp")
     with zipfile.ZipFile(tmp, "w") as zf:
         _add(zf, "manifest.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
-        _add(zf, "server/server.py", SERVER_PY.read_bytes(), mode=0o755)
+        _add(zf, "server/server.py", Path(server_py).read_bytes(), mode=0o755)
     os.replace(tmp, path)
     return path, sha256_hex(path.read_bytes())
 

@@ -23,7 +23,8 @@ python in the same process group, logs "stub: grandchild pid N"), slow (sleeps
 before its first answer), many_tools (pages of 50), echo_env (env to stderr; the
 value in tool `leak`'s description and in echo(text="env")), ignore_sigterm
 (SIG_IGN; on EOF waits STUB_EXIT_DELAY), ignore_unknown (no answer at all to
-server/discover or unknown methods, like some legacy servers).
+server/discover or unknown methods, like some legacy servers), flood (echo sends
+STUB_FLOOD_COUNT (5000) progress notifications before its answer).
 """
 import hashlib
 import json
@@ -38,7 +39,7 @@ PAGE_SIZE = 50
 MODES = (
     "hang", "hang_after_init", "crash", "garbage", "grandchild", "slow",
     "many_tools", "echo_env", "ignore_sigterm", "ignore_unknown",
-    "exit_on_eof_leave_grandchild",
+    "exit_on_eof_leave_grandchild", "flood",
 )
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -213,6 +214,11 @@ class Stub:
         args = params.get("arguments") or {}
         if name == "echo":
             text = str(args.get("text", ""))
+            token = ((params.get("_meta") or {}).get("progressToken"))
+            if "flood" in self.modes and token is not None:
+                for n in range(int(os.environ.get("STUB_FLOOD_COUNT") or 5000)):
+                    send({"jsonrpc": "2.0", "method": "notifications/progress",
+                          "params": {"progressToken": token, "progress": n}})
             if "echo_env" in self.modes and text == "env":
                 text = os.environ.get(self.key_name, "")
             return text_result(text), None

@@ -38,20 +38,24 @@ function rows(c) {
   if (c.runner) out.push(["Runner", c.runner]);
   if (c.command_line && c.command_line.length) out.push(["Command line", c.command_line.join(" ")]);
   if (c.url) out.push(["URL", c.url + " (" + c.transport + ")"]);
-  Object.keys(c.env || {}).forEach(function (k) { out.push(["Environment", k + "=" + c.env[k]]); });
+  var env = Object.keys(c.env || {}).map(function (k) { return k + "=" + c.env[k]; });
+  if (env.length) out.push(["Environment", env.join("\n")]);  // one row, a line each (#25 item 7)
   Object.keys(c.headers || {}).forEach(function (k) { out.push(["Header", k + ": " + c.headers[k]]); });
   (c.secrets || []).forEach(function (s) {
     out.push(["Secret " + s.key, "sent as " + (s.how.join(", ") || "a setting") + " to " + s.destination +
               (s.host ? " — host " + s.host : "")]);
   });
+  (c.sandbox || []).forEach(function (line) { out.push(["Sandbox", line]); });  // what it can see (#23)
   return out;
 }
+
+var waiting = {}; // consent id -> its "Waiting for you to approve…" note in the thread
 
 export function onConsentRequest(event) {
   if ((current && current.consent_id === event.consent_id) ||
       queue.some(function (c) { return c.consent_id === event.consent_id; })) return;
   queue.push(event);
-  if (isThisRun(event.run_id)) note("Waiting for you to approve running " + event.consent.server + "…");
+  if (isThisRun(event.run_id)) waiting[event.consent_id] = note("Waiting for you to approve running " + event.consent.server + "…");
   setBusy("");
   showNext();
 }
@@ -149,6 +153,8 @@ function deny() {
 
 export function onConsentDone(event) {
   loadServersSoon(); // an answered tool-list change changes what the list shows
+  var shown = waiting[event.consent_id];  // the "Waiting for you…" note goes once it is answered (#25 item 5)
+  if (shown) { shown.remove(); delete waiting[event.consent_id]; }
   queue = queue.filter(function (c) { return c.consent_id !== event.consent_id; });
   if (current && current.consent_id === event.consent_id) close();
 }

@@ -15,6 +15,8 @@ var PLAIN = {
   secret_wrong_key: "A key was given for the wrong setting.",
   secret_not_allowed: "A secret was passed in the open; it must be entered in the secret box instead.",
   prompt_cancelled: "You cancelled entering the key.",
+  consent_denied: "You did not allow it. Nothing was run.",
+  consent_required: "It waits for your approval: the approval box opens in this page.",
   prompt_not_found: "This request for a key has expired or was already closed.",
   prompt_answered: "This key was already entered.",
   oauth_required: "This server needs you to sign in with your account first.",

@@ -8,7 +8,7 @@ import { el } from "./dom.js";
 import { plain } from "./errors.js";
 import { openSignIn } from "./oauth_modal.js";
 import { toolList } from "./servers.js";
-import { addToThread, setBusy } from "./thread.js";
+import { addToThread, noteOwnChoice, setBusy } from "./thread.js";
 
 var ACTIVITY = {
   mcp_setup_search: "Searching the server directories…",
@@ -40,8 +40,12 @@ var STAGE_BUSY = {
 var TEST_STAGES = ["resolving", "starting", "handshake", "tools_listed"];
 var INSTALL_STAGES = TEST_STAGES.concat(["installing", "connected"]);
 var INSTALL = "mcp_setup_install_and_connect";
-var ICON = { pending: "○", started: "…", done: "✓", failed: "✗", sign_in: "…" };
-var STATUS_TEXT = { pending: "not yet", started: "in progress", done: "done", failed: "failed", sign_in: "waiting for you to sign in" };
+var ICON = { pending: "○", started: "…", done: "✓", failed: "✗", sign_in: "…", not_allowed: "–" };
+var STATUS_TEXT = { pending: "not yet", started: "in progress", done: "done", failed: "failed", sign_in: "waiting for you to sign in",
+  not_allowed: "not run: you did not allow it" };
+// Codes that are the person's own choice, not a failure: drawn as such, with no "It did not work".
+var OWN_CHOICE = { consent_denied: "You did not allow it. Nothing was run.",
+  prompt_cancelled: "You cancelled entering the key. Nothing was run." };
 // Codes that mean "the user signs in", answered by the sign-in box (oauth_modal.js), not failures.
 var SIGN_IN = { oauth_required: true, needs_sign_in: true };
 
@@ -184,6 +188,10 @@ export function onProgress(event) {
     if (SIGN_IN[event.code]) {
       setStep(event.stage, "sign_in");
       showSignInNeeded(event);
+    } else if (OWN_CHOICE[event.code]) {
+      setStep(event.stage, "not_allowed");
+      steps.block.appendChild(el("p", { class: "own-choice", role: "status", text: OWN_CHOICE[event.code] }));
+      noteOwnChoice(OWN_CHOICE[event.code]);
     } else showProblem(event);
     steps = null;
     return;

@@ -46,8 +46,12 @@ export function focusThreadAction() {
   else $("cancel-agent").focus();
 }
 
+// The person's own choice that ended a step (a Deny, a cancelled key): the result card says it in
+// their words, not the assistant's summary (#25 item 3).
+export function noteOwnChoice(text) { if (run) run.ownChoice = text; }
+
 export function beginThread(runId, goal) {
-  run = { id: runId, done: false };
+  run = { id: runId, done: false, ownChoice: null };
   questionNodes = {};
   $("setup").hidden = false;
   $("add-server").setAttribute("aria-expanded", "true");
@@ -138,9 +142,11 @@ export function onDone(event) {
   setBusy("");
   Object.keys(questionNodes).forEach(function (id) { questionNodes[id].controls.forEach(function (c) { c.disabled = true; }); });
   var status = result.status || "failed";
-  var title = status === "installed" ? "Installed and connected" : status === "cancelled" ? "Setup cancelled" : "Setup did not finish";
+  var ownChoice = run && run.ownChoice && status !== "installed" ? run.ownChoice : null;
+  var title = status === "installed" ? "Installed and connected" : status === "cancelled" ? "Setup cancelled"
+    : ownChoice ? "Not installed" : "Setup did not finish";
   var tools = result.tools || [];
-  var summary = result.summary || "";
+  var summary = ownChoice || result.summary || "";
   // The tool list is shown once, in this card (#12 item 6): not again in the summary's
   // sentence, nor in the test steps above.
   if (tools.length) {

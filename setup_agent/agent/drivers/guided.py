@@ -241,6 +241,9 @@ class GuidedDriver:
             code = tested["error"].get("code")
             if code == "already_installed":
                 await self._already_installed(s, name, tested["error"])
+            if code == "consent_denied":  # the user's own choice: said in their words, and not retried
+                await self._say(s, "You did not allow running it, so nothing was run.")
+                return f"Nothing was installed: the user did not allow running {name}."
             if code in _SIGN_IN and signed_in < 2:
                 signed_in += 1
                 oauth_ref = await self._sign_in(s, name, {**args, "env_refs": dict(env_refs)})

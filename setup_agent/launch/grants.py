@@ -1,0 +1,53 @@
+"""The sandbox in words and the paths a user grants (issue #23; the mechanism is ``sandbox.py``).
+
+:func:`profile_words` is what the consent, ``mcp-setup show``, ``doctor`` and the web page say a
+server can see; :func:`granted_paths` the paths a server's settings name, which the sandbox lets
+it read and write (stored with the install as ``LaunchSpec.sandbox_grants``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+__all__ = ["NOT_ISOLATED", "PATH_FORMATS", "granted_paths", "profile_words"]
+
+#: What every face says where no sandbox runs.
+NOT_ISOLATED = "not isolated on this system"
+
+#: Formats of a setting whose value is a path the server is meant to use: the official registry's
+#: ``filepath``, an MCPB ``user_config`` of type ``directory`` or ``file``.
+PATH_FORMATS = ("filepath", "directory", "file")
+
+
+def granted_paths(keys: Sequence[object], values: Mapping[str, str]) -> list[str]:
+    """The paths the user's settings name (a filesystem server's directory, a config file): the
+    sandbox lets the server read and write them. Shown in the consent, stored with the install;
+    only absolute paths that exist, never ``/`` (a grant holding mcp-setup's data dir shows all of it
+    but that dir: :meth:`Sandbox.wrap`)."""
+    out: list[str] = []
+    for key in keys:
+        if getattr(key, "format", None) not in PATH_FORMATS:
+            continue
+        value = (values.get(getattr(key, "name", "")) or "").strip()
+        path = os.path.normpath(value) if value else ""
+        if path and os.path.isabs(path) and path != "/" and os.path.exists(path) and path not in out:
+            out.append(path)
+    return out
+
+
+def profile_words(mechanism: str, *, grants: Sequence[str] = (), network: bool = True,
+                  container: bool = False, reads: Sequence[str] = ()) -> list[str]:  # fmt: skip
+    """The profile in plain words, for the consent, ``mcp-setup show``, ``doctor`` and the page."""
+    if container:
+        return ["It runs in its own container (Docker), which isolates it; mcp-setup adds no sandbox of its own."]
+    if mechanism == "none":
+        return [f"Sandbox: none — {NOT_ISOLATED}. It runs as you and can read what you can read."]
+    chosen = ", ".join(grants)
+    return [
+        "It can read and write: its own folder" + (f", the folder you chose ({chosen})" if grants else "") + ".",
+        *([f"It can read: {', '.join(reads)} (named in its command line)."] if reads else []),
+        "It cannot see: your home folder, other servers, mcp-setup's keys and database.",
+        "Network: " + ("allowed." if network else "none."),
+        f"Sandbox: {mechanism}.",
+    ]

@@ -1,0 +1,378 @@
+"""The sandbox every local server starts in (issue #23): what it sees, and how that is enforced.
+
+An installed server is untrusted code running as the user. Started through :meth:`Sandbox.wrap`,
+it sees:
+
+- **read-only**: the system (``/usr``, ``/bin``, ``/lib*``, ``/etc`` less its secrets), its runtime
+  (the prefix of the resolved command, e.g. a pyenv or a venv, never a prefix that holds the data
+  dir or is the user's home) and the runners' download caches that the download phase filled,
+  named to the runner by environment since its ``HOME`` is its own: npx's installed packages
+  (``<npm cache>/_npx``, writable only in its own package's entry; :meth:`Sandbox._cache_views`);
+  uv's cache is shared read-write, as uv cannot read a cache it cannot lock;
+- **read-write**: its working dir (the install dir, or the probe's scratch dir), a private
+  ``HOME`` inside it (``<workdir>/home``: kept with an install), a private ``/tmp`` and the paths
+  the user granted in the consent (:class:`Profile`);
+- nothing else: not the data dir (database, key file, logs, other servers, scratch, caches of
+  bundles), not the user's home, not other processes.
+
+Mechanisms, chosen once (``MCP_SETUP_SANDBOX=auto|bwrap|landlock|off``, read in app/settings.py):
+
+- **bwrap** (bubblewrap, where user namespaces work): a new mount namespace holding only the
+  paths above, its own PID, IPC, UTS and cgroup namespaces (so mcp-setup's ``/proc/<pid>`` does not
+  exist for it and cannot be signalled or traced), no capabilities, ``--die-with-parent``; the
+  network namespace is shared unless the profile says no network.
+- **landlock** (Linux ≥ 5.13): the same filesystem rules applied by the kernel to the server
+  and its children (:mod:`setup_agent.launch.landlock`, a small ctypes layer of ours); ptrace of
+  processes outside the domain is refused by Landlock itself, signals and abstract sockets are
+  scoped where the kernel has ABI 6, TCP is refused for a profile with no network (ABI 4). The
+  process tree is shared, and ``/tmp`` is the workdir's ``tmp``.
+- **none**: macOS, Windows, an old or locked-down kernel, or ``off``: the server runs as before,
+  and every face says "not isolated on this system".
+
+OCI packages (``docker run``) are isolated by their container and are not wrapped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from setup_agent.errors import InvalidInput, SandboxUnavailable
+
+if TYPE_CHECKING:
+    from .spec import ResolvedLaunch
+
+__all__ = ["Mechanism", "Profile", "Sandbox", "SandboxMode", "sandboxed"]
+
+logger = logging.getLogger(__name__)
+
+SandboxMode = Literal["auto", "bwrap", "landlock", "off"]
+Mechanism = Literal["bwrap", "landlock", "none"]
+
+#: Read-only system paths (those that exist; a symlink such as Debian's /bin is kept a symlink).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt/homebrew")
+#: Inside /etc: what no server needs (hidden under an empty file or dir).
+ETC_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+               "/etc/ssh", "/etc/ssl/private", "/etc/mcp-setup")  # fmt: skip
+#: In the user's home: what no file an entry names may lie in.
+USER_SECRETS = (".ssh", ".aws", ".gnupg", ".config", ".kube", ".docker", ".netrc", ".local/share/keyrings",
+                ".password-store", ".mozilla", ".pki")  # fmt: skip
+#: Runners whose process is a container engine: the container is the sandbox.
+CONTAINER_RUNNERS = ("docker", "podman")
+
+_BIN_DIRS = ("bin", "sbin", "shims", "Scripts")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one server may see besides the system, its runtime and the caches."""
+
+    workdir: Path
+    #: Paths the user granted in the consent (read-write), stored with the install.
+    grants: tuple[Path, ...] = ()
+    network: bool = True
+    #: Its own besides the workdir: an MCPB bundle unpacked elsewhere (a test's workspace).
+    own: tuple[Path, ...] = ()
+    #: Read-only: files its entry names literally (a local script), see :attr:`ResolvedLaunch.literal_paths`.
+    reads: tuple[Path, ...] = ()
+
+    @property
+    def home(self) -> Path:
+        """The server's private HOME: kept with the install (``~/.something`` state survives)."""
+        return self.workdir / "home"
+
+    @property
+    def tmp(self) -> Path:
+        return self.workdir / "tmp"
+
+
+@dataclass
+class Sandbox:
+    """Wraps a server's command line; one per process, built from the setting.
+
+    ``hide`` are the paths no server may see even when a runtime prefix would hold them (the
+    data dir); ``user_home`` is never bound as a runtime prefix. ``host_env`` tells where the
+    runners' caches are."""
+
+    mode: SandboxMode = "auto"
+    hide: tuple[Path, ...] = ()
+    user_home: Path | None = None
+    host_env: Mapping[str, str] = field(default_factory=dict)
+    which: Callable[[str], str | None] = shutil.which
+    platform: str = sys.platform
+    _mechanism: Mechanism | None = field(default=None, repr=False)
+    _why: str = field(default="", repr=False)
+
+    # --- which mechanism -----------------------------------------------------------------
+
+    @property
+    def mechanism(self) -> Mechanism:
+        """The mechanism that runs here (found once; a trial start of bwrap, a Landlock version)."""
+        if self._mechanism is None:
+            self._mechanism, self._why = self._detect()
+            logger.info("sandbox: %s (%s)", self._mechanism, self._why)
+        return self._mechanism
+
+    @property
+    def why(self) -> str:
+        """Why this mechanism (for ``doctor``)."""
+        _ = self.mechanism
+        return self._why
+
+    def _detect(self) -> tuple[Mechanism, str]:
+        if self.mode == "off":
+            return "none", "MCP_SETUP_SANDBOX=off (unsafe: servers run as you, unisolated)"
+        if not self.platform.startswith("linux"):
+            return "none", f"no sandbox on {self.platform}"
+        reasons = []
+        if self.mode in ("auto", "bwrap"):
+            ok, why = self._bwrap_works()
+            if ok:
+                return "bwrap", why
+            reasons.append(why)
+        if self.mode in ("auto", "landlock"):
+            from .landlock import abi_version
+
+            abi = abi_version()
+            if abi >= 1:
+                return "landlock", f"Landlock ABI {abi}" + (f" ({reasons[0]})" if reasons else "")
+            reasons.append("Landlock is not available in this kernel")
+        return "none", "; ".join(reasons)
+
+    def _bwrap_works(self) -> tuple[bool, str]:
+        path = self.which("bwrap")
+        if path is None:
+            return False, "bubblewrap (bwrap) is not installed"
+        try:
+            trial = subprocess.run(
+                [path, "--ro-bind", "/", "/", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "true"],
+                capture_output=True, timeout=10, env={"PATH": "/usr/bin:/bin"},
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"bwrap could not start ({type(exc).__name__})"
+        if trial.returncode != 0:
+            err = trial.stderr.decode("utf-8", "replace").strip().splitlines()
+            return False, "bwrap cannot make namespaces here" + (f": {err[-1][:200]}" if err else "")
+        return True, f"bubblewrap at {path}"
+
+    def required_but_missing(self) -> str | None:
+        """A forced mechanism (``bwrap``, ``landlock``) that does not work: servers do not start."""
+        if self.mode in ("bwrap", "landlock") and self.mechanism != self.mode:
+            return f"MCP_SETUP_SANDBOX={self.mode}, but it does not work here: {self.why}"
+        return None
+
+    # --- what a server sees --------------------------------------------------------------
+
+    def caches(self) -> dict[str, Path]:
+        """The runners' caches, by the variable that names them to the runner."""
+        env = self.host_env
+        home = Path(env.get("HOME") or (str(self.user_home) if self.user_home else "~")).expanduser()
+        xdg_cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
+        xdg_data = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else home / ".local" / "share"
+        npm = env.get("npm_config_cache") or env.get("NPM_CONFIG_CACHE") or str(home / ".npm")
+        return {
+            "npm_config_cache": Path(npm),
+            "UV_CACHE_DIR": Path(env.get("UV_CACHE_DIR") or xdg_cache / "uv"),
+            "UV_PYTHON_INSTALL_DIR": Path(env.get("UV_PYTHON_INSTALL_DIR") or xdg_data / "uv" / "python"),
+        }
+
+    def _cache_views(self, name: str, args: Sequence[str], profile: Profile) -> _Views:
+        """How the server's runner sees the caches the download phase filled (module docstring).
+
+        npm needs to write wherever it reads (it rewrites its index on a lookup, and locks an npx
+        entry), so an npx server gets a private npm cache in its HOME whose ``_npx`` is a link to the
+        shared one, read-only but for its own package's entry (npx names it by the spec): the
+        package is not downloaded again, only its registry metadata on a first start. uv cannot
+        read a cache it cannot lock: its cache is shared read-write (README "Sandbox" says so)."""
+        caches = self.caches()
+        views = _Views()
+        if name in ("npx", "npm"):
+            from .fetch import npx_entry_name
+
+            shared = caches["npm_config_cache"] / "_npx"
+            private = profile.home / ".npm"
+            private.mkdir(parents=True, exist_ok=True)
+            views.env.update({"npm_config_cache": str(private), "npm_config_update_notifier": "false",
+                              "npm_config_prefer_offline": "true"})  # fmt: skip
+            target = next((a for a in args if not a.startswith("-")), None)
+            if target is not None and shared.is_dir():
+                link = private / "_npx"
+                if not link.is_symlink() and not link.exists():
+                    link.symlink_to(shared, target_is_directory=True)
+                entry = shared / npx_entry_name(target)
+                entry.mkdir(exist_ok=True)
+                views.read.append(shared)
+                views.write.append(entry)
+        if name in ("uvx", "uv"):
+            for var in ("UV_CACHE_DIR", "UV_PYTHON_INSTALL_DIR"):
+                if caches[var].is_dir():
+                    views.env[var] = str(caches[var])
+                    (views.write if var == "UV_CACHE_DIR" else views.read).append(caches[var])
+        return views
+
+    def runtime_paths(self, command: str) -> list[Path]:
+        """Read-only: the prefix of the command as found and of its real file (a venv and the
+        python it points to, a pyenv shim and pyenv), narrowed to the bin dir or the file when
+        a prefix would hold a hidden path or the user's home."""
+        out: list[Path] = []
+        for path in {*_link_chain(Path(command)), Path(os.path.realpath(command))}:
+            out.append(self._narrow(path))
+        venv_cfg = Path(command).parent.parent / "pyvenv.cfg"
+        if venv_cfg.is_file():  # a venv's python points at its base interpreter's prefix
+            out.append(venv_cfg)
+            for line in venv_cfg.read_text(errors="replace").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "home" and value.strip():
+                    out.append(self._narrow(Path(value.strip()) / "python"))
+        return sorted(set(out))
+
+    def _narrow(self, file: Path) -> Path:
+        candidates = [file.parent.parent, file.parent] if file.parent.name in _BIN_DIRS else [file.parent]
+        for candidate in candidates:
+            if self._safe_to_show(candidate):
+                return candidate
+        return file
+
+    def _readable_literal(self, path: Path) -> bool:
+        """A file the entry names may be shown, but never one of mcp-setup's or of the user's keys."""
+        if any(_within(path, h) for h in self.hide):
+            return False
+        home = self.user_home
+        return home is None or not any(_within(path, home / d) for d in USER_SECRETS)
+
+    def _safe_to_show(self, path: Path) -> bool:
+        if path == Path(path.anchor):
+            return False
+        for hidden in (*self.hide, *([self.user_home] if self.user_home else [])):
+            if _within(hidden, path):  # the candidate holds (or is) a hidden path
+                return False
+        return True
+
+    # --- wrapping ------------------------------------------------------------------------
+
+    def wrap(
+        self, command: str, args: Sequence[str], env: Mapping[str, str], profile: Profile
+    ) -> tuple[str, list[str], dict[str, str]]:
+        """``(command, args, env)`` that start ``command`` (already resolved on PATH) inside the
+        sandbox; unchanged with no mechanism. Creates the private HOME and tmp dirs."""
+        mechanism = self.mechanism
+        if mechanism == "none":
+            return command, list(args), dict(env)
+        profile.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        profile.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
+        inner = dict(env)
+        inner["HOME"] = str(profile.home)
+        inner.update({"XDG_CACHE_HOME": str(profile.home / ".cache"), "XDG_CONFIG_HOME": str(profile.home / ".config"),
+                      "XDG_DATA_HOME": str(profile.home / ".local" / "share")})  # fmt: skip
+        inner.pop("XDG_RUNTIME_DIR", None)
+        views = self._cache_views(Path(command).name, args, profile)
+        inner.update(views.env)
+        reads = [p for p in profile.reads if self._readable_literal(p)]
+        read_only = sorted({*self.runtime_paths(command), *views.read, *reads})
+        # A grant that holds the data dir (the user's whole home) shows all of it but the data dir.
+        masks = [str(h) for h in self.hide if any(_within(h, g) for g in (*profile.grants, *read_only))]
+        writable = [*profile.grants, profile.workdir, *profile.own, *views.write]
+        if mechanism == "bwrap":
+            inner["TMPDIR"] = "/tmp"
+            argv = self._bwrap_argv(command, args, read_only, writable, profile, masks)
+            return argv[0], argv[1:], inner
+        inner["TMPDIR"] = str(profile.tmp)
+        # No /proc: Landlock's ptrace rule does not cover every /proc/<pid> file on every kernel.
+        rules = {"read": [p for p in (*SYSTEM_PATHS, "/dev") if os.path.exists(p)]
+                 + [str(p) for p in read_only], "write": [str(p) for p in writable] + ["/dev/null", "/dev/tty"],
+                 "deny": [p for p in ETC_SECRETS if os.path.exists(p)] + masks, "network": profile.network}  # fmt: skip
+        from . import landlock
+
+        launcher = [sys.executable, "-I", "-S", landlock.__file__, json.dumps(rules), command, *args]
+        return launcher[0], launcher[1:], inner
+
+    def _bwrap_argv(
+        self, command: str, args: Sequence[str], read_only: Sequence[Path], writable: Sequence[Path], profile: Profile,
+        masks: Sequence[str] = (),
+    ) -> list[str]:
+        bwrap = self.which("bwrap") or "bwrap"
+        argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+        if profile.network:
+            argv.append("--share-net")
+        for path in SYSTEM_PATHS:
+            if os.path.islink(path):
+                argv += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                argv += ["--ro-bind", path, path]
+        for path in ETC_SECRETS:
+            if os.path.isdir(path) and not os.path.islink(path):
+                argv += ["--tmpfs", path]
+            elif os.path.lexists(path):
+                argv += ["--ro-bind", "/dev/null", path]
+        resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved)
+        if not resolv.startswith("/etc/") and os.path.exists(resolv):
+            argv += ["--ro-bind", resolv, resolv]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for path in read_only:
+            argv += ["--ro-bind-try", str(path), str(path)]
+        grants = len(profile.grants)
+        for path in writable[:grants]:
+            argv += ["--bind", str(path), str(path)]
+        for path in masks:  # over a grant that holds it; its own dirs are bound again below
+            argv += ["--tmpfs", path]
+        for path in writable[grants:]:
+            argv += ["--bind", str(path), str(path)]
+        # The dirs bwrap made to hold the binds (the data dir's, the user's home's path) stay empty.
+        argv += ["--remount-ro", "/", "--chdir", str(profile.workdir), "--", command, *args]
+        return argv
+
+
+@dataclass
+class _Views:
+    env: dict[str, str] = field(default_factory=dict)
+    read: list[Path] = field(default_factory=list)
+    write: list[Path] = field(default_factory=list)
+
+
+def sandboxed(
+    sandbox: Sandbox | None, command: str, resolved: ResolvedLaunch, env: Mapping[str, str]
+) -> tuple[str, list[str], dict[str, str]]:
+    """``(command, args, env)`` for a resolved local launch: through ``sandbox`` when there is one
+    (its working dir is the folder it may write), as it is for a container runner or no sandbox.
+
+    Raises :class:`SandboxUnavailable` when the setting forces a mechanism that does not work."""
+    if sandbox is None or Path(command).name in CONTAINER_RUNNERS:
+        return command, list(resolved.args), dict(env)
+    missing = sandbox.required_but_missing()
+    if missing:
+        raise SandboxUnavailable(missing, details={"sandbox": sandbox.mode})
+    if resolved.cwd is None:
+        raise InvalidInput("A sandboxed server needs its working dir, and none was given.")
+    # A local package serving HTTP is reached on loopback: it keeps the network.
+    network = resolved.network or resolved.transport != "stdio"
+    own = (Path(resolved.bundle_dir),) if resolved.bundle_dir and not _within(resolved.bundle_dir, resolved.cwd) else ()
+    reads = tuple(Path(p) for p in resolved.literal_paths if os.path.isfile(p))
+    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads)
+    return sandbox.wrap(command, resolved.args, env, profile)
+
+
+def _link_chain(path: Path, hops: int = 16) -> list[Path]:
+    """``path`` and each symlink hop to its file (a venv's python → the base interpreter's)."""
+    chain = [path]
+    while hops > 0 and chain[-1].is_symlink():
+        target = Path(os.readlink(chain[-1]))
+        chain.append(target if target.is_absolute() else Path(os.path.normpath(chain[-1].parent / target)))
+        hops -= 1
+    return chain
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    """``inner`` is ``outer`` or below it."""
+    try:
+        Path(inner).resolve().relative_to(Path(outer).resolve())
+    except ValueError:
+        return False
+    return True

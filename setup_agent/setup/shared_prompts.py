@@ -1,0 +1,69 @@
+"""Secret prompts shared through the store, so a person can answer one in any mcp-setup.
+
+A stdio face on a machine with no browser hands the agent a secret page link the person cannot
+open. :func:`share_prompts` publishes each prompt the process's
+:class:`~setup_agent.secrets.PromptBroker` opens (key name, the agent's prompt text, the server:
+no value) to :class:`~setup_agent.store.PendingApprovals`; ``mcp-setup approve`` in a terminal
+answers it with a hidden prompt (:func:`answer_secret_shared`: the value is encrypted with the
+data key before it is written, and deleted once picked up). Before a ref is read, the owner
+picks up the values entered elsewhere and answers its own broker with them: from there the
+value is a live ref like any other, single use, never seen by the agent.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+from setup_agent.errors import InvalidInput, SetupError
+from setup_agent.secrets import PromptBroker, SecretRefStore, Vault
+from setup_agent.store import PendingApprovals
+
+from .shared_items import Published
+
+__all__ = ["answer_secret_shared", "share_prompts"]
+
+log = logging.getLogger(__name__)
+
+
+def share_prompts(
+    broker: PromptBroker, refs: SecretRefStore, shared: PendingApprovals, vault: Vault, *, ttl_seconds: float
+) -> None:
+    """Publish ``broker``'s prompts to ``shared`` and fill their refs with values entered elsewhere."""
+    published = Published(shared, ttl_seconds=ttl_seconds)
+
+    def on_event(event: dict[str, Any]) -> None:
+        pid = str(event.get("prompt_id"))
+        if event.get("type") == "secret_request":
+            published.publish(pid, "secret", {k: event.get(k) for k in ("key_name", "prompt", "server")})
+        elif event.get("type") == "secret_done":
+            published.closed(pid)
+
+    def pull() -> None:
+        for item in published.answered():  # their rows (and the encrypted values) are gone now
+            try:
+                if item.status == "answered":
+                    sealed = base64.b64decode((item.decision or {}).get("value_encrypted", ""))
+                    broker.answer(item.item_id, vault.decrypt(sealed))
+                else:
+                    broker.cancel(item.item_id, "cancelled by the user in a terminal")
+            except SetupError as exc:  # answered here meanwhile, expired, or a value it refused
+                log.info("a secret entered elsewhere was not used (%s)", exc.code)
+
+    broker.subscribe(on_event)
+    refs.add_pull(pull)
+
+
+def answer_secret_shared(shared: PendingApprovals, vault: Vault, item_id: str, value: str | None, *, by: str) -> bool:
+    """Answer a shared secret prompt from a user channel of another process (``None``: cancel).
+    The value is encrypted with the data key; False when the prompt is no longer open."""
+    item = shared.get(item_id)
+    if item is None or item.status != "pending" or item.kind != "secret":
+        return False
+    if value is None:
+        return shared.answer(item_id, "cancelled", by=by)
+    if not value.strip():
+        raise InvalidInput("Please enter a value, or skip it.")
+    sealed = base64.b64encode(vault.encrypt(value)).decode("ascii")
+    return shared.answer(item_id, "answered", by=by, decision={"value_encrypted": sealed})

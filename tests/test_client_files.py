@@ -1,0 +1,98 @@
+"""Client config files are written safely (#24 items 7-9): through a symlink to its target, never
+through a planted temp link, the backup 0600, and secrets found by name and value."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from app.cli.client_configs import ClientConfig, secret_reason
+
+OTHER = {"command": "node", "args": ["other.js"]}
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def _edit(path: Path) -> None:
+    config = ClientConfig("cursor", path)
+    config.set_entries({"mcp-setup": {"command": "mcp-setup", "args": ["mcp"]}}).write()
+
+
+def test_a_symlinked_config_is_written_through_to_its_target_and_the_link_stays(tmp_path: Path) -> None:
+    dotfiles, home = tmp_path / "dotfiles", tmp_path / "home" / ".cursor"
+    dotfiles.mkdir()
+    home.mkdir(parents=True)
+    target = dotfiles / "mcp.json"
+    target.write_text(json.dumps({"mcpServers": {"other": {**OTHER, "env": {"API_KEY": "plain-secret-1"}}}}))
+    os.chmod(target, 0o640)
+    link = home / "mcp.json"
+    link.symlink_to(target)
+    config = ClientConfig("cursor", link)
+    edit = config.set_entries({"other": OTHER})
+    assert edit.target() == target.resolve()
+    backup = edit.write()
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert "plain-secret-1" not in target.read_text() and json.loads(target.read_text())["mcpServers"]["other"] == OTHER
+    assert _mode(target) == 0o640  # the real target's mode
+    assert backup is not None and backup.parent == target.resolve().parent and _mode(backup) == 0o600
+    assert "plain-secret-1" in backup.read_text()
+    assert sorted(p.name for p in home.iterdir()) == ["mcp.json"]  # nothing left beside the link
+
+
+def test_a_temp_link_planted_in_a_world_writable_dir_is_never_followed(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    os.chmod(victim, 0o600)
+    config_path = shared / "mcp.json"
+    config_path.write_text(json.dumps({"mcpServers": {"other": OTHER}}))
+    os.chmod(config_path, 0o644)
+    for name in ("mcp.json.mcp-setup-tmp", ".mcp.json.mcp-setup-tmp"):
+        (shared / name).symlink_to(victim)
+    _edit(config_path)
+    assert victim.read_text() == "precious" and _mode(victim) == 0o600
+    assert _mode(config_path) == 0o644 and "mcp-setup" in json.loads(config_path.read_text())["mcpServers"]
+    assert not config_path.is_symlink()
+
+
+def test_the_backup_is_readable_by_the_user_only_whatever_the_original_mode(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"other": OTHER}}))
+    os.chmod(path, 0o644)
+    _edit(path)
+    (backup,) = tmp_path.glob("mcp.json.bak-*")
+    assert _mode(backup) == 0o600 and _mode(path) == 0o644
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "secret"),
+    [
+        ("MY_DB_PASS", "hunter2", True),  # short, and a name the old pattern missed
+        ("PGPWD", "x1", True),
+        ("CLIENT_SECRET", "abc", True),
+        ("SLACK_TOKEN", "t", True),
+        ("OPENAI_KEY", "k", True),
+        ("AWS_CREDENTIALS", "c", True),
+        ("X_AUTH", "v", True),
+        ("GH_PAT", "v", True),
+        ("SOMETHING", "ghp_" + "a1B2" * 8, True),  # a known prefix
+        ("SOMETHING", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", True),  # a JWT
+        ("SOMETHING", "Zx8q2LmP0vR7tY4wK9sB3nD6fH1jG5cQ", True),  # high entropy
+        ("PATH", "/usr/bin:/bin", False),
+        ("REGION", "eu-west-1", False),
+        ("DEBUG", "1", False),
+        ("LOG_LEVEL", "info", False),
+        ("API_KEY", "${API_KEY}", False),  # a template, not a value
+        ("API_KEY", "", False),
+    ],
+)
+def test_secrets_are_found_by_name_and_by_value(key: str, value: str, secret: bool) -> None:
+    assert (secret_reason(key, value) is not None) is secret

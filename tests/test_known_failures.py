@@ -1,0 +1,247 @@
+"""Issue 26, known failures repaired: a failed start names what was launched and which part failed,
+recognises npx/uvx/docker failure signatures, and offers the repaired launch, which the consent
+shows, the user approves, the test runs and the install records as tested.
+
+The uvx flows are real: a real ``uvx`` against PyPI indexes on loopback
+(tests/fakes/pypi_projects.py), a private HOME with its own cold uv cache and no Python downloads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from app.runtime import Runtime, build_runtime
+from app.settings import Settings
+from setup_agent.errors import InvalidInput
+from setup_agent.launch.repairs import apply_repair, diagnose
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.setup.service import CallContext
+from tests.fakes.pypi_projects import executable_mismatch, fastmcp_projects, needs_python, serve_pypi_projects
+
+pytestmark = pytest.mark.anyio
+
+
+def _uv_bin() -> Path | None:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return None
+    try:
+        return Path(find_uv_bin())
+    except FileNotFoundError:
+        return None
+
+
+needs_uv = pytest.mark.skipif(_uv_bin() is None, reason="needs the uv wheel (pip install -e '.[test]')")
+
+
+def uvx_spec(identifier: str, *before: str) -> LaunchSpec:
+    return LaunchSpec(command="uvx", args=["--default-index", "http://i.example/simple", *before, f"{identifier}==1.0.0"],
+                      package_type="pypi", identifier=identifier, version="1.0.0", runner="uvx")  # fmt: skip
+
+
+# Real error output, as uvx and the servers printed it (uv 0.13, mcp 2.3).
+UVX_EXECUTABLE = (
+    "Installed 1 package in 15ms\nAn executable named `mcp-weather-server` is not provided by package "
+    "`mcp-weather-server`.\nThe following executables are available:\n- mcp_weather_server\n\n"
+    "Use `uvx --from mcp-weather-server mcp_weather_server` instead.\n"
+)
+FASTMCP = (
+    "  File \"…/site-packages/mcp/server/fastmcp/__init__.py\", line 9, in <module>\n"
+    "ModuleNotFoundError: No module named 'mcp.server.fastmcp'. This is mcp 2.x, where FastMCP was renamed to "
+    "MCPServer (from mcp.server.mcpserver import MCPServer) and other APIs changed; see the migration guide at "
+    "https://py.sdk.modelcontextprotocol.io/v2/migration/#fastmcp-renamed-to-mcpserver or pin 'mcp<2' to keep "
+    "running v1 code.\n"
+)
+PYTHON = (
+    "error: No solution found when resolving tool dependencies\n  cause: Because the current Python version "
+    "(3.11.7) does not satisfy Python>=3.12 and newpy==1.0.0 depends on Python>=3.12, we can conclude that "
+    "newpy==1.0.0 cannot be used.\n"
+)
+
+
+def test_uvxs_executable_hint_becomes_a_from_repair() -> None:
+    spec = uvx_spec("mcp-weather-server")
+    found = diagnose(spec, UVX_EXECUTABLE)
+    assert found.part == "package" and found.repair is not None
+    assert found.repair.code == "uvx-executable:mcp_weather_server"
+    assert apply_repair(spec, found.repair.code).args == [
+        "--default-index", "http://i.example/simple", "--from", "mcp-weather-server==1.0.0", "mcp_weather_server"]
+
+
+def test_an_unpinned_fastmcp_server_under_mcp_2_is_repaired_with_mcp_below_2() -> None:
+    spec = uvx_spec("weather-fastmcp")
+    found = diagnose(spec, FASTMCP)
+    assert found.part == "package" and found.repair is not None and found.repair.code == "uvx-with:mcp<2"
+    assert apply_repair(spec, "uvx-with:mcp<2").args[-3:] == ["--with", "mcp<2", "weather-fastmcp==1.0.0"]
+
+
+def test_a_package_needing_a_newer_python_is_a_runner_failure_repaired_with_that_python() -> None:
+    spec = uvx_spec("newpy")
+    found = diagnose(spec, PYTHON)
+    assert found.part == "runner" and found.repair is not None and found.repair.code == "uvx-python:3.12"
+    assert apply_repair(spec, found.repair.code).args[-3:] == ["--python", "3.12", "newpy==1.0.0"]
+    # a `--from SPEC python -m module` launch gets the option before --from
+    moduled = LaunchSpec(command="uvx", args=["--from", "newpy==1.0.0", "python", "-m", "newpy"], package_type="pypi",
+                         identifier="newpy", version="1.0.0", runner="uvx")  # fmt: skip
+    assert apply_repair(moduled, "uvx-python:3.12").args[:4] == ["--python", "3.12", "--from", "newpy==1.0.0"]
+
+
+@pytest.mark.parametrize(
+    ("command", "stderr", "part"),
+    [
+        ("npx", "npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/nodejsmcp", "package"),
+        ("npx", "npm error could not determine executable to run", "package"),
+        ("npx", "npm warn EBADENGINE Unsupported engine { required: { node: '>=20' } }", "runner"),
+        ("docker", "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock.", "runner"),
+        ("docker", "docker: Error response from daemon: pull access denied for acme/x, repository does not exist",
+         "package"),
+        ("python3", "Traceback (most recent call last):\nKeyError: 'WEATHER_API_KEY'", "server"),
+    ],
+)
+def test_the_part_that_failed_is_named_for_well_known_signatures(command, stderr, part) -> None:
+    spec = LaunchSpec(command=command, args=["x"], package_type="npm", identifier="x", runner=command)
+    assert diagnose(spec, stderr).part == part
+
+
+def test_an_image_without_a_build_for_this_machine_is_repaired_with_its_amd64_build() -> None:
+    spec = LaunchSpec(command="docker", args=["run", "-i", "--rm", "acme/x:1"], package_type="oci",
+                      identifier="acme/x", runner="docker")  # fmt: skip
+    found = diagnose(spec, "docker: no matching manifest for linux/arm64/v8 in the manifest list entries.")
+    assert found.repair is not None and found.repair.code == "docker-platform:linux/amd64"
+    assert apply_repair(spec, found.repair.code).args[:3] == ["run", "--platform", "linux/amd64"]
+
+
+@pytest.mark.parametrize(
+    "code", ["uvx-executable:x;rm -rf /", "uvx-with:mcp<2 && curl", "uvx-python:latest", "nonsense", "docker-platform:linux/amd64"],
+)
+def test_a_repair_that_is_unknown_malformed_or_not_for_this_launch_is_refused(code) -> None:
+    with pytest.raises(InvalidInput):
+        apply_repair(uvx_spec("pkg"), code)
+
+
+# --- the flow, with a real uvx ------------------------------------------------------------------
+
+NAME = "io.test/repairable"
+
+
+def host_env(tmp_path: Path) -> dict[str, str]:
+    uv = _uv_bin()
+    assert uv is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("uv", "uvx"):
+        (bin_dir / tool).symlink_to(uv.with_name(tool))
+    home = tmp_path / "home"
+    (home / ".config" / "uv").mkdir(parents=True)
+    (home / ".config" / "uv" / "uv.toml").write_text('python-downloads = "never"\n')
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home), "LANG": "C.UTF-8"}
+
+
+def make_runtime(tmp_path: Path, index_url: str, identifier: str, memory_keyring, consent: str = "never-ask") -> Runtime:
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    doc = {
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": NAME, "description": "A PyPI server that needs a repair to start.", "version": "1.0.0",
+        "packages": [{"registryType": "pypi", "registryBaseUrl": index_url, "identifier": identifier,
+                      "version": "1.0.0", "transport": {"type": "stdio"},
+                      "environmentVariables": [{"name": "STUB_REQUIRE", "value": "0"}]}],
+    }  # fmt: skip
+    (catalog / "repairable.json").write_text(json.dumps(doc))
+    env = host_env(tmp_path)
+    return build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent=consent,
+                 probe_timeout_seconds=60, adopt_tested_servers=False),
+        keyring_backend=memory_keyring, host_env=env, which=lambda name: shutil.which(name, path=env["PATH"]),
+    )  # fmt: skip
+
+
+async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
+    with anyio.fail_after(150):
+        return await runtime.service.call(tool, {"qualified_name": NAME, **args}, CallContext(installed_by="agent"))
+
+
+@needs_uv
+async def test_a_package_whose_executable_is_named_otherwise_is_repaired_tested_and_installed_as_tested(
+    tmp_path: Path, memory_keyring
+) -> None:
+    with serve_pypi_projects(executable_mismatch("wx-stub")) as index:
+        runtime = make_runtime(tmp_path, index.url, "wx-stub", memory_keyring)
+        try:
+            failed = await call(runtime, "mcp_setup_test_connection")
+            error = failed["error"]
+            assert error["code"] == "exited", failed
+            assert "pypi package wx-stub 1.0.0 (uvx)" in error["message"] and "The package failed" in error["message"]
+            assert error["details"]["failed"] == "package"
+            repair = error["details"]["repair"]
+            assert repair["code"] == "uvx-executable:wx_stub" and "--from wx-stub==1.0.0 wx_stub" in repair["command"]
+            repaired = await call(runtime, "mcp_setup_test_connection", repair=repair["code"])
+            assert repaired["ok"] is True, repaired
+            assert {t["name"] for t in repaired["tools"]} >= {"echo"}
+            installed = await call(runtime, "mcp_setup_install_and_connect", repair=repair["code"])
+            assert installed["ok"] is True, installed
+            stored = runtime.store.get_by_name(NAME)
+            assert stored is not None and stored.launch_spec["args"][-3:] == ["--from", "wx-stub==1.0.0", "wx_stub"]
+        finally:
+            await runtime.aclose()
+
+
+@needs_uv
+async def test_an_unpinned_fastmcp_server_is_repaired_with_mcp_below_2_and_then_lists_its_tools(
+    tmp_path: Path, memory_keyring
+) -> None:
+    with serve_pypi_projects(fastmcp_projects("fmcp-stub")) as index:
+        runtime = make_runtime(tmp_path, index.url, "fmcp-stub", memory_keyring)
+        try:
+            failed = await call(runtime, "mcp_setup_test_connection")
+            error = failed["error"]
+            assert error["code"] == "exited" and error["details"]["failed"] == "package", failed
+            assert error["details"]["repair"]["code"] == "uvx-with:mcp<2"
+            repaired = await call(runtime, "mcp_setup_test_connection", repair="uvx-with:mcp<2")
+            assert repaired["ok"] is True, repaired
+            assert {t["name"] for t in repaired["tools"]} >= {"echo"}
+            assert any(p.startswith("/simple/mcp") for p in index.requests)
+        finally:
+            await runtime.aclose()
+
+
+@needs_uv
+async def test_a_package_needing_a_newer_python_names_the_runner_and_offers_that_python(
+    tmp_path: Path, memory_keyring
+) -> None:
+    with serve_pypi_projects(needs_python("newpy-stub", ">=3.12")) as index:
+        runtime = make_runtime(tmp_path, index.url, "newpy-stub", memory_keyring)
+        try:
+            failed = await call(runtime, "mcp_setup_test_connection")
+        finally:
+            await runtime.aclose()
+    error = failed["error"]
+    assert error["code"] == "exited" and error["details"]["failed"] == "runner", failed
+    assert error["details"]["repair"]["code"] == "uvx-python:3.12"
+    assert "The runner failed" in error["message"] and "newpy-stub 1.0.0" in error["message"]
+
+
+@needs_uv
+async def test_the_consent_for_a_repaired_launch_shows_the_changed_command_as_a_warning_to_accept(
+    tmp_path: Path, memory_keyring
+) -> None:
+    with serve_pypi_projects(executable_mismatch("wx-stub")) as index:
+        runtime = make_runtime(tmp_path, index.url, "wx-stub", memory_keyring, consent="ask")
+        try:
+            result = await call(runtime, "mcp_setup_test_connection", repair="uvx-executable:wx_stub")
+            assert result["error"]["code"] == "consent_required", result
+            request = runtime.consents.pending()[-1].request.public()
+        finally:
+            await runtime.aclose()
+    (warning,) = [w for w in request["warnings"] if w["code"] == "repaired_launch"]
+    assert "uvx-executable:wx_stub" in warning["message"] and "--from wx-stub==1.0.0 wx_stub" in warning["message"]
+    assert request["command_line"][-3:] == ["--from", "wx-stub==1.0.0", "wx_stub"]
+    assert index.requests == []  # nothing ran or was fetched before the user approved
