@@ -59,6 +59,10 @@ class Settings(BaseSettings):
         default="first-call",
         description="When `mcp-setup mcp` loads its core: on the first tool call (less memory idle) or at once.",
     )
+    gateway_tools: Literal["all", "discover"] = Field(
+        default="all",
+        description="discover: the MCP face lists only the setup tools and mcp_setup_find_tools / mcp_setup_call_tool.",
+    )
     consent: Literal["ask", "never-ask"] = Field(
         default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
     )

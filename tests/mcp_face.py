@@ -130,7 +130,10 @@ async def mcp_setup_client(
     env: dict[str, str] | None = None,
     mode: str = "legacy",
     message_handler: Any = None,
+    **callbacks: Any,
 ) -> AsyncIterator[Client]:
+    """``mcp-setup mcp`` with the SDK's client (``callbacks``: more ``Client`` arguments, e.g.
+    ``sampling_callback``)."""
     params = StdioServerParameters(command=mcp_setup_argv()[0], args=[*mcp_setup_argv("mcp")[1:]], env=env or face_env(home), cwd=str(REPO))
     with open(stderr_path, "a") as errlog:
         transport = recorded(stdio_client(params, errlog=errlog), recorder)
@@ -139,6 +142,7 @@ async def mcp_setup_client(
             kwargs["elicitation_callback"] = elicitation_callback
         if message_handler is not None:
             kwargs["message_handler"] = message_handler
+        kwargs.update(callbacks)
         async with Client(transport, **kwargs) as client:
             yield client
 

@@ -16,12 +16,13 @@ from setup_agent.store.catalog import (
     CatalogServer,
     gateway_name,
     make_slug,
+    names_too_long,
     read_sqlite_catalog,
 )
 from setup_agent.store.database import DB_FILE_NAME, Store
 from tests.conftest import MemoryKeyring
 
-TOOL_NAME_RULE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TOOL_NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
 @pytest.mark.parametrize(
@@ -52,6 +53,17 @@ def test_every_gateway_name_fits_the_mcp_rules_and_is_deterministic(tool: str) -
     assert len(name) <= MAX_TOOL_NAME
     assert name == gateway_name("a" * MAX_SLUG, tool)
     assert name.startswith("a" * MAX_SLUG + "__")
+
+
+def test_a_dot_is_mapped_and_every_name_fits_claude_codes_64_under_the_default_entry() -> None:
+    name = gateway_name("a" * MAX_SLUG, "files.read")
+    assert "." not in name and name == gateway_name("a" * MAX_SLUG, "files.read")
+    tools = tuple({"name": n, "inputSchema": {"type": "object"}} for n in ("files.read", "x" * 80, "ok"))
+    catalog = Catalog.build([CatalogServer("s", "io.x/" + "a" * 40, "a" * MAX_SLUG, None, True, tools)])
+    assert all(len("mcp__mcp-setup__" + t["name"]) <= 64 for t in catalog.wire_tools())
+    assert names_too_long(catalog, "claude-code", "mcp-setup") == []
+    assert names_too_long(catalog, "claude-code", None) == ["x" * 80]  # one entry per server: its own names
+    assert names_too_long(catalog, "cursor", None) == []  # no known rule: no warning
 
 
 def test_tools_that_differ_only_in_replaced_characters_get_different_names() -> None:

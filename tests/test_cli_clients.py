@@ -168,3 +168,21 @@ def test_import_moves_a_planted_key_into_the_vault_and_the_entry_runs_mcp_setup_
             assert canary.encode() not in f.read_bytes(), f
     got = anyio.run(answers, [servers["stub"]["command"], *servers["stub"]["args"]], {**env, **servers["stub"]["env"]})
     assert "echo" in got
+
+
+def test_connect_warns_when_claude_code_would_refuse_a_per_server_tool_name_and_not_for_the_gateway(
+    data, capsys, canary, tmp_path  # noqa: F811
+) -> None:
+    long_tool = "search_everything_in_the_workspace_with_filters_and_paging"  # 58: fine alone, not under a prefix
+    with data.store() as store:
+        store.install(
+            qualified_name="io.x/long-names", source="local", version="1", package_type="stdio",
+            launch_spec={"command": "true"}, installed_by="agent", tools_hash="x", env={},
+            tools=[{"name": long_tool, "description": "Search."}],
+        )  # fmt: skip
+    path = tmp_path / "claude.json"
+    code, _, err = cli(capsys, "client", "connect", "claude-code", "--config", str(path), "--dry-run", "--per-server")
+    assert code == 0 and "refuses tool names this long" in err and long_tool in err
+    # Through the gateway the name is budgeted to 48: mcp__mcp-setup__<name> fits Claude Code's 64.
+    code, _, err = cli(capsys, "client", "connect", "claude-code", "--config", str(path), "--dry-run")
+    assert code == 0 and "refuses" not in err

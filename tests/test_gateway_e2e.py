@@ -14,6 +14,7 @@ import anyio
 import mcp_types as types
 import pytest
 
+from setup_agent.gateway.discover import DISCOVER_NAMES
 from setup_agent.setup.tool_specs import TOOL_NAMES
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.processes import no_process_left
@@ -86,7 +87,7 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
         ) as client:  # fmt: skip
             assert client.server_capabilities.tools.list_changed is True
             before = await tool_names(client)
-            assert before == set(TOOL_NAMES)
+            assert before == set(TOOL_NAMES) | DISCOVER_NAMES
             server_id = await install_stub(client, browser)
             await changes.until(lambda: lists_tool(client, "stub__echo"))
             after = await tool_names(client)

@@ -71,6 +71,9 @@ def test_mcp_refuses_no_token_or_a_wrong_one_with_401_and_a_foreign_origin_with_
         right = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {served.token}"})
         assert right.status_code == 200, right.text
         assert "mcp-setup" in right.text
+        # It sends notifications/tools/list_changed, so it says so (#29 item 1), as stdio does.
+        answer = json.loads(next(line[5:] for line in right.text.splitlines() if line.startswith("data:")))
+        assert answer["result"]["capabilities"]["tools"] == {"listChanged": True}
 
 
 @pytest.fixture

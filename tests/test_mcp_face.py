@@ -59,6 +59,8 @@ def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) ->
         "mcp_setup_list_servers",
         "mcp_setup_remove",
         "mcp_setup_authorize",
+        "mcp_setup_find_tools",  # the gateway's pair (#29 item 9), not the sub-agent's
+        "mcp_setup_call_tool",
     }
     assert proc.returncode == 0
 

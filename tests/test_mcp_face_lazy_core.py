@@ -17,6 +17,7 @@ import pytest
 
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.vault import Vault
+from setup_agent.gateway.discover import DISCOVER_NAMES
 from setup_agent.setup.tool_specs import TOOL_NAMES
 from setup_agent.store.database import Store
 from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
@@ -72,7 +73,7 @@ async def test_an_idle_face_lists_installed_tools_without_its_core_and_loads_it_
     with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == set(TOOL_NAMES) | {"first__echo"}
+            assert names == set(TOOL_NAMES) | DISCOVER_NAMES | {"first__echo"}
             pid = face_pid(data)
             assert not core_loaded(pid)
             listed = await call(client, "mcp_setup_list_servers")

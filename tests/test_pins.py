@@ -49,6 +49,16 @@ def test_whitespace_only_is_cosmetic_and_anything_else_is_not() -> None:
     assert not is_cosmetic(ECHO, {**ECHO, "annotations": {"destructiveHint": True}})
 
 
+def test_a_tool_pinned_before_execution_icons_and_meta_were_recorded_keeps_its_pinned_form_when_they_appear() -> None:
+    """An upgrade to #29 (which records them) holds nothing back; a pin that has them is strict."""
+    later = {**ECHO, "execution": {"taskSupport": "forbidden"}, "_meta": {"ui": {"resourceUri": "ui://x"}}}
+    verdict = reconcile([ECHO], [later])
+    assert verdict.exposed == [ECHO] and not verdict.needs_approval  # the pinned form: no unapproved _meta
+    assert not is_cosmetic(later, {**later, "_meta": {"ui": {"resourceUri": "ui://other"}}})
+    assert not is_cosmetic(later, {**ECHO, "execution": {"taskSupport": "required"}})
+    assert not is_cosmetic(ECHO, {**later, "description": "Now also deletes files."})
+
+
 def test_the_hash_is_canonical_whatever_the_order_of_keys_and_tools() -> None:
     shuffled = [dict(reversed(list(WHOAMI.items()))), dict(reversed(list(ECHO.items())))]
     assert tools_hash([ECHO, WHOAMI]) == tools_hash(shuffled)

@@ -162,7 +162,9 @@ async def test_a_real_npm_server_is_test_connected_through_npx(tmp_path: Path) -
     assert tested["ok"] is True, json.dumps(tested)[:2000]
     names = {t["name"] for t in tested["tools"]}
     assert {"echo", "get-sum", "get-env", "get-tiny-image"} <= names, names
-    assert len(names) == 13
+    # 17: the probe declares what the gateway relays (sampling, elicitation, roots; #29 item 5),
+    # so the server also shows the four tools it registers only for such clients.
+    assert len(names) == 17 and {"trigger-sampling-request", "get-roots-list"} <= names
 
 
 async def test_the_real_server_everything_is_installed_and_called_through_the_gateway_without_its_secret(

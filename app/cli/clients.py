@@ -125,12 +125,27 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     if not edit.changed:
         print(f"{config.path}: already up to date; nothing written.")
         return 0
+    if args.client_command != "disconnect":
+        _warn_long_names(settings, args)
     if args.dry_run:
         print(edit.diff(), end="")
         return 0
     backup = edit.write()
     print(f"Updated {config.path}" + (f" (the old file is {backup})" if backup else "") + ". Restart the client.")
     return 0
+
+
+def _warn_long_names(settings: Settings, args: argparse.Namespace) -> None:
+    """Say which installed tools the client would refuse for the length of its own name for them."""
+    from setup_agent.store import names_too_long
+
+    from .servers import _store
+
+    with _store(settings) as store:
+        long = names_too_long(store.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
+    if long:
+        shown = ", ".join(long[:5]) + (f" and {len(long) - 5} more" if len(long) > 5 else "")
+        print(f"mcp-setup: warning: {args.client} refuses tool names this long: {shown}.", file=sys.stderr)
 
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
-from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
 from setup_agent.agent import load_archetypes
@@ -44,8 +43,11 @@ from setup_agent.errors import (
     PromptCancelled,
     PromptFailed,
 )  # fmt: skip
-from setup_agent.setup import TOOL_NAMES, TOOL_SPECS
+from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
+
+from .gateway_tools import call_installed, install_hint, listed_tools, read_installed
+from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -96,7 +98,9 @@ class McpFace:
         early_catalog: Callable[[], Catalog | None] | None = None,
         page_url: Callable[[str], str] | None = None,
         consent_url: Callable[[str], str] | None = None,
+        gateway_tools: str | None = None,
     ) -> None:
+        self.gateway_tools = gateway_tools  # all | discover; None: the runtime's MCP_SETUP_GATEWAY_TOOLS
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
         #: Set by the first request that needs the core (see app/mcp/stdio.py: run_stdio).
         self.core_wanted = asyncio.Event()
@@ -109,7 +113,7 @@ class McpFace:
         self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()
         self._page: Any = None
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = FaceServer(
             "mcp-setup",
             version=version,
             instructions=(
@@ -128,12 +132,14 @@ class McpFace:
             self.provide(runtime)
 
     def initialization_options(self) -> Any:
-        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+        return self.server.create_initialization_options(NOTIFICATIONS)
 
     def provide(self, runtime: Runtime) -> None:
         """Hand over the runtime once it is built; waiting tool calls go on."""
         self._runtime.set_result(runtime)
+        self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         runtime.gateway.add_listener(self.tools_changed)
+        self.server.on_level = runtime.gateway.set_logging_level  # type: ignore[attr-defined]
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
         connection = _connection(ctx)
@@ -171,44 +177,47 @@ class McpFace:
             return early
         return await (await self.runtime()).gateway.ready()
 
-    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        own = [types.Tool.model_validate(spec) for spec in TOOL_SPECS]
-        installed = [types.Tool.model_validate(tool) for tool in (await self.catalog()).wire_tools()]
-        return types.ListToolsResult(tools=own + installed)
+    async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        return {**LIST_ENVELOPE, "tools": listed_tools(self.gateway_tools, await self.catalog())}
 
-    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments or {}
         if not isinstance(arguments, dict):
             raise MCPError(JSONRPC_INVALID_PARAMS, "Tool arguments must be an object.")
-        if params.name not in TOOL_NAMES:
+        if params.name not in TOOL_NAMES:  # an installed tool, or mcp_setup_find_tools / _call_tool
             return await self._call_installed(ctx, params.name, arguments)
         from setup_agent.setup import CallContext
 
         runtime = await self.runtime()
         call_ctx = CallContext(
             installed_by=request_principal(ctx).display,
+            on_progress=stage_progress(progress_forwarder(ctx)),
             principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p),
             present_authorization=lambda info: self._present_sign_in(ctx, info),
         )
         result = await runtime.service.call(params.name, arguments, call_ctx)
+        if params.name == "mcp_setup_install_and_connect":
+            result = install_hint(result)
         text = json.dumps(result, ensure_ascii=False)
         is_error = result.get("ok") is False
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structured_content=result, is_error=is_error
         )
 
-    async def _call_installed(self, ctx: Any, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _call_installed(self, ctx: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         from setup_agent.gateway import UnknownTool
 
         runtime = await self.runtime()
+        # The guard counts per principal: a new session of the same credential goes on counting.
+        who, progress, caller = request_principal(ctx).label, progress_forwarder(ctx), ClientCaller(ctx)
         try:
-            # The guard counts per principal: a new session of the same credential goes on counting.
-            result = await runtime.gateway.call(name, arguments, session=request_principal(ctx).label)
+            result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
-        return types.CallToolResult.model_validate(result)
+        # 2026-07-28 wants resultType (a 2025-era server sends none; older sessions drop it).
+        return {"resultType": "complete", **result}
 
     def _page_url(self, runtime: Runtime, pending: PendingPrompt) -> str:
         if self._page_url_for is not None:  # served by the web app itself (mcp-setup serve's /mcp)
@@ -335,11 +344,13 @@ class McpFace:
     async def _list_resource_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=[])
 
-    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         uri = str(params.uri)
         agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
+        if agent_id is None:  # a resource_link an installed server's tool result named
+            return await read_installed(await self.runtime(), uri)
         registry = load_archetypes()
-        if agent_id is None or agent_id not in registry.agents:
+        if agent_id not in registry.agents:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
         agent = registry.agents[agent_id]
         return types.ReadResourceResult(

@@ -232,7 +232,10 @@ async def run_stdio(
     for it; installed servers start on their first call.
     """
     db_file = None if settings.database_url else Path(settings.home).expanduser() / SQLITE_FILE_NAME
-    face = McpFace(early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None)
+    face = McpFace(
+        early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None,
+        gateway_tools=settings.gateway_tools,
+    )
     answered_once = anyio.Event()
     holder: list[Runtime] = []
 

@@ -1,6 +1,7 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
-connection (``live.py``), the :class:`Gateway` that lists and routes their tools (``router.py``)
-and each server's redacted log (``server_logs.py``).
+connection (``live.py``) and its relay of the server's requests to the calling client (``relay.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
+as sent (``passthrough.py``), the find/call pair for clients that never re-list
+(``discover.py``) and each server's redacted log (``server_logs.py``).
 
 Imports launch, store, secrets and errors; never oauth, setup or agent.
 """
@@ -13,24 +14,44 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .connections import ConnectionManager
+    from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
     from .live import ServerStatus
-    from .router import Gateway, UnknownTool
+    from .relay import Caller, InFlight, relay_callbacks
+    from .router import Gateway, UnknownResource, UnknownTool
     from .server_logs import log_path, read_log
 
 __all__ = [
+    "CALL_TOOL",
+    "Caller",
     "ConnectionManager",
+    "DISCOVER_NAMES",
+    "DISCOVER_SPECS",
+    "FIND_TOOLS",
+    "find_tools",
     "Gateway",
+    "InFlight",
     "log_path",
     "read_log",
+    "relay_callbacks",
     "ServerStatus",
+    "UnknownResource",
     "UnknownTool",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "CALL_TOOL": "discover",
+    "Caller": "relay",
     "ConnectionManager": "connections",
+    "DISCOVER_NAMES": "discover",
+    "DISCOVER_SPECS": "discover",
+    "FIND_TOOLS": "discover",
+    "find_tools": "discover",
     "Gateway": "router",
+    "InFlight": "relay",
     "log_path": "server_logs",
     "read_log": "server_logs",
+    "relay_callbacks": "relay",
     "ServerStatus": "live",
+    "UnknownResource": "router",
     "UnknownTool": "router",
 })  # fmt: skip

@@ -23,10 +23,12 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
+from .passthrough import Progress, ResourceLinks, raw_call, raw_read
+from .relay import Caller
 from .result_cap import DEFAULT_RESULT_CHARS, cap_result
 from .server_logs import delete_log
 
-#: Progress notifications one proxied call may bring before it is ended (none is relayed).
+#: Progress notifications one proxied call may bring before it is ended (those before are relayed).
 DEFAULT_CALL_NOTIFICATIONS = 1_000
 
 __all__ = ["ConnectionManager", "ServerStatus"]
@@ -90,6 +92,8 @@ class ConnectionManager:
         #: Called with the store's record when a server's live tools differ from its pin beyond
         #: whitespace (pins.py): the face asks the user out of band (runtime wires ToolReview).
         self.on_tools_changed: Callable[[InstalledServer], None] | None = None
+        #: Which server each resource URI a tool result named came from (resources/read routing).
+        self.links = ResourceLinks()
 
     def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Hear every status change; returns a function that stops listening."""
@@ -302,31 +306,63 @@ class ConnectionManager:
         """Tools of every connected server: what the main agent gets."""
         return {sid: live.status.tools for sid, live in self._live.items() if live.status.status == "connected"}
 
-    async def call_tool(self, server_id: str, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, server_id: str, name: str, arguments: dict[str, Any] | None = None, *,
+        progress: Progress | None = None, caller: Caller | None = None,
+    ) -> dict[str, Any]:
+        """The server's ``tools/call`` result as it sent it (a JSON object, never re-built from
+        models, so fields this gateway does not know survive), redacted. ``progress(progress,
+        total, message)`` hears the server's progress notifications for this call; ``caller``
+        gets the server's requests and log messages meanwhile (relay.py)."""  # fmt: skip
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.last_used = asyncio.get_running_loop().time()
         limit, heard = self.max_call_notifications, 0
-        call = asyncio.ensure_future(live.client.call_tool(name, arguments or {}, progress_callback=lambda *_: _heard()))
+        label = live.server.title or live.server.qualified_name
 
-        async def _heard() -> None:
+        async def heard_progress(value: float, total: float | None, message: str | None) -> None:
             nonlocal heard
             heard += 1
             if limit and heard == limit + 1:
                 call.cancel()  # a flood: end the call rather than spend the loop on it
+            elif progress is not None and (not limit or heard <= limit):
+                await progress(value, total, message)
 
-        try:
-            result = await asyncio.shield(call)
-        except asyncio.CancelledError:
-            if heard <= limit or not call.cancelled():
-                call.cancel()
-                raise
-            raise ProtocolError(f"The server sent more than {limit:,} notifications during one call; the call was ended.") from None
-        finally:
-            live.last_used = asyncio.get_running_loop().time()
-        redacted = self.redactor.redact_obj(result.model_dump(mode="json", by_alias=True, exclude_none=True))
-        return cap_result(redacted, self.max_result_chars)  # after redaction: a cut never splits a secret
+        with live.inflight.add(caller):
+            call = asyncio.ensure_future(raw_call(live.client, name, arguments or {}, heard_progress, label=label))
+            try:
+                result = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                if heard <= limit or not call.cancelled():
+                    call.cancel()
+                    raise
+                raise ProtocolError(f"The server sent more than {limit:,} notifications during one call; the call was ended.") from None
+            finally:
+                live.last_used = asyncio.get_running_loop().time()
+        self.links.remember(server_id, result)
+        return cap_result(self.redactor.redact_obj(result), self.max_result_chars)  # after redaction: a cut never splits a secret
+
+    async def set_logging_level(self, level: str) -> None:
+        """``logging/setLevel`` on every connected server that declared ``logging``."""
+        for live in list(self._live.values()):
+            client = live.client
+            caps = getattr(client, "server_capabilities", None) if client is not None else None
+            if caps is None or getattr(caps, "logging", None) is None:
+                continue
+            try:
+                await client.set_logging_level(level)
+            except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
+                logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
+
+    async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
+        """``resources/read`` on a connected server, as it answered, redacted."""
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
+        return self.redactor.redact_obj(result)
 
     def _get(self, server_id: str) -> LiveConnection:
         live = self._live.get(server_id)

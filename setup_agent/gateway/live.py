@@ -18,6 +18,7 @@ from setup_agent.launch import LaunchSpec, ProcessWatch, list_all_tools, materia
 from setup_agent.store import InstalledServer
 from setup_agent.translation import translate
 
+from .relay import InFlight, relay_callbacks
 from .server_logs import ServerLog
 
 __all__ = ["LiveConnection", "Owner", "ServerStatus", "Status"]
@@ -83,6 +84,7 @@ class LiveConnection:
         self.adopted = adopted  # a tested session (setup_agent/adoption.Parked) to use as the first connection
         self.log: ServerLog | None = None  # the current attempt's stderr log file
         self.removed = False  # the server is removed: its log is not written again (discard_log)
+        self.inflight = InFlight()  # the clients of calls in flight: the server's requests go to them (relay.py)
 
     def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
         self.status.status = status
@@ -134,6 +136,8 @@ class LiveConnection:
                     known: list[dict[str, Any]] | None = None  # tools listed (and stored) by the install
                     if self.adopted is not None:  # the tested process, still running: no second start
                         cm: Any = self.adopted.session()
+                        if getattr(self.adopted, "inflight", None) is not None:  # its relay serves our calls
+                            self.inflight = self.adopted.inflight
                         pwatch, known, self.adopted = self.adopted.pwatch, self.adopted.result.tools, None
                     else:
                         install_dir = owner.install_dir(server.server_id)
@@ -150,7 +154,8 @@ class LiveConnection:
                         cm = open_client(
                             resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth,
                             sandbox=owner.sandbox,
-                        )
+                            callbacks=relay_callbacks(self.inflight, owner.redactor, server.title or server.qualified_name),
+                        )  # fmt: skip
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
                 try:

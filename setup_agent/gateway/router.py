@@ -28,8 +28,10 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
+from .passthrough import Progress
+from .relay import Caller
 
-__all__ = ["Gateway", "UnknownTool"]
+__all__ = ["Gateway", "UnknownResource", "UnknownTool"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,10 @@ ArgumentCheck = Callable[[str | None, dict[str, Any]], None]
 
 class UnknownTool(LookupError):
     """No installed, enabled server has a tool of this gateway name (a protocol error)."""
+
+
+class UnknownResource(LookupError):
+    """No tool result of an installed, enabled server named this resource URI (a protocol error)."""
 
 
 def tool_error(text: str, code: str) -> dict[str, Any]:
@@ -170,8 +176,15 @@ class Gateway:
             raise UnknownTool(name)
         return entry
 
-    async def call(self, name: str, arguments: dict[str, Any], *, session: str | None = None) -> dict[str, Any]:
-        """Forward a call to the tool's server; the result (or a tool error) comes back redacted."""
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, session: str | None = None, progress: Progress | None = None,
+        caller: Caller | None = None,
+    ) -> dict[str, Any]:
+        """Forward a call to the tool's server; the result (or a tool error) comes back redacted.
+
+        ``progress`` hears the server's progress notifications for this call (the face forwards
+        them to its client under the client's own token); ``caller`` (the face's client) gets
+        the server's sampling, elicitation and roots requests and its log messages meanwhile."""
         await self._ready.wait()
         entry = self.route(name)
         label = entry.server.title or entry.server.qualified_name
@@ -196,10 +209,39 @@ class Gateway:
                 "server_unavailable",
             )
         try:
-            return await self.connections.call_tool(server.server_id, entry.tool_name, arguments)
+            return await self.connections.call_tool(
+                server.server_id, entry.tool_name, arguments, progress=self._relay(progress), caller=caller
+            )
         except SetupError as exc:
             return tool_error(self.redactor.redact(f"{label}: {exc.message}"), exc.code)
         except Exception as exc:  # the session broke during the call
             logger.info("call to %s on %s failed: %s", entry.tool_name, server.server_id, type(exc).__name__)
             text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             return tool_error(self.redactor.redact(f"{label}: the call failed ({text})."), "call_failed")
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        """``resources/read`` of a URI a tool result of an installed server named (a
+        ``resource_link``): routed to that server, its answer redacted."""
+        await self._ready.wait()
+        server_id = self.connections.links.owner(uri)
+        server = await asyncio.to_thread(self.store.get, server_id) if server_id is not None else None
+        if server is None or not server.enabled:
+            raise UnknownResource(uri)
+        status = await self.connections.ensure_connected(server, self.call_timeout)
+        if status.status != "connected":
+            raise UnknownResource(uri)
+        return await self.connections.read_resource(server.server_id, uri)
+
+    async def set_logging_level(self, level: str) -> None:
+        """A client's ``logging/setLevel``: every connected server that logs is told."""
+        await self.connections.set_logging_level(level)
+
+    def _relay(self, progress: Progress | None) -> Progress | None:
+        """``progress`` with each message redacted (a server may print a secret in it)."""
+        if progress is None:
+            return None
+
+        async def relay(value: float, total: float | None, message: str | None) -> None:
+            await progress(value, total, self.redactor.redact(message) if message else message)
+
+        return relay

@@ -107,11 +107,13 @@ async def open_client(
     auth: httpx2.Auth | None = None,
     port_timeout: float = 60.0,
     sandbox: Sandbox | None = None,
+    callbacks: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
 
     With a ``sandbox``, a local process starts inside it (setup_agent/launch/sandbox.py), its
-    working dir ``resolved.cwd`` the folder it may write.
+    working dir ``resolved.cwd`` the folder it may write. ``callbacks``: more ``mcp.Client``
+    arguments (the gateway's relay of the server's requests).
 
     ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.sign_ins.GrantAuth`.
     A local package that serves HTTP (a command *and* a URL) is started first, and stopped
@@ -156,7 +158,7 @@ async def open_client(
             )
             transport = _owned(streamable_http_client(resolved.url, http_client=http), http)
     async with serving:
-        async with Client(transport, mode=mode, client_info=CLIENT_INFO) as client:
+        async with Client(transport, mode=mode, client_info=CLIENT_INFO, **(callbacks or {})) as client:
             yield client
 
 
@@ -234,23 +236,18 @@ async def list_all_tools(client: Client, *, max_pages: int = 100) -> list[Any]:
 
 
 def tool_dicts(tools: list[Any]) -> list[dict[str, Any]]:
-    """Tools as plain JSON (``{name, title?, description, inputSchema, outputSchema?, annotations?}``)."""
+    """Tools as plain JSON with every field the server sent that the SDK knows (wire names:
+    ``name, title?, description, inputSchema, outputSchema?, annotations?, execution?, icons?,
+    _meta?``), so that the gateway lists them as sent (#29)."""
     out = []
     for tool in tools:
-        item: dict[str, Any] = {"name": tool.name, "description": tool.description or ""}
-        if getattr(tool, "title", None):
-            item["title"] = tool.title
-        item["inputSchema"] = _plain(tool.input_schema)
-        output = getattr(tool, "output_schema", None)
-        if output is not None:
-            item["outputSchema"] = _plain(output)
-        annotations = getattr(tool, "annotations", None)
-        if annotations is not None:
-            item["annotations"] = (
-                annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
-                if hasattr(annotations, "model_dump")
-                else dict(annotations)
-            )
+        item: dict[str, Any] = (
+            tool.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
+        )
+        item["description"] = item.get("description") or ""
+        if not item.get("title"):
+            item.pop("title", None)
+        item["inputSchema"] = _plain(item.get("inputSchema") or {"type": "object"})
         out.append(item)
     return out
 

@@ -53,6 +53,8 @@ class Parked:
     claimed: asyncio.Event = field(default_factory=asyncio.Event)
     released: asyncio.Event = field(default_factory=asyncio.Event)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Whose calls the session's relay serves (setup_agent/gateway/relay.py): the adopter's.
+    inflight: Any = None
 
     @property
     def server_id(self) -> str:

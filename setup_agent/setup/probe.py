@@ -40,17 +40,11 @@ from setup_agent.errors import (
     SetupError,
     Unreachable,
 )
+from setup_agent.gateway import InFlight, relay_callbacks
 from setup_agent.launch import (
-    HttpWatch,
-    LaunchSpec,
-    ProcessLedger,
-    ProcessWatch,
-    list_all_tools,
-    make_scratch_dir,
-    materialize,
-    open_client,
+    HttpWatch, LaunchSpec, ProcessLedger, ProcessWatch, list_all_tools, make_scratch_dir, materialize, open_client,
     tool_dicts,
-)
+)  # fmt: skip
 from setup_agent.secrets import Redactor
 from setup_agent.translation import translate
 
@@ -192,6 +186,9 @@ class Prober:
         pwatch = ProcessWatch(on_stderr=on_stderr)
         hwatch = HttpWatch()
         outcome: asyncio.Future[ProbeResult] = asyncio.get_running_loop().create_future()
+        # It declares what the gateway relays (sampling, elicitation, roots: refused while nobody
+        # calls), so the tools it lists are the ones its live connection gets (#29 item 5).
+        inflight = InFlight()
 
         async def stage(name: str, status: str) -> None:
             if on_stage is not None:
@@ -207,6 +204,7 @@ class Prober:
                 async with open_client(
                     resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
                     ledger=self.ledger, auth=auth, sandbox=self.sandbox,
+                    callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)
@@ -218,7 +216,7 @@ class Prober:
                         server_version=self.redactor.redact(info.version) if info else None,
                     )
                     if keep is not None and not outcome.done():
-                        parked = Parked(keep.key, keep.workdir, client, pwatch, result)
+                        parked = Parked(keep.key, keep.workdir, client, pwatch, result, inflight=inflight)
                         self._parked_in[task] = parked
                         result.parked = True
                         outcome.set_result(result)

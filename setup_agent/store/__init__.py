@@ -15,7 +15,15 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .approvals import PendingApproval, PendingApprovals, owner_alive, process_owner
-    from .catalog import SQLITE_FILE_NAME, Catalog, GatewayTool, gateway_name, read_sqlite_catalog, read_sqlite_counter
+    from .catalog import (
+        SQLITE_FILE_NAME,
+        Catalog,
+        GatewayTool,
+        gateway_name,
+        names_too_long,
+        read_sqlite_catalog,
+        read_sqlite_counter,
+    )
     from .data_dir import prepare_data_dir
     from .database import Store
     from .models import InstalledServer
@@ -32,6 +40,7 @@ __all__ = [
     "gateway_name",
     "GatewayTool",
     "InstalledServer",
+    "names_too_long",
     "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
@@ -52,6 +61,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
     "InstalledServer": "models",
+    "names_too_long": "catalog",
     "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",

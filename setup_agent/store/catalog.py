@@ -7,12 +7,18 @@ This is the one place where gateway names are made (no face derives its own):
   ``brave-search``), lower-cased, every run of other characters turned into ``-``, at most
   24 characters; when taken by another installed server, ``-2``, ``-3``, … is appended.
   A slug never holds ``_``, so the first ``__`` of a gateway name ends the slug.
-* **gateway name** — ``<slug>__<tool>``. MCP tool names allow ``A-Z a-z 0-9 _ - .`` and at
-  most 64 characters. A tool name that fits is kept as it is. Otherwise (a character outside
-  that set, or too long) every other character becomes ``_``, the name is cut to fit, and
-  ``_`` plus the first 8 hex digits of the SHA-256 of the *original* tool name are appended,
-  so two tools that differ only in the replaced characters still get different names and
-  the same tool always gets the same name.
+* **gateway name** — ``<slug>__<tool>``, at most :data:`MAX_TOOL_NAME` (48) characters of
+  ``A-Z a-z 0-9 _ -``. 48, not MCP's 64: Claude Code names a tool ``mcp__<entry>__<tool>`` and
+  the model API rejects any name over 64, which with the entry ``client connect`` writes
+  (``mcp-setup``, 16 characters with its ``mcp__`` and ``__``) leaves 48. ``.`` is left out too
+  (some clients refuse it). A tool name that fits is kept as it is. Otherwise (a character
+  outside that set, or too long) every other character becomes ``_``, the name is cut to fit,
+  and ``_`` plus the first 8 hex digits of the SHA-256 of the *original* tool name are
+  appended, so two tools that differ only in the replaced characters still get different
+  names and the same tool always gets the same name (across restarts and processes).
+* **definition** — the tool as its server sent it (every field: ``execution``, ``_meta``,
+  ``icons`` and what later revisions add), touched only where the gateway must: the name, and
+  the description prefixed with the server's label.
 
 The catalog is built from the store's rows (tools are recorded at install and refreshed
 whenever a server connects), so listing never waits for a server to start. This module
@@ -33,18 +39,19 @@ from typing import Any
 
 __all__ = [
     "Catalog", "CatalogServer", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG", "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
-    "make_slug", "read_sqlite_catalog", "wire_tool",
+    "make_slug", "names_too_long", "read_sqlite_catalog", "wire_tool",
 ]  # fmt: skip
 
 #: The SQLite file of a data dir (the store's default database).
 SQLITE_FILE_NAME = "mcp-setup.db"
 SEPARATOR = "__"
-MAX_TOOL_NAME = 64
+#: The longest gateway name (module doc: Claude Code's 64 less ``mcp__mcp-setup__``).
+MAX_TOOL_NAME = 48
 MAX_SLUG = 24
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
-_NOT_TOOL = re.compile(r"[^A-Za-z0-9_.-]")
-#: The fields of a server's tool that pass through the gateway unchanged (wire names).
-_PASSED = ("title", "inputSchema", "outputSchema", "annotations")
+_NOT_TOOL = re.compile(r"[^A-Za-z0-9_-]")
+#: The fields of a server's tool that the gateway sets itself (everything else passes as sent).
+_OWN = ("name", "description")
 
 
 def make_slug(qualified_name: str, taken: Collection[str] = ()) -> str:
@@ -105,10 +112,11 @@ def wire_tool(entry: GatewayTool) -> dict[str, Any]:
         "name": entry.name,
         "description": f"[{label}] {description}" if description else f"[{label}]",
     }
-    for key in _PASSED:
-        if tool.get(key) is not None:
-            out[key] = tool[key]
-    out.setdefault("inputSchema", {"type": "object"})
+    for key, value in tool.items():
+        if key not in _OWN and value is not None:
+            out[key] = value
+    if not isinstance(out.get("inputSchema"), dict):
+        out["inputSchema"] = {"type": "object"}
     return out
 
 
@@ -150,6 +158,26 @@ class Catalog:
     def signature(self) -> tuple[Any, ...]:
         """Equal for two catalogs that list the same tools (used to decide on list_changed)."""
         return tuple(sorted((n, json.dumps(wire_tool(t), sort_keys=True)) for n, t in self._by_name.items()))
+
+
+#: How a client names an MCP tool (``{entry}``: its config entry's name) and the longest name it
+#: takes: Claude Code's ``mcp__<entry>__<tool>``, which the model API cuts off at 64.
+CLIENT_NAME_RULES: dict[str, tuple[str, int]] = {"claude-code": ("mcp__{entry}__", 64)}
+
+
+def names_too_long(catalog: Catalog, client: str, entry: str | None = None) -> list[str]:
+    """The tool names ``client`` would refuse: the gateway's names under ``entry``, or with
+    ``entry=None`` (one entry per server, named by its slug) each server's own tool names."""
+    rule = CLIENT_NAME_RULES.get(client)
+    if rule is None:
+        return []
+    prefix, limit = rule
+    out = []
+    for tool in catalog.tools():
+        name = tool.name if entry is not None else tool.tool_name
+        if len(prefix.format(entry=entry if entry is not None else tool.server.slug)) + len(name) > limit:
+            out.append(name)
+    return out
 
 
 def parse_tools(text: str | None) -> tuple[dict[str, Any], ...]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "MAX_DIFF_NAMES", "Reconciled", "canonical_json", "diff_tools", "is_cosmetic", "reconcile", "relabel",
+    "MAX_DIFF_NAMES", "RECORDED_LATER", "Reconciled", "canonical_json", "diff_tools", "is_cosmetic", "reconcile", "relabel",
     "summarize", "tools_hash",
 ]  # fmt: skip
 
@@ -83,9 +83,24 @@ def relabel(tools: Sequence[Tool], labels: Mapping[str, str]) -> list[dict[str, 
     return [swap(dict(t)) for t in tools]
 
 
+#: Tool fields mcp-setup records only since #29 (before, they were dropped on the way in): a
+#: pinned tool with none of them was pinned without looking at them. Against it, a live form
+#: that adds only these is not a change to approve: the pinned form (without them) stays
+#: exposed, so nothing unapproved passes, and an upgrade does not hold back every tool of a
+#: TypeScript-SDK server (which sends ``execution`` on each).
+RECORDED_LATER = ("execution", "icons", "_meta")
+
+
+def _comparable(pinned: Tool, live: Tool) -> dict[str, Any]:
+    if any(key in pinned for key in RECORDED_LATER):
+        return dict(live)
+    return {k: v for k, v in live.items() if k not in RECORDED_LATER}
+
+
 def is_cosmetic(pinned: Tool, live: Tool) -> bool:
-    """True when ``live`` differs from ``pinned`` in whitespace of string values only."""
-    return canonical_json(_squash(dict(pinned))) == canonical_json(_squash(dict(live)))
+    """True when ``live`` differs from ``pinned`` in whitespace of string values only (or, for
+    a tool pinned before they were recorded, in :data:`RECORDED_LATER` fields too)."""
+    return canonical_json(_squash(dict(pinned))) == canonical_json(_squash(_comparable(pinned, live)))
 
 
 def _by_name(tools: Sequence[Tool]) -> dict[str, Tool]:

@@ -13,7 +13,8 @@ to stderr and exits on stdin EOF. Behaviour is chosen by environment variables (
   STUB_PID_FILE        append own pid (and a grandchild's) one per line
   STUB_TOOLS_FILE      a JSON file read at each start (absent: no change) changing the tool
                        list: {"extra": [tool, ...], "descriptions": {name: text},
-                       "remove": [name, ...]} (tool pinning tests: change it between runs)
+                       "remove": [name, ...]} (tool pinning tests: change it between runs);
+                       an extra tool's "_stubResult" is what a call of it answers, as is
 
 Modes: hang (reads, never answers), hang_after_init (never answers tools/*),
 crash (stderr "stub: fatal: simulated crash", exit 3 before reading), garbage
@@ -223,8 +224,9 @@ class Stub:
             return text_result(text), None
         if name == "whoami":
             return text_result("ok"), None
-        if any(t["name"] == name for t in self.tools):
-            return text_result("%s ok" % name), None
+        for tool in self.tools:
+            if tool["name"] == name:  # a tools-file tool may say its answer ("_stubResult", as sent)
+                return tool.get("_stubResult") or text_result("%s ok" % name), None
         return None, (INVALID_PARAMS, "unknown tool: %s" % name)
 
 

@@ -1,0 +1,146 @@
+"""What the MCP face passes to its client as it comes: the ``initialize`` answer's
+``listChanged`` on every transport (:class:`FaceServer`), the envelope of a plain-JSON
+``tools/list``, and progress (an installed server's, or a setup tool's stages) sent under the
+client's own ``progressToken``, and the client of a call as the gateway's relay of an installed
+server's requests sees it (:class:`ClientCaller`).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
+
+__all__ = ["LIST_ENVELOPE", "NOTIFICATIONS", "ClientCaller", "FaceServer", "progress_forwarder", "stage_progress"]
+
+logger = logging.getLogger(__name__)
+
+Forward = Callable[[float, float | None, str | None], Any]
+
+#: What a ``tools/list`` answer carries besides its tools (the SDK model's defaults: no cache,
+#: a complete result); the older protocol versions drop them again.
+LIST_ENVELOPE: dict[str, Any] = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+
+#: The change notifications the face sends (tools from installs, prompts and resources of
+#: installed servers): said in every ``initialize`` answer, whichever transport asks.
+NOTIFICATIONS = NotificationOptions(tools_changed=True)
+
+
+class FaceServer(Server[Any]):
+    """The SDK server whose ``initialize`` answer says ``listChanged`` on every transport: the
+    streamable-HTTP manager (``/mcp``) builds it from ``create_initialization_options()``
+    without arguments, which would say ``false`` (#29 item 1). It declares ``logging``: a
+    client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        with warnings.catch_warnings():  # deprecated at 2026-07-28 only; 2025-era clients use it
+            warnings.filterwarnings("ignore", message="The logging capability is deprecated")
+            super().__init__(*args, on_set_logging_level=self._set_level, **kwargs)
+        self.on_level: Callable[[str], Any] | None = None
+
+    async def _set_level(self, ctx: Any, params: Any) -> dict[str, Any]:
+        if self.on_level is not None:
+            await self.on_level(str(params.level))
+        return {}
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        return super().create_initialization_options(
+            notification_options or NOTIFICATIONS, experimental_capabilities, extensions
+        )
+
+
+def _progress_token(ctx: Any) -> Any:
+    """The client's ``_meta.progressToken`` of this request, or None."""
+    meta = getattr(ctx, "meta", None)
+    if isinstance(meta, dict):
+        return meta.get("progress_token", meta.get("progressToken"))
+    return getattr(meta, "progress_token", None) if meta is not None else None
+
+
+def progress_forwarder(ctx: Any) -> Forward | None:
+    """Sends ``notifications/progress`` to this request's client under its own token (None when
+    it asked for no progress): an installed server's progress, or a setup tool's stages."""
+    if _progress_token(ctx) is None:
+        return None
+
+    async def forward(progress: float, total: float | None, message: str | None) -> None:
+        try:
+            await ctx.session.report_progress(progress, total, message)
+        except Exception as exc:  # a client that went away must not break the call
+            logger.debug("progress not delivered: %s", type(exc).__name__)
+
+    return forward
+
+
+def stage_progress(forward: Forward | None) -> Any:
+    """The core's stage events of a test or install (already redacted, see
+    setup_agent/setup/call_context.py) as progress notifications: one step each, a message
+    such as ``installing io.x/y: starting (started)``."""
+    if forward is None:
+        return None
+    steps = 0
+
+    async def on_event(event: dict[str, Any]) -> None:
+        nonlocal steps
+        steps += 1
+        what = " ".join(str(event[k]) for k in ("action", "server") if event.get(k))
+        text = f"{what}: {event.get('stage')} ({event.get('status')})"
+        if event.get("message"):
+            text += f": {event['message']}"
+        await forward(float(steps), None, text)
+
+    return on_event
+
+
+class ClientCaller:
+    """The client of one request, as the gateway's relay sees it (setup_agent/gateway/relay.py):
+    what it declared, and the requests and log messages an installed server sends during the
+    call, sent to it as related to this request."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def can(self, capability: str) -> bool:
+        if str(getattr(self.ctx, "protocol_version", "")) >= "2026":
+            return False  # 2026-07-28 sessions take no server requests
+        caps = getattr(self.ctx.session, "client_capabilities", None)
+        if caps is None:
+            return False
+        if capability in ("sampling", "roots"):
+            return getattr(caps, capability, None) is not None
+        elicitation = getattr(caps, "elicitation", None)
+        if elicitation is None:
+            return False
+        if capability == "elicitation.url":
+            return elicitation.url is not None
+        return elicitation.form is not None or elicitation.url is None  # `elicitation: {}` means form
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        import mcp_types as types
+        from mcp.shared.message import ServerMessageMetadata
+        from pydantic import TypeAdapter
+
+        meta = ServerMessageMetadata(related_request_id=self.ctx.request_id)
+        session = self.ctx.session
+        if method == "sampling/createMessage":
+            request: Any = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(params))
+            return await session.send_request(request, types.CreateMessageResult, metadata=meta)
+        if method == "elicitation/create":
+            typed = TypeAdapter(types.ElicitRequestParams).validate_python(params)
+            return await session.send_request(types.ElicitRequest(params=typed), types.ElicitResult, metadata=meta)
+        assert method == "roots/list"
+        return await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=meta)
+
+    async def log(self, params: dict[str, Any]) -> None:
+        await self.ctx.session.send_log_message(
+            params.get("level", "info"), params.get("data"), params.get("logger"), related_request_id=self.ctx.request_id
+        )

@@ -1,0 +1,79 @@
+"""Calls passed through as sent: a ``tools/call`` (or ``resources/read``) to an installed server
+whose answer comes back as the JSON object the server sent (validated against the negotiated
+protocol by the SDK, never re-built from models), with the server's progress notifications
+handed to the caller; and which server a resource URI a tool result named belongs to
+(:class:`ResourceLinks`), so that a client's ``resources/read`` of a ``resource_link`` reaches it.
+
+A server's answer that the SDK cannot read (e.g. a 2026-07-28 result without ``resultType``)
+is said in words with the server's name, not as a validation dump (which may quote the result).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from pydantic import TypeAdapter, ValidationError
+
+from setup_agent.errors import ProtocolError
+
+__all__ = ["Progress", "ResourceLinks", "raw_call", "raw_read"]
+
+#: ``await progress(progress, total, message)``: one progress notification of a call.
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+async def raw_call(
+    client: Any, name: str, arguments: dict[str, Any], progress: Progress | None, *, label: str
+) -> dict[str, Any]:
+    """``tools/call`` on ``client`` (an ``mcp.Client``): the result object as the server sent it."""
+    request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+    try:
+        result = await client.session.send_request(request, _RAW, progress_callback=progress)
+    except ValidationError as exc:
+        fields = sorted({".".join(str(p) for p in err.get("loc", ())[:2]) or "(the result)" for err in exc.errors()})
+        raise ProtocolError(
+            f"The server {label} answered the call of {name} with a result mcp-setup cannot read "
+            f"(not a valid tools/call result for its protocol version; look at: {', '.join(fields[:5])})."
+        ) from None
+    return result
+
+
+async def raw_read(client: Any, uri: str, *, label: str) -> dict[str, Any]:
+    """``resources/read`` of ``uri`` on ``client``: the result object as the server sent it."""
+    request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+    try:
+        return await client.session.send_request(request, _RAW)
+    except ValidationError:
+        raise ProtocolError(f"The server {label} answered a resources/read with a result mcp-setup cannot read.") from None
+
+
+class ResourceLinks:
+    """The resource URIs tool results named (``resource_link`` and embedded resources), and the
+    server each came from; the newest :attr:`limit` are kept."""
+
+    limit = 2000
+
+    def __init__(self) -> None:
+        self._owner: OrderedDict[str, str] = OrderedDict()
+
+    def remember(self, server_id: str, result: dict[str, Any]) -> None:
+        content = result.get("content")
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            uri = block.get("uri") if block.get("type") == "resource_link" else None
+            if block.get("type") == "resource" and isinstance(block.get("resource"), dict):
+                uri = block["resource"].get("uri")
+            if isinstance(uri, str) and uri:
+                self._owner[uri] = server_id
+                self._owner.move_to_end(uri)
+        while len(self._owner) > self.limit:
+            self._owner.popitem(last=False)
+
+    def owner(self, uri: str) -> str | None:
+        return self._owner.get(uri)

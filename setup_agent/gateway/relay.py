@@ -1,0 +1,110 @@
+"""An installed server's requests to the client (sampling, elicitation, roots) and its log
+messages, relayed to the client whose call caused them (#29 item 5).
+
+Each live connection's ``mcp.Client`` declares sampling, elicitation (form and URL) and roots,
+so a server shows the tools that need them; during a proxied call the face's :class:`Caller`
+(the client that made the call) is registered on the connection (:class:`InFlight`), and what
+the server asks meanwhile goes to that client: redacted on the way there (the server may quote
+a secret it holds), answered as the client answered. When no call is in flight, or the caller
+did not declare the capability (or its session takes no server requests, 2026-07-28), the
+request is refused cleanly with a JSON-RPC error that says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+import mcp_types as types
+
+__all__ = ["Caller", "InFlight", "relay_callbacks"]
+
+logger = logging.getLogger(__name__)
+
+#: The capabilities a caller may have: ``sampling``, ``elicitation.form``, ``elicitation.url``, ``roots``.
+CAPABILITIES = ("sampling", "elicitation.form", "elicitation.url", "roots")
+REFUSED = -32600  # the spec's code for a request the client cannot take (what a bare client answers)
+
+
+class Caller(Protocol):
+    """The client of one proxied call, as the face sees it."""
+
+    def can(self, capability: str) -> bool: ...
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request to the client, return its typed result (or raise)."""
+
+    async def log(self, params: dict[str, Any]) -> None:
+        """Send a ``notifications/message`` to the client."""
+
+
+class InFlight:
+    """The callers of one connection's calls in flight, newest last."""
+
+    def __init__(self) -> None:
+        self._callers: list[Caller] = []
+
+    def add(self, caller: Caller | None) -> Any:
+        """Register ``caller`` for the duration of a ``with`` block."""
+        owner = self
+
+        class _Scope:
+            def __enter__(self) -> None:
+                if caller is not None:
+                    owner._callers.append(caller)
+
+            def __exit__(self, *exc: Any) -> None:
+                if caller is not None and caller in owner._callers:
+                    owner._callers.remove(caller)
+
+        return _Scope()
+
+    def newest(self) -> Caller | None:
+        return self._callers[-1] if self._callers else None
+
+
+def relay_callbacks(inflight: InFlight, redactor: Any, label: str) -> dict[str, Any]:
+    """The ``mcp.Client`` callbacks of one server's connection (see the module doc)."""
+
+    def refuse(what: str) -> types.ErrorData:
+        return types.ErrorData(
+            code=REFUSED, message=f"mcp-setup: no client that can answer {what} is waiting on a call to {label}."
+        )
+
+    async def relay(capability: str, method: str, params: Any) -> Any:
+        caller = inflight.newest()
+        if caller is None or not caller.can(capability):
+            return refuse(method)
+        data = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params is not None else {}
+        try:
+            return await caller.request(method, redactor.redact_obj(data))
+        except Exception as exc:  # the client's error (it may quote what it was sent): its type only
+            logger.info("relayed %s from %s failed: %s", method, label, type(exc).__name__)
+            message = getattr(getattr(exc, "error", None), "message", None) or type(exc).__name__
+            return types.ErrorData(code=getattr(exc, "code", REFUSED) or REFUSED, message=redactor.redact(str(message)))
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+        return await relay("sampling", "sampling/createMessage", params)
+
+    async def elicitation(context: Any, params: Any) -> Any:
+        mode = "url" if getattr(params, "mode", None) == "url" else "form"
+        return await relay(f"elicitation.{mode}", "elicitation/create", params)
+
+    async def roots(context: Any) -> Any:
+        return await relay("roots", "roots/list", None)
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        caller = inflight.newest()
+        if caller is None:
+            return  # not caused by a call: it is in the server's own log (stderr) if it wrote one
+        try:
+            await caller.log(redactor.redact_obj(params.model_dump(mode="json", by_alias=True, exclude_none=True)))
+        except Exception as exc:  # noqa: BLE001 - a client that went away
+            logger.debug("log message not delivered: %s", type(exc).__name__)
+
+    return {
+        "sampling_callback": sampling,
+        "elicitation_callback": elicitation,
+        "list_roots_callback": roots,
+        "logging_callback": log,
+    }
