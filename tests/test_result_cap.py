@@ -102,3 +102,35 @@ def test_the_cut_keeps_blocks_in_order_drops_what_no_longer_fits_and_never_split
     assert "structuredContent" not in out and out["_meta"] == {"k": "m"}
     assert "characters were left out" in out["content"][2]["text"]
     assert cap_result(result, 0) is result
+
+
+async def test_a_flood_of_log_messages_during_a_call_is_relayed_up_to_its_bound_then_dropped() -> None:
+    """#24 item 5 with #29's relay: a server's log messages reach the caller, a thousand at most per call."""
+    import mcp_types as types
+
+    from setup_agent.gateway.relay import MAX_LOGS_PER_CALL, InFlight, relay_callbacks
+    from setup_agent.secrets.redact import Redactor
+
+    class Caller:
+        def __init__(self) -> None:
+            self.logs = 0
+
+        def can(self, capability: str) -> bool:
+            return True
+
+        async def request(self, method: str, params: dict) -> None:
+            raise AssertionError("no request expected")
+
+        async def log(self, params: dict) -> None:
+            self.logs += 1
+
+    inflight, caller = InFlight(), Caller()
+    log = relay_callbacks(inflight, Redactor(), "flooder")["logging_callback"]
+    message = types.LoggingMessageNotificationParams(level="info", data="line")
+    with inflight.add(caller):
+        for _ in range(MAX_LOGS_PER_CALL + 500):
+            await log(message)
+    assert caller.logs == MAX_LOGS_PER_CALL
+    with inflight.add(caller):  # the next call starts its own count
+        await log(message)
+    assert caller.logs == MAX_LOGS_PER_CALL + 1

@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 #: The capabilities a caller may have: ``sampling``, ``elicitation.form``, ``elicitation.url``, ``roots``.
 CAPABILITIES = ("sampling", "elicitation.form", "elicitation.url", "roots")
 REFUSED = -32600  # the spec's code for a request the client cannot take (what a bare client answers)
+#: Log messages relayed to the client per call; past it they are dropped (a flood costs nothing).
+MAX_LOGS_PER_CALL = 1000
 
 
 class Caller(Protocol):
@@ -43,6 +45,12 @@ class InFlight:
 
     def __init__(self) -> None:
         self._callers: list[Caller] = []
+        self._logs: dict[int, int] = {}  # id(caller) -> log messages relayed during its call
+
+    def count_log(self, caller: Caller) -> int:
+        """One more log message for ``caller``'s call; returns how many so far."""
+        self._logs[id(caller)] = count = self._logs.get(id(caller), 0) + 1
+        return count
 
     def add(self, caller: Caller | None) -> Any:
         """Register ``caller`` for the duration of a ``with`` block."""
@@ -56,6 +64,7 @@ class InFlight:
             def __exit__(self, *exc: Any) -> None:
                 if caller is not None and caller in owner._callers:
                     owner._callers.remove(caller)
+                    owner._logs.pop(id(caller), None)
 
         return _Scope()
 
@@ -97,6 +106,12 @@ def relay_callbacks(inflight: InFlight, redactor: Any, label: str) -> dict[str, 
         caller = inflight.newest()
         if caller is None:
             return  # not caused by a call: it is in the server's own log (stderr) if it wrote one
+        count = inflight.count_log(caller)
+        if count > MAX_LOGS_PER_CALL:  # a flood (#24 item 5): the rest of this call's are dropped
+            if count == MAX_LOGS_PER_CALL + 1:
+                logger.warning("%s sent more than %d log messages during one call; the rest are not relayed",
+                               label, MAX_LOGS_PER_CALL)
+            return
         try:
             await caller.log(redactor.redact_obj(params.model_dump(mode="json", by_alias=True, exclude_none=True)))
         except Exception as exc:  # noqa: BLE001 - a client that went away
