@@ -21,23 +21,26 @@ from tests.browser.test_browser_flow import close_leaking_nothing, open_page, sh
 from tests.timeouts import scaled
 
 
+def _ask_for_the_stub(page: Any, key: str) -> Any:
+    """The person starts a setup of the stub and types its key; returns the consent dialog."""
+    page.get_by_role("button", name="Add MCP server…").click()
+    goal = page.get_by_label("What do you want to set up?")
+    goal.fill("set up the stub server")
+    goal.press("Enter")
+    secret = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
+    expect(secret).to_be_visible()
+    secret.get_by_label("Your STUB_API_KEY").fill(key)
+    secret.get_by_role("button", name="Save").click()
+    return page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+
+
 def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_installs(
     browser: Any, artifacts: Path, tmp_path: Path, canary: str
 ) -> None:
     served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
     try:
         context, page, watch = open_page(browser, served)
-        page.get_by_role("button", name="Add MCP server…").click()
-        goal = page.get_by_label("What do you want to set up?")
-        goal.fill("set up the stub server")
-        goal.press("Enter")
-
-        secret = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
-        expect(secret).to_be_visible()
-        secret.get_by_label("Your STUB_API_KEY").fill(canary)
-        secret.get_by_role("button", name="Save").click()
-
-        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+        consent = _ask_for_the_stub(page, canary)
         expect(consent).to_be_visible()
         expect(consent).to_contain_text(STUB)
         expect(consent).to_contain_text("mcpb: file://")
@@ -110,14 +113,7 @@ def test_a_deny_is_drawn_as_the_persons_own_choice_in_their_words(
     served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
     try:
         context, page, watch = open_page(browser, served)
-        page.get_by_role("button", name="Add MCP server…").click()
-        goal = page.get_by_label("What do you want to set up?")
-        goal.fill("set up the stub server")
-        goal.press("Enter")
-        secret = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
-        secret.get_by_label("Your STUB_API_KEY").fill(canary)
-        secret.get_by_role("button", name="Save").click()
-        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+        consent = _ask_for_the_stub(page, canary)
         expect(consent).to_be_visible()
         consent.get_by_role("button", name="Deny").click()
         expect(consent).to_be_hidden()
