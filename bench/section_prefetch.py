@@ -97,7 +97,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if pypi:  # no Python download (the interpreter is this machine's); the system CA store (a proxy's CA)
                 (home / ".config" / "uv").mkdir(parents=True)
                 (home / ".config" / "uv" / "uv.toml").write_text('python-downloads = "never"\nsystem-certs = true\n')
-            host_env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+            # The server's HOME is private in the sandbox (#23): the uv.toml above is the download
+            # phase's; the sandboxed uvx takes the system certificates from the environment.
+            host_env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "UV_SYSTEM_CERTS": "true"}
             settings = Settings(
                 home=root.path / f"data-{counter}", registries="local", catalog_dir=catalog, consent="never-ask",
                 prefetch_packages=kind == "prefetch", probe_timeout_seconds=120,
