@@ -156,3 +156,27 @@ async def test_closing_the_manager_leaves_no_process_behind(setup, canary: str, 
         await manager.aclose()
     pids = [int(p) for p in pid_file.read_text().split()]
     assert len(pids) == 2 and not any(process_alive(p) for p in pids)
+
+
+async def test_a_sync_with_a_store_snapshot_older_than_an_install_leaves_that_install_connected(
+    setup, canary: str
+) -> None:
+    """The race behind bench row 6's 48 of 50: the gateway's refresh read the store, an install
+    committed and connected meanwhile, then the sync took the new server for removed elsewhere,
+    stopped it and deleted its files. Forced here in that order, with no timing involved."""
+    store, manager, _, _ = setup
+    seen_at = manager.mark()
+    snapshot = store.list()  # read before the install commits: the new server is not in it
+    server = install(store, "io.test/fresh", canary)
+    with anyio.fail_after(scaled(20)):
+        assert (await manager.connect(server)).status == "connected"
+        await manager.sync(snapshot, eager=False, seen_at=seen_at)
+    assert manager.status(server.server_id).status == "connected"
+    assert manager.install_dir(server.server_id).exists()
+    # The next snapshot (read after the install) still decides: a later removal elsewhere stops it.
+    seen_at = manager.mark()
+    store.remove(server.server_id)
+    with anyio.fail_after(scaled(20)):
+        await manager.sync(store.list(), eager=False, seen_at=seen_at)
+    assert manager.status(server.server_id).status == "stopped"
+    assert not manager.install_dir(server.server_id).exists()

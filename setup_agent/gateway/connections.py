@@ -83,6 +83,10 @@ class ConnectionManager:
         #: Servers an install of this process is about to connect (see ``expect``): a store sync
         #: does not start them meanwhile, so the install's own (possibly adopted) session is the one.
         self._expected: set[str] = set()
+        #: How many connects this manager has begun, and at which count each live one began: a
+        #: sync with a store snapshot read before a connect leaves that connection alone (``mark``).
+        self._connects = 0
+        self._born: dict[str, int] = {}
         self._booting = False
         self._booted = asyncio.Event()
         # Every stored secret of every installed server, for the redactor (not only live ones):
@@ -132,6 +136,8 @@ class ConnectionManager:
         while server.server_id in self._live:  # another connect may slip in while one is stopped
             await self.disconnect(server.server_id)
         self._expected.discard(server.server_id)
+        self._connects += 1
+        self._born[server.server_id] = self._connects
         live = LiveConnection(self, server, adopted=adopt)
         self._live[server.server_id] = live
         live.task = asyncio.create_task(live.run(), name=f"mcp-setup-conn-{server.server_id}")
@@ -175,6 +181,7 @@ class ConnectionManager:
         live = self._live.pop(server_id, None)
         if live is None:
             return
+        self._born.pop(server_id, None)
         if removed:
             live.discard_log()
         live.stop.set()
@@ -221,18 +228,27 @@ class ConnectionManager:
         boot task is scheduled, so a listing that arrives first does not see an empty manager)."""
         self._booting = True
 
-    async def sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
-        """Match the live sessions to ``servers`` (the store's): stop what is gone or disabled;
-        with ``eager``, start every enabled server not yet live."""
+    def mark(self) -> int:
+        """Take this before reading the store for :meth:`sync`: a connect begun after it (an
+        install that committed after the read) is not in that snapshot, and is not stopped."""
+        return self._connects
+
+    async def sync(self, servers: Sequence[InstalledServer], *, eager: bool, seen_at: int | None = None) -> None:
+        """Match the live sessions to ``servers`` (the store's, read after ``seen_at = mark()``):
+        stop what is gone or disabled; with ``eager``, start every enabled server not yet live.
+        Without ``seen_at`` the snapshot is taken to be newer than every live connection."""
         self._booting = True
         try:
-            await self._sync(servers, eager=eager)
+            await self._sync(servers, eager=eager, seen_at=self._connects if seen_at is None else seen_at)
         finally:
             self._booted.set()
 
-    async def _sync(self, servers: Sequence[InstalledServer], *, eager: bool) -> None:
+    async def _sync(self, servers: Sequence[InstalledServer], *, eager: bool, seen_at: int) -> None:
         wanted = {s.server_id: s for s in servers if s.enabled}
-        gone = [sid for sid in self._live if sid not in wanted]
+        # A connection begun after the snapshot was read is newer than the snapshot: an install
+        # that committed meanwhile. Stopping it (and deleting its files as "removed") was a race
+        # that left a just-installed server stopped under load (bench row 6: 48 of 50 connected).
+        gone = [sid for sid in self._live if sid not in wanted and self._born.get(sid, 0) <= seen_at]
         installed = {s.server_id for s in servers}
         await asyncio.gather(*(self.disconnect(sid, removed=sid not in installed) for sid in gone))
         for sid in gone:

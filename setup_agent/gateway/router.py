@@ -151,12 +151,13 @@ class Gateway:
             counter = await asyncio.to_thread(self.store.change_counter)
             if not force and counter == self._counter:
                 return False
+            seen_at = self.connections.mark()  # before the read: installs committed after it are spared
             servers = await asyncio.to_thread(self.store.list)
             self._counter = counter
             before = self._catalog.signature()
             self._catalog = Catalog.build(s.catalog_entry() for s in servers)
             await self.connections.learn_stored_secrets()
-            await self.connections.sync(servers, eager=self.eager)
+            await self.connections.sync(servers, eager=self.eager, seen_at=seen_at)
             changed = self._catalog.signature() != before
         if changed and not force:
             await self._notify()
