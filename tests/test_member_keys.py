@@ -49,13 +49,16 @@ def sha(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
-def call_as(served: Served, token: str, tool: str = "stub__key_hash", arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+def call_as(
+    served: Served, token: str, tool: str = "stub__key_hash", arguments: dict[str, Any] | None = None, **client_args: Any
+) -> dict[str, Any]:
     """One ``tools/call`` over ``/mcp`` with the SDK's client under ``token``: the result as JSON."""
 
     async def talk() -> dict[str, Any]:
         with anyio.fail_after(scaled(90)):
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=scaled(60))
-            async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
+            transport = streamable_http_client(f"{served.base}/mcp", http_client=http)
+            async with http, Client(transport, mode="legacy", **client_args) as client:
                 result = await client.call_tool(tool, arguments or {})
                 return result.model_dump(mode="json", by_alias=True)
 
@@ -187,3 +190,93 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
         if path.is_file():
             assert all(v not in path.read_text(errors="replace") for v in (alice_value, bob_value, shared))
     assert not (Path(served.env["MCP_SETUP_HOME"]) / "members" / "alice").exists()  # what her server kept is gone
+
+
+def install_per_member(served: Served, shared: str) -> str:
+    """The admin's install: their own key the shared value, STUB_API_KEY per member; the server id."""
+    prompt = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key", "server": STUB})["result"]
+    with served.client() as http:
+        assert http.post(f"/api/secrets/{prompt['prompt_id']}", json={"value": shared}, headers=served.headers()).status_code == 200
+    installed = served.rpc("mcp_setup_install_and_connect", {
+        "qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}, "per_member": ["STUB_API_KEY"],
+    })["result"]  # fmt: skip
+    assert installed["status"] == "connected", installed
+    return installed["server_id"]
+
+
+class Member:
+    """A member's client that takes URL elicitation: it opens the page and enters its value."""
+
+    def __init__(self, served: Served, value: str) -> None:
+        self.served, self.value, self.urls = served, value, []
+
+    async def __call__(self, context: Any, params: Any) -> Any:
+        import mcp_types as types
+
+        self.urls.append(params.url)
+        await anyio.to_thread.run_sync(enter_on_page, self.served, params.url, self.value)
+        return types.ElicitResult(action="accept")
+
+
+def test_a_member_is_asked_within_the_call_by_url_elicitation_and_rotates_and_removes_their_own_value(
+    tmp_path: Path, database_url: str | None, canary: str
+) -> None:
+    data_key = tmp_path / "team.key"
+    Vault.in_memory().export_key(data_key)
+    env = {"MCP_SETUP_DATA_KEY_FILE": str(data_key), **({"MCP_SETUP_DATABASE_URL": database_url} if database_url else {})}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            mcp_setup_argv(*args), env=face_env(tmp_path, **env), cwd=REPO, capture_output=True, text=True,
+            timeout=scaled(60),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    alice = cli("token", "create", "alice").stdout.split()[0]
+    shared, first, second = f"{canary}-shared", f"{canary}-first", f"{canary}-second"
+    served = start_serve(tmp_path, member_catalog(tmp_path), **env)
+    results: list[Any] = []
+    try:
+        server_id = install_per_member(served, shared)
+        member = Member(served, first)
+        answered = call_as(served, alice, elicitation_callback=member)  # asked in the call, answered, called
+        results.append(answered)
+        first_hash, first_run = key_hash(answered)
+        assert first_hash == sha(first) and len(member.urls) == 1 and "/secrets/" in member.urls[0]
+        assert "/consents/" not in member.urls[0]
+
+        with httpx.Client(base_url=served.base, timeout=scaled(30), trust_env=False) as http:
+
+            def rpc(method: str, params: dict[str, Any], token: str = alice) -> dict[str, Any]:
+                body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                return http.post("/rpc", json=body, headers={"Authorization": f"Bearer {token}"}).json()
+
+            mine = rpc("my_keys.list", {})["result"]["servers"]
+            assert mine == [{"server_id": server_id, "qualified_name": STUB, "per_member": ["STUB_API_KEY"], "have": ["STUB_API_KEY"]}]
+            page_user = http.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "my_keys.list", "params": {}},
+                                  headers=served.headers()).json()  # fmt: skip
+            assert page_user["error"]["data"]["code"] == "invalid_input"  # a member's own, not the user's
+
+            rotation = rpc("my_keys.set", {"server_id": server_id, "key_name": "STUB_API_KEY"})["result"]
+            results.append(rotation)
+            enter_on_page(served, rotation["url"], second)
+            rotated = call_as(served, alice)
+            results.append(rotated)
+            assert key_hash(rotated)[0] == sha(second) and key_hash(rotated)[1] != first_run  # restarted with it
+
+            assert rpc("my_keys.remove", {"server_id": server_id, "key_name": "STUB_API_KEY"})["result"] == {"removed": 1}
+            results.append(asked := call_as(served, alice))
+            pending_link(asked)  # removed: asked again, nothing of before is used
+
+        # The admin makes the key shared again: the member's calls take the shared session.
+        cli("settings", "stub", "--shared", "STUB_API_KEY")
+        assert key_hash(call_as(served, alice))[0] == sha(shared)
+        audit = cli("audit", "--json").stdout
+        assert "member_value_rotated" in audit and "member_value_removed" in audit and "member_keys" in audit
+    finally:
+        code = stop_serve(served)
+    log = served.stderr()
+    assert code == 0 and "Traceback" not in log, log
+    for value in (first, second, shared):
+        assert value not in log and value not in audit and all(value not in json.dumps(r) for r in results)
