@@ -23,8 +23,8 @@ __all__ = ["add_settings_parser", "run_settings"]
 def add_settings_parser(sub: Any) -> None:
     p = sub.add_parser(
         "settings", help="show a server's settings; mark keys each team member enters for themselves",
-        description="Show an installed server's settings (names only). On a team gateway, --per-member KEY makes "
-        "every member (named token) enter their own value of KEY at their first call; nobody else's calls use it.",
+        description="Show an installed server's settings (names only), and mark the keys each member of a team "
+        "gateway (a named token) enters for themselves at their first call: nobody else's calls use their value.",
     )  # fmt: skip
     p.add_argument("name", help="installed server: id, qualified name or slug")
     p.add_argument("--per-member", action="append", default=[], metavar="KEY", help="mark KEY per member (repeatable)")

@@ -165,12 +165,14 @@ class Store(ToolPins, EncryptedValues, MemberValues):
             row.pinned_at, row.pinned_version, row.tools_state = row.installed_at, version, "pinned"
         try:
             with translated(f"install {qualified_name}"), self._session() as s, s.begin():
+                carried = self._carry_members(s, replaces, row) if replaces is not None else []  # members' own keys
                 if replaces is not None:
                     self._delete_replaced(s, replaces, qualified_name, installed_by)
                 self._refuse_duplicate(s, qualified_name, server_id)
                 row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
                 s.add(row)
                 s.flush()
+                self._restore_members(s, row, carried)
                 self._audit(s, "installed", row, installed_by, new=row.pinned_hash)
                 self._bump(s)
                 result = _record(row)

@@ -16,6 +16,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -116,6 +117,23 @@ class MemberValues:
                 self._audit(s, "member_value_removed", server, actor, detail=f"{keys} of {member_label(member)}")
         self._bump(s)
         return len(rows)
+
+    def _carry_members(self, s: Session, old_id: str, new: ServerRow) -> builtins.list[tuple[Any, ...]]:
+        """An update (``install(replaces=…)``): the new row keeps the old one's per-member keys and
+        the members' values (still encrypted), before the old row and its cascade go."""
+        old = s.get(ServerRow, old_id)
+        if old is None or not old.member_keys:
+            return []
+        if not new.member_keys:
+            new.member_keys = old.member_keys
+        keep = set(json.loads(new.member_keys))
+        rows = s.scalars(select(MemberValueRow).where(MemberValueRow.server_id == old_id)).all()
+        return [(r.member, r.key, r.value_encrypted, r.updated_at) for r in rows if r.key in keep]
+
+    @staticmethod
+    def _restore_members(s: Session, new: ServerRow, carried: builtins.list[tuple[Any, ...]]) -> None:
+        for member, key, token, at in carried:
+            s.add(MemberValueRow(server_id=new.server_id, member=member, key=key, value_encrypted=token, updated_at=at))
 
     def member_values(self, server_id: str, member: str) -> dict[str, SecretValue]:
         """``member``'s own values of the server (only for that member's own session)."""
