@@ -10,6 +10,7 @@ ends their process, deletes their values, and a new token of that name is asked 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -142,7 +143,9 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
         shown = cli("settings", "stub", "--json")
         assert json.loads(shown.stdout)["settings"][0]["per_member"] is True
 
-        # Each member's first call asks them (a secret link); their value goes in on the page.
+        # Each member's first call asks them (a secret link); their value goes in on the page. The
+        # user's page (its websocket) is not asked: the prompt is the member's alone.
+        page = served.websocket()
         for token, value in ((alice, alice_value), (bob, bob_value)):
             first = call_as(served, token)
             results.append(first)
@@ -174,6 +177,13 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
         assert key_hash(call_as(served, bob)) == (sha(bob_value), bob_run)
         assert key_hash(call_as(served, served.token)) == (sha(shared), user_run)
 
+        frames = []
+        with contextlib.suppress(TimeoutError):
+            while True:
+                frames.append(page.recv(timeout=0))  # what the user's page got meanwhile
+        page.close()
+        assert not any('"secret_request"' in f for f in frames)
+        results += frames
         audit = cli("audit", "--json").stdout
         assert "token:alice" in audit and "token:bob" in audit and "member_value_removed" in audit
         dump = database_dump(served, database_url)
