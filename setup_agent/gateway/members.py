@@ -119,6 +119,7 @@ class MemberSessions:
         self._secrets: list[tuple[str, str]] = []
         self.redactor.add_source(lambda: self._secrets)
         self._lock = asyncio.Lock()
+        self._swept = False
 
     def _active(self, member: str) -> bool:
         return any(t.name == member and t.active for t in self._tokens.list())
@@ -167,6 +168,9 @@ class MemberSessions:
         async with self._lock:
             await self.learn_secrets()
             stamps = await asyncio.to_thread(self.store.member_stamps)
+            if not self._swept:  # what a crash left of members whose values went meanwhile
+                self._swept = True
+                await asyncio.to_thread(self._sweep, {m for _sid, m in stamps})
             wanted = {s.server_id for s in servers if s.enabled and s.member_keys}
             for member, manager in list(self._members.items()):
                 for server_id in manager.live_ids():
@@ -184,6 +188,12 @@ class MemberSessions:
                     if not manager.live_ids():
                         del self._members[member]
                         await asyncio.to_thread(shutil.rmtree, self.root / member, True)
+
+    def _sweep(self, keep: set[str]) -> None:
+        if self.root.is_dir():
+            for path in self.root.iterdir():
+                if path.name not in keep and path.name not in self._members:
+                    shutil.rmtree(path, True)
 
     async def stop_idle(self, idle_seconds: float) -> None:
         for manager in list(self._members.values()):
