@@ -94,6 +94,7 @@ class MemberConnections(ConnectionManager):
         self.member = member
         self._shared = shared
         self.stamps: dict[str, str] = {}  # server_id -> the member's values' stamp its session started with
+        self.born: dict[str, int] = {}  # server_id -> the sessions' epoch at its last call check
 
     def bundle_dir(self, server_id: str) -> Path:
         return self._shared.bundle_dir(server_id)
@@ -120,6 +121,7 @@ class MemberSessions:
         self.redactor.add_source(lambda: self._secrets)
         self._lock = asyncio.Lock()
         self._swept = False
+        self._epoch = 0
 
     def _active(self, member: str) -> bool:
         return any(t.name == member and t.active for t in self._tokens.list())
@@ -151,6 +153,8 @@ class MemberSessions:
         if server.server_id in manager.live_ids() and manager.stamps.get(server.server_id) != stamp:
             await manager.disconnect(server.server_id)  # rotated since it started: start with the new value
         manager.stamps[server.server_id] = stamp or ""
+        self._epoch += 1
+        manager.born[server.server_id] = self._epoch
         return manager
 
     async def _stored(self, server_id: str, member: str) -> None:
@@ -166,6 +170,7 @@ class MemberSessions:
         """After a store change: end the sessions whose server went, was disabled or lost its
         per-member keys, and those whose member's values changed or went (a revoked token)."""
         async with self._lock:
+            seen_at = self._epoch  # a session begun after the stamps are read is not judged by them
             await self.learn_secrets()
             stamps = await asyncio.to_thread(self.store.member_stamps)
             if not self._swept:  # what a crash left of members whose values went meanwhile
@@ -174,6 +179,8 @@ class MemberSessions:
             wanted = {s.server_id for s in servers if s.enabled and s.member_keys}
             for member, manager in list(self._members.items()):
                 for server_id in manager.live_ids():
+                    if manager.born.get(server_id, 0) > seen_at:
+                        continue
                     stamp = stamps.get((server_id, member))
                     if server_id in wanted and stamp is not None and stamp == manager.stamps.get(server_id):
                         continue
