@@ -101,3 +101,36 @@ def test_key_rotation_and_an_update_keep_every_member_s_value_readable(store: St
     assert store.member_values(newer, "alice")["GH_TOKEN"].reveal() == canary
     store.remove(newer)
     assert store.member_stamps() == {}  # gone with the server
+
+
+@pytest.mark.anyio
+async def test_an_answer_to_a_member_s_prompt_is_stored_as_theirs_unless_their_token_was_revoked_meanwhile(
+    store: Store, canary: str
+) -> None:
+    from setup_agent.gateway import MEMBER_SECRET_REQUIRED, MemberPrompts
+    from setup_agent.secrets import Redactor
+
+    server_id = install(store, member_keys=["GH_TOKEN"])
+    tokens = Tokens(store)
+    tokens.create("alice")
+    tokens.create("bob")
+    redactor = Redactor()
+    prompts = MemberPrompts(store, redactor, is_active=lambda m: any(t.name == m and t.active for t in tokens.list()))
+    prompts.page_url = lambda prompt_id: f"https://team.example/secrets/{prompt_id}?t=key"
+    server = store.get(server_id)
+    links = {}
+    for member in ("alice", "bob"):
+        asked = await prompts.ask(server, member, "GH_TOKEN", None)
+        error = asked["structuredContent"]["error"]
+        assert asked["isError"] and error["code"] == MEMBER_SECRET_REQUIRED and error["key_name"] == "GH_TOKEN"
+        links[member] = error["url"].split("/secrets/", 1)[1].split("?", 1)[0]
+        assert (await prompts.ask(server, member, "GH_TOKEN", None))["structuredContent"]["error"]["url"].find(links[member]) > 0  # one prompt
+    assert prompts.holds(links["alice"]) and not prompts.holds("another-prompt-id")
+    tokens.revoke("alice")
+    for member in ("alice", "bob"):
+        prompts.broker.answer(links[member], f"{canary}-{member}")
+        await prompts._settle(links[member])  # as the answer's event does
+    assert store.member_values(server_id, "alice") == {}  # revoked meanwhile: nothing stored
+    assert store.member_values(server_id, "bob")["GH_TOKEN"].reveal() == f"{canary}-bob"
+    assert list(prompts.refs.live_values()) == []  # the refs went with the answers
+    prompts.close()
