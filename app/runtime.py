@@ -19,7 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.agent import ToolRegistry, load_archetypes
-from setup_agent.gateway import ConnectionManager, Gateway
+from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     BundleCache,
@@ -124,6 +124,8 @@ class Runtime:
         if self.review is not None:
             self.review.close()
         await self.gateway.aclose()
+        if self.gateway.members is not None:
+            await self.gateway.members.aclose()
         if self.sign_ins is not None:
             await self.sign_ins.aclose()
         await self.connections.aclose()
@@ -291,6 +293,10 @@ def build_runtime(
         check_arguments=guard.check,
     )
     gateway.lockout_listeners = lockout_listeners
+    gateway.members = MemberSessions(  # each member's own keys and sessions (#28 item 3)
+        connections, root=home / "members", ttl_seconds=settings.secret_ttl_seconds,
+        wait_seconds=settings.secret_prompt_timeout_seconds,
+    )  # fmt: skip
     gateway.incident_listeners = incident_listeners  # a face adds its own (the page, the terminal)
     tool_registry = ToolRegistry(
         servers=store.list,

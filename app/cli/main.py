@@ -111,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     from .audit import add_audit_parser, add_tools_review_parser
 
     add_approve_parser(sub)
+    from .member_keys import add_settings_parser
+
+    add_settings_parser(sub)
     add_audit_parser(sub)
     add_tools_review_parser(sub)
     # `mcp-setup COMMAND --help` opens with the one line `mcp-setup --help` shows for it, where
@@ -192,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import audit as cli_audit
 
             return (cli_audit.run_audit if args.command == "audit" else cli_audit.run_tools_review)(settings, args)
+        if args.command == "settings":
+            from .member_keys import run_settings
+
+            return run_settings(settings, args)
         if args.command == "tools":
             from .tools import run_tools
 

@@ -112,6 +112,8 @@ class WebFace:
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
+        if getattr(self.runtime.gateway, "members", None) is not None:  # a member's own key: their link
+            self.runtime.gateway.members.prompts.page_url = self.secret_url
         if getattr(self.runtime, "approvals", None) is not None:  # other processes' consents, shown here
             from .foreign import ForeignConsents
 

@@ -31,13 +31,24 @@ _SEND_JSON = "Send JSON: {\"value\": \"...\"} or {\"cancel\": true}."
 
 
 class BrokerView:
-    """The runtime's broker, looked up on each use (``runtime()`` is ``None`` until startup)."""
+    """The runtime's broker, looked up on each use (``runtime()`` is ``None`` until startup). A
+    member's prompt for their own key (``setup_agent/gateway/member_prompts.py``) is in a broker of
+    its own, which no page or tab lists: its link's ``get``/``answer``/``cancel`` go there."""
 
     def __init__(self, runtime: Callable[[], Any]) -> None:
         self._runtime = runtime
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._runtime().broker, name)
+        runtime = self._runtime()
+        members = getattr(getattr(runtime, "gateway", None), "members", None)
+        if members is None or name not in ("get", "answer", "cancel"):
+            return getattr(runtime.broker, name)
+
+        def routed(prompt_id: str, *args: Any) -> Any:
+            broker = members.prompts.broker if members.prompts.holds(prompt_id) else runtime.broker
+            return getattr(broker, name)(prompt_id, *args)
+
+        return routed
 
 
 async def answer_secret(runtime: Any, request: Request, prompt_id: str, *, foreign: Any = None) -> Response:

@@ -1,7 +1,8 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
 connection (``live.py``) and its relay of the server's requests to the calling client (``relay.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
 as sent (``passthrough.py``), the find/call pair for clients that never re-list
-(``discover.py``) and each server's redacted log (``server_logs.py``).
+(``discover.py``), each server's redacted log (``server_logs.py``) and each member's own sessions
+and the asking for their own keys (``members.py``, ``member_prompts.py``).
 
 Imports launch, store, secrets and errors; never oauth, setup or agent.
 """
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from .connections import ConnectionManager
     from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
     from .live import ServerStatus
+    from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
+    from .members import MemberSessions, member_of
     from .relay import Caller, InFlight, relay_callbacks
     from .router import Gateway, UnknownResource, UnknownTool
     from .server_logs import log_path, read_log
@@ -31,6 +34,10 @@ __all__ = [
     "Gateway",
     "InFlight",
     "log_path",
+    "MEMBER_SECRET_REQUIRED",
+    "member_of",
+    "MemberPrompts",
+    "MemberSessions",
     "read_log",
     "relay_callbacks",
     "ServerStatus",
@@ -49,6 +56,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Gateway": "router",
     "InFlight": "relay",
     "log_path": "server_logs",
+    "MEMBER_SECRET_REQUIRED": "member_prompts",
+    "member_of": "members",
+    "MemberPrompts": "member_prompts",
+    "MemberSessions": "members",
     "read_log": "server_logs",
     "relay_callbacks": "relay",
     "ServerStatus": "live",

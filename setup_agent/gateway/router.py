@@ -28,6 +28,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
+from .members import member_of
 from .passthrough import Progress
 from .relay import Caller
 
@@ -92,6 +93,8 @@ class Gateway:
         self.lockout_listeners: list[Callable[[str], Any]] = []
         #: Called with a principal at its first refused call (an incident: faces tell the user at once).
         self.incident_listeners: list[Callable[[str], Any]] = []
+        #: Each member's own sessions for servers with per-member keys (members.py; the runtime sets it).
+        self.members: Any = None
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -140,6 +143,8 @@ class Gateway:
                 await self.refresh()
                 if self.idle_stop_seconds > 0:
                     await self.connections.stop_idle(self.idle_stop_seconds)
+                    if self.members is not None:
+                        await self.members.stop_idle(self.idle_stop_seconds)
             except SetupError as exc:  # e.g. the database is away for a moment: try again later
                 logger.warning("gateway: could not read the store (%s); trying again", exc.code)
             except Exception:
@@ -158,6 +163,8 @@ class Gateway:
             self._catalog = Catalog.build(s.catalog_entry() for s in servers)
             await self.connections.learn_stored_secrets()
             await self.connections.sync(servers, eager=self.eager, seen_at=seen_at)
+            if self.members is not None:
+                await self.members.sync(servers)
             changed = self._catalog.signature() != before
         if changed and not force:
             await self._notify()
@@ -201,7 +208,13 @@ class Gateway:
             server = await asyncio.to_thread(self.store.get, entry.server.server_id)
         if server is None or not server.enabled or not any(t.get("name") == entry.tool_name for t in server.tools):
             raise UnknownTool(name)  # gone, disabled, or no longer an approved tool (pins.py)
-        status = await self.connections.ensure_connected(server, self.call_timeout)
+        connections = self.connections
+        if self.members is not None and server.member_keys and member_of(session) is not None:
+            own = await self.members.connections_for(server, member_of(session), caller)  # the member's own session
+            if isinstance(own, dict):
+                return own  # they were asked for their value, out of band
+            connections = own
+        status = await connections.ensure_connected(server, self.call_timeout)
         if status.status != "connected":
             why = f": {status.reason}" if status.reason else ""
             state = "still starting" if status.status == "connecting" else status.status
@@ -210,7 +223,7 @@ class Gateway:
                 "server_unavailable",
             )
         try:
-            return await self.connections.call_tool(
+            return await connections.call_tool(
                 server.server_id, entry.tool_name, arguments, progress=self._relay(progress), caller=caller
             )
         except SetupError as exc:

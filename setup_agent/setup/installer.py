@@ -26,6 +26,7 @@ from .adoption import Keep, Parked
 from .bundle_manifests import BundleManifests
 from .call_context import CallContext, Progress
 from .consent import ConsentBroker, build_consent_request, obtain_consent
+from .per_member import per_member_keys
 from .preparation import Prepared, Preparer
 from .probe import Prober, ProbeResult
 from .sandbox_choice import apply_sandbox_choice
@@ -113,6 +114,7 @@ class Installer:
                 prepared = await self.preparer.prepare(
                     args, install_dir, progress, lazy_bundle=self.prober.parking.enabled, replacing=replaces
                 )
+                member_keys = per_member_keys(args, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values))
                 await self._consent(prepared, ctx, "install")
                 adopted = self._adopt(prepared)
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
@@ -152,6 +154,7 @@ class Installer:
                     title=prepared.detail.display_name,
                     tools=relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()}),  # the pin
                     replaces=replaces,
+                    member_keys=member_keys,  # each member's own (#28 item 3)
                 )
             except BaseException:
                 self.refs.release(claim)

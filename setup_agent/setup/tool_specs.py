@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .per_member import PER_MEMBER_SPEC
+
 __all__ = ["TOOL_NAMES", "TOOL_SPECS", "tool_spec"]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -108,6 +110,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
                 "oauth_ref": _OAUTH_REF,
                 "allow_deprecated": _ALLOW_DEPRECATED,
                 "repair": _REPAIR,
+                "per_member": PER_MEMBER_SPEC,
             },
             "required": ["qualified_name"],
         },

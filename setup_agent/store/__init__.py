@@ -1,6 +1,6 @@
 """The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
 (``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
-settings and key rotation (``keys.py``), named tokens (``tokens.py``), approvals waiting for the
+settings and key rotation (``keys.py``), each member's own values (``member_values.py``), named tokens (``tokens.py``), approvals waiting for the
 user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
 read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from .data_dir import prepare_data_dir
     from .database import Store
+    from .member_values import member_label
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
     from .tokens import Tokens
@@ -40,6 +41,7 @@ __all__ = [
     "gateway_name",
     "GatewayTool",
     "InstalledServer",
+    "member_label",
     "names_too_long",
     "prepare_data_dir",
     "read_sqlite_catalog",
@@ -61,6 +63,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
     "InstalledServer": "models",
+    "member_label": "member_values",
     "names_too_long": "catalog",
     "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",

@@ -32,6 +32,7 @@ from setup_agent.secrets import SecretValue, Vault
 from .catalog import SQLITE_FILE_NAME, Catalog, make_slug
 from .engine import HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, current_revision, migrate, open_engine, translated
 from .keys import EncryptedValues
+from .member_values import MemberValues
 from .models import (
     AuditEntry,
     AuditRow,
@@ -70,11 +71,12 @@ _EnvItems = list[tuple[str, tuple[str | SecretValue, bool]]]
 # --- the repository ---------------------------------------------------------------------
 
 
-class Store(ToolPins, EncryptedValues):
+class Store(ToolPins, EncryptedValues, MemberValues):
     """Repository of installed servers. Sync and thread-safe (one session per call).
 
     Its tool pins and audit come from :class:`~setup_agent.store.tool_pins.ToolPins`, its encrypted
-    values and key rotation from :class:`~setup_agent.store.keys.EncryptedValues`.
+    values and key rotation from :class:`~setup_agent.store.keys.EncryptedValues`, each member's own
+    values from :class:`~setup_agent.store.member_values.MemberValues`.
     """
 
     def __init__(self, database_url: str | URL, vault: Vault, *, clock: Clock = utcnow) -> None:
@@ -132,6 +134,7 @@ class Store(ToolPins, EncryptedValues):
         title: str | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         replaces: str | None = None,
+        member_keys: Sequence[str] = (),
     ) -> InstalledServer:
         """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
 
@@ -139,7 +142,8 @@ class Store(ToolPins, EncryptedValues):
         (:func:`~setup_agent.store.catalog.make_slug`); ``tools`` is the tool list its test saw.
         ``replaces``: the server id of the version this one replaces (``mcp-setup update``): its
         row and encrypted values are deleted in the same transaction (#24 item 6), so a crash at
-        any moment leaves exactly one of the two; its slug passes to the new row.
+        any moment leaves exactly one of the two; its slug passes to the new row. ``member_keys``:
+        the keys each member enters for themselves (``member_values.py``).
         """
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
@@ -152,6 +156,7 @@ class Store(ToolPins, EncryptedValues):
             package_type=package_type, launch_spec=spec_json, enabled=True, installed_at=_aware(self._clock()),
             installed_by=installed_by, tools_hash=tools_hash, env=env_rows,
             title=(title or None) and title[:512], tools_json=_tools_json(tools),
+            member_keys=json.dumps(sorted(set(member_keys))) if member_keys else None,
         )  # fmt: skip
         if tools is not None:  # pinned: what the install test saw is what the user approved
             digest = _pin_hash(tools)
@@ -160,12 +165,14 @@ class Store(ToolPins, EncryptedValues):
             row.pinned_at, row.pinned_version, row.tools_state = row.installed_at, version, "pinned"
         try:
             with translated(f"install {qualified_name}"), self._session() as s, s.begin():
+                carried = self._carry_members(s, replaces, row) if replaces is not None else []  # members' own keys
                 if replaces is not None:
                     self._delete_replaced(s, replaces, qualified_name, installed_by)
                 self._refuse_duplicate(s, qualified_name, server_id)
                 row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
                 s.add(row)
                 s.flush()
+                self._restore_members(s, row, carried)
                 self._audit(s, "installed", row, installed_by, new=row.pinned_hash)
                 self._bump(s)
                 result = _record(row)

@@ -15,7 +15,7 @@ from setup_agent.errors import NotFound, StoreError
 from setup_agent.secrets import SecretValue, Vault
 
 from .engine import translated
-from .models import ClientEnvRow, ServerRow, _check_text
+from .models import ClientEnvRow, MemberValueRow, ServerRow, _check_text
 
 __all__ = ["EncryptedValues"]
 
@@ -93,8 +93,14 @@ class EncryptedValues:
                         update(ClientEnvRow).where(ClientEnvRow.id == row_id).values(value_encrypted=new_vault.encrypt(value))
                     )
                     done.add(row_id)
+            members = s.execute(select(MemberValueRow.id, MemberValueRow.key, MemberValueRow.value_encrypted)).all()
+            for row_id, key, token in members:  # each member's own values (member_values.py)
+                value = self._decrypt(token, "a member's value", key)
+                s.execute(
+                    update(MemberValueRow).where(MemberValueRow.id == row_id).values(value_encrypted=new_vault.encrypt(value))
+                )
         self._vault = new_vault
-        return len(done)
+        return len(done) + len(members)
 
     def _decrypt(self, token: bytes, server_name: str, key: str) -> SecretValue:
         try:

@@ -35,7 +35,7 @@ from .pins import summarize
 
 __all__ = [
     "AuditEntry", "AuditRow", "Base", "ChangeRow", "ClientEnvRow", "Clock", "EnvKey", "InstalledServer",
-    "PendingRow", "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
+    "MemberValueRow", "PendingRow", "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
 ]  # fmt: skip
 
 Clock = Callable[[], datetime]
@@ -102,6 +102,8 @@ class ServerRow(Base):
     rejected_hash: Mapped[str | None] = mapped_column(String(64))
     # Its OAuth sign-in could not be renewed (connections.py): the user must sign in again.
     needs_sign_in: Mapped[bool | None] = mapped_column(Boolean)
+    # Keys every member enters for themselves (JSON list of names; member_values.py).
+    member_keys: Mapped[str | None] = mapped_column(Text)
 
     env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 
@@ -124,6 +126,20 @@ class ClientEnvRow(Base):
     key: Mapped[str] = mapped_column(String(128))
     value_encrypted: Mapped[bytes] = mapped_column(LargeBinary)
     secret: Mapped[bool] = mapped_column(Boolean)
+
+
+class MemberValueRow(Base):
+    """One member's own value of one key of one server, encrypted (see ``member_values.py``)."""
+
+    __tablename__ = "mcp_member_values"
+    __table_args__ = (UniqueConstraint("server_id", "member", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    server_id: Mapped[str] = mapped_column(String(64), ForeignKey(ServerRow.server_id, ondelete="CASCADE"))
+    member: Mapped[str] = mapped_column(String(64), index=True)
+    key: Mapped[str] = mapped_column(String(128))
+    value_encrypted: Mapped[bytes] = mapped_column(LargeBinary)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class AuditRow(Base):
@@ -235,6 +251,7 @@ class InstalledServer:
     tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
     tools_diff: dict[str, Any] | None = None
     needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
+    member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (member_values.py)
 
     def tools_change(self) -> dict[str, Any] | None:
         """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
@@ -270,6 +287,7 @@ def _record(row: ServerRow) -> InstalledServer:
         tools_state=row.tools_state or "pinned",
         tools_diff=json.loads(row.tools_diff) if row.tools_diff else None,
         needs_sign_in=bool(row.needs_sign_in),
+        member_keys=tuple(json.loads(row.member_keys)) if row.member_keys else (),
         env_keys=tuple(EnvKey(e.key, e.secret) for e in sorted(row.env, key=lambda e: e.key)),
     )
 

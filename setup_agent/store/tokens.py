@@ -51,6 +51,7 @@ class Tokens:
     def __init__(self, store: Store, *, clock: Clock = utcnow) -> None:
         self._sessions = sessionmaker(store.engine, expire_on_commit=False)
         self._clock = clock
+        self._store = store
 
     def create(self, name: str, *, admin: bool = False) -> str:
         """A new token for ``name`` (returned once; only its hash is kept). A revoked name can be reused.
@@ -78,13 +79,17 @@ class Tokens:
             return [TokenInfo(r.name, r.created_at, r.revoked_at, bool(r.admin)) for r in rows]
 
     def revoke(self, name: str) -> None:
-        """Refuse ``name``'s token from now on, on every instance."""
+        """Refuse ``name``'s token from now on, on every instance; in the same transaction the
+        member's own values are deleted (audited), so every instance ends their sessions."""
         with translated(f"revoke the token {name}"), self._sessions() as s, s.begin():
             done = s.execute(
                 update(TokenRow).where(TokenRow.name == name, TokenRow.revoked_at.is_(None)).values(revoked_at=self._clock())
             )
             if not done.rowcount:
                 raise NotFound(f"No active token is named {name} (mcp-setup token list lists them).")
+            forgot = self._store._forget_member_in(s, name, actor=f"token:{name} (revoked)")
+        if forgot:
+            self._store._changed()
 
     def verify(self, token: str | None) -> str | None:
         """The name of the active token ``token``, or None."""

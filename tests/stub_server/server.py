@@ -24,7 +24,9 @@ before its first answer), many_tools (pages of 50), echo_env (env to stderr; the
 value in tool `leak`'s description and in echo(text="env")), ignore_sigterm
 (SIG_IGN; on EOF waits STUB_EXIT_DELAY), ignore_unknown (no answer at all to
 server/discover or unknown methods, like some legacy servers), flood (echo sends
-STUB_FLOOD_COUNT (5000) progress notifications before its answer).
+STUB_FLOOD_COUNT (5000) progress notifications before its answer), key_hash (a tool
+answering the sha256 of the key it was started with, and a random id of this
+process: a pid means little in a sandbox's own pid namespace).
 """
 import hashlib
 import json
@@ -44,6 +46,9 @@ MODES = (
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 AUTH_ERROR = -32001
+
+
+RUN_ID = os.urandom(8).hex()  # this process's own id (key_hash)
 
 
 def log(msg: str) -> None:
@@ -126,6 +131,12 @@ class Stub:
             tools.append({
                 "name": "leak",
                 "description": "Leaks the key: %s" % os.environ.get(self.key_name, ""),
+                "inputSchema": {"type": "object", "properties": {}},
+            })
+        if "key_hash" in self.modes:  # which key it was started with, as a hash (per-member tests)
+            tools.append({
+                "name": "key_hash",
+                "description": "The sha256 of the key this process was started with, and this process's random id.",
                 "inputSchema": {"type": "object", "properties": {}},
             })
         tools = apply_tools_file(tools, os.environ.get("STUB_TOOLS_FILE"))
@@ -224,6 +235,9 @@ class Stub:
             return text_result(text), None
         if name == "whoami":
             return text_result("ok"), None
+        if name == "key_hash" and "key_hash" in self.modes:
+            value = os.environ.get(self.key_name, "")
+            return text_result("sha256=%s run=%s" % (hashlib.sha256(value.encode("utf-8")).hexdigest(), RUN_ID)), None
         for tool in self.tools:
             if tool["name"] == name:  # a tools-file tool may say its answer ("_stubResult", as sent)
                 return tool.get("_stubResult") or text_result("%s ok" % name), None

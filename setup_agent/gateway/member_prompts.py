@@ -1,0 +1,205 @@
+"""Asking a member for their own value of a per-member key (#28 item 3), out of band.
+
+The first call a member (a named token, ``token:NAME``) makes to a server with per-member keys
+opens a secret prompt in a broker of its own (:class:`MemberPrompts`): no user page, tab or
+terminal sees it, so only that member is asked. The face's ``page_url`` makes the prompt's
+one-time secret link (a capability that enters this one value, nothing else). When the calling
+client takes URL-mode elicitation, the link goes to that member's own client and the call waits
+(bounded) for the answer; otherwise the call's result is a tool error ``member_secret_required``
+with the link, which can only enter a value. The answer goes from the page into this broker's
+ref, and from there, encrypted, into the store as that member's value (``Store.set_member_value``,
+audited as ``token:NAME``); the ref is discarded at once. A prompt of a member whose token was
+revoked meanwhile stores nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from setup_agent.errors import SetupError
+from setup_agent.secrets import PromptBroker, Redactor, SecretRefStore
+from setup_agent.store import InstalledServer, Store
+
+from .relay import Caller
+
+__all__ = ["MEMBER_SECRET_REQUIRED", "MemberPrompts", "tool_error"]
+
+logger = logging.getLogger(__name__)
+
+MEMBER_SECRET_REQUIRED = "member_secret_required"
+
+
+@dataclass(frozen=True)
+class _Ask:
+    server_id: str
+    member: str
+    key: str
+
+
+class MemberPrompts:
+    """Pending prompts for members' own values; answers stored as that member's (see module doc)."""
+
+    def __init__(
+        self,
+        store: Store,
+        redactor: Redactor,
+        *,
+        ttl_seconds: float = 900.0,
+        wait_seconds: float = 300.0,
+        is_active: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.store = store
+        self.refs = SecretRefStore(ttl_seconds=ttl_seconds)
+        self.broker = PromptBroker(self.refs)
+        self.wait_seconds = wait_seconds
+        self.is_active = is_active  # whether a member's token is still active (a revoked one stores nothing)
+        #: ``page_url(prompt_id)``: the one-time secret link of a prompt (set by the web face).
+        self.page_url: Callable[[str], str] | None = None
+        #: Called after a member's value was stored (the sessions learn it at once).
+        self.on_stored: Callable[[str, str], Any] | None = None
+        self._asks: dict[str, _Ask] = {}  # prompt id -> what it asks
+        self._open: dict[_Ask, str] = {}  # what is asked -> its open prompt id
+        self._refs: dict[str, str] = {}  # prompt id -> the ref its answer fills
+        self._lock = asyncio.Lock()
+        redactor.add_source(lambda: ((f"[secret:{k}]", v) for k, v in self.refs.live_values()))
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def holds(self, prompt_id: str) -> bool:
+        """Whether ``prompt_id`` is one of these prompts (the secret page answers it here)."""
+        return isinstance(prompt_id, str) and prompt_id in self._asks
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hear answers on ``loop`` (a page answers from any thread)."""
+        if self._unsubscribe is None:
+            self._unsubscribe = self.broker.subscribe(self._event, loop=loop)
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    async def ask(self, server: InstalledServer, member: str, key: str, caller: Caller | None) -> dict[str, Any] | None:
+        """Ask ``member`` for their ``key`` of ``server``: None once it is stored (answered through
+        the member's own client meanwhile), else the tool error the call answers."""
+        label = server.title or server.qualified_name
+        answered = self._open.get(_Ask(server.server_id, member, key))
+        if answered is not None and not _is_open(self.broker, answered):  # answered a moment ago
+            await self._settle(answered)
+            return None  # the caller reads the store again
+        prompt_id, url = self.open_for(server, member, key)
+        if url is not None and caller is not None and caller.can("elicitation.url"):
+            if await self._elicit(caller, url, prompt_id, label, key):
+                return None
+        message = (
+            f"{label} needs your own {key} before your first call: "
+            + ("open the link to enter it (only your calls use it), then call again." if url else
+               "this gateway has no page to enter it on; ask the team's admin.")
+        )  # fmt: skip
+        return tool_error(message, MEMBER_SECRET_REQUIRED, key_name=key, url=url)
+
+    def open_for(self, server: InstalledServer, member: str, key: str) -> tuple[str, str | None]:
+        """The open prompt for ``member``'s ``key`` of ``server`` (one at a time; a new one when none
+        is open), and a new secret link to it (None without a page). An answer stores or rotates."""
+        self.attach(asyncio.get_running_loop())
+        label = server.title or server.qualified_name
+        ask = _Ask(server.server_id, member, key)
+        prompt_id = self._open.get(ask)
+        if prompt_id is None or not _is_open(self.broker, prompt_id):
+            if prompt_id is not None:
+                self._drop(prompt_id)
+            pending = self.broker.open(
+                key, f"{label} needs your own {key}. Only your calls use it; nobody else's ever do.", server=label
+            )
+            prompt_id = pending.prompt_id
+            self._asks[prompt_id], self._open[ask], self._refs[prompt_id] = ask, prompt_id, pending.ref
+        return prompt_id, self.page_url(prompt_id) if self.page_url is not None else None
+
+    async def _elicit(self, caller: Caller, url: str, prompt_id: str, label: str, key: str) -> bool:
+        """URL-mode elicitation to the member's own client; True once the value is stored."""
+        params = {
+            "mode": "url", "elicitationId": prompt_id, "url": url,
+            "message": f"{label} needs your own {key}. Open the page to enter it; only your calls use it.",
+        }  # fmt: skip
+        try:
+            result = await caller.request("elicitation/create", params)
+        except Exception as exc:  # noqa: BLE001 - the client's error may quote the URL: its type only
+            logger.info("URL elicitation of a member's key failed (%s); the link goes in the result", type(exc).__name__)
+            return False
+        if getattr(result, "action", None) != "accept":
+            return False
+        try:
+            await self.broker.wait(prompt_id, timeout=self.wait_seconds)
+        except (TimeoutError, SetupError):
+            return False
+        await self._settle(prompt_id)
+        return True
+
+    async def _event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "secret_done" and event.get("status") == "answered":
+            await self._settle(str(event.get("prompt_id")))
+        elif event.get("type") == "secret_done":
+            self._drop(str(event.get("prompt_id")))
+
+    async def _settle(self, prompt_id: str) -> None:
+        """The answered prompt's value into the store as its member's, once; the ref discarded."""
+        async with self._lock:
+            ask, ref = self._asks.get(prompt_id), self._refs.get(prompt_id)
+            if ask is None or ref is None:
+                return
+            try:  # dropped only once stored: a call meanwhile waits for this lock, never asks anew
+                value = self.refs.resolve({ask.key: ref})[ask.key]
+                if self.is_active is not None and not await asyncio.to_thread(self.is_active, ask.member):
+                    logger.warning("a revoked member's answer was not stored")
+                    return
+                await asyncio.to_thread(self.store.set_member_value, ask.server_id, ask.member, ask.key, value)
+            except SetupError as exc:
+                logger.warning("a member's value could not be stored (%s)", exc.code)
+                return
+            finally:
+                self.refs.discard(ref)
+                self._drop(prompt_id)
+        logger.info("stored the own %s of token:%s for server %s", ask.key, ask.member, ask.server_id)
+        if self.on_stored is not None:
+            await self.on_stored(ask.server_id, ask.member)
+
+    def _drop(self, prompt_id: str) -> None:
+        ask = self._asks.pop(prompt_id, None)
+        self._refs.pop(prompt_id, None)
+        if ask is not None and self._open.get(ask) == prompt_id:
+            del self._open[ask]
+
+    def forget_member(self, member: str) -> None:
+        """A revoked member: their open prompts are cancelled."""
+        for prompt_id, ask in list(self._asks.items()):
+            if ask.member == member:
+                with contextlib.suppress(SetupError):
+                    self.broker.cancel(prompt_id, "the member's token was revoked")
+                self._drop(prompt_id)
+
+
+def tool_error(text: str, code: str, *, key_name: str | None = None, url: str | None = None) -> dict[str, Any]:
+    """The call's result while a member is asked: a tool error with its code (``status: pending``) and,
+    when there is a page, the secret link (it enters this one value; it approves nothing)."""
+    error: dict[str, Any] = {"code": code, "message": text}
+    if key_name is not None:
+        error["key_name"] = key_name
+    if url is not None:
+        error["url"] = url
+    return {
+        "content": [{"type": "text", "text": text + (f" {url}" if url else "")}],
+        "structuredContent": {"ok": False, "status": "pending", "error": error},
+        "isError": True,
+    }
+
+
+def _is_open(broker: PromptBroker, prompt_id: str) -> bool:
+    try:
+        broker.get(prompt_id)
+    except SetupError:
+        return False
+    return True
