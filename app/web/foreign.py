@@ -40,8 +40,16 @@ class ForeignConsents:
         self.hub.replays.append(lambda: list(self.shown.values()))
 
     def owns(self, consent_id: str) -> bool:
-        """Whether ``consent_id`` is another process's, shown here."""
-        return consent_id in self.shown
+        """Whether ``consent_id`` is another process's: shown here, or waiting in the store (a replica
+        of a team's gateway answers what another opened, before its next look)."""
+        if consent_id in self.shown:
+            return True
+        try:
+            item = self.approvals.get(consent_id)
+        except SetupError as exc:
+            log.warning("web: could not read an approval another process waits for (%s)", exc.code)
+            return False
+        return item is not None and item.owner != self._me and item.status == "pending" and item.kind in ("consent", "secret")
 
     async def _watch(self) -> None:
         from setup_agent.store import owner_alive

@@ -130,6 +130,7 @@ class Guard:
         self.origins = {f"{scheme}://{h}" for h in self.hosts for scheme in ("http", "https")}
         self.cookie = cookie_name(port)
         self.headers = security_headers(port)
+        self.health: Any = None  # the /healthz, /readyz app (replicas.py), set by create_app
         self.face: Any = None
         #: Page sessions of ``--admin`` tokens: cookie value -> the raw token (re-checked per request).
         self.admin_sessions: dict[str, str] = {}
@@ -140,6 +141,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
+        if kind == "http" and self.health is not None and path in ("/healthz", "/readyz"):
+            await self.health(scope, receive, send)  # a load balancer's probe: no credential, nothing in it
+            return
         if kind == "http" and self.secret_app is not None and path.startswith("/secrets/"):
             await self.secret_app(scope, receive, send)  # its own Host/Origin/token guard
             return

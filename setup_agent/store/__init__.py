@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .database import Store
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
+    from .shared_state import SharedApprovals, SharedCapabilities, SharedRefs, ref_digest
     from .tokens import Tokens
 
 __all__ = [
@@ -44,7 +45,11 @@ __all__ = [
     "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
+    "ref_digest",
     "relabel",
+    "SharedApprovals",
+    "SharedCapabilities",
+    "SharedRefs",
     "SQLITE_FILE_NAME",
     "Store",
     "summarize",
@@ -65,7 +70,11 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
+    "ref_digest": "shared_state",
     "relabel": "pins",
+    "SharedApprovals": "shared_state",
+    "SharedCapabilities": "shared_state",
+    "SharedRefs": "shared_state",
     "SQLITE_FILE_NAME": "catalog",
     "Store": "database",
     "summarize": "pins",

@@ -63,6 +63,7 @@ class PendingApproval:
     status: str
     decision: dict[str, Any] | None = None
     answered_by: str | None = None
+    fingerprint: str | None = None  # a consent's: an answer elsewhere is remembered under it (#28)
 
 
 class PendingApprovals:
@@ -73,12 +74,14 @@ class PendingApprovals:
         self.owner = owner[:64]
         self._clock = clock
 
-    def publish(self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float) -> None:
+    def publish(
+        self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float, fingerprint: str | None = None
+    ) -> None:
         now = self._clock()
         row = PendingRow(
             item_id=item_id, kind=kind, owner=self.owner, created_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds), request_json=json.dumps(request, sort_keys=True),
-            status="pending",
+            status="pending", fingerprint=fingerprint,
         )  # fmt: skip
         with translated("record a pending approval"), self._sessions() as s, s.begin():
             s.execute(delete(PendingRow).where(PendingRow.expires_at <= now))  # any process sweeps
@@ -130,5 +133,5 @@ class PendingApprovals:
 def _record(row: PendingRow) -> PendingApproval:
     return PendingApproval(
         row.item_id, row.kind, row.owner, json.loads(row.request_json), row.status,
-        json.loads(row.decision_json) if row.decision_json else None, row.answered_by,
+        json.loads(row.decision_json) if row.decision_json else None, row.answered_by, row.fingerprint,
     )  # fmt: skip

@@ -50,6 +50,7 @@ from .models import (
     utcnow,
 )
 from .pins import tools_hash as _pin_hash
+from .shared_rows import SecretRefRow as _SecretRefRow  # noqa: F401 - the shared tables in Base.metadata (0008)
 from .tool_pins import ToolPins
 
 __all__ = [
