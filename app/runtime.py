@@ -45,6 +45,9 @@ from setup_agent.setup import (
     share_prompts,
 )
 from setup_agent.store import (
+    CHANGES_CHANNEL,
+    PENDING_CHANNEL,
+    ChangeFeed,
     PendingApprovals,
     SharedApprovals,
     SharedCapabilities,
@@ -125,14 +128,19 @@ class Runtime:
     shared_refs: SharedRefs | None = None  # a team's database: refs any replica resolves (#28)
     shared_capabilities: SharedCapabilities | None = None  # and link keys any replica checks
     shared_approvals: SharedApprovals | None = None  # and the user's approvals, remembered
+    feed: ChangeFeed | None = None  # a team's LISTEN/NOTIFY: changes and answers at once (the polling stays)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
         (concurrently, in the background); otherwise each starts on its first call."""
         self.gateway.eager = eager
         await self.gateway.start()
+        if self.feed is not None:
+            self.feed.start()
 
     async def aclose(self) -> None:
+        if self.feed is not None:
+            self.feed.stop()
         if self.review is not None:
             self.review.close()
         await self.gateway.aclose()
@@ -236,6 +244,11 @@ def build_runtime(
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
     share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
     shared_approvals = SharedApprovals(store) if team else None
+    feed = ChangeFeed(store.engine) if team else None
+    if feed is not None:
+        feed.add_listener(CHANGES_CHANNEL, store.remote_changed)  # the gateway reloads: list_changed, /ws
+        feed.add_listener(PENDING_CHANNEL, consents.pull)  # an answer given on another replica, applied now
+        feed.add_listener(PENDING_CHANNEL, refs.pull)
     if shared_approvals is not None:
         consents.share_decisions(SharedDecisions(shared_approvals, ttl_seconds=settings.secret_ttl_seconds))
     scratch = home / "scratch"
@@ -329,6 +342,7 @@ def build_runtime(
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
         approvals=approvals, guard=guard, shared_refs=shared_refs,
         shared_capabilities=SharedCapabilities(store) if team else None, shared_approvals=shared_approvals,
+        feed=feed,
     )  # fmt: skip
 
 

@@ -129,3 +129,31 @@ def test_on_sqlite_refs_stay_in_one_process_and_no_shared_part_is_built(tmp_path
         assert runtime.shared_refs is None and runtime.shared_capabilities is None and runtime.shared_approvals is None
     finally:
         runtime.store.close()
+
+
+def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_notify(postgres_url: str) -> None:
+    import threading
+
+    from setup_agent.store import CHANGES_CHANNEL, PENDING_CHANNEL, ChangeFeed
+
+    vault = Vault.in_memory()
+    with Store(postgres_url, vault) as a, Store(postgres_url, vault) as b:
+        feed = ChangeFeed(b.engine)
+        changed, pending = threading.Event(), threading.Event()
+        feed.add_listener(CHANGES_CHANNEL, changed.set)
+        feed.add_listener(PENDING_CHANNEL, pending.set)
+        feed.start()
+        try:
+            assert feed.listening.wait(10)
+            changed.clear()  # the feed looks once when it starts listening
+            server = a.install(
+                qualified_name="io.test/x", source="local", version="1", package_type="npm",
+                launch_spec={"transport": "stdio", "command": "true", "args": [], "env": {}}, installed_by="test",
+                tools_hash="0" * 64, env={},
+            )  # fmt: skip
+            assert changed.wait(10)  # at commit, not at the next poll
+            PendingApprovals(a, owner="a:1").publish("item-0123456789abcdef", "consent", {}, ttl_seconds=60)
+            assert pending.wait(10)
+            assert server.server_id
+        finally:
+            feed.stop()

@@ -120,6 +120,10 @@ class WebFace:
 
             self.foreign = ForeignConsents(self.runtime.approvals, self.hub)
             self.foreign.start()
+            if getattr(self.runtime, "feed", None) is not None:  # a team's: other replicas' items at once
+                from setup_agent.store import PENDING_CHANNEL
+
+                self.runtime.feed.add_listener(PENDING_CHANNEL, self.foreign.kick)
         await self._start_mcp()
         # Installed servers come up in the background: the page is there at once.
         self.runtime.connections.mark_booting()  # servers.list(wait_seconds) waits for that boot

@@ -13,14 +13,17 @@ not used: refs live in one process's memory, as before.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from setup_agent.errors import SecretInUse
+from setup_agent.errors import SecretInUse, SetupError
 
 from .refs import SecretRefStore, SecretValue, _Entry, is_ref
 
 __all__ = ["SharedRefBackend", "SharedRefStore"]
+
+log = logging.getLogger(__name__)
 
 
 class SharedRefBackend(Protocol):
@@ -39,6 +42,7 @@ class SharedRefStore(SecretRefStore):
     def __init__(self, shared: SharedRefBackend, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.shared = shared
+        self._unreleased: set[str] = set()
 
     def mint(self, key_name: str, value: str | SecretValue) -> str:
         ref = super().mint(key_name, value)
@@ -85,6 +89,7 @@ class SharedRefStore(SecretRefStore):
         return super().resolve(env_refs)
 
     def claim(self, env_refs: Mapping[str, str]) -> str:
+        self._release_pending()
         for ref in env_refs.values():
             self._sync(ref)
         claim_id = super().claim(env_refs)
@@ -100,7 +105,18 @@ class SharedRefStore(SecretRefStore):
 
     def release(self, claim_id: str) -> None:
         super().release(claim_id)
-        self.shared.release(claim_id)
+        self._unreleased.add(claim_id)
+        self._release_pending()
+
+    def _release_pending(self) -> None:
+        """Release the claims a failed install left (again, when the database was away then)."""
+        for claim_id in list(self._unreleased):
+            try:
+                self.shared.release(claim_id)
+            except SetupError as exc:  # a failed install's cleanup goes on; released at the next claim
+                log.warning("a claim on shared secret refs could not be released yet (%s)", exc.code)
+                return
+            self._unreleased.discard(claim_id)
 
     def consume(self, env_refs: Mapping[str, str]) -> None:
         super().consume(env_refs)
@@ -116,7 +132,11 @@ class SharedRefStore(SecretRefStore):
         """This process's entry for ``ref`` made to match the database's row."""
         if not isinstance(ref, str) or not is_ref(ref):
             return
-        row = self.shared.get(ref)
+        try:
+            row = self.shared.get(ref)
+        except SetupError as exc:  # the database is away: this process's own entry answers meanwhile
+            log.warning("a shared secret ref could not be read (%s); using this process's copy", exc.code)
+            return
         changed = False
         with self._lock:
             local = self._cache.get(ref)

@@ -129,6 +129,8 @@ class ConsentBroker:
     def _pull(self) -> None:
         self._pulls.run()
 
+    pull = _pull  # a team's feed heard an answer (store/change_feed.py): apply it now, waking the waiters
+
     @property
     def ask(self) -> bool:
         return self.mode == "ask"

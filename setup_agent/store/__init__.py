@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         read_sqlite_catalog,
         read_sqlite_counter,
     )
+    from .change_feed import CHANGES_CHANNEL, PENDING_CHANNEL, ChangeFeed
     from .data_dir import prepare_data_dir
     from .database import Store
     from .models import InstalledServer
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from .tokens import Tokens
 
 __all__ = [
+    "CHANGES_CHANNEL",
+    "ChangeFeed",
+    "PENDING_CHANNEL",
     "owner_alive",
     "PendingApproval",
     "PendingApprovals",
@@ -57,6 +61,9 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "CHANGES_CHANNEL": "change_feed",
+    "ChangeFeed": "change_feed",
+    "PENDING_CHANNEL": "change_feed",
     "owner_alive": "approvals",
     "PendingApproval": "approvals",
     "PendingApprovals": "approvals",

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import sessionmaker
 
+from .change_feed import PENDING_CHANNEL, notify
 from .database import Store
 from .engine import translated
 from .models import Clock, PendingRow, utcnow
@@ -86,6 +87,7 @@ class PendingApprovals:
         with translated("record a pending approval"), self._sessions() as s, s.begin():
             s.execute(delete(PendingRow).where(PendingRow.expires_at <= now))  # any process sweeps
             s.merge(row)
+            notify(s, PENDING_CHANNEL)  # PostgreSQL: other replicas' pages show it at once
 
     def pending(self) -> list[PendingApproval]:
         """Every item still waiting (not expired), oldest first."""
@@ -112,7 +114,10 @@ class PendingApprovals:
             .values(status=status, answered_by=by[:128], decision_json=json.dumps(decision or {}, sort_keys=True))
         )
         with translated("record an answer"), self._sessions() as s, s.begin():
-            return bool(s.execute(query).rowcount)
+            done = bool(s.execute(query).rowcount)
+            if done:
+                notify(s, PENDING_CHANNEL)  # the owner applies it at once
+            return done
 
     def answers(self, item_ids: Iterable[str]) -> list[PendingApproval]:
         """The answered items among ``item_ids`` (this owner's), for it to apply."""
