@@ -244,7 +244,7 @@ def build_runtime(
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
     share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
     shared_approvals = SharedApprovals(store) if team else None
-    feed = ChangeFeed(store.engine) if team else None
+    feed = ChangeFeed(store.engine) if team and settings.listen_notify else None
     if feed is not None:
         feed.add_listener(CHANGES_CHANNEL, store.remote_changed)  # the gateway reloads: list_changed, /ws
         feed.add_listener(PENDING_CHANNEL, consents.pull)  # an answer given on another replica, applied now

@@ -265,6 +265,15 @@ def render(results: dict[str, Any]) -> str:
     else:
         rows.append(["12", "sandboxed start", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added", f"not measured: {e}"])
 
+    # 13 (#28 item 2) ------------------------------------------------------------------
+    if (e := err("team")) is None:
+        tm = s["team"]
+        t = tm["times"]
+        rows.append(["13", f"team (#28): a change of the tool list on replica A (`servers.disable`/`enable` over `/rpc`) → `tools/list_changed` at an `/mcp` client of replica B, one PostgreSQL: `LISTEN/NOTIFY` vs the polling only (`MCP_SETUP_LISTEN_NOTIFY=false`), two pairs of `serve` replicas, interleaved ({t['notify']['n']} rounds each; p90 {_ms(t['notify']['p90'])} vs {_ms(t['polling']['p90'])})",
+                     _ms(_med(t, "notify")), _ms(_med(t, "polling")), _ratio(tm["ratio"]), "≤ 100 ms", _ok(_med(t, "notify") is not None and _med(t, "notify") <= 0.100)])
+    else:
+        rows.append(["13", "team: a change on replica A seen by a client of replica B", "—", "—", "—", "≤ 100 ms", f"not measured: {e}"])
+
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")
     lines = [
