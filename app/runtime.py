@@ -51,6 +51,7 @@ from setup_agent.store import (
     PendingApprovals,
     SharedApprovals,
     SharedCapabilities,
+    SharedGuardCounts,
     SharedRefs,
     Store,
     prepare_data_dir,
@@ -283,6 +284,7 @@ def build_runtime(
         redactor,
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
         on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
+        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up (#28)
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
     shared_incident, shared_lockout = share_guard(guard, approvals)

@@ -157,3 +157,30 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
             assert server.server_id
         finally:
             feed.stop()
+
+
+def test_refused_guesses_spread_over_two_replicas_add_up_and_lock_the_principal_on_both(
+    replicas: tuple[Replica, Replica], canary: str
+) -> None:
+    from setup_agent.errors import ArgumentsRefused, SessionLocked
+    from setup_agent.secrets import GuessGuard, Redactor
+    from setup_agent.store import SharedGuardCounts
+
+    guards = []
+    for replica in replicas:
+        redactor = Redactor()
+        redactor.register(canary, "[secret:API_KEY]")
+        guards.append(GuessGuard(redactor, counts=SharedGuardCounts(replica.store)))
+    a, b = guards
+    with pytest.raises(ArgumentsRefused):
+        a.check("token:alice", {"q": canary})
+    with pytest.raises(ArgumentsRefused):
+        b.check("token:alice", {"q": canary})  # the second refusal, on the other replica: locks
+    with pytest.raises(SessionLocked):
+        a.check("token:alice", {"q": "harmless"})
+    with pytest.raises(SessionLocked):
+        b.check("token:alice", {"q": "harmless"})
+    a.check("token:bob", {"q": "harmless"})  # another principal is not touched
+    assert b.unlock("token:alice")
+    a.check("token:alice", {"q": "harmless"})  # unblocked on one replica: on both
+    assert canary not in every_cell(replicas[0].store)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .database import Store
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
-    from .shared_state import SharedApprovals, SharedCapabilities, SharedRefs, ref_digest
+    from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "relabel",
     "SharedApprovals",
     "SharedCapabilities",
+    "SharedGuardCounts",
     "SharedRefs",
     "SQLITE_FILE_NAME",
     "Store",
@@ -81,6 +82,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "relabel": "pins",
     "SharedApprovals": "shared_state",
     "SharedCapabilities": "shared_state",
+    "SharedGuardCounts": "shared_state",
     "SharedRefs": "shared_state",
     "SQLITE_FILE_NAME": "catalog",
     "Store": "database",

@@ -8,19 +8,21 @@ exist but stay empty: refs live in one process's memory, as before):
   install claiming it (``claimed_by``, set by one conditional ``UPDATE``);
 - ``mcp_capabilities``: a link key's SHA-256, the item and action it opens, its deadline, spent;
 - ``mcp_consent_approvals``: an approval remembered for the ref TTL (the request's fingerprint, the
-  server, the user's destination settings and sandbox widening: no secret values).
+  server, the user's destination settings and sandbox widening: no secret values);
+- ``mcp_guard_counts``: the guessing guard's refused calls per principal and its lock (a label and
+  counts, never what was sent).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import LargeBinary, String, Text
+from sqlalchemy import Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .models import Base, UTCDateTime
 
-__all__ = ["ApprovalRow", "CapabilityRow", "SecretRefRow"]
+__all__ = ["ApprovalRow", "CapabilityRow", "GuardCountRow", "SecretRefRow"]
 
 
 class SecretRefRow(Base):
@@ -53,3 +55,12 @@ class ApprovalRow(Base):
     decision_json: Mapped[str] = mapped_column(Text)
     approved_by: Mapped[str | None] = mapped_column(String(128))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class GuardCountRow(Base):
+    __tablename__ = "mcp_guard_counts"
+
+    principal: Mapped[str] = mapped_column(String(256), primary_key=True)
+    refusals: Mapped[int] = mapped_column(Integer)
+    locked: Mapped[bool] = mapped_column(default=False)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -9,7 +9,10 @@ take as a constructor argument (none is used on SQLite, where refs stay in one p
   (``RETURNING`` the rows it took), so two replicas never use one ref twice;
 - :class:`SharedCapabilities` for :class:`~setup_agent.secrets.Capabilities`: a link key's
   SHA-256, its item and action; spending it is one conditional ``UPDATE``;
-- :class:`SharedApprovals` for the consent broker: approvals remembered by request fingerprint.
+- :class:`SharedApprovals` for the consent broker: approvals remembered by request fingerprint;
+- :class:`SharedGuardCounts` for :class:`~setup_agent.secrets.GuessGuard`: refused calls counted per
+  principal by one ``INSERT … ON CONFLICT DO UPDATE … RETURNING``, so guesses spread over the
+  replicas add up.
 
 Expired rows are removed by whichever replica writes next. The clock is the store's (an argument).
 """
@@ -30,9 +33,9 @@ from setup_agent.secrets import SecretValue, Vault
 from .database import Store
 from .engine import translated
 from .models import Clock, utcnow
-from .shared_rows import ApprovalRow, CapabilityRow, SecretRefRow
+from .shared_rows import ApprovalRow, CapabilityRow, GuardCountRow, SecretRefRow
 
-__all__ = ["SharedApprovals", "SharedCapabilities", "SharedRefs", "ref_digest"]
+__all__ = ["SharedApprovals", "SharedCapabilities", "SharedGuardCounts", "SharedRefs", "ref_digest"]
 
 #: Rows past their deadline are kept this long (a late reader is told "expired", not "unknown").
 _GRACE = timedelta(hours=1)
@@ -182,3 +185,35 @@ class SharedApprovals(_Repo):
     def forget(self, server: str) -> None:
         with translated("forget approvals"), self._sessions() as s, s.begin():
             s.execute(delete(ApprovalRow).where(ApprovalRow.server == server[:256]))
+
+
+class SharedGuardCounts(_Repo):
+    """``mcp_guard_counts``: the guard's refused calls and locks, added up over every replica (PostgreSQL)."""
+
+    def add(self, principal: str, *, limit: int) -> tuple[int, bool]:
+        """One more refused call of ``principal``: ``(refusals, locked)`` after it."""
+        from sqlalchemy.dialects.postgresql import insert
+
+        now = self._clock()
+        query = (
+            insert(GuardCountRow)
+            .values(principal=principal[:256], refusals=1, locked=limit <= 1, updated_at=now)
+            .on_conflict_do_update(
+                index_elements=[GuardCountRow.principal],
+                set_={"refusals": GuardCountRow.refusals + 1, "updated_at": now,
+                      "locked": GuardCountRow.locked | (GuardCountRow.refusals + 1 >= limit)},
+            )
+            .returning(GuardCountRow.refusals, GuardCountRow.locked)
+        )  # fmt: skip
+        with translated("count a refused call"), self._sessions() as s, s.begin():
+            refusals, locked = s.execute(query).one()
+            return int(refusals), bool(locked)
+
+    def get(self, principal: str) -> tuple[int, bool] | None:
+        with translated("read the refused calls"), self._sessions() as s:
+            row = s.get(GuardCountRow, principal[:256])
+            return None if row is None else (row.refusals, row.locked)
+
+    def clear(self, principal: str) -> None:
+        with translated("unblock a principal"), self._sessions() as s, s.begin():
+            s.execute(delete(GuardCountRow).where(GuardCountRow.principal == principal[:256]))

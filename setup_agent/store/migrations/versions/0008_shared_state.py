@@ -10,7 +10,8 @@ empty: a ref lives in one process's memory and is lost at restart, as before):
 - ``mcp_secret_refs``: a ref's SHA-256 (never the ref), its key, the prompt that reserved it, the
   value encrypted with the data key (NULL until the user answers), its deadline and its claim;
 - ``mcp_capabilities``: a link key's SHA-256 (never the key), the item and action, its deadline;
-- ``mcp_consent_approvals``: approvals remembered for the ref TTL, by request fingerprint.
+- ``mcp_consent_approvals``: approvals remembered for the ref TTL, by request fingerprint;
+- ``mcp_guard_counts``: the guessing guard's refused calls and lock per principal (no values).
 
 ``mcp_pending.fingerprint``: the consent's fingerprint, so an answer given on another replica is
 remembered there under it.
@@ -62,6 +63,14 @@ def upgrade() -> None:
     )
     op.create_index("ix_mcp_consent_approvals_server", "mcp_consent_approvals", ["server"])
     op.create_index("ix_mcp_consent_approvals_expires_at", "mcp_consent_approvals", ["expires_at"])
+    op.create_table(
+        "mcp_guard_counts",
+        sa.Column("principal", sa.String(256), nullable=False),
+        sa.Column("refusals", sa.Integer(), nullable=False),
+        sa.Column("locked", sa.Boolean(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("principal", name="pk_mcp_guard_counts"),
+    )
     with op.batch_alter_table("mcp_pending") as batch:
         batch.add_column(sa.Column("fingerprint", sa.String(64), nullable=True))
 
@@ -69,6 +78,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("mcp_pending") as batch:
         batch.drop_column("fingerprint")
+    op.drop_table("mcp_guard_counts")
     op.drop_table("mcp_consent_approvals")
     op.drop_table("mcp_capabilities")
     op.drop_table("mcp_secret_refs")
