@@ -4,9 +4,12 @@ Two pairs of ``mcp-setup serve`` replicas (real subprocesses), each pair on its 
 database with one data key: one pair as shipped (``LISTEN/NOTIFY``), the other with
 ``MCP_SETUP_LISTEN_NOTIFY=false`` (the half-second polling only: the baseline, what every replica
 did before #28). The stub is installed through replica A of each pair; an SDK client holds an
-``/mcp`` session on replica B. Each round ``servers.disable`` (then ``servers.enable``) on A over
-``/rpc`` — a change of B's tool list as an install is — timed from the request to B's client
-getting ``notifications/tools/list_changed``. The two pairs' rounds are interleaved. The database
+``/mcp`` session on replica B. Each round ``servers.enable`` (then ``servers.disable``) on A over
+``/rpc`` — an enable changes B's tool list as an install does: the server's tools appear, B starts
+it in the background — timed from the request to B's client getting
+``notifications/tools/list_changed`` (the headline: the enables). The two pairs' rounds are interleaved. B's gateway
+sends it after syncing its connections: a disable waits for B to stop the server first, so the
+disables are reported apart. The database
 URL: ``MCP_SETUP_BENCH_POSTGRES_URL`` (or ``MCP_SETUP_TEST_POSTGRES_URL``; ``scripts/test.sh``
 shows how to start a throwaway cluster); each pair gets a fresh database there, dropped after.
 """
@@ -111,7 +114,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     catalog = make_catalog(root, 1)
     key_file = root.path / "team.key"
     Vault.in_memory().export_key(key_file)
-    times: dict[str, list[float]] = {"notify": [], "polling": []}
+    times: dict[str, list[float]] = {f"{m}{d}": [] for m in ("notify", "polling") for d in ("", "_enable", "_disable")}
     with database(base) as url_n, database(base) as url_p:
         pairs = {"notify": Pair(root, "n", url_n, catalog, str(key_file), True),
                  "polling": Pair(root, "p", url_p, catalog, str(key_file), False)}  # fmt: skip
@@ -127,7 +130,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     for r in range(args.rounds):
                         order = ["notify", "polling"] if r % 2 == 0 else ["polling", "notify"]
                         for mode in order:
-                            times[mode].append(await one_round(http, pairs[mode]))
+                            took = await one_round(http, pairs[mode])
+                            times[mode].append(took)
+                            times[f"{mode}_{'enable' if pairs[mode].enabled else 'disable'}"].append(took)
         finally:
             for pair in pairs.values():
                 pair.stop()
@@ -135,7 +140,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "section": "team",
         "rounds": args.rounds,
         "times": {k: summary(v) for k, v in times.items()},
-        "ratio": median(times["notify"]) / median(times["polling"]),
+        "ratio": median(times["notify_enable"]) / median(times["polling_enable"]),
     }
 
 
