@@ -142,6 +142,9 @@ def test_two_replicas_behind_round_robin_nginx_run_a_whole_setup_each_step_on_th
             ref = asked["result"]["ref"]
 
             answer_on_the_page(client, asked["result"]["url"], canary, b)
+            client.steer(a)  # a second answer, on the replica that asked: refused, the value echoed nowhere
+            again = client.post_as_user("answer again", f"/api/secrets/{asked['result']['prompt_id']}", {"value": canary})
+            assert again.status_code in (404, 409), again.text
 
             client.steer(a)
             args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
