@@ -31,19 +31,32 @@ from setup_agent.launch import (
     sweep_scratch,
 )
 from setup_agent.oauth import SignIns
-from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore, Vault
+from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore, SharedRefStore, Vault
 from setup_agent.setup import (
     ConsentBroker,
     Prober,
     ProviderConfig,
     SetupService,
+    SharedDecisions,
     ToolReview,
     load_provider_config,
     share_consents,
     share_guard,
     share_prompts,
 )
-from setup_agent.store import PendingApprovals, Store, prepare_data_dir, process_owner
+from setup_agent.store import (
+    CHANGES_CHANNEL,
+    PENDING_CHANNEL,
+    ChangeFeed,
+    PendingApprovals,
+    SharedApprovals,
+    SharedCapabilities,
+    SharedGuardCounts,
+    SharedRefs,
+    Store,
+    prepare_data_dir,
+    process_owner,
+)
 
 from .settings import Settings
 
@@ -113,14 +126,22 @@ class Runtime:
     review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
     approvals: PendingApprovals | None = None  # what waits for the user, shared by every process
     guard: GuessGuard | None = None  # refused calls by principal: incidents, locks, unlock (#24)
+    shared_refs: SharedRefs | None = None  # a team's database: refs any replica resolves (#28)
+    shared_capabilities: SharedCapabilities | None = None  # and link keys any replica checks
+    shared_approvals: SharedApprovals | None = None  # and the user's approvals, remembered
+    feed: ChangeFeed | None = None  # a team's LISTEN/NOTIFY: changes and answers at once (the polling stays)
 
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
         (concurrently, in the background); otherwise each starts on its first call."""
         self.gateway.eager = eager
         await self.gateway.start()
+        if self.feed is not None:
+            self.feed.start()
 
     async def aclose(self) -> None:
+        if self.feed is not None:
+            self.feed.stop()
         if self.review is not None:
             self.review.close()
         await self.gateway.aclose()
@@ -187,7 +208,14 @@ def build_runtime(
     for warning in prepare_data_dir(home):  # 0700, also when it existed looser (#24 item 13)
         logger.warning("%s", warning)
     redactor = Redactor()
-    refs = SecretRefStore(ttl_seconds=settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {}))
+    vault = open_vault(settings, keyring_backend=keyring_backend)
+    store = Store.for_data_dir(home, vault, database_url=settings.database_url)
+    # A team's database (PostgreSQL): refs, answers, approvals and link keys live there, so any
+    # replica serves any step (#28). SQLite: refs stay in this process's memory, lost at restart.
+    team = store.engine.dialect.name == "postgresql"
+    shared_refs = SharedRefs(store, vault) if team else None
+    ref_options: dict[str, Any] = {"ttl_seconds": settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {})}
+    refs = SharedRefStore(shared_refs, **ref_options) if shared_refs is not None else SecretRefStore(**ref_options)
     refs.add_listener(redactor.invalidate)
     redactor.add_source(refs.live_values)
     broker = PromptBroker(refs)
@@ -213,13 +241,19 @@ def build_runtime(
         http=http,
     )
     hub = RegistryHub(sources, timeout=settings.registry_timeout_seconds, notes=notes)
-    vault = open_vault(settings, keyring_backend=keyring_backend)
-    store = Store.for_data_dir(home, vault, database_url=settings.database_url)
     # Consents and tool reviews wait for the user in the store too: every process's user channels
     # (another serve's page, `mcp-setup approve`) see and answer them.
     approvals = PendingApprovals(store, owner=process_owner())
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
-    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds)
+    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
+    shared_approvals = SharedApprovals(store) if team else None
+    feed = ChangeFeed(store.engine) if team and settings.listen_notify else None
+    if feed is not None:
+        feed.add_listener(CHANGES_CHANNEL, store.remote_changed)  # the gateway reloads: list_changed, /ws
+        feed.add_listener(PENDING_CHANNEL, consents.pull)  # an answer given on another replica, applied now
+        feed.add_listener(PENDING_CHANNEL, refs.pull)
+    if shared_approvals is not None:
+        consents.share_decisions(SharedDecisions(shared_approvals, ttl_seconds=settings.secret_ttl_seconds))
     scratch = home / "scratch"
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
@@ -252,6 +286,7 @@ def build_runtime(
         redactor,
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
         on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
+        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up (#28)
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
     shared_incident, shared_lockout = share_guard(guard, approvals)
@@ -313,7 +348,9 @@ def build_runtime(
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
         consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
-        approvals=approvals, guard=guard,
+        approvals=approvals, guard=guard, shared_refs=shared_refs,
+        shared_capabilities=SharedCapabilities(store) if team else None, shared_approvals=shared_approvals,
+        feed=feed,
     )  # fmt: skip
 
 

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     adopt_tested_servers: bool = Field(
         default=True, description="An install right after a passing test keeps the tested process (one start)."
     )
+    listen_notify: bool = Field(
+        default=True, description="PostgreSQL: hear other replicas' changes at once (LISTEN/NOTIFY); the polling stays."
+    )
     registries: str = "official,smithery,local"
     official_registry_url: str = "https://registry.modelcontextprotocol.io"
     smithery_url: str = "https://api.smithery.ai"  # the current Platform API host (issue 11)

@@ -265,6 +265,18 @@ def render(results: dict[str, Any]) -> str:
     else:
         rows.append(["12", "sandboxed start", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added", f"not measured: {e}"])
 
+    # 13 (#28 item 2) ------------------------------------------------------------------
+    if (e := err("team")) is None:
+        tm = s["team"]
+        t = tm["times"]
+        ne, pe = _med(t, "notify_enable"), _med(t, "polling_enable")
+        rows.append(["13", f"team (#28): a server's tools appearing on replica A (`servers.enable` over `/rpc`, as an install) → `tools/list_changed` at an `/mcp` client of replica B, one PostgreSQL: `LISTEN/NOTIFY` vs the polling only (`MCP_SETUP_LISTEN_NOTIFY=false`), two pairs of `serve` replicas, interleaved ({t['notify_enable']['n']} rounds each; p90 {_ms(t['notify_enable']['p90'])} vs {_ms(t['polling_enable']['p90'])})",
+                     _ms(ne), _ms(pe), _ratio(tm["ratio"]), "≤ 100 ms", _ok(ne is not None and ne <= 0.100)])
+        rows.append(["13", "… a disable (B stops the server before it tells its clients), NOTIFY vs polling only",
+                     _ms(_med(t, "notify_disable")), _ms(_med(t, "polling_disable")), "—", "info", ""])
+    else:
+        rows.append(["13", "team: a change on replica A seen by a client of replica B", "—", "—", "—", "≤ 100 ms", f"not measured: {e}"])
+
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")
     lines = [

@@ -50,9 +50,10 @@ class Serve:
     """``mcp-setup serve`` as a subprocess; reads the printed URL (bounded)."""
 
     def __init__(
-        self, root: Root, data: Path, catalog: Path | None, timeout: float = 60.0, argv: list[str] | None = None
+        self, root: Root, data: Path, catalog: Path | None, timeout: float = 60.0, argv: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
-        env = root.face_env(data, MCP_SETUP_REGISTRIES="local", PYTHONUNBUFFERED="1")
+        env = root.face_env(data, MCP_SETUP_REGISTRIES="local", PYTHONUNBUFFERED="1", **(extra_env or {}))
         if catalog is not None:
             env["MCP_SETUP_CATALOG_DIR"] = str(catalog)
         self.stderr_path = root.path / f"serve-{time.monotonic_ns()}.log"

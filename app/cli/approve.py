@@ -53,12 +53,15 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
         print(_NO_TTY, file=sys.stderr)
         return 2
     from app.runtime import open_vault
-    from setup_agent.store import PendingApprovals, Store, owner_alive, process_owner
+    from setup_agent.store import PendingApprovals, SharedApprovals, SharedRefs, Store, owner_alive, process_owner
 
     try:
         vault = open_vault(settings)
         with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
             shared = PendingApprovals(store, owner=process_owner())
+            team = store.engine.dialect.name == "postgresql"  # a team's: answers usable on any replica (#28)
+            refs = SharedRefs(store, vault) if team else None
+            remembered = SharedApprovals(store) if team else None
             waiting = [item for item in shared.pending() if owner_alive(item.owner)]
             if not waiting:
                 print("Nothing is waiting for your approval.")
@@ -66,11 +69,11 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
             print(f"{len(waiting)} request(s) wait for your approval.\n")
             for item in waiting:
                 if item.kind == "secret":
-                    _answer_secret(shared, vault, item)
+                    _answer_secret(shared, vault, item, refs=refs, ttl=settings.secret_ttl_seconds)
                 elif item.kind in ("incident", "lock"):
                     _answer_guard(shared, item, answers)
                 else:
-                    _answer_one(shared, item, answers)
+                    _answer_one(shared, item, answers, remembered=remembered, ttl=settings.secret_ttl_seconds)
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1
@@ -99,7 +102,7 @@ def _printable(text: object, limit: int = 500) -> str:
     return "".join(ch if ch.isprintable() else " " for ch in str(text or ""))[:limit]
 
 
-def _answer_secret(shared: Any, vault: Any, item: Any) -> None:
+def _answer_secret(shared: Any, vault: Any, item: Any, *, refs: Any = None, ttl: float = 900.0) -> None:
     import getpass
 
     from setup_agent.setup import answer_secret_shared
@@ -115,7 +118,8 @@ def _answer_secret(shared: Any, vault: Any, item: Any) -> None:
             print("Skipped.\n")
             return
         try:
-            done = answer_secret_shared(shared, vault, item.item_id, None if value == "-" else value, by=BY)
+            done = answer_secret_shared(shared, vault, item.item_id, None if value == "-" else value, by=BY,
+                                        shared_refs=refs, ttl_seconds=ttl)
         except InvalidInput as exc:
             print(f"  {exc.message}")
             continue
@@ -144,7 +148,7 @@ def _answer_guard(shared: Any, item: Any, answers: TextIO) -> None:
         print("It stays blocked.\n")
 
 
-def _answer_one(shared: Any, item: Any, answers: TextIO) -> None:
+def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = None, ttl: float = 900.0) -> None:
     from app.pages import describe_consent
     from setup_agent.setup import ConsentRequest, answer_shared
 
@@ -190,7 +194,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO) -> None:
         sandbox = {"extra_paths": [extra] if extra else [], "network": not offline}
     try:
         done = answer_shared(shared, item.item_id, approve=True, by=BY, settings=settings, accept_warnings=accept,
-                             sandbox=sandbox)
+                             sandbox=sandbox, remembered=remembered, ttl_seconds=ttl)
     except InvalidInput as exc:
         print(f"Not approved: {exc.message}\n")
         return

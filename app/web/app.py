@@ -50,6 +50,7 @@ from setup_agent.secrets import Capabilities
 from setup_agent.package_data import data_dir
 
 from .consents import answer_consent
+from .replicas import REPLICA_HEADER, health_app, replica_id, wants_stateless
 from .rpc import RpcDispatcher
 from .secrets import BrokerView, answer_secret
 from .security import PRINCIPAL_SCOPE_KEY, Guard, cookie_name, current_principal
@@ -92,6 +93,7 @@ class WebFace:
         self._boot: asyncio.Task[None] | None = None
         self.mcp_face: Any = None
         self._mcp_http: Any = None
+        self._mcp_stateless: Any = None
         self._mcp_stack = contextlib.AsyncExitStack()
         self._mcp_owners: dict[str, str] = {}  # MCP session id -> the principal that created it
         self.foreign: Any = None  # ForeignConsents (foreign.py), once started
@@ -109,6 +111,7 @@ class WebFace:
 
     async def startup(self) -> None:
         self.runtime = self.runtime_factory()
+        self.capabilities.shared = getattr(self.runtime, "shared_capabilities", None)  # a team's: any replica
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
@@ -119,6 +122,10 @@ class WebFace:
 
             self.foreign = ForeignConsents(self.runtime.approvals, self.hub)
             self.foreign.start()
+            if getattr(self.runtime, "feed", None) is not None:  # a team's: other replicas' items at once
+                from setup_agent.store import PENDING_CHANNEL
+
+                self.runtime.feed.add_listener(PENDING_CHANNEL, self.foreign.kick)
         await self._start_mcp()
         # Installed servers come up in the background: the page is there at once.
         self.runtime.connections.mark_booting()  # servers.list(wait_seconds) waits for that boot
@@ -134,6 +141,11 @@ class WebFace:
         # Host/Origin/token are checked by the Guard in front of the whole app.
         manager = StreamableHTTPSessionManager(app=self.mcp_face.server)
         await self._mcp_stack.enter_async_context(manager.run())
+        # A request without a session (a 2026-07-28 client; any client behind a round-robin balancer)
+        # is served session-less: any replica answers it (replicas.py).
+        stateless = StreamableHTTPSessionManager(app=self.mcp_face.server, stateless=True)
+        await self._mcp_stack.enter_async_context(stateless.run())
+        self._mcp_stateless = StreamableHTTPASGIApp(stateless)
         self._mcp_http = StreamableHTTPASGIApp(manager)
 
     async def mcp_asgi(self, scope: Any, receive: Any, send: Any) -> None:
@@ -151,6 +163,11 @@ class WebFace:
             log.warning("web: refused an MCP session driven with another credential")
             body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found."}}
             await JSONResponse(body, 404)(scope, receive, send)
+            return
+
+        stateless, receive = await wants_stateless(scope, receive)
+        if stateless:
+            await self._mcp_stateless(scope, receive, send)
             return
 
         async def send_bound(message: Any) -> None:
@@ -330,6 +347,8 @@ def create_app(
         return Principal.member(found.name, admin=found.admin) if found is not None else None
 
     guarded = Guard(app, token=token, port=port, secret_app=secret_app, public_hosts=public_hosts, bearer=bearer)
+    guarded.health = health_app(face)  # /healthz, /readyz for a load balancer (replicas.py)
+    guarded.headers[REPLICA_HEADER] = replica_id()
     guarded.face = face
     guard_box.append(guarded)
     return guarded

@@ -52,7 +52,9 @@ async def answer_consent(runtime: Any, request: Request, consent_id: str, *, for
         sandbox = data.get("sandbox") or None  # the user's widening: {extra_paths: [...], network: bool}
         if foreign is not None and foreign.owns(consent_id):  # another process's: answered through the store
             done = answer_shared(runtime.approvals, consent_id, approve=not deny, by=by, settings=settings,
-                                 accept_warnings=accept, sandbox=sandbox)
+                                 accept_warnings=accept, sandbox=sandbox,
+                                 remembered=getattr(runtime, "shared_approvals", None),
+                                 ttl_seconds=runtime.refs.ttl_seconds)
             if not done:
                 raise ConsentNotFound("This consent request was answered elsewhere or has expired.")
             return JSONResponse({"ok": True, "status": "denied" if deny else "approved"})

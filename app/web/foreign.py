@@ -34,14 +34,26 @@ class ForeignConsents:
         self.shown: dict[str, dict[str, Any]] = {}  # consent id -> its consent_request event
         self._me = process_owner()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._kick = asyncio.Event()
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._kick = asyncio.Event()
         self._task = asyncio.create_task(self._watch(), name="mcp-setup-foreign-consents")
         self.hub.replays.append(lambda: list(self.shown.values()))
 
     def owns(self, consent_id: str) -> bool:
-        """Whether ``consent_id`` is another process's, shown here."""
-        return consent_id in self.shown
+        """Whether ``consent_id`` is another process's: shown here, or waiting in the store (a replica
+        of a team's gateway answers what another opened, before its next look)."""
+        if consent_id in self.shown:
+            return True
+        try:
+            item = self.approvals.get(consent_id)
+        except SetupError as exc:
+            log.warning("web: could not read an approval another process waits for (%s)", exc.code)
+            return False
+        return item is not None and item.owner != self._me and item.status == "pending" and item.kind in ("consent", "secret")
 
     async def _watch(self) -> None:
         from setup_agent.store import owner_alive
@@ -71,7 +83,15 @@ class ForeignConsents:
                                                 "key_name": gone.get("key_name"), "status": "closed"})
                     else:
                         self.hub.emit({"type": "consent_done", "consent_id": item_id, "status": "closed"})
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):  # a team's feed kicks at once; else the next look
+                await asyncio.wait_for(self._kick.wait(), self.interval)
+            self._kick.clear()
+
+    def kick(self) -> None:
+        """Look now (any thread): another replica published or answered an item (store/change_feed.py)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._kick.set)
 
     async def aclose(self) -> None:
         if self._task is not None:

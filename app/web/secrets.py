@@ -68,7 +68,9 @@ async def answer_secret(runtime: Any, request: Request, prompt_id: str, *, forei
             if data.get("cancel") is not True and not isinstance(value, str):
                 return json_error(400, "invalid_input", "Enter a value, or cancel.")
             cancel = data.get("cancel") is True
-            if not answer_secret_shared(runtime.approvals, runtime.vault, prompt_id, None if cancel else value, by="user:web"):
+            shared_refs = getattr(runtime, "shared_refs", None)  # a team's: the ref is usable on any replica
+            if not answer_secret_shared(runtime.approvals, runtime.vault, prompt_id, None if cancel else value, by="user:web",
+                                        shared_refs=shared_refs, ttl_seconds=runtime.refs.ttl_seconds):
                 raise PromptNotFound("This request for a secret was answered elsewhere or has expired.")
             return JSONResponse({"ok": True, "status": "cancelled" if cancel else "answered"})
         if data.get("cancel") is True:

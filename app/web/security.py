@@ -130,6 +130,7 @@ class Guard:
         self.origins = {f"{scheme}://{h}" for h in self.hosts for scheme in ("http", "https")}
         self.cookie = cookie_name(port)
         self.headers = security_headers(port)
+        self.health: Any = None  # the /healthz, /readyz app (replicas.py), set by create_app
         self.face: Any = None
         #: Page sessions of ``--admin`` tokens: cookie value -> the raw token (re-checked per request).
         self.admin_sessions: dict[str, str] = {}
@@ -140,8 +141,11 @@ class Guard:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
+        if kind == "http" and self.health is not None and path in ("/healthz", "/readyz"):
+            await self.health(scope, receive, send)  # a load balancer's probe: no credential, nothing in it
+            return
         if kind == "http" and self.secret_app is not None and path.startswith("/secrets/"):
-            await self.secret_app(scope, receive, send)  # its own Host/Origin/token guard
+            await self.secret_app(scope, receive, self._replica_named(send))  # its own Host/Origin/token guard
             return
         headers = _headers(scope)
         principal: Principal | None = USER
@@ -189,6 +193,19 @@ class Guard:
             await self._pass(kind, scope, receive, send)
         finally:
             _PRINCIPAL.reset(reset)
+
+    def _replica_named(self, send: Send) -> Send:
+        """``send`` adding this replica's id (replicas.py) to the answer, when a team gateway names it."""
+        replica = {k: v for k, v in self.headers.items() if k.lower() == "x-mcp-setup-replica"}
+        if not replica:
+            return send
+
+        async def named(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message).update(replica)
+            await send(message)
+
+        return named
 
     async def _pass(self, kind: str, scope: Scope, receive: Receive, send: Send) -> None:
         if kind == "websocket":

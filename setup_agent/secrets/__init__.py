@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from .capabilities import Capabilities
     from .chat import WITHHELD, looks_like_secret, scrub_secrets
     from .guard import GuardIncident, GuessGuard
-    from .prompts import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, is_weak_value
+    from .prompts import PendingPrompt, PromptBroker
     from .redact import RedactingFilter, Redactor, install_log_redaction
     from .refs import SecretRefStore, SecretValue
+    from .shared_refs import SharedRefStore
+    from .weak import WEAK_VALUE_WARNING, is_weak_value
     from .vault import Vault
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "scrub_secrets",
     "SecretRefStore",
     "SecretValue",
+    "SharedRefStore",
     "Vault",
     "WEAK_VALUE_WARNING",
     "WITHHELD",
@@ -45,7 +48,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "GuardIncident": "guard",
     "GuessGuard": "guard",
     "install_log_redaction": "redact",
-    "is_weak_value": "prompts",
+    "is_weak_value": "weak",
     "looks_like_secret": "chat",
     "PendingPrompt": "prompts",
     "PromptBroker": "prompts",
@@ -54,7 +57,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "scrub_secrets": "chat",
     "SecretRefStore": "refs",
     "SecretValue": "refs",
+    "SharedRefStore": "shared_refs",
     "Vault": "vault",
-    "WEAK_VALUE_WARNING": "prompts",
+    "WEAK_VALUE_WARNING": "weak",
     "WITHHELD": "chat",
 })  # fmt: skip

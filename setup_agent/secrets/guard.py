@@ -27,7 +27,9 @@ arguments (``env``, URL variables, package arguments, a query) and gateway calls
 Counting is keyed by one opaque string, the *principal* (a session id, ``token:NAME``,
 ``user:terminal``, a stdio client's key…); ``None`` or ``""`` count as one shared key. The
 guard knows no values of its own: it asks the :class:`~setup_agent.secrets.redact.Redactor`.
-It is thread-safe and holds its counts in memory (a restart forgets them).
+It is thread-safe and holds its counts in memory (a restart forgets them); on a team's database
+``counts`` (the store's ``SharedGuardCounts``, #28) adds them up over every replica, so guesses
+spread over a round-robin balancer lock the principal as on one process.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from setup_agent.errors import ArgumentsRefused, SessionLocked
+from setup_agent.errors import ArgumentsRefused, SessionLocked, SetupError
 from setup_agent.pulls import Pulls
 
 from .redact import Redactor
@@ -98,6 +100,7 @@ class GuessGuard:
         on_incident: Callable[[str], Any] | None = None,
         strict: bool = False,
         clock: Callable[[], float] = time.time,
+        counts: Any = None,
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a whole number of at least 1")
@@ -110,6 +113,7 @@ class GuessGuard:
         self._lock = threading.Lock()
         self._incidents: LRUCache[str, GuardIncident] = LRUCache(_MAX_PRINCIPALS)
         self._pulls = Pulls("unblocks given elsewhere", log)
+        self.counts = counts  # add(principal, limit=) -> (refusals, locked), get(principal), clear(principal)
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before a locked principal is refused: it applies the user's unlock given
@@ -160,6 +164,8 @@ class GuessGuard:
         locked principal gets one answer whatever it sends)."""
         if self._pulls and self.is_locked(principal):
             self._pulls.run()  # the store failing keeps the lock, never a crash
+        if self.counts is not None:
+            self._sync(_key(principal))
         with self._lock:
             if (incident := self._incidents.get(_key(principal))) is not None and incident.locked:
                 raise SessionLocked(_LOCKED)
@@ -174,12 +180,13 @@ class GuessGuard:
         if not self.holds_secret(arguments):
             return
         now = self.clock()
+        shared = self._count_shared(key)
         with self._lock:
             incident = self._incidents.get(key)
             if incident is not None and incident.locked:  # locked by a concurrent call meanwhile
                 raise SessionLocked(_LOCKED)
-            count = (incident.refusals if incident else 0) + 1
-            locks_now = count >= self.limit
+            count = shared[0] if shared else (incident.refusals if incident else 0) + 1
+            locks_now = shared[1] if shared else count >= self.limit
             self._incidents[key] = GuardIncident(
                 key, count, locks_now, incident.first_at if incident else now, now, where
             )
@@ -199,6 +206,11 @@ class GuessGuard:
         key = _key(principal)
         with self._lock:
             incident = self._incidents.pop(key, None)
+        if self.counts is not None:
+            try:
+                self.counts.clear(key)
+            except SetupError as exc:
+                log.warning("guard: the team's count could not be cleared (%s)", exc.code)
         if incident is not None:
             log.warning("guard: principal %s unblocked by the user", key)
         return bool(incident and incident.locked)
@@ -210,6 +222,31 @@ class GuessGuard:
         with self._lock:
             incident = self._incidents.get(key)
             if incident is not None and not incident.locked:
+                del self._incidents[key]
+
+    def _count_shared(self, key: str) -> tuple[int, bool] | None:
+        """One more refusal in the team's count: ``(refusals, locked)``; None without one (or unreachable)."""
+        if self.counts is None:
+            return None
+        try:
+            return self.counts.add(key, limit=self.limit)
+        except SetupError as exc:
+            log.warning("guard: the team's count could not be read (%s); counting here", exc.code)
+            return None
+
+    def _sync(self, key: str) -> None:
+        """A lock given on another replica holds here; one the user lifted there is lifted here."""
+        try:
+            row = self.counts.get(key) if self.counts is not None else None
+        except SetupError:
+            return
+        now = self.clock()
+        with self._lock:
+            incident = self._incidents.get(key)
+            if row is not None and row[1] and not (incident and incident.locked):
+                self._incidents[key] = GuardIncident(key, row[0], True, incident.first_at if incident else now, now,
+                                                     incident.last_where if incident else "gateway")  # fmt: skip
+            elif row is None and incident is not None and incident.locked:
                 del self._incidents[key]
 
     def _tell(self, listener: Callable[[str], Any] | None, key: str, what: str) -> None:

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from setup_agent.errors import (
     InvalidInput,
@@ -32,6 +32,7 @@ from setup_agent.errors import (
 )
 
 from .refs import SecretRefStore, SecretValue
+from .weak import WEAK_VALUE_WARNING, is_weak_value
 
 __all__ = ["MAX_PROMPT_CHARS", "WEAK_VALUE_WARNING", "PendingPrompt", "PromptBroker", "is_weak_value"]
 
@@ -45,43 +46,6 @@ Event = dict[str, Any]
 Callback = Callable[[Event], Any]
 
 
-#: Shown to the user (secret page, web modal, terminal) for a short or guessable value (#10 item 2).
-WEAK_VALUE_WARNING = (
-    "This value is short or easy to guess (under 8 characters, or a word, a date or a simple pattern "
-    "such as Summer2024!). mcp-setup hides it from the assistant, but such a value cannot be protected "
-    "against a determined agent: it could find it by guessing."
-)
-_WEAK_MIN_CHARS = 8
-_COMMON_WORDS = (
-    "password", "passwort", "qwerty", "azerty", "letmein", "welcome", "admin", "secret", "changeme",
-    "iloveyou", "monkey", "dragon", "master", "login", "abc123", "111111", "123123", "summer", "winter",
-    "spring", "autumn", "football", "baseball", "princess", "sunshine", "shadow", "trustno1",
-)  # fmt: skip
-#: a word with a capital, digits (a year) and a symbol or two: Summer2024!, Password1
-_WORD_DIGITS = re.compile(r"[A-Za-z]{2,}[0-9]{0,4}[^A-Za-z0-9]{0,3}|[0-9]{1,4}[A-Za-z]{2,}[^A-Za-z0-9]{0,3}")
-_SEQUENCES = ("0123456789", "abcdefghijklmnopqrstuvwxyz", "qwertyuiop", "asdfghjkl", "zxcvbnm")
-
-
-def is_weak_value(value: str) -> bool:
-    """Whether a secret value is short or dictionary-like: a guessing agent could find it.
-
-    Under 8 characters; only digits (a PIN, a date); a word with a few digits and symbols
-    (``Summer2024!``); a common password word inside; few distinct characters; a keyboard or
-    alphabet run. A long random token is not weak. The value is only inspected, never kept.
-    """
-    if not isinstance(value, str):
-        return False
-    text = value.strip()
-    if len(text) < _WEAK_MIN_CHARS:
-        return True
-    lower = text.lower()
-    if text.isdigit() or len(set(lower)) <= 3 or (len(text) <= 20 and _WORD_DIGITS.fullmatch(text)):
-        return True
-    if any(word in lower for word in _COMMON_WORDS):
-        return True
-    return len(text) < 16 and any(lower in seq or lower in seq[::-1] for seq in _SEQUENCES)
-
-
 @dataclass(frozen=True)
 class PendingPrompt:
     """A secret prompt waiting for the user. Holds no value."""
@@ -92,6 +56,14 @@ class PendingPrompt:
     server: str | None
     ref: str
     created_at: float
+
+
+class PromptsElsewhere(Protocol):
+    """Prompts opened by another process on a team's database (``setup/shared_prompts.py``)."""
+
+    def get(self, prompt_id: str) -> PendingPrompt | None: ...
+    def answer(self, prompt_id: str, value: SecretValue) -> bool: ...
+    def cancel(self, prompt_id: str) -> bool: ...
 
 
 @dataclass(eq=False)
@@ -137,6 +109,20 @@ class PromptBroker:
         self._prompts: dict[str, _State] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()  # prompt_id -> key name
         self._subscribers: list[_Subscriber] = []
+        self._elsewhere: PromptsElsewhere | None = None
+
+    def answer_elsewhere(self, elsewhere: PromptsElsewhere) -> None:
+        """Prompts this broker does not know (another replica's, on a team's database) are looked up,
+        answered and cancelled through ``elsewhere`` (``setup/shared_prompts.py``)."""
+        self._elsewhere = elsewhere
+
+    def _foreign(self, prompt_id: str) -> PromptsElsewhere | None:
+        """``elsewhere`` when ``prompt_id`` was never this broker's."""
+        if self._elsewhere is None or not isinstance(prompt_id, str):
+            return None
+        with self._lock:
+            mine = prompt_id in self._prompts or prompt_id in self._expired
+        return None if mine else self._elsewhere
 
     @property
     def refs(self) -> SecretRefStore:
@@ -268,9 +254,10 @@ class PromptBroker:
             raise InvalidInput(f"server must be a name of at most {MAX_SERVER_CHARS} characters.")
         server = server or None
         with self._locked() as events:
-            ref = self._refs.reserve(key_name)  # validates key_name
+            prompt_id = _random.token_urlsafe(24)  # 192 random bits
+            ref = self._refs.reserve(key_name, prompt_id=prompt_id)  # validates key_name
             pending = PendingPrompt(
-                prompt_id=_random.token_urlsafe(24),  # 192 random bits
+                prompt_id=prompt_id,
                 key_name=key_name,
                 prompt=prompt,
                 server=server,
@@ -293,6 +280,14 @@ class PromptBroker:
     def answer(self, prompt_id: str, value: str | SecretValue) -> str:
         """Store the user's ``value`` in the prompt's ref (once) and return the ref."""
         secret = value if isinstance(value, SecretValue) else SecretValue(value) if isinstance(value, str) else None
+        elsewhere = self._foreign(prompt_id)
+        if elsewhere is not None:
+            if secret is None or not secret.reveal().strip():
+                raise InvalidInput("Enter a value; it cannot be empty.")
+            if not elsewhere.answer(prompt_id, secret):
+                raise PromptNotFound(_UNKNOWN)
+            log.info("The user answered a secret prompt of another mcp-setup")
+            return ""
         with self._locked() as events:
             state = self._state(prompt_id)
             self._check_open(state)
@@ -315,6 +310,11 @@ class PromptBroker:
 
     def cancel(self, prompt_id: str, reason: str = "cancelled by the user") -> None:
         """Cancel a pending prompt and discard its ref. Cancelling twice is harmless."""
+        elsewhere = self._foreign(prompt_id)
+        if elsewhere is not None:
+            if not elsewhere.cancel(prompt_id):
+                raise PromptNotFound(_UNKNOWN)
+            return
         with self._locked() as events:
             state = self._state(prompt_id)
             if state.status == "cancelled":
@@ -329,6 +329,12 @@ class PromptBroker:
 
     def get(self, prompt_id: str) -> PendingPrompt:
         """The open prompt ``prompt_id``; raises as :meth:`answer` would if it is not open."""
+        elsewhere = self._foreign(prompt_id)
+        if elsewhere is not None:
+            found = elsewhere.get(prompt_id)
+            if found is None:
+                raise PromptNotFound(_UNKNOWN)
+            return found
         with self._locked():
             state = self._state(prompt_id)
             self._check_open(state)

@@ -156,8 +156,9 @@ class SecretRefStore:
         self._changed()
         return ref
 
-    def reserve(self, key_name: str) -> str:
-        """Return a ref for ``key_name`` whose value will arrive later (:meth:`fulfil`)."""
+    def reserve(self, key_name: str, *, prompt_id: str | None = None) -> str:
+        """Return a ref for ``key_name`` whose value will arrive later (:meth:`fulfil`).
+        ``prompt_id``: the prompt it is for (a team's shared store keeps it, ``shared_refs.py``)."""
         _check_key(key_name)
         ref = self._new_ref()
         with self._lock:
@@ -193,6 +194,8 @@ class SecretRefStore:
 
     def _pull(self) -> None:
         self._pulls.run()
+
+    pull = _pull  # a team's feed heard an answer: take it in now (the prompt's waiters wake)
 
     def is_ready(self, ref: str) -> bool:
         self._pull()

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .probe import Prober, ProbeResult
     from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
-    from .shared_consents import answer_shared, share_consents
+    from .shared_consents import SharedDecisions, answer_shared, share_consents
     from .shared_locks import share_guard
     from .shared_prompts import answer_secret_shared, share_prompts
     from .tool_review import ToolReview, tools_change_request
@@ -41,6 +41,7 @@ __all__ = [
     "sandbox_profile",
     "SetupService",
     "share_consents",
+    "SharedDecisions",
     "share_guard",
     "share_prompts",
     "TOOL_NAMES",
@@ -53,6 +54,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "answer_secret_shared": "shared_prompts",
     "answer_shared": "shared_consents",
     "share_consents": "shared_consents",
+    "SharedDecisions": "shared_consents",
     "share_guard": "shared_locks",
     "share_prompts": "shared_prompts",
     "CallContext": "call_context",

@@ -115,6 +115,12 @@ class ConsentBroker:
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
         self._pulls = Pulls("consent answers given elsewhere", log)
+        self._shared: Any = None  # a team's remembered approvals (shared_consents.share_decisions)
+
+    def share_decisions(self, shared: Any) -> None:
+        """Remember approvals in ``shared`` too (``recall(request)``, ``remember(request, decision, by)``,
+        ``forget(server)``): another replica of a team's gateway uses them without asking again."""
+        self._shared = shared
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
@@ -122,6 +128,8 @@ class ConsentBroker:
 
     def _pull(self) -> None:
         self._pulls.run()
+
+    pull = _pull  # a team's feed heard an answer (store/change_feed.py): apply it now, waking the waiters
 
     @property
     def ask(self) -> bool:
@@ -199,6 +207,10 @@ class ConsentBroker:
             events = self._sweep()
             entry = self._remembered.get(request.fingerprint)
         self._emit(events)
+        if entry is None and self._shared is not None and (found := self._shared.recall(request)) is not None:
+            with self._lock:
+                self._remembered[request.fingerprint] = (found, self._timer(), request.server)
+            return found
         return entry[0] if entry else None
 
     def open(self, request: ConsentRequest) -> PendingConsent:
@@ -233,6 +245,8 @@ class ConsentBroker:
         with self._lock:
             for fp in [fp for fp, entry in self._remembered.items() if entry[2] == server]:
                 del self._remembered[fp]
+        if self._shared is not None:
+            self._shared.forget(server)
 
     def pending(self) -> list[PendingConsent]:
         """The consents waiting for the user, oldest first (for the user's channels)."""
@@ -271,6 +285,8 @@ class ConsentBroker:
                 events.append(_done(consent_id, "approved", by))
             finally:
                 self._emit(events)
+        if self._shared is not None:
+            self._shared.remember(request, decision, by)
         log.info("The user approved running %s", request.server)
         return decision
 

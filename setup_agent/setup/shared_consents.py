@@ -15,15 +15,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
-from setup_agent.store import PendingApprovals
+from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput, SetupError
+from setup_agent.store import PendingApprovals, SharedApprovals
 
-from .consent import ConsentBroker, validated_settings
+from .consent import ConsentBroker, ConsentDecision, validated_settings
 from .consent_request import ConsentRequest
 from .sandbox_choice import validated_sandbox_choice
 from .shared_items import Published
 
-__all__ = ["answer_shared", "share_consents"]
+__all__ = ["SharedDecisions", "answer_shared", "share_consents"]
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,11 @@ def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_secon
     def on_event(event: dict[str, Any]) -> None:
         cid = str(event.get("consent_id"))
         if event.get("type") == "consent_request" and isinstance(event.get("consent"), dict):
-            published.publish(cid, "consent", event["consent"])
+            try:
+                fingerprint: str | None = broker.get(cid).request.fingerprint
+            except (ConsentNotFound, ConsentDenied):
+                fingerprint = None
+            published.publish(cid, "consent", event["consent"], fingerprint=fingerprint)
         elif event.get("type") == "consent_done":
             published.closed(cid)
 
@@ -68,11 +72,14 @@ def answer_shared(
     settings: dict[str, str] | None = None,
     accept_warnings: bool = False,
     sandbox: dict[str, Any] | None = None,
+    remembered: SharedApprovals | None = None,
+    ttl_seconds: float = 900.0,
 ) -> bool:
     """Answer a shared item from a user channel of another process; False when it is no longer open.
 
     An approval is checked as the owner will check it (destination settings, warnings accepted)
-    and raises :class:`InvalidInput` when it would be refused."""
+    and raises :class:`InvalidInput` when it would be refused. With ``remembered`` (a team's
+    database) it is remembered there too: any replica uses it, even once the owner is gone."""
     item = shared.get(item_id)
     if item is None or item.status != "pending":
         return False
@@ -83,4 +90,46 @@ def answer_shared(
     if request.warnings and accept_warnings is not True:
         raise InvalidInput("Accept the warnings explicitly to approve, or deny.")
     widening = validated_sandbox_choice(request.widenable, sandbox)
-    return shared.answer(item_id, "approved", by=by, decision={"settings": chosen, "sandbox": widening.public()})
+    decision = {"settings": chosen, "sandbox": widening.public()}
+    if not shared.answer(item_id, "approved", by=by, decision=decision):
+        return False
+    if remembered is not None and item.fingerprint:
+        try:
+            remembered.remember(item.fingerprint, request.server, decision, by=by, ttl_seconds=ttl_seconds)
+        except SetupError as exc:  # the owner still applies the answer
+            log.warning("an approval could not be shared (%s)", exc.code)
+    return True
+
+
+class SharedDecisions:
+    """A :class:`ConsentBroker`'s remembered approvals in a team's database (``broker.share_decisions``).
+    The store failing is logged and never breaks a consent: it is then asked here again."""
+
+    def __init__(self, remembered: SharedApprovals, *, ttl_seconds: float) -> None:
+        self.remembered = remembered
+        self.ttl_seconds = ttl_seconds
+
+    def recall(self, request: ConsentRequest) -> ConsentDecision | None:
+        try:
+            found = self.remembered.decision(request.fingerprint)
+            if found is None:
+                return None
+            sandbox = validated_sandbox_choice(request.widenable, found.get("sandbox") or None)
+            return ConsentDecision(validated_settings(request, found.get("settings") or {}), sandbox)
+        except (SetupError, InvalidInput) as exc:
+            log.warning("a shared approval could not be read (%s)", exc.code)
+            return None
+
+    def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None:
+        try:
+            self.remembered.remember(request.fingerprint, request.server,
+                                     {"settings": decision.settings, "sandbox": decision.sandbox.public()},
+                                     by=by, ttl_seconds=self.ttl_seconds)  # fmt: skip
+        except SetupError as exc:
+            log.warning("an approval could not be shared (%s)", exc.code)
+
+    def forget(self, server: str) -> None:
+        try:
+            self.remembered.forget(server)
+        except SetupError as exc:
+            log.warning("shared approvals could not be forgotten (%s)", exc.code)

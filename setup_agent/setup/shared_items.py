@@ -27,9 +27,9 @@ class Published:
         self._ids: set[str] = set()
         self._lock = threading.Lock()
 
-    def publish(self, item_id: str, kind: str, request: dict[str, Any]) -> None:
+    def publish(self, item_id: str, kind: str, request: dict[str, Any], *, fingerprint: str | None = None) -> None:
         try:
-            self.shared.publish(item_id, kind, request, ttl_seconds=self.ttl_seconds)
+            self.shared.publish(item_id, kind, request, ttl_seconds=self.ttl_seconds, fingerprint=fingerprint)
         except SetupError as exc:
             log.warning("a pending %s could not be shared (%s)", kind, exc.code)
             return

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from typing import Any
 
 from setup_agent.errors import InvalidInput, SetupError
-from setup_agent.secrets import PromptBroker, SecretRefStore, Vault
-from setup_agent.store import PendingApprovals
+from setup_agent.secrets import PendingPrompt, PromptBroker, SecretRefStore, SecretValue, Vault
+from setup_agent.store import PendingApprovals, SharedRefs
 
 from .shared_items import Published
 
@@ -28,10 +29,16 @@ log = logging.getLogger(__name__)
 
 
 def share_prompts(
-    broker: PromptBroker, refs: SecretRefStore, shared: PendingApprovals, vault: Vault, *, ttl_seconds: float
+    broker: PromptBroker, refs: SecretRefStore, shared: PendingApprovals, vault: Vault, *, ttl_seconds: float,
+    shared_refs: SharedRefs | None = None,
 ) -> None:
-    """Publish ``broker``'s prompts to ``shared`` and fill their refs with values entered elsewhere."""
+    """Publish ``broker``'s prompts to ``shared`` and fill their refs with values entered elsewhere.
+
+    With ``shared_refs`` (a team's database, #28) ``broker`` also answers the prompts of other
+    replicas: the value goes into the prompt's shared ref (encrypted), usable on any replica."""
     published = Published(shared, ttl_seconds=ttl_seconds)
+    if shared_refs is not None:
+        broker.answer_elsewhere(_Elsewhere(shared, vault, shared_refs, ttl_seconds=ttl_seconds))
 
     def on_event(event: dict[str, Any]) -> None:
         pid = str(event.get("prompt_id"))
@@ -55,9 +62,14 @@ def share_prompts(
     refs.add_pull(pull)
 
 
-def answer_secret_shared(shared: PendingApprovals, vault: Vault, item_id: str, value: str | None, *, by: str) -> bool:
+def answer_secret_shared(
+    shared: PendingApprovals, vault: Vault, item_id: str, value: str | None, *, by: str,
+    shared_refs: SharedRefs | None = None, ttl_seconds: float = 900.0,
+) -> bool:
     """Answer a shared secret prompt from a user channel of another process (``None``: cancel).
-    The value is encrypted with the data key; False when the prompt is no longer open."""
+    The value is encrypted with the data key; False when the prompt is no longer open. With
+    ``shared_refs`` (a team's database) the prompt's ref gets it at once: usable on any replica,
+    also once the replica that asked is gone."""
     item = shared.get(item_id)
     if item is None or item.status != "pending" or item.kind != "secret":
         return False
@@ -65,5 +77,32 @@ def answer_secret_shared(shared: PendingApprovals, vault: Vault, item_id: str, v
         return shared.answer(item_id, "cancelled", by=by)
     if not value.strip():
         raise InvalidInput("Please enter a value, or skip it.")
+    filled = shared_refs is not None and shared_refs.fill_prompt(item_id, SecretValue(value), ttl_seconds=ttl_seconds)
     sealed = base64.b64encode(vault.encrypt(value)).decode("ascii")
-    return shared.answer(item_id, "answered", by=by, decision={"value_encrypted": sealed})
+    return shared.answer(item_id, "answered", by=by, decision={"value_encrypted": sealed}) or filled
+
+
+class _Elsewhere:
+    """The prompts of other replicas, for a :class:`PromptBroker` that does not know them."""
+
+    def __init__(self, shared: PendingApprovals, vault: Vault, shared_refs: SharedRefs, *, ttl_seconds: float) -> None:
+        self.shared, self.vault, self.shared_refs, self.ttl_seconds = shared, vault, shared_refs, ttl_seconds
+
+    def get(self, prompt_id: str) -> PendingPrompt | None:
+        try:
+            item = self.shared.get(prompt_id)
+        except SetupError as exc:
+            log.warning("a secret prompt of another mcp-setup could not be read (%s)", exc.code)
+            return None
+        if item is None or item.kind != "secret" or item.status != "pending":
+            return None
+        request = item.request
+        return PendingPrompt(prompt_id, str(request.get("key_name") or ""), str(request.get("prompt") or ""),
+                             request.get("server") or None, "", time.monotonic())  # fmt: skip
+
+    def answer(self, prompt_id: str, value: SecretValue) -> bool:
+        return answer_secret_shared(self.shared, self.vault, prompt_id, value.reveal(), by="user",
+                                    shared_refs=self.shared_refs, ttl_seconds=self.ttl_seconds)  # fmt: skip
+
+    def cancel(self, prompt_id: str) -> bool:
+        return answer_secret_shared(self.shared, self.vault, prompt_id, None, by="user")

@@ -24,14 +24,19 @@ if TYPE_CHECKING:
         read_sqlite_catalog,
         read_sqlite_counter,
     )
+    from .change_feed import CHANGES_CHANNEL, PENDING_CHANNEL, ChangeFeed
     from .data_dir import prepare_data_dir
     from .database import Store
     from .member_values import member_label
     from .models import InstalledServer
     from .pins import diff_tools, relabel, summarize
+    from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
 
 __all__ = [
+    "CHANGES_CHANNEL",
+    "ChangeFeed",
+    "PENDING_CHANNEL",
     "owner_alive",
     "PendingApproval",
     "PendingApprovals",
@@ -46,7 +51,12 @@ __all__ = [
     "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
+    "ref_digest",
     "relabel",
+    "SharedApprovals",
+    "SharedCapabilities",
+    "SharedGuardCounts",
+    "SharedRefs",
     "SQLITE_FILE_NAME",
     "Store",
     "summarize",
@@ -54,6 +64,9 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "CHANGES_CHANNEL": "change_feed",
+    "ChangeFeed": "change_feed",
+    "PENDING_CHANNEL": "change_feed",
     "owner_alive": "approvals",
     "PendingApproval": "approvals",
     "PendingApprovals": "approvals",
@@ -68,7 +81,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
+    "ref_digest": "shared_state",
     "relabel": "pins",
+    "SharedApprovals": "shared_state",
+    "SharedCapabilities": "shared_state",
+    "SharedGuardCounts": "shared_state",
+    "SharedRefs": "shared_state",
     "SQLITE_FILE_NAME": "catalog",
     "Store": "database",
     "summarize": "pins",

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import sessionmaker
 
+from .change_feed import PENDING_CHANNEL, notify
 from .database import Store
 from .engine import translated
 from .models import Clock, PendingRow, utcnow
@@ -63,6 +64,7 @@ class PendingApproval:
     status: str
     decision: dict[str, Any] | None = None
     answered_by: str | None = None
+    fingerprint: str | None = None  # a consent's: an answer elsewhere is remembered under it (#28)
 
 
 class PendingApprovals:
@@ -73,16 +75,19 @@ class PendingApprovals:
         self.owner = owner[:64]
         self._clock = clock
 
-    def publish(self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float) -> None:
+    def publish(
+        self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float, fingerprint: str | None = None
+    ) -> None:
         now = self._clock()
         row = PendingRow(
             item_id=item_id, kind=kind, owner=self.owner, created_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds), request_json=json.dumps(request, sort_keys=True),
-            status="pending",
+            status="pending", fingerprint=fingerprint,
         )  # fmt: skip
         with translated("record a pending approval"), self._sessions() as s, s.begin():
             s.execute(delete(PendingRow).where(PendingRow.expires_at <= now))  # any process sweeps
             s.merge(row)
+            notify(s, PENDING_CHANNEL)  # PostgreSQL: other replicas' pages show it at once
 
     def pending(self) -> list[PendingApproval]:
         """Every item still waiting (not expired), oldest first."""
@@ -109,7 +114,10 @@ class PendingApprovals:
             .values(status=status, answered_by=by[:128], decision_json=json.dumps(decision or {}, sort_keys=True))
         )
         with translated("record an answer"), self._sessions() as s, s.begin():
-            return bool(s.execute(query).rowcount)
+            done = bool(s.execute(query).rowcount)
+            if done:
+                notify(s, PENDING_CHANNEL)  # the owner applies it at once
+            return done
 
     def answers(self, item_ids: Iterable[str]) -> list[PendingApproval]:
         """The answered items among ``item_ids`` (this owner's), for it to apply."""
@@ -130,5 +138,5 @@ class PendingApprovals:
 def _record(row: PendingRow) -> PendingApproval:
     return PendingApproval(
         row.item_id, row.kind, row.owner, json.loads(row.request_json), row.status,
-        json.loads(row.decision_json) if row.decision_json else None, row.answered_by,
+        json.loads(row.decision_json) if row.decision_json else None, row.answered_by, row.fingerprint,
     )  # fmt: skip

@@ -30,6 +30,7 @@ from setup_agent.errors import AlreadyInstalled, InvalidInput, NotFound, StoreEr
 from setup_agent.secrets import SecretValue, Vault
 
 from .catalog import SQLITE_FILE_NAME, Catalog, make_slug
+from .change_feed import CHANGES_CHANNEL, notify
 from .engine import HEAD_REVISION, MIGRATIONS_DIR, VERSION_TABLE, current_revision, migrate, open_engine, translated
 from .keys import EncryptedValues
 from .member_values import MemberValues
@@ -51,6 +52,7 @@ from .models import (
     utcnow,
 )
 from .pins import tools_hash as _pin_hash
+from .shared_rows import SecretRefRow as _SecretRefRow  # noqa: F401 - the shared tables in Base.metadata (0008)
 from .tool_pins import ToolPins
 
 __all__ = [
@@ -245,6 +247,11 @@ class Store(ToolPins, EncryptedValues, MemberValues):
         done = s.execute(update(ChangeRow).where(ChangeRow.id == 1).values(counter=ChangeRow.counter + 1))
         if not done.rowcount:
             s.add(ChangeRow(id=1, counter=1))
+        notify(s, CHANGES_CHANNEL)  # PostgreSQL: other replicas hear it at commit (change_feed.py)
+
+    def remote_changed(self) -> None:
+        """Another process committed a change (a team's feed heard it): this process's listeners look."""
+        self._changed()
 
     def _changed(self) -> None:
         for listener in list(self._listeners):

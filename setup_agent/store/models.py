@@ -187,6 +187,7 @@ class PendingRow(Base):
     status: Mapped[str] = mapped_column(String(16), index=True)  # pending | approved | denied | expired
     decision_json: Mapped[str | None] = mapped_column(Text)
     answered_by: Mapped[str | None] = mapped_column(String(128))
+    fingerprint: Mapped[str | None] = mapped_column(String(64))  # a consent's (0008): remembered on any replica
 
 
 # --- public records ---------------------------------------------------------------------

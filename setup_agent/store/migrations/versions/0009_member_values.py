@@ -1,7 +1,7 @@
 """Each member's own keys (#28 item 3): keys of a server marked per member, and their values.
 
 Revision ID: 0009_member_values
-Revises: 0007_audit_chain
+Revises: 0008_shared_state
 Create Date: 2026-12-02
 
 ``mcp_servers.member_keys`` lists (JSON, names only) the keys of a server that every member of a
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009_member_values"
-down_revision: str | Sequence[str] | None = "0007_audit_chain"
+down_revision: str | Sequence[str] | None = "0008_shared_state"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,66 @@
+"""The tables of a team's shared setup state (#28, migration ``0008_shared_state``).
+
+Used only on PostgreSQL, where several ``serve`` replicas share one database (on SQLite the tables
+exist but stay empty: refs live in one process's memory, as before):
+
+- ``mcp_secret_refs``: a secret ref (only its SHA-256), the key it is bound to, the prompt that
+  reserved it, the value encrypted with the data key (NULL until answered), its deadline, and the
+  install claiming it (``claimed_by``, set by one conditional ``UPDATE``);
+- ``mcp_capabilities``: a link key's SHA-256, the item and action it opens, its deadline, spent;
+- ``mcp_consent_approvals``: an approval remembered for the ref TTL (the request's fingerprint, the
+  server, the user's destination settings and sandbox widening: no secret values);
+- ``mcp_guard_counts``: the guessing guard's refused calls per principal and its lock (a label and
+  counts, never what was sent).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Integer, LargeBinary, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .models import Base, UTCDateTime
+
+__all__ = ["ApprovalRow", "CapabilityRow", "GuardCountRow", "SecretRefRow"]
+
+
+class SecretRefRow(Base):
+    __tablename__ = "mcp_secret_refs"
+
+    ref_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_name: Mapped[str] = mapped_column(String(128))
+    prompt_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    value_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+
+
+class CapabilityRow(Base):
+    __tablename__ = "mcp_capabilities"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    item_id: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(16))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    spent: Mapped[bool] = mapped_column(default=False)
+
+
+class ApprovalRow(Base):
+    __tablename__ = "mcp_consent_approvals"
+
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    server: Mapped[str] = mapped_column(String(256), index=True)
+    decision_json: Mapped[str] = mapped_column(Text)
+    approved_by: Mapped[str | None] = mapped_column(String(128))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class GuardCountRow(Base):
+    __tablename__ = "mcp_guard_counts"
+
+    principal: Mapped[str] = mapped_column(String(256), primary_key=True)
+    refusals: Mapped[int] = mapped_column(Integer)
+    locked: Mapped[bool] = mapped_column(default=False)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
