@@ -1,5 +1,5 @@
 """The ``mcp-setup`` command line: ``serve``, ``mcp``, ``agent``; ``key`` and ``token`` (app/cli/team.py);
-``tools`` (app/cli/tools.py)."""
+``tools`` (app/cli/tools.py); ``export`` and ``apply`` (app/cli/lock_export.py, lock_apply.py)."""
 
 from __future__ import annotations
 
@@ -111,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     from .audit import add_audit_parser, add_tools_review_parser
 
     add_approve_parser(sub)
+    from .lock_export import add_lock_parsers
+
+    add_lock_parsers(sub)
     add_audit_parser(sub)
     add_tools_review_parser(sub)
     # `mcp-setup COMMAND --help` opens with the one line `mcp-setup --help` shows for it, where
@@ -192,6 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import audit as cli_audit
 
             return (cli_audit.run_audit if args.command == "audit" else cli_audit.run_tools_review)(settings, args)
+        if args.command in ("export", "apply"):  # lock files (#28)
+            from . import lock_apply, lock_export
+
+            return lock_export.run_export(settings, args) if args.command == "export" else (
+                lock_apply.run_apply(settings, args, handler))
         if args.command == "tools":
             from .tools import run_tools
 

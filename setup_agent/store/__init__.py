@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .data_dir import prepare_data_dir
     from .database import Store
     from .models import InstalledServer
-    from .pins import diff_tools, relabel, summarize
+    from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
     from .tokens import Tokens
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "PendingApprovals",
     "process_owner",
     "Catalog",
+    "canonical_json",
     "diff_tools",
     "gateway_name",
     "GatewayTool",
@@ -49,6 +50,7 @@ __all__ = [
     "Store",
     "summarize",
     "Tokens",
+    "tools_hash",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -57,6 +59,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "PendingApprovals": "approvals",
     "process_owner": "approvals",
     "Catalog": "catalog",
+    "canonical_json": "pins",
     "diff_tools": "pins",
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
@@ -70,4 +73,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Store": "database",
     "summarize": "pins",
     "Tokens": "tokens",
+    "tools_hash": "pins",
 })  # fmt: skip

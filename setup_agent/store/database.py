@@ -132,6 +132,7 @@ class Store(ToolPins, EncryptedValues):
         title: str | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         replaces: str | None = None,
+        artifact_digest: str | None = None,
     ) -> InstalledServer:
         """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
 
@@ -140,6 +141,7 @@ class Store(ToolPins, EncryptedValues):
         ``replaces``: the server id of the version this one replaces (``mcp-setup update``): its
         row and encrypted values are deleted in the same transaction (#24 item 6), so a crash at
         any moment leaves exactly one of the two; its slug passes to the new row.
+        ``artifact_digest``: the registry's digest of what was installed (setup_agent/launch/digests.py).
         """
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
@@ -152,6 +154,7 @@ class Store(ToolPins, EncryptedValues):
             package_type=package_type, launch_spec=spec_json, enabled=True, installed_at=_aware(self._clock()),
             installed_by=installed_by, tools_hash=tools_hash, env=env_rows,
             title=(title or None) and title[:512], tools_json=_tools_json(tools),
+            artifact_digest=(artifact_digest or None) and artifact_digest[:160],
         )  # fmt: skip
         if tools is not None:  # pinned: what the install test saw is what the user approved
             digest = _pin_hash(tools)

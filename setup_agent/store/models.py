@@ -102,6 +102,8 @@ class ServerRow(Base):
     rejected_hash: Mapped[str | None] = mapped_column(String(64))
     # Its OAuth sign-in could not be renewed (connections.py): the user must sign in again.
     needs_sign_in: Mapped[bool | None] = mapped_column(Boolean)
+    # The registry's digest of the artifact installed (setup_agent/launch/digests.py; migration 0010).
+    artifact_digest: Mapped[str | None] = mapped_column(String(160))
 
     env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 
@@ -235,6 +237,8 @@ class InstalledServer:
     tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
     tools_diff: dict[str, Any] | None = None
     needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
+    #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None before #28.
+    artifact_digest: str | None = None
 
     def tools_change(self) -> dict[str, Any] | None:
         """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
@@ -251,7 +255,7 @@ class InstalledServer:
 
 _COLUMNS = (
     "server_id", "qualified_name", "source", "version", "package_type", "enabled", "installed_at",
-    "installed_by", "tools_hash", "slug", "title",
+    "installed_by", "tools_hash", "slug", "title", "artifact_digest",
 )  # fmt: skip
 
 
