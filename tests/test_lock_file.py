@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -150,6 +151,9 @@ def test_a_lock_file_exported_on_one_data_dir_installs_the_same_server_on_a_fres
         [server] = installed(new_laptop)
         assert (server["qualified_name"], server["version"], server["slug"]) == (STUB, "1.0.0", "stub")
         assert stub_answers(new_laptop)  # it runs with the secret typed again
+        db = sqlite3.connect(Path(new_laptop["MCP_SETUP_HOME"]) / "mcp-setup.db")
+        assert db.execute("SELECT artifact_digest FROM mcp_servers").fetchall() == [(entry["artifact"]["digest"],)]
+        db.close()  # the install recorded the digest it checked (migration 0010)
         (tmp_path / "again").mkdir()
         _, again, _ = export(new_laptop, tmp_path / "again")
         assert again["servers"][0]["artifact"] == entry["artifact"]
@@ -174,9 +178,10 @@ def test_apply_asks_one_consent_for_the_whole_file_and_a_no_installs_nothing(tmp
         code, out = apply(fresh, lock, (r"\[y/N\]: ", "n"))
         assert code == 130, out
         assert "mcp-setup needs your approval to install 1 server(s) from this lock file:" in out
-        assert f"{STUB} 1.0.0 from official (mcpb" in out and "artifact: MCPB sha256 sha256:" in out
-        assert "runs: python3 ${__dirname}/server/server.py" in out and "secrets (asked next, hidden): STUB_API_KEY" in out
-        assert "tools (2): echo, whoami" in out and "sandbox: " in out
+        assert f"{STUB} 1.0.0 from the registry official" in out and "Artifact: MCPB sha256 sha256:" in out
+        assert "Command line: python3 ${__dirname}/server/server.py" in out and "Asked next (hidden): STUB_API_KEY" in out
+        assert "Environment: STUB_API_KEY=${STUB_API_KEY}" in out and "Secret STUB_API_KEY: sent as " in out
+        assert "Tools (2): echo, whoami" in out and "Sandbox: It cannot see: your home folder" in out
         assert "Not approved: nothing was installed." in out and installed(fresh) == []
 
         code, out = apply(fresh, lock, (r"\[y/N\]: ", "y"), (PROMPT, canary))  # asked once, not per server step

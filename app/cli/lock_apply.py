@@ -188,10 +188,20 @@ def _warnings(entry: Any) -> list[str]:
             "of this computer can see it (for example with ps) while it runs."]  # fmt: skip
 
 
+def _request(entry: Any, mechanism: str) -> Any:
+    """The consent request of one entry, as an install of it would build it (templates, no value)."""
+    from registry_clients.models import RequiredKey
+    from setup_agent.setup import build_consent_request
+
+    keys = [RequiredKey(name=k, secret=True) for k in entry.secrets] + [RequiredKey(name=k) for k in entry.settings]
+    return build_consent_request(server=entry.qualified_name, version=entry.version, spec=entry.spec(), keys=keys,
+                                 values=entry.settings, action="install", sandbox=mechanism)  # fmt: skip
+
+
 async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
     """The whole file, shown once; the user's yes or no (True when consent is off)."""
+    from app.pages import describe_consent
     from setup_agent.launch import digest_kind
-    from setup_agent.setup import sandbox_profile
 
     if runtime.consents is None or not runtime.consents.ask:
         _say(f"Installing {len(todo)} server(s) without asking (MCP_SETUP_CONSENT=never-ask).")
@@ -201,22 +211,17 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
     warnings: list[str] = []
     for plan in todo:
         e = plan.entry
-        spec = e.spec()
-        _say(f"\n  {e.qualified_name} {e.version or ''} from {e.registry} ({e.package_type} {e.identifier})")
+        _say(f"\n  {e.qualified_name} {e.version or ''} from the registry {e.registry}")
+        for label, text in describe_consent(_request(e, mechanism)):  # the rows `add`'s consent shows
+            _say(f"    {label}: " + text.replace("\n", "\n      "))
         digest = e.digest or f"not in the file; the registry's now: {plan.found_digest or 'none'}"
-        _say(f"    artifact: {digest_kind(e.package_type)} {digest}")
-        if spec.command:
-            _say("    runs: " + " ".join([spec.command, *spec.args]))
-        if spec.url:
-            _say(f"    url: {spec.url}")
+        _say(f"    Artifact: {digest_kind(e.package_type)} {digest}")
         for k, v in sorted(e.settings.items()):
-            _say(f"    setting {k} = {v}")
+            _say(f"    Setting {k}: {v}")
         if e.secrets:
-            _say(f"    secrets (asked next, hidden): {', '.join(e.secrets)}")
-        for line in sandbox_profile(spec, mechanism):
-            _say(f"    sandbox: {line}")
+            _say(f"    Asked next (hidden): {', '.join(e.secrets)}")
         tools = sorted(e.tools)
-        _say(f"    tools ({len(tools)}): {', '.join(tools) if tools else 'not recorded in the file (any list is taken)'}")
+        _say(f"    Tools ({len(tools)}): {', '.join(tools) if tools else 'not recorded in the file (any list is taken)'}")
         warnings += _warnings(e)
 
     def ask() -> bool:

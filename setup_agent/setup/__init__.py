@@ -18,8 +18,17 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .call_context import CallContext
     from .consent import ConsentBroker
-    from .consent_request import ConsentRequest, sandbox_profile
-    from .lock_file import LockedServer, check_digest, check_launch, check_tools, differences, lock_document, locked_server, parse_lock
+    from .consent_request import ConsentRequest, build_consent_request, sandbox_profile
+    from .lock_file import (
+        LockedServer,
+        check_digest,
+        check_launch,
+        check_tools,
+        differences,
+        lock_document,
+        locked_server,
+        parse_lock,
+    )
     from .probe import Prober, ProbeResult
     from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
@@ -32,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "answer_secret_shared",
     "answer_shared",
+    "build_consent_request",
     "CallContext",
     "LockedServer",
     "check_digest",
@@ -64,6 +74,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "share_consents": "shared_consents",
     "share_guard": "shared_locks",
     "share_prompts": "shared_prompts",
+    "build_consent_request": "consent_request",
     "CallContext": "call_context",
     "LockedServer": "lock_file",
     "check_digest": "lock_file",
