@@ -191,6 +191,23 @@ def test_apply_asks_one_consent_for_the_whole_file_and_a_no_installs_nothing(tmp
     assert canary not in out
 
 
+def test_ctrl_c_at_a_secret_prompt_cancels_with_exit_130_and_installs_nothing(tmp_path: Path, canary: str) -> None:
+    with published(tmp_path, canary) as (registry, _bundle, _url):
+        laptop = machine(tmp_path, "laptop", registry)
+        install_here(laptop, canary)
+        lock, _doc, _ = export(laptop, tmp_path)
+        fresh = machine(tmp_path, "fresh", registry)
+        argv = mcp_setup_argv("apply", str(lock))
+        child = pexpect.spawn(argv[0], argv[1:], env=fresh, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
+        child.expect(PROMPT)
+        child.sendintr()
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 130, child.before
+        assert "Cancelled: nothing was installed." in child.before and "Traceback" not in child.before
+        assert installed(fresh) == []
+
+
 def test_an_artifact_republished_with_other_bytes_is_refused_with_the_expected_and_found_digest(
     tmp_path: Path, canary: str
 ) -> None:

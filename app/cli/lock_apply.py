@@ -26,6 +26,7 @@ import asyncio
 import getpass
 import logging
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,34 @@ class _Plan:
     entry: Any  # LockedServer
     package_id: str | None = None
     found_digest: str | None = None
-    refs: dict[str, str] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=dict)  # key -> secret ref (never the value)
+
+
+#: Smithery keeps no versions (registry_clients/smithery.py): its current entry is read and its
+#: version, when it says one, compared with the file's.
+_UNVERSIONED = ("smithery",)
+
+
+async def _in_thread(fn: Any) -> Any:
+    """Blocking terminal input in a daemon thread, never joined: Ctrl-C must not wait on it
+    (as app/cli/terminal.py's TerminalIO does)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            future.set_result(value) if ok else future.set_exception(value)
+
+    def work() -> None:
+        try:
+            value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the loop
+            loop.call_soon_threadsafe(settle, False, exc)
+        else:
+            loop.call_soon_threadsafe(settle, True, value)
+
+    threading.Thread(target=work, name="mcp-setup-apply-input", daemon=True).start()
+    return await future
 
 
 class _Failed(Exception):
@@ -72,17 +100,26 @@ def run_apply(settings: Settings, args: argparse.Namespace, handler: logging.Han
     except SetupError as exc:
         print(f"mcp-setup: {path}: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
-    return asyncio.run(_run(settings, handler, entries))
+    done: list[str] = []
+    try:
+        return asyncio.run(_run(settings, handler, entries, done))
+    except (KeyboardInterrupt, EOFError):
+        said = f"Cancelled; installed before that, and kept: {', '.join(done)}." if done else "Cancelled: nothing was installed."
+        print(f"\n{said}", file=sys.stderr)
+        return EXIT_CANCELLED
+    except SetupError as exc:  # the store, the data key, config.toml: in the core's words
+        print(f"mcp-setup: {exc.message}", file=sys.stderr)
+        return EXIT_FAILED
 
 
-async def _run(settings: Settings, handler: logging.Handler, entries: list[Any]) -> int:
+async def _run(settings: Settings, handler: logging.Handler, entries: list[Any], done: list[str]) -> int:
     from app.runtime import build_runtime
     from setup_agent.secrets import install_log_redaction
 
     runtime = build_runtime(settings)
     install_log_redaction(runtime.redactor, handler)
     try:
-        return await _apply(runtime, entries)
+        return await _apply(runtime, entries, done)
     finally:
         await runtime.aclose()
 
@@ -91,7 +128,7 @@ def _say(text: str = "", *, err: bool = False) -> None:
     print(text, file=sys.stderr if err else sys.stdout, flush=True)
 
 
-async def _apply(runtime: Any, entries: list[Any]) -> int:
+async def _apply(runtime: Any, entries: list[Any], installed: list[str]) -> int:
     failures: list[tuple[str, int]] = []
     todo: list[_Plan] = []
     same = 0
@@ -114,16 +151,16 @@ async def _apply(runtime: Any, entries: list[Any]) -> int:
         if not await _consent(runtime, todo):
             _say("Not approved: nothing was installed.", err=True)
             return EXIT_CANCELLED
-        await _ask_secrets(todo)
+        await _ask_secrets(runtime, todo)
         for plan in todo:
             try:
                 await _install(runtime, plan)
+                installed.append(plan.entry.qualified_name)
             except (SetupError, _Failed) as exc:
                 message = exc.message
                 _say(f"✗ {plan.entry.qualified_name}: {runtime.redactor.redact(message)} Nothing of it was installed.", err=True)
                 failures.append((plan.entry.qualified_name, EXIT_FAILED))
-    done = len(todo) - sum(1 for name, _ in failures if name in {p.entry.qualified_name for p in todo})
-    _say(f"{done} installed, {same} already installed identically, {len(failures)} failed.")
+    _say(f"{len(installed)} installed, {same} already installed identically, {len(failures)} failed.")
     return _exit(failures)
 
 
@@ -152,7 +189,8 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
         raise _Failed(f"{name} comes from the registry {entry.registry!r}, which this mcp-setup does not search "
                       f"(MCP_SETUP_REGISTRIES={','.join(runtime.hub.sources)}): add it there.")  # fmt: skip
     try:
-        detail = await runtime.hub.get(name, source=entry.registry, version=entry.version)
+        versioned = entry.version if entry.registry not in _UNVERSIONED else None
+        detail = await runtime.hub.get(name, source=entry.registry, version=versioned)
     except RegistryNotFound:
         raise _Failed(f"{name} {entry.version or ''} is not in the registry {entry.registry} (any more).", EXIT_NOT_FOUND) from None
     except Exception as exc:  # noqa: BLE001 - in the core's words
@@ -166,7 +204,7 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
         raise _Failed(f"{name} {entry.version}: the registry lists no {entry.package_type} package "
                       f"{entry.identifier} (it lists: {has}).", EXIT_NOT_FOUND)  # fmt: skip
     version = option.version or detail.version
-    if entry.version and version != entry.version:
+    if entry.version and version and version != entry.version:
         raise _Failed(f"{name}: the registry {entry.registry} offers version {version}, the file {entry.version}.",
                       EXIT_NOT_FOUND)  # fmt: skip
     spec = entry.spec().model_copy(update={"version": option.version, "file_sha256": option.file_sha256})
@@ -239,29 +277,31 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
                 return True
 
     try:
-        return await asyncio.to_thread(ask)
+        return await _in_thread(ask)
     except EOFError:
         return False
 
 
-async def _ask_secrets(todo: list[_Plan]) -> None:
+async def _ask_secrets(runtime: Any, todo: list[_Plan]) -> None:
+    """Each secret slot at a hidden prompt; the value becomes a ref at once (the redactor knows it
+    from then on) and only the ref is kept."""
     for plan in todo:
         for key in plan.entry.secrets:
             prompt = f"{key} for {plan.entry.qualified_name} (hidden): "
             while True:
-                value = await asyncio.to_thread(getpass.getpass, prompt)
+                value = await _in_thread(lambda: getpass.getpass(prompt))
                 if value:
                     break
                 print(f"{key} is needed; type its value (Ctrl-C cancels).", flush=True)
-            plan.refs[key] = value  # minted into a ref just before its install (below)
+            plan.refs[key] = runtime.refs.mint(key, value)
+            del value
 
 
 async def _install(runtime: Any, plan: _Plan) -> None:
     from setup_agent.setup import CallContext, check_launch, check_tools
 
     entry = plan.entry
-    env_refs = {key: runtime.refs.mint(key, value) for key, value in plan.refs.items()}
-    plan.refs.clear()
+    env_refs = dict(plan.refs)
     seen: dict[str, Any] = {}
 
     async def check_prepared(prepared: Any) -> None:
@@ -294,7 +334,7 @@ async def _install(runtime: Any, plan: _Plan) -> None:
     )  # fmt: skip
     args: dict[str, Any] = {"qualified_name": entry.qualified_name, "source": entry.registry, "env_refs": env_refs,
                             "env": dict(entry.settings)}  # fmt: skip
-    if entry.version:
+    if entry.version and entry.registry not in _UNVERSIONED:
         args["version"] = entry.version
     if plan.package_id:
         args["package"] = plan.package_id

@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = "MCP_SETUP_" + "_".join(str(p) for p in err["loc"]).upper()
             print(f"mcp-setup: {name}: {err['msg']}", file=sys.stderr)
         return 2
-    if args.command in ("serve", "mcp", "agent", "tools"):  # config.toml (capability providers)
+    if args.command in ("serve", "mcp", "agent", "tools", "apply"):  # config.toml (capability providers)
         from .tools import check_config
 
         if (problem := check_config(settings)) is not None:
