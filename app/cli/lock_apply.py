@@ -104,7 +104,9 @@ def run_apply(settings: Settings, args: argparse.Namespace, handler: logging.Han
     try:
         return asyncio.run(_run(settings, handler, entries, done))
     except (KeyboardInterrupt, EOFError):
-        said = f"Cancelled; installed before that, and kept: {', '.join(done)}." if done else "Cancelled: nothing was installed."
+        said = "Cancelled: nothing was installed."
+        if done:
+            said = f"Cancelled; installed before that, and kept: {', '.join(done)}."
         print(f"\n{said}", file=sys.stderr)
         return EXIT_CANCELLED
     except SetupError as exc:  # the store, the data key, config.toml: in the core's words
@@ -141,7 +143,7 @@ async def _apply(runtime: Any, entries: list[Any], installed: list[str]) -> int:
             continue
         if plan is None:
             same += 1
-            _say(f"= {entry.qualified_name} {entry.version or ''} is already installed as the file says.".replace("  ", " "))
+            _say(f"= {_named(entry)} is already installed as the file says.")
         else:
             todo.append(plan)
     if todo and failures:
@@ -158,10 +160,15 @@ async def _apply(runtime: Any, entries: list[Any], installed: list[str]) -> int:
                 installed.append(plan.entry.qualified_name)
             except (SetupError, _Failed) as exc:
                 message = exc.message
-                _say(f"✗ {plan.entry.qualified_name}: {runtime.redactor.redact(message)} Nothing of it was installed.", err=True)
+                said = runtime.redactor.redact(message)
+                _say(f"✗ {plan.entry.qualified_name}: {said} Nothing of it was installed.", err=True)
                 failures.append((plan.entry.qualified_name, EXIT_FAILED))
     _say(f"{len(installed)} installed, {same} already installed identically, {len(failures)} failed.")
     return _exit(failures)
+
+
+def _named(entry: Any) -> str:
+    return f"{entry.qualified_name} {entry.version}" if entry.version else entry.qualified_name
 
 
 def _exit(failures: list[tuple[str, int]]) -> int:
@@ -192,7 +199,7 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
         versioned = entry.version if entry.registry not in _UNVERSIONED else None
         detail = await runtime.hub.get(name, source=entry.registry, version=versioned)
     except RegistryNotFound:
-        raise _Failed(f"{name} {entry.version or ''} is not in the registry {entry.registry} (any more).", EXIT_NOT_FOUND) from None
+        raise _Failed(f"{_named(entry)} is not in the registry {entry.registry} (any more).", EXIT_NOT_FOUND) from None
     except Exception as exc:  # noqa: BLE001 - in the core's words
         from setup_agent.translation import translate
 
@@ -249,7 +256,7 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
     warnings: list[str] = []
     for plan in todo:
         e = plan.entry
-        _say(f"\n  {e.qualified_name} {e.version or ''} from the registry {e.registry}")
+        _say(f"\n  {_named(e)} from the registry {e.registry}")
         for label, text in describe_consent(_request(e, mechanism)):  # the rows `add`'s consent shows
             _say(f"    {label}: " + text.replace("\n", "\n      "))
         digest = e.digest or f"not in the file; the registry's now: {plan.found_digest or 'none'}"
@@ -259,7 +266,8 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
         if e.secrets:
             _say(f"    Asked next (hidden): {', '.join(e.secrets)}")
         tools = sorted(e.tools)
-        _say(f"    Tools ({len(tools)}): {', '.join(tools) if tools else 'not recorded in the file (any list is taken)'}")
+        listed = ", ".join(tools) if tools else "not recorded in the file (any list is taken)"
+        _say(f"    Tools ({len(tools)}): {listed}")
         warnings += _warnings(e)
 
     def ask() -> bool:
@@ -308,7 +316,8 @@ async def _install(runtime: Any, plan: _Plan) -> None:
         from setup_agent.setup import check_digest
 
         check_launch(entry, prepared.spec)
-        check_digest(entry, await runtime.service.installer.digests.resolve(prepared.spec, prepared.package.registry_base_url))
+        digests = runtime.service.installer.digests
+        check_digest(entry, await digests.resolve(prepared.spec, prepared.package.registry_base_url))
         seen["prepared"] = prepared
 
     async def tools_as_filed(tools: list[dict[str, Any]]) -> None:
@@ -338,11 +347,11 @@ async def _install(runtime: Any, plan: _Plan) -> None:
         args["version"] = entry.version
     if plan.package_id:
         args["package"] = plan.package_id
-    _say(f"· installing {entry.qualified_name} {entry.version or ''}: test-connecting…")
+    _say(f"· installing {_named(entry)}: test-connecting…")
     result = await runtime.service.install_and_connect(args, ctx)
     server = await asyncio.to_thread(runtime.store.get, result["server_id"])
     if not entry.enabled and server is not None:
         await asyncio.to_thread(runtime.store.set_enabled, server.server_id, False, actor="cli")
     slug = server.slug if server is not None else result["server_id"]
     state = "installed, disabled as in the file" if not entry.enabled else f"installed, {result.get('status')}"
-    _say(f"✓ {entry.qualified_name} {entry.version or ''} {state} ({len(result.get('tools') or [])} tools) as {slug}")
+    _say(f"✓ {_named(entry)} {state} ({len(result.get('tools') or [])} tools) as {slug}")

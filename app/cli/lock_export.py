@@ -67,8 +67,8 @@ def add_lock_parsers(sub: Any) -> None:
     p.add_argument("--to", type=Path, default=None, metavar="FILE", help="write to FILE (default: standard output)")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
     p = sub.add_parser(
-        "apply", help="install the servers of a lock file here, exactly (asks only for secrets)", description=APPLY_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "apply", help="install the servers of a lock file here, exactly (asks only for secrets)",
+        description=APPLY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     p.add_argument("file", type=Path, metavar="FILE", help="a lock file written by `mcp-setup export`")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")

@@ -64,7 +64,7 @@ class _Links(HTMLParser):
 class ArtifactDigests:
     """Looks up the digest of the artifact a :class:`LaunchSpec` runs (see the module's table)."""
 
-    def __init__(self, http: httpx.AsyncClient | None = None, *, timeout: float = 15.0) -> None:
+    def __init__(self, http: httpx.AsyncClient | None = None, *, timeout: float = 10.0) -> None:
         self._http = http
         self._timeout = timeout
 

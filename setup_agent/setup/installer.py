@@ -143,7 +143,9 @@ class Installer:
                 pin = relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()})
                 if ctx.check_tools is not None:
                     await ctx.check_tools(pin)
-                digest = await self.digests.resolve(prepared.spec, prepared.package.registry_base_url) if self.digests else None
+                digest = None  # the registry's digest of what ran (#28): what a lock file records
+                if self.digests is not None:
+                    digest = await self.digests.resolve(prepared.spec, prepared.package.registry_base_url)
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)

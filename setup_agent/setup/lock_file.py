@@ -71,7 +71,8 @@ class LockedServer:
 
     def spec(self) -> LaunchSpec:
         """The launch spec as installed (sandbox fields included)."""
-        return LaunchSpec.model_validate({**self.launch, "sandbox_grants": list(self.grants), "sandbox_network": self.network})
+        sandbox = {"sandbox_grants": list(self.grants), "sandbox_network": self.network}
+        return LaunchSpec.model_validate({**self.launch, **sandbox})
 
     def public(self) -> dict[str, Any]:
         artifact: dict[str, Any] = {"kind": digest_kind(self.package_type), "digest": self.digest}
@@ -99,7 +100,9 @@ def tool_hashes(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     }
 
 
-def locked_server(server: InstalledServer, settings: Mapping[str, str], secrets: Sequence[str], *, oauth: bool) -> LockedServer:
+def locked_server(
+    server: InstalledServer, settings: Mapping[str, str], secrets: Sequence[str], *, oauth: bool
+) -> LockedServer:
     """The lock entry of an installed server; ``settings`` its non-secret values, ``secrets`` the
     names of its secret slots (both as the face chose to write them: see app/cli/lock_export.py)."""
     spec = dict(server.launch_spec)
@@ -111,7 +114,8 @@ def locked_server(server: InstalledServer, settings: Mapping[str, str], secrets:
     if digest is None and server.package_type == "mcpb" and spec.get("file_sha256"):
         digest = f"sha256:{str(spec['file_sha256']).lower()}"  # recorded in the launch spec since #13
     elif digest is None and server.package_type in ("npm", "pypi"):
-        note = "not recorded: installed before mcp-setup recorded digests; apply takes this exact version and records it"
+        note = ("not recorded: installed before mcp-setup recorded digests; apply takes this exact version and "
+                "records it")
     pinned = server.pinned_tools
     return LockedServer(
         qualified_name=server.qualified_name, registry=server.source, version=server.version,
@@ -162,7 +166,9 @@ def parse_lock(text: str) -> list[LockedServer]:
         line = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise LockFileInvalid(f"The lock file is not JSON{line}: was it written by `mcp-setup export`?") from None
     if not isinstance(doc, dict) or doc.get("format") != LOCK_FORMAT:
-        raise LockFileInvalid(f'This is not an mcp-setup lock file (no "format": "{LOCK_FORMAT}"): write one with `mcp-setup export`.')
+        raise LockFileInvalid(
+            f'This is not an mcp-setup lock file (no "format": "{LOCK_FORMAT}"): write one with `mcp-setup export`.'
+        )
     version = doc.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise _bad("the top level", '"version" must be a whole number')
@@ -190,7 +196,8 @@ def _entry(item: Any, n: int) -> LockedServer:
     registry = _str(item, "registry", where)
     if registry not in REGISTRIES:
         raise LockFileInvalid(
-            f"The lock file names an unknown registry for {name}: {registry!r} (mcp-setup knows {', '.join(REGISTRIES)})."
+            f"The lock file names an unknown registry for {name}: {registry!r} "
+            f"(mcp-setup knows {', '.join(REGISTRIES)})."
         )
     package = item.get("package")
     if not isinstance(package, dict):
@@ -224,7 +231,8 @@ def _entry(item: Any, n: int) -> LockedServer:
         qualified_name=name, registry=registry, version=_str(item, "version", where, optional=True),
         package_type=_str(package, "type", where) or "", identifier=_str(package, "identifier", where) or "",
         digest=_str(artifact, "digest", where, optional=True), launch=launch, grants=tuple(grants), network=network,
-        tools_hash=_str(tools, "hash", where, optional=True), tools=_str_map(tools.get("approved"), where, "tools.approved"),
+        tools_hash=_str(tools, "hash", where, optional=True),
+        tools=_str_map(tools.get("approved"), where, "tools.approved"),
         secrets=tuple(secrets), settings=_str_map(item.get("settings"), where, "settings"), enabled=enabled,
         oauth=item.get("oauth") is True, title=_str(item, "title", where, optional=True),
     )  # fmt: skip
@@ -251,7 +259,8 @@ def check_launch(locked: LockedServer, spec: LaunchSpec) -> None:
     if fields:
         parts = [f"{k}: expected {json.dumps(expected.get(k))}, found {json.dumps(found.get(k))}" for k in fields[:6]]
         raise LockMismatch(
-            f"{locked.qualified_name}: the launch differs from the lock file ({'; '.join(parts)}). Nothing of it was run.",
+            f"{locked.qualified_name}: the launch differs from the lock file ({'; '.join(parts)}). "
+            "Nothing of it was run.",
             details={"fields": fields},
         )
 
@@ -267,7 +276,11 @@ def check_tools(locked: LockedServer, tools: Sequence[Mapping[str, Any]]) -> Non
     added = sorted(set(now) - set(locked.tools))
     removed = sorted(set(locked.tools) - set(now))
     changed = sorted(n for n in set(now) & set(locked.tools) if now[n] != locked.tools[n])
-    parts = [f"{word}: {', '.join(names[:20])}" for word, names in (("added", added), ("removed", removed), ("changed", changed)) if names]
+    parts = [
+        f"{word}: {', '.join(names[:20])}"
+        for word, names in (("added", added), ("removed", removed), ("changed", changed))
+        if names
+    ]
     raise LockMismatch(
         f"{locked.qualified_name}: the tool list differs from the lock file ({'; '.join(parts) or 'order or form'}; "
         f"expected tools hash {locked.tools_hash}, found {found}). It was not installed.",
@@ -293,7 +306,8 @@ def differences(locked: LockedServer, here: LockedServer) -> list[str]:
         out.append("another approved tool list")
     if set(here.secrets) != set(locked.secrets):
         out.append("other secret settings")
-    changed = sorted(k for k in set(here.settings) | set(locked.settings) if here.settings.get(k) != locked.settings.get(k))
+    names = set(here.settings) | set(locked.settings)
+    changed = sorted(k for k in names if here.settings.get(k) != locked.settings.get(k))
     if changed:
         out.append(f"other values of {', '.join(changed)}")
     return out
