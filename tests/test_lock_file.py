@@ -165,6 +165,19 @@ def test_a_lock_file_exported_on_one_data_dir_installs_the_same_server_on_a_fres
         assert "0 installed, 1 already installed identically, 0 failed." in out2
         assert [s["server_id"] for s in installed(new_laptop)] == [server["server_id"]]
 
+        other = tmp_path / "other.lock.json"  # the same server, another version than the one installed here
+        other.write_text(lock.read_text().replace('"version": "1.0.0"', '"version": "0.9.0"'))
+        done = run(new_laptop, "apply", str(other))
+        assert done.returncode == 1, done.stderr
+        assert (f"{STUB} is installed here differently (version 1.0.0 here, 0.9.0 in the file; another launch or "
+                "sandbox). To apply the file's: mcp-setup remove stub, then apply again.") in done.stderr
+        other.write_text(lock.read_text().replace('"registry": "official"', '"registry": "local"'))
+        done = run(machine(tmp_path, "third", registry), "apply", str(other))
+        assert done.returncode == 1, done.stderr
+        assert f"{STUB} comes from the registry 'local', which this mcp-setup does not search " \
+            "(MCP_SETUP_REGISTRIES=official): add it there." in done.stderr
+        assert "nothing was installed" not in done.stdout and "(hidden)" not in done.stdout + done.stderr
+
     for text in (lock.read_text(), said, out, out2, logs_text(laptop), logs_text(new_laptop)):
         assert canary not in text
 
