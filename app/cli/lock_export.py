@@ -55,7 +55,7 @@ Servers already installed identically are reported and left alone; one installed
 differently is refused (remove it first). MCP_SETUP_CONSENT=never-ask skips step 2 (CI).
 
 Exit codes: 0 every server installed or already there, 1 failed (a difference, a bad file, a
-test that failed), 3 FILE or a server or version not found, 130 cancelled.
+test that failed), 3 FILE or a server or version not found, 130 cancelled or not approved.
 """
 
 
