@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -299,3 +300,59 @@ def test_apply_of_a_file_that_is_not_there_is_exit_3_and_help_says_the_steps(tmp
         assert words in helped
     assert "never their values" in run(env, "export", "--help").stdout
     assert os.path.exists(REPO / "README.md")
+
+
+@pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node") is None, reason="needs Node's npx")
+def test_an_npm_install_records_its_integrity_and_apply_refuses_a_tarball_republished_with_other_bytes(
+    tmp_path: Path, canary: str
+) -> None:
+    from tests.fakes.npm_registry import serve_npm_package
+    from tests.package_flow import write_catalog_entry
+
+    name, package = "io.test/npm-stub", "mcp-setup-npm-stub"
+    with serve_npm_package(package, "1.0.0") as registry:
+        laptop = face_env(tmp_path / "laptop", MCP_SETUP_REGISTRIES="local",
+                          MCP_SETUP_CATALOG_DIR=str(tmp_path / "laptop" / "catalog"))  # fmt: skip
+        write_catalog_entry(Path(laptop["MCP_SETUP_CATALOG_DIR"]), name, "The stub as an npm package.",
+                            {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": package})  # fmt: skip
+
+        async def go() -> None:
+            settings = Settings(home=laptop["MCP_SETUP_HOME"], registries="local",
+                                catalog_dir=laptop["MCP_SETUP_CATALOG_DIR"])  # fmt: skip
+            runtime = build_runtime(settings, keyring_backend=fail.Keyring(), host_env=laptop)  # a cold npm cache
+            try:
+                with anyio.fail_after(scaled(120)):
+                    ref = runtime.refs.mint("STUB_API_KEY", canary)
+                    result = await runtime.service.install_and_connect(
+                        {"qualified_name": name, "env_refs": {"STUB_API_KEY": ref}}, CallContext(installed_by="cli")
+                    )
+                assert result["status"] == "connected", result
+            finally:
+                await runtime.aclose()
+
+        anyio.run(go)
+        lock, doc, _ = export(laptop, tmp_path)
+        integrity = doc["servers"][0]["artifact"]
+        assert integrity["kind"] == "npm integrity" and integrity["digest"].startswith("sha512-")
+        assert integrity["digest"] == published_integrity(registry.url, package)
+
+    with serve_npm_package(package, "1.0.0", scripts={"postinstall": "echo changed"}) as republished:
+        fresh = face_env(tmp_path / "fresh", MCP_SETUP_REGISTRIES="local",
+                         MCP_SETUP_CATALOG_DIR=str(tmp_path / "fresh" / "catalog"))  # fmt: skip
+        write_catalog_entry(Path(fresh["MCP_SETUP_CATALOG_DIR"]), name, "The stub as an npm package.",
+                            {"registryType": "npm", "registryBaseUrl": republished.url, "identifier": package})  # fmt: skip
+        done = run(fresh, "apply", str(lock))
+        found = published_integrity(republished.url, package)
+        assert republished.tarball_requests == []  # refused before anything was fetched
+    assert done.returncode == 1, done.stderr
+    assert (f"{name} 1.0.0: the artifact differs from the lock file: expected npm integrity {integrity['digest']}, "
+            f"found {found} in the registry local. Nothing of it was run.") in done.stderr
+    assert installed(fresh) == [] and canary not in done.stdout + done.stderr + lock.read_text()
+
+
+def published_integrity(url: str, package: str) -> str:
+    """What the npm registry at ``url`` publishes as the integrity of ``package`` 1.0.0."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/{package}", timeout=scaled(10)) as response:  # noqa: S310 - loopback
+        return json.loads(response.read())["versions"]["1.0.0"]["dist"]["integrity"]

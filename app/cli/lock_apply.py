@@ -214,7 +214,12 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
     if entry.version and version and version != entry.version:
         raise _Failed(f"{name}: the registry {entry.registry} offers version {version}, the file {entry.version}.",
                       EXIT_NOT_FOUND)  # fmt: skip
-    spec = entry.spec().model_copy(update={"version": option.version, "file_sha256": option.file_sha256})
+    from setup_agent.launch import build_spec
+
+    try:  # where the registry says the package is now: what an install would fetch
+        spec = build_spec(option)
+    except SetupError:
+        spec = entry.spec().model_copy(update={"version": option.version, "file_sha256": option.file_sha256})
     found = await runtime.service.installer.digests.resolve(spec, option.registry_base_url)
     try:
         check_digest(entry, found)
