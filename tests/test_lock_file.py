@@ -58,11 +58,12 @@ def machine(tmp: Path, name: str, registry: FakeOfficialRegistry, **extra: str) 
 
 
 def install_here(env: dict[str, str], value: str) -> None:
-    """Installs the stub on ``env``'s data dir, in process, as any face's install does."""
+    """Installs the stub on ``env``'s data dir (or database), in process, as any face's install does."""
 
     async def go() -> None:
         settings = Settings(home=env["MCP_SETUP_HOME"], registries="official",
-                            official_registry_url=env["MCP_SETUP_OFFICIAL_REGISTRY_URL"])  # fmt: skip
+                            official_registry_url=env["MCP_SETUP_OFFICIAL_REGISTRY_URL"],
+                            database_url=env.get("MCP_SETUP_DATABASE_URL"))  # fmt: skip
         runtime = build_runtime(settings, keyring_backend=fail.Keyring())
         try:
             with anyio.fail_after(scaled(60)):
@@ -181,6 +182,21 @@ def test_a_lock_file_exported_on_one_data_dir_installs_the_same_server_on_a_fres
 
     for text in (lock.read_text(), said, out, out2, logs_text(laptop), logs_text(new_laptop)):
         assert canary not in text
+
+
+def test_a_team_database_exports_its_servers_and_a_laptop_on_sqlite_applies_them(
+    tmp_path: Path, canary: str, postgres_url: str
+) -> None:
+    with published(tmp_path, canary) as (registry, _bundle, _url):
+        team = machine(tmp_path, "team", registry, MCP_SETUP_DATABASE_URL=postgres_url)
+        install_here(team, canary)
+        lock, doc, _ = export(team, tmp_path)
+        assert [s["qualified_name"] for s in doc["servers"]] == [STUB]
+        laptop = machine(tmp_path, "laptop", registry)
+        code, out = apply(laptop, lock, (PROMPT, canary))
+        assert code == 0, out
+        assert stub_answers(laptop)
+    assert canary not in out + lock.read_text()
 
 
 def test_apply_asks_one_consent_for_the_whole_file_and_a_no_installs_nothing(tmp_path: Path, canary: str) -> None:
