@@ -319,7 +319,7 @@ def test_apply_of_a_file_that_is_not_there_is_exit_3_and_help_says_the_steps(tmp
 
 
 @pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node") is None, reason="needs Node's npx")
-def test_an_npm_install_records_its_integrity_and_apply_refuses_a_tarball_republished_with_other_bytes(
+def test_an_npm_lock_entry_carries_its_integrity_applies_elsewhere_and_a_tarball_republished_is_refused(
     tmp_path: Path, canary: str
 ) -> None:
     from tests.fakes.npm_registry import serve_npm_package
@@ -352,6 +352,12 @@ def test_an_npm_install_records_its_integrity_and_apply_refuses_a_tarball_republ
         assert integrity["kind"] == "npm integrity" and integrity["digest"].startswith("sha512-")
         assert integrity["digest"] == published_integrity(registry.url, package)
 
+        desk = face_env(tmp_path / "desk", MCP_SETUP_REGISTRIES="local",
+                        MCP_SETUP_CATALOG_DIR=laptop["MCP_SETUP_CATALOG_DIR"])  # fmt: skip
+        code, out = apply(desk, lock, (rf"STUB_API_KEY for {name} \(hidden\): ", canary))  # npx on a cold cache
+        assert code == 0, out
+        assert f"✓ {name} 1.0.0 installed, connected (2 tools) as npm-stub" in out, out
+
     with serve_npm_package(package, "1.0.0", scripts={"postinstall": "echo changed"}) as republished:
         fresh = face_env(tmp_path / "fresh", MCP_SETUP_REGISTRIES="local",
                          MCP_SETUP_CATALOG_DIR=str(tmp_path / "fresh" / "catalog"))  # fmt: skip
@@ -363,7 +369,7 @@ def test_an_npm_install_records_its_integrity_and_apply_refuses_a_tarball_republ
     assert done.returncode == 1, done.stderr
     assert (f"{name} 1.0.0: the artifact differs from the lock file: expected npm integrity {integrity['digest']}, "
             f"found {found} in the registry local. Nothing of it was run.") in done.stderr
-    assert installed(fresh) == [] and canary not in done.stdout + done.stderr + lock.read_text()
+    assert installed(fresh) == [] and canary not in done.stdout + done.stderr + lock.read_text() + out
 
 
 def published_integrity(url: str, package: str) -> str:
