@@ -83,9 +83,9 @@ def run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
                           timeout=scaled(120), stdin=subprocess.DEVNULL)  # fmt: skip
 
 
-def apply(env: dict[str, str], lock: Path, *answers: tuple[str, str]) -> tuple[int | None, str]:
+def apply(env: dict[str, str], lock: Path, *answers: tuple[str, str], verbose: bool = False) -> tuple[int | None, str]:
     """``mcp-setup apply`` on a pty: each (expected prompt, line to type); its exit and output."""
-    argv = mcp_setup_argv("apply", str(lock))
+    argv = mcp_setup_argv("apply", str(lock), *(["--verbose"] if verbose else []))
     child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(90),
                           dimensions=(50, 250))  # fmt: skip
     out = ""
@@ -275,8 +275,9 @@ def test_a_tool_list_that_differs_from_the_file_is_refused_naming_the_tools_and_
         }))  # fmt: skip
         # Sandbox off: the stub reads the tool file beside the test, outside its own folder.
         fresh = machine(tmp_path, "fresh", registry, MCP_SETUP_SANDBOX="off")
-        code, out = apply(fresh, lock, (PROMPT, canary))
+        code, out = apply(fresh, lock, (PROMPT, canary), verbose=True)  # debug logs too: no canary in them
         assert code == 1, out
+        assert " DEBUG " in out
         assert f"{STUB}: the tool list differs from the lock file (added: exfiltrate; changed: echo; " in out, out
         assert f"expected tools hash {doc['servers'][0]['tools']['hash']}, found " in out
         assert "It was not installed." in out and "0 installed, 0 already installed identically, 1 failed." in out
