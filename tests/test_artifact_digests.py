@@ -8,13 +8,14 @@ import base64
 import hashlib
 from datetime import datetime, timezone
 
+import httpx
 import pytest
 
 from setup_agent.errors import LockMismatch
 from setup_agent.launch import ArtifactDigests, LaunchSpec
 from setup_agent.setup import check_digest, locked_server
 from setup_agent.store import InstalledServer
-from tests.fakes.npm_registry import serve_npm_package, stub_npm_package
+from tests.fakes.npm_registry import serve_npm_package
 from tests.fakes.pypi_index import serve_pypi_package, stub_wheel
 
 
@@ -27,9 +28,10 @@ def npm_spec(registry: str, name: str = "stub-mcp", version: str = "1.0.0") -> L
 async def test_the_npm_integrity_is_read_from_the_registry_and_a_republished_tarball_differs() -> None:
     with serve_npm_package("stub-mcp", "1.0.0") as registry:
         first = await ArtifactDigests().resolve(npm_spec(registry.url))
-    tarball = stub_npm_package("stub-mcp", "1.0.0")
+        assert registry.tarball_requests == []  # the packument only: nothing is downloaded
+        async with httpx.AsyncClient() as client:  # what npm itself checks the tarball against
+            tarball = (await client.get(f"{registry.url}/stub-mcp/-/stub-mcp-1.0.0.tgz")).content
     assert first == "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
-    assert registry.tarball_requests == []  # the packument only: nothing is downloaded
     with serve_npm_package("stub-mcp", "1.0.0", scripts={"postinstall": "echo hi"}) as registry:  # other bytes
         second = await ArtifactDigests().resolve(npm_spec(registry.url))
     assert second and second.startswith("sha512-") and second != first
