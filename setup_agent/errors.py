@@ -57,7 +57,9 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ArgumentsRefused            arguments_refused
     │   └── SessionLocked               session_locked
     ├── NotAdmitted                     not_admitted
-    └── ConfigInvalid                   config_invalid
+    ├── ConfigInvalid                   config_invalid
+    ├── LockFileInvalid                 lock_file_invalid
+    └── LockMismatch                    lock_mismatch
 
 Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
 and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
@@ -75,7 +77,7 @@ from typing import Any
 __all__ = [
     "AlreadyInstalled", "ArgumentsRefused", "ArgvSecret", "BundleInvalid", "ConfigInvalid", "CommandNotFound",
     "ConsentDenied", "ConsentError", "ConsentNotFound", "ConsentRequired", "DeprecatedEntry", "DownloadTimeout",
-    "GuardError", "InvalidEntry", "InvalidInput", "JSONRPC_INTERNAL_ERROR", "JSONRPC_INVALID_PARAMS",
+    "GuardError", "InvalidEntry", "InvalidInput", "LockFileInvalid", "LockMismatch", "JSONRPC_INTERNAL_ERROR", "JSONRPC_INVALID_PARAMS",
     "JSONRPC_METHOD_NOT_FOUND", "JSONRPC_SETUP_ERROR", "NeedsSignIn", "NoRunnablePackage", "NotAdmitted",
     "NotFound", "OAuthDenied", "OAuthError", "OAuthRefused", "OAuthRequired", "PackageError", "PackageNotFound",
     "PortInUse", "ProbeError", "ProbeTimeout", "PromptAlreadyAnswered", "PromptCancelled", "PromptError",
@@ -351,6 +353,20 @@ class ConfigInvalid(SetupError):
     """config.toml cannot be used as written; the message names the file and the field."""
 
     code = "config_invalid"
+
+
+class LockFileInvalid(SetupError):
+    """A lock file (``mcp-setup apply FILE``) that cannot be used: not JSON, a newer version than
+    this mcp-setup reads, a field of the wrong shape, an unknown registry. The message says which."""
+
+    code = "lock_file_invalid"
+
+
+class LockMismatch(SetupError):
+    """What the registry or the server offers now differs from the lock file (an artifact's
+    digest, the launch, the tool list); the message says what was expected and what was found."""
+
+    code = "lock_mismatch"
 
 
 # --- JSON-RPC mapping: the one place ------------------------------------------------

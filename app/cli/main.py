@@ -1,5 +1,5 @@
 """The ``mcp-setup`` command line: ``serve``, ``mcp``, ``agent``; ``key`` and ``token`` (app/cli/team.py);
-``tools`` (app/cli/tools.py)."""
+``tools`` (app/cli/tools.py); ``export`` and ``apply`` (app/cli/lock_export.py, lock_apply.py)."""
 
 from __future__ import annotations
 
@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     from .member_keys import add_settings_parser
 
     add_settings_parser(sub)
+    from .lock_export import add_lock_parsers
+
+    add_lock_parsers(sub)
     add_audit_parser(sub)
     add_tools_review_parser(sub)
     # `mcp-setup COMMAND --help` opens with the one line `mcp-setup --help` shows for it, where
@@ -163,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = "MCP_SETUP_" + "_".join(str(p) for p in err["loc"]).upper()
             print(f"mcp-setup: {name}: {err['msg']}", file=sys.stderr)
         return 2
-    if args.command in ("serve", "mcp", "agent", "tools"):  # config.toml (capability providers)
+    if args.command in ("serve", "mcp", "agent", "tools", "apply"):  # config.toml (capability providers)
         from .tools import check_config
 
         if (problem := check_config(settings)) is not None:
@@ -199,6 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .member_keys import run_settings
 
             return run_settings(settings, args)
+        if args.command in ("export", "apply"):  # lock files (#28)
+            from . import lock_apply, lock_export
+
+            return lock_export.run_export(settings, args) if args.command == "export" else (
+                lock_apply.run_apply(settings, args, handler))
         if args.command == "tools":
             from .tools import run_tools
 

@@ -1,7 +1,7 @@
 """From a registry entry to a running process: the launch spec (``spec.py``), registry
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
-``prefetch.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
+``prefetch.py``), artifact digests for lock files (``digests.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
 (``listeners.py``) and known start failures with their repairs (``repairs.py``).
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .bundle import fetch_bundle, unpack_bundle
     from .bundle_cache import BundleCache
     from .connector import HttpWatch, list_all_tools, open_client, tool_dicts
+    from .digests import ArtifactDigests, digest_kind
     from .fetch import Fetcher
     from .manifest import (
         Manifest,
@@ -58,6 +59,8 @@ __all__ = [
     "describe_packages",
     "explain_failure",
     "fetch_bundle",
+    "ArtifactDigests",
+    "digest_kind",
     "Fetcher",
     "granted_paths",
     "HttpWatch",
@@ -103,6 +106,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "describe_packages": "package_choice",
     "explain_failure": "repairs",
     "fetch_bundle": "bundle",
+    "ArtifactDigests": "digests",
+    "digest_kind": "digests",
     "Fetcher": "fetch",
     "granted_paths": "grants",
     "HttpWatch": "connector",

@@ -3,7 +3,7 @@ arguments (``tool_args.py``, ``tool_specs.py``), preparation (``preparation.py``
 consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
 through the store in ``shared_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
-search cards (``search_cards.py``), providers and admission (``providers.py``) and the caller's
+search cards (``search_cards.py``), lock files (``lock_file.py``), providers and admission (``providers.py``) and the caller's
 context (``call_context.py``).
 
 Imports gateway, oauth, launch, store, secrets, errors and :mod:`registry_clients`; never agent.
@@ -18,7 +18,17 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .call_context import CallContext
     from .consent import ConsentBroker
-    from .consent_request import ConsentRequest, sandbox_profile
+    from .consent_request import ConsentRequest, build_consent_request, sandbox_profile
+    from .lock_file import (
+        LockedServer,
+        check_digest,
+        check_launch,
+        check_tools,
+        differences,
+        lock_document,
+        locked_server,
+        parse_lock,
+    )
     from .probe import Prober, ProbeResult
     from .providers import ProviderConfig, load_provider_config
     from .service import SetupService
@@ -31,7 +41,16 @@ if TYPE_CHECKING:
 __all__ = [
     "answer_secret_shared",
     "answer_shared",
+    "build_consent_request",
     "CallContext",
+    "LockedServer",
+    "check_digest",
+    "check_launch",
+    "check_tools",
+    "differences",
+    "lock_document",
+    "locked_server",
+    "parse_lock",
     "ConsentBroker",
     "ConsentRequest",
     "load_provider_config",
@@ -57,7 +76,16 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SharedDecisions": "shared_consents",
     "share_guard": "shared_locks",
     "share_prompts": "shared_prompts",
+    "build_consent_request": "consent_request",
     "CallContext": "call_context",
+    "LockedServer": "lock_file",
+    "check_digest": "lock_file",
+    "check_launch": "lock_file",
+    "check_tools": "lock_file",
+    "differences": "lock_file",
+    "lock_document": "lock_file",
+    "locked_server": "lock_file",
+    "parse_lock": "lock_file",
     "ConsentBroker": "consent",
     "ConsentRequest": "consent_request",
     "load_provider_config": "providers",

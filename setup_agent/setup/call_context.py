@@ -53,6 +53,12 @@ class CallContext:
     #: Shows an OAuth sign-in (server, url, authorization_server, scopes, message) to the user;
     #: returns ``{"status": "pending", …}`` when it does not wait (see setup_agent/oauth/sign_ins.py).
     present_authorization: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    #: A person's command's own checks (``mcp-setup apply``: the lock file's; never a tool argument),
+    #: raising to stop: ``check_prepared(prepared)`` once the launch is worked out, before the consent
+    #: and before anything runs; ``check_tools(tools)`` with the tool list the install's test saw (as
+    #: it would be pinned), before the commit, so a refusal leaves nothing installed.
+    check_prepared: Callable[[Any], Awaitable[None]] | None = None
+    check_tools: Callable[[list[dict[str, Any]]], Awaitable[None]] | None = None
 
 
 class Progress:

@@ -17,7 +17,7 @@ from typing import Any
 
 from setup_agent.errors import DownloadTimeout, ProbeError
 from setup_agent.gateway import ConnectionManager
-from setup_agent.launch import Fetcher, StderrLines, claim_dir, explain_failure, make_scratch_dir
+from setup_agent.launch import ArtifactDigests, Fetcher, StderrLines, claim_dir, explain_failure, make_scratch_dir
 from setup_agent.oauth import GRANT_KEY
 from setup_agent.secrets import Redactor, SecretRefStore
 from setup_agent.store import Store, relabel
@@ -49,6 +49,8 @@ class Installer:
     consents: ConsentBroker | None = None  # None: no consent step (a core used without a face)
     fetcher: Fetcher | None = None  # None: no download phase (the probe's deadline covers the download)
     scratch_root: Path | None = None
+    #: The registry's digest of the artifact, recorded at install (None: not recorded).
+    digests: ArtifactDigests | None = None
     # One lock per server name: two installs of the same name never race, and a server
     # that hangs in its test holds up no other install.
     _install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
@@ -65,6 +67,8 @@ class Installer:
             if reserved is not None:
                 await asyncio.to_thread(claim_dir, reserved)
             prepared = await self.preparer.prepare(args, workdir, progress)
+            if ctx.check_prepared is not None:
+                await ctx.check_prepared(prepared)
             await self._consent(prepared, ctx, "test")
             result = await self._probe(prepared, progress, keep=reserved)
             parked = result.parked  # the parked session owns its dir now
@@ -115,6 +119,8 @@ class Installer:
                     args, install_dir, progress, lazy_bundle=self.prober.parking.enabled, replacing=replaces
                 )
                 member_keys = per_member_keys(args, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values))
+                if ctx.check_prepared is not None:
+                    await ctx.check_prepared(prepared)
                 await self._consent(prepared, ctx, "install")
                 adopted = self._adopt(prepared)
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
@@ -136,6 +142,12 @@ class Installer:
                 secret_keys = {n for k in prepared.keys if k.secret for n in (k.name, *k.aliases)} | set(env_refs)
                 # Hidden while the refs are still live: after consume only a connect knows the values.
                 probed_tools = self.redactor.redact_obj(result.tools)
+                pin = relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()})
+                if ctx.check_tools is not None:
+                    await ctx.check_tools(pin)
+                digest = None  # the registry's digest of what ran (#28): what a lock file records
+                if self.digests is not None:
+                    digest = await self.digests.resolve(prepared.spec, prepared.package.registry_base_url)
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
@@ -152,9 +164,10 @@ class Installer:
                     tools_hash=result.tools_hash,
                     env=env,
                     title=prepared.detail.display_name,
-                    tools=relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()}),  # the pin
+                    tools=pin,
                     replaces=replaces,
                     member_keys=member_keys,  # each member's own (#28 item 3)
+                    artifact_digest=digest,
                 )
             except BaseException:
                 self.refs.release(claim)

@@ -26,6 +26,7 @@ from setup_agent.errors import InvalidInput, NotFound, SetupError
 from setup_agent.gateway import ConnectionManager
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
+    ArtifactDigests,
     BundleCache,
     Fetcher,
     Prefetches,
@@ -121,6 +122,7 @@ class SetupService:
         self.installer = Installer(
             refs=refs, redactor=redactor, store=store, prober=prober, connections=connections, preparer=self.preparer,
             manifests=self.manifests, consents=consents, fetcher=fetcher, scratch_root=scratch_root,
+            digests=ArtifactDigests(http) if http is not None else None,
         )  # fmt: skip
 
     # -- dispatch ---------------------------------------------------------------------

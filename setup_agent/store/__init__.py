@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .database import Store
     from .member_values import member_label
     from .models import InstalledServer
-    from .pins import diff_tools, relabel, summarize
+    from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
 
@@ -42,6 +42,7 @@ __all__ = [
     "PendingApprovals",
     "process_owner",
     "Catalog",
+    "canonical_json",
     "diff_tools",
     "gateway_name",
     "GatewayTool",
@@ -61,6 +62,7 @@ __all__ = [
     "Store",
     "summarize",
     "Tokens",
+    "tools_hash",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -72,6 +74,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "PendingApprovals": "approvals",
     "process_owner": "approvals",
     "Catalog": "catalog",
+    "canonical_json": "pins",
     "diff_tools": "pins",
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
@@ -91,4 +94,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Store": "database",
     "summarize": "pins",
     "Tokens": "tokens",
+    "tools_hash": "pins",
 })  # fmt: skip

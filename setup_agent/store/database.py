@@ -137,6 +137,7 @@ class Store(ToolPins, EncryptedValues, MemberValues):
         tools: Sequence[Mapping[str, Any]] | None = None,
         replaces: str | None = None,
         member_keys: Sequence[str] = (),
+        artifact_digest: str | None = None,
     ) -> InstalledServer:
         """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
 
@@ -146,6 +147,7 @@ class Store(ToolPins, EncryptedValues, MemberValues):
         row and encrypted values are deleted in the same transaction (#24 item 6), so a crash at
         any moment leaves exactly one of the two; its slug passes to the new row. ``member_keys``:
         the keys each member enters for themselves (``member_values.py``).
+        ``artifact_digest``: the registry's digest of what was installed (setup_agent/launch/digests.py).
         """
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
@@ -159,6 +161,7 @@ class Store(ToolPins, EncryptedValues, MemberValues):
             installed_by=installed_by, tools_hash=tools_hash, env=env_rows,
             title=(title or None) and title[:512], tools_json=_tools_json(tools),
             member_keys=json.dumps(sorted(set(member_keys))) if member_keys else None,
+            artifact_digest=(artifact_digest or None) and artifact_digest[:160],
         )  # fmt: skip
         if tools is not None:  # pinned: what the install test saw is what the user approved
             digest = _pin_hash(tools)

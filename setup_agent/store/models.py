@@ -104,6 +104,8 @@ class ServerRow(Base):
     needs_sign_in: Mapped[bool | None] = mapped_column(Boolean)
     # Keys every member enters for themselves (JSON list of names; member_values.py).
     member_keys: Mapped[str | None] = mapped_column(Text)
+    # The registry's digest of the artifact installed (setup_agent/launch/digests.py; migration 0010).
+    artifact_digest: Mapped[str | None] = mapped_column(String(160))
 
     env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 
@@ -253,6 +255,8 @@ class InstalledServer:
     tools_diff: dict[str, Any] | None = None
     needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
     member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (member_values.py)
+    #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None before #28.
+    artifact_digest: str | None = None
 
     def tools_change(self) -> dict[str, Any] | None:
         """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
@@ -269,7 +273,7 @@ class InstalledServer:
 
 _COLUMNS = (
     "server_id", "qualified_name", "source", "version", "package_type", "enabled", "installed_at",
-    "installed_by", "tools_hash", "slug", "title",
+    "installed_by", "tools_hash", "slug", "title", "artifact_digest",
 )  # fmt: skip
 
 
