@@ -8,7 +8,8 @@ data dir) every client is told: ``notifications/tools/list_changed`` on 2025-era
 ``subscriptions/listen`` event on 2026-07-28 ones.
 
 Conventions (shared with the seed MCP server): logs go to stderr only; ``initialize``
-advertises tools (``listChanged: true``) and resources; what it installs is audited under the
+advertises tools, prompts and resources (``listChanged: true``), completions and logging
+(installed servers' prompts, resources and completions pass through: ``offered.py``); what it installs is audited under the
 principal of the credential (:func:`request_principal`: ``client:stdio``, or over ``/mcp`` the
 named token ``token:NAME``), with the client's ``clientInfo.name`` only as a hint beside it; the
 agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
@@ -32,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ResourcesListChanged, ToolsListChanged,
+)  # fmt: skip
 
-from setup_agent.agent import load_archetypes
 from setup_agent.principals import SCOPE_KEY, Principal, client_hint
 from setup_agent.errors import (
     JSONRPC_INTERNAL_ERROR,
@@ -46,7 +48,8 @@ from setup_agent.errors import (
 from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
-from .gateway_tools import call_installed, install_hint, listed_tools, read_installed
+from .gateway_tools import call_installed, install_hint, listed_tools
+from .offered import PROMPT_URI_PREFIX, Offered
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 
 if TYPE_CHECKING:
@@ -56,9 +59,6 @@ if TYPE_CHECKING:
 __all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "request_principal"]
 
 logger = logging.getLogger(__name__)
-
-PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
-
 
 def _connection(ctx: Any) -> Any:
     """The client connection behind a request (the SDK makes a new session object per request;
@@ -113,6 +113,7 @@ class McpFace:
         self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()
         self._page: Any = None
+        self.offered = Offered(self, request_principal)  # prompts, resources, completions (offered.py)
         self.server: Server[Any] = FaceServer(
             "mcp-setup",
             version=version,
@@ -122,9 +123,12 @@ class McpFace:
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_resource_templates,
-            on_read_resource=self._read_resource,
+            on_list_resources=self.offered.list_resources,
+            on_list_resource_templates=self.offered.list_resource_templates,
+            on_read_resource=self.offered.read_resource,
+            on_list_prompts=self.offered.list_prompts,
+            on_get_prompt=self.offered.get_prompt,
+            on_completion=self.offered.complete,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
         self.server.middleware.append(self._track_session)
@@ -140,6 +144,7 @@ class McpFace:
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         runtime.gateway.add_listener(self.tools_changed)
         self.server.on_level = runtime.gateway.set_logging_level  # type: ignore[attr-defined]
+        runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
         connection = _connection(ctx)
@@ -148,11 +153,14 @@ class McpFace:
         return await call_next(ctx)
 
     async def tools_changed(self) -> None:
-        """Tell every client the tool list changed, in both protocol eras."""
-        await self._bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
+        """Tell every client the tool, prompt and resource lists changed, in both protocol eras."""
+        for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
+            await self._bus.publish(event)  # 2026-07-28: subscriptions/listen streams
         for connection, session in list(self._sessions.items()):  # 2025-11-25 (dropped on modern ones)
             try:
                 await session.send_tool_list_changed()
+                await session.send_prompt_list_changed()
+                await session.send_resource_list_changed()
             except Exception as exc:  # a client that went away
                 logger.debug("list_changed not delivered: %s", type(exc).__name__)
                 self._sessions.pop(connection, None)
@@ -325,37 +333,6 @@ class McpFace:
                 raise OAuthDenied(f"The user declined to sign in to {info['server']}.")
             return {"status": "shown"}
         return {"status": "pending", "url": info["url"]}
-
-    # -- resources: the agents' prompt assets -----------------------------------------
-    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
-        registry = load_archetypes()
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource(
-                    uri=f"{PROMPT_URI_PREFIX}{agent.id}",
-                    name=f"{agent.id} prompt",
-                    description=agent.description,
-                    mime_type="text/markdown",
-                )
-                for agent in registry.agents.values()
-            ]
-        )
-
-    async def _list_resource_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=[])
-
-    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        uri = str(params.uri)
-        agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
-        if agent_id is None:  # a resource_link an installed server's tool result named
-            return await read_installed(await self.runtime(), uri)
-        registry = load_archetypes()
-        if agent_id not in registry.agents:
-            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
-        agent = registry.agents[agent_id]
-        return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=agent.prompt)]
-        )
 
     def close(self) -> None:
         if self._page is not None:

@@ -1,6 +1,6 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
 connection (``live.py``) and its relay of the server's requests to the calling client (``relay.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
-as sent (``passthrough.py``), the find/call pair for clients that never re-list
+as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair for clients that never re-list
 (``discover.py``) and each server's redacted log (``server_logs.py``).
 
 Imports launch, store, secrets and errors; never oauth, setup or agent.
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
     from .live import ServerStatus
     from .relay import Caller, InFlight, relay_callbacks
-    from .router import Gateway, UnknownResource, UnknownTool
+    from .router import Gateway, UnknownPrompt, UnknownResource, UnknownTool
     from .server_logs import log_path, read_log
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "read_log",
     "relay_callbacks",
     "ServerStatus",
+    "UnknownPrompt",
     "UnknownResource",
     "UnknownTool",
 ]
@@ -52,6 +53,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "read_log": "server_logs",
     "relay_callbacks": "relay",
     "ServerStatus": "live",
+    "UnknownPrompt": "router",
     "UnknownResource": "router",
     "UnknownTool": "router",
 })  # fmt: skip

@@ -23,8 +23,8 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
-from .passthrough import Progress, ResourceLinks, raw_call, raw_read
-from .relay import Caller
+from .passthrough import Progress, ResourceLinks, raw_call, raw_read, raw_request
+from .relay import Caller, IdleLogs
 from .result_cap import DEFAULT_RESULT_CHARS, cap_result
 from .server_logs import delete_log
 
@@ -94,6 +94,8 @@ class ConnectionManager:
         self.on_tools_changed: Callable[[InstalledServer], None] | None = None
         #: Which server each resource URI a tool result named came from (resources/read routing).
         self.links = ResourceLinks()
+        #: The log messages servers send outside calls, to its listeners (relay.py), bounded.
+        self.server_log = IdleLogs()
 
     def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Hear every status change; returns a function that stops listening."""
@@ -362,6 +364,15 @@ class ConnectionManager:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.last_used = asyncio.get_running_loop().time()
         result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
+        return self.redactor.redact_obj(result)
+
+    async def request(self, server_id: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted."""
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        result = await raw_request(live.client, method, params, label=live.server.title or live.server.qualified_name)
         return self.redactor.redact_obj(result)
 
     def _get(self, server_id: str) -> LiveConnection:

@@ -18,6 +18,7 @@ from setup_agent.launch import LaunchSpec, ProcessWatch, list_all_tools, materia
 from setup_agent.store import InstalledServer
 from setup_agent.translation import translate
 
+from .offers import record_offers
 from .relay import InFlight, relay_callbacks
 from .server_logs import ServerLog
 
@@ -65,6 +66,8 @@ class Owner(Protocol):
     on_tools_changed: Any
 
     def announce(self, status: ServerStatus) -> None: ...
+
+    server_log: Any  # await server_log(server, params): a log message outside calls (relay.IdleLogs)
 
 
 class LiveConnection:
@@ -154,7 +157,10 @@ class LiveConnection:
                         cm = open_client(
                             resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth,
                             sandbox=owner.sandbox,
-                            callbacks=relay_callbacks(self.inflight, owner.redactor, server.title or server.qualified_name),
+                            callbacks=relay_callbacks(
+                                self.inflight, owner.redactor, server.title or server.qualified_name,
+                                idle_log=lambda params: owner.server_log(server, params),
+                            ),
                         )  # fmt: skip
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
@@ -169,6 +175,7 @@ class LiveConnection:
                     attempt = 0
                     if known is None:
                         await self._record_tools()
+                    await record_offers(client, owner.store, owner.redactor, server.server_id, server.title or server.qualified_name)
                     self.set("connected")
                     if server.needs_sign_in:
                         await self._remember_sign_in(server, needed=False)

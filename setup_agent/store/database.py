@@ -50,6 +50,7 @@ from .models import (
     utcnow,
 )
 from .pins import tools_hash as _pin_hash
+from .server_extras import ServerExtras
 from .tool_pins import ToolPins
 
 __all__ = [
@@ -70,7 +71,7 @@ _EnvItems = list[tuple[str, tuple[str | SecretValue, bool]]]
 # --- the repository ---------------------------------------------------------------------
 
 
-class Store(ToolPins, EncryptedValues):
+class Store(ToolPins, ServerExtras, EncryptedValues):
     """Repository of installed servers. Sync and thread-safe (one session per call).
 
     Its tool pins and audit come from :class:`~setup_agent.store.tool_pins.ToolPins`, its encrypted
