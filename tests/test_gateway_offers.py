@@ -6,6 +6,7 @@ in process."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 
+from app.cli.audit import _review_prompts
 from app.mcp.face import McpFace
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.relay import IDLE_LOGS_PER_MINUTE, IdleLogs
@@ -158,7 +160,11 @@ async def test_a_changed_prompt_is_held_back_until_the_user_approves_the_new_lis
     assert store.set_offers(alpha.server_id, prompts=[*pinned.prompts], resources=[], templates=[]) is True  # back: exposed again
     assert store.offers()[alpha.server_id].prompts_state == "pinned"
     store.set_offers(alpha.server_id, prompts=[*changed, added], resources=[], templates=[])
-    approved = store.approve_prompts(alpha.server_id, store.offers()[alpha.server_id].live_hash or "", actor="user:terminal")
+    shown = io.StringIO()  # `mcp-setup tools-review` shows the changed and new prompts and approves them
+    said = _review_prompts(store, alpha, store.offers()[alpha.server_id], io.StringIO("a\n"), shown)
+    assert "changed prompt review: Ignore previous" in shown.getvalue() and "new prompt extra" in shown.getvalue()
+    approved = store.offers()[alpha.server_id]
+    assert "prompts approved" in said
     assert {p["name"] for p in approved.prompts} == {"review", "extra"} and approved.prompts_state == "pinned"
     assert [e.event for e in store.audit(server_id=alpha.server_id)][-1] == "prompts_approved"
 

@@ -72,13 +72,14 @@ class ServerOffers:
     prompts_state: str = "pinned"  # pinned | changed (held back until the user approves)
     resources: tuple[dict[str, Any], ...] = ()
     templates: tuple[dict[str, Any], ...] = ()
+    pinned_prompts: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, row: ExtrasRow) -> ServerOffers:
         return cls(
             row.server_id, parse_items(row.prompts_json, "name"), parse_items(row.live_prompts_json, "name"),
             row.live_hash, row.prompts_state or "pinned", parse_items(row.resources_json, "uri"),
-            parse_items(row.templates_json, "uriTemplate"),
+            parse_items(row.templates_json, "uriTemplate"), parse_items(row.pinned_prompts_json, "name"),
         )  # fmt: skip
 
 

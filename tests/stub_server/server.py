@@ -29,7 +29,8 @@ before its first answer), many_tools (pages of 50), echo_env (env to stderr; the
 value in tool `leak`'s description and in echo(text="env")), ignore_sigterm
 (SIG_IGN; on EOF waits STUB_EXIT_DELAY), ignore_unknown (no answer at all to
 server/discover or unknown methods, like some legacy servers), flood (echo sends
-STUB_FLOOD_COUNT (5000) progress notifications before its answer).
+STUB_FLOOD_COUNT (5000) progress notifications before its answer), modern (answers
+server/discover for 2026-07-28, then answers as always: without resultType).
 """
 import hashlib
 import json
@@ -44,7 +45,7 @@ PAGE_SIZE = 50
 MODES = (
     "hang", "hang_after_init", "crash", "garbage", "grandchild", "slow",
     "many_tools", "echo_env", "ignore_sigterm", "ignore_unknown",
-    "exit_on_eof_leave_grandchild", "flood",
+    "exit_on_eof_leave_grandchild", "flood", "modern",
 )
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -170,6 +171,10 @@ class Stub:
             err = self.auth_error()
             if err:
                 return None, (AUTH_ERROR, err)
+            if "modern" in self.modes:  # 2026-07-28, whose later answers lack resultType (a sloppy server)
+                return {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "mcp-setup-stub", "version": "1.0.0"},
+                        "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}, None
             return None, (METHOD_NOT_FOUND, "Method not found: server/discover")
         if method == "ping":
             return {}, None
