@@ -68,6 +68,7 @@ class ConnectionManager:
         #: A call whose server sends more progress notifications than this is ended (#24 item 5).
         self.max_call_notifications = max_call_notifications
         self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
+        self.fetcher: Any = None  # a start's download phase (setup_agent/launch/fetch.py Fetcher; runtime sets it)
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
@@ -252,20 +253,21 @@ class ConnectionManager:
             if server.server_id not in self._live and (eager or not server.tools_recorded):
                 await self.connect(server, wait=False)
 
-    async def ensure_connected(self, server: InstalledServer, timeout: float) -> ServerStatus:
+    async def ensure_connected(
+        self, server: InstalledServer, timeout: float, *, progress: Progress | None = None
+    ) -> ServerStatus:
         """Start ``server`` unless it is live (or retrying), and wait (bounded) for it to settle.
 
-        A server that gave up (failed with no retry left) or was stopped is started afresh.
+        A server that gave up (failed with no retry left) or was stopped is started afresh. A
+        download phase is not counted against ``timeout`` (it has its own deadline, and
+        ``progress`` hears it): the wait counts from the server's start (#29 item 11).
         """
         live = self._live.get(server.server_id)
         if live is None or live.task is None or live.task.done() or live.status.status in ("failed", "stopped"):
             await self.connect(server, wait=False)
         live = self._live[server.server_id]
         live.last_used = asyncio.get_running_loop().time()
-        try:
-            return await self.wait_settled(server.server_id, timeout)
-        except TimeoutError:
-            return live.status
+        return await live.wait_started(timeout, progress)
 
     async def stop_idle(self, idle_seconds: float) -> list[str]:
         """Stop connected servers unused for ``idle_seconds``; they start again on their next call."""

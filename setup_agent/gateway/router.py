@@ -207,7 +207,7 @@ class Gateway:
             server = await asyncio.to_thread(self.store.get, entry.server.server_id)
         if server is None or not server.enabled or not any(t.get("name") == entry.tool_name for t in server.tools):
             raise UnknownTool(name)  # gone, disabled, or no longer an approved tool (pins.py)
-        status = await self.connections.ensure_connected(server, self.call_timeout)
+        status = await self.connections.ensure_connected(server, self.call_timeout, progress=self._relay(progress))
         if status.status != "connected":
             why = f": {status.reason}" if status.reason else ""
             state = "still starting" if status.status == "connecting" else status.status
