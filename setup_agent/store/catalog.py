@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Catalog", "CatalogServer", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG", "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
+    "Catalog", "CatalogServer", "context_cost", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG",
+    "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
     "make_slug", "names_too_long", "read_sqlite_catalog", "wire_tool",
 ]  # fmt: skip
 
@@ -158,6 +159,20 @@ class Catalog:
     def signature(self) -> tuple[Any, ...]:
         """Equal for two catalogs that list the same tools (used to decide on list_changed)."""
         return tuple(sorted((n, json.dumps(wire_tool(t), sort_keys=True)) for n, t in self._by_name.items()))
+
+
+#: Characters per token in the estimate of :func:`context_cost` (JSON of tool definitions:
+#: about 4 for English text and schemas with the common tokenizers; an estimate, not a count).
+CHARS_PER_TOKEN = 4
+
+
+def context_cost(tools: Iterable[dict[str, Any]], slug: str = "server", label: str = "") -> dict[str, Any]:
+    """What a server's tools add to a client's context (#29 item 10): how many there are and
+    an estimate of the tokens their definitions take, as the gateway lists them."""
+    server = CatalogServer("", label or slug, slug, label or None, True, tuple(tools))
+    wire = Catalog.build([server]).wire_tools()
+    chars = sum(len(json.dumps(t, ensure_ascii=False, separators=(",", ":"))) for t in wire)
+    return {"tool_count": len(wire), "estimated_tokens": -(-chars // CHARS_PER_TOKEN)}
 
 
 #: How a client names an MCP tool (``{entry}``: its config entry's name) and the longest name it
