@@ -214,3 +214,27 @@ async def test_log_messages_outside_calls_are_bounded_per_server_per_minute() ->
         await fanout(noisy, {"level": "info", "data": n})
     await fanout(quiet, {"level": "info", "data": "one"})
     assert len([s for s, _ in seen if s == "s1"]) == IDLE_LOGS_PER_MINUTE and ("s2", {"level": "info", "data": "one"}) in seen
+
+
+async def test_a_tool_the_user_unticked_is_neither_listed_nor_callable_and_stays_so_across_relists(gateway, tmp_path) -> None:
+    from setup_agent.gateway.router import UnknownTool
+    from setup_agent.store.catalog import read_sqlite_catalog
+
+    gw, store = gateway
+    alpha = store.get_by_name("io.test/alpha")
+    assert alpha is not None and "alpha__ask" in {t.name for t in gw.catalog.tools()}
+    assert store.set_hidden_tools(alpha.server_id, ["ask"], actor="user:terminal")
+    await gw.refresh()
+    names = {t.name for t in gw.catalog.tools()}
+    assert "alpha__ask" not in names and {"alpha__echo", "beta__ask"} <= names
+    with pytest.raises(UnknownTool):
+        await gw.call("alpha__ask", {})
+    early = read_sqlite_catalog(tmp_path / "data" / "mcp-setup.db")  # the stdio face's catalog before its core
+    assert early is not None and "alpha__ask" not in {t.name for t in early.tools()}
+    store.set_tools(alpha.server_id, [*alpha.tools])  # the server lists it again: still held back
+    await gw.refresh()
+    assert "alpha__ask" not in {t.name for t in gw.catalog.tools()}
+    assert [e.event for e in store.audit(server_id=alpha.server_id)][-1] in ("tools_hidden", "tools_changed")
+    assert store.set_hidden_tools(alpha.server_id, [], actor="user:terminal")
+    await gw.refresh()
+    assert "alpha__ask" in {t.name for t in gw.catalog.tools()}

@@ -20,6 +20,7 @@ like tools, setup_agent/store/server_extras.py), so listing never waits for a sp
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -30,7 +31,7 @@ from setup_agent.store import Catalog, gateway_name
 
 from .passthrough import raw_request
 
-__all__ = ["MAPPED_PREFIX", "OfferIndex", "PromptRoute", "record_offers"]
+__all__ = ["MAPPED_PREFIX", "OfferIndex", "PromptRoute", "record_offers", "without_hidden"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,14 @@ async def record_offers(client: Any, store: Any, redactor: Any, server_id: str, 
         await asyncio.to_thread(lambda: store.set_offers(server_id, **lists))
     except Exception as exc:  # noqa: BLE001 - e.g. removed meanwhile
         logger.info("could not record the prompts and resources of %s: %s", server_id, getattr(exc, "code", exc))
+
+
+def without_hidden(entry: Any, offers: dict[str, Any]) -> Any:
+    """``entry`` (a catalog server) without the tools the user unticked (#29 item 10; store/server_extras.py)."""
+    hidden = getattr(offers.get(entry.server_id), "hidden_tools", None)
+    if not hidden:
+        return entry
+    return dataclasses.replace(entry, tools=tuple(t for t in entry.tools if t.get("name") not in hidden))
 
 
 @dataclass(frozen=True)

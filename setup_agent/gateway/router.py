@@ -28,7 +28,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
-from .offers import MAPPED_PREFIX, OfferIndex
+from .offers import MAPPED_PREFIX, OfferIndex, without_hidden
 from .passthrough import Progress
 from .relay import Caller
 
@@ -160,8 +160,9 @@ class Gateway:
             servers = await asyncio.to_thread(self.store.list)
             self._counter = counter
             before = (self._catalog.signature(), self.offers.signature())
-            self._catalog = Catalog.build(s.catalog_entry() for s in servers)
-            self.offers = OfferIndex.build(self._catalog, await asyncio.to_thread(self.store.offers))
+            offers = await asyncio.to_thread(self.store.offers)
+            self._catalog = Catalog.build(without_hidden(s.catalog_entry(), offers) for s in servers)
+            self.offers = OfferIndex.build(self._catalog, offers)
             await self.connections.learn_stored_secrets()
             await self.connections.sync(servers, eager=self.eager)
             changed = (self._catalog.signature(), self.offers.signature()) != before

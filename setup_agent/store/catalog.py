@@ -235,8 +235,17 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
     )
     if rows is None:
         return None
+    hidden: dict[str, set[str]] = {}  # the tools the user unticked (#29 item 10); no table yet: none
+    for sid, text in _read_only(db_path, "SELECT server_id, hidden_tools_json FROM mcp_server_extras") or ():
+        try:
+            hidden[sid] = {n for n in json.loads(text or "[]") if isinstance(n, str)}
+        except ValueError:
+            continue
     return Catalog.build(
-        CatalogServer(sid, qn, slug or make_slug(qn), title, bool(enabled), parse_tools(tools), ptype, version)
+        CatalogServer(
+            sid, qn, slug or make_slug(qn), title, bool(enabled),
+            tuple(t for t in parse_tools(tools) if t["name"] not in hidden.get(sid, ())), ptype, version,
+        )  # fmt: skip
         for sid, qn, slug, title, enabled, tools, ptype, version in rows
     )
 

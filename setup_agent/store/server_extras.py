@@ -1,5 +1,6 @@
 """What an installed server offers besides tools (#29 item 4): its prompts, pinned like tools,
-and its resources and resource templates as it listed them at its last connect (redacted).
+and its resources and resource templates as it listed them at its last connect (redacted);
+and the tools the user unticked in the consent (item 10, :meth:`ServerExtras.set_hidden_tools`).
 
 Prompts follow the tool rules of :mod:`setup_agent.store.pins` (name-keyed, the same
 :func:`~setup_agent.store.pins.reconcile`): the first list seen is pinned; a prompt whose
@@ -47,6 +48,7 @@ class ExtrasRow(Base):
     prompts_state: Mapped[str | None] = mapped_column(String(16))  # pinned | changed
     resources_json: Mapped[str | None] = mapped_column(Text)
     templates_json: Mapped[str | None] = mapped_column(Text)
+    hidden_tools_json: Mapped[str | None] = mapped_column(Text)  # tool names the user unticked
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
@@ -73,6 +75,7 @@ class ServerOffers:
     resources: tuple[dict[str, Any], ...] = ()
     templates: tuple[dict[str, Any], ...] = ()
     pinned_prompts: tuple[dict[str, Any], ...] = ()
+    hidden_tools: frozenset[str] = frozenset()  # unticked by the user: never listed nor callable
 
     @classmethod
     def of(cls, row: ExtrasRow) -> ServerOffers:
@@ -80,6 +83,7 @@ class ServerOffers:
             row.server_id, parse_items(row.prompts_json, "name"), parse_items(row.live_prompts_json, "name"),
             row.live_hash, row.prompts_state or "pinned", parse_items(row.resources_json, "uri"),
             parse_items(row.templates_json, "uriTemplate"), parse_items(row.pinned_prompts_json, "name"),
+            frozenset(n for n in json.loads(row.hidden_tools_json or "[]") if isinstance(n, str)),
         )  # fmt: skip
 
 
@@ -115,6 +119,26 @@ class ServerExtras:
             row.updated_at = _aware(self._clock())  # type: ignore[attr-defined]
             if (row.prompts_json, row.prompts_state, row.resources_json, row.templates_json) == before:
                 return False
+            self._bump(s)  # type: ignore[attr-defined]
+        self._changed()  # type: ignore[attr-defined]
+        return True
+
+    def set_hidden_tools(self, server_id: str, names: Sequence[str], *, actor: str) -> bool:
+        """The tools the user unticked (#29 item 10): held back like unapproved ones, whatever
+        the server lists; audited (``tools_hidden``). True (and a change bump) when it changed."""
+        text = json.dumps(sorted(set(names)))
+        with translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():  # type: ignore[attr-defined]
+            server = s.get(ServerRow, server_id)
+            if server is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            row = s.get(ExtrasRow, server_id, with_for_update=True)
+            if row is None:
+                row = ExtrasRow(server_id=server_id)
+                s.add(row)
+            if (row.hidden_tools_json or "[]") == text:
+                return False
+            row.hidden_tools_json = text
+            self._audit(s, "tools_hidden", server, actor, detail=", ".join(sorted(set(names)))[:500] or "none")  # type: ignore[attr-defined]
             self._bump(s)  # type: ignore[attr-defined]
         self._changed()  # type: ignore[attr-defined]
         return True

@@ -6,8 +6,9 @@ Create Date: 2026-12-02
 
 ``mcp_server_extras`` holds one row per installed server (removed with it): the exposed
 (approved) prompts, the pinned list and its hash, what the server lists now and the verdict
-(``prompts_state``: pinned | changed), and the resources and resource templates of its last
-connect. Rules in setup_agent/store/server_extras.py.
+(``prompts_state``: pinned | changed), the resources and resource templates of its last
+connect, and the names of the tools the user unticked in the consent (held back like
+unapproved ones). Rules in setup_agent/store/server_extras.py.
 """
 
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ def upgrade() -> None:
         sa.Column("prompts_state", sa.String(16), nullable=True),
         sa.Column("resources_json", sa.Text(), nullable=True),
         sa.Column("templates_json", sa.Text(), nullable=True),
+        sa.Column("hidden_tools_json", sa.Text(), nullable=True),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["server_id"], ["mcp_servers.server_id"], name="fk_mcp_server_extras_server_id_mcp_servers",
