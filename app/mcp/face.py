@@ -49,6 +49,7 @@ from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
 from .gateway_tools import call_installed, install_hint, listed_tools
+from .mrtr import Mrtr
 from .offered import PROMPT_URI_PREFIX, Offered
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 
@@ -114,6 +115,7 @@ class McpFace:
         self._bus = InMemorySubscriptionBus()
         self._page: Any = None
         self.offered = Offered(self, request_principal)  # prompts, resources, completions (offered.py)
+        self.mrtr = Mrtr()  # secret prompts on 2026-07-28 sessions (mrtr.py)
         self.server: Server[Any] = FaceServer(
             "mcp-setup",
             version=version,
@@ -197,6 +199,10 @@ class McpFace:
         from setup_agent.setup import CallContext
 
         runtime = await self.runtime()
+        if params.name == "mcp_setup_request_secret":  # a 2026-07-28 retry after input-required (mrtr.py)
+            resumed = await self.mrtr.resume(ctx, params, runtime)
+            if resumed is not None:
+                return self._tool_result(resumed)
         call_ctx = CallContext(
             installed_by=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
@@ -208,6 +214,14 @@ class McpFace:
         result = await runtime.service.call(params.name, arguments, call_ctx)
         if params.name == "mcp_setup_install_and_connect":
             result = install_hint(result)
+        if params.name == "mcp_setup_request_secret":
+            asked = self.mrtr.input_required(ctx, result, str(arguments.get("key_name", "secret")))
+            if asked is not None:
+                return asked  # the client shows the page; the model sees no link
+        return self._tool_result(result)
+
+    @staticmethod
+    def _tool_result(result: dict[str, Any]) -> Any:
         text = json.dumps(result, ensure_ascii=False)
         is_error = result.get("ok") is False
         return types.CallToolResult(
