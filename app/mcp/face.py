@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import secrets
 import weakref
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from setup_agent.store import Catalog
 from .gateway_tools import call_installed, install_hint, listed_tools
 from .mrtr import Mrtr
 from .offered import PROMPT_URI_PREFIX, Offered
+from .user_channel import has_browser, open_in_browser
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 
 if TYPE_CHECKING:
@@ -199,25 +199,26 @@ class McpFace:
         from setup_agent.setup import CallContext
 
         runtime = await self.runtime()
-        if params.name == "mcp_setup_request_secret":  # a 2026-07-28 retry after input-required (mrtr.py)
-            resumed = await self.mrtr.resume(ctx, params, runtime)
-            if resumed is not None:
-                return self._tool_result(resumed)
+        # A 2026-07-28 retry after an input-required answer (mrtr.py): a secret prompt's result, or
+        # a consent's wait (then the call runs again: the broker remembers the approval).
+        resumed = await self.mrtr.resume(ctx, params, runtime)
+        if resumed is not None:
+            return self._tool_result(resumed)
+        asked: dict[str, Any] = {}  # a consent to ask through an input-required answer
         call_ctx = CallContext(
             installed_by=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
             principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
-            present_consent=lambda p: self._present_consent(ctx, runtime, p),
+            present_consent=lambda p: self._present_consent(ctx, runtime, p, asked),
             present_authorization=lambda info: self._present_sign_in(ctx, info),
         )
         result = await runtime.service.call(params.name, arguments, call_ctx)
         if params.name == "mcp_setup_install_and_connect":
             result = install_hint(result)
-        if params.name == "mcp_setup_request_secret":
-            asked = self.mrtr.input_required(ctx, result, str(arguments.get("key_name", "secret")))
-            if asked is not None:
-                return asked  # the client shows the page; the model sees no link
+        needed = self.mrtr.input_required(ctx, result, str(arguments.get("key_name", "secret")), asked.get("consent"))
+        if needed is not None:
+            return needed  # the client shows the page; the model sees no link
         return self._tool_result(result)
 
     @staticmethod
@@ -296,14 +297,19 @@ class McpFace:
             ),
         }
 
-    async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any) -> dict[str, Any]:
-        """Ask the user to approve a launch on the one-time page (URL elicitation); never via the agent."""
+    async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any, asked: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user to approve a launch on the one-time page (URL elicitation; on a 2026-07-28
+        session an input-required answer, mrtr.py); never via the agent."""
+        if self.mrtr.can_ask(ctx):
+            page = self._consent_url_for or self._page_server(runtime).consent_url
+            asked["consent"] = (pending.consent_id, page(pending.consent_id), pending.request.server)
+            return {"status": "pending"}
         if not _url_elicitation(ctx):
             # No out-of-band channel through the client: a link handed to the agent would let the
             # agent approve its own request, so the agent gets none. The page opens in the user's
             # browser instead (when there is one), and `mcp-setup approve` answers it in a terminal.
-            if _has_browser():
-                _open_in_browser(self._page_server(runtime).consent_url(pending.consent_id))
+            if has_browser():
+                open_in_browser(self._page_server(runtime).consent_url(pending.consent_id))
             return {"status": "pending"}
         if self._consent_url_for is not None:  # serve's /mcp: its own /secrets/consents/ page
             url = self._consent_url_for(pending.consent_id)
@@ -363,29 +369,3 @@ def _url_elicitation(ctx: Any) -> bool:
     caps = ctx.session.client_capabilities
     elicitation = getattr(caps, "elicitation", None) if caps is not None else None
     return elicitation is not None and getattr(elicitation, "url", None) is not None
-
-
-def _has_browser() -> bool:
-    """Whether a graphical browser can be opened here (never a terminal browser: stdin and stdout
-    are the MCP wire)."""
-    import sys
-
-    if sys.platform in ("darwin", "win32") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
-        return True
-    logger.warning("A consent request waits for the user: this client has no URL elicitation and there is no "
-                   "graphical browser to open the consent page in; `mcp-setup approve` in a terminal answers it")
-    return False
-
-
-def _open_in_browser(url: str) -> None:
-    """Open ``url`` in the user's graphical browser (a page mcp-setup opens itself: a user channel)."""
-    import threading
-    import webbrowser
-
-    def run() -> None:
-        try:
-            webbrowser.open(url)
-        except Exception as exc:  # noqa: BLE001
-            logger.info("could not open the consent page in a browser (%s)", type(exc).__name__)
-
-    threading.Thread(target=run, daemon=True, name="mcp-setup-consent-browser").start()

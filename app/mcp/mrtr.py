@@ -7,7 +7,10 @@ prompt's) and a ``requestState`` that names the prompt, signed with a key of thi
 client cannot make it wait on another prompt). The client shows the page to the person and
 retries the call with its response; the retry waits for the value (bounded) and answers as a
 2025-era call would: the ref and ``answered``, never the page's link, so the model sees none.
-Consents and sign-ins on these sessions still put their link in the result (not done yet).
+A consent (a test or an install that needs the user's approval) goes the same way: the call
+answers input-required with the consent page; its retry waits for the user's answer and runs the
+call again (the broker remembers the approval, so the second run goes through). Sign-ins on
+these sessions still put their link in the result (not done yet).
 """
 
 from __future__ import annotations
@@ -55,9 +58,27 @@ class Mrtr:
             return None
         return state if isinstance(state, dict) else None
 
-    def input_required(self, ctx: Any, result: dict[str, Any], key_name: str) -> dict[str, Any] | None:
-        """The input-required answer for a pending prompt's result (None: answer as it is)."""
-        if not modern(ctx) or not _declares_url_elicitation(ctx) or result.get("status") != "pending" or not result.get("url"):
+    def can_ask(self, ctx: Any) -> bool:
+        """Whether this request's answer may be input-required with a URL-mode elicitation."""
+        return modern(ctx) and _declares_url_elicitation(ctx)
+
+    def input_required(
+        self, ctx: Any, result: dict[str, Any], key_name: str, consent: tuple[str, str, str] | None = None
+    ) -> dict[str, Any] | None:
+        """The input-required answer for a pending prompt's result, or for a consent the call
+        waits for (None: answer as it is)."""
+        if not self.can_ask(ctx):
+            return None
+        error = result.get("error") if isinstance(result.get("error"), dict) else {}
+        if consent is not None and error.get("code") == "consent_required":
+            consent_id, url, server = consent
+            elicit = {"method": "elicitation/create", "params": {
+                "mode": "url", "url": url, "elicitationId": consent_id,
+                "message": f"mcp-setup needs your approval to run {server}: open the page to see what will run "
+                           "and where your secrets go."}}  # fmt: skip
+            state = self._sign({"consent_id": consent_id})
+            return {"resultType": "input_required", "inputRequests": {consent_id: elicit}, "requestState": state}
+        if result.get("status") != "pending" or not result.get("url") or "prompt_id" not in result:
             return None
         prompt_id, ref = str(result["prompt_id"]), str(result["ref"])
         elicit = {
@@ -76,6 +97,10 @@ class Mrtr:
         state = self._open(getattr(params, "request_state", None))
         if state is None:
             return None
+        if "consent_id" in state:
+            return await self._resume_consent(state["consent_id"], params, runtime)
+        if params.name != "mcp_setup_request_secret" or "prompt_id" not in state:
+            return None
         prompt_id, ref = state["prompt_id"], state["ref"]
         responses = getattr(params, "input_responses", None) or {}
         answer = responses.get(prompt_id)
@@ -92,3 +117,23 @@ class Mrtr:
             return {"ok": True, "ref": ref, "prompt_id": prompt_id, "status": "pending",
                     "message": "The user has not entered it yet; ask again with mcp_setup_request_secret."}  # fmt: skip
         return {"ok": True, "ref": ref, "prompt_id": prompt_id, "status": "answered"}
+
+    async def _resume_consent(self, consent_id: str, params: Any, runtime: Any) -> dict[str, Any] | None:
+        """Wait for the user's answer to the consent; None when approved (the call runs again)."""
+        answer = (getattr(params, "input_responses", None) or {}).get(consent_id)
+        consents = runtime.consents
+        if getattr(answer, "action", None) != "accept":
+            try:
+                consents.deny(consent_id, "declined by the user")
+            except Exception:  # noqa: BLE001 - already answered on the page
+                pass
+        try:
+            await consents.wait(consent_id, timeout=runtime.settings.secret_prompt_timeout_seconds)
+        except TimeoutError:
+            pass
+        except Exception:  # noqa: BLE001 - answered and closed already: its status says how
+            pass
+        if consents.status(consent_id) == "approved":
+            return None
+        return {"ok": False, "error": {"code": "consent_denied",
+                                       "message": "The user did not approve it (or has not yet); nothing ran."}}  # fmt: skip
