@@ -135,6 +135,31 @@ async def test_resources_that_collide_are_mapped_per_server_and_every_read_reach
     assert item.contents[0].text == "beta read beta://items/7"
 
 
+@pytest.mark.filterwarnings("ignore:resources/")  # removed at 2026-07-28; the 2025-11-25 way
+async def test_a_subscription_reaches_the_resources_server_and_its_updates_reach_the_client_by_the_listed_uri(gateway) -> None:
+    gw, _ = gateway
+    updated: list[str] = []
+    both = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            if len(updated) == 2:
+                both.set()
+
+    mapped = f"mcp-setup://resource/beta/{SHARED}"
+    with anyio.fail_after(scaled(30)):
+        async with Client(_face(gw).server, message_handler=on_message, mode="legacy") as client:
+            assert client.server_capabilities.resources.subscribe is True
+            await client.subscribe_resource("alpha://notes")
+            await client.subscribe_resource(mapped)  # the stub says it changed at once
+            await both.wait()
+            await client.unsubscribe_resource("alpha://notes")
+            with pytest.raises(MCPError, match="Unknown resource"):
+                await client.subscribe_resource("gamma://nothing")
+    assert sorted(updated) == sorted(["alpha://notes", mapped])
+
+
 async def test_a_completion_goes_to_the_prompts_server_and_comes_back_redacted(gateway, canary) -> None:
     gw, _ = gateway
     with anyio.fail_after(scaled(30)):
@@ -184,6 +209,7 @@ async def test_a_servers_sampling_request_carrying_its_secret_reaches_the_client
     assert "sure" in answer.content[0].text and canary not in answer.content[0].text
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_a_log_message_sent_outside_any_call_reaches_the_client_that_asked_for_logs_redacted(gateway, canary) -> None:
     gw, _ = gateway
     heard: list[types.LoggingMessageNotificationParams] = []

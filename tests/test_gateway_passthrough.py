@@ -251,6 +251,7 @@ async def test_a_2026_server_that_omits_result_type_is_read_leniently_where_its_
             await gw.start()
             status = await manager.wait_settled(server.server_id)
             assert status.status == "connected", status.reason  # its tools/list (no resultType) was read
+            await gw.refresh()  # the catalog with the tools the connect recorded
             result = await gw.call("sloppy__echo", {"text": "read anyway"})
         assert result["content"] == [{"type": "text", "text": "read anyway"}] and not result.get("isError")
         assert manager._live[server.server_id].client.protocol_version == "2026-07-28"

@@ -128,6 +128,8 @@ class McpFace:
             on_list_resources=self.offered.list_resources,
             on_list_resource_templates=self.offered.list_resource_templates,
             on_read_resource=self.offered.read_resource,
+            on_subscribe_resource=self.offered.subscribe,
+            on_unsubscribe_resource=self.offered.unsubscribe,
             on_list_prompts=self.offered.list_prompts,
             on_get_prompt=self.offered.get_prompt,
             on_completion=self.offered.complete,
@@ -147,6 +149,7 @@ class McpFace:
         runtime.gateway.add_listener(self.tools_changed)
         self.server.on_level = runtime.gateway.set_logging_level  # type: ignore[attr-defined]
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
+        runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
         connection = _connection(ctx)

@@ -51,6 +51,8 @@ class Offered:
     def __init__(self, face: Any, principal: Callable[[Any], Any]) -> None:
         self.face = face  # the McpFace (face.py): its catalog and runtime
         self.principal = principal  # request -> its Principal (face.request_principal)
+        #: (server id, URI at the server) -> {client connection: (its session, the URI it subscribed to)}
+        self.subscribers: dict[tuple[str, str], dict[Any, tuple[Any, str]]] = {}
 
     async def _gateway(self) -> Any:
         """The gateway, or None while no enabled server is installed (no core started for it)."""
@@ -84,6 +86,37 @@ class Offered:
         async with _server_errors(gateway, "Unknown prompt or resource template: the lists name them."):
             result = await gateway.complete(ref, argument, dict(context) if context else None)
         return {**_COMPLETE, **result}
+
+    async def subscribe(self, ctx: Any, params: Any) -> dict[str, Any]:
+        """``resources/subscribe`` of an installed server's resource: its updates reach this client."""
+        await self._subscription(ctx, str(params.uri), True)
+        return {}
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> dict[str, Any]:
+        await self._subscription(ctx, str(params.uri), False)
+        return {}
+
+    async def _subscription(self, ctx: Any, uri: str, on: bool) -> None:
+        unknown = "Unknown resource, or its server takes no subscriptions."
+        gateway = await self._gateway()
+        if gateway is None:
+            raise MCPError(JSONRPC_INVALID_PARAMS, unknown)
+        async with _server_errors(gateway, unknown):
+            key = await gateway.subscribe(uri, on)
+        connection = getattr(ctx.session, "_connection", ctx.session)
+        if on:
+            self.subscribers.setdefault(key, {})[connection] = (ctx.session, uri)
+        else:
+            self.subscribers.get(key, {}).pop(connection, None)
+
+    async def updated(self, server_id: str, uri: str) -> None:
+        """A subscribed resource changed at its server: each subscribed client hears it, by the
+        URI it subscribed to."""
+        for connection, (session, listed) in list(self.subscribers.get((server_id, uri), {}).items()):
+            try:
+                await session.send_resource_updated(listed)
+            except Exception:  # noqa: BLE001 - a client that went away
+                self.subscribers[(server_id, uri)].pop(connection, None)
 
     async def list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
         own = [

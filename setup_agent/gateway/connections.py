@@ -24,7 +24,7 @@ from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
 from .passthrough import Progress, ResourceLinks, raw_call, raw_read, raw_request
-from .relay import Caller, IdleLogs
+from .relay import Caller, IdleLogs, Updates
 from .result_cap import DEFAULT_RESULT_CHARS, cap_result
 from .server_logs import delete_log
 
@@ -97,6 +97,7 @@ class ConnectionManager:
         self.links = ResourceLinks()
         #: The log messages servers send outside calls, to its listeners (relay.py), bounded.
         self.server_log = IdleLogs()
+        self.resource_updated = Updates()  # notifications/resources/updated, to the faces (relay.py)
 
     def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Hear every status change; returns a function that stops listening."""
@@ -358,6 +359,15 @@ class ConnectionManager:
                 await client.set_logging_level(level)
             except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
                 logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
+
+    async def subscribe(self, server_id: str, uri: str, on: bool) -> bool:
+        """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it."""
+        live = self._get(server_id)
+        caps = getattr(live.client, "server_capabilities", None) if live.client is not None else None
+        if not getattr(getattr(caps, "resources", None), "subscribe", False):
+            return False
+        await (live.client.subscribe_resource(uri) if on else live.client.unsubscribe_resource(uri))
+        return True
 
     async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
         """``resources/read`` on a connected server, as it answered, redacted."""

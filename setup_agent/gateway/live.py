@@ -70,6 +70,7 @@ class Owner(Protocol):
     def announce(self, status: ServerStatus) -> None: ...
 
     server_log: Any  # await server_log(server, params): a log message outside calls (relay.IdleLogs)
+    resource_updated: Any  # await resource_updated(server_id, uri): a subscribed resource changed (relay.Updates)
 
 
 class LiveConnection:
@@ -168,6 +169,7 @@ class LiveConnection:
                             callbacks=relay_callbacks(
                                 self.inflight, owner.redactor, server.title or server.qualified_name,
                                 idle_log=lambda params: owner.server_log(server, params),
+                                updated=lambda uri: owner.resource_updated(server.server_id, uri),
                             ),
                         )  # fmt: skip
                     self.started_at = asyncio.get_running_loop().time()

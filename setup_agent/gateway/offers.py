@@ -12,9 +12,9 @@ like tools, setup_agent/store/server_extras.py), so listing never waits for a sp
   collision each server's copy is listed as ``mcp-setup://resource/<slug>/<uri>`` and a read
   of that URI goes to that server with the original URI (the answer's ``uri`` fields are put
   back to the listed one);
-* a read of a plain URI goes to the server a tool result last named it for (a
-  ``resource_link``), else the one server that listed it, else the first whose template
-  matches it.
+* a read (or a subscription) of a plain URI goes to the server a tool result last named it
+  for (a ``resource_link``), else the one server that listed it, else the first whose template
+  matches it, else the one server that has resources at all (a URI it did not list).
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ class OfferIndex:
     owners: dict[str, str] = field(default_factory=dict)  # unmapped URI / template -> server id
     slugs: dict[str, str] = field(default_factory=dict)  # slug -> server id
     matchers: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
+    sole: str | None = None  # the one enabled server with resources, when there is one
 
     @classmethod
     def build(cls, catalog: Catalog, offers: dict[str, Any]) -> OfferIndex:
@@ -126,6 +127,8 @@ class OfferIndex:
             for item in (*offers[server.server_id].resources, *offers[server.server_id].templates):
                 key = item.get("uri") or item.get("uriTemplate")
                 counts[key] = counts.get(key, 0) + 1
+        with_resources = [s.server_id for s in servers if offers[s.server_id].resources or offers[s.server_id].templates]
+        index.sole = with_resources[0] if len(with_resources) == 1 else None
         for server in servers:
             offer = offers[server.server_id]
             for prompt in offer.prompts:
@@ -170,4 +173,4 @@ class OfferIndex:
         for pattern, server_id in self.matchers:
             if pattern.match(uri):
                 return server_id, uri
-        return None
+        return (self.sole, uri) if self.sole is not None else None

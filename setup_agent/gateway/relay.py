@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-__all__ = ["Caller", "IdleLogs", "InFlight", "relay_callbacks"]
+__all__ = ["Caller", "IdleLogs", "InFlight", "Updates", "relay_callbacks"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,21 @@ class IdleLogs:
                 logger.debug("log listener failed: %s", type(exc).__name__)
 
 
+class Updates:
+    """``await updates(server_id, uri)``: a subscribed resource of a server changed
+    (``notifications/resources/updated``), to each of :attr:`listeners` (the faces)."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Any] = []  # await listener(server_id, uri)
+
+    async def __call__(self, server_id: str, uri: str) -> None:
+        for listener in list(self.listeners):
+            try:
+                await listener(server_id, uri)
+            except Exception as exc:  # noqa: BLE001 - a face that went away
+                logger.debug("resource update not delivered: %s", type(exc).__name__)
+
+
 class InFlight:
     """The callers of one connection's calls in flight, newest last."""
 
@@ -110,10 +125,13 @@ class InFlight:
         return self._callers[-1] if self._callers else None
 
 
-def relay_callbacks(inflight: InFlight, redactor: Any, label: str, idle_log: Any = None) -> dict[str, Any]:
+def relay_callbacks(
+    inflight: InFlight, redactor: Any, label: str, idle_log: Any = None, updated: Any = None
+) -> dict[str, Any]:
     """The ``mcp.Client`` callbacks of one server's connection (see the module doc).
 
-    ``idle_log(params)`` hears (redacted) the log messages sent while no call is in flight."""
+    ``idle_log(params)`` hears (redacted) the log messages sent while no call is in flight;
+    ``updated(uri)`` each ``notifications/resources/updated`` (a subscribed resource changed)."""
 
     def refuse(what: str) -> types.ErrorData:
         return types.ErrorData(
@@ -162,7 +180,12 @@ def relay_callbacks(inflight: InFlight, redactor: Any, label: str, idle_log: Any
         except Exception as exc:  # noqa: BLE001 - a client that went away
             logger.debug("log message not delivered: %s", type(exc).__name__)
 
+    async def notified(message: Any) -> None:
+        if updated is not None and isinstance(message, types.ResourceUpdatedNotification):
+            await updated(message.params.uri)
+
     return {
+        "message_handler": notified,
         "sampling_callback": sampling,
         "elicitation_callback": elicitation,
         "list_roots_callback": roots,

@@ -243,6 +243,19 @@ class Gateway:
                     item["uri"] = uri
         return result
 
+    async def subscribe(self, uri: str, on: bool = True) -> tuple[str, str]:
+        """``resources/subscribe`` (``on``) or ``unsubscribe`` of a listed or linked URI at its
+        server; returns ``(server_id, the URI at that server)`` (its updates name that URI).
+        Raises :class:`UnknownResource` when no server has it or its server takes no subscriptions."""
+        await self._ready.wait()
+        route = self.offers.route_uri(uri, self.connections.links.owner(uri))
+        if route is None:
+            raise UnknownResource(uri)
+        await self._connected(route[0], UnknownResource(uri))
+        if not await self.connections.subscribe(route[0], route[1], on):
+            raise UnknownResource(uri)
+        return route
+
     async def list_prompts(self) -> list[dict[str, Any]]:
         """The approved prompts of every enabled server, as ``<slug>__<prompt>``."""
         await self._ready.wait()

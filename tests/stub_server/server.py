@@ -204,7 +204,7 @@ class Stub:
         if self.offers.get("prompts") is not None:
             capabilities.update(prompts={}, completions={})
         if self.offers.get("resources") is not None or self.offers.get("templates") is not None:
-            capabilities["resources"] = {}
+            capabilities["resources"] = {"subscribe": True}  # it answers with one update at once
         return {
             "protocolVersion": version,
             "capabilities": capabilities,
@@ -293,6 +293,11 @@ class Stub:
             return {"completion": {"values": [typed + "-one", typed + "-two", keyed("{KEY}", key)],
                                    "hasMore": False}}, None
         uri = str(params.get("uri", ""))
+        if method == "resources/subscribe":  # changed at once: one update after the answer
+            self.after = [{"method": "notifications/resources/updated", "params": {"uri": uri}}]
+            return {}, None
+        if method == "resources/unsubscribe":
+            return {}, None
         for resource in self.offers.get("resources") or ():
             if resource["uri"] == uri:
                 text = keyed(resource.get("_stubText") or "resource %s" % uri, key)
@@ -307,7 +312,8 @@ class Stub:
 OFFER_METHODS = {
     "prompts/list": ("prompts",), "prompts/get": ("prompts",), "completion/complete": ("prompts",),
     "resources/list": ("resources",), "resources/read": ("resources",),
-    "resources/templates/list": ("templates",),
+    "resources/templates/list": ("templates",), "resources/subscribe": ("resources",),
+    "resources/unsubscribe": ("resources",),
 }
 
 
