@@ -97,12 +97,18 @@ class Offered:
         return {}
 
     async def _subscription(self, ctx: Any, uri: str, on: bool) -> None:
-        unknown = "Unknown resource, or its server takes no subscriptions."
+        """A URI no server has (or whose server takes no subscriptions) is accepted and never
+        updated: the face declares ``subscribe`` also with nothing installed."""
         gateway = await self._gateway()
         if gateway is None:
-            raise MCPError(JSONRPC_INVALID_PARAMS, unknown)
-        async with _server_errors(gateway, unknown):
-            key = await gateway.subscribe(uri, on)
+            return
+        try:
+            async with _server_errors(gateway, "unknown"):
+                key = await gateway.subscribe(uri, on)
+        except MCPError as exc:
+            if exc.error.message == "unknown":
+                return
+            raise
         connection = getattr(ctx.session, "_connection", ctx.session)
         if on:
             self.subscribers.setdefault(key, {})[connection] = (ctx.session, uri)
