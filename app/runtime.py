@@ -318,6 +318,7 @@ def build_runtime(
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask
+    connections.fetcher = service.fetcher  # a lazy start downloads as a test does (#29 item 11)
     gateway = Gateway(
         store,
         connections,

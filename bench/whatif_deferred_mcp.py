@@ -43,7 +43,7 @@ async def call_tool(ctx: Any, params: Any) -> Any:
 
 
 async def list_resources(ctx: Any, params: Any) -> Any:
-    return await (await _face())._list_resources(ctx, params)
+    return await (await _face()).offered.list_resources(ctx, params)
 
 
 def _import_core() -> None:

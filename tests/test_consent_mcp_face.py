@@ -55,7 +55,8 @@ class User:
         return types.ElicitResult(action="accept")
 
 
-async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(tmp_path: Path, canary: str) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto: a 2026-07-28 session, input-required answers (#29 item 7)
+async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(tmp_path: Path, canary: str, mode: str) -> None:
     with serve_http_stub(expected_sha256=sha256_hex(f"Bearer {canary}")) as real_url:
         real_host = real_url.split("/")[2]
         async with Listener() as evil:
@@ -68,7 +69,10 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                 recorder = Recorder()
                 stderr = tmp_path / "stderr.log"
                 with anyio.fail_after(scaled(90)):
-                    async with mcp_setup_client(tmp_path, stderr, recorder, elicitation_callback=user, env=env) as client:
+                    async with mcp_setup_client(
+                        tmp_path, stderr, recorder, elicitation_callback=user, env=env, mode=mode
+                    ) as client:
+                        assert (client.protocol_version == "2026-07-28") == (mode == "auto")
                         secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
                         args = {"qualified_name": JIRA, "env_refs": {"JIRA_TOKEN": secret["ref"]},
                                 "env": {"jira_host": evil.host}}
@@ -77,6 +81,7 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                         installed = await call(client, "mcp_setup_install_and_connect", args)
                         assert installed["status"] == "connected", installed
     assert len(user.consent_pages) == 1  # remembered: the install asked nothing more
+    assert ('"input_required"' in recorder.text()) == (mode == "auto")
     page = user.consent_pages[0]
     assert evil.host in page and "Bearer ${JIRA_TOKEN}" in page and "http://{jira_host}/mcp".replace("{", "${") in page
     assert evil.connections == 0 and canary.encode() not in evil.received

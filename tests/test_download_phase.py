@@ -124,6 +124,51 @@ async def test_a_download_past_its_own_deadline_is_download_timeout_and_leaves_n
         await runtime.aclose()
 
 
+@needs_npx
+async def test_a_first_call_that_must_download_goes_through_the_download_phase_and_its_timeout_counts_from_the_start(
+    tmp_path: Path, registry: NpmRegistry
+) -> None:
+    from setup_agent.gateway.connections import ConnectionManager
+    from setup_agent.gateway.router import Gateway
+    from setup_agent.secrets.redact import Redactor
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
+
+    echo = {"name": "echo", "description": "Echo the given text back.", "inputSchema": {
+        "type": "object", "properties": {"text": {"type": "string", "description": "Text to echo"}}, "required": ["text"]}}
+    host_env = private_host_env(tmp_path)
+    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
+    redactor = Redactor()
+    manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", host_env=host_env, backoff=(),
+                                connect_timeout=scaled(30))  # fmt: skip
+    manager.fetcher = Fetcher(host_env=host_env, workdir=tmp_path / "work", tick=0.2)
+    spec = npx_spec(registry).model_copy(update={"env": {"STUB_REQUIRE": "0"}})
+    store.install(
+        qualified_name=NAME, source="local", version="1.0.0", package_type="npm", launch_spec=spec.model_dump(mode="json"),
+        installed_by="agent", tools_hash="x", env={}, title="Npm stub", tools=[echo],
+    )  # fmt: skip
+    # A lazy gateway (the stdio face's): the server starts on its first call, the cache is cold,
+    # and the tarball takes longer than the call's own timeout.
+    gw = Gateway(store, manager, redactor, eager=False, call_timeout=PROBE_TIMEOUT)
+    heard: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    try:
+        await gw.start()
+        with anyio.fail_after(TRICKLE + PROBE_TIMEOUT + scaled(60)):
+            result = await gw.call("npm-stub__echo", {"text": "after the download"}, progress=progress)
+        assert result["content"] == [{"type": "text", "text": "after the download"}], result
+        assert heard and all("Npm stub: downloading its package" in m for m in heard), heard
+        assert len(registry.tarball_requests) == 1
+    finally:
+        await gw.aclose()
+        await manager.aclose()
+        await manager.fetcher.aclose()
+        store.close()
+
+
 def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
     npx = LaunchSpec(command="npx", args=["-y", "--registry=http://r.example", "pkg@1.2.3", "--flag"],
                      package_type="npm", identifier="pkg", runner="npx")  # fmt: skip

@@ -5,7 +5,8 @@ Its sampling, elicitation and roots requests and its log messages reach the clie
 caused them (requests are refused cleanly for a client that declared none). Progress of its long-running tool reaches the client (direct and through the find/call pair),
 the install's stages arrive as progress, the install result says the pair works at once, a
 client that never re-lists finds and calls a new tool, every gateway name fits Claude Code's
-budget, and a ``resource_link`` a tool returned is read through the gateway.
+budget, a ``resource_link`` a tool returned is read through the gateway, and its prompts,
+completions, resources and templates pass through.
 """
 
 from __future__ import annotations
@@ -162,5 +163,24 @@ async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_
                 read = await client.read_resource(str(linked[0].uri))
                 assert [str(c.uri) for c in read.contents] == [str(linked[0].uri)]
                 assert getattr(read.contents[0], "text", None) or getattr(read.contents[0], "blob", None)
-                with pytest.raises(MCPError, match="Unknown resource"):
+                with pytest.raises(MCPError):  # the one server with resources answers: it has none such
                     await client.read_resource("demo://resource/never-linked")
+
+                # Its prompts are listed (namespaced) and got, completed at the server; its
+                # resources and templates are listed and read from it (#29 item 4).
+                prompts = {p.name for p in (await client.list_prompts()).prompts}
+                assert {"server-everything__simple-prompt", "server-everything__args-prompt"} <= prompts, prompts
+                simple = await client.get_prompt("server-everything__simple-prompt", {})
+                assert "simple prompt" in simple.messages[0].content.text  # type: ignore[union-attr]
+                argued = await client.get_prompt("server-everything__args-prompt", {"city": "Lyon"})
+                assert "Lyon" in argued.messages[0].content.text  # type: ignore[union-attr]
+                done = await client.complete(
+                    types.PromptReference(type="ref/prompt", name="server-everything__completable-prompt"),
+                    {"name": "department", "value": "Eng"},
+                )  # fmt: skip
+                assert done.completion.values == ["Engineering"]
+                templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+                assert "demo://resource/dynamic/text/{resourceId}" in templates, templates
+                dynamic = await client.read_resource("demo://resource/dynamic/text/3")
+                assert str(dynamic.contents[0].uri) == "demo://resource/dynamic/text/3"
+                assert (await client.list_resources()).resources

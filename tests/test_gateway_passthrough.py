@@ -232,3 +232,30 @@ async def test_a_servers_requests_and_logs_reach_the_calling_client_redacted_and
         error = await callbacks["sampling_callback"](None, asking)
     assert isinstance(error, types.ErrorData) and canary not in error.message
     assert inflight.newest() is None  # every call's caller left with its call
+
+
+async def test_a_2026_server_that_omits_result_type_is_read_leniently_where_its_content_is_unambiguous(
+    tmp_path: Path, canary: str
+) -> None:
+    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
+    redactor = Redactor()
+    manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=15)
+    server = store.install(
+        qualified_name="io.test/sloppy", source="local", version="1", package_type="stdio",
+        launch_spec=stub_launch(canary, "modern"), installed_by="agent", tools_hash="x",
+        env={"STUB_API_KEY": (canary, True)}, title="Sloppy", tools=None,
+    )  # fmt: skip
+    gw = Gateway(store, manager, redactor, eager=True, poll_interval=0.1)
+    try:
+        with anyio.fail_after(30):
+            await gw.start()
+            status = await manager.wait_settled(server.server_id)
+            assert status.status == "connected", status.reason  # its tools/list (no resultType) was read
+            await gw.refresh()  # the catalog with the tools the connect recorded
+            result = await gw.call("sloppy__echo", {"text": "read anyway"})
+        assert result["content"] == [{"type": "text", "text": "read anyway"}] and not result.get("isError")
+        assert manager._live[server.server_id].client.protocol_version == "2026-07-28"
+    finally:
+        await gw.aclose()
+        await manager.aclose()
+        store.close()

@@ -47,7 +47,9 @@ def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) ->
     assert first["id"] == 1 and first["result"]["protocolVersion"] == "2025-06-18"
     caps = first["result"]["capabilities"]
     assert "tools" in caps
-    assert caps["resources"] == {"subscribe": False, "listChanged": False}
+    # Installed servers' prompts and resources pass through (#29): their lists change with installs.
+    assert caps["resources"] == {"subscribe": True, "listChanged": True}  # subscriptions pass through too
+    assert caps["prompts"] == {"listChanged": True} and "completions" in caps and "logging" in caps
     assert second["id"] == 2
     names = {t["name"] for t in second["result"]["tools"]}
     assert names == {

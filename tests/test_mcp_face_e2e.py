@@ -147,6 +147,30 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
         assert no_process_left(str(data_dir))
 
 
+async def test_a_secret_prompt_on_a_2026_session_is_an_input_required_result_and_the_model_sees_no_link(
+    tmp_path: Path, canary: str
+) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
+    recorder, browser = Recorder(), Browser()
+    with anyio.fail_after(scaled(120)):
+        async with mcp_setup_client(
+            tmp_path, tmp_path / "stderr.log", recorder, elicitation_callback=elicitation_answering(browser, [canary]),
+            env=env, mode="auto",
+        ) as client:  # fmt: skip
+            assert client.protocol_version == "2026-07-28"
+            answer = await client.call_tool(
+                "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB}
+            )  # the SDK's client fulfils the input request (the page) and retries the call
+            right = json.loads(answer.content[0].text)  # type: ignore[union-attr]
+            assert right["status"] == "answered" and "url" not in right, right
+            tested = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": right["ref"]}})
+            assert tested["ok"] is True, tested
+    assert browser.pages, "the page was not opened through the input request"
+    assert '"input_required"' in recorder.text() and "http://127.0.0.1" not in json.dumps(right)
+    assert canary not in recorder.text()
+
+
 async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usable_once_answered(
     tmp_path: Path, canary: str
 ) -> None:

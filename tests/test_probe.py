@@ -117,6 +117,20 @@ async def test_garbage_on_stdout_is_a_protocol_error(prober: Prober, canary: str
     assert "not MCP JSON-RPC" in err.value.message
 
 
+async def test_a_tool_list_the_sdk_cannot_read_is_said_in_words_and_a_sloppy_2026_server_is_read_leniently(
+    prober: Prober, canary: str, tmp_path: Path
+) -> None:
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text('{"extra": [{"name": "no_schema", "description": "has no inputSchema"}]}')
+    with pytest.raises(ProtocolError) as err:
+        await prober.probe(stub_spec(canary, STUB_TOOLS_FILE=str(tools_file)), {"STUB_API_KEY": canary})
+    assert "tools/list" in err.value.message and "cannot read" in err.value.message and "inputSchema" in err.value.message
+    assert "validation error" not in err.value.message.lower() and "has no inputSchema" not in err.value.message
+    # Negotiates 2026-07-28, then answers without resultType: read where the content is unambiguous (#29 item 6).
+    result = await prober.probe(stub_spec(canary, mode="modern"), {"STUB_API_KEY": canary})
+    assert result.protocol_version == "2026-07-28" and {t["name"] for t in result.tools} == {"echo", "whoami"}
+
+
 async def test_a_missing_command_and_a_missing_runtime_are_told_apart(prober: Prober) -> None:
     with pytest.raises(CommandNotFound):
         await prober.probe(LaunchSpec(command="no-such-server-binary-xyz"), {})

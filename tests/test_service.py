@@ -145,6 +145,19 @@ async def test_test_connection_succeeds_and_installs_nothing(world, canary: str)
     assert runtime.refs.is_ready(ref)
 
 
+
+async def test_the_test_the_install_and_get_say_how_many_tools_a_server_adds_and_about_how_many_tokens(world, canary) -> None:
+    runtime, _ = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    tested = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    assert tested["context"]["tool_count"] == 2 and 40 < tested["context"]["estimated_tokens"] < 400, tested["context"]
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    got = await call(runtime, "mcp_setup_get", qualified_name="io.test/stub-ok")
+    assert installed["context"]["tool_count"] == got["context"]["tool_count"] == 2
+    assert got["context"]["estimated_tokens"] == installed["context"]["estimated_tokens"] > 0
+
+
 async def test_tool_calls_are_logged_with_key_names_only(world, canary: str, caplog: pytest.LogCaptureFixture) -> None:
     runtime, _ = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)

@@ -113,16 +113,18 @@ def run_tools_review(
         return 1
 
     def act(store: Store) -> str:
-        waiting = [s for s in store.list() if s.tools_state == "changed"]
+        servers = store.list()
         if args.server is not None:
-            waiting = [s for s in waiting if args.server in (s.server_id, s.qualified_name, s.slug)]
-            if not waiting:
+            servers = [s for s in servers if args.server in (s.server_id, s.qualified_name, s.slug)]
+        waiting = [s for s in servers if s.tools_state == "changed"]
+        offers = store.offers()
+        prompts = [s for s in servers if s.server_id in offers and offers[s.server_id].prompts_state == "changed"]
+        if not waiting and not prompts:
+            if args.server is not None:
                 return f"No change of {escape(args.server)} is waiting for review."
-        if not waiting:
             return "No installed server has changed tools waiting for review."
-        done = []
-        for server in waiting:
-            done.append(_review_one(store, server, stdin, out))
+        done = [_review_one(store, server, stdin, out) for server in waiting]
+        done += [_review_prompts(store, server, offers[server.server_id], stdin, out) for server in prompts]
         return "\n".join(done)
 
     return _run(settings, act, out)
@@ -159,6 +161,23 @@ def _review_one(store: Store, server: InstalledServer, stdin: TextIO, out: TextI
             return f"{name}: rejected; agents keep the approved tools."
         if answer in ("s", "skip", ""):
             return f"{name}: skipped (nothing decided)."
+
+
+def _review_prompts(store: Store, server: InstalledServer, offer: Any, stdin: TextIO, out: TextIO) -> str:
+    """A server's changed prompt list (#29): shown as the server wrote it, approved or skipped."""
+    name = escape(server.qualified_name)
+    approved = {p["name"]: p for p in offer.pinned_prompts}
+    print(f"\nThe prompts of {name} changed since you approved them (changed and new ones are held back):", file=out)
+    for prompt in offer.live_prompts:
+        if approved.get(prompt["name"]) == prompt:
+            continue
+        state = "changed" if prompt["name"] in approved else "new"
+        print(f"  {state} prompt {escape(prompt['name'])}: {escape(str(prompt.get('description') or ''))}", file=out)
+    print("Approve this prompt list? [a]pprove / [s]kip: ", end="", file=out, flush=True)
+    if stdin.readline().strip().lower() in ("a", "approve"):
+        store.approve_prompts(server.server_id, offer.live_hash or "", actor="user:terminal")
+        return f"{name}: prompts approved; agents get the new prompt list."
+    return f"{name}: prompts skipped (nothing decided)."
 
 
 def _run(settings: Settings, action: Callable[[Store], str], out: TextIO) -> int:

@@ -8,7 +8,8 @@ data dir) every client is told: ``notifications/tools/list_changed`` on 2025-era
 ``subscriptions/listen`` event on 2026-07-28 ones.
 
 Conventions (shared with the seed MCP server): logs go to stderr only; ``initialize``
-advertises tools (``listChanged: true``) and resources; what it installs is audited under the
+advertises tools, prompts and resources (``listChanged: true``), completions and logging
+(installed servers' prompts, resources and completions pass through: ``offered.py``); what it installs is audited under the
 principal of the credential (:func:`request_principal`: ``client:stdio``, or over ``/mcp`` the
 named token ``token:NAME``), with the client's ``clientInfo.name`` only as a hint beside it; the
 agents' prompt assets are resources ``mcp-setup://prompts/agents/<id>``; secret prompts use
@@ -23,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import secrets
 import weakref
 from collections.abc import Callable
@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ResourcesListChanged, ToolsListChanged,
+)  # fmt: skip
 
-from setup_agent.agent import load_archetypes
 from setup_agent.principals import SCOPE_KEY, Principal, client_hint
 from setup_agent.errors import (
     JSONRPC_INTERNAL_ERROR,
@@ -46,7 +47,10 @@ from setup_agent.errors import (
 from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
-from .gateway_tools import call_installed, install_hint, listed_tools, read_installed
+from .gateway_tools import call_installed, install_hint, listed_tools
+from .mrtr import Mrtr
+from .offered import PROMPT_URI_PREFIX, Offered
+from .user_channel import has_browser, open_in_browser
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 
 if TYPE_CHECKING:
@@ -56,9 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "request_principal"]
 
 logger = logging.getLogger(__name__)
-
-PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
-
 
 def _connection(ctx: Any) -> Any:
     """The client connection behind a request (the SDK makes a new session object per request;
@@ -113,6 +114,8 @@ class McpFace:
         self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()
         self._page: Any = None
+        self.offered = Offered(self, request_principal)  # prompts, resources, completions (offered.py)
+        self.mrtr = Mrtr()  # secret prompts on 2026-07-28 sessions (mrtr.py)
         self.server: Server[Any] = FaceServer(
             "mcp-setup",
             version=version,
@@ -122,9 +125,14 @@ class McpFace:
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_resource_templates,
-            on_read_resource=self._read_resource,
+            on_list_resources=self.offered.list_resources,
+            on_list_resource_templates=self.offered.list_resource_templates,
+            on_read_resource=self.offered.read_resource,
+            on_subscribe_resource=self.offered.subscribe,
+            on_unsubscribe_resource=self.offered.unsubscribe,
+            on_list_prompts=self.offered.list_prompts,
+            on_get_prompt=self.offered.get_prompt,
+            on_completion=self.offered.complete,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
         self.server.middleware.append(self._track_session)
@@ -140,6 +148,8 @@ class McpFace:
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         runtime.gateway.add_listener(self.tools_changed)
         self.server.on_level = runtime.gateway.set_logging_level  # type: ignore[attr-defined]
+        runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
+        runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
         connection = _connection(ctx)
@@ -148,11 +158,14 @@ class McpFace:
         return await call_next(ctx)
 
     async def tools_changed(self) -> None:
-        """Tell every client the tool list changed, in both protocol eras."""
-        await self._bus.publish(ToolsListChanged())  # 2026-07-28: subscriptions/listen streams
+        """Tell every client the tool, prompt and resource lists changed, in both protocol eras."""
+        for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
+            await self._bus.publish(event)  # 2026-07-28: subscriptions/listen streams
         for connection, session in list(self._sessions.items()):  # 2025-11-25 (dropped on modern ones)
             try:
                 await session.send_tool_list_changed()
+                await session.send_prompt_list_changed()
+                await session.send_resource_list_changed()
             except Exception as exc:  # a client that went away
                 logger.debug("list_changed not delivered: %s", type(exc).__name__)
                 self._sessions.pop(connection, None)
@@ -189,17 +202,30 @@ class McpFace:
         from setup_agent.setup import CallContext
 
         runtime = await self.runtime()
+        # A 2026-07-28 retry after an input-required answer (mrtr.py): a secret prompt's result, or
+        # a consent's wait (then the call runs again: the broker remembers the approval).
+        resumed = await self.mrtr.resume(ctx, params, runtime)
+        if resumed is not None:
+            return self._tool_result(resumed)
+        asked: dict[str, Any] = {}  # a consent to ask through an input-required answer
         call_ctx = CallContext(
             installed_by=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
             principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
-            present_consent=lambda p: self._present_consent(ctx, runtime, p),
+            present_consent=lambda p: self._present_consent(ctx, runtime, p, asked),
             present_authorization=lambda info: self._present_sign_in(ctx, info),
         )
         result = await runtime.service.call(params.name, arguments, call_ctx)
         if params.name == "mcp_setup_install_and_connect":
             result = install_hint(result)
+        needed = self.mrtr.input_required(ctx, result, str(arguments.get("key_name", "secret")), asked.get("consent"))
+        if needed is not None:
+            return needed  # the client shows the page; the model sees no link
+        return self._tool_result(result)
+
+    @staticmethod
+    def _tool_result(result: dict[str, Any]) -> Any:
         text = json.dumps(result, ensure_ascii=False)
         is_error = result.get("ok") is False
         return types.CallToolResult(
@@ -274,14 +300,19 @@ class McpFace:
             ),
         }
 
-    async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any) -> dict[str, Any]:
-        """Ask the user to approve a launch on the one-time page (URL elicitation); never via the agent."""
+    async def _present_consent(self, ctx: Any, runtime: Runtime, pending: Any, asked: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user to approve a launch on the one-time page (URL elicitation; on a 2026-07-28
+        session an input-required answer, mrtr.py); never via the agent."""
+        if self.mrtr.can_ask(ctx):
+            page = self._consent_url_for or self._page_server(runtime).consent_url
+            asked["consent"] = (pending.consent_id, page(pending.consent_id), pending.request.server)
+            return {"status": "pending"}
         if not _url_elicitation(ctx):
             # No out-of-band channel through the client: a link handed to the agent would let the
             # agent approve its own request, so the agent gets none. The page opens in the user's
             # browser instead (when there is one), and `mcp-setup approve` answers it in a terminal.
-            if _has_browser():
-                _open_in_browser(self._page_server(runtime).consent_url(pending.consent_id))
+            if has_browser():
+                open_in_browser(self._page_server(runtime).consent_url(pending.consent_id))
             return {"status": "pending"}
         if self._consent_url_for is not None:  # serve's /mcp: its own /secrets/consents/ page
             url = self._consent_url_for(pending.consent_id)
@@ -326,37 +357,6 @@ class McpFace:
             return {"status": "shown"}
         return {"status": "pending", "url": info["url"]}
 
-    # -- resources: the agents' prompt assets -----------------------------------------
-    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
-        registry = load_archetypes()
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource(
-                    uri=f"{PROMPT_URI_PREFIX}{agent.id}",
-                    name=f"{agent.id} prompt",
-                    description=agent.description,
-                    mime_type="text/markdown",
-                )
-                for agent in registry.agents.values()
-            ]
-        )
-
-    async def _list_resource_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=[])
-
-    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
-        uri = str(params.uri)
-        agent_id = uri.removeprefix(PROMPT_URI_PREFIX) if uri.startswith(PROMPT_URI_PREFIX) else None
-        if agent_id is None:  # a resource_link an installed server's tool result named
-            return await read_installed(await self.runtime(), uri)
-        registry = load_archetypes()
-        if agent_id not in registry.agents:
-            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
-        agent = registry.agents[agent_id]
-        return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=agent.prompt)]
-        )
-
     def close(self) -> None:
         if self._page is not None:
             self._page.stop()
@@ -372,29 +372,3 @@ def _url_elicitation(ctx: Any) -> bool:
     caps = ctx.session.client_capabilities
     elicitation = getattr(caps, "elicitation", None) if caps is not None else None
     return elicitation is not None and getattr(elicitation, "url", None) is not None
-
-
-def _has_browser() -> bool:
-    """Whether a graphical browser can be opened here (never a terminal browser: stdin and stdout
-    are the MCP wire)."""
-    import sys
-
-    if sys.platform in ("darwin", "win32") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
-        return True
-    logger.warning("A consent request waits for the user: this client has no URL elicitation and there is no "
-                   "graphical browser to open the consent page in; `mcp-setup approve` in a terminal answers it")
-    return False
-
-
-def _open_in_browser(url: str) -> None:
-    """Open ``url`` in the user's graphical browser (a page mcp-setup opens itself: a user channel)."""
-    import threading
-    import webbrowser
-
-    def run() -> None:
-        try:
-            webbrowser.open(url)
-        except Exception as exc:  # noqa: BLE001
-            logger.info("could not open the consent page in a browser (%s)", type(exc).__name__)
-
-    threading.Thread(target=run, daemon=True, name="mcp-setup-consent-browser").start()

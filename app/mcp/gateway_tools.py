@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from setup_agent.gateway import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS
 from setup_agent.setup import TOOL_SPECS
 
+from .passing import LIST_ENVELOPE
+
 if TYPE_CHECKING:
     from app.runtime import Runtime
     from setup_agent.store import Catalog
@@ -60,7 +62,7 @@ async def read_installed(runtime: Runtime, uri: str) -> dict[str, Any]:
         raise MCPError(JSONRPC_INVALID_PARAMS, runtime.gateway.redactor.redact(exc.message)) from None
     except MCPError as exc:  # the server's own error, redacted on the way back
         raise MCPError(exc.error.code, runtime.gateway.redactor.redact(exc.error.message)) from None
-    return {"resultType": "complete", **result}
+    return {**LIST_ENVELOPE, **result}  # 2026-07-28 wants resultType, ttlMs and cacheScope (the server's win)
 
 
 async def call_discover(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -27,25 +28,45 @@ LIST_ENVELOPE: dict[str, Any] = {"ttlMs": 0, "cacheScope": "private", "resultTyp
 
 #: The change notifications the face sends (tools from installs, prompts and resources of
 #: installed servers): said in every ``initialize`` answer, whichever transport asks.
-NOTIFICATIONS = NotificationOptions(tools_changed=True)
+NOTIFICATIONS = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
 
 
 class FaceServer(Server[Any]):
     """The SDK server whose ``initialize`` answer says ``listChanged`` on every transport: the
     streamable-HTTP manager (``/mcp``) builds it from ``create_initialization_options()``
     without arguments, which would say ``false`` (#29 item 1). It declares ``logging``: a
-    client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it)."""
+    client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it), and that
+    client then hears installed servers' log messages sent outside calls (:meth:`server_log`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         with warnings.catch_warnings():  # deprecated at 2026-07-28 only; 2025-era clients use it
             warnings.filterwarnings("ignore", message="The logging capability is deprecated")
             super().__init__(*args, on_set_logging_level=self._set_level, **kwargs)
         self.on_level: Callable[[str], Any] | None = None
+        #: The clients that asked for logs (``logging/setLevel``): connection -> its latest session.
+        self.log_sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     async def _set_level(self, ctx: Any, params: Any) -> dict[str, Any]:
+        connection = getattr(getattr(ctx, "session", None), "_connection", None)
+        if connection is not None:
+            self.log_sessions[connection] = ctx.session
         if self.on_level is not None:
             await self.on_level(str(params.level))
         return {}
+
+    async def server_log(self, server: Any, params: dict[str, Any]) -> None:
+        """An installed server's log message sent outside any call (redacted, bounded by the
+        gateway): to every client that asked for logs, under the server's slug as logger."""
+        for connection, session in list(self.log_sessions.items()):
+            try:
+                with warnings.catch_warnings():  # deprecated at 2026-07-28 only; 2025-era clients use it
+                    warnings.filterwarnings("ignore", message="The logging capability is deprecated")
+                    await session.send_log_message(
+                        params.get("level", "info"), params.get("data"), params.get("logger") or server.slug
+                    )
+            except Exception as exc:  # a client that went away
+                logger.debug("log message not delivered: %s", type(exc).__name__)
+                self.log_sessions.pop(connection, None)
 
     def create_initialization_options(
         self,

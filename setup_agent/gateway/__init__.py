@@ -1,8 +1,9 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
 connection (``live.py``) and its relay of the server's requests to the calling client (``relay.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
-as sent (``passthrough.py``), the find/call pair for clients that never re-list
-(``discover.py``), each server's redacted log (``server_logs.py``) and each member's own sessions
-and the asking for their own keys (``members.py``, ``member_prompts.py``).
+as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
+for clients that never re-list (``discover.py``), each server's redacted log (``server_logs.py``)
+and each member's own sessions and the asking for their own keys (``members.py``,
+``member_prompts.py``).
 
 Imports launch, store, secrets and errors; never oauth, setup or agent.
 """
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
     from .members import MemberSessions, member_of
     from .relay import Caller, InFlight, relay_callbacks
-    from .router import Gateway, UnknownResource, UnknownTool
+    from .router import Gateway, UnknownPrompt, UnknownResource, UnknownTool
     from .server_logs import log_path, read_log
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "read_log",
     "relay_callbacks",
     "ServerStatus",
+    "UnknownPrompt",
     "UnknownResource",
     "UnknownTool",
 ]
@@ -63,6 +65,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "read_log": "server_logs",
     "relay_callbacks": "relay",
     "ServerStatus": "live",
+    "UnknownPrompt": "router",
     "UnknownResource": "router",
     "UnknownTool": "router",
 })  # fmt: skip

@@ -23,8 +23,8 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .live import LiveConnection, ServerStatus, Status
-from .passthrough import Progress, ResourceLinks, raw_call, raw_read
-from .relay import Caller
+from .passthrough import Progress, ResourceLinks, raw_call, raw_read, raw_request
+from .relay import Caller, IdleLogs, Updates
 from .result_cap import DEFAULT_RESULT_CHARS, cap_result
 from .server_logs import delete_log
 
@@ -68,6 +68,7 @@ class ConnectionManager:
         #: A call whose server sends more progress notifications than this is ended (#24 item 5).
         self.max_call_notifications = max_call_notifications
         self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
+        self.fetcher: Any = None  # a start's download phase (setup_agent/launch/fetch.py Fetcher; runtime sets it)
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
@@ -98,6 +99,9 @@ class ConnectionManager:
         self.on_tools_changed: Callable[[InstalledServer], None] | None = None
         #: Which server each resource URI a tool result named came from (resources/read routing).
         self.links = ResourceLinks()
+        #: The log messages servers send outside calls, to its listeners (relay.py), bounded.
+        self.server_log = IdleLogs()
+        self.resource_updated = Updates()  # notifications/resources/updated, to the faces (relay.py)
 
     def add_status_listener(self, listener: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Hear every status change; returns a function that stops listening."""
@@ -266,20 +270,21 @@ class ConnectionManager:
             if server.server_id not in self._live and (eager or not server.tools_recorded):
                 await self.connect(server, wait=False)
 
-    async def ensure_connected(self, server: InstalledServer, timeout: float) -> ServerStatus:
+    async def ensure_connected(
+        self, server: InstalledServer, timeout: float, *, progress: Progress | None = None
+    ) -> ServerStatus:
         """Start ``server`` unless it is live (or retrying), and wait (bounded) for it to settle.
 
-        A server that gave up (failed with no retry left) or was stopped is started afresh.
+        A server that gave up (failed with no retry left) or was stopped is started afresh. A
+        download phase is not counted against ``timeout`` (it has its own deadline, and
+        ``progress`` hears it): the wait counts from the server's start (#29 item 11).
         """
         live = self._live.get(server.server_id)
         if live is None or live.task is None or live.task.done() or live.status.status in ("failed", "stopped"):
             await self.connect(server, wait=False)
         live = self._live[server.server_id]
         live.last_used = asyncio.get_running_loop().time()
-        try:
-            return await self.wait_settled(server.server_id, timeout)
-        except TimeoutError:
-            return live.status
+        return await live.wait_started(timeout, progress)
 
     async def stop_idle(self, idle_seconds: float) -> list[str]:
         """Stop connected servers unused for ``idle_seconds``; they start again on their next call."""
@@ -371,6 +376,15 @@ class ConnectionManager:
             except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
                 logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
 
+    async def subscribe(self, server_id: str, uri: str, on: bool) -> bool:
+        """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it."""
+        live = self._get(server_id)
+        caps = getattr(live.client, "server_capabilities", None) if live.client is not None else None
+        if not getattr(getattr(caps, "resources", None), "subscribe", False):
+            return False
+        await (live.client.subscribe_resource(uri) if on else live.client.unsubscribe_resource(uri))
+        return True
+
     async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
         """``resources/read`` on a connected server, as it answered, redacted."""
         live = self._get(server_id)
@@ -378,6 +392,15 @@ class ConnectionManager:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.last_used = asyncio.get_running_loop().time()
         result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
+        return self.redactor.redact_obj(result)
+
+    async def request(self, server_id: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted."""
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        result = await raw_request(live.client, method, params, label=live.server.title or live.server.qualified_name)
         return self.redactor.redact_obj(result)
 
     def _get(self, server_id: str) -> LiveConnection:

@@ -9,6 +9,7 @@ stopped, dies or loses its sign-in, and reconnects with backoff. The
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -18,6 +19,7 @@ from setup_agent.launch import LaunchSpec, ProcessWatch, list_all_tools, materia
 from setup_agent.store import InstalledServer
 from setup_agent.translation import translate
 
+from .offers import record_offers
 from .relay import InFlight, relay_callbacks
 from .server_logs import ServerLog
 
@@ -61,10 +63,14 @@ class Owner(Protocol):
     auth_for: Any
     sandbox: Any
     connect_timeout: float
+    fetcher: Any  # the download phase (setup_agent/launch/fetch.py), or None
     backoff: Any
     on_tools_changed: Any
 
     def announce(self, status: ServerStatus) -> None: ...
+
+    server_log: Any  # await server_log(server, params): a log message outside calls (relay.IdleLogs)
+    resource_updated: Any  # await resource_updated(server_id, uri): a subscribed resource changed (relay.Updates)
 
 
 class LiveConnection:
@@ -85,6 +91,10 @@ class LiveConnection:
         self.log: ServerLog | None = None  # the current attempt's stderr log file
         self.removed = False  # the server is removed: its log is not written again (discard_log)
         self.inflight = InFlight()  # the clients of calls in flight: the server's requests go to them (relay.py)
+        self.downloading = False  # its package is being fetched (the download phase, #29 item 11)
+        self.started_at: float | None = None  # when the latest start began (after any download)
+        #: ``await listener(elapsed, fetched)`` about once a second while its package downloads.
+        self.download_listeners: list[Any] = []
 
     def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
         self.status.status = status
@@ -140,6 +150,8 @@ class LiveConnection:
                             self.inflight = self.adopted.inflight
                         pwatch, known, self.adopted = self.adopted.pwatch, self.adopted.result.tools, None
                     else:
+                        if owner.fetcher is not None and not owner.fetcher.is_warm(spec):
+                            await self._download(spec)  # its own deadline; the start's counts from its end
                         install_dir = owner.install_dir(server.server_id)
                         await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
                         if spec.needs_install_dir and not owner.bundle_dir(server.server_id).is_dir():
@@ -154,8 +166,13 @@ class LiveConnection:
                         cm = open_client(
                             resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth,
                             sandbox=owner.sandbox,
-                            callbacks=relay_callbacks(self.inflight, owner.redactor, server.title or server.qualified_name),
+                            callbacks=relay_callbacks(
+                                self.inflight, owner.redactor, server.title or server.qualified_name,
+                                idle_log=lambda params: owner.server_log(server, params),
+                                updated=lambda uri: owner.resource_updated(server.server_id, uri),
+                            ),
                         )  # fmt: skip
+                    self.started_at = asyncio.get_running_loop().time()
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
                 try:
@@ -169,6 +186,7 @@ class LiveConnection:
                     attempt = 0
                     if known is None:
                         await self._record_tools()
+                    await record_offers(client, owner.store, owner.redactor, server.server_id, server.title or server.qualified_name)
                     self.set("connected")
                     if server.needs_sign_in:
                         await self._remember_sign_in(server, needed=False)
@@ -210,6 +228,55 @@ class LiveConnection:
         if self.stop.is_set():
             self.set("stopped", self.status.reason)
         self.forget_secrets()
+
+    async def wait_started(self, timeout: float, progress: Any = None) -> ServerStatus:
+        """Wait until it settles: at most ``timeout`` from its start (a download phase before it
+        is not counted; ``progress(elapsed, None, message)`` hears it)."""
+        loop = asyncio.get_running_loop()
+        called, label = loop.time(), self.server.title or self.server.qualified_name
+
+        async def tick(elapsed: float, fetched: int) -> None:
+            if progress is not None:
+                await progress(elapsed, None, f"{label}: downloading its package ({fetched} fetched, {elapsed:.0f} s)")
+
+        self.download_listeners.append(tick)
+        try:
+            while self.status.status == "connecting":
+                remaining = None if self.downloading else max(called, self.started_at or called) + timeout - loop.time()
+                if remaining is not None and remaining <= 0:
+                    break
+                self.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await self.changed.wait()
+        finally:
+            self.download_listeners.remove(tick)
+        return self.status
+
+    async def _download(self, spec: LaunchSpec) -> None:
+        """The download phase of a start (as a test has it, setup_agent/launch/fetch.py): its own
+        deadline, ticks to whoever waits (a call's progress); a failed fetch lets the start say why."""
+        from setup_agent.errors import DownloadTimeout
+
+        fetcher = self.owner.fetcher
+        self.downloading, self.status.reason = True, "downloading its package"
+        self.changed.set()
+
+        async def tick(elapsed: float, fetched: int) -> None:
+            for listener in list(self.download_listeners):
+                await listener(elapsed, fetched)
+
+        try:
+            await fetcher.fetch(spec, tick)
+        except TimeoutError:
+            raise DownloadTimeout(
+                f"Downloading the package took longer than {fetcher.timeout:g} seconds "
+                "(MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS). The next call tries again: what arrived stays in the cache."
+            ) from None
+        finally:
+            self.downloading, self.status.reason = False, None
+            self.started_at = asyncio.get_running_loop().time()  # the start's deadline counts from here
+            self.changed.set()
 
     async def _unpack_here(self, server: InstalledServer, spec: LaunchSpec) -> None:
         """A bundle installed by another machine on the shared database: fetch it (the pinned

@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from setup_agent.errors import ProtocolError
 
-__all__ = ["Progress", "ResourceLinks", "raw_call", "raw_read"]
+__all__ = ["Progress", "ResourceLinks", "raw_call", "raw_read", "raw_request"]
 
 #: ``await progress(progress, total, message)``: one progress notification of a call.
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -50,6 +50,27 @@ async def raw_read(client: Any, uri: str, *, label: str) -> dict[str, Any]:
         return await client.session.send_request(request, _RAW)
     except ValidationError:
         raise ProtocolError(f"The server {label} answered a resources/read with a result mcp-setup cannot read.") from None
+
+
+#: The requests besides tools/call passed through (prompts, resources, completions): method →
+#: (request model, params model or None).
+_REQUESTS: dict[str, tuple[Any, Any]] = {
+    "prompts/list": (types.ListPromptsRequest, types.PaginatedRequestParams),
+    "prompts/get": (types.GetPromptRequest, types.GetPromptRequestParams),
+    "resources/list": (types.ListResourcesRequest, types.PaginatedRequestParams),
+    "resources/templates/list": (types.ListResourceTemplatesRequest, types.PaginatedRequestParams),
+    "completion/complete": (types.CompleteRequest, types.CompleteRequestParams),
+}
+
+
+async def raw_request(client: Any, method: str, params: dict[str, Any] | None, *, label: str) -> dict[str, Any]:
+    """One of :data:`_REQUESTS` on ``client``: the result object as the server sent it."""
+    model, params_model = _REQUESTS[method]
+    request = model(params=params_model.model_validate(params) if params is not None else None)
+    try:
+        return await client.session.send_request(request, _RAW)
+    except ValidationError:
+        raise ProtocolError(f"The server {label} answered a {method} with a result mcp-setup cannot read.") from None
 
 
 class ResourceLinks:

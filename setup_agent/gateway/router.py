@@ -29,10 +29,11 @@ from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
 from .members import member_of
+from .offers import MAPPED_PREFIX, OfferIndex, without_hidden
 from .passthrough import Progress
 from .relay import Caller
 
-__all__ = ["Gateway", "UnknownResource", "UnknownTool"]
+__all__ = ["Gateway", "UnknownPrompt", "UnknownResource", "UnknownTool"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ ArgumentCheck = Callable[[str | None, dict[str, Any]], None]
 
 class UnknownTool(LookupError):
     """No installed, enabled server has a tool of this gateway name (a protocol error)."""
+
+
+class UnknownPrompt(LookupError):
+    """No installed, enabled server offers an approved prompt of this gateway name."""
 
 
 class UnknownResource(LookupError):
@@ -81,6 +86,7 @@ class Gateway:
         self.idle_stop_seconds = idle_stop_seconds
         self.check_arguments = check_arguments
         self._catalog = Catalog()
+        self.offers = OfferIndex()  # prompts, resources, templates (offers.py)
         self._counter: int | None = None
         self._listeners: list[Listener] = []
         self._kick = asyncio.Event()
@@ -159,13 +165,15 @@ class Gateway:
             seen_at = self.connections.mark()  # before the read: installs committed after it are spared
             servers = await asyncio.to_thread(self.store.list)
             self._counter = counter
-            before = self._catalog.signature()
-            self._catalog = Catalog.build(s.catalog_entry() for s in servers)
+            before = (self._catalog.signature(), self.offers.signature())
+            offers = await asyncio.to_thread(self.store.offers)
+            self._catalog = Catalog.build(without_hidden(s.catalog_entry(), offers) for s in servers)
+            self.offers = OfferIndex.build(self._catalog, offers)
             await self.connections.learn_stored_secrets()
             await self.connections.sync(servers, eager=self.eager, seen_at=seen_at)
             if self.members is not None:
                 await self.members.sync(servers)
-            changed = self._catalog.signature() != before
+            changed = (self._catalog.signature(), self.offers.signature()) != before
         if changed and not force:
             await self._notify()
         return changed
@@ -214,7 +222,7 @@ class Gateway:
             if isinstance(own, dict):
                 return own  # they were asked for their value, out of band
             connections = own
-        status = await connections.ensure_connected(server, self.call_timeout)
+        status = await connections.ensure_connected(server, self.call_timeout, progress=self._relay(progress))
         if status.status != "connected":
             why = f": {status.reason}" if status.reason else ""
             state = "still starting" if status.status == "connecting" else status.status
@@ -234,17 +242,87 @@ class Gateway:
             return tool_error(self.redactor.redact(f"{label}: the call failed ({text})."), "call_failed")
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
-        """``resources/read`` of a URI a tool result of an installed server named (a
-        ``resource_link``): routed to that server, its answer redacted."""
+        """``resources/read`` of a listed URI, or of one a tool result named (a ``resource_link``):
+        routed to its server (offers.py), its answer redacted; a mapped URI's contents say it."""
         await self._ready.wait()
-        server_id = self.connections.links.owner(uri)
-        server = await asyncio.to_thread(self.store.get, server_id) if server_id is not None else None
-        if server is None or not server.enabled:
+        route = self.offers.route_uri(uri, self.connections.links.owner(uri))
+        if route is None:
             raise UnknownResource(uri)
+        server_id, original = route
+        await self._connected(server_id, UnknownResource(uri))
+        result = await self.connections.read_resource(server_id, original)
+        if original != uri:  # a collision's mapped URI: the contents name the URI the client read
+            for item in result.get("contents") or ():
+                if isinstance(item, dict) and item.get("uri") == original:
+                    item["uri"] = uri
+        return result
+
+    async def subscribe(self, uri: str, on: bool = True) -> tuple[str, str]:
+        """``resources/subscribe`` (``on``) or ``unsubscribe`` of a listed or linked URI at its
+        server; returns ``(server_id, the URI at that server)`` (its updates name that URI).
+        Raises :class:`UnknownResource` when no server has it or its server takes no subscriptions."""
+        await self._ready.wait()
+        route = self.offers.route_uri(uri, self.connections.links.owner(uri))
+        if route is None:
+            raise UnknownResource(uri)
+        await self._connected(route[0], UnknownResource(uri))
+        if not await self.connections.subscribe(route[0], route[1], on):
+            raise UnknownResource(uri)
+        return route
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        """The approved prompts of every enabled server, as ``<slug>__<prompt>``."""
+        await self._ready.wait()
+        return self.offers.wire_prompts(self._catalog)
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        await self._ready.wait()
+        return list(self.offers.resources)
+
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        await self._ready.wait()
+        return list(self.offers.templates)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], *, session: str | None = None) -> dict[str, Any]:
+        """``prompts/get`` of an approved prompt at its server, its answer redacted; the guard
+        sees the arguments as it sees a tool call's."""
+        await self._ready.wait()
+        route = self.offers.prompts.get(name)
+        if route is None:
+            raise UnknownPrompt(name)
+        if self.check_arguments is not None:
+            self.check_arguments(session, arguments)  # a SetupError: the face says it
+        await self._connected(route.server_id, UnknownPrompt(name))
+        return await self.connections.request(route.server_id, "prompts/get", {"name": route.name, "arguments": arguments})
+
+    async def complete(self, ref: dict[str, Any], argument: dict[str, Any], context: dict[str, Any] | None) -> dict[str, Any]:
+        """``completion/complete`` for a gateway prompt or a listed template, at its server."""
+        await self._ready.wait()
+        if ref.get("type") == "ref/prompt":
+            route = self.offers.prompts.get(str(ref.get("name")))
+            if route is None:
+                raise UnknownPrompt(str(ref.get("name")))
+            server_id, ref = route.server_id, {**ref, "name": route.name}
+        else:
+            uri = str(ref.get("uri"))
+            found = self.offers.route_uri(uri, None) if uri.startswith(MAPPED_PREFIX) or uri in self.offers.owners else None
+            if found is None:
+                raise UnknownResource(uri)
+            server_id, ref = found[0], {**ref, "uri": found[1]}
+        await self._connected(server_id, UnknownResource(str(ref)))
+        params: dict[str, Any] = {"ref": ref, "argument": argument}
+        if context:
+            params["context"] = context
+        return await self.connections.request(server_id, "completion/complete", params)
+
+    async def _connected(self, server_id: str, missing: LookupError) -> None:
+        """Start the server unless it is live; ``missing`` is raised when it is gone or cannot start."""
+        server = self.connections.connected_server(server_id) or await asyncio.to_thread(self.store.get, server_id)
+        if server is None or not server.enabled:
+            raise missing
         status = await self.connections.ensure_connected(server, self.call_timeout)
         if status.status != "connected":
-            raise UnknownResource(uri)
-        return await self.connections.read_resource(server.server_id, uri)
+            raise missing
 
     async def set_logging_level(self, level: str) -> None:
         """A client's ``logging/setLevel``: every connected server that logs is told."""

@@ -28,8 +28,9 @@ import httpx2
 from mcp import Client
 from mcp_types import Implementation
 
-from setup_agent.errors import CommandNotFound, RuntimeMissing
+from setup_agent.errors import CommandNotFound, ProtocolError, RuntimeMissing
 
+from .lenient import read_leniently
 from .listeners import own_listener_up, refuse_taken_port
 from .procs import ProcessLedger
 from .sandbox import Sandbox, sandboxed
@@ -159,6 +160,8 @@ async def open_client(
             transport = _owned(streamable_http_client(resolved.url, http_client=http), http)
     async with serving:
         async with Client(transport, mode=mode, client_info=CLIENT_INFO, **(callbacks or {})) as client:
+            # #29 item 6 (lenient.py); the label names no URL query or argument (they may hold a secret)
+            read_leniently(client, urlsplit(resolved.url).hostname or "a server" if resolved.url else Path(resolved.command or "server").name)
             yield client
 
 
@@ -224,10 +227,21 @@ async def _owned(transport: Any, http: httpx2.AsyncClient) -> AsyncIterator[Any]
 
 
 async def list_all_tools(client: Client, *, max_pages: int = 100) -> list[Any]:
+    """Every page of ``tools/list``; an answer the SDK cannot read is a
+    :class:`~setup_agent.errors.ProtocolError` in words (the fields, never the answer's text)."""
+    from pydantic import ValidationError
+
     tools: list[Any] = []
     cursor: str | None = None
     for _ in range(max_pages):
-        page = await client.list_tools(cursor=cursor)
+        try:
+            page = await client.list_tools(cursor=cursor)
+        except ValidationError as exc:
+            fields = sorted({".".join(str(p) for p in e.get("loc", ())[:3]) or "(the result)" for e in exc.errors()})
+            raise ProtocolError(
+                f"The server answered tools/list with a list mcp-setup cannot read (not valid for its protocol "
+                f"version {getattr(client, 'protocol_version', '?')}; look at: {', '.join(fields[:5])})."
+            ) from None
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:

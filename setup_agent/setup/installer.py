@@ -20,7 +20,7 @@ from setup_agent.gateway import ConnectionManager
 from setup_agent.launch import ArtifactDigests, Fetcher, StderrLines, claim_dir, explain_failure, make_scratch_dir
 from setup_agent.oauth import GRANT_KEY
 from setup_agent.secrets import Redactor, SecretRefStore
-from setup_agent.store import Store, relabel
+from setup_agent.store import Store, context_cost, relabel
 
 from .adoption import Keep, Parked
 from .bundle_manifests import BundleManifests
@@ -81,6 +81,7 @@ class Installer:
         return {
             "ok": True,
             "tools": result.tools,
+            "context": context_cost(result.tools, label=prepared.detail.display_name or ""),  # #29 item 10
             "package": prepared.package.id,
             "version": prepared.package.version,
             "protocol_version": result.protocol_version,
@@ -181,6 +182,7 @@ class Installer:
         status = await self.connections.connect(server, adopt=adopted)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
         out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or probed_tools}
+        out["context"] = context_cost(out["tools"], server.slug, server.title or "")  # what its tools cost a client
         if status.reason:
             out["reason"] = status.reason
         return out

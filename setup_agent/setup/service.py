@@ -37,7 +37,7 @@ from setup_agent.launch import (
 )
 from setup_agent.oauth import GRANT_KEY, SignIns
 from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore
-from setup_agent.store import Store
+from setup_agent.store import Store, context_cost
 from setup_agent.translation import translate
 
 from .bundle_manifests import BundleManifests
@@ -233,6 +233,7 @@ class SetupService:
         if existing is not None:
             out["server_id"] = existing.server_id
             out["installed_as"] = existing.slug  # the short name the person's commands take
+            out["context"] = context_cost(existing.tools, existing.slug, existing.title or "")  # #29 item 10
         if detail.status:
             out["status"] = detail.status
             notes.append("The registry marks this server deleted; install refuses it." if detail.status == "deleted"

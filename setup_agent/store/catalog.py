@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Catalog", "CatalogServer", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG", "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
+    "Catalog", "CatalogServer", "context_cost", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG",
+    "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
     "make_slug", "names_too_long", "read_sqlite_catalog", "wire_tool",
 ]  # fmt: skip
 
@@ -160,6 +161,20 @@ class Catalog:
         return tuple(sorted((n, json.dumps(wire_tool(t), sort_keys=True)) for n, t in self._by_name.items()))
 
 
+#: Characters per token in the estimate of :func:`context_cost` (JSON of tool definitions:
+#: about 4 for English text and schemas with the common tokenizers; an estimate, not a count).
+CHARS_PER_TOKEN = 4
+
+
+def context_cost(tools: Iterable[dict[str, Any]], slug: str = "server", label: str = "") -> dict[str, Any]:
+    """What a server's tools add to a client's context (#29 item 10): how many there are and
+    an estimate of the tokens their definitions take, as the gateway lists them."""
+    server = CatalogServer("", label or slug, slug, label or None, True, tuple(tools))
+    wire = Catalog.build([server]).wire_tools()
+    chars = sum(len(json.dumps(t, ensure_ascii=False, separators=(",", ":"))) for t in wire)
+    return {"tool_count": len(wire), "estimated_tokens": -(-chars // CHARS_PER_TOKEN)}
+
+
 #: How a client names an MCP tool (``{entry}``: its config entry's name) and the longest name it
 #: takes: Claude Code's ``mcp__<entry>__<tool>``, which the model API cuts off at 64.
 CLIENT_NAME_RULES: dict[str, tuple[str, int]] = {"claude-code": ("mcp__{entry}__", 64)}
@@ -220,8 +235,17 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
     )
     if rows is None:
         return None
+    hidden: dict[str, set[str]] = {}  # the tools the user unticked (#29 item 10); no table yet: none
+    for sid, text in _read_only(db_path, "SELECT server_id, hidden_tools_json FROM mcp_server_extras") or ():
+        try:
+            hidden[sid] = {n for n in json.loads(text or "[]") if isinstance(n, str)}
+        except ValueError:
+            continue
     return Catalog.build(
-        CatalogServer(sid, qn, slug or make_slug(qn), title, bool(enabled), parse_tools(tools), ptype, version)
+        CatalogServer(
+            sid, qn, slug or make_slug(qn), title, bool(enabled),
+            tuple(t for t in parse_tools(tools) if t["name"] not in hidden.get(sid, ())), ptype, version,
+        )  # fmt: skip
         for sid, qn, slug, title, enabled, tools, ptype, version in rows
     )
 

@@ -53,6 +53,7 @@ from .models import (
 )
 from .pins import tools_hash as _pin_hash
 from .shared_rows import SecretRefRow as _SecretRefRow  # noqa: F401 - the shared tables in Base.metadata (0008)
+from .server_extras import ServerExtras
 from .tool_pins import ToolPins
 
 __all__ = [
@@ -73,7 +74,7 @@ _EnvItems = list[tuple[str, tuple[str | SecretValue, bool]]]
 # --- the repository ---------------------------------------------------------------------
 
 
-class Store(ToolPins, EncryptedValues, MemberValues):
+class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
     """Repository of installed servers. Sync and thread-safe (one session per call).
 
     Its tool pins and audit come from :class:`~setup_agent.store.tool_pins.ToolPins`, its encrypted

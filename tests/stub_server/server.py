@@ -14,7 +14,12 @@ to stderr and exits on stdin EOF. Behaviour is chosen by environment variables (
   STUB_TOOLS_FILE      a JSON file read at each start (absent: no change) changing the tool
                        list: {"extra": [tool, ...], "descriptions": {name: text},
                        "remove": [name, ...]} (tool pinning tests: change it between runs);
-                       an extra tool's "_stubResult" is what a call of it answers, as is
+                       an extra tool's "_stubResult" is what a call of it answers, as is;
+                       its "_stubRequest" {method, params} is a request the stub sends the
+                       client during the call (the answer is the call's text), its
+                       "_stubNotify" notifications the stub sends after its answer (a prompt's: before its answer). The file
+                       may also hold "prompts", "resources" and "templates" (then declared),
+                       "{KEY}" in their texts is the required variable's value (canaries)
 
 Modes: hang (reads, never answers), hang_after_init (never answers tools/*),
 crash (stderr "stub: fatal: simulated crash", exit 3 before reading), garbage
@@ -26,7 +31,8 @@ value in tool `leak`'s description and in echo(text="env")), ignore_sigterm
 server/discover or unknown methods, like some legacy servers), flood (echo sends
 STUB_FLOOD_COUNT (5000) progress notifications before its answer), key_hash (a tool
 answering the sha256 of the key it was started with, and a random id of this
-process: a pid means little in a sandbox's own pid namespace).
+process: a pid means little in a sandbox's own pid namespace), modern (answers
+server/discover for 2026-07-28, then answers as always: without resultType).
 """
 import hashlib
 import json
@@ -41,7 +47,7 @@ PAGE_SIZE = 50
 MODES = (
     "hang", "hang_after_init", "crash", "garbage", "grandchild", "slow",
     "many_tools", "echo_env", "ignore_sigterm", "ignore_unknown",
-    "exit_on_eof_leave_grandchild", "flood",
+    "exit_on_eof_leave_grandchild", "flood", "modern",
 )
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -96,6 +102,9 @@ class Stub:
         self.initialized = False
         self.slow_pending = "slow" in modes
         self.tools = self._build_tools()
+        self.offers = read_tools_file(os.environ.get("STUB_TOOLS_FILE"))
+        self.reader = None  # reads the next message from the client (set by main)
+        self.after = []  # notifications to send once the current answer is out
 
     # -- configuration -------------------------------------------------
     def auth_error(self):
@@ -173,6 +182,10 @@ class Stub:
             err = self.auth_error()
             if err:
                 return None, (AUTH_ERROR, err)
+            if "modern" in self.modes:  # 2026-07-28, whose later answers lack resultType (a sloppy server)
+                return {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "mcp-setup-stub", "version": "1.0.0"},
+                        "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}, None
             return None, (METHOD_NOT_FOUND, "Method not found: server/discover")
         if method == "ping":
             return {}, None
@@ -180,6 +193,9 @@ class Stub:
             return self.list_tools(params)
         if method == "tools/call":
             return self.call_tool(params)
+        if method in OFFER_METHODS and (self.offers.get(OFFER_METHODS[method][0]) is not None or (
+                method == "resources/read" and self.offers.get("templates") is not None)):
+            return self.offer(method, params)
         if "ignore_unknown" in self.modes:
             return None, None
         return None, (METHOD_NOT_FOUND, "Method not found: %s" % method)
@@ -195,9 +211,14 @@ class Stub:
         requested = params.get("protocolVersion")
         version = self.protocol or (requested if requested in SUPPORTED else LATEST)
         self.initialized = True
+        capabilities = {"tools": {"listChanged": False}}
+        if self.offers.get("prompts") is not None:
+            capabilities.update(prompts={}, completions={})
+        if self.offers.get("resources") is not None or self.offers.get("templates") is not None:
+            capabilities["resources"] = {"subscribe": True}  # it answers with one update at once
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": capabilities,
             "serverInfo": {"name": "mcp-setup-stub", "version": "1.0.0"},
             "instructions": "Stub MCP server for mcp-setup tests.",
         }, None
@@ -240,8 +261,91 @@ class Stub:
             return text_result("sha256=%s run=%s" % (hashlib.sha256(value.encode("utf-8")).hexdigest(), RUN_ID)), None
         for tool in self.tools:
             if tool["name"] == name:  # a tools-file tool may say its answer ("_stubResult", as sent)
+                if tool.get("_stubNotify"):
+                    self.after = [keyed(n, self.key_name) for n in tool["_stubNotify"]]
+                if tool.get("_stubRequest"):
+                    asked = keyed(tool["_stubRequest"], self.key_name)
+                    return text_result(json.dumps(self.ask_client(asked["method"], asked.get("params") or {}))), None
                 return tool.get("_stubResult") or text_result("%s ok" % name), None
         return None, (INVALID_PARAMS, "unknown tool: %s" % name)
+
+
+    def ask_client(self, method, params):
+        """Send the client a request and wait for its answer (handling what arrives meanwhile)."""
+        send({"jsonrpc": "2.0", "id": "stub-ask", "method": method, "params": params})
+        while True:
+            msg = self.reader()
+            if msg is None:
+                return {"error": "stdin closed"}
+            if isinstance(msg, dict) and msg.get("id") == "stub-ask" and "method" not in msg:
+                return msg.get("result") if "result" in msg else {"error": msg.get("error")}
+            reply = process(self, msg)
+            if reply is not None:
+                send(reply)
+
+    def offer(self, method, params):
+        """prompts/*, resources/*, completion/complete from the tools file ("{KEY}" filled in)."""
+        key = self.key_name
+        if method == "prompts/list":
+            return {"prompts": [public(p) for p in self.offers["prompts"]]}, None
+        if method == "resources/list":
+            return {"resources": [public(r) for r in self.offers.get("resources") or ()]}, None
+        if method == "resources/templates/list":
+            return {"resourceTemplates": [public(t) for t in self.offers.get("templates") or ()]}, None
+        if method == "prompts/get":
+            for prompt in self.offers["prompts"]:
+                if prompt["name"] == params.get("name"):
+                    for notification in prompt.get("_stubNotify") or ():  # e.g. a log message, no call in flight
+                        send(dict(keyed(notification, key), jsonrpc="2.0"))
+                    text = keyed(prompt.get("_stubText") or "prompt %s" % prompt["name"], key)
+                    text += " " + json.dumps(params.get("arguments") or {}, sort_keys=True)
+                    return {"description": prompt.get("description", ""),
+                            "messages": [{"role": "user", "content": {"type": "text", "text": text}}]}, None
+            return None, (INVALID_PARAMS, "unknown prompt: %s" % params.get("name"))
+        if method == "completion/complete":
+            typed = str((params.get("argument") or {}).get("value", ""))
+            return {"completion": {"values": [typed + "-one", typed + "-two", keyed("{KEY}", key)],
+                                   "hasMore": False}}, None
+        uri = str(params.get("uri", ""))
+        if method == "resources/subscribe":  # changed at once: one update after the answer
+            self.after = [{"method": "notifications/resources/updated", "params": {"uri": uri}}]
+            return {}, None
+        if method == "resources/unsubscribe":
+            return {}, None
+        for resource in self.offers.get("resources") or ():
+            if resource["uri"] == uri:
+                text = keyed(resource.get("_stubText") or "resource %s" % uri, key)
+                return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}, None
+        for template in self.offers.get("templates") or ():
+            if uri.startswith(template["uriTemplate"].split("{", 1)[0]):
+                return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": "%s read %s" % (
+                    self.offers.get("name", "stub"), uri)}]}, None
+        return None, (INVALID_PARAMS, "unknown resource: %s" % uri)
+
+
+OFFER_METHODS = {
+    "prompts/list": ("prompts",), "prompts/get": ("prompts",), "completion/complete": ("prompts",),
+    "resources/list": ("resources",), "resources/read": ("resources",),
+    "resources/templates/list": ("templates",), "resources/subscribe": ("resources",),
+    "resources/unsubscribe": ("resources",),
+}
+
+
+def public(item):
+    """An item of the tools file without the stub's own fields."""
+    return {k: v for k, v in item.items() if not k.startswith("_stub")}
+
+
+def keyed(value, key_name):
+    """``value`` with every "{KEY}" replaced by the required variable's value."""
+    return json.loads(json.dumps(value).replace("{KEY}", os.environ.get(key_name, "")))
+
+
+def read_tools_file(path):
+    if not path or not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
 
 
 def apply_tools_file(tools, path):
@@ -339,18 +443,26 @@ def main(argv=None):
         spawn_grandchild()
     stub = Stub(modes, protocol)
     stdin = sys.stdin.buffer
+
+    def read_message():
+        """The next decoded message (None at EOF); a line that is not JSON is answered."""
+        while True:
+            line = stdin.readline()
+            if not line:
+                return None
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                return json.loads(line.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                send(error_response(None, -32700, "Parse error"))
+
+    stub.reader = read_message
     while True:
-        line = stdin.readline()
-        if not line:
+        msg = read_message()
+        if msg is None:
             break
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            msg = json.loads(line.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            send(error_response(None, -32700, "Parse error"))
-            continue
         if isinstance(msg, list):
             replies = [r for r in (process(stub, m) for m in msg) if r is not None]
             if replies:
@@ -359,6 +471,9 @@ def main(argv=None):
             reply = process(stub, msg)
             if reply is not None:
                 send(reply)
+            for notification in getattr(stub, "after", ()):  # "_stubNotify": after the answer
+                send(dict(notification, jsonrpc="2.0"))
+            stub.after = []
     log("stdin closed")
     if "ignore_sigterm" in modes:
         delay = float(os.environ.get("STUB_EXIT_DELAY") or 30)
