@@ -1,0 +1,119 @@
+"""What the connection manager forwards to a connected server, as the server sent it back.
+
+:class:`Forwarding` is the part of :class:`~setup_agent.gateway.connections.ConnectionManager`
+that passes a request through a live session: ``tools/call`` (progress relayed, a flood of
+notifications ended, the result redacted and capped), ``logging/setLevel``, resource
+subscriptions and reads, ``prompts/get`` and ``completion/complete``. It never starts or stops a
+session: that is the manager's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from setup_agent.errors import NotFound, ProtocolError
+
+from .passthrough import Progress, raw_call, raw_read, raw_request
+from .relay import Caller
+from .result_cap import cap_result
+
+if TYPE_CHECKING:
+    from setup_agent.secrets import Redactor
+
+    from .live import LiveConnection
+    from .passthrough import ResourceLinks
+
+__all__ = ["Forwarding"]
+
+logger = logging.getLogger(__name__)
+
+
+class Forwarding:
+    """Requests passed through the live sessions (the manager provides ``_live`` and ``_get``)."""
+
+    _live: dict[str, LiveConnection]
+    redactor: Redactor
+    links: ResourceLinks
+    max_call_notifications: int
+    max_result_chars: int
+
+    def _get(self, server_id: str) -> LiveConnection:  # the manager's
+        raise NotImplementedError
+
+    async def call_tool(
+        self, server_id: str, name: str, arguments: dict[str, Any] | None = None, *,
+        progress: Progress | None = None, caller: Caller | None = None,
+    ) -> dict[str, Any]:
+        """The server's ``tools/call`` result as it sent it (a JSON object, never re-built from
+        models, so fields this gateway does not know survive), redacted. ``progress(progress,
+        total, message)`` hears the server's progress notifications for this call; ``caller``
+        gets the server's requests and log messages meanwhile (relay.py)."""  # fmt: skip
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        limit, heard = self.max_call_notifications, 0
+        label = live.server.title or live.server.qualified_name
+
+        async def heard_progress(value: float, total: float | None, message: str | None) -> None:
+            nonlocal heard
+            heard += 1
+            if limit and heard == limit + 1:
+                call.cancel()  # a flood: end the call rather than spend the loop on it
+            elif progress is not None and (not limit or heard <= limit):
+                await progress(value, total, message)
+
+        with live.inflight.add(caller):
+            call = asyncio.ensure_future(raw_call(live.client, name, arguments or {}, heard_progress, label=label))
+            try:
+                result = await asyncio.shield(call)
+            except asyncio.CancelledError:
+                if heard <= limit or not call.cancelled():
+                    call.cancel()
+                    raise
+                raise ProtocolError(f"The server sent more than {limit:,} notifications during one call; the call was ended.") from None
+            finally:
+                live.last_used = asyncio.get_running_loop().time()
+        self.links.remember(server_id, result)
+        return cap_result(self.redactor.redact_obj(result), self.max_result_chars)  # after redaction: a cut never splits a secret
+
+    async def set_logging_level(self, level: str) -> None:
+        """``logging/setLevel`` on every connected server that declared ``logging``."""
+        for live in list(self._live.values()):
+            client = live.client
+            caps = getattr(client, "server_capabilities", None) if client is not None else None
+            if caps is None or getattr(caps, "logging", None) is None:
+                continue
+            try:
+                await client.set_logging_level(level)
+            except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
+                logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
+
+    async def subscribe(self, server_id: str, uri: str, on: bool) -> bool:
+        """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it."""
+        live = self._get(server_id)
+        caps = getattr(live.client, "server_capabilities", None) if live.client is not None else None
+        if not getattr(getattr(caps, "resources", None), "subscribe", False):
+            return False
+        await (live.client.subscribe_resource(uri) if on else live.client.unsubscribe_resource(uri))
+        return True
+
+    async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
+        """``resources/read`` on a connected server, as it answered, redacted."""
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
+        return self.redactor.redact_obj(result)
+
+    async def request(self, server_id: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted."""
+        live = self._get(server_id)
+        if live.status.status != "connected" or live.client is None:
+            raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
+        live.last_used = asyncio.get_running_loop().time()
+        result = await raw_request(live.client, method, params, label=live.server.title or live.server.qualified_name)
+        return self.redactor.redact_obj(result)
