@@ -22,12 +22,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
 from setup_agent.errors import SetupError
 
 from .client_configs import CLIENTS, ClientConfig, ConfigError, client_config, entry_for, is_ours
+
+if TYPE_CHECKING:  # pydantic loads when a command runs, not when the parser is built
+    from app.settings import Settings
 
 __all__ = ["GATEWAY_ENTRY", "add_client_parsers", "launcher_command", "run_client_command"]
 

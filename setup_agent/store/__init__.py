@@ -2,7 +2,8 @@
 (``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
 settings and key rotation (``keys.py``), named tokens (``tokens.py``), approvals waiting for the
 user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
-read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
+read from the rows (``catalog.py``, standard library only), the records it hands out and their
+stdlib reader for the read-only commands (``records.py``) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
 """
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     )
     from .data_dir import prepare_data_dir
     from .database import Store
-    from .models import InstalledServer
+    from .records import InstalledServer, read_sqlite_servers
     from .pins import diff_tools, relabel, summarize
     from .tokens import Tokens
 
@@ -44,6 +45,7 @@ __all__ = [
     "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
+    "read_sqlite_servers",
     "relabel",
     "SQLITE_FILE_NAME",
     "Store",
@@ -60,11 +62,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "diff_tools": "pins",
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
-    "InstalledServer": "models",
+    "InstalledServer": "records",
     "names_too_long": "catalog",
     "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
+    "read_sqlite_servers": "records",
     "relabel": "pins",
     "SQLITE_FILE_NAME": "catalog",
     "Store": "database",
