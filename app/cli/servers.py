@@ -70,9 +70,13 @@ def add_server_parsers(sub: Any) -> None:
         "add",
         help="set up NAME here, secrets at hidden prompts (no model needed)",
         description="Run the guided setup flow for NAME in this terminal: search, settings, hidden prompts for "
-        "secrets, test, install. Exit code: 0 installed, 1 failed, 130 cancelled.",
+        "secrets, test, install. Exit code: 0 installed, 1 failed (also: the input ended before a question was "
+        "answered), 3 no server matches NAME, 130 cancelled (Ctrl-C).",
     )
     p.add_argument("name", help="a qualified name or words to search for")
+    p.add_argument("--yes", "-y", action="store_true", help="approve the consent shown (printed in full; for scripts)")
+    p.add_argument("--secret", action="append", default=[], metavar="KEY=-|KEY=@FILE",
+                   help="KEY's secret from stdin (-) or a file (@FILE), never from the command line")  # fmt: skip
     p = sub.add_parser(
         "rotate",
         help="replace one stored secret: hidden prompt, test, then swap",
@@ -312,8 +316,14 @@ def already_installed_message(s: InstalledServer, typed: str) -> str:
 
 
 def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .presets import SecretArgError, read_secret_args
     from .terminal import run_agent
 
+    try:
+        secrets = read_secret_args(args.secret, sys.stdin)
+    except SecretArgError as exc:
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        return 2
     with _store(settings) as store:  # before asking anything
         existing = _installed_as(store, args.name)
     if existing is not None:
@@ -322,7 +332,8 @@ def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler)
     import asyncio
 
     # the person typed the command: the install is theirs (as remove/disable say `by cli`)
-    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli"))
+    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli",
+                                 assume_yes=args.yes, secrets=secrets))  # fmt: skip
 
 
 def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:

@@ -40,7 +40,6 @@ _NOT_A_VALUE = {
     "needs_sign_in", "oauth_refused", "oauth_denied", "oauth_error",
 }
 
-
 # Codes answered by signing in (mcp_setup_authorize), not by re-entering a value.
 _SIGN_IN = {"oauth_required", "needs_sign_in"}
 # A failed secret prompt is offered again only for these: the prompt itself went wrong (the
@@ -128,6 +127,7 @@ class GuidedDriver:
                 if not query:
                     return None
             servers, unreachable = await self._search(s, query)
+            s.not_found = not servers
             if servers:
                 chosen = await self._pick(s, query, servers)
                 if chosen is not None:
