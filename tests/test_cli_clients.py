@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from app.cli.client_configs import CLIENTS
+from app.clients.files import CLIENTS
 from app.cli.clients import launcher_command
 from app.cli.main import main
 from tests.mcp_face import REPO, mcp_setup_argv

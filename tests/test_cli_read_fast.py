@@ -133,3 +133,30 @@ def test_the_light_settings_read_home_database_url_and_sandbox_as_settings_does(
         light, real = LightSettings(dict(__import__("os").environ)), Settings()
         assert (light.home, light.database_url, light.sandbox) == (real.home, real.database_url, real.sandbox), env
         assert light.port == real.port  # any other setting: the real one
+
+
+def test_client_list_shows_the_clients_found_whether_connected_the_mcp_address_and_the_tool_names(
+    data: DataDir, tmp_path: Path, canary: str
+) -> None:
+    """#25 item 1, in the terminal: what the page's "Use it in your AI client" shows."""
+    data.install(STUB, canary)
+    env = data.env()
+    home = Path(env["HOME"])
+    (home / ".config" / "Claude").mkdir(parents=True)
+    (home / ".cursor").mkdir()
+    connect = subprocess.run([sys.executable, "-m", "app.cli", "client", "connect", "claude-desktop"], cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=scaled(60))  # fmt: skip
+    assert connect.returncode == 0, connect.stderr
+    code, modules, out, err = run(data, tmp_path, "client", "list")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(line.startswith("claude-desktop") and " connected " in f"{line} " for line in lines), out
+    assert any(line.startswith("cursor") and "not connected" in line for line in lines), out
+    assert "Not found on this computer: " in out and "vscode" in out
+    assert "http://127.0.0.1:8765/mcp" in out and "mcp-setup token create NAME" in out
+    assert "stub-search__echo" in out and canary not in out + err
+    assert not set(modules) & set(HEAVY), sorted(set(modules) & set(HEAVY))
+    code, _, out, _ = run(data, tmp_path, "client", "list", "--json")
+    listed = json.loads(out)
+    desktop = next(c for c in listed["clients"] if c["client"] == "claude-desktop")
+    assert desktop["found"] and desktop["connected"] and desktop["up_to_date"] and listed["tools"] == ["stub-search__echo"]

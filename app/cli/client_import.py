@@ -1,7 +1,7 @@
 """``mcp-setup import CLIENT``: plain-text keys out of a client's config, into the vault.
 
 For each entry (not already ours) whose ``env`` holds literal secret-looking values
-(:func:`app.cli.client_configs.looks_secret`): ask per key, at a hidden prompt, whether to move it;
+(:func:`app.clients.looks_secret`): ask per key, at a hidden prompt, whether to move it;
 test the server with its current command and env (values in the child's environment only);
 install it under the entry's name (secret values encrypted, the launch spec holding only
 ``${KEY}``); and rewrite the entry to ``mcp-setup run SLUG``. One file write at the end,
@@ -24,7 +24,7 @@ from app.settings import Settings
 from setup_agent.errors import SetupError
 from setup_agent.launch import LaunchSpec
 
-from .client_configs import ClientConfig, entry_for, is_ours, looks_secret, secret_reason
+from app.clients import ClientConfig, entry_for, is_ours, looks_secret, secret_reason
 
 __all__ = ["run_import"]
 

@@ -158,9 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
     warnings.filterwarnings("ignore", category=getpass.GetPassWarning)
-    from .readonly import READ_ONLY, LightSettings, settings_error
+    from .readonly import LightSettings, settings_error, takes_light_settings
 
-    if args.command in READ_ONLY:
+    if takes_light_settings(args):
         settings: Any = LightSettings(os.environ)
     else:
         from pydantic import ValidationError

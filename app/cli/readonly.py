@@ -20,7 +20,7 @@ from typing import Any
 
 from setup_agent.store import SQLITE_FILE_NAME, Catalog, InstalledServer, read_sqlite_servers
 
-__all__ = ["LightSettings", "NotFound", "open_store", "READ_ONLY", "reader", "resolve", "settings_error"]
+__all__ = ["LightSettings", "NotFound", "open_store", "READ_ONLY", "reader", "resolve", "settings_error", "takes_light_settings"]
 
 #: The commands that take :class:`LightSettings` (they only read the store and the logs).
 READ_ONLY = frozenset({"list", "show", "logs"})
@@ -29,6 +29,11 @@ _PREFIX = "MCP_SETUP_"
 
 class NotFound(Exception):
     """No installed server has that name (exit 3)."""
+
+
+def takes_light_settings(args: Any) -> bool:
+    """``list``, ``show``, ``logs`` and ``client list`` start on :class:`LightSettings`."""
+    return args.command in READ_ONLY or (args.command == "client" and getattr(args, "client_command", "") == "list")
 
 
 def settings_error(exc: Any) -> int:

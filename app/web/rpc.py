@@ -60,6 +60,7 @@ from setup_agent.errors import (
 )
 from setup_agent.setup import TOOL_NAMES, CallContext
 
+from .client_rpc import CLIENT_METHODS, call_clients
 from .security import current_principal
 from .ws import WebHub
 
@@ -72,7 +73,7 @@ INVALID_REQUEST = -32600
 MAX_BODY = 1 << 20
 METHODS = (
     *TOOL_NAMES, "spawn_subagent", "servers.list", "servers.remove", "servers.reconnect", "servers.enable",
-    "servers.disable", "tool_registry_list", "tool_registry_get", "tool_registry_diagnostics",
+    "servers.disable", "tool_registry_list", "tool_registry_get", "tool_registry_diagnostics", *CLIENT_METHODS,
 )  # fmt: skip
 
 
@@ -278,6 +279,8 @@ class RpcDispatcher:
             )
         if method.startswith("tool_registry_"):
             return await self._registry(method, params)
+        if method in CLIENT_METHODS:
+            return await call_clients(self.runtime, method, params)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
