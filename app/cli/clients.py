@@ -68,12 +68,15 @@ def add_client_parsers(sub: Any) -> None:
         "import",
         help="move plain-text keys out of a client's config into mcp-setup",
         description="For each entry of CLIENT's config with literal secret-looking env values: confirm each key "
-        "(hidden prompt), store it encrypted, install the server under the same name, test it, and rewrite the "
-        "entry to `mcp-setup run NAME` (the old file is kept as a backup).",
+        "(y/n), store it encrypted, test the server and install it under the same name; then the client reaches "
+        "it through the mcp-setup gateway entry and its old entry goes (--per-server: the entry runs `mcp-setup run "
+        "NAME` instead), so each tool has one name. The old file is kept as a backup.",
     )
     imp.add_argument("client", choices=list(CLIENTS))
     imp.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)")
     imp.add_argument("--yes", action="store_true", help="move every secret-looking value without asking")
+    imp.add_argument("--per-server", action="store_true",
+                     help="one `mcp-setup run NAME` entry per imported server, no gateway entry (default: the gateway's)")  # fmt: skip
 
 
 def _config(args: argparse.Namespace) -> ClientConfig:
