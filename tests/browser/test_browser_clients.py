@@ -3,7 +3,8 @@
 The walk-through, as one test: ``mcp-setup serve`` (a subprocess, HOME a temp dir holding
 Claude Desktop's and Cursor's folders), the stub server added on the page (the local stub
 bundle, not server-everything: npx's first fetch takes 20+ s and needs the network), Claude
-Desktop connected from the page (the diff shown, then applied), and then the SDK's stdio
+Desktop connected from the page (the diff shown, then applied), the server card's settings
+and recent log (#25 item 2), and then the SDK's stdio
 client started exactly as that config file says lists and calls ``stub__echo``. Cursor's file
 holds comments: it is left alone and the entry to paste is shown. Screenshots at 1280 and 390.
 """
@@ -105,6 +106,22 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         assert page.evaluate("document.documentElement.scrollWidth") <= NARROW["width"]  # nothing wider than a phone
         page.set_viewport_size(WIDE)
         assert (home / ".cursor" / "mcp.json").read_text() == CURSOR_JSONC
+
+        # #25 item 2: the card's settings (names; never a secret's value) and recent log.
+        card = page.locator(".server", has_text="io.github.mcp-setup/stub")
+        card.get_by_role("button", name="Reconnect io.github.mcp-setup/stub").click()  # a start that logs
+        expect(card.locator(".badge")).to_have_text("Connected")
+        card.locator("summary", has_text="Settings and recent log").click()
+        more = card.locator(".server-more")
+        expect(more.locator(".settings-list")).to_contain_text("STUB_API_KEY — secret, stored encrypted (not shown)")
+        expect(more).to_contain_text("mcp-setup rotate stub STUB_API_KEY")
+        expect(more).to_contain_text("mcp-setup update stub")
+        expect(more.locator("pre.server-log")).to_contain_text("stub: started")
+        more.scroll_into_view_if_needed()
+        shot(page, artifacts, "25-card-settings-log", full_page=False)
+        page.set_viewport_size(NARROW)
+        card.screenshot(path=str(artifacts / "25-card-settings-log-390px.png"))
+        page.set_viewport_size(WIDE)
         assert canary not in page.content()
         close_leaking_nothing(context, page, watch, canary)
     finally:

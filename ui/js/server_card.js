@@ -1,0 +1,43 @@
+// A server card's "Settings and recent log" (#25 item 2): every setting by name (the value of a
+// non-secret one; a secret is never read back, only replaced), the server's recent log
+// (redacted), and the commands that change a key or update it. Loaded when opened (/rpc servers.details).
+
+import { el } from "./dom.js";
+import { rpc } from "./api.js";
+
+function render(body, d) {
+  body.textContent = "";
+  var settings = d.settings || [];
+  body.appendChild(el("h4", { text: "Settings" }));
+  body.appendChild(settings.length ? el("ul", { class: "settings-list" }, settings.map(function (s) {
+    return el("li", null, [el("code", { text: s.key }), s.secret ? " — secret, stored encrypted (not shown)"
+      : (s.value !== undefined ? [": ", el("code", { class: "setting-value", text: s.value })] : " — not set")].flat());
+  })) : el("p", { class: "muted small", text: "It has no settings." }));
+  var secrets = settings.filter(function (s) { return s.secret; }).map(function (s) { return s.key; });
+  if (secrets.length) {
+    body.appendChild(el("p", { class: "small" }, ["To replace a key (tested first; the old one stays if the test fails): ",
+      el("code", { text: "mcp-setup rotate " + d.slug + " " + secrets[0] })]));
+  }
+  body.appendChild(el("p", { class: "small" }, ["To update it to the registry's newer version: ",
+    el("code", { text: "mcp-setup update " + d.slug })]));
+  body.appendChild(el("h4", { text: "Recent log" }));
+  var log = d.log || [];
+  body.appendChild(log.length ? el("pre", { class: "diff server-log", tabIndex: 0, "aria-label": "Recent log", text: log.join("\n") })
+    : el("p", { class: "muted small", text: "Nothing logged yet." }));
+}
+
+export function detailsPart(server, open) {
+  var body = el("div", { class: "server-more-body" }, [el("p", { class: "muted small", text: "Loading…" })]);
+  var part = el("details", { class: "server-more", "data-server": server.server_id }, [
+    el("summary", { text: "Settings and recent log", "data-focus-key": "more:" + server.server_id }), body
+  ]);
+  part.addEventListener("toggle", function () {
+    if (!part.open) return;
+    rpc("servers.details", { server_id: server.server_id }).then(function (d) { render(body, d); }, function (failure) {
+      body.textContent = "";
+      body.appendChild(el("p", { class: "error", role: "alert", text: failure.message }));
+    });
+  });
+  if (open) part.open = true;  // kept open across the list's refreshes (it loads again)
+  return part;
+}
