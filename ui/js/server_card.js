@@ -1,22 +1,40 @@
 // A server card's "Settings and recent log" (#25 item 2): every setting by name (the value of a
-// non-secret one; a secret is never read back, only replaced), the server's recent log
-// (redacted), and the commands that change a key or update it. Loaded when opened (/rpc servers.details).
+// non-secret one; a secret is never read back, only replaced, tested first), the server's
+// recent log (redacted), and the command that updates it. Loaded when opened (/rpc servers.details).
 
 import { el } from "./dom.js";
 import { rpc } from "./api.js";
+
+// "Replace KEY": the secret box opens for the new value; the server is tested with it (/rpc servers.rotate).
+function replaceButton(d, key) {
+  var button = el("button", { type: "button", class: "quiet small-button", text: "Replace", "aria-label": "Replace " + key });
+  var said = el("span", { class: "small rotate-status", role: "status" });
+  button.addEventListener("click", function () {
+    button.disabled = true;
+    said.className = "small rotate-status";
+    said.textContent = " Enter the new value in the box; then it is tested…";
+    rpc("servers.rotate", { server_id: d.server_id, key: key }).then(function (done) {
+      said.textContent = " ✓ " + done.message;
+    }, function (failure) {
+      said.className = "small rotate-status error";
+      said.textContent = failure.code === "prompt_cancelled" ? " You cancelled: the old value stays."
+        : " " + (failure.detail || failure.message) + " The old value of " + key + " stays.";
+    }).then(function () { button.disabled = false; });
+  });
+  return el("span", null, [button, said]);
+}
 
 function render(body, d) {
   body.textContent = "";
   var settings = d.settings || [];
   body.appendChild(el("h4", { text: "Settings" }));
   body.appendChild(settings.length ? el("ul", { class: "settings-list" }, settings.map(function (s) {
-    return el("li", null, [el("code", { text: s.key }), s.secret ? " — secret, stored encrypted (not shown)"
-      : (s.value !== undefined ? [": ", el("code", { class: "setting-value", text: s.value })] : " — not set")].flat());
+    return el("li", null, [el("code", { text: s.key }), s.secret ? " — secret, stored encrypted (not shown) "
+      : (s.value !== undefined ? [": ", el("code", { class: "setting-value", text: s.value })] : " — not set"),
+      s.secret ? replaceButton(d, s.key) : null].flat());
   })) : el("p", { class: "muted small", text: "It has no settings." }));
-  var secrets = settings.filter(function (s) { return s.secret; }).map(function (s) { return s.key; });
-  if (secrets.length) {
-    body.appendChild(el("p", { class: "small" }, ["To replace a key (tested first; the old one stays if the test fails): ",
-      el("code", { text: "mcp-setup rotate " + d.slug + " " + secrets[0] })]));
+  if (settings.some(function (s) { return s.secret; })) {
+    body.appendChild(el("p", { class: "small muted", text: "Replace tests the server with the new key first; if the test fails, the old key stays." }));
   }
   body.appendChild(el("p", { class: "small" }, ["To update it to the registry's newer version: ",
     el("code", { text: "mcp-setup update " + d.slug })]));
