@@ -92,7 +92,7 @@ function render(card, result, notice, noticeFor) {
   var tools = result.tools || [];
   if (tools.length) {
     body.appendChild(el("p", { class: "small", text: "The client lists these tools under these names:" }));
-    body.appendChild(el("ul", { class: "tool-list client-tools" }, tools.map(function (t) {
+    body.appendChild(el("ul", { class: "client-tools" }, tools.map(function (t) {
       return el("li", null, [el("code", { class: "tool-name", text: t.name }), " — " + t.server]);
     })));
   }
