@@ -277,6 +277,17 @@ def render(results: dict[str, Any]) -> str:
     else:
         rows.append(["13", "team: a change on replica A seen by a client of replica B", "—", "—", "—", "≤ 100 ms", f"not measured: {e}"])
 
+    # 14 (#25 item 9) ----------------------------------------------------------------
+    if (e := err("cli")) is None:
+        c = s["cli"]
+        t = c["times"]
+        li = _med(t, "list")
+        rows.append(["14", f"`mcp-setup list` ({c['servers']} installed servers, SQLite), spawn → exit, vs `python -c pass` ({t['list']['n']} interleaved rounds; min–max {_ms(t['list']['min'])}–{_ms(t['list']['max'])})",
+                     _ms(li), _ms(_med(t, "pass")), _ratio(c["ratio"]), "≤ 0.3 s", _ok(li is not None and li <= 0.3)])
+        rows.append(["14", "… `mcp-setup show SLUG` (loads the launch spec's model for its sandbox lines) / `mcp-setup --help`",
+                     _ms(_med(t, "show")), _ms(_med(t, "help")), "—", "info", ""])
+    else:
+        rows.append(["14", "`mcp-setup list`", "—", "—", "—", "≤ 0.3 s", f"not measured: {e}"])
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")
     lines = [

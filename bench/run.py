@@ -53,6 +53,7 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     "prefetch_pypi": ("bench.section_prefetch", ["--ecosystem", "pypi", "--rounds", "3"], ["--ecosystem", "pypi", "--rounds", "1"], 120),
     "sandbox": ("bench.section_sandbox", ["--rounds", "30"], ["--rounds", "4"], 90),
     "team": ("bench.section_team", ["--rounds", "20"], ["--rounds", "4"], 90),  # needs MCP_SETUP_BENCH_POSTGRES_URL
+    "cli": ("bench.section_cli", ["--rounds", "15"], ["--rounds", "3"], 60),
 }
 
 #: The whole run (npm included) stays under ten minutes: a section gets at most what is left.

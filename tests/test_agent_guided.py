@@ -166,7 +166,7 @@ async def test_two_unreachable_remotes_are_each_tried_once_then_the_run_stops_wi
 ) -> None:
     import socket
 
-    from setup_agent.agent.drivers.guided import _pointed_key
+    from setup_agent.agent.drivers.recovery import pointed_key as _pointed_key
 
     ports = []
     for _ in range(2):

@@ -80,13 +80,14 @@ def test_ctrl_c_at_the_hidden_prompt_cancels_with_exit_code_130(tmp_path: Path, 
     assert anyio.run(installed_servers, Path(env["MCP_SETUP_HOME"]), catalog) == []
 
 
-def test_end_of_input_at_a_question_cancels_with_exit_code_130(tmp_path: Path, canary: str) -> None:
+def test_end_of_input_at_a_question_fails_with_exit_code_1_not_130(tmp_path: Path, canary: str) -> None:
+    """#25 item 10: no one cancelled (130 is Ctrl-C's): the input ended, so the run failed."""
     catalog = make_catalog(tmp_path, canary, names=(STUB + "-a", STUB + "-b"))
     child, out, _ = spawn(tmp_path, catalog)
     child.expect(r"3\. None of these\s+Choose 1-3: ")
     child.sendeof()
-    child.expect("Cancelled")
-    assert finish(child) == 130
+    child.expect("the input ended before a question was answered")
+    assert finish(child) == 1
 
 
 def test_openai_options_come_from_the_settings_or_the_keyring(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from app.cli.client_configs import CLIENTS
+from app.clients.files import CLIENTS
 from app.cli.clients import launcher_command
 from app.cli.main import main
 from tests.mcp_face import REPO, mcp_setup_argv
@@ -121,15 +121,6 @@ def test_per_server_entries_run_each_server_and_hold_no_secret_value(data, capsy
     assert canary not in path.read_text()
 
 
-async def answers(command: list[str], env: dict[str, str]) -> list[str]:
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
-    with anyio.fail_after(scaled(60)):
-        async with Client(stdio_client(params)) as client:
-            listed = await client.list_tools()
-            result = await client.call_tool("echo", {"text": "through run"})
-            return [t.name for t in listed.tools] + [result.content[0].text]  # type: ignore[union-attr]
-
-
 @pytest.mark.anyio
 async def test_run_starts_the_installed_server_with_its_secret_in_its_environment_only(data, canary) -> None:  # noqa: F811
     data.install(STUB, canary)
@@ -137,37 +128,82 @@ async def test_run_starts_the_installed_server_with_its_secret_in_its_environmen
     assert "echo" in got and any("through run" in t for t in got)
 
 
-def test_import_moves_a_planted_key_into_the_vault_and_the_entry_runs_mcp_setup_run(data, canary, tmp_path) -> None:  # noqa: F811
-    path = tmp_path / "claude_desktop_config.json"
-    entry = {"command": "python3", "args": [str(SERVER_PY)],
-             "env": {"STUB_API_KEY": canary, "STUB_EXPECTED_SHA256": sha256_hex(canary)}}  # fmt: skip
-    original = json.dumps({"mcpServers": {"stub": entry, "other": OTHER_ENTRY}}, indent=2)
-    path.write_text(original)
-    env = data.env()
-    argv = mcp_setup_argv("import", "claude-desktop", "--config", str(path))
+async def answers(command: list[str], env: dict[str, str], tool: str = "echo") -> list[str]:
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(REPO))
+    with anyio.fail_after(scaled(60)):
+        async with Client(stdio_client(params)) as client:
+            listed = await client.list_tools()
+            result = await client.call_tool(tool, {"text": "through run"})
+            return [t.name for t in listed.tools] + [result.content[0].text]  # type: ignore[union-attr]
+
+
+def _import(path: Path, env: dict[str, str], *extra: str) -> tuple[int | None, str]:
+    argv = mcp_setup_argv("import", "claude-desktop", "--config", str(path), *extra)
     child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
-    child.expect(r"Move stub's STUB_API_KEY into mcp-setup's vault\? Type y or n \(hidden\): ")
+    # what was found is said before anything is asked (#25 item 11)
+    child.expect(r"2 server entries with plain-text keys:|1 server entry with plain-text keys:")
+    child.expect(r"stub: STUB_API_KEY \(its name says it is a secret\), STUB_EXPECTED_SHA256 \(its value looks like a key")
+    said = child.before + child.after
+    child.expect(r"Move stub's STUB_API_KEY into mcp-setup's vault\? \[y/N\]: ")  # visible: the question is no secret
     child.sendline("y")
     # a 64-hex digest looks like a token by its value (#24 item 9): asked too
-    child.expect(r"Move stub's STUB_EXPECTED_SHA256 into mcp-setup's vault\? Type y or n \(hidden\): ")
+    child.expect(r"Move stub's STUB_EXPECTED_SHA256 into mcp-setup's vault\? \[y/N\]: ")
     child.sendline("y")
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 0, child.before
-    assert "tested (" in child.before and canary not in child.before
+    return child.exitstatus, said + child.before
+
+
+def _planted(tmp_path: Path, canary: str, **more: dict) -> tuple[Path, str]:
+    path = tmp_path / "claude_desktop_config.json"
+    entry = {"command": "python3", "args": [str(SERVER_PY)],
+             "env": {"STUB_API_KEY": canary, "STUB_EXPECTED_SHA256": sha256_hex(canary)}}  # fmt: skip
+    original = json.dumps({"mcpServers": {"stub": entry, "other": OTHER_ENTRY, **more}}, indent=2)
+    path.write_text(original)
+    return path, original
+
+
+def test_import_moves_a_planted_key_into_the_vault_and_the_gateway_entry_gives_each_tool_one_name(data, canary, tmp_path) -> None:  # noqa: F811
+    path, original = _planted(tmp_path, canary)
+    env = data.env()
+    code, out = _import(path, env)
+    assert code == 0, out
+    assert "tested (" in out and canary not in out
+    assert "now reaches them through its mcp-setup entry (stub__…)" in out
     servers = json.loads(path.read_text())["mcpServers"]
-    assert servers["other"] == OTHER_ENTRY
-    assert servers["stub"]["args"][-2:] == ["run", "stub"] and canary not in path.read_text()
+    assert set(servers) == {"mcp-setup", "other"}  # the old entry went: its tools come through the gateway
+    assert servers["other"] == OTHER_ENTRY and servers["mcp-setup"]["args"][-1:] == ["mcp"]
+    assert canary not in path.read_text()
     backups = list(tmp_path.glob("claude_desktop_config.json.bak-*"))
     assert len(backups) == 1 and backups[0].read_text() == original  # the backup is the user's old file
     assert stat.S_IMODE(backups[0].stat().st_mode) == 0o600  # #24 item 9
-    assert "Still in plain text:" in child.before and f"{backups[0]}: the old file's copy" in child.before
+    assert "Still in plain text:" in out and f"{backups[0]}: the old file's copy" in out
     # the canary is in no file of the data dir outside the encrypted store
     for f in data.home.rglob("*"):
         if f.is_file():
             assert canary.encode() not in f.read_bytes(), f
-    got = anyio.run(answers, [servers["stub"]["command"], *servers["stub"]["args"]], {**env, **servers["stub"]["env"]})
-    assert "echo" in got
+    gateway = servers["mcp-setup"]
+    got = anyio.run(answers, [gateway["command"], *gateway["args"]], {**env, **gateway["env"]}, "stub__echo")
+    names = got[:-1]
+    assert names.count("stub__echo") == 1 and "echo" not in names  # one name per tool
+    assert "through run" in got[-1]
+
+
+def test_import_per_server_keeps_one_run_entry_each_and_no_gateway_entry(data, canary, tmp_path) -> None:  # noqa: F811
+    launcher = mcp_setup_argv()  # what the `import` subprocess calls itself
+    gateway = {"command": str(Path(launcher[0]).resolve()), "args": [*launcher[1:], "mcp"]}
+    path, _ = _planted(tmp_path, canary, **{"mcp-setup": gateway})
+    code, out = _import(path, data.env(), "--per-server")
+    assert code == 0, out
+    servers = json.loads(path.read_text())["mcpServers"]
+    assert set(servers) == {"stub", "other"} and servers["stub"]["args"][-2:] == ["run", "stub"]
+    assert "now runs each of them with `mcp-setup run`" in out
+
+
+def test_import_with_no_config_file_says_where_it_looked(data, capsys, tmp_path) -> None:  # noqa: F811
+    missing = tmp_path / "nowhere" / "mcp.json"
+    code, out, _ = cli(capsys, "import", "cursor", "--config", str(missing))
+    assert code == 0 and f"{missing}: not there, so nothing to import (cursor keeps its MCP servers in that file" in out
 
 
 def test_connect_warns_when_claude_code_would_refuse_a_per_server_tool_name_and_not_for_the_gateway(

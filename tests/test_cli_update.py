@@ -72,7 +72,10 @@ def test_update_swaps_in_a_version_that_answers_and_keeps_the_old_one_when_the_n
 
     publish(tmp_path, catalog, "2.0.0", canary)  # answers with the stored key
     done = run(env, "update", "stub", "--version", "9.9.9")
-    assert done.returncode == 1 and "No version 9.9.9" in done.stderr and "1.0.0 stays installed" in done.stderr
+    assert done.returncode == 1 and "1.0.0 stays installed" in done.stderr
+    # said once, without the registry's own sentence nested in it (#25 item 12)
+    assert f"No version 9.9.9 of io.github.mcp-setup/stub in the local catalog ({catalog}); " in done.stderr
+    assert done.stderr.count("9.9.9") == 1 and ".)" not in done.stderr
     done = run(env, "update", "stub")
     assert done.returncode == 0, done.stderr
     assert "from 1.0.0 to 2.0.0" in done.stdout and canary not in done.stdout + done.stderr
@@ -107,7 +110,8 @@ def test_update_to_a_named_version_installs_exactly_that_version_from_the_offici
         kept_id = server["server_id"]
 
         done = run(env, "update", "stub", "--version", "9.9.9")  # the registry has no such version
-        assert done.returncode == 1 and "No version 9.9.9" in done.stderr and "1.0.0 stays installed" in done.stderr
+        assert done.returncode == 1 and "1.0.0 stays installed" in done.stderr
+        assert "No version 9.9.9 of io.github.mcp-setup/stub in the official registry; " in done.stderr
         done = run(env, "update", "stub", "--version", "2.0.0")  # rejects the stored key
         assert done.returncode == 1 and "1.0.0 stays installed" in done.stderr
         assert canary not in done.stdout + done.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.client_configs import ClientConfig, secret_reason
+from app.clients.files import ClientConfig, secret_reason
 
 OTHER = {"command": "node", "args": ["other.js"]}
 

@@ -36,6 +36,7 @@ ORDER = [
     "app.runtime",
     "app.pages",
     "app.mcp",
+    "app.clients",
     "app.web",
     "app.cli",
     "app",

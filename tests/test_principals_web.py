@@ -297,3 +297,17 @@ def test_the_guard_counts_per_token_so_a_new_mcp_session_does_not_start_from_zer
         assert all(canary not in a for a in answers)
     finally:
         stop_serve(served)
+
+
+def test_a_member_token_cannot_write_the_machines_ai_client_files(team) -> None:
+    """#25 item 1: clients.connect writes this computer's client configs: the person's own page only."""
+    served, token = team
+    alice = token("create", "alice")
+    home = Path(served.env["HOME"])
+    (home / ".config" / "Claude").mkdir(parents=True)
+    with served.client() as http:
+        refused = rpc(http, alice, "clients.connect", {"client": "claude-desktop", "apply": True})
+        assert refused["error"]["data"]["code"] == "tool_not_allowed"
+        assert not (home / ".config" / "Claude" / "claude_desktop_config.json").exists()
+    shown = served.rpc("clients.connect", {"client": "claude-desktop"})["result"]  # the person's token: the diff
+    assert shown["changed"] is True and '"mcp-setup"' in shown["diff"]

@@ -19,10 +19,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from app.settings import Settings
 from setup_agent.errors import InvalidInput, SetupError
+
+if TYPE_CHECKING:  # pydantic loads when a command runs, not when the parser is built
+    from app.settings import Settings
 
 __all__ = ["add_approve_parser", "run_approve"]
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from app.settings import Settings
 
 if TYPE_CHECKING:  # the parser is built at every start: the core loads only when a command runs
+    from app.settings import Settings
     from setup_agent.store import InstalledServer, Store
 
 __all__ = ["add_audit_parser", "add_tools_review_parser", "escape", "run_audit", "run_tools_review"]

@@ -1,7 +1,7 @@
 """``mcp-setup import CLIENT``: plain-text keys out of a client's config, into the vault.
 
 For each entry (not already ours) whose ``env`` holds literal secret-looking values
-(:func:`app.cli.client_configs.looks_secret`): ask per key, at a hidden prompt, whether to move it;
+(:func:`app.clients.looks_secret`): ask per key, at a hidden prompt, whether to move it;
 test the server with its current command and env (values in the child's environment only);
 install it under the entry's name (secret values encrypted, the launch spec holding only
 ``${KEY}``); and rewrite the entry to ``mcp-setup run SLUG``. One file write at the end,
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import logging
 from typing import Any
 
@@ -24,13 +23,17 @@ from app.settings import Settings
 from setup_agent.errors import SetupError
 from setup_agent.launch import LaunchSpec
 
-from .client_configs import ClientConfig, entry_for, is_ours, looks_secret, secret_reason
+from app.clients import GATEWAY_ENTRY, ClientConfig, entry_for, is_ours, looks_secret, secret_reason
 
 __all__ = ["run_import"]
 
 
 def _confirm(name: str, key: str) -> bool:
-    answer = getpass.getpass(f"Move {name}'s {key} into mcp-setup's vault? Type y or n (hidden): ")
+    """A visible y/n (the question is no secret; the value is never shown)."""
+    try:
+        answer = input(f"Move {name}'s {key} into mcp-setup's vault? [y/N]: ")
+    except EOFError:
+        return False
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -40,7 +43,11 @@ def run_import(
 ) -> int:  # fmt: skip
     from .servers import _with_runtime
 
-    plans: list[tuple[str, dict[str, Any], set[str]]] = []
+    if not config.path.exists():
+        print(f"{config.path}: not there, so nothing to import ({config.client} keeps its MCP servers in that "
+              "file; --config FILE reads another one).")  # fmt: skip
+        return 0
+    found: list[tuple[str, dict[str, Any], dict[str, str], set[str]]] = []
     plain: list[str] = []  # what stays in plain text, and why (#24 item 9)
     for name, entry in config.servers().items():
         if is_ours(entry, launcher) or not entry.get("command"):
@@ -51,8 +58,14 @@ def run_import(
         if loose or any(looks_secret(k, v) for k, v in (entry.get("headers") or {}).items()):
             print(f"{name}: a secret-looking value is in its args or headers; move it by hand (not changed).")
             plain.append(f"{name}: a value in its args or headers (mcp-setup cannot move it: move it by hand)")
-        if not secret:
-            continue
+        if secret:
+            found.append((name, entry, env, secret))
+    if found:  # what was found, before anything is asked (#25 item 11)
+        print(f"In {config.path}, {len(found)} server entr{'y' if len(found) == 1 else 'ies'} with plain-text keys:")
+        for name, _, env, secret in found:
+            print(f"  {name}: " + ", ".join(f"{k} ({secret_reason(k, env[k])})" for k in sorted(secret)))
+    plans: list[tuple[str, dict[str, Any], set[str]]] = []
+    for name, entry, env, secret in found:
         if all(args.yes or _confirm(name, key) for key in sorted(secret)):
             plans.append((name, {**entry, "env": env}, secret))
         else:
@@ -77,15 +90,30 @@ def run_import(
     if not done:
         _report(plain)
         return 1
-    edit = config.set_entries({n: entry_for(config.client, [*launcher, "run", slug], launcher_env) for n, slug in done.items()})
+    edit, how = _rewrite(config, done, launcher, launcher_env, per_server=getattr(args, "per_server", False))
     target = edit.target()
     backup = edit.write()
     through = f" (through the link {config.path})" if target != config.path else ""
-    print(f"Imported {', '.join(done)}; {target}{through} now runs them with `mcp-setup run`.")
+    print(f"Imported {', '.join(done)}; {target}{through} now {how}.")
     if backup is not None:
         plain.append(f"{backup}: the old file's copy, readable by you only (delete it when done)")
     _report(plain)
     return 0 if len(done) == len(plans) else 1
+
+
+def _rewrite(
+    config: ClientConfig, done: dict[str, str], launcher: list[str], env: dict[str, str], *, per_server: bool
+) -> tuple[Any, str]:  # fmt: skip
+    """One name per tool (#25 item 11): through the gateway entry, their old entries removed (the
+    gateway lists their tools already); or, ``per_server``, one ``run SLUG`` entry each and no gateway entry."""
+    ours = {n: e for n, e in config.servers().items() if is_ours(e, launcher)}
+    if per_server:
+        gateways = tuple(n for n, e in ours.items() if (e.get("args") or [])[-1:] == ["mcp"])
+        entries = {n: entry_for(config.client, [*launcher, "run", slug], env) for n, slug in done.items()}
+        return config.set_entries(entries, remove=gateways), "runs each of them with `mcp-setup run`"
+    entries = {GATEWAY_ENTRY: entry_for(config.client, [*launcher, "mcp"], env)}
+    names = ", ".join(f"{slug}__…" for slug in done.values())
+    return config.set_entries(entries, remove=tuple(done)), f"reaches them through its {GATEWAY_ENTRY} entry ({names})"
 
 
 def _report(plain: list[str]) -> None:

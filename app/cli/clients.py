@@ -1,9 +1,11 @@
 """Clients get the tools, never a plaintext key: ``client connect|disconnect``, ``run``, ``import``.
 
+* ``client list`` shows the clients found here, which are connected, the gateway's ``/mcp``
+  address and the tools as a client names them (the page shows the same, app/clients).
 * ``client connect CLIENT`` adds one entry ``mcp-setup`` that runs ``mcp-setup mcp`` (the
   gateway); ``--per-server`` instead adds one entry per installed server (its slug) running
   ``mcp-setup run SLUG``. ``disconnect`` removes what ``connect`` wrote. ``--dry-run`` prints
-  the diff. Files are merged by :mod:`app.cli.client_configs` (backup, idempotent, malformed
+  the diff. Files are merged by :mod:`app.clients` (backup, idempotent, malformed
   files untouched).
 * ``run NAME`` execs one installed stdio server with its settings decrypted into the child's
   environment only (the ``op run`` pattern): no config file, argv or log holds a value.
@@ -18,20 +20,24 @@ Exit codes: 0 done (or nothing to do), 1 failed or a file could not be merged, 2
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
 from setup_agent.errors import SetupError
 
-from .client_configs import CLIENTS, ClientConfig, ConfigError, client_config, entry_for, is_ours
+from app.clients import (
+    CLIENTS, GATEWAY_ENTRY, ClientConfig, ConfigError, client_config, client_rows, launcher_command, launcher_env,
+    plan_connect,
+)  # fmt: skip
 
-__all__ = ["GATEWAY_ENTRY", "add_client_parsers", "launcher_command", "run_client_command"]
+if TYPE_CHECKING:  # pydantic loads when a command runs, not when the parser is built
+    from app.settings import Settings
 
-GATEWAY_ENTRY = "mcp-setup"
+__all__ = ["GATEWAY_ENTRY", "add_client_parsers", "launcher_command", "run_client_command"]  # the first and third: app/clients
 
 
 def add_client_parsers(sub: Any) -> None:
@@ -43,6 +49,8 @@ def add_client_parsers(sub: Any) -> None:
         "Clients: " + ", ".join(CLIENTS) + ".",
     )
     actions = client.add_subparsers(dest="client_command", metavar="ACTION", required=True)
+    p = actions.add_parser("list", help="the clients on this computer, whether each is connected, the tools' names")
+    p.add_argument("--json", action="store_true", help="print JSON")
     for verb in ("connect", "disconnect"):
         p = actions.add_parser(verb, help=f"{verb} CLIENT")
         p.add_argument("client", choices=list(CLIENTS))
@@ -60,31 +68,15 @@ def add_client_parsers(sub: Any) -> None:
         "import",
         help="move plain-text keys out of a client's config into mcp-setup",
         description="For each entry of CLIENT's config with literal secret-looking env values: confirm each key "
-        "(hidden prompt), store it encrypted, install the server under the same name, test it, and rewrite the "
-        "entry to `mcp-setup run NAME` (the old file is kept as a backup).",
+        "(y/n), store it encrypted, test the server and install it under the same name; then the client reaches "
+        "it through the mcp-setup gateway entry and its old entry goes (--per-server: the entry runs `mcp-setup run "
+        "NAME` instead), so each tool has one name. The old file is kept as a backup.",
     )
     imp.add_argument("client", choices=list(CLIENTS))
     imp.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)")
     imp.add_argument("--yes", action="store_true", help="move every secret-looking value without asking")
-
-
-def launcher_command() -> list[str]:
-    """How a client starts this mcp-setup: the running script, the one on PATH, or the module."""
-    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if argv0 is not None and argv0.name == "mcp-setup" and argv0.exists():
-        return [str(argv0.resolve())]
-    found = shutil.which("mcp-setup")
-    return [found] if found else [sys.executable, "-m", "app.cli"]
-
-
-def _launcher_env(settings: Settings) -> dict[str, str]:
-    """What a client must pass so that mcp-setup finds this data dir (paths only, never a value)."""
-    env = {"MCP_SETUP_HOME": str(Path(settings.home).expanduser())}
-    if settings.data_key_file is not None:
-        env["MCP_SETUP_DATA_KEY_FILE"] = str(settings.data_key_file)
-    if settings.database_url:
-        env["MCP_SETUP_DATABASE_URL"] = settings.database_url  # may hold a DB password: the user's own file
-    return env
+    imp.add_argument("--per-server", action="store_true",
+                     help="one `mcp-setup run NAME` entry per imported server, no gateway entry (default: the gateway's)")  # fmt: skip
 
 
 def _config(args: argparse.Namespace) -> ClientConfig:
@@ -97,31 +89,18 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     from .servers import _store
 
     config = _config(args)
-    launcher, env = launcher_command(), _launcher_env(settings)
-    entries: dict[str, dict[str, Any]] = {}
-    if args.client_command != "disconnect":
-        if args.per_server:
-            with _store(settings) as store:
-                servers = [s for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
-            entries = {s.slug: entry_for(args.client, [*launcher, "run", s.slug], env) for s in servers}
-        else:
-            entries = {GATEWAY_ENTRY: entry_for(args.client, [*launcher, "mcp"], env)}
-    try:
-        current = config.servers()
-    except ConfigError as exc:
-        if not entries:
-            raise
-        # The file is left as it is (comments, say); the person gets the entry to paste.
-        print(f"mcp-setup: {exc}", file=sys.stderr)
-        where = f"the [{config.spec.key}] tables of" if config.spec.style == "toml" else f'the "{config.spec.key}" object of'
-        print(f"To add it by hand, add this entry to {where} {config.path} (create it if it is not there):", file=sys.stderr)
-        print(config.snippet(entries))
+    launcher, env = launcher_command(), launcher_env(settings)
+    slugs = None
+    if args.per_server and args.client_command != "disconnect":
+        with _store(settings) as store:
+            slugs = [s.slug for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
+    plan = plan_connect(config, launcher, env, disconnect=args.client_command == "disconnect", per_server=slugs)
+    if plan.edit is None:  # the file is left as it is (comments, say); the person gets the entry to paste
+        print(f"mcp-setup: {plan.error}", file=sys.stderr)
+        print(plan.paste_where, file=sys.stderr)
+        print(plan.snippet)
         return 1
-    ours = tuple(name for name, entry in current.items() if is_ours(entry, launcher))
-    if args.client_command == "disconnect":
-        edit = config.set_entries({}, remove=ours)
-    else:
-        edit = config.set_entries(entries, remove=tuple(n for n in ours if n not in entries))
+    edit = plan.edit
     if not edit.changed:
         print(f"{config.path}: already up to date; nothing written.")
         return 0
@@ -133,6 +112,39 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     backup = edit.write()
     print(f"Updated {config.path}" + (f" (the old file is {backup})" if backup else "") + ". Restart the client.")
     return 0
+
+
+def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
+    """``client list``: the clients found here, connected or not, and how an HTTP client connects."""
+    from .readonly import reader
+
+    launcher, env = launcher_command(), launcher_env(settings)
+    rows = client_rows(Path.home(), launcher, env)
+    with reader(settings) as store:
+        tools = [t.name for t in store.catalog().tools()]
+    if args.json:
+        print(json.dumps({"clients": rows, "http": _http_hint(settings), "tools": tools}, indent=2))
+        return 0
+    for r in rows:
+        state = ("connected" if r["up_to_date"] else "connected (an older entry)") if r["connected"] else "not connected"
+        state = f"cannot read its file: {r['problem']}" if r["problem"] else state
+        if r["found"] or r["connected"]:
+            print(f"{r['client']:<15} {state:<14} {r['path']}")
+    missing = [r["client"] for r in rows if not (r["found"] or r["connected"])]
+    if missing:
+        print(f"Not found on this computer: {', '.join(missing)}.")
+    print("Connect one: mcp-setup client connect CLIENT (--dry-run shows the change first).")
+    print(_http_hint(settings)["text"])
+    if tools:
+        print(f"Its tools, as a client names them ({len(tools)}): " + ", ".join(tools))
+    return 0
+
+
+def _http_hint(settings: Settings) -> dict[str, str]:
+    url = f"http://127.0.0.1:{settings.port}/mcp"
+    text = (f"HTTP clients: {url} while `mcp-setup serve` runs, with the header 'Authorization: Bearer TOKEN' "
+            "(TOKEN: the ?t= part of the link serve prints, or one made with `mcp-setup token create NAME`).")  # fmt: skip
+    return {"url": url, "text": text}
 
 
 def _warn_long_names(settings: Settings, args: argparse.Namespace) -> None:
@@ -188,12 +200,12 @@ def run_client_command(settings: Settings, args: argparse.Namespace, handler: An
 
     try:
         if args.command == "client":
-            return _connect(settings, args)
+            return (_list_clients if args.client_command == "list" else _connect)(settings, args)
         if args.command == "run":
             return _run(settings, args)
         from .client_import import run_import
 
-        return run_import(settings, args, handler, _config(args), launcher_command(), _launcher_env(settings))
+        return run_import(settings, args, handler, _config(args), launcher_command(), launcher_env(settings))
     except ConfigError as exc:
         print(f"mcp-setup: {exc}", file=sys.stderr)
         return 1

@@ -4,17 +4,15 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from app.settings import Settings
+if TYPE_CHECKING:  # read-only commands never load pydantic, asyncio or the core (app/cli/readonly.py)
+    from app.settings import Settings
 
 __all__ = ["main"]
 
@@ -60,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-setup", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--version", action="version", version=f"mcp-setup {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser(
         "serve",
@@ -128,6 +126,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """``--version``, read from the package metadata only when asked (importlib.metadata is slow)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        parser.exit(message=f"mcp-setup {_version()}\n")
+
+
 class _AgentHelp(argparse.Action):
     """``agent --help`` also names the agent that would run, read from its definition file
     (only then: the other commands never load the archetypes)."""
@@ -159,13 +164,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
     warnings.filterwarnings("ignore", category=getpass.GetPassWarning)
-    try:
-        settings = Settings()
-    except ValidationError as exc:  # say which setting is wrong, by its variable name
-        for err in exc.errors():
-            name = "MCP_SETUP_" + "_".join(str(p) for p in err["loc"]).upper()
-            print(f"mcp-setup: {name}: {err['msg']}", file=sys.stderr)
-        return 2
+    from .readonly import LightSettings, settings_error, takes_light_settings
+
+    if takes_light_settings(args):
+        settings: Any = LightSettings(os.environ)
+    else:
+        from pydantic import ValidationError
+
+        from app.settings import Settings
+
+        try:
+            settings = Settings()
+        except ValidationError as exc:  # say which setting is wrong, by its variable name
+            return settings_error(exc)
     if args.command in ("serve", "mcp", "agent", "tools", "apply"):  # config.toml (capability providers)
         from .tools import check_config
 
@@ -174,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         if args.command == "mcp":
+            import asyncio
+
             return asyncio.run(_run_mcp(settings, handler))
         if args.command == "serve":
             from app.web import run_serve
@@ -183,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tls_cert=args.tls_cert, tls_key=args.tls_key, insecure_http=args.insecure_http,
             )  # fmt: skip
         if args.command == "agent":
+            import asyncio
+
             from .terminal import run_agent
 
             return asyncio.run(run_agent(settings, handler, args.goal, driver=args.driver))
@@ -226,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
+    import asyncio
+    import signal
+
     from app.mcp import run_stdio
 
     # SIGTERM (a client giving up on us) still stops every server we started.

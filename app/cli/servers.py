@@ -14,8 +14,6 @@ Errors are one line on stderr, never a traceback. ``--json`` prints one JSON doc
 from __future__ import annotations
 
 import argparse
-import asyncio
-import getpass
 import json
 import logging
 import os
@@ -23,18 +21,22 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
 from .server_view import STATE_WORDS, server_json, state_notes
 from .server_view import state as server_state
 
+from .readonly import NotFound as _NotFound
+from .readonly import open_store as _store
+from .readonly import reader
+from .readonly import resolve as _resolve
+
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads when a command runs, not when `mcp-setup mcp` parses
+    from app.settings import Settings
     from setup_agent.store import InstalledServer, Store
 
 __all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]  # server_json: from app/cli/server_view.py
@@ -42,10 +44,6 @@ __all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server
 EXIT_NOT_FOUND = 3
 RUNTIMES = ("node", "npx", "uv", "uvx", "docker", "dnx", "python3")
 COMMANDS = ("list", "show", "enable", "disable", "remove", "logs", "search", "doctor", "add", "rotate", "update")
-
-
-class _NotFound(Exception):
-    pass
 
 
 def add_server_parsers(sub: Any) -> None:
@@ -72,9 +70,13 @@ def add_server_parsers(sub: Any) -> None:
         "add",
         help="set up NAME here, secrets at hidden prompts (no model needed)",
         description="Run the guided setup flow for NAME in this terminal: search, settings, hidden prompts for "
-        "secrets, test, install. Exit code: 0 installed, 1 failed, 130 cancelled.",
+        "secrets, test, install. Exit code: 0 installed, 1 failed (also: the input ended before a question was "
+        "answered), 3 no server matches NAME, 130 cancelled (Ctrl-C).",
     )
     p.add_argument("name", help="a qualified name or words to search for")
+    p.add_argument("--yes", "-y", action="store_true", help="approve the consent shown (printed in full; for scripts)")
+    p.add_argument("--secret", action="append", default=[], metavar="KEY=-|KEY=@FILE",
+                   help="KEY's secret from stdin (-) or a file (@FILE), never from the command line")  # fmt: skip
     p = sub.add_parser(
         "rotate",
         help="replace one stored secret: hidden prompt, test, then swap",
@@ -98,36 +100,10 @@ def add_server_parsers(sub: Any) -> None:
             p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
 
 
-@contextmanager
-def _store(settings: Settings):
-    from app.runtime import open_vault
-
-    vault = open_vault(settings)
-    from setup_agent.store import Store
-
-    with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
-        yield store
-
-
 def _sentence(text: str) -> str:
     """``text`` ending as a sentence does (so the next one does not run into it)."""
     text = text.rstrip()
     return text if text.endswith((".", "!", "?")) else text + "."
-
-
-def _resolve(store: Store, name: str) -> InstalledServer:
-    found = store.catalog().server(name)
-    server = store.get(found.server_id) if found is not None else None
-    if server is None:
-        import difflib
-
-        servers = store.list()
-        near = [s.slug for s in servers if name.lower() in s.slug.lower() or name.lower() in s.qualified_name.lower()]
-        near += [n for n in difflib.get_close_matches(name.lower(), [s.slug.lower() for s in servers], n=3, cutoff=0.6)
-                 if n not in near]  # a typo: `show tikets` -> tickets
-        hint = f" Did you mean {' or '.join(near[:3])}?" if near else ""
-        raise _NotFound(f"No installed server is named {name!r}.{hint} `mcp-setup list` shows them.")
-    return server
 
 
 def _print_json(obj: Any) -> None:
@@ -138,7 +114,7 @@ def _print_json(obj: Any) -> None:
 
 
 def _list(settings: Settings, args: argparse.Namespace) -> int:
-    with _store(settings) as store:
+    with reader(settings) as store:
         servers = store.list()
     if args.json:
         _print_json({"servers": [server_json(s) for s in servers]})
@@ -158,7 +134,7 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _show(settings: Settings, args: argparse.Namespace) -> int:
-    with _store(settings) as store:
+    with reader(settings) as store:
         s = _resolve(store, args.name)
     spec = s.launch_spec  # templates like ${KEY}, never values
     sandbox = _sandbox_words(settings, spec)  # what the consent said it can see (#23)
@@ -184,12 +160,14 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _sandbox_words(settings: Settings, spec: dict[str, Any]) -> list[str]:
-    """The profile in the consent's words, with the mechanism this machine runs now."""
-    from app.runtime import make_sandbox
-    from setup_agent.launch import LaunchSpec
+    """The profile in the consent's words, with the mechanism this machine runs now (found as
+    app.runtime's make_sandbox finds it, without loading the runtime: `show` is read-only)."""
+    from setup_agent.launch import LaunchSpec, Sandbox
     from setup_agent.setup import sandbox_profile
 
-    return sandbox_profile(LaunchSpec.model_validate(spec), make_sandbox(settings, os.environ).mechanism)
+    mechanism = Sandbox(settings.sandbox, hide=(Path(settings.home).expanduser(),), user_home=Path.home(),
+                        host_env=dict(os.environ)).mechanism  # fmt: skip
+    return sandbox_profile(LaunchSpec.model_validate(spec), mechanism)
 
 
 def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
@@ -202,7 +180,7 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _logs(settings: Settings, args: argparse.Namespace) -> int:
-    with _store(settings) as store:
+    with reader(settings) as store:
         s = _resolve(store, args.name)
     logs_dir = Path(settings.home).expanduser() / "logs"
     lines = read_log(logs_dir, s.server_id, max(args.lines, 0))
@@ -235,6 +213,8 @@ def _follow(path: Path) -> None:
 
 
 def _with_runtime(settings: Settings, handler: logging.Handler, body: Callable[[Any], Any]) -> Any:
+    import asyncio
+
     from app.runtime import build_runtime
     from setup_agent.secrets import install_log_redaction
 
@@ -336,15 +316,24 @@ def already_installed_message(s: InstalledServer, typed: str) -> str:
 
 
 def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from .presets import SecretArgError, read_secret_args
     from .terminal import run_agent
 
+    try:
+        secrets = read_secret_args(args.secret, sys.stdin)
+    except SecretArgError as exc:
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        return 2
     with _store(settings) as store:  # before asking anything
         existing = _installed_as(store, args.name)
     if existing is not None:
         print(already_installed_message(existing, args.name), file=sys.stderr)
         return 1
+    import asyncio
+
     # the person typed the command: the install is theirs (as remove/disable say `by cli`)
-    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli"))
+    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli",
+                                 assume_yes=args.yes, secrets=secrets))  # fmt: skip
 
 
 def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
@@ -355,6 +344,8 @@ def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     if args.key not in {k.key for k in s.env_keys}:
         print(f"mcp-setup: {s.qualified_name} has no setting {args.key!r} (`mcp-setup show {s.slug}`).", file=sys.stderr)
         return 1
+    import getpass
+
     value = getpass.getpass(f"New value of {args.key} (hidden): ")
     if not value:
         print("mcp-setup: no value typed; nothing changed.", file=sys.stderr)

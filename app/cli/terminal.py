@@ -2,7 +2,10 @@
 
 Questions use plain ``input()``; secrets use a hidden ``getpass`` prompt whose value goes
 straight from that thread into the core (``broker.answer``) and is never seen by the agent.
-Exit codes: 0 installed, 1 failed, 130 cancelled (Ctrl-C or end of input).
+Exit codes: 0 installed, 1 failed (also when the input ends before a question is answered: a
+script, #25 item 10), 3 no server matches the name, 130 cancelled (Ctrl-C, or Cancel chosen).
+``mcp-setup add --yes`` approves the consent it prints; ``--secret KEY=-|@FILE`` answers KEY's
+secret prompt once (app/cli/presets.py).
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from typing import Any, TextIO
 
 from app.runtime import build_runtime, openai_options
 from app.settings import Settings
-from setup_agent.agent import AgentCancelled, spawn_subagent
+from setup_agent.agent import AgentCancelled, AgentInputEnded, spawn_subagent
 from setup_agent.errors import InvalidInput, SetupError
 from setup_agent.secrets import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, install_log_redaction, is_weak_value
 
 __all__ = ["EXIT_CODES", "TerminalIO", "next_steps", "run_agent"]
 
-EXIT_CODES = {"installed": 0, "failed": 1, "cancelled": 130}
+EXIT_CODES = {"installed": 0, "failed": 1, "cancelled": 130, "not_found": 3}
 
 _PROGRESS = {
     "mcp_setup_search": "searching the registries…",
@@ -39,11 +42,16 @@ _PROGRESS = {
 class TerminalIO:
     """A :class:`~setup_agent.agent.harness.ChatIO` on stdin/stdout and the controlling terminal."""
 
-    def __init__(self, broker: PromptBroker, *, out: TextIO | None = None, consents: Any = None) -> None:
+    def __init__(
+        self, broker: PromptBroker, *, out: TextIO | None = None, consents: Any = None, assume_yes: bool = False,
+        secrets: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         self.broker = broker
         self.consents = consents
         self.out = out or sys.stdout
         self._pending: asyncio.Future[Any] | None = None
+        self.assume_yes = assume_yes  # --yes: approve the consent shown (printed in full first)
+        self._secrets = dict(secrets or {})  # --secret: each answers its key's prompt once
 
     last_said: str = ""
     #: The server this run's install saved (its ``installing``/``done`` event): a Ctrl-C after it
@@ -72,8 +80,8 @@ class TerminalIO:
         def work() -> None:
             try:
                 value = fn()
-            except EOFError:
-                loop.call_soon_threadsafe(settle, False, AgentCancelled("end of input"))
+            except EOFError:  # no one cancelled: a script's input ran out (exit 1, not 130)
+                loop.call_soon_threadsafe(settle, False, AgentInputEnded("end of input"))
             except BaseException as exc:  # noqa: BLE001 - handed to the loop
                 loop.call_soon_threadsafe(settle, False, exc)
             else:
@@ -131,6 +139,14 @@ class TerminalIO:
         about = _about(pending.prompt, pending.key_name)
         self._print(f"Enter {pending.key_name}{where}{f' ({about})' if about else ''}. Hidden as you type; stored encrypted.")
         broker = self.broker
+        if (given := self._secrets.pop(pending.key_name, None)) is not None:
+            try:
+                broker.answer(pending.prompt_id, given)  # the value goes straight into the core
+            except InvalidInput as exc:
+                self._print(f"The --secret value of {pending.key_name} was refused: {exc.message}")
+            else:
+                self._print(f"Got it: {pending.key_name} from --secret is kept for this setup.")
+                return {"status": "answered"}
 
         def read_and_answer() -> None:
             while True:
@@ -165,6 +181,9 @@ class TerminalIO:
         self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
         for label, text in describe_consent(request):
             self._print(f"  {label}: {text}")
+
+        if self.assume_yes:
+            return self._approve_as_shown(pending)
 
         def ask() -> None:
             settings: dict[str, str] = {}
@@ -201,6 +220,23 @@ class TerminalIO:
         self._print("Approved." if consents.status(pending.consent_id) == "approved" else "Not approved: nothing runs.")
         return {}
 
+
+    def _approve_as_shown(self, pending: Any) -> dict:
+        """``--yes``: the consent printed above, approved as shown (suggested destinations kept);
+        warnings are a person's to accept, so a consent with warnings is not approved."""
+        request, consents = pending.request, self.consents
+        for w in request.warnings:
+            self._print(f"  ! {w.code}: {w.message}")
+        try:
+            consents.approve(pending.consent_id, {d.name: d.suggested for d in request.destinations},
+                             accept_warnings=False, by="user:terminal --yes")  # fmt: skip
+        except SetupError as exc:
+            self._print(f"Not approved with --yes: {exc.message} Run without --yes to decide yourself.")
+            with contextlib.suppress(SetupError):
+                consents.deny(pending.consent_id, "not approved with --yes")
+            return {}
+        self._print("Approved (--yes).")
+        return {}
 
     def _is_tty(self) -> bool:
         isatty = getattr(self.out, "isatty", None)
@@ -258,7 +294,7 @@ class TerminalIO:
 
 def next_steps(slug: str) -> str:
     """What to do after an install, with the short name the other commands take."""
-    from .client_configs import CLIENTS
+    from app.clients import CLIENTS
 
     return (f'Its short name is "{slug}": mcp-setup show {slug}, mcp-setup remove {slug}. To use it in your AI '
             f"client: mcp-setup client connect CLIENT ({', '.join(CLIENTS)}).")  # fmt: skip
@@ -296,15 +332,17 @@ def _terminal_restored():
 
 
 async def run_agent(
-    settings: Settings, log_handler: logging.Handler, goal: str, driver: str | None = None, installed_by: str = "agent"
-) -> int:
+    settings: Settings, log_handler: logging.Handler, goal: str, driver: str | None = None, installed_by: str = "agent",
+    *, assume_yes: bool = False, secrets: dict[str, str] | None = None,
+) -> int:  # fmt: skip
     """Run the ``mcp_setup`` agent for ``goal`` here; returns the exit code. ``installed_by``:
     the install's actor (``cli`` for ``mcp-setup add``, the person's own command)."""
     if logging.getLogger().level > logging.DEBUG:
         log_handler.setLevel(logging.WARNING)  # keep the conversation readable; --verbose shows all
     runtime = build_runtime(settings)
     install_log_redaction(runtime.redactor, log_handler)
-    io = TerminalIO(runtime.broker, consents=runtime.consents)
+    io = TerminalIO(runtime.broker, consents=runtime.consents, assume_yes=assume_yes, secrets=secrets)
+    secrets = None  # the values live in io only, until their prompt takes them
     options = openai_options(settings) if driver == "openai" else {}
     loop = asyncio.get_running_loop()
     with _terminal_restored():
@@ -356,4 +394,4 @@ async def run_agent(
         print(f"\n{result['summary']}", flush=True)
     if slug:
         print(next_steps(slug), flush=True)
-    return EXIT_CODES[result["status"]]
+    return EXIT_CODES[result.get("reason") if result.get("reason") == "not_found" else result["status"]]

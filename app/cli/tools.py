@@ -11,17 +11,15 @@ the start-up check of config.toml every face runs (a clear line, exit code 2, no
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
 from setup_agent.errors import SetupError
-from setup_agent.setup import load_provider_config
 
 if TYPE_CHECKING:  # the core loads when `mcp-setup tools` runs, not when another command parses
+    from app.settings import Settings
     from setup_agent.agent import ToolRegistry
     from setup_agent.store import Store
 
@@ -48,6 +46,8 @@ def add_tools_parser(sub: Any) -> None:
 def check_config(settings: Settings) -> str | None:
     """None when config.toml is usable (or absent); else the line to print."""
     try:
+        from setup_agent.setup import load_provider_config
+
         load_provider_config(settings.config_path)
     except SetupError as exc:
         return f"mcp-setup: {exc.message}"
@@ -59,6 +59,7 @@ def _registry(settings: Settings, store: Store) -> ToolRegistry:
     from setup_agent.agent import ToolRegistry, load_archetypes
     from setup_agent.gateway import ServerStatus
     from setup_agent.secrets import Redactor
+    from setup_agent.setup import load_provider_config
 
     return ToolRegistry(
         servers=store.list,
@@ -81,6 +82,8 @@ def run_tools(settings: Settings, args: argparse.Namespace) -> int:
 
         with Store.for_data_dir(home, vault, settings.database_url) as store:
             registry = _registry(settings, store)
+            import asyncio
+
             tools, diagnostics = asyncio.run(_read(registry))
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)

@@ -36,11 +36,13 @@ async def update(runtime: Any, server: InstalledServer, version: str | None) -> 
     source = server.source if server.source in runtime.hub.sources else None
     try:
         detail = await runtime.hub.get(server.qualified_name, source=source, version=version)
-    except RegistryNotFound as exc:
+    except RegistryNotFound:
         if version is None:
             raise
-        return 1, (f"No version {version} of {server.qualified_name} in {source or 'the registries'} ({exc}); "
-                   f"{server.version} stays installed.")  # fmt: skip
+        where = {"local": f"the local catalog ({runtime.settings.catalog_path})", "official": "the official registry",
+                 "smithery": "Smithery (it keeps no versions)"}.get(source or "", "the registries")  # fmt: skip
+        # said once: not the registry's own sentence inside ours (#25 item 12)
+        return 1, f"No version {version} of {server.qualified_name} in {where}; {server.version} stays installed."
     if detail.version == server.version:
         which = "the version asked for" if version is not None else "the registry's latest version"
         return 0, f"{server.qualified_name} is already at {server.version}, {which}."

@@ -61,7 +61,9 @@ from setup_agent.errors import (
 from setup_agent.setup import TOOL_NAMES, CallContext
 
 from .member_rpc import MEMBER_METHODS, member_call
+from .client_rpc import CLIENT_METHODS, call_clients
 from .security import current_principal
+from .server_details import DETAIL_METHODS, server_details
 from .ws import WebHub
 
 __all__ = ["METHODS", "RpcDispatcher", "error_from_result"]
@@ -74,6 +76,7 @@ MAX_BODY = 1 << 20
 METHODS = (
     *TOOL_NAMES, "spawn_subagent", "servers.list", "servers.remove", "servers.reconnect", "servers.enable",
     "servers.disable", "tool_registry_list", "tool_registry_get", "tool_registry_diagnostics", *MEMBER_METHODS,
+    *CLIENT_METHODS, *DETAIL_METHODS,
 )  # fmt: skip
 
 
@@ -281,6 +284,10 @@ class RpcDispatcher:
             return await self._registry(method, params)
         if method in MEMBER_METHODS:  # a member's own keys (#28)
             return await member_call(self.runtime, method, params)
+        if method in CLIENT_METHODS:
+            return await call_clients(self.runtime, method, params)
+        if method in DETAIL_METHODS:
+            return await server_details(self.runtime, method, params, self._presenter(session_id))
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:

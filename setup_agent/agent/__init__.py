@@ -13,12 +13,13 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .archetypes import agents_dir, load_archetypes
-    from .harness import AgentCancelled
+    from .harness import AgentCancelled, AgentInputEnded
     from .spawn import spawn_subagent
     from .tool_registry import ToolRegistry
 
 __all__ = [
     "AgentCancelled",
+    "AgentInputEnded",
     "agents_dir",
     "load_archetypes",
     "spawn_subagent",
@@ -27,6 +28,7 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "AgentCancelled": "harness",
+    "AgentInputEnded": "harness",
     "agents_dir": "archetypes",
     "load_archetypes": "archetypes",
     "spawn_subagent": "spawn",

@@ -26,6 +26,7 @@ __all__ = [
     "CHAT_TOOL_SPECS",
     "WITHHELD",
     "AgentCancelled",
+    "AgentInputEnded",
     "AgentLimitReached",
     "AgentSession",
     "ChatIO",
@@ -65,6 +66,11 @@ _KNOWN_TOOLS = frozenset(TOOL_NAMES) | _CHAT_TOOLS
 
 class AgentCancelled(Exception):
     """The user cancelled (a ChatIO raises it from ``ask_user`` or ``present_secret``)."""
+
+
+class AgentInputEnded(AgentCancelled):
+    """The face's input ended before a question was answered (a script's stdin closed): no one
+    cancelled, so the run ends ``failed`` (or not found, :attr:`AgentSession.not_found`), not cancelled."""
 
 
 class AgentLimitReached(Exception):
@@ -126,7 +132,9 @@ class AgentSession:
         self.transcript: list[dict[str, Any]] = []
         self.installed: dict[str, Any] | None = None
         self._withheld: list[str] = []
-        self._cancelled = False
+        self._cancelled: AgentCancelled | None = None  # how a prompt or consent was cancelled
+        #: The driver's last search found nothing: a run that ends there ends "not found" (#25 item 10).
+        self.not_found = False
         self.goal, found = scrub_secrets(goal, redactor)
         self.goal_had_secret = bool(found)
         for value in found:
@@ -195,8 +203,8 @@ class AgentSession:
                     present_authorization=self._present_authorization,
                 ),
             )
-            if self._cancelled:
-                raise AgentCancelled("The user cancelled the secret prompt.")
+            if self._cancelled is not None:
+                raise type(self._cancelled)("The user cancelled the secret prompt.")
         result = self.redactor.redact_obj(result)
         if name == "mcp_setup_install_and_connect" and result.get("server_id"):
             self.installed = {**result, "qualified_name": arguments.get("qualified_name")}
@@ -245,8 +253,8 @@ class AgentSession:
     async def _present(self, pending: PendingPrompt) -> dict:
         try:
             return await self.io.present_secret(pending)
-        except AgentCancelled:
-            self._cancelled = True
+        except AgentCancelled as exc:
+            self._cancelled = exc
             with suppress(SetupError):
                 self.service.broker.cancel(pending.prompt_id, "cancelled by the user")
             raise PromptCancelled(f"The user cancelled the request for {pending.key_name}.", key=pending.key_name)
@@ -258,8 +266,8 @@ class AgentSession:
             return {}
         try:
             return await present(pending) or {}
-        except AgentCancelled:
-            self._cancelled = True
+        except AgentCancelled as exc:
+            self._cancelled = exc
             consents = getattr(self.service, "consents", None)
             with suppress(SetupError):
                 if consents is not None:
@@ -279,6 +287,8 @@ class AgentSession:
         if self.installed is not None:
             status = "installed"
         out: dict[str, Any] = {"status": status, "summary": self.redactor.redact(summary)}
+        if status == "failed" and self.not_found:
+            out["reason"] = "not_found"  # nothing matched what was asked for (the CLI exits 3)
         if self.installed is not None:
             out["server_id"] = self.installed["server_id"]
             out["tools"] = self.installed.get("tools") or []

@@ -18,7 +18,7 @@ from setup_agent.setup import SetupService
 
 from .archetypes import ArchetypeRegistry, load_archetypes
 from .drivers import driver_factory
-from .harness import AgentCancelled, AgentLimitReached, AgentSession, ChatIO, DriverError, installed_summary
+from .harness import AgentCancelled, AgentInputEnded, AgentLimitReached, AgentSession, ChatIO, DriverError, installed_summary
 
 __all__ = ["spawn_subagent"]
 
@@ -80,6 +80,8 @@ async def _drive(session: AgentSession, factory: Callable[..., Any], options: di
             if not timeout.expired():
                 raise
             return "failed", f"Stopped after {archetype.max_seconds:g} seconds: that is the {archetype.id} agent's time limit.", False
+    except AgentInputEnded:  # a script's input ran out: a failure, not a cancel (#25 item 10)
+        return "failed", "Stopped: the input ended before a question was answered.", False
     except AgentCancelled:
         return "cancelled", "Cancelled by the user.", False
     except (AgentLimitReached, DriverError) as exc:

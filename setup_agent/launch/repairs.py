@@ -145,6 +145,9 @@ _MODULE_DIST = {"dateutil": "python-dateutil", "dotenv": "python-dotenv", "yaml"
                 "PIL": "Pillow", "requests": "requests", "httpx": "httpx", "pydantic": "pydantic",
                 "aiohttp": "aiohttp", "uvicorn": "uvicorn", "starlette": "starlette", "pytz": "pytz"}
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'|ImportError: ")
+#: npm's own words for a package (E404) or a version (ETARGET) its registry does not have (#25 item 4).
+_NPM_NO_PACKAGE = re.compile(r"'(@?[^'@\s]+)(?:@[^'\s]*)?' is not in this registry|404 Not Found - GET https?://\S+?/(@[^/\s%]+(?:%2[fF]|/)[^/\s]+|[^/@\s]+)(?:\s|$)")
+_NPM_NO_VERSION = re.compile(r"No matching version found for (@?[^@\s]+)@(\S+?)\.?(?:\s|$)")
 _DOCKER_PLATFORM = re.compile(r"no matching manifest for (linux/[a-z0-9/]+)|exec format error", re.IGNORECASE)
 
 #: (pattern, part, reason): failures whose repair is for the person (no command change).
@@ -189,6 +192,11 @@ def diagnose(spec: LaunchSpec, stderr_tail: str) -> Diagnosis:
         if m.group(1) and "amd64" not in m.group(1):
             return Diagnosis("package", why, _offer(spec, "docker-platform:linux/amd64", why + "; run its amd64 build"))
         return Diagnosis("package", why)
+    if m := _NPM_NO_VERSION.search(tail):
+        return Diagnosis("package", f"npm has no version {m.group(2)} of {m.group(1)}")
+    if m := _NPM_NO_PACKAGE.search(tail):
+        name = (m.group(1) or m.group(2) or "").replace("%2f", "/").replace("%2F", "/")
+        return Diagnosis("package", f"npm has no package {name}")
     for pattern, part, reason in _KNOWN:
         if pattern.search(tail):
             return Diagnosis(part, reason)

@@ -3,7 +3,8 @@ arguments (``tool_args.py``, ``tool_specs.py``), preparation (``preparation.py``
 consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
 through the store in ``shared_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
-search cards (``search_cards.py``), lock files (``lock_file.py``), providers and admission (``providers.py``) and the caller's
+search cards (``search_cards.py``), lock files (``lock_file.py``), providers and admission
+(``providers.py``), replacing a stored secret, tested first (``rotation.py``) and the caller's
 context (``call_context.py``).
 
 Imports gateway, oauth, launch, store, secrets, errors and :mod:`registry_clients`; never agent.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     )
     from .probe import Prober, ProbeResult
     from .providers import ProviderConfig, load_provider_config
+    from .rotation import rotate_secret
     from .service import SetupService
     from .shared_consents import SharedDecisions, answer_shared, share_consents
     from .shared_locks import share_guard
@@ -57,6 +59,7 @@ __all__ = [
     "Prober",
     "ProbeResult",
     "ProviderConfig",
+    "rotate_secret",
     "sandbox_profile",
     "SetupService",
     "share_consents",
@@ -92,6 +95,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Prober": "probe",
     "ProbeResult": "probe",
     "ProviderConfig": "providers",
+    "rotate_secret": "rotation",
     "sandbox_profile": "consent_request",
     "SetupService": "service",
     "TOOL_NAMES": "tool_specs",

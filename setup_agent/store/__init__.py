@@ -2,7 +2,8 @@
 (``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
 settings and key rotation (``keys.py``), each member's own values (``member_values.py``), named tokens (``tokens.py``), approvals waiting for the
 user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
-read from the rows (``catalog.py``, standard library only) and the migrations (``migrations/``).
+read from the rows (``catalog.py``, standard library only), the records it hands out and their
+stdlib reader for the read-only commands (``records.py``) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
 """
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
     from .data_dir import prepare_data_dir
     from .database import Store
     from .member_values import member_label
-    from .models import InstalledServer
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
+    from .records import InstalledServer, read_sqlite_servers
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
 
@@ -54,6 +55,7 @@ __all__ = [
     "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
+    "read_sqlite_servers",
     "ref_digest",
     "relabel",
     "SharedApprovals",
@@ -81,13 +83,14 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "diff_tools": "pins",
     "gateway_name": "catalog",
     "GatewayTool": "catalog",
-    "InstalledServer": "models",
+    "InstalledServer": "records",
     "member_label": "member_values",
     "names_too_long": "catalog",
     "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
     "ref_digest": "shared_state",
+    "read_sqlite_servers": "records",
     "relabel": "pins",
     "SharedApprovals": "shared_state",
     "SharedCapabilities": "shared_state",

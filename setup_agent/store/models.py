@@ -30,8 +30,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from setup_agent.errors import InvalidInput
 
-from .catalog import CatalogServer, parse_tools
-from .pins import summarize
+from .catalog import parse_tools
+from .records import EnvKey, InstalledServer
 
 __all__ = [
     "AuditEntry", "AuditRow", "Base", "ChangeRow", "ClientEnvRow", "Clock", "EnvKey", "InstalledServer",
@@ -217,58 +217,6 @@ class AuditEntry:
             "qualified_name": self.qualified_name, "actor": self.actor, "old_hash": self.old_hash,
             "new_hash": self.new_hash, "detail": self.detail,
         }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class EnvKey:
-    key: str
-    secret: bool
-
-
-@dataclass(frozen=True)
-class InstalledServer:
-    """An installed server as stored; its env appears only as key names and secret flags."""
-
-    server_id: str
-    qualified_name: str
-    source: str
-    version: str | None
-    package_type: str
-    launch_spec: dict[str, Any]
-    enabled: bool
-    installed_at: datetime
-    installed_by: str
-    tools_hash: str
-    env_keys: tuple[EnvKey, ...]
-    slug: str = ""
-    title: str | None = None
-    tools: tuple[dict[str, Any], ...] = ()
-    tools_recorded: bool = False  # False until a test or a connection has listed its tools
-    # Pinning (pins.py): ``tools`` above is what is exposed; these say what was approved and what is offered.
-    pinned_tools: tuple[dict[str, Any], ...] = ()
-    live_tools: tuple[dict[str, Any], ...] = ()
-    pinned_hash: str | None = None
-    live_hash: str | None = None
-    pinned_at: datetime | None = None
-    pinned_version: str | None = None
-    tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
-    tools_diff: dict[str, Any] | None = None
-    needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
-    member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (member_values.py)
-    #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None before #28.
-    artifact_digest: str | None = None
-
-    def tools_change(self) -> dict[str, Any] | None:
-        """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
-        if self.tools_state not in ("changed", "rejected") or not self.tools_diff:
-            return None
-        return {"state": self.tools_state, "summary": summarize(self.tools_diff), "diff": self.tools_diff}
-
-    def catalog_entry(self) -> CatalogServer:
-        return CatalogServer(
-            self.server_id, self.qualified_name, self.slug, self.title, self.enabled, self.tools,
-            self.package_type, self.version,
-        )  # fmt: skip
 
 
 _COLUMNS = (

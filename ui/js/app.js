@@ -3,7 +3,7 @@
 // that shows it, the page's controls, then the websocket itself.
 //   dom.js · errors.js · api.js (fetch, JSON-RPC, websocket) · servers.js (installed list)
 //   thread.js (conversation) · progress.js (test/install steps) · setup.js (the pane, search)
-//   secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
+//   clients.js (connect an AI client) · secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
 //   oauth_modal.js (the sign-in box)
 
 import { on, connect } from "./api.js";

@@ -105,9 +105,20 @@ function newSteps(event) {
 function addDownloadStep() {
   if (steps.items.downloading) return;
   var item = stepItem("downloading");
+  item.counter = el("span", { class: "small muted counter" });  // a first npx fetch takes 20+ s: show it moving
+  item.li.appendChild(item.counter);
   steps.items.downloading = item;
   steps.list.insertBefore(item.li, steps.items.starting.li);
   steps.order.splice(steps.order.indexOf("starting"), 0, "downloading");
+}
+
+// The download's elapsed seconds and packages fetched so far, from its progress events (#25 item 5).
+function countDownload(event) {
+  var counter = steps.items.downloading.counter;
+  var parts = [];
+  if (typeof event.elapsed_seconds === "number") parts.push(Math.round(event.elapsed_seconds) + " s");
+  if (typeof event.fetched === "number" && event.fetched > 0) parts.push(event.fetched + (event.fetched === 1 ? " package" : " packages"));
+  if (parts.length) counter.textContent = " · " + parts.join(", ") + (event.status === "done" ? "" : " so far");
 }
 
 function setStep(stage, status) {
@@ -173,7 +184,11 @@ export function onProgress(event) {
     signInButtons = [];
     steps = newSteps(event);
   }
-  if (event.stage === "downloading") addDownloadStep();
+  if (event.stage === "downloading") {
+    addDownloadStep();
+    countDownload(event);
+    if (event.status === "progress") event = Object.assign({}, event, { status: "started" });  // drawn as in progress (…)
+  }
   if (event.stage !== "starting" || event.status !== "started") stopWatch();
   var order = steps.order;
   var index = order.indexOf(event.stage);

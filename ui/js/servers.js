@@ -3,6 +3,7 @@
 
 import { $, el, showError } from "./dom.js";
 import { rpc } from "./api.js";
+import { detailsPart } from "./server_card.js";
 
 var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped",
                      disabled: "Disabled", tools_changed: "Tools changed: review", needs_sign_in: "Sign-in expired" };
@@ -35,7 +36,9 @@ function renderServers(servers) {
   var active = document.activeElement;
   var focusKey = active && list.contains(active) ? active.getAttribute("data-focus-key") : null;
   var open = {};
-  Array.prototype.forEach.call(list.querySelectorAll("details[open]"), function (d) { open[d.dataset.server] = true; });
+  var openMore = {};
+  Array.prototype.forEach.call(list.querySelectorAll("details.tools[open]"), function (d) { open[d.dataset.server] = true; });
+  Array.prototype.forEach.call(list.querySelectorAll("details.server-more[open]"), function (d) { openMore[d.dataset.server] = true; });
   list.textContent = "";
   $("servers-empty").hidden = servers.length > 0;
   servers.forEach(function (server) {
@@ -111,6 +114,7 @@ function renderServers(servers) {
                : "You rejected its changed tools (the approved ones stay): ") + server.tools_change.summary }) : null,
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
+      detailsPart(server, openMore[server.server_id]),
       el("div", { class: "row" }, [toggleLabel, enabled ? reconnect : null, remove]),
       itemError
     ]);

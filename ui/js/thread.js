@@ -6,6 +6,7 @@ import { $, el, showError } from "./dom.js";
 import { plain } from "./errors.js";
 import { send } from "./api.js";
 import { loadServers, toolList } from "./servers.js";
+import { clientsCard } from "./clients.js";
 
 var run = null; // {id, done}
 var questionNodes = {}; // question_id → {node, controls}
@@ -168,6 +169,7 @@ export function onDone(event) {
     card.appendChild(toolList(tools));
   }
   addToThread(card);
+  if (status === "installed") addToThread(clientsCard());  // the last step: the tools in the person's client
   $("cancel-agent").hidden = true;
   $("new-setup").hidden = false;
   $("new-setup").focus();

@@ -1,8 +1,9 @@
 """The ``guided`` driver: a deterministic setup conversation over the same tools, no model.
 
 goal → search → pick (clear best match, or ask among the top few) → get → ask non-secret
-values / request secrets → test → on failure: re-enter the value the error points at,
-try another package, or cancel → install → summary of the tools now available.
+values / request secrets → test → on failure (recovery.py): re-enter the value the error points
+at, try again or read the log after a crash, try another package, or cancel → install →
+summary of the tools now available.
 
 A remote that answers ``oauth_required`` (or ``needs_sign_in``) is signed in to with ``mcp_setup_authorize``:
 the face shows the user the sign-in box (host, scopes, link); when it does not wait, the user says Done once
@@ -16,11 +17,11 @@ import re
 from typing import Any
 
 from ..harness import AgentCancelled, AgentSession, installed_summary
+from .recovery import CANCEL, on_failure
 
 __all__ = ["GuidedDriver", "goal_query", "name_matches"]
 
 NONE_OF_THESE = "None of these"
-CANCEL = "Cancel"
 MAX_CHOICES = 5
 
 _FILLER_PHRASES = (
@@ -33,13 +34,6 @@ _FILLER_WORDS = {
     "mcp", "server", "servers", "integration", "tool", "tools", "plugin", "new", "one", "some",
 }
 # Codes where re-entering a value cannot help.
-_NOT_A_VALUE = {
-    "runtime_missing", "command_not_found", "no_runnable_package", "package_not_found", "bundle_invalid",
-    "not_found", "registry_unavailable", "registry_auth", "already_installed", "store_error", "internal",
-    "consent_required", "consent_denied", "timeout", "unreachable", "protocol_error", "oauth_required",
-    "needs_sign_in", "oauth_refused", "oauth_denied", "oauth_error",
-}
-
 
 # Codes answered by signing in (mcp_setup_authorize), not by re-entering a value.
 _SIGN_IN = {"oauth_required", "needs_sign_in"}
@@ -128,6 +122,7 @@ class GuidedDriver:
                 if not query:
                     return None
             servers, unreachable = await self._search(s, query)
+            s.not_found = not servers
             if servers:
                 chosen = await self._pick(s, query, servers)
                 if chosen is not None:
@@ -219,7 +214,8 @@ class GuidedDriver:
                 if await self._choose(s, question, ["No", "Yes"]) == "Yes":
                     await self._collect(s, name, key, env, env_refs)
                     continue
-            skipped.append(key["name"])
+            if key.get("default") is None:  # one with a default is not unset: the core fills it in
+                skipped.append(key["name"])
         if skipped:
             await self._say(s, f"Optional settings left unset: {', '.join(skipped)}.")
         package: str | None = None
@@ -250,7 +246,7 @@ class GuidedDriver:
             inputs = json.dumps([env, env_refs], sort_keys=True)
             failed[(package or detail.get("package") or available[0], inputs)] = tested["error"].get("code", "")
             untried = [p for p in available if (p, inputs) not in failed]
-            action = await self._on_failure(s, tested["error"], keys, env_refs, untried, package)
+            action = await on_failure(self, s, tested["error"], keys, env_refs, untried, package)
             if action is None:
                 if len(failed) > 1:
                     summary = ", ".join(f"{p} ({code})" for (p, _), code in failed.items())
@@ -258,6 +254,8 @@ class GuidedDriver:
                     return f"Nothing was installed: every option failed ({summary})."
                 return f"Nothing was installed: {tested['error']['message']}"
             kind, value = action
+            if kind == "retry":  # the same settings once more (a flaky start)
+                continue
             if kind == "package":
                 package = value
             else:
@@ -354,47 +352,3 @@ class GuidedDriver:
             else:
                 await self._say(s, f"Signed in to {server}.")
             return str(result["ref"])
-
-    async def _on_failure(
-        self,
-        s: AgentSession,
-        error: dict[str, Any],
-        keys: list[dict[str, Any]],
-        env_refs: dict[str, str],
-        available: list[str],
-        package: str | None,
-    ) -> tuple[str, str] | None:
-        """Explain ``error``; returns ("key", NAME), ("package", ID), None (give up) or raises cancel."""
-        code, message = error.get("code", ""), error.get("message", "")
-        if code == "runtime_missing":
-            await self._say(s, f"This server cannot start here yet. {message}")
-        else:
-            await self._say(s, f"The connection test failed. {message}")
-        choices: list[str] = []
-        key = _pointed_key(error, keys, env_refs)
-        if key:
-            choices.append(f"Re-enter {key}")
-        choices += [f"Try the {p} package instead" for p in available if p != package]
-        if not choices:
-            return None
-        answer = await self._choose(s, "What would you like to do?", [*choices, CANCEL])
-        if answer == CANCEL:
-            raise AgentCancelled("cancelled by the user")
-        if key and answer == f"Re-enter {key}":
-            return ("key", key)
-        return ("package", available[[f"Try the {p} package instead" for p in available].index(answer)])
-
-
-def _pointed_key(error: dict[str, Any], keys: list[dict[str, Any]], env_refs: dict[str, str]) -> str | None:
-    """The setting an error points at: its ``key``, a key named in the message, or the only secret."""
-    if error.get("code") in _NOT_A_VALUE:
-        return None
-    names = [k["name"] for k in keys]
-    if error.get("key") in names:
-        return error["key"]
-    message = error.get("message", "")
-    for name in names:
-        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message):
-            return name
-    secrets = [k["name"] for k in keys if k.get("secret") and k["name"] in env_refs]
-    return secrets[0] if len(secrets) == 1 else None

@@ -1,0 +1,29 @@
+"""AI clients' config files and connecting them to this mcp-setup: where each client keeps
+its servers and a careful merge (``files.py``: backup, idempotent, malformed files untouched),
+and the gateway entry, the plan of a connect and which clients are found here and connected
+(``connect.py``). Shared by the CLI (``client connect|list``, ``import``) and the page (#25 item 1).
+
+May import ``app.runtime``-free parts only: :mod:`app.settings` (types) and the core.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from setup_agent.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .connect import GATEWAY_ENTRY, ConnectPlan, client_rows, launcher_command, launcher_env, plan_connect
+    from .files import CLIENTS, ClientConfig, ConfigError, Edit, client_config, entry_for, is_ours, looks_secret, secret_reason
+
+__all__ = [
+    "CLIENTS", "ClientConfig", "ConfigError", "ConnectPlan", "Edit", "GATEWAY_ENTRY", "client_config", "client_rows",
+    "entry_for", "is_ours", "launcher_command", "launcher_env", "looks_secret", "plan_connect", "secret_reason",
+]  # fmt: skip
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "CLIENTS": "files", "ClientConfig": "files", "ConfigError": "files", "Edit": "files", "client_config": "files",
+    "entry_for": "files", "is_ours": "files", "looks_secret": "files", "secret_reason": "files",
+    "ConnectPlan": "connect", "GATEWAY_ENTRY": "connect", "client_rows": "connect", "launcher_command": "connect",
+    "launcher_env": "connect", "plan_connect": "connect",
+})  # fmt: skip

@@ -1,0 +1,111 @@
+"""Connecting an AI client to this mcp-setup: the one code path of ``mcp-setup client
+connect|list`` and the page's "Use it in your AI client" part (#25 item 1).
+
+* :func:`launcher_command` / :func:`launcher_env`: how a client starts this mcp-setup, and the
+  paths it must pass so that it finds this data dir (never a value).
+* :func:`plan_connect`: the change ``connect``/``disconnect`` makes to a client's file: an
+  :class:`~app.clients.files.Edit` (its diff, then ``write()``: backup, idempotent), or, for a
+  file it cannot merge (malformed, JSONC), the error and the entry to paste by hand.
+* :func:`client_rows`: every known client, whether it is found on this machine (its config
+  file or the folder it lives in), whether it is connected already, and its file's problem.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .files import CLIENTS, ClientConfig, ConfigError, Edit, client_config, entry_for, is_ours
+
+__all__ = ["GATEWAY_ENTRY", "ConnectPlan", "client_rows", "launcher_command", "launcher_env", "plan_connect"]
+
+GATEWAY_ENTRY = "mcp-setup"
+
+
+def launcher_command() -> list[str]:
+    """How a client starts this mcp-setup: the running script, the one on PATH, or the module."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "mcp-setup" and argv0.exists():
+        return [str(argv0.resolve())]
+    found = shutil.which("mcp-setup")
+    return [found] if found else [sys.executable, "-m", "app.cli"]
+
+
+def launcher_env(settings: Any) -> dict[str, str]:
+    """What a client must pass so that mcp-setup finds this data dir (paths only, never a value)."""
+    env = {"MCP_SETUP_HOME": str(Path(settings.home).expanduser())}
+    if settings.data_key_file is not None:
+        env["MCP_SETUP_DATA_KEY_FILE"] = str(settings.data_key_file)
+    if settings.database_url:
+        env["MCP_SETUP_DATABASE_URL"] = settings.database_url  # may hold a DB password: the user's own file
+    return env
+
+
+@dataclass
+class ConnectPlan:
+    """What connecting (or disconnecting) ``config`` would change."""
+
+    config: ClientConfig
+    entries: dict[str, dict[str, Any]]
+    edit: Edit | None  # None: the file cannot be merged (``error``), paste ``snippet`` by hand
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.edit is not None and self.edit.changed
+
+    @property
+    def snippet(self) -> str:
+        return self.config.snippet(self.entries)
+
+    @property
+    def paste_where(self) -> str:
+        spec = self.config.spec
+        where = f"the [{spec.key}] tables of" if spec.style == "toml" else f'the "{spec.key}" object of'
+        return f"To add it by hand, add this entry to {where} {self.config.path} (create it if it is not there):"
+
+
+def plan_connect(
+    config: ClientConfig, launcher: list[str], env: Mapping[str, str], *, disconnect: bool = False,
+    per_server: Iterable[str] | None = None,
+) -> ConnectPlan:  # fmt: skip
+    """The gateway entry (or one ``run SLUG`` entry per slug in ``per_server``) for ``config``;
+    entries ours from before that are no longer wanted are removed. Raises ConfigError only for
+    a disconnect from a file it cannot read (there is nothing to paste then)."""
+    entries: dict[str, dict[str, Any]] = {}
+    if not disconnect:
+        if per_server is not None:
+            entries = {slug: entry_for(config.client, [*launcher, "run", slug], env) for slug in per_server}
+        else:
+            entries = {GATEWAY_ENTRY: entry_for(config.client, [*launcher, "mcp"], env)}
+    try:
+        current = config.servers()
+    except ConfigError as exc:
+        if disconnect:
+            raise
+        return ConnectPlan(config, entries, None, str(exc))
+    ours = tuple(name for name, entry in current.items() if is_ours(entry, launcher))
+    remove = ours if disconnect else tuple(n for n in ours if n not in entries)
+    return ConnectPlan(config, entries, config.set_entries(entries, remove=remove))
+
+
+def client_rows(home: Path, launcher: list[str], env: Mapping[str, str], platform: str = sys.platform) -> list[dict[str, Any]]:
+    """Every known client: ``{client, path, found, connected, up_to_date, problem}``. ``found``:
+    its config file exists, or the client's own folder it goes in (not the home itself)."""
+    rows = []
+    for name in CLIENTS:
+        config = client_config(name, home, platform)
+        found = config.path.exists() or (config.path.parent.is_dir() and config.path.parent != home)
+        row: dict[str, Any] = {"client": name, "path": str(config.path), "found": found, "connected": False,
+                               "up_to_date": False, "problem": None}  # fmt: skip
+        try:
+            row["connected"] = any(is_ours(e, launcher) for e in config.servers().values())
+            row["up_to_date"] = row["connected"] and not plan_connect(config, launcher, env).changed
+        except ConfigError as exc:
+            row["problem"] = str(exc)
+        rows.append(row)
+    return rows

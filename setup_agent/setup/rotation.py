@@ -1,0 +1,47 @@
+"""Replace one stored secret of an installed server, tested first (#25 item 2): the one code
+path of ``mcp-setup rotate`` and the page card's "Replace".
+
+The new value comes as a ref (a secret prompt's answer, or one the CLI minted from its hidden
+prompt): the value is given to the redactor first (nothing the server prints can carry it),
+the server is test-connected with its other stored settings, and only when it answers is the
+stored value replaced; a failed test raises (redacted) and leaves the old value in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from setup_agent.errors import InvalidInput, NotFound
+from setup_agent.launch import LaunchSpec
+
+__all__ = ["rotate_secret"]
+
+
+async def rotate_secret(service: Any, server_id: str, key: str, ref: str) -> dict[str, Any]:
+    """``{server_id, key, tools, message}`` once the server answered with the new value."""
+    server = await asyncio.to_thread(service.store.get, server_id)
+    if server is None:
+        raise NotFound("No installed server has that id.")
+    if key not in {k.key for k in server.env_keys}:
+        raise InvalidInput(f"{server.qualified_name} has no setting {key}.")
+    value = service.refs.resolve({key: ref})[key].reveal()
+    service.redactor.register(value, f"[secret:{key}]")
+    await service.connections.learn_stored_secrets()
+    stored = await asyncio.to_thread(service.store.env_values, server_id)
+    values = {k: v.reveal() for k, v in stored.items()}
+    values[key] = value
+    spec = LaunchSpec.model_validate(server.launch_spec)
+    dirname = str(service.connections.bundle_dir(server_id)) if spec.needs_install_dir else None
+    try:
+        result = await service.prober.probe(spec, values, dirname=dirname)  # raises (redacted) when it fails
+        secret = next((k.secret for k in server.env_keys if k.key == key), True)
+        await asyncio.to_thread(service.store.set_env_value, server_id, key, value, secret)
+    finally:
+        values.clear()
+        service.refs.consume({key: ref})  # used once, kept or not
+    return {
+        "server_id": server_id, "key": key, "tools": len(result.tools),
+        "message": f"{server.qualified_name} answered with {len(result.tools)} tools using the new {key}; it is "
+                   "stored. Running mcp-setup faces use it from the server's next start.",
+    }  # fmt: skip

@@ -1,0 +1,118 @@
+// "Use it in your AI client" (#25 item 1): the clients found on this computer, each with a
+// Connect button that shows the exact change (the diff `mcp-setup client connect --dry-run`
+// prints) and writes it only when confirmed (backup, idempotent; a file mcp-setup cannot
+// merge is left alone and the entry to paste is shown); the gateway's /mcp address for clients
+// that take one; and the tools as a client names them. Same code as the CLI: /rpc clients.*.
+
+import { el } from "./dom.js";
+import { rpc } from "./api.js";
+
+var NAMES = { "claude-desktop": "Claude Desktop", "claude-code": "Claude Code", cursor: "Cursor", vscode: "VS Code",
+              windsurf: "Windsurf", zed: "Zed", gemini: "Gemini CLI", codex: "Codex" };
+
+function label(client) { return NAMES[client] || client; }
+
+function stateWords(row) {
+  if (row.problem) return "mcp-setup cannot read its settings file";
+  if (row.up_to_date) return "Connected";
+  if (row.connected) return "Connected (an older entry: Connect updates it)";
+  return "Not connected";
+}
+
+function clientItem(row, refresh) {
+  var state = el("span", { class: "client-state" + (row.up_to_date ? " ok" : ""), text: stateWords(row) });
+  var panel = el("div", { class: "client-change", hidden: true });
+  var button = el("button", { type: "button", class: row.up_to_date ? "quiet" : "primary",
+                              "data-client": row.client, text: row.up_to_date ? "Check again" : "Connect…" });
+  var item = el("li", { class: "client", "data-client": row.client }, [
+    el("div", { class: "client-head" }, [el("strong", { text: label(row.client) }), " ", state, button]),
+    el("div", { class: "small muted client-path" }, [el("code", { text: row.path })]),
+    panel
+  ]);
+  button.addEventListener("click", function () {
+    button.disabled = true;
+    rpc("clients.connect", { client: row.client, apply: false }).then(function (plan) {
+      showPlan(panel, plan, refresh);
+    }, function (failure) {
+      showPlan(panel, { problem: failure.message }, refresh);
+    }).then(function () { button.disabled = false; });
+  });
+  return item;
+}
+
+function showPlan(panel, plan, refresh) {
+  panel.textContent = "";
+  panel.hidden = false;
+  if (plan.snippet !== undefined) {  // a file mcp-setup will not rewrite: the entry to paste
+    panel.appendChild(el("p", { class: "error", text: plan.problem }));
+    panel.appendChild(el("p", { class: "small", text: plan.paste_where }));
+    panel.appendChild(el("pre", { class: "diff", text: plan.snippet }));
+    return;
+  }
+  if (plan.problem) { panel.appendChild(el("p", { class: "error", role: "alert", text: plan.problem })); return; }
+  if (!plan.changed) { panel.appendChild(el("p", { class: "small", text: plan.message })); return; }
+  var apply = el("button", { type: "button", class: "primary", text: "Apply this change" });
+  var cancel = el("button", { type: "button", class: "quiet", text: "Cancel" });
+  panel.appendChild(el("p", { class: "small", text: "This is the change to " + plan.path + " (other entries stay as they are; the old file is kept as a backup):" }));
+  panel.appendChild(el("pre", { class: "diff", tabIndex: 0, "aria-label": "The change, as a diff", text: plan.diff }));
+  panel.appendChild(el("div", { class: "row" }, [apply, cancel]));
+  cancel.addEventListener("click", function () { panel.hidden = true; panel.textContent = ""; });
+  apply.addEventListener("click", function () {
+    apply.disabled = cancel.disabled = true;
+    rpc("clients.connect", { client: plan.client, apply: true }).then(function (done) {
+      refresh(el("p", { class: "small ok-line", role: "status", text: "✓ " + done.message }), plan.client);
+    }, function (failure) {
+      panel.appendChild(el("p", { class: "error", role: "alert", text: failure.message }));
+      apply.disabled = cancel.disabled = false;
+    });
+  });
+  apply.focus();
+}
+
+function render(card, result, notice, noticeFor) {
+  var body = card.querySelector(".clients-body");
+  body.textContent = "";
+  var rows = result.clients || [];
+  var here = rows.filter(function (r) { return r.found || r.connected; });
+  var list = el("ul", { class: "clients", "aria-label": "AI clients on this computer" });
+  here.forEach(function (row) {
+    var item = clientItem(row, function (message, client) { load(card, message, client); });
+    if (notice && row.client === noticeFor) item.appendChild(notice);
+    list.appendChild(item);
+  });
+  body.appendChild(here.length ? list : el("p", { class: "muted", text: "No AI client was found on this computer." }));
+  var missing = rows.filter(function (r) { return !(r.found || r.connected); }).map(function (r) { return label(r.client); });
+  if (missing.length) body.appendChild(el("p", { class: "small muted", text: "Not found here: " + missing.join(", ") + "." }));
+  body.appendChild(el("p", { class: "small" }, [
+    "Clients that take an address: ", el("code", { text: window.location.origin + "/mcp" }),
+    " while this page runs, with the header ", el("code", { text: "Authorization: Bearer TOKEN" }),
+    " (TOKEN: the part after ?t= of the link mcp-setup serve printed, or one made with ",
+    el("code", { text: "mcp-setup token create NAME" }), ")."
+  ]));
+  var tools = result.tools || [];
+  if (tools.length) {
+    body.appendChild(el("p", { class: "small", text: "The client lists these tools under these names:" }));
+    body.appendChild(el("ul", { class: "client-tools" }, tools.map(function (t) {
+      return el("li", null, [el("code", { class: "tool-name", text: t.name }), " — " + t.server]);
+    })));
+  }
+}
+
+function load(card, notice, noticeFor) {
+  return rpc("clients.list", {}).then(function (result) { render(card, result, notice, noticeFor); }, function (failure) {
+    var body = card.querySelector(".clients-body");
+    body.textContent = "";
+    body.appendChild(el("p", { class: "error", role: "alert", text: failure.message }));
+  });
+}
+
+export function clientsCard() {
+  var card = el("li", { class: "clients-card", "aria-label": "Use it in your AI client" }, [
+    el("h4", { text: "Use it in your AI client" }),
+    el("p", { class: "small", text: "Connect a client once: it then gets the tools of every server installed here, " +
+              "through mcp-setup. Restart the client after connecting." }),
+    el("div", { class: "clients-body" }, [el("p", { class: "muted small", text: "Looking for AI clients on this computer…" })])
+  ]);
+  load(card);
+  return card;
+}
