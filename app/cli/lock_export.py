@@ -22,10 +22,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
 from setup_agent.errors import SetupError
 
 if TYPE_CHECKING:
+    from app.settings import Settings
     from setup_agent.setup import LockedServer
     from setup_agent.store import InstalledServer, Store
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.settings import Settings
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 __all__ = ["add_settings_parser", "run_settings"]
 
