@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .member_values import member_label
     from .models import InstalledServer
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
+    from .shared_sign_ins import SharedSignIns
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
 
@@ -60,6 +61,7 @@ __all__ = [
     "SharedCapabilities",
     "SharedGuardCounts",
     "SharedRefs",
+    "SharedSignIns",
     "SQLITE_FILE_NAME",
     "Store",
     "summarize",
@@ -93,6 +95,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SharedCapabilities": "shared_state",
     "SharedGuardCounts": "shared_state",
     "SharedRefs": "shared_state",
+    "SharedSignIns": "shared_sign_ins",
     "SQLITE_FILE_NAME": "catalog",
     "Store": "database",
     "summarize": "pins",
