@@ -201,3 +201,14 @@ async def test_on_sqlite_a_sign_in_keeps_its_loopback_listener(tmp_path: Path, p
         assert parse_qs(urlsplit(out["url"]).query)["redirect_uri"][0].startswith("http://127.0.0.1:")
     finally:
         await rt.aclose()
+
+
+async def test_a_sign_in_declined_at_the_other_replica_ends_the_waiting_one_as_declined(replicas: Replicas) -> None:
+    async def decline(info: dict[str, Any]) -> dict[str, Any]:
+        state = parse_qs(urlsplit(info["url"]).query)["state"][0]
+        answer = await replicas.deliver_to_b(f"http://{PUBLIC}:{PORT}/oauth/callback?error=access_denied&state={state}")
+        assert answer.status_code == 200 and "declined" in answer.text
+        return {"status": "shown"}
+
+    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=decline))
+    assert out["ok"] is False and out["error"]["code"] == "oauth_denied" and "access_denied" in out["error"]["message"], out
