@@ -53,6 +53,7 @@ from setup_agent.store import (
     SharedCapabilities,
     SharedGuardCounts,
     SharedRefs,
+    SharedSignIns,
     Store,
     prepare_data_dir,
     process_owner,
@@ -264,6 +265,10 @@ def build_runtime(
         max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
+    if team:  # a sign-in's redirect may reach any replica: its answer waits in the database (#28)
+        sign_ins.shared = SharedSignIns(store, vault)
+        if feed is not None:
+            feed.add_listener(PENDING_CHANNEL, sign_ins.kick)
     bundles = BundleCache(
         home / "cache" / "bundles", max_bytes=settings.bundle_cache_bytes, http=http, prefetch=settings.prefetch_packages
     )

@@ -50,7 +50,7 @@ from setup_agent.secrets import Capabilities
 from setup_agent.package_data import data_dir
 
 from .consents import answer_consent
-from .replicas import REPLICA_HEADER, health_app, replica_id, wants_stateless
+from .replicas import REPLICA_HEADER, health_app, oauth_callback_app, replica_id, wants_stateless
 from .rpc import RpcDispatcher
 from .secrets import BrokerView, answer_secret
 from .security import PRINCIPAL_SCOPE_KEY, Guard, cookie_name, current_principal
@@ -112,6 +112,9 @@ class WebFace:
     async def startup(self) -> None:
         self.runtime = self.runtime_factory()
         self.capabilities.shared = getattr(self.runtime, "shared_capabilities", None)  # a team's: any replica
+        sign_ins = getattr(self.runtime, "sign_ins", None)
+        if self.public_base and getattr(sign_ins, "shared", None) is not None:  # redirects to any replica (#28)
+            sign_ins.callback_base = self.public_base
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
@@ -348,6 +351,7 @@ def create_app(
 
     guarded = Guard(app, token=token, port=port, secret_app=secret_app, public_hosts=public_hosts, bearer=bearer)
     guarded.health = health_app(face)  # /healthz, /readyz for a load balancer (replicas.py)
+    guarded.oauth_callback = oauth_callback_app(face, hosts | {h.lower() for h in public_hosts if h})
     guarded.headers[REPLICA_HEADER] = replica_id()
     guarded.face = face
     guard_box.append(guarded)

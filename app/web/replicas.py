@@ -4,6 +4,8 @@
   the database answers; else 503), with no credential and nothing in them but the replica's id;
 - ``X-MCP-Setup-Replica``: a short id of this process (a hash of host and pid, nothing else) on every
   answer, so an operator (and the tests) see which replica served a request;
+- :func:`oauth_callback_app`: ``GET /oauth/callback`` (no credential: the sign-in's ``state`` is
+  one), the redirect of a sign-in started on any replica, recorded for the one waiting;
 - :func:`wants_stateless`: an ``/mcp`` POST without ``Mcp-Session-Id`` that is not ``initialize``
   (a 2026-07-28 client, or any client behind a round-robin balancer) is served by a session-less
   transport, so it does not need to reach the replica that answered its ``initialize``.
@@ -16,11 +18,13 @@ import json
 from typing import Any
 
 import anyio.to_thread
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
+
+from setup_agent.oauth import callback_answer, callback_page
 
 from setup_agent.store import process_owner
 
-__all__ = ["HEALTH_PATHS", "REPLICA_HEADER", "health_app", "replica_id", "wants_stateless"]
+__all__ = ["HEALTH_PATHS", "REPLICA_HEADER", "health_app", "oauth_callback_app", "replica_id", "wants_stateless"]
 
 REPLICA_HEADER = "X-MCP-Setup-Replica"
 HEALTH_PATHS = ("/healthz", "/readyz")
@@ -51,6 +55,32 @@ def health_app(face: Any) -> Any:
                     ready = False
             body["ok"], status = ready, 200 if ready else 503
         await JSONResponse(body, status, headers={REPLICA_HEADER: me, "Cache-Control": "no-store"})(scope, receive, send)
+
+    return app
+
+
+def oauth_callback_app(face: Any, hosts: set[str]) -> Any:
+    """The ASGI app of ``/oauth/callback`` for a team's replica: the usual page, the answer stored."""
+    me = replica_id()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        sign_ins = getattr(face.runtime, "sign_ins", None)
+        shared = getattr(sign_ins, "shared", None)
+        if headers.get(b"host", b"").decode("latin-1").lower() not in hosts:
+            status, title, text = 400, "Refused", "This sign-in response was addressed to another host or port."
+        elif scope.get("method") != "GET":
+            status, title, text = 400, "Refused", "This is not a sign-in response."
+        elif shared is None:
+            status, title, text = 404, "Refused", "Nothing here."
+        else:
+            query = scope.get("query_string", b"").decode("latin-1")
+            status, title, text = await anyio.to_thread.run_sync(callback_answer, shared, query)
+        response = Response(callback_page(status, title, text), status, media_type="text/html; charset=utf-8", headers={
+            REPLICA_HEADER: me, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+            "Content-Security-Policy": "default-src 'none'", "X-Content-Type-Options": "nosniff",
+        })  # fmt: skip
+        await response(scope, receive, send)
 
     return app
 

@@ -131,6 +131,7 @@ class Guard:
         self.cookie = cookie_name(port)
         self.headers = security_headers(port)
         self.health: Any = None  # the /healthz, /readyz app (replicas.py), set by create_app
+        self.oauth_callback: Any = None  # a team's /oauth/callback (replicas.py), set by create_app
         self.face: Any = None
         #: Page sessions of ``--admin`` tokens: cookie value -> the raw token (re-checked per request).
         self.admin_sessions: dict[str, str] = {}
@@ -143,6 +144,9 @@ class Guard:
         path = scope.get("path", "")
         if kind == "http" and self.health is not None and path in ("/healthz", "/readyz"):
             await self.health(scope, receive, send)  # a load balancer's probe: no credential, nothing in it
+            return
+        if kind == "http" and self.oauth_callback is not None and path == "/oauth/callback":
+            await self.oauth_callback(scope, receive, send)  # a sign-in's redirect: its state is the credential
             return
         if kind == "http" and self.secret_app is not None and path.startswith("/secrets/"):
             await self.secret_app(scope, receive, self._replica_named(send))  # its own Host/Origin/token guard

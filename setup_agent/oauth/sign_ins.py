@@ -44,6 +44,7 @@ from setup_agent.errors import (
 from setup_agent.secrets import Redactor, SecretRefStore
 
 from .callback import CallbackListener
+from .shared_callback import SharedCallback
 from .grant import GRANT_KEY, Grant, GrantAuth, host_of, origin
 
 __all__ = ["GRANT_KEY", "Grant", "GrantAuth", "Presenter", "SignIns", "origin"]
@@ -105,6 +106,16 @@ class SignIns:
         self.client_name = client_name
         self.clock = clock
         self._flows: set[asyncio.Task[Any]] = set()
+        #: A team's (#28): the store's ``SharedSignIns`` and serve's public base; then the redirect
+        #: comes to ``<base>/oauth/callback`` on any replica (shared_callback.py), not to loopback.
+        self.shared: Any = None
+        self.callback_base: str | None = None
+        self._waiting: set[SharedCallback] = set()
+
+    def kick(self) -> None:
+        """A sign-in's answer may have arrived on another replica (the change feed calls this)."""
+        for waiting in list(self._waiting):
+            waiting.kick()
 
     @staticmethod
     def key_for(qualified_name: str) -> str:
@@ -119,7 +130,11 @@ class SignIns:
     async def authorize(
         self, *, qualified_name: str, url: str, present: Presenter | None, client_id: str | None = None
     ) -> dict[str, Any]:
-        listener = await CallbackListener().start()
+        listener: Any = CallbackListener()
+        if self.shared is not None and self.callback_base:
+            listener = SharedCallback(self.shared, base=self.callback_base, ttl_seconds=self.timeout)
+            self._waiting.add(listener)
+        await listener.start()
         ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         preset = None
         if client_id:
@@ -178,7 +193,7 @@ class SignIns:
         return {**out, "status": "authorized"}
 
     async def _run(
-        self, provider: OAuthClientProvider, url: str, listener: CallbackListener, ref: str, ready: asyncio.Future[Any]
+        self, provider: OAuthClientProvider, url: str, listener: Any, ref: str, ready: asyncio.Future[Any]
     ) -> None:
         try:
             headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
@@ -199,10 +214,11 @@ class SignIns:
                 raise
             raise err from None
         finally:
+            self._waiting.discard(listener)
             await listener.aclose()
 
     def _check(
-        self, auth_url: str, provider: OAuthClientProvider, listener: CallbackListener, qualified_name: str
+        self, auth_url: str, provider: OAuthClientProvider, listener: Any, qualified_name: str
     ) -> dict[str, Any]:
         """Refuse what would send a code or token to a host the user is not shown."""
         ctx = provider.context

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .member_values import member_label
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
     from .records import InstalledServer, read_sqlite_servers
+    from .shared_sign_ins import SharedSignIns
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
 
@@ -62,6 +63,7 @@ __all__ = [
     "SharedCapabilities",
     "SharedGuardCounts",
     "SharedRefs",
+    "SharedSignIns",
     "SQLITE_FILE_NAME",
     "Store",
     "summarize",
@@ -96,6 +98,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SharedCapabilities": "shared_state",
     "SharedGuardCounts": "shared_state",
     "SharedRefs": "shared_state",
+    "SharedSignIns": "shared_sign_ins",
     "SQLITE_FILE_NAME": "catalog",
     "Store": "database",
     "summarize": "pins",

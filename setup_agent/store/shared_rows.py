@@ -10,7 +10,9 @@ exist but stay empty: refs live in one process's memory, as before):
 - ``mcp_consent_approvals``: an approval remembered for the ref TTL (the request's fingerprint, the
   server, the user's destination settings and sandbox widening: no secret values);
 - ``mcp_guard_counts``: the guessing guard's refused calls per principal and its lock (a label and
-  counts, never what was sent).
+  counts, never what was sent);
+- ``mcp_sign_ins`` (migration ``0012_shared_sign_ins``): an OAuth sign-in in progress, its state's
+  SHA-256, the replica waiting, the redirect's answer (code, or error) encrypted with the data key.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from .models import Base, UTCDateTime
 
-__all__ = ["ApprovalRow", "CapabilityRow", "GuardCountRow", "SecretRefRow"]
+__all__ = ["ApprovalRow", "CapabilityRow", "GuardCountRow", "SecretRefRow", "SignInRow"]
 
 
 class SecretRefRow(Base):
@@ -64,3 +66,16 @@ class GuardCountRow(Base):
     refusals: Mapped[int] = mapped_column(Integer)
     locked: Mapped[bool] = mapped_column(default=False)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SignInRow(Base):
+    """An OAuth sign-in in progress (#28): its ``state`` (SHA-256 only), the replica waiting for it,
+    and the authorization response once it arrived on any replica (encrypted with the data key)."""
+
+    __tablename__ = "mcp_sign_ins"
+
+    state_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128))
+    answer_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)

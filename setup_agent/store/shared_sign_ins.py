@@ -1,0 +1,87 @@
+"""OAuth sign-ins in progress shared by a team's replicas (#28): :class:`SharedSignIns`.
+
+A sign-in started on replica A sends the browser to ``https://PUBLIC_HOST:PORT/oauth/callback``;
+the balancer may hand that redirect to replica B. The table ``mcp_sign_ins`` joins them:
+
+- A :meth:`~SharedSignIns.open` s a row for the authorization request's ``state`` (its SHA-256
+  only) and its own replica id, with a deadline;
+- B :meth:`~SharedSignIns.answer` s it: the code (or the server's error) is encrypted with the data
+  key and written by one conditional ``UPDATE … WHERE answer_encrypted IS NULL AND expires_at > now``,
+  so the first response wins and a replayed one is refused; a ``NOTIFY`` wakes A;
+- A :meth:`~SharedSignIns.take` s the answer with one ``DELETE … RETURNING`` (once), and finishes
+  the token exchange in its own process, where the SDK's flow keeps the PKCE verifier.
+
+Nothing of the code, the state or the tokens is stored in clear. Expired rows are removed by
+whichever replica opens the next sign-in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, update
+from sqlalchemy.orm import sessionmaker
+
+from setup_agent.secrets import Vault
+
+from .change_feed import PENDING_CHANNEL, notify
+from .database import Store
+from .engine import translated
+from .models import Clock, utcnow
+from .shared_rows import SignInRow
+
+__all__ = ["SharedSignIns"]
+
+
+def _digest(state: str) -> str:
+    return hashlib.sha256(state.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class SharedSignIns:
+    """``mcp_sign_ins``: the redirect of a sign-in, received by any replica, taken by the one waiting."""
+
+    def __init__(self, store: Store, vault: Vault, *, clock: Clock = utcnow) -> None:
+        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._vault = vault
+        self._clock = clock
+
+    def open(self, state: str, *, owner: str, ttl_seconds: float) -> None:
+        now = self._clock()
+        row = SignInRow(state_hash=_digest(state), owner=owner[:128], answer_encrypted=None, created_at=now,
+                        expires_at=now + timedelta(seconds=ttl_seconds))  # fmt: skip
+        with translated("record a sign-in"), self._sessions() as s, s.begin():
+            s.execute(delete(SignInRow).where(SignInRow.expires_at <= now))  # any replica sweeps
+            s.add(row)
+
+    def answer(self, state: str, response: dict[str, Any]) -> bool:
+        """The authorization response (``code``/``iss`` or ``error``) for ``state``: True for the
+        first one of a sign-in still open; False when unknown, answered already, taken or expired."""
+        query = (
+            update(SignInRow)
+            .where(SignInRow.state_hash == _digest(state), SignInRow.answer_encrypted.is_(None),
+                   SignInRow.expires_at > self._clock())  # fmt: skip
+            .values(answer_encrypted=self._vault.encrypt(json.dumps(response)))
+        )
+        with translated("answer a sign-in"), self._sessions() as s, s.begin():
+            done = bool(s.execute(query).rowcount)
+            if done:
+                notify(s, PENDING_CHANNEL)
+            return done
+
+    def take(self, state: str) -> dict[str, Any] | None:
+        """The response once it arrived (and the row gone with it), else None. Once only."""
+        query = (
+            delete(SignInRow)
+            .where(SignInRow.state_hash == _digest(state), SignInRow.answer_encrypted.is_not(None))
+            .returning(SignInRow.answer_encrypted)
+        )
+        with translated("read a sign-in's answer"), self._sessions() as s, s.begin():
+            found = s.scalars(query).first()
+        return None if found is None else json.loads(self._vault.decrypt(found).reveal())
+
+    def close(self, state: str) -> None:
+        with translated("end a sign-in"), self._sessions() as s, s.begin():
+            s.execute(delete(SignInRow).where(SignInRow.state_hash == _digest(state)))
