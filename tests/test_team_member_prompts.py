@@ -1,0 +1,136 @@
+"""A member's prompt for their own key on any replica (#28, between parts A and B): two ``serve``
+replicas (real subprocesses) on one throwaway PostgreSQL behind Debian's nginx (round-robin), two
+member tokens, the stub bundle reporting the sha256 of the key it was started with (``key_hash``).
+
+A member's first call on one replica gets the one-time link; the link is opened and answered on
+the other replica, which stores the value as that member's (encrypted); the next calls, on either
+replica, run with it. ``my_keys.set`` (rotation) works the same way, and a revoked member's
+prompt answered on the other replica stores nothing. The planted values are in no table in
+clear, no replica's or nginx's log and no answer."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from setup_agent.store import PendingApprovals
+from setup_agent.store.database import Store
+from tests.browser.serve import STUB
+from tests.team_balancer import Client, nginx_balancer, nginx_binary
+from tests.test_member_keys import KEY_HASH, member_catalog, pending_link, sha
+from tests.test_team_replicas import Team, answer_on_the_page
+from tests.test_team_shared_state import every_cell
+
+pytestmark = pytest.mark.skipif(
+    nginx_binary() is None and os.environ.get("CI") != "true", reason="nginx is not installed (scripts/test.sh installs it)"
+)
+
+
+@pytest.fixture
+def team(tmp_path: Path, postgres_url: str, canary: str) -> Iterator[Team]:
+    team = Team(tmp_path, postgres_url, canary)
+    team.env["MCP_SETUP_CATALOG_DIR"] = str(member_catalog(tmp_path / "member-catalog"))
+    team.env["MCP_SETUP_CONSENT"] = "never-ask"
+    try:
+        yield team
+    finally:
+        team.stop()
+
+
+def call(client: Client, step: str, replica: str) -> dict[str, Any]:
+    """The member's ``tools/call`` of the stub's ``key_hash`` on ``replica`` (session-less ``/mcp``)."""
+    client.steer(replica)
+    answer = client.mcp(step, "tools/call", {"name": "stub__key_hash", "arguments": {}})
+    assert client.last_replica() == replica, client.trail[-1]
+    return answer["result"]
+
+
+def started_with(result: dict[str, Any]) -> str:
+    assert not result.get("isError"), result
+    match = KEY_HASH.search(result["content"][0]["text"])
+    assert match, result
+    return match.group(1)
+
+
+def test_a_members_link_from_one_replica_is_answered_on_the_other_and_their_calls_on_both_use_their_own_value(
+    team: Team, canary: str
+) -> None:
+    alice_token = team.cli("token", "create", "alice")
+    bob_token = team.cli("token", "create", "bob")
+    admin_token = team.cli("token", "create", "boss", "--admin")
+    shared, bob_value, rotated, late = (f"{canary}-{n}" for n in ("shared", "bob", "rotated", "late"))
+    a, b = team.start()
+    with nginx_balancer(team.port) as nginx:
+        admin = Client(team.port, member=admin_token, admin=admin_token)
+        alice = Client(team.port, member=alice_token, admin=admin_token)
+        bob = Client(team.port, member=bob_token, admin=admin_token)
+        try:
+            admin.steer(a)
+            asked = admin.rpc("request the shared key", "mcp_setup_request_secret",
+                              {"key_name": "STUB_API_KEY", "prompt": "key", "server": STUB})  # fmt: skip
+            answer_on_the_page(admin, asked["result"]["url"], shared, b)
+            admin.steer(a)
+            installed = admin.rpc("install", "mcp_setup_install_and_connect", {
+                "qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["result"]["ref"]},
+                "per_member": ["STUB_API_KEY"],
+            })  # fmt: skip
+            assert installed["result"]["status"] == "connected", installed
+            server_id = installed["result"]["server_id"]
+
+            link = pending_link(call(alice, "alice's first call", a))  # asked on A ...
+            with Store(team.database_url, team.vault) as store:  # ... listed on no user page or terminal
+                assert [i.kind for i in PendingApprovals(store, owner="test:0").pending()] == []
+            answer_on_the_page(alice, link, canary, b)  # ... answered on B, stored there as hers
+            assert started_with(call(alice, "alice on B", b)) == sha(canary)
+            assert started_with(call(alice, "alice on A", a)) == sha(canary)
+
+            link = pending_link(call(bob, "bob's first call", b))
+            answer_on_the_page(bob, link, bob_value, a)
+            assert started_with(call(bob, "bob on A", a)) == sha(bob_value)
+            assert started_with(call(bob, "bob on B", b)) == sha(bob_value)
+            assert started_with(call(alice, "alice again on B", b)) == sha(canary)  # never the other's
+
+            alice.steer(b)  # rotation: the link from B, answered on A, used on both
+            rotation = alice.rpc("alice rotates", "my_keys.set", {"server_id": server_id, "key_name": "STUB_API_KEY"})
+            assert "url" in rotation["result"], rotation
+            answer_on_the_page(alice, rotation["result"]["url"], rotated, a)
+            assert started_with(call(alice, "alice rotated on B", b)) == sha(rotated)
+            assert started_with(call(alice, "alice rotated on A", a)) == sha(rotated)
+
+            bob.steer(a)  # a revoked member's prompt, answered on the other replica, stores nothing
+            late_link = bob.rpc("bob rotates", "my_keys.set", {"server_id": server_id, "key_name": "STUB_API_KEY"})
+            url = late_link["result"]["url"]
+            team.cli("token", "revoke", "bob")
+            parts = urlsplit(url)
+            key = re.search(r"t=([^&]+)", parts.query)
+            assert key is not None
+            bob.steer(b)
+            refused = bob.http.post(parts.path, data={"t": key.group(1), "value": late, "action": "submit"},
+                                    headers={"Origin": f"http://{bob.host}"})  # fmt: skip
+            bob._record("bob's late answer", refused)
+            assert bob.last_replica() == b
+            assert "saved" not in refused.text, refused.text[:300]
+            with Store(team.database_url, team.vault) as store:
+                assert store.member_keys_set("bob") == {}
+                assert store.member_keys_set("alice") == {server_id: ["STUB_API_KEY"]}
+        finally:
+            for client in (admin, alice, bob):
+                client.close()
+        nginx_log = nginx.log_text()
+    planted = (canary, shared, bob_value, rotated, late)
+    logs = team.logs()
+    answers = [text for c in (admin, alice, bob) for text in c.answers]
+    for value in planted:
+        assert value not in logs and value not in nginx_log
+        assert not [text for text in answers if value in text]
+    assert "Traceback" not in logs
+    with Store(team.database_url, team.vault) as store:
+        cells = every_cell(store)
+    for value in planted:
+        assert value not in cells
