@@ -17,15 +17,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
+import httpx2
 import pytest
+from mcp import Client as McpClient
+from mcp.client.streamable_http import streamable_http_client
 
 from setup_agent.store import PendingApprovals
 from setup_agent.store.database import Store
 from tests.browser.serve import STUB
-from tests.team_balancer import Client, nginx_balancer, nginx_binary
+from tests.team_balancer import PUBLIC_HOST, REPLICA_HOSTS, Client, nginx_balancer, nginx_binary
 from tests.test_member_keys import KEY_HASH, member_catalog, pending_link, sha
 from tests.test_team_replicas import Team, answer_on_the_page
 from tests.test_team_shared_state import every_cell
+from tests.timeouts import scaled
 
 pytestmark = pytest.mark.skipif(
     nginx_binary() is None and os.environ.get("CI") != "true", reason="nginx is not installed (scripts/test.sh installs it)"
@@ -51,6 +56,36 @@ def call(client: Client, step: str, replica: str) -> dict[str, Any]:
     return answer["result"]
 
 
+class AnswerOn:
+    """A member's client that takes URL elicitation: it answers the link on the balancer, steered to ``replica``."""
+
+    def __init__(self, client: Client, replica: str, value: str) -> None:
+        self.client, self.replica, self.value, self.urls = client, replica, value, []
+
+    async def __call__(self, context: Any, params: Any) -> Any:
+        import mcp_types as types
+
+        self.urls.append(params.url)
+        await anyio.to_thread.run_sync(answer_on_the_page, self.client, params.url, self.value, self.replica)
+        return types.ElicitResult(action="accept")
+
+
+def call_in_session(host: str, port: int, token: str, answer: AnswerOn) -> dict[str, Any]:
+    """A ``tools/call`` in an MCP session straight to one replica (``host``), taking URL elicitation."""
+
+    async def talk() -> dict[str, Any]:
+        with anyio.fail_after(scaled(90)):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", "Host": f"{PUBLIC_HOST}:{port}"},
+                                      timeout=scaled(60))  # fmt: skip
+            transport = streamable_http_client(f"http://{host}:{port}/mcp", http_client=http)
+            async with http, McpClient(transport, mode="legacy", elicitation_callback=answer) as client:
+                result = await client.call_tool("stub__key_hash", {})
+                return result.model_dump(mode="json", by_alias=True)
+
+    with anyio.from_thread.start_blocking_portal() as portal:
+        return portal.call(talk)
+
+
 def started_with(result: dict[str, Any]) -> str:
     assert not result.get("isError"), result
     match = KEY_HASH.search(result["content"][0]["text"])
@@ -63,13 +98,17 @@ def test_a_members_link_from_one_replica_is_answered_on_the_other_and_their_call
 ) -> None:
     alice_token = team.cli("token", "create", "alice")
     bob_token = team.cli("token", "create", "bob")
+    carol_token = team.cli("token", "create", "carol")
     admin_token = team.cli("token", "create", "boss", "--admin")
-    shared, bob_value, rotated, late = (f"{canary}-{n}" for n in ("shared", "bob", "rotated", "late"))
+    shared, bob_value, rotated, late, carol_value = (
+        f"{canary}-{n}" for n in ("shared", "bob", "rotated", "late", "carol")
+    )
     a, b = team.start()
     with nginx_balancer(team.port) as nginx:
         admin = Client(team.port, member=admin_token, admin=admin_token)
         alice = Client(team.port, member=alice_token, admin=admin_token)
         bob = Client(team.port, member=bob_token, admin=admin_token)
+        carol = Client(team.port, member=carol_token, admin=admin_token)
         try:
             admin.steer(a)
             asked = admin.rpc("request the shared key", "mcp_setup_request_secret",
@@ -103,6 +142,12 @@ def test_a_members_link_from_one_replica_is_answered_on_the_other_and_their_call
             assert started_with(call(alice, "alice rotated on B", b)) == sha(rotated)
             assert started_with(call(alice, "alice rotated on A", a)) == sha(rotated)
 
+            asker = AnswerOn(carol, b, carol_value)  # asked within her call on A, answered on B: the call goes on
+            within = call_in_session(REPLICA_HOSTS[0], team.port, carol_token, asker)
+            assert len(asker.urls) == 1 and started_with(within) == sha(carol_value)
+            carol.answers.append(repr(within))
+            assert started_with(call(carol, "carol on B", b)) == sha(carol_value)
+
             bob.steer(a)  # a revoked member's prompt, answered on the other replica, stores nothing
             late_link = bob.rpc("bob rotates", "my_keys.set", {"server_id": server_id, "key_name": "STUB_API_KEY"})
             url = late_link["result"]["url"]
@@ -120,12 +165,12 @@ def test_a_members_link_from_one_replica_is_answered_on_the_other_and_their_call
                 assert store.member_keys_set("bob") == {}
                 assert store.member_keys_set("alice") == {server_id: ["STUB_API_KEY"]}
         finally:
-            for client in (admin, alice, bob):
+            for client in (admin, alice, bob, carol):
                 client.close()
         nginx_log = nginx.log_text()
-    planted = (canary, shared, bob_value, rotated, late)
+    planted = (canary, shared, bob_value, rotated, late, carol_value)
     logs = team.logs()
-    answers = [text for c in (admin, alice, bob) for text in c.answers]
+    answers = [text for c in (admin, alice, bob, carol) for text in c.answers]
     for value in planted:
         assert value not in logs and value not in nginx_log
         assert not [text for text in answers if value in text]
