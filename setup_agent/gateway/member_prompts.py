@@ -209,6 +209,10 @@ class MemberPrompts:
                 if self.is_active is not None and not await asyncio.to_thread(self.is_active, ask.member):
                     logger.warning("a revoked member's answer was not stored")
                     return
+                if self.elsewhere is not None and not await asyncio.to_thread(
+                    self.elsewhere.shared.answer, prompt_id, "answered", by=f"token:{ask.member}"
+                ):  # another replica took an answer first (and stored it): one answer is stored, once
+                    return
                 await asyncio.to_thread(self.store.set_member_value, ask.server_id, ask.member, ask.key, value)
             except SetupError as exc:
                 logger.warning("a member's value could not be stored (%s)", exc.code)
