@@ -338,6 +338,10 @@ def build_runtime(
         connections, root=home / "members", ttl_seconds=settings.secret_ttl_seconds,
         wait_seconds=settings.secret_prompt_timeout_seconds,
     )  # fmt: skip
+    if team:  # a member's link may be answered on any replica; the value is stored by the one that gets it
+        gateway.members.prompts.share(approvals)
+        if feed is not None:
+            feed.add_listener(PENDING_CHANNEL, gateway.members.prompts.kick)
     gateway.incident_listeners = incident_listeners  # a face adds its own (the page, the terminal)
     tool_registry = ToolRegistry(
         servers=store.list,

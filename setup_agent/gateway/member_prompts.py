@@ -9,7 +9,9 @@ client takes URL-mode elicitation, the link goes to that member's own client and
 with the link, which can only enter a value. The answer goes from the page into this broker's
 ref, and from there, encrypted, into the store as that member's value (``Store.set_member_value``,
 audited as ``token:NAME``); the ref is discarded at once. A prompt of a member whose token was
-revoked meanwhile stores nothing.
+revoked meanwhile stores nothing. On a team's database (:meth:`MemberPrompts.share`) the prompts
+are in ``mcp_pending`` too, so the link can be answered on any replica
+(:mod:`~setup_agent.gateway.member_elsewhere`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any
 
 from setup_agent.errors import SetupError
 from setup_agent.secrets import PromptBroker, Redactor, SecretRefStore
-from setup_agent.store import InstalledServer, Store
+from setup_agent.store import InstalledServer, PendingApprovals, Store
 
+from .member_elsewhere import MEMBER_PROMPT_KIND, MemberPromptsElsewhere
 from .relay import Caller
 
 __all__ = ["MEMBER_SECRET_REQUIRED", "MemberPrompts", "tool_error"]
@@ -66,17 +69,37 @@ class MemberPrompts:
         self._open: dict[_Ask, str] = {}  # what is asked -> its open prompt id
         self._refs: dict[str, str] = {}  # prompt id -> the ref its answer fills
         self._lock = asyncio.Lock()
+        self.ttl_seconds = ttl_seconds
+        self.elsewhere: MemberPromptsElsewhere | None = None  # a team's: prompts in the shared database
+        self.poll_seconds = 2.0  # a waiting call looks at its shared row this often (NOTIFY wakes it at once)
+        self._kicked: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         redactor.add_source(lambda: ((f"[secret:{k}]", v) for k, v in self.refs.live_values()))
         self._unsubscribe: Callable[[], None] | None = None
 
+    def share(self, shared: PendingApprovals) -> None:
+        """A team's database: publish the prompts, answer other replicas' (see module doc)."""
+        self.elsewhere = MemberPromptsElsewhere(shared, self.store, self.is_active)
+        self.broker.answer_elsewhere(self.elsewhere)
+
     def holds(self, prompt_id: str) -> bool:
-        """Whether ``prompt_id`` is one of these prompts (the secret page answers it here)."""
-        return isinstance(prompt_id, str) and prompt_id in self._asks
+        """Whether ``prompt_id`` is one of these prompts (the secret page answers it here), also
+        another replica's on a team's database."""
+        if not isinstance(prompt_id, str):
+            return False
+        return prompt_id in self._asks or (self.elsewhere is not None and self.elsewhere.row(prompt_id) is not None)
+
+    def kick(self) -> None:
+        """A shared row changed (NOTIFY, any thread): a waiting call looks at once."""
+        loop, kicked = self._loop, self._kicked
+        if loop is not None and kicked is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(kicked.set)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Hear answers on ``loop`` (a page answers from any thread)."""
         if self._unsubscribe is None:
             self._unsubscribe = self.broker.subscribe(self._event, loop=loop)
+            self._loop, self._kicked = loop, asyncio.Event()
 
     def close(self) -> None:
         if self._unsubscribe is not None:
@@ -117,6 +140,10 @@ class MemberPrompts:
             )
             prompt_id = pending.prompt_id
             self._asks[prompt_id], self._open[ask], self._refs[prompt_id] = ask, prompt_id, pending.ref
+            if self.elsewhere is not None:  # the link may reach another replica: the prompt (no value) is shared
+                request = {"server_id": server.server_id, "member": member, "key_name": key, "server": label,
+                           "prompt": pending.prompt}  # fmt: skip
+                self.elsewhere.shared.publish(prompt_id, MEMBER_PROMPT_KIND, request, ttl_seconds=self.ttl_seconds)
         return prompt_id, self.page_url(prompt_id) if self.page_url is not None else None
 
     async def _elicit(self, caller: Caller, url: str, prompt_id: str, label: str, key: str) -> bool:
@@ -132,12 +159,38 @@ class MemberPrompts:
             return False
         if getattr(result, "action", None) != "accept":
             return False
-        try:
-            await self.broker.wait(prompt_id, timeout=self.wait_seconds)
-        except (TimeoutError, SetupError):
+        if not await self._answered(prompt_id):
             return False
         await self._settle(prompt_id)
         return True
+
+    async def _answered(self, prompt_id: str) -> bool:
+        """Wait (bounded) for the answer: here, or stored by another replica (its shared row)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_seconds
+        while True:
+            step = deadline - loop.time() if self.elsewhere is None else min(self.poll_seconds, deadline - loop.time())
+            if step <= 0:
+                return False
+            waiter = asyncio.ensure_future(self.broker.wait(prompt_id, timeout=step))
+            kicked = asyncio.ensure_future(self._kicked.wait()) if self._kicked is not None else None
+            await asyncio.wait([f for f in (waiter, kicked) if f is not None], return_when=asyncio.FIRST_COMPLETED)
+            if kicked is not None:
+                kicked.cancel()
+                self._kicked.clear()  # type: ignore[union-attr]
+            if waiter.done():
+                exc = waiter.exception()
+                if exc is None:
+                    return True
+                if not isinstance(exc, TimeoutError):
+                    return False  # cancelled, expired (or the other replica took it: looked at below)
+            else:
+                waiter.cancel()
+            if self.elsewhere is not None and await asyncio.to_thread(self.elsewhere.answered, prompt_id):
+                with contextlib.suppress(SetupError):  # stored by the replica that got the answer
+                    self.broker.cancel(prompt_id, "answered on another replica")
+                self._drop(prompt_id)
+                return True
 
     async def _event(self, event: dict[str, Any]) -> None:
         if event.get("type") == "secret_done" and event.get("status") == "answered":
@@ -156,6 +209,10 @@ class MemberPrompts:
                 if self.is_active is not None and not await asyncio.to_thread(self.is_active, ask.member):
                     logger.warning("a revoked member's answer was not stored")
                     return
+                if self.elsewhere is not None and not await asyncio.to_thread(
+                    self.elsewhere.shared.answer, prompt_id, "answered", by=f"token:{ask.member}"
+                ):  # another replica took an answer first (and stored it): one answer is stored, once
+                    return
                 await asyncio.to_thread(self.store.set_member_value, ask.server_id, ask.member, ask.key, value)
             except SetupError as exc:
                 logger.warning("a member's value could not be stored (%s)", exc.code)
@@ -172,6 +229,9 @@ class MemberPrompts:
         self._refs.pop(prompt_id, None)
         if ask is not None and self._open.get(ask) == prompt_id:
             del self._open[ask]
+        if ask is not None and self.elsewhere is not None:
+            with contextlib.suppress(SetupError):
+                self.elsewhere.shared.close(prompt_id)
 
     def forget_member(self, member: str) -> None:
         """A revoked member: their open prompts are cancelled."""

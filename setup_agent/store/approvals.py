@@ -90,10 +90,12 @@ class PendingApprovals:
             notify(s, PENDING_CHANNEL)  # PostgreSQL: other replicas' pages show it at once
 
     def pending(self) -> list[PendingApproval]:
-        """Every item still waiting (not expired), oldest first."""
+        """Every item still waiting (not expired), oldest first. A member's prompt for their own key
+        (kind ``member_secret``, #28) is never the user's to answer: it is left out."""
         query = (
             select(PendingRow)
-            .where(PendingRow.status == "pending", PendingRow.expires_at > self._clock())
+            .where(PendingRow.status == "pending", PendingRow.expires_at > self._clock(),
+                   PendingRow.kind != "member_secret")  # fmt: skip
             .order_by(PendingRow.created_at)
         )
         with translated("list the pending approvals"), self._sessions() as s:
