@@ -218,6 +218,10 @@ class Gateway:
             raise UnknownTool(name)  # gone, disabled, or no longer an approved tool (pins.py)
         connections = self.connections
         if self.members is not None and server.member_keys and member_of(session) is not None:
+            # A member's call reads the record afresh: a key made shared again a moment ago (by
+            # another process) is not asked of them before this process's next refresh.
+            server = await asyncio.to_thread(self.store.get, entry.server.server_id) or server
+        if self.members is not None and server.member_keys and member_of(session) is not None:
             own = await self.members.connections_for(server, member_of(session), caller)  # the member's own session
             if isinstance(own, dict):
                 return own  # they were asked for their value, out of band
