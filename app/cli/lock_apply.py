@@ -26,7 +26,6 @@ import asyncio
 import getpass
 import logging
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from registry_clients.errors import RegistryNotFound
 from setup_agent.errors import LockMismatch, SetupError
 
 from .lock_export import entry_for
+from .daemon_input import input_in_thread
 
 __all__ = ["run_apply"]
 
@@ -56,25 +56,8 @@ _UNVERSIONED = ("smithery",)
 
 
 async def _in_thread(fn: Any) -> Any:
-    """Blocking terminal input in a daemon thread, never joined: Ctrl-C must not wait on it
-    (as app/cli/terminal.py's TerminalIO does)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            future.set_result(value) if ok else future.set_exception(value)
-
-    def work() -> None:
-        try:
-            value = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the loop
-            loop.call_soon_threadsafe(settle, False, exc)
-        else:
-            loop.call_soon_threadsafe(settle, True, value)
-
-    threading.Thread(target=work, name="mcp-setup-apply-input", daemon=True).start()
-    return await future
+    """Blocking terminal input in a daemon thread, as the terminal's questions are asked."""
+    return await input_in_thread(fn, name="mcp-setup-apply-input")
 
 
 class _Failed(Exception):

@@ -16,7 +16,6 @@ import getpass
 import logging
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -26,6 +25,8 @@ from app.settings import Settings
 from setup_agent.agent import AgentCancelled, AgentInputEnded, spawn_subagent
 from setup_agent.errors import InvalidInput, SetupError
 from setup_agent.secrets import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, install_log_redaction, is_weak_value
+
+from .daemon_input import input_in_thread
 
 __all__ = ["EXIT_CODES", "TerminalIO", "next_steps", "run_agent"]
 
@@ -37,6 +38,8 @@ _PROGRESS = {
     "mcp_setup_test_connection": "preparing the connection test…",  # the consent question may come next
     "mcp_setup_install_and_connect": "installing and connecting…",
 }
+
+
 
 
 class TerminalIO:
@@ -70,25 +73,9 @@ class TerminalIO:
 
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:
         """Run blocking terminal input in a daemon thread (never joined: Ctrl-C must not wait on it)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def settle(ok: bool, value: Any) -> None:
-            if not future.done():
-                future.set_result(value) if ok else future.set_exception(value)
-
-        def work() -> None:
-            try:
-                value = fn()
-            except EOFError:  # no one cancelled: a script's input ran out (exit 1, not 130)
-                loop.call_soon_threadsafe(settle, False, AgentInputEnded("end of input"))
-            except BaseException as exc:  # noqa: BLE001 - handed to the loop
-                loop.call_soon_threadsafe(settle, False, exc)
-            else:
-                loop.call_soon_threadsafe(settle, True, value)
-
+        # End of input is no one's cancel: a script's input ran out (exit 1, not 130).
+        future = input_in_thread(fn, name="mcp-setup-input", on_eof=lambda: AgentInputEnded("end of input"))
         self._pending = future
-        threading.Thread(target=work, name="mcp-setup-input", daemon=True).start()
         try:
             return await future
         finally:
