@@ -3,7 +3,7 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k probe).
 #   --under-load   keep every core busy meanwhile (stress-ng if installed, else a busy loop;
 #                  stopped at exit) and raise the hang guards' scale factor to 3 unless set.
-# Environment: MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
+# Environment: MCP_SETUP_TEST_NO_INSTALL=1 (skip the pip install), MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
 # timeout, default 1), MCP_SETUP_TEST_WORKERS (pytest-xdist workers, default: one per core;
 # 0 runs in this process), MCP_SETUP_TEST_SUITE_TIMEOUT (seconds for the whole pytest run,
 # default 2400 times the scale factor: past it every test process dumps its threads' stacks
@@ -37,7 +37,10 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,postgres]"
+# MCP_SETUP_TEST_NO_INSTALL=1 skips the install (a second checkout sharing this .venv, with its
+# own tree first on PYTHONPATH).
+[ "${MCP_SETUP_TEST_NO_INSTALL:-0}" = 1 ] || \
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,postgres]"
 
 # A throwaway PostgreSQL cluster: temp data dir, a free local port, its unix socket in the temp
 # dir; stopped (and deleted) at exit, also when the tests fail. The store, migration and
