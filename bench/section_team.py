@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,21 +28,10 @@ from bench.common import SECRET, Root, emit, median, summary
 from bench.section_load import Serve, make_catalog, rpc
 
 
-@contextlib.contextmanager
 def database(base_url: str) -> Any:
-    import psycopg
-    from sqlalchemy.engine import make_url
+    from tests.postgres_databases import throwaway_database
 
-    name = "bench_" + uuid.uuid4().hex[:12]
-    admin = make_url(base_url)
-    dsn = admin.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return throwaway_database(base_url, prefix="bench_")
 
 
 class Pair:

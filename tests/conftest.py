@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import keyring.backend
@@ -169,23 +169,12 @@ def _require_postgres() -> None:
         pytest.skip(why)
 
 
-@contextmanager
-def postgres_database() -> Iterator[str]:
+def postgres_database() -> AbstractContextManager[str]:
     """A new empty database on the test cluster; dropped (its sessions ended) on exit."""
-    import psycopg
-    from sqlalchemy.engine import make_url
+    from tests.postgres_databases import throwaway_database
 
     assert POSTGRES_URL is not None
-    name = "t_" + uuid.uuid4().hex[:16]
-    admin = make_url(POSTGRES_URL)
-    dsn = admin.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return throwaway_database(POSTGRES_URL)
 
 
 @pytest.fixture(autouse=True)
