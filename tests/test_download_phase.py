@@ -387,3 +387,32 @@ def Store_for(home: Path):  # noqa: N802 - reads like the class it opens
     from setup_agent.store.database import Store
 
     return Store.for_data_dir(home, Vault.in_memory(), None)
+
+
+@needs_npx
+async def test_a_package_npm_does_not_have_fails_its_download_row_saying_npm_has_no_such_package(
+    tmp_path: Path, memory_keyring, canary: str
+) -> None:
+    """#25 item 4: npx's E404 is the download's failure ("npm has no package X"), not a crash of a
+    server that was downloaded."""
+    with serve_npm_package(PACKAGE, "1.0.0") as registry:  # it has mcp-setup-npm-stub only
+        write_catalog_entry(tmp_path / "catalog", NAME, "A package its registry does not have.",
+                            {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": "mcp-setup-npm-nope"})  # fmt: skip
+        runtime = build_runtime(
+            Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
+                     probe_timeout_seconds=PROBE_TIMEOUT, adopt_tested_servers=False),
+            keyring_backend=memory_keyring, host_env=private_host_env(tmp_path),
+        )  # fmt: skip
+        try:
+            events: list[dict[str, Any]] = []
+            result = await run_test(runtime, runtime.refs.mint("STUB_API_KEY", canary), events)
+        finally:
+            await runtime.aclose()
+    assert result["ok"] is False and result["error"]["details"]["failed"] == "package", result
+    assert result["error"]["details"]["reason"] == "npm has no package mcp-setup-npm-nope"
+    downloading = [e for e in events if e["stage"] == "downloading"]
+    assert downloading[-2]["status"] == "done" and downloading[-2]["ok"] is False  # the fetch got nothing
+    last = events[-1]
+    assert (last["stage"], last["status"], last["code"]) == ("downloading", "failed", "exited")
+    assert last["reason"] == "npm has no package mcp-setup-npm-nope"
+    assert canary not in json.dumps([result, events])

@@ -223,7 +223,7 @@ def explain_failure(exc: Exception, spec: LaunchSpec, prior: str | None = None) 
     text = f" Launched: {what}."
     if getattr(exc, "code", None) == "exited":
         found = diagnose(spec, str(details.get("stderr_tail") or ""))
-        details["failed"] = found.part
+        details["failed"], details["reason"] = found.part, found.reason
         text += f" {_PART_WORDS[found.part].capitalize()}: {found.reason}."
         if found.repair is not None:
             command = found.repair.command(spec)

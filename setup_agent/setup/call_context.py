@@ -67,9 +67,12 @@ class Progress:
     def __init__(self, ctx: CallContext, redactor: Redactor, action: str, server: str | None) -> None:
         self.ctx, self.redactor, self.base = ctx, redactor, {"type": "progress", "action": action, "server": server}
         self.stage = "resolving"
+        self.download_failed = False  # the download phase ended without the package (npm 404, …)
 
     async def __call__(self, stage: str, status: str, **extra: Any) -> None:
         self.stage = stage
+        if stage == "downloading" and status == "done":
+            self.download_failed = extra.get("ok") is False
         if self.ctx.on_progress is None:
             return
         try:
@@ -84,5 +87,9 @@ class Progress:
         stage = self.stage
         if stage == "starting" and err.code in ("rejected", "protocol_error", "timeout", "unreachable"):
             stage = "handshake"  # it started, then failed to speak MCP
-        await self(stage, "failed", code=err.code, message=err.message)
+        details = err.details if isinstance(err.details, dict) else {}
+        extra = {"reason": details["reason"]} if isinstance(details.get("reason"), str) else {}
+        if stage == "starting" and self.download_failed and details.get("failed") == "package":
+            stage = "downloading"  # the runner could not fetch the package (#25 item 4): not a crash
+        await self(stage, "failed", code=err.code, message=err.message, **extra)
 

@@ -44,3 +44,30 @@ def test_the_download_row_shows_its_icon_and_counts_seconds_and_packages(browser
         close_leaking_nothing(context, page, watch, canary)
     finally:
         stop_serve(served)
+
+
+def test_a_package_npm_does_not_have_is_drawn_as_a_failed_download_that_names_it(browser: Any, artifacts: Path, tmp_path: Path, canary: str) -> None:
+    """#25 item 4: the events the core sends for npx's E404 (tests/test_download_phase.py) draw the
+    download row ✗, no row after it done, and the sentence says what npm answered."""
+    served = start_serve(tmp_path, make_catalog(tmp_path, canary))
+    try:
+        context, page, watch = open_page(browser, served)
+        page.evaluate("document.getElementById('setup').hidden = false; document.getElementById('thread-area').hidden = false")
+        page.evaluate(FEED, [event("resolving", "started"), event("resolving", "done"), event("downloading", "started"),
+                             event("downloading", "done", fetched=0, ok=False),
+                             event("starting", "started", deadline_seconds=60.0),
+                             event("starting", "output", stderr_line="npm error code E404"),
+                             event("downloading", "failed", code="exited", reason="npm has no package mcp-setup-nope",
+                                   message="The server exited with code 1 before listing its tools.")])  # fmt: skip
+        row = page.locator(".steps [data-stage=downloading]")
+        expect(row).to_have_attribute("data-status", "failed")
+        expect(row.locator(".icon")).to_have_text("✗")
+        expect(page.locator(".steps [data-stage=starting]")).to_have_attribute("data-status", "pending")
+        problem = page.locator(".steps .problem")
+        expect(problem).to_contain_text("It could not be downloaded: npm has no package mcp-setup-nope.")
+        expect(problem).not_to_contain_text("stopped right after it started")
+        expect(page.locator(".starting-watch")).to_have_count(0)
+        shot(page, artifacts, "25-download-404", full_page=False)
+        close_leaking_nothing(context, page, watch, canary)
+    finally:
+        stop_serve(served)

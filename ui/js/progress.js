@@ -152,10 +152,20 @@ export function offerSignIn(request) {
   signInButtons.forEach(function (entry) { if (entry.server === server) entry.button.hidden = false; });
 }
 
+// What failed, in words: the core's reason when it knows one ("npm has no package X"), else the
+// code's sentence.
+function problemText(event) {
+  if (event.stage === "connected" && !event.code)
+    return "It was installed, but it did not connect. The list of installed servers above says why; you can press Reconnect there.";
+  if (event.reason) {
+    var reason = event.reason.charAt(0).toUpperCase() + event.reason.slice(1) + ".";
+    return event.stage === "downloading" ? "It could not be downloaded: " + event.reason + "." : reason;
+  }
+  return plain(event.code, event.message);
+}
+
 function showProblem(event) {
-  var text = event.stage === "connected" && !event.code
-    ? "It was installed, but it did not connect. The list of installed servers above says why; you can press Reconnect there."
-    : plain(event.code, event.message);
+  var text = problemText(event);
   steps.block.appendChild(el("div", { class: "problem", role: "alert" }, [
     el("strong", { text: "It did not work. " }), text,
     event.message ? el("details", null, [el("summary", { text: "Technical details" }), el("p", { text: event.message })]) : null
@@ -187,7 +197,9 @@ export function onProgress(event) {
   if (event.stage === "downloading") {
     addDownloadStep();
     countDownload(event);
-    if (event.status === "progress") event = Object.assign({}, event, { status: "started" });  // drawn as in progress (…)
+    // drawn as in progress (…); a fetch that ended without the package is not drawn done: the
+    // start that follows says what npm answered (#25 item 4)
+    if (event.status === "progress" || (event.status === "done" && event.ok === false)) event = Object.assign({}, event, { status: "started" });
   }
   if (event.stage !== "starting" || event.status !== "started") stopWatch();
   var order = steps.order;
