@@ -103,6 +103,28 @@ def test_the_fast_list_says_what_the_store_says_for_every_state(data: DataDir, t
     assert list(asdict(records[0])["env_keys"]) == [{"key": "STUB_API_KEY", "secret": True}, {"key": "STUB_REGION", "secret": False}]
 
 
+def test_audit_answers_without_sqlalchemy_and_says_what_the_store_says(data: DataDir, tmp_path: Path, canary: str) -> None:
+    """#25 item 9: ``audit`` (and ``--json``, ``--limit``) reads a SQLite data dir with the standard
+    library; its rows and counts are the store's, field for field."""
+    first = data.install(STUB, canary)
+    data.install(OTHER, "other-value-123")
+    with data.store() as store:
+        store.set_enabled(first, False, actor="test")
+        expected = {"audit": [r.public() for r in store.audit()], "counts": store.audit_counts()}
+        last_two = [r.public() for r in store.audit(limit=2)]
+    assert len(expected["audit"]) >= 3 and expected["counts"]["total"] == len(expected["audit"])
+    code, modules, out, err = run(data, tmp_path, "audit", "--json")
+    assert code == 0 and json.loads(out) == expected, err
+    assert not set(modules) & set(HEAVY + LIGHT_ONLY), sorted(set(modules) & set(HEAVY + LIGHT_ONLY))
+    code, _, out, _ = run(data, tmp_path, "audit", "--json", "--limit", "2")
+    assert code == 0 and json.loads(out)["audit"] == last_two
+    code, modules, out, _ = run(data, tmp_path, "audit")
+    assert code == 0 and "\tdisabled\t" in out and "by test" in out and canary not in out
+    assert "sqlalchemy" not in modules
+    code, modules, out, _ = run(data, tmp_path, "audit", "--verify")  # the chain check is the store's
+    assert code == 0 and "chain is whole" in out and "sqlalchemy" in modules
+
+
 def test_a_data_dir_not_migrated_to_the_newest_revision_is_read_through_the_store(data: DataDir, tmp_path: Path) -> None:
     assert newest_migration() == HEAD_REVISION  # the fast reader's idea of "migrated" is the store's
     data.install(STUB, "value-1")

@@ -65,25 +65,37 @@ def run_audit(settings: Settings, args: argparse.Namespace, out: TextIO | None =
 
     if getattr(args, "verify", False):
         return _verify(settings, args, out)
+    if not settings.database_url:  # a SQLite data dir: read with the standard library (#25 item 9)
+        from setup_agent.store import SQLITE_FILE_NAME, read_sqlite_audit
+
+        db = Path(settings.home).expanduser() / SQLITE_FILE_NAME
+        read = read_sqlite_audit(db, args.limit) if db.exists() else ([], {"total": 0})
+        if read is not None:
+            rows, counts = read
+            print(_audit_text(rows, counts, args.json), file=out)
+            return 0
 
     def act(store: Store) -> str:
-        rows = store.audit(limit=args.limit)
-        if args.json:
-            return json.dumps({"audit": [r.public() for r in rows], "counts": store.audit_counts()}, indent=2)
-        if not rows:
-            return "The audit is empty."
-        lines = []
-        for r in rows:
-            hashes = " ".join(x for x in (r.old_hash and f"from {r.old_hash[:12]}", r.new_hash and f"to {r.new_hash[:12]}") if x)
-            lines.append(
-                "\t".join(
-                    x for x in (f"{r.at:%Y-%m-%d %H:%M:%S}Z", r.event, escape(r.qualified_name or r.server_id or "-"),
-                                f"by {escape(r.actor)}", hashes, escape(r.detail or "")) if x
-                )  # fmt: skip
-            )
-        return "\n".join(lines)
+        return _audit_text(store.audit(limit=args.limit), store.audit_counts(), args.json)
 
     return _run(settings, act, out)
+
+
+def _audit_text(rows: list[Any], counts: dict[str, int], as_json: bool) -> str:
+    if as_json:
+        return json.dumps({"audit": [r.public() for r in rows], "counts": counts}, indent=2)
+    if not rows:
+        return "The audit is empty."
+    lines = []
+    for r in rows:
+        hashes = " ".join(x for x in (r.old_hash and f"from {r.old_hash[:12]}", r.new_hash and f"to {r.new_hash[:12]}") if x)
+        lines.append(
+            "\t".join(
+                x for x in (f"{r.at:%Y-%m-%d %H:%M:%S}Z", r.event, escape(r.qualified_name or r.server_id or "-"),
+                            f"by {escape(r.actor)}", hashes, escape(r.detail or "")) if x
+            )  # fmt: skip
+        )
+    return "\n".join(lines)
 
 
 def _verify(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:

@@ -1,5 +1,5 @@
 """The read-only commands' fast path (#25 item 9): ``list``, ``show``, ``logs`` and ``--help``
-answer without loading pydantic, SQLAlchemy, the vault, the MCP SDK, the web stack or the
+(and ``audit`` without ``--verify``) answer without loading pydantic, SQLAlchemy, the vault, the MCP SDK, the web stack or the
 runtime, as the stdio face's ``tools/list`` does (tests/test_mcp_face_lazy_core.py).
 
 * :class:`LightSettings` reads ``MCP_SETUP_HOME``, ``MCP_SETUP_DATABASE_URL`` and ``MCP_SETUP_SANDBOX`` from the
@@ -23,7 +23,7 @@ from setup_agent.store import SQLITE_FILE_NAME, Catalog, InstalledServer, read_s
 __all__ = ["LightSettings", "NotFound", "open_store", "READ_ONLY", "reader", "resolve", "settings_error", "takes_light_settings"]
 
 #: The commands that take :class:`LightSettings` (they only read the store and the logs).
-READ_ONLY = frozenset({"list", "show", "logs"})
+READ_ONLY = frozenset({"list", "show", "logs", "audit"})
 _PREFIX = "MCP_SETUP_"
 
 
@@ -32,7 +32,7 @@ class NotFound(Exception):
 
 
 def takes_light_settings(args: Any) -> bool:
-    """``list``, ``show``, ``logs`` and ``client list`` start on :class:`LightSettings`."""
+    """``list``, ``show``, ``logs``, ``audit`` and ``client list`` start on :class:`LightSettings`."""
     return args.command in READ_ONLY or (args.command == "client" and getattr(args, "client_command", "") == "list")
 
 

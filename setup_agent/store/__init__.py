@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .database import Store
     from .member_values import member_label
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
-    from .records import InstalledServer, read_sqlite_servers
+    from .records import InstalledServer, read_sqlite_audit, read_sqlite_servers
     from .shared_sign_ins import SharedSignIns
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
@@ -56,6 +56,7 @@ __all__ = [
     "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
+    "read_sqlite_audit",
     "read_sqlite_servers",
     "ref_digest",
     "relabel",
@@ -92,6 +93,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
     "ref_digest": "shared_state",
+    "read_sqlite_audit": "records",
     "read_sqlite_servers": "records",
     "relabel": "pins",
     "SharedApprovals": "shared_state",

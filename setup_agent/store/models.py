@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,7 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from setup_agent.errors import InvalidInput
 
 from .catalog import parse_tools
-from .records import EnvKey, InstalledServer
+from .records import AuditEntry, EnvKey, InstalledServer
 
 __all__ = [
     "AuditEntry", "AuditRow", "Base", "ChangeRow", "ClientEnvRow", "Clock", "EnvKey", "InstalledServer",
@@ -195,28 +194,6 @@ class PendingRow(Base):
 # --- public records ---------------------------------------------------------------------
 
 
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """One row of the audit: what happened to which server, when, by whom; hashes, never values."""
-
-    id: int
-    at: datetime
-    event: str  # installed | removed | enabled | disabled | pinned | tools_changed | tools_approved | tools_rejected
-    server_id: str | None
-    qualified_name: str | None
-    actor: str
-    old_hash: str | None = None
-    new_hash: str | None = None
-    detail: str | None = None
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "at": self.at.isoformat(), "event": self.event, "server_id": self.server_id,
-            "qualified_name": self.qualified_name, "actor": self.actor, "old_hash": self.old_hash,
-            "new_hash": self.new_hash, "detail": self.detail,
-        }  # fmt: skip
 
 
 _COLUMNS = (

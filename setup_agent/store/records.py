@@ -2,7 +2,8 @@
 secret flags, never values), and :func:`read_sqlite_servers`, which reads them from a SQLite
 data dir with the standard library alone.
 
-That reader is for the read-only commands (``mcp-setup list``/``show``/``logs``, #25 item 9):
+That reader (and :func:`read_sqlite_audit`) is for the read-only commands (``mcp-setup
+list``/``show``/``logs``/``audit``, #25 item 9):
 they answer at the speed of ``python -c pass`` because they load neither SQLAlchemy nor the
 vault. It opens the file read-only and never migrates; None means "ask the real store" (no
 file yet, or a schema this reader does not know).
@@ -19,7 +20,7 @@ from typing import Any
 from .catalog import CatalogServer, _read_only, parse_tools
 from .pins import summarize
 
-__all__ = ["EnvKey", "InstalledServer", "read_sqlite_servers"]
+__all__ = ["AuditEntry", "EnvKey", "InstalledServer", "read_sqlite_audit", "read_sqlite_servers"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,28 @@ class InstalledServer:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class AuditEntry:
+    """One row of the audit: what happened to which server, when, by whom; hashes, never values."""
+
+    id: int
+    at: datetime
+    event: str  # installed | removed | enabled | disabled | pinned | tools_changed | tools_approved | tools_rejected
+    server_id: str | None
+    qualified_name: str | None
+    actor: str
+    old_hash: str | None = None
+    new_hash: str | None = None
+    detail: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "at": self.at.isoformat(), "event": self.event, "server_id": self.server_id,
+            "qualified_name": self.qualified_name, "actor": self.actor, "old_hash": self.old_hash,
+            "new_hash": self.new_hash, "detail": self.detail,
+        }  # fmt: skip
+
+
 _SERVER_SQL = (
     "SELECT server_id, qualified_name, source, version, package_type, launch_spec, enabled, installed_at, "
     "installed_by, tools_hash, slug, title, tools_json, pinned_tools_json, live_tools_json, pinned_hash, "
@@ -125,3 +148,25 @@ def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
         ]
     except (TypeError, ValueError):  # a row this reader cannot read: the real store can
         return None
+
+
+def read_sqlite_audit(db_path: Path, limit: int | None = None) -> tuple[list[AuditEntry], dict[str, int]] | None:
+    """The audit of a SQLite store as :meth:`Store.audit` and :meth:`Store.audit_counts` return it
+    (oldest first; the last ``limit`` rows when given), for ``mcp-setup audit``; None as
+    :func:`read_sqlite_servers` says."""
+    version = _read_only(db_path, "SELECT version_num FROM mcp_setup_alembic_version")
+    if not version or version[0][0] != newest_migration():
+        return None
+    cut = f" LIMIT {max(int(limit), 0)}" if limit is not None else ""
+    rows = _read_only(db_path, "SELECT id, at, event, server_id, qualified_name, actor, old_hash, new_hash, detail "
+                               f"FROM mcp_audit ORDER BY id DESC{cut}")  # fmt: skip
+    pairs = _read_only(db_path, "SELECT event, COUNT(*) FROM mcp_audit GROUP BY event")
+    if rows is None or pairs is None:
+        return None
+    try:
+        entries = [AuditEntry(r[0], _utc(r[1]), *r[2:]) for r in reversed(rows)]
+    except (TypeError, ValueError):
+        return None
+    counts = {str(event): int(n) for event, n in pairs}
+    counts["total"] = sum(counts.values())
+    return entries, counts
