@@ -1,6 +1,7 @@
 """``mcp-setup mcp`` (a real subprocess, the SDK client) shows an OAuth sign-in: URL-mode
 elicitation to the sign-in page on a classic session; on a 2026-07-28 session (no server
-requests) the result carries the link. Either way the ref then tests and installs, and no token
+requests) an input-required answer whose URL-mode elicitation carries the link (#29 item 7), or,
+for a client without URL elicitation, the result. Either way the ref then tests and installs, and no token
 crosses the wire or reaches the face's log."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import mcp_types as types
@@ -80,30 +81,51 @@ async def test_a_classic_client_is_sent_to_the_sign_in_page_by_url_elicitation(t
     assert_no_token(pair, recorder.text(), stderr.read_text())
 
 
-async def test_a_2026_session_gets_the_sign_in_link_in_the_result_and_the_ref_works_once_signed_in(
+async def test_a_2026_session_signs_in_through_an_input_required_answer_and_the_model_sees_no_link(
     tmp_path: Path, pair: OAuthPair
 ) -> None:
-    elicited: list[Any] = []
+    asked: list[Any] = []
 
-    async def must_not_be_asked(context: Any, params: Any) -> types.ElicitResult:
-        elicited.append(params)
-        return types.ElicitResult(action="decline")
+    async def sign_in(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        assert await approve_over_http(params.url) == 200
+        return types.ElicitResult(action="accept")
 
     recorder, stderr = Recorder(), tmp_path / "stderr.log"
     with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
-            tmp_path, stderr, recorder, env=env_for(tmp_path, pair), mode="auto", elicitation_callback=must_not_be_asked
+            tmp_path, stderr, recorder, env=env_for(tmp_path, pair), mode="auto", elicitation_callback=sign_in
         ) as client:
+            assert client.protocol_version == "2026-07-28"
+            out = await call(client, "mcp_setup_authorize", {"qualified_name": NAME})
+            assert out["status"] == "authorized" and out["ref"].startswith("secret://"), out
+            assert out["scopes"] == ["notes:read"] and "url" not in out
+            (params,) = asked
+            assert params.mode == "url"
+            assert urlsplit(params.url).netloc == urlsplit(pair.issuer).netloc and "notes:read" in params.message
+            await install_with(client, out["ref"])
+    assert '"input_required"' in recorder.text()
+    # The authorization URL (its state) went to the person only: no result the model reads holds it.
+    state = parse_qs(urlsplit(params.url).query)["state"][0]
+    results = [m for m in recorder.messages if '"result"' in m and '"content"' in m]
+    assert results and not any(state in m or urlsplit(pair.issuer).netloc + "/authorize" in m for m in results)
+    assert state not in stderr.read_text()
+    assert_no_token(pair, recorder.text(), stderr.read_text())
+
+
+async def test_a_2026_client_without_url_elicitation_gets_the_sign_in_link_in_the_result(
+    tmp_path: Path, pair: OAuthPair
+) -> None:
+    recorder, stderr = Recorder(), tmp_path / "stderr.log"
+    with anyio.fail_after(scaled(90)):
+        async with mcp_setup_client(tmp_path, stderr, recorder, env=env_for(tmp_path, pair), mode="auto") as client:
             out = await call(client, "mcp_setup_authorize", {"qualified_name": NAME})
             assert out["status"] == "pending", out
             assert urlsplit(out["url"]).netloc == urlsplit(pair.issuer).netloc and "open the link" in out["message"]
-            assert out["scopes"] == ["notes:read"]
             assert await approve_over_http(out["url"]) == 200
             while True:  # the code is exchanged after the redirect landed: each call is a round trip
                 tested = await call(client, "mcp_setup_test_connection", {"qualified_name": NAME, "oauth_ref": out["ref"]})
                 if (tested.get("error") or {}).get("code") != "secret_pending":
                     break
             assert tested.get("ok") is not False, tested
-            await install_with(client, out["ref"])
-    assert elicited == []
     assert_no_token(pair, recorder.text(), stderr.read_text())

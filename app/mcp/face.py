@@ -214,12 +214,14 @@ class McpFace:
             principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p, asked),
-            present_authorization=lambda info: self._present_sign_in(ctx, info),
+            present_authorization=lambda info: self._present_sign_in(ctx, info, asked),
         )
         result = await runtime.service.call(params.name, arguments, call_ctx)
         if params.name == "mcp_setup_install_and_connect":
             result = install_hint(result)
-        needed = self.mrtr.input_required(ctx, result, str(arguments.get("key_name", "secret")), asked.get("consent"))
+        needed = self.mrtr.input_required(
+            ctx, result, str(arguments.get("key_name", "secret")), asked.get("consent"), asked.get("sign_in")
+        )
         if needed is not None:
             return needed  # the client shows the page; the model sees no link
         return self._tool_result(result)
@@ -339,11 +341,14 @@ class McpFace:
             return {"status": "pending"}
         return {}
 
-    async def _present_sign_in(self, ctx: Any, info: dict[str, Any]) -> dict[str, Any]:
+    async def _present_sign_in(self, ctx: Any, info: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
         """An OAuth sign-in: URL-mode elicitation to the sign-in page when the client supports it.
 
-        A 2026-07-28 session takes no server requests (see :func:`_url_elicitation`), and a client
-        whose elicitation fails gets the link too: the result carries it and the sign-in goes on."""
+        A 2026-07-28 session takes no server requests: it gets an input-required answer (mrtr.py).
+        A client without URL elicitation, or whose elicitation fails, gets the link in the result."""
+        if self.mrtr.can_ask(ctx):
+            asked["sign_in"] = info
+            return {"status": "pending"}
         if _url_elicitation(ctx):
             try:
                 result = await ctx.session.elicit_url(

@@ -9,18 +9,25 @@ retries the call with its response; the retry waits for the value (bounded) and 
 2025-era call would: the ref and ``answered``, never the page's link, so the model sees none.
 A consent (a test or an install that needs the user's approval) goes the same way: the call
 answers input-required with the consent page; its retry waits for the user's answer and runs the
-call again (the broker remembers the approval, so the second run goes through). Sign-ins on
-these sessions still put their link in the result (not done yet).
+call again (the broker remembers the approval, so the second run goes through). An OAuth sign-in
+(``mcp_setup_authorize``) too: the elicitation carries the authorization URL (it holds the
+flow's ``state``), the signed state names only the ref, the server and its scopes; the retry
+waits for the redirect and the token exchange (the ref filled, or discarded when it failed) and
+answers ``authorized`` with the ref, as a classic session's call does. The link never reaches
+the model.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
 import secrets
 from typing import Any
+
+from setup_agent.errors import SetupError
 
 __all__ = ["Mrtr"]
 
@@ -40,6 +47,8 @@ class Mrtr:
 
     def __init__(self) -> None:
         self._key = secrets.token_bytes(32)
+        self._woken: set[asyncio.Event] = set()  # resumed sign-ins waiting for their ref
+        self._listening: Any = None  # the ref store whose changes wake them
 
     def _sign(self, state: dict[str, str]) -> str:
         body = base64.urlsafe_b64encode(json.dumps(state, sort_keys=True).encode()).decode()
@@ -63,12 +72,21 @@ class Mrtr:
         return modern(ctx) and _declares_url_elicitation(ctx)
 
     def input_required(
-        self, ctx: Any, result: dict[str, Any], key_name: str, consent: tuple[str, str, str] | None = None
+        self, ctx: Any, result: dict[str, Any], key_name: str, consent: tuple[str, str, str] | None = None,
+        sign_in: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
-        """The input-required answer for a pending prompt's result, or for a consent the call
-        waits for (None: answer as it is)."""
+        """The input-required answer for a pending prompt's result, for a consent the call waits
+        for, or for a sign-in (``sign_in``: what the face was asked to show; None: answer as it is)."""
         if not self.can_ask(ctx):
             return None
+        if sign_in is not None and result.get("status") == "pending" and result.get("ref"):
+            eid = "oauth-" + secrets.token_hex(8)
+            elicit = {"method": "elicitation/create",
+                      "params": {"mode": "url", "url": sign_in["url"], "elicitationId": eid, "message": sign_in["message"]}}
+            state = self._sign({"sign_in": eid, "ref": str(result["ref"]), "server": str(sign_in["server"]),
+                                "authorization_server": str(sign_in.get("authorization_server", "")),
+                                "scopes": json.dumps(sign_in.get("scopes") or [])})  # fmt: skip
+            return {"resultType": "input_required", "inputRequests": {eid: elicit}, "requestState": state}
         error = result.get("error") if isinstance(result.get("error"), dict) else {}
         if consent is not None and error.get("code") == "consent_required":
             consent_id, url, server = consent
@@ -99,6 +117,8 @@ class Mrtr:
             return None
         if "consent_id" in state:
             return await self._resume_consent(state["consent_id"], params, runtime)
+        if "sign_in" in state:
+            return await self._resume_sign_in(state, params, runtime)
         if params.name != "mcp_setup_request_secret" or "prompt_id" not in state:
             return None
         prompt_id, ref = state["prompt_id"], state["ref"]
@@ -137,3 +157,43 @@ class Mrtr:
             return None
         return {"ok": False, "error": {"code": "consent_denied",
                                        "message": "The user did not approve it (or has not yet); nothing ran."}}  # fmt: skip
+
+    async def _resume_sign_in(self, state: dict[str, str], params: Any, runtime: Any) -> dict[str, Any]:
+        """Wait for the sign-in behind ``state`` (bounded): the classic call's answer, no link."""
+        ref, server = state["ref"], state["server"]
+        answer = (getattr(params, "input_responses", None) or {}).get(state["sign_in"])
+        if getattr(answer, "action", None) != "accept":
+            runtime.refs.discard(ref)  # the flow's own wait ends with its timeout; the ref is gone now
+            return {"ok": False, "error": {"code": "oauth_denied", "message": f"The user declined to sign in to {server}."}}
+        settled = await self._settled(runtime.refs, ref, runtime.settings.secret_prompt_timeout_seconds)
+        out = {"ref": ref, "server": server, "authorization_server": state["authorization_server"],
+               "scopes": json.loads(state["scopes"])}  # fmt: skip
+        if settled is None:
+            return {**out, "status": "pending", "message": "The user has not finished signing in; the ref works once they have."}
+        if not settled:
+            return {"ok": False, "error": {"code": "oauth_error", "message": f"Signing in to {server} did not complete."}}
+        return {**out, "status": "authorized"}
+
+    async def _settled(self, refs: Any, ref: str, timeout: float) -> bool | None:
+        """True once ``ref`` holds the grant, False once the flow discarded it, None at the timeout."""
+        if self._listening is not refs:
+            loop = asyncio.get_running_loop()
+            refs.add_listener(lambda: loop.call_soon_threadsafe(lambda: [e.set() for e in list(self._woken)]))
+            self._listening = refs
+        event = asyncio.Event()
+        self._woken.add(event)
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    if refs.is_ready(ref):
+                        return True
+                    try:
+                        refs.key_of(ref)  # still reserved: the redirect or the exchange is under way
+                    except SetupError:
+                        return False
+                    await event.wait()
+                    event.clear()
+        except TimeoutError:
+            return None
+        finally:
+            self._woken.discard(event)
