@@ -156,6 +156,9 @@ async def test_the_test_the_install_and_get_say_how_many_tools_a_server_adds_and
     got = await call(runtime, "mcp_setup_get", qualified_name="io.test/stub-ok")
     assert installed["context"]["tool_count"] == got["context"]["tool_count"] == 2
     assert got["context"]["estimated_tokens"] == installed["context"]["estimated_tokens"] > 0
+    runtime.store.set_hidden_tools(got["server_id"], ["whoami"], actor="user:terminal")
+    less = await call(runtime, "mcp_setup_get", qualified_name="io.test/stub-ok")
+    assert less["context"]["tool_count"] == 1 and less["context"]["left_out_by_user"] == 1
 
 
 async def test_tool_calls_are_logged_with_key_names_only(world, canary: str, caplog: pytest.LogCaptureFixture) -> None:

@@ -233,7 +233,11 @@ class SetupService:
         if existing is not None:
             out["server_id"] = existing.server_id
             out["installed_as"] = existing.slug  # the short name the person's commands take
-            out["context"] = context_cost(existing.tools, existing.slug, existing.title or "")  # #29 item 10
+            hidden = getattr(self.store.offers().get(existing.server_id), "hidden_tools", frozenset())
+            kept = [t for t in existing.tools if t.get("name") not in hidden]
+            out["context"] = context_cost(kept, existing.slug, existing.title or "")  # #29 item 10
+            if hidden:
+                out["context"]["left_out_by_user"] = len(hidden)  # unticked in the consent: held back
         if detail.status:
             out["status"] = detail.status
             notes.append("The registry marks this server deleted; install refuses it." if detail.status == "deleted"
