@@ -16,6 +16,8 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.stub_server.server import Stub
+from tests.processes import wait_gone
+from tests.stub_server.bundle import sha256_hex
 from tests.test_connections import stub_launch
 from tests.timeouts import scaled
 
@@ -99,6 +101,35 @@ async def test_a_server_that_cannot_start_answers_a_tool_error_naming_it_not_a_h
     assert "stuck" in stuck["content"][0]["text"] and "starting" in stuck["content"][0]["text"]
     assert broken["isError"] and "failed" in broken["content"][0]["text"]
     assert canary not in str(stuck) + str(broken)
+
+
+def processes_with_env(needle: bytes) -> list[int]:
+    """Live processes whose environment holds ``needle`` (this test's stub, started with its canary's hash)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_stopping_a_server_stuck_in_its_start_ends_it_at_once_not_at_the_start_deadline(world, canary: str) -> None:
+    """A Remove or a shutdown does not wait out the start's deadline (here scaled(10)) for a server
+    that hangs before answering ``initialize``: the start is cancelled and its process is gone."""
+    store, manager, _, gateway = world
+    server = install(store, "io.test/stuck", canary, mode="hang")
+    needle = f"STUB_EXPECTED_SHA256={sha256_hex(canary)}".encode()
+    gw = await gateway(call_timeout=scaled(2.0))
+    with anyio.fail_after(scaled(20)):
+        stuck = await gw.call("stuck__echo", {"text": "x"})  # answered "still starting" at the call's timeout
+    assert stuck["structuredContent"]["error"]["code"] == "server_unavailable"
+    assert manager.status(server.server_id).status == "connecting" and processes_with_env(needle)
+    with anyio.fail_after(scaled(10) / 3):  # well before the start's own deadline
+        await manager.disconnect(server.server_id)
+    assert manager.status(server.server_id).status == "stopped"
+    assert wait_gone(processes_with_env(needle)) == []
 
 
 async def test_an_unknown_or_disabled_tool_name_is_unknown(world, canary: str) -> None:

@@ -191,6 +191,8 @@ class ConnectionManager(Forwarding):
             live.discard_log()
         live.stop.set()
         if live.task is not None:
+            if live.status.status == "connecting":  # a start that hangs sees no stop until its deadline:
+                live.task.cancel()  # end it now (its process is killed as the task unwinds)
             try:
                 await asyncio.wait_for(asyncio.shield(live.task), timeout=10)
             except (TimeoutError, asyncio.CancelledError):
