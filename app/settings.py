@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     data_key_file: Path | None = Field(default=None, description="The data key file (0600) shared by a team.")
     data_key_keyring_entry: str | None = Field(default=None, description="Keyring user name of the data key.")
     public_host: str | None = Field(default=None, description="Host name clients use for `serve` (Host check).")
+    public_url: str | None = Field(
+        default=None, description="The address clients reach `serve` at when a proxy in front terminates TLS "
+        "(https://HOST[:PORT], no path): the links it hands out name it; set at start, never read from a request.",
+    )
     # Governance (README "Capability providers"): [[capability_providers]] and admission.
     config: Path | None = Field(default=None, description="config.toml; default <home>/config.toml.")
 

@@ -47,7 +47,7 @@ http {{
         server {b}:{port} max_fails=1 fail_timeout=60s;
     }}
     server {{
-        listen {balancer}:{port};
+        listen {balancer}:{port}{tls};
         location / {{
             proxy_pass http://mcp_setup;
             proxy_http_version 1.1;
@@ -114,13 +114,20 @@ class Nginx:
 
 
 @contextmanager
-def nginx_balancer(port: int) -> Iterator[Nginx]:
+def nginx_balancer(port: int, tls: tuple[Path, Path] | None = None) -> Iterator[Nginx]:
+    """nginx on BALANCER_HOST:port; with ``tls`` (cert, key) it ends TLS there and passes plain HTTP on."""
     binary = nginx_binary()
     assert binary is not None, "nginx is not installed (scripts/test.sh installs it: apt-get install nginx)"
     prefix = Path(tempfile.mkdtemp(prefix="mcp-setup-nginx-"))
     (prefix / "tmp").mkdir()
     conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, a=REPLICA_HOSTS[0], b=REPLICA_HOSTS[1], port=port, balancer=BALANCER_HOST))
+    ssl = ""
+    if tls is not None:
+        for src, dst in zip(tls, ("cert.pem", "key.pem")):
+            shutil.copy(src, prefix / dst)
+        ssl = f" ssl;\n        ssl_certificate {prefix}/cert.pem;\n        ssl_certificate_key {prefix}/key.pem"
+    conf.write_text(NGINX_CONF.format(prefix=prefix, a=REPLICA_HOSTS[0], b=REPLICA_HOSTS[1], port=port,
+                                      balancer=BALANCER_HOST, tls=ssl))  # fmt: skip
     argv = [binary, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log"), "-g", "daemon off;"]
     if os.getuid() == 0:  # never as root: nginx's own user for its worker, and for its master too
         nobody = pwd.getpwnam("nobody")
@@ -145,11 +152,13 @@ def nginx_balancer(port: int) -> Iterator[Nginx]:
 class Client:
     """A client of the balancer, recording which replica answered each request."""
 
-    def __init__(self, port: int, *, member: str, admin: str) -> None:
+    def __init__(self, port: int, *, member: str, admin: str, tls_cert: Path | None = None) -> None:
         self.port = port
         self.host = f"{PUBLIC_HOST}:{port}"
-        self.http = httpx.Client(base_url=f"http://{BALANCER_HOST}:{port}", trust_env=False, timeout=scaled(120),
-                                 headers={"Host": self.host})  # fmt: skip
+        self.scheme = "https" if tls_cert is not None else "http"  # https: TLS ends at nginx
+        self.http = httpx.Client(base_url=f"{self.scheme}://{BALANCER_HOST}:{port}", trust_env=False,
+                                 timeout=scaled(120), headers={"Host": self.host},
+                                 verify=str(tls_cert) if tls_cert is not None else True)  # fmt: skip
         self.member = {"Authorization": f"Bearer {member}"}
         self.admin = {"Authorization": f"Bearer {admin}"}
         self.answers: list[str] = []  # every response body, for the canary

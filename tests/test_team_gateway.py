@@ -292,3 +292,23 @@ def test_serve_with_a_missing_or_loose_team_key_says_so_in_one_line(tmp_path: Pa
         )  # fmt: skip
         assert proc.returncode == 1 and expected in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and "running at" not in proc.stdout
+
+
+@pytest.mark.parametrize(("given", "base"), [
+    ("https://Team.Example", "https://team.example"), ("https://team.example:443/", "https://team.example"),
+    ("https://team.example:8443", "https://team.example:8443"), ("http://10.0.0.5:80", "http://10.0.0.5"),
+    ("https://[::1]:9443", "https://[::1]:9443"),
+    ("team.example", None), ("ftp://team.example", None), ("https://team.example/mcp", None),
+    ("https://user:pw@team.example", None), ("https://team.example:port", None), ("https://", None),
+])  # fmt: skip
+def test_the_public_url_is_a_scheme_and_a_host_and_a_default_port_is_left_out(given: str, base: str | None) -> None:
+    from app.web.serve import parse_public_url
+
+    assert parse_public_url(given) == base
+
+
+def test_serve_refuses_a_public_url_that_is_not_an_address_and_says_what_one_looks_like(tmp_path: Path) -> None:
+    done = subprocess.run(mcp_setup_argv("serve", "--no-browser", "--port", "0"), cwd=REPO, capture_output=True, text=True,
+                          env=face_env(tmp_path, MCP_SETUP_PUBLIC_URL="team.example/x"), timeout=scaled(60))  # fmt: skip
+    assert done.returncode == 2
+    assert "MCP_SETUP_PUBLIC_URL" in done.stderr and "https://team.example:8443" in done.stderr

@@ -108,7 +108,7 @@ def answer_on_the_page(client: Client, url: str, value: str, replica: str) -> No
     assert client.last_replica() == replica
     client.steer(replica)
     saved = client.http.post(link.path, data={"t": key.group(1), "value": value, "action": "submit"},
-                             headers={"Origin": f"http://{client.host}"})  # fmt: skip
+                             headers={"Origin": f"{client.scheme}://{client.host}"})  # fmt: skip
     client._record("answer the secret", saved)
     assert saved.status_code == 200 and "saved" in saved.text, saved.text[:300]
 
@@ -229,3 +229,40 @@ def test_a_replica_killed_in_the_middle_of_a_setup_leaves_the_other_to_finish_it
     assert not [text for text in client.answers if canary in text]
     with Store(team.database_url, team.vault) as store:
         assert canary not in every_cell(store)
+
+
+def test_tls_ended_at_nginx_with_plain_http_to_the_replicas_hands_out_https_links_that_work_through_it(
+    team: Team, tmp_path: Path, canary: str
+) -> None:
+    """README "Behind a load balancer": nginx ends TLS, the replicas speak plain HTTP behind it, and
+    ``MCP_SETUP_PUBLIC_URL`` (set at start, never taken from a request header) makes every link
+    they hand out name the balancer's https address."""
+    from tests.test_team_gateway import self_signed
+
+    cert, key = self_signed(tmp_path, PUBLIC_HOST)
+    team.env["MCP_SETUP_PUBLIC_URL"] = f"https://{PUBLIC_HOST}:{team.port}"
+    member = team.cli("token", "create", "alice")
+    admin = team.cli("token", "create", "boss", "--admin")
+    a, b = team.start()
+    with nginx_balancer(team.port, tls=(cert, key)) as nginx:
+        client = Client(team.port, member=member, admin=admin, tls_cert=cert)
+        try:
+            hello = client.mcp("initialize", "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                            "clientInfo": {"name": "t", "version": "1"}})  # fmt: skip
+            assert hello["result"]["serverInfo"]["name"], hello
+            client.steer(a)
+            asked = client.rpc("request the secret", "mcp_setup_request_secret",
+                               {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB})  # fmt: skip
+            url = asked["result"]["url"]
+            assert url.startswith(f"https://{PUBLIC_HOST}:{team.port}/"), url
+            answer_on_the_page(client, url, canary, b)  # through the TLS balancer, on the other replica
+            forged = client.http.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "mcp_setup_request_secret",
+                                                    "params": {"key_name": "K", "prompt": "p", "server": STUB}},
+                                      headers={**client.member, "X-Forwarded-Proto": "http",
+                                               "X-Forwarded-Host": "evil.example"})  # fmt: skip
+            assert forged.json()["result"]["url"].startswith(f"https://{PUBLIC_HOST}:{team.port}/")
+        finally:
+            client.close()
+        nginx_log = nginx.log_text()
+    assert f"{REPLICA_HOSTS[0]}:{team.port}" in nginx_log and f"{REPLICA_HOSTS[1]}:{team.port}" in nginx_log
+    assert canary not in team.logs() + nginx_log

@@ -186,7 +186,7 @@ def create_secret_app(
 
     @app.post("/secrets/{prompt_id}")
     async def submit(request: Request, prompt_id: str) -> Response:
-        if not _origin_ok(request, {f"http://{h}" for h in hosts()}):
+        if not _origin_ok(request, {f"{scheme}://{h}" for h in hosts() for scheme in ("http", "https")}):
             log.warning("Secret page: refused a POST from a foreign origin")
             return refused_page()
         form = await _read_form(request)
@@ -237,7 +237,7 @@ def create_secret_app(
             app,
             consents,
             capabilities=capabilities,
-            origin_ok=lambda request: _origin_ok(request, {f"http://{h}" for h in hosts()}),
+            origin_ok=lambda request: _origin_ok(request, {f"{scheme}://{h}" for h in hosts() for scheme in ("http", "https")}),
             read_form=_read_form,
             refused=refused_page,
         )

@@ -247,6 +247,7 @@ def create_app(
     runtime_factory: Callable[[], Any] | None = None,
     public_hosts: Sequence[str] = (),
     secure_cookie: bool = False,
+    public_url: str | None = None,
 ) -> Guard:
     """The web app for a server listening on ``127.0.0.1:port``, behind its :class:`Guard`.
 
@@ -266,6 +267,10 @@ def create_app(
     face = WebFace(settings, token=token, port=port, runtime_factory=runtime_factory)
     if public_hosts:
         face.public_base = f"{'https' if secure_cookie else 'http'}://{public_hosts[0]}:{port}"
+    if public_url:  # TLS ends at a proxy in front (MCP_SETUP_PUBLIC_URL): links name its address
+        face.public_base = public_url
+        secure_cookie = secure_cookie or public_url.startswith("https://")
+        public_hosts = [*public_hosts, public_url.split("://", 1)[1]]  # its Host as the proxy passes it on
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -331,6 +336,8 @@ def create_app(
         return JSONResponse({"ok": False, "error": {"code": "internal", "message": "Internal error."}}, 500)
 
     hosts = {f"127.0.0.1:{port}", f"localhost:{port}"} | {f"{h.lower()}:{port}" for h in public_hosts if h}
+    if public_url:
+        hosts.add(public_url.split("://", 1)[1])
     secret_app = create_secret_app(
         BrokerView(lambda: face.runtime),
         capabilities=face.capabilities,

@@ -122,6 +122,23 @@ def _open_browser(url: str) -> None:
         log.info("could not open a browser (%s); open the printed link yourself", type(exc).__name__)
 
 
+def parse_public_url(text: str) -> str | None:
+    """``https://HOST[:PORT]`` (or ``http://``) as the base of every link, or None when it is not one."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return None
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.path not in ("", "/") or parts.query \
+            or parts.fragment or parts.username or parts.password:
+        return None
+    default = {"https": 443, "http": 80}[parts.scheme]
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port not in (None, default) else "")
+
+
 def run_serve(
     settings: Settings,
     log_handler: logging.Handler,
@@ -169,6 +186,13 @@ def run_serve(
         except SetupError as exc:
             print(f"mcp-setup: {exc.message}", file=sys.stderr)
             return 1
+    public_url = None
+    if settings.public_url:
+        public_url = parse_public_url(settings.public_url)
+        if public_url is None:
+            print(f"mcp-setup: MCP_SETUP_PUBLIC_URL: {settings.public_url!r} is not an address such as "
+                  "https://team.example or https://team.example:8443 (a scheme and a host, no path)", file=sys.stderr)
+            return 2
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -192,7 +216,8 @@ def run_serve(
     shown = settings.public_host or ("127.0.0.1" if _is_wildcard(host) else host)
     if ":" in shown:  # an IPv6 literal
         shown = f"[{shown}]"
-    url = f"{'https' if tls else 'http'}://{shown}:{actual}/?t={token}"
+    base = public_url or f"{'https' if tls else 'http'}://{shown}:{actual}"
+    url = f"{base}/?t={token}"
     _hide_token_in_logs(token, log_handler)
 
     def factory() -> Any:
@@ -204,7 +229,8 @@ def run_serve(
         return runtime
 
     app = create_app(
-        settings, token=token, port=actual, runtime_factory=factory, public_hosts=public_hosts, secure_cookie=tls
+        settings, token=token, port=actual, runtime_factory=factory, public_hosts=public_hosts, secure_cookie=tls,
+        public_url=public_url,
     )
     config = uvicorn.Config(
         app,
