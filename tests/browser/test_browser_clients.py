@@ -126,6 +126,10 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
             more.get_by_role("button", name="Replace STUB_API_KEY").click()
             box = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
             expect(box).to_contain_text("It is tested with io.github.mcp-setup/stub before it replaces the old one")
+            # The list is drawn again meanwhile (a status event does that): the card's replace in
+            # flight keeps saying what it does, and its answer reaches the card drawn now.
+            page.evaluate("async () => { await (await import('/static/servers.js')).loadServers(); }")
+            expect(status).to_contain_text("Enter the new value in the box")
             box.get_by_label("Your STUB_API_KEY").fill(value)
             box.get_by_role("button", name="Save").click()
             expect(status).to_contain_text(said, timeout=scaled(60_000))

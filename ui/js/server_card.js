@@ -6,20 +6,40 @@ import { el } from "./dom.js";
 import { rpc } from "./api.js";
 
 // "Replace KEY": the secret box opens for the new value; the server is tested with it (/rpc servers.rotate).
+// A card's details are drawn again when its server's state changes (a reconnect, a log line): what a
+// replace in flight says is kept per server and key, and written to the status line drawn now.
+var rotations = {};  // server_id + "\n" + key -> {text, error, busy}
+
+function showRotation(id) {
+  var state = rotations[id] || { text: "", error: false, busy: false };
+  document.querySelectorAll(".rotate-status").forEach(function (said) {
+    if (said.dataset.rotation !== id) return;
+    said.className = "small rotate-status" + (state.error ? " error" : "");
+    said.textContent = state.text;
+    if (said.previousSibling) said.previousSibling.disabled = state.busy;
+  });
+}
+
 function replaceButton(d, key) {
+  var id = d.server_id + "\n" + key;
   var button = el("button", { type: "button", class: "quiet small-button", text: "Replace", "aria-label": "Replace " + key });
   var said = el("span", { class: "small rotate-status", role: "status" });
+  said.dataset.rotation = id;
+  var state = rotations[id];
+  if (state) {
+    said.textContent = state.text;
+    if (state.error) said.className += " error";
+    button.disabled = state.busy;
+  }
   button.addEventListener("click", function () {
-    button.disabled = true;
-    said.className = "small rotate-status";
-    said.textContent = " Enter the new value in the box; then it is tested…";
+    rotations[id] = { text: " Enter the new value in the box; then it is tested…", error: false, busy: true };
+    showRotation(id);
     rpc("servers.rotate", { server_id: d.server_id, key: key }).then(function (done) {
-      said.textContent = " ✓ " + done.message;
+      rotations[id] = { text: " ✓ " + done.message, error: false, busy: false };
     }, function (failure) {
-      said.className = "small rotate-status error";
-      said.textContent = failure.code === "prompt_cancelled" ? " You cancelled: the old value stays."
-        : " " + (failure.detail || failure.message) + " The old value of " + key + " stays.";
-    }).then(function () { button.disabled = false; });
+      rotations[id] = { error: true, busy: false, text: failure.code === "prompt_cancelled" ? " You cancelled: the old value stays."
+        : " " + (failure.detail || failure.message) + " The old value of " + key + " stays." };
+    }).then(function () { showRotation(id); });
   });
   return el("span", null, [button, said]);
 }
