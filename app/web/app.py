@@ -265,12 +265,14 @@ def create_app(
             return build_runtime(settings)
 
     face = WebFace(settings, token=token, port=port, runtime_factory=runtime_factory)
-    if public_hosts:
-        face.public_base = f"{'https' if secure_cookie else 'http'}://{public_hosts[0]}:{port}"
-    if public_url:  # TLS ends at a proxy in front (MCP_SETUP_PUBLIC_URL): links name its address
+    # TLS ends at a proxy in front (MCP_SETUP_PUBLIC_URL): links name its address, and its Host
+    # (as the proxy passes it on) is accepted.
+    public_netloc = public_url.split("://", 1)[1] if public_url else None
+    if public_url:
         face.public_base = public_url
         secure_cookie = secure_cookie or public_url.startswith("https://")
-        public_hosts = [*public_hosts, public_url.split("://", 1)[1]]  # its Host as the proxy passes it on
+    elif public_hosts:
+        face.public_base = f"{'https' if secure_cookie else 'http'}://{public_hosts[0]}:{port}"
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -336,8 +338,8 @@ def create_app(
         return JSONResponse({"ok": False, "error": {"code": "internal", "message": "Internal error."}}, 500)
 
     hosts = {f"127.0.0.1:{port}", f"localhost:{port}"} | {f"{h.lower()}:{port}" for h in public_hosts if h}
-    if public_url:
-        hosts.add(public_url.split("://", 1)[1])
+    if public_netloc:
+        hosts.add(public_netloc)
     secret_app = create_secret_app(
         BrokerView(lambda: face.runtime),
         capabilities=face.capabilities,
@@ -356,7 +358,8 @@ def create_app(
         found = tokens[0].lookup(raw)
         return Principal.member(found.name, admin=found.admin) if found is not None else None
 
-    guarded = Guard(app, token=token, port=port, secret_app=secret_app, public_hosts=public_hosts, bearer=bearer)
+    guarded = Guard(app, token=token, port=port, secret_app=secret_app, bearer=bearer,
+                    public_hosts=[*public_hosts, *([public_netloc] if public_netloc else [])])
     guarded.health = health_app(face)  # /healthz, /readyz for a load balancer (replicas.py)
     guarded.oauth_callback = oauth_callback_app(face, hosts | {h.lower() for h in public_hosts if h})
     guarded.headers[REPLICA_HEADER] = replica_id()

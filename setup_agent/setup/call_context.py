@@ -87,9 +87,8 @@ class Progress:
         stage = self.stage
         if stage == "starting" and err.code in ("rejected", "protocol_error", "timeout", "unreachable"):
             stage = "handshake"  # it started, then failed to speak MCP
-        details = err.details if isinstance(err.details, dict) else {}
-        extra = {"reason": details["reason"]} if isinstance(details.get("reason"), str) else {}
-        if stage == "starting" and self.download_failed and details.get("failed") == "package":
+        extra = {"reason": err.details["reason"]} if isinstance(err.details.get("reason"), str) else {}
+        if stage == "starting" and self.download_failed and err.details.get("failed") == "package":
             stage = "downloading"  # the runner could not fetch the package (#25 item 4): not a crash
         await self(stage, "failed", code=err.code, message=err.message, **extra)
 

@@ -233,7 +233,8 @@ class SetupService:
         if existing is not None:
             out["server_id"] = existing.server_id
             out["installed_as"] = existing.slug  # the short name the person's commands take
-            hidden = getattr(self.store.offers().get(existing.server_id), "hidden_tools", frozenset())
+            offers = await asyncio.to_thread(self.store.offers)  # store I/O off the event loop, as above
+            hidden = getattr(offers.get(existing.server_id), "hidden_tools", frozenset())
             kept = [t for t in existing.tools if t.get("name") not in hidden]
             out["context"] = context_cost(kept, existing.slug, existing.title or "")  # #29 item 10
             if hidden:

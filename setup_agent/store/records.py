@@ -119,11 +119,16 @@ def newest_migration() -> str:
     return max(p.stem for p in (Path(__file__).parent / "migrations" / "versions").glob("[0-9]*.py"))
 
 
+def _migrated(db_path: Path) -> bool:
+    """The SQLite store exists and is at the newest revision (what these readers know how to read)."""
+    version = _read_only(db_path, "SELECT version_num FROM mcp_setup_alembic_version")
+    return bool(version) and version[0][0] == newest_migration()
+
+
 def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
     """The installed servers of a SQLite store, oldest first, as :meth:`Store.list` returns them;
     None when there is no store file, it is not migrated to the newest revision, or a row cannot be read."""
-    version = _read_only(db_path, "SELECT version_num FROM mcp_setup_alembic_version")
-    if not version or version[0][0] != newest_migration():  # not migrated yet: the store migrates it
+    if not _migrated(db_path):  # not migrated yet: the store migrates it
         return None
     rows = _read_only(db_path, _SERVER_SQL)
     env_rows = _read_only(db_path, "SELECT server_id, key, secret FROM mcp_client_env")
@@ -154,8 +159,7 @@ def read_sqlite_audit(db_path: Path, limit: int | None = None) -> tuple[list[Aud
     """The audit of a SQLite store as :meth:`Store.audit` and :meth:`Store.audit_counts` return it
     (oldest first; the last ``limit`` rows when given), for ``mcp-setup audit``; None as
     :func:`read_sqlite_servers` says."""
-    version = _read_only(db_path, "SELECT version_num FROM mcp_setup_alembic_version")
-    if not version or version[0][0] != newest_migration():
+    if not _migrated(db_path):
         return None
     cut = f" LIMIT {max(int(limit), 0)}" if limit is not None else ""
     rows = _read_only(db_path, "SELECT id, at, event, server_id, qualified_name, actor, old_hash, new_hash, detail "

@@ -158,8 +158,8 @@ function problemText(event) {
   if (event.stage === "connected" && !event.code)
     return "It was installed, but it did not connect. The list of installed servers above says why; you can press Reconnect there.";
   if (event.reason) {
-    var reason = event.reason.charAt(0).toUpperCase() + event.reason.slice(1) + ".";
-    return event.stage === "downloading" ? "It could not be downloaded: " + event.reason + "." : reason;
+    if (event.stage === "downloading") return "It could not be downloaded: " + event.reason + ".";
+    return event.reason.charAt(0).toUpperCase() + event.reason.slice(1) + ".";
   }
   return plain(event.code, event.message);
 }

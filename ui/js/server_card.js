@@ -10,13 +10,15 @@ import { rpc } from "./api.js";
 // replace in flight says is kept per server and key, and written to the status line drawn now.
 var rotations = {};  // server_id + "\n" + key -> {text, error, busy}
 
+function paint(said, button, state) {
+  said.className = "small rotate-status" + (state.error ? " error" : "");
+  said.textContent = state.text;
+  button.disabled = state.busy;
+}
+
 function showRotation(id) {
-  var state = rotations[id] || { text: "", error: false, busy: false };
   document.querySelectorAll(".rotate-status").forEach(function (said) {
-    if (said.dataset.rotation !== id) return;
-    said.className = "small rotate-status" + (state.error ? " error" : "");
-    said.textContent = state.text;
-    if (said.previousSibling) said.previousSibling.disabled = state.busy;
+    if (said.dataset.rotation === id) paint(said, said.previousSibling, rotations[id]);
   });
 }
 
@@ -25,12 +27,7 @@ function replaceButton(d, key) {
   var button = el("button", { type: "button", class: "quiet small-button", text: "Replace", "aria-label": "Replace " + key });
   var said = el("span", { class: "small rotate-status", role: "status" });
   said.dataset.rotation = id;
-  var state = rotations[id];
-  if (state) {
-    said.textContent = state.text;
-    if (state.error) said.className += " error";
-    button.disabled = state.busy;
-  }
+  if (rotations[id]) paint(said, button, rotations[id]);
   button.addEventListener("click", function () {
     rotations[id] = { text: " Enter the new value in the box; then it is tested…", error: false, busy: true };
     showRotation(id);
