@@ -222,9 +222,9 @@ class RegistryHub:
                 return items, True
         return items, True
 
-    async def _get_one(self, name: str, qualified_name: str, version: str | None = None) -> Detail:
+    async def _get_one(self, name: str, qualified_name: str, version: str | None = None, fresh: bool = False) -> Detail:
         key = (name, qualified_name) if version is None else (name, qualified_name, version)
-        cached = self._details.get(key)
+        cached = None if fresh else self._details.get(key)
         if cached is not None:
             return cached.model_copy(deep=True)
         src = self.sources[name]
@@ -235,16 +235,18 @@ class RegistryHub:
         self._details[key] = detail.model_copy(deep=True)
         return detail
 
-    async def get(self, qualified_name: str, source: str | None = None, version: str | None = None) -> Detail:
+    async def get(
+        self, qualified_name: str, source: str | None = None, version: str | None = None, *, fresh: bool = False
+    ) -> Detail:
         """The latest detail (or exactly ``version``'s) from ``source``, or from the first source
-        (in order) that has it."""
+        (in order) that has it. ``fresh``: asked again, not from the cache (is there a newer version?)."""
         self._check_source(source)
         if source is not None:
-            return await self._get_one(source, qualified_name, version)
+            return await self._get_one(source, qualified_name, version, fresh)
         failures: list[str] = []
         for name in self.sources:
             try:
-                return await self._get_one(name, qualified_name, version)
+                return await self._get_one(name, qualified_name, version, fresh)
             except RegistryNotFound:
                 continue
             except RegistryError as exc:

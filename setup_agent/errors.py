@@ -59,7 +59,8 @@ Messages never hold a secret value; faces still pass them through the redactor.
     ├── NotAdmitted                     not_admitted
     ├── ConfigInvalid                   config_invalid
     ├── LockFileInvalid                 lock_file_invalid
-    └── LockMismatch                    lock_mismatch
+    ├── LockMismatch                    lock_mismatch
+    └── UpdateRefused                   update_refused
 
 Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
 and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
@@ -84,7 +85,7 @@ __all__ = [
     "PromptFailed", "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
     "SandboxUnavailable", "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
     "SecretWrongKey", "ServerExited", "ServerRejected", "SessionLocked", "SetupError", "StoreError",
-    "ToolsChanged", "Unreachable", "jsonrpc_error",
+    "ToolsChanged", "Unreachable", "UpdateRefused", "jsonrpc_error",
 ]  # fmt: skip
 
 
@@ -369,6 +370,12 @@ class LockMismatch(SetupError):
     code = "lock_mismatch"
 
 
+class UpdateRefused(SetupError):
+    """This server cannot be updated in place (it signed in with OAuth: its grant is bound to the old install)."""
+
+    code = "update_refused"
+
+
 # --- JSON-RPC mapping: the one place ------------------------------------------------
 
 JSONRPC_INVALID_PARAMS = -32602
@@ -380,17 +387,10 @@ JSONRPC_SETUP_ERROR = -32000
 
 
 def jsonrpc_error(exc: BaseException) -> dict[str, Any]:
-    """Map an exception onto a JSON-RPC error object (``{code, message, data?}``).
-
-    A :class:`SetupError` keeps its stable code in ``data.code``; anything else is an
-    internal error whose message says nothing about its insides.
-    """
+    """``{code, message, data}``: a :class:`SetupError` keeps its stable code in ``data.code``;
+    anything else is an internal error whose message says nothing about its insides."""
     if isinstance(exc, InvalidInput):
         return {"code": JSONRPC_INVALID_PARAMS, "message": exc.message, "data": exc.to_dict()}
     if isinstance(exc, SetupError):
         return {"code": JSONRPC_SETUP_ERROR, "message": exc.message, "data": exc.to_dict()}
-    return {
-        "code": JSONRPC_INTERNAL_ERROR,
-        "message": "Internal error in mcp-setup; the log has details.",
-        "data": {"code": "internal"},
-    }
+    return {"code": JSONRPC_INTERNAL_ERROR, "message": "Internal error in mcp-setup; the log has details.", "data": {"code": "internal"}}

@@ -160,6 +160,18 @@ async def test_details_are_cached_per_source(official_fake) -> None:
     assert two.version == "3.2.3" and len(three.packages) == 2
 
 
+async def test_a_fresh_get_asks_the_registry_again_and_refreshes_the_cache(official_fake) -> None:
+    hub = RegistryHub({"official": OfficialRegistry(official_fake.url)})
+    try:
+        await hub.get(PVPC)
+        await hub.get(PVPC, fresh=True)  # "is there a newer version?" from a long-running face
+        assert len(official_fake.requests) == 2
+        await hub.get(PVPC)  # the fresh answer is what the cache holds now
+        assert len(official_fake.requests) == 2
+    finally:
+        await hub.aclose()
+
+
 async def test_get_without_a_source_returns_the_first_source_in_order_that_has_it(official_fake, catalog) -> None:
     hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": catalog})
     try:

@@ -287,7 +287,7 @@ class RpcDispatcher:
         if method in CLIENT_METHODS:
             return await call_clients(self.runtime, method, params)
         if method in DETAIL_METHODS:
-            return await server_details(self.runtime, method, params, self._presenter(session_id))
+            return await server_details(self.runtime, method, params, self._presenter(session_id), self.hub, session_id)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:

@@ -4,7 +4,8 @@
   redacted; a secret is never read out) and its recent log (the redacted file ``mcp-setup logs`` prints);
 * ``servers.rotate {server_id, key}``: the secret box opens in this tab for the new value, the
   server is tested with it and it is stored only if the server answers (``rotate_secret``, the
-  core call ``mcp-setup rotate`` makes). The person (or an admin token) only.
+  core call ``mcp-setup rotate`` makes). The person (or an admin token) only;
+* ``servers.update_check`` / ``servers.update``: server_update.py.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from setup_agent.gateway import read_log
 from setup_agent.setup import rotate_secret
 
 from .security import current_principal
+from .server_update import UPDATE_METHODS, server_update
 
 __all__ = ["DETAIL_METHODS", "server_details"]
 
-DETAIL_METHODS = ("servers.details", "servers.rotate")
+DETAIL_METHODS = ("servers.details", "servers.rotate", *UPDATE_METHODS)
 LOG_LINES = 40
 
 
@@ -43,8 +45,11 @@ def _details(runtime: Any, server_id: str) -> dict[str, Any]:
 
 
 async def server_details(
-    runtime: Any, method: str, params: dict[str, Any], present: Callable[[Any], Awaitable[Any]]
+    runtime: Any, method: str, params: dict[str, Any], present: Callable[[Any], Awaitable[Any]], hub: Any,
+    audience: str | None,
 ) -> dict[str, Any]:  # fmt: skip
+    if method in UPDATE_METHODS:
+        return await server_update(runtime, method, params, hub, audience)
     server_id = params.get("server_id")
     if method == "servers.details":
         if not isinstance(server_id, str) or not server_id or set(params) - {"server_id"}:

@@ -203,9 +203,11 @@ class Sandbox:
             views.env.update({"npm_config_cache": str(private), "npm_config_update_notifier": "false",
                               "npm_config_prefer_offline": "true"})  # fmt: skip
             target = next((a for a in args if not a.startswith("-")), None)
+            link = private / "_npx"
+            if link.is_symlink() and (target is None or not shared.is_dir() or Path(os.readlink(link)) != shared):
+                link.unlink()  # made by a face whose npm cache was elsewhere (another HOME): dangling in here
             if target is not None and shared.is_dir():
-                link = private / "_npx"
-                if not link.is_symlink() and not link.exists():
+                if not link.exists():
                     link.symlink_to(shared, target_is_directory=True)
                 entry = shared / npx_entry_name(target)
                 entry.mkdir(exist_ok=True)

@@ -4,7 +4,8 @@ consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with
 through the store in ``shared_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
 search cards (``search_cards.py``), lock files (``lock_file.py``), providers and admission
-(``providers.py``), replacing a stored secret, tested first (``rotation.py``) and the caller's
+(``providers.py``), replacing a stored secret, tested first (``rotation.py``), updating to a newer
+version, swapped in only if it answers (``updates.py``) and the caller's
 context (``call_context.py``).
 
 Imports gateway, oauth, launch, store, secrets, errors and :mod:`registry_clients`; never agent.
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .shared_prompts import answer_secret_shared, share_prompts
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
+    from .updates import UpdateOffer, update_offer, update_server
 
 __all__ = [
     "answer_secret_shared",
@@ -70,6 +72,9 @@ __all__ = [
     "TOOL_SPECS",
     "ToolReview",
     "tools_change_request",
+    "UpdateOffer",
+    "update_offer",
+    "update_server",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -102,4 +107,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "TOOL_SPECS": "tool_specs",
     "ToolReview": "tool_review",
     "tools_change_request": "tool_review",
+    "UpdateOffer": "updates",
+    "update_offer": "updates",
+    "update_server": "updates",
 })  # fmt: skip

@@ -9,6 +9,7 @@
 import { on, connect } from "./api.js";
 import { $, showError } from "./dom.js";
 import { loadServers, loadServersSoon } from "./servers.js";
+import { onUpdateProgress } from "./server_card.js";
 import { beginThread, isThisRun, message, onDone, onQuestion, onQuestionClosed } from "./thread.js";
 import { offerSignIn, onProgress } from "./progress.js";
 import { initSetup, onRunError } from "./setup.js";
@@ -32,7 +33,7 @@ on("agent_message", forThisRun(function (event) { message("agent", "Assistant", 
 on("agent_question", forThisRun(onQuestion));
 on("question_closed", onQuestionClosed);
 on("agent_done", forThisRun(onDone));
-on("progress", forThisRun(onProgress));
+on("progress", function (event) { if (isThisRun(event.run_id)) onProgress(event); else onUpdateProgress(event); });
 on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
 on("consent_request", onConsentRequest);

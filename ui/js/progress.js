@@ -30,7 +30,7 @@ var STAGE_WORDS = {
   installing: "Save it on this computer",
   connected: "Connect it"
 };
-var STAGE_BUSY = {
+export var STAGE_BUSY = {
   resolving: "Looking up the server…",
   downloading: "Downloading the server's bundle…",
   starting: "Starting the server…",

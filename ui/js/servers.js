@@ -38,7 +38,7 @@ function renderServers(servers) {
   var open = {};
   var openMore = {};
   Array.prototype.forEach.call(list.querySelectorAll("details.tools[open]"), function (d) { open[d.dataset.server] = true; });
-  Array.prototype.forEach.call(list.querySelectorAll("details.server-more[open]"), function (d) { openMore[d.dataset.server] = true; });
+  Array.prototype.forEach.call(list.querySelectorAll("details.server-more[open]"), function (d) { openMore[d.dataset.slug] = true; });
   list.textContent = "";
   $("servers-empty").hidden = servers.length > 0;
   servers.forEach(function (server) {
@@ -114,7 +114,7 @@ function renderServers(servers) {
                : "You rejected its changed tools (the approved ones stay): ") + server.tools_change.summary }) : null,
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
-      detailsPart(server, openMore[server.server_id]),
+      detailsPart(server, openMore[server.slug]),  // by slug: an update gives it a new id
       el("div", { class: "row" }, [toggleLabel, enabled ? reconnect : null, remove]),
       itemError
     ]);
