@@ -59,7 +59,7 @@ from setup_agent.store import (
     process_owner,
 )
 
-from .settings import Settings
+from .settings import Settings, service_version
 
 __all__ = [
     "Runtime", "build_runtime", "keyring_secret", "open_vault", "openai_options", "service_version", "sweep_leftovers",
@@ -390,11 +390,3 @@ def _lockout_listeners_call(listeners: list[Callable[[str], Any]], session: str)
             logger.exception("lockout listener failed")
 
 
-def service_version() -> str:
-    """mcp-setup's own version (the setup tools' ``version`` in the tool registry)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mcp-setup")
-    except PackageNotFoundError:
-        return "unknown"

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "service_version"]
 
 
 def _default_home() -> Path:
@@ -101,3 +101,13 @@ class Settings(BaseSettings):
     def preference(self) -> tuple[str, ...] | None:
         items = tuple(p.strip() for p in self.package_preference.split(",") if p.strip())
         return items or None
+
+
+def service_version() -> str:
+    """mcp-setup's own version (the setup tools' ``version`` in the tool registry)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-setup")
+    except PackageNotFoundError:
+        return "unknown"

@@ -286,6 +286,9 @@ def render(results: dict[str, Any]) -> str:
                      _ms(li), _ms(_med(t, "pass")), _ratio(c["ratio"]), "≤ 0.3 s", _ok(li is not None and li <= 0.3)])
         rows.append(["14", "… `mcp-setup show SLUG` (loads the launch spec's model for its sandbox lines) / `mcp-setup --help`",
                      _ms(_med(t, "show")), _ms(_med(t, "help")), "—", "info", ""])
+        if "tools" in t:
+            rows.append(["14", "… `mcp-setup tools` (the tool registry; pydantic settings for config.toml) / `mcp-setup audit`",
+                         _ms(_med(t, "tools")), _ms(_med(t, "audit")), "—", "info", ""])
     else:
         rows.append(["14", "`mcp-setup list`", "—", "—", "—", "≤ 0.3 s", f"not measured: {e}"])
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]

@@ -47,6 +47,8 @@ def main_run(rounds: int, servers: int) -> dict[str, Any]:
             "list": mcp_setup_argv("list"),
             "show": mcp_setup_argv("show", "stub-0"),
             "help": mcp_setup_argv("--help"),
+            "tools": mcp_setup_argv("tools"),
+            "audit": mcp_setup_argv("audit"),
             "pass": [sys.executable, "-c", "pass"],
         }
         for argv in cases.values():  # warm the page cache once

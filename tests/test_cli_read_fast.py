@@ -125,6 +125,29 @@ def test_audit_answers_without_sqlalchemy_and_says_what_the_store_says(data: Dat
     assert code == 0 and "chain is whole" in out and "sqlalchemy" in modules
 
 
+def test_tools_answers_without_the_sdk_or_sqlalchemy_and_lists_what_the_store_holds(
+    data: DataDir, tmp_path: Path, canary: str
+) -> None:
+    """#25 item 9: ``mcp-setup tools`` reads a SQLite data dir with the standard library; its
+    registry is the one built on the real store, tool for tool."""
+    import anyio
+
+    from app.cli.tools import _read, _registry
+
+    first = data.install(STUB, canary)
+    data.install(OTHER, "other-value-123")
+    with data.store() as store:
+        store.set_enabled(first, False, actor="test")
+        tools, diagnostics = anyio.run(_read, _registry(Settings(home=data.home), store))
+    code, modules, out, err = run(data, tmp_path, "tools", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"tools": tools, "diagnostics": diagnostics}
+    assert {t["name"] for t in tools} >= {"mcp_setup_search", "stub-search__echo"} and canary not in out + err
+    assert not set(modules) & set(HEAVY), sorted(set(modules) & set(HEAVY))
+    code, _, out, _ = run(data, tmp_path, "tools")
+    assert code == 0 and "stub-search__echo" in out and "not checked" in out
+
+
 def test_a_data_dir_not_migrated_to_the_newest_revision_is_read_through_the_store(data: DataDir, tmp_path: Path) -> None:
     assert newest_migration() == HEAD_REVISION  # the fast reader's idea of "migrated" is the store's
     data.install(STUB, "value-1")

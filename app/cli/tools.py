@@ -1,6 +1,7 @@
 """``mcp-setup tools [--json]``: the tool registry for people (setup_agent/agent/tool_registry.py).
 
-It reads the store and config.toml of this data dir; it starts no server. Live health is
+It reads the store (with the standard library, as ``list`` does: app/cli/readonly.py) and
+config.toml of this data dir; it starts no server and loads neither the SDK nor the web stack. Live health is
 known only to the process running the servers (``mcp-setup serve``: ``tool_registry_list``
 on ``/rpc``), so here an enabled server's tools show ``not checked``, and the table ends with
 how to check them (``mcp-setup doctor`` starts each enabled server once).
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import SetupError
@@ -55,7 +55,7 @@ def check_config(settings: Settings) -> str | None:
 
 
 def _registry(settings: Settings, store: Store) -> ToolRegistry:
-    from app.runtime import service_version
+    from app.settings import service_version
     from setup_agent.agent import ToolRegistry, load_archetypes
     from setup_agent.gateway import ServerStatus
     from setup_agent.secrets import Redactor
@@ -73,14 +73,10 @@ def _registry(settings: Settings, store: Store) -> ToolRegistry:
 
 
 def run_tools(settings: Settings, args: argparse.Namespace) -> int:
-    from app.runtime import open_vault
+    from .readonly import reader  # the store read with the standard library when it can (#25 item 9)
 
-    home = Path(settings.home).expanduser()
     try:
-        vault = open_vault(settings)
-        from setup_agent.store import Store
-
-        with Store.for_data_dir(home, vault, settings.database_url) as store:
+        with reader(settings) as store:
             registry = _registry(settings, store)
             import asyncio
 

@@ -22,7 +22,8 @@ from setup_agent.launch import BundleCache, ProcessLedger, Sandbox
 from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
-from .live import LiveConnection, ServerStatus, Status
+from .live import LiveConnection
+from .status import ServerStatus, Status
 from .forwarding import Forwarding
 from .passthrough import Progress, ResourceLinks
 from .relay import IdleLogs, Updates

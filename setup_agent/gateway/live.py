@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from setup_agent.errors import SetupError
 from setup_agent.launch import LaunchSpec, ProcessWatch, list_all_tools, materialize, open_client, tool_dicts
@@ -22,30 +21,11 @@ from setup_agent.translation import translate
 from .offers import record_offers
 from .relay import InFlight, relay_callbacks
 from .server_logs import ServerLog
+from .status import ServerStatus, Status
 
-__all__ = ["LiveConnection", "Owner", "ServerStatus", "Status"]
+__all__ = ["LiveConnection", "Owner"]
 
 logger = logging.getLogger(__name__)
-
-Status = Literal["connecting", "connected", "failed", "stopped", "needs_sign_in"]
-
-
-@dataclass
-class ServerStatus:
-    server_id: str
-    status: Status = "connecting"
-    reason: str | None = None
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    attempts: int = 0
-    #: The stable error code of the last failure (``exited``, ``timeout``, ``rejected``, …).
-    code: str | None = None
-
-    def public(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "tools": self.tools}
-        if self.reason:
-            out["reason"] = self.reason
-        return out
-
 
 class Owner(Protocol):
     """What a live connection takes from its manager (the
