@@ -1,9 +1,11 @@
 """OAuth sign-ins of a team's replicas (#28): a sign-in started on replica A sends the browser to
-``<public host>/oauth/callback``; the balancer may hand that redirect to replica B, whose callback
-stores the code (encrypted) for A, which finishes the token exchange. Two runtimes over one
-PostgreSQL play the replicas; B's answer goes through its real web guard (``create_app``). The
-code, the PKCE verifier and the tokens are in no table, log line or answer. On SQLite a sign-in
-keeps its loopback listener."""
+``<public host>/oauth/callback``; the balancer may hand that redirect to replica B, which redeems
+the code itself (A stored the PKCE verifier and the client, encrypted, with the sign-in's row) and
+fills the shared ref; A, if still there, ends without a second exchange, and a sign-in whose A
+shut down meanwhile is finished all the same. Two runtimes over one PostgreSQL play the replicas;
+B's answer goes through its real web guard (``create_app``). The code, the PKCE verifier, the
+client secret and the tokens are in no table, log line or answer. On SQLite a sign-in keeps its
+loopback listener."""
 
 from __future__ import annotations
 
@@ -128,10 +130,15 @@ def ctx_showing(location_of: asyncio.Future[str], shown: list[dict[str, Any]], r
     return CallContext(installed_by="agent", present_authorization=present)
 
 
+def client_secrets(pair: OAuthPair) -> list[str]:
+    return [c.client_secret for c in pair.provider.clients.values() if c.client_secret]
+
+
 async def test_a_sign_in_started_on_one_replica_completes_when_its_redirect_reaches_another_and_the_install_works(
     replicas: Replicas, pair: OAuthPair, verifiers: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    pair.provider.confidential = True  # a client secret, for the canary
     location: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     shown: list[dict[str, Any]] = []
     out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, ctx_showing(location, shown, replicas))
@@ -149,8 +156,10 @@ async def test_a_sign_in_started_on_one_replica_completes_when_its_redirect_reac
     assert result["content"][0]["text"] == "ok"
     code = parse_qs(urlsplit(location.result()).query)["code"][0]
     state = parse_qs(urlsplit(location.result()).query)["state"][0]
-    planted = [code, state, *verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh]
-    assert len(verifiers) == 1 and pair.provider.issued_access
+    assert [f["grant_type"] for f in pair.provider.token_forms] == ["authorization_code"]  # once, by B: A did not
+    planted = [code, state, *verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh, *client_secrets(pair)]
+    assert len(verifiers) == 1 and pair.provider.issued_access and client_secrets(pair)
+    assert pair.provider.token_forms[0]["code_verifier"] == verifiers[0]
     cells = every_cell(replicas.a.store)
     ours = [r for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore.")]  # not the test's browser
     outbound = json.dumps([out, installed, shown[0]["scopes"]]) + "\n".join(r.getMessage() for r in ours)
@@ -212,3 +221,38 @@ async def test_a_sign_in_declined_at_the_other_replica_ends_the_waiting_one_as_d
 
     out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=decline))
     assert out["ok"] is False and out["error"]["code"] == "oauth_denied" and "access_denied" in out["error"]["message"], out
+
+
+async def test_a_sign_in_whose_replica_shut_down_before_the_redirect_is_finished_by_the_replica_it_reaches(
+    replicas: Replicas, pair: OAuthPair, verifiers: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    pair.provider.confidential = True
+    location: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def later(info: dict[str, Any]) -> dict[str, Any]:
+        await authorize_page(location, info["url"])  # the user pressed Authorize; the redirect is on its way
+        return {"status": "pending"}
+
+    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later))
+    assert out["status"] == "pending", out
+    await replicas.a.sign_ins.aclose()  # A shuts down: its flow is cancelled, the sign-in's row and ref stay
+    back = await replicas.deliver_to_b(location.result())
+    assert back.status_code == 200 and "Signed in" in back.text, back.text
+    assert [f["grant_type"] for f in pair.provider.token_forms] == ["authorization_code"]
+    args = {"qualified_name": NAME, "oauth_ref": out["ref"]}
+    tested = await replicas.b.service.call("mcp_setup_test_connection", args, CallContext(installed_by="agent"))
+    assert {t["name"] for t in tested["tools"]} == {"echo", "whoami"}, tested
+    installed = await replicas.b.service.call("mcp_setup_install_and_connect", args, CallContext(installed_by="agent"))
+    assert installed["status"] == "connected", installed
+    result = await replicas.b.connections.call_tool(installed["server_id"], "whoami")
+    assert result["content"][0]["text"] == "ok"
+    assert (await replicas.deliver_to_b(location.result())).status_code == 400  # a replay finds nothing to redeem
+    planted = [*verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh, *client_secrets(pair),
+               parse_qs(urlsplit(location.result()).query)["code"][0]]  # fmt: skip
+    assert len(verifiers) == 1 and client_secrets(pair)
+    cells = every_cell(replicas.b.store)
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore."))
+    outbound = json.dumps([out, tested, installed]) + logged + "".join(replicas.answers)
+    for value in planted:
+        assert value not in cells and value not in outbound

@@ -115,6 +115,12 @@ class SharedCallback:
         exchange, self.exchange = self.exchange, None  # the verifier is not kept here once stored
         self.backend.open(state, owner=self.owner, ttl_seconds=self.ttl_seconds, exchange=exchange)
 
+    def leave(self) -> bool:
+        """This replica stops waiting but leaves the row (and its exchange) to whichever replica
+        the redirect reaches; False when no row was opened yet."""
+        opened, self._state = self._state is not None, None
+        return opened
+
     def kick(self) -> None:
         """An answer may have arrived (the change feed's thread, or this loop)."""
         if self._loop is not None and self._kicked is not None and not self._loop.is_closed():

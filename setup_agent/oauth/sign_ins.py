@@ -214,6 +214,8 @@ class SignIns:
         except ExchangedElsewhere:  # the replica that got the redirect exchanged the code and filled the ref
             pass
         except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and isinstance(listener, SharedCallback) and listener.leave():
+                raise  # this replica stops (a shutdown): the one the redirect reaches finishes the sign-in
             self.refs.discard(ref)
             err = translate(exc)
             if not ready.done():
