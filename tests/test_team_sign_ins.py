@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,10 +23,13 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import mcp.client.auth.oauth2 as sdk_oauth
 import pytest
+from sqlalchemy import text
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from app.web.app import create_app
+from setup_agent.oauth.shared_exchange import finish_exchange
+from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.secrets.vault import Vault
 from setup_agent.setup.service import CallContext
 from setup_agent.store import SharedSignIns
@@ -256,3 +260,48 @@ async def test_a_sign_in_whose_replica_shut_down_before_the_redirect_is_finished
     outbound = json.dumps([out, tested, installed]) + logged + "".join(replicas.answers)
     for value in planted:
         assert value not in cells and value not in outbound
+
+
+def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared_then(postgres_url: str, canary: str) -> None:
+    vault = Vault.in_memory()
+    with Store(postgres_url, vault) as store:
+        rows = SharedSignIns(store, vault)
+        rows.open("state-1", owner="a:1", ttl_seconds=60, exchange={"verifier": canary})
+        assert canary not in every_cell(store)  # encrypted with the data key
+        assert rows.answer("state-1", {"code": "c", "iss": None}) is False  # a row with an exchange is redeemed, not answered
+        assert rows.claim("state-1") == {"verifier": canary}
+        assert rows.claim("state-1") is None  # a replayed redirect finds nothing to redeem
+        assert rows.answer("state-1", {"code": "c", "iss": None}) is False
+        assert rows.take("state-1") is None  # still being exchanged
+        rows.finish("state-1", {"done": True})
+        (row,) = store.engine.connect().execute(text("SELECT exchange_encrypted FROM mcp_sign_ins")).all()
+        assert row[0] is None  # the verifier and the client secret are gone once done
+        assert rows.take("state-1") == {"done": True}
+        assert rows.take("state-1") is None
+
+
+def test_the_replica_receiving_the_redirect_sends_the_code_nowhere_but_the_issuers_token_endpoint(canary: str) -> None:
+    refs = SecretRefStore()
+    ref = refs.reserve("OAUTH_X")
+    outcomes: list[dict[str, Any]] = []
+
+    class Rows:
+        def finish(self, state: str, outcome: dict[str, Any]) -> None:
+            outcomes.append(outcome)
+
+    record = {
+        "verifier": canary, "token_endpoint": "https://elsewhere.example/token", "issuer": "https://as.example",
+        "iss_expected": "https://as.example", "iss_required": False, "redirect_uri": "https://team.example/oauth/callback",
+        "client_id": "c", "client_secret": None, "token_endpoint_auth_method": "none", "resource": "https://mcp.example/mcp",
+        "send_resource": True, "scope": None, "revocation_endpoint": None, "server_url": "https://mcp.example/mcp",
+        "ref": ref, "key": "OAUTH_X",
+    }  # fmt: skip
+    status, _, page = finish_exchange(Rows(), refs, "s", record, {"code": canary, "iss": None},
+                                      protect=lambda g: None, timeout=1, clock=time.time)  # fmt: skip
+    assert status == 502 and "another host" in page and canary not in page
+    assert "another host" in outcomes[0]["failed"]  # the waiting replica is told why
+    assert len(refs) == 0  # the ref is gone: the agent is told to sign in again, not to wait
+    status, _, page = finish_exchange(Rows(), refs, "s", {**record, "token_endpoint": "https://as.example/token"},
+                                      {"code": canary, "iss": "https://evil.example"}, protect=lambda g: None,
+                                      timeout=1, clock=time.time)  # fmt: skip
+    assert status == 502 and "another authorization server" in page  # RFC 9207: the response's iss
