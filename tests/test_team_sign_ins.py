@@ -274,8 +274,8 @@ def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared
         assert rows.answer("state-1", {"code": "c", "iss": None}) is False
         assert rows.take("state-1") is None  # still being exchanged
         rows.finish("state-1", {"done": True})
-        (row,) = store.engine.connect().execute(text("SELECT exchange_encrypted FROM mcp_sign_ins")).all()
-        assert row[0] is None  # the verifier and the client secret are gone once done
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SELECT exchange_encrypted FROM mcp_sign_ins")).scalar_one() is None  # cleared
         assert rows.take("state-1") == {"done": True}
         assert rows.take("state-1") is None
 
