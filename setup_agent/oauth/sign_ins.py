@@ -7,7 +7,10 @@ the RFC 8707 ``resource``. Before the browser step, :meth:`SignIns._check` refus
 whose endpoints leave the authorization server's origin (so codes and tokens go to the one
 host the user is shown) and a non-https server off loopback; the face then shows the user the
 authorization server's host, the scopes and the link. The redirect is caught on loopback by a
-:class:`~setup_agent.oauth.callback.CallbackListener` that checks ``state``. The tokens become
+:class:`~setup_agent.oauth.callback.CallbackListener` that checks ``state``; for a team's
+replicas (PostgreSQL and a public host) it comes to ``/oauth/callback`` on any replica, which
+redeems the code itself (:mod:`setup_agent.oauth.shared_exchange`: the authorization-code step
+is ours there, its PKCE verifier stored encrypted with the sign-in). The tokens become
 a :class:`Grant` held behind a ref (``secret://…``) bound to that server's key
 (:meth:`SignIns.key_for`): the agent never sees a token.
 
