@@ -1,9 +1,11 @@
 """OAuth sign-ins of a team's replicas (#28): a sign-in started on replica A sends the browser to
-``<public host>/oauth/callback``; the balancer may hand that redirect to replica B, whose callback
-stores the code (encrypted) for A, which finishes the token exchange. Two runtimes over one
-PostgreSQL play the replicas; B's answer goes through its real web guard (``create_app``). The
-code, the PKCE verifier and the tokens are in no table, log line or answer. On SQLite a sign-in
-keeps its loopback listener."""
+``<public host>/oauth/callback``; the balancer may hand that redirect to replica B, which redeems
+the code itself (A stored the PKCE verifier and the client, encrypted, with the sign-in's row) and
+fills the shared ref; A, if still there, ends without a second exchange, and a sign-in whose A
+shut down meanwhile is finished all the same. Two runtimes over one PostgreSQL play the replicas;
+B's answer goes through its real web guard (``create_app``). The code, the PKCE verifier, the
+client secret and the tokens are in no table, log line or answer. On SQLite a sign-in keeps its
+loopback listener."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,10 +23,13 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import mcp.client.auth.oauth2 as sdk_oauth
 import pytest
+from sqlalchemy import text
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from app.web.app import create_app
+from setup_agent.oauth.shared_exchange import finish_exchange
+from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.secrets.vault import Vault
 from setup_agent.setup.service import CallContext
 from setup_agent.store import SharedSignIns
@@ -128,10 +134,15 @@ def ctx_showing(location_of: asyncio.Future[str], shown: list[dict[str, Any]], r
     return CallContext(installed_by="agent", present_authorization=present)
 
 
+def client_secrets(pair: OAuthPair) -> list[str]:
+    return [c.client_secret for c in pair.provider.clients.values() if c.client_secret]
+
+
 async def test_a_sign_in_started_on_one_replica_completes_when_its_redirect_reaches_another_and_the_install_works(
     replicas: Replicas, pair: OAuthPair, verifiers: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    pair.provider.confidential = True  # a client secret, for the canary
     location: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     shown: list[dict[str, Any]] = []
     out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, ctx_showing(location, shown, replicas))
@@ -149,8 +160,10 @@ async def test_a_sign_in_started_on_one_replica_completes_when_its_redirect_reac
     assert result["content"][0]["text"] == "ok"
     code = parse_qs(urlsplit(location.result()).query)["code"][0]
     state = parse_qs(urlsplit(location.result()).query)["state"][0]
-    planted = [code, state, *verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh]
-    assert len(verifiers) == 1 and pair.provider.issued_access
+    assert [f["grant_type"] for f in pair.provider.token_forms] == ["authorization_code"]  # once, by B: A did not
+    planted = [code, state, *verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh, *client_secrets(pair)]
+    assert len(verifiers) == 1 and pair.provider.issued_access and client_secrets(pair)
+    assert pair.provider.token_forms[0]["code_verifier"] == verifiers[0]
     cells = every_cell(replicas.a.store)
     ours = [r for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore.")]  # not the test's browser
     outbound = json.dumps([out, installed, shown[0]["scopes"]]) + "\n".join(r.getMessage() for r in ours)
@@ -212,3 +225,83 @@ async def test_a_sign_in_declined_at_the_other_replica_ends_the_waiting_one_as_d
 
     out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=decline))
     assert out["ok"] is False and out["error"]["code"] == "oauth_denied" and "access_denied" in out["error"]["message"], out
+
+
+async def test_a_sign_in_whose_replica_shut_down_before_the_redirect_is_finished_by_the_replica_it_reaches(
+    replicas: Replicas, pair: OAuthPair, verifiers: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    pair.provider.confidential = True
+    location: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def later(info: dict[str, Any]) -> dict[str, Any]:
+        await authorize_page(location, info["url"])  # the user pressed Authorize; the redirect is on its way
+        return {"status": "pending"}
+
+    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later))
+    assert out["status"] == "pending", out
+    await replicas.a.sign_ins.aclose()  # A shuts down: its flow is cancelled, the sign-in's row and ref stay
+    back = await replicas.deliver_to_b(location.result())
+    assert back.status_code == 200 and "Signed in" in back.text, back.text
+    assert [f["grant_type"] for f in pair.provider.token_forms] == ["authorization_code"]
+    args = {"qualified_name": NAME, "oauth_ref": out["ref"]}
+    tested = await replicas.b.service.call("mcp_setup_test_connection", args, CallContext(installed_by="agent"))
+    assert {t["name"] for t in tested["tools"]} == {"echo", "whoami"}, tested
+    installed = await replicas.b.service.call("mcp_setup_install_and_connect", args, CallContext(installed_by="agent"))
+    assert installed["status"] == "connected", installed
+    result = await replicas.b.connections.call_tool(installed["server_id"], "whoami")
+    assert result["content"][0]["text"] == "ok"
+    assert (await replicas.deliver_to_b(location.result())).status_code == 400  # a replay finds nothing to redeem
+    planted = [*verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh, *client_secrets(pair),
+               parse_qs(urlsplit(location.result()).query)["code"][0]]  # fmt: skip
+    assert len(verifiers) == 1 and client_secrets(pair)
+    cells = every_cell(replicas.b.store)
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore."))
+    outbound = json.dumps([out, tested, installed]) + logged + "".join(replicas.answers)
+    for value in planted:
+        assert value not in cells and value not in outbound
+
+
+def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared_then(postgres_url: str, canary: str) -> None:
+    vault = Vault.in_memory()
+    with Store(postgres_url, vault) as store:
+        rows = SharedSignIns(store, vault)
+        rows.open("state-1", owner="a:1", ttl_seconds=60, exchange={"verifier": canary})
+        assert canary not in every_cell(store)  # encrypted with the data key
+        assert rows.answer("state-1", {"code": "c", "iss": None}) is False  # a row with an exchange is redeemed, not answered
+        assert rows.claim("state-1") == {"verifier": canary}
+        assert rows.claim("state-1") is None  # a replayed redirect finds nothing to redeem
+        assert rows.answer("state-1", {"code": "c", "iss": None}) is False
+        assert rows.take("state-1") is None  # still being exchanged
+        rows.finish("state-1", {"done": True})
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SELECT exchange_encrypted FROM mcp_sign_ins")).scalar_one() is None  # cleared
+        assert rows.take("state-1") == {"done": True}
+        assert rows.take("state-1") is None
+
+
+def test_the_replica_receiving_the_redirect_sends_the_code_nowhere_but_the_issuers_token_endpoint(canary: str) -> None:
+    refs = SecretRefStore()
+    ref = refs.reserve("OAUTH_X")
+    outcomes: list[dict[str, Any]] = []
+
+    class Rows:
+        def finish(self, state: str, outcome: dict[str, Any]) -> None:
+            outcomes.append(outcome)
+
+    record = {
+        "verifier": canary, "token_endpoint": "https://elsewhere.example/token", "issuer": "https://as.example",
+        "iss_expected": "https://as.example", "iss_required": False, "redirect_uri": "https://team.example/oauth/callback",
+        "client_id": "c", "client_secret": None, "token_endpoint_auth_method": "none", "resource": "https://mcp.example/mcp",
+        "send_resource": True, "scope": None, "revocation_endpoint": None, "server_url": "https://mcp.example/mcp",
+        "ref": ref, "key": "OAUTH_X",
+    }  # fmt: skip
+    status, _, page = finish_exchange(Rows(), refs, "s", record, {"code": canary, "iss": None},
+                                      protect=lambda g: None, timeout=1, clock=time.time)  # fmt: skip
+    assert status == 502 and "another host" in page and canary not in page
+    assert "another host" in outcomes[0]["failed"]  # the waiting replica is told why
+    assert len(refs) == 0  # the ref is gone: the agent is told to sign in again, not to wait
+    status, _, page = finish_exchange(Rows(), refs, "s", {**record, "token_endpoint": "https://as.example/token"},
+                                      {"code": canary, "iss": "https://evil.example"}, protect=lambda g: None,
+                                      timeout=1, clock=time.time)  # fmt: skip
+    assert status == 502 and "another authorization server" in page  # RFC 9207: the response's iss

@@ -5,7 +5,8 @@
 - ``X-MCP-Setup-Replica``: a short id of this process (a hash of host and pid, nothing else) on every
   answer, so an operator (and the tests) see which replica served a request;
 - :func:`oauth_callback_app`: ``GET /oauth/callback`` (no credential: the sign-in's ``state`` is
-  one), the redirect of a sign-in started on any replica, recorded for the one waiting;
+  one), the redirect of a sign-in started on any replica: this replica redeems the code and fills
+  the sign-in's shared ref, so the sign-in survives the replica that started it;
 - :func:`wants_stateless`: an ``/mcp`` POST without ``Mcp-Session-Id`` that is not ``initialize``
   (a 2026-07-28 client, or any client behind a round-robin balancer) is served by a session-less
   transport, so it does not need to reach the replica that answered its ``initialize``.
@@ -20,7 +21,7 @@ from typing import Any
 import anyio.to_thread
 from starlette.responses import JSONResponse, Response
 
-from setup_agent.oauth import callback_answer, callback_page
+from setup_agent.oauth import callback_page
 
 from setup_agent.store import process_owner
 
@@ -75,7 +76,7 @@ def oauth_callback_app(face: Any, hosts: set[str]) -> Any:
             status, title, text = 404, "Refused", "Nothing here."
         else:
             query = scope.get("query_string", b"").decode("latin-1")
-            status, title, text = await anyio.to_thread.run_sync(callback_answer, shared, query)
+            status, title, text = await anyio.to_thread.run_sync(sign_ins.answer_callback, query)  # exchanges here
         response = Response(callback_page(status, title, text), status, media_type="text/html; charset=utf-8", headers={
             REPLICA_HEADER: me, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
             "Content-Security-Policy": "default-src 'none'", "X-Content-Type-Options": "nosniff",

@@ -1,7 +1,10 @@
 """Sign-ins for remote servers: :class:`SignIns` (``sign_ins.py``, behind
-``mcp_setup_authorize``), the grant and the auth that renews it (``grant.py``), and the loopback
-listener that catches the redirect (``callback.py``); for a team's replicas, the redirect received
-by any of them (``shared_callback.py``: :func:`callback_answer` behind serve's ``/oauth/callback``).
+``mcp_setup_authorize``), the grant and the auth that renews it (``grant.py``), what a sign-in
+refuses to send (``checks.py``), and the loopback listener that catches the redirect
+(``callback.py``); for a team's replicas, the redirect received by any of them
+(``shared_callback.py``: :func:`callback_answer` behind serve's ``/oauth/callback``), whose code
+that replica redeems itself (``shared_exchange.py``), so a sign-in survives the replica that
+started it.
 
 Imports store (a team's sign-in rows), secrets and errors only.
 """

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from setup_agent.errors import NeedsSignIn, OAuthError, Unreachable
 
-__all__ = ["GRANT_KEY", "Grant", "GrantAuth", "host_of", "origin"]
+__all__ = ["GRANT_KEY", "Grant", "GrantAuth", "host_of", "origin", "token_auth"]
 
 #: The env row (secret) an installed server's grant is stored under.
 GRANT_KEY = "__oauth_grant"
@@ -62,14 +62,21 @@ class Grant(BaseModel):
 
     def client_auth(self, data: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
         """Token-endpoint client authentication (RFC 6749 §2.3.1) for refresh and revocation."""
-        headers = {"Content-Type": "application/x-www-form-urlencoded"}
-        data = {**data, "client_id": self.client_id}
-        if self.client_secret and self.token_endpoint_auth_method == "client_secret_basic":
-            pair = f"{quote(self.client_id, safe='')}:{quote(self.client_secret, safe='')}"
-            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-        elif self.client_secret:
-            data["client_secret"] = self.client_secret
-        return data, headers
+        return token_auth(self.client_id, self.client_secret, self.token_endpoint_auth_method, data)
+
+
+def token_auth(
+    client_id: str, client_secret: str | None, method: str | None, data: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A token request's form and headers with the client's authentication (RFC 6749 §2.3.1)."""
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    data = {**data, "client_id": client_id}
+    if client_secret and method == "client_secret_basic":
+        pair = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    elif client_secret:
+        data["client_secret"] = client_secret
+    return data, headers
 
 
 class GrantAuth(httpx2.Auth):

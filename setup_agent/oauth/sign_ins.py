@@ -7,7 +7,10 @@ the RFC 8707 ``resource``. Before the browser step, :meth:`SignIns._check` refus
 whose endpoints leave the authorization server's origin (so codes and tokens go to the one
 host the user is shown) and a non-https server off loopback; the face then shows the user the
 authorization server's host, the scopes and the link. The redirect is caught on loopback by a
-:class:`~setup_agent.oauth.callback.CallbackListener` that checks ``state``. The tokens become
+:class:`~setup_agent.oauth.callback.CallbackListener` that checks ``state``; for a team's
+replicas (PostgreSQL and a public host) it comes to ``/oauth/callback`` on any replica, which
+redeems the code itself (:mod:`setup_agent.oauth.shared_exchange`: the authorization-code step
+is ours there, its PKCE verifier stored encrypted with the sign-in). The tokens become
 a :class:`Grant` held behind a ref (``secret://…``) bound to that server's key
 (:meth:`SignIns.key_for`): the agent never sees a token.
 
@@ -29,23 +32,16 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from setup_agent.errors import (
-    OAuthError,
-    OAuthRefused,
-    SecretError,
-    SecretPending,
-    SecretWrongKey,
-    SetupError,
-    Unreachable,
-)
+from setup_agent.errors import OAuthError, OAuthRefused, SecretError, SecretPending, SecretWrongKey
 from setup_agent.secrets import Redactor, SecretRefStore
 
 from .callback import CallbackListener
-from .shared_callback import SharedCallback
+from .checks import CheckedTransport, check_endpoint, check_issuer, translate
 from .grant import GRANT_KEY, Grant, GrantAuth, host_of, origin
+from .shared_callback import SharedCallback, callback_answer
+from .shared_exchange import ExchangedElsewhere, SharedProvider, finish_exchange
 
 __all__ = ["GRANT_KEY", "Grant", "GrantAuth", "Presenter", "SignIns", "origin"]
 
@@ -55,7 +51,6 @@ logger = logging.getLogger(__name__)
 #: the user; return ``{"status": "pending"}`` when the face does not wait for the sign-in.
 Presenter = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 _INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -112,6 +107,17 @@ class SignIns:
         self.callback_base: str | None = None
         self._waiting: set[SharedCallback] = set()
 
+    def answer_callback(self, query_string: str) -> tuple[int, str, str]:
+        """serve's ``GET /oauth/callback`` on this replica (a worker thread): a team's sign-in
+        started on any replica is finished here, its tokens exchanged by this one (#28 item 1)."""
+        assert self.shared is not None
+
+        def exchange(state: str, record: dict[str, Any], response: dict[str, Any]) -> tuple[int, str, str]:
+            return finish_exchange(self.shared, self.refs, state, record, response, protect=self.protect,
+                                   timeout=self.http_timeout, clock=self.clock)  # fmt: skip
+
+        return callback_answer(self.shared, query_string, exchange=exchange)
+
     def kick(self) -> None:
         """A sign-in's answer may have arrived on another replica (the change feed calls this)."""
         for waiting in list(self._waiting):
@@ -142,6 +148,7 @@ class SignIns:
                 client_id=client_id, redirect_uris=[listener.redirect_uri], token_endpoint_auth_method="none"
             )
         provider: OAuthClientProvider
+        shared = isinstance(listener, SharedCallback)  # then the replica the redirect reaches exchanges the code
 
         async def redirect_handler(auth_url: str) -> None:
             info = self._check(auth_url, provider, listener, qualified_name)
@@ -151,7 +158,7 @@ class SignIns:
         async def callback_handler() -> Any:
             return await listener.wait(self.timeout)
 
-        provider = OAuthClientProvider(
+        provider = (SharedProvider if shared else OAuthClientProvider)(
             url,
             OAuthClientMetadata(
                 client_name=self.client_name,
@@ -165,6 +172,8 @@ class SignIns:
             callback_handler=callback_handler,
         )
         ref = self.refs.reserve(self.key_for(qualified_name))
+        if isinstance(provider, SharedProvider):
+            provider.bind(listener, ref=ref, key=self.key_for(qualified_name))
         task = asyncio.create_task(self._run(provider, url, listener, ref, ready), name="mcp-setup-oauth")
         self._flows.add(task)
         task.add_done_callback(self._flows.discard)
@@ -197,7 +206,7 @@ class SignIns:
     ) -> None:
         try:
             headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
-            transport = _CheckedTransport(provider)  # a foreign endpoint is refused before it is sent to
+            transport = CheckedTransport(provider)  # a foreign endpoint is refused before it is sent to
             async with httpx2.AsyncClient(auth=provider, timeout=self.timeout + self.http_timeout, transport=transport) as http:
                 response = await http.post(url, json=_INITIALIZE, headers=headers)
             if response.status_code in (401, 403) or provider.context.current_tokens is None:
@@ -205,9 +214,13 @@ class SignIns:
             grant = self._grant(provider, url)
             self.protect(grant)
             self.refs.fulfil(ref, grant.model_dump_json())
+        except ExchangedElsewhere:  # the replica that got the redirect exchanged the code and filled the ref
+            pass
         except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and isinstance(listener, SharedCallback) and listener.leave():
+                raise  # this replica stops (a shutdown): the one the redirect reaches finishes the sign-in
             self.refs.discard(ref)
-            err = _translate(exc)
+            err = translate(exc)
             if not ready.done():
                 ready.set_exception(err)
             if isinstance(exc, asyncio.CancelledError):
@@ -223,7 +236,7 @@ class SignIns:
         """Refuse what would send a code or token to a host the user is not shown."""
         ctx = provider.context
         meta = ctx.oauth_metadata
-        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(url_of(ctx)).scheme}://{host_of(url_of(ctx))}"
+        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(ctx.server_url).scheme}://{host_of(ctx.server_url)}"
         if ctx.auth_server_url and origin(ctx.auth_server_url) != origin(issuer):
             raise OAuthRefused(
                 f"The server names the authorization server {host_of(ctx.auth_server_url)}, but its metadata is for "
@@ -235,14 +248,8 @@ class SignIns:
                 if getattr(meta, name, None):
                     endpoints[name.replace("_", " ")] = str(getattr(meta, name))
         for what, endpoint in endpoints.items():
-            if origin(endpoint) != origin(issuer):
-                raise OAuthRefused(
-                    f"The authorization server {host_of(issuer)} sends its {what} to another host "
-                    f"({host_of(endpoint)}); mcp-setup sends sign-in codes and tokens only to the host it shows the user."
-                )
-        scheme, host, _ = origin(issuer)
-        if scheme != "https" and host not in _LOOPBACK:
-            raise OAuthRefused(f"The authorization server {host_of(issuer)} does not use https; mcp-setup refuses to sign in over plain http.")
+            check_endpoint(what, endpoint, issuer)
+        check_issuer(issuer)
         params = {k: v[0] for k, v in parse_qs(urlsplit(auth_url).query).items()}
         if params.get("redirect_uri") != listener.redirect_uri or not params.get("state"):
             raise OAuthRefused("The sign-in request does not come back to mcp-setup's own loopback address.")
@@ -346,52 +353,3 @@ class SignIns:
             task.cancel()
         if self._flows:
             await asyncio.wait(list(self._flows), timeout=5)
-
-
-class _CheckedTransport(httpx2.AsyncBaseTransport):
-    """The sign-in's transport: once the authorization server's metadata is known, a request to
-    one of its endpoints (registration, token, revocation) on another origin than its issuer, or
-    to a plain-http issuer off this machine, is refused *before* it is sent (#24 item 11: the
-    registration POST used to reach the foreign host; the check at the browser step came after)."""
-
-    def __init__(self, provider: OAuthClientProvider) -> None:
-        self._inner = httpx2.AsyncHTTPTransport()
-        self._provider = provider
-
-    async def handle_async_request(self, request: Any) -> Any:
-        meta = self._provider.context.oauth_metadata
-        if meta is not None:
-            url, issuer = str(request.url).split("?")[0], str(meta.issuer)
-            named = {str(getattr(meta, n)).split("?")[0]: n for n in _ENDPOINTS if getattr(meta, n, None)}
-            if url in named and origin(url) != origin(issuer):
-                raise OAuthRefused(
-                    f"The authorization server {host_of(issuer)} sends its {named[url].replace('_', ' ')} to another "
-                    f"host ({host_of(url)}); mcp-setup sends nothing there and signs in only with the host it shows the user."
-                )
-            scheme, host, _ = origin(issuer)
-            if url in named and scheme != "https" and host not in _LOOPBACK:
-                raise OAuthRefused(f"The authorization server {host_of(issuer)} does not use https; mcp-setup refuses to sign in over plain http.")
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-_ENDPOINTS = ("registration_endpoint", "token_endpoint", "revocation_endpoint")
-
-
-def url_of(ctx: Any) -> str:
-    return str(ctx.server_url)
-
-
-def _translate(exc: BaseException) -> SetupError:
-    if isinstance(exc, SetupError):
-        return exc
-    if isinstance(exc, (OAuthFlowError, OAuthTokenError, OAuthRegistrationError)):
-        return OAuthRefused(f"The sign-in was stopped: {exc}")
-    if isinstance(exc, httpx2.HTTPError):
-        return Unreachable(f"Could not reach the server or its sign-in service ({type(exc).__name__}).")
-    if isinstance(exc, asyncio.CancelledError):
-        return OAuthError("The sign-in was cancelled.")
-    logger.warning("sign-in failed unexpectedly: %s", type(exc).__name__)
-    return OAuthError(f"The sign-in failed ({type(exc).__name__}).")

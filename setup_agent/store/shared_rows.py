@@ -12,7 +12,9 @@ exist but stay empty: refs live in one process's memory, as before):
 - ``mcp_guard_counts``: the guessing guard's refused calls per principal and its lock (a label and
   counts, never what was sent);
 - ``mcp_sign_ins`` (migration ``0012_shared_sign_ins``): an OAuth sign-in in progress, its state's
-  SHA-256, the replica waiting, the redirect's answer (code, or error) encrypted with the data key.
+  SHA-256, the replica waiting, the redirect's answer (code, or error) encrypted with the data key;
+  since ``0013_sign_in_exchange`` also what the token exchange needs (``exchange_encrypted``), so
+  the replica receiving the redirect finishes the sign-in.
 """
 
 from __future__ import annotations
@@ -79,3 +81,4 @@ class SignInRow(Base):
     answer_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    exchange_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary)

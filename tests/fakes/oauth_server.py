@@ -11,7 +11,9 @@ at ``/.well-known/oauth-protected-resource/mcp``, and tokens accepted only for i
 The two run on separate ports (two origins), as a hosted server and its sign-in service do.
 Tests turn knobs on :class:`FakeProvider`: ``expire_access_tokens()`` (the resource server
 then answers 401), ``revoke_refresh_tokens()``, ``metadata_patch`` (what the authorization
-server's metadata claims), and read what it issued (``issued_access``, ``issued_refresh``).
+server's metadata claims), ``confidential`` (a registered client gets a secret and
+``client_secret_basic``), and read what it issued (``issued_access``, ``issued_refresh``) and
+what each token request carried (``token_forms``: the PKCE verifier, the resource).
 
     with serve_oauth_pair() as pair:
         pair.mcp_url, pair.issuer, pair.provider
@@ -28,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 import uvicorn
 from mcp.server.auth.provider import (
@@ -72,6 +75,8 @@ class FakeProvider:
         self.refreshes = 0
         self.revocations = 0
         self.metadata_patch: dict[str, Any] = {}
+        self.confidential = False
+        self.token_forms: list[dict[str, str]] = []  # every POST /token's form, in order
         self.lock = threading.Lock()
 
     # -- knobs ------------------------------------------------------------------------
@@ -89,6 +94,9 @@ class FakeProvider:
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        if self.confidential:  # the answer to the registration is this object: it carries the secret
+            client_info.client_secret = "cs-" + secrets.token_urlsafe(24)
+            client_info.token_endpoint_auth_method = "client_secret_basic"
         self.clients[client_info.client_id] = client_info
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
@@ -214,14 +222,32 @@ def _consent_page(provider: FakeProvider) -> list[Route]:
     ]
 
 
-def build_auth_app(provider: FakeProvider) -> Starlette:
+def build_auth_app(provider: FakeProvider) -> Any:
     routes = _consent_page(provider) + create_auth_routes(
         provider,
         AnyHttpUrl(provider.issuer),
         client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=provider.scopes),
         revocation_options=RevocationOptions(enabled=True),
     )
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        """``POST /token``'s form goes to ``provider.token_forms`` on its way to the handler."""
+        if scope["type"] != "http" or scope["path"] != "/token" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        body = b""
+
+        async def tap() -> Any:
+            nonlocal body
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                provider.token_forms.append(dict(parse_qsl(body.decode())))
+            return message
+
+        return await app(scope, tap, send)
+
+    return recording
 
 
 def build_resource_app(provider: FakeProvider, mcp_url: str) -> Starlette:
