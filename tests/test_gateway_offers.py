@@ -83,7 +83,9 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, S
     gw.add_listener(heard)
     await gw.start()
     with anyio.fail_after(scaled(20)):
-        while len(gw.offers.prompts) < 2:  # both connected and recorded: the watcher reloads
+        # both connected and recorded, prompts and tools: a reload can read the servers just
+        # before a tool list is recorded and the offers just after; the next one catches up
+        while len(gw.offers.prompts) < 2 or not {"alpha__ask", "beta__ask"} <= {t.name for t in gw.catalog.tools()}:
             await changed.wait()
             changed = anyio.Event()
     yield gw, store
