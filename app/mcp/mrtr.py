@@ -117,7 +117,7 @@ class Mrtr:
                 "mode": "url", "url": url,
                 "message": f"mcp-setup needs your approval to run {server}: open the page to see what will run "
                            "and where your secrets go."}}  # fmt: skip
-            state = self._sign({"consent_id": consent_id, "server": server})
+            state = self._sign({"consent_id": consent_id})
             return {"resultType": "input_required", "inputRequests": {consent_id: elicit}, "requestState": state}
         if result.get("status") != "pending" or not result.get("url") or "prompt_id" not in result:
             return None
@@ -151,21 +151,21 @@ class Mrtr:
 
     async def _resume_sign_in(self, state: dict[str, str], action: str, runtime: Any, timeout: float) -> dict[str, Any]:
         """Wait for the sign-in behind ``state`` (bounded): the classic call's answer, no link."""
-        ref, server = state["ref"], state["server"]
+        ref, server = state["ref"], state["server"]  # messages name neither (no echo, issue #10)
         sign_ins = getattr(runtime, "sign_ins", None)
         again = "Call mcp_setup_authorize again when they are ready."
         if action != "accept":
             await _cancel_sign_in(runtime, ref)
-            message = f"The user {_VERBS[action]} signing in to {server}; the sign-in is cancelled, its ref unusable."
+            message = f"The user {_VERBS[action]} signing in; the sign-in is cancelled and its ref no longer works."
             return _refused(OAuthDenied(f"{message} {again}", details={"reason": action}))
         settled = await self._settled(runtime.refs, ref, timeout)
         if settled is None:
             await _cancel_sign_in(runtime, ref)
-            message = f"The user did not finish signing in to {server} within {_span(timeout)}; it is cancelled."
+            message = f"The user did not finish signing in within {_span(timeout)}; the sign-in is cancelled."
             return _refused(OAuthDenied(f"{message} {again}", details={"reason": "timeout"}))
         if not settled:  # the flow ended without a grant: its own reason (declined there, timed out, refused)
             failure = sign_ins.failure(ref) if sign_ins is not None else None
-            return _refused(failure or OAuthError(f"Signing in to {server} did not complete. {again}"), runtime)
+            return _refused(failure or OAuthError(f"Signing in did not complete. {again}"), runtime)
         return {"ref": ref, "server": server, "authorization_server": state["authorization_server"],
                 "scopes": json.loads(state["scopes"]), "status": "authorized"}  # fmt: skip
 
@@ -194,7 +194,7 @@ class Mrtr:
             self._woken.discard(event)
 
 
-_VERBS = {"decline": "declined", "cancel": "dismissed the request without"}
+_VERBS = {"decline": "declined", "cancel": "dismissed the request without"}  # ... signing in
 
 
 def _action(answer: Any) -> str:
@@ -208,7 +208,7 @@ def _action(answer: Any) -> str:
 def _span(seconds: float) -> str:
     if seconds >= 120:
         return f"{seconds / 60:g} minutes"
-    return f"{seconds:g} seconds"
+    return "1 second" if seconds == 1 else f"{seconds:g} seconds"
 
 
 def _refused(error: SetupError, runtime: Any = None) -> dict[str, Any]:
@@ -228,20 +228,20 @@ async def _cancel_sign_in(runtime: Any, ref: str) -> None:
 async def _resume_prompt(state: dict[str, str], action: str, runtime: Any, timeout: float) -> dict[str, Any]:
     """The secret prompt's answer: the ref once the user entered the value; else the prompt is
     cancelled (its page and its ref stop working) and the agent is told why."""
-    prompt_id, ref, key = state["prompt_id"], state["ref"], state["key"]
+    prompt_id, ref = state["prompt_id"], state["ref"]  # the messages do not name the key (no echo)
     broker = runtime.broker
     again = "Ask again with mcp_setup_request_secret when they are ready."
     if action != "accept":
         _quietly(broker.cancel, prompt_id, f"{action} by the user")
         verb = "declined to enter" if action == "decline" else "dismissed the request for"
-        return _refused(PromptCancelled(f"The user {verb} {key}; the prompt is cancelled and its ref no longer works. "
-                                        f"{again}", key=key, details={"reason": action}))  # fmt: skip
+        message = f"The user {verb} the secret; the prompt is cancelled and its ref no longer works."
+        return _refused(PromptCancelled(f"{message} {again}", details={"reason": action}))
     try:
         await broker.wait(prompt_id, timeout=timeout)
     except TimeoutError:
         _quietly(broker.cancel, prompt_id, "not answered in time")
-        message = f"The user did not enter {key} within {_span(timeout)}; the prompt is cancelled, its ref unusable."
-        return _refused(PromptCancelled(f"{message} {again}", key=key, details={"reason": "timeout"}))
+        message = f"The user did not enter the secret within {_span(timeout)}; the prompt is cancelled."
+        return _refused(PromptCancelled(f"{message} {again}", details={"reason": "timeout"}))
     except SetupError as exc:  # cancelled on the page, or expired
         return _refused(exc, runtime)
     return {"ok": True, "ref": ref, "prompt_id": prompt_id, "status": "answered"}
@@ -251,7 +251,7 @@ async def _resume_consent(state: dict[str, str], action: str, runtime: Any, time
     """Wait for the user's answer to the consent; None when approved (the call runs again).
     Declined in the client, or not answered in time: the consent is denied (its page closes)."""
     consent_id, consents = state["consent_id"], runtime.consents
-    what = f"running {state['server']}" if state.get("server") else "it"
+    what = "running the server"  # not named: the agent gave the name (no echo)
     reason = action
     if action != "accept":
         _quietly(consents.deny, consent_id, f"{action} by the user")
