@@ -54,7 +54,11 @@ class Person:
     async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
         assert params.mode == "url" and getattr(params, "elicitation_id", None) is None  # removed at 2026-07-28
         self.urls.append(params.url)
-        return types.ElicitResult(action=self.actions.pop(0))
+        action = self.actions.pop(0)
+        if action == "cancel on the page":
+            assert (await Browser().submit(params.url, "", action="cancel")).status_code == 200
+            action = "accept"
+        return types.ElicitResult(action=action)
 
 
 def refs_held(recorder: Recorder) -> list[str]:
@@ -101,6 +105,10 @@ async def test_a_person_who_declines_or_dismisses_the_page_in_the_client_leaves_
                                     elicitation_callback=person) as client:  # fmt: skip
             assert client.protocol_version == "2026-07-28"
             await ended(client, person, recorder, ["decline", "cancel", "decline"])
+            person.actions.append("cancel on the page")  # accepted in the client, then Cancel on the page
+            again = await call(client, "mcp_setup_request_secret", {"key_name": KEY, "prompt": "Your notes key"})
+            assert again["error"]["code"] == "prompt_cancelled" and again["error"]["details"] == {"reason": "cancel"}
+            assert KEY not in json.dumps(again)
 
 
 async def test_a_person_who_never_finishes_before_the_timeout_leaves_nothing_pending(

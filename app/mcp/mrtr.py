@@ -242,8 +242,11 @@ async def _resume_prompt(state: dict[str, str], action: str, runtime: Any, timeo
         _quietly(broker.cancel, prompt_id, "not answered in time")
         message = f"The user did not enter the secret within {_span(timeout)}; the prompt is cancelled."
         return _refused(PromptCancelled(f"{message} {again}", details={"reason": "timeout"}))
-    except SetupError as exc:  # cancelled on the page, or expired
-        return _refused(exc, runtime)
+    except PromptCancelled:  # Cancel on the page (the broker's message names the key: not echoed)
+        message = f"The user cancelled on the secret's page. {again}"
+        return _refused(PromptCancelled(message, details={"reason": "cancel"}))
+    except SetupError as exc:  # expired, or gone
+        return _refused(type(exc)(f"The request for the secret is no longer open. {again}"))
     return {"ok": True, "ref": ref, "prompt_id": prompt_id, "status": "answered"}
 
 
