@@ -89,6 +89,19 @@ async def recorded(transport: Any, recorder: Recorder) -> AsyncIterator[Any]:
             tg.cancel_scope.cancel()
 
 
+def elicitation_ids(recorder: Recorder) -> tuple[list[str], list[str]]:
+    """The ids of the URL-mode elicitations sent, and of the ``notifications/elicitation/complete``
+    that followed (2025-11-25; 2026-07-28 has neither)."""
+    asked, done = [], []
+    for message in map(json.loads, recorder.messages):
+        params = message.get("params") or {}
+        if message.get("method") == "elicitation/create" and params.get("mode") == "url":
+            asked.append(params.get("elicitationId"))
+        elif message.get("method") == "notifications/elicitation/complete":
+            done.append(params.get("elicitationId"))
+    return asked, done
+
+
 class Browser:
     """Acts as the user at the secret page: opens the URL and submits a value."""
 

@@ -17,7 +17,7 @@ import mcp_types as types
 import pytest
 
 from tests.fakes.official_registry import FakeOfficialRegistry
-from tests.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
+from tests.mcp_face import Browser, Recorder, call, elicitation_ids, face_env, mcp_setup_client
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
 from tests.test_consent import JIRA, Listener, jira_entry
 from tests.timeouts import scaled
@@ -82,6 +82,10 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                         assert installed["status"] == "connected", installed
     assert len(user.consent_pages) == 1  # remembered: the install asked nothing more
     assert ('"input_required"' in recorder.text()) == (mode == "auto")
+    # 2025-11-25: the secret page and the consent page each end with notifications/elicitation/complete
+    # for its elicitation; 2026-07-28 removed it (the retry is the signal).
+    asked, done = elicitation_ids(recorder)
+    assert (len(asked), done) == ((0, []) if mode == "auto" else (2, asked))
     page = user.consent_pages[0]
     assert evil.host in page and "Bearer ${JIRA_TOKEN}" in page and "http://{jira_host}/mcp".replace("{", "${") in page
     assert evil.connections == 0 and canary.encode() not in evil.received

@@ -17,7 +17,7 @@ import mcp_types as types
 import pytest
 
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
-from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
+from tests.mcp_face import Recorder, call, elicitation_ids, face_env, mcp_setup_client
 from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
@@ -77,6 +77,7 @@ async def test_a_classic_client_is_sent_to_the_sign_in_page_by_url_elicitation(t
             assert params.mode == "url" and urlsplit(params.url).netloc == host
             assert f"Sign in to {NAME} at {host}" in params.message and "notes:read" in params.message
             assert landed == [200]
+            assert elicitation_ids(recorder) == ([params.elicitation_id], [params.elicitation_id])  # complete, once
             await install_with(client, out["ref"])
     assert_no_token(pair, recorder.text(), stderr.read_text())
 

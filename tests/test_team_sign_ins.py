@@ -262,6 +262,23 @@ async def test_a_sign_in_whose_replica_shut_down_before_the_redirect_is_finished
         assert value not in cells and value not in outbound
 
 
+async def test_a_sign_in_cancelled_on_its_replica_is_redeemed_on_none(replicas: Replicas, pair: OAuthPair) -> None:
+    """A 2026-07-28 client declined it, or the person did not finish in time (app/mcp/mrtr.py)."""
+    location: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def later(info: dict[str, Any]) -> dict[str, Any]:
+        await authorize_page(location, info["url"])  # the person pressed Authorize after all
+        return {"status": "pending"}
+
+    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later))
+    await replicas.a.sign_ins.cancel(out["ref"])  # not handed over as at a shutdown: its row goes
+    back = await replicas.deliver_to_b(location.result())
+    assert back.status_code == 400 and pair.provider.token_forms == [], back.text
+    args = {"qualified_name": NAME, "oauth_ref": out["ref"]}
+    tested = await replicas.b.service.call("mcp_setup_test_connection", args, CallContext(installed_by="agent"))
+    assert tested["error"]["code"] in ("secret_missing", "secret_expired"), tested
+
+
 def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared_then(postgres_url: str, canary: str) -> None:
     vault = Vault.in_memory()
     with Store(postgres_url, vault) as store:

@@ -219,6 +219,8 @@ class McpFace:
         result = await runtime.service.call(params.name, arguments, call_ctx)
         if params.name == "mcp_setup_install_and_connect":
             result = install_hint(result)
+        if asked.get("shown") and result.get("status") == "authorized":
+            await self.mrtr.completed(ctx, asked["shown"])
         needed = self.mrtr.input_required(
             ctx, result, str(arguments.get("key_name", "secret")), asked.get("consent"), asked.get("sign_in")
         )
@@ -292,6 +294,7 @@ class McpFace:
                 await runtime.broker.wait(pending.prompt_id, timeout=runtime.settings.secret_prompt_timeout_seconds)
             except TimeoutError:
                 return {"status": "pending", "url": url, "message": "The user has not entered it yet."}
+            await self.mrtr.completed(ctx, pending.prompt_id)  # notifications/elicitation/complete (2025-11-25)
             return {"status": "answered"}
         return {
             "status": "pending",
@@ -339,6 +342,7 @@ class McpFace:
             await runtime.consents.wait(pending.consent_id, timeout=runtime.settings.secret_prompt_timeout_seconds)
         except TimeoutError:
             return {"status": "pending"}
+        await self.mrtr.completed(ctx, pending.consent_id)
         return {}
 
     async def _present_sign_in(self, ctx: Any, info: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
@@ -351,8 +355,9 @@ class McpFace:
             return {"status": "pending"}
         if _url_elicitation(ctx):
             try:
+                eid = asked["shown"] = "oauth-" + secrets.token_hex(8)  # completed once signed in (_call_tool)
                 result = await ctx.session.elicit_url(
-                    info["message"], info["url"], "oauth-" + secrets.token_hex(8), related_request_id=ctx.request_id
+                    info["message"], info["url"], eid, related_request_id=ctx.request_id
                 )
             except Exception as exc:  # the client's error may quote the URL: only its type is logged
                 logger.warning("URL elicitation of a sign-in failed (%s); the link goes in the result", type(exc).__name__)

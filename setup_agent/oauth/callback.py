@@ -64,7 +64,8 @@ class CallbackListener:
         except TimeoutError:
             raise OAuthDenied(
                 f"The sign-in was not completed within {timeout:g} seconds. Call mcp_setup_authorize again "
-                "when the user is ready."
+                "when the user is ready.",
+                details={"reason": "timeout"},
             ) from None
 
     async def aclose(self) -> None:

@@ -34,7 +34,7 @@ import httpx2
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from setup_agent.errors import OAuthError, OAuthRefused, SecretError, SecretPending, SecretWrongKey
+from setup_agent.errors import OAuthError, OAuthRefused, SecretError, SecretPending, SecretWrongKey, SetupError
 from setup_agent.secrets import Redactor, SecretRefStore
 
 from .callback import CallbackListener
@@ -101,6 +101,9 @@ class SignIns:
         self.client_name = client_name
         self.clock = clock
         self._flows: set[asyncio.Task[Any]] = set()
+        self._by_ref: dict[str, asyncio.Task[Any]] = {}  # the flow behind each pending ref (cancel)
+        self._failed: dict[str, SetupError] = {}  # why a flow ended without a grant (failure(); a few)
+        self._cancelled: set[str] = set()
         #: A team's (#28): the store's ``SharedSignIns`` and serve's public base; then the redirect
         #: comes to ``<base>/oauth/callback`` on any replica (shared_callback.py), not to loopback.
         self.shared: Any = None
@@ -177,6 +180,8 @@ class SignIns:
         task = asyncio.create_task(self._run(provider, url, listener, ref, ready), name="mcp-setup-oauth")
         self._flows.add(task)
         task.add_done_callback(self._flows.discard)
+        self._by_ref[ref] = task
+        task.add_done_callback(lambda _t: self._by_ref.pop(ref, None))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # reported through `ready`
         await asyncio.wait({ready, task}, timeout=self.http_timeout * 3, return_when=asyncio.FIRST_COMPLETED)
         if not ready.done():
@@ -217,10 +222,14 @@ class SignIns:
         except ExchangedElsewhere:  # the replica that got the redirect exchanged the code and filled the ref
             pass
         except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError) and isinstance(listener, SharedCallback) and listener.leave():
+            handed_over = ref not in self._cancelled and isinstance(listener, SharedCallback)  # cancel(): ends it
+            if isinstance(exc, asyncio.CancelledError) and handed_over and listener.leave():
                 raise  # this replica stops (a shutdown): the one the redirect reaches finishes the sign-in
-            self.refs.discard(ref)
             err = translate(exc)
+            self._failed[ref] = err  # before the ref goes: a waiter woken by that reads it
+            while len(self._failed) > 32:
+                self._failed.pop(next(iter(self._failed)))
+            self.refs.discard(ref)
             if not ready.done():
                 ready.set_exception(err)
             if isinstance(exc, asyncio.CancelledError):
@@ -229,6 +238,22 @@ class SignIns:
         finally:
             self._waiting.discard(listener)
             await listener.aclose()
+
+    async def cancel(self, ref: str) -> None:
+        """End the sign-in behind ``ref`` now (the user declined, or did not finish in time): its
+        ref is discarded and its loopback listener closed. Harmless when it already ended."""
+        self._cancelled.add(ref)
+        self.refs.discard(ref)
+        task = self._by_ref.get(ref)
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=self.http_timeout)
+        self._cancelled.discard(ref)
+        self._failed.pop(ref, None)
+
+    def failure(self, ref: str) -> SetupError | None:
+        """Why the sign-in behind ``ref`` ended without a grant (once), None when unknown here."""
+        return self._failed.pop(ref, None)
 
     def _check(
         self, auth_url: str, provider: OAuthClientProvider, listener: Any, qualified_name: str
