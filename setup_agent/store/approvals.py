@@ -8,6 +8,9 @@ capability — and its deadline. A secret prompt (kind ``secret``) is published 
 answer is the value encrypted with the data key, held only until its owner picks it up. A user channel of any process answers it with :meth:`answer`
 (one conditional ``UPDATE … WHERE status = 'pending'``: the first answer wins); the owner reads the
 answers of its own items with :meth:`answers` and applies them, then :meth:`close` drops the row.
+On a team's database a consent row also keeps its asker (a SHA-256) and, once answered, stays
+(listed nowhere) until its deadline: a replica that got the same request from the same asker
+waits on it (:meth:`waiting_like`) or takes over one whose owner is gone (:meth:`take_over`).
 """
 
 from __future__ import annotations
