@@ -37,7 +37,6 @@ from setup_agent.setup import (
     Prober,
     ProviderConfig,
     SetupService,
-    SharedDecisions,
     ToolReview,
     load_provider_config,
     share_consents,
@@ -245,16 +244,15 @@ def build_runtime(
     # Consents and tool reviews wait for the user in the store too: every process's user channels
     # (another serve's page, `mcp-setup approve`) see and answer them.
     approvals = PendingApprovals(store, owner=process_owner())
-    share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds)
-    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
     shared_approvals = SharedApprovals(store) if team else None
+    # A team's: approvals shared, and a retry on another replica waits on the consent pending (#28).
+    share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds, remembered=shared_approvals)
+    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
     feed = ChangeFeed(store.engine) if team and settings.listen_notify else None
     if feed is not None:
         feed.add_listener(CHANGES_CHANNEL, store.remote_changed)  # the gateway reloads: list_changed, /ws
         feed.add_listener(PENDING_CHANNEL, consents.pull)  # an answer given on another replica, applied now
         feed.add_listener(PENDING_CHANNEL, refs.pull)
-    if shared_approvals is not None:
-        consents.share_decisions(SharedDecisions(shared_approvals, ttl_seconds=settings.secret_ttl_seconds))
     scratch = home / "scratch"
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)

@@ -1,9 +1,10 @@
 """Done when (#28, part A): two ``serve`` replicas (real subprocesses) on one throwaway PostgreSQL,
 behind Debian's nginx on loopback with round-robin upstreams (no stickiness), run a whole setup
 with each step on the other replica than the step before: request a secret, answer it (the
-one-time page), test, consent, install, call the installed tool, remove. A second test kills one
-replica in the middle of a setup and the other finishes it. Which replica answered is read from
-the ``X-MCP-Setup-Replica`` header. The planted value is in no table in clear, no log of either
+one-time page), test, retry the test before the user answered (one consent is listed, not two),
+consent, install, call the installed tool, remove. A second test kills one replica in the middle
+of a setup and the other finishes it. Which replica answered is read from the
+``X-MCP-Setup-Replica`` header. The planted value is in no table in clear, no log of either
 replica or of nginx, and no answer."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from setup_agent.secrets.vault import Vault
-from setup_agent.store import PendingApprovals
+from setup_agent.store import PendingApprovals, owner_alive
 from setup_agent.store.database import Store
 from tests.browser.serve import STUB, Served, make_catalog, stop_serve
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
@@ -76,12 +77,16 @@ class Team:
         for served in self.replicas.values():
             stop_serve(served, signal.SIGTERM)
 
-    def pending_consent(self) -> str:
-        """What the user sees waiting (as `mcp-setup approve` lists it): the consent's id."""
+    def pending_consents(self) -> list[str]:
+        """What the user sees waiting (as `mcp-setup approve` lists it): the consents' ids."""
         with Store(self.database_url, self.vault) as store:
-            items = [i for i in PendingApprovals(store, owner="test:0").pending() if i.kind == "consent"]
+            items = PendingApprovals(store, owner="test:0").pending()
+        return [i.item_id for i in items if i.kind == "consent" and owner_alive(i.owner)]
+
+    def pending_consent(self) -> str:
+        items = self.pending_consents()
         assert items, "no consent waits for the user"
-        return items[-1].item_id
+        return items[-1]
 
     def logs(self) -> str:
         return "\n".join(s.stderr() for s in self.replicas.values())
@@ -150,11 +155,16 @@ def test_two_replicas_behind_round_robin_nginx_run_a_whole_setup_each_step_on_th
             args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
             waiting = client.rpc("test (consent asked)", "mcp_setup_test_connection", args)
             assert waiting["error"]["data"]["code"] == "consent_required", waiting
+            client.steer(b)  # the agent retries on the other replica before the user answered
+            retried = client.rpc("retry (consent asked)", "mcp_setup_test_connection", args)
+            assert retried["error"]["data"]["code"] == "consent_required", retried
+            assert len(team.pending_consents()) == 1, team.pending_consents()  # b waits on a's: one box
 
-            client.steer(b)
+            client.steer(b)  # answered on the replica that did not open it: a's call and b's go on
             approved = client.post_as_user("approve", f"/api/consents/{team.pending_consent()}",
                                            {"approve": True, "accept_warnings": True})  # fmt: skip
             assert approved.status_code == 200, approved.text
+            assert team.pending_consents() == []  # nothing left listed until a deadline
 
             client.steer(a)
             tested = client.rpc("test", "mcp_setup_test_connection", args)
@@ -180,8 +190,8 @@ def test_two_replicas_behind_round_robin_nginx_run_a_whole_setup_each_step_on_th
             client.close()
         steps = [(step, r) for step, r in client.trail if step != "healthz"]
         wanted = {"request the secret": a, "open the secret page": b, "answer the secret": b,
-                  "test (consent asked)": a, "approve": b, "test": a, "install": b, "call the installed tool": a,
-                  "remove": b}  # fmt: skip
+                  "test (consent asked)": a, "retry (consent asked)": b, "approve": b, "test": a, "install": b,
+                  "call the installed tool": a, "remove": b}  # fmt: skip
         for step, replica in wanted.items():
             assert (step, replica) in steps, (step, steps)
         nginx_log = nginx.log_text()

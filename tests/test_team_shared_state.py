@@ -127,6 +127,7 @@ def test_on_sqlite_refs_stay_in_one_process_and_no_shared_part_is_built(tmp_path
     try:
         assert type(runtime.refs) is SecretRefStore
         assert runtime.shared_refs is None and runtime.shared_capabilities is None and runtime.shared_approvals is None
+        assert runtime.consents.adopt is None  # one process: no other replica's consent to wait on
     finally:
         runtime.store.close()
 

@@ -1,7 +1,8 @@
 """The ``mcp_setup_*`` tools: :class:`SetupService` (``service.py``) and what it runs:
 arguments (``tool_args.py``, ``tool_specs.py``), preparation (``preparation.py``), the user's
 consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
-through the store in ``shared_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
+through the store in ``shared_consents.py``, one per request and asker among a team's replicas in
+``team_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
 search cards (``search_cards.py``), lock files (``lock_file.py``), providers and admission
 (``providers.py``), replacing a stored secret, tested first (``rotation.py``), updating to a newer
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from .shared_consents import SharedDecisions, answer_shared, share_consents
     from .shared_locks import share_guard
     from .shared_prompts import answer_secret_shared, share_prompts
+    from .team_consents import consent_requester
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
     from .updates import UpdateOffer, update_offer, update_server
@@ -51,6 +53,7 @@ __all__ = [
     "check_digest",
     "check_launch",
     "check_tools",
+    "consent_requester",
     "differences",
     "lock_document",
     "locked_server",
@@ -84,6 +87,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SharedDecisions": "shared_consents",
     "share_guard": "shared_locks",
     "share_prompts": "shared_prompts",
+    "consent_requester": "team_consents",
     "build_consent_request": "consent_request",
     "CallContext": "call_context",
     "LockedServer": "lock_file",

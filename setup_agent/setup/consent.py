@@ -116,6 +116,7 @@ class ConsentBroker:
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
         self._pulls = Pulls("consent answers given elsewhere", log)
         self._shared: Any = None  # a team's remembered approvals (shared_consents.share_decisions)
+        self.adopt: Callable[[ConsentRequest], tuple[str, float] | None] | None = None  # team_consents.py
 
     def share_decisions(self, shared: Any) -> None:
         """Remember approvals in ``shared`` too (``recall(request)``, ``remember(request, decision, by)``,
@@ -221,10 +222,13 @@ class ConsentBroker:
                 if state.pending.request.fingerprint == request.fingerprint:
                     pending = state.pending
                     break
-            else:
-                pending = PendingConsent(_random.token_urlsafe(24), request, self._timer())
+            else:  # or another replica's, pending for the same request and asker (team_consents.py)
+                found = self.adopt(request) if self.adopt is not None else None
+                cid, age = found or (_random.token_urlsafe(24), 0.0)
+                pending = PendingConsent(cid, request, self._timer() - age)
                 self._pending[pending.consent_id] = _State(pending)
-                events.append({"type": "consent_request", "consent_id": pending.consent_id, "consent": request.public()})
+                if found is None:  # else it is in the shared list already (waited on, or taken over)
+                    events.append({"type": "consent_request", "consent_id": pending.consent_id, "consent": request.public()})
         self._emit(events)
         log.info("Consent asked for %s (%s)", request.server, request.action)
         return pending

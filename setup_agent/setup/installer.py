@@ -30,6 +30,7 @@ from .per_member import per_member_keys
 from .preparation import Prepared, Preparer
 from .probe import Prober, ProbeResult
 from .sandbox_choice import apply_sandbox_choice
+from .team_consents import consent_requester
 from .tool_args import name_or_none, req_name, str_map
 
 __all__ = ["Installer"]
@@ -199,7 +200,8 @@ class Installer:
             warnings=prepared.warnings(),
             sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
         )
-        decision = await obtain_consent(self.consents, request, ctx.present_consent)
+        with consent_requester(ctx.principal or ctx.installed_by):  # a team's replicas: one consent per asker
+            decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
             prepared.values.update(decision.settings)
             prepared.spec = apply_sandbox_choice(prepared.spec, decision.sandbox)  # the user's widening, stored

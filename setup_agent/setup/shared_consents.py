@@ -8,11 +8,16 @@ another process — ``mcp-setup approve`` in a terminal, another ``serve``'s pag
 here, under the principal that gave them (``user:terminal``, ``token:NAME``).
 
 :func:`answer_shared` is that other side: a user channel answering an item it did not open.
+
+On a team's PostgreSQL (``remembered``: its :class:`~setup_agent.store.SharedApprovals`) the
+approvals are remembered there too, and a test or install retried on another replica waits on the
+consent already pending instead of opening a second one (``team_consents.py``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput, SetupError
@@ -22,15 +27,20 @@ from .consent import ConsentBroker, ConsentDecision, validated_settings
 from .consent_request import ConsentRequest
 from .sandbox_choice import validated_sandbox_choice
 from .shared_items import Published
+from .team_consents import TeamConsents, apply_answer, current_requester
 
 __all__ = ["SharedDecisions", "answer_shared", "share_consents"]
 
 log = logging.getLogger(__name__)
 
 
-def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_seconds: float) -> None:
-    """Publish ``broker``'s consents to ``shared`` and apply the answers given elsewhere."""
-    published = Published(shared, ttl_seconds=ttl_seconds)
+def share_consents(
+    broker: ConsentBroker, shared: PendingApprovals, *, ttl_seconds: float, remembered: SharedApprovals | None = None
+) -> TeamConsents | None:
+    """Publish ``broker``'s consents to ``shared`` and apply the answers given elsewhere; with
+    ``remembered`` (a team's database) share the approvals and the pending consents among replicas."""
+    published = Published(shared, ttl_seconds=ttl_seconds, keep_answered=remembered is not None)
+    team = TeamConsents(broker, shared, published) if remembered is not None else None
 
     def on_event(event: dict[str, Any]) -> None:
         cid = str(event.get("consent_id"))
@@ -39,28 +49,28 @@ def share_consents(broker: ConsentBroker, shared: PendingApprovals, *, ttl_secon
                 fingerprint: str | None = broker.get(cid).request.fingerprint
             except (ConsentNotFound, ConsentDenied):
                 fingerprint = None
-            published.publish(cid, "consent", event["consent"], fingerprint=fingerprint)
+            requester = current_requester() if team is not None else None  # the opener's context: its caller
+            if published.publish(cid, "consent", event["consent"], fingerprint=fingerprint, requester=requester):
+                if team is not None:
+                    team.published_here(cid, fingerprint)
         elif event.get("type") == "consent_done":
-            published.closed(cid)
+            if team is not None:
+                team.done(cid, str(event.get("status")), event.get("by"))
+            else:
+                published.closed(cid)
 
     def pull() -> None:
         for item in published.answered():
-            by = item.answered_by or "user"
-            try:
-                if item.status == "approved":
-                    decision = item.decision or {}
-                    broker.approve(item.item_id, decision.get("settings") or {}, accept_warnings=True, by=by,
-                                   sandbox=decision.get("sandbox") or None)
-                else:
-                    broker.deny(item.item_id, "denied elsewhere", by=by)
-            except InvalidInput as exc:  # settings the other side should have refused: not approved
-                log.warning("an answer given elsewhere was not applied (%s)", exc.code)
-                broker.deny(item.item_id, "its answer could not be applied", by=by)
-            except (ConsentNotFound, ConsentDenied):
-                pass  # answered here meanwhile
+            apply_answer(broker, item)
+        if team is not None:
+            team.pull()
 
     broker.subscribe(on_event)
     broker.add_pull(pull)
+    if team is not None and remembered is not None:
+        broker.share_decisions(SharedDecisions(remembered, ttl_seconds=ttl_seconds, answered=team.approved_here))
+        broker.adopt = team.adopt
+    return team
 
 
 def answer_shared(
@@ -105,9 +115,13 @@ class SharedDecisions:
     """A :class:`ConsentBroker`'s remembered approvals in a team's database (``broker.share_decisions``).
     The store failing is logged and never breaks a consent: it is then asked here again."""
 
-    def __init__(self, remembered: SharedApprovals, *, ttl_seconds: float) -> None:
+    def __init__(
+        self, remembered: SharedApprovals, *, ttl_seconds: float,
+        answered: Callable[[ConsentRequest, ConsentDecision, str | None], None] | None = None,
+    ) -> None:  # fmt: skip
         self.remembered = remembered
         self.ttl_seconds = ttl_seconds
+        self.answered = answered  # also told of each approval (team_consents.py records it in its rows)
 
     def recall(self, request: ConsentRequest) -> ConsentDecision | None:
         try:
@@ -127,6 +141,8 @@ class SharedDecisions:
                                      by=by, ttl_seconds=self.ttl_seconds)  # fmt: skip
         except SetupError as exc:
             log.warning("an approval could not be shared (%s)", exc.code)
+        if self.answered is not None:
+            self.answered(request, decision, by)
 
     def forget(self, server: str) -> None:
         try:

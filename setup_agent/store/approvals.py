@@ -8,6 +8,9 @@ capability — and its deadline. A secret prompt (kind ``secret``) is published 
 answer is the value encrypted with the data key, held only until its owner picks it up. A user channel of any process answers it with :meth:`answer`
 (one conditional ``UPDATE … WHERE status = 'pending'``: the first answer wins); the owner reads the
 answers of its own items with :meth:`answers` and applies them, then :meth:`close` drops the row.
+On a team's database a consent row also keeps its asker (a SHA-256) and, once answered, stays
+(listed nowhere) until its deadline: a replica that got the same request from the same asker
+waits on it (:meth:`waiting_like`) or takes over one whose owner is gone (:meth:`take_over`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -65,6 +68,8 @@ class PendingApproval:
     decision: dict[str, Any] | None = None
     answered_by: str | None = None
     fingerprint: str | None = None  # a consent's: an answer elsewhere is remembered under it (#28)
+    requester: str | None = None  # a consent's asker, hashed: one pending consent per request and asker
+    age_seconds: float = 0.0  # since it was published (a replica waiting on it expires it in step)
 
 
 class PendingApprovals:
@@ -76,13 +81,14 @@ class PendingApprovals:
         self._clock = clock
 
     def publish(
-        self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float, fingerprint: str | None = None
+        self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float, fingerprint: str | None = None,
+        requester: str | None = None,
     ) -> None:
         now = self._clock()
         row = PendingRow(
             item_id=item_id, kind=kind, owner=self.owner, created_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds), request_json=json.dumps(request, sort_keys=True),
-            status="pending", fingerprint=fingerprint,
+            status="pending", fingerprint=fingerprint, requester=requester,
         )  # fmt: skip
         with translated("record a pending approval"), self._sessions() as s, s.begin():
             s.execute(delete(PendingRow).where(PendingRow.expires_at <= now))  # any process sweeps
@@ -99,12 +105,35 @@ class PendingApprovals:
             .order_by(PendingRow.created_at)
         )
         with translated("list the pending approvals"), self._sessions() as s:
-            return [_record(r) for r in s.scalars(query).all()]
+            return [_record(r, self._clock()) for r in s.scalars(query).all()]
+
+    def waiting_like(self, kind: str, fingerprint: str, requester: str) -> list[PendingApproval]:
+        """The items of another owner still waiting for the same request (``fingerprint``) of the
+        same asker (``requester``), oldest first: a team's replica waits on one of them (#28)."""
+        query = (
+            select(PendingRow)
+            .where(PendingRow.kind == kind, PendingRow.fingerprint == fingerprint, PendingRow.requester == requester,
+                   PendingRow.status == "pending", PendingRow.expires_at > self._clock(), PendingRow.owner != self.owner)
+            .order_by(PendingRow.created_at)
+        )  # fmt: skip
+        with translated("look for a pending approval"), self._sessions() as s:
+            return [_record(r, self._clock()) for r in s.scalars(query).all()]
+
+    def take_over(self, item_id: str, owner: str) -> bool:
+        """Become the owner of ``owner``'s item still waiting (its process is gone); False when another
+        process took it over first or it was answered meanwhile."""
+        query = (
+            update(PendingRow)
+            .where(PendingRow.item_id == item_id, PendingRow.owner == owner, PendingRow.status == "pending")
+            .values(owner=self.owner)
+        )
+        with translated("take over a pending approval"), self._sessions() as s, s.begin():
+            return bool(s.execute(query).rowcount)
 
     def get(self, item_id: str) -> PendingApproval | None:
         with translated("read a pending approval"), self._sessions() as s:
             row = s.get(PendingRow, item_id)
-            return _record(row) if row is not None else None
+            return _record(row, self._clock()) if row is not None else None
 
     def answer(self, item_id: str, status: str, *, by: str, decision: dict[str, Any] | None = None) -> bool:
         """The user's answer from any process; False when it was answered, closed or expired already."""
@@ -128,7 +157,7 @@ class PendingApprovals:
             return []
         query = select(PendingRow).where(PendingRow.item_id.in_(ids), PendingRow.status.in_(_STATUSES))
         with translated("read the answers"), self._sessions() as s:
-            return [_record(r) for r in s.scalars(query).all()]
+            return [_record(r, self._clock()) for r in s.scalars(query).all()]
 
     def close(self, item_id: str) -> None:
         """The owner is done with ``item_id`` (answered, applied, expired): its row goes."""
@@ -137,8 +166,9 @@ class PendingApprovals:
 
 
 
-def _record(row: PendingRow) -> PendingApproval:
+def _record(row: PendingRow, now: datetime) -> PendingApproval:
     return PendingApproval(
         row.item_id, row.kind, row.owner, json.loads(row.request_json), row.status,
         json.loads(row.decision_json) if row.decision_json else None, row.answered_by, row.fingerprint,
+        row.requester, max(0.0, (now - row.created_at).total_seconds()),
     )  # fmt: skip

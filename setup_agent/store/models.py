@@ -189,6 +189,7 @@ class PendingRow(Base):
     decision_json: Mapped[str | None] = mapped_column(Text)
     answered_by: Mapped[str | None] = mapped_column(String(128))
     fingerprint: Mapped[str | None] = mapped_column(String(64))  # a consent's (0008): remembered on any replica
+    requester: Mapped[str | None] = mapped_column(String(64))  # a consent's asker, hashed (0014): one per team
 
 
 # --- public records ---------------------------------------------------------------------
