@@ -311,3 +311,17 @@ def test_a_member_token_cannot_write_the_machines_ai_client_files(team) -> None:
         assert not (home / ".config" / "Claude" / "claude_desktop_config.json").exists()
     shown = served.rpc("clients.connect", {"client": "claude-desktop"})["result"]  # the person's token: the diff
     assert shown["changed"] is True and '"mcp-setup"' in shown["diff"]
+
+
+def test_a_member_token_cannot_update_a_server_or_replace_its_key_from_a_card(team) -> None:
+    """#25 item 2: a card's Update and Replace run what the person approves: their page or an admin token."""
+    served, token = team
+    alice = token("create", "alice")
+    with served.client() as http:
+        for method, params in (("servers.update", {"server_id": "srv_nothing"}),
+                               ("servers.rotate", {"server_id": "srv_nothing", "key": "STUB_API_KEY"})):  # fmt: skip
+            refused = rpc(http, alice, method, params)
+            assert refused["error"]["data"]["code"] == "tool_not_allowed", (method, refused)
+            assert "Only the person at this computer" in refused["error"]["message"]
+            own = served.rpc(method, params)  # the person's token gets past the gate to the lookup
+            assert own["error"]["data"]["code"] in ("not_found", "invalid_input"), (method, own)

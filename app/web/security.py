@@ -48,10 +48,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.pages import SECURITY_HEADERS as SECRET_PAGE_HEADERS
 from app.pages import token_ok
-from setup_agent.errors import StoreError
+from setup_agent.errors import SetupError, StoreError
 from setup_agent.principals import SCOPE_KEY, Principal
 
-__all__ = ["Guard", "PRINCIPAL_SCOPE_KEY", "TOKEN_HEADER", "USER", "cookie_name", "csp", "current_principal", "security_headers", "user_only"]
+__all__ = ["Guard", "PRINCIPAL_SCOPE_KEY", "TOKEN_HEADER", "USER", "cookie_name", "csp", "current_principal", "require_user", "security_headers", "user_only"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,16 @@ _USER_ONLY_PREFIXES = ("/ws", "/api/consents/")
 def current_principal() -> Principal | None:
     """The principal of the current request (None outside one)."""
     return _PRINCIPAL.get()
+
+
+def require_user(what: str) -> None:
+    """Refuse (``tool_not_allowed``) a request whose principal may not approve: ``what`` is the
+    action in words ("updates a server"). The person at this computer or an admin token may."""
+    principal = current_principal()
+    if principal is not None and not principal.may_approve:
+        refused = SetupError(f"Only the person at this computer (or an admin token) {what}.")
+        refused.code = "tool_not_allowed"
+        raise refused
 
 
 def user_only(path: str) -> bool:

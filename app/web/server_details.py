@@ -19,7 +19,7 @@ from setup_agent.errors import InvalidInput, NotFound, SetupError
 from setup_agent.gateway import read_log
 from setup_agent.setup import rotate_secret
 
-from .security import current_principal
+from .security import require_user
 from .server_update import UPDATE_METHODS, server_update
 
 __all__ = ["DETAIL_METHODS", "server_details"]
@@ -58,11 +58,7 @@ async def server_details(
     key = params.get("key")
     if not isinstance(server_id, str) or not isinstance(key, str) or set(params) - {"server_id", "key"}:
         raise InvalidInput("servers.rotate takes a server_id and a key.")
-    principal = current_principal()
-    if principal is not None and not principal.may_approve:
-        refused = SetupError("Only the person at this computer (or an admin token) replaces a stored key.")
-        refused.code = "tool_not_allowed"
-        raise refused
+    require_user("replaces a stored key")
     server = await asyncio.to_thread(runtime.store.get, server_id)
     if server is None or key not in {k.key for k in server.env_keys if k.secret}:
         raise InvalidInput("That server has no such secret setting.")

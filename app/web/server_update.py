@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from setup_agent.errors import InvalidInput, NotFound, SetupError
+from setup_agent.errors import InvalidInput, NotFound
 from setup_agent.setup import CallContext, update_offer, update_server
 
-from .security import current_principal
+from .security import require_user
 
 __all__ = ["UPDATE_METHODS", "server_update"]
 
@@ -32,11 +32,7 @@ async def server_update(runtime: Any, method: str, params: dict[str, Any], hub: 
         raise InvalidInput(f"{method} takes one server_id.")
     if method == "servers.update_check":
         return (await update_offer(runtime.service, server_id)).public()
-    principal = current_principal()
-    if principal is not None and not principal.may_approve:
-        refused = SetupError("Only the person at this computer (or an admin token) updates a server.")
-        refused.code = "tool_not_allowed"
-        raise refused
+    require_user("updates a server")
     server = await asyncio.to_thread(runtime.store.get, server_id)
     if server is None:
         raise NotFound("No installed server has that id.")
