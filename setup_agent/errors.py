@@ -56,16 +56,17 @@ Messages never hold a secret value; faces still pass them through the redactor.
     ├── GuardError
     │   ├── ArgumentsRefused            arguments_refused
     │   └── SessionLocked               session_locked
+    ├── ToolLeftOut                     tool_left_out
     ├── NotAdmitted                     not_admitted
     ├── ConfigInvalid                   config_invalid
     ├── LockFileInvalid                 lock_file_invalid
     ├── LockMismatch                    lock_mismatch
     └── UpdateRefused                   update_refused
 
-Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on
-and travels back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``;
-a malformed call (unknown tool, arguments of the wrong shape) is a *protocol error*.
-:func:`jsonrpc_error` is the one place that maps either onto a JSON-RPC error object.
+Two planes (as in the MCP python-sdk): a ``SetupError`` is something the agent can act on and travels
+back as a *tool result* ``{"ok": false, "error": {"code", "message"}}``; a malformed call (unknown
+tool, arguments of the wrong shape) is a *protocol error*. :func:`jsonrpc_error` is the one place
+that maps either onto a JSON-RPC error object.
 
 Library exceptions are translated into this tree at the boundary, through one table
 (:mod:`setup_agent.translation`, as httpx maps httpcore's in its transport).
@@ -85,7 +86,7 @@ __all__ = [
     "PromptFailed", "PromptNotFound", "ProtocolError", "RegistryAuthError", "RegistryUnavailable", "RuntimeMissing",
     "SandboxUnavailable", "SecretError", "SecretExpired", "SecretInUse", "SecretMissing", "SecretNotAllowed", "SecretPending",
     "SecretWrongKey", "ServerExited", "ServerRejected", "SessionLocked", "SetupError", "StoreError",
-    "ToolsChanged", "Unreachable", "UpdateRefused", "jsonrpc_error",
+    "ToolLeftOut", "ToolsChanged", "Unreachable", "UpdateRefused", "jsonrpc_error",
 ]  # fmt: skip
 
 
@@ -96,9 +97,7 @@ class SetupError(Exception):
 
     def __init__(self, message: str, *, key: str | None = None, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
-        self.message = message
-        self.key = key
-        self.details = dict(details or {})
+        self.message, self.key, self.details = message, key, dict(details or {})
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -340,6 +339,10 @@ class ArgumentsRefused(GuardError):
 
 class SessionLocked(GuardError):
     code = "session_locked"
+
+
+class ToolLeftOut(SetupError):
+    code = "tool_left_out"  # a call of a tool the user unticked at install (#29 item 10)
 
 
 class NotAdmitted(SetupError):

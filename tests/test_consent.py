@@ -137,18 +137,65 @@ async def test_the_consent_shows_runner_package_sha_and_templates_never_values(w
     assert canary not in json.dumps(shown)
 
 
-async def test_an_approved_consent_is_remembered_so_install_after_test_asks_nothing(world, canary: str) -> None:
+async def test_the_install_after_a_test_asks_once_more_with_its_tools_and_an_unticked_one_is_left_out(
+    world, canary: str
+) -> None:
+    """#29 item 10: the test's approval stands; the install shows the tools it listed, each to untick."""
     runtime = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     first = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert first["error"]["code"] == "consent_required" and runtime.consents.pending()[-1].request.tools == []
     runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
     events: list[dict] = []
     runtime.consents.subscribe(events.append)
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
-    assert tested.get("ok") is True, tested
-    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert tested.get("ok") is True and events == [], tested  # the same test is not asked again
+    args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}, "hidden_tools": []}  # an agent's: ignored
+    asked = await call(runtime, "mcp_setup_install_and_connect", **args)
+    assert asked["error"]["code"] == "consent_required", asked
+    (pending,) = runtime.consents.pending()
+    shown = pending.request.public()
+    assert [t["name"] for t in shown["tools"]] == ["echo", "whoami"]
+    assert shown["tools"][0]["description"] == "Echo the given text back." and shown["tools"][0]["estimated_tokens"] > 10
+    with pytest.raises(InvalidInput):  # only the tools shown can be left out
+        runtime.consents.approve(pending.consent_id, hidden_tools=["rm_rf"])
+    runtime.consents.approve(pending.consent_id, hidden_tools=["whoami"], by="user:web")
+    installed = await call(runtime, "mcp_setup_install_and_connect", **args)
     assert installed["status"] == "connected", installed
-    assert events == []  # no second prompt
+    assert installed["left_out_by_user"] == ["whoami"] and [t["name"] for t in installed["tools"]] == ["echo"]
+    assert installed["context"]["tool_count"] == 1 and installed["context"]["left_out_by_user"] == 1
+    server = runtime.store.get_by_name(STUB)
+    assert server is not None and runtime.store.offers()[server.server_id].hidden_tools == {"whoami"}
+    assert [e.event for e in runtime.store.audit(server_id=server.server_id)] == ["installed", "tools_hidden"]
+    got = await call(runtime, "mcp_setup_get", qualified_name=STUB)
+    assert got["left_out_by_user"] == ["whoami"] and got["context"]["tool_count"] == 1
+    with anyio.fail_after(scaled(30)):
+        await runtime.gateway.start()
+        assert {t.name for t in runtime.gateway.catalog.tools()} == {"stub__echo"}
+        refused = await runtime.gateway.call("stub__whoami", {})
+    assert refused["structuredContent"]["error"]["code"] == "tool_left_out", refused
+    assert "mcp-setup enable stub --tool whoami" in refused["content"][0]["text"]
+
+
+async def test_an_agent_cannot_leave_out_tools_only_the_users_answer_can(world, canary: str) -> None:
+    """Canary: hidden_tools in an agent's install arguments changes nothing; the user kept them all."""
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}, "hidden_tools": ["echo"],
+            "settings": {"hidden_tools": ["echo"]}, "decision": {"hidden_tools": ["echo"]}}
+    await call(runtime, "mcp_setup_test_connection", **args)
+    runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
+    assert (await call(runtime, "mcp_setup_test_connection", **args))["ok"] is True
+    await call(runtime, "mcp_setup_install_and_connect", **args)
+    (pending,) = runtime.consents.pending()
+    runtime.consents.approve(pending.consent_id)  # the user unticks nothing
+    installed = await call(runtime, "mcp_setup_install_and_connect", **args)
+    assert installed["status"] == "connected" and "left_out_by_user" not in installed, installed
+    assert {t["name"] for t in installed["tools"]} == {"echo", "whoami"}
+    server = runtime.store.get_by_name(STUB)
+    offers = runtime.store.offers().get(server.server_id) if server is not None else None
+    assert server is not None and (offers is None or not offers.hidden_tools)
+    assert canary not in json.dumps(pending.request.public()) and canary not in json.dumps(installed)
 
 
 async def test_after_a_remove_the_same_server_is_asked_again(world, canary: str) -> None:
@@ -224,6 +271,13 @@ async def test_the_agent_chosen_jira_host_is_only_shown_and_the_users_edit_is_us
 
             tested = await call(runtime, "mcp_setup_test_connection", **args)
             assert tested.get("ok") is True, tested
+            asked = await call(runtime, "mcp_setup_install_and_connect", **args)  # now with its tools (#29 item 10)
+            assert asked["error"]["code"] == "consent_required", asked
+            again = runtime.consents.pending()[-1]
+            # The user's host stands: the install's consent shows it, not the agent's.
+            assert [(d.name, d.suggested) for d in again.request.destinations] == [("jira_host", real_host)]
+            assert again.request.tools and again.request.secrets[0].host == real_host
+            runtime.consents.approve(again.consent_id)
             installed = await call(runtime, "mcp_setup_install_and_connect", **args)
             assert installed["status"] == "connected", installed
             assert evil.connections == 0 and canary.encode() not in evil.received

@@ -244,7 +244,6 @@ async def test_log_messages_outside_calls_are_bounded_per_server_per_minute() ->
 
 
 async def test_a_tool_the_user_unticked_is_neither_listed_nor_callable_and_stays_so_across_relists(gateway, tmp_path) -> None:
-    from setup_agent.gateway.router import UnknownTool
     from setup_agent.store.catalog import read_sqlite_catalog
 
     gw, store = gateway
@@ -254,8 +253,9 @@ async def test_a_tool_the_user_unticked_is_neither_listed_nor_callable_and_stays
     await gw.refresh()
     names = {t.name for t in gw.catalog.tools()}
     assert "alpha__ask" not in names and {"alpha__echo", "beta__ask"} <= names
-    with pytest.raises(UnknownTool):
-        await gw.call("alpha__ask", {})
+    refused = await gw.call("alpha__ask", {})  # refused with its own code, saying how to turn it back on
+    assert refused["isError"] is True and refused["structuredContent"]["error"]["code"] == "tool_left_out"
+    assert "mcp-setup enable alpha --tool ask" in refused["content"][0]["text"]
     early = read_sqlite_catalog(tmp_path / "data" / "mcp-setup.db")  # the stdio face's catalog before its core
     assert early is not None and "alpha__ask" not in {t.name for t in early.tools()}
     store.set_tools(alpha.server_id, [*alpha.tools])  # the server lists it again: still held back

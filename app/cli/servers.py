@@ -55,6 +55,8 @@ def add_server_parsers(sub: Any) -> None:
     for verb, text in (("enable", "start it again in every running mcp-setup session"), ("disable", "stop it; keep its settings")):
         p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
         p.add_argument("name", help="server id, qualified name or slug")
+        p.add_argument("--tool", action="append", default=[], metavar="TOOL",  # app/cli/tool_choice.py
+                       help=f"{verb} only this tool of the server (one you left out at install, or one to leave out)")
     p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
     p.add_argument("name", help="server id, qualified name or slug")
     p = sub.add_parser("logs", help="the server's recent stderr (redacted)")
@@ -172,6 +174,10 @@ def _sandbox_words(settings: Settings, spec: dict[str, Any]) -> list[str]:
 
 def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
     enabled = args.command == "enable"
+    if args.tool:
+        from .tool_choice import set_tools_shown
+
+        return set_tools_shown(settings, args.name, args.tool, shown=enabled)
     with _store(settings) as store:
         s = _resolve(store, args.name)
         store.set_enabled(s.server_id, enabled, actor="cli")

@@ -161,6 +161,8 @@ class TerminalIO:
         """Show what will run and where secrets go; the user may change destination settings, then approves."""
         from app.pages import describe_consent
 
+        from .tool_pick import pick_hidden, print_tools
+
         request, consents = pending.request, self.consents
         if consents is None:
             return {}
@@ -168,6 +170,7 @@ class TerminalIO:
         self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
         for label, text in describe_consent(request):
             self._print(f"  {label}: {text}")
+        print_tools(request, self.out)  # the tools a test listed, numbered (#29 item 10)
 
         if self.assume_yes:
             return self._approve_as_shown(pending)
@@ -185,6 +188,7 @@ class TerminalIO:
                 for w in request.warnings:
                     print(f"  ! {w.code}: {w.message}", file=self.out, flush=True)
                 accept = input('Type "accept" to accept these warnings: ').strip().lower() == "accept"
+            hidden = pick_hidden(request, input, self.out)  # Enter: every tool stays
             while True:
                 answer = input("Allow this? [y/N]: ").strip().lower()
                 if answer in ("n", "no", ""):
@@ -192,7 +196,7 @@ class TerminalIO:
                     return
                 if answer in ("y", "yes"):
                     break
-            consents.approve(pending.consent_id, settings, accept_warnings=accept, by="user:terminal")
+            consents.approve(pending.consent_id, settings, accept_warnings=accept, by="user:terminal", hidden_tools=hidden)
 
         try:
             await self._in_thread(ask)
@@ -222,7 +226,7 @@ class TerminalIO:
             with contextlib.suppress(SetupError):
                 consents.deny(pending.consent_id, "not approved with --yes")
             return {}
-        self._print("Approved (--yes).")
+        self._print(f"Approved (--yes), with all {len(request.tools)} tools." if request.tools else "Approved (--yes).")
         return {}
 
     def _is_tty(self) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .consent import consent_path, describe_consent
+    from .consent import consent_path, describe_consent, tools_note
     from .secret import SECURITY_HEADERS, create_secret_app, token_ok
     from .server import SecretPageServer
 
@@ -23,6 +23,7 @@ __all__ = [
     "SecretPageServer",
     "SECURITY_HEADERS",
     "token_ok",
+    "tools_note",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -32,4 +33,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "SecretPageServer": "server",
     "SECURITY_HEADERS": "secret",
     "token_ok": "secret",
+    "tools_note": "consent",
 })  # fmt: skip

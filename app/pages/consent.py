@@ -5,8 +5,8 @@ ConsentRequest`: runner, package, exact version or sha256, the command line with
 templates (never values), where each secret goes, the destination settings as editable
 fields (the agent's value is only a suggestion), and warnings with a checkbox the user must
 tick. ``POST /secrets/consents/{consent_id}`` (form fields ``t``, ``action=approve|deny``,
-``setting.<NAME>``, ``accept_warnings``) hands the answer to the
-:class:`~setup_agent.setup.consent.ConsentBroker`.
+``setting.<NAME>``, ``accept_warnings``, ``tool.<N>=keep`` for each tool box left ticked: the
+tools a test listed, #29 item 10) hands the answer to the :class:`~setup_agent.setup.consent.ConsentBroker`.
 
 The routes live in the secret page app (:func:`app.pages.secret.create_secret_app`), behind its
 guards (Host allowlist, Origin rule, CSP with no script at all), so the stdio face's page
@@ -35,12 +35,12 @@ from setup_agent.setup import ConsentBroker, ConsentRequest
 
 from .html import document, esc, message_page
 
-__all__ = ["add_consent_routes", "consent_path", "describe_consent"]
+__all__ = ["add_consent_routes", "consent_path", "describe_consent", "tools_note"]
 
 log = logging.getLogger(__name__)
 
 _CONSENT_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
-_MAX_FIELDS = 64
+_MAX_FIELDS = 64 + 512  # the fields, and one box per tool (#29 item 10)
 
 
 def consent_path(consent_id: str, key: str) -> str:
@@ -69,6 +69,16 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
         rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
     rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see (#23)
     return rows
+
+
+def tools_note(request: ConsentRequest) -> str:
+    """What the tool boxes mean, in a person's words (the page, the modal's twin, the terminal)."""
+    total = sum(int(t.get("estimated_tokens") or 0) for t in request.tools)
+    return (
+        f"Its {len(request.tools)} tools add about {total} tokens to every conversation with your assistant. "
+        "Untick the ones you do not want: your assistant will not see or use them. You can turn one back on "
+        "later with mcp-setup enable SERVER --tool TOOL. If you untick them all, it is installed with no tools."
+    )
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
@@ -106,6 +116,16 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
             '<label><input type="checkbox" name="sandbox.no_network" value="yes"> Run it with no network</label>\n'
         )
     alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
+    boxes = "".join(
+        f'<li><label><input type="checkbox" name="tool.{i}" value="keep" checked> <code>{esc(t["name"])}</code>'
+        + (f' {esc(t["title"])}' if t.get("title") else "")
+        + f' <span class="note">(about {esc(t.get("estimated_tokens", 0))} tokens)</span></label>'
+        + (f'<p class="note">{esc(t["description"])}</p>' if t.get("description") else "")
+        + "</li>\n"
+        for i, t in enumerate(request.tools)
+    )
+    tools = (f"<h2>Tools it gives your assistant</h2>\n<p>{esc(tools_note(request))}</p>\n"
+             f'<ul id="tools" class="tools">\n{boxes}</ul>\n') if boxes else ""  # fmt: skip
     body = (
         f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
         "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
@@ -114,6 +134,7 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
+        + tools
         + widen
         + warnings
         # Deny is the safe default: first (Enter in a field submits it), focused, and drawn as the main button.
@@ -193,8 +214,10 @@ def add_consent_routes(
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
             extra = (form.get("sandbox.extra_path") or "").strip()
             sandbox = {"extra_paths": [extra] if extra else [], "network": form.get("sandbox.no_network") != "yes"}
+            kept = {k.removeprefix("tool.") for k in form if k.startswith("tool.")}  # ticked boxes only
+            hidden = [t["name"] for i, t in enumerate(pending.request.tools) if str(i) not in kept]
             broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes",
-                           by="user:consent-page", sandbox=sandbox)
+                           by="user:consent-page", sandbox=sandbox, hidden_tools=hidden)
             capabilities.consume(key, consent_id, "consent")
         except InvalidInput as exc:
             return _form(consent_id, pending.request, key or "", error=exc.message, status=400)

@@ -45,6 +45,13 @@ button.approve { color: var(--accent); border-color: var(--accent); }
 :focus-visible { outline: 3px solid var(--focus); outline-offset: 2px; }
 .error { color: var(--bad); font-weight: 600; }
 .note { font-size: .95rem; color: var(--muted); }
+.tools { list-style: none; padding: 0; margin: .5rem 0; border: 1px solid var(--line); border-radius: 8px; }
+.tools li { padding: .5rem .75rem; border-top: 1px solid var(--line); }
+.tools li:first-child { border-top: 0; }
+.tools label { display: flex; flex-wrap: wrap; align-items: baseline; gap: .1rem .5rem; margin: 0; font-weight: 600; }
+.tools label .note { font-weight: 400; }
+.tools input[type=checkbox] { width: 1.15rem; height: 1.15rem; margin: 0; align-self: center; }
+.tools p.note { margin: .2rem 0 0 1.65rem; overflow-wrap: anywhere; }
 #warnings { background: var(--warn-soft); color: var(--warn); border-radius: 8px; padding: .6rem 1rem .6rem 2rem; }
 @media (max-width: 32rem) {
   main { margin: 0; border-radius: 0; border-left: 0; border-right: 0; }

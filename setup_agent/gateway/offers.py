@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from setup_agent.store import Catalog, gateway_name
 
 from .passthrough import raw_request
 
-__all__ = ["MAPPED_PREFIX", "OfferIndex", "PromptRoute", "record_offers", "without_hidden"]
+__all__ = ["MAPPED_PREFIX", "OfferIndex", "PromptRoute", "left_out_names", "record_offers", "without_hidden"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,24 @@ def without_hidden(entry: Any, offers: dict[str, Any]) -> Any:
     if not hidden:
         return entry
     return dataclasses.replace(entry, tools=tuple(t for t in entry.tools if t.get("name") not in hidden))
+
+
+def left_out_names(entries: Iterable[Any], offers: dict[str, Any]) -> dict[str, str]:
+    """The gateway name each unticked tool would have, with the sentence its call is refused with."""
+    entries = list(entries)
+    if not any(getattr(offers.get(e.server_id), "hidden_tools", None) for e in entries):
+        return {}
+    out: dict[str, str] = {}
+    for tool in Catalog.build(entries).tools():
+        server = tool.server
+        if tool.tool_name in getattr(offers.get(server.server_id), "hidden_tools", ()):
+            out[tool.name] = (
+                f"The user left out the tool {tool.tool_name[:80]} of {server.title or server.qualified_name} when they "
+                f"installed it, so it is not available. Only they can turn it back on, with "
+                f"`mcp-setup enable {server.slug} --tool {tool.tool_name[:80]}` in a terminal. Do not ask them to unless "
+                "the task needs it."
+            )
+    return out
 
 
 @dataclass(frozen=True)

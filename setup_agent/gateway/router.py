@@ -23,13 +23,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from setup_agent.errors import SetupError
+from setup_agent.errors import SetupError, ToolLeftOut
 from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
 from .members import member_of
-from .offers import MAPPED_PREFIX, OfferIndex, without_hidden
+from .offers import MAPPED_PREFIX, OfferIndex, left_out_names, without_hidden
 from .passthrough import Progress
 from .relay import Caller
 
@@ -86,6 +86,7 @@ class Gateway:
         self.idle_stop_seconds = idle_stop_seconds
         self.check_arguments = check_arguments
         self._catalog = Catalog()
+        self._left_out: dict[str, str] = {}  # gateway name of an unticked tool -> the refusal (#29 item 10)
         self.offers = OfferIndex()  # prompts, resources, templates (offers.py)
         self._counter: int | None = None
         self._listeners: list[Listener] = []
@@ -167,7 +168,9 @@ class Gateway:
             self._counter = counter
             before = (self._catalog.signature(), self.offers.signature())
             offers = await asyncio.to_thread(self.store.offers)
-            self._catalog = Catalog.build(without_hidden(s.catalog_entry(), offers) for s in servers)
+            entries = [s.catalog_entry() for s in servers]
+            self._catalog = Catalog.build(without_hidden(e, offers) for e in entries)
+            self._left_out = left_out_names(entries, offers)
             self.offers = OfferIndex.build(self._catalog, offers)
             await self.connections.learn_stored_secrets()
             await self.connections.sync(servers, eager=self.eager, seen_at=seen_at)
@@ -189,6 +192,8 @@ class Gateway:
     def route(self, name: str) -> GatewayTool:
         entry = self._catalog.route(name)
         if entry is None:
+            if name in self._left_out:  # unticked by the user at install: a refusal that says so
+                raise ToolLeftOut(self._left_out[name])
             raise UnknownTool(name)
         return entry
 
@@ -202,7 +207,10 @@ class Gateway:
         them to its client under the client's own token); ``caller`` (the face's client) gets
         the server's sampling, elicitation and roots requests and its log messages meanwhile."""
         await self._ready.wait()
-        entry = self.route(name)
+        try:
+            entry = self.route(name)
+        except ToolLeftOut as exc:
+            return tool_error(exc.message, exc.code)
         label = entry.server.title or entry.server.qualified_name
         if self.check_arguments is not None:
             try:

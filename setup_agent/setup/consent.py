@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import secrets as _random
 import threading
 import time
@@ -33,6 +32,7 @@ from typing import Any, Literal
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
 from setup_agent.pulls import Pulls
 
+from .consent_decision import ConsentDecision, validated_hidden_tools, validated_settings
 from .consent_request import (
     ConsentRequest,
     ConsentWarning,
@@ -41,7 +41,7 @@ from .consent_request import (
     build_consent_request,
     is_destination_setting,
 )
-from .sandbox_choice import NO_CHOICE, SandboxChoice, validated_sandbox_choice
+from .sandbox_choice import validated_sandbox_choice
 
 __all__ = [
     "ConsentBroker",
@@ -60,18 +60,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ConsentMode = Literal["ask", "never-ask"]
-MAX_SETTING_CHARS = 2000
 _TOMBSTONES = 10_000
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class ConsentDecision:
-    """An approval: the destination settings' values the user chose (these are used), and their
-    widening of the sandbox, if any (``sandbox_choice.py``)."""
-
-    settings: dict[str, str]
-    sandbox: SandboxChoice = NO_CHOICE
 
 
 @dataclass(frozen=True)
@@ -269,10 +258,11 @@ class ConsentBroker:
 
     def approve(
         self, consent_id: str, settings: Mapping[str, Any] | None = None, *, accept_warnings: bool = False,
-        by: str | None = None, sandbox: Mapping[str, Any] | None = None,
+        by: str | None = None, sandbox: Mapping[str, Any] | None = None, hidden_tools: Any = None,
     ) -> ConsentDecision:
         """The user approves, with their values for the destination settings (others keep the
-        suggestion) and their widening of the sandbox (an extra folder, no network)."""
+        suggestion), their widening of the sandbox (an extra folder, no network) and the tools
+        they unticked (names of the tools shown; #29 item 10). Called by user channels only."""
         with self._lock:
             events = self._sweep()
             try:
@@ -282,7 +272,8 @@ class ConsentBroker:
                 if request.warnings and accept_warnings is not True:
                     codes = ", ".join(w.code for w in request.warnings)
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
-                decision = ConsentDecision(chosen, validated_sandbox_choice(request.widenable, sandbox))
+                decision = ConsentDecision(chosen, validated_sandbox_choice(request.widenable, sandbox),
+                                           validated_hidden_tools(request, hidden_tools))
                 state.decision = decision
                 self._remembered[request.fingerprint] = (decision, self._timer(), request.server)
                 self._close(consent_id, state, "approved")
@@ -341,22 +332,6 @@ def _done(consent_id: str, status: str, by: str | None) -> Event:
     if by:
         event["by"] = by
     return event
-
-
-def validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:
-    names = {d.name: d for d in request.destinations}
-    unknown = [k for k in settings if k not in names]
-    if unknown:
-        raise InvalidInput("Only the destination settings shown can be changed here.")
-    out = {d.name: d.suggested for d in request.destinations}
-    for name, value in settings.items():
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidInput(f"Enter a value for {name}.", key=name)
-        value = value.strip()
-        if len(value) > MAX_SETTING_CHARS or _CONTROL.search(value):
-            raise InvalidInput(f"The value for {name} is too long or holds control characters.", key=name)
-        out[name] = value
-    return out
 
 
 #: A face's way of showing a consent to the user (on the user's channels only); it may wait for

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit
 
 from registry_clients.models import RequiredKey
 from setup_agent.launch import LaunchSpec, profile_words, template_keys
+from setup_agent.store import context_cost
 
 __all__ = [
     "ConsentRequest",
@@ -29,6 +30,7 @@ __all__ = [
     "fingerprint",
     "is_destination_setting",
     "sandbox_profile",
+    "tool_choices",
 ]
 
 _DESTINATION_NAME = re.compile(r"(?i)(^|[_.\-])(url|uri|host|hostname|endpoint|domain|origin|base[_\-]?url)$")
@@ -92,6 +94,10 @@ class ConsentRequest:
     #: Whether the user may widen the sandbox here (an extra folder, no network): a local server
     #: in mcp-setup's own sandbox, not a remote or a container.
     widenable: bool = False
+    #: The tools the server will add, when a test already listed them (an install after a test):
+    #: ``[{name, title, description, estimated_tokens}]``, each drawn as a ticked box the user may
+    #: untick (#29 item 10). Empty when nothing has run yet (a first test): nothing to choose.
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
@@ -156,6 +162,27 @@ def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
                          container=container, reads=reads)  # fmt: skip
 
 
+#: The longest description a consent shows for one tool (the rest is cut with an ellipsis).
+MAX_TOOL_DESCRIPTION = 300
+
+
+def tool_choices(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The consent's rows for ``tools`` (as a probe listed them, redacted): name, title, the
+    description's start and an estimate of the tokens the tool's definition adds to a client."""
+    out = []
+    for tool in tools:
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        title = tool.get("title") or (tool.get("annotations") or {}).get("title") or ""
+        text = " ".join(str(tool.get("description") or "").split())
+        if len(text) > MAX_TOOL_DESCRIPTION:
+            text = text[: MAX_TOOL_DESCRIPTION - 1].rstrip() + "…"
+        out.append({"name": name, "title": str(title), "description": text,
+                    "estimated_tokens": context_cost([dict(tool)])["estimated_tokens"]})  # fmt: skip
+    return out
+
+
 def fingerprint(parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
@@ -170,9 +197,11 @@ def build_consent_request(
     action: str = "test",
     warnings: Iterable[ConsentWarning | Mapping[str, str]] = (),
     sandbox: str = "none",
+    tools: Iterable[Mapping[str, Any]] = (),
 ) -> ConsentRequest:
     """The request for running ``spec`` with ``values`` (only non-secret values are read).
-    ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``)."""
+    ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``);
+    ``tools`` the server's tools when a test listed them (redacted): the user may untick some."""
     keys = list(keys)
     secret_names = {k.name for k in keys if k.secret}
     url_keys = template_keys(spec.url or "")
@@ -228,6 +257,7 @@ def build_consent_request(
         warnings=warns,
         sandbox=sandbox_profile(spec, sandbox),
         widenable=sandbox != "none" and spec.transport == "stdio" and (spec.runner or spec.command) not in ("docker", "podman"),
+        tools=tool_choices(tools),
     )
     fp = fingerprint(
         {
@@ -237,6 +267,9 @@ def build_consent_request(
             "destinations": public_values,
             "values": shown,  # another directory is another approval
             "warnings": sorted(w.code for w in warns),
+            # The tools shown are part of what is approved: an approval given before they were
+            # known (the test's) does not answer the install that shows them.
+            **({"tools": sorted(t["name"] for t in request.tools)} if request.tools else {}),
         }
     )
     return ConsentRequest(**{**request.__dict__, "fingerprint": fp})

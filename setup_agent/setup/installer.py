@@ -35,6 +35,8 @@ from .tool_args import name_or_none, req_name, str_map
 
 __all__ = ["Installer"]
 
+_TESTED_KEPT = 64  # launches whose tested tools an install's consent can show
+
 
 @dataclass(kw_only=True, eq=False)
 class Installer:
@@ -57,6 +59,9 @@ class Installer:
     _install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
         default_factory=weakref.WeakValueDictionary, init=False, repr=False
     )
+    #: The tools a passing test listed (redacted), by its consent's fingerprint: the install of
+    #: the same launch shows them in its consent, to be unticked (#29 item 10). Bounded.
+    _tested_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
 
     async def test(self, args: dict, ctx: CallContext) -> dict:
         progress = Progress(ctx, self.redactor, "mcp_setup_test_connection", name_or_none(args.get("qualified_name")))
@@ -70,9 +75,10 @@ class Installer:
             prepared = await self.preparer.prepare(args, workdir, progress)
             if ctx.check_prepared is not None:
                 await ctx.check_prepared(prepared)
-            await self._consent(prepared, ctx, "test")
+            launch = await self._consent(prepared, ctx, "test")
             result = await self._probe(prepared, progress, keep=reserved)
             parked = result.parked  # the parked session owns its dir now
+            self._remember_tools(launch, result.tools)
         except BaseException as exc:
             await progress.failed(exc)
             raise
@@ -123,7 +129,7 @@ class Installer:
                 member_keys = per_member_keys(args, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values))
                 if ctx.check_prepared is not None:
                     await ctx.check_prepared(prepared)
-                await self._consent(prepared, ctx, "install")
+                hidden = self.left_out(await self._consent(prepared, ctx, "install"))
                 adopted = self._adopt(prepared)
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)
@@ -170,6 +176,7 @@ class Installer:
                     replaces=replaces,
                     member_keys=member_keys,  # each member's own (#28 item 3)
                     artifact_digest=digest,
+                    hidden_tools=sorted(hidden),  # unticked in the consent: stored with the pin (#29 item 10)
                 )
             except BaseException:
                 self.refs.release(claim)
@@ -182,32 +189,68 @@ class Installer:
         await progress("installing", "done", server_id=server.server_id)
         status = await self.connections.connect(server, adopt=adopted)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
-        out = {"server_id": server.server_id, "status": status.status, "tools": status.tools or probed_tools}
+        tools = status.tools or probed_tools
+        out: dict[str, Any] = {"server_id": server.server_id, "status": status.status,
+                               "tools": [t for t in tools if t.get("name") not in hidden]}  # fmt: skip
         out["context"] = context_cost(out["tools"], server.slug, server.title or "")  # what its tools cost a client
+        if left := sorted(n for n in hidden if any(t.get("name") == n for t in tools)):
+            out["left_out_by_user"] = left  # the user unticked them: neither listed nor callable
+            out["context"]["left_out_by_user"] = len(left)
         if status.reason:
             out["reason"] = status.reason
         return out
 
-    async def _consent(self, prepared: Prepared, ctx: CallContext, action: str) -> None:
-        """The user's out-of-band approval; their destination settings replace the agent's."""
-        request = build_consent_request(
-            server=prepared.detail.qualified_name,
-            version=prepared.package.version or prepared.detail.version,
-            spec=prepared.spec,
-            keys=prepared.keys,
-            values=prepared.values,
-            action=action,
-            warnings=prepared.warnings(),
-            sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
-        )
+    async def _consent(self, prepared: Prepared, ctx: CallContext, action: str) -> tuple[str, Any]:
+        """The user's out-of-band approval; their destination settings replace the agent's.
+        Returns the launch's fingerprint (without tools) and the decision (None: consent off).
+        An install whose launch a test listed the tools of shows them, to be unticked."""
+        def request_for(tools: list[dict[str, Any]]) -> Any:
+            return build_consent_request(
+                server=prepared.detail.qualified_name,
+                version=prepared.package.version or prepared.detail.version,
+                spec=prepared.spec,
+                keys=prepared.keys,
+                values=prepared.values,
+                action=action,
+                warnings=prepared.warnings(),
+                sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
+                tools=tools,
+            )
+
+        request = request_for([])
+        launch = request.fingerprint
+        if action == "install" and (tested := self._tested_tools.get(launch)):
+            # The test's approval stands (the user's destinations and widening, applied first, so
+            # the install's consent shows them); the install asks again, now with the tools.
+            earlier = self.consents.decision(request) if self.consents is not None and self.consents.ask else None
+            if earlier is not None:
+                self._apply(prepared, earlier)
+            request = request_for(tested)
         with consent_requester(ctx.principal or ctx.installed_by):  # a team's replicas: one consent per asker
             decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
-            prepared.values.update(decision.settings)
-            prepared.spec = apply_sandbox_choice(prepared.spec, decision.sandbox)  # the user's widening, stored
-            self.preparer.refuse_foreign_destination(prepared.keys, prepared.values, prepared.spec)  # edited there too
+            self._apply(prepared, decision)
         # An approval means the user accepted every warning shown (the broker insists on it).
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
+        return launch, decision
+
+    def _apply(self, prepared: Prepared, decision: Any) -> None:
+        prepared.values.update(decision.settings)
+        prepared.spec = apply_sandbox_choice(prepared.spec, decision.sandbox)  # the user's widening, stored
+        self.preparer.refuse_foreign_destination(prepared.keys, prepared.values, prepared.spec)  # edited there too
+
+    @staticmethod
+    def left_out(consented: tuple[str, Any]) -> frozenset[str]:
+        """The tools the user unticked in the consent (its decision only: no agent argument)."""
+        decision = consented[1]
+        return decision.hidden_tools if decision is not None else frozenset()
+
+    def _remember_tools(self, consented: tuple[str, Any], tools: list[dict[str, Any]]) -> None:
+        launch = consented[0]
+        self._tested_tools.pop(launch, None)
+        self._tested_tools[launch] = self.redactor.redact_obj(tools)
+        while len(self._tested_tools) > _TESTED_KEPT:
+            self._tested_tools.pop(next(iter(self._tested_tools)))
 
     def _adoption_key(self, prepared: Prepared) -> str:
         version = prepared.package.version or prepared.detail.version

@@ -239,6 +239,7 @@ class SetupService:
             out["context"] = context_cost(kept, existing.slug, existing.title or "")  # #29 item 10
             if hidden:
                 out["context"]["left_out_by_user"] = len(hidden)  # unticked in the consent: held back
+                out["left_out_by_user"] = sorted(hidden)  # their names, as the install result gives them
         if detail.status:
             out["status"] = detail.status
             notes.append("The registry marks this server deleted; install refuses it." if detail.status == "deleted"

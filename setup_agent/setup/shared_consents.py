@@ -23,7 +23,8 @@ from typing import Any
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput, SetupError
 from setup_agent.store import PendingApprovals, SharedApprovals
 
-from .consent import ConsentBroker, ConsentDecision, validated_settings
+from .consent import ConsentBroker
+from .consent_decision import ConsentDecision, validated_hidden_tools, validated_settings
 from .consent_request import ConsentRequest
 from .sandbox_choice import validated_sandbox_choice
 from .shared_items import Published
@@ -82,6 +83,7 @@ def answer_shared(
     settings: dict[str, str] | None = None,
     accept_warnings: bool = False,
     sandbox: dict[str, Any] | None = None,
+    hidden_tools: Any = None,
     remembered: SharedApprovals | None = None,
     ttl_seconds: float = 900.0,
 ) -> bool:
@@ -100,7 +102,7 @@ def answer_shared(
     if request.warnings and accept_warnings is not True:
         raise InvalidInput("Accept the warnings explicitly to approve, or deny.")
     widening = validated_sandbox_choice(request.widenable, sandbox)
-    decision = {"settings": chosen, "sandbox": widening.public()}
+    decision = ConsentDecision(chosen, widening, validated_hidden_tools(request, hidden_tools)).public()
     if not shared.answer(item_id, "approved", by=by, decision=decision):
         return False
     if remembered is not None and item.fingerprint:
@@ -129,7 +131,8 @@ class SharedDecisions:
             if found is None:
                 return None
             sandbox = validated_sandbox_choice(request.widenable, found.get("sandbox") or None)
-            return ConsentDecision(validated_settings(request, found.get("settings") or {}), sandbox)
+            hidden = validated_hidden_tools(request, found.get("hidden_tools"))
+            return ConsentDecision(validated_settings(request, found.get("settings") or {}), sandbox, hidden)
         except (SetupError, InvalidInput) as exc:
             log.warning("a shared approval could not be read (%s)", exc.code)
             return None
@@ -137,7 +140,7 @@ class SharedDecisions:
     def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None:
         try:
             self.remembered.remember(request.fingerprint, request.server,
-                                     {"settings": decision.settings, "sandbox": decision.sandbox.public()},
+                                     decision.public(),
                                      by=by, ttl_seconds=self.ttl_seconds)  # fmt: skip
         except SetupError as exc:
             log.warning("an approval could not be shared (%s)", exc.code)

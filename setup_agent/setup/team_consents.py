@@ -84,7 +84,7 @@ def apply_answer(broker: ConsentBroker, item: PendingApproval) -> None:
         if item.status == "approved":
             decision = item.decision or {}
             broker.approve(item.item_id, decision.get("settings") or {}, accept_warnings=True, by=by,
-                           sandbox=decision.get("sandbox") or None)  # fmt: skip
+                           sandbox=decision.get("sandbox") or None, hidden_tools=decision.get("hidden_tools"))  # fmt: skip
         else:
             broker.deny(item.item_id, "denied elsewhere", by=by)
     except InvalidInput as exc:  # settings the other side should have refused: not approved
@@ -157,7 +157,7 @@ class TeamConsents:
             ids = [cid for cid, fp in self._approved.items() if fp == request.fingerprint]
             for cid in ids:
                 del self._approved[cid]
-        answer = {"settings": decision.settings, "sandbox": decision.sandbox.public()}
+        answer = decision.public()  # with the tools the user unticked (#29 item 10)
         for cid in ids:
             self._record(cid, "approved", by, answer)
 

@@ -139,6 +139,7 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
         replaces: str | None = None,
         member_keys: Sequence[str] = (),
         artifact_digest: str | None = None,
+        hidden_tools: Sequence[str] = (),
     ) -> InstalledServer:
         """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
 
@@ -149,6 +150,8 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
         any moment leaves exactly one of the two; its slug passes to the new row. ``member_keys``:
         the keys each member enters for themselves (``member_values.py``).
         ``artifact_digest``: the registry's digest of what was installed (setup_agent/launch/digests.py).
+        ``hidden_tools``: the tools the user unticked in the consent, stored with the pin (#29 item
+        10); an update keeps the ones of the version it replaces.
         """
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
@@ -173,6 +176,7 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
             with translated(f"install {qualified_name}"), self._session() as s, s.begin():
                 carried = self._carry_members(s, replaces, row) if replaces is not None else []  # members' own keys
                 if replaces is not None:
+                    hidden_tools = [*hidden_tools, *self._hidden_of(s, replaces)]
                     self._delete_replaced(s, replaces, qualified_name, installed_by)
                 self._refuse_duplicate(s, qualified_name, server_id)
                 row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
@@ -180,6 +184,8 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
                 s.flush()
                 self._restore_members(s, row, carried)
                 self._audit(s, "installed", row, installed_by, new=row.pinned_hash)
+                if hidden_tools:
+                    self._write_hidden(s, row, hidden_tools, installed_by)
                 self._bump(s)
                 result = _record(row)
         except StoreError as exc:

@@ -126,22 +126,34 @@ class ServerExtras:
     def set_hidden_tools(self, server_id: str, names: Sequence[str], *, actor: str) -> bool:
         """The tools the user unticked (#29 item 10): held back like unapproved ones, whatever
         the server lists; audited (``tools_hidden``). True (and a change bump) when it changed."""
-        text = json.dumps(sorted(set(names)))
         with translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():  # type: ignore[attr-defined]
             server = s.get(ServerRow, server_id)
             if server is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
-            row = s.get(ExtrasRow, server_id, with_for_update=True)
-            if row is None:
-                row = ExtrasRow(server_id=server_id)
-                s.add(row)
-            if (row.hidden_tools_json or "[]") == text:
+            if not self._write_hidden(s, server, names, actor):
                 return False
-            row.hidden_tools_json = text
-            self._audit(s, "tools_hidden", server, actor, detail=", ".join(sorted(set(names)))[:500] or "none")  # type: ignore[attr-defined]
             self._bump(s)  # type: ignore[attr-defined]
         self._changed()  # type: ignore[attr-defined]
         return True
+
+    def _write_hidden(self, s: Any, server: ServerRow, names: Sequence[str], actor: str) -> bool:
+        """In the caller's transaction (an install's, #29 item 10): the unticked tools, audited."""
+        text = json.dumps(sorted(set(names)))
+        row = s.get(ExtrasRow, server.server_id, with_for_update=True)
+        if row is None:
+            if not names:
+                return False
+            row = ExtrasRow(server_id=server.server_id)
+            s.add(row)
+        if (row.hidden_tools_json or "[]") == text:
+            return False
+        row.hidden_tools_json = text
+        self._audit(s, "tools_hidden", server, actor, detail=", ".join(sorted(set(names)))[:500] or "none")  # type: ignore[attr-defined]
+        return True
+
+    def _hidden_of(self, s: Any, server_id: str) -> list[str]:
+        row = s.get(ExtrasRow, server_id)
+        return [n for n in json.loads(row.hidden_tools_json or "[]") if isinstance(n, str)] if row is not None else []
 
     def offers(self) -> dict[str, ServerOffers]:
         """Every server's recorded offers, by server id."""

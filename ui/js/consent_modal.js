@@ -1,7 +1,9 @@
 // The consent modal: before a server is tested or installed, the user sees what will run (runner,
 // package, version or sha256, the command line with ${KEY} templates), where each secret goes,
 // the destination settings (editable: the assistant's values are only suggestions) and any
-// warnings (which must be ticked). Approve / Deny are POSTed to /api/consents/<consent_id>.
+// warnings (which must be ticked), and the tools a test listed, one ticked box each: the ones the
+// user unticks are left out once installed (#29 item 10). Approve / Deny are POSTed to
+// /api/consents/<consent_id>.
 
 import { $, el, showError } from "./dom.js";
 import { postConsent } from "./api.js";
@@ -49,6 +51,44 @@ function rows(c) {
   return out;
 }
 
+// One ticked box per tool a test listed; what they cost the assistant's context, kept up to date.
+function drawTools(c) {
+  var tools = c.action === "tools_change" ? [] : (c.tools || []);
+  var list = $("consent-tool-list");
+  list.textContent = "";
+  $("consent-tools").hidden = !tools.length;
+  tools.forEach(function (t, i) {
+    var box = el("input", { type: "checkbox", id: "consent-tool-" + i, "data-tool": t.name });
+    box.checked = true;
+    box.addEventListener("change", toolsChanged);
+    var label = el("label", { for: "consent-tool-" + i }, [box, el("code", { text: t.name })]);
+    if (t.title) label.appendChild(el("span", { text: t.title }));
+    label.appendChild(el("span", { class: "tokens", text: "about " + (t.estimated_tokens || 0) + " tokens" }));
+    var item = el("li", {}, [label]);
+    if (t.description) item.appendChild(el("p", { class: "note", text: t.description }));
+    list.appendChild(item);
+  });
+  toolsChanged();
+}
+
+function toolBoxes() {
+  return Array.prototype.slice.call(document.querySelectorAll("#consent-tool-list input[data-tool]"));
+}
+
+function toolsChanged() {
+  var c = current && current.consent;
+  var boxes = toolBoxes();
+  if (!c || !boxes.length) return;
+  var kept = 0, tokens = 0;
+  boxes.forEach(function (box, i) {
+    if (box.checked) { kept += 1; tokens += (c.tools[i].estimated_tokens || 0); }
+  });
+  $("consent-tools-note").textContent = "You keep " + kept + " of its " + boxes.length + " tools: about " + tokens +
+    " tokens in every conversation with your assistant. Untick the ones you do not want; your assistant will not " +
+    "see or use them. You can turn one back on later with mcp-setup enable SERVER --tool TOOL.";
+  $("consent-tools-none").hidden = kept > 0;
+}
+
 var waiting = {}; // consent id -> its "Waiting for you to approve…" note in the thread
 
 export function onConsentRequest(event) {
@@ -89,6 +129,7 @@ function showNext() {
     input.spellcheck = false;
     settings.appendChild(input);
   });
+  drawTools(c);
   var list = $("consent-warning-list");
   list.textContent = "";
   (c.warnings || []).forEach(function (w) {
@@ -147,7 +188,9 @@ function approve(event) {
   Array.prototype.forEach.call(document.querySelectorAll("#consent-settings input[data-setting]"), function (input) {
     settings[input.getAttribute("data-setting")] = input.value;
   });
-  var body = { approve: true, settings: settings, accept_warnings: $("consent-accept").checked };
+  var body = { approve: true, settings: settings, accept_warnings: $("consent-accept").checked,
+               hidden_tools: toolBoxes().filter(function (b) { return !b.checked; })
+                 .map(function (b) { return b.getAttribute("data-tool"); }) };
   if (c.widenable) {
     var extra = $("consent-extra").value.trim();
     body.sandbox = { extra_paths: extra ? [extra] : [], network: !$("consent-offline").checked };
