@@ -67,8 +67,18 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
             tested = await call(client, "mcp_setup_test_connection", args)
             assert tested.get("ok") is True, tested
             assert {t["name"] for t in tested["tools"]} >= {"echo"}
-            installed = await call(client, "mcp_setup_install_and_connect", args)  # the same approval
+            asked = await call(client, "mcp_setup_install_and_connect", args)  # asked again, with its tools
+            assert asked["error"]["code"] == "consent_required", asked
+            chosen = await anyio.to_thread.run_sync(
+                lambda: _approve_in_a_terminal(env, r"Allow mcp-setup to install .*\? \[y/N\] ", "y",
+                                               r"Untick which tools\?.*: ", "2",
+                                               r"Another folder it may read and write", "",
+                                               r"no network\? \[y/N\] ", "n")
+            )
+            assert "[1] echo" in chosen and "[2] whoami" in chosen and "Left out: whoami." in chosen
+            installed = await call(client, "mcp_setup_install_and_connect", args)
             assert installed["status"] == "connected", installed
+            assert installed["left_out_by_user"] == ["whoami"], installed
             listed = await call(client, "mcp_setup_list_servers", {})
             assert listed["servers"], listed
     from setup_agent.secrets.vault import Vault
@@ -77,6 +87,7 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
     with Store.for_data_dir(tmp_path / "data", Vault.in_memory()) as store:
         (server,) = store.list()
         assert str(granted.resolve()) in server.launch_spec["sandbox_grants"]  # the user's widening, stored
+        assert store.offers()[server.server_id].hidden_tools == {"whoami"}  # unticked in the second terminal
     assert canary not in recorder.text() and "/consents/" not in recorder.text()
     nothing = subprocess.run(mcp_setup_argv("approve"), env=env, cwd=REPO, capture_output=True, text=True,
                              timeout=60, stdin=subprocess.DEVNULL)

@@ -8,12 +8,14 @@ from pathlib import Path
 import anyio
 import pexpect
 
+from setup_agent.store import read_sqlite_catalog
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.test_agent_support import STUB, make_catalog
 from tests.test_agent_terminal import HIDDEN, finish, installed_servers
 from tests.timeouts import scaled
 
 ALLOW = r"Allow this\? \[y/N\]: "
+UNTICK = r"Untick which tools\? Their numbers, e\.g\. 2 5-7 \(Enter for none\): "
 
 
 def spawn(tmp_path: Path, catalog: Path) -> tuple[pexpect.spawn, io.StringIO, dict]:
@@ -25,7 +27,9 @@ def spawn(tmp_path: Path, catalog: Path) -> tuple[pexpect.spawn, io.StringIO, di
     return child, out, env
 
 
-def test_the_terminal_asks_consent_once_showing_the_launch_and_then_installs(tmp_path: Path, canary: str) -> None:
+def test_the_terminal_asks_to_test_then_to_install_with_numbered_tools_and_an_unticked_one_is_left_out(
+    tmp_path: Path, canary: str
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     child, out, env = spawn(tmp_path, catalog)
     child.expect(HIDDEN)
@@ -33,15 +37,29 @@ def test_the_terminal_asks_consent_once_showing_the_launch_and_then_installs(tmp
     child.expect(f"mcp-setup needs your approval to test {STUB}")
     child.expect(r"Command line: python3 \$\{__dirname\}/server/server\.py")
     child.expect(r"Secret STUB_API_KEY: sent as environment variable STUB_API_KEY to this computer")
+    child.expect(ALLOW)  # nothing has run yet: no tools to choose
+    child.sendline("y")
+    child.expect(f"mcp-setup needs your approval to install {STUB}")  # now the test listed its tools (#29 item 10)
+    child.expect(r"Its 2 tools add about \d+ tokens")
+    child.expect(r"\[1\] echo \(about \d+ tokens\): Echo the given text back\.")
+    child.expect(r"\[2\] whoami")
+    child.expect(UNTICK)
+    child.sendline("3")  # not one of them: asked again
+    child.expect("Type numbers from 1 to 2")
+    child.expect(UNTICK)
+    child.sendline("2")
+    child.expect("Left out: whoami.")
     child.expect(ALLOW)
     child.sendline("y")
-    child.expect("Tools now available: echo, whoami")
+    child.expect("Tools now available: echo")
     assert finish(child) == 0
     text = out.getvalue()
-    assert text.count("needs your approval") == 1  # the install reused the remembered consent
-    assert canary not in text
-    servers = anyio.run(installed_servers, Path(env["MCP_SETUP_HOME"]), catalog)
+    assert text.count("needs your approval") == 2 and canary not in text
+    home = Path(env["MCP_SETUP_HOME"])
+    servers = anyio.run(installed_servers, home, catalog)
     assert [s["qualified_name"] for s in servers] == [STUB]
+    early = read_sqlite_catalog(home / "mcp-setup.db")  # what every face lists: whoami held back
+    assert early is not None and {t.name for t in early.tools()} == {"stub__echo"}
 
 
 def test_denying_in_the_terminal_runs_and_installs_nothing(tmp_path: Path, canary: str) -> None:

@@ -154,6 +154,8 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
     from app.pages import describe_consent
     from setup_agent.setup import ConsentRequest, answer_shared
 
+    from .tool_pick import pick_hidden, print_tools
+
     request = ConsentRequest.from_public(item.request)
     if request.action == "tools_change":
         print(f"The tools of {request.server} changed since you approved them:")
@@ -168,6 +170,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
               "your secrets to the host shown.")
         for label, text in describe_consent(request):
             print(f"  {label}: {text}")
+        print_tools(request, sys.stdout)  # the tools a test listed, numbered (#29 item 10)
         question = f"Allow mcp-setup to {verb} {request.server}? [y/N] "
     settings: dict[str, str] = {}
     for destination in request.destinations:
@@ -189,6 +192,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
             answer_shared(shared, item.item_id, approve=False, by=BY)
             print("Denied (the warnings were not accepted). Nothing runs.\n")
             return
+    hidden = pick_hidden(request, lambda question: _ask(answers, question), sys.stdout)  # Enter: all stay
     sandbox: dict[str, Any] | None = None
     if request.widenable:  # the user's widening of the sandbox (#23), asked once they said yes
         extra = _ask(answers, "  Another folder it may read and write (a full path; Enter for none): ")
@@ -196,7 +200,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
         sandbox = {"extra_paths": [extra] if extra else [], "network": not offline}
     try:
         done = answer_shared(shared, item.item_id, approve=True, by=BY, settings=settings, accept_warnings=accept,
-                             sandbox=sandbox, remembered=remembered, ttl_seconds=ttl)
+                             sandbox=sandbox, hidden_tools=hidden, remembered=remembered, ttl_seconds=ttl)
     except InvalidInput as exc:
         print(f"Not approved: {exc.message}\n")
         return

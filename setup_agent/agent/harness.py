@@ -303,4 +303,6 @@ def installed_summary(installed: dict[str, Any]) -> str:
     name = installed.get("qualified_name") or installed["server_id"]
     state = installed.get("status", "connected")
     tail = "" if state == "connected" else f" It is installed but {state}: {installed.get('reason', 'see the log')}."
+    if left := installed.get("left_out_by_user"):  # unticked in the consent (#29 item 10)
+        tail = f" Left out, as you chose: {', '.join(left)}.{tail}"
     return f"Installed {name} ({installed['server_id']}). Tools now available: {names}.{tail}"

@@ -1,0 +1,97 @@
+"""Unticking tools in the consent (#29 item 10), in Debian's Chromium, at 1280 and 390×844.
+
+The web modal: a person sets up the stub, approves its test, and the install's consent shows the
+two tools it listed, both ticked; they untick ``whoami`` and approve. The gateway's ``/mcp`` then
+lists ``stub__echo`` only, and a call of ``stub__whoami`` is refused with ``tool_left_out``.
+The consent page (URL elicitation of ``mcp-setup mcp``): the same, with the boxes of the page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from playwright.sync_api import expect
+
+from tests.browser.serve import make_catalog, start_serve, stop_serve
+from tests.browser.test_browser_consent import _ask_for_the_stub
+from tests.browser.test_browser_flow import close_leaking_nothing, open_page
+from tests.timeouts import scaled
+
+PHONE = {"width": 390, "height": 844}
+
+
+def listed_and_refused(served: Any, tool: str) -> tuple[set[str], dict[str, Any]]:
+    """Through ``/mcp`` with the SDK's client: the tool names, and the result of calling ``tool``."""
+
+    async def talk() -> tuple[set[str], dict[str, Any]]:
+        with anyio.fail_after(scaled(60)):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=scaled(30))
+            async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                answered = await client.call_tool(tool, {})
+                return names, {"isError": answered.is_error, "structured": answered.structured_content,
+                               "text": answered.content[0].text}  # type: ignore[union-attr]
+
+    with anyio.from_thread.start_blocking_portal() as portal:
+        return portal.call(talk)
+
+
+def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_runs_it(
+    browser: Any, artifacts: Path, tmp_path: Path, canary: str
+) -> None:
+    served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
+    try:
+        context, page, watch = open_page(browser, served)
+        consent = _ask_for_the_stub(page, canary)
+        expect(consent).to_be_visible()
+        expect(consent.locator("#consent-tools")).to_be_hidden()  # the test's consent: nothing ran yet
+        consent.get_by_role("button", name="Approve").click()
+        expect(consent).to_be_hidden()
+
+        # The install asks once more, now that the test listed the tools.
+        expect(consent).to_be_visible(timeout=scaled(60_000))
+        tools = consent.locator("#consent-tools")
+        expect(tools).to_contain_text("Tools it gives your assistant")
+        echo, whoami = consent.get_by_role("checkbox", name=re.compile("^echo")), consent.get_by_role(
+            "checkbox", name=re.compile("^whoami"))
+        expect(echo).to_be_checked()
+        expect(whoami).to_be_checked()
+        expect(tools).to_contain_text("You keep 2 of its 2 tools")
+        expect(tools).to_contain_text("Echo the given text back.")
+        whoami.uncheck()
+        expect(tools).to_contain_text("You keep 1 of its 2 tools")
+        tools.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "29-untick-modal-1280.png"))
+        echo.uncheck()
+        expect(consent.locator("#consent-tools-none")).to_be_visible()  # all unticked: said plainly
+        echo.check()
+        expect(consent.locator("#consent-tools-none")).to_be_hidden()
+        page.set_viewport_size(PHONE)
+        tools.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "29-untick-modal-390x844.png"))
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], width  # nothing wider than the phone
+        consent.get_by_role("button", name="Approve").click()
+        expect(consent).to_be_hidden()
+
+        done = page.locator(".result-card.installed")
+        expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
+        sent = [json.loads(f) for f in watch.received if '"consent_request"' in f]
+        assert [[t["name"] for t in f["consent"]["tools"]] for f in sent] == [[], ["echo", "whoami"]]
+
+        names, refused = listed_and_refused(served, "stub__whoami")
+        assert "stub__echo" in names and "stub__whoami" not in names, names
+        assert refused["isError"] is True and refused["structured"]["error"]["code"] == "tool_left_out", refused
+        assert "mcp-setup enable stub --tool whoami" in refused["text"]
+        close_leaking_nothing(context, page, watch, canary)
+    finally:
+        code = stop_serve(served)
+    assert code == 0, served.stderr()
+    assert canary not in served.stderr()
