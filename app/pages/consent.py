@@ -71,13 +71,16 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
     return rows
 
 
+_ENABLE = "mcp-setup enable SERVER --tool TOOL"
+
+
 def tools_note(request: ConsentRequest) -> str:
     """What the tool boxes mean, in a person's words (the page, the modal's twin, the terminal)."""
     total = sum(int(t.get("estimated_tokens") or 0) for t in request.tools)
     return (
         f"Its {len(request.tools)} tools add about {total} tokens to every conversation with your assistant. "
         "Untick the ones you do not want: your assistant will not see or use them. You can turn one back on "
-        "later with mcp-setup enable SERVER --tool TOOL. If you untick them all, it is installed with no tools."
+        f"later with {_ENABLE}. If you untick them all, it is installed with no tools."
     )
 
 
@@ -124,7 +127,8 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         + "</li>\n"
         for i, t in enumerate(request.tools)
     )
-    tools = (f"<h2>Tools it gives your assistant</h2>\n<p>{esc(tools_note(request))}</p>\n"
+    note = esc(tools_note(request)).replace(_ENABLE, f"<code>{_ENABLE}</code>")
+    tools = (f"<h2>Tools it gives your assistant</h2>\n<p>{note}</p>\n"
              f'<ul id="tools" class="tools">\n{boxes}</ul>\n') if boxes else ""  # fmt: skip
     body = (
         f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"

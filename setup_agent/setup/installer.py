@@ -8,6 +8,7 @@ install dir, and releases the refs it claimed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets as _random
 import shutil
 import weakref
@@ -226,6 +227,8 @@ class Installer:
             if earlier is not None:
                 self._apply(prepared, earlier)
             request = request_for(tested)
+            if earlier is not None:  # widened (or not) in the test's consent already: asked once
+                request = dataclasses.replace(request, widenable=False)
         with consent_requester(ctx.principal or ctx.installed_by):  # a team's replicas: one consent per asker
             decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:

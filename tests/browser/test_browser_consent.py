@@ -1,7 +1,8 @@
 """Consent in the web modal, in Debian's Chromium, against ``mcp-setup serve`` (MCP_SETUP_CONSENT=ask).
 
 A person asks for the stub server, enters the key, then sees what will run (package, sha256,
-the command line with ${KEY} templates) and approves; the install reuses that approval. A
+the command line with ${KEY} templates) and approves; the install asks once more, with the tools
+the test listed (#29 item 10). A
 direct JSON-RPC test call gets ``consent_required`` with the prompt id, and the modal opens in
 the tab, where Deny ends it. The canary is in no frame, no page and no log.
 """
@@ -34,7 +35,7 @@ def _ask_for_the_stub(page: Any, key: str) -> Any:
     return page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
 
 
-def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_installs(
+def test_a_person_approves_the_launch_then_the_tools_in_the_consent_modal_and_the_server_installs(
     browser: Any, artifacts: Path, tmp_path: Path, canary: str
 ) -> None:
     served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
@@ -52,11 +53,18 @@ def test_a_person_approves_the_launch_in_the_consent_modal_once_and_the_server_i
         shot(page, artifacts, "consent-01-modal", full_page=False)
         consent.get_by_role("button", name="Approve").click()
         expect(consent).to_be_hidden()
+        # The install asks once more, only because the test listed its tools (#29 item 10): kept as ticked.
+        install = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to install"))
+        expect(install).to_be_visible(timeout=scaled(60_000))
+        expect(install.get_by_role("checkbox", name=re.compile("^echo"))).to_be_checked()
+        expect(install.locator("#consent-widen")).to_be_hidden()  # widened (or not) at the test already
+        install.get_by_role("button", name="Approve").click()
+        expect(install).to_be_hidden()
 
         done = page.locator(".result-card.installed")
         expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
         requests = [f for f in watch.received if '"consent_request"' in f]
-        assert len(requests) == 1  # the install reused the approval given for the test
+        assert len(requests) == 2  # the test's, then the install's with the tools: never more
         # The agent's run (its transcript and results, relayed in these frames) held no approval
         # link and no consent id: the person answered in the modal, the agent only waited.
         consent_id = json.loads(requests[0])["consent_id"]

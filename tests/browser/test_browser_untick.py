@@ -56,6 +56,7 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         expect(consent).to_be_hidden()
 
         # The install asks once more, now that the test listed the tools.
+        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to install"))
         expect(consent).to_be_visible(timeout=scaled(60_000))
         tools = consent.locator("#consent-tools")
         expect(tools).to_contain_text("Tools it gives your assistant")

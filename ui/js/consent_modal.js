@@ -83,9 +83,12 @@ function toolsChanged() {
   boxes.forEach(function (box, i) {
     if (box.checked) { kept += 1; tokens += (c.tools[i].estimated_tokens || 0); }
   });
-  $("consent-tools-note").textContent = "You keep " + kept + " of its " + boxes.length + " tools: about " + tokens +
+  var note = $("consent-tools-note");
+  note.textContent = "You keep " + kept + " of its " + boxes.length + " tools: about " + tokens +
     " tokens in every conversation with your assistant. Untick the ones you do not want; your assistant will not " +
-    "see or use them. You can turn one back on later with mcp-setup enable SERVER --tool TOOL.";
+    "see or use them. You can turn one back on later with ";
+  note.appendChild(el("code", { text: "mcp-setup enable SERVER --tool TOOL" }));
+  note.appendChild(document.createTextNode("."));
   $("consent-tools-none").hidden = kept > 0;
 }
 
@@ -106,7 +109,8 @@ function showNext() {
   var c = current.consent;
   var tools = c.action === "tools_change";
   $("consent-server").textContent = c.server;
-  $("consent-verb").textContent = tools ? "Approve the changed tools of" : "Allow mcp-setup to run";
+  $("consent-verb").textContent = tools ? "Approve the changed tools of" :
+    c.action === "install" ? "Allow mcp-setup to install" : "Allow mcp-setup to run";
   $("consent-intro").hidden = tools;
   $("consent-tools-intro").hidden = !tools;
   var launch = $("consent-launch");
