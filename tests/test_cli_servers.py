@@ -145,6 +145,34 @@ def test_disable_and_enable_change_the_store_every_face_watches(data, capsys, ca
         assert [t.name for t in store.catalog().tools()] == ["stub-search__echo"]
 
 
+def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data, capsys, canary) -> None:
+    """#29 item 10: the command a left-out tool's refusal names."""
+    from setup_agent.store import read_sqlite_catalog
+
+    with data.store() as store:
+        sid = store.install(
+            qualified_name=STUB, source="local", version="1.0.0", package_type="stdio", launch_spec=stub_spec(canary),
+            installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (canary, True)}, hidden_tools=["whoami"],
+            tools=[{"name": "echo", "description": "Echo text"}, {"name": "whoami", "description": "Who"}],
+        ).server_id  # fmt: skip
+
+    def listed() -> set[str]:
+        early = read_sqlite_catalog(data.home / "mcp-setup.db")
+        return {t.name for t in early.tools()} if early is not None else set()
+
+    assert listed() == {"stub-search__echo"}  # left out in the install's own transaction
+    code, out, _ = cli(capsys, "enable", "stub-search", "--tool", "whoami")
+    assert code == 0 and "whoami: back on" in out and listed() == {"stub-search__echo", "stub-search__whoami"}
+    code, out, _ = cli(capsys, "disable", "stub-search", "--tool", "echo")
+    assert code == 0 and "left out" in out and listed() == {"stub-search__whoami"}
+    code, _, err = cli(capsys, "enable", "stub-search", "--tool", "nope")
+    assert code == 1 and "no tool named 'nope'" in err and "echo, whoami" in err
+    with data.store() as store:
+        assert store.get(sid).enabled is True  # the server itself stays as it was
+        assert [e.actor for e in store.audit(server_id=sid) if e.event == "tools_hidden"] == [
+            "agent", "user:terminal", "user:terminal"]
+
+
 def test_remove_deletes_the_rows_the_install_dir_and_the_log(data, capsys, canary) -> None:
     sid = data.install(STUB, canary)
     (data.home / "servers" / sid).mkdir(parents=True)
