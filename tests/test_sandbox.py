@@ -54,6 +54,11 @@ async def install(runtime: Runtime, name: str, secret: str) -> dict:
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=name, env_refs={"STUB_API_KEY": ref})
     assert tested.get("ok") is True, tested
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=name, env_refs={"STUB_API_KEY": ref})
+    if installed.get("error", {}).get("code") == "consent_required":  # asked again, with the tools (#29 item 10)
+        again = runtime.consents.pending()[-1]
+        assert again.request.tools and not again.request.widenable  # the test's widening stands
+        runtime.consents.approve(again.consent_id)
+        installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=name, env_refs={"STUB_API_KEY": ref})
     assert installed["status"] == "connected", installed
     return installed
 

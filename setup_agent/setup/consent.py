@@ -362,7 +362,8 @@ async def obtain_consent(
     if broker.status(pending.consent_id) == "denied":
         raise ConsentDenied(f"The user did not allow running {request.server}.")
     # No id, link or key: the agent cannot answer a consent, only wait for the user's answer.
-    raise ConsentRequired(WAITING_FOR_APPROVAL.format(server=request.server), details={"status": "pending"})
+    waiting = WAITING_FOR_TOOLS if request.tools else WAITING_FOR_APPROVAL
+    raise ConsentRequired(waiting.format(server=request.server, n=len(request.tools)), details={"status": "pending"})
 
 
 #: What the agent is told while the user has not answered: where the user can do it, nothing to use.
@@ -370,4 +371,11 @@ WAITING_FOR_APPROVAL = (
     "Waiting for the user's approval to run {server} (what runs and where its secrets go). They approve "
     "it themselves: in the mcp-setup page, or with `mcp-setup approve` in a terminal. Tell them so; once "
     "they have, call this tool again with the same arguments."
+)
+
+#: The install's second ask (#29 item 10): the launch is approved; the user picks the tools to keep.
+WAITING_FOR_TOOLS = (
+    "Waiting for the user to approve installing {server} and to choose which of its {n} tools to keep. They do it "
+    "themselves: in the mcp-setup page, or with `mcp-setup approve` in a terminal. Tell them so; once they have, "
+    "call this tool again with the same arguments."
 )
