@@ -110,7 +110,7 @@ function showNext() {
   var tools = c.action === "tools_change";
   $("consent-server").textContent = c.server;
   $("consent-verb").textContent = tools ? "Approve the changed tools of" :
-    c.action === "install" ? "Allow mcp-setup to install" : "Allow mcp-setup to run";
+    (c.tools && c.tools.length) ? "Allow mcp-setup to install" : "Allow mcp-setup to run";  // the tools: an install's
   $("consent-intro").hidden = tools;
   $("consent-tools-intro").hidden = !tools;
   var launch = $("consent-launch");
