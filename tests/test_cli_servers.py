@@ -161,6 +161,14 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
         return {t.name for t in early.tools()} if early is not None else set()
 
     assert listed() == {"stub-search__echo"}  # left out in the install's own transaction
+    code, out, _ = cli(capsys, "list")
+    assert "(stdio, 1 tools)" in out and "you left out 1 of its tools (whoami)" in out
+    assert "mcp-setup enable stub-search --tool TOOL" in out
+    code, out, _ = cli(capsys, "show", "stub-search")
+    assert "tool whoami (left out by you): Who" in out and "tool echo: Echo text" in out
+    code, out, _ = cli(capsys, "show", "stub-search", "--json")
+    shown = json.loads(out)
+    assert shown["left_out_by_user"] == ["whoami"] and [t["name"] for t in shown["tools"]] == ["echo"]
     code, out, _ = cli(capsys, "enable", "stub-search", "--tool", "whoami")
     assert code == 0 and "whoami: back on" in out and listed() == {"stub-search__echo", "stub-search__whoami"}
     code, out, _ = cli(capsys, "disable", "stub-search", "--tool", "echo")

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from setup_agent.store import SQLITE_FILE_NAME, Catalog, InstalledServer, read_sqlite_servers
+from setup_agent.store import SQLITE_FILE_NAME, Catalog, InstalledServer, read_sqlite_hidden, read_sqlite_servers
 
 __all__ = ["LightSettings", "NotFound", "open_store", "READ_ONLY", "reader", "resolve", "settings_error", "takes_light_settings"]
 
@@ -74,8 +74,9 @@ class LightSettings:
 class _SqliteReader:
     """What ``list``/``show``/``logs`` ask of a store, from rows read once."""
 
-    def __init__(self, servers: list[InstalledServer]) -> None:
+    def __init__(self, servers: list[InstalledServer], hidden: dict[str, frozenset[str]] | None = None) -> None:
         self._servers = servers
+        self.hidden = hidden or {}  # the tools the user left out (#29 item 10), by server id
 
     def list(self) -> list[InstalledServer]:
         return list(self._servers)
@@ -85,6 +86,13 @@ class _SqliteReader:
 
     def catalog(self) -> Catalog:
         return Catalog.build(s.catalog_entry() for s in self._servers)
+
+
+def left_out(store: Any) -> dict[str, frozenset[str]]:
+    """The tools the user left out at install or later (#29 item 10), by server id."""
+    if isinstance(store, _SqliteReader):
+        return store.hidden
+    return {sid: o.hidden_tools for sid, o in store.offers().items() if o.hidden_tools}
 
 
 @contextmanager
@@ -109,7 +117,7 @@ def reader(settings: Any) -> Iterator[Any]:
             return
         servers = read_sqlite_servers(db)
         if servers is not None:
-            yield _SqliteReader(servers)
+            yield _SqliteReader(servers, read_sqlite_hidden(db))
             return
     with open_store(settings) as store:
         yield store

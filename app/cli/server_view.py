@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 __all__ = ["STATE_WORDS", "server_json", "state", "state_notes"]
 
 
-def server_json(s: InstalledServer) -> dict[str, Any]:
-    """The public view of an installed server (key names and secret flags, never values)."""
+def server_json(s: InstalledServer, left_out: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The public view of an installed server (key names and secret flags, never values);
+    ``left_out``: the tools the user left out (#29 item 10), not offered to agents."""
     return {
         "server_id": s.server_id,
         "qualified_name": s.qualified_name,
@@ -28,7 +29,8 @@ def server_json(s: InstalledServer) -> dict[str, Any]:
         "installed_at": s.installed_at.isoformat(),
         "installed_by": s.installed_by,
         "env_keys": [{"key": k.key, "secret": k.secret} for k in s.env_keys],
-        "tools": [t.get("name") for t in s.tools],
+        "tools": [t.get("name") for t in s.tools if t.get("name") not in left_out],
+        **({"left_out_by_user": sorted(left_out)} if left_out else {}),
         "status": state(s),
         **({"tools_change": {"state": c["state"], "summary": c["summary"]}} if (c := s.tools_change()) else {}),
     }
@@ -50,9 +52,12 @@ STATE_WORDS = {
 }  # fmt: skip
 
 
-def state_notes(s: InstalledServer, name: str) -> list[str]:
-    """What a disabled server or a changed tool list means, and the command that acts on it."""
+def state_notes(s: InstalledServer, name: str, left_out: frozenset[str] = frozenset()) -> list[str]:
+    """What a disabled server, a changed tool list or left-out tools mean, and the command that acts on it."""
     notes = []
+    if left_out:
+        notes.append(f"you left out {len(left_out)} of its tools ({escape(', '.join(sorted(left_out)))}): agents do not "
+                     f"see them; `mcp-setup enable {name} --tool TOOL` turns one back on.")
     if not s.enabled:
         notes.append(f"disabled: its tools are not offered to agents; `mcp-setup enable {name}` turns it back on.")
     if s.needs_sign_in:

@@ -32,7 +32,7 @@ from .server_view import state as server_state
 
 from .readonly import NotFound as _NotFound
 from .readonly import open_store as _store
-from .readonly import reader
+from .readonly import left_out, reader
 from .readonly import resolve as _resolve
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads when a command runs, not when `mcp-setup mcp` parses
@@ -55,8 +55,7 @@ def add_server_parsers(sub: Any) -> None:
     for verb, text in (("enable", "start it again in every running mcp-setup session"), ("disable", "stop it; keep its settings")):
         p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
         p.add_argument("name", help="server id, qualified name or slug")
-        p.add_argument("--tool", action="append", default=[], metavar="TOOL",  # app/cli/tool_choice.py
-                       help=f"{verb} only this tool of the server (one you left out at install, or one to leave out)")
+        p.add_argument("--tool", action="append", default=[], metavar="TOOL", help=f"{verb} only this tool of it")
     p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
     p.add_argument("name", help="server id, qualified name or slug")
     p = sub.add_parser("logs", help="the server's recent stderr (redacted)")
@@ -117,9 +116,9 @@ def _print_json(obj: Any) -> None:
 
 def _list(settings: Settings, args: argparse.Namespace) -> int:
     with reader(settings) as store:
-        servers = store.list()
+        servers, out = store.list(), left_out(store)  # out: the tools the user left out (#29 item 10)
     if args.json:
-        _print_json({"servers": [server_json(s) for s in servers]})
+        _print_json({"servers": [server_json(s, out.get(s.server_id, frozenset())) for s in servers]})
         return 0
     if not servers:
         print("No servers installed yet. `mcp-setup add NAME` or `mcp-setup search WORDS` to find one.")
@@ -127,8 +126,9 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
     notes = []
     for s in servers:
         words = STATE_WORDS[server_state(s)]
-        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {len(s.tools)} tools)")
-        notes += [f"  {s.slug}: {note}" for note in state_notes(s, s.slug)]
+        kept = len([t for t in s.tools if t.get("name") not in out.get(s.server_id, ())])
+        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {kept} tools)")
+        notes += [f"  {s.slug}: {note}" for note in state_notes(s, s.slug, out.get(s.server_id, frozenset()))]
     if notes:
         print()
         print("\n".join(notes))
@@ -138,14 +138,16 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
 def _show(settings: Settings, args: argparse.Namespace) -> int:
     with reader(settings) as store:
         s = _resolve(store, args.name)
+        out = left_out(store).get(s.server_id, frozenset())  # left out by the user (#29 item 10)
     spec = s.launch_spec  # templates like ${KEY}, never values
     sandbox = _sandbox_words(settings, spec)  # what the consent said it can see (#23)
     if args.json:
-        _print_json({**server_json(s), "launch": spec, "sandbox": sandbox, "tools": list(s.tools)})
+        _print_json({**server_json(s, out), "launch": spec, "sandbox": sandbox,
+                     "tools": [t for t in s.tools if t.get("name") not in out]})  # fmt: skip
         return 0
     print(f"{s.title or s.qualified_name}\n  name: {s.qualified_name}\n  id: {s.server_id}\n  slug: {s.slug}")
     print(f"  {STATE_WORDS[server_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
-    for note in state_notes(s, s.slug):
+    for note in state_notes(s, s.slug, out):
         print(f"  {note[0].upper()}{note[1:]}")
     print(f"  installed {s.installed_at:%Y-%m-%d %H:%M}Z by {s.installed_by}")
     if spec.get("command"):
@@ -157,7 +159,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     for line in sandbox:
         print(f"  sandbox: {line}")
     for t in s.tools:
-        print(f"  tool {t.get('name')}: {str(t.get('description') or '').strip()[:100]}")
+        print(f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}")
     return 0
 
 

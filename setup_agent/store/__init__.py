@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         names_too_long,
         read_sqlite_catalog,
         read_sqlite_counter,
+        read_sqlite_hidden,
     )
     from .change_feed import CHANGES_CHANNEL, PENDING_CHANNEL, ChangeFeed
     from .data_dir import prepare_data_dir
@@ -56,6 +57,7 @@ __all__ = [
     "prepare_data_dir",
     "read_sqlite_catalog",
     "read_sqlite_counter",
+    "read_sqlite_hidden",
     "read_sqlite_audit",
     "read_sqlite_servers",
     "ref_digest",
@@ -92,6 +94,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "prepare_data_dir": "data_dir",
     "read_sqlite_catalog": "catalog",
     "read_sqlite_counter": "catalog",
+    "read_sqlite_hidden": "catalog",
     "ref_digest": "shared_state",
     "read_sqlite_audit": "records",
     "read_sqlite_servers": "records",

@@ -40,7 +40,7 @@ from typing import Any
 __all__ = [
     "Catalog", "CatalogServer", "context_cost", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG",
     "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
-    "make_slug", "names_too_long", "read_sqlite_catalog", "wire_tool",
+    "make_slug", "names_too_long", "read_sqlite_catalog", "read_sqlite_hidden", "wire_tool",
 ]  # fmt: skip
 
 #: The SQLite file of a data dir (the store's default database).
@@ -235,12 +235,7 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
     )
     if rows is None:
         return None
-    hidden: dict[str, set[str]] = {}  # the tools the user unticked (#29 item 10); no table yet: none
-    for sid, text in _read_only(db_path, "SELECT server_id, hidden_tools_json FROM mcp_server_extras") or ():
-        try:
-            hidden[sid] = {n for n in json.loads(text or "[]") if isinstance(n, str)}
-        except ValueError:
-            continue
+    hidden = read_sqlite_hidden(db_path)
     return Catalog.build(
         CatalogServer(
             sid, qn, slug or make_slug(qn), title, bool(enabled),
@@ -248,6 +243,18 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
         )  # fmt: skip
         for sid, qn, slug, title, enabled, tools, ptype, version in rows
     )
+
+
+def read_sqlite_hidden(db_path: Path) -> dict[str, frozenset[str]]:
+    """The tools the user unticked (#29 item 10), by server id; no table yet: none."""
+    hidden: dict[str, frozenset[str]] = {}
+    for sid, text in _read_only(db_path, "SELECT server_id, hidden_tools_json FROM mcp_server_extras") or ():
+        try:
+            if names := frozenset(n for n in json.loads(text or "[]") if isinstance(n, str)):
+                hidden[sid] = names
+        except ValueError:
+            continue
+    return hidden
 
 
 def read_sqlite_counter(db_path: Path) -> int | None:
