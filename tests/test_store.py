@@ -460,3 +460,14 @@ def test_a_rotation_that_fails_midway_leaves_every_value_and_the_key_as_they_wer
         assert team_key.read_bytes() == key_before
         for server in servers:
             assert store.env_values(server.server_id)["API_KEY"].reveal() == "key-123456"
+
+
+def test_the_tools_left_out_at_install_are_stored_with_it_and_an_update_keeps_them(store: Store) -> None:
+    """#29 item 10: in the install's own transaction (audited), and carried to the version replacing it."""
+    tools = [{"name": "forecast", "description": "d"}, {"name": "alerts", "description": "d"}]
+    old = install(store, tools=tools, hidden_tools=["alerts"], installed_by="user:web")
+    assert store.offers()[old.server_id].hidden_tools == {"alerts"}
+    assert [(e.event, e.actor) for e in store.audit(server_id=old.server_id)] == [
+        ("installed", "user:web"), ("tools_hidden", "user:web")]
+    new = install(store, tools=tools, version="2.0.0", replaces=old.server_id)
+    assert store.offers()[new.server_id].hidden_tools == {"alerts"} and store.get(old.server_id) is None
