@@ -84,6 +84,7 @@ async def test_a_person_unticks_a_tool_on_the_consent_page_and_the_client_neithe
                     assert (await call(client, "mcp_setup_test_connection", args)).get("ok") is True
                     installed = await call(client, "mcp_setup_install_and_connect", args)
                     assert installed["status"] == "connected" and installed["left_out_by_user"] == ["whoami"], installed
+                    assert "The user left out the tools in left_out_by_user" in installed["use_now"]
                     names = {t.name for t in (await client.list_tools()).tools}
                     assert "stub__echo" in names and "stub__whoami" not in names, names
                     refused = await client.call_tool("stub__whoami", {})
