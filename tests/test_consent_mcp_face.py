@@ -86,10 +86,10 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
     assert 'name="tool.0"' in user.consent_pages[1] and real_host in user.consent_pages[1]
     assert evil.host not in user.consent_pages[1]
     assert ('"input_required"' in recorder.text()) == (mode == "auto")
-    # 2025-11-25: the secret page and the consent page each end with notifications/elicitation/complete
+    # 2025-11-25: the secret page and the two consent pages each end with notifications/elicitation/complete
     # for its elicitation; 2026-07-28 removed it (the retry is the signal).
     asked, done = elicitation_ids(recorder)
-    assert (len(asked), done) == ((0, []) if mode == "auto" else (2, asked))
+    assert (len(asked), done) == ((0, []) if mode == "auto" else (3, asked))
     page = user.consent_pages[0]
     assert evil.host in page and "Bearer ${JIRA_TOKEN}" in page and "http://{jira_host}/mcp".replace("{", "${") in page
     assert evil.connections == 0 and canary.encode() not in evil.received
