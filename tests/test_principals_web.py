@@ -215,8 +215,21 @@ def test_no_approval_key_and_no_user_token_reaches_a_client_through_a_whole_setu
                              headers=served.headers())  # the user, with the page's credential
         assert approved.status_code == 200, approved.text
         assert member("mcp_setup_test_connection", args)["result"]["ok"] is True
-        installed = member("mcp_setup_install_and_connect", args)["result"]
+        # The install asks once more, with the tools the test listed (#29 item 10): the member cannot
+        # leave any out, neither in its arguments nor on the user's route; the user can.
+        asked = member("mcp_setup_install_and_connect", {**args, "hidden_tools": ["echo"]})
+        assert asked["error"]["data"]["code"] == "consent_required", asked
+        second = _next(user_ws, "consent_request")
+        assert [t["name"] for t in second["consent"]["tools"]] == ["echo", "whoami"]
+        refused = http.post(f"/api/consents/{second['consent_id']}", json={"approve": True, "hidden_tools": ["echo"]},
+                            headers={"Authorization": f"Bearer {alice}", "Origin": served.origin})  # fmt: skip
+        assert refused.status_code == 403
+        approved = http.post(f"/api/consents/{second['consent_id']}", json={"approve": True, "hidden_tools": ["whoami"]},
+                             headers=served.headers())  # fmt: skip
+        assert approved.status_code == 200, approved.text
+        installed = member("mcp_setup_install_and_connect", {**args, "hidden_tools": ["echo"]})["result"]
         assert installed["status"] == "connected", installed
+        assert installed["left_out_by_user"] == ["whoami"] and [t["name"] for t in installed["tools"]] == ["echo"]
         for text in received:
             assert served.token not in text and "/secrets/consents/" not in text
             assert consent_id not in text and canary not in text
