@@ -156,6 +156,8 @@ async def test_the_install_after_a_test_asks_once_more_with_its_tools_and_an_unt
     (pending,) = runtime.consents.pending()
     shown = pending.request.public()
     assert [t["name"] for t in shown["tools"]] == ["echo", "whoami"]
+    assert shown["launch_approved"] is True and shown["warnings"] == [] and shown["widenable"] is False
+    assert "choose which of its 2 tools to keep" in asked["error"]["message"]
     assert shown["tools"][0]["description"] == "Echo the given text back." and shown["tools"][0]["estimated_tokens"] > 10
     with pytest.raises(InvalidInput):  # only the tools shown can be left out
         runtime.consents.approve(pending.consent_id, hidden_tools=["rm_rf"])

@@ -80,11 +80,11 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                         assert tested.get("ok") is True, tested
                         installed = await call(client, "mcp_setup_install_and_connect", args)
                         assert installed["status"] == "connected", installed
-    # The test's approval is remembered; the install asks once more, with the tools the test listed,
-    # and shows the user's host, not the agent's (#29 item 10).
+    # The test's approval is remembered; the install asks once more, only about the tools the test
+    # listed (#29 item 10); the user's host stands (the secret reached only it, below).
     assert len(user.consent_pages) == 2
-    assert 'name="tool.0"' in user.consent_pages[1] and real_host in user.consent_pages[1]
-    assert evil.host not in user.consent_pages[1]
+    assert 'name="tool.0"' in user.consent_pages[1] and "You allowed it to run" in user.consent_pages[1]
+    assert evil.host not in user.consent_pages[1]  # the launch is not shown again: only the tools are asked
     assert ('"input_required"' in recorder.text()) == (mode == "auto")
     # 2025-11-25: the secret page and the two consent pages each end with notifications/elicitation/complete
     # for its elicitation; 2026-07-28 removed it (the retry is the signal).

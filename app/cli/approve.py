@@ -166,14 +166,17 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
         question = "Approve the new tool list? [y/N] "
     else:
         verb = "install" if request.action == "install" else "test"
-        print(f"An AI client asked to {verb} {request.server}. It runs third-party code on this computer or sends "
-              "your secrets to the host shown.")
-        for label, text in describe_consent(request):
-            print(f"  {label}: {text}")
+        if request.launch_approved:  # approved at its test: only the tools are asked (#29 item 10)
+            print(f"An AI client asked to install {request.server}, which you allowed to run. Choose its tools.")
+        else:
+            print(f"An AI client asked to {verb} {request.server}. It runs third-party code on this computer or sends "
+                  "your secrets to the host shown.")
+            for label, text in describe_consent(request):
+                print(f"  {label}: {text}")
         print_tools(request, sys.stdout)  # the tools a test listed, numbered (#29 item 10)
         question = f"Allow mcp-setup to {verb} {request.server}? [y/N] "
     settings: dict[str, str] = {}
-    for destination in request.destinations:
+    for destination in [] if request.launch_approved else request.destinations:
         typed = _ask(answers, f"  {destination.name} [{destination.suggested}] (Enter keeps it): ")
         if typed:
             settings[destination.name] = typed

@@ -167,9 +167,12 @@ class TerminalIO:
         if consents is None:
             return {}
         self._print()
-        self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
-        for label, text in describe_consent(request):
-            self._print(f"  {label}: {text}")
+        if request.launch_approved:  # you approved running it at its test: only the tools are asked
+            self._print(f"mcp-setup needs your approval to {request.action} {request.server}, with the tools you keep:")
+        else:
+            self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
+            for label, text in describe_consent(request):
+                self._print(f"  {label}: {text}")
         print_tools(request, self.out)  # the tools a test listed, numbered (#29 item 10)
 
         if self.assume_yes:
@@ -177,7 +180,7 @@ class TerminalIO:
 
         def ask() -> None:
             settings: dict[str, str] = {}
-            for d in request.destinations:
+            for d in [] if request.launch_approved else request.destinations:  # chosen at the test already
                 print(f"{d.name}: the assistant suggested {d.suggested!r}. Press Enter to keep it, or type "
                       "where it should really connect.", file=self.out, flush=True)
                 typed = input(f"{d.name} [{d.suggested}]: ").strip()

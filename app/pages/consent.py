@@ -89,9 +89,10 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
 
 
 def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | None = None, status: int = 200) -> HTMLResponse:
-    rows = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(text)}</code></dd>\n" for label, text in describe_consent(request))
+    shown = describe_consent(request)[:1] if request.launch_approved else describe_consent(request)  # tools only
+    rows = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(text)}</code></dd>\n" for label, text in shown)
     fields = ""
-    for d in request.destinations:
+    for d in [] if request.launch_approved else request.destinations:  # chosen at its test already
         fields += (
             f'<label for="setting-{esc(d.name)}">{esc(d.name)}</label>\n'
             + (f'<p class="note">{esc(d.description)}</p>\n' if d.description else "")
@@ -132,9 +133,11 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
              f'<ul id="tools" class="tools">\n{boxes}</ul>\n') if boxes else ""  # fmt: skip
     body = (
         f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
-        "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
-        "secrets to the host shown. Only approve it if it is what you expect.</p>\n"
-        f'<dl id="launch">\n{rows}</dl>\n{alert}'
+        + ("<p>You allowed it to run when your assistant tested it. Now choose the tools it gives your "
+           "assistant, then approve the install.</p>\n" if request.launch_approved else
+           "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
+           "secrets to the host shown. Only approve it if it is what you expect.</p>\n")
+        + f'<dl id="launch">\n{rows}</dl>\n{alert}'
         f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")

@@ -98,6 +98,9 @@ class ConsentRequest:
     #: ``[{name, title, description, estimated_tokens}]``, each drawn as a ticked box the user may
     #: untick (#29 item 10). Empty when nothing has run yet (a first test): nothing to choose.
     tools: list[dict[str, Any]] = field(default_factory=list)
+    #: The user approved this launch already (the test's consent): this ask is about the tools only,
+    #: so faces show the server and the tool boxes, not the launch, destinations or widening again.
+    launch_approved: bool = False
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""

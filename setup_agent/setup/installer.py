@@ -227,8 +227,8 @@ class Installer:
             if earlier is not None:
                 self._apply(prepared, earlier)
             request = request_for(tested)
-            if earlier is not None:  # widened (or not) in the test's consent already: asked once
-                request = dataclasses.replace(request, widenable=False)
+            if earlier is not None:  # the launch, its warnings and widening were answered at the test
+                request = dataclasses.replace(request, widenable=False, warnings=[], launch_approved=True)
         with consent_requester(ctx.principal or ctx.installed_by):  # a team's replicas: one consent per asker
             decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:

@@ -34,8 +34,9 @@ function toolRows(c) {
 
 function rows(c) {
   if (c.action === "tools_change") return toolRows(c);
-  var out = [["Server", c.server + (c.version ? " (version " + c.version + ")" : "")],
-             ["Package", c.package_type + ": " + c.package]];
+  var server = ["Server", c.server + (c.version ? " (version " + c.version + ")" : "")];
+  if (c.launch_approved) return [server];  // approved at its test: only the tools are asked (#29 item 10)
+  var out = [server, ["Package", c.package_type + ": " + c.package]];
   if (c.sha256) out.push(["sha256", c.sha256]);
   if (c.runner) out.push(["Runner", c.runner]);
   if (c.command_line && c.command_line.length) out.push(["Command line", c.command_line.join(" ")]);
@@ -111,7 +112,8 @@ function showNext() {
   $("consent-server").textContent = c.server;
   $("consent-verb").textContent = tools ? "Approve the changed tools of" :
     (c.tools && c.tools.length) ? "Allow mcp-setup to install" : "Allow mcp-setup to run";  // the tools: an install's
-  $("consent-intro").hidden = tools;
+  $("consent-intro").hidden = tools || !!c.launch_approved;
+  $("consent-tools-only").hidden = !c.launch_approved;
   $("consent-tools-intro").hidden = !tools;
   var launch = $("consent-launch");
   launch.textContent = "";
@@ -121,8 +123,9 @@ function showNext() {
   });
   var settings = $("consent-settings");
   settings.textContent = "";
-  if (c.destinations && c.destinations.length) settings.appendChild(el("h3", { text: "Where it connects" }));
-  (c.destinations || []).forEach(function (d) {
+  var destinations = c.launch_approved ? [] : (c.destinations || []);  // chosen at its test already
+  if (destinations.length) settings.appendChild(el("h3", { text: "Where it connects" }));
+  destinations.forEach(function (d) {
     var id = "consent-setting-" + d.name;
     settings.appendChild(el("label", { for: id, text: d.name }));
     if (d.description) settings.appendChild(el("p", { class: "note", text: d.description }));
