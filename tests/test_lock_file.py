@@ -184,6 +184,25 @@ def test_a_lock_file_exported_on_one_data_dir_installs_the_same_server_on_a_fres
         assert canary not in text
 
 
+def test_the_tools_left_out_on_one_data_dir_are_in_its_lock_file_and_left_out_where_it_is_applied(
+    tmp_path: Path, canary: str
+) -> None:
+    """#29 item 10: the person's choice travels with the file, never re-exposing a tool they left out."""
+    with published(tmp_path, canary) as (registry, _bundle, _url):
+        laptop = machine(tmp_path, "laptop", registry)
+        install_here(laptop, canary)
+        assert run(laptop, "disable", "stub", "--tool", "whoami").returncode == 0
+        lock, doc, _ = export(laptop, tmp_path)
+        assert doc["servers"][0]["tools"]["left_out"] == ["whoami"]
+        new_laptop = machine(tmp_path, "new-laptop", registry)
+        code, out = apply(new_laptop, lock, (PROMPT, canary))
+        assert code == 0 and f"✓ {STUB} 1.0.0 installed, connected (1 tools) as stub" in out, out
+        [server] = installed(new_laptop)
+        assert server["left_out_by_user"] == ["whoami"] and server["tools"] == ["echo"]
+        code, again = apply(new_laptop, lock)  # the same choice: installed identically
+        assert code == 0 and "1 already installed identically" in again, again
+
+
 def test_a_team_database_exports_its_servers_and_a_laptop_on_sqlite_applies_them(
     tmp_path: Path, canary: str, postgres_url: str
 ) -> None:

@@ -327,7 +327,7 @@ async def _install(runtime: Any, plan: _Plan) -> None:
 
     ctx = CallContext(
         installed_by="cli", principal="user:terminal", present_consent=present_consent,
-        check_prepared=check_prepared, check_tools=tools_as_filed,
+        check_prepared=check_prepared, check_tools=tools_as_filed, left_out=frozenset(entry.left_out),
     )  # fmt: skip
     args: dict[str, Any] = {"qualified_name": entry.qualified_name, "source": entry.registry, "env_refs": env_refs,
                             "env": dict(entry.settings)}  # fmt: skip

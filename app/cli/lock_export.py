@@ -104,7 +104,9 @@ def entry_for(store: Store, server: InstalledServer) -> LockedServer:
         seen.append(value)
     settings = {k.key: values[k.key].reveal() for k in kept if not k.secret}
     secrets = [k.key for k in kept if k.secret]
-    return locked_server(server, settings, secrets, oauth=GRANT_KEY in values)
+    offers = store.offers().get(server.server_id)  # the tools the user left out (#29 item 10)
+    return locked_server(server, settings, secrets, oauth=GRANT_KEY in values,
+                         left_out=sorted(offers.hidden_tools) if offers is not None else ())
 
 
 def _version() -> str:

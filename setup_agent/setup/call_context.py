@@ -59,6 +59,9 @@ class CallContext:
     #: it would be pinned), before the commit, so a refusal leaves nothing installed.
     check_prepared: Callable[[Any], Awaitable[None]] | None = None
     check_tools: Callable[[list[dict[str, Any]]], Awaitable[None]] | None = None
+    #: Tools to leave out at install, chosen by the person for a command of their own (``mcp-setup
+    #: apply``: the lock file's ``left_out``; never a tool argument), as if unticked in the consent.
+    left_out: frozenset[str] = frozenset()
 
 
 class Progress:

@@ -130,7 +130,7 @@ class Installer:
                 member_keys = per_member_keys(args, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values))
                 if ctx.check_prepared is not None:
                     await ctx.check_prepared(prepared)
-                hidden = self.left_out(await self._consent(prepared, ctx, "install"))
+                hidden = self.left_out(await self._consent(prepared, ctx, "install")) | ctx.left_out
                 adopted = self._adopt(prepared)
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)

@@ -8,7 +8,8 @@ The file is JSON (``"format": "mcp-setup-lock", "version": 1``), one entry per s
      "artifact": {"kind": "npm integrity", "digest": "sha512-…"},     # null digest: not recorded
      "launch": {…the launch spec: ${KEY} templates, never values…},
      "sandbox": {"grants": ["/home/me/notes"], "network": true},
-     "tools": {"hash": "<sha256 of the pinned list>", "approved": {"search": "<sha256 of its definition>", …}},
+     "tools": {"hash": "<sha256 of the pinned list>", "approved": {"search": "<sha256 of its definition>", …},
+               "left_out": ["delete_note"]},                           # unticked by the user (optional)
      "secrets": ["ACME_TOKEN"],                                          # names only, never values
      "settings": {"ACME_URL": "https://notes.acme.example"},            # the non-secret values
      "enabled": true}
@@ -62,6 +63,7 @@ class LockedServer:
     network: bool = True
     tools_hash: str | None = None
     tools: dict[str, str] = field(default_factory=dict)  # tool name -> sha256 of its pinned definition
+    left_out: tuple[str, ...] = ()  # the tools the user unticked (#29 item 10): apply leaves them out too
     secrets: tuple[str, ...] = ()
     settings: dict[str, str] = field(default_factory=dict)
     enabled: bool = True
@@ -82,7 +84,8 @@ class LockedServer:
             "qualified_name": self.qualified_name, "registry": self.registry, "version": self.version,
             "package": {"type": self.package_type, "identifier": self.identifier}, "artifact": artifact,
             "launch": self.launch, "sandbox": {"grants": list(self.grants), "network": self.network},
-            "tools": {"hash": self.tools_hash, "approved": dict(sorted(self.tools.items()))},
+            "tools": {"hash": self.tools_hash, "approved": dict(sorted(self.tools.items())),
+                      **({"left_out": list(self.left_out)} if self.left_out else {})},
             "secrets": list(self.secrets), "settings": dict(sorted(self.settings.items())), "enabled": self.enabled,
         }  # fmt: skip
         if self.title:
@@ -101,7 +104,8 @@ def tool_hashes(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def locked_server(
-    server: InstalledServer, settings: Mapping[str, str], secrets: Sequence[str], *, oauth: bool
+    server: InstalledServer, settings: Mapping[str, str], secrets: Sequence[str], *, oauth: bool,
+    left_out: Sequence[str] = (),
 ) -> LockedServer:
     """The lock entry of an installed server; ``settings`` its non-secret values, ``secrets`` the
     names of its secret slots (both as the face chose to write them: see app/cli/lock_export.py)."""
@@ -122,6 +126,7 @@ def locked_server(
         package_type=server.package_type, identifier=str(spec.get("identifier") or ""), digest=digest,
         launch=launch, grants=grants, network=network,
         tools_hash=server.pinned_hash if pinned else None, tools=tool_hashes(pinned),
+        left_out=tuple(sorted(n for n in set(left_out) if any(t.get("name") == n for t in pinned))),
         secrets=tuple(sorted(secrets)), settings=dict(settings), enabled=server.enabled, oauth=oauth,
         title=server.title, digest_note=note,
     )  # fmt: skip
@@ -221,6 +226,9 @@ def _entry(item: Any, n: int) -> LockedServer:
     tools = item.get("tools") or {}
     if not isinstance(tools, dict):
         raise _bad(where, '"tools" must be an object')
+    left_out = tools.get("left_out") or []
+    if not isinstance(left_out, list) or not all(isinstance(n, str) and n for n in left_out):
+        raise _bad(where, '"tools.left_out" must be a list of tool names')
     secrets = item.get("secrets") or []
     if not isinstance(secrets, list) or not all(isinstance(s, str) and s for s in secrets):
         raise _bad(where, '"secrets" must be a list of setting names')
@@ -232,7 +240,7 @@ def _entry(item: Any, n: int) -> LockedServer:
         package_type=_str(package, "type", where) or "", identifier=_str(package, "identifier", where) or "",
         digest=_str(artifact, "digest", where, optional=True), launch=launch, grants=tuple(grants), network=network,
         tools_hash=_str(tools, "hash", where, optional=True),
-        tools=_str_map(tools.get("approved"), where, "tools.approved"),
+        tools=_str_map(tools.get("approved"), where, "tools.approved"), left_out=tuple(sorted(set(left_out))),
         secrets=tuple(secrets), settings=_str_map(item.get("settings"), where, "settings"), enabled=enabled,
         oauth=item.get("oauth") is True, title=_str(item, "title", where, optional=True),
     )  # fmt: skip
@@ -304,6 +312,8 @@ def differences(locked: LockedServer, here: LockedServer) -> list[str]:
         out.append("another launch or sandbox")
     if locked.tools_hash and here.tools_hash != locked.tools_hash:
         out.append("another approved tool list")
+    if set(here.left_out) != set(locked.left_out):
+        out.append("other tools left out")
     if set(here.secrets) != set(locked.secrets):
         out.append("other secret settings")
     names = set(here.settings) | set(locked.settings)
