@@ -194,9 +194,10 @@ def test_the_tools_left_out_on_one_data_dir_are_in_its_lock_file_and_left_out_wh
         assert run(laptop, "disable", "stub", "--tool", "whoami").returncode == 0
         lock, doc, _ = export(laptop, tmp_path)
         assert doc["servers"][0]["tools"]["left_out"] == ["whoami"]
-        new_laptop = machine(tmp_path, "new-laptop", registry)
-        code, out = apply(new_laptop, lock, (PROMPT, canary))
+        new_laptop = machine(tmp_path, "new-laptop", registry, MCP_SETUP_CONSENT="ask")
+        code, out = apply(new_laptop, lock, (r"\[y/N\]: ", "y"), (PROMPT, canary))
         assert code == 0 and f"✓ {STUB} 1.0.0 installed, connected (1 tools) as stub" in out, out
+        assert "Tools (2): echo, whoami" in out and "Left out: whoami" in out  # shown before the one yes/no
         [server] = installed(new_laptop)
         assert server["left_out_by_user"] == ["whoami"] and server["tools"] == ["echo"]
         code, again = apply(new_laptop, lock)  # the same choice: installed identically

@@ -256,6 +256,8 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
         tools = sorted(e.tools)
         listed = ", ".join(tools) if tools else "not recorded in the file (any list is taken)"
         _say(f"    Tools ({len(tools)}): {listed}")
+        if e.left_out:  # unticked where the file was written: left out here too (#29 item 10)
+            _say(f"    Left out: {', '.join(e.left_out)}")
         warnings += _warnings(e)
 
     def ask() -> bool:
