@@ -171,6 +171,8 @@ async def test_the_install_after_a_test_asks_once_more_with_its_tools_and_an_unt
     assert [e.event for e in runtime.store.audit(server_id=server.server_id)] == ["installed", "tools_hidden"]
     got = await call(runtime, "mcp_setup_get", qualified_name=STUB)
     assert got["left_out_by_user"] == ["whoami"] and got["context"]["tool_count"] == 1
+    (listed,) = (await call(runtime, "mcp_setup_list_servers"))["servers"]
+    assert [t["name"] for t in listed["tools"]] == ["echo"] and listed["left_out_by_user"] == ["whoami"]
     with anyio.fail_after(scaled(30)):
         await runtime.gateway.start()
         assert {t.name for t in runtime.gateway.catalog.tools()} == {"stub__echo"}

@@ -291,9 +291,11 @@ class SetupService:
         if wait:
             await self.connections.wait_all_settled(float(wait))
         servers = await asyncio.to_thread(self.store.list)
+        offers = await asyncio.to_thread(self.store.offers)
         out = []
         for s in servers:
             st = self.connections.status(s.server_id)
+            hidden = getattr(offers.get(s.server_id), "hidden_tools", frozenset())  # left out by the user
             item: dict[str, Any] = {
                 "server_id": s.server_id,
                 "qualified_name": s.qualified_name,
@@ -302,7 +304,7 @@ class SetupService:
                 "enabled": s.enabled,
                 "status": st.status if s.enabled else "disabled",
                 # Only the approved forms (pins.py): the live list may hold what the user has not seen.
-                "tools": list(s.tools),
+                "tools": [t for t in s.tools if t.get("name") not in hidden],
                 "installed_by": s.installed_by,
                 "installed_at": s.installed_at.isoformat(),
                 "version": s.version,
@@ -310,6 +312,8 @@ class SetupService:
             }
             if st.reason:
                 item["reason"] = st.reason
+            if hidden:
+                item["left_out_by_user"] = sorted(hidden)  # #29 item 10: not listed, not callable
             if (change := s.tools_change()) is not None:  # names only; approved out of band
                 item["tools_change"] = {"state": change["state"], "summary": change["summary"]}
                 if change["state"] == "changed" and s.enabled:

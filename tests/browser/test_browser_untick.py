@@ -84,6 +84,11 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
 
         done = page.locator(".result-card.installed")
         expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
+        card = page.locator("li.server", has_text="stub")
+        expect(card.locator(".left-out")).to_contain_text("You left out: whoami")  # the installed list says so
+        expect(card.locator("details.tools summary")).to_have_text("1 tool")
+        card.scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "29-untick-list-390x844.png"))
         sent = [json.loads(f) for f in watch.received if '"consent_request"' in f]
         assert [[t["name"] for t in f["consent"]["tools"]] for f in sent] == [[], ["echo", "whoami"]]
 

@@ -112,6 +112,9 @@ function renderServers(servers) {
       server.tools_change ? el("p", { class: server.tools_change.state === "changed" ? "error" : "muted small",
         text: (server.tools_change.state === "changed" ? "Its tools changed since you approved them (held back until you approve): "
                : "You rejected its changed tools (the approved ones stay): ") + server.tools_change.summary }) : null,
+      (server.left_out_by_user || []).length ? el("p", { class: "muted small left-out", text: "You left out: " +
+        server.left_out_by_user.join(", ") + " (your assistant does not see them; mcp-setup enable " + server.slug +
+        " --tool TOOL turns one back on)." }) : null,  // unticked at install (#29 item 10)
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
       detailsPart(server, openMore[server.slug]),  // by slug: an update gives it a new id
