@@ -187,6 +187,8 @@ class FastCalls:
     def close(self) -> None:
         for task in list(self._tasks.values()):
             task.cancel()
+        if self.taken:
+            logger.info("stdio: %d tool calls answered on the fast path", self.taken)
 
 
 def _wire_result(version: str, result: Any) -> dict[str, Any]:

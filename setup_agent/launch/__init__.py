@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
-    from .raw_lane import LaneClosed, RawLane
+    from .raw_lane import LANE_BASE, LaneClosed, RawLane
     from .repairs import apply_repair, explain_failure
     from .grants import NOT_ISOLATED, granted_paths, profile_words
     from .sandbox import Sandbox, sandboxed
@@ -67,6 +67,7 @@ __all__ = [
     "fill_result",
     "granted_paths",
     "HttpWatch",
+    "LANE_BASE",
     "LaneClosed",
     "LaunchSpec",
     "list_all_tools",
@@ -117,6 +118,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "fill_result": "lenient",
     "granted_paths": "grants",
     "HttpWatch": "connector",
+    "LANE_BASE": "raw_lane",
     "LaneClosed": "raw_lane",
     "LaunchSpec": "spec",
     "list_all_tools": "connector",
