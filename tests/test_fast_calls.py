@@ -33,6 +33,9 @@ EXTRA = [
     {"name": "broken", "description": "Not a tools/call result.", "inputSchema": {"type": "object", "properties": {}},
      "_stubResult": {"content": "not a list", "isError": "perhaps"}},
     {"name": "quiet", "description": "Hidden by the user.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "ask", "description": "Asks the client to sample.", "inputSchema": {"type": "object", "properties": {}},
+     "_stubRequest": {"method": "sampling/createMessage", "params": {
+         "messages": [{"role": "user", "content": {"type": "text", "text": "my key is {KEY}"}}], "maxTokens": 5}}},
 ]  # fmt: skip
 CONCURRENT = 8
 
@@ -70,76 +73,98 @@ def _script(canary: str) -> list[dict[str, Any]]:
         _call(3, "stub__big", {}),  # cut at MCP_SETUP_MAX_RESULT_CHARS
         _call(4, "stub__broken", {}),  # said in words, never a validation dump
         _call(5, "stub__quiet", {}),  # hidden: an unknown tool
+        _call(6, "stub__ask", {}),  # the server asks the client to sample during the call (redacted)
     ]
     calls += [_call(100 + i if i % 2 else f"c-{i}", "stub__echo", {"text": f"n{i}"}) for i in range(CONCURRENT)]
     return calls
 
 
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "fine"}, "model": "m"}
+
+
 async def _converse(env: dict[str, str], canary: str) -> tuple[dict[Any, Any], str, str]:
-    """Initialize, call once (the server starts), then send every call of the script at once and
-    close stdin: the face answers them all before it exits. Returns answers by id, stdout, stderr."""
+    """Initialize (declaring sampling), load the core (the server starts and its tools are
+    recorded), call once, then send every call of the script at once, answering the server's
+    sampling requests as they come; close stdin once all are answered. Returns answers by id,
+    stdout, stderr."""
     first = [
         {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fast-test", "version": "1"}}},
+            "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+            "clientInfo": {"name": "fast-test", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        _call("load", "mcp_setup_list_servers", {}),  # loads the core: the server starts, its tools recorded
+        _call("load", "mcp_setup_list_servers", {}),
     ]  # fmt: skip
     out: list[str] = []
+    seen: list[dict[str, Any]] = []
     err = bytearray()
+    arrived = anyio.Event()
     async with await anyio.open_process(
         mcp_setup_argv("mcp"), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as proc:
         assert proc.stdin and proc.stdout and proc.stderr
+        stdin = proc.stdin
+
+        async def send(*messages: dict[str, Any]) -> None:
+            await stdin.send("".join(json.dumps(m) + "\n" for m in messages).encode())
 
         async def read_err() -> None:
             async for chunk in proc.stderr:  # type: ignore[union-attr]
                 err.extend(chunk)
 
+        async def read_out() -> None:
+            nonlocal arrived
+            buffer = b""
+            async for chunk in proc.stdout:  # type: ignore[union-attr]
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in (raw.decode() for raw in lines if raw.strip()):
+                    out.append(line)
+                    message = json.loads(line)
+                    seen.append(message)
+                    if message.get("method") == "sampling/createMessage" and "id" in message:
+                        await send({"jsonrpc": "2.0", "id": message["id"], "result": SAMPLED})
+                arrived.set()
+                arrived = anyio.Event()
+
+        async def until(check: Any) -> None:
+            while not any(check(m) for m in seen):
+                await arrived.wait()
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_err)
-            await proc.stdin.send("".join(json.dumps(m) + "\n" for m in first).encode())
-            buffer = b""
-
-            async def until(check: Any) -> None:
-                nonlocal buffer
-                async for chunk in proc.stdout:  # type: ignore[union-attr]
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    out.extend(line.decode() for line in lines if line.strip())
-                    if any(check(json.loads(line)) for line in out):
-                        return
-
+            tg.start_soon(read_out)
             with anyio.fail_after(scaled(60)):
+                await send(*first)
                 # Its tools listed and recorded, the gateway says the list changed; then one call
-                # by the SDK's path (the fast path takes calls once the core and server are up).
+                # (the fast path takes calls once the core and the server are up).
                 await until(lambda m: m.get("method") == "notifications/tools/list_changed")
-                await proc.stdin.send((json.dumps(_call("warm", "stub__whoami", {})) + "\n").encode())
+                await send(_call("warm", "stub__whoami", {}))
                 await until(lambda m: m.get("id") == "warm")
-                await proc.stdin.send("".join(json.dumps(m) + "\n" for m in _script(canary)).encode())
-                await proc.stdin.aclose()
-                async for chunk in proc.stdout:
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    out.extend(line.decode() for line in lines if line.strip())
+                script = _script(canary)
+                await send(*script)
+                for call in script:
+                    await until(lambda m, rid=call["id"]: m.get("id") == rid and "method" not in m)
+                await stdin.aclose()
                 await proc.wait()
-    answers = {m["id"]: m for m in map(json.loads, out) if "id" in m and "method" not in m}
+    answers = {m["id"]: m for m in seen if "id" in m and "method" not in m}
     return answers, "\n".join(out), err.decode("utf-8", "replace")
 
 
 async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_every_rule(tmp_path: Path, canary: str) -> None:
     answers: dict[str, dict[Any, Any]] = {}
+    stdout_of: dict[str, list[str]] = {}
     for mode in ("true", "false"):
         home = tmp_path / mode
         _install(home, canary)
         env = face_env(home, MCP_SETUP_FAST_CALLS=mode, MCP_SETUP_MAX_RESULT_CHARS="1000", MCP_SETUP_SANDBOX="off")  # the tools file is outside any sandbox
         answers[mode], stdout, stderr = await _converse(env, canary)
+        stdout_of[mode] = stdout.splitlines()
         assert canary not in stdout and canary not in stderr
         taken = "tool calls answered on the fast path" in stderr
         assert taken is (mode == "true"), stderr[-2000:]
         if mode == "true":  # every call of the script that routes to the connected server (not the hidden
             # one); the warm-up call too when the server was connected by then
             taken_count = int(re.findall(r"stdio: (\d+) tool calls answered on the fast path", stderr)[-1])
-            assert taken_count in (4 + CONCURRENT, 5 + CONCURRENT), stderr[-2000:]
+            assert taken_count in (5 + CONCURRENT, 6 + CONCURRENT), stderr[-2000:]
     fast, sdk = answers["true"], answers["false"]
     assert set(fast) == set(sdk) == {0, "load", "warm"} | {m["id"] for m in _script(canary)}
     assert fast["warm"]["result"]["content"][0]["text"] == "ok"
@@ -157,6 +182,9 @@ async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_e
     broken = fast[4]["result"]
     assert broken["isError"] is True and "cannot read" in broken["content"][0]["text"]
     assert fast[5]["error"]["code"] == -32602 and "Unknown tool" in fast[5]["error"]["message"]
+    assert json.loads(fast[6]["result"]["content"][0]["text"]) == SAMPLED  # relayed to this client, answered
+    asked = [m for m in json.loads("[" + ",".join(stdout_of["true"]) + "]") if m.get("method") == "sampling/createMessage"]
+    assert asked and asked[0]["params"]["messages"][0]["content"]["text"] == "my key is [secret:STUB_API_KEY]"
     for i in range(CONCURRENT):  # each id got its own call's answer
         assert fast[100 + i if i % 2 else f"c-{i}"]["result"]["content"][0]["text"] == f"n{i}"
 
