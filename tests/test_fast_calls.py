@@ -40,6 +40,11 @@ EXTRA = [
 CONCURRENT = 8
 
 
+def _env(home: Path, fast: str) -> dict[str, str]:
+    return face_env(home, MCP_SETUP_FAST_CALLS=fast, MCP_SETUP_MAX_RESULT_CHARS="1000",
+                    MCP_SETUP_SANDBOX="off")  # fmt: skip  # the tools file is outside any sandbox
+
+
 def _install(home: Path, canary: str) -> None:
     import keyring.backends.fail
 
@@ -82,11 +87,13 @@ def _script(canary: str) -> list[dict[str, Any]]:
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "fine"}, "model": "m"}
 
 
-async def _converse(env: dict[str, str], canary: str) -> tuple[dict[Any, Any], str, str]:
+async def _converse(
+    env: dict[str, str], script: list[dict[str, Any]], cancel: Any = None
+) -> tuple[dict[Any, Any], str, str]:
     """Initialize (declaring sampling), load the core (the server starts and its tools are
-    recorded), call once, then send every call of the script at once, answering the server's
-    sampling requests as they come; close stdin once all are answered. Returns answers by id,
-    stdout, stderr."""
+    recorded), call once, then send every call of ``script`` at once, answering the server's
+    sampling requests as they come (or, with ``cancel``, cancelling that request id instead);
+    close stdin once every other call is answered. Returns answers by id, stdout, stderr."""
     first = [
         {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
@@ -121,7 +128,11 @@ async def _converse(env: dict[str, str], canary: str) -> tuple[dict[Any, Any], s
                     message = json.loads(line)
                     seen.append(message)
                     if message.get("method") == "sampling/createMessage" and "id" in message:
-                        await send({"jsonrpc": "2.0", "id": message["id"], "result": SAMPLED})
+                        if cancel is None:
+                            await send({"jsonrpc": "2.0", "id": message["id"], "result": SAMPLED})
+                        else:  # the user gave up on the call that asked
+                            await send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                        "params": {"requestId": cancel, "reason": "user gave up"}})  # fmt: skip
                 arrived.set()
                 arrived = anyio.Event()
 
@@ -139,10 +150,14 @@ async def _converse(env: dict[str, str], canary: str) -> tuple[dict[Any, Any], s
                 await until(lambda m: m.get("method") == "notifications/tools/list_changed")
                 await send(_call("warm", "stub__whoami", {}))
                 await until(lambda m: m.get("id") == "warm")
-                script = _script(canary)
                 await send(*script)
+                if cancel is not None:  # the face reads the cancel before this (SDK path) request
+                    await until(lambda m: m.get("method") == "sampling/createMessage")
+                    await send({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+                    await until(lambda m: m.get("id") == "after")
                 for call in script:
-                    await until(lambda m, rid=call["id"]: m.get("id") == rid and "method" not in m)
+                    if call["id"] != cancel:
+                        await until(lambda m, rid=call["id"]: m.get("id") == rid and "method" not in m)
                 await stdin.aclose()
                 await proc.wait()
     answers = {m["id"]: m for m in seen if "id" in m and "method" not in m}
@@ -155,15 +170,15 @@ async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_e
     for mode in ("true", "false"):
         home = tmp_path / mode
         _install(home, canary)
-        env = face_env(home, MCP_SETUP_FAST_CALLS=mode, MCP_SETUP_MAX_RESULT_CHARS="1000", MCP_SETUP_SANDBOX="off")  # the tools file is outside any sandbox
-        answers[mode], stdout, stderr = await _converse(env, canary)
+        env = _env(home, mode)
+        answers[mode], stdout, stderr = await _converse(env, _script(canary))
         stdout_of[mode] = stdout.splitlines()
         assert canary not in stdout and canary not in stderr
-        taken = "tool calls answered on the fast path" in stderr
+        taken = "tool calls taken on the fast path" in stderr
         assert taken is (mode == "true"), stderr[-2000:]
         if mode == "true":  # every call of the script that routes to the connected server (not the hidden
             # one); the warm-up call too when the server was connected by then
-            taken_count = int(re.findall(r"stdio: (\d+) tool calls answered on the fast path", stderr)[-1])
+            taken_count = int(re.findall(r"stdio: (\d+) tool calls taken on the fast path", stderr)[-1])
             assert taken_count in (5 + CONCURRENT, 6 + CONCURRENT), stderr[-2000:]
     fast, sdk = answers["true"], answers["false"]
     assert set(fast) == set(sdk) == {0, "load", "warm"} | {m["id"] for m in _script(canary)}
@@ -249,3 +264,17 @@ async def test_lane_answers_reach_their_own_request_in_any_order_with_progress_f
         await pending
     with pytest.raises(LaneClosed):
         await lane.request("tools/call", {"name": "e"})
+
+
+async def test_a_cancelled_fast_call_gets_no_answer_as_on_the_sdk_path(tmp_path: Path, canary: str) -> None:
+    answers: dict[str, dict[Any, Any]] = {}
+    for mode in ("true", "false"):
+        home = tmp_path / mode
+        _install(home, canary)
+        script = [_call(7, "stub__ask", {}), _call(8, "stub__big", {})]  # 7 waits on its question to the client
+        answers[mode], stdout, stderr = await _converse(_env(home, mode), script, cancel=7)
+        assert 7 not in answers[mode] and "after" in answers[mode]  # never answered once cancelled
+        taken = re.findall(r"stdio: (\d+) tool calls taken on the fast path", stderr)
+        assert (taken[-1] in ("2", "3") if mode == "true" else not taken), stderr[-2000:]  # 3: the warm-up too
+        assert canary not in stdout and canary not in stderr
+    assert answers["true"][8] == answers["false"][8]

@@ -75,7 +75,7 @@ class FastCalls:
         self.connection: Any = None  # the client's connection, seen by :meth:`track`
         self._tasks: dict[Any, asyncio.Task[None]] = {}
         self._cancelled: set[Any] = set()
-        self.taken = 0  # requests answered here (tests and the bench read it)
+        self.taken = 0  # requests taken here (logged at the end)
 
     async def track(self, ctx: Any, call_next: Any) -> Any:
         """Server middleware: remember the connection requests come on (its version, its client)."""
@@ -118,6 +118,7 @@ class FastCalls:
             return False
         task = asyncio.get_running_loop().create_task(self._answer(connection, message.id, typed))
         self._tasks[message.id] = task
+        self.taken += 1
         task.add_done_callback(lambda _t, key=message.id: self._done(key))
         return True
 
@@ -166,7 +167,6 @@ class FastCalls:
             except ValidationError:  # as the SDK's runner: the detail stays in the log (it may quote the result)
                 logger.exception("handler for 'tools/call' returned an invalid result")
                 message["error"] = {"code": INTERNAL_ERROR, "message": "Handler returned an invalid result"}
-        self.taken += 1
         self._send(message)
         await self._drain()
 
@@ -188,7 +188,7 @@ class FastCalls:
         for task in list(self._tasks.values()):
             task.cancel()
         if self.taken:
-            logger.info("stdio: %d tool calls answered on the fast path", self.taken)
+            logger.info("stdio: %d tool calls taken on the fast path", self.taken)
 
 
 def _wire_result(version: str, result: Any) -> dict[str, Any]:

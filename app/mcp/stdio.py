@@ -228,6 +228,13 @@ async def _drained(
                 message = getattr(item, "message", None)
                 if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
                     pending.add(message.id)
+                elif getattr(message, "method", None) == "notifications/cancelled":
+                    # A cancelled request is never answered: the end of input must not wait for it.
+                    cancelled = (getattr(message, "params", None) or {}).get("requestId")
+                    if isinstance(cancelled, (int, str)) and cancelled in pending:
+                        pending.discard(cancelled)
+                        for event in answered:
+                            event.set()
                 await in_send.send(item)
             with anyio.move_on_after(grace):
                 while pending:

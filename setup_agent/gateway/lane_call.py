@@ -15,6 +15,7 @@ caller then goes the SDK's way.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import mcp_types as types
@@ -32,6 +33,7 @@ __all__ = ["lane_call"]
 
 
 
+@cache
 def _later_fields(version: str) -> frozenset[str]:
     """The result keys a later revision declares but ``version`` does not (the SDK's own rule)."""
     try:
