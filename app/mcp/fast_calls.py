@@ -30,6 +30,7 @@ import mcp_types as types
 from mcp_types import INTERNAL_ERROR
 from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.shared.dispatcher import as_request_id, coerce_request_id
 from pydantic import ValidationError
 
 from setup_agent.setup import TOOL_NAMES
@@ -107,7 +108,8 @@ class FastCalls:
         if not isinstance(message, types.JSONRPCRequest) or message.method != "tools/call":
             return False
         params = message.params
-        if not isinstance(params, dict) or "_meta" in params or message.id in self._tasks:
+        key = coerce_request_id(message.id)  # "7" and 7 are one id, as the SDK keys its requests
+        if not isinstance(params, dict) or "_meta" in params or key in self._tasks:
             return False
         try:
             _methods.validate_client_request("tools/call", version, params)
@@ -117,9 +119,9 @@ class FastCalls:
         if typed.name in TOOL_NAMES or not self._connected(runtime, typed.name):
             return False
         task = asyncio.get_running_loop().create_task(self._answer(connection, message.id, typed))
-        self._tasks[message.id] = task
+        self._tasks[key] = task
         self.taken += 1
-        task.add_done_callback(lambda _t, key=message.id: self._done(key))
+        task.add_done_callback(lambda _t: self._done(key))
         return True
 
     @staticmethod
@@ -137,11 +139,12 @@ class FastCalls:
             return False
         if not isinstance(message, types.JSONRPCNotification) or message.method != "notifications/cancelled":
             return False
-        request_id = (message.params or {}).get("requestId")
-        task = self._tasks.get(request_id) if isinstance(request_id, (int, str)) else None
+        request_id = as_request_id((message.params or {}).get("requestId"))  # never a bool
+        key = coerce_request_id(request_id) if request_id is not None else None
+        task = self._tasks.get(key) if key is not None else None
         if task is None:
             return False
-        self._cancelled.add(request_id)
+        self._cancelled.add(key)
         task.cancel()
         return True
 
@@ -156,7 +159,7 @@ class FastCalls:
         try:
             result = await self.face._call_tool(_CallContext(connection, request_id), params)
         except asyncio.CancelledError:
-            if request_id not in self._cancelled:  # shutdown: the SDK answers "Connection closed"
+            if coerce_request_id(request_id) not in self._cancelled:  # shutdown: the SDK answers "Connection closed"
                 self._send({**message, "error": {"code": types.CONNECTION_CLOSED, "message": "Connection closed"}})
             raise
         except Exception as exc:
