@@ -60,7 +60,8 @@ def _install(home: Path, canary: str) -> None:
     with Store.for_data_dir(data, vault) as store:
         server = store.install(
             qualified_name="io.test/stub", source="local", version="1", package_type="stdio",
-            launch_spec=stub_launch(canary, "echo_env", STUB_TOOLS_FILE=str(tools_file)), installed_by="test",
+            launch_spec=stub_launch(canary, "echo_env,flood", STUB_TOOLS_FILE=str(tools_file), STUB_FLOOD_COUNT="3"),
+            installed_by="test",
             tools_hash="x", env={"STUB_API_KEY": (canary, True)}, title="Stub", tools=None,
         )  # fmt: skip
         store.set_hidden_tools(server.server_id, ["quiet"], actor="user:terminal")
@@ -79,7 +80,9 @@ def _script(canary: str) -> list[dict[str, Any]]:
         _call(4, "stub__broken", {}),  # said in words, never a validation dump
         _call(5, "stub__quiet", {}),  # hidden: an unknown tool
         _call(6, "stub__ask", {}),  # the server asks the client to sample during the call (redacted)
-    ]
+        {**_call(9, "stub__echo", {"text": "slowly"}), "params": {  # its 3 progress notifications, then the answer
+            "name": "stub__echo", "arguments": {"text": "slowly"}, "_meta": {"progressToken": "p-9"}}},
+    ]  # fmt: skip
     calls += [_call(100 + i if i % 2 else f"c-{i}", "stub__echo", {"text": f"n{i}"}) for i in range(CONCURRENT)]
     return calls
 
@@ -179,7 +182,7 @@ async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_e
         if mode == "true":  # every call of the script that routes to the connected server (not the hidden
             # one); the warm-up call too when the server was connected by then
             taken_count = int(re.findall(r"stdio: (\d+) tool calls taken on the fast path", stderr)[-1])
-            assert taken_count in (5 + CONCURRENT, 6 + CONCURRENT), stderr[-2000:]
+            assert taken_count in (6 + CONCURRENT, 7 + CONCURRENT), stderr[-2000:]
     fast, sdk = answers["true"], answers["false"]
     assert set(fast) == set(sdk) == {0, "load", "warm"} | {m["id"] for m in _script(canary)}
     assert fast["warm"]["result"]["content"][0]["text"] == "ok"
@@ -200,6 +203,15 @@ async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_e
     assert json.loads(fast[6]["result"]["content"][0]["text"]) == SAMPLED  # relayed to this client, answered
     asked = [m for m in json.loads("[" + ",".join(stdout_of["true"]) + "]") if m.get("method") == "sampling/createMessage"]
     assert asked and asked[0]["params"]["messages"][0]["content"]["text"] == "my key is [secret:STUB_API_KEY]"
+    progress: dict[str, list[Any]] = {}
+    for mode, lines in stdout_of.items():  # the progress of call 9 under its own token, all before its answer
+        messages = [json.loads(line) for line in lines]
+        answer_at = next(i for i, m in enumerate(messages) if m.get("id") == 9 and "method" not in m)
+        heard = [(i, m["params"]) for i, m in enumerate(messages) if m.get("method") == "notifications/progress"]
+        assert all(params["progressToken"] == "p-9" for _, params in heard)
+        assert len(heard) == 3 and all(i < answer_at for i, _ in heard), (mode, heard, answer_at)
+        progress[mode] = [params for _, params in heard]
+    assert progress["true"] == progress["false"]
     for i in range(CONCURRENT):  # each id got its own call's answer
         assert fast[100 + i if i % 2 else f"c-{i}"]["result"]["content"][0]["text"] == f"n{i}"
 

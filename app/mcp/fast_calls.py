@@ -11,8 +11,8 @@ SDK's answers use too (lines never interleave).
 
 It takes a request only when the SDK would hand it to that handler as it is: a JSON-RPC
 request the SDK's own parser reads, on an initialized 2025-era (handshake) connection, whose
-params the SDK's checks accept and carry no ``_meta`` (no progress token, no 2026-07-28
-envelope). Everything else — ``initialize``, lists, the setup tools, notifications, a server
+params the SDK's checks accept and carry no ``_meta`` but a progress token (its progress is
+written by the same writer as the answer, so it always comes first). Everything else — ``initialize``, lists, the setup tools, notifications, a server
 not started yet, 2026-07-28 sessions — goes to the SDK exactly as before. A
 ``notifications/cancelled`` of a request taken here cancels it here (no answer is sent, as
 the SDK does). The server middleware is not run for a fast call (the face's own only tracks
@@ -48,20 +48,47 @@ logger = logging.getLogger("app.mcp.face")
 DRAIN_SECONDS = 60.0
 
 
+class _RequestChannel:
+    """A fast call's request-scoped channel: the connection's own (a stdio connection has one
+    pipe: a server request relayed during the call reaches the client on it, as the SDK's
+    request channel would send it), and the call's progress, written by the fast path's writer
+    so that it always comes before the call's answer (the SDK's ``progress``, same message)."""
+
+    can_send_request = True
+
+    def __init__(self, outbound: Any, token: Any, send: Any, drain: Any) -> None:
+        self._outbound, self._token, self._send, self._drain = outbound, token, send, drain
+
+    async def send_raw_request(self, method: str, params: Any, opts: Any = None) -> dict[str, Any]:
+        return await self._outbound.send_raw_request(method, params, opts)
+
+    async def notify(self, method: str, params: Any, opts: Any = None) -> None:
+        await self._outbound.notify(method, params, opts)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self._token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self._send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        await self._drain()
+
+
 class _CallContext:
     """What the face's handler reads of a request context (session, id, version, meta)."""
 
     __slots__ = ("meta", "protocol_version", "request", "request_id", "session")
 
-    def __init__(self, connection: Any, request_id: Any) -> None:
+    def __init__(self, connection: Any, request_id: Any, channel: _RequestChannel, token: Any) -> None:
         from mcp.server.session import ServerSession
 
-        # A stdio connection's standalone channel is its request channel too: a server request
-        # relayed during the call goes to the client on the same pipe, as related to this id.
-        self.session = ServerSession(connection.outbound, connection)
+        self.session = ServerSession(channel, connection)  # type: ignore[arg-type]
         self.request_id = request_id
         self.protocol_version = connection.protocol_version
-        self.meta = None  # no _meta: a request with one goes the SDK's way
+        self.meta = {"progressToken": token} if token is not None else None  # the only _meta taken here
         self.request = None  # stdio: no HTTP scope (the principal is the local client)
 
 
@@ -109,8 +136,16 @@ class FastCalls:
             return False
         params = message.params
         key = coerce_request_id(message.id)  # "7" and 7 are one id, as the SDK keys its requests
-        if not isinstance(params, dict) or "_meta" in params or key in self._tasks:
+        if not isinstance(params, dict) or key in self._tasks:
             return False
+        token = None
+        if "_meta" in params:  # only a progress token (a 2026-07-28 envelope, or anything else: the SDK's)
+            meta = params["_meta"]
+            if not isinstance(meta, dict) or set(meta) != {"progressToken"}:
+                return False
+            token = as_request_id(meta["progressToken"])
+            if token is None:
+                return False
         try:
             _methods.validate_client_request("tools/call", version, params)
             typed = types.CallToolRequestParams.model_validate(params, by_name=False)
@@ -118,7 +153,7 @@ class FastCalls:
             return False  # the SDK's own error answers it
         if typed.name in TOOL_NAMES or not self._connected(runtime, typed.name):
             return False
-        task = asyncio.get_running_loop().create_task(self._answer(connection, message.id, typed))
+        task = asyncio.get_running_loop().create_task(self._answer(connection, message.id, typed, token))
         self._tasks[key] = task
         self.taken += 1
         task.add_done_callback(lambda _t: self._done(key))
@@ -153,11 +188,12 @@ class FastCalls:
         self._cancelled.discard(key)
 
     # -- one call ------------------------------------------------------------------------
-    async def _answer(self, connection: Any, request_id: Any, params: types.CallToolRequestParams) -> None:
+    async def _answer(self, connection: Any, request_id: Any, params: types.CallToolRequestParams, token: Any) -> None:
         version = connection.protocol_version
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        channel = _RequestChannel(connection.outbound, token, self._send, self._drain)
         try:
-            result = await self.face._call_tool(_CallContext(connection, request_id), params)
+            result = await self.face._call_tool(_CallContext(connection, request_id, channel, token), params)
         except asyncio.CancelledError:
             if coerce_request_id(request_id) not in self._cancelled:  # shutdown: the SDK answers "Connection closed"
                 self._send({**message, "error": {"code": types.CONNECTION_CLOSED, "message": "Connection closed"}})
