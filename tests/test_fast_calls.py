@@ -199,7 +199,9 @@ async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_e
     assert "characters were left out" in cut[-1]["text"]
     broken = fast[4]["result"]
     assert broken["isError"] is True and "cannot read" in broken["content"][0]["text"]
-    assert fast[5]["error"]["code"] == -32602 and "Unknown tool" in fast[5]["error"]["message"]
+    quiet = fast[5]  # hidden: refused (an unknown tool, or a refusal that says the user left it out)
+    assert "quiet ok" not in json.dumps(quiet)  # the stub never ran it
+    assert quiet.get("error", {}).get("code") == -32602 or quiet["result"]["isError"] is True, quiet
     assert json.loads(fast[6]["result"]["content"][0]["text"]) == SAMPLED  # relayed to this client, answered
     asked = [m for m in json.loads("[" + ",".join(stdout_of["true"]) + "]") if m.get("method") == "sampling/createMessage"]
     assert asked and asked[0]["params"]["messages"][0]["content"]["text"] == "my key is [secret:STUB_API_KEY]"
