@@ -133,12 +133,20 @@ async def _pipe_stdout() -> _PipeOut | None:
     try:
         if not stat.S_ISFIFO(os.fstat(1).st_mode) and not stat.S_ISSOCK(os.fstat(1).st_mode):
             return None
-        loop = asyncio.get_running_loop()
         saved = os.dup(1)
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(os.dup(1), "wb", buffering=0)
-        )
     except (OSError, ValueError):
+        return None
+    try:
+        pipe = os.fdopen(os.dup(1), "wb", buffering=0)
+    except OSError:
+        os.close(saved)
+        return None
+    try:
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    except (OSError, ValueError):  # e.g. a loop that cannot watch this pipe: the SDK's writer
+        pipe.close()
+        os.close(saved)
         return None
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     os.dup2(2, 1)
