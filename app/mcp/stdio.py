@@ -4,7 +4,9 @@
 ``initialize`` before it loads the core (tool calls wait for it), reads stdin on the event loop
 so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF, also one
 the SDK cannot read (#24 item 10: ``-32700`` parse error, ``-32600`` invalid request, ``-32602``
-invalid params; one log line without values).
+invalid params; one log line without values). With both ends pipes, stdout is written on the
+event loop too, and a ``tools/call`` of a connected installed tool is answered beside the SDK's
+server (fast_calls.py, #29).
 """
 
 from __future__ import annotations
@@ -82,17 +84,73 @@ class _PipeLines:
         #: Each line read, until the SDK's item for it is taken (one item per line, in order):
         #: a line the SDK cannot read is answered from it (#24 item 10).
         self.lines: deque[str] = deque()
+        self.fast: Any = None  # fast_calls.FastCalls: sees each line first; a line it takes is not the SDK's
 
     def __aiter__(self) -> _PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        text = line.decode("utf-8", "replace")
-        self.lines.append(text)
-        return text
+        while True:
+            line = await self._reader.readline()
+            if not line:
+                if self.fast is not None:
+                    await self.fast.drain()  # its calls are answered before the SDK's side ends
+                raise StopAsyncIteration
+            text = line.decode("utf-8", "replace")
+            if self.fast is not None and self.fast.claim(text):
+                continue
+            self.lines.append(text)
+            return text
+
+
+class _PipeOut:
+    """stdout (a pipe) written on the event loop, for the SDK's answers and the fast path's alike:
+    one writer, so their lines never interleave, and no thread hop per answer."""
+
+    def __init__(self, writer: asyncio.StreamWriter, saved_fd: int) -> None:
+        self.writer = writer
+        self._saved_fd = saved_fd
+
+    async def write(self, text: str) -> None:  # what stdio_server calls for each answer
+        self.writer.write(text.encode("utf-8"))
+        await self.writer.drain()
+
+    async def flush(self) -> None:
+        return None
+
+    def restore(self) -> None:
+        """Point fd 1 at the wire again (it pointed at stderr while serving)."""
+        with contextlib.suppress(OSError):
+            os.dup2(self._saved_fd, 1)
+            os.close(self._saved_fd)
+
+
+async def _pipe_stdout() -> _PipeOut | None:
+    """A :class:`_PipeOut` over a duplicate of fd 1, or None (the SDK's writer) for files/ttys.
+
+    While serving, fd 1 points at stderr, as the SDK's own claim does: stray output of ours or
+    of a child misses the wire."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(1).st_mode) and not stat.S_ISSOCK(os.fstat(1).st_mode):
+            return None
+        saved = os.dup(1)
+    except (OSError, ValueError):
+        return None
+    try:
+        pipe = os.fdopen(os.dup(1), "wb", buffering=0)
+    except OSError:
+        os.close(saved)
+        return None
+    try:
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    except (OSError, ValueError):  # e.g. a loop that cannot watch this pipe: the SDK's writer
+        pipe.close()
+        os.close(saved)
+        return None
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    os.dup2(2, 1)
+    return _PipeOut(writer, saved)
 
 
 _PARSE_ERROR, _INVALID_REQUEST, _INVALID_PARAMS = -32700, -32600, -32602
@@ -178,6 +236,13 @@ async def _drained(
                 message = getattr(item, "message", None)
                 if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
                     pending.add(message.id)
+                elif getattr(message, "method", None) == "notifications/cancelled":
+                    # A cancelled request is never answered: the end of input must not wait for it.
+                    cancelled = (getattr(message, "params", None) or {}).get("requestId")
+                    if isinstance(cancelled, (int, str)) and cancelled in pending:
+                        pending.discard(cancelled)
+                        for event in answered:
+                            event.set()
                 await in_send.send(item)
             with anyio.move_on_after(grace):
                 while pending:
@@ -264,18 +329,35 @@ async def run_stdio(
             return
         holder.append(runtime)
         face.provide(runtime)
+        for calls in fast:
+            calls.runtime = runtime
         await runtime.start(eager=False)  # servers start on their first call
 
+    fast: list[Any] = []  # fast_calls.FastCalls, when stdin and stdout are pipes (MCP_SETUP_FAST_CALLS)
+    out: _PipeOut | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(load)
             stdin = await _cancellable_stdin()
-            async with stdio_server(stdin=stdin) as (read_stream, write_stream), _drained(
+            if stdin is not None and getattr(settings, "fast_calls", True):
+                out = await _pipe_stdout()
+            if out is not None:
+                from .fast_calls import FastCalls
+
+                fast.append(FastCalls(face, out.writer.write, out.writer.drain))
+                fast[0].runtime = holder[0] if holder else None  # the core may have loaded already
+                stdin.fast = fast[0]
+                face.server.middleware.append(fast[0].track)
+            async with stdio_server(stdin=stdin, stdout=out) as (read_stream, write_stream), _drained(  # type: ignore[arg-type]
                 read_stream, write_stream, answered_once=answered_once, lines=getattr(stdin, "lines", None)
             ) as streams:
                 await face.server.run(*streams, face.initialization_options())
             tg.cancel_scope.cancel()
     finally:
+        for calls in fast:
+            calls.close()
         face.close()
         for runtime in holder:
             await runtime.aclose()
+        if out is not None:
+            out.restore()
