@@ -71,7 +71,9 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
     return rows
 
 
-_ENABLE = "mcp-setup enable SERVER --tool TOOL"
+def _enable(request: ConsentRequest) -> str:
+    """The command that turns a left-out tool back on, for this server (a qualified name resolves)."""
+    return f"mcp-setup enable {request.server} --tool TOOL"
 
 
 def tools_note(request: ConsentRequest) -> str:
@@ -80,7 +82,7 @@ def tools_note(request: ConsentRequest) -> str:
     return (
         f"Its {len(request.tools)} tools add about {total} tokens to every conversation with your assistant. "
         "Untick the ones you do not want: your assistant will not see or use them. You can turn one back on "
-        f"later with {_ENABLE}. If you untick them all, it is installed with no tools."
+        f"later with {_enable(request)}. If you untick them all, it is installed with no tools."
     )
 
 
@@ -128,7 +130,8 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         + "</li>\n"
         for i, t in enumerate(request.tools)
     )
-    note = esc(tools_note(request)).replace(_ENABLE, f"<code>{_ENABLE}</code>")
+    enable = esc(_enable(request))
+    note = esc(tools_note(request)).replace(enable, f"<code>{enable}</code>")
     tools = (f"<h2>Tools it gives your assistant</h2>\n<p>{note}</p>\n"
              f'<ul id="tools" class="tools">\n{boxes}</ul>\n') if boxes else ""  # fmt: skip
     body = (

@@ -68,6 +68,7 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         expect(tools).to_contain_text("Echo the given text back.")
         whoami.uncheck()
         expect(tools).to_contain_text("You keep 1 of its 2 tools")
+        expect(tools.locator("#consent-tools-note code")).to_have_text("mcp-setup enable io.github.mcp-setup/stub --tool TOOL")
         tools.scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts / "29-untick-modal-1280.png"))
         echo.uncheck()

@@ -51,6 +51,8 @@ class Person:
             await expect(tab.get_by_role("checkbox", name="echo")).to_be_checked()
             await expect(whoami).to_be_checked()
             await expect(tab.locator("main")).to_contain_text("Its 2 tools add about")
+            await expect(tab.locator("main code", has_text="--tool")).to_have_text(
+                "mcp-setup enable io.github.mcp-setup/stub --tool TOOL")  # this server's name, not a placeholder
             await whoami.uncheck()
             await tools.scroll_into_view_if_needed()
             await tab.screenshot(path=str(self.artifacts / "29-untick-page-1280.png"))

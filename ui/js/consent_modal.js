@@ -88,7 +88,7 @@ function toolsChanged() {
   note.textContent = "You keep " + kept + " of its " + boxes.length + " tools: about " + tokens +
     " tokens in every conversation with your assistant. Untick the ones you do not want; your assistant will not " +
     "see or use them. You can turn one back on later with ";
-  note.appendChild(el("code", { text: "mcp-setup enable SERVER --tool TOOL" }));
+  note.appendChild(el("code", { text: "mcp-setup enable " + c.server + " --tool TOOL" }));
   note.appendChild(document.createTextNode("."));
   $("consent-tools-none").hidden = kept > 0;
 }
