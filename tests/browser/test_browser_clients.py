@@ -83,6 +83,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         dialog.get_by_role("button", name="Save").click()
         # npx fetches the package first (20+ s from the npm registry)
         expect(page.locator(".result-card.installed")).to_contain_text("Installed and connected", timeout=scaled(240_000))
+        expect(page.locator(".result-card.installed")).not_to_contain_text("srv_")  # the id is the agent's, not the person's
 
         # The next part: the clients found here, the /mcp address, the tools as a client names them.
         part = page.locator(".clients-card")

@@ -147,7 +147,8 @@ export function onDone(event) {
   var title = status === "installed" ? "Installed and connected" : status === "cancelled" ? "Setup cancelled"
     : ownChoice ? "Not installed" : "Setup did not finish";
   var tools = result.tools || [];
-  var summary = ownChoice || result.summary || "";
+  // The agent's sentence names the server id too ("Installed X (srv_…)."): not a word for a person.
+  var summary = (ownChoice || result.summary || "").replace(/ \(srv_[0-9a-f]+\)/, "");
   // The tool list is shown once, in this card (#12 item 6): not again in the summary's
   // sentence, nor in the test steps above.
   if (tools.length) {
