@@ -147,3 +147,22 @@ def test_the_user_may_widen_a_local_servers_sandbox_on_the_page_and_the_agent_ca
     assert 'sandbox.extra_path' not in http.get(server.consent_url(remote.consent_id)).text
     refused = post(server, http, remote, action="approve", **{"sandbox.extra_path": str(folder)})
     assert refused.status_code == 400 and consents.status(remote.consent_id) == "pending"
+
+
+def test_a_form_shown_again_after_an_error_keeps_the_tools_the_person_unticked(served) -> None:
+    from setup_agent.launch.spec import LaunchSpec as Spec
+
+    server, consents, http = served
+    spec = Spec(transport="stdio", command="python3", args=["server.py"], package_type="stdio", identifier="server.py")
+    tools = [{"name": "echo", "description": "Echo", "estimated_tokens": 40}, {"name": "wipe", "description": "Wipe", "estimated_tokens": 30}]
+    request = build_consent_request(server="io.test/tools", version="1.0", spec=spec, keys=[], values={}, action="install",
+                                    warnings=[ConsentWarning("argv_secret", "visible in ps")], tools=tools)  # fmt: skip
+    pending = consents.open(request)
+    shown = http.get(server.consent_url(pending.consent_id)).text
+    assert 'name="tool.0" value="keep" checked' in shown and 'name="tool.1" value="keep" checked' in shown
+    refused = post(server, http, pending, action="approve", **{"tool.0": "keep"})  # wipe unticked, warnings not accepted
+    assert refused.status_code == 400 and "Accept the warnings" in refused.text
+    assert 'name="tool.0" value="keep" checked' in refused.text
+    assert 'name="tool.1" value="keep">' in refused.text  # still unticked, as the person left it
+    assert post(server, http, pending, action="approve", accept_warnings="yes", **{"tool.0": "keep"}).status_code == 200
+    assert consents.decision(request).hidden_tools == {"wipe"}

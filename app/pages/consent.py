@@ -90,7 +90,10 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(document(f"{title} — mcp-setup", body), status_code=status)
 
 
-def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | None = None, status: int = 200) -> HTMLResponse:
+def _form(
+    consent_id: str, request: ConsentRequest, token: str, *, error: str | None = None, status: int = 200,
+    hidden: frozenset[str] = frozenset(),  # re-shown after an error: the boxes the person unticked stay so
+) -> HTMLResponse:
     shown = describe_consent(request)[:1] if request.launch_approved else describe_consent(request)  # tools only
     rows = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(text)}</code></dd>\n" for label, text in shown)
     fields = ""
@@ -123,7 +126,8 @@ def _form(consent_id: str, request: ConsentRequest, token: str, *, error: str | 
         )
     alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
     boxes = "".join(
-        f'<li><label><input type="checkbox" name="tool.{i}" value="keep" checked> <code>{esc(t["name"])}</code>'
+        f'<li><label><input type="checkbox" name="tool.{i}" value="keep"{"" if t["name"] in hidden else " checked"}> '
+        f'<code>{esc(t["name"])}</code>'
         + (f' {esc(t["title"])}' if t.get("title") else "")
         + f' <span class="note">(about {esc(t.get("estimated_tokens", 0))} tokens)</span></label>'
         + (f'<p class="note">{esc(t["description"])}</p>' if t.get("description") else "")
@@ -214,6 +218,7 @@ def add_consent_routes(
             return refused()
         broker, pending = found
         action = form.get("action")
+        hidden: list[str] = []
         try:
             if action == "deny":
                 broker.deny(consent_id, "denied on the consent page", by="user:consent-page")
@@ -230,7 +235,7 @@ def add_consent_routes(
                            by="user:consent-page", sandbox=sandbox, hidden_tools=hidden)
             capabilities.consume(key, consent_id, "consent")
         except InvalidInput as exc:
-            return _form(consent_id, pending.request, key or "", error=exc.message, status=400)
+            return _form(consent_id, pending.request, key or "", error=exc.message, status=400, hidden=frozenset(hidden))
         except (ConsentNotFound, ConsentDenied) as exc:
             return message_page(409, "Already answered", exc.message)
         return message_page(
