@@ -13,10 +13,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from setup_agent.errors import InvalidInput, NotFound
+from setup_agent.errors import InvalidInput
 from setup_agent.setup import CallContext, update_offer, update_server
 
 from .security import require_user
@@ -33,10 +32,7 @@ async def server_update(runtime: Any, method: str, params: dict[str, Any], hub: 
     if method == "servers.update_check":
         return (await update_offer(runtime.service, server_id)).public()
     require_user("updates a server")
-    server = await asyncio.to_thread(runtime.store.get, server_id)
-    if server is None:
-        raise NotFound("No installed server has that id.")
-    offer = await update_offer(runtime.service, server_id)
+    offer = await update_offer(runtime.service, server_id)  # NotFound for an id no server has
 
     async def present(pending: Any) -> dict[str, Any]:  # the modal in this tab; the person answers there
         hub.announce_consent(pending, audience=audience)
@@ -46,5 +42,5 @@ async def server_update(runtime: Any, method: str, params: dict[str, Any], hub: 
             return {"status": "pending"}
         return {}
 
-    ctx = CallContext(installed_by=server.installed_by, on_progress=hub.progress_to(audience), present_consent=present)
+    ctx = CallContext(installed_by=offer.server.installed_by, on_progress=hub.progress_to(audience), present_consent=present)
     return await update_server(runtime.service, offer, ctx)

@@ -25,6 +25,7 @@ from typing import Any
 from registry_clients.errors import RegistryNotFound
 from setup_agent.errors import NotFound, SetupError, UpdateRefused
 from setup_agent.oauth import GRANT_KEY
+from setup_agent.store import InstalledServer
 
 from .call_context import CallContext
 
@@ -33,12 +34,22 @@ __all__ = ["UpdateOffer", "update_offer", "update_server"]
 
 @dataclass(frozen=True)
 class UpdateOffer:
-    server_id: str
-    name: str  # the qualified name
-    installed: str
+    server: InstalledServer  # as read when the registry was asked
     latest: str
     source: str | None  # the hub source it came from, when still configured
     asked: bool  # a version was asked for (else: the registry's latest)
+
+    @property
+    def server_id(self) -> str:
+        return self.server.server_id
+
+    @property
+    def name(self) -> str:  # the qualified name
+        return self.server.qualified_name
+
+    @property
+    def installed(self) -> str:
+        return self.server.version
 
     @property
     def newer(self) -> bool:
@@ -69,7 +80,7 @@ async def update_offer(service: Any, server_id: str, version: str | None = None)
             raise NotFound(f"{server.qualified_name} is no longer in {where}; {server.version} stays installed.") from None
         # said once: not the registry's own sentence inside ours (#25 item 12)
         raise NotFound(f"No version {version} of {server.qualified_name} in {where}; {server.version} stays installed.") from None
-    return UpdateOffer(server_id, server.qualified_name, server.version, detail.version, source, version is not None)
+    return UpdateOffer(server, detail.version, source, version is not None)
 
 
 def _current(offer: UpdateOffer) -> str:
@@ -82,9 +93,7 @@ async def update_server(service: Any, offer: UpdateOffer, ctx: CallContext) -> d
     answer, the old one still installed and running."""
     if not offer.newer:
         return {"updated": False, "server_id": offer.server_id, "version": offer.installed, "message": _current(offer)}
-    server = await asyncio.to_thread(service.store.get, offer.server_id)
-    if server is None:
-        raise NotFound("No installed server has that id.")
+    server = offer.server
     stored = await asyncio.to_thread(service.store.env_values, offer.server_id)
     if GRANT_KEY in stored:
         stored.clear()

@@ -7,49 +7,50 @@ import { el } from "./dom.js";
 import { rpc } from "./api.js";
 import { STAGE_BUSY } from "./progress.js";
 
-// "Replace KEY": the secret box opens for the new value; the server is tested with it (/rpc servers.rotate).
-// A card's details are drawn again when its server's state changes (a reconnect, a log line): what a
-// replace in flight says is kept per server and key, and written to the status line drawn now.
-var rotations = {};  // server_id + "\n" + key -> {text, error, busy}
+// A card's details are drawn again when its server's state changes (a reconnect, a log line, an
+// update's new id): what a Replace or an Update in flight says is kept by its id here and written
+// to the status line drawn now (each status line carries that id as data-kept).
+var kept = {};  // "rotate\n" + server_id + "\n" + key, or "update\n" + slug -> {text, error, busy, …}
 
-function paint(said, button, state) {
-  said.className = "small rotate-status" + (state.error ? " error" : "");
-  said.textContent = state.text;
-  button.disabled = state.busy;
+function repaint(id, paint) {
+  document.querySelectorAll("[data-kept]").forEach(function (said) {
+    if (said.dataset.kept === id) paint(said, kept[id]);
+  });
 }
 
-function showRotation(id) {
-  document.querySelectorAll(".rotate-status").forEach(function (said) {
-    if (said.dataset.rotation === id) paint(said, said.previousSibling, rotations[id]);
-  });
+// "Replace KEY": the secret box opens for the new value; the server is tested with it (/rpc servers.rotate).
+function paintRotation(said, state) {  // its button is just before it
+  said.className = "small rotate-status" + (state.error ? " error" : "");
+  said.textContent = state.text;
+  said.previousSibling.disabled = state.busy;
 }
 
 function replaceButton(d, key) {
-  var id = d.server_id + "\n" + key;
+  var id = "rotate\n" + d.server_id + "\n" + key;
   var button = el("button", { type: "button", class: "quiet small-button", text: "Replace", "aria-label": "Replace " + key });
   var said = el("span", { class: "small rotate-status", role: "status" });
-  said.dataset.rotation = id;
-  if (rotations[id]) paint(said, button, rotations[id]);
+  said.dataset.kept = id;
+  var part = el("span", null, [button, said]);
+  if (kept[id]) paintRotation(said, kept[id]);
   button.addEventListener("click", function () {
-    rotations[id] = { text: " Enter the new value in the box; then it is tested…", error: false, busy: true };
-    showRotation(id);
+    kept[id] = { text: " Enter the new value in the box; then it is tested…", error: false, busy: true };
+    repaint(id, paintRotation);
     rpc("servers.rotate", { server_id: d.server_id, key: key }).then(function (done) {
-      rotations[id] = { text: " ✓ " + done.message, error: false, busy: false };
+      kept[id] = { text: " ✓ " + done.message, error: false, busy: false };
     }, function (failure) {
-      rotations[id] = { error: true, busy: false, text: failure.code === "prompt_cancelled" ? " You cancelled: the old value stays."
+      kept[id] = { error: true, busy: false, text: failure.code === "prompt_cancelled" ? " You cancelled: the old value stays."
         : " " + (failure.detail || failure.message) + " The old value of " + key + " stays." };
-    }).then(function () { showRotation(id); });
+    }).then(function () { repaint(id, paintRotation); });
   });
-  return el("span", null, [button, said]);
+  return part;
 }
 
 // "Update to X": the registry's version is looked up once when the part first opens; a newer one is
 // tested with the stored settings and swapped in only if it answers, after the person approves it
 // in the consent box (/rpc servers.update, the core call `mcp-setup update` makes). Kept per slug
-// (an update gives the server a new id, not a new slug), so the outcome survives the redraw.
-var updates = {};  // slug -> {text, error, busy, offer?, name}
-
-function paintInto(said, button, state) {
+// (an update gives the server a new id, not a new slug).
+function paintUpdate(said, state) {  // its button is just after it
+  var button = said.nextElementSibling;
   said.className = "small update-status" + (state.error ? " error" : "");
   said.textContent = state.text;
   button.hidden = !state.offer;
@@ -60,58 +61,58 @@ function paintInto(said, button, state) {
   }
 }
 
-function paintUpdate(slug) {
-  document.querySelectorAll(".update-status").forEach(function (said) {
-    if (said.dataset.update === slug) paintInto(said, said.nextElementSibling, updates[slug]);
-  });
-}
+function updateId(d) { return "update\n" + d.slug; }
 
 function check(d, name) {
-  updates[d.slug] = { text: "Looking for a newer version…", busy: true, name: name };
+  var id = updateId(d);
+  kept[id] = { text: "Looking for a newer version…", busy: true, name: name };
   rpc("servers.update_check", { server_id: d.server_id }).then(function (found) {
-    updates[d.slug] = found.newer
+    kept[id] = found.newer
       ? { text: "Version " + found.latest + " is available (this is " + found.installed + ").", offer: found.latest, busy: false, name: name }
       : { text: "Version " + found.installed + ", the registry's latest.", busy: false, name: name };
   }, function (failure) {
-    updates[d.slug] = { text: "Could not look for a newer version: " + failure.message, error: true, busy: false, name: name };
-  }).then(function () { paintUpdate(d.slug); });
+    kept[id] = { text: "Could not look for a newer version: " + failure.message, error: true, busy: false, name: name };
+  }).then(function () { repaint(id, paintUpdate); });
 }
 
 // A stage of an update in flight, as its status line: from its start on (its lookup and download
 // come before the consent box, whose words stay until the person has answered).
 export function onUpdateProgress(event) {
-  Object.keys(updates).forEach(function (slug) {
-    var state = updates[slug];
+  Object.keys(kept).forEach(function (id) {
+    var state = kept[id];
     if (state.busy && state.offer && state.name === event.server && event.status === "started" &&
         STAGE_BUSY[event.stage] && event.stage !== "resolving" && event.stage !== "downloading") {
       state.text = "Updating to " + state.offer + ": " + STAGE_BUSY[event.stage];
-      paintUpdate(slug);
+      repaint(id, paintUpdate);
     }
   });
 }
 
 function update(d, name) {
-  var offer = updates[d.slug].offer;
-  updates[d.slug] = { text: "Updating to " + offer + ": approve it in the box that opens. It is tested before it " +
+  var id = updateId(d);
+  var offer = kept[id].offer;
+  kept[id] = { text: "Updating to " + offer + ": approve it in the box that opens. It is tested before it " +
     "replaces the installed version, which keeps working until then.", busy: true, offer: offer, name: name };
-  paintUpdate(d.slug);
+  repaint(id, paintUpdate);
   rpc("servers.update", { server_id: d.server_id }).then(function (done) {
-    updates[d.slug] = { text: (done.updated ? "✓ " : "") + done.message, busy: false, name: name };
+    kept[id] = { text: (done.updated ? "✓ " : "") + done.message, busy: false, name: name };
   }, function (failure) {
     var denied = failure.code === "consent_denied";  // the person's own choice, not a failure
-    updates[d.slug] = { error: !denied, busy: false, offer: offer, name: name,
+    kept[id] = { error: !denied, busy: false, offer: offer, name: name,
       text: denied ? "You did not allow it. Nothing was run, and the installed version stays." : (failure.detail || failure.message) };
-  }).then(function () { paintUpdate(d.slug); });
+  }).then(function () { repaint(id, paintUpdate); });
 }
 
 function updateLine(d, name) {
+  var id = updateId(d);
   var said = el("span", { class: "small update-status", role: "status" });
-  said.dataset.update = d.slug;
+  said.dataset.kept = id;
   var button = el("button", { type: "button", class: "small-button", hidden: true });
   button.addEventListener("click", function () { update(d, name); });
-  if (!updates[d.slug]) check(d, name);
-  paintInto(said, button, updates[d.slug]);
-  return el("p", { class: "small update-line" }, [said, " ", button]);
+  if (!kept[id]) check(d, name);
+  var line = el("p", { class: "small update-line" }, [said, " ", button]);
+  paintUpdate(said, kept[id]);
+  return line;
 }
 
 function render(body, d, name) {
