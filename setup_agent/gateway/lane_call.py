@@ -27,10 +27,9 @@ from pydantic import ValidationError
 from setup_agent.errors import ProtocolError
 from setup_agent.launch import LaneClosed, fill_result
 
-from .passthrough import Progress
+from .passthrough import Progress, unreadable_call
 
 __all__ = ["lane_call"]
-
 
 
 @cache
@@ -83,7 +82,7 @@ async def lane_call(
         raise MCPError(code=typed.code, message=typed.message, data=typed.data)
     raw = answer.get("result")
     if not isinstance(raw, dict):
-        raise _unreadable(label, name, ["(the result)"])
+        raise unreadable_call(label, name)
     raw = fill_result("tools/call", raw, version)
     ttl = raw.get("ttlMs")
     if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl < 0:
@@ -93,16 +92,9 @@ async def lane_call(
     except KeyError:
         pass
     except ValidationError as exc:
-        raise _unreadable(label, name, sorted({".".join(str(p) for p in e.get("loc", ())[:2]) or "(the result)" for e in exc.errors()})) from None
+        raise unreadable_call(label, name, exc) from None
     foreign = _later_fields(version)
     if not foreign.isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return raw
 
-
-def _unreadable(label: str, name: str, fields: list[str]) -> ProtocolError:
-    """The words :func:`~setup_agent.gateway.passthrough.raw_call` uses for the same answer."""
-    return ProtocolError(
-        f"The server {label} answered the call of {name} with a result mcp-setup cannot read "
-        f"(not a valid tools/call result for its protocol version; look at: {', '.join(fields[:5])})."
-    )
