@@ -125,8 +125,8 @@ class Runtime:
     tool_registry: ToolRegistry | None = None  # read-only inventory (tool_registry_* methods)
     review: ToolReview | None = None  # asks the user about changed tool lists (pins.py)
     approvals: PendingApprovals | None = None  # what waits for the user, shared by every process
-    guard: GuessGuard | None = None  # refused calls by principal: incidents, locks, unlock (#24)
-    shared_refs: SharedRefs | None = None  # a team's database: refs any replica resolves (#28)
+    guard: GuessGuard | None = None  # refused calls by principal: incidents, locks, unlock
+    shared_refs: SharedRefs | None = None  # a team's database: refs any replica resolves
     shared_capabilities: SharedCapabilities | None = None  # and link keys any replica checks
     shared_approvals: SharedApprovals | None = None  # and the user's approvals, remembered
     feed: ChangeFeed | None = None  # a team's LISTEN/NOTIFY: changes and answers at once (the polling stays)
@@ -205,13 +205,13 @@ def build_runtime(
     # The core reads no environment: the host variables a server may inherit are taken here.
     host_env = dict(os.environ) if host_env is None else host_env
     home = Path(settings.home).expanduser()
-    for warning in prepare_data_dir(home):  # 0700, also when it existed looser (#24 item 13)
+    for warning in prepare_data_dir(home):  # 0700, also when it existed looser
         logger.warning("%s", warning)
     redactor = Redactor()
     vault = open_vault(settings, keyring_backend=keyring_backend)
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
     # A team's database (PostgreSQL): refs, answers, approvals and link keys live there, so any
-    # replica serves any step (#28). SQLite: refs stay in this process's memory, lost at restart.
+    # replica serves any step. SQLite: refs stay in this process's memory, lost at restart.
     team = store.engine.dialect.name == "postgresql"
     shared_refs = SharedRefs(store, vault) if team else None
     ref_options: dict[str, Any] = {"ttl_seconds": settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {})}
@@ -245,7 +245,7 @@ def build_runtime(
     # (another serve's page, `mcp-setup approve`) see and answer them.
     approvals = PendingApprovals(store, owner=process_owner())
     shared_approvals = SharedApprovals(store) if team else None
-    # A team's: approvals shared, and a retry on another replica waits on the consent pending (#28).
+    # A team's: approvals shared, and a retry on another replica waits on the consent pending.
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds, remembered=shared_approvals)
     share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
     feed = ChangeFeed(store.engine) if team and settings.listen_notify else None
@@ -263,7 +263,7 @@ def build_runtime(
         max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
-    if team:  # a sign-in's redirect may reach any replica: its answer waits in the database (#28)
+    if team:  # a sign-in's redirect may reach any replica: its answer waits in the database
         sign_ins.shared = SharedSignIns(store, vault)
         if feed is not None:
             feed.add_listener(PENDING_CHANNEL, sign_ins.kick)
@@ -289,7 +289,7 @@ def build_runtime(
         redactor,
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
         on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
-        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up (#28)
+        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
     shared_incident, shared_lockout = share_guard(guard, approvals)
@@ -321,7 +321,7 @@ def build_runtime(
     )
     review = ToolReview(store, consents)
     connections.on_tools_changed = review.ask
-    connections.fetcher = service.fetcher  # a lazy start downloads as a test does (#29 item 11)
+    connections.fetcher = service.fetcher  # a lazy start downloads as a test does
     gateway = Gateway(
         store,
         connections,
@@ -332,7 +332,7 @@ def build_runtime(
         check_arguments=guard.check,
     )
     gateway.lockout_listeners = lockout_listeners
-    gateway.members = MemberSessions(  # each member's own keys and sessions (#28 item 3)
+    gateway.members = MemberSessions(  # each member's own keys and sessions
         connections, root=home / "members", ttl_seconds=settings.secret_ttl_seconds,
         wait_seconds=settings.secret_prompt_timeout_seconds,
     )  # fmt: skip
@@ -350,8 +350,8 @@ def build_runtime(
         version=service_version(),
         policy={"consent": settings.consent},
     )
-    tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event (#16), never values
-    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash (#23)
+    tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event, never values
+    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash
     tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,

@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     )
     registries: str = "official,smithery,local"
     official_registry_url: str = "https://registry.modelcontextprotocol.io"
-    smithery_url: str = "https://api.smithery.ai"  # the current Platform API host (issue 11)
+    smithery_url: str = "https://api.smithery.ai"  # the current Platform API host
     smithery_api_key: SecretStr | None = None
     registry_timeout_seconds: float = Field(default=8.0, gt=0)
     package_preference: str = ""

@@ -3,7 +3,7 @@
 Search without ``source`` fans out to every source at once, each bounded by ``timeout``.
 A source that fails or times out adds ``{source, message}`` to ``errors``; the others'
 results still come back (a fan-out search never raises for a source). With a query, the
-pages are cut from **one ranked list of the whole candidate set** (issue 26 item 4): every
+pages are cut from **one ranked list of the whole candidate set**: every
 source is read to its end (in chunks of :data:`CHUNK`, at most :data:`MAX_CHUNKS`; a
 *semantic* source such as Smithery, whose tail is noise, only its first chunk), the lists
 are merged, de-duplicated by ``qualified_name`` (first source in order wins) and ranked

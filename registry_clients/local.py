@@ -44,7 +44,7 @@ def _is_latest(doc: Any) -> bool:
 
 def _order(detail: Detail, latest: bool) -> tuple[object, ...]:
     """Which of two documents of one name wins: the one the registry marks ``isLatest``, then the
-    higher version, then the later publishedAt (issue 26 item 9: the registry's word first)."""
+    higher version, then the later publishedAt (the registry's word first)."""
     return (latest, version_key(detail.version), detail.published_at or "")
 
 

@@ -149,7 +149,7 @@ class OfficialRegistry:
         """One page of latest versions whose name contains ``query``.
 
         The API matches one substring of the name. A query of several words sends its telling
-        words (not ``mcp``, ``server``…; issue 26 item 5): one alone as it is (a typed name such
+        words (not ``mcp``, ``server``…): one alone as it is (a typed name such
         as ``mcp-server-github`` its longest telling word); several words at once,
         in parallel, then pages through the most selective one only (the fewest matches: every
         server that holds all the words is among them) and keeps the first page of the others

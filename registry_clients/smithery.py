@@ -75,7 +75,7 @@ def config_keys(schema: Any, kind: KeyKind) -> list[tuple[RequiredKey, Mapping[s
     """The keys of a JSON-Schema ``configSchema`` with the property schema behind each.
 
     Required: listed in ``required`` at every level and without a ``default``. The others are
-    offered too (issue 26 item 10), optional, with their default shown."""
+    offered too, optional, with their default shown."""
     out: list[tuple[RequiredKey, Mapping[str, Any]]] = []
 
     def walk(node: Any, prefix: str, parent_required: bool) -> None:

@@ -342,7 +342,7 @@ class SessionLocked(GuardError):
 
 
 class ToolLeftOut(SetupError):
-    code = "tool_left_out"  # a call of a tool the user unticked at install (#29 item 10)
+    code = "tool_left_out"  # a call of a tool the user unticked at install
 
 
 class NotAdmitted(SetupError):

@@ -61,7 +61,7 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
         vault = open_vault(settings)
         with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
             shared = PendingApprovals(store, owner=process_owner())
-            team = store.engine.dialect.name == "postgresql"  # a team's: answers usable on any replica (#28)
+            team = store.engine.dialect.name == "postgresql"  # a team's: answers usable on any replica
             refs = SharedRefs(store, vault) if team else None
             remembered = SharedApprovals(store) if team else None
             waiting = [item for item in shared.pending() if owner_alive(item.owner)]
@@ -166,14 +166,14 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
         question = "Approve the new tool list? [y/N] "
     else:
         verb = "install" if request.action == "install" else "test"
-        if request.launch_approved:  # approved at its test: only the tools are asked (#29 item 10)
+        if request.launch_approved:  # approved at its test: only the tools are asked
             print(f"An AI client asked to install {request.server}, which you allowed to run. Choose its tools.")
         else:
             print(f"An AI client asked to {verb} {request.server}. It runs third-party code on this computer or sends "
                   "your secrets to the host shown.")
             for label, text in describe_consent(request):
                 print(f"  {label}: {text}")
-        print_tools(request, sys.stdout)  # the tools a test listed, numbered (#29 item 10)
+        print_tools(request, sys.stdout)  # the tools a test listed, numbered
         question = f"Allow mcp-setup to {verb} {request.server}? [y/N] "
     settings: dict[str, str] = {}
     for destination in [] if request.launch_approved else request.destinations:
@@ -197,7 +197,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
             return
     hidden = pick_hidden(request, lambda question: _ask(answers, question), sys.stdout)  # Enter: all stay
     sandbox: dict[str, Any] | None = None
-    if request.widenable:  # the user's widening of the sandbox (#23), asked once they said yes
+    if request.widenable:  # the user's widening of the sandbox, asked once they said yes
         extra = _ask(answers, "  Another folder it may read and write (a full path; Enter for none): ")
         offline = _ask(answers, "  Run it with no network? [y/N] ").lower() in ("y", "yes")
         sandbox = {"extra_paths": [extra] if extra else [], "network": not offline}

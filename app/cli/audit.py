@@ -1,4 +1,4 @@
-"""``mcp-setup audit [--json]`` and ``mcp-setup tools-review [SERVER]`` (issue #16).
+"""``mcp-setup audit [--json]`` and ``mcp-setup tools-review [SERVER]``.
 
 * ``audit`` prints the append-only audit: installs, removals, enable/disable, tool-list
   changes, approvals and rejections, with time, actor and hashes (never values).
@@ -65,7 +65,7 @@ def run_audit(settings: Settings, args: argparse.Namespace, out: TextIO | None =
 
     if getattr(args, "verify", False):
         return _verify(settings, args, out)
-    if not settings.database_url:  # a SQLite data dir: read with the standard library (#25 item 9)
+    if not settings.database_url:  # a SQLite data dir: read with the standard library
         from setup_agent.store import SQLITE_FILE_NAME, read_sqlite_audit
 
         db = Path(settings.home).expanduser() / SQLITE_FILE_NAME
@@ -176,7 +176,7 @@ def _review_one(store: Store, server: InstalledServer, stdin: TextIO, out: TextI
 
 
 def _review_prompts(store: Store, server: InstalledServer, offer: Any, stdin: TextIO, out: TextIO) -> str:
-    """A server's changed prompt list (#29): shown as the server wrote it, approved or skipped."""
+    """A server's changed prompt list: shown as the server wrote it, approved or skipped."""
     name = escape(server.qualified_name)
     approved = {p["name"]: p for p in offer.pinned_prompts}
     print(f"\nThe prompts of {name} changed since you approved them (changed and new ones are held back):", file=out)

@@ -48,7 +48,7 @@ def run_import(
               "file; --config FILE reads another one).")  # fmt: skip
         return 0
     found: list[tuple[str, dict[str, Any], dict[str, str], set[str]]] = []
-    plain: list[str] = []  # what stays in plain text, and why (#24 item 9)
+    plain: list[str] = []  # what stays in plain text, and why
     for name, entry in config.servers().items():
         if is_ours(entry, launcher) or not entry.get("command"):
             continue
@@ -60,7 +60,7 @@ def run_import(
             plain.append(f"{name}: a value in its args or headers (mcp-setup cannot move it: move it by hand)")
         if secret:
             found.append((name, entry, env, secret))
-    if found:  # what was found, before anything is asked (#25 item 11)
+    if found:  # what was found, before anything is asked
         print(f"In {config.path}, {len(found)} server entr{'y' if len(found) == 1 else 'ies'} with plain-text keys:")
         for name, _, env, secret in found:
             print(f"  {name}: " + ", ".join(f"{k} ({secret_reason(k, env[k])})" for k in sorted(secret)))
@@ -104,7 +104,7 @@ def run_import(
 def _rewrite(
     config: ClientConfig, done: dict[str, str], launcher: list[str], env: dict[str, str], *, per_server: bool
 ) -> tuple[Any, str]:  # fmt: skip
-    """One name per tool (#25 item 11): through the gateway entry, their old entries removed (the
+    """One name per tool: through the gateway entry, their old entries removed (the
     gateway lists their tools already); or, ``per_server``, one ``run SLUG`` entry each and no gateway entry."""
     ours = {n: e for n, e in config.servers().items() if is_ours(e, launcher)}
     if per_server:

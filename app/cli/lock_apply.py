@@ -1,4 +1,4 @@
-"""``mcp-setup apply FILE``: install the servers of a lock file here, exactly (#28 item 4).
+"""``mcp-setup apply FILE``: install the servers of a lock file here, exactly.
 
 1. The file is read (setup_agent/setup/lock_file.py: a malformed file, a newer version, an
    unknown registry are refused with what is wrong). A server already installed identically is
@@ -256,7 +256,7 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
         tools = sorted(e.tools)
         listed = ", ".join(tools) if tools else "not recorded in the file (any list is taken)"
         _say(f"    Tools ({len(tools)}): {listed}")
-        if e.left_out:  # unticked where the file was written: left out here too (#29 item 10)
+        if e.left_out:  # unticked where the file was written: left out here too
             _say(f"    Left out: {', '.join(e.left_out)}")
         warnings += _warnings(e)
 

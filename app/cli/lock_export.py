@@ -1,4 +1,4 @@
-"""``mcp-setup export [--to FILE]``: the installed servers as a lock file (#28 item 4), and the
+"""``mcp-setup export [--to FILE]``: the installed servers as a lock file, and the
 parsers of ``export`` and ``apply`` (app/cli/lock_apply.py).
 
 The file (setup_agent/setup/lock_file.py) names each server's registry, exact version,
@@ -104,7 +104,7 @@ def entry_for(store: Store, server: InstalledServer) -> LockedServer:
         seen.append(value)
     settings = {k.key: values[k.key].reveal() for k in kept if not k.secret}
     secrets = [k.key for k in kept if k.secret]
-    offers = store.offers().get(server.server_id)  # the tools the user left out (#29 item 10)
+    offers = store.offers().get(server.server_id)  # the tools the user left out
     return locked_server(server, settings, secrets, oauth=GRANT_KEY in values,
                          left_out=sorted(offers.hidden_tools) if offers is not None else ())
 

@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .member_keys import run_settings
 
             return run_settings(settings, args)
-        if args.command in ("export", "apply"):  # lock files (#28)
+        if args.command in ("export", "apply"):  # lock files
             from . import lock_apply, lock_export
 
             return lock_export.run_export(settings, args) if args.command == "export" else (

@@ -1,5 +1,5 @@
 """``mcp-setup settings NAME``: a server's settings by name, and which of them each member of a
-team gateway enters for themselves (#28 item 3).
+team gateway enters for themselves.
 
 ``--per-member KEY`` marks a key per member (each person's own token: a member is asked for their
 value at their first call, and only their calls use it); ``--shared KEY`` makes it shared again

@@ -1,4 +1,4 @@
-"""``mcp-setup add --secret KEY=-`` / ``--secret KEY=@FILE`` (#25 item 10): a script hands a
+"""``mcp-setup add --secret KEY=-`` / ``--secret KEY=@FILE``: a script hands a
 secret over without a terminal, and never on the command line (every process can read argv
 with ``ps``): ``-`` is the whole of stdin, ``@FILE`` a file's contents, one trailing newline
 dropped. The values live in this process only until the secret prompt asks for that key;

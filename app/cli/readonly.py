@@ -1,4 +1,4 @@
-"""The read-only commands' fast path (#25 item 9): ``list``, ``show``, ``logs`` and ``--help``
+"""The read-only commands' fast path: ``list``, ``show``, ``logs`` and ``--help``
 (and ``audit`` without ``--verify``) answer without loading pydantic, SQLAlchemy, the vault, the MCP SDK, the web stack or the
 runtime, as the stdio face's ``tools/list`` does (tests/test_mcp_face_lazy_core.py).
 
@@ -76,7 +76,7 @@ class _SqliteReader:
 
     def __init__(self, servers: list[InstalledServer], hidden: dict[str, frozenset[str]] | None = None) -> None:
         self._servers = servers
-        self.hidden = hidden or {}  # the tools the user left out (#29 item 10), by server id
+        self.hidden = hidden or {}  # the tools the user left out, by server id
 
     def list(self) -> list[InstalledServer]:
         return list(self._servers)
@@ -89,7 +89,7 @@ class _SqliteReader:
 
 
 def left_out(store: Any) -> dict[str, frozenset[str]]:
-    """The tools the user left out at install or later (#29 item 10), by server id."""
+    """The tools the user left out at install or later, by server id."""
     if isinstance(store, _SqliteReader):
         return store.hidden
     return {sid: o.hidden_tools for sid, o in store.offers().items() if o.hidden_tools}

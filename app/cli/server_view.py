@@ -16,7 +16,7 @@ __all__ = ["STATE_WORDS", "server_json", "state", "state_notes"]
 
 def server_json(s: InstalledServer, left_out: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The public view of an installed server (key names and secret flags, never values);
-    ``left_out``: the tools the user left out (#29 item 10), not offered to agents."""
+    ``left_out``: the tools the user left out, not offered to agents."""
     return {
         "server_id": s.server_id,
         "qualified_name": s.qualified_name,

@@ -116,7 +116,7 @@ def _print_json(obj: Any) -> None:
 
 def _list(settings: Settings, args: argparse.Namespace) -> int:
     with reader(settings) as store:
-        servers, out = store.list(), left_out(store)  # out: the tools the user left out (#29 item 10)
+        servers, out = store.list(), left_out(store)  # out: the tools the user left out
     if args.json:
         _print_json({"servers": [server_json(s, out.get(s.server_id, frozenset())) for s in servers]})
         return 0
@@ -138,9 +138,9 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
 def _show(settings: Settings, args: argparse.Namespace) -> int:
     with reader(settings) as store:
         s = _resolve(store, args.name)
-        out = left_out(store).get(s.server_id, frozenset())  # left out by the user (#29 item 10)
+        out = left_out(store).get(s.server_id, frozenset())  # left out by the user
     spec = s.launch_spec  # templates like ${KEY}, never values
-    sandbox = _sandbox_words(settings, spec)  # what the consent said it can see (#23)
+    sandbox = _sandbox_words(settings, spec)  # what the consent said it can see
     if args.json:
         _print_json({**server_json(s, out), "launch": spec, "sandbox": sandbox,
                      "tools": [t for t in s.tools if t.get("name") not in out]})  # fmt: skip

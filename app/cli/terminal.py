@@ -3,7 +3,7 @@
 Questions use plain ``input()``; secrets use a hidden ``getpass`` prompt whose value goes
 straight from that thread into the core (``broker.answer``) and is never seen by the agent.
 Exit codes: 0 installed, 1 failed (also when the input ends before a question is answered: a
-script, #25 item 10), 3 no server matches the name, 130 cancelled (Ctrl-C, or Cancel chosen).
+script), 3 no server matches the name, 130 cancelled (Ctrl-C, or Cancel chosen).
 ``mcp-setup add --yes`` approves the consent it prints; ``--secret KEY=-|@FILE`` answers KEY's
 secret prompt once (app/cli/presets.py).
 """
@@ -173,7 +173,7 @@ class TerminalIO:
             self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
             for label, text in describe_consent(request):
                 self._print(f"  {label}: {text}")
-        print_tools(request, self.out)  # the tools a test listed, numbered (#29 item 10)
+        print_tools(request, self.out)  # the tools a test listed, numbered
 
         if self.assume_yes:
             return self._approve_as_shown(pending)

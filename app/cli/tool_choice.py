@@ -1,5 +1,5 @@
 """``mcp-setup enable NAME --tool TOOL`` / ``disable NAME --tool TOOL``: the person turns back on a
-tool they unticked in the install's consent, or leaves one out afterwards (#29 item 10).
+tool they unticked in the install's consent, or leaves one out afterwards.
 
 A left-out tool is held back like an unapproved one: neither listed nor callable through the
 gateway (``Store.set_hidden_tools``; a call is refused with ``tool_left_out``, whose sentence names

@@ -1,4 +1,4 @@
-"""The terminal's tool boxes in a consent (#29 item 10): the tools a test listed, numbered, all
+"""The terminal's tool boxes in a consent: the tools a test listed, numbered, all
 kept unless the person names the ones to untick ("2 5-7"; Enter keeps them all). ``--yes`` keeps
 them all. Used by the consent prompt of ``mcp-setup add`` / ``agent`` (app/cli/terminal.py).
 """

@@ -73,7 +73,7 @@ def _registry(settings: Settings, store: Store) -> ToolRegistry:
 
 
 def run_tools(settings: Settings, args: argparse.Namespace) -> int:
-    from .readonly import reader  # the store read with the standard library when it can (#25 item 9)
+    from .readonly import reader  # the store read with the standard library when it can
 
     try:
         with reader(settings) as store:

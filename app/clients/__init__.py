@@ -1,7 +1,7 @@
 """AI clients' config files and connecting them to this mcp-setup: where each client keeps
 its servers and a careful merge (``files.py``: backup, idempotent, malformed files untouched),
 and the gateway entry, the plan of a connect and which clients are found here and connected
-(``connect.py``). Shared by the CLI (``client connect|list``, ``import``) and the page (#25 item 1).
+(``connect.py``). Shared by the CLI (``client connect|list``, ``import``) and the page.
 
 May import ``app.runtime``-free parts only: :mod:`app.settings` (types) and the core.
 """

@@ -1,5 +1,5 @@
 """Connecting an AI client to this mcp-setup: the one code path of ``mcp-setup client
-connect|list`` and the page's "Use it in your AI client" part (#25 item 1).
+connect|list`` and the page's "Use it in your AI client" part.
 
 * :func:`launcher_command` / :func:`launcher_env`: how a client starts this mcp-setup, and the
   paths it must pass so that it finds this data dir (never a value).

@@ -120,9 +120,9 @@ class Edit:
     def write(self, now: datetime | None = None) -> Path | None:
         """Write the new text (after a timestamped 0600 backup of the old file); returns the backup.
 
-        Through a symlink to its target (#24 item 7); the temp file is made exclusively with a
+        Through a symlink to its target; the temp file is made exclusively with a
         random name in the target's own dir and takes the target's mode, so a link planted in a
-        shared dir is never followed (#24 item 8); the backup is created exclusively, 0600."""
+        shared dir is never followed; the backup is created exclusively, 0600."""
         if not self.changed:
             return None
         target = self.target()
@@ -282,7 +282,7 @@ def client_config(client: str, home: Path, platform: str = sys.platform) -> Clie
     return ClientConfig(client, home / rel)
 
 
-#: A setting whose name says it holds a secret (#24 item 9): ``MY_DB_PASS``, ``PGPWD``, ``X_TOKEN`` …
+#: A setting whose name says it holds a secret: ``MY_DB_PASS``, ``PGPWD``, ``X_TOKEN`` …
 _SECRET_NAME = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|AUTH|PRIVATE|(?:^|_)PAT(?:$|_)", re.I)
 
 

@@ -299,7 +299,7 @@ class McpFace:
         return {
             "status": "pending",
             "url": url,
-            "message": (  # names nothing the agent gave (#10 item 2)
+            "message": (  # names nothing the agent gave
                 "Ask the user to open this link to enter the secret. The ref works once they "
                 "have submitted it; the value is never shown to you."
             ),

@@ -1,4 +1,4 @@
-"""``mcp-setup mcp``'s fast path for a proxied ``tools/call`` (#29, "faster, by passing through").
+"""``mcp-setup mcp``'s fast path for a proxied ``tools/call`` ("faster, by passing through").
 
 Through the SDK's server a request passes a chain of zero-buffer memory streams (the stdio
 reader, the era router's replay, the dispatcher, the runner, then the writer's thread and

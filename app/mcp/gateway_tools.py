@@ -101,6 +101,6 @@ def install_hint(result: dict[str, Any]) -> dict[str, Any]:
         return result
     use_now = ("Its tools are callable now: find them with mcp_setup_find_tools and call them with "
                "mcp_setup_call_tool (this works even if the client does not show the new tools yet).")
-    if result.get("left_out_by_user"):  # #29 item 10: not a failure, the user's choice
+    if result.get("left_out_by_user"):  # not a failure, the user's choice
         use_now += " The user left out the tools in left_out_by_user: they are not available; do not try them."
     return {**result, "use_now": use_now}

@@ -1,4 +1,4 @@
-"""Secret prompts on 2026-07-28 sessions as input-required results (#29 item 7).
+"""Secret prompts on 2026-07-28 sessions as input-required results.
 
 Such a session takes no server requests, so an elicitation cannot be sent during the call. A
 ``mcp_setup_request_secret`` whose client declared URL-mode elicitation therefore answers with
@@ -151,7 +151,7 @@ class Mrtr:
 
     async def _resume_sign_in(self, state: dict[str, str], action: str, runtime: Any, timeout: float) -> dict[str, Any]:
         """Wait for the sign-in behind ``state`` (bounded): the classic call's answer, no link."""
-        ref, server = state["ref"], state["server"]  # messages name neither (no echo, issue #10)
+        ref, server = state["ref"], state["server"]  # messages name neither (no echo)
         sign_ins = getattr(runtime, "sign_ins", None)
         again = "Call mcp_setup_authorize again when they are ready."
         if action != "accept":

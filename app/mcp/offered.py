@@ -1,4 +1,4 @@
-"""Prompts, resources, resource templates and completions in the MCP face (#29 item 4).
+"""Prompts, resources, resource templates and completions in the MCP face.
 
 The face's own resources are the agents' prompt assets (``mcp-setup://prompts/agents/<id>``);
 after them come the installed servers' resources and templates, and their approved prompts

@@ -34,7 +34,7 @@ NOTIFICATIONS = NotificationOptions(tools_changed=True, prompts_changed=True, re
 class FaceServer(Server[Any]):
     """The SDK server whose ``initialize`` answer says ``listChanged`` on every transport: the
     streamable-HTTP manager (``/mcp``) builds it from ``create_initialization_options()``
-    without arguments, which would say ``false`` (#29 item 1). It declares ``logging``: a
+    without arguments, which would say ``false``. It declares ``logging``: a
     client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it), and that
     client then hears installed servers' log messages sent outside calls (:meth:`server_log`)."""
 

@@ -3,10 +3,10 @@
 :func:`run_stdio` serves :class:`~app.mcp.face.McpFace` on stdin/stdout. It answers
 ``initialize`` before it loads the core (tool calls wait for it), reads stdin on the event loop
 so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF, also one
-the SDK cannot read (#24 item 10: ``-32700`` parse error, ``-32600`` invalid request, ``-32602``
+the SDK cannot read (``-32700`` parse error, ``-32600`` invalid request, ``-32602``
 invalid params; one log line without values). With both ends pipes, stdout is written on the
 event loop too, and a ``tools/call`` of a connected installed tool is answered beside the SDK's
-server (fast_calls.py, #29).
+server (fast_calls.py).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class _PipeLines:
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
         #: Each line read, until the SDK's item for it is taken (one item per line, in order):
-        #: a line the SDK cannot read is answered from it (#24 item 10).
+        #: a line the SDK cannot read is answered from it.
         self.lines: deque[str] = deque()
         self.fast: Any = None  # fast_calls.FastCalls: sees each line first; a line it takes is not the SDK's
 
@@ -292,7 +292,7 @@ async def run_stdio(
     The client's ``initialize`` is answered at once. The core is loaded on the first request
     that needs it (a tool call, or a listing before the store exists); until then the tool
     list is read from the store's file and its change counter watched with the standard
-    library (#17 item 5: idle memory). With ``mcp_core="after-initialize"`` it loads right
+    library (idle memory). With ``mcp_core="after-initialize"`` it loads right
     after the initialize answer has gone out (or after a second of silence). Tool calls wait
     for it; installed servers start on their first call.
     """

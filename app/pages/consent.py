@@ -6,7 +6,7 @@ templates (never values), where each secret goes, the destination settings as ed
 fields (the agent's value is only a suggestion), and warnings with a checkbox the user must
 tick. ``POST /secrets/consents/{consent_id}`` (form fields ``t``, ``action=approve|deny``,
 ``setting.<NAME>``, ``accept_warnings``, ``tool.<N>=keep`` for each tool box left ticked: the
-tools a test listed, #29 item 10) hands the answer to the :class:`~setup_agent.setup.consent.ConsentBroker`.
+tools a test listed) hands the answer to the :class:`~setup_agent.setup.consent.ConsentBroker`.
 
 The routes live in the secret page app (:func:`app.pages.secret.create_secret_app`), behind its
 guards (Host allowlist, Origin rule, CSP with no script at all), so the stdio face's page
@@ -40,7 +40,7 @@ __all__ = ["add_consent_routes", "consent_path", "describe_consent", "tools_note
 log = logging.getLogger(__name__)
 
 _CONSENT_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
-_MAX_FIELDS = 64 + 512  # the fields, and one box per tool (#29 item 10)
+_MAX_FIELDS = 64 + 512  # the fields, and one box per tool
 
 
 def consent_path(consent_id: str, key: str) -> str:
@@ -67,7 +67,7 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
     for secret in request.secrets:
         where = secret.destination + (f" — host {secret.host}" if secret.host else "")
         rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
-    rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see (#23)
+    rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see
     return rows
 
 
@@ -115,7 +115,7 @@ def _form(
             "accept them</label>\n"
         )
     widen = ""
-    if request.widenable:  # the user's widening of the sandbox (#23): never the agent's
+    if request.widenable:  # the user's widening of the sandbox: never the agent's
         widen = (
             "<h2>What it may use</h2>\n"
             '<label for="sandbox-extra">Another folder it may read and write (optional)</label>\n'

@@ -76,7 +76,7 @@ def document(title: str, body: str) -> str:
     )
 
 
-#: Said on every form, before the value is typed (#10 item 2).
+#: Said on every form, before the value is typed.
 _WEAK_NOTE = (
     "Note: a value under 8 characters, or a word, a date or a simple pattern (such as Summer2024!), "
     "cannot be protected against a determined agent: it could find it by guessing."

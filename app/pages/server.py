@@ -69,7 +69,7 @@ class SecretPageServer:
         self._filtered: list[logging.Handler] = []
 
     def _hide_keys_in_logs(self) -> None:
-        """No log line shows a link's key (#10 item 13): a client's error quoting the URL,
+        """No log line shows a link's key: a client's error quoting the URL,
         a traceback, a library's debug line. Every root handler gets a filter for them."""
         from setup_agent.secrets import RedactingFilter, Redactor
 

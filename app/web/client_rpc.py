@@ -1,5 +1,5 @@
 """``clients.list`` and ``clients.connect`` at ``/rpc``: the page's "Use it in your AI client"
-part (#25 item 1), through the same code as ``mcp-setup client list|connect`` (app/clients).
+part, through the same code as ``mcp-setup client list|connect`` (app/clients).
 
 ``clients.connect {client, apply}``: without ``apply`` the diff (``client connect --dry-run``);
 with it, the write (backup, idempotent); a file it cannot merge is left alone and the answer

@@ -2,7 +2,7 @@
 
 The body is JSON ``{"approve": true, "settings": {NAME: value}, "accept_warnings": bool, "sandbox":
 {"extra_paths": [FOLDER], "network": bool}, "hidden_tools": [TOOL]}`` (``sandbox``: the user's
-widening, optional; ``hidden_tools``: the tools shown that the user unticked, #29 item 10) or
+widening, optional; ``hidden_tools``: the tools shown that the user unticked) or
 ``{"deny": true}``; it goes straight to the :class:`~setup_agent.setup.consent.ConsentBroker`
 (another process's consent, shown by ``foreign.py``: to the store, for its owner to apply). The
 answer is recorded under the principal that gave it (``user:web``, or an admin's ``token:NAME``).

@@ -1,4 +1,4 @@
-"""A member's own keys on their own channel (#28 item 3): ``/rpc`` methods a named token
+"""A member's own keys on their own channel: ``/rpc`` methods a named token
 (``token:NAME``) calls for itself, never for another member.
 
 * ``my_keys.list`` ``{}`` → ``{servers: [{server_id, qualified_name, per_member, have}]}``: the

@@ -1,4 +1,4 @@
-"""What a load balancer needs from a ``serve`` replica of a team's gateway (#28).
+"""What a load balancer needs from a ``serve`` replica of a team's gateway.
 
 - ``GET /healthz`` (live: the process answers) and ``GET /readyz`` (ready: the runtime is built and
   the database answers; else 503), with no credential and nothing in them but the replica's id;

@@ -132,7 +132,7 @@ def _error_response(code: int, message: str, *, status: int = 200, req_id: Any =
     return _response({"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}, status)
 
 
-#: Parameter names the agent gives are echoed only when they look like one (#10 item 2).
+#: Parameter names the agent gives are echoed only when they look like one.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _METHOD_NOT_FOUND = (
     "Method not found. The methods are the mcp_setup_* tools, spawn_subagent, servers.* and tool_registry_*."
@@ -253,7 +253,7 @@ class RpcDispatcher:
         if notification:
             return None
         clean = self.runtime.redactor.redact_obj(answer)
-        clean["id"] = req_id  # the caller's own id, verbatim: redacting it would answer a guess (#10 item 2)
+        clean["id"] = req_id  # the caller's own id, verbatim: redacting it would answer a guess
         return clean
 
     @staticmethod
@@ -282,7 +282,7 @@ class RpcDispatcher:
             )
         if method.startswith("tool_registry_"):
             return await self._registry(method, params)
-        if method in MEMBER_METHODS:  # a member's own keys (#28)
+        if method in MEMBER_METHODS:  # a member's own keys
             return await member_call(self.runtime, method, params)
         if method in CLIENT_METHODS:
             return await call_clients(self.runtime, method, params)
@@ -311,7 +311,7 @@ class RpcDispatcher:
             return {
                 "status": "pending",
                 "url": self.page_url(pending.prompt_id),
-                "message": (  # names nothing the agent gave (#10 item 2)
+                "message": (  # names nothing the agent gave
                     "The user can enter the secret in the open mcp-setup page, or at this link. The ref "
                     "works once they have submitted it; the value is never shown to you."
                 ),

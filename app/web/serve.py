@@ -108,7 +108,7 @@ def _hide_token_in_logs(token: str, handler: logging.Handler) -> None:
 
 
 def display_available(env: Mapping[str, str], platform: str = sys.platform) -> bool:
-    """Whether a browser can show up (#12 item 7): macOS and Windows always; elsewhere only
+    """Whether a browser can show up: macOS and Windows always; elsewhere only
     with an X11 or Wayland display (a headless Chromium would crash silently)."""
     if platform in ("darwin", "win32"):
         return True

@@ -1,4 +1,4 @@
-"""A server card's calls at ``/rpc`` (#25 item 2):
+"""A server card's calls at ``/rpc``:
 
 * ``servers.details {server_id}``: its settings (every name; the values of non-secret ones,
   redacted; a secret is never read out) and its recent log (the redacted file ``mcp-setup logs`` prints);

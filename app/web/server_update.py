@@ -1,4 +1,4 @@
-"""A server card's "Update" at ``/rpc`` (#25 item 2), through the core's
+"""A server card's "Update" at ``/rpc``, through the core's
 :func:`setup_agent.setup.update_offer` / :func:`~setup_agent.setup.update_server`, the calls
 ``mcp-setup update`` makes:
 

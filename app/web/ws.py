@@ -72,7 +72,7 @@ class _Session:
     tab that floods messages without reading gets few frames ahead of the close answer. A
     websockets client stops reading its socket once 16 messages wait unread, and then could not
     see the server's close frame behind a thousand answers: it waited its 10 s close timeout and
-    reported 1006 (#10 item 12).
+    reported 1006.
     """
 
     def __init__(self, session_id: str, websocket: WebSocket, *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -84,7 +84,7 @@ class _Session:
         self._refilled = clock()
         self._dropping = False
         # Secret prompts shown to this tab, and the ones held back until one of those closes: a tab
-        # gets at most _PROMPTS_AT_ONCE of them at a time (#24 item 14: sixty queued prompts hid the
+        # gets at most _PROMPTS_AT_ONCE of them at a time (sixty queued prompts hid the
         # server's close frame from a client that reads 16 frames ahead, and its close took 10 s).
         self.prompts_shown: set[str] = set()
         self.prompts_held: dict[str, str] = {}

@@ -133,7 +133,7 @@ class AgentSession:
         self.installed: dict[str, Any] | None = None
         self._withheld: list[str] = []
         self._cancelled: AgentCancelled | None = None  # how a prompt or consent was cancelled
-        #: The driver's last search found nothing: a run that ends there ends "not found" (#25 item 10).
+        #: The driver's last search found nothing: a run that ends there ends "not found".
         self.not_found = False
         self.goal, found = scrub_secrets(goal, redactor)
         self.goal_had_secret = bool(found)
@@ -303,6 +303,6 @@ def installed_summary(installed: dict[str, Any]) -> str:
     name = installed.get("qualified_name") or installed["server_id"]
     state = installed.get("status", "connected")
     tail = "" if state == "connected" else f" It is installed but {state}: {installed.get('reason', 'see the log')}."
-    if left := installed.get("left_out_by_user"):  # unticked in the consent (#29 item 10)
+    if left := installed.get("left_out_by_user"):  # unticked in the consent
         tail = f" Left out, as you chose: {', '.join(left)}.{tail}"
     return f"Installed {name} ({installed['server_id']}). Tools now available: {names}.{tail}"

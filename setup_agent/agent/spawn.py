@@ -80,7 +80,7 @@ async def _drive(session: AgentSession, factory: Callable[..., Any], options: di
             if not timeout.expired():
                 raise
             return "failed", f"Stopped after {archetype.max_seconds:g} seconds: that is the {archetype.id} agent's time limit.", False
-    except AgentInputEnded:  # a script's input ran out: a failure, not a cancel (#25 item 10)
+    except AgentInputEnded:  # a script's input ran out: a failure, not a cancel
         return "failed", "Stopped: the input ended before a question was answered.", False
     except AgentCancelled:
         return "cancelled", "Cancelled by the user.", False

@@ -110,7 +110,7 @@ class ToolRegistry:
 
     # -- hooks --------------------------------------------------------------------------
     def add_diagnostics(self, name: str, section: DiagnosticsSection) -> None:
-        """Add ``diagnostics()[name]`` (e.g. tool-list pinning counts, #16)."""
+        """Add ``diagnostics()[name]`` (e.g. tool-list pinning counts)."""
         if name in _BUILT_IN_SECTIONS:
             raise ValueError(f"{name!r} is a built-in diagnostics section")
         self._sections[name] = section

@@ -65,9 +65,9 @@ class ConnectionManager(Forwarding):
         sandbox: Sandbox | None = None,
     ) -> None:
         self.store = store
-        #: A proxied result is cut beyond this many characters, with a note (#24 item 5; 0: no cap).
+        #: A proxied result is cut beyond this many characters, with a note (0: no cap).
         self.max_result_chars = max_result_chars
-        #: A call whose server sends more progress notifications than this is ended (#24 item 5).
+        #: A call whose server sends more progress notifications than this is ended.
         self.max_call_notifications = max_call_notifications
         self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
         self.fetcher: Any = None  # a start's download phase (setup_agent/launch/fetch.py Fetcher; runtime sets it)
@@ -266,11 +266,11 @@ class ConnectionManager(Forwarding):
         for server in wanted.values():
             live = self._live.get(server.server_id)
             if live is not None and live.server.launch_spec == server.launch_spec:
-                live.server = server  # its latest record (e.g. a newly approved tool list, #16)
+                live.server = server  # its latest record (e.g. a newly approved tool list)
             # Lazy or not, a server whose tools were never recorded (installed by an older
             # mcp-setup) is started once so that they can be listed.
             if server.server_id in self._expected:
-                continue  # its install connects it (one start, #17)
+                continue  # its install connects it (one start)
             if server.server_id not in self._live and (eager or not server.tools_recorded):
                 await self.connect(server, wait=False)
 
@@ -281,7 +281,7 @@ class ConnectionManager(Forwarding):
 
         A server that gave up (failed with no retry left) or was stopped is started afresh. A
         download phase is not counted against ``timeout`` (it has its own deadline, and
-        ``progress`` hears it): the wait counts from the server's start (#29 item 11).
+        ``progress`` hears it): the wait counts from the server's start.
         """
         live = self._live.get(server.server_id)
         if live is None or live.task is None or live.task.done() or live.status.status in ("failed", "stopped"):

@@ -1,6 +1,6 @@
 """A proxied ``tools/call`` through a live connection's raw lane (setup_agent/launch/raw_lane.py):
 the same request the SDK's session would send, its answer read as the SDK reads it, without the
-SDK's memory streams in between (#29, "faster, by passing through").
+SDK's memory streams in between ("faster, by passing through").
 
 :func:`lane_call` builds the request from the SDK's own model and the session's own stamp (the
 negotiated version's ``_meta`` on a 2026-07-28 session), and reads the answer as

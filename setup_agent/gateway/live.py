@@ -72,7 +72,7 @@ class LiveConnection:
         self.log: ServerLog | None = None  # the current attempt's stderr log file
         self.removed = False  # the server is removed: its log is not written again (discard_log)
         self.inflight = InFlight()  # the clients of calls in flight: the server's requests go to them (relay.py)
-        self.downloading = False  # its package is being fetched (the download phase, #29 item 11)
+        self.downloading = False  # its package is being fetched (the download phase)
         self.started_at: float | None = None  # when the latest start began (after any download)
         #: ``await listener(elapsed, fetched)`` about once a second while its package downloads.
         self.download_listeners: list[Any] = []

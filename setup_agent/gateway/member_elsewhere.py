@@ -1,4 +1,4 @@
-"""A member's prompt answered on any replica of a team's gateway (#28, parts A and B).
+"""A member's prompt answered on any replica of a team's gateway (parts A and B).
 
 On a team's database (PostgreSQL) :class:`~setup_agent.gateway.member_prompts.MemberPrompts`
 publishes each prompt it opens to ``mcp_pending`` as kind ``member_secret`` (server id, member,

@@ -1,4 +1,4 @@
-"""Asking a member for their own value of a per-member key (#28 item 3), out of band.
+"""Asking a member for their own value of a per-member key, out of band.
 
 The first call a member (a named token, ``token:NAME``) makes to a server with per-member keys
 opens a secret prompt in a broker of its own (:class:`MemberPrompts`): no user page, tab or

@@ -1,4 +1,4 @@
-"""Each member's own downstream sessions (#28 item 3).
+"""Each member's own downstream sessions.
 
 A server installed with per-member keys (``InstalledServer.member_keys``) is called by a member
 of a team gateway (a named token, ``token:NAME``) through a session of that member's own: one

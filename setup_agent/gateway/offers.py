@@ -1,5 +1,5 @@
 """Installed servers' prompts, resources, resource templates and completions through the
-gateway (#29 item 4).
+gateway.
 
 At each connect a server's prompts, resources and templates are listed (only what it
 declared), redacted and recorded in the store (:func:`record_offers`; prompts are pinned there
@@ -79,7 +79,7 @@ async def record_offers(client: Any, store: Any, redactor: Any, server_id: str, 
 
 
 def without_hidden(entry: Any, offers: dict[str, Any]) -> Any:
-    """``entry`` (a catalog server) without the tools the user unticked (#29 item 10; store/server_extras.py)."""
+    """``entry`` (a catalog server) without the tools the user unticked (store/server_extras.py)."""
     hidden = getattr(offers.get(entry.server_id), "hidden_tools", None)
     if not hidden:
         return entry

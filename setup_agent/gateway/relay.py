@@ -1,5 +1,5 @@
 """An installed server's requests to the client (sampling, elicitation, roots) and its log
-messages, relayed to the client whose call caused them (#29 item 5).
+messages, relayed to the client whose call caused them.
 
 Each live connection's ``mcp.Client`` declares sampling, elicitation (form and URL) and roots,
 so a server shows the tools that need them; during a proxied call the face's :class:`Caller`
@@ -177,7 +177,7 @@ def relay_callbacks(
                     logger.debug("log message not delivered: %s", type(exc).__name__)
             return
         count = inflight.count_log(caller)
-        if count > MAX_LOGS_PER_CALL:  # a flood (#24 item 5): the rest of this call's are dropped
+        if count > MAX_LOGS_PER_CALL:  # a flood: the rest of this call's are dropped
             if count == MAX_LOGS_PER_CALL + 1:
                 logger.warning("%s sent more than %d log messages during one call; the rest are not relayed",
                                label, MAX_LOGS_PER_CALL)

@@ -1,4 +1,4 @@
-"""The size cap of a proxied tool result (#24 item 5): a server cannot flood the agent's context.
+"""The size cap of a proxied tool result: a server cannot flood the agent's context.
 
 :func:`cap_result` keeps a result's text blocks, in order, up to ``limit`` characters in all
 (the strings of every block and of ``structuredContent`` count); the block where the budget

@@ -86,7 +86,7 @@ class Gateway:
         self.idle_stop_seconds = idle_stop_seconds
         self.check_arguments = check_arguments
         self._catalog = Catalog()
-        self._left_out: dict[str, str] = {}  # gateway name of an unticked tool -> the refusal (#29 item 10)
+        self._left_out: dict[str, str] = {}  # gateway name of an unticked tool -> the refusal
         self.offers = OfferIndex()  # prompts, resources, templates (offers.py)
         self._counter: int | None = None
         self._listeners: list[Listener] = []

@@ -32,7 +32,7 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_MAX_UNPACKED = 1024 * 1024 * 1024
-#: A bundle holds at most this many members (#24 item 12): more is refused before anything is read.
+#: A bundle holds at most this many members: more is refused before anything is read.
 MAX_MEMBERS = 10_000
 _EOCD = b"PK\x05\x06"
 _CHUNK = 64 * 1024

@@ -1,4 +1,4 @@
-"""A small content-addressed cache of downloaded MCPB bundles (#17 item 2, MCPB prefetch).
+"""A small content-addressed cache of downloaded MCPB bundles (MCPB prefetch).
 
 ``<root>/<sha256>.mcpb`` (files 0600, dir 0700), filled by :func:`setup_agent.launch.bundle.fetch_bundle`
 (so the published SHA-256 is checked on the way in) and checked again on the way out: an

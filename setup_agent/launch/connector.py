@@ -160,7 +160,7 @@ async def open_client(
             transport = _owned(streamable_http_client(resolved.url, http_client=http), http)
     async with serving:
         async with Client(transport, mode=mode, client_info=CLIENT_INFO, **(callbacks or {})) as client:
-            # #29 item 6 (lenient.py); the label names no URL query or argument (they may hold a secret)
+            # a tool schema a lenient client accepts is read with a note (lenient.py); the label names no URL query or argument (they may hold a secret)
             read_leniently(client, urlsplit(resolved.url).hostname or "a server" if resolved.url else Path(resolved.command or "server").name)
             yield client
 
@@ -252,7 +252,7 @@ async def list_all_tools(client: Client, *, max_pages: int = 100) -> list[Any]:
 def tool_dicts(tools: list[Any]) -> list[dict[str, Any]]:
     """Tools as plain JSON with every field the server sent that the SDK knows (wire names:
     ``name, title?, description, inputSchema, outputSchema?, annotations?, execution?, icons?,
-    _meta?``), so that the gateway lists them as sent (#29)."""
+    _meta?``), so that the gateway lists them as sent."""
     out = []
     for tool in tools:
         item: dict[str, Any] = (

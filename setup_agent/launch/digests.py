@@ -1,4 +1,4 @@
-"""The digest of a package's artifact, as its registry publishes it (#28 item 4): what a lock
+"""The digest of a package's artifact, as its registry publishes it: what a lock
 file (``mcp-setup export``) records and ``mcp-setup apply`` checks before anything is fetched.
 
 ============  =====================================================================  ==================

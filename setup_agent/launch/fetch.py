@@ -22,7 +22,7 @@ package that needs an sdist build is not prefetched), OCI by ``docker pull``.
 
 A fetch that fails changes nothing: the server's own start reports what is wrong. A fetch
 that succeeded is remembered for the life of the process (no second check), and a fetch of
-the same package already running (a prefetch, item 2 of #17) is joined, not repeated.
+the same package already running (a prefetch) is joined, not repeated.
 :meth:`Fetcher.prefetch` starts one in the background (when a secret prompt opens, or when
 ``get`` names the package an install would choose).
 

@@ -1,4 +1,4 @@
-"""The sandbox in words and the paths a user grants (issue #23; the mechanism is ``sandbox.py``).
+"""The sandbox in words and the paths a user grants (the mechanism is ``sandbox.py``).
 
 :func:`profile_words` is what the consent, ``mcp-setup show``, ``doctor`` and the web page say a
 server can see; :func:`granted_paths` the paths a server's settings name, which the sandbox lets

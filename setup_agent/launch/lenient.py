@@ -1,4 +1,4 @@
-"""Answers of a 2026-07-28 server read leniently (#29 item 6).
+"""Answers of a 2026-07-28 server read leniently.
 
 That revision makes ``resultType`` (and, on cacheable results, ``ttlMs`` and ``cacheScope``)
 required, and the SDK rejects an answer without them: a server that negotiated 2026-07-28

@@ -3,7 +3,7 @@
 A package such as ``npx some-server`` with the URL ``http://localhost:3000/mcp`` is started
 and then connected to on its port. Whatever else already listens there (another program on
 :3000) would answer first and get the entry's headers and values, and its tools would be
-recorded as the package's. So (issue 26 item 1):
+recorded as the package's. So:
 
 - **before the spawn**, :func:`port_taken` says whether something already answers on (or
   listens at) the URL's port: the launch is refused, nothing is started;

@@ -70,7 +70,7 @@ DEFAULT_PREFERENCE: tuple[str, ...] = ("npm", "pypi", "oci", "nuget", "mcpb", "r
 
 def unverified_download(package: PackageOption) -> bool:
     """A bundle fetched from another host with no sha256 to check it (Smithery lists its bundles
-    so): chosen only when nothing else can run, after the remote (issue 26 item 10)."""
+    so): chosen only when nothing else can run, after the remote."""
     if package.type != "mcpb" or package.file_sha256:
         return False
     url = package.identifier.lower()

@@ -1,4 +1,4 @@
-"""Prefetch (#17 item 2): while the user types a secret or reads ``mcp_setup_get``, the package
+"""Prefetch: while the user types a secret or reads ``mcp_setup_get``, the package
 an install of that server would choose is fetched in the background (npm/uvx/docker through the
 :class:`~setup_agent.launch.fetch.Fetcher`, MCPB bundles into the
 :class:`~setup_agent.launch.bundle_cache.BundleCache`). A prefetch that fails changes nothing.

@@ -1,4 +1,4 @@
-"""A raw lane beside the SDK session on a stdio server's pipes (#29, "faster, by passing through").
+"""A raw lane beside the SDK session on a stdio server's pipes ("faster, by passing through").
 
 The SDK's client moves each message through zero-buffer memory streams (transport → dispatcher
 → session, and back), a handful of event-loop passes per call. A :class:`RawLane` writes a

@@ -1,7 +1,7 @@
 """Known failures of npx, uvx and docker, read from a server's error output, and their repairs.
 
 A package that fails to start often says why, and sometimes how to fix it, in its runner's own
-words (issue 26): ``uvx`` names the executables a package does provide, an unpinned FastMCP
+words: ``uvx`` names the executables a package does provide, an unpinned FastMCP
 server under mcp 2.x says to pin ``mcp<2``, a package that needs a newer Python says which. A
 person would have to dig for that; :func:`diagnose` reads the stderr tail and answers a
 :class:`Diagnosis`:
@@ -145,7 +145,7 @@ _MODULE_DIST = {"dateutil": "python-dateutil", "dotenv": "python-dotenv", "yaml"
                 "PIL": "Pillow", "requests": "requests", "httpx": "httpx", "pydantic": "pydantic",
                 "aiohttp": "aiohttp", "uvicorn": "uvicorn", "starlette": "starlette", "pytz": "pytz"}
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'|ImportError: ")
-#: npm's own words for a package (E404) or a version (ETARGET) its registry does not have (#25 item 4).
+#: npm's own words for a package (E404) or a version (ETARGET) its registry does not have.
 _NPM_NO_PACKAGE = re.compile(r"'(@?[^'@\s]+)(?:@[^'\s]*)?' is not in this registry|404 Not Found - GET https?://\S+?/(@[^/\s%]+(?:%2[fF]|/)[^/\s]+|[^/@\s]+)(?:\s|$)")
 _NPM_NO_VERSION = re.compile(r"No matching version found for (@?[^@\s]+)@(\S+?)\.?(?:\s|$)")
 _DOCKER_PLATFORM = re.compile(r"no matching manifest for (linux/[a-z0-9/]+)|exec format error", re.IGNORECASE)

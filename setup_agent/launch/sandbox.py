@@ -1,4 +1,4 @@
-"""The sandbox every local server starts in (issue #23): what it sees, and how that is enforced.
+"""The sandbox every local server starts in: what it sees, and how that is enforced.
 
 An installed server is untrusted code running as the user. Started through :meth:`Sandbox.wrap`,
 it sees:

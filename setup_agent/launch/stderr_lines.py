@@ -1,4 +1,4 @@
-"""A starting server's stderr, line by line, for the person watching a test (#12 item 4).
+"""A starting server's stderr, line by line, for the person watching a test.
 
 :class:`StderrLines` is a ``ProcessWatch.on_stderr`` hook: it cuts the chunks into lines,
 redacts each whole line (before it is shortened, so no part of a secret survives a cut), and

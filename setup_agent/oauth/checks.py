@@ -4,7 +4,7 @@
   its issuer, or to a plain-http issuer off this machine, is refused (codes, verifiers and tokens
   go only to the host the user is shown);
 - :class:`CheckedTransport`: the sign-in's transport, which applies that check to the SDK's own
-  requests (registration, token, revocation) *before* they are sent (#24 item 11);
+  requests (registration, token, revocation) *before* they are sent;
 - :func:`translate`: any failure of a sign-in as one :class:`~setup_agent.errors.SetupError`.
 """
 

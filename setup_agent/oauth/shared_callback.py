@@ -1,4 +1,4 @@
-"""The redirect of a team's sign-in, received by whichever replica the balancer picks (#28).
+"""The redirect of a team's sign-in, received by whichever replica the balancer picks.
 
 With a team's database and a public host (``MCP_SETUP_PUBLIC_HOST``), a sign-in's ``redirect_uri``
 is ``<public base>/oauth/callback`` instead of a loopback listener of the replica that started it:

@@ -1,4 +1,4 @@
-"""A team's sign-in finished by the replica its redirect reaches (#28 item 1).
+"""A team's sign-in finished by the replica its redirect reaches.
 
 The SDK's ``OAuthClientProvider`` keeps the PKCE verifier in a local variable of its
 authorization-code step, so only the replica that started a sign-in could redeem the code: if it

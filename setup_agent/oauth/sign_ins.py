@@ -104,7 +104,7 @@ class SignIns:
         self._by_ref: dict[str, asyncio.Task[Any]] = {}  # the flow behind each pending ref (cancel)
         self._failed: dict[str, SetupError] = {}  # why a flow ended without a grant (failure(); a few)
         self._cancelled: set[str] = set()
-        #: A team's (#28): the store's ``SharedSignIns`` and serve's public base; then the redirect
+        #: A team's: the store's ``SharedSignIns`` and serve's public base; then the redirect
         #: comes to ``<base>/oauth/callback`` on any replica (shared_callback.py), not to loopback.
         self.shared: Any = None
         self.callback_base: str | None = None
@@ -112,7 +112,7 @@ class SignIns:
 
     def answer_callback(self, query_string: str) -> tuple[int, str, str]:
         """serve's ``GET /oauth/callback`` on this replica (a worker thread): a team's sign-in
-        started on any replica is finished here, its tokens exchanged by this one (#28 item 1)."""
+        started on any replica is finished here, its tokens exchanged by this one."""
         assert self.shared is not None
 
         def exchange(state: str, record: dict[str, Any], response: dict[str, Any]) -> tuple[int, str, str]:

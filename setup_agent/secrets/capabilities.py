@@ -16,7 +16,7 @@ issued is handed to ``on_issue(key, action)`` first, so a face can register it w
 filter (and a consent key with the redactor, as a second line behind the structure).
 Thread-safe: the page answers from its own thread.
 
-On a team's database (#28) ``shared`` (the store's ``SharedCapabilities``) holds the same digests,
+On a team's database ``shared`` (the store's ``SharedCapabilities``) holds the same digests,
 so a link issued by one replica opens its item on any other, and is spent once for all of them.
 """
 

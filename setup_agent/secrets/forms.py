@@ -1,4 +1,4 @@
-"""The forms of a secret value the redactor and the guard know (issue #24, item 4).
+"""The forms of a secret value the redactor and the guard know.
 
 :func:`forms` is the table: every literal form a benign encoder would write a value in —
 

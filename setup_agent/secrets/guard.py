@@ -28,7 +28,7 @@ Counting is keyed by one opaque string, the *principal* (a session id, ``token:N
 ``user:terminal``, a stdio client's key…); ``None`` or ``""`` count as one shared key. The
 guard knows no values of its own: it asks the :class:`~setup_agent.secrets.redact.Redactor`.
 It is thread-safe and holds its counts in memory (a restart forgets them); on a team's database
-``counts`` (the store's ``SharedGuardCounts``, #28) adds them up over every replica, so guesses
+``counts`` (the store's ``SharedGuardCounts``) adds them up over every replica, so guesses
 spread over a round-robin balancer lock the principal as on one process.
 """
 

@@ -6,7 +6,7 @@ URL-quoted, base64 and base64url at any alignment, base32, hex, JSON and HTML es
 value reversed), with a placeholder: the value's ref where it has one, ``[secret:KEY]``
 otherwise.
 
-How a form is matched (issue #24, item 4):
+How a form is matched:
 
 * a form of at least :data:`ANYWHERE_CHARS` characters is matched anywhere, *normalised*:
   whitespace and zero-width characters between its characters and any case
@@ -14,7 +14,7 @@ How a form is matched (issue #24, item 4):
   wrapped at any column;
 * a shorter form only exactly and as a whole token (not touching a letter, digit or ``_``);
   a value under :data:`MIN_REDACT_CHARS` characters is not replaced in outbound text at all
-  (a one-character secret would otherwise rewrite every id, issue #10 item 8). Short values
+  (a one-character secret would otherwise rewrite every id). Short values
   are still kept out of logs (:class:`RedactingFilter` redacts in *strict* mode, where every
   length counts) and :meth:`Redactor.contains_secret` with ``strict=True`` finds them;
 * a string whose decoded text (HTML entities, JSON escapes, percent-encoding, mixed in ways no

@@ -1,4 +1,4 @@
-"""Secret refs shared by a team's replicas (#28): :class:`SharedRefStore`.
+"""Secret refs shared by a team's replicas: :class:`SharedRefStore`.
 
 On PostgreSQL several ``serve`` replicas share one database, and a ref minted (or a prompt
 answered) on one must resolve on any other. :class:`SharedRefStore` is a

@@ -243,7 +243,7 @@ def _scrub(text: str, key: str) -> str:
 
 
 def _warn(log: logging.Logger, key_file: Path, why: str) -> None:
-    """Warn once per key file (issue #12 item 8): ``<key file>.warned`` remembers it was said;
+    """Warn once per key file: ``<key file>.warned`` remembers it was said;
     later starts log the same sentence at DEBUG (``--verbose`` shows it)."""
     marker = key_file.with_name(key_file.name + ".warned")
     level = logging.DEBUG if marker.exists() else logging.WARNING

@@ -1,4 +1,4 @@
-"""Weak secret values: short or guessable ones a determined agent could find by guessing (#10 item 2).
+"""Weak secret values: short or guessable ones a determined agent could find by guessing.
 
 Only inspected, never kept. Shown by the secret page, the web modal and the terminal.
 """
@@ -9,7 +9,7 @@ import re
 
 __all__ = ["WEAK_VALUE_WARNING", "is_weak_value"]
 
-#: Shown to the user (secret page, web modal, terminal) for a short or guessable value (#10 item 2).
+#: Shown to the user (secret page, web modal, terminal) for a short or guessable value.
 WEAK_VALUE_WARNING = (
     "This value is short or easy to guess (under 8 characters, or a word, a date or a simple pattern "
     "such as Summer2024!). mcp-setup hides it from the assistant, but such a value cannot be protected "

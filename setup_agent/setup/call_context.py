@@ -92,6 +92,6 @@ class Progress:
             stage = "handshake"  # it started, then failed to speak MCP
         extra = {"reason": err.details["reason"]} if isinstance(err.details.get("reason"), str) else {}
         if stage == "starting" and self.download_failed and err.details.get("failed") == "package":
-            stage = "downloading"  # the runner could not fetch the package (#25 item 4): not a crash
+            stage = "downloading"  # the runner could not fetch the package: not a crash
         await self(stage, "failed", code=err.code, message=err.message, **extra)
 

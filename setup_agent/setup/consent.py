@@ -262,7 +262,7 @@ class ConsentBroker:
     ) -> ConsentDecision:
         """The user approves, with their values for the destination settings (others keep the
         suggestion), their widening of the sandbox (an extra folder, no network) and the tools
-        they unticked (names of the tools shown; #29 item 10). Called by user channels only."""
+        they unticked (names of the tools shown). Called by user channels only."""
         with self._lock:
             events = self._sweep()
             try:
@@ -373,7 +373,7 @@ WAITING_FOR_APPROVAL = (
     "they have, call this tool again with the same arguments."
 )
 
-#: The install's second ask (#29 item 10): the launch is approved; the user picks the tools to keep.
+#: The install's second ask: the launch is approved; the user picks the tools to keep.
 WAITING_FOR_TOOLS = (
     "Waiting for the user to approve installing {server} and to choose which of its {n} tools to keep. They do it "
     "themselves: in the mcp-setup page, or with `mcp-setup approve` in a terminal. Tell them so; once they have, "

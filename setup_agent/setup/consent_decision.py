@@ -3,7 +3,7 @@
 A :class:`ConsentDecision` is built only from a user channel's answer (the web modal's POST to
 ``/api/consents/…``, the one-time consent page, the terminal prompt, ``mcp-setup approve``), by
 :meth:`~setup_agent.setup.consent.ConsentBroker.approve`: the destination settings' values, the
-sandbox widening (``sandbox_choice.py``) and the tools the user unticked (#29 item 10). No tool
+sandbox widening (``sandbox_choice.py``) and the tools the user unticked. No tool
 argument of an agent reaches it: the installer reads the unticked tools from the decision alone.
 """
 

@@ -89,14 +89,14 @@ class ConsentRequest:
     #: ``{server_id, pinned_hash, live_hash, diff, tools: [{name, change, description, pinned_description,
     #: inputSchema}]}`` — the new texts as the server wrote them, shown escaped, never to the agent.
     tools_change: dict[str, Any] | None = None
-    #: What the server can see, in plain words (setup_agent/launch/sandbox.py, #23); empty for a remote.
+    #: What the server can see, in plain words (setup_agent/launch/sandbox.py); empty for a remote.
     sandbox: list[str] = field(default_factory=list)
     #: Whether the user may widen the sandbox here (an extra folder, no network): a local server
     #: in mcp-setup's own sandbox, not a remote or a container.
     widenable: bool = False
     #: The tools the server will add, when a test already listed them (an install after a test):
     #: ``[{name, title, description, estimated_tokens}]``, each drawn as a ticked box the user may
-    #: untick (#29 item 10). Empty when nothing has run yet (a first test): nothing to choose.
+    #: untick. Empty when nothing has run yet (a first test): nothing to choose.
     tools: list[dict[str, Any]] = field(default_factory=list)
     #: The user approved this launch already (the test's consent): this ask is about the tools only,
     #: so faces show the server and the tool boxes, not the launch, destinations or widening again.
@@ -215,7 +215,7 @@ def build_consent_request(
     ]
     public_values = {d.name: d.suggested for d in destinations}
     # Non-secret values the launch uses (a directory a filesystem server may read) decide access:
-    # shown filled in, and part of what is approved (#25 item 7). Destinations stay templates: the
+    # shown filled in, and part of what is approved. Destinations stay templates: the
     # user edits them below the launch.
     used = spec.keys()
     shown = {

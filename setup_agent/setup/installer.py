@@ -1,5 +1,5 @@
 """Test and install, step by step: a test prepares the launch, asks the user's consent, runs
-the download phase and probes the server (parking a passing session for its install, #17); an
+the download phase and probes the server (parking a passing session for its install); an
 install does the same under a lock per server name (or adopts the parked session), writes the
 store in one transaction and connects. Any failure before the commit leaves no rows and no
 install dir, and releases the refs it claimed.
@@ -61,12 +61,12 @@ class Installer:
         default_factory=weakref.WeakValueDictionary, init=False, repr=False
     )
     #: The tools a passing test listed (redacted), by its consent's fingerprint: the install of
-    #: the same launch shows them in its consent, to be unticked (#29 item 10). Bounded.
+    #: the same launch shows them in its consent, to be unticked. Bounded.
     _tested_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
 
     async def test(self, args: dict, ctx: CallContext) -> dict:
         progress = Progress(ctx, self.redactor, "mcp_setup_test_connection", name_or_none(args.get("qualified_name")))
-        # An install may adopt the tested process (#17): it then runs in a reserved install dir.
+        # An install may adopt the tested process: it then runs in a reserved install dir.
         reserved = self.connections.install_dir("srv_" + _random.token_hex(6)) if self.prober.parking.enabled else None
         workdir = reserved or make_scratch_dir(self.scratch_root, "test")
         parked = False
@@ -89,7 +89,7 @@ class Installer:
         return {
             "ok": True,
             "tools": result.tools,
-            "context": context_cost(result.tools, label=prepared.detail.display_name or ""),  # #29 item 10
+            "context": context_cost(result.tools, label=prepared.detail.display_name or ""),
             "package": prepared.package.id,
             "version": prepared.package.version,
             "protocol_version": result.protocol_version,
@@ -97,7 +97,7 @@ class Installer:
 
     async def install(self, args: dict, ctx: CallContext, *, replaces: str | None = None) -> dict:
         """``replaces``: the installed server id this install replaces in its commit (``mcp-setup
-        update``, never an agent's argument): it stays installed until then (#24 item 6)."""
+        update``, never an agent's argument): it stays installed until then."""
         name = req_name(args, "qualified_name")
         progress = Progress(ctx, self.redactor, "mcp_setup_install_and_connect", name)
         try:
@@ -117,7 +117,7 @@ class Installer:
             await self.preparer.refuse_installed(name, replaces)  # again, now that no other install of it runs
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
-            # Reserve the refs first (#10 item 7): a concurrent install cannot use them too;
+            # Reserve the refs first: a concurrent install cannot use them too;
             # a failure releases them so they stay usable.
             env_refs = str_map(args, "env_refs")
             claim = self.refs.claim(env_refs)
@@ -132,7 +132,7 @@ class Installer:
                     await ctx.check_prepared(prepared)
                 hidden = self.left_out(await self._consent(prepared, ctx, "install")) | ctx.left_out
                 adopted = self._adopt(prepared)
-                if adopted is not None:  # the tested process goes on, in the dir it was tested in (#17)
+                if adopted is not None:  # the tested process goes on, in the dir it was tested in
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)
                     server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
                     # The tools the tested process listed: a face shows them as for a fresh start.
@@ -147,20 +147,20 @@ class Installer:
                     result = await self._probe(prepared, progress)
                 await progress("installing", "started")
                 # A value that came through a secret prompt (a ref) is secret for life, whatever
-                # the registry says (#10 item 1): stored as secret, so every connect hides it.
+                # the registry says: stored as secret, so every connect hides it.
                 secret_keys = {n for k in prepared.keys if k.secret for n in (k.name, *k.aliases)} | set(env_refs)
                 # Hidden while the refs are still live: after consume only a connect knows the values.
                 probed_tools = self.redactor.redact_obj(result.tools)
                 pin = relabel(probed_tools, {ref: f"[secret:{key}]" for key, ref in env_refs.items()})
                 if ctx.check_tools is not None:
                     await ctx.check_tools(pin)
-                digest = None  # the registry's digest of what ran (#28): what a lock file records
+                digest = None  # the registry's digest of what ran: what a lock file records
                 if self.digests is not None:
                     digest = await self.digests.resolve(prepared.spec, prepared.package.registry_base_url)
                 env = {k: (v, k in secret_keys) for k, v in prepared.values.items()}
                 if prepared.auth is not None:  # the sign-in as it is now (the test may have renewed it)
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
-                self.connections.expect(server_id)  # a store sync must not start it meanwhile (#17)
+                self.connections.expect(server_id)  # a store sync must not start it meanwhile
                 server = await asyncio.to_thread(
                     self.store.install,
                     server_id=server_id,
@@ -175,9 +175,9 @@ class Installer:
                     title=prepared.detail.display_name,
                     tools=pin,
                     replaces=replaces,
-                    member_keys=member_keys,  # each member's own (#28 item 3)
+                    member_keys=member_keys,  # each member's own
                     artifact_digest=digest,
-                    hidden_tools=sorted(hidden),  # unticked in the consent: stored with the pin (#29 item 10)
+                    hidden_tools=sorted(hidden),  # unticked in the consent: stored with the pin
                 )
             except BaseException:
                 self.refs.release(claim)
@@ -261,13 +261,13 @@ class Installer:
         return self.prober.parking.key(prepared.detail.qualified_name, version, spec, prepared.values)
 
     def _adopt(self, prepared: Prepared) -> Parked | None:
-        """The session a passing test of exactly this left running, if any (#17 item 1)."""
+        """The session a passing test of exactly this left running, if any."""
         if not self.prober.parking.enabled or prepared.auth is not None:
             return None
         return self.prober.parking.adopt(self._adoption_key(prepared))
 
     async def _fetch(self, prepared: Prepared, progress: Progress) -> None:
-        """The download phase (#17 item 3): its own deadline and progress; the start's deadline
+        """The download phase: its own deadline and progress; the start's deadline
         then counts from its end. A failed fetch is not an error: the start says what is wrong."""
         if self.fetcher is None or self.fetcher.is_warm(prepared.spec):
             return
@@ -289,7 +289,7 @@ class Installer:
         await self._fetch(prepared, progress)
 
         # While it starts, the page shows the time spent against the deadline and the server's
-        # latest stderr line, redacted (#12 item 4).
+        # latest stderr line, redacted.
         async def on_stage(stage: str, status: str) -> None:
             late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
             if stage == "queued":

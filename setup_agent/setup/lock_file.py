@@ -1,4 +1,4 @@
-"""A lock file of installed servers (#28 item 4): what ``mcp-setup export`` writes and
+"""A lock file of installed servers: what ``mcp-setup export`` writes and
 ``mcp-setup apply`` reads, and the comparisons apply refuses a difference by.
 
 The file is JSON (``"format": "mcp-setup-lock", "version": 1``), one entry per server::
@@ -63,7 +63,7 @@ class LockedServer:
     network: bool = True
     tools_hash: str | None = None
     tools: dict[str, str] = field(default_factory=dict)  # tool name -> sha256 of its pinned definition
-    left_out: tuple[str, ...] = ()  # the tools the user unticked (#29 item 10): apply leaves them out too
+    left_out: tuple[str, ...] = ()  # the tools the user unticked: apply leaves them out too
     secrets: tuple[str, ...] = ()
     settings: dict[str, str] = field(default_factory=dict)
     enabled: bool = True
@@ -116,7 +116,7 @@ def locked_server(
     digest = server.artifact_digest
     note = None
     if digest is None and server.package_type == "mcpb" and spec.get("file_sha256"):
-        digest = f"sha256:{str(spec['file_sha256']).lower()}"  # recorded in the launch spec since #13
+        digest = f"sha256:{str(spec['file_sha256']).lower()}"  # the launch spec records the bundle's sha256
     elif digest is None and server.package_type in ("npm", "pypi"):
         note = ("not recorded: installed before mcp-setup recorded digests; apply takes this exact version and "
                 "records it")

@@ -1,4 +1,4 @@
-"""The ``per_member`` argument of an install (#28 item 3): which keys of the server every member
+"""The ``per_member`` argument of an install: which keys of the server every member
 of a team gateway enters for themselves (``token:NAME``; see ``setup_agent/gateway/members.py``).
 
 Names only, checked against the keys the prepared launch takes; a name that matches none is

@@ -174,7 +174,7 @@ class Preparer:
         spec = move_argv_secrets(spec, secret)
         # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
         spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
-        repair = opt_str(args, "repair")  # a known failure's repaired launch (issue 26), shown at consent
+        repair = opt_str(args, "repair")  # a known failure's repaired launch, shown at consent
         if repair is not None:
             spec = apply_repair(spec, repair)
         self.refuse_foreign_destination(keys, values, spec)
@@ -211,7 +211,7 @@ class Preparer:
         unknown = sorted((set(env_refs) | set(env)) - set(canonical))
         if unknown:
             known = ", ".join(sorted(by_name)) or "none"
-            # Never the unknown names themselves: what matched nothing is the agent's guess (#10 item 2).
+            # Never the unknown names themselves: what matched nothing is the agent's guess.
             raise InvalidInput(
                 f"{len(unknown)} name{'s' if len(unknown) > 1 else ''} in env/env_refs {'are' if len(unknown) > 1 else 'is'} "
                 f"not a setting of this server (its settings: {known})."

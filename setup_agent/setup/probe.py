@@ -100,7 +100,7 @@ class Prober:
         sandbox: Any = None,
     ) -> None:
         self.redactor = redactor
-        #: Probes that run at once (#24 item 15); the rest wait their turn (stage ``queued``).
+        #: Probes that run at once; the rest wait their turn (stage ``queued``).
         self.max_concurrent = max(1, max_concurrent)
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
@@ -187,7 +187,7 @@ class Prober:
         hwatch = HttpWatch()
         outcome: asyncio.Future[ProbeResult] = asyncio.get_running_loop().create_future()
         # It declares what the gateway relays (sampling, elicitation, roots: refused while nobody
-        # calls), so the tools it lists are the ones its live connection gets (#29 item 5).
+        # calls), so the tools it lists are the ones its live connection gets.
         inflight = InFlight()
 
         async def stage(name: str, status: str) -> None:
@@ -241,7 +241,7 @@ class Prober:
         task = asyncio.create_task(run(), name="mcp-setup-probe")
         self._teardowns.add(task)
         task.add_done_callback(self._teardowns.discard)
-        # A task cancelled before it ran never reaches its ``finally`` (#12 item 10): the
+        # A task cancelled before it ran never reaches its ``finally``: the
         # workspace goes when the task is done, however it ended.
         if scratch is not None:
             task.add_done_callback(lambda _t: shutil.rmtree(scratch, ignore_errors=True))

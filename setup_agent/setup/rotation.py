@@ -1,4 +1,4 @@
-"""Replace one stored secret of an installed server, tested first (#25 item 2): the one code
+"""Replace one stored secret of an installed server, tested first: the one code
 path of ``mcp-setup rotate`` and the page card's "Replace".
 
 The new value comes as a ref (a secret prompt's answer, or one the CLI minted from its hidden

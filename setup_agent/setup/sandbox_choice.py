@@ -1,4 +1,4 @@
-"""The user's widening of a server's sandbox, chosen in the consent (#23): an extra folder it
+"""The user's widening of a server's sandbox, chosen in the consent: an extra folder it
 may read and write, or no network at all. Never the agent's choice: only the consent's answer
 (the page, the web modal, the terminal) carries one, and it is stored with the install in the
 launch spec (``sandbox_grants``, ``sandbox_network``), so a remembered approval brings it back.

@@ -91,7 +91,7 @@ class SetupService:
         guard: GuessGuard | None = None,
     ) -> None:
         self.refs = refs
-        #: Refuses (and counts) a call whose arguments hold a protected value (#24 item 1): a
+        #: Refuses (and counts) a call whose arguments hold a protected value: a
         #: server that reflects a setting would otherwise answer a guess through the redactor.
         self.guard = guard
         #: MCPB bundles by sha256 (setup_agent/launch/bundle_cache.py): prefetched, and reused by test/install.
@@ -202,7 +202,7 @@ class SetupService:
         except SetupError:
             chosen = None
         if chosen is not None and (self.fetcher or self.bundle_cache) is not None and existing is None:
-            self.prefetches.package(chosen)  # the package install would choose (#17 item 2)
+            self.prefetches.package(chosen)  # the package install would choose
         packages = describe_packages(detail.packages, which=self.which)
         notes: list[str] = []
         warnings: list[dict[str, Any]] = []
@@ -236,7 +236,7 @@ class SetupService:
             offers = await asyncio.to_thread(self.store.offers)  # store I/O off the event loop, as above
             hidden = getattr(offers.get(existing.server_id), "hidden_tools", frozenset())
             kept = [t for t in existing.tools if t.get("name") not in hidden]
-            out["context"] = context_cost(kept, existing.slug, existing.title or "")  # #29 item 10
+            out["context"] = context_cost(kept, existing.slug, existing.title or "")
             if hidden:
                 out["context"]["left_out_by_user"] = len(hidden)  # unticked in the consent: held back
                 out["left_out_by_user"] = sorted(hidden)  # their names, as the install result gives them
@@ -269,7 +269,7 @@ class SetupService:
             await self.preparer.refuse_installed(server)  # no prompt for a server that is already there
         pending = self.broker.open(key_name, prompt_text, server)
         if server:
-            self.prefetches.server(server)  # while the user types (#17 item 2)
+            self.prefetches.server(server)  # while the user types
         out: dict[str, Any] = {"ref": pending.ref, "prompt_id": pending.prompt_id}
         if ctx.present_prompt is not None:
             out.update(await ctx.present_prompt(pending))
@@ -313,7 +313,7 @@ class SetupService:
             if st.reason:
                 item["reason"] = st.reason
             if hidden:
-                item["left_out_by_user"] = sorted(hidden)  # #29 item 10: not listed, not callable
+                item["left_out_by_user"] = sorted(hidden)  # not listed, not callable
             if (change := s.tools_change()) is not None:  # names only; approved out of band
                 item["tools_change"] = {"state": change["state"], "summary": change["summary"]}
                 if change["state"] == "changed" and s.enabled:

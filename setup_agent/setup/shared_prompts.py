@@ -34,7 +34,7 @@ def share_prompts(
 ) -> None:
     """Publish ``broker``'s prompts to ``shared`` and fill their refs with values entered elsewhere.
 
-    With ``shared_refs`` (a team's database, #28) ``broker`` also answers the prompts of other
+    With ``shared_refs`` (a team's database) ``broker`` also answers the prompts of other
     replicas: the value goes into the prompt's shared ref (encrypted), usable on any replica."""
     published = Published(shared, ttl_seconds=ttl_seconds)
     if shared_refs is not None:

@@ -1,4 +1,4 @@
-"""One pending consent per request and asker on a team's gateway (#28).
+"""One pending consent per request and asker on a team's gateway.
 
 Behind a round-robin balancer an agent's retry of a test or install reaches another replica
 before the user has answered the consent the first one opened. Without this, that replica opens
@@ -157,7 +157,7 @@ class TeamConsents:
             ids = [cid for cid, fp in self._approved.items() if fp == request.fingerprint]
             for cid in ids:
                 del self._approved[cid]
-        answer = decision.public()  # with the tools the user unticked (#29 item 10)
+        answer = decision.public()  # with the tools the user unticked
         for cid in ids:
             self._record(cid, "approved", by, answer)
 

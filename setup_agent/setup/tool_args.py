@@ -1,5 +1,5 @@
 """The agent's tool arguments: how each is read and checked, and how its own strings are kept
-out of what comes back (#10 item 2: no guessing oracle).
+out of what comes back (no guessing oracle).
 
 A name the agent gives is echoed only when it matches :data:`NAME_PATTERN`; an error built from
 upstream words has the agent's strings taken out (:func:`without_echo`), always, by the
@@ -35,13 +35,13 @@ __all__ = [
 ]
 
 #: A name the agent gives (server names, ids, sources, package ids, setting names) may be echoed
-#: in a result only when it matches this and is at most this long (#10 item 2): anything else
+#: in a result only when it matches this and is at most this long: anything else
 #: is "an invalid name", never quoted, so an error cannot carry a guess back through the redactor.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9@_][A-Za-z0-9@._/:+\-]{0,199}")
 MAX_NAME_CHARS = 200
 MAX_QUERY_CHARS = 200
 _INVALID_NAME = "an invalid name"
-#: The agent's values are bounded (#24 item 1): one string (a value or a key) at most this
+#: The agent's values are bounded: one string (a value or a key) at most this
 #: long, and a tool's arguments at most this much text in all (strings, plus one for each
 #: other item); beyond is ``invalid_input``, never quoted.
 MAX_VALUE_CHARS = 1024

@@ -168,7 +168,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
     },
 ]
 
-#: Titles and MCP tool annotations (issue #12, item 11): hints for clients deciding what to
+#: Titles and MCP tool annotations: hints for clients deciding what to
 #: confirm. Registries are an open world; the install dir and store are not.
 _HINTS: dict[str, tuple[str, dict[str, bool]]] = {
     "mcp_setup_search": ("Search MCP servers", {"readOnlyHint": True, "openWorldHint": True}),

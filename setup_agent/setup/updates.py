@@ -1,5 +1,5 @@
 """Update an installed server to the registry's newer version (or exactly one), swapped in only if
-it answers (#24 item 6, #25 item 2): the one code path of ``mcp-setup update`` and the page card's
+it answers: the one code path of ``mcp-setup update`` and the page card's
 "Update".
 
 1. :func:`update_offer`: the registry's current detail of the server (or exactly ``version``'s),
@@ -78,7 +78,7 @@ async def update_offer(service: Any, server_id: str, version: str | None = None)
         where = _where(service.hub, source)
         if version is None:
             raise NotFound(f"{server.qualified_name} is no longer in {where}; {server.version} stays installed.") from None
-        # said once: not the registry's own sentence inside ours (#25 item 12)
+        # said once: not the registry's own sentence inside ours
         raise NotFound(f"No version {version} of {server.qualified_name} in {where}; {server.version} stays installed.") from None
     return UpdateOffer(server, detail.version, source, version is not None)
 

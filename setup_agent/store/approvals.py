@@ -67,7 +67,7 @@ class PendingApproval:
     status: str
     decision: dict[str, Any] | None = None
     answered_by: str | None = None
-    fingerprint: str | None = None  # a consent's: an answer elsewhere is remembered under it (#28)
+    fingerprint: str | None = None  # a consent's: an answer elsewhere is remembered under it
     requester: str | None = None  # a consent's asker, hashed: one pending consent per request and asker
     age_seconds: float = 0.0  # since it was published (a replica waiting on it expires it in step)
 
@@ -97,7 +97,7 @@ class PendingApprovals:
 
     def pending(self) -> list[PendingApproval]:
         """Every item still waiting (not expired), oldest first. A member's prompt for their own key
-        (kind ``member_secret``, #28) is never the user's to answer: it is left out."""
+        (kind ``member_secret``) is never the user's to answer: it is left out."""
         query = (
             select(PendingRow)
             .where(PendingRow.status == "pending", PendingRow.expires_at > self._clock(),
@@ -109,7 +109,7 @@ class PendingApprovals:
 
     def waiting_like(self, kind: str, fingerprint: str, requester: str) -> list[PendingApproval]:
         """The items of another owner still waiting for the same request (``fingerprint``) of the
-        same asker (``requester``), oldest first: a team's replica waits on one of them (#28)."""
+        same asker (``requester``), oldest first: a team's replica waits on one of them."""
         query = (
             select(PendingRow)
             .where(PendingRow.kind == kind, PendingRow.fingerprint == fingerprint, PendingRow.requester == requester,

@@ -1,4 +1,4 @@
-"""The audit's hash chain (issue #23): each row carries the hash of the row before it.
+"""The audit's hash chain: each row carries the hash of the row before it.
 
 ``row_hash = sha256(canonical JSON of [prev_hash, id, at, event, server_id, qualified_name,
 actor, old_hash, new_hash, detail])``; the first row's ``prev_hash`` is :data:`GENESIS`. A row

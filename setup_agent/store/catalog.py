@@ -167,7 +167,7 @@ CHARS_PER_TOKEN = 4
 
 
 def context_cost(tools: Iterable[dict[str, Any]], slug: str = "server", label: str = "") -> dict[str, Any]:
-    """What a server's tools add to a client's context (#29 item 10): how many there are and
+    """What a server's tools add to a client's context: how many there are and
     an estimate of the tokens their definitions take, as the gateway lists them."""
     server = CatalogServer("", label or slug, slug, label or None, True, tuple(tools))
     wire = Catalog.build([server]).wire_tools()
@@ -246,7 +246,7 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
 
 
 def read_sqlite_hidden(db_path: Path) -> dict[str, frozenset[str]]:
-    """The tools the user unticked (#29 item 10), by server id; no table yet: none."""
+    """The tools the user unticked, by server id; no table yet: none."""
     hidden: dict[str, frozenset[str]] = {}
     for sid, text in _read_only(db_path, "SELECT server_id, hidden_tools_json FROM mcp_server_extras") or ():
         try:

@@ -1,4 +1,4 @@
-"""Changes fanned out at once on a team's PostgreSQL database: ``LISTEN/NOTIFY`` (#28 item 2).
+"""Changes fanned out at once on a team's PostgreSQL database: ``LISTEN/NOTIFY``.
 
 Every write that bumps the change counter also sends ``NOTIFY mcp_setup_changes`` in the same
 transaction (PostgreSQL delivers it at commit); publishing or answering an item that waits for

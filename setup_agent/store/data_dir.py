@@ -1,4 +1,4 @@
-"""The data dir's own permissions (#24 item 13): the home and the dirs that hold installs and
+"""The data dir's own permissions: the home and the dirs that hold installs and
 scratch copies are the user's alone (0700), also when they already existed looser.
 
 A dir we own is tightened (it is ours: nothing else should read an install's files or a

@@ -146,12 +146,12 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
         The server gets a gateway slug not used by any other installed server
         (:func:`~setup_agent.store.catalog.make_slug`); ``tools`` is the tool list its test saw.
         ``replaces``: the server id of the version this one replaces (``mcp-setup update``): its
-        row and encrypted values are deleted in the same transaction (#24 item 6), so a crash at
+        row and encrypted values are deleted in the same transaction, so a crash at
         any moment leaves exactly one of the two; its slug passes to the new row. ``member_keys``:
         the keys each member enters for themselves (``member_values.py``).
         ``artifact_digest``: the registry's digest of what was installed (setup_agent/launch/digests.py).
-        ``hidden_tools``: the tools the user unticked in the consent, stored with the pin (#29 item
-        10); an update keeps the ones of the version it replaces.
+        ``hidden_tools``: the tools the user unticked in the consent, stored with the pin; an update keeps the ones of the
+        version it replaces.
         """
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
@@ -359,7 +359,7 @@ def _env(env: EnvInput) -> _EnvItems:
 
 def _holds(text: str, value: str) -> bool:
     """``value`` in ``text``, byte-exactly: anywhere from 8 characters, as a whole token below
-    (the redactor's rule, #10 item 8: a short secret is refused from disk too)."""
+    (the redactor's rule, a short secret is refused from disk too)."""
     if len(value) >= 8:
         return value in text
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(value)}(?![A-Za-z0-9_])", text) is not None

@@ -1,4 +1,4 @@
-"""Each member's own keys (#28 item 3): which keys of a server every member of a team gateway
+"""Each member's own keys: which keys of a server every member of a team gateway
 enters for themselves, and each member's value of them, encrypted with the data key.
 
 A mixin of :class:`~setup_agent.store.database.Store` (its vault, sessions, audit and change

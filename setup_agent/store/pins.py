@@ -1,4 +1,4 @@
-"""Tool pinning: the tools the user approved are the tools the agent gets (issue #16).
+"""Tool pinning: the tools the user approved are the tools the agent gets.
 
 At install the tool list the test saw is *pinned* (stored with its hash, time and version).
 At every connect the live list is compared with the pin (:func:`reconcile`):
@@ -83,7 +83,7 @@ def relabel(tools: Sequence[Tool], labels: Mapping[str, str]) -> list[dict[str, 
     return [swap(dict(t)) for t in tools]
 
 
-#: Tool fields mcp-setup records only since #29 (before, they were dropped on the way in): a
+#: Tool fields mcp-setup records only since the gateway passed tools through whole (before, they were dropped on the way in): a
 #: pinned tool with none of them was pinned without looking at them. Against it, a live form
 #: that adds only these is not a change to approve: the pinned form (without them) stays
 #: exposed, so nothing unapproved passes, and an upgrade does not hold back every tool of a

@@ -3,7 +3,7 @@ secret flags, never values), and :func:`read_sqlite_servers`, which reads them f
 data dir with the standard library alone.
 
 That reader (and :func:`read_sqlite_audit`) is for the read-only commands (``mcp-setup
-list``/``show``/``logs``/``audit``, #25 item 9):
+list``/``show``/``logs``/``audit``):
 they answer at the speed of ``python -c pass`` because they load neither SQLAlchemy nor the
 vault. It opens the file read-only and never migrates; None means "ask the real store" (no
 file yet, or a schema this reader does not know).
@@ -59,7 +59,7 @@ class InstalledServer:
     tools_diff: dict[str, Any] | None = None
     needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
     member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (member_values.py)
-    #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None before #28.
+    #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None for servers installed before digests were recorded.
     artifact_digest: str | None = None
 
     def tools_change(self) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
-"""What an installed server offers besides tools (#29 item 4): its prompts, pinned like tools,
+"""What an installed server offers besides tools: its prompts, pinned like tools,
 and its resources and resource templates as it listed them at its last connect (redacted);
-and the tools the user unticked in the consent (item 10, :meth:`ServerExtras.set_hidden_tools`).
+and the tools the user unticked in the consent (:meth:`ServerExtras.set_hidden_tools`).
 
 Prompts follow the tool rules of :mod:`setup_agent.store.pins` (name-keyed, the same
 :func:`~setup_agent.store.pins.reconcile`): the first list seen is pinned; a prompt whose
@@ -124,7 +124,7 @@ class ServerExtras:
         return True
 
     def set_hidden_tools(self, server_id: str, names: Sequence[str], *, actor: str) -> bool:
-        """The tools the user unticked (#29 item 10): held back like unapproved ones, whatever
+        """The tools the user unticked: held back like unapproved ones, whatever
         the server lists; audited (``tools_hidden``). True (and a change bump) when it changed."""
         with translated(f"update the tools of server {server_id}"), self._session() as s, s.begin():  # type: ignore[attr-defined]
             server = s.get(ServerRow, server_id)
@@ -137,7 +137,7 @@ class ServerExtras:
         return True
 
     def _write_hidden(self, s: Any, server: ServerRow, names: Sequence[str], actor: str) -> bool:
-        """In the caller's transaction (an install's, #29 item 10): the unticked tools, audited."""
+        """In the caller's transaction (an install's): the unticked tools, audited."""
         text = json.dumps(sorted(set(names)))
         row = s.get(ExtrasRow, server.server_id, with_for_update=True)
         if row is None:

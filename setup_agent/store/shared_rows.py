@@ -1,4 +1,4 @@
-"""The tables of a team's shared setup state (#28, migration ``0008_shared_state``).
+"""The tables of a team's shared setup state (migration ``0008_shared_state``).
 
 Used only on PostgreSQL, where several ``serve`` replicas share one database (on SQLite the tables
 exist but stay empty: refs live in one process's memory, as before):
@@ -71,7 +71,7 @@ class GuardCountRow(Base):
 
 
 class SignInRow(Base):
-    """An OAuth sign-in in progress (#28): its ``state`` (SHA-256 only), the replica waiting for it,
+    """An OAuth sign-in in progress: its ``state`` (SHA-256 only), the replica waiting for it,
     and the authorization response once it arrived on any replica (encrypted with the data key)."""
 
     __tablename__ = "mcp_sign_ins"

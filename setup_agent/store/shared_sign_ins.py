@@ -1,4 +1,4 @@
-"""OAuth sign-ins in progress shared by a team's replicas (#28): :class:`SharedSignIns`.
+"""OAuth sign-ins in progress shared by a team's replicas: :class:`SharedSignIns`.
 
 A sign-in started on replica A sends the browser to ``https://PUBLIC_HOST:PORT/oauth/callback``;
 the balancer may hand that redirect to replica B. The table ``mcp_sign_ins`` joins them:

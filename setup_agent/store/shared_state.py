@@ -1,4 +1,4 @@
-"""A team's setup state in its PostgreSQL database, so any ``serve`` replica serves any step (#28).
+"""A team's setup state in its PostgreSQL database, so any ``serve`` replica serves any step.
 
 Three repositories over the tables of ``shared_rows.py``, each a seam the core's in-memory parts
 take as a constructor argument (none is used on SQLite, where refs stay in one process's memory):

@@ -1,4 +1,4 @@
-// "Use it in your AI client" (#25 item 1): the clients found on this computer, each with a
+// "Use it in your AI client": the clients found on this computer, each with a
 // Connect button that shows the exact change (the diff `mcp-setup client connect --dry-run`
 // prints) and writes it only when confirmed (backup, idempotent; a file mcp-setup cannot
 // merge is left alone and the entry to paste is shown); the gateway's /mcp address for clients

@@ -2,7 +2,7 @@
 // package, version or sha256, the command line with ${KEY} templates), where each secret goes,
 // the destination settings (editable: the assistant's values are only suggestions) and any
 // warnings (which must be ticked), and the tools a test listed, one ticked box each: the ones the
-// user unticks are left out once installed (#29 item 10). Approve / Deny are POSTed to
+// user unticks are left out once installed. Approve / Deny are POSTed to
 // /api/consents/<consent_id>.
 
 import { $, el, showError } from "./dom.js";
@@ -35,20 +35,20 @@ function toolRows(c) {
 function rows(c) {
   if (c.action === "tools_change") return toolRows(c);
   var server = ["Server", c.server + (c.version ? " (version " + c.version + ")" : "")];
-  if (c.launch_approved) return [server];  // approved at its test: only the tools are asked (#29 item 10)
+  if (c.launch_approved) return [server];  // approved at its test: only the tools are asked
   var out = [server, ["Package", c.package_type + ": " + c.package]];
   if (c.sha256) out.push(["sha256", c.sha256]);
   if (c.runner) out.push(["Runner", c.runner]);
   if (c.command_line && c.command_line.length) out.push(["Command line", c.command_line.join(" ")]);
   if (c.url) out.push(["URL", c.url + " (" + c.transport + ")"]);
   var env = Object.keys(c.env || {}).map(function (k) { return k + "=" + c.env[k]; });
-  if (env.length) out.push(["Environment", env.join("\n")]);  // one row, a line each (#25 item 7)
+  if (env.length) out.push(["Environment", env.join("\n")]);  // one row, a line each
   Object.keys(c.headers || {}).forEach(function (k) { out.push(["Header", k + ": " + c.headers[k]]); });
   (c.secrets || []).forEach(function (s) {
     out.push(["Secret " + s.key, "sent as " + (s.how.join(", ") || "a setting") + " to " + s.destination +
               (s.host ? " — host " + s.host : "")]);
   });
-  (c.sandbox || []).forEach(function (line) { out.push(["Sandbox", line]); });  // what it can see (#23)
+  (c.sandbox || []).forEach(function (line) { out.push(["Sandbox", line]); });  // what it can see
   return out;
 }
 
@@ -144,7 +144,7 @@ function showNext() {
   });
   $("consent-warnings").hidden = !(c.warnings && c.warnings.length);
   $("consent-accept").checked = false;
-  $("consent-widen").hidden = !c.widenable;  // the user's widening of the sandbox (#23)
+  $("consent-widen").hidden = !c.widenable;  // the user's widening of the sandbox
   $("consent-extra").value = "";
   $("consent-offline").checked = false;
   showError($("consent-error"), "");
@@ -211,7 +211,7 @@ function deny() {
 
 export function onConsentDone(event) {
   loadServersSoon(); // an answered tool-list change changes what the list shows
-  var shown = waiting[event.consent_id];  // the "Waiting for you…" note goes once it is answered (#25 item 5)
+  var shown = waiting[event.consent_id];  // the "Waiting for you…" note goes once it is answered
   if (shown) { shown.remove(); delete waiting[event.consent_id]; }
   queue = queue.filter(function (c) { return c.consent_id !== event.consent_id; });
   if (current && current.consent_id === event.consent_id) close();

@@ -52,7 +52,7 @@ var SIGN_IN = { oauth_required: true, needs_sign_in: true };
 var steps = null; // the current test/install steps block, until it ends
 var signInButtons = []; // {server, button}: the "Open the sign-in box" buttons of blocks waiting for a sign-in
 
-// While a server starts (#12 item 4): the seconds spent against the deadline, ticking, and the
+// While a server starts: the seconds spent against the deadline, ticking, and the
 // server's latest stderr line (redacted by the core).
 function startWatch(event) {
   stopWatch();
@@ -112,7 +112,7 @@ function addDownloadStep() {
   steps.order.splice(steps.order.indexOf("starting"), 0, "downloading");
 }
 
-// The download's elapsed seconds and packages fetched so far, from its progress events (#25 item 5).
+// The download's elapsed seconds and packages fetched so far, from its progress events.
 function countDownload(event) {
   var counter = steps.items.downloading.counter;
   var parts = [];
@@ -198,7 +198,7 @@ export function onProgress(event) {
     addDownloadStep();
     countDownload(event);
     // drawn as in progress (…); a fetch that ended without the package is not drawn done: the
-    // start that follows says what npm answered (#25 item 4)
+    // start that follows says what npm answered
     if (event.status === "progress" || (event.status === "done" && event.ok === false)) event = Object.assign({}, event, { status: "started" });
   }
   if (event.stage !== "starting" || event.status !== "started") stopWatch();

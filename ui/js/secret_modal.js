@@ -12,7 +12,7 @@ var currentPrompt = null;
 var focusBeforePrompt = null;
 var closingPrompt = false; // the dialog's "close" event comes later: ours, not the browser's
 
-// Short or guessable values (issue #10 item 2): the same rule as setup_agent/prompts.py
+// Short or guessable values: the same rule as setup_agent/prompts.py
 // is_weak_value. The value is only inspected as it is typed, never kept or sent anywhere else.
 export var WEAK_VALUE_WARNING =
   "This value is short or easy to guess (under 8 characters, or a word, a date or a simple pattern " +

@@ -1,4 +1,4 @@
-// A server card's "Settings and recent log" (#25 item 2): every setting by name (the value of a
+// A server card's "Settings and recent log": every setting by name (the value of a
 // non-secret one; a secret is never read back, only replaced, tested first), its version with
 // "Update" when the registry has a newer one, and the server's recent log (redacted). Loaded when
 // opened (/rpc servers.details, servers.update_check).

@@ -13,7 +13,7 @@ function installedByWords(label) {
   if (label === "ui") return "you, in this page";
   if (label === "agent") return "the setup assistant";
   if (label.indexOf("mcp:") === 0) return label.slice(4).replace(/-/g, " ") + " (through MCP)";
-  // principal labels (#22): "client:stdio via claude-desktop", "token:alice via cursor"
+  // principal labels: "client:stdio via claude-desktop", "token:alice via cursor"
   var via = label.split(" via ");
   var client = via.length > 1 ? " (" + via[1].replace(/-/g, " ") + ")" : "";
   if (via[0].indexOf("token:") === 0) return "the token " + via[0].slice(6) + client;
@@ -114,7 +114,7 @@ function renderServers(servers) {
                : "You rejected its changed tools (the approved ones stay): ") + server.tools_change.summary }) : null,
       (server.left_out_by_user || []).length ? el("p", { class: "muted small left-out", text: "You left out: " +
         server.left_out_by_user.join(", ") + " (your assistant does not see them; mcp-setup enable " + server.slug +
-        " --tool TOOL turns one back on)." }) : null,  // unticked at install (#29 item 10)
+        " --tool TOOL turns one back on)." }) : null,  // unticked at install
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
       detailsPart(server, openMore[server.slug]),  // by slug: an update gives it a new id

@@ -10,7 +10,7 @@ import { currentRunId, hasRun, note, resetThread, runDone, sendToAgent, setBusy 
 var SOURCES = { local: "your local catalog", official: "the official MCP registry", smithery: "Smithery" };
 var TYPES = { npm: "npm package", pypi: "Python package", oci: "Docker image", nuget: ".NET package", mcpb: "MCPB bundle", remote: "remote server" };
 
-// What decides the choice, before "Set up" (#12 item 5): how it runs, the keys it asks for,
+// What decides the choice, before "Set up": how it runs, the keys it asks for,
 // and whether this computer can run it.
 function cardFacts(server) {
   var facts = [];
@@ -81,7 +81,7 @@ function searchRegistries(event) {
       words = failed.length ? "Nothing found." :
         "Nothing found in the server directories or in the local catalog. Try other words.";
     }
-    if (failed.length) {  // which directories failed, and why (#12 item 1)
+    if (failed.length) {  // which directories failed, and why
       words += " Could not search: " + failed.map(function (e) {  // one full stop at the end, not ").);"
         return (SOURCES[e.source] || e.source) + " (" + String(e.message || "").replace(/[.\s]+$/, "") + ")";
       }).join("; ") + ".";

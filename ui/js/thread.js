@@ -48,7 +48,7 @@ export function focusThreadAction() {
 }
 
 // The person's own choice that ended a step (a Deny, a cancelled key): the result card says it in
-// their words, not the assistant's summary (#25 item 3).
+// their words, not the assistant's summary.
 export function noteOwnChoice(text) { if (run) run.ownChoice = text; }
 
 export function beginThread(runId, goal) {
@@ -108,7 +108,7 @@ export function onQuestion(event) {
     ]);
     form.addEventListener("submit", function (e) {
       e.preventDefault();
-      // An empty answer is an answer (#12 item 3): "press Enter to stop", "press Enter for the default".
+      // An empty answer is an answer: "press Enter to stop", "press Enter for the default".
       var text = input.value.trim() ? input.value : "";
       answer(event.question_id, text, null);
       message("user", "You", text || "(pressed Enter)");
@@ -149,7 +149,7 @@ export function onDone(event) {
   var tools = result.tools || [];
   // The agent's sentence names the server id too ("Installed X (srv_…)."): not a word for a person.
   var summary = (ownChoice || result.summary || "").replace(/ \(srv_[0-9a-f]+\)/, "");
-  // The tool list is shown once, in this card (#12 item 6): not again in the summary's
+  // The tool list is shown once, in this card: not again in the summary's
   // sentence, nor in the test steps above.
   if (tools.length) {
     summary = summary.replace(/\s*Tools now available: [^\n]*?\.(?=\s|$)/, "");

@@ -143,7 +143,7 @@ class GuidedDriver:
         words = sorted({w for w in query.split() if len(w) > 1}, key=lambda w: (-len(w), w)) if " " in query else []
         queries = [query, *words]  # a multi-word query that finds nothing: each word, longest first
         found: dict[tuple[str, str], dict[str, Any]] = {}
-        told: set[str] = set()  # each registry's failure is said once per search (#12 item 1)
+        told: set[str] = set()  # each registry's failure is said once per search
         for q in queries:
             result = await s.call("mcp_setup_search", {"query": q, "page_size": 10})
             if result.get("ok") is False:
@@ -219,7 +219,7 @@ class GuidedDriver:
         if skipped:
             await self._say(s, f"Optional settings left unset: {', '.join(skipped)}.")
         package: str | None = None
-        # (package, inputs) -> error code of each failed test (#12 item 2): an option is never
+        # (package, inputs) -> error code of each failed test: an option is never
         # tried again with the same inputs; when none is left, the run stops with a summary.
         failed: dict[tuple[str, str], str] = {}
         oauth_ref: str | None = None

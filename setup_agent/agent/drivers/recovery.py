@@ -1,8 +1,8 @@
-"""What the guided driver offers after a failed connection test (#25 item 4).
+"""What the guided driver offers after a failed connection test.
 
 * **Re-enter KEY** only when a key can be what went wrong: the server refused the settings
   (``rejected``), or the error names the key; never for a crash that does not name one, a
-  timeout or an unreachable server (typing the key again does not fix those, #12 item 2).
+  timeout or an unreachable server (typing the key again does not fix those).
 * **Try again** and **Show the log** after a crash (``exited``): a start can fail once; the
   log is the server's last output, already redacted by the probe (``details.stderr_tail``).
 * **Try the X package instead** for each package not tried yet with these settings.

@@ -1,4 +1,4 @@
-"""Principals (#22): admin tokens, and approvals waiting for the user, shared by every process.
+"""Principals: admin tokens, and approvals waiting for the user, shared by every process.
 
 Revision ID: 0006_principals
 Revises: 0005_sign_in

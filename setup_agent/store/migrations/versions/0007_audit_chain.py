@@ -1,4 +1,4 @@
-"""The audit chained and harder to rewrite (issue #23).
+"""The audit chained and harder to rewrite.
 
 Revision ID: 0007_audit_chain
 Revises: 0006_principals

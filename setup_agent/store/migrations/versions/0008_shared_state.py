@@ -1,4 +1,4 @@
-"""A team's setup state in its database, so any replica serves any step (issue #28).
+"""A team's setup state in its database, so any replica serves any step.
 
 Revision ID: 0008_shared_state
 Revises: 0007_audit_chain

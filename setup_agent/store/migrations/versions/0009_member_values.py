@@ -1,4 +1,4 @@
-"""Each member's own keys (#28 item 3): keys of a server marked per member, and their values.
+"""Each member's own keys: keys of a server marked per member, and their values.
 
 Revision ID: 0009_member_values
 Revises: 0008_shared_state

@@ -1,4 +1,4 @@
-"""The digest of the artifact each server was installed from (issue #28 item 4).
+"""The digest of the artifact each server was installed from.
 
 Revision ID: 0010_artifact_digest
 Revises: 0009_member_values

@@ -1,4 +1,4 @@
-"""What a server offers besides tools: its prompts pinned like tools, its resources and templates (#29).
+"""What a server offers besides tools: its prompts pinned like tools, its resources and templates.
 
 Revision ID: 0011_prompt_pins
 Revises: 0010_artifact_digest

@@ -1,4 +1,4 @@
-"""OAuth sign-ins in progress shared by a team's replicas (#28).
+"""OAuth sign-ins in progress shared by a team's replicas.
 
 Revision ID: 0012_shared_sign_ins
 Revises: 0011_prompt_pins

@@ -1,4 +1,4 @@
-"""A team's sign-in finished by whichever replica receives its redirect (#28 item 1).
+"""A team's sign-in finished by whichever replica receives its redirect.
 
 Revision ID: 0013_sign_in_exchange
 Revises: 0012_shared_sign_ins

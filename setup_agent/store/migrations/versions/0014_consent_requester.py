@@ -1,4 +1,4 @@
-"""One pending consent per request and requester on a team's gateway (#28).
+"""One pending consent per request and requester on a team's gateway.
 
 Revision ID: 0014_consent_requester
 Revises: 0013_sign_in_exchange
