@@ -61,8 +61,14 @@ from setup_agent.store import (
 from .settings import Settings, service_version
 
 __all__ = [
-    "Runtime", "build_runtime", "keyring_secret", "open_vault", "openai_options", "service_version", "sweep_leftovers",
-]  # fmt: skip
+    "Runtime",
+    "build_runtime",
+    "keyring_secret",
+    "open_vault",
+    "openai_options",
+    "service_version",
+    "sweep_leftovers",
+]
 
 KEYRING_SERVICE = "mcp-setup"
 
@@ -91,6 +97,7 @@ def openai_options(settings: Settings, keyring_get: Callable[[str, str], str | N
     if key:
         options["api_key"] = key
     return options
+
 
 logger = logging.getLogger(__name__)
 
@@ -214,16 +221,20 @@ def build_runtime(
     # replica serves any step. SQLite: refs stay in this process's memory, lost at restart.
     team = store.engine.dialect.name == "postgresql"
     shared_refs = SharedRefs(store, vault) if team else None
-    ref_options: dict[str, Any] = {"ttl_seconds": settings.secret_ttl_seconds, **({"timer": refs_timer} if refs_timer else {})}
+    ref_options: dict[str, Any] = {
+        "ttl_seconds": settings.secret_ttl_seconds,
+        **({"timer": refs_timer} if refs_timer else {}),
+    }
     refs = SharedRefStore(shared_refs, **ref_options) if shared_refs is not None else SecretRefStore(**ref_options)
     refs.add_listener(redactor.invalidate)
     redactor.add_source(refs.live_values)
     broker = PromptBroker(refs)
     consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent)
     http = httpx.AsyncClient(
-        timeout=settings.registry_timeout_seconds, follow_redirects=True,
+        timeout=settings.registry_timeout_seconds,
+        follow_redirects=True,
         **({"transport": http_transport} if http_transport is not None else {}),
-    )  # fmt: skip
+    )
     api_key = settings.smithery_api_key.get_secret_value() if settings.smithery_api_key else None
     api_key = api_key or keyring_secret(
         "smithery-api-key", keyring_backend.get_password if keyring_backend is not None else None
@@ -258,8 +269,13 @@ def build_runtime(
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
     sandbox = make_sandbox(settings, host_env)
     prober = Prober(
-        redactor, scratch_root=scratch, timeout=settings.probe_timeout_seconds, host_env=host_env, ledger=ledger,
-        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0, sandbox=sandbox,
+        redactor,
+        scratch_root=scratch,
+        timeout=settings.probe_timeout_seconds,
+        host_env=host_env,
+        ledger=ledger,
+        keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
+        sandbox=sandbox,
         max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
@@ -268,7 +284,10 @@ def build_runtime(
         if feed is not None:
             feed.add_listener(PENDING_CHANNEL, sign_ins.kick)
     bundles = BundleCache(
-        home / "cache" / "bundles", max_bytes=settings.bundle_cache_bytes, http=http, prefetch=settings.prefetch_packages
+        home / "cache" / "bundles",
+        max_bytes=settings.bundle_cache_bytes,
+        http=http,
+        prefetch=settings.prefetch_packages,
     )
     connections = ConnectionManager(
         store,
@@ -312,8 +331,11 @@ def build_runtime(
         oauth=sign_ins,
         admit=providers.admit if providers.admission != "off" else None,
         fetcher=Fetcher(
-            host_env=host_env, timeout=settings.download_timeout_seconds, prefetch=settings.prefetch_packages,
-            workdir=scratch, ledger=ledger,
+            host_env=host_env,
+            timeout=settings.download_timeout_seconds,
+            prefetch=settings.prefetch_packages,
+            workdir=scratch,
+            ledger=ledger,
         ),
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
@@ -333,9 +355,11 @@ def build_runtime(
     )
     gateway.lockout_listeners = lockout_listeners
     gateway.members = MemberSessions(  # each member's own keys and sessions
-        connections, root=home / "members", ttl_seconds=settings.secret_ttl_seconds,
+        connections,
+        root=home / "members",
+        ttl_seconds=settings.secret_ttl_seconds,
         wait_seconds=settings.secret_prompt_timeout_seconds,
-    )  # fmt: skip
+    )
     if team:  # a member's link may be answered on any replica; the value is stored by the one that gets it
         gateway.members.prompts.share(approvals)
         if feed is not None:
@@ -354,12 +378,30 @@ def build_runtime(
     tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash
     tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
-        settings, refs, redactor, broker, hub, vault, store, prober, connections, service, http, gateway,
-        consents=consents, sign_ins=sign_ins, providers=providers, tool_registry=tool_registry, review=review,
-        approvals=approvals, guard=guard, shared_refs=shared_refs,
-        shared_capabilities=SharedCapabilities(store) if team else None, shared_approvals=shared_approvals,
+        settings,
+        refs,
+        redactor,
+        broker,
+        hub,
+        vault,
+        store,
+        prober,
+        connections,
+        service,
+        http,
+        gateway,
+        consents=consents,
+        sign_ins=sign_ins,
+        providers=providers,
+        tool_registry=tool_registry,
+        review=review,
+        approvals=approvals,
+        guard=guard,
+        shared_refs=shared_refs,
+        shared_capabilities=SharedCapabilities(store) if team else None,
+        shared_approvals=shared_approvals,
         feed=feed,
-    )  # fmt: skip
+    )
 
 
 def _log_incident(_principal: str) -> None:
@@ -386,5 +428,3 @@ def _lockout_listeners_call(listeners: list[Callable[[str], Any]], session: str)
             listener(session)
         except Exception:  # noqa: BLE001 - one broken listener never hides the others
             logger.exception("lockout listener failed")
-
-

@@ -27,7 +27,8 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="A first npx/uvx/docker run's download, before the probe's own deadline."
     )
     prefetch_packages: bool = Field(
-        default=True, description="Fill npm's cache / docker pull / MCPB bundle cache while a secret prompt is open or after get."
+        default=True,
+        description="Fill npm's cache / docker pull / MCPB bundle cache while a secret prompt is open or after get.",
     )
     bundle_cache_bytes: int = Field(
         default=512 * 1024 * 1024, ge=0, description="Size cap of <home>/cache/bundles (MCPB bundles by sha256)."
@@ -50,13 +51,19 @@ class Settings(BaseSettings):
     port: int = Field(default=8765, ge=0, le=65535)
     secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
     max_concurrent_probes: int = Field(
-        default=4, ge=1, description="Test-connects that run at once; the rest wait their turn (a progress event says so)."
+        default=4,
+        ge=1,
+        description="Test-connects that run at once; the rest wait their turn (a progress event says so).",
     )
     max_result_chars: int = Field(
-        default=1024 * 1024, ge=0, description="A proxied tool result is cut beyond this many characters, with a note (0: no cap)."
+        default=1024 * 1024,
+        ge=0,
+        description="A proxied tool result is cut beyond this many characters, with a note (0: no cap).",
     )
     idle_stop_seconds: float = Field(
-        default=0.0, ge=0, description="Stop an installed server idle this long (0 = never); it restarts on its next call."
+        default=0.0,
+        ge=0,
+        description="Stop an installed server idle this long (0 = never); it restarts on its next call.",
     )
     mcp_core: Literal["first-call", "after-initialize"] = Field(
         default="first-call",
@@ -75,7 +82,7 @@ class Settings(BaseSettings):
     )
     sandbox: Literal["auto", "bwrap", "landlock", "off"] = Field(
         default="auto",
-        description="Where local servers run (README \"Sandbox\"): auto = bubblewrap, else Landlock, else none; "
+        description='Where local servers run (README "Sandbox"): auto = bubblewrap, else Landlock, else none; '
         "off runs them unisolated, as you (unsafe).",
     )
     # A team's gateway (README "For a team"): one data key named explicitly, a public host name.
@@ -83,7 +90,8 @@ class Settings(BaseSettings):
     data_key_keyring_entry: str | None = Field(default=None, description="Keyring user name of the data key.")
     public_host: str | None = Field(default=None, description="Host name clients use for `serve` (Host check).")
     public_url: str | None = Field(
-        default=None, description="The address clients reach `serve` at when a proxy in front terminates TLS "
+        default=None,
+        description="The address clients reach `serve` at when a proxy in front terminates TLS "
         "(https://HOST[:PORT], no path): the links it hands out name it; set at start, never read from a request.",
     )
     # Governance (README "Capability providers"): [[capability_providers]] and admission.

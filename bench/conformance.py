@@ -50,8 +50,10 @@ def tools_dir(root: Path, version: str) -> Path:
         (root / "package.json").write_text('{"name": "mcp-setup-conformance", "private": true}\n')
         subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund", "node@22", f"@modelcontextprotocol/conformance@{version}"],
-            cwd=root, check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            cwd=root,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return root
 
 
@@ -60,10 +62,20 @@ def run_suite(tools: Path, url: str, out: Path, requirements: str | None = None)
     {scenario: (passed, failed)} from its summary."""
     env = {**os.environ, "PATH": f"{tools / 'node_modules' / 'node' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(
-        [str(tools / "node_modules" / ".bin" / "conformance"), "server", "--url", url, "-o", str(out),
-         *(["--requirements", requirements] if requirements else [])],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            str(tools / "node_modules" / ".bin" / "conformance"),
+            "server",
+            "--url",
+            url,
+            "-o",
+            str(out),
+            *(["--requirements", requirements] if requirements else []),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     results = {}
     for line in proc.stdout.splitlines():
         m = _LINE.match(line.strip())
@@ -102,16 +114,30 @@ async def serve_face(data: Path, port: int, install: bool) -> Any:
 
     backend = keyring.backends.fail.Keyring()
     if install:
-        spec = LaunchSpec(command="npx", args=["-y", EVERYTHING], package_type="npm", runner="npx",
-                          identifier=EVERYTHING.rsplit("@", 1)[0], version=EVERYTHING.rsplit("@", 1)[1])  # fmt: skip
+        spec = LaunchSpec(
+            command="npx",
+            args=["-y", EVERYTHING],
+            package_type="npm",
+            runner="npx",
+            identifier=EVERYTHING.rsplit("@", 1)[0],
+            version=EVERYTHING.rsplit("@", 1)[1],
+        )
         with Store.for_data_dir(data, Vault.open(data, keyring_backend=backend)) as store:
             store.install(
-                qualified_name="io.github.modelcontextprotocol/server-everything", source="local",
-                version=spec.version, package_type="npm", launch_spec=spec.model_dump(mode="json"),
-                installed_by="bench", tools_hash="0" * 64, env={}, title="Everything", tools=None,
-            )  # fmt: skip
-    runtime = build_runtime(Settings(home=data, registries="local", sandbox="off"), keyring_backend=backend,
-                            host_env=dict(os.environ))  # fmt: skip
+                qualified_name="io.github.modelcontextprotocol/server-everything",
+                source="local",
+                version=spec.version,
+                package_type="npm",
+                launch_spec=spec.model_dump(mode="json"),
+                installed_by="bench",
+                tools_hash="0" * 64,
+                env={},
+                title="Everything",
+                tools=None,
+            )
+    runtime = build_runtime(
+        Settings(home=data, registries="local", sandbox="off"), keyring_backend=backend, host_env=dict(os.environ)
+    )
     await runtime.start(eager=True)
     await runtime.connections.wait_all_settled(120)
     face = McpFace(runtime)
@@ -135,13 +161,22 @@ async def serve_face(data: Path, port: int, install: bool) -> Any:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    tools = tools_dir(Path(args.tools).expanduser() if args.tools else
-                      Path.home() / ".cache" / "mcp-setup-conformance" / args.version, args.version)  # fmt: skip
+    tools = tools_dir(
+        Path(args.tools).expanduser()
+        if args.tools
+        else Path.home() / ".cache" / "mcp-setup-conformance" / args.version,
+        args.version,
+    )
     work = Path(tempfile.mkdtemp(prefix="mcp-setup-conformance-"))
     columns: dict[str, dict[str, tuple[int, int]]] = {}
     port = free_port()
-    direct = subprocess.Popen(["npx", "-y", EVERYTHING, "streamableHttp"], env={**os.environ, "PORT": str(port)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    direct = subprocess.Popen(
+        ["npx", "-y", EVERYTHING, "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     sets = args.requirements or [None]
 
     def name(target: str, req: str | None) -> str:
@@ -182,7 +217,9 @@ def table(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="0.1.16", help="the conformance package's version (0.2.0-alpha.x: newest)")
-    parser.add_argument("--requirements", nargs="*", help="0.2 only: revisions whose frozen sets to run (2025-11-25 2026-07-28)")
+    parser.add_argument(
+        "--requirements", nargs="*", help="0.2 only: revisions whose frozen sets to run (2025-11-25 2026-07-28)"
+    )
     parser.add_argument("--tools", help="where Node 22 and the suite are installed")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()

@@ -9,14 +9,13 @@ import sys
 
 
 def main() -> None:
+    import os
+
     import anyio
-    import mcp_types as types
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
     from mcp.server import Server
     from mcp.server.stdio import stdio_server
-
-    import os
 
     upstream = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
 

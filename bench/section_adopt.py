@@ -71,8 +71,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for kind, adopt in (("adopt", True), ("fresh", False)):
             # The sandbox off: the stub writes its pid file outside its own folder, which a sandboxed
             # server cannot (#23); the starts are counted from it.
-            settings = Settings(home=root.path / f"data-{kind}", registries="local", catalog_dir=catalog,
-                                consent="never-ask", adopt_tested_servers=adopt, sandbox="off")  # fmt: skip
+            settings = Settings(
+                home=root.path / f"data-{kind}",
+                registries="local",
+                catalog_dir=catalog,
+                consent="never-ask",
+                adopt_tested_servers=adopt,
+                sandbox="off",
+            )
             runtimes[kind] = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
 
         async def setup(kind: str, name: str = NAME) -> tuple[float, float]:
@@ -99,7 +105,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         t: dict[str, list[float]] = {f"{k}_{s}": [] for k in runtimes for s in ("test", "install")}
         kinds = list(runtimes)
         for i in range(args.rounds):
-            for kind in kinds[i % 2:] + kinds[: i % 2]:
+            for kind in kinds[i % 2 :] + kinds[: i % 2]:
                 test_s, install_s = await setup(kind)
                 t[f"{kind}_test"].append(test_s)
                 t[f"{kind}_install"].append(install_s)

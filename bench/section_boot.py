@@ -44,8 +44,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=env, runner="python3")
         for i in range(args.servers):
             store.install(
-                qualified_name=f"io.bench/stub-{i:02d}", source="local", version="1.0.0", package_type="mcpb",
-                launch_spec=spec.model_dump(mode="json"), installed_by="bench", tools_hash="0" * 64,
+                qualified_name=f"io.bench/stub-{i:02d}",
+                source="local",
+                version="1.0.0",
+                package_type="mcpb",
+                launch_spec=spec.model_dump(mode="json"),
+                installed_by="bench",
+                tools_hash="0" * 64,
                 env={"STUB_API_KEY": (SECRET, True)},
             )
         servers = store.list(enabled_only=True)
@@ -53,14 +58,21 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         def manager() -> ConnectionManager:
             return ConnectionManager(store, Redactor(), install_root=root.path / "data" / "servers", connect_timeout=60)
 
-        cpu: dict[str, list[float]] = {"boot_parent": [], "boot_children": [], "serial_parent": [], "serial_children": []}
+        cpu: dict[str, list[float]] = {
+            "boot_parent": [],
+            "boot_children": [],
+            "serial_parent": [],
+            "serial_children": [],
+        }
 
         def account(kind: str, before: os.times_result, after_start: os.times_result) -> None:
             # parent: this process up to "all connected"; children: the stubs' CPU, known once
             # they have been reaped (after aclose)
             end = os.times()
             cpu[f"{kind}_parent"].append(after_start.user + after_start.system - before.user - before.system)
-            cpu[f"{kind}_children"].append(end.children_user + end.children_system - before.children_user - before.children_system)
+            cpu[f"{kind}_children"].append(
+                end.children_user + end.children_system - before.children_user - before.children_system
+            )
 
         async def boot(group: list[Any] | None = None) -> float:
             cm = manager()
@@ -101,7 +113,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         await boot()  # warm-up, untimed
         t: dict[str, list[float]] = {"boot": [], "serial_sum": [], "serial_each": []}
         for i in range(args.rounds):
-            for kind in (("boot", "serial") if i % 2 == 0 else ("serial", "boot")):
+            for kind in ("boot", "serial") if i % 2 == 0 else ("serial", "boot"):
                 if kind == "boot":
                     t["boot"].append(await boot())
                 else:
@@ -124,14 +136,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         slow_spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=slow_env, runner="python3")
         for i in range(args.servers):
             store.install(
-                qualified_name=f"io.bench/slow-{i:02d}", source="local", version="1.0.0", package_type="mcpb",
-                launch_spec=slow_spec.model_dump(mode="json"), installed_by="bench", tools_hash="0" * 64,
+                qualified_name=f"io.bench/slow-{i:02d}",
+                source="local",
+                version="1.0.0",
+                package_type="mcpb",
+                launch_spec=slow_spec.model_dump(mode="json"),
+                installed_by="bench",
+                tools_hash="0" * 64,
                 env={"STUB_API_KEY": (SECRET, True)},
             )
         slow = [s for s in store.list() if s.qualified_name.startswith("io.bench/slow-")]
         ts: dict[str, list[float]] = {"boot": [], "serial_sum": []}
         for i in range(args.slow_rounds):
-            for kind in (("boot", "serial") if i % 2 == 0 else ("serial", "boot")):
+            for kind in ("boot", "serial") if i % 2 == 0 else ("serial", "boot"):
                 if kind == "boot":
                     ts["boot"].append(await boot(slow))
                 else:

@@ -30,11 +30,16 @@ def install(root: Root, count: int) -> Any:
     with Store.for_data_dir(data, vault) as store:
         for i in range(count):
             store.install(
-                qualified_name=f"io.bench/stub-{i}", source="local", version="1.0.0", package_type="stdio",
-                launch_spec=spec.model_dump(mode="json"), installed_by="bench", tools_hash="0" * 64,
+                qualified_name=f"io.bench/stub-{i}",
+                source="local",
+                version="1.0.0",
+                package_type="stdio",
+                launch_spec=spec.model_dump(mode="json"),
+                installed_by="bench",
+                tools_hash="0" * 64,
                 env={"STUB_API_KEY": (f"bench-value-{i}", True)},
                 tools=[{"name": "echo", "description": "Echo the given text back."}],
-            )  # fmt: skip
+            )
     return data
 
 

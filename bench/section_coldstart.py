@@ -53,8 +53,14 @@ def time_initialize(
     want = 2 if first_call else 1
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        argv, env=env, cwd=str(REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        bufsize=0, start_new_session=True,
+        argv,
+        env=env,
+        cwd=str(REPO),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        start_new_session=True,
     )
     try:
         assert proc.stdin and proc.stdout and proc.stderr
@@ -157,7 +163,7 @@ def main() -> None:
             kinds.remove("whatif_deferred")
         t: dict[str, list[float]] = defaultdict(list)
         for i in range(args.rounds):
-            order = kinds[i % len(kinds):] + kinds[: i % len(kinds)]
+            order = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]
             for kind in order:
                 if kind == "mcp_setup":
                     secs, err = time_initialize(mcp_argv, env)
@@ -173,12 +179,14 @@ def main() -> None:
                 else:
                     t[kind].append(time_python(env))
             if i < args.first_call_rounds:  # time to the first tool result, current vs what-if
-                for kind in (["mcp_setup", "whatif_deferred"] if "whatif_deferred" in kinds else ["mcp_setup"]):
+                for kind in ["mcp_setup", "whatif_deferred"] if "whatif_deferred" in kinds else ["mcp_setup"]:
                     argv = mcp_argv if kind == "mcp_setup" else whatif
                     t[f"first_call_{kind}"].append(time_initialize(argv, env, first_call=True)[0])
             if i < args.first_rounds:  # a fresh data dir: database created and migrated
                 fresh = root.path / f"fresh-{i}"
-                t["first_start"].append(time_initialize(mcp_argv, root.face_env(fresh, MCP_SETUP_REGISTRIES="local"))[0])
+                t["first_start"].append(
+                    time_initialize(mcp_argv, root.face_env(fresh, MCP_SETUP_REGISTRIES="local"))[0]
+                )
         out["times"] = {k: summary(v) for k, v in t.items()}
         out["ratio_lowlevel"] = median(t["mcp_setup"]) / median(t["min_lowlevel"])
         out["ratio_mcpserver"] = median(t["mcp_setup"]) / median(t["min_mcpserver"])
@@ -187,7 +195,16 @@ def main() -> None:
 
         # -X importtime: one start of each (interpreter flag; same entry point as the script)
         it_env = dict(env)
-        _, err = time_initialize([sys.executable, "-X", "importtime", "-c", "from app.cli.main import main; import sys; sys.exit(main(['mcp']))"], it_env)
+        _, err = time_initialize(
+            [
+                sys.executable,
+                "-X",
+                "importtime",
+                "-c",
+                "from app.cli.main import main; import sys; sys.exit(main(['mcp']))",
+            ],
+            it_env,
+        )
         out["importtime_mcp_setup"] = parse_importtime(err)
         _, err = time_initialize([sys.executable, "-X", "importtime", *low[1:]], it_env)
         out["importtime_min_lowlevel"] = parse_importtime(err)

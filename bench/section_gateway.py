@@ -31,12 +31,21 @@ from bench.common import BENCH, REPO, SECRET, Root, children_of, emit, mcp_setup
 from bench.section_coldstart import INIT
 
 STUB_TOOLS = [
-    {"name": "echo", "description": "Echo the given text back.",
-     "inputSchema": {"type": "object", "properties": {"text": {"type": "string", "description": "Text to echo"}},
-                     "required": ["text"]}},
-    {"name": "whoami", "description": "Answer 'ok' when the server is configured.",
-     "inputSchema": {"type": "object", "properties": {}}},
-]  # fmt: skip
+    {
+        "name": "echo",
+        "description": "Echo the given text back.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "Text to echo"}},
+            "required": ["text"],
+        },
+    },
+    {
+        "name": "whoami",
+        "description": "Answer 'ok' when the server is configured.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+]
 
 
 def install_stubs(root: Root, data: Path, count: int, *, tools: list[dict[str, Any]] | None = STUB_TOOLS) -> None:
@@ -54,20 +63,35 @@ def install_stubs(root: Root, data: Path, count: int, *, tools: list[dict[str, A
     with Store.for_data_dir(data, vault) as store:
         for i in range(count):
             store.install(
-                qualified_name=f"io.bench/stub-{i:02d}", source="local", version="1.0.0", package_type="mcpb",
-                launch_spec=spec.model_dump(mode="json"), installed_by="bench", tools_hash="0" * 64,
-                env={"STUB_API_KEY": (SECRET, True)}, tools=tools,
+                qualified_name=f"io.bench/stub-{i:02d}",
+                source="local",
+                version="1.0.0",
+                package_type="mcpb",
+                launch_spec=spec.model_dump(mode="json"),
+                installed_by="bench",
+                tools_hash="0" * 64,
+                env={"STUB_API_KEY": (SECRET, True)},
+                tools=tools,
             )
 
 
 def time_list(argv: list[str], env: dict[str, str], timeout: float = 30.0) -> tuple[float, int, int]:
     """(seconds from spawn to the tools/list answer, tools listed, child processes after it)."""
-    messages = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}]  # fmt: skip
+    messages = [
+        INIT,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        argv, env=env, cwd=str(REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        bufsize=0, start_new_session=True,
+        argv,
+        env=env,
+        cwd=str(REPO),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        bufsize=0,
+        start_new_session=True,
     )
     try:
         assert proc.stdin and proc.stdout
@@ -111,18 +135,27 @@ async def bench_call(root: Root, data: Path, rounds: int) -> dict[str, Any]:
     face = StdioServerParameters(command=argv[0], args=argv[1:], env=root.face_env(data, MCP_SETUP_REGISTRIES="local"))
     direct = StdioServerParameters(command=str(root.python), args=[str(root.stub)], env=stub_env())
     proxy = StdioServerParameters(
-        command=sys.executable, args=[str(BENCH / "minimal_proxy.py"), str(root.python), str(root.stub)],
+        command=sys.executable,
+        args=[str(BENCH / "minimal_proxy.py"), str(root.python), str(root.stub)],
         env={**os.environ, **stub_env()},
     )
     slow = StdioServerParameters(  # the same face without its fast path: the SDK's server all the way
-        command=argv[0], args=argv[1:], env=root.face_env(data, MCP_SETUP_REGISTRIES="local", MCP_SETUP_FAST_CALLS="false")
+        command=argv[0],
+        args=argv[1:],
+        env=root.face_env(data, MCP_SETUP_REGISTRIES="local", MCP_SETUP_FAST_CALLS="false"),
     )
     t: dict[str, list[float]] = {"gateway": [], "direct": [], "proxy": [], "sdk_path": []}
     with open(os.devnull, "w") as errlog:
-        async with stdio_client(face, errlog=errlog) as (r1, w1), ClientSession(r1, w1) as gw, \
-                stdio_client(direct, errlog=errlog) as (r2, w2), ClientSession(r2, w2) as sdk, \
-                stdio_client(proxy, errlog=errlog) as (r3, w3), ClientSession(r3, w3) as px, \
-                stdio_client(slow, errlog=errlog) as (r4, w4), ClientSession(r4, w4) as sp:  # fmt: skip
+        async with (
+            stdio_client(face, errlog=errlog) as (r1, w1),
+            ClientSession(r1, w1) as gw,
+            stdio_client(direct, errlog=errlog) as (r2, w2),
+            ClientSession(r2, w2) as sdk,
+            stdio_client(proxy, errlog=errlog) as (r3, w3),
+            ClientSession(r3, w3) as px,
+            stdio_client(slow, errlog=errlog) as (r4, w4),
+            ClientSession(r4, w4) as sp,
+        ):
             await gw.initialize()
             await sdk.initialize()
             await px.initialize()
@@ -136,7 +169,7 @@ async def bench_call(root: Root, data: Path, rounds: int) -> dict[str, Any]:
                     assert not res.is_error, res
             kinds = list(sessions)
             for i in range(rounds):
-                for kind in kinds[i % len(kinds):] + kinds[: i % len(kinds)]:
+                for kind in kinds[i % len(kinds) :] + kinds[: i % len(kinds)]:
                     session, tool = sessions[kind]
                     t0 = time.perf_counter()
                     res = await session.call_tool(tool, {"text": "hello"})
@@ -169,7 +202,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         spawned = 0
         kinds = list(dirs)
         for i in range(args.list_rounds + 1):
-            for kind in kinds[i % 2:] + kinds[: i % 2]:
+            for kind in kinds[i % 2 :] + kinds[: i % 2]:
                 env = root.face_env(dirs[kind], MCP_SETUP_REGISTRIES="local")
                 elapsed, n, kids = await asyncio.to_thread(time_list, argv, env)
                 tools[kind] = n

@@ -30,7 +30,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, SECRET, Root, cpu_seconds, emit, mcp_setup_argv, pct, processes_mentioning, rss_kib, summary
+from bench.common import (
+    REPO,
+    SECRET,
+    Root,
+    cpu_seconds,
+    emit,
+    mcp_setup_argv,
+    pct,
+    processes_mentioning,
+    rss_kib,
+    summary,
+)
 
 URL_LINE = re.compile(r"http://127\.0\.0\.1:(\d+)/\?t=([A-Za-z0-9_\-]+)")
 
@@ -50,7 +61,12 @@ class Serve:
     """``mcp-setup serve`` as a subprocess; reads the printed URL (bounded)."""
 
     def __init__(
-        self, root: Root, data: Path, catalog: Path | None, timeout: float = 60.0, argv: list[str] | None = None,
+        self,
+        root: Root,
+        data: Path,
+        catalog: Path | None,
+        timeout: float = 60.0,
+        argv: list[str] | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> None:
         env = root.face_env(data, MCP_SETUP_REGISTRIES="local", PYTHONUNBUFFERED="1", **(extra_env or {}))
@@ -59,8 +75,12 @@ class Serve:
         self.stderr_path = root.path / f"serve-{time.monotonic_ns()}.log"
         with open(self.stderr_path, "ab") as errlog:
             self.proc = subprocess.Popen(
-                argv or mcp_setup_argv("serve", "--no-browser", "--port", "0"), stdout=subprocess.PIPE, stderr=errlog,
-                stdin=subprocess.DEVNULL, env=env, cwd=str(REPO),
+                argv or mcp_setup_argv("serve", "--no-browser", "--port", "0"),
+                stdout=subprocess.PIPE,
+                stderr=errlog,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=str(REPO),
             )
         self.started = time.perf_counter()
         assert self.proc.stdout is not None
@@ -126,10 +146,18 @@ async def one_setup(http: Any, serve: Serve, i: int, gate: asyncio.Event) -> dic
     steps: dict[str, float] = {}
     t0 = time.perf_counter()
     try:
-        asked = await rpc(http, serve, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Stub key", "server": name}, i)
+        asked = await rpc(
+            http,
+            serve,
+            "mcp_setup_request_secret",
+            {"key_name": "STUB_API_KEY", "prompt": "Stub key", "server": name},
+            i,
+        )
         t1 = time.perf_counter()
         steps["request_secret"] = t1 - t0
-        answered = await http.post(f"{serve.base}/api/secrets/{asked['prompt_id']}", json={"value": SECRET}, headers=serve.headers)
+        answered = await http.post(
+            f"{serve.base}/api/secrets/{asked['prompt_id']}", json={"value": SECRET}, headers=serve.headers
+        )
         assert answered.status_code == 200, answered.text
         t2 = time.perf_counter()
         steps["answer"] = t2 - t1
@@ -138,13 +166,20 @@ async def one_setup(http: Any, serve: Serve, i: int, gate: asyncio.Event) -> dic
         assert tested.get("ok") is True and tested["tools"], tested
         t3 = time.perf_counter()
         steps["test_connection"] = t3 - t2
-        installed = await rpc(http, serve, "mcp_setup_install_and_connect", {"qualified_name": name, "env_refs": refs}, i)
+        installed = await rpc(
+            http, serve, "mcp_setup_install_and_connect", {"qualified_name": name, "env_refs": refs}, i
+        )
         assert installed["status"] == "connected", installed
         t4 = time.perf_counter()
         steps["install_and_connect"] = t4 - t3
         return {"ok": True, "total": t4 - t0, "steps": steps}
     except Exception as exc:  # noqa: BLE001 - counted and reported
-        return {"ok": False, "total": time.perf_counter() - t0, "steps": steps, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        return {
+            "ok": False,
+            "total": time.perf_counter() - t0,
+            "steps": steps,
+            "error": f"{type(exc).__name__}: {exc}"[:500],
+        }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:

@@ -76,8 +76,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ("min_sdk_idle_kib", [sys.executable, str(BENCH / "minimal_server.py"), "lowlevel"]),
         ):
             proc = subprocess.Popen(
-                argv, env=env, cwd=str(REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, start_new_session=True,
+                argv,
+                env=env,
+                cwd=str(REPO),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
             try:
                 assert proc.stdin and proc.stdout
@@ -95,20 +100,33 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         listed_data = root.path / "mcp-listed"
         install_stubs(root, listed_data, 3)  # tools recorded: listing starts no server
         proc = subprocess.Popen(
-            mcp_setup_argv("mcp"), env=root.face_env(listed_data, MCP_SETUP_REGISTRIES="local"), cwd=str(REPO),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            mcp_setup_argv("mcp"),
+            env=root.face_env(listed_data, MCP_SETUP_REGISTRIES="local"),
+            cwd=str(REPO),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             assert proc.stdin and proc.stdout
-            for msg in (INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}):  # fmt: skip
+            for msg in (
+                INIT,
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+            ):
                 proc.stdin.write((json.dumps(msg) + "\n").encode())
             proc.stdin.flush()
             assert json.loads(proc.stdout.readline())["id"] == 1
             listed = json.loads(proc.stdout.readline())
             out["mcp_listed_tools"] = len(listed["result"]["tools"])
             out["mcp_listed_kib"] = await settled_rss(proc.pid)
-            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp_setup_list_servers", "arguments": {}}}
+            call = {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "mcp_setup_list_servers", "arguments": {}},
+            }
             proc.stdin.write((json.dumps(call) + "\n").encode())
             proc.stdin.flush()
             assert json.loads(proc.stdout.readline())["id"] == 3

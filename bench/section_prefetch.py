@@ -48,12 +48,24 @@ def catalog_entry(root: Root, version: str, ecosystem: str = "npm") -> Any:
         "name": name,
         "description": f"{package} from the real {ecosystem} registry.",
         "version": version,
-        "packages": [{
-            "registryType": ecosystem, "identifier": package, "version": version, "transport": {"type": "stdio"},
-            "environmentVariables": [{"name": "EVERYTHING_TOKEN", "description": "ignored by the server",
-                                      "isRequired": False, "isSecret": True, "format": "string"}],
-        }],
-    }  # fmt: skip
+        "packages": [
+            {
+                "registryType": ecosystem,
+                "identifier": package,
+                "version": version,
+                "transport": {"type": "stdio"},
+                "environmentVariables": [
+                    {
+                        "name": "EVERYTHING_TOKEN",
+                        "description": "ignored by the server",
+                        "isRequired": False,
+                        "isSecret": True,
+                        "format": "string",
+                    }
+                ],
+            }
+        ],
+    }
     (catalog / "everything.json").write_text(json.dumps(doc))
     return catalog
 
@@ -101,17 +113,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             # phase's; the sandboxed uvx takes the system certificates from the environment.
             host_env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "UV_SYSTEM_CERTS": "true"}
             settings = Settings(
-                home=root.path / f"data-{counter}", registries="local", catalog_dir=catalog, consent="never-ask",
-                prefetch_packages=kind == "prefetch", probe_timeout_seconds=120,
-            )  # fmt: skip
+                home=root.path / f"data-{counter}",
+                registries="local",
+                catalog_dir=catalog,
+                consent="never-ask",
+                prefetch_packages=kind == "prefetch",
+                probe_timeout_seconds=120,
+            )
             rt = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring(), host_env=host_env)
             try:
                 opened = await rt.service.call(
                     "mcp_setup_request_secret",
-                    {"key_name": "EVERYTHING_TOKEN", "prompt": "Your token", "server": name}, CallContext(),
-                )  # fmt: skip
+                    {"key_name": "EVERYTHING_TOKEN", "prompt": "Your token", "server": name},
+                    CallContext(),
+                )
                 t_open = time.perf_counter()
                 if kind == "prefetch":
+
                     async def watch() -> None:
                         await rt.service.prefetches_settled()
                         prefetch_s.append(time.perf_counter() - t_open)
@@ -121,9 +139,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 rt.broker.answer(opened["prompt_id"], "a-token-the-server-ignores")
                 t0 = time.perf_counter()
                 res = await rt.service.call(
-                    "mcp_setup_test_connection", {"qualified_name": name, "env_refs": {"EVERYTHING_TOKEN": opened["ref"]}},
+                    "mcp_setup_test_connection",
+                    {"qualified_name": name, "env_refs": {"EVERYTHING_TOKEN": opened["ref"]}},
                     CallContext(),
-                )  # fmt: skip
+                )
                 elapsed = time.perf_counter() - t0
                 assert res.get("ok") is True, res
                 if kind == "prefetch":
@@ -135,7 +154,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
         kinds = list(t)
         for i in range(args.rounds):
-            for kind in kinds[i % 2:] + kinds[: i % 2]:
+            for kind in kinds[i % 2 :] + kinds[: i % 2]:
                 t[kind].append(await round_(kind))
         out["times"] = {k: summary(v) for k, v in t.items()}
         out["prefetch_done_s"] = summary(prefetch_s)

@@ -62,7 +62,9 @@ async def run_probe_legacy(prober: Any, spec: Any) -> float:
     return elapsed
 
 
-async def run_sdk(root: Root, mode: str, *, background_exit: list[asyncio.Task[Any]] | None = None) -> tuple[float, float | None]:
+async def run_sdk(
+    root: Root, mode: str, *, background_exit: list[asyncio.Task[Any]] | None = None
+) -> tuple[float, float | None]:
     """(seconds to tools listed, seconds to the end of the SDK's context or None if backgrounded)."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -117,8 +119,13 @@ async def run_inspector(root: Root, node: Path) -> tuple[float, float]:
     args += ["--method", "tools/list"]
     t0 = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        *args, cwd=str(TOOLS), env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        *args,
+        cwd=str(TOOLS),
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
     )
     buf = b""
     t_out: float | None = None
@@ -172,6 +179,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     root = Root("probe")
     out: dict[str, Any] = {"section": "probe"}
     try:
+
         def spec(mode: str = "") -> LaunchSpec:
             env = {k: ("${STUB_API_KEY}" if k == "STUB_API_KEY" else v) for k, v in stub_env(mode).items()}
             return LaunchSpec(command=str(root.python), args=[str(root.stub)], env=env, runner="python3")
@@ -218,11 +226,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
         # -- item 1 --------------------------------------------------------------------
         t: dict[str, list[float]] = {
-            k: [] for k in ("probe", "probe_legacy", "sdk", "sdk_exit", "sdk_auto", "tool", "inspector", "inspector_exit")
+            k: []
+            for k in ("probe", "probe_legacy", "sdk", "sdk_exit", "sdk_auto", "tool", "inspector", "inspector_exit")
         }
         kinds = ["probe", "sdk", "sdk_auto", "tool", "probe_legacy"]
         for i in range(args.rounds):
-            order = kinds[i % len(kinds):] + kinds[: i % len(kinds)]
+            order = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]
             if inspector_note is None and i < args.inspector_rounds:
                 order.insert(i % (len(order) + 1), "inspector")
             for kind in order:
@@ -266,7 +275,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         sdk_exits: list[asyncio.Task[Any]] = []
         kinds2 = ["probe", "probe_ignore", "sdk_ignore"]
         for i in range(args.rounds):
-            order = kinds2[i % 3:] + kinds2[: i % 3]
+            order = kinds2[i % 3 :] + kinds2[: i % 3]
             for kind in order:
                 if kind == "probe":
                     s["probe"].append(await run_probe(prober, spec()))

@@ -20,8 +20,26 @@ from typing import Any
 from bench.common import emit, median
 from setup_agent.secrets.redact import Redactor
 
-WORDS = ["alpha", "beta", "gamma", "delta", "tool", "result", "the", "value", "of", "some", "json",
-         '{"a": 1}', "\n", "2024-05-01", "12.5", "https://example.org/x", "é", "你好"]  # fmt: skip
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "tool",
+    "result",
+    "the",
+    "value",
+    "of",
+    "some",
+    "json",
+    '{"a": 1}',
+    "\n",
+    "2024-05-01",
+    "12.5",
+    "https://example.org/x",
+    "é",
+    "你好",
+]
 
 
 def result_of(text: str) -> dict[str, Any]:

@@ -43,7 +43,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if kind != "off" and sandbox.mechanism != kind:
                 out.setdefault("unavailable", {})[kind] = sandbox.why
                 continue
-            probers[kind] = Prober(Redactor(), scratch_root=data / "scratch", host_env=host_env, timeout=30, sandbox=sandbox)
+            probers[kind] = Prober(
+                Redactor(), scratch_root=data / "scratch", host_env=host_env, timeout=30, sandbox=sandbox
+            )
         env = {k: v for k, v in stub_env().items() if k != "STUB_API_KEY"}
         env["STUB_API_KEY"] = "${STUB_API_KEY}"
         spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=env)
@@ -61,7 +63,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for kind in names:  # warm-up: page cache, bwrap's first start
             await once(kind)
         for i in range(args.rounds):
-            for kind in names[i % len(names):] + names[: i % len(names)]:
+            for kind in names[i % len(names) :] + names[: i % len(names)]:
                 times[kind].append(await once(kind))
         out["times"] = {k: summary(v) for k, v in times.items()}
         for kind in names:

@@ -42,23 +42,34 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     root = Root("search")
     out: dict[str, Any] = {"section": "search", "latency_s": args.latency}
     fakes = subprocess.Popen(
-        [sys.executable, "-m", "bench.fakes_proc", str(args.latency)], cwd=str(REPO),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "bench.fakes_proc", str(args.latency)],
+        cwd=str(REPO),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     try:
         assert fakes.stdout is not None
         urls = json.loads(fakes.stdout.readline())
         settings = Settings(
-            home=root.path / "data", registries="official,smithery", official_registry_url=urls["official"],
-            smithery_url=urls["smithery"], smithery_api_key=urls["api_key"], registry_timeout_seconds=10,
+            home=root.path / "data",
+            registries="official,smithery",
+            official_registry_url=urls["official"],
+            smithery_url=urls["smithery"],
+            smithery_api_key=urls["api_key"],
+            registry_timeout_seconds=10,
         )
         runtime = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
 
         def fresh() -> RegistryHub:
             # new source objects too: the official client keeps per-query cursor state
             sources, _ = build_sources(
-                ["official", "smithery"], official_url=urls["official"], smithery_url=urls["smithery"],
-                smithery_api_key=urls["api_key"], http=runtime.http, timeout=10,
+                ["official", "smithery"],
+                official_url=urls["official"],
+                smithery_url=urls["smithery"],
+                smithery_api_key=urls["api_key"],
+                http=runtime.http,
+                timeout=10,
             )
             return RegistryHub(sources, timeout=10)
 
@@ -74,7 +85,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         kinds = list(t)
         for i in range(args.rounds):
             q = QUERIES[i % len(QUERIES)]
-            for kind in kinds[i % 3:] + kinds[: i % 3]:
+            for kind in kinds[i % 3 :] + kinds[: i % 3]:
                 hub = fresh()
                 if kind == "fanout":
                     secs, res = await timed(hub.search(q))
@@ -86,7 +97,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         out["times"] = {k: summary(v) for k, v in t.items()}
         out["ratio_fanout_slowest_of_medians"] = median(t["fanout"]) / slowest
         # paired: each round's fan-out against that round's slower single registry (same query)
-        out["ratio_fanout_slowest"] = median(f / max(o, s) for f, o, s in zip(t["fanout"], t["official"], t["smithery"]))
+        out["ratio_fanout_slowest"] = median(
+            f / max(o, s) for f, o, s in zip(t["fanout"], t["official"], t["smithery"])
+        )
 
         # cache hits
         hub = fresh()

@@ -36,8 +36,11 @@ def database(base_url: str) -> Any:
 
 class Pair:
     def __init__(self, root: Root, name: str, url: str, catalog: Any, key_file: str, notify: bool) -> None:
-        env = {"MCP_SETUP_DATABASE_URL": url, "MCP_SETUP_DATA_KEY_FILE": key_file,
-               "MCP_SETUP_LISTEN_NOTIFY": "true" if notify else "false"}  # fmt: skip
+        env = {
+            "MCP_SETUP_DATABASE_URL": url,
+            "MCP_SETUP_DATA_KEY_FILE": key_file,
+            "MCP_SETUP_LISTEN_NOTIFY": "true" if notify else "false",
+        }
         self.a = Serve(root, root.path / f"{name}-a", catalog, extra_env=env)
         self.b = Serve(root, root.path / f"{name}-b", catalog, extra_env=env)
         self.heard: asyncio.Queue[float] = asyncio.Queue()
@@ -61,20 +64,33 @@ async def session_on_b(pair: Pair) -> AsyncIterator[Any]:
     from mcp.client.streamable_http import streamable_http_client
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {pair.b.token}"}, timeout=30)
-    async with http, Client(streamable_http_client(f"{pair.b.base}/mcp", http_client=http), mode="legacy",
-                            message_handler=pair.message) as client:  # fmt: skip
+    async with (
+        http,
+        Client(
+            streamable_http_client(f"{pair.b.base}/mcp", http_client=http), mode="legacy", message_handler=pair.message
+        ) as client,
+    ):
         await client.list_tools()
         yield client
 
 
 async def install_on_a(http: Any, pair: Pair) -> None:
-    asked = await rpc(http, pair.a, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key",
-                                                                  "server": "io.bench/stub-00"})  # fmt: skip
-    answered = await http.post(f"{pair.a.base}/api/secrets/{asked['prompt_id']}", json={"value": SECRET},
-                               headers=pair.a.headers)  # fmt: skip
+    asked = await rpc(
+        http,
+        pair.a,
+        "mcp_setup_request_secret",
+        {"key_name": "STUB_API_KEY", "prompt": "key", "server": "io.bench/stub-00"},
+    )
+    answered = await http.post(
+        f"{pair.a.base}/api/secrets/{asked['prompt_id']}", json={"value": SECRET}, headers=pair.a.headers
+    )
     answered.raise_for_status()
-    installed = await rpc(http, pair.a, "mcp_setup_install_and_connect",
-                          {"qualified_name": "io.bench/stub-00", "env_refs": {"STUB_API_KEY": asked["ref"]}})  # fmt: skip
+    installed = await rpc(
+        http,
+        pair.a,
+        "mcp_setup_install_and_connect",
+        {"qualified_name": "io.bench/stub-00", "env_refs": {"STUB_API_KEY": asked["ref"]}},
+    )
     pair.server_id = installed["server_id"]
 
 
@@ -104,8 +120,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     Vault.in_memory().export_key(key_file)
     times: dict[str, list[float]] = {f"{m}{d}": [] for m in ("notify", "polling") for d in ("", "_enable", "_disable")}
     with database(base) as url_n, database(base) as url_p:
-        pairs = {"notify": Pair(root, "n", url_n, catalog, str(key_file), True),
-                 "polling": Pair(root, "p", url_p, catalog, str(key_file), False)}  # fmt: skip
+        pairs = {
+            "notify": Pair(root, "n", url_n, catalog, str(key_file), True),
+            "polling": Pair(root, "p", url_p, catalog, str(key_file), False),
+        }
         try:
             async with httpx.AsyncClient(timeout=120, trust_env=False) as http:
                 for pair in pairs.values():

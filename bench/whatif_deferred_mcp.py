@@ -34,7 +34,9 @@ async def _face() -> Any:
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(
-        tools=[types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"]) for s in TOOL_SPECS]
+        tools=[
+            types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"]) for s in TOOL_SPECS
+        ]
     )
 
 
@@ -55,8 +57,9 @@ def _import_core() -> None:
 
 async def main() -> None:
     _state["ready"] = anyio.Event()
-    server = Server("mcp-setup", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool,
-                    on_list_resources=list_resources)
+    server = Server(
+        "mcp-setup", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources
+    )
     answered = anyio.Event()
 
     async def after_handshake(ctx: Any, call_next: Any) -> Any:

@@ -164,9 +164,7 @@ class RegistryHub:
             servers=ranked[start : start + page_size], total_pages=total, errors=[*out_errors, *extra, *self.notes]
         )
 
-    async def _whole(
-        self, names: list[str], q: str, *, raise_errors: bool
-    ) -> tuple[list[Summary], list[SourceError]]:
+    async def _whole(self, names: list[str], q: str, *, raise_errors: bool) -> tuple[list[Summary], list[SourceError]]:
         """Every candidate of ``q`` from ``names``, merged and ranked once per cache TTL.
 
         A list with a failed source is not cached: the next page asks that source again."""

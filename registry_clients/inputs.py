@@ -30,8 +30,25 @@ _MUSTACHE = re.compile(r"(?<!\$)\{\{\s*([A-Za-z_][A-Za-z0-9_.\-]*)\s*\}\}")
 _VSCODE_INPUT = re.compile(r"\$\{input:([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 _SECRET_TOKENS = {"key", "token", "secret", "password", "passwd", "credential", "credentials", "authorization"}
 _SECRET_ENDINGS = ("apikey", "token", "secret", "password", "secretkey", "privatekey")
-_PUBLIC_TOKENS = {"url", "uri", "host", "hostname", "endpoint", "algorithm", "alg", "public", "path",
-                  "file", "dir", "directory", "name", "type", "ttl", "header", "id"}
+_PUBLIC_TOKENS = {
+    "url",
+    "uri",
+    "host",
+    "hostname",
+    "endpoint",
+    "algorithm",
+    "alg",
+    "public",
+    "path",
+    "file",
+    "dir",
+    "directory",
+    "name",
+    "type",
+    "ttl",
+    "header",
+    "id",
+}
 _LITERAL = re.compile(
     r"(?i)(?:<[^<>]{2,}>|‹[^‹›]+›|\byour(?:[_\-]|[A-Z]{2,}|\b)|(?:^|[/\\:])path[/\\]to[/\\]"
     r"|/absolute/path|/full/path|\b(?:replace|change)[_\-]?me\b|x{4,})"
@@ -124,7 +141,9 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
-def _secret(decl: Mapping[str, Any], holder: Mapping[str, Any] | None, names: Iterable[str | None]) -> tuple[bool, bool]:
+def _secret(
+    decl: Mapping[str, Any], holder: Mapping[str, Any] | None, names: Iterable[str | None]
+) -> tuple[bool, bool]:
     """``(secret, guessed)``: ``isSecret`` where written (declaration first, then the holder),
     else the name rule on ``names``."""
     for src in (decl, holder or {}):

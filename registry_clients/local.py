@@ -23,9 +23,9 @@ from typing import Any
 import anyio.to_thread
 
 from .errors import RegistryNotFound
+from .inputs import unwrap
 from .models import Detail, SearchPage
 from .ranking import rank, version_key
-from .inputs import unwrap
 from .serverjson import parse_server_json
 
 __all__ = ["LocalCatalog"]

@@ -164,7 +164,9 @@ class OfficialRegistry:
             union = await self._union(telling)
             servers = rank(union, query)
             start = (page - 1) * page_size
-            return SearchPage(servers=servers[start : start + page_size], total_pages=math.ceil(len(servers) / page_size))
+            return SearchPage(
+                servers=servers[start : start + page_size], total_pages=math.ceil(len(servers) / page_size)
+            )
         return await self._search(query, page, page_size)
 
     async def _union(self, words: list[str]) -> list[Summary]:

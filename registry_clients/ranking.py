@@ -44,12 +44,52 @@ S = TypeVar("S", bound=Summary)
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
 #: Words nearly every entry holds, or that say nothing on their own.
-GENERIC = frozenset({
-    "mcp", "server", "servers", "model", "context", "protocol", "io", "com", "a", "an", "the", "for", "and", "or",
-    "with", "to", "of", "in", "on", "my", "me", "i", "that", "this", "tool", "tools", "via", "using", "from",
-})  # fmt: skip
-_SUFFIXES = (("ations", "at"), ("ation", "at"), ("ings", ""), ("ing", ""), ("ers", ""), ("er", ""), ("ies", "y"),
-             ("es", ""), ("ed", ""), ("s", ""), ("e", ""))
+GENERIC = frozenset(
+    {
+        "mcp",
+        "server",
+        "servers",
+        "model",
+        "context",
+        "protocol",
+        "io",
+        "com",
+        "a",
+        "an",
+        "the",
+        "for",
+        "and",
+        "or",
+        "with",
+        "to",
+        "of",
+        "in",
+        "on",
+        "my",
+        "me",
+        "i",
+        "that",
+        "this",
+        "tool",
+        "tools",
+        "via",
+        "using",
+        "from",
+    }
+)
+_SUFFIXES = (
+    ("ations", "at"),
+    ("ation", "at"),
+    ("ings", ""),
+    ("ing", ""),
+    ("ers", ""),
+    ("er", ""),
+    ("ies", "y"),
+    ("es", ""),
+    ("ed", ""),
+    ("s", ""),
+    ("e", ""),
+)
 _NAME, _TITLE, _DESC, _NAMESPACE = 3.0, 2.0, 1.0, 0.5
 _K = 10  # reciprocal-rank constant: small, so the first places of each order weigh most
 

@@ -55,8 +55,14 @@ class KeySet:
         old.note = old.note or key.note
 
     def open(
-        self, name: str, decl: Mapping[str, Any], kind: KeyKind, *, required: bool | None = None,
-        note: str | None = None, flag: bool = False,
+        self,
+        name: str,
+        decl: Mapping[str, Any],
+        kind: KeyKind,
+        *,
+        required: bool | None = None,
+        note: str | None = None,
+        flag: bool = False,
     ) -> None:
         """Rule 2: an input without a value is itself the key."""
         secret, guessed = (False, False) if flag else _secret(decl, None, [name])
@@ -80,9 +86,7 @@ class KeySet:
             )
         )
 
-    def placeholder(
-        self, name: str, decl: Mapping[str, Any] | None, holder: Mapping[str, Any], kind: KeyKind
-    ) -> None:
+    def placeholder(self, name: str, decl: Mapping[str, Any] | None, holder: Mapping[str, Any], kind: KeyKind) -> None:
         """Rule 1/3: one key per placeholder, declared by ``decl`` (None when undeclared)."""
         decl = decl if isinstance(decl, Mapping) else {}
         default = _str(_get(decl, "default"))

@@ -68,9 +68,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import inputs as _inputs
-from .inputs import _HTTP_TRANSPORTS, _dicts, _get, _str
-from .inputs import OFFICIAL_META, PACKAGE_TYPES, PLACEHOLDER, guess_secret, literal_placeholder, looks_secret
-from .inputs import normalize_placeholders, placeholders, unwrap
+from .inputs import (
+    _HTTP_TRANSPORTS,
+    OFFICIAL_META,
+    PACKAGE_TYPES,
+    _dicts,
+    _get,
+    _str,
+    literal_placeholder,
+    normalize_placeholders,
+    placeholders,
+    unwrap,
+)
 from .models import Detail, PackageOption
 from .required_keys import KeySet, input_template, mark_smithery_key, template_arguments, template_headers
 
@@ -81,8 +90,11 @@ log = logging.getLogger(__name__)
 #: Flags the runner is always given (``setup_agent/launch/packages.py``): a runtime argument
 #: that repeats one is dropped, so it neither becomes a setting that does nothing (npm's
 #: ``-y`` as a key ``y``) nor is passed twice (a ``--rm`` flag key of an image).
-RUNNER_FLAGS = {"npm": frozenset({"-y", "--yes"}), "oci": frozenset({"-i", "--interactive", "--rm"}),
-                "nuget": frozenset({"--yes"})}
+RUNNER_FLAGS = {
+    "npm": frozenset({"-y", "--yes"}),
+    "oci": frozenset({"-i", "--interactive", "--rm"}),
+    "nuget": frozenset({"--yes"}),
+}
 
 
 def _without_runner_flags(raw: Any, pkg_type: str) -> list[dict[str, Any]]:

@@ -37,9 +37,9 @@ from urllib.parse import quote
 import httpx
 
 from .errors import RegistryAuthFailed, RegistryError, RegistryNotFound
+from .inputs import looks_secret
 from .models import Detail, KeyKind, PackageOption, RequiredKey, SearchPage, Summary
 from .official import error_message
-from .inputs import looks_secret
 from .required_keys import SMITHERY_KEY, mark_smithery_key, smithery_hosted
 
 __all__ = ["AUTH_HINT", "DEFAULT_SMITHERY_URL", "SmitheryRegistry", "config_keys", "smithery_detail"]
@@ -94,7 +94,9 @@ def config_keys(schema: Any, kind: KeyKind) -> list[tuple[RequiredKey, Mapping[s
                 continue
             enum = prop.get("enum")
             boolean = prop.get("type") == "boolean"
-            choices = ["true", "false"] if boolean else ([str(v) for v in enum] if isinstance(enum, list) else None) or None
+            choices = (
+                ["true", "false"] if boolean else ([str(v) for v in enum] if isinstance(enum, list) else None) or None
+            )
             out.append(
                 (
                     RequiredKey(
@@ -136,8 +138,13 @@ def _remote_option(url: str, schema: Any, pkg_id: str) -> PackageOption:
     if query:
         url = url + ("&" if "?" in url else "?") + "&".join(query)
     return PackageOption(
-        id=pkg_id, type="remote", identifier=url, transport="streamable-http",
-        url=url, headers=headers, required_keys=keys,
+        id=pkg_id,
+        type="remote",
+        identifier=url,
+        transport="streamable-http",
+        url=url,
+        headers=headers,
+        required_keys=keys,
     )
 
 
@@ -181,8 +188,11 @@ def smithery_detail(data: Mapping[str, Any]) -> Detail:
                 continue
             options.append(
                 PackageOption(
-                    id=next_id("mcpb"), type="mcpb", identifier=bundle,
-                    runtime_hint=_text(conn.get("runtime")), transport="stdio",
+                    id=next_id("mcpb"),
+                    type="mcpb",
+                    identifier=bundle,
+                    runtime_hint=_text(conn.get("runtime")),
+                    transport="stdio",
                     required_keys=[k for k, _ in config_keys(schema, "user_config")],
                 )
             )

@@ -18,6 +18,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.message import SessionMessage
+
 from tests.timeouts import scaled
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,7 +117,9 @@ class Browser:
             self.pages.append(page.text)
             post_url = url.split("?", 1)[0]
             origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
-            return await http.post(post_url, data={"t": token, "value": value, "action": action}, headers={"Origin": origin})
+            return await http.post(
+                post_url, data={"t": token, "value": value, "action": action}, headers={"Origin": origin}
+            )
 
 
 def elicitation_answering(browser: Browser, answers: list[str]) -> Callable[..., Awaitable[types.ElicitResult]]:
@@ -147,7 +150,9 @@ async def mcp_setup_client(
 ) -> AsyncIterator[Client]:
     """``mcp-setup mcp`` with the SDK's client (``callbacks``: more ``Client`` arguments, e.g.
     ``sampling_callback``)."""
-    params = StdioServerParameters(command=mcp_setup_argv()[0], args=[*mcp_setup_argv("mcp")[1:]], env=env or face_env(home), cwd=str(REPO))
+    params = StdioServerParameters(
+        command=mcp_setup_argv()[0], args=[*mcp_setup_argv("mcp")[1:]], env=env or face_env(home), cwd=str(REPO)
+    )
     with open(stderr_path, "a") as errlog:
         transport = recorded(stdio_client(params, errlog=errlog), recorder)
         kwargs: dict[str, Any] = {"client_info": types.Implementation(name=client_name, version="1.0"), "mode": mode}

@@ -29,7 +29,9 @@ async def oauth_runtime(
     (catalog / "notes.json").write_text(json.dumps(remote_server_json(NAME, pair.mcp_url)))
     for name in also:
         (catalog / f"{name.rsplit('/', 1)[-1]}.json").write_text(json.dumps(remote_server_json(name, pair.mcp_url)))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20))
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20)
+    )
     rt = build_runtime(settings, keyring_backend=keyring)
     rt.sign_ins.timeout = sign_in_timeout
     try:

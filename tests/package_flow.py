@@ -24,12 +24,23 @@ def write_catalog_entry(catalog: Path, name: str, description: str, package: dic
         "name": name,
         "description": description,
         "version": "1.0.0",
-        "packages": [{
-            **package, "version": "1.0.0", "transport": {"type": "stdio"},
-            "environmentVariables": [{"name": "STUB_API_KEY", "description": "API key", "isRequired": True,
-                                      "isSecret": True, "format": "string"}],
-        }],
-    }  # fmt: skip
+        "packages": [
+            {
+                **package,
+                "version": "1.0.0",
+                "transport": {"type": "stdio"},
+                "environmentVariables": [
+                    {
+                        "name": "STUB_API_KEY",
+                        "description": "API key",
+                        "isRequired": True,
+                        "isSecret": True,
+                        "format": "string",
+                    }
+                ],
+            }
+        ],
+    }
     (catalog / (name.rsplit("/", 1)[-1] + ".json")).write_text(json.dumps(doc))
 
 
@@ -52,6 +63,7 @@ async def run_test(runtime: Runtime, name: str, ref: str, events: list[dict[str,
 
     with anyio.fail_after(timeout):
         return await runtime.service.call(
-            "mcp_setup_test_connection", {"qualified_name": name, "env_refs": {"STUB_API_KEY": ref}},
+            "mcp_setup_test_connection",
+            {"qualified_name": name, "env_refs": {"STUB_API_KEY": ref}},
             CallContext(on_progress=hear),
-        )  # fmt: skip
+        )

@@ -21,24 +21,55 @@ __all__ = ["REFUSED", "expected_options", "judge_spec", "literal", "secretish"]
 #: (server name, option id) → (error code, why the entry cannot run as written).
 REFUSED: dict[tuple[str, str], tuple[str, str]] = {
     ("io.github.ONLYOFFICE/docspace", "npm:2"): (
-        "invalid_entry", "a local npm package that 'serves' SSE on https://example.com: a placeholder host"),
+        "invalid_entry",
+        "a local npm package that 'serves' SSE on https://example.com: a placeholder host",
+    ),
     ("io.github.ONLYOFFICE/docspace", "npm:3"): (
-        "invalid_entry", "a local npm package that 'serves' HTTP on https://example.com: a placeholder host"),
+        "invalid_entry",
+        "a local npm package that 'serves' HTTP on https://example.com: a placeholder host",
+    ),
     ("io.github.ONLYOFFICE/docspace", "oci:2"): (
-        "invalid_entry", "a local image that 'serves' SSE on https://example.com: a placeholder host"),
+        "invalid_entry",
+        "a local image that 'serves' SSE on https://example.com: a placeholder host",
+    ),
     ("io.github.ONLYOFFICE/docspace", "oci:3"): (
-        "invalid_entry", "a local image that 'serves' HTTP on https://example.com: a placeholder host"),
+        "invalid_entry",
+        "a local image that 'serves' HTTP on https://example.com: a placeholder host",
+    ),
     ("io.github.SamYuan1990/i18n-agent-action", "oci"): (
-        "invalid_entry", "a local image whose SSE URL is https://example.com:8080: not this machine"),
+        "invalid_entry",
+        "a local image whose SSE URL is https://example.com:8080: not this machine",
+    ),
     ("io.github.mia-platform/console-mcp-server", "npm"): (
-        "invalid_entry", "its npm runtimeArguments are a `docker run` command line (run -i --rm -e … image)"),
+        "invalid_entry",
+        "its npm runtimeArguments are a `docker run` command line (run -i --rm -e … image)",
+    ),
 }
 
 _SECRET_WORDS = {"key", "token", "secret", "password", "passwd", "credential", "credentials", "authorization"}
-_PUBLIC_WORDS = {"url", "uri", "host", "hostname", "endpoint", "algorithm", "alg", "public", "path", "file",
-                 "dir", "directory", "name", "type", "ttl", "header", "id"}
-_LITERAL = re.compile(r"(?i)(<[^<>]{2,}>|‹[^‹›]+›|\byour([_\-]|[A-Z]{2,}|\b)|(^|[/\\:])path[/\\]to[/\\]"
-                      r"|/absolute/path|/full/path|\b(replace|change)[_\-]?me\b|x{4,})")
+_PUBLIC_WORDS = {
+    "url",
+    "uri",
+    "host",
+    "hostname",
+    "endpoint",
+    "algorithm",
+    "alg",
+    "public",
+    "path",
+    "file",
+    "dir",
+    "directory",
+    "name",
+    "type",
+    "ttl",
+    "header",
+    "id",
+}
+_LITERAL = re.compile(
+    r"(?i)(<[^<>]{2,}>|‹[^‹›]+›|\byour([_\-]|[A-Z]{2,}|\b)|(^|[/\\:])path[/\\]to[/\\]"
+    r"|/absolute/path|/full/path|\b(replace|change)[_\-]?me\b|x{4,})"
+)
 
 
 def _f(d: Any, camel: str) -> Any:
@@ -102,8 +133,14 @@ class _Expect:
                 k["secret"], k["secret_guessed"] = secret
             k["in_argv"] |= argv
         else:
-            self.keys[name] = dict(kind=kind, required=required, secret=secret[0], secret_guessed=secret[1],
-                                   in_argv=argv, default=default)
+            self.keys[name] = {
+                "kind": kind,
+                "required": required,
+                "secret": secret[0],
+                "secret_guessed": secret[1],
+                "in_argv": argv,
+                "default": default,
+            }
 
     @staticmethod
     def _secret(decl: dict, holder: dict | None, names: list[Any]) -> tuple[bool, bool]:
@@ -113,8 +150,15 @@ class _Expect:
         guessed = any(secretish(n, decl or holder) for n in names)
         return guessed, guessed
 
-    def open(self, name: str, inp: dict, kind: str, required: bool | None = None, flag: bool = False,
-             placeholder_value: bool = False) -> None:
+    def open(
+        self,
+        name: str,
+        inp: dict,
+        kind: str,
+        required: bool | None = None,
+        flag: bool = False,
+        placeholder_value: bool = False,
+    ) -> None:
         secret = (False, False) if flag else self._secret(inp, None, [name])
         default = None if placeholder_value else _s(_f(inp, "default"))
         req = bool(_f(inp, "isRequired")) if required is None else required
@@ -136,8 +180,13 @@ class _Expect:
             if not _f(h, "name"):
                 continue
             if _f(h, "value") is None or literal(re.sub(r"(?i)^(bearer|basic|token)\s+", "", str(_f(h, "value")))):
-                self.open(h["name"], h, "header", required=None if _f(h, "value") is None else True,
-                          placeholder_value=_f(h, "value") is not None)
+                self.open(
+                    h["name"],
+                    h,
+                    "header",
+                    required=None if _f(h, "value") is None else True,
+                    placeholder_value=_f(h, "value") is not None,
+                )
             else:
                 self.valued(h, "header")
 
@@ -165,8 +214,11 @@ _OWN_FLAGS = {"npm": ("-y", "--yes"), "oci": ("-i", "--interactive", "--rm"), "n
 
 def runtime_arguments(pkg: dict) -> list[dict]:
     kind = str(_f(pkg, "registryType") or _f(pkg, "registryName") or "").lower()
-    return [a for a in _f(pkg, "runtimeArguments") or []
-            if not (isinstance(a, dict) and _f(a, "name") in _OWN_FLAGS.get(kind, ()) and _f(a, "value") in (None, ""))]
+    return [
+        a
+        for a in _f(pkg, "runtimeArguments") or []
+        if not (isinstance(a, dict) and _f(a, "name") in _OWN_FLAGS.get(kind, ()) and _f(a, "value") in (None, ""))
+    ]
 
 
 def expected_package_keys(pkg: dict) -> dict[str, dict[str, Any]]:
@@ -306,7 +358,7 @@ def judge_spec(oid: str, raw: dict, spec: Any, keys: list[Any]) -> list[str]:
             problems.append(f"unset env var {n} is passed")
     transport = _f(raw, "transport") or {}
     if _f(transport, "type") in ("streamable-http", "sse", "http"):
-        host = (urlsplit(spec.url or "").hostname or "")
+        host = urlsplit(spec.url or "").hostname or ""
         if host not in ("localhost", "127.0.0.1", "::1") or not spec.command:
             problems.append(f"an HTTP package must start a process and connect locally (url {spec.url!r})")
     return problems

@@ -126,8 +126,11 @@ def nginx_balancer(port: int, tls: tuple[Path, Path] | None = None) -> Iterator[
         for src, dst in zip(tls, ("cert.pem", "key.pem")):
             shutil.copy(src, prefix / dst)
         ssl = f" ssl;\n        ssl_certificate {prefix}/cert.pem;\n        ssl_certificate_key {prefix}/key.pem"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, a=REPLICA_HOSTS[0], b=REPLICA_HOSTS[1], port=port,
-                                      balancer=BALANCER_HOST, tls=ssl))  # fmt: skip
+    conf.write_text(
+        NGINX_CONF.format(
+            prefix=prefix, a=REPLICA_HOSTS[0], b=REPLICA_HOSTS[1], port=port, balancer=BALANCER_HOST, tls=ssl
+        )
+    )
     argv = [binary, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log"), "-g", "daemon off;"]
     if os.getuid() == 0:  # never as root: nginx's own user for its worker, and for its master too
         nobody = pwd.getpwnam("nobody")
@@ -156,9 +159,13 @@ class Client:
         self.port = port
         self.host = f"{PUBLIC_HOST}:{port}"
         self.scheme = "https" if tls_cert is not None else "http"  # https: TLS ends at nginx
-        self.http = httpx.Client(base_url=f"{self.scheme}://{BALANCER_HOST}:{port}", trust_env=False,
-                                 timeout=scaled(120), headers={"Host": self.host},
-                                 verify=str(tls_cert) if tls_cert is not None else True)  # fmt: skip
+        self.http = httpx.Client(
+            base_url=f"{self.scheme}://{BALANCER_HOST}:{port}",
+            trust_env=False,
+            timeout=scaled(120),
+            headers={"Host": self.host},
+            verify=str(tls_cert) if tls_cert is not None else True,
+        )
         self.member = {"Authorization": f"Bearer {member}"}
         self.admin = {"Authorization": f"Bearer {admin}"}
         self.answers: list[str] = []  # every response body, for the canary

@@ -45,10 +45,15 @@ async def make_runtime(tmp_path: Path, memory_keyring, canary: str, **settings) 
     return build_runtime(
         # sandbox off: the stub writes its pid to a file beside the test (outside its folder), and
         # under bubblewrap that pid is one of its own PID namespace. tests/test_sandbox.py covers it.
-        Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
-                 probe_timeout_seconds=scaled(10), **{"sandbox": "off", **settings}),
+        Settings(
+            home=tmp_path / "data",
+            registries="local",
+            catalog_dir=tmp_path / "catalog",
+            probe_timeout_seconds=scaled(10),
+            **{"sandbox": "off", **settings},
+        ),
         keyring_backend=memory_keyring,
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -64,17 +69,25 @@ async def call(runtime: Runtime, tool: str, **args) -> dict:
         return await runtime.service.call(tool, args, CallContext(installed_by="agent"))
 
 
-async def test_an_install_after_a_passing_test_starts_the_server_once(runtime: Runtime, tmp_path: Path, canary: str) -> None:
+async def test_an_install_after_a_passing_test_starts_the_server_once(
+    runtime: Runtime, tmp_path: Path, canary: str
+) -> None:
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    tested = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    tested = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+    )
     assert tested["ok"] is True, tested
     [tested_pid] = pids_in(tmp_path / "pids")
-    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    installed = await call(
+        runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+    )
     assert installed["status"] == "connected", installed
     assert pids_in(tmp_path / "pids") == [tested_pid]  # started exactly once
     assert runtime.connections.pid(installed["server_id"]) == tested_pid
     # the adopted process runs from the install dir, and its session answers calls
-    assert Path(f"/proc/{tested_pid}/cwd").resolve() == runtime.connections.install_dir(installed["server_id"]).resolve()
+    assert (
+        Path(f"/proc/{tested_pid}/cwd").resolve() == runtime.connections.install_dir(installed["server_id"]).resolve()
+    )
     answer = await runtime.connections.call_tool(installed["server_id"], "whoami", {})
     assert "ok" in json.dumps(answer)
     assert canary not in json.dumps([tested, installed, answer])
@@ -90,10 +103,14 @@ async def test_an_install_with_another_value_starts_afresh_and_the_tested_one_en
 ) -> None:
     first = runtime.refs.mint("STUB_API_KEY", "value-one")
     second = runtime.refs.mint("STUB_API_KEY", "value-two")
-    tested = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/any-key", env_refs={"STUB_API_KEY": first})
+    tested = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/any-key", env_refs={"STUB_API_KEY": first}
+    )
     assert tested["ok"] is True, tested
     [tested_pid] = pids_in(tmp_path / "pids-any")
-    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/any-key", env_refs={"STUB_API_KEY": second})
+    installed = await call(
+        runtime, "mcp_setup_install_and_connect", qualified_name="io.test/any-key", env_refs={"STUB_API_KEY": second}
+    )
     assert installed["status"] == "connected", installed
     pids = pids_in(tmp_path / "pids-any")
     assert len(pids) == 3 and pids[0] == tested_pid  # test, the install's own test, the live start
@@ -109,7 +126,9 @@ async def test_a_failure_before_the_commit_ends_the_adopted_process_and_leaves_n
     runtime: Runtime, tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    tested = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    tested = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+    )
     assert tested["ok"] is True, tested
     [tested_pid] = pids_in(tmp_path / "pids")
 
@@ -117,7 +136,9 @@ async def test_a_failure_before_the_commit_ends_the_adopted_process_and_leaves_n
         raise StoreError("the disk is full")
 
     monkeypatch.setattr(runtime.store, "install", broken_install)
-    failed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    failed = await call(
+        runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+    )
     assert failed["ok"] is False, failed
     assert pids_in(tmp_path / "pids") == [tested_pid]  # the install adopted it, no second start
     assert wait_gone([tested_pid]) == []
@@ -133,7 +154,9 @@ async def test_a_tested_server_nobody_installs_ends_when_the_ref_ttl_is_up(
     rt = await make_runtime(tmp_path, memory_keyring, canary, secret_ttl_seconds=0.5)
     try:
         ref = rt.refs.mint("STUB_API_KEY", canary)
-        tested = await call(rt, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+        tested = await call(
+            rt, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+        )
         assert tested["ok"] is True, tested
         [tested_pid] = pids_in(tmp_path / "pids")
         # waited for in a thread (pidfd, bounded): the loop runs the parked session's timer meanwhile
@@ -150,11 +173,15 @@ async def test_with_adoption_off_a_test_leaves_nothing_running(tmp_path: Path, m
     rt = await make_runtime(tmp_path, memory_keyring, canary, adopt_tested_servers=False)
     try:
         ref = rt.refs.mint("STUB_API_KEY", canary)
-        tested = await call(rt, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+        tested = await call(
+            rt, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+        )
         assert tested["ok"] is True, tested
         await rt.prober.drain()
         assert wait_gone(pids_in(tmp_path / "pids")) == []
-        installed = await call(rt, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+        installed = await call(
+            rt, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+        )
         assert installed["status"] == "connected", installed
         assert len(pids_in(tmp_path / "pids")) == 3
     finally:
@@ -166,9 +193,13 @@ async def test_an_eager_gateway_leaves_the_install_its_own_start(runtime: Runtim
     the one an install is about to connect (the adopted process is the only start)."""
     await runtime.start(eager=True)
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    tested = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    tested = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+    )
     assert tested["ok"] is True, tested
-    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref})
+    installed = await call(
+        runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
+    )
     assert installed["status"] == "connected", installed
     await runtime.gateway.refresh(force=True)  # the sync the commit triggered has run (again)
     assert len(pids_in(tmp_path / "pids")) == 1

@@ -36,14 +36,18 @@ def test_the_goal_is_read_without_filler_words(goal: str, query: str) -> None:
 
 async def run(runtime, io, goal: str = "set up the stub server") -> dict:
     with anyio.fail_after(scaled(60)):
-        return await spawn_subagent("mcp_setup", {"goal": goal}, service=runtime.service, redactor=runtime.redactor, io=io)
+        return await spawn_subagent(
+            "mcp_setup", {"goal": goal}, service=runtime.service, redactor=runtime.redactor, io=io
+        )
 
 
 def tool_calls(result: dict, name: str) -> list[dict]:
     return [m for m in result["transcript"] if m.get("role") == "tool" and m["name"] == name]
 
 
-async def test_an_ambiguous_search_asks_the_user_to_choose_among_the_top_few(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_an_ambiguous_search_asks_the_user_to_choose_among_the_top_few(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary, names=(ALPHA, BETA))
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, answers=[choose(lambda c: c.startswith(BETA))], secrets=[canary])
@@ -55,7 +59,9 @@ async def test_an_ambiguous_search_asks_the_user_to_choose_among_the_top_few(tmp
         assert [c.split(" ")[0] for c in choices[:2]] == [ALPHA, BETA]
         assert [m["arguments"]["qualified_name"] for m in tool_calls(result, "mcp_setup_get")] == [BETA]
         listed = await runtime.service.call("mcp_setup_list_servers", {})
-        assert [(s["qualified_name"], s["status"], s["installed_by"]) for s in listed["servers"]] == [(BETA, "connected", "agent")]
+        assert [(s["qualified_name"], s["status"], s["installed_by"]) for s in listed["servers"]] == [
+            (BETA, "connected", "agent")
+        ]
         assert {t["name"] for t in result["tools"]} >= {"echo", "whoami"}
         assert "echo" in result["summary"] and canary not in json.dumps(result)
 
@@ -79,10 +85,14 @@ async def test_a_clear_name_match_is_taken_without_asking(tmp_path: Path, canary
         assert [m["arguments"]["query"] for m in tool_calls(result, "mcp_setup_search")] == ["stub"]
 
 
-async def test_a_wrong_secret_is_explained_and_only_that_key_is_asked_again(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_a_wrong_secret_is_explained_and_only_that_key_is_asked_again(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
-        io = ScriptedIO(runtime, answers=[choose(lambda c: c == "Re-enter STUB_API_KEY")], secrets=["wrong-" + canary[::-1], canary])
+        io = ScriptedIO(
+            runtime, answers=[choose(lambda c: c == "Re-enter STUB_API_KEY")], secrets=["wrong-" + canary[::-1], canary]
+        )
         result = await run(runtime, io)
         assert result["status"] == "installed", (result["summary"], io.unexpected)
         assert [p.key_name for p in io.prompts] == ["STUB_API_KEY", "STUB_API_KEY"]
@@ -142,7 +152,9 @@ async def test_cancel_at_a_question_ends_the_run_as_cancelled(tmp_path: Path, ca
         assert tool_calls(result, "mcp_setup_get") == []
 
 
-async def test_cancel_at_the_secret_prompt_cancels_the_prompt_and_the_run(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_cancel_at_the_secret_prompt_cancels_the_prompt_and_the_run(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, secrets=[AgentCancelled("closed the dialog")])
@@ -152,7 +164,9 @@ async def test_cancel_at_the_secret_prompt_cancels_the_prompt_and_the_run(tmp_pa
         assert tool_calls(result, "mcp_setup_test_connection") == []
 
 
-async def test_choosing_cancel_after_a_failed_test_ends_the_run_as_cancelled(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_choosing_cancel_after_a_failed_test_ends_the_run_as_cancelled(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, answers=[choose(lambda c: c == "Cancel")], secrets=["wrong-value-1234"])
@@ -175,8 +189,12 @@ async def test_two_unreachable_remotes_are_each_tried_once_then_the_run_stops_wi
             ports.append(sock.getsockname()[1])
     catalog = tmp_path / "catalog"
     catalog.mkdir()
-    doc = {"name": "io.github.acme/two-remotes", "description": "Two remotes", "version": "1.0.0",
-           "remotes": [{"type": "streamable-http", "url": f"http://127.0.0.1:{p}/mcp"} for p in ports]}  # fmt: skip
+    doc = {
+        "name": "io.github.acme/two-remotes",
+        "description": "Two remotes",
+        "version": "1.0.0",
+        "remotes": [{"type": "streamable-http", "url": f"http://127.0.0.1:{p}/mcp"} for p in ports],
+    }
     (catalog / "two.json").write_text(json.dumps(doc))
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, answers=[choose(lambda c: c.startswith("Try the"))] * 5)
@@ -196,22 +214,38 @@ async def test_an_optional_secret_is_offered_and_stored_when_the_user_says_yes(
     tmp_path: Path, canary: str, memory_keyring
 ) -> None:
     optional = "optional-" + canary[::-1]
-    extra = [{"name": "STUB_EXTRA_TOKEN", "description": "A token for more requests.", "isRequired": False,
-              "isSecret": True, "format": "string"}]  # fmt: skip
+    extra = [
+        {
+            "name": "STUB_EXTRA_TOKEN",
+            "description": "A token for more requests.",
+            "isRequired": False,
+            "isSecret": True,
+            "format": "string",
+        }
+    ]
     catalog = make_catalog(tmp_path, canary, extra_env=extra)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, answers=[choose(lambda c: c == "Yes")], secrets=[canary, optional])
         result = await run(runtime, io)
         assert result["status"] == "installed", (result["summary"], io.unexpected)
-        (question, choices), = io.questions
+        ((question, choices),) = io.questions
         assert "STUB_EXTRA_TOKEN" in question and "optional" in question and choices == ["No", "Yes"]
         assert runtime.store.env_values(result["server_id"])["STUB_EXTRA_TOKEN"].reveal() == optional
         assert optional not in json.dumps(result) and canary not in json.dumps(result)
 
 
-async def test_an_optional_secret_declined_is_left_unset_and_said_so(tmp_path: Path, canary: str, memory_keyring) -> None:
-    extra = [{"name": "STUB_EXTRA_TOKEN", "description": "A token for more requests.", "isRequired": False,
-              "isSecret": True, "format": "string"}]  # fmt: skip
+async def test_an_optional_secret_declined_is_left_unset_and_said_so(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
+    extra = [
+        {
+            "name": "STUB_EXTRA_TOKEN",
+            "description": "A token for more requests.",
+            "isRequired": False,
+            "isSecret": True,
+            "format": "string",
+        }
+    ]
     catalog = make_catalog(tmp_path, canary, extra_env=extra)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, answers=[choose(lambda c: c == "No")], secrets=[canary])
@@ -222,7 +256,9 @@ async def test_an_optional_secret_declined_is_left_unset_and_said_so(tmp_path: P
         assert "STUB_EXTRA_TOKEN" not in runtime.store.env_values(result["server_id"])
 
 
-async def test_nothing_found_says_which_registry_could_not_be_searched(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_nothing_found_says_which_registry_could_not_be_searched(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     import socket
 
     from app.runtime import build_runtime
@@ -232,15 +268,21 @@ async def test_nothing_found_says_which_registry_could_not_be_searched(tmp_path:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed once the block ends: the official registry is unreachable
     catalog = make_catalog(tmp_path, canary)
-    settings = Settings(home=tmp_path / "home", registries="official,smithery,local", catalog_dir=catalog,
-                        official_registry_url=f"http://127.0.0.1:{port}")  # fmt: skip
+    settings = Settings(
+        home=tmp_path / "home",
+        registries="official,smithery,local",
+        catalog_dir=catalog,
+        official_registry_url=f"http://127.0.0.1:{port}",
+    )
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     try:
         io = ScriptedIO(runtime, answers=[""])
         result = await run(runtime, io, "set up the Notion MCP server")
         said = [m["arguments"]["text"] for m in tool_calls(result, "say")]
-        assert any(t.startswith("I found no MCP server matching “notion” in the registries that answered") and
-                   "official" in t for t in said), said  # fmt: skip
+        assert any(
+            t.startswith("I found no MCP server matching “notion” in the registries that answered") and "official" in t
+            for t in said
+        ), said
         assert not any("smithery" in t.lower() for t in said), said  # no key: not searched, and not a failure
     finally:
         await runtime.aclose()

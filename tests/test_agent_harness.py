@@ -63,7 +63,17 @@ def test_secret_looking_answers_are_recognized(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["1", "yes", "us-east-1", "io.github.mcp-setup/stub-beta (local): Stub server", "my-workspace", "https://example.com/a/b/c/d/e/f", "/home/me/projects/mcp-servers-2024", "Notion workspace for the marketing team", ""],
+    [
+        "1",
+        "yes",
+        "us-east-1",
+        "io.github.mcp-setup/stub-beta (local): Stub server",
+        "my-workspace",
+        "https://example.com/a/b/c/d/e/f",
+        "/home/me/projects/mcp-servers-2024",
+        "Notion workspace for the marketing team",
+        "",
+    ],
 )
 def test_ordinary_answers_are_not_mistaken_for_secrets(text: str) -> None:
     assert not looks_like_secret(text)
@@ -77,11 +87,15 @@ def test_a_value_the_redactor_knows_counts_as_a_secret_and_scrub_replaces_only_t
     assert text == f"set up notion with {WITHHELD} please" and found == ["ntn_123456789012AbCdEfGhIjKl"]
 
 
-async def test_a_tool_outside_the_allowlist_is_refused_as_a_result_and_counts_as_a_turn(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_a_tool_outside_the_allowlist_is_refused_as_a_result_and_counts_as_a_turn(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         agent = load_archetypes().get("mcp_setup")
-        session = AgentSession(agent, "stub", service=runtime.service, redactor=runtime.redactor, io=ScriptedIO(runtime))
+        session = AgentSession(
+            agent, "stub", service=runtime.service, redactor=runtime.redactor, io=ScriptedIO(runtime)
+        )
         for name in ("mcp_setup_remove", "read_file", "mcp_setup_list_servers"):
             refused = await session.call(name, {"server_id": "x"})
             assert refused["ok"] is False and refused["error"]["code"] == "tool_not_allowed"
@@ -91,7 +105,11 @@ async def test_a_tool_outside_the_allowlist_is_refused_as_a_result_and_counts_as
         assert [s["qualified_name"] for s in found["servers"]] == ["io.github.mcp-setup/stub"]
         assert session.turns == 5
         assert [m["name"] for m in session.transcript if m["role"] == "tool"] == [
-            "mcp_setup_remove", "read_file", "mcp_setup_list_servers", "mcp_setup_search", "mcp_setup_search"
+            "mcp_setup_remove",
+            "read_file",
+            "mcp_setup_list_servers",
+            "mcp_setup_search",
+            "mcp_setup_search",
         ]
 
 
@@ -118,17 +136,21 @@ async def test_a_secret_in_the_goal_is_left_out_of_the_transcript(tmp_path: Path
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, secrets=[canary])
         with anyio.fail_after(scaled(60)):
-            result = await spawn_subagent("mcp_setup", {"goal": goal}, service=runtime.service, redactor=runtime.redactor, io=io)
+            result = await spawn_subagent(
+                "mcp_setup", {"goal": goal}, service=runtime.service, redactor=runtime.redactor, io=io
+            )
         assert result["status"] == "installed", result["summary"]
         assert result["transcript"][0] == {"role": "user", "content": f"set up the stub server with key {WITHHELD}"}
         assert canary not in json.dumps(result)
         assert any("looks like a secret" in text for text in io.said)
 
 
-async def test_spawn_subagent_returns_the_result_shape_and_rejects_unknown_agents(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_spawn_subagent_returns_the_result_shape_and_rejects_unknown_agents(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
-        kwargs = dict(service=runtime.service, redactor=runtime.redactor, io=ScriptedIO(runtime, secrets=[canary]))
+        kwargs = {"service": runtime.service, "redactor": runtime.redactor, "io": ScriptedIO(runtime, secrets=[canary])}
         with pytest.raises(KeyError, match="No agent archetype"):
             await spawn_subagent("nope", {"goal": "stub"}, **kwargs)
         with pytest.raises(KeyError, match="No agent driver"):

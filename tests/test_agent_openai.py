@@ -59,8 +59,12 @@ async def test_a_full_setup_through_the_model_never_sends_the_secret_and_refuses
         tool_call("mcp_setup_search", {"query": "stub"}),
         tool_call("run_shell", {"command": "cat ~/.ssh/id_rsa"}),
         tool_calls(("mcp_setup_get", {"qualified_name": STUB}), ("say", {"text": "Found it."})),
-        tool_call("mcp_setup_test_connection", {"qualified_name": STUB, "env": {"STUB_API_KEY": "sk-literal-12345678"}}),
-        tool_call("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB}),
+        tool_call(
+            "mcp_setup_test_connection", {"qualified_name": STUB, "env": {"STUB_API_KEY": "sk-literal-12345678"}}
+        ),
+        tool_call(
+            "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB}
+        ),
         with_ref("mcp_setup_test_connection"),
         with_ref("mcp_setup_install_and_connect"),
         final("The stub server is installed; its tools echo and whoami are ready."),
@@ -99,7 +103,9 @@ async def test_a_full_setup_through_the_model_never_sends_the_secret_and_refuses
         assert [(s["qualified_name"], s["status"]) for s in listed["servers"]] == [(STUB, "connected")]
 
 
-async def test_a_secret_pasted_into_an_answer_reaches_no_model_request(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_a_secret_pasted_into_an_answer_reaches_no_model_request(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     script = [tool_call("ask_user", {"question": "What is your STUB_API_KEY?"}), final("I will use the secret prompt.")]
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
@@ -114,7 +120,9 @@ async def test_a_secret_pasted_into_an_answer_reaches_no_model_request(tmp_path:
         assert any("looked like a secret" in text for text in io.said)
 
 
-async def test_a_model_that_loops_forever_is_stopped_at_the_turn_limit(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_a_model_that_loops_forever_is_stopped_at_the_turn_limit(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime)
@@ -127,7 +135,9 @@ async def test_a_model_that_loops_forever_is_stopped_at_the_turn_limit(tmp_path:
         assert sum(1 for m in result["transcript"] if m.get("role") == "tool") == 40
 
 
-async def test_an_unreachable_model_endpoint_fails_with_a_clear_summary(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_an_unreachable_model_endpoint_fails_with_a_clear_summary(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         result = await spawn_subagent(
@@ -143,10 +153,17 @@ async def test_an_unreachable_model_endpoint_fails_with_a_clear_summary(tmp_path
         assert API_KEY not in json.dumps(result)
 
 
-async def test_the_openai_driver_without_a_model_fails_and_says_what_to_set(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_the_openai_driver_without_a_model_fails_and_says_what_to_set(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         result = await spawn_subagent(
-            "mcp_setup", {"goal": "stub"}, service=runtime.service, redactor=runtime.redactor, io=ScriptedIO(runtime), driver="openai"
+            "mcp_setup",
+            {"goal": "stub"},
+            service=runtime.service,
+            redactor=runtime.redactor,
+            io=ScriptedIO(runtime),
+            driver="openai",
         )
         assert result["status"] == "failed" and "MCP_SETUP_OPENAI_MODEL" in result["summary"]

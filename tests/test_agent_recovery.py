@@ -26,8 +26,15 @@ async def test_after_a_crash_try_again_and_show_the_log_are_offered_not_re_enter
 ) -> None:
     catalog = make_mode_catalog(tmp_path, canary, mode="crash")
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
-        io = ScriptedIO(runtime, answers=[choose(lambda c: c == "Show the log"), choose(lambda c: c == "Try again"),
-                                          choose(lambda c: c == "Cancel")], secrets=[canary])  # fmt: skip
+        io = ScriptedIO(
+            runtime,
+            answers=[
+                choose(lambda c: c == "Show the log"),
+                choose(lambda c: c == "Try again"),
+                choose(lambda c: c == "Cancel"),
+            ],
+            secrets=[canary],
+        )
         result = await run(runtime, io, "set up io.github.mcp-setup/stub")
         assert result["status"] == "cancelled", (result["summary"], io.unexpected)
         first, after_log, second = (choices for _, choices in io.questions)
@@ -41,7 +48,9 @@ async def test_after_a_crash_try_again_and_show_the_log_are_offered_not_re_enter
         assert canary not in json.dumps(result)
 
 
-async def test_a_refused_key_is_still_offered_again_and_no_try_again(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_a_refused_key_is_still_offered_again_and_no_try_again(
+    tmp_path: Path, canary: str, memory_keyring
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, answers=[choose(lambda c: c == "Cancel")], secrets=["wrong-" + canary[::-1]])
@@ -53,9 +62,11 @@ async def test_a_refused_key_is_still_offered_again_and_no_try_again(tmp_path: P
 async def test_a_required_setting_with_a_default_is_not_said_to_be_left_unset(
     tmp_path: Path, canary: str, memory_keyring
 ) -> None:
-    extra = [{"name": "STUB_REGION", "description": "Region.", "isRequired": True, "default": "eu"},
-             {"name": "STUB_COLOUR", "description": "Colour.", "isRequired": False, "default": "blue"},
-             {"name": "STUB_EXTRA", "description": "Extra.", "isRequired": False}]  # fmt: skip
+    extra = [
+        {"name": "STUB_REGION", "description": "Region.", "isRequired": True, "default": "eu"},
+        {"name": "STUB_COLOUR", "description": "Colour.", "isRequired": False, "default": "blue"},
+        {"name": "STUB_EXTRA", "description": "Extra.", "isRequired": False},
+    ]
     catalog = make_catalog(tmp_path, canary, extra_env=extra)
     async with agent_runtime(tmp_path / "home", catalog, memory_keyring) as runtime:
         io = ScriptedIO(runtime, answers=[""] * 3, secrets=[canary])  # Enter: the default
@@ -65,14 +76,24 @@ async def test_a_required_setting_with_a_default_is_not_said_to_be_left_unset(
         assert said == ["Optional settings left unset: STUB_EXTRA."], io.said
 
 
-@pytest.mark.parametrize(("tail", "words"), [
-    ("npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/@acme%2fserver-nope - Not found\n"
-     "npm error 404  '@acme/server-nope@1.0.0' is not in this registry.", "npm has no package @acme/server-nope"),
-    ("npm ERR! code E404\nnpm ERR! 404 Not Found - GET https://registry.npmjs.org/left-padx - Not found",
-     "npm has no package left-padx"),
-    ("npm error code ETARGET\nnpm error notarget No matching version found for @acme/server@9.9.9.\n",
-     "npm has no version 9.9.9 of @acme/server"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("tail", "words"),
+    [
+        (
+            "npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/@acme%2fserver-nope - Not found\n"
+            "npm error 404  '@acme/server-nope@1.0.0' is not in this registry.",
+            "npm has no package @acme/server-nope",
+        ),
+        (
+            "npm ERR! code E404\nnpm ERR! 404 Not Found - GET https://registry.npmjs.org/left-padx - Not found",
+            "npm has no package left-padx",
+        ),
+        (
+            "npm error code ETARGET\nnpm error notarget No matching version found for @acme/server@9.9.9.\n",
+            "npm has no version 9.9.9 of @acme/server",
+        ),
+    ],
+)
 def test_npm_without_the_package_or_version_is_said_in_those_words(tail: str, words: str) -> None:
     spec = LaunchSpec(command="npx", args=["-y", "@acme/server-nope@1.0.0"])
     found = diagnose(spec, tail)

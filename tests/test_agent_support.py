@@ -63,7 +63,9 @@ Answer = str | BaseException | Callable[[str, list[str] | None], str]
 class ScriptedIO:
     """A ChatIO that replays answers; secrets are answered through the broker, like a real face."""
 
-    def __init__(self, runtime: Runtime, *, answers: list[Answer] = (), secrets: list[str | BaseException] = ()) -> None:
+    def __init__(
+        self, runtime: Runtime, *, answers: list[Answer] = (), secrets: list[str | BaseException] = ()
+    ) -> None:
         self.broker = runtime.broker
         self.answers = list(answers)
         self.secrets = list(secrets)

@@ -20,10 +20,14 @@ from tests.timeouts import scaled
 HIDDEN = r"STUB_API_KEY \(hidden\): "
 
 
-def spawn(tmp_path: Path, catalog: Path, goal: str = "set up the stub server") -> tuple[pexpect.spawn, io.StringIO, dict]:
+def spawn(
+    tmp_path: Path, catalog: Path, goal: str = "set up the stub server"
+) -> tuple[pexpect.spawn, io.StringIO, dict]:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
     argv = mcp_setup_argv("agent", goal)
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
+    child = pexpect.spawn(
+        argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200)
+    )
     out = io.StringIO()
     child.logfile_read = out
     return child, out, env
@@ -94,7 +98,9 @@ def test_openai_options_come_from_the_settings_or_the_keyring(monkeypatch: pytes
     monkeypatch.setenv("MCP_SETUP_OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
     monkeypatch.setenv("MCP_SETUP_OPENAI_MODEL", "m")
     settings = Settings()
-    assert openai_options(settings, keyring_get=lambda s, u: "from-keyring" if (s, u) == ("mcp-setup", "openai-api-key") else None) == {
+    assert openai_options(
+        settings, keyring_get=lambda s, u: "from-keyring" if (s, u) == ("mcp-setup", "openai-api-key") else None
+    ) == {
         "base_url": "http://127.0.0.1:1/v1",
         "model": "m",
         "api_key": "from-keyring",
@@ -171,7 +177,9 @@ def test_the_terminal_agent_sets_up_a_server_found_in_the_fake_official_registry
         with FakeOfficialRegistry([entry]) as registry:
             env = face_env(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url)
             argv = mcp_setup_argv("agent", "set up the stub server")
-            child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
+            child = pexpect.spawn(
+                argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200)
+            )
             out = io.StringIO()
             child.logfile_read = out
             child.expect(HIDDEN)

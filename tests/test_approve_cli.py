@@ -39,7 +39,9 @@ def answers_pairs(flat: tuple[str, ...]) -> list[tuple[str, str]]:
     return list(zip(flat[::2], flat[1::2], strict=True))
 
 
-async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_terminal(tmp_path: Path, canary: str) -> None:
+async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_terminal(
+    tmp_path: Path, canary: str
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_CONSENT="ask")
     env.pop("DISPLAY", None)
@@ -47,19 +49,29 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
     recorder = Recorder()
     with anyio.fail_after(180):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
-            secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
+            secret = await call(
+                client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB}
+            )
             await Browser().submit(secret["url"], canary)
             args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}}
             first = await call(client, "mcp_setup_test_connection", args)
             assert first["error"]["code"] == "consent_required", first
-            assert "mcp-setup approve" in first["error"]["message"] and first["error"]["details"] == {"status": "pending"}
+            assert "mcp-setup approve" in first["error"]["message"] and first["error"]["details"] == {
+                "status": "pending"
+            }
 
             granted = tmp_path / "notes"
             granted.mkdir()
             shown = await anyio.to_thread.run_sync(
-                lambda: _approve_in_a_terminal(env, r"Allow mcp-setup to test .*\? \[y/N\] ", "y",
-                                               r"Another folder it may read and write", str(granted),
-                                               r"no network\? \[y/N\] ", "n")
+                lambda: _approve_in_a_terminal(
+                    env,
+                    r"Allow mcp-setup to test .*\? \[y/N\] ",
+                    "y",
+                    r"Another folder it may read and write",
+                    str(granted),
+                    r"no network\? \[y/N\] ",
+                    "n",
+                )
             )
             assert STUB in shown and "${STUB_API_KEY}" in shown and canary not in shown
             assert "Approved" in shown
@@ -70,8 +82,9 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
             asked = await call(client, "mcp_setup_install_and_connect", args)  # asked again, with its tools
             assert asked["error"]["code"] == "consent_required", asked
             chosen = await anyio.to_thread.run_sync(
-                lambda: _approve_in_a_terminal(env, r"Allow mcp-setup to install .*\? \[y/N\] ", "y",
-                                               r"Untick which tools\?.*: ", "2")  # widened at the test
+                lambda: _approve_in_a_terminal(
+                    env, r"Allow mcp-setup to install .*\? \[y/N\] ", "y", r"Untick which tools\?.*: ", "2"
+                )  # widened at the test
             )
             assert "[1] echo" in chosen and "[2] whoami" in chosen and "Left out: whoami." in chosen
             installed = await call(client, "mcp_setup_install_and_connect", args)
@@ -87,15 +100,23 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
         assert str(granted.resolve()) in server.launch_spec["sandbox_grants"]  # the user's widening, stored
         assert store.offers()[server.server_id].hidden_tools == {"whoami"}  # unticked in the second terminal
     assert canary not in recorder.text() and "/consents/" not in recorder.text()
-    nothing = subprocess.run(mcp_setup_argv("approve"), env=env, cwd=REPO, capture_output=True, text=True,
-                             timeout=60, stdin=subprocess.DEVNULL)
+    nothing = subprocess.run(
+        mcp_setup_argv("approve"),
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert nothing.returncode == 2  # not a terminal: refused before anything is listed
 
 
 def test_approve_refuses_without_a_terminal_and_reads_nothing_from_stdin(tmp_path: Path) -> None:
     env = face_env(tmp_path)
-    done = subprocess.run(mcp_setup_argv("approve"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60,
-                          input="y\ny\ny\n")
+    done = subprocess.run(
+        mcp_setup_argv("approve"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60, input="y\ny\ny\n"
+    )
     assert done.returncode == 2
     assert "terminal" in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
@@ -130,11 +151,17 @@ async def test_the_serve_page_shows_a_stdio_clients_secret_prompt_and_consent_an
                         if event.get("type") == kind:
                             return event
 
-                secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
-                asked = await anyio.to_thread.run_sync(shown, "secret_request")  # the stdio client's prompt, in the page
+                secret = await call(
+                    client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB}
+                )
+                asked = await anyio.to_thread.run_sync(
+                    shown, "secret_request"
+                )  # the stdio client's prompt, in the page
                 assert asked["prompt_id"] == secret["prompt_id"] and asked["key_name"] == "STUB_API_KEY"
                 with served.client() as http:
-                    typed = http.post(f"/api/secrets/{asked['prompt_id']}", json={"value": canary}, headers=served.headers())
+                    typed = http.post(
+                        f"/api/secrets/{asked['prompt_id']}", json={"value": canary}, headers=served.headers()
+                    )
                 assert typed.status_code == 200, typed.text
                 args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}}
                 first = await call(client, "mcp_setup_test_connection", args)
@@ -143,8 +170,11 @@ async def test_the_serve_page_shows_a_stdio_clients_secret_prompt_and_consent_an
                 event = await anyio.to_thread.run_sync(shown, "consent_request")
                 assert event["consent"]["server"] == STUB and canary not in json.dumps(event)
                 with served.client() as http:
-                    answered = http.post(f"/api/consents/{event['consent_id']}", json={"approve": True, "accept_warnings": True},
-                                         headers=served.headers())
+                    answered = http.post(
+                        f"/api/consents/{event['consent_id']}",
+                        json={"approve": True, "accept_warnings": True},
+                        headers=served.headers(),
+                    )
                 assert answered.status_code == 200, answered.text
                 tested = await call(client, "mcp_setup_test_connection", args)
                 assert tested.get("ok") is True, tested
@@ -161,31 +191,43 @@ async def test_a_secret_a_stdio_client_asks_for_is_typed_at_a_hidden_prompt_of_m
     recorder = Recorder()
     with anyio.fail_after(180):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
-            secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key\x1b[2J", "server": STUB})
+            secret = await call(
+                client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key\x1b[2J", "server": STUB}
+            )
             assert secret["status"] == "pending"
             shown = await anyio.to_thread.run_sync(
                 lambda: _approve_in_a_terminal(env, r"Your STUB_API_KEY \(hidden", canary)
             )
             assert "Saved" in shown and "\x1b[2J" not in shown
             assert canary not in shown  # hidden: not echoed
-            tested = await call(client, "mcp_setup_test_connection",
-                                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}})
+            tested = await call(
+                client,
+                "mcp_setup_test_connection",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}},
+            )
             assert tested.get("ok") is True, tested
     assert canary not in recorder.text()
     for path in (tmp_path / "data").glob("mcp-setup.db*"):
         assert canary.encode() not in path.read_bytes()  # encrypted on its way, and gone once used
 
 
-async def test_approve_tells_of_a_guess_and_only_the_user_unblocks_the_client_it_locked(tmp_path: Path, canary: str) -> None:
+async def test_approve_tells_of_a_guess_and_only_the_user_unblocks_the_client_it_locked(
+    tmp_path: Path, canary: str
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))  # consent off
     env.pop("DISPLAY", None)
     with anyio.fail_after(180):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
-            secret = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})
+            secret = await call(
+                client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB}
+            )
             await Browser().submit(secret["url"], canary)
-            installed = await call(client, "mcp_setup_install_and_connect",
-                                   {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}})
+            installed = await call(
+                client,
+                "mcp_setup_install_and_connect",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}},
+            )
             assert installed["status"] == "connected", installed
 
             async def echo(text: str) -> str:

@@ -53,7 +53,9 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
         doc = stub_server_json(bundle.resolve().as_uri(), sha, name=f"io.test/{name}")
         doc["packages"][0]["environmentVariables"] = []
         (catalog / f"{name}.json").write_text(json.dumps(doc))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20))
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20)
+    )
     rt = build_runtime(settings, keyring_backend=memory_keyring)
     yield rt
     await rt.aclose()
@@ -109,8 +111,11 @@ async def test_a_bundle_whose_argv_secret_cannot_be_moved_is_refused_without_con
     assert await call(runtime, "mcp_setup_list_servers") == {"ok": True, "servers": []}
     # With the user's consent it goes ahead (and gets as far as the missing or present node).
     allowed = await call(
-        runtime, "mcp_setup_test_connection", CallContext(allow_argv_secret=True),
-        qualified_name="io.test/node-argv", env_refs={"PROTO": ref},
+        runtime,
+        "mcp_setup_test_connection",
+        CallContext(allow_argv_secret=True),
+        qualified_name="io.test/node-argv",
+        env_refs={"PROTO": ref},
     )
     assert allowed.get("error", {}).get("code") != "argv_secret", allowed
     assert canary not in json.dumps([refused, allowed]) and canary not in caplog.text
@@ -138,9 +143,12 @@ async def test_the_consent_step_shows_the_argv_warning_and_an_approval_that_acce
 
     ref = await secret_ref(runtime, "PROTO", canary)
     result = await call(
-        runtime, "mcp_setup_test_connection", CallContext(present_consent=user_approves),
-        qualified_name="io.test/node-argv", env_refs={"PROTO": ref},
-    )  # fmt: skip
+        runtime,
+        "mcp_setup_test_connection",
+        CallContext(present_consent=user_approves),
+        qualified_name="io.test/node-argv",
+        env_refs={"PROTO": ref},
+    )
     assert [w.code for w in seen[0].warnings] == ["argv_secret"]
     assert result.get("error", {}).get("code") not in ("argv_secret", "consent_required"), result
     assert canary not in json.dumps(result)

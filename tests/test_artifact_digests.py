@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -20,8 +20,14 @@ from tests.fakes.pypi_index import serve_pypi_package, stub_wheel
 
 
 def npm_spec(registry: str, name: str = "stub-mcp", version: str = "1.0.0") -> LaunchSpec:
-    return LaunchSpec(command="npx", args=["-y", f"--registry={registry}", f"{name}@{version}"], package_type="npm",
-                      identifier=name, version=version, runner="npx")  # fmt: skip
+    return LaunchSpec(
+        command="npx",
+        args=["-y", f"--registry={registry}", f"{name}@{version}"],
+        package_type="npm",
+        identifier=name,
+        version=version,
+        runner="npx",
+    )
 
 
 @pytest.mark.anyio
@@ -45,8 +51,14 @@ async def test_the_npm_integrity_is_read_from_the_registry_and_a_republished_tar
 async def test_the_pypi_sha256_is_read_from_the_index_page_of_that_exact_version() -> None:
     wheel = stub_wheel("stub-mcp", "1.0.0")
     with serve_pypi_package("stub-mcp", wheel) as index:
-        spec = LaunchSpec(command="uvx", args=["--default-index", index.url, "--from", "stub-mcp==1.0.0", "stub-mcp"],
-                          package_type="pypi", identifier="stub-mcp", version="1.0.0", runner="uvx")  # fmt: skip
+        spec = LaunchSpec(
+            command="uvx",
+            args=["--default-index", index.url, "--from", "stub-mcp==1.0.0", "stub-mcp"],
+            package_type="pypi",
+            identifier="stub-mcp",
+            version="1.0.0",
+            runner="uvx",
+        )
         found = await ArtifactDigests().resolve(spec)
         other = await ArtifactDigests().resolve(spec.model_copy(update={"version": "1.0"}))  # not a prefix match
     assert found == "sha256:" + hashlib.sha256(wheel[1]).hexdigest()
@@ -66,14 +78,25 @@ async def test_an_mcpb_sha256_and_a_pinned_oci_digest_need_no_lookup_and_a_tag_o
 
 def _server(package_type: str, spec: dict, *, digest: str | None = None) -> InstalledServer:
     return InstalledServer(
-        server_id="srv_1", qualified_name="io.github.acme/notes", source="official", version="1.0.0",
-        package_type=package_type, launch_spec=spec, enabled=True, installed_at=datetime.now(timezone.utc),
-        installed_by="cli", tools_hash="x", env_keys=(), artifact_digest=digest,
-    )  # fmt: skip
+        server_id="srv_1",
+        qualified_name="io.github.acme/notes",
+        source="official",
+        version="1.0.0",
+        package_type=package_type,
+        launch_spec=spec,
+        enabled=True,
+        installed_at=datetime.now(UTC),
+        installed_by="cli",
+        tools_hash="x",
+        env_keys=(),
+        artifact_digest=digest,
+    )
 
 
 def test_an_install_from_before_digests_were_recorded_exports_no_digest_and_says_why() -> None:
-    entry = locked_server(_server("npm", npm_spec("https://registry.npmjs.org").model_dump(mode="json")), {}, [], oauth=False)
+    entry = locked_server(
+        _server("npm", npm_spec("https://registry.npmjs.org").model_dump(mode="json")), {}, [], oauth=False
+    )
     artifact = entry.public()["artifact"]
     assert artifact["digest"] is None and artifact["kind"] == "npm integrity"
     assert "installed before mcp-setup recorded digests" in artifact["note"]

@@ -28,8 +28,16 @@ def _store(tmp_path: Path, database_url: str | None = None) -> Store:
 
 
 def _fill(store: Store) -> None:
-    first = store.install(qualified_name="io.test/s0", source="local", version="1.0.0", package_type="npm",
-                          launch_spec={"command": "npx"}, installed_by="agent", tools_hash="sha256:x", env={})
+    first = store.install(
+        qualified_name="io.test/s0",
+        source="local",
+        version="1.0.0",
+        package_type="npm",
+        launch_spec={"command": "npx"},
+        installed_by="agent",
+        tools_hash="sha256:x",
+        env={},
+    )
     store.set_enabled(first.server_id, False)
     store.set_enabled(first.server_id, True)
 
@@ -60,8 +68,9 @@ def test_a_row_rewritten_through_sqlite_directly_is_named_by_audit_verify(tmp_pa
         with pytest.raises(sqlite3.IntegrityError):  # the triggers refuse it as it is
             db.execute("UPDATE mcp_audit SET actor = 'someone else' WHERE id = ?", (second,))
         with pytest.raises(sqlite3.IntegrityError):  # and an insert over a row (REPLACE skips DELETE triggers)
-            db.execute("INSERT OR REPLACE INTO mcp_audit (id, at, event, actor) VALUES (?, '2026-01-01', 'x', 'y')",
-                       (second,))  # fmt: skip
+            db.execute(
+                "INSERT OR REPLACE INTO mcp_audit (id, at, event, actor) VALUES (?, '2026-01-01', 'x', 'y')", (second,)
+            )
     with db:  # a process that can write the file drops the trigger first
         db.execute("DROP TRIGGER mcp_audit_no_update")
         db.execute("UPDATE mcp_audit SET actor = 'someone else' WHERE id = ?", (second,))

@@ -166,8 +166,12 @@ def test_unpack_refuses_a_symlink_pointing_outside(tmp_path, target):
 def test_unpack_keeps_inner_symlinks_and_executable_bits(tmp_path):
     archive = zip_files(
         tmp_path / "ok.mcpb",
-        {"manifest.json": json.dumps(_manifest(type="binary", entry_point="bin/srv")),
-         "bin/srv": "#!/bin/sh\n", "bin/tool": "#!/bin/sh\n", "lib/data.txt": "d"},
+        {
+            "manifest.json": json.dumps(_manifest(type="binary", entry_point="bin/srv")),
+            "bin/srv": "#!/bin/sh\n",
+            "bin/tool": "#!/bin/sh\n",
+            "lib/data.txt": "d",
+        },
         modes={"bin/tool": 0o4775, "lib/data.txt": 0o666},
         symlinks={"node_modules/.bin/tool": "../../bin/tool"},
     )
@@ -206,17 +210,22 @@ def _read(tmp_path: Path, manifest: dict[str, Any]):
 
 
 def test_dirname_and_user_config_are_substituted_through_materialize(tmp_path):
-    manifest = _read(tmp_path, {
-        **_manifest(mcp_config={
-            "command": "node",
-            "args": ["${__dirname}/server/index.js", "--root", "${user_config.root}", "--cost=$5"],
-            "env": {"API_KEY": "${user_config.api_key}", "CACHE": "${HOME}${/}cache", "X": "${UNKNOWN}"},
-        }),
-        "user_config": {
-            "api_key": {"type": "string", "title": "API key", "sensitive": True, "required": True},
-            "root": {"type": "directory", "title": "Root", "default": "${DOCUMENTS}"},
+    manifest = _read(
+        tmp_path,
+        {
+            **_manifest(
+                mcp_config={
+                    "command": "node",
+                    "args": ["${__dirname}/server/index.js", "--root", "${user_config.root}", "--cost=$5"],
+                    "env": {"API_KEY": "${user_config.api_key}", "CACHE": "${HOME}${/}cache", "X": "${UNKNOWN}"},
+                }
+            ),
+            "user_config": {
+                "api_key": {"type": "string", "title": "API key", "sensitive": True, "required": True},
+                "root": {"type": "directory", "title": "Root", "default": "${DOCUMENTS}"},
+            },
         },
-    })
+    )
     base = _mcpb_base("https://example.com/demo.mcpb", "a" * 64, env={"REGION": "{REGION}"})
     spec = spec_from_manifest(manifest, base, home=Path("/home/u"))
     assert (spec.command, spec.runner, spec.needs_install_dir) == ("node", "node", True)
@@ -237,37 +246,63 @@ def test_undeclared_user_config_in_mcp_config_is_refused(tmp_path):
 
 
 def test_bundle_relative_command_runs_from_the_install_dir_with_platform_overrides(tmp_path):
-    manifest = _read(tmp_path, _manifest(type="binary", entry_point="server/srv", mcp_config={
-        "command": "server/srv", "args": ["--config", "server/c.json"],
-        "platform_overrides": {"win32": {"command": "server/srv-win.exe"}, "linux": {"env": {"L": "1"}}},
-    }))
+    manifest = _read(
+        tmp_path,
+        _manifest(
+            type="binary",
+            entry_point="server/srv",
+            mcp_config={
+                "command": "server/srv",
+                "args": ["--config", "server/c.json"],
+                "platform_overrides": {"win32": {"command": "server/srv-win.exe"}, "linux": {"env": {"L": "1"}}},
+            },
+        ),
+    )
     base = _mcpb_base("https://e/x.mcpb")
     linux = spec_from_manifest(manifest, base, home=tmp_path, platform="linux")
     assert (linux.command, linux.runner, linux.env) == ("${__dirname}/server/srv", None, {"L": "1"})
     assert materialize(linux, {}, dirname="/opt/x").command == "/opt/x/server/srv"
-    assert spec_from_manifest(manifest, base, home=tmp_path, platform="win32").command == "${__dirname}/server/srv-win.exe"
+    assert (
+        spec_from_manifest(manifest, base, home=tmp_path, platform="win32").command == "${__dirname}/server/srv-win.exe"
+    )
 
 
 def test_omitted_optional_user_config_drops_its_env_and_flagged_args(tmp_path):
-    manifest = _read(tmp_path, {
-        **_manifest(mcp_config={"command": "node", "args": ["${__dirname}/i.js", "--db", "${user_config.db}"],
-                                "env": {"TOKEN": "${user_config.token}"}}),
-        "user_config": {"db": {"type": "file"}, "token": {"type": "string", "sensitive": True}},
-    })
+    manifest = _read(
+        tmp_path,
+        {
+            **_manifest(
+                mcp_config={
+                    "command": "node",
+                    "args": ["${__dirname}/i.js", "--db", "${user_config.db}"],
+                    "env": {"TOKEN": "${user_config.token}"},
+                }
+            ),
+            "user_config": {"db": {"type": "file"}, "token": {"type": "string", "sensitive": True}},
+        },
+    )
     spec = spec_from_manifest(manifest, _mcpb_base("https://e/x.mcpb"), home=tmp_path, omit={"db", "token"})
     assert spec.args == ["${__dirname}/i.js"] and spec.env == {}
 
 
 def test_required_keys_merge_user_config_with_registry_env_keys(tmp_path):
-    manifest = _read(tmp_path, {
-        **_manifest(mcp_config={"command": "node", "args": []}),
-        "user_config": {
-            "api_key": {"type": "string", "title": "API key", "description": "From the dashboard", "required": True},
-            "dir": {"type": "directory", "title": "Folder", "required": True, "default": ["${HOME}/Desktop"]},
-            "verbose": {"type": "boolean", "default": False},
-            "note": {"type": "string"},
+    manifest = _read(
+        tmp_path,
+        {
+            **_manifest(mcp_config={"command": "node", "args": []}),
+            "user_config": {
+                "api_key": {
+                    "type": "string",
+                    "title": "API key",
+                    "description": "From the dashboard",
+                    "required": True,
+                },
+                "dir": {"type": "directory", "title": "Folder", "required": True, "default": ["${HOME}/Desktop"]},
+                "verbose": {"type": "boolean", "default": False},
+                "note": {"type": "string"},
+            },
         },
-    })
+    )
     registry = [
         RequiredKey(name="api_key", description="registry text", secret=True),
         RequiredKey(name="REGION", description="Region", secret=False, required=False),
@@ -275,7 +310,12 @@ def test_required_keys_merge_user_config_with_registry_env_keys(tmp_path):
     keys = {k.name: k for k in required_keys_from_manifest(manifest, registry, home=Path("/home/u"))}
     assert list(keys) == ["api_key", "dir", "verbose", "note", "REGION"]
     api = keys["api_key"]
-    assert (api.secret, api.required, api.kind, api.description) == (True, True, "user_config", "API key: From the dashboard")
+    assert (api.secret, api.required, api.kind, api.description) == (
+        True,
+        True,
+        "user_config",
+        "API key: From the dashboard",
+    )
     assert (keys["dir"].required, keys["dir"].default) == (False, "/home/u/Desktop")
     assert (keys["verbose"].default, keys["verbose"].choices) == ("false", ["true", "false"])
     assert keys["note"].required is False  # MCPB: `required` defaults to false
@@ -286,13 +326,19 @@ def test_required_keys_merge_user_config_with_registry_env_keys(tmp_path):
 async def test_fetched_bundle_runs_with_its_manifest_config_end_to_end(tmp_path):
     script = "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'key': os.environ.get('API_KEY')}))"
     manifest = {
-        **_manifest(type="python", entry_point="server/main.py", mcp_config={
-            "command": sys.executable,
-            "args": ["${__dirname}/server/main.py", "--name", "${user_config.name}"],
-            "env": {"API_KEY": "${user_config.api_key}"},
-        }),
-        "user_config": {"api_key": {"type": "string", "sensitive": True, "required": True},
-                        "name": {"type": "string", "required": True}},
+        **_manifest(
+            type="python",
+            entry_point="server/main.py",
+            mcp_config={
+                "command": sys.executable,
+                "args": ["${__dirname}/server/main.py", "--name", "${user_config.name}"],
+                "env": {"API_KEY": "${user_config.api_key}"},
+            },
+        ),
+        "user_config": {
+            "api_key": {"type": "string", "sensitive": True, "required": True},
+            "name": {"type": "string", "required": True},
+        },
     }
     archive = _bundle(tmp_path, manifest, **{"server/main.py": script})
     sha = file_sha256(archive)
@@ -302,6 +348,13 @@ async def test_fetched_bundle_runs_with_its_manifest_config_end_to_end(tmp_path)
     spec = spec_from_manifest(read_manifest(install), base, home=tmp_path)
     run = materialize(spec, {"api_key": CANARY, "name": "two words"}, dirname=str(install))
     assert CANARY not in " ".join([run.command or "", *run.args])
-    out = subprocess.run([run.command, *run.args], env={**run.env}, cwd=install,
-                         capture_output=True, text=True, timeout=scaled(30), check=True)
+    out = subprocess.run(
+        [run.command, *run.args],
+        env={**run.env},
+        cwd=install,
+        capture_output=True,
+        text=True,
+        timeout=scaled(30),
+        check=True,
+    )
     assert json.loads(out.stdout) == {"argv": ["--name", "two words"], "key": CANARY}

@@ -33,8 +33,15 @@ def bundle_server(tmp_path: Path, canary: str) -> Iterator[tuple[Path, list[str]
 
 def runtime_for(tmp_path: Path, catalog: Path, keyring, **settings) -> Runtime:
     # No adoption: the install must unpack the bundle itself, so it reads the cache too.
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10),
-                        config=tmp_path / "none.toml", adopt_tested_servers=False, **settings)  # fmt: skip
+    settings = Settings(
+        home=tmp_path / "data",
+        registries="local",
+        catalog_dir=catalog,
+        probe_timeout_seconds=scaled(10),
+        config=tmp_path / "none.toml",
+        adopt_tested_servers=False,
+        **settings,
+    )
     return build_runtime(settings, keyring_backend=keyring)
 
 
@@ -58,9 +65,13 @@ async def test_get_then_test_then_install_downloads_the_bundle_once(
             assert stat.S_IMODE(entry.stat().st_mode) == 0o600
             assert len(hits) == 1, hits
             ref = runtime.refs.mint("STUB_API_KEY", canary)
-            tested = await tool(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+            tested = await tool(
+                runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+            )
             assert tested.get("ok") is True, tested
-            installed = await tool(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+            installed = await tool(
+                runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+            )
             assert installed.get("status") == "connected", installed
         assert len(hits) == 1, hits  # the prefetch's download served get, test and install
         assert entry.is_file()  # the install's own copy was a link: the entry stays
@@ -81,7 +92,9 @@ async def test_a_corrupted_cache_entry_is_refused_by_its_sha256_and_fetched_agai
             entry = tmp_path / "data" / "cache" / "bundles" / f"{sha}.mcpb"
             entry.write_bytes(entry.read_bytes()[:-10] + b"x" * 10)
             ref = runtime.refs.mint("STUB_API_KEY", canary)
-            tested = await tool(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+            tested = await tool(
+                runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+            )
         assert tested.get("ok") is True, tested
         assert len(hits) == 2, hits  # the bad entry was not used: downloaded again
         assert hashlib.sha256(entry.read_bytes()).hexdigest() == sha  # and the entry is sound again
@@ -103,7 +116,9 @@ async def test_a_failed_prefetch_changes_nothing_and_the_test_downloads_itself(
             await cache.settled()
             assert not (tmp_path / "data" / "cache" / "bundles" / f"{sha}.mcpb").exists()
             ref = runtime.refs.mint("STUB_API_KEY", canary)
-            tested = await tool(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+            tested = await tool(
+                runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+            )
         assert tested.get("ok") is True, tested
         assert len(hits) == 1, hits
     finally:

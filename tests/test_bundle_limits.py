@@ -34,7 +34,8 @@ async def runtime_over(tmp_path: Path, memory_keyring) -> AsyncIterator:
 
     def build(**settings) -> Runtime:
         runtime = build_runtime(
-            Settings(home=tmp_path / "data", probe_timeout_seconds=scaled(10), **settings), keyring_backend=memory_keyring
+            Settings(home=tmp_path / "data", probe_timeout_seconds=scaled(10), **settings),
+            keyring_backend=memory_keyring,
         )
         made.append(runtime)
         return runtime

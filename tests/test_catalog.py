@@ -72,7 +72,14 @@ def test_tools_that_differ_only_in_replaced_characters_get_different_names() -> 
 
 
 def test_the_catalog_lists_only_enabled_servers_and_routes_by_gateway_name() -> None:
-    tools = ({"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},)
+    tools = (
+        {
+            "name": "echo",
+            "description": "Echo.",
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": True},
+        },
+    )
     on = CatalogServer("srv_1", "io.x/one", "one", "One", True, tools)
     off = CatalogServer("srv_2", "io.x/two", "two", None, False, tools)
     catalog = Catalog.build([on, off])
@@ -95,9 +102,17 @@ def store(tmp_path: Path) -> Store:
 
 def _install(store: Store, name: str, tools: list[dict] | None = None):
     return store.install(
-        qualified_name=name, source="local", version="1", package_type="npm", launch_spec={"command": "npx"},
-        installed_by="test", tools_hash="h", env={"API_KEY": ("value-123456789", True)}, title="T", tools=tools,
-    )  # fmt: skip
+        qualified_name=name,
+        source="local",
+        version="1",
+        package_type="npm",
+        launch_spec={"command": "npx"},
+        installed_by="test",
+        tools_hash="h",
+        env={"API_KEY": ("value-123456789", True)},
+        title="T",
+        tools=tools,
+    )
 
 
 def test_install_gives_each_server_a_unique_slug_and_records_its_tools(store: Store) -> None:

@@ -29,7 +29,9 @@ def make_catalog(root: Path, expected: str, *, mode: str = "", extra_env: dict[s
 
 def spawn_add(env: dict[str, str], name: str = "stub") -> pexpect.spawn:
     argv = mcp_setup_argv("add", name)
-    return pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60), dimensions=(50, 250))
+    return pexpect.spawn(
+        argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60), dimensions=(50, 250)
+    )
 
 
 def add_stub(env: dict[str, str], value: str) -> str:
@@ -63,8 +65,10 @@ def test_adding_an_installed_server_again_says_so_before_asking_anything_and_nam
     for typed in ("stub", STUB, "Stub"):
         code, out = finish(spawn_add(env, typed))
         assert code == 1, out
-        assert f'{STUB} is already installed as "stub". To reinstall: mcp-setup remove stub, then mcp-setup add {typed}. ' \
+        assert (
+            f'{STUB} is already installed as "stub". To reinstall: mcp-setup remove stub, then mcp-setup add {typed}. '
             "To change its key: mcp-setup rotate stub STUB_API_KEY." in out
+        )
         assert "<<asked" not in out and "Try again" not in out and "(the name you gave)" not in out
         assert "mcp_setup_remove" not in out and canary not in out
 
@@ -101,7 +105,9 @@ def test_ctrl_c_during_the_connection_test_cancels_with_exit_130_and_leaves_no_p
     try:
         catalog = make_catalog(tmp_path, canary, mode="hang", extra_env={"STUB_PID_FILE": str(pid_file)})
         # Sandbox off: the stub writes its pid to a FIFO beside the test, outside its own folder.
-        env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_SANDBOX="off")
+        env = face_env(
+            tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_SANDBOX="off"
+        )
         child = spawn_add(env)
         child.expect(r"\(hidden\): ")
         child.sendline(canary)
@@ -121,7 +127,12 @@ def test_the_connection_test_shows_one_line_per_stage_and_says_when_it_passed(tm
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
     out = add_stub(env, canary)
     lines = [line.strip() for line in out.splitlines()]
-    for wanted in ("· preparing the connection test…", "✓ test passed: 2 tools", "· installing and connecting…", "✓ connected"):
+    for wanted in (
+        "· preparing the connection test…",
+        "✓ test passed: 2 tools",
+        "· installing and connecting…",
+        "✓ connected",
+    ):
         assert wanted in lines, out
     assert any(line.startswith("· starting the server") for line in lines), out
     assert lines.index("✓ test passed: 2 tools") < lines.index("· installing and connecting…")
@@ -161,7 +172,10 @@ async def test_download_ticks_are_throttled_and_rewrite_one_line_only_on_a_termi
     tty = _Out(tty=True)
     await _download_ticks(tty, every=0, ticks=3)
     text = tty.getvalue()
-    assert text.count("\r") == 3 and "\r\x1b[K· downloading the package… 3 s, 30 packages\n· downloaded (30 packages)\nnext\n" in text
+    assert (
+        text.count("\r") == 3
+        and "\r\x1b[K· downloading the package… 3 s, 30 packages\n· downloaded (30 packages)\nnext\n" in text
+    )
 
 
 def test_the_secret_prompt_is_one_line_that_says_what_to_type_and_how_it_is_kept(tmp_path: Path, canary: str) -> None:
@@ -190,8 +204,12 @@ def test_ctrl_c_after_the_install_was_saved_says_it_is_installed_and_how_to_take
     # The test passes, the install is saved, then the server is slow to start again (no adoption):
     # a Ctrl-C there cannot undo the saved install, and the message must not say it did.
     catalog = make_catalog(tmp_path, canary, mode="slow", extra_env={"STUB_SLOW_SECONDS": "3"})
-    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog),
-                   MCP_SETUP_ADOPT_TESTED_SERVERS="false")  # fmt: skip
+    env = face_env(
+        tmp_path,
+        MCP_SETUP_REGISTRIES="local",
+        MCP_SETUP_CATALOG_DIR=str(catalog),
+        MCP_SETUP_ADOPT_TESTED_SERVERS="false",
+    )
     child = spawn_add(env)
     child.expect(r"\(hidden\): ")
     child.sendline(canary)

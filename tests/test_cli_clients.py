@@ -15,9 +15,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from app.clients.files import CLIENTS
 from app.cli.clients import launcher_command
 from app.cli.main import main
+from app.clients.files import CLIENTS
 from tests.mcp_face import REPO, mcp_setup_argv
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 from tests.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the fixture
@@ -51,7 +51,10 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_connect_merges_one_entry_keeps_the_others_backs_up_and_is_idempotent_and_disconnect_undoes_it(
-    client: str, data, capsys, tmp_path: Path  # noqa: F811
+    client: str,
+    data,
+    capsys,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     path = tmp_path / "client" / "config"
     original = write_config(client, path)
@@ -79,7 +82,9 @@ def test_connect_merges_one_entry_keeps_the_others_backs_up_and_is_idempotent_an
 
 
 @pytest.mark.parametrize("client", ["claude-desktop", "vscode", "codex"])
-def test_a_malformed_config_is_reported_with_its_path_and_line_and_left_untouched(client, data, capsys, tmp_path) -> None:  # noqa: F811
+def test_a_malformed_config_is_reported_with_its_path_and_line_and_left_untouched(
+    client, data, capsys, tmp_path
+) -> None:  # noqa: F811
     path = tmp_path / "config"
     bad = 'model = "o3"\n[mcp_servers.x\n' if client == "codex" else '{\n  "mcpServers": {\n    "x": {,\n  }\n}\n'
     path.write_text(bad)
@@ -142,7 +147,9 @@ def _import(path: Path, env: dict[str, str], *extra: str) -> tuple[int | None, s
     child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
     # what was found is said before anything is asked (#25 item 11)
     child.expect(r"2 server entries with plain-text keys:|1 server entry with plain-text keys:")
-    child.expect(r"stub: STUB_API_KEY \(its name says it is a secret\), STUB_EXPECTED_SHA256 \(its value looks like a key")
+    child.expect(
+        r"stub: STUB_API_KEY \(its name says it is a secret\), STUB_EXPECTED_SHA256 \(its value looks like a key"
+    )
     said = child.before + child.after
     child.expect(r"Move stub's STUB_API_KEY into mcp-setup's vault\? \[y/N\]: ")  # visible: the question is no secret
     child.sendline("y")
@@ -156,14 +163,19 @@ def _import(path: Path, env: dict[str, str], *extra: str) -> tuple[int | None, s
 
 def _planted(tmp_path: Path, canary: str, **more: dict) -> tuple[Path, str]:
     path = tmp_path / "claude_desktop_config.json"
-    entry = {"command": "python3", "args": [str(SERVER_PY)],
-             "env": {"STUB_API_KEY": canary, "STUB_EXPECTED_SHA256": sha256_hex(canary)}}  # fmt: skip
+    entry = {
+        "command": "python3",
+        "args": [str(SERVER_PY)],
+        "env": {"STUB_API_KEY": canary, "STUB_EXPECTED_SHA256": sha256_hex(canary)},
+    }
     original = json.dumps({"mcpServers": {"stub": entry, "other": OTHER_ENTRY, **more}}, indent=2)
     path.write_text(original)
     return path, original
 
 
-def test_import_moves_a_planted_key_into_the_vault_and_the_gateway_entry_gives_each_tool_one_name(data, canary, tmp_path) -> None:  # noqa: F811
+def test_import_moves_a_planted_key_into_the_vault_and_the_gateway_entry_gives_each_tool_one_name(
+    data, canary, tmp_path
+) -> None:  # noqa: F811
     path, original = _planted(tmp_path, canary)
     env = data.env()
     code, out = _import(path, env)
@@ -207,15 +219,24 @@ def test_import_with_no_config_file_says_where_it_looked(data, capsys, tmp_path)
 
 
 def test_connect_warns_when_claude_code_would_refuse_a_per_server_tool_name_and_not_for_the_gateway(
-    data, capsys, canary, tmp_path  # noqa: F811
+    data,
+    capsys,
+    canary,
+    tmp_path,  # noqa: F811
 ) -> None:
     long_tool = "search_everything_in_the_workspace_with_filters_and_paging"  # 58: fine alone, not under a prefix
     with data.store() as store:
         store.install(
-            qualified_name="io.x/long-names", source="local", version="1", package_type="stdio",
-            launch_spec={"command": "true"}, installed_by="agent", tools_hash="x", env={},
+            qualified_name="io.x/long-names",
+            source="local",
+            version="1",
+            package_type="stdio",
+            launch_spec={"command": "true"},
+            installed_by="agent",
+            tools_hash="x",
+            env={},
             tools=[{"name": long_tool, "description": "Search."}],
-        )  # fmt: skip
+        )
     path = tmp_path / "claude.json"
     code, _, err = cli(capsys, "client", "connect", "claude-code", "--config", str(path), "--dry-run", "--per-server")
     assert code == 0 and "refuses tool names this long" in err and long_tool in err

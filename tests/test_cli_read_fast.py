@@ -28,8 +28,21 @@ from tests.test_cli_servers import OTHER, STUB, DataDir
 from tests.timeouts import scaled
 
 #: Never loaded by a read-only command (the stdio face's tools/list avoids the same ones).
-HEAVY = ("mcp", "mcp.client", "sqlalchemy", "alembic", "app.runtime", "app.web", "app.mcp", "starlette", "uvicorn",
-         "setup_agent.gateway.live", "setup_agent.gateway.connections", "cryptography", "keyring")  # fmt: skip
+HEAVY = (
+    "mcp",
+    "mcp.client",
+    "sqlalchemy",
+    "alembic",
+    "app.runtime",
+    "app.web",
+    "app.mcp",
+    "starlette",
+    "uvicorn",
+    "setup_agent.gateway.live",
+    "setup_agent.gateway.connections",
+    "cryptography",
+    "keyring",
+)
 #: Not loaded by ``list``, ``logs`` and ``--help`` either (``show`` needs the launch spec's model).
 LIGHT_ONLY = ("pydantic", "pydantic_settings", "httpx", "asyncio", "registry_clients", "importlib.metadata")
 
@@ -48,9 +61,13 @@ with open(sys.argv[1], "w") as f:
 def run(data: DataDir, tmp_path: Path, *argv: str) -> tuple[int, list[str], str, str]:
     out_file = tmp_path / "modules.json"
     proc = subprocess.run(
-        [sys.executable, "-c", RUN, str(out_file), *argv], cwd=REPO, env=data.env(), capture_output=True, text=True,
+        [sys.executable, "-c", RUN, str(out_file), *argv],
+        cwd=REPO,
+        env=data.env(),
+        capture_output=True,
+        text=True,
         timeout=scaled(60),
-    )  # fmt: skip
+    )
     got = json.loads(out_file.read_text())
     return got["code"], got["modules"], proc.stdout, proc.stderr
 
@@ -69,10 +86,13 @@ def test_list_show_logs_and_help_answer_without_the_sdk_the_web_stack_the_runtim
     logs.mkdir(exist_ok=True)
     log_path(logs, sid).write_text("stub: listening on stdio\n")
     for argv, expect in (
-        (["list"], "stub-search"), (["list", "--json"], STUB), (["show", "stub-search"], "tool echo"),
-        (["logs", "stub-search"], "stub: listening on stdio"), (["--help"], "usage: mcp-setup"),
+        (["list"], "stub-search"),
+        (["list", "--json"], STUB),
+        (["show", "stub-search"], "tool echo"),
+        (["logs", "stub-search"], "stub: listening on stdio"),
+        (["--help"], "usage: mcp-setup"),
         (["show", "stub-serch"], ""),  # a typo: exit 3 with the close name, still read-only
-    ):  # fmt: skip
+    ):
         code, modules, out, err = run(data, tmp_path, *argv)
         assert code == (3 if argv[-1] == "stub-serch" else 0), (argv, err)
         assert expect in out, (argv, out, err)
@@ -100,10 +120,15 @@ def test_the_fast_list_says_what_the_store_says_for_every_state(data: DataDir, t
     assert {s["status"] for s in expected} == {"tools_changed", "disabled"}
     code, _, out, _ = run(data, tmp_path, "list")
     assert "TOOLS CHANGED" in out and "DISABLED" in out and "mcp-setup tools-review stub-search" in out
-    assert list(asdict(records[0])["env_keys"]) == [{"key": "STUB_API_KEY", "secret": True}, {"key": "STUB_REGION", "secret": False}]
+    assert list(asdict(records[0])["env_keys"]) == [
+        {"key": "STUB_API_KEY", "secret": True},
+        {"key": "STUB_REGION", "secret": False},
+    ]
 
 
-def test_audit_answers_without_sqlalchemy_and_says_what_the_store_says(data: DataDir, tmp_path: Path, canary: str) -> None:
+def test_audit_answers_without_sqlalchemy_and_says_what_the_store_says(
+    data: DataDir, tmp_path: Path, canary: str
+) -> None:
     """#25 item 9: ``audit`` (and ``--json``, ``--limit``) reads a SQLite data dir with the standard
     library; its rows and counts are the store's, field for field."""
     first = data.install(STUB, canary)
@@ -148,7 +173,9 @@ def test_tools_answers_without_the_sdk_or_sqlalchemy_and_lists_what_the_store_ho
     assert code == 0 and "stub-search__echo" in out and "not checked" in out
 
 
-def test_a_data_dir_not_migrated_to_the_newest_revision_is_read_through_the_store(data: DataDir, tmp_path: Path) -> None:
+def test_a_data_dir_not_migrated_to_the_newest_revision_is_read_through_the_store(
+    data: DataDir, tmp_path: Path
+) -> None:
     assert newest_migration() == HEAD_REVISION  # the fast reader's idea of "migrated" is the store's
     data.install(STUB, "value-1")
     db = data.home / "mcp-setup.db"
@@ -169,8 +196,12 @@ def test_no_data_dir_yet_lists_nothing_and_creates_nothing(data: DataDir, tmp_pa
 def test_the_light_settings_read_home_database_url_and_sandbox_as_settings_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for env in ({}, {"MCP_SETUP_HOME": str(tmp_path / "h")}, {"mcp_setup_home": str(tmp_path / "lower")},
-                {"MCP_SETUP_DATABASE_URL": "postgresql://u@h/db", "MCP_SETUP_SANDBOX": "off"}):  # fmt: skip
+    for env in (
+        {},
+        {"MCP_SETUP_HOME": str(tmp_path / "h")},
+        {"mcp_setup_home": str(tmp_path / "lower")},
+        {"MCP_SETUP_DATABASE_URL": "postgresql://u@h/db", "MCP_SETUP_SANDBOX": "off"},
+    ):
         for name in ("MCP_SETUP_HOME", "MCP_SETUP_DATABASE_URL", "MCP_SETUP_SANDBOX", "mcp_setup_home"):
             monkeypatch.delenv(name, raising=False)
         for k, v in env.items():
@@ -189,8 +220,14 @@ def test_client_list_shows_the_clients_found_whether_connected_the_mcp_address_a
     home = Path(env["HOME"])
     (home / ".config" / "Claude").mkdir(parents=True)
     (home / ".cursor").mkdir()
-    connect = subprocess.run([sys.executable, "-m", "app.cli", "client", "connect", "claude-desktop"], cwd=REPO,
-                             env=env, capture_output=True, text=True, timeout=scaled(60))  # fmt: skip
+    connect = subprocess.run(
+        [sys.executable, "-m", "app.cli", "client", "connect", "claude-desktop"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
     assert connect.returncode == 0, connect.stderr
     code, modules, out, err = run(data, tmp_path, "client", "list")
     assert code == 0, err
@@ -204,4 +241,6 @@ def test_client_list_shows_the_clients_found_whether_connected_the_mcp_address_a
     code, _, out, _ = run(data, tmp_path, "client", "list", "--json")
     listed = json.loads(out)
     desktop = next(c for c in listed["clients"] if c["client"] == "claude-desktop")
-    assert desktop["found"] and desktop["connected"] and desktop["up_to_date"] and listed["tools"] == ["stub-search__echo"]
+    assert (
+        desktop["found"] and desktop["connected"] and desktop["up_to_date"] and listed["tools"] == ["stub-search__echo"]
+    )

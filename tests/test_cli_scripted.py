@@ -17,15 +17,21 @@ from tests.timeouts import scaled
 
 
 def env_for(tmp_path: Path, catalog: Path, **extra: str) -> dict[str, str]:
-    return face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog),
-                    MCP_SETUP_CONSENT="ask", **extra)  # fmt: skip
+    return face_env(
+        tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_CONSENT="ask", **extra
+    )
 
 
 def add(env: dict[str, str], *argv: str, stdin: str | None = None) -> tuple[int, str]:
     proc = subprocess.run(
-        mcp_setup_argv("add", *argv), env=env, cwd=REPO, input=stdin if stdin is not None else "",
-        capture_output=True, text=True, timeout=scaled(120),
-    )  # fmt: skip
+        mcp_setup_argv("add", *argv),
+        env=env,
+        cwd=REPO,
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -43,8 +49,15 @@ def argv_of_every_process() -> list[bytes]:
 def test_add_with_no_match_and_closed_stdin_exits_3_not_130(tmp_path: Path) -> None:
     empty = tmp_path / "empty-catalog"
     empty.mkdir()
-    proc = subprocess.run(mcp_setup_argv("add", "notion"), env=env_for(tmp_path, empty), cwd=REPO,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=scaled(120))  # fmt: skip
+    proc = subprocess.run(
+        mcp_setup_argv("add", "notion"),
+        env=env_for(tmp_path, empty),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out
     assert "I found no MCP server matching “notion”" in out
@@ -67,9 +80,14 @@ def test_yes_and_a_secret_from_a_file_install_with_the_value_in_no_argv_output_l
     key_file.write_text(canary + "\n")
     seen_in_argv: list[bytes] = []
     proc = subprocess.Popen(
-        mcp_setup_argv("add", "stub", "--yes", "--secret", f"STUB_API_KEY=@{key_file}"), env=env, cwd=REPO,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        mcp_setup_argv("add", "stub", "--yes", "--secret", f"STUB_API_KEY=@{key_file}"),
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         while proc.poll() is None:  # every process on the machine, while the add runs (the stub's too)
             seen_in_argv += [a for a in argv_of_every_process() if canary.encode() in a]
@@ -105,8 +123,11 @@ def test_a_secret_from_stdin_is_used_once_and_the_rest_of_the_run_reads_no_more(
 
 def test_a_secret_value_on_the_command_line_is_refused_without_echoing_it(tmp_path: Path, canary: str) -> None:
     env = env_for(tmp_path, make_catalog(tmp_path, canary))
-    for arg, said in ((f"STUB_API_KEY={canary}", "never on the command line"), ("STUB_API_KEY=@/nonexistent/k", "cannot read"),
-                      ("A=-", "Only one --secret")):  # fmt: skip
+    for arg, said in (
+        (f"STUB_API_KEY={canary}", "never on the command line"),
+        ("STUB_API_KEY=@/nonexistent/k", "cannot read"),
+        ("A=-", "Only one --secret"),
+    ):
         extra = ["--secret", "B=-"] if arg == "A=-" else []
         code, out = add(env, "stub", "--secret", arg, *extra)
         assert code == 2 and said in out, out

@@ -53,17 +53,27 @@ class DataDir:
     def install(self, name: str, value: str, expected: str | None = None, mode: str = "") -> str:
         with self.store() as store:
             return store.install(
-                qualified_name=name, source="local", version="1.0.0", package_type="stdio",
-                launch_spec=stub_spec(expected or value, mode), installed_by="agent", tools_hash="x",
-                env={"STUB_API_KEY": (value, True), "STUB_REGION": ("eu", False)}, title="Stub Search",
+                qualified_name=name,
+                source="local",
+                version="1.0.0",
+                package_type="stdio",
+                launch_spec=stub_spec(expected or value, mode),
+                installed_by="agent",
+                tools_hash="x",
+                env={"STUB_API_KEY": (value, True), "STUB_REGION": ("eu", False)},
+                title="Stub Search",
                 tools=[{"name": "echo", "description": "Echo text"}],
-            ).server_id  # fmt: skip
+            ).server_id
 
     def env(self, **extra: str) -> dict[str, str]:
         return face_env(
-            self.root, MCP_SETUP_HOME=str(self.home), MCP_SETUP_DATA_KEY_FILE=str(self.key),
-            MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(self.catalog), **extra,
-        )  # fmt: skip
+            self.root,
+            MCP_SETUP_HOME=str(self.home),
+            MCP_SETUP_DATA_KEY_FILE=str(self.key),
+            MCP_SETUP_REGISTRIES="local",
+            MCP_SETUP_CATALOG_DIR=str(self.catalog),
+            **extra,
+        )
 
 
 @pytest.fixture
@@ -91,8 +101,19 @@ def test_list_and_show_print_every_installed_server_and_json_has_the_documented_
     code, out, _ = cli(capsys, "list", "--json")
     listed = json.loads(out)["servers"]
     assert code == 0 and [s["qualified_name"] for s in listed] == [STUB, OTHER]
-    assert set(listed[0]) >= {"server_id", "qualified_name", "slug", "title", "enabled", "version", "package_type",
-                              "env_keys", "tools", "installed_at", "installed_by"}
+    assert set(listed[0]) >= {
+        "server_id",
+        "qualified_name",
+        "slug",
+        "title",
+        "enabled",
+        "version",
+        "package_type",
+        "env_keys",
+        "tools",
+        "installed_at",
+        "installed_by",
+    }
     assert listed[0]["env_keys"] == [{"key": "STUB_API_KEY", "secret": True}, {"key": "STUB_REGION", "secret": False}]
     for key in (sid, STUB, "stub-search"):  # NAME: id, qualified name or slug
         code, out, _ = cli(capsys, "show", key, "--json")
@@ -151,10 +172,17 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
 
     with data.store() as store:
         sid = store.install(
-            qualified_name=STUB, source="local", version="1.0.0", package_type="stdio", launch_spec=stub_spec(canary),
-            installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (canary, True)}, hidden_tools=["whoami"],
+            qualified_name=STUB,
+            source="local",
+            version="1.0.0",
+            package_type="stdio",
+            launch_spec=stub_spec(canary),
+            installed_by="agent",
+            tools_hash="x",
+            env={"STUB_API_KEY": (canary, True)},
+            hidden_tools=["whoami"],
             tools=[{"name": "echo", "description": "Echo text"}, {"name": "whoami", "description": "Who"}],
-        ).server_id  # fmt: skip
+        ).server_id
 
     def listed() -> set[str]:
         early = read_sqlite_catalog(data.home / "mcp-setup.db")
@@ -178,7 +206,10 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
     with data.store() as store:
         assert store.get(sid).enabled is True  # the server itself stays as it was
         assert [e.actor for e in store.audit(server_id=sid) if e.event == "tools_hidden"] == [
-            "agent", "user:terminal", "user:terminal"]
+            "agent",
+            "user:terminal",
+            "user:terminal",
+        ]
 
 
 def test_remove_deletes_the_rows_the_install_dir_and_the_log(data, capsys, canary) -> None:
@@ -201,7 +232,12 @@ async def test_logs_print_the_servers_stderr_redacted_from_the_file_the_connecti
     sid = data.install(STUB, canary, mode="echo_env")  # the stub prints its env, the key included
     with data.store() as store:
         manager = ConnectionManager(
-            store, Redactor(), install_root=data.home / "servers", logs_dir=data.home / "logs", backoff=(), connect_timeout=scaled(20)
+            store,
+            Redactor(),
+            install_root=data.home / "servers",
+            logs_dir=data.home / "logs",
+            backoff=(),
+            connect_timeout=scaled(20),
         )
         try:
             with anyio.fail_after(scaled(30)):
@@ -228,7 +264,9 @@ def test_search_lists_local_catalog_entries_and_json_has_servers(data, capsys) -
 def test_search_marks_a_server_that_is_already_installed(data, capsys, canary) -> None:
     from tests.stub_server.bundle import stub_server_json
 
-    (data.catalog / "stub.json").write_text(json.dumps(stub_server_json("file:///nonexistent/stub.mcpb", "0" * 64, name=STUB)))
+    (data.catalog / "stub.json").write_text(
+        json.dumps(stub_server_json("file:///nonexistent/stub.mcpb", "0" * 64, name=STUB))
+    )
     data.install(STUB, canary)
     code, out, _ = cli(capsys, "search", "stub")
     assert code == 0 and f"{STUB}  (local)  [installed as stub-search]" in out
@@ -263,10 +301,19 @@ def test_a_value_piped_into_rotate_is_taken_without_a_python_warning(data, canar
 
     right = canary + "-piped"
     sid = data.install(STUB, canary, expected=right)
-    proc = subprocess.run(mcp_setup_argv("rotate", "stub-search", "STUB_API_KEY"), input=right + "\n", text=True,
-                          capture_output=True, env=data.env(), cwd=REPO, timeout=scaled(60))  # fmt: skip
+    proc = subprocess.run(
+        mcp_setup_argv("rotate", "stub-search", "STUB_API_KEY"),
+        input=right + "\n",
+        text=True,
+        capture_output=True,
+        env=data.env(),
+        cwd=REPO,
+        timeout=scaled(60),
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "GetPassWarning" not in proc.stderr and "getpass" not in proc.stderr and right not in proc.stdout + proc.stderr
+    assert (
+        "GetPassWarning" not in proc.stderr and "getpass" not in proc.stderr and right not in proc.stdout + proc.stderr
+    )
     with data.store() as store:
         assert store.env_values(sid)["STUB_API_KEY"].reveal() == right
 
@@ -285,14 +332,18 @@ def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, ca
         assert store.env_values(sid)["STUB_API_KEY"].reveal() == right
 
 
-def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_server(tmp_path: Path, canary: str) -> None:
+def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_server(
+    tmp_path: Path, canary: str
+) -> None:
     from tests.test_agent_support import STUB as CATALOG_STUB
     from tests.test_agent_support import make_catalog
 
     catalog = make_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
     argv = mcp_setup_argv("add", CATALOG_STUB)
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60), dimensions=(50, 200))
+    child = pexpect.spawn(
+        argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60), dimensions=(50, 200)
+    )
     child.expect(r"STUB_API_KEY \(hidden\): ")
     child.sendline(canary)
     child.expect("Tools now available")
@@ -313,7 +364,9 @@ def _run_json(env: dict, *argv: str) -> dict:
     return json.loads(text[text.index("{") :])
 
 
-def test_search_with_every_registry_failing_names_them_and_where_the_local_catalog_is(data, capsys, monkeypatch) -> None:
+def test_search_with_every_registry_failing_names_them_and_where_the_local_catalog_is(
+    data, capsys, monkeypatch
+) -> None:
     import socket
 
     with socket.socket() as s:
@@ -332,7 +385,9 @@ def test_list_and_show_say_clearly_which_server_is_disabled_and_which_has_change
     changed = data.install(STUB, canary)
     off = data.install(OTHER, "other-value-123")
     with data.store() as store:  # the server now offers one tool more than the user approved
-        store.set_tools(changed, [{"name": "echo", "description": "Echo text"}, {"name": "exfiltrate\x1b[2J", "description": "x"}])
+        store.set_tools(
+            changed, [{"name": "echo", "description": "Echo text"}, {"name": "exfiltrate\x1b[2J", "description": "x"}]
+        )
         store.set_enabled(off, False, actor="cli")
     code, out, _ = cli(capsys, "list")
     assert code == 0
@@ -381,9 +436,13 @@ def test_logs_follow_prints_the_recent_lines_then_each_new_one_until_interrupted
     log.parent.mkdir(parents=True)
     log.write_text("stub: started pid 1\n")
     proc = subprocess.Popen(
-        mcp_setup_argv("logs", "stub-search", "--follow"), env=data.env(), cwd=str(REPO),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        mcp_setup_argv("logs", "stub-search", "--follow"),
+        env=data.env(),
+        cwd=str(REPO),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     seen: list[str] = []
     try:
         _read_until(proc, "stub: started pid 1", seen)

@@ -9,7 +9,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
-import pytest
 from keyring.backends import fail
 
 from app.runtime import build_runtime
@@ -32,8 +31,10 @@ def publish(root: Path, catalog: Path, version: str, expected: str) -> None:
 async def install_v1(home: Path, catalog: Path, value: str, **more: str) -> str:
     """Installs the stub from the local catalog, or with ``official_url`` (and ``version``) from there."""
     official = more.get("official_url")
-    settings = Settings(home=home, registries="official", official_registry_url=official) if official else (
-        Settings(home=home, registries="local", catalog_dir=catalog)
+    settings = (
+        Settings(home=home, registries="official", official_registry_url=official)
+        if official
+        else (Settings(home=home, registries="local", catalog_dir=catalog))
     )
     runtime = build_runtime(settings, keyring_backend=fail.Keyring())
     try:

@@ -49,7 +49,9 @@ async def setup(
     store.close()
 
 
-def install(store: Store, name: str, value: str, expected: str | None = None, mode: str = "", enabled: bool = True, **extra: str):
+def install(
+    store: Store, name: str, value: str, expected: str | None = None, mode: str = "", enabled: bool = True, **extra: str
+):
     server = store.install(
         qualified_name=name,
         source="local",

@@ -92,7 +92,9 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Ru
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
     (catalog / "jira.json").write_text(json.dumps(jira_entry()))
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=scaled(20))
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=scaled(20)
+    )
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     yield runtime
     await runtime.aclose()
@@ -126,7 +128,7 @@ async def test_a_test_or_install_without_consent_returns_consent_required_and_ru
 async def test_the_consent_shows_runner_package_sha_and_templates_never_values(world, canary: str) -> None:
     runtime = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    result = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
     consent = runtime.consents.pending()[-1].request
     shown = consent.public()
     assert shown["package_type"] == "mcpb" and shown["sha256"] and shown["version"] == "1.0.0"
@@ -158,7 +160,9 @@ async def test_the_install_after_a_test_asks_once_more_with_its_tools_and_an_unt
     assert [t["name"] for t in shown["tools"]] == ["echo", "whoami"]
     assert shown["launch_approved"] is True and shown["warnings"] == [] and shown["widenable"] is False
     assert "choose which of its 2 tools to keep" in asked["error"]["message"]
-    assert shown["tools"][0]["description"] == "Echo the given text back." and shown["tools"][0]["estimated_tokens"] > 10
+    assert (
+        shown["tools"][0]["description"] == "Echo the given text back." and shown["tools"][0]["estimated_tokens"] > 10
+    )
     with pytest.raises(InvalidInput):  # only the tools shown can be left out
         runtime.consents.approve(pending.consent_id, hidden_tools=["rm_rf"])
     runtime.consents.approve(pending.consent_id, hidden_tools=["whoami"], by="user:web")
@@ -185,8 +189,13 @@ async def test_an_agent_cannot_leave_out_tools_only_the_users_answer_can(world, 
     """Canary: hidden_tools in an agent's install arguments changes nothing; the user kept them all."""
     runtime = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}, "hidden_tools": ["echo"],
-            "settings": {"hidden_tools": ["echo"]}, "decision": {"hidden_tools": ["echo"]}}
+    args = {
+        "qualified_name": STUB,
+        "env_refs": {"STUB_API_KEY": ref},
+        "hidden_tools": ["echo"],
+        "settings": {"hidden_tools": ["echo"]},
+        "decision": {"hidden_tools": ["echo"]},
+    }
     await call(runtime, "mcp_setup_test_connection", **args)
     runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
     assert (await call(runtime, "mcp_setup_test_connection", **args))["ok"] is True
@@ -208,7 +217,9 @@ async def test_after_a_remove_the_same_server_is_asked_again(world, canary: str)
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
     runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
-    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    installed = await call(
+        runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+    )
     assert installed["status"] == "connected", installed
     removed = await call(runtime, "mcp_setup_remove", server_id=installed["server_id"])
     assert removed.get("removed") is True, removed
@@ -247,8 +258,13 @@ async def test_a_denied_consent_is_consent_denied(world, canary: str) -> None:
         runtime.consents.deny(pending.consent_id)
         return {}
 
-    result = await call(runtime, "mcp_setup_test_connection", CallContext(present_consent=deny),
-                        qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    result = await call(
+        runtime,
+        "mcp_setup_test_connection",
+        CallContext(present_consent=deny),
+        qualified_name=STUB,
+        env_refs={"STUB_API_KEY": ref},
+    )
     assert result["error"]["code"] == "consent_denied"
 
 
@@ -287,16 +303,28 @@ async def test_the_agent_chosen_jira_host_is_only_shown_and_the_users_edit_is_us
             assert evil.connections == 0 and canary.encode() not in evil.received
             assert runtime.store.get_by_name(JIRA) is not None
             listed = await call(runtime, "mcp_setup_list_servers")
-            for text in (json.dumps(first), json.dumps(shown), json.dumps(frames), json.dumps(tested),
-                         json.dumps(installed), json.dumps(listed), caplog.text):
+            for text in (
+                json.dumps(first),
+                json.dumps(shown),
+                json.dumps(frames),
+                json.dumps(tested),
+                json.dumps(installed),
+                json.dumps(listed),
+                caplog.text,
+            ):
                 assert canary not in text
 
 
 async def test_a_destination_edit_is_validated_and_only_shown_settings_can_change(world, canary: str) -> None:
     runtime = world
     ref = runtime.refs.mint("JIRA_TOKEN", canary)
-    first = await call(runtime, "mcp_setup_test_connection", qualified_name=JIRA, env_refs={"JIRA_TOKEN": ref},
-                       env={"jira_host": "example.invalid"})
+    await call(
+        runtime,
+        "mcp_setup_test_connection",
+        qualified_name=JIRA,
+        env_refs={"JIRA_TOKEN": ref},
+        env={"jira_host": "example.invalid"},
+    )
     cid = runtime.consents.pending()[-1].consent_id
     with pytest.raises(InvalidInput):
         runtime.consents.approve(cid, {"JIRA_TOKEN": "x"})
@@ -306,8 +334,15 @@ async def test_a_destination_edit_is_validated_and_only_shown_settings_can_chang
 
 
 def _spec_with_argv_secret() -> tuple[LaunchSpec, list[RequiredKey]]:
-    spec = LaunchSpec(command="node", args=["server.js", "--token=${TOKEN}"], runner="node", package_type="mcpb",
-                      identifier="file:///b.mcpb", version="1.0.0", file_sha256="ab" * 32)
+    spec = LaunchSpec(
+        command="node",
+        args=["server.js", "--token=${TOKEN}"],
+        runner="node",
+        package_type="mcpb",
+        identifier="file:///b.mcpb",
+        version="1.0.0",
+        file_sha256="ab" * 32,
+    )
     return spec, [RequiredKey(name="TOKEN", secret=True, kind="argument")]
 
 
@@ -346,20 +381,34 @@ async def test_a_link_a_face_returns_never_reaches_the_agent_in_consent_required
     async def link(pending):
         return {"url": f"http://127.0.0.1:1/consents/{pending.consent_id}?t=approval-key", "status": "pending"}
 
-    result = await call(runtime, "mcp_setup_test_connection", CallContext(present_consent=link),
-                        qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    result = await call(
+        runtime,
+        "mcp_setup_test_connection",
+        CallContext(present_consent=link),
+        qualified_name=STUB,
+        env_refs={"STUB_API_KEY": ref},
+    )
     assert result["error"]["code"] == "consent_required"
     assert result["error"]["details"] == {"status": "pending"}
-    assert "approval-key" not in json.dumps(result) and runtime.consents.pending()[-1].consent_id not in json.dumps(result)
+    assert "approval-key" not in json.dumps(result) and runtime.consents.pending()[-1].consent_id not in json.dumps(
+        result
+    )
 
 
 def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are_not() -> None:
-    spec = LaunchSpec(command="npx", args=["-y", "jira-mcp@1.2.3"], runner="npx", package_type="npm",
-                      identifier="jira-mcp", version="1.2.3",
-                      env={"JIRA_URL": "${JIRA_URL}", "REGION": "${REGION}", "JIRA_TOKEN": "${JIRA_TOKEN}"})
+    spec = LaunchSpec(
+        command="npx",
+        args=["-y", "jira-mcp@1.2.3"],
+        runner="npx",
+        package_type="npm",
+        identifier="jira-mcp",
+        version="1.2.3",
+        env={"JIRA_URL": "${JIRA_URL}", "REGION": "${REGION}", "JIRA_TOKEN": "${JIRA_TOKEN}"},
+    )
     keys = [RequiredKey(name="JIRA_URL"), RequiredKey(name="REGION"), RequiredKey(name="JIRA_TOKEN", secret=True)]
-    request = build_consent_request(server="s", version="1.2.3", spec=spec, keys=keys,
-                                    values={"JIRA_URL": "https://evil.example", "REGION": "eu"})
+    request = build_consent_request(
+        server="s", version="1.2.3", spec=spec, keys=keys, values={"JIRA_URL": "https://evil.example", "REGION": "eu"}
+    )
     assert [(d.name, d.suggested) for d in request.destinations] == [("JIRA_URL", "https://evil.example")]
     assert request.command_line == ["npx", "-y", "jira-mcp@1.2.3"]
     assert "JIRA_URL" in request.secrets[0].destination  # the process may send it on there
@@ -370,16 +419,36 @@ def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_l
     another directory is another approval; the env vars are one row."""
     from app.pages.consent import describe_consent
 
-    spec = LaunchSpec(command="npx", args=["-y", "@modelcontextprotocol/server-filesystem@1.0.0", "${allowed_directory}"],
-                      runner="npx", package_type="npm", identifier="@modelcontextprotocol/server-filesystem",
-                      version="1.0.0", env={"LOG": "${LOG_LEVEL}", "TOKEN": "${API_TOKEN}"})
-    keys = [RequiredKey(name="allowed_directory"), RequiredKey(name="LOG_LEVEL"), RequiredKey(name="API_TOKEN", secret=True)]
-    mine = build_consent_request(server="fs", version="1.0.0", spec=spec, keys=keys,
-                                 values={"allowed_directory": "/home/me/notes", "LOG_LEVEL": "info", "API_TOKEN": "x"})
+    spec = LaunchSpec(
+        command="npx",
+        args=["-y", "@modelcontextprotocol/server-filesystem@1.0.0", "${allowed_directory}"],
+        runner="npx",
+        package_type="npm",
+        identifier="@modelcontextprotocol/server-filesystem",
+        version="1.0.0",
+        env={"LOG": "${LOG_LEVEL}", "TOKEN": "${API_TOKEN}"},
+    )
+    keys = [
+        RequiredKey(name="allowed_directory"),
+        RequiredKey(name="LOG_LEVEL"),
+        RequiredKey(name="API_TOKEN", secret=True),
+    ]
+    mine = build_consent_request(
+        server="fs",
+        version="1.0.0",
+        spec=spec,
+        keys=keys,
+        values={"allowed_directory": "/home/me/notes", "LOG_LEVEL": "info", "API_TOKEN": "x"},
+    )
     assert mine.command_line[-1] == "/home/me/notes"
     assert mine.env == {"LOG": "info", "TOKEN": "${API_TOKEN}"}  # a secret stays a template
-    other = build_consent_request(server="fs", version="1.0.0", spec=spec, keys=keys,
-                                  values={"allowed_directory": "/", "LOG_LEVEL": "info", "API_TOKEN": "x"})
+    other = build_consent_request(
+        server="fs",
+        version="1.0.0",
+        spec=spec,
+        keys=keys,
+        values={"allowed_directory": "/", "LOG_LEVEL": "info", "API_TOKEN": "x"},
+    )
     assert other.fingerprint != mine.fingerprint
     rows = [row for row in describe_consent(mine) if row[0] == "Environment"]
     assert rows == [("Environment", "LOG=info\nTOKEN=${API_TOKEN}")]

@@ -56,13 +56,17 @@ class User:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto: a 2026-07-28 session, input-required answers (#29 item 7)
-async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(tmp_path: Path, canary: str, mode: str) -> None:
+async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
+    tmp_path: Path, canary: str, mode: str
+) -> None:
     with serve_http_stub(expected_sha256=sha256_hex(f"Bearer {canary}")) as real_url:
         real_host = real_url.split("/")[2]
         async with Listener() as evil:
             with FakeOfficialRegistry([jira_entry()]) as registry:
                 env = face_env(
-                    tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+                    tmp_path,
+                    MCP_SETUP_REGISTRIES="official",
+                    MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
                     MCP_SETUP_CONSENT="ask",
                 )
                 user = User(canary, {"jira_host": real_host})
@@ -73,9 +77,14 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                         tmp_path, stderr, recorder, elicitation_callback=user, env=env, mode=mode
                     ) as client:
                         assert (client.protocol_version == "2026-07-28") == (mode == "auto")
-                        secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
-                        args = {"qualified_name": JIRA, "env_refs": {"JIRA_TOKEN": secret["ref"]},
-                                "env": {"jira_host": evil.host}}
+                        secret = await call(
+                            client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"}
+                        )
+                        args = {
+                            "qualified_name": JIRA,
+                            "env_refs": {"JIRA_TOKEN": secret["ref"]},
+                            "env": {"jira_host": evil.host},
+                        }
                         tested = await call(client, "mcp_setup_test_connection", args)
                         assert tested.get("ok") is True, tested
                         installed = await call(client, "mcp_setup_install_and_connect", args)
@@ -108,14 +117,21 @@ async def test_a_client_without_url_elicitation_gets_consent_required_and_no_app
 ) -> None:
     with FakeOfficialRegistry([jira_entry()]) as registry:
         env = face_env(
-            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url, MCP_SETUP_CONSENT="ask"
+            tmp_path,
+            MCP_SETUP_REGISTRIES="official",
+            MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            MCP_SETUP_CONSENT="ask",
         )
         recorder = Recorder()
         with anyio.fail_after(scaled(60)):
             async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
                 secret = await call(client, "mcp_setup_request_secret", {"key_name": "JIRA_TOKEN", "prompt": "Token"})
                 await Browser().submit(secret["url"], canary)
-                args = {"qualified_name": JIRA, "env": {"jira_host": "127.0.0.1:9"}, "env_refs": {"JIRA_TOKEN": secret["ref"]}}
+                args = {
+                    "qualified_name": JIRA,
+                    "env": {"jira_host": "127.0.0.1:9"},
+                    "env_refs": {"JIRA_TOKEN": secret["ref"]},
+                }
                 result = await call(client, "mcp_setup_install_and_connect", args)
     assert result["ok"] is False and result["error"]["code"] == "consent_required", result
     assert "mcp-setup approve" in result["error"]["message"]  # where the user can approve it

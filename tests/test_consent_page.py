@@ -25,13 +25,26 @@ def served() -> Iterator[tuple[SecretPageServer, ConsentBroker, httpx.Client]]:
 
 
 def open_remote(consents: ConsentBroker, *, warnings: bool = False) -> PendingConsent:
-    spec = LaunchSpec(transport="streamable-http", url="https://${tenant_host}/mcp", headers={"Authorization": "Bearer ${TOKEN}"},
-                      package_type="remote", identifier="https://${tenant_host}/mcp")
-    keys = [RequiredKey(name="tenant_host", kind="url_variable", description="Your <b>tenant</b>"),
-            RequiredKey(name="TOKEN", secret=True, kind="header")]
+    spec = LaunchSpec(
+        transport="streamable-http",
+        url="https://${tenant_host}/mcp",
+        headers={"Authorization": "Bearer ${TOKEN}"},
+        package_type="remote",
+        identifier="https://${tenant_host}/mcp",
+    )
+    keys = [
+        RequiredKey(name="tenant_host", kind="url_variable", description="Your <b>tenant</b>"),
+        RequiredKey(name="TOKEN", secret=True, kind="header"),
+    ]
     warns = [ConsentWarning("argv_secret", "TOKEN would be visible in ps")] if warnings else []
-    request = build_consent_request(server="io.test/remote", version="1.0", spec=spec, keys=keys,
-                                    values={"tenant_host": "evil.example"}, warnings=warns)
+    request = build_consent_request(
+        server="io.test/remote",
+        version="1.0",
+        spec=spec,
+        keys=keys,
+        values={"tenant_host": "evil.example"},
+        warnings=warns,
+    )
     return consents.open(request)
 
 
@@ -77,9 +90,11 @@ def test_deny_and_the_guards(served) -> None:
     server, consents, http = served
     pending = open_remote(consents)
     assert http.get(f"{server.base_url}/secrets/consents/{pending.consent_id}?t=wrong").status_code == 403
-    foreign = http.post(f"{server.base_url}/secrets/consents/{pending.consent_id}",
-                        data={"t": server.capabilities.issue(pending.consent_id, "consent"), "action": "approve"},
-                        headers={"Origin": "http://evil.example"})
+    foreign = http.post(
+        f"{server.base_url}/secrets/consents/{pending.consent_id}",
+        data={"t": server.capabilities.issue(pending.consent_id, "consent"), "action": "approve"},
+        headers={"Origin": "http://evil.example"},
+    )
     assert foreign.status_code == 403 and consents.status(pending.consent_id) == "pending"
     assert post(server, http, pending, action="deny").status_code == 200
     assert consents.status(pending.consent_id) == "denied"
@@ -127,16 +142,26 @@ def test_the_user_may_widen_a_local_servers_sandbox_on_the_page_and_the_agent_ca
     from setup_agent.setup.sandbox_choice import apply_sandbox_choice
 
     server, consents, http = served
-    spec = LaunchSpec(command="npx", args=["-y", "some-server@1.0.0"], runner="npx", package_type="npm",
-                      identifier="some-server", version="1.0.0")
-    request = build_consent_request(server="io.test/local", version="1.0.0", spec=spec, keys=[], values={}, sandbox="bwrap")
+    spec = LaunchSpec(
+        command="npx",
+        args=["-y", "some-server@1.0.0"],
+        runner="npx",
+        package_type="npm",
+        identifier="some-server",
+        version="1.0.0",
+    )
+    request = build_consent_request(
+        server="io.test/local", version="1.0.0", spec=spec, keys=[], values={}, sandbox="bwrap"
+    )
     assert request.widenable
     pending = consents.open(request)
     page = http.get(server.consent_url(pending.consent_id))
     assert 'name="sandbox.extra_path"' in page.text and 'name="sandbox.no_network"' in page.text
     folder = tmp_path / "notes"
     folder.mkdir()
-    answer = post(server, http, pending, action="approve", **{"sandbox.extra_path": str(folder), "sandbox.no_network": "yes"})
+    answer = post(
+        server, http, pending, action="approve", **{"sandbox.extra_path": str(folder), "sandbox.no_network": "yes"}
+    )
     assert answer.status_code == 200, answer.text
     decision = consents.decision(request)
     widened = apply_sandbox_choice(spec, decision.sandbox)
@@ -144,7 +169,7 @@ def test_the_user_may_widen_a_local_servers_sandbox_on_the_page_and_the_agent_ca
     # a remote has no sandbox of ours: nothing to widen, and no field for it
     remote = open_remote(consents)
     assert not remote.request.widenable
-    assert 'sandbox.extra_path' not in http.get(server.consent_url(remote.consent_id)).text
+    assert "sandbox.extra_path" not in http.get(server.consent_url(remote.consent_id)).text
     refused = post(server, http, remote, action="approve", **{"sandbox.extra_path": str(folder)})
     assert refused.status_code == 400 and consents.status(remote.consent_id) == "pending"
 
@@ -154,13 +179,26 @@ def test_a_form_shown_again_after_an_error_keeps_the_tools_the_person_unticked(s
 
     server, consents, http = served
     spec = Spec(transport="stdio", command="python3", args=["server.py"], package_type="stdio", identifier="server.py")
-    tools = [{"name": "echo", "description": "Echo", "estimated_tokens": 40}, {"name": "wipe", "description": "Wipe", "estimated_tokens": 30}]
-    request = build_consent_request(server="io.test/tools", version="1.0", spec=spec, keys=[], values={}, action="install",
-                                    warnings=[ConsentWarning("argv_secret", "visible in ps")], tools=tools)  # fmt: skip
+    tools = [
+        {"name": "echo", "description": "Echo", "estimated_tokens": 40},
+        {"name": "wipe", "description": "Wipe", "estimated_tokens": 30},
+    ]
+    request = build_consent_request(
+        server="io.test/tools",
+        version="1.0",
+        spec=spec,
+        keys=[],
+        values={},
+        action="install",
+        warnings=[ConsentWarning("argv_secret", "visible in ps")],
+        tools=tools,
+    )
     pending = consents.open(request)
     shown = http.get(server.consent_url(pending.consent_id)).text
     assert 'name="tool.0" value="keep" checked' in shown and 'name="tool.1" value="keep" checked' in shown
-    refused = post(server, http, pending, action="approve", **{"tool.0": "keep"})  # wipe unticked, warnings not accepted
+    refused = post(
+        server, http, pending, action="approve", **{"tool.0": "keep"}
+    )  # wipe unticked, warnings not accepted
     assert refused.status_code == 400 and "Accept the warnings" in refused.text
     assert 'name="tool.0" value="keep" checked' in refused.text
     assert 'name="tool.1" value="keep">' in refused.text  # still unticked, as the person left it

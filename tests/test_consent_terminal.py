@@ -21,7 +21,9 @@ UNTICK = r"Untick which tools\? Their numbers, e\.g\. 2 5-7 \(Enter for none\): 
 def spawn(tmp_path: Path, catalog: Path) -> tuple[pexpect.spawn, io.StringIO, dict]:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_CONSENT="ask")
     argv = mcp_setup_argv("agent", "set up the stub server")
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
+    child = pexpect.spawn(
+        argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200)
+    )
     out = io.StringIO()
     child.logfile_read = out
     return child, out, env

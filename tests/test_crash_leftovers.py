@@ -60,7 +60,9 @@ def stuck_bundle_catalog(tmp_path: Path, pid_pipe: Path) -> Path:
     manifest = stub_manifest(expected_value=None, mode="hang,grandchild", name="stuck")
     manifest["user_config"] = {}
     manifest["server"]["mcp_config"]["env"] = {
-        "STUB_MODE": "hang,grandchild", "STUB_REQUIRE": "0", "STUB_PID_FILE": str(pid_pipe),
+        "STUB_MODE": "hang,grandchild",
+        "STUB_REQUIRE": "0",
+        "STUB_PID_FILE": str(pid_pipe),
     }
     bundle = tmp_path / "dist" / "stuck.mcpb"
     bundle.parent.mkdir(parents=True)
@@ -82,8 +84,13 @@ class RawFace:
     def __init__(self, env: dict[str, str], stderr: Path) -> None:
         self.errlog = open(stderr, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            mcp_setup_argv("mcp"), env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.errlog, bufsize=0,
+            mcp_setup_argv("mcp"),
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errlog,
+            bufsize=0,
         )
         self.buf = b""
         self.next_id = 0
@@ -115,9 +122,14 @@ class RawFace:
             self.buf += chunk
 
     def initialize(self) -> None:
-        rid = self.send("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "crash-test", "version": "0"},
-        })
+        rid = self.send(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "crash-test", "version": "0"},
+            },
+        )
         assert "result" in self.reply(rid)
         self.send("notifications/initialized", notify=True)
 
@@ -146,8 +158,13 @@ def crashed(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, list[int]]]:
     catalog = stuck_bundle_catalog(tmp_path, pipe.path)
     # Sandbox off: the stub reports its pids through a FIFO beside the test (outside its folder), and
     # under bubblewrap they would be pids of its own namespace (which dies with mcp-setup anyway).
-    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog),
-                   MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(120)), MCP_SETUP_SANDBOX="off")
+    env = face_env(
+        tmp_path,
+        MCP_SETUP_REGISTRIES="local",
+        MCP_SETUP_CATALOG_DIR=str(catalog),
+        MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(120)),
+        MCP_SETUP_SANDBOX="off",
+    )
     pids: list[int] = []
     face = RawFace(env, tmp_path / "face1.log")
     try:
@@ -191,9 +208,7 @@ def test_a_grandchild_of_a_server_outlives_a_killed_mcp_setup_only_until_the_nex
     assert list((data / "procs").glob("*.json")) == []
 
 
-def test_a_killed_install_leaves_no_install_dir_or_scratch_dir_after_the_next_start(
-    crashed, tmp_path: Path
-) -> None:
+def test_a_killed_install_leaves_no_install_dir_or_scratch_dir_after_the_next_start(crashed, tmp_path: Path) -> None:
     env, data, _ = crashed
     assert [p.name[:4] for p in (data / "servers").iterdir()] == ["srv_"]  # the unpacked bundle
     assert any((data / "scratch").iterdir())  # the probe's workspace
@@ -232,8 +247,12 @@ def test_a_ledger_entry_whose_pid_now_belongs_to_another_process_is_never_signal
         ledger = ProcessLedger(tmp_path / "procs")
         real_start = start_time(victim.pid)
         assert real_start is not None
-        entry = {"pgid": victim.pid, "leader_start": real_start - 1, "owner_pid": os.getpid(),
-                 "owner_start": (start_time(os.getpid()) or 0) + 1}
+        entry = {
+            "pgid": victim.pid,
+            "leader_start": real_start - 1,
+            "owner_pid": os.getpid(),
+            "owner_start": (start_time(os.getpid()) or 0) + 1,
+        }
         ledger.directory.mkdir()
         (ledger.directory / f"{victim.pid}.x.json").write_text(json.dumps(entry))
         assert ledger.sweep(timeout=1) == []

@@ -46,7 +46,9 @@ async def test_the_runtime_makes_the_home_private_and_logs_that_it_was_loose(
     home.mkdir(mode=0o755)
     os.chmod(home, 0o755)
     with caplog.at_level(logging.WARNING):
-        runtime = build_runtime(Settings(home=home, registries="local", catalog_dir=tmp_path / "catalog"), keyring_backend=memory_keyring)
+        runtime = build_runtime(
+            Settings(home=home, registries="local", catalog_dir=tmp_path / "catalog"), keyring_backend=memory_keyring
+        )
     try:
         assert _mode(home) == 0o700
         assert _mode(home / "servers") == 0o700 and _mode(home / "scratch") == 0o700

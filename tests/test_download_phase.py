@@ -39,8 +39,12 @@ needs_npx = pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node
 
 
 def catalog_entry(catalog: Path, registry: NpmRegistry) -> None:
-    write_catalog_entry(catalog, NAME, "The stub server as an npm package, from a registry on loopback.",
-                        {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": PACKAGE})  # fmt: skip
+    write_catalog_entry(
+        catalog,
+        NAME,
+        "The stub server as an npm package, from a registry on loopback.",
+        {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": PACKAGE},
+    )
 
 
 @pytest.fixture
@@ -58,18 +62,31 @@ def private_host_env(tmp_path: Path) -> dict[str, str]:
 
 def npx_spec(registry: NpmRegistry) -> LaunchSpec:
     """What launch.py builds for the package on a custom registry (``npx -y --registry=… <spec>``)."""
-    return LaunchSpec(command="npx", args=["-y", f"--registry={registry.url}", f"{PACKAGE}@1.0.0"], package_type="npm",
-                      identifier=PACKAGE, version="1.0.0", runner="npx")  # fmt: skip
+    return LaunchSpec(
+        command="npx",
+        args=["-y", f"--registry={registry.url}", f"{PACKAGE}@1.0.0"],
+        package_type="npm",
+        identifier=PACKAGE,
+        version="1.0.0",
+        runner="npx",
+    )
 
 
 def make_runtime(tmp_path: Path, registry: NpmRegistry, memory_keyring, **settings: Any) -> Runtime:
     catalog_entry(tmp_path / "catalog", registry)
     host_env = private_host_env(tmp_path)
     return build_runtime(
-        Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
-                 probe_timeout_seconds=PROBE_TIMEOUT, adopt_tested_servers=False, **settings),
-        keyring_backend=memory_keyring, host_env=host_env,
-    )  # fmt: skip
+        Settings(
+            home=tmp_path / "data",
+            registries="local",
+            catalog_dir=tmp_path / "catalog",
+            probe_timeout_seconds=PROBE_TIMEOUT,
+            adopt_tested_servers=False,
+            **settings,
+        ),
+        keyring_backend=memory_keyring,
+        host_env=host_env,
+    )
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
@@ -134,19 +151,35 @@ async def test_a_first_call_that_must_download_goes_through_the_download_phase_a
     from setup_agent.secrets.vault import Vault
     from setup_agent.store.database import Store
 
-    echo = {"name": "echo", "description": "Echo the given text back.", "inputSchema": {
-        "type": "object", "properties": {"text": {"type": "string", "description": "Text to echo"}}, "required": ["text"]}}
+    echo = {
+        "name": "echo",
+        "description": "Echo the given text back.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "Text to echo"}},
+            "required": ["text"],
+        },
+    }
     host_env = private_host_env(tmp_path)
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     redactor = Redactor()
-    manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", host_env=host_env, backoff=(),
-                                connect_timeout=scaled(30))  # fmt: skip
+    manager = ConnectionManager(
+        store, redactor, install_root=tmp_path / "servers", host_env=host_env, backoff=(), connect_timeout=scaled(30)
+    )
     manager.fetcher = Fetcher(host_env=host_env, workdir=tmp_path / "work", tick=0.2)
     spec = npx_spec(registry).model_copy(update={"env": {"STUB_REQUIRE": "0"}})
     store.install(
-        qualified_name=NAME, source="local", version="1.0.0", package_type="npm", launch_spec=spec.model_dump(mode="json"),
-        installed_by="agent", tools_hash="x", env={}, title="Npm stub", tools=[echo],
-    )  # fmt: skip
+        qualified_name=NAME,
+        source="local",
+        version="1.0.0",
+        package_type="npm",
+        launch_spec=spec.model_dump(mode="json"),
+        installed_by="agent",
+        tools_hash="x",
+        env={},
+        title="Npm stub",
+        tools=[echo],
+    )
     # A lazy gateway (the stdio face's): the server starts on its first call, the cache is cold,
     # and the tarball takes longer than the call's own timeout.
     gw = Gateway(store, manager, redactor, eager=False, call_timeout=PROBE_TIMEOUT)
@@ -170,16 +203,33 @@ async def test_a_first_call_that_must_download_goes_through_the_download_phase_a
 
 
 def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
-    npx = LaunchSpec(command="npx", args=["-y", "--registry=http://r.example", "pkg@1.2.3", "--flag"],
-                     package_type="npm", identifier="pkg", runner="npx")  # fmt: skip
+    npx = LaunchSpec(
+        command="npx",
+        args=["-y", "--registry=http://r.example", "pkg@1.2.3", "--flag"],
+        package_type="npm",
+        identifier="pkg",
+        runner="npx",
+    )
     plan = fetch_plan(npx)
     assert plan is not None and plan.argv[:2] == ("npm", "exec")
-    assert "--package=pkg@1.2.3" in plan.argv and "--registry=http://r.example" in plan.argv and "--flag" not in plan.argv
-    uvx = LaunchSpec(command="uvx", args=["--from", "srv==1.0", "python", "-m", "srv"], package_type="pypi",
-                     identifier="srv", runner="uvx")  # fmt: skip
+    assert (
+        "--package=pkg@1.2.3" in plan.argv and "--registry=http://r.example" in plan.argv and "--flag" not in plan.argv
+    )
+    uvx = LaunchSpec(
+        command="uvx",
+        args=["--from", "srv==1.0", "python", "-m", "srv"],
+        package_type="pypi",
+        identifier="srv",
+        runner="uvx",
+    )
     assert fetch_plan(uvx).argv == ("uvx", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
-    oci = LaunchSpec(command="docker", args=["run", "-i", "--rm", "-e", "KEY", "ghcr.io/o/img:2"], package_type="oci",
-                     identifier="ghcr.io/o/img", runner="docker")  # fmt: skip
+    oci = LaunchSpec(
+        command="docker",
+        args=["run", "-i", "--rm", "-e", "KEY", "ghcr.io/o/img:2"],
+        package_type="oci",
+        identifier="ghcr.io/o/img",
+        runner="docker",
+    )
     assert fetch_plan(oci).argv == ("docker", "pull", "ghcr.io/o/img:2")  # type: ignore[union-attr]
     assert fetch_plan(LaunchSpec(command="python3", args=["x.py"], runner="python3")) is None
 
@@ -278,7 +328,9 @@ async def test_a_prefetch_reads_no_npm_config_left_in_a_shared_temp_dir(
 
 
 @needs_npx
-async def test_a_cancelled_prefetch_leaves_no_npx_entry_without_its_scripts_and_touches_no_other(tmp_path: Path) -> None:
+async def test_a_cancelled_prefetch_leaves_no_npx_entry_without_its_scripts_and_touches_no_other(
+    tmp_path: Path,
+) -> None:
     env = private_host_env(tmp_path)
     npx_dir = Path(env["HOME"]) / ".npm" / "_npx"
     with serve_npm_package(PACKAGE, "1.0.0", trickle_seconds=30) as registry:
@@ -356,8 +408,11 @@ def test_a_crash_during_a_prefetch_leaves_nothing_after_the_next_start(tmp_path:
     with serve_npm_package(PACKAGE, "1.0.0", trickle_seconds=60) as registry:
         child = subprocess.Popen(
             [sys.executable, "-c", CRASHING_PREFETCH, str(home), registry.url, PACKAGE, json.dumps(env)],
-            cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
-        )  # fmt: skip
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         try:
             assert child.stdout is not None and child.stdout.readline().strip() == "started"
             deadline = time.monotonic() + scaled(60)  # npx made its entry and is fetching the (slow) tarball
@@ -371,7 +426,9 @@ def test_a_crash_during_a_prefetch_leaves_nothing_after_the_next_start(tmp_path:
             assert list((home / "procs").glob("*.json"))
             assert list((home / "scratch").glob("mcp-setup-fetch-*"))
             with Store_for(home) as store:  # what the next start does first
-                sweep_leftovers(ProcessLedger(home / "procs"), store, install_root=home / "servers", scratch=home / "scratch")
+                sweep_leftovers(
+                    ProcessLedger(home / "procs"), store, install_root=home / "servers", scratch=home / "scratch"
+                )
             assert wait_gone(processes_mentioning(registry.url)) == []
             assert not list((home / "procs").glob("*.json"))
             assert not entry.exists()  # made without its scripts: npx would have reused it
@@ -396,13 +453,23 @@ async def test_a_package_npm_does_not_have_fails_its_download_row_saying_npm_has
     """#25 item 4: npx's E404 is the download's failure ("npm has no package X"), not a crash of a
     server that was downloaded."""
     with serve_npm_package(PACKAGE, "1.0.0") as registry:  # it has mcp-setup-npm-stub only
-        write_catalog_entry(tmp_path / "catalog", NAME, "A package its registry does not have.",
-                            {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": "mcp-setup-npm-nope"})  # fmt: skip
+        write_catalog_entry(
+            tmp_path / "catalog",
+            NAME,
+            "A package its registry does not have.",
+            {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": "mcp-setup-npm-nope"},
+        )
         runtime = build_runtime(
-            Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
-                     probe_timeout_seconds=PROBE_TIMEOUT, adopt_tested_servers=False),
-            keyring_backend=memory_keyring, host_env=private_host_env(tmp_path),
-        )  # fmt: skip
+            Settings(
+                home=tmp_path / "data",
+                registries="local",
+                catalog_dir=tmp_path / "catalog",
+                probe_timeout_seconds=PROBE_TIMEOUT,
+                adopt_tested_servers=False,
+            ),
+            keyring_backend=memory_keyring,
+            host_env=private_host_env(tmp_path),
+        )
         try:
             events: list[dict[str, Any]] = []
             result = await run_test(runtime, runtime.refs.mint("STUB_API_KEY", canary), events)

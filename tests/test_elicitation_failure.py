@@ -23,7 +23,9 @@ async def test_a_failed_url_elicitation_is_prompt_failed_and_logs_no_page_url(
     tmp_path: Path, canary: str, how: str
 ) -> None:
     catalog = make_catalog(tmp_path, canary)
-    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_LOG_LEVEL="DEBUG")
+    env = face_env(
+        tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_LOG_LEVEL="DEBUG"
+    )
     urls: list[str] = []
 
     async def failing(context: Any, params: Any) -> Any:

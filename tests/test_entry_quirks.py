@@ -26,8 +26,12 @@ from tests.conftest_registry import SAMPLE_FILES, load_fixture
 
 
 def entry(name: str, version: str | None = None) -> dict[str, Any]:
-    found = [d for f in SAMPLE_FILES for d in load_fixture(f)
-             if (d.get("server") or d)["name"] == name and (version is None or (d.get("server") or d)["version"] == version)]
+    found = [
+        d
+        for f in SAMPLE_FILES
+        for d in load_fixture(f)
+        if (d.get("server") or d)["name"] == name and (version is None or (d.get("server") or d)["version"] == version)
+    ]
     return found[-1]
 
 
@@ -72,8 +76,9 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
         doc["server"]["name"] = f"io.github.example/{name}"
         doc.setdefault("_meta", {})["io.modelcontextprotocol.registry/official"] = {"status": status}
         (catalog / f"{name}.json").write_text(json.dumps(doc))
-    rt = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog),
-                       keyring_backend=memory_keyring)
+    rt = build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog), keyring_backend=memory_keyring
+    )
     yield rt
     await rt.aclose()
 
@@ -86,18 +91,22 @@ async def call(rt: Runtime, tool: str, **args: Any) -> dict:
 async def test_allow_deprecated_unlocks_a_deprecated_entry_but_a_deleted_one_stays_refused(runtime) -> None:
     got = await call(runtime, "mcp_setup_get", qualified_name="io.github.example/gone")
     assert got["status"] == "deleted" and any("deleted; install refuses it." in n for n in got["notes"])
-    refused = await call(runtime, "mcp_setup_test_connection", qualified_name="io.github.example/gone",
-                         allow_deprecated=True)
+    refused = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.github.example/gone", allow_deprecated=True
+    )
     assert refused["error"]["code"] == "deprecated" and "deleted" in refused["error"]["message"]
-    allowed = await call(runtime, "mcp_setup_test_connection", qualified_name="io.github.example/old",
-                         allow_deprecated=True)
+    allowed = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.github.example/old", allow_deprecated=True
+    )
     assert allowed["error"]["code"] != "deprecated"
 
 
 # -- 9 -------------------------------------------------------------------------------------
 @pytest.mark.anyio
 async def test_the_local_catalog_keeps_the_entry_the_registry_marks_latest_over_a_higher_version(tmp_path) -> None:
-    docs = [d for d in load_fixture("servers_sample_2025-12-18.json") if d["server"]["name"] == "finance.orbt/intelligence"]
+    docs = [
+        d for d in load_fixture("servers_sample_2025-12-18.json") if d["server"]["name"] == "finance.orbt/intelligence"
+    ]
     assert {d["server"]["version"] for d in docs} >= {"3.3.0", "3.3.0.1"}
     for d in docs:
         (tmp_path / f"orbt-{d['server']['version']}.json").write_text(json.dumps(d))
@@ -108,14 +117,29 @@ async def test_the_local_catalog_keeps_the_entry_the_registry_marks_latest_over_
 
 # -- 10 ------------------------------------------------------------------------------------
 SMITHERY_BOTH = {
-    "qualifiedName": "@acme/both", "displayName": "Both", "description": "A bundle and a remote.",
+    "qualifiedName": "@acme/both",
+    "displayName": "Both",
+    "description": "A bundle and a remote.",
     "connections": [
-        {"type": "stdio", "bundleUrl": "https://bundles.example.com/acme/both.mcpb", "runtime": "node",
-         "configSchema": {}},
-        {"type": "http", "deploymentUrl": "https://server.smithery.ai/@acme/both/mcp",
-         "configSchema": {"type": "object", "required": ["apiKey"], "properties": {
-             "apiKey": {"type": "string"}, "region": {"type": "string", "default": "eu"},
-             "verbose": {"type": "boolean"}}}},
+        {
+            "type": "stdio",
+            "bundleUrl": "https://bundles.example.com/acme/both.mcpb",
+            "runtime": "node",
+            "configSchema": {},
+        },
+        {
+            "type": "http",
+            "deploymentUrl": "https://server.smithery.ai/@acme/both/mcp",
+            "configSchema": {
+                "type": "object",
+                "required": ["apiKey"],
+                "properties": {
+                    "apiKey": {"type": "string"},
+                    "region": {"type": "string", "default": "eu"},
+                    "verbose": {"type": "boolean"},
+                },
+            },
+        },
     ],
 }
 

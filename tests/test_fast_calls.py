@@ -28,21 +28,39 @@ from tests.timeouts import scaled
 pytestmark = pytest.mark.anyio
 
 EXTRA = [
-    {"name": "big", "description": "A long answer.", "inputSchema": {"type": "object", "properties": {}},
-     "_stubResult": {"content": [{"type": "text", "text": "z" * 5000}], "isError": False}},
-    {"name": "broken", "description": "Not a tools/call result.", "inputSchema": {"type": "object", "properties": {}},
-     "_stubResult": {"content": "not a list", "isError": "perhaps"}},
+    {
+        "name": "big",
+        "description": "A long answer.",
+        "inputSchema": {"type": "object", "properties": {}},
+        "_stubResult": {"content": [{"type": "text", "text": "z" * 5000}], "isError": False},
+    },
+    {
+        "name": "broken",
+        "description": "Not a tools/call result.",
+        "inputSchema": {"type": "object", "properties": {}},
+        "_stubResult": {"content": "not a list", "isError": "perhaps"},
+    },
     {"name": "quiet", "description": "Hidden by the user.", "inputSchema": {"type": "object", "properties": {}}},
-    {"name": "ask", "description": "Asks the client to sample.", "inputSchema": {"type": "object", "properties": {}},
-     "_stubRequest": {"method": "sampling/createMessage", "params": {
-         "messages": [{"role": "user", "content": {"type": "text", "text": "my key is {KEY}"}}], "maxTokens": 5}}},
-]  # fmt: skip
+    {
+        "name": "ask",
+        "description": "Asks the client to sample.",
+        "inputSchema": {"type": "object", "properties": {}},
+        "_stubRequest": {
+            "method": "sampling/createMessage",
+            "params": {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "my key is {KEY}"}}],
+                "maxTokens": 5,
+            },
+        },
+    },
+]
 CONCURRENT = 8
 
 
 def _env(home: Path, fast: str) -> dict[str, str]:
-    return face_env(home, MCP_SETUP_FAST_CALLS=fast, MCP_SETUP_MAX_RESULT_CHARS="1000",
-                    MCP_SETUP_SANDBOX="off")  # fmt: skip  # the tools file is outside any sandbox
+    return face_env(
+        home, MCP_SETUP_FAST_CALLS=fast, MCP_SETUP_MAX_RESULT_CHARS="1000", MCP_SETUP_SANDBOX="off"
+    )  # the tools file is outside any sandbox
 
 
 def _install(home: Path, canary: str) -> None:
@@ -59,16 +77,27 @@ def _install(home: Path, canary: str) -> None:
     vault = Vault.open(data, keyring_backend=keyring.backends.fail.Keyring())
     with Store.for_data_dir(data, vault) as store:
         server = store.install(
-            qualified_name="io.test/stub", source="local", version="1", package_type="stdio",
+            qualified_name="io.test/stub",
+            source="local",
+            version="1",
+            package_type="stdio",
             launch_spec=stub_launch(canary, "echo_env,flood", STUB_TOOLS_FILE=str(tools_file), STUB_FLOOD_COUNT="3"),
             installed_by="test",
-            tools_hash="x", env={"STUB_API_KEY": (canary, True)}, title="Stub", tools=None,
-        )  # fmt: skip
+            tools_hash="x",
+            env={"STUB_API_KEY": (canary, True)},
+            title="Stub",
+            tools=None,
+        )
         store.set_hidden_tools(server.server_id, ["quiet"], actor="user:terminal")
 
 
 def _call(request_id: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
 
 
 def _script(canary: str) -> list[dict[str, Any]]:
@@ -80,9 +109,15 @@ def _script(canary: str) -> list[dict[str, Any]]:
         _call(4, "stub__broken", {}),  # said in words, never a validation dump
         _call(5, "stub__quiet", {}),  # hidden: an unknown tool
         _call(6, "stub__ask", {}),  # the server asks the client to sample during the call (redacted)
-        {**_call(9, "stub__echo", {"text": "slowly"}), "params": {  # its 3 progress notifications, then the answer
-            "name": "stub__echo", "arguments": {"text": "slowly"}, "_meta": {"progressToken": "p-9"}}},
-    ]  # fmt: skip
+        {
+            **_call(9, "stub__echo", {"text": "slowly"}),
+            "params": {  # its 3 progress notifications, then the answer
+                "name": "stub__echo",
+                "arguments": {"text": "slowly"},
+                "_meta": {"progressToken": "p-9"},
+            },
+        },
+    ]
     calls += [_call(100 + i if i % 2 else f"c-{i}", "stub__echo", {"text": f"n{i}"}) for i in range(CONCURRENT)]
     return calls
 
@@ -98,12 +133,19 @@ async def _converse(
     sampling requests as they come (or, with ``cancel``, cancelling that request id instead);
     close stdin once every other call is answered. Returns answers by id, stdout, stderr."""
     first = [
-        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
-            "clientInfo": {"name": "fast-test", "version": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"sampling": {}},
+                "clientInfo": {"name": "fast-test", "version": "1"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         _call("load", "mcp_setup_list_servers", {}),
-    ]  # fmt: skip
+    ]
     out: list[str] = []
     seen: list[dict[str, Any]] = []
     err = bytearray()
@@ -134,8 +176,13 @@ async def _converse(
                         if cancel is None:
                             await send({"jsonrpc": "2.0", "id": message["id"], "result": SAMPLED})
                         else:  # the user gave up on the call that asked
-                            await send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                        "params": {"requestId": cancel, "reason": "user gave up"}})  # fmt: skip
+                            await send(
+                                {
+                                    "jsonrpc": "2.0",
+                                    "method": "notifications/cancelled",
+                                    "params": {"requestId": cancel, "reason": "user gave up"},
+                                }
+                            )
                 arrived.set()
                 arrived = anyio.Event()
 
@@ -167,7 +214,9 @@ async def _converse(
     return answers, "\n".join(out), err.decode("utf-8", "replace")
 
 
-async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_every_rule(tmp_path: Path, canary: str) -> None:
+async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_every_rule(
+    tmp_path: Path, canary: str
+) -> None:
     answers: dict[str, dict[Any, Any]] = {}
     stdout_of: dict[str, list[str]] = {}
     for mode in ("true", "false"):
@@ -203,7 +252,9 @@ async def test_the_fast_path_answers_every_call_as_the_sdk_path_does_and_keeps_e
     assert "quiet ok" not in json.dumps(quiet)  # the stub never ran it
     assert quiet.get("error", {}).get("code") == -32602 or quiet["result"]["isError"] is True, quiet
     assert json.loads(fast[6]["result"]["content"][0]["text"]) == SAMPLED  # relayed to this client, answered
-    asked = [m for m in json.loads("[" + ",".join(stdout_of["true"]) + "]") if m.get("method") == "sampling/createMessage"]
+    asked = [
+        m for m in json.loads("[" + ",".join(stdout_of["true"]) + "]") if m.get("method") == "sampling/createMessage"
+    ]
     assert asked and asked[0]["params"]["messages"][0]["content"]["text"] == "my key is [secret:STUB_API_KEY]"
     progress: dict[str, list[Any]] = {}
     for mode, lines in stdout_of.items():  # the progress of call 9 under its own token, all before its answer
@@ -256,8 +307,15 @@ async def test_lane_answers_reach_their_own_request_in_any_order_with_progress_f
     assert not lane.take(json.dumps({"jsonrpc": "2.0", "id": 7, "result": {}}))  # the SDK's id: not the lane's
     assert not lane.take("not json")
     assert lane.take(json.dumps({"jsonrpc": "2.0", "id": str(two["id"]), "result": {"n": 2}}))  # answered first
-    assert lane.take(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
-                                 "params": {"progressToken": one["id"], "progress": 0.5}}))  # fmt: skip
+    assert lane.take(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": one["id"], "progress": 0.5},
+            }
+        )
+    )
     assert lane.take(json.dumps({"jsonrpc": "2.0", "id": one["id"], "result": {"n": 1}}))
     with anyio.fail_after(scaled(5)):
         assert (await second)["result"] == {"n": 2}
@@ -269,8 +327,11 @@ async def test_lane_answers_reach_their_own_request_in_any_order_with_progress_f
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    assert pipe.lines[-1] == {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                              "params": {"requestId": pipe.lines[2]["id"], "reason": "caller cancelled"}}  # fmt: skip
+    assert pipe.lines[-1] == {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": pipe.lines[2]["id"], "reason": "caller cancelled"},
+    }
     pending = asyncio.ensure_future(lane.request("tools/call", {"name": "d"}))
     await pipe.until(5)
     lane.close()  # the server's stdout ended
@@ -289,6 +350,6 @@ async def test_a_cancelled_fast_call_gets_no_answer_as_on_the_sdk_path(tmp_path:
         answers[mode], stdout, stderr = await _converse(_env(home, mode), script, cancel=7)
         assert 7 not in answers[mode] and "after" in answers[mode]  # never answered once cancelled
         taken = re.findall(r"stdio: (\d+) tool calls taken on the fast path", stderr)
-        assert (taken[-1] in ("2", "3") if mode == "true" else not taken), stderr[-2000:]  # 3: the warm-up too
+        assert taken[-1] in ("2", "3") if mode == "true" else not taken, stderr[-2000:]  # 3: the warm-up too
         assert canary not in stdout and canary not in stderr
     assert answers["true"][8] == answers["false"][8]

@@ -67,8 +67,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     runtime.gateway.incident_listeners.clear()
     runtime.gateway.lockout_listeners.clear()
     http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url=f"http://127.0.0.1:{PORT}",
-        headers={TOKEN_HEADER: TOKEN}, timeout=scaled(60),
+        transport=httpx.ASGITransport(app=app),
+        base_url=f"http://127.0.0.1:{PORT}",
+        headers={TOKEN_HEADER: TOKEN},
+        timeout=scaled(60),
     )
     world = World(loop, runtime, http, canary, ref)
     try:
@@ -82,9 +84,29 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 # -- what an agent might send -----------------------------------------------------------------
 
 _SPECIAL = [
-    STUB, "io.test/stub", "local", "official", "npm", "mcpb", "remote", "STUB_API_KEY", "srv_0123456789ab",
-    "secret://" + "0" * 32, "secret://", "../../etc/passwd", "file:///proc/self/environ", "a" * 300,
-    "\x00", "é\u202e", " ", "", "4821", "Summer2024!", "${STUB_API_KEY}", "%(x)s{0}", "<script>",
+    STUB,
+    "io.test/stub",
+    "local",
+    "official",
+    "npm",
+    "mcpb",
+    "remote",
+    "STUB_API_KEY",
+    "srv_0123456789ab",
+    "secret://" + "0" * 32,
+    "secret://",
+    "../../etc/passwd",
+    "file:///proc/self/environ",
+    "a" * 300,
+    "\x00",
+    "é\u202e",
+    " ",
+    "",
+    "4821",
+    "Summer2024!",
+    "${STUB_API_KEY}",
+    "%(x)s{0}",
+    "<script>",
     " ".join(f"{n:04d}" for n in range(300)),
 ]
 
@@ -96,9 +118,19 @@ def _planted_forms(value: str) -> list[str]:
 
     raw = value.encode()
     return [
-        value, f"x {value} y", value.upper(), value[::-1], " ".join(value), "\u200b".join(value),
-        raw.hex(), raw.hex().upper(), base64.b64encode(raw).decode(), base64.b32encode(raw).decode(),
-        quote(value, safe=""), "".join(f"\\u{ord(c):04x}" for c in value), "".join(f"&#{ord(c)};" for c in value),
+        value,
+        f"x {value} y",
+        value.upper(),
+        value[::-1],
+        " ".join(value),
+        "\u200b".join(value),
+        raw.hex(),
+        raw.hex().upper(),
+        base64.b64encode(raw).decode(),
+        base64.b32encode(raw).decode(),
+        quote(value, safe=""),
+        "".join(f"\\u{ord(c):04x}" for c in value),
+        "".join(f"&#{ord(c)};" for c in value),
     ]
 
 
@@ -109,11 +141,16 @@ def _texts(canary: str, ref: str) -> st.SearchStrategy[str]:
 
 def _values(text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
     scalars = st.one_of(
-        st.none(), st.booleans(), st.integers(), st.integers(min_value=-2, max_value=130),
-        st.floats(allow_nan=True, allow_infinity=True), text,
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.integers(min_value=-2, max_value=130),
+        st.floats(allow_nan=True, allow_infinity=True),
+        text,
     )
     return st.recursive(
-        scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text, inner, max_size=4)),
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text, inner, max_size=4)),
         max_leaves=4,
     )
 
@@ -134,10 +171,13 @@ def _calls(canary: str, ref: str) -> st.SearchStrategy[tuple[str, dict[str, Any]
     return st.one_of([st.tuples(st.just(tool), _arguments(tool, text)) for tool in TOOL_NAMES])
 
 
-_SETTINGS = dict(
-    derandomize=True, database=None, deadline=None, print_blob=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+_SETTINGS = {
+    "derandomize": True,
+    "database": None,
+    "deadline": None,
+    "print_blob": False,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+}
 
 
 def _assert_clean(world: World, answer: Any, what: str) -> None:
@@ -227,8 +267,10 @@ def test_the_rpc_methods_survive_generated_requests_without_leaking(world: World
                 assert error.get("code") != -32603, item
                 assert (error.get("data") or {}).get("code") != "internal", item
             # the id is the caller's own, echoed verbatim (never redacted, so never an oracle)
-            rest = [{k: v for k, v in i.items() if k != "id"} if isinstance(i, dict) else i
-                    for i in (answer if isinstance(answer, list) else [answer])]
+            rest = [
+                {k: v for k, v in i.items() if k != "id"} if isinstance(i, dict) else i
+                for i in (answer if isinstance(answer, list) else [answer])
+            ]
             text = json.dumps(rest, ensure_ascii=False)
             assert world.canary not in text and STORED not in text, text[:500]
         _unlock_all(world)

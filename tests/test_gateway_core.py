@@ -15,9 +15,9 @@ from setup_agent.gateway.router import Gateway, UnknownTool
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
-from tests.stub_server.server import Stub
 from tests.processes import wait_gone
 from tests.stub_server.bundle import sha256_hex
+from tests.stub_server.server import Stub
 from tests.test_connections import stub_launch
 from tests.timeouts import scaled
 
@@ -67,9 +67,16 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[Store, ConnectionManager,
 
 def install(store: Store, name: str, value: str, mode: str = "") -> Any:
     return store.install(
-        qualified_name=name, source="local", version="1", package_type="stdio", launch_spec=stub_launch(value, mode),
-        installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (value, True)}, tools=Stub(set(), None).tools,
-    )  # fmt: skip
+        qualified_name=name,
+        source="local",
+        version="1",
+        package_type="stdio",
+        launch_spec=stub_launch(value, mode),
+        installed_by="agent",
+        tools_hash="x",
+        env={"STUB_API_KEY": (value, True)},
+        tools=Stub(set(), None).tools,
+    )
 
 
 async def test_a_lazy_gateway_starts_a_server_on_its_first_call_and_stops_it_when_idle(world, canary: str) -> None:
@@ -115,7 +122,9 @@ def processes_with_env(needle: bytes) -> list[int]:
     return found
 
 
-async def test_stopping_a_server_stuck_in_its_start_ends_it_at_once_not_at_the_start_deadline(world, canary: str) -> None:
+async def test_stopping_a_server_stuck_in_its_start_ends_it_at_once_not_at_the_start_deadline(
+    world, canary: str
+) -> None:
     """A Remove or a shutdown does not wait out the start's deadline (here scaled(10)) for a server
     that hangs before answering ``initialize``: the start is cancelled and its process is gone."""
     store, manager, _, gateway = world

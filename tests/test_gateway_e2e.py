@@ -60,8 +60,12 @@ class ListChanges:
 
 
 async def install_stub(client: Any, browser: Browser) -> str:
-    ref = (await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key"}))["ref"]
-    installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}})
+    ref = (await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key"}))[
+        "ref"
+    ]
+    installed = await call(
+        client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
+    )
     assert installed["status"] == "connected", installed
     return installed["server_id"]
 
@@ -82,9 +86,13 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
     stderr_path = tmp_path / "stderr.log"
     with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
-            tmp_path, stderr_path, recorder, env=env, message_handler=changes,
+            tmp_path,
+            stderr_path,
+            recorder,
+            env=env,
+            message_handler=changes,
             elicitation_callback=elicitation_answering(browser, [canary]),
-        ) as client:  # fmt: skip
+        ) as client:
             assert client.server_capabilities.tools.list_changed is True
             before = await tool_names(client)
             assert before == set(TOOL_NAMES) | DISCOVER_NAMES
@@ -121,7 +129,10 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
 
             # Another client (another principal) removes the server; the locked one hears of it.
             async with mcp_setup_client(tmp_path, stderr_path, Recorder(), env=env) as other:
-                assert (await call(other, "mcp_setup_remove", {"server_id": server_id})) == {"ok": True, "removed": True}
+                assert (await call(other, "mcp_setup_remove", {"server_id": server_id})) == {
+                    "ok": True,
+                    "removed": True,
+                }
             await changes.until(lambda: lists_tool(client, "stub__echo", False))
             assert await tool_names(client) == before
             with pytest.raises(Exception, match="Unknown tool"):
@@ -139,9 +150,13 @@ async def test_a_2026_client_hears_the_change_on_its_subscription_and_calls_the_
     recorder, browser = Recorder(), Browser()
     with anyio.fail_after(scaled(90)):
         async with mcp_setup_client(
-            tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto",
+            tmp_path,
+            tmp_path / "stderr.log",
+            recorder,
+            env=env,
+            mode="auto",
             elicitation_callback=elicitation_answering(browser, [canary]),
-        ) as client:  # fmt: skip
+        ) as client:
             heard = anyio.Event()
 
             async def listen(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -155,13 +170,16 @@ async def test_a_2026_client_hears_the_change_on_its_subscription_and_calls_the_
                 await tg.start(listen)
                 # URL elicitation is a server-to-client request, not allowed at 2026-07-28:
                 # the secret comes through the page whose URL the tool result carries.
-                requested = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key"})
+                requested = await call(
+                    client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key"}
+                )
                 if requested.get("status") != "answered":
                     await browser.submit(requested["url"], canary)
                 installed = await call(
-                    client, "mcp_setup_install_and_connect",
+                    client,
+                    "mcp_setup_install_and_connect",
                     {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": requested["ref"]}},
-                )  # fmt: skip
+                )
                 assert installed["status"] == "connected", installed
                 with anyio.fail_after(scaled(10)):
                     await heard.wait()

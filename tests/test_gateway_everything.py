@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 import mcp_types as types
+import pytest
 from mcp import MCPError
 
 from setup_agent.store.catalog import gateway_name
@@ -78,21 +78,29 @@ async def test_sampling_elicitation_roots_and_logs_of_the_real_server_everything
     logs = Logs()
     with FakeOfficialRegistry([entry]) as registry:
         env = face_env(
-            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            tmp_path,
+            MCP_SETUP_REGISTRIES="official",
+            MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
             MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
-        )  # fmt: skip
+        )
         with anyio.fail_after(300):
             async with mcp_setup_client(
-                tmp_path, tmp_path / "err.log", Recorder(), env=env,
-                sampling_callback=sampled, elicitation_callback=elicited, list_roots_callback=rooted,
+                tmp_path,
+                tmp_path / "err.log",
+                Recorder(),
+                env=env,
+                sampling_callback=sampled,
+                elicitation_callback=elicited,
+                list_roots_callback=rooted,
                 logging_callback=logs,
-            ) as client:  # fmt: skip
+            ) as client:
                 installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": entry["name"]})
                 assert installed["status"] == "connected", json.dumps(installed)[:2000]
                 names = {t.name for t in (await client.list_tools()).tools}
                 # The gateway declared what it relays: the server shows the tools that need it.
                 sample, elicit, roots = (
-                    f"server-everything__{n}" for n in ("trigger-sampling-request", "trigger-elicitation-request", "get-roots-list")
+                    f"server-everything__{n}"
+                    for n in ("trigger-sampling-request", "trigger-elicitation-request", "get-roots-list")
                 )
                 assert {sample, elicit, roots} <= names, sorted(names)
                 sampled_answer = await client.call_tool(sample, {"prompt": "hello there", "maxTokens": 5})
@@ -114,15 +122,19 @@ async def test_sampling_elicitation_roots_and_logs_of_the_real_server_everything
                 assert refused.is_error or "no client that can answer" in str(refused.content), refused
 
 
-async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_with_the_real_server_everything(tmp_path: Path) -> None:
+async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_with_the_real_server_everything(
+    tmp_path: Path,
+) -> None:
     assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
     assert LONG == "server-everything__trigger-long-running_cf3699b8"
     entry = everything_entry()
     with FakeOfficialRegistry([entry]) as registry:
         env = face_env(
-            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            tmp_path,
+            MCP_SETUP_REGISTRIES="official",
+            MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
             MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
-        )  # fmt: skip
+        )
         with anyio.fail_after(300):
             async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=env) as client:
                 before = {t.name for t in (await client.list_tools()).tools}  # listed once, never again below
@@ -142,9 +154,10 @@ async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_
                 assert found["tools"][0]["name"] == LONG
                 via_pair = Progress()
                 done = await client.call_tool(
-                    "mcp_setup_call_tool", {"name": LONG, "arguments": {"duration": 0.6, "steps": 3}},
+                    "mcp_setup_call_tool",
+                    {"name": LONG, "arguments": {"duration": 0.6, "steps": 3}},
                     progress_callback=via_pair,
-                )  # fmt: skip
+                )
                 assert "completed" in done.content[0].text and not done.is_error
                 assert [(p, t) for p, t, _ in via_pair.seen] == [(1, 3), (2, 3), (3, 3)]
 
@@ -177,7 +190,7 @@ async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_
                 done = await client.complete(
                     types.PromptReference(type="ref/prompt", name="server-everything__completable-prompt"),
                     {"name": "department", "value": "Eng"},
-                )  # fmt: skip
+                )
                 assert done.completion.values == ["Engineering"]
                 templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
                 assert "demo://resource/dynamic/text/{resourceId}" in templates, templates

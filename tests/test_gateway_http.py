@@ -24,9 +24,11 @@ from tests.test_web_serve import install_stub
 from tests.timeouts import scaled
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}  # fmt: skip
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -36,7 +38,10 @@ def over_http(served: Any, tool: str, arguments: dict[str, Any]) -> tuple[set[st
     async def talk() -> tuple[set[str], str, str]:
         with anyio.fail_after(scaled(60)):
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=scaled(30))
-            async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
+            async with (
+                http,
+                Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
+            ):
                 names = {t.name for t in (await client.list_tools()).tools}
                 answered = await client.call_tool(tool, arguments)
                 listed = await client.call_tool("mcp_setup_list_servers", {})
@@ -57,16 +62,22 @@ def test_an_http_client_lists_and_calls_an_installed_tool_at_mcp(tmp_path: Path,
         assert canary not in listed
 
 
-def test_mcp_refuses_no_token_or_a_wrong_one_with_401_and_a_foreign_origin_with_403(tmp_path: Path, canary: str) -> None:
-    with serving(tmp_path, canary) as served, httpx.Client(base_url=served.base, timeout=scaled(10), trust_env=False) as http:
+def test_mcp_refuses_no_token_or_a_wrong_one_with_401_and_a_foreign_origin_with_403(
+    tmp_path: Path, canary: str
+) -> None:
+    with (
+        serving(tmp_path, canary) as served,
+        httpx.Client(base_url=served.base, timeout=scaled(10), trust_env=False) as http,
+    ):
         none = http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
         assert none.status_code == 401 and none.headers["www-authenticate"].startswith("Bearer")
         wrong = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer not-the-token"})
         assert wrong.status_code == 401
         foreign = http.post(
-            "/mcp", json=INITIALIZE,
+            "/mcp",
+            json=INITIALIZE,
             headers={**MCP_HEADERS, "Authorization": f"Bearer {served.token}", "Origin": "http://evil.example"},
-        )  # fmt: skip
+        )
         assert foreign.status_code == 403
         right = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {served.token}"})
         assert right.status_code == 200, right.text

@@ -39,11 +39,15 @@ def offers_file(name: str) -> dict[str, Any]:
     """What one stub offers: a prompt (its text and a log message before its answer carry the
     key), resources (one URI both stubs list), a template, and tools that ask the client."""
     prompt = {
-        "name": "review", "title": "Review", "description": f"Review code ({name}).",
+        "name": "review",
+        "title": "Review",
+        "description": f"Review code ({name}).",
         "arguments": [{"name": "lang", "description": "The language", "required": False}],
         "_stubText": f"{name} reviews with {{KEY}}",
-        "_stubNotify": [{"method": "notifications/message", "params": {"level": "warning", "data": "idle job used {KEY}"}}],
-    }  # fmt: skip
+        "_stubNotify": [
+            {"method": "notifications/message", "params": {"level": "warning", "data": "idle job used {KEY}"}}
+        ],
+    }
     return {
         "name": name,
         "prompts": [prompt],
@@ -52,28 +56,46 @@ def offers_file(name: str) -> dict[str, Any]:
             {"uri": f"{name}://notes", "name": "notes", "description": "Notes.", "_stubText": "notes of {KEY}"},
         ],
         "templates": [{"uriTemplate": f"{name}://items/{{id}}", "name": "item"}],
-        "extra": [{
-            "name": "ask", "description": "Asks the client to sample.", "inputSchema": {"type": "object", "properties": {}},
-            "_stubRequest": {"method": "sampling/createMessage", "params": {
-                "messages": [{"role": "user", "content": {"type": "text", "text": "my key is {KEY}"}}], "maxTokens": 5}},
-        }],
-    }  # fmt: skip
+        "extra": [
+            {
+                "name": "ask",
+                "description": "Asks the client to sample.",
+                "inputSchema": {"type": "object", "properties": {}},
+                "_stubRequest": {
+                    "method": "sampling/createMessage",
+                    "params": {
+                        "messages": [{"role": "user", "content": {"type": "text", "text": "my key is {KEY}"}}],
+                        "maxTokens": 5,
+                    },
+                },
+            }
+        ],
+    }
 
 
 @pytest.fixture
 async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, Store]]:
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     redactor = Redactor()
-    manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15))
+    manager = ConnectionManager(
+        store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15)
+    )
     for name in ("alpha", "beta"):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(offers_file(name)))
         value = f"{canary}-{name}"
         store.install(
-            qualified_name=f"io.test/{name}", source="local", version="1", package_type="stdio",
-            launch_spec=stub_launch(value, STUB_TOOLS_FILE=str(path)), installed_by="agent", tools_hash="x",
-            env={"STUB_API_KEY": (value, True)}, title=name.title(), tools=None,
-        )  # fmt: skip
+            qualified_name=f"io.test/{name}",
+            source="local",
+            version="1",
+            package_type="stdio",
+            launch_spec=stub_launch(value, STUB_TOOLS_FILE=str(path)),
+            installed_by="agent",
+            tools_hash="x",
+            env={"STUB_API_KEY": (value, True)},
+            title=name.title(),
+            tools=None,
+        )
     gw = Gateway(store, manager, redactor, eager=True, poll_interval=0.1)
     changed = anyio.Event()
 
@@ -98,7 +120,9 @@ def _face(gw: Gateway) -> McpFace:
     return McpFace(SimpleNamespace(gateway=gw, settings=SimpleNamespace(gateway_tools="all")))
 
 
-async def test_the_face_declares_prompts_resources_completions_and_logging_and_lists_prompts_namespaced(gateway, canary) -> None:
+async def test_the_face_declares_prompts_resources_completions_and_logging_and_lists_prompts_namespaced(
+    gateway, canary
+) -> None:
     gw, _ = gateway
     with anyio.fail_after(scaled(30)):
         async with Client(_face(gw).server) as client:
@@ -117,7 +141,9 @@ async def test_the_face_declares_prompts_resources_completions_and_logging_and_l
     assert canary not in text and MASK in text
 
 
-async def test_resources_that_collide_are_mapped_per_server_and_every_read_reaches_its_server_redacted(gateway, canary) -> None:
+async def test_resources_that_collide_are_mapped_per_server_and_every_read_reaches_its_server_redacted(
+    gateway, canary
+) -> None:
     gw, _ = gateway
     with anyio.fail_after(scaled(30)):
         async with Client(_face(gw).server) as client:
@@ -128,7 +154,12 @@ async def test_resources_that_collide_are_mapped_per_server_and_every_read_reach
             item = await client.read_resource("beta://items/7")  # matched to beta's template
             with pytest.raises(MCPError, match="Unknown resource"):
                 await client.read_resource("gamma://nothing")
-    assert {f"mcp-setup://resource/alpha/{SHARED}", f"mcp-setup://resource/beta/{SHARED}", "alpha://notes", "beta://notes"} <= uris
+    assert {
+        f"mcp-setup://resource/alpha/{SHARED}",
+        f"mcp-setup://resource/beta/{SHARED}",
+        "alpha://notes",
+        "beta://notes",
+    } <= uris
     assert SHARED not in uris  # two servers list it: neither gets the bare URI
     assert any(u.startswith("mcp-setup://prompts/agents/") for u in uris)  # the face's own are still there
     assert templates == {"alpha://items/{id}", "beta://items/{id}"}
@@ -138,7 +169,9 @@ async def test_resources_that_collide_are_mapped_per_server_and_every_read_reach
 
 
 @pytest.mark.filterwarnings("ignore:resources/")  # removed at 2026-07-28; the 2025-11-25 way
-async def test_a_subscription_reaches_the_resources_server_and_its_updates_reach_the_client_by_the_listed_uri(gateway) -> None:
+async def test_a_subscription_reaches_the_resources_server_and_its_updates_reach_the_client_by_the_listed_uri(
+    gateway,
+) -> None:
     gw, _ = gateway
     updated: list[str] = []
     both = anyio.Event()
@@ -165,7 +198,9 @@ async def test_a_completion_goes_to_the_prompts_server_and_comes_back_redacted(g
     gw, _ = gateway
     with anyio.fail_after(scaled(30)):
         async with Client(_face(gw).server) as client:
-            done = await client.complete(types.PromptReference(type="ref/prompt", name="alpha__review"), {"name": "lang", "value": "py"})
+            done = await client.complete(
+                types.PromptReference(type="ref/prompt", name="alpha__review"), {"name": "lang", "value": "py"}
+            )
     assert done.completion.values == ["py-one", "py-two", MASK]
 
 
@@ -183,7 +218,9 @@ async def test_a_changed_prompt_is_held_back_until_the_user_approves_the_new_lis
     assert "alpha__review" not in gw.offers.prompts and "alpha__extra" not in gw.offers.prompts
     with pytest.raises(LookupError):
         await gw.get_prompt("alpha__review", {})
-    assert store.set_offers(alpha.server_id, prompts=[*pinned.prompts], resources=[], templates=[]) is True  # back: exposed again
+    assert (
+        store.set_offers(alpha.server_id, prompts=[*pinned.prompts], resources=[], templates=[]) is True
+    )  # back: exposed again
     assert store.offers()[alpha.server_id].prompts_state == "pinned"
     store.set_offers(alpha.server_id, prompts=[*changed, added], resources=[], templates=[])
     shown = io.StringIO()  # `mcp-setup tools-review` shows the changed and new prompts and approves them
@@ -201,17 +238,23 @@ async def test_a_servers_sampling_request_carrying_its_secret_reaches_the_client
 
     async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         asked.append(params.model_dump(mode="json"))
-        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="sure"), model="m")
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="sure"), model="m"
+        )
 
     with anyio.fail_after(scaled(30)):
-        async with Client(_face(gw).server, sampling_callback=sampling, mode="legacy") as client:  # 2025-11-25: server requests
+        async with Client(
+            _face(gw).server, sampling_callback=sampling, mode="legacy"
+        ) as client:  # 2025-11-25: server requests
             answer = await client.call_tool("alpha__ask", {})
     assert len(asked) == 1 and canary not in json.dumps(asked) and MASK in json.dumps(asked)
     assert "sure" in answer.content[0].text and canary not in answer.content[0].text
 
 
 @pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
-async def test_a_log_message_sent_outside_any_call_reaches_the_client_that_asked_for_logs_redacted(gateway, canary) -> None:
+async def test_a_log_message_sent_outside_any_call_reaches_the_client_that_asked_for_logs_redacted(
+    gateway, canary
+) -> None:
     gw, _ = gateway
     heard: list[types.LoggingMessageNotificationParams] = []
     arrived = anyio.Event()
@@ -226,7 +269,9 @@ async def test_a_log_message_sent_outside_any_call_reaches_the_client_that_asked
             await client.get_prompt("alpha__review", {})  # the stub logs before answering: no call in flight
             await arrived.wait()
     assert heard[0].logger == "alpha" and heard[0].level == "warning"
-    assert heard[0].data == f"idle job used {MASK}" and canary not in json.dumps([h.model_dump(mode="json") for h in heard])
+    assert heard[0].data == f"idle job used {MASK}" and canary not in json.dumps(
+        [h.model_dump(mode="json") for h in heard]
+    )
 
 
 async def test_log_messages_outside_calls_are_bounded_per_server_per_minute() -> None:
@@ -236,14 +281,22 @@ async def test_log_messages_outside_calls_are_bounded_per_server_per_minute() ->
         seen.append((server.server_id, params))
 
     fanout.listeners.append(listener)
-    noisy, quiet = SimpleNamespace(server_id="s1", qualified_name="io.x/noisy"), SimpleNamespace(server_id="s2", qualified_name="q")
+    noisy, quiet = (
+        SimpleNamespace(server_id="s1", qualified_name="io.x/noisy"),
+        SimpleNamespace(server_id="s2", qualified_name="q"),
+    )
     for n in range(IDLE_LOGS_PER_MINUTE + 30):
         await fanout(noisy, {"level": "info", "data": n})
     await fanout(quiet, {"level": "info", "data": "one"})
-    assert len([s for s, _ in seen if s == "s1"]) == IDLE_LOGS_PER_MINUTE and ("s2", {"level": "info", "data": "one"}) in seen
+    assert (
+        len([s for s, _ in seen if s == "s1"]) == IDLE_LOGS_PER_MINUTE
+        and ("s2", {"level": "info", "data": "one"}) in seen
+    )
 
 
-async def test_a_tool_the_user_unticked_is_neither_listed_nor_callable_and_stays_so_across_relists(gateway, tmp_path) -> None:
+async def test_a_tool_the_user_unticked_is_neither_listed_nor_callable_and_stays_so_across_relists(
+    gateway, tmp_path
+) -> None:
     from setup_agent.store.catalog import read_sqlite_catalog
 
     gw, store = gateway

@@ -71,10 +71,17 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, A
     redactor = Redactor()
     manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=15)
     server = store.install(
-        qualified_name="io.test/stub", source="local", version="1", package_type="stdio",
-        launch_spec=stub_launch(canary, STUB_TOOLS_FILE=str(tools_file)), installed_by="agent", tools_hash="x",
-        env={"STUB_API_KEY": (canary, True)}, title="Stub", tools=None,
-    )  # fmt: skip
+        qualified_name="io.test/stub",
+        source="local",
+        version="1",
+        package_type="stdio",
+        launch_spec=stub_launch(canary, STUB_TOOLS_FILE=str(tools_file)),
+        installed_by="agent",
+        tools_hash="x",
+        env={"STUB_API_KEY": (canary, True)},
+        title="Stub",
+        tools=None,
+    )
     gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1)
     changed = anyio.Event()
 
@@ -137,7 +144,9 @@ def _runtime(gw: Gateway, mode: str = "all") -> Any:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_the_face_lists_the_tools_fields_to_an_sdk_client_and_passes_the_result_through(gateway, mode: str) -> None:
+async def test_the_face_lists_the_tools_fields_to_an_sdk_client_and_passes_the_result_through(
+    gateway, mode: str
+) -> None:
     gw, _ = gateway
     face = McpFace(_runtime(gw))
     with anyio.fail_after(30):
@@ -205,13 +214,17 @@ class RecordingCaller:
         self.logs.append(params)
 
 
-async def test_a_servers_requests_and_logs_reach_the_calling_client_redacted_and_are_refused_without_one(canary: str) -> None:
+async def test_a_servers_requests_and_logs_reach_the_calling_client_redacted_and_are_refused_without_one(
+    canary: str,
+) -> None:
     redactor = Redactor()
     redactor.register(canary, "[secret:KEY]")
     inflight = InFlight()
     callbacks = relay_callbacks(inflight, redactor, "Stub")
     asking = types.CreateMessageRequestParams(
-        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"my key is {canary}"))],
+        messages=[
+            types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"my key is {canary}"))
+        ],
         max_tokens=5,
     )
     nobody = await callbacks["sampling_callback"](None, asking)
@@ -221,7 +234,9 @@ async def test_a_servers_requests_and_logs_reach_the_calling_client_redacted_and
     with inflight.add(caller):
         answered = await callbacks["sampling_callback"](None, asking)
         refused = await callbacks["list_roots_callback"](None)  # not declared by this client
-        await callbacks["logging_callback"](types.LoggingMessageNotificationParams(level="info", data=f"using {canary}"))
+        await callbacks["logging_callback"](
+            types.LoggingMessageNotificationParams(level="info", data=f"using {canary}")
+        )
     assert isinstance(answered, types.CreateMessageResult) and isinstance(refused, types.ErrorData)
     assert caller.requests[0][0] == "sampling/createMessage"
     assert canary not in json.dumps(caller.requests) + json.dumps(caller.logs)
@@ -241,10 +256,17 @@ async def test_a_2026_server_that_omits_result_type_is_read_leniently_where_its_
     redactor = Redactor()
     manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=15)
     server = store.install(
-        qualified_name="io.test/sloppy", source="local", version="1", package_type="stdio",
-        launch_spec=stub_launch(canary, "modern"), installed_by="agent", tools_hash="x",
-        env={"STUB_API_KEY": (canary, True)}, title="Sloppy", tools=None,
-    )  # fmt: skip
+        qualified_name="io.test/sloppy",
+        source="local",
+        version="1",
+        package_type="stdio",
+        launch_spec=stub_launch(canary, "modern"),
+        installed_by="agent",
+        tools_hash="x",
+        env={"STUB_API_KEY": (canary, True)},
+        title="Sloppy",
+        tools=None,
+    )
     gw = Gateway(store, manager, redactor, eager=True, poll_interval=0.1)
     try:
         with anyio.fail_after(30):

@@ -38,14 +38,23 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
     data_dir = Path(env["MCP_SETUP_HOME"])
     recorder, browser, heard_by_b = Recorder(), Browser(), ListChanges()
     with anyio.fail_after(scaled(120)):
-        async with mcp_setup_client(
-            tmp_path, tmp_path / "a.log", recorder, env=env, elicitation_callback=elicitation_answering(browser, [canary])
-        ) as a, mcp_setup_client(
-            tmp_path, tmp_path / "b.log", recorder, env=env, client_name="Cursor", message_handler=heard_by_b
-        ) as b:  # fmt: skip
+        async with (
+            mcp_setup_client(
+                tmp_path,
+                tmp_path / "a.log",
+                recorder,
+                env=env,
+                elicitation_callback=elicitation_answering(browser, [canary]),
+            ) as a,
+            mcp_setup_client(
+                tmp_path, tmp_path / "b.log", recorder, env=env, client_name="Cursor", message_handler=heard_by_b
+            ) as b,
+        ):
             assert "stub__echo" not in await tool_names(b)
             ref = (await call(a, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key"}))["ref"]
-            installed = await call(a, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}})
+            installed = await call(
+                a, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
+            )
             server_id = installed["server_id"]
 
             # B's watcher sees the store change and tells B's client.
@@ -77,11 +86,17 @@ async def test_a_disabled_server_leaves_the_other_process_list_and_comes_back_wh
     recorder, browser, heard = Recorder(), Browser(), ListChanges()
     with anyio.fail_after(scaled(120)):
         async with mcp_setup_client(
-            tmp_path, tmp_path / "a.log", recorder, env=env, message_handler=heard,
+            tmp_path,
+            tmp_path / "a.log",
+            recorder,
+            env=env,
+            message_handler=heard,
             elicitation_callback=elicitation_answering(browser, [canary]),
-        ) as a:  # fmt: skip
+        ) as a:
             ref = (await call(a, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key"}))["ref"]
-            installed = await call(a, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}})
+            installed = await call(
+                a, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
+            )
             await heard.until(lambda: lists_tool(a, "stub__echo"))
             # Another process (a person's command) disables it through the core.
             settings = Settings(home=Path(env["MCP_SETUP_HOME"]), registries="local", consent="never-ask")

@@ -236,7 +236,14 @@ def test_the_first_refusal_is_an_incident_the_user_hears_of_at_once(canary: str)
         guard.check("token:ci", {"q": canary}, where="setup")
     assert incidents == ["token:ci"] and lockouts == []
     assert [i.public() for i in guard.incidents()] == [
-        {"principal": "token:ci", "refusals": 1, "locked": False, "first_at": 1000.0, "last_at": 1000.0, "last_where": "setup"}
+        {
+            "principal": "token:ci",
+            "refusals": 1,
+            "locked": False,
+            "first_at": 1000.0,
+            "last_at": 1000.0,
+            "last_where": "setup",
+        }
     ]
     now[0] = 1005.0
     with pytest.raises(ArgumentsRefused):

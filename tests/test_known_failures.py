@@ -43,8 +43,14 @@ needs_uv = pytest.mark.skipif(_uv_bin() is None, reason="needs the uv wheel (pip
 
 
 def uvx_spec(identifier: str, *before: str) -> LaunchSpec:
-    return LaunchSpec(command="uvx", args=["--default-index", "http://i.example/simple", *before, f"{identifier}==1.0.0"],
-                      package_type="pypi", identifier=identifier, version="1.0.0", runner="uvx")  # fmt: skip
+    return LaunchSpec(
+        command="uvx",
+        args=["--default-index", "http://i.example/simple", *before, f"{identifier}==1.0.0"],
+        package_type="pypi",
+        identifier=identifier,
+        version="1.0.0",
+        runner="uvx",
+    )
 
 
 # Real error output, as uvx and the servers printed it (uv 0.13, mcp 2.3).
@@ -54,7 +60,7 @@ UVX_EXECUTABLE = (
     "Use `uvx --from mcp-weather-server mcp_weather_server` instead.\n"
 )
 FASTMCP = (
-    "  File \"…/site-packages/mcp/server/fastmcp/__init__.py\", line 9, in <module>\n"
+    '  File "…/site-packages/mcp/server/fastmcp/__init__.py", line 9, in <module>\n'
     "ModuleNotFoundError: No module named 'mcp.server.fastmcp'. This is mcp 2.x, where FastMCP was renamed to "
     "MCPServer (from mcp.server.mcpserver import MCPServer) and other APIs changed; see the migration guide at "
     "https://py.sdk.modelcontextprotocol.io/v2/migration/#fastmcp-renamed-to-mcpserver or pin 'mcp<2' to keep "
@@ -73,7 +79,12 @@ def test_uvxs_executable_hint_becomes_a_from_repair() -> None:
     assert found.part == "package" and found.repair is not None
     assert found.repair.code == "uvx-executable:mcp_weather_server"
     assert apply_repair(spec, found.repair.code).args == [
-        "--default-index", "http://i.example/simple", "--from", "mcp-weather-server==1.0.0", "mcp_weather_server"]
+        "--default-index",
+        "http://i.example/simple",
+        "--from",
+        "mcp-weather-server==1.0.0",
+        "mcp_weather_server",
+    ]
 
 
 def test_an_unpinned_fastmcp_server_under_mcp_2_is_repaired_with_mcp_below_2() -> None:
@@ -89,8 +100,14 @@ def test_a_package_needing_a_newer_python_is_a_runner_failure_repaired_with_that
     assert found.part == "runner" and found.repair is not None and found.repair.code == "uvx-python:3.12"
     assert apply_repair(spec, found.repair.code).args[-3:] == ["--python", "3.12", "newpy==1.0.0"]
     # a `--from SPEC python -m module` launch gets the option before --from
-    moduled = LaunchSpec(command="uvx", args=["--from", "newpy==1.0.0", "python", "-m", "newpy"], package_type="pypi",
-                         identifier="newpy", version="1.0.0", runner="uvx")  # fmt: skip
+    moduled = LaunchSpec(
+        command="uvx",
+        args=["--from", "newpy==1.0.0", "python", "-m", "newpy"],
+        package_type="pypi",
+        identifier="newpy",
+        version="1.0.0",
+        runner="uvx",
+    )
     assert apply_repair(moduled, "uvx-python:3.12").args[:4] == ["--python", "3.12", "--from", "newpy==1.0.0"]
 
 
@@ -101,8 +118,11 @@ def test_a_package_needing_a_newer_python_is_a_runner_failure_repaired_with_that
         ("npx", "npm error could not determine executable to run", "package"),
         ("npx", "npm warn EBADENGINE Unsupported engine { required: { node: '>=20' } }", "runner"),
         ("docker", "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock.", "runner"),
-        ("docker", "docker: Error response from daemon: pull access denied for acme/x, repository does not exist",
-         "package"),
+        (
+            "docker",
+            "docker: Error response from daemon: pull access denied for acme/x, repository does not exist",
+            "package",
+        ),
         ("python3", "Traceback (most recent call last):\nKeyError: 'WEATHER_API_KEY'", "server"),
     ],
 )
@@ -112,15 +132,27 @@ def test_the_part_that_failed_is_named_for_well_known_signatures(command, stderr
 
 
 def test_an_image_without_a_build_for_this_machine_is_repaired_with_its_amd64_build() -> None:
-    spec = LaunchSpec(command="docker", args=["run", "-i", "--rm", "acme/x:1"], package_type="oci",
-                      identifier="acme/x", runner="docker")  # fmt: skip
+    spec = LaunchSpec(
+        command="docker",
+        args=["run", "-i", "--rm", "acme/x:1"],
+        package_type="oci",
+        identifier="acme/x",
+        runner="docker",
+    )
     found = diagnose(spec, "docker: no matching manifest for linux/arm64/v8 in the manifest list entries.")
     assert found.repair is not None and found.repair.code == "docker-platform:linux/amd64"
     assert apply_repair(spec, found.repair.code).args[:3] == ["run", "--platform", "linux/amd64"]
 
 
 @pytest.mark.parametrize(
-    "code", ["uvx-executable:x;rm -rf /", "uvx-with:mcp<2 && curl", "uvx-python:latest", "nonsense", "docker-platform:linux/amd64"],
+    "code",
+    [
+        "uvx-executable:x;rm -rf /",
+        "uvx-with:mcp<2 && curl",
+        "uvx-python:latest",
+        "nonsense",
+        "docker-platform:linux/amd64",
+    ],
 )
 def test_a_repair_that_is_unknown_malformed_or_not_for_this_launch_is_refused(code) -> None:
     with pytest.raises(InvalidInput):
@@ -145,23 +177,42 @@ def host_env(tmp_path: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home), "LANG": "C.UTF-8"}
 
 
-def make_runtime(tmp_path: Path, index_url: str, identifier: str, memory_keyring, consent: str = "never-ask") -> Runtime:
+def make_runtime(
+    tmp_path: Path, index_url: str, identifier: str, memory_keyring, consent: str = "never-ask"
+) -> Runtime:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     doc = {
         "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": NAME, "description": "A PyPI server that needs a repair to start.", "version": "1.0.0",
-        "packages": [{"registryType": "pypi", "registryBaseUrl": index_url, "identifier": identifier,
-                      "version": "1.0.0", "transport": {"type": "stdio"},
-                      "environmentVariables": [{"name": "STUB_REQUIRE", "value": "0"}]}],
-    }  # fmt: skip
+        "name": NAME,
+        "description": "A PyPI server that needs a repair to start.",
+        "version": "1.0.0",
+        "packages": [
+            {
+                "registryType": "pypi",
+                "registryBaseUrl": index_url,
+                "identifier": identifier,
+                "version": "1.0.0",
+                "transport": {"type": "stdio"},
+                "environmentVariables": [{"name": "STUB_REQUIRE", "value": "0"}],
+            }
+        ],
+    }
     (catalog / "repairable.json").write_text(json.dumps(doc))
     env = host_env(tmp_path)
     return build_runtime(
-        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent=consent,
-                 probe_timeout_seconds=60, adopt_tested_servers=False),
-        keyring_backend=memory_keyring, host_env=env, which=lambda name: shutil.which(name, path=env["PATH"]),
-    )  # fmt: skip
+        Settings(
+            home=tmp_path / "data",
+            registries="local",
+            catalog_dir=catalog,
+            consent=consent,
+            probe_timeout_seconds=60,
+            adopt_tested_servers=False,
+        ),
+        keyring_backend=memory_keyring,
+        host_env=env,
+        which=lambda name: shutil.which(name, path=env["PATH"]),
+    )
 
 
 async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
@@ -265,19 +316,50 @@ def make_real_runtime(tmp_path: Path, memory_keyring) -> Runtime:
     catalog.mkdir()
     doc = {  # as io.github.isdaniel/mcp_weather_server publishes it, at its current version
         "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": NAME, "description": "Weather information from the Open-Meteo API.", "version": "0.6.1",
-        "packages": [{"registryType": "pypi", "registryBaseUrl": "https://pypi.org", "identifier": "mcp-weather-server",
-                      "version": "0.6.1", "transport": {"type": "stdio"}}],
-    }  # fmt: skip
+        "name": NAME,
+        "description": "Weather information from the Open-Meteo API.",
+        "version": "0.6.1",
+        "packages": [
+            {
+                "registryType": "pypi",
+                "registryBaseUrl": "https://pypi.org",
+                "identifier": "mcp-weather-server",
+                "version": "0.6.1",
+                "transport": {"type": "stdio"},
+            }
+        ],
+    }
     (catalog / "weather.json").write_text(json.dumps(doc))
     env = host_env(tmp_path)
-    env.update({k: v for k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
-                               "NO_PROXY", "no_proxy") if (v := os.environ.get(k))})  # how this machine reaches PyPI
+    env.update(
+        {
+            k: v
+            for k in (
+                "SSL_CERT_FILE",
+                "SSL_CERT_DIR",
+                "HTTPS_PROXY",
+                "https_proxy",
+                "HTTP_PROXY",
+                "http_proxy",
+                "NO_PROXY",
+                "no_proxy",
+            )
+            if (v := os.environ.get(k))
+        }
+    )  # how this machine reaches PyPI
     return build_runtime(
-        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="never-ask",
-                 probe_timeout_seconds=120, adopt_tested_servers=False),
-        keyring_backend=memory_keyring, host_env=env, which=lambda name: shutil.which(name, path=env["PATH"]),
-    )  # fmt: skip
+        Settings(
+            home=tmp_path / "data",
+            registries="local",
+            catalog_dir=catalog,
+            consent="never-ask",
+            probe_timeout_seconds=120,
+            adopt_tested_servers=False,
+        ),
+        keyring_backend=memory_keyring,
+        host_env=env,
+        which=lambda name: shutil.which(name, path=env["PATH"]),
+    )
 
 
 @needs_uv

@@ -8,6 +8,7 @@ name, and the rules are checked on the resulting graph of files.
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,9 @@ ORDER = [
     "app",
 ]
 SUBPACKAGES = [p for p in ORDER if (ROOT / p.replace(".", "/") / "__init__.py").is_file() and p.count(".") == 1]
-MAX_LINES = 400
+#: Past this many lines a module is worth a look (one idea, or two?): a warning, never a failure.
+#: Modules are split by idea, never to meet a count.
+LONG_MODULE_LINES = 600
 
 
 def _module_name(path: Path) -> str:
@@ -161,7 +164,7 @@ def test_arrows_point_down_between_layers_and_between_the_core_packages() -> Non
 def test_outside_a_package_code_imports_only_the_names_its_init_declares() -> None:
     bad = []
     for module, path in MODULES.items():
-        for line, target, name, level in _imports(module):
+        for line, target, name, _level in _imports(module):
             package = next((p for p in SUBPACKAGES if target == p or target.startswith(p + ".")), None)
             if package is None or module == package or module.startswith(package + "."):
                 continue
@@ -184,9 +187,21 @@ def test_each_package_init_says_what_it_owns_and_declares_its_public_names(packa
         assert getattr(mod, name) is not None, f"{package}.{name}"
 
 
-def test_no_module_is_longer_than_about_four_hundred_lines() -> None:
-    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert long == {}
+def test_a_long_module_is_named_in_a_warning_for_a_reader_to_look_at() -> None:
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > LONG_MODULE_LINES}
+    for module, lines in sorted(long.items()):
+        warnings.warn(f"{module} has {lines} lines: does it still hold one idea?", stacklevel=1)
+
+
+def test_no_line_is_kept_from_the_formatter_to_pack_it() -> None:
+    marker = "fmt: " + "skip"  # spelled apart so this file does not match itself
+    packed = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in [*MODULES.values(), *sorted((ROOT / "tests").rglob("*.py"))]
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if marker in line
+    ]
+    assert packed == []
 
 
 def test_no_file_name_repeats_its_package_name() -> None:

@@ -61,9 +61,12 @@ def install_here(env: dict[str, str], value: str) -> None:
     """Installs the stub on ``env``'s data dir (or database), in process, as any face's install does."""
 
     async def go() -> None:
-        settings = Settings(home=env["MCP_SETUP_HOME"], registries="official",
-                            official_registry_url=env["MCP_SETUP_OFFICIAL_REGISTRY_URL"],
-                            database_url=env.get("MCP_SETUP_DATABASE_URL"))  # fmt: skip
+        settings = Settings(
+            home=env["MCP_SETUP_HOME"],
+            registries="official",
+            official_registry_url=env["MCP_SETUP_OFFICIAL_REGISTRY_URL"],
+            database_url=env.get("MCP_SETUP_DATABASE_URL"),
+        )
         runtime = build_runtime(settings, keyring_backend=fail.Keyring())
         try:
             with anyio.fail_after(scaled(60)):
@@ -79,15 +82,23 @@ def install_here(env: dict[str, str], value: str) -> None:
 
 
 def run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(mcp_setup_argv(*argv), env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=scaled(120), stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        mcp_setup_argv(*argv),
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def apply(env: dict[str, str], lock: Path, *answers: tuple[str, str], verbose: bool = False) -> tuple[int | None, str]:
     """``mcp-setup apply`` on a pty: each (expected prompt, line to type); its exit and output."""
     argv = mcp_setup_argv("apply", str(lock), *(["--verbose"] if verbose else []))
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(90),
-                          dimensions=(50, 250))  # fmt: skip
+    child = pexpect.spawn(
+        argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(90), dimensions=(50, 250)
+    )
     out = ""
     for prompt, line in answers:
         child.expect(prompt)
@@ -171,13 +182,17 @@ def test_a_lock_file_exported_on_one_data_dir_installs_the_same_server_on_a_fres
         other.write_text(lock.read_text().replace('"version": "1.0.0"', '"version": "0.9.0"'))
         done = run(new_laptop, "apply", str(other))
         assert done.returncode == 1, done.stderr
-        assert (f"{STUB} is installed here differently (version 1.0.0 here, 0.9.0 in the file; another launch or "
-                "sandbox). To apply the file's: mcp-setup remove stub, then apply again.") in done.stderr
+        assert (
+            f"{STUB} is installed here differently (version 1.0.0 here, 0.9.0 in the file; another launch or "
+            "sandbox). To apply the file's: mcp-setup remove stub, then apply again."
+        ) in done.stderr
         other.write_text(lock.read_text().replace('"registry": "official"', '"registry": "local"'))
         done = run(machine(tmp_path, "third", registry), "apply", str(other))
         assert done.returncode == 1, done.stderr
-        assert f"{STUB} comes from the registry 'local', which this mcp-setup does not search " \
+        assert (
+            f"{STUB} comes from the registry 'local', which this mcp-setup does not search "
             "(MCP_SETUP_REGISTRIES=official): add it there." in done.stderr
+        )
         assert "nothing was installed" not in done.stdout and "(hidden)" not in done.stdout + done.stderr
 
     for text in (lock.read_text(), said, out, out2, logs_text(laptop), logs_text(new_laptop)):
@@ -229,7 +244,9 @@ def test_apply_asks_one_consent_for_the_whole_file_and_a_no_installs_nothing(tmp
         assert code == 130, out
         assert "mcp-setup needs your approval to install 1 server(s) from this lock file:" in out
         assert f"{STUB} 1.0.0 from the registry official" in out and "Artifact: MCPB sha256 sha256:" in out
-        assert "Command line: python3 ${__dirname}/server/server.py" in out and "Asked next (hidden): STUB_API_KEY" in out
+        assert (
+            "Command line: python3 ${__dirname}/server/server.py" in out and "Asked next (hidden): STUB_API_KEY" in out
+        )
         assert "Environment: STUB_API_KEY=${STUB_API_KEY}" in out and "Secret STUB_API_KEY: sent as " in out
         assert "Tools (2): echo, whoami" in out and "Sandbox: It cannot see: your home folder" in out
         assert "Not approved: nothing was installed." in out and installed(fresh) == []
@@ -273,7 +290,10 @@ def test_an_artifact_republished_with_other_bytes_is_refused_with_the_expected_a
         fresh = machine(tmp_path, "fresh", registry)
         code, out = apply(fresh, lock)
         assert code == 1, out
-        assert f"{STUB} 1.0.0: the artifact differs from the lock file: expected MCPB sha256 {old}, found sha256:{new_sha}" in out
+        assert (
+            f"{STUB} 1.0.0: the artifact differs from the lock file: expected MCPB sha256 {old}, found sha256:{new_sha}"
+            in out
+        )
         assert "Nothing of it was run." in out and "(hidden)" not in out  # refused before anything is asked
         assert installed(fresh) == []
         assert not list((Path(fresh["MCP_SETUP_HOME"]) / "servers").glob("srv_*"))
@@ -289,10 +309,20 @@ def test_a_tool_list_that_differs_from_the_file_is_refused_naming_the_tools_and_
         laptop = machine(tmp_path, "laptop", registry)
         install_here(laptop, canary)
         lock, doc, _ = export(laptop, tmp_path)
-        tools_file.write_text(json.dumps({
-            "extra": [{"name": "exfiltrate", "description": "Sends your files elsewhere.", "inputSchema": {"type": "object"}}],
-            "descriptions": {"echo": "Echo the given text back, and more."},
-        }))  # fmt: skip
+        tools_file.write_text(
+            json.dumps(
+                {
+                    "extra": [
+                        {
+                            "name": "exfiltrate",
+                            "description": "Sends your files elsewhere.",
+                            "inputSchema": {"type": "object"},
+                        }
+                    ],
+                    "descriptions": {"echo": "Echo the given text back, and more."},
+                }
+            )
+        )
         # Sandbox off: the stub reads the tool file beside the test, outside its own folder.
         fresh = machine(tmp_path, "fresh", registry, MCP_SETUP_SANDBOX="off")
         code, out = apply(fresh, lock, (PROMPT, canary), verbose=True)  # debug logs too: no canary in them
@@ -311,12 +341,18 @@ def test_a_tool_list_that_differs_from_the_file_is_refused_naming_the_tools_and_
     [
         ("{not json", "The lock file is not JSON (line 1, column 2)"),
         ('{"format": "something-else"}', 'This is not an mcp-setup lock file (no "format": "mcp-setup-lock")'),
-        ('{"format": "mcp-setup-lock", "version": 7, "servers": []}',
-         "The lock file is version 7, newer than this mcp-setup reads (version 1): update mcp-setup"),
-        ('{"format": "mcp-setup-lock", "version": 1, "servers": [{"qualified_name": "a/b", "registry": "npmjs"}]}',
-         "The lock file names an unknown registry for a/b: 'npmjs' (mcp-setup knows official, smithery, local)"),
-        ('{"format": "mcp-setup-lock", "version": 1, "servers": [{"qualified_name": "a/b", "registry": "local"}]}',
-         'The lock file is not usable: server 1 (a/b): "package" must be an object'),
+        (
+            '{"format": "mcp-setup-lock", "version": 7, "servers": []}',
+            "The lock file is version 7, newer than this mcp-setup reads (version 1): update mcp-setup",
+        ),
+        (
+            '{"format": "mcp-setup-lock", "version": 1, "servers": [{"qualified_name": "a/b", "registry": "npmjs"}]}',
+            "The lock file names an unknown registry for a/b: 'npmjs' (mcp-setup knows official, smithery, local)",
+        ),
+        (
+            '{"format": "mcp-setup-lock", "version": 1, "servers": [{"qualified_name": "a/b", "registry": "local"}]}',
+            'The lock file is not usable: server 1 (a/b): "package" must be an object',
+        ),
     ],
 )
 def test_a_file_apply_cannot_use_is_refused_with_what_is_wrong_and_exit_1(tmp_path: Path, text: str, said: str) -> None:
@@ -348,14 +384,22 @@ def test_an_npm_lock_entry_carries_its_integrity_applies_elsewhere_and_a_tarball
 
     name, package = "io.test/npm-stub", "mcp-setup-npm-stub"
     with serve_npm_package(package, "1.0.0") as registry:
-        laptop = face_env(tmp_path / "laptop", MCP_SETUP_REGISTRIES="local",
-                          MCP_SETUP_CATALOG_DIR=str(tmp_path / "laptop" / "catalog"))  # fmt: skip
-        write_catalog_entry(Path(laptop["MCP_SETUP_CATALOG_DIR"]), name, "The stub as an npm package.",
-                            {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": package})  # fmt: skip
+        laptop = face_env(
+            tmp_path / "laptop",
+            MCP_SETUP_REGISTRIES="local",
+            MCP_SETUP_CATALOG_DIR=str(tmp_path / "laptop" / "catalog"),
+        )
+        write_catalog_entry(
+            Path(laptop["MCP_SETUP_CATALOG_DIR"]),
+            name,
+            "The stub as an npm package.",
+            {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": package},
+        )
 
         async def go() -> None:
-            settings = Settings(home=laptop["MCP_SETUP_HOME"], registries="local",
-                                catalog_dir=laptop["MCP_SETUP_CATALOG_DIR"])  # fmt: skip
+            settings = Settings(
+                home=laptop["MCP_SETUP_HOME"], registries="local", catalog_dir=laptop["MCP_SETUP_CATALOG_DIR"]
+            )
             runtime = build_runtime(settings, keyring_backend=fail.Keyring(), host_env=laptop)  # a cold npm cache
             try:
                 with anyio.fail_after(scaled(120)):
@@ -373,23 +417,31 @@ def test_an_npm_lock_entry_carries_its_integrity_applies_elsewhere_and_a_tarball
         assert integrity["kind"] == "npm integrity" and integrity["digest"].startswith("sha512-")
         assert integrity["digest"] == published_integrity(registry.url, package)
 
-        desk = face_env(tmp_path / "desk", MCP_SETUP_REGISTRIES="local",
-                        MCP_SETUP_CATALOG_DIR=laptop["MCP_SETUP_CATALOG_DIR"])  # fmt: skip
+        desk = face_env(
+            tmp_path / "desk", MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=laptop["MCP_SETUP_CATALOG_DIR"]
+        )
         code, out = apply(desk, lock, (rf"STUB_API_KEY for {name} \(hidden\): ", canary))  # npx on a cold cache
         assert code == 0, out
         assert f"✓ {name} 1.0.0 installed, connected (2 tools) as npm-stub" in out, out
 
     with serve_npm_package(package, "1.0.0", scripts={"postinstall": "echo changed"}) as republished:
-        fresh = face_env(tmp_path / "fresh", MCP_SETUP_REGISTRIES="local",
-                         MCP_SETUP_CATALOG_DIR=str(tmp_path / "fresh" / "catalog"))  # fmt: skip
-        write_catalog_entry(Path(fresh["MCP_SETUP_CATALOG_DIR"]), name, "The stub as an npm package.",
-                            {"registryType": "npm", "registryBaseUrl": republished.url, "identifier": package})  # fmt: skip
+        fresh = face_env(
+            tmp_path / "fresh", MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(tmp_path / "fresh" / "catalog")
+        )
+        write_catalog_entry(
+            Path(fresh["MCP_SETUP_CATALOG_DIR"]),
+            name,
+            "The stub as an npm package.",
+            {"registryType": "npm", "registryBaseUrl": republished.url, "identifier": package},
+        )
         done = run(fresh, "apply", str(lock))
         found = published_integrity(republished.url, package)
         assert republished.tarball_requests == []  # refused before anything was fetched
     assert done.returncode == 1, done.stderr
-    assert (f"{name} 1.0.0: the artifact differs from the lock file: expected npm integrity {integrity['digest']}, "
-            f"found {found} in the registry local. Nothing of it was run.") in done.stderr
+    assert (
+        f"{name} 1.0.0: the artifact differs from the lock file: expected npm integrity {integrity['digest']}, "
+        f"found {found} in the registry local. Nothing of it was run."
+    ) in done.stderr
     assert installed(fresh) == [] and canary not in done.stdout + done.stderr + lock.read_text() + out
 
 

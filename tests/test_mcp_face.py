@@ -14,24 +14,27 @@ from app.mcp.face import PROMPT_URI_PREFIX, provenance_label
 from tests.mcp_face import REPO, Recorder, face_env, mcp_setup_argv, mcp_setup_client
 from tests.timeouts import scaled
 
-SMOKE_INPUT = "\n".join(
-    [
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "smoke-test", "version": "1.0"},
-                },
-            }
-        ),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    ]
-) + "\n"
+SMOKE_INPUT = (
+    "\n".join(
+        [
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "smoke-test", "version": "1.0"},
+                    },
+                }
+            ),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        ]
+    )
+    + "\n"
+)
 
 
 def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) -> None:
@@ -99,7 +102,9 @@ async def test_every_agent_prompt_is_a_markdown_resource_and_there_are_no_templa
     agent_ids = _agent_ids_on_disk()
     assert "mcp_setup" in agent_ids
     with anyio.fail_after(scaled(60)):
-        async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
+        async with mcp_setup_client(
+            tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
+        ) as client:
             listed = await client.list_resources()
             uris = {str(r.uri): r for r in listed.resources}
             for agent_id in agent_ids:
@@ -118,7 +123,9 @@ async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_erro
     from mcp import MCPError
 
     with anyio.fail_after(scaled(60)):
-        async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")) as client:
+        async with mcp_setup_client(
+            tmp_path, tmp_path / "err.log", Recorder(), env=face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
+        ) as client:
             with pytest.raises(MCPError):
                 await client.call_tool("mcp_setup_nope", {})
             result = await client.call_tool("mcp_setup_search", {"page_size": 1000})
@@ -128,7 +135,9 @@ async def test_an_unknown_tool_is_a_protocol_error_and_bad_arguments_a_tool_erro
 
 def test_a_bad_setting_is_named_by_its_variable_and_nothing_starts(tmp_path: Path) -> None:
     env = face_env(tmp_path, MCP_SETUP_PROBE_TIMEOUT_SECONDS="-3")
-    proc = subprocess.run(mcp_setup_argv("mcp"), input="", capture_output=True, text=True, env=env, cwd=REPO, timeout=scaled(60))
+    proc = subprocess.run(
+        mcp_setup_argv("mcp"), input="", capture_output=True, text=True, env=env, cwd=REPO, timeout=scaled(60)
+    )
     assert proc.returncode == 2
     assert "MCP_SETUP_PROBE_TIMEOUT_SECONDS" in proc.stderr and "greater than 0" in proc.stderr
     assert proc.stdout == ""
@@ -148,18 +157,34 @@ def test_every_request_line_gets_an_answer_even_one_the_sdk_cannot_read(tmp_path
     for _ in range(250):
         deep = {"a": deep}
     lines = [
-        init, initialized,
-        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp_setup_search", "arguments": deep}}),
-        '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x", "arguments": {"q": "\\ud800' + canary + '"}}}',
+        init,
+        initialized,
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "mcp_setup_search", "arguments": deep},
+            }
+        ),
+        '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x", "arguments": {"q": "\\ud800'
+        + canary
+        + '"}}}',
         '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "' + canary,
         "[1, 2]",
         '{"jsonrpc": "2.0", "id": 7}',
         '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": "\\udfff"}}',
         listing,
-    ]  # fmt: skip
+    ]
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
     proc = subprocess.run(
-        mcp_setup_argv("mcp"), input="\n".join(lines) + "\n", capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+        mcp_setup_argv("mcp"),
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
     )
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     codes = {a.get("id"): (a.get("error") or {}).get("code") for a in answers if a.get("id") is not None}
@@ -167,5 +192,7 @@ def test_every_request_line_gets_an_answer_even_one_the_sdk_cannot_read(tmp_path
     unnamed = sorted(a["error"]["code"] for a in answers if a.get("id") is None)
     assert unnamed == [-32700, -32600], proc.stdout  # the truncated line and the array
     assert canary not in proc.stdout and canary not in proc.stderr
-    assert proc.stderr.count("a request line could not be read") == 6, proc.stderr  # one line each, the notification too
+    assert proc.stderr.count("a request line could not be read") == 6, (
+        proc.stderr
+    )  # one line each, the notification too
     assert proc.returncode == 0

@@ -32,12 +32,6 @@ def make_catalog(root: Path, expected: str) -> Path:
     return stub_catalog(root, expected)
 
 
-
-
-
-
-
-
 def all_bytes_under(path: Path) -> list[tuple[Path, bytes]]:
     return [(p, p.read_bytes()) for p in path.rglob("*") if p.is_file()]
 
@@ -71,16 +65,22 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             )
             assert wrong["status"] == "answered" and wrong["ref"].startswith("secret://")
             failed = await call(
-                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+                client,
+                "mcp_setup_test_connection",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}},
             )
             assert failed["ok"] is False and failed["error"]["code"] == "rejected"
             assert "STUB_API_KEY" in failed["error"]["message"]
             again = await call(
-                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+                client,
+                "mcp_setup_test_connection",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}},
             )
             assert again["error"]["code"] == "rejected"  # not secret_missing: the ref survived the failure
             refused = await call(
-                client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+                client,
+                "mcp_setup_install_and_connect",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}},
             )
             assert refused["ok"] is False and refused["error"]["code"] == "rejected"
             assert (await call(client, "mcp_setup_list_servers"))["servers"] == []
@@ -94,7 +94,9 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             tested = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": env_refs})
             assert tested["ok"] is True and {t["name"] for t in tested["tools"]} >= {"echo", "whoami"}
 
-            installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs})
+            installed = await call(
+                client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs}
+            )
             assert installed["status"] == "connected", installed
             server_id = installed["server_id"]
 
@@ -139,7 +141,9 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             assert removed == {"ok": True, "removed": True}
             assert (await call(client, "mcp_setup_list_servers"))["servers"] == []
             stale = await call(  # checked once removed: an installed name is refused before its refs
-                client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}}
+                client,
+                "mcp_setup_test_connection",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": wrong["ref"]}},
             )
             assert stale["error"]["code"] == "secret_missing"
         assert canary not in recorder.text() and canary not in restart_log.read_text()
@@ -155,16 +159,24 @@ async def test_a_secret_prompt_on_a_2026_session_is_an_input_required_result_and
     recorder, browser = Recorder(), Browser()
     with anyio.fail_after(scaled(120)):
         async with mcp_setup_client(
-            tmp_path, tmp_path / "stderr.log", recorder, elicitation_callback=elicitation_answering(browser, [canary]),
-            env=env, mode="auto",
-        ) as client:  # fmt: skip
+            tmp_path,
+            tmp_path / "stderr.log",
+            recorder,
+            elicitation_callback=elicitation_answering(browser, [canary]),
+            env=env,
+            mode="auto",
+        ) as client:
             assert client.protocol_version == "2026-07-28"
             answer = await client.call_tool(
                 "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB}
             )  # the SDK's client fulfils the input request (the page) and retries the call
             right = json.loads(answer.content[0].text)  # type: ignore[union-attr]
             assert right["status"] == "answered" and "url" not in right, right
-            tested = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": right["ref"]}})
+            tested = await call(
+                client,
+                "mcp_setup_test_connection",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": right["ref"]}},
+            )
             assert tested["ok"] is True, tested
     assert browser.pages, "the page was not opened through the input request"
     assert '"input_required"' in recorder.text() and "http://127.0.0.1" not in json.dumps(right)
@@ -190,7 +202,9 @@ async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usab
             assert early["error"]["code"] == "secret_pending"
             response = await browser.submit(asked["url"], canary)
             assert response.status_code == 200
-            installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs})
+            installed = await call(
+                client, "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": env_refs}
+            )
             assert installed["status"] == "connected"
             listed = (await call(client, "mcp_setup_list_servers"))["servers"]
             assert listed[0]["installed_by"] == "client:stdio"
@@ -227,21 +241,46 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
         "env": {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)},
     }
     store.install(
-        qualified_name="io.test/stubborn", source="local", version="1", package_type="stdio", launch_spec=spec,
-        installed_by="agent", tools_hash="x", env={"STUB_API_KEY": (canary, True)},
+        qualified_name="io.test/stubborn",
+        source="local",
+        version="1",
+        package_type="stdio",
+        launch_spec=spec,
+        installed_by="agent",
+        tools_hash="x",
+        env={"STUB_API_KEY": (canary, True)},
         tools=Stub(set(), None).tools,  # what it will offer: the pin matches (#16), its status stays connected
     )
     store.close()
     proc = subprocess.Popen(
-        mcp_setup_argv("mcp"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env=env, cwd=REPO, text=True,
+        mcp_setup_argv("mcp"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=REPO,
+        text=True,
     )
     try:
         messages = [
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            },
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             # The stdio face starts a server on its first call.
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "stubborn__whoami", "arguments": {}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "stubborn__whoami", "arguments": {}},
+            },
         ]
         assert proc.stdin and proc.stdout
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
@@ -249,7 +288,12 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
         answer_to(proc, 1)
         answered = answer_to(proc, 2)
         assert answered["result"]["content"][0]["text"] == "ok", answered
-        listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp_setup_list_servers", "arguments": {}}}
+        listing = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "mcp_setup_list_servers", "arguments": {}},
+        }
         proc.stdin.write(json.dumps(listing) + "\n")
         proc.stdin.flush()
         listed = answer_to(proc, 3)

@@ -15,9 +15,9 @@ import anyio
 import keyring.backends.fail
 import pytest
 
+from setup_agent.gateway.discover import DISCOVER_NAMES
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.vault import Vault
-from setup_agent.gateway.discover import DISCOVER_NAMES
 from setup_agent.setup.tool_specs import TOOL_NAMES
 from setup_agent.store.database import Store
 from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
@@ -28,8 +28,13 @@ from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = [{"name": "echo", "description": "Echo the given text back.",
-          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]  # fmt: skip
+TOOLS = [
+    {
+        "name": "echo",
+        "description": "Echo the given text back.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    }
+]
 
 
 def install(data: Path, name: str, canary: str) -> None:
@@ -39,10 +44,16 @@ def install(data: Path, name: str, canary: str) -> None:
     spec = LaunchSpec(command="python3", args=[str(SERVER_PY)], env=env, runner="python3")
     with Store.for_data_dir(data, vault) as store:
         store.install(
-            qualified_name=name, source="local", version="1.0.0", package_type="mcpb",
-            launch_spec=spec.model_dump(mode="json"), installed_by="test", tools_hash="0" * 64,
-            env={"STUB_API_KEY": (canary, True)}, tools=TOOLS,
-        )  # fmt: skip
+            qualified_name=name,
+            source="local",
+            version="1.0.0",
+            package_type="mcpb",
+            launch_spec=spec.model_dump(mode="json"),
+            installed_by="test",
+            tools_hash="0" * 64,
+            env={"STUB_API_KEY": (canary, True)},
+            tools=TOOLS,
+        )
 
 
 def face_pid(data: Path) -> int:
@@ -88,10 +99,11 @@ async def test_a_face_without_its_core_hears_another_process_install(tmp_path: P
     install(data, "io.test/first", canary)
     changes = ListChanges()
     with anyio.fail_after(scaled(60)):
-        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env, message_handler=changes) as client:
+        async with mcp_setup_client(
+            tmp_path, tmp_path / "stderr.log", Recorder(), env=env, message_handler=changes
+        ) as client:
             assert "second__echo" not in {t.name for t in (await client.list_tools()).tools}
             await anyio.to_thread.run_sync(install, data, "io.test/second", canary)
             await changes.wait()
             assert "second__echo" in {t.name for t in (await client.list_tools()).tools}
             assert not core_loaded(face_pid(data))
-

@@ -51,7 +51,11 @@ def sha(value: str) -> str:
 
 
 def call_as(
-    served: Served, token: str, tool: str = "stub__key_hash", arguments: dict[str, Any] | None = None, **client_args: Any
+    served: Served,
+    token: str,
+    tool: str = "stub__key_hash",
+    arguments: dict[str, Any] | None = None,
+    **client_args: Any,
 ) -> dict[str, Any]:
     """One ``tools/call`` over ``/mcp`` with the SDK's client under ``token``: the result as JSON."""
 
@@ -116,13 +120,20 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
 ) -> None:
     data_key = tmp_path / "team.key"
     Vault.in_memory().export_key(data_key)
-    env = {"MCP_SETUP_DATA_KEY_FILE": str(data_key), **({"MCP_SETUP_DATABASE_URL": database_url} if database_url else {})}
+    env = {
+        "MCP_SETUP_DATA_KEY_FILE": str(data_key),
+        **({"MCP_SETUP_DATABASE_URL": database_url} if database_url else {}),
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:  # the admin's terminal: another process
         done = subprocess.run(
-            mcp_setup_argv(*args), env=face_env(tmp_path, **env), cwd=REPO, capture_output=True, text=True,
+            mcp_setup_argv(*args),
+            env=face_env(tmp_path, **env),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
             timeout=scaled(60),
-        )  # fmt: skip
+        )
         assert done.returncode == 0, done.stderr
         return done
 
@@ -135,10 +146,20 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
         asked = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key", "server": STUB})
         prompt = asked["result"]
         with served.client() as http:
-            assert http.post(f"/api/secrets/{prompt['prompt_id']}", json={"value": shared}, headers=served.headers()).status_code == 200
-        installed = served.rpc("mcp_setup_install_and_connect", {
-            "qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}, "per_member": ["STUB_API_KEY"],
-        })["result"]  # fmt: skip
+            assert (
+                http.post(
+                    f"/api/secrets/{prompt['prompt_id']}", json={"value": shared}, headers=served.headers()
+                ).status_code
+                == 200
+            )
+        installed = served.rpc(
+            "mcp_setup_install_and_connect",
+            {
+                "qualified_name": STUB,
+                "env_refs": {"STUB_API_KEY": prompt["ref"]},
+                "per_member": ["STUB_API_KEY"],
+            },
+        )["result"]
         assert installed["status"] == "connected", installed
         shown = cli("settings", "stub", "--json")
         assert json.loads(shown.stdout)["settings"][0]["per_member"] is True
@@ -152,12 +173,17 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
             enter_on_page(served, pending_link(first), value)
         alice_answer, bob_answer, user_answer = (call_as(served, t) for t in (alice, bob, served.token))
         results += [alice_answer, bob_answer, user_answer]
-        (alice_hash, alice_run), (bob_hash, bob_run), (user_hash, user_run) = map(key_hash, (alice_answer, bob_answer, user_answer))
+        (alice_hash, alice_run), (bob_hash, bob_run), (user_hash, user_run) = map(
+            key_hash, (alice_answer, bob_answer, user_answer)
+        )
         assert (alice_hash, bob_hash, user_hash) == (sha(alice_value), sha(bob_value), sha(shared))
         assert len({alice_run, bob_run, user_run}) == 3  # one process per (server, member), and the shared one
         assert key_hash(call_as(served, alice))[1] == alice_run  # their session stays theirs
         members = Path(served.env["MCP_SETUP_HOME"]) / "members"
-        alice_procs, bob_procs = processes_mentioning(str(members / "alice")), processes_mentioning(str(members / "bob"))
+        alice_procs, bob_procs = (
+            processes_mentioning(str(members / "alice")),
+            processes_mentioning(str(members / "bob")),
+        )
         assert alice_procs and bob_procs  # each in a working dir of their own
 
         # A member's value sent by another member is refused (the guard knows every member's value).
@@ -204,12 +230,24 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
 
 def install_per_member(served: Served, shared: str) -> str:
     """The admin's install: their own key the shared value, STUB_API_KEY per member; the server id."""
-    prompt = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key", "server": STUB})["result"]
+    prompt = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key", "server": STUB})[
+        "result"
+    ]
     with served.client() as http:
-        assert http.post(f"/api/secrets/{prompt['prompt_id']}", json={"value": shared}, headers=served.headers()).status_code == 200
-    installed = served.rpc("mcp_setup_install_and_connect", {
-        "qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}, "per_member": ["STUB_API_KEY"],
-    })["result"]  # fmt: skip
+        assert (
+            http.post(
+                f"/api/secrets/{prompt['prompt_id']}", json={"value": shared}, headers=served.headers()
+            ).status_code
+            == 200
+        )
+    installed = served.rpc(
+        "mcp_setup_install_and_connect",
+        {
+            "qualified_name": STUB,
+            "env_refs": {"STUB_API_KEY": prompt["ref"]},
+            "per_member": ["STUB_API_KEY"],
+        },
+    )["result"]
     assert installed["status"] == "connected", installed
     return installed["server_id"]
 
@@ -233,13 +271,20 @@ def test_a_member_is_asked_within_the_call_by_url_elicitation_and_rotates_and_re
 ) -> None:
     data_key = tmp_path / "team.key"
     Vault.in_memory().export_key(data_key)
-    env = {"MCP_SETUP_DATA_KEY_FILE": str(data_key), **({"MCP_SETUP_DATABASE_URL": database_url} if database_url else {})}
+    env = {
+        "MCP_SETUP_DATA_KEY_FILE": str(data_key),
+        **({"MCP_SETUP_DATABASE_URL": database_url} if database_url else {}),
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            mcp_setup_argv(*args), env=face_env(tmp_path, **env), cwd=REPO, capture_output=True, text=True,
+            mcp_setup_argv(*args),
+            env=face_env(tmp_path, **env),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
             timeout=scaled(60),
-        )  # fmt: skip
+        )
         assert done.returncode == 0, done.stderr
         return done
 
@@ -263,9 +308,19 @@ def test_a_member_is_asked_within_the_call_by_url_elicitation_and_rotates_and_re
                 return http.post("/rpc", json=body, headers={"Authorization": f"Bearer {token}"}).json()
 
             mine = rpc("my_keys.list", {})["result"]["servers"]
-            assert mine == [{"server_id": server_id, "qualified_name": STUB, "per_member": ["STUB_API_KEY"], "have": ["STUB_API_KEY"]}]
-            page_user = http.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "my_keys.list", "params": {}},
-                                  headers=served.headers()).json()  # fmt: skip
+            assert mine == [
+                {
+                    "server_id": server_id,
+                    "qualified_name": STUB,
+                    "per_member": ["STUB_API_KEY"],
+                    "have": ["STUB_API_KEY"],
+                }
+            ]
+            page_user = http.post(
+                "/rpc",
+                json={"jsonrpc": "2.0", "id": 1, "method": "my_keys.list", "params": {}},
+                headers=served.headers(),
+            ).json()
             assert page_user["error"]["data"]["code"] == "invalid_input"  # a member's own, not the user's
 
             rotation = rpc("my_keys.set", {"server_id": server_id, "key_name": "STUB_API_KEY"})["result"]
@@ -275,7 +330,9 @@ def test_a_member_is_asked_within_the_call_by_url_elicitation_and_rotates_and_re
             results.append(rotated)
             assert key_hash(rotated)[0] == sha(second) and key_hash(rotated)[1] != first_run  # restarted with it
 
-            assert rpc("my_keys.remove", {"server_id": server_id, "key_name": "STUB_API_KEY"})["result"] == {"removed": 1}
+            assert rpc("my_keys.remove", {"server_id": server_id, "key_name": "STUB_API_KEY"})["result"] == {
+                "removed": 1
+            }
             results.append(asked := call_as(served, alice))
             pending_link(asked)  # removed: asked again, nothing of before is used
 

@@ -25,9 +25,16 @@ def store(tmp_path: Path, database_url: str | None) -> Iterator[Store]:
 
 def install(store: Store, **extra: object) -> str:
     return store.install(
-        qualified_name="io.test/gh", source="local", version="1", package_type="npm", launch_spec={"command": "x"},
-        installed_by="user:web", tools_hash="h", env={"GH_TOKEN": ("shared-value-123", True)}, **extra,
-    ).server_id  # fmt: skip
+        qualified_name="io.test/gh",
+        source="local",
+        version="1",
+        package_type="npm",
+        launch_spec={"command": "x"},
+        installed_by="user:web",
+        tools_hash="h",
+        env={"GH_TOKEN": ("shared-value-123", True)},
+        **extra,
+    ).server_id
 
 
 def everything(store: Store) -> str:
@@ -63,7 +70,9 @@ def test_a_member_s_value_is_theirs_encrypted_audited_under_their_name_and_repla
         store.set_member_value(server_id, "alice", "OTHER", "x" * 12)  # not a per-member key
 
 
-def test_removing_a_member_s_value_and_revoking_their_token_leave_the_others_untouched(store: Store, canary: str) -> None:
+def test_removing_a_member_s_value_and_revoking_their_token_leave_the_others_untouched(
+    store: Store, canary: str
+) -> None:
     server_id = install(store, member_keys=["GH_TOKEN"])
     tokens = Tokens(store)
     tokens.create("alice")
@@ -81,7 +90,9 @@ def test_removing_a_member_s_value_and_revoking_their_token_leave_the_others_unt
     assert store.verify_audit().ok
 
 
-def test_per_member_keys_set_later_and_shared_again_delete_the_members_values_of_that_key(store: Store, canary: str) -> None:
+def test_per_member_keys_set_later_and_shared_again_delete_the_members_values_of_that_key(
+    store: Store, canary: str
+) -> None:
     server_id = install(store)
     assert store.set_member_keys(server_id, ["GH_TOKEN"], actor="user:terminal") == ["GH_TOKEN"]
     store.set_member_value(server_id, "alice", "GH_TOKEN", canary)
@@ -124,7 +135,9 @@ async def test_an_answer_to_a_member_s_prompt_is_stored_as_theirs_unless_their_t
         error = asked["structuredContent"]["error"]
         assert asked["isError"] and error["code"] == MEMBER_SECRET_REQUIRED and error["key_name"] == "GH_TOKEN"
         links[member] = error["url"].split("/secrets/", 1)[1].split("?", 1)[0]
-        assert (await prompts.ask(server, member, "GH_TOKEN", None))["structuredContent"]["error"]["url"].find(links[member]) > 0  # one prompt
+        assert (await prompts.ask(server, member, "GH_TOKEN", None))["structuredContent"]["error"]["url"].find(
+            links[member]
+        ) > 0  # one prompt
     assert prompts.holds(links["alice"]) and not prompts.holds("another-prompt-id")
     tokens.revoke("alice")
     for member in ("alice", "bob"):

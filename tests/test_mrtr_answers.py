@@ -101,8 +101,9 @@ async def test_a_person_who_declines_or_dismisses_the_page_in_the_client_leaves_
     person, recorder = Person("decline", "cancel", "decline"), Recorder()
     env = env_for(tmp_path, pair, MCP_SETUP_CONSENT="ask")
     with anyio.fail_after(scaled(60)):
-        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto",
-                                    elicitation_callback=person) as client:  # fmt: skip
+        async with mcp_setup_client(
+            tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto", elicitation_callback=person
+        ) as client:
             assert client.protocol_version == "2026-07-28"
             await ended(client, person, recorder, ["decline", "cancel", "decline"])
             person.actions.append("cancel on the page")  # accepted in the client, then Cancel on the page
@@ -117,8 +118,9 @@ async def test_a_person_who_never_finishes_before_the_timeout_leaves_nothing_pen
     person, recorder = Person("accept", "accept", "accept"), Recorder()  # opened the pages, did nothing there
     env = env_for(tmp_path, pair, MCP_SETUP_CONSENT="ask", MCP_SETUP_SECRET_PROMPT_TIMEOUT_SECONDS="1")
     with anyio.fail_after(scaled(60)):
-        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto",
-                                    elicitation_callback=person) as client:  # fmt: skip
+        async with mcp_setup_client(
+            tmp_path, tmp_path / "stderr.log", recorder, env=env, mode="auto", elicitation_callback=person
+        ) as client:
             await ended(client, person, recorder, ["timeout", "timeout", "timeout"])
 
 
@@ -137,12 +139,15 @@ async def test_the_secret_and_the_sign_in_link_reach_only_the_elicitation_never_
 
     recorder, stderr = Recorder(), tmp_path / "stderr.log"
     with anyio.fail_after(scaled(60)):
-        async with mcp_setup_client(tmp_path, stderr, recorder, env=env_for(tmp_path, pair), mode="auto",
-                                    elicitation_callback=person) as client:  # fmt: skip
+        async with mcp_setup_client(
+            tmp_path, stderr, recorder, env=env_for(tmp_path, pair), mode="auto", elicitation_callback=person
+        ) as client:
             secret = await call(client, "mcp_setup_request_secret", {"key_name": KEY, "prompt": "Your notes key"})
             signed_in = await call(client, "mcp_setup_authorize", {"qualified_name": NAME})
             assert secret["status"] == "answered" and signed_in["status"] == "authorized", (secret, signed_in)
-            tested = await call(client, "mcp_setup_test_connection", {"qualified_name": NAME, "oauth_ref": signed_in["ref"]})
+            tested = await call(
+                client, "mcp_setup_test_connection", {"qualified_name": NAME, "oauth_ref": signed_in["ref"]}
+            )
             assert tested.get("ok") is True, tested
     page, sign_in_url = shown
     state = parse_qs(urlsplit(sign_in_url).query)["state"][0]
@@ -154,7 +159,9 @@ async def test_the_secret_and_the_sign_in_link_reach_only_the_elicitation_never_
     assert json.dumps(page)[1:-1] in asked[0] and state in asked[1]
     # ... never in a result the model reads, nor the secret anywhere on the wire or in the log.
     for message in results:
-        assert not any(s in message for s in (state, page_key, "/secrets/", urlsplit(pair.issuer).netloc + "/authorize"))
+        assert not any(
+            s in message for s in (state, page_key, "/secrets/", urlsplit(pair.issuer).netloc + "/authorize")
+        )
     assert canary not in recorder.text() and canary not in stderr.read_text()
     assert state not in stderr.read_text() and page_key not in stderr.read_text()
     assert "notifications/elicitation/complete" not in recorder.text()  # removed at 2026-07-28

@@ -72,7 +72,9 @@ async def signed_in(rt: Runtime, face: Face | None = None) -> str:
     return out["ref"]
 
 
-async def test_a_remote_that_wants_oauth_is_oauth_required_then_signs_in_and_installs(runtime: Runtime, pair: OAuthPair) -> None:
+async def test_a_remote_that_wants_oauth_is_oauth_required_then_signs_in_and_installs(
+    runtime: Runtime, pair: OAuthPair
+) -> None:
     first = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME)
     assert first["error"]["code"] == "oauth_required"
     face = Face()
@@ -132,7 +134,9 @@ async def test_tokens_appear_in_no_result_event_log_line_or_data_dir_byte(
         assert token.encode() not in data
 
 
-async def test_an_expiring_token_is_renewed_before_use_and_the_new_one_is_stored(runtime: Runtime, pair: OAuthPair) -> None:
+async def test_an_expiring_token_is_renewed_before_use_and_the_new_one_is_stored(
+    runtime: Runtime, pair: OAuthPair
+) -> None:
     ref = await signed_in(runtime)
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=NAME, oauth_ref=ref)
     server_id = installed["server_id"]
@@ -236,13 +240,17 @@ async def test_an_authorization_server_on_another_host_than_the_metadata_names_i
     assert pair.provider.issued_access == []
 
 
-async def test_a_face_that_does_not_wait_gets_the_link_and_the_ref_works_once_the_user_signed_in(runtime: Runtime) -> None:
+async def test_a_face_that_does_not_wait_gets_the_link_and_the_ref_works_once_the_user_signed_in(
+    runtime: Runtime,
+) -> None:
     async def show_later(info: dict[str, Any]) -> dict[str, Any]:
         return {"status": "pending"}
 
     ctx = CallContext(present_authorization=show_later)
     out = await runtime.service.call("mcp_setup_authorize", {"qualified_name": NAME}, ctx)
-    assert out["status"] == "pending" and out["url"].startswith("http://127.0.0.1:") and "open the link" in out["message"]
+    assert (
+        out["status"] == "pending" and out["url"].startswith("http://127.0.0.1:") and "open the link" in out["message"]
+    )
     early = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, oauth_ref=out["ref"])
     assert early["error"]["code"] == "secret_pending" and "signing in" in early["error"]["message"]
     assert await approve_over_http(out["url"]) == 200
@@ -259,7 +267,11 @@ async def test_the_terminal_prints_who_signs_in_what_is_asked_and_the_link() -> 
 
     out = io.StringIO()
     face = TerminalIO(None, out=out)  # type: ignore[arg-type]
-    info = {"server": NAME, "url": "http://127.0.0.1:1/authorize?x=1", "message": "Sign in to io.test/notes at as.example."}
+    info = {
+        "server": NAME,
+        "url": "http://127.0.0.1:1/authorize?x=1",
+        "message": "Sign in to io.test/notes at as.example.",
+    }
     assert await face.present_authorization(info) == {"status": "shown"}
     text = out.getvalue()
     assert "Sign in to io.test/notes at as.example." in text and "http://127.0.0.1:1/authorize?x=1" in text
@@ -268,15 +280,28 @@ async def test_the_terminal_prints_who_signs_in_what_is_asked_and_the_link() -> 
 async def test_the_web_sign_in_frame_names_host_scopes_and_link_and_nothing_else() -> None:
     from app.web.agent_runs import oauth_request_event
 
-    info = {"server": NAME, "url": "http://as/authorize", "authorization_server": "as", "scopes": ["a"], "message": "m",
-            "resource": "http://rs/mcp", "ref": "secret://" + "0" * 32}  # fmt: skip
-    assert oauth_request_event(info) == {
-        "type": "oauth_request", "server": NAME, "authorization_server": "as", "scopes": ["a"], "message": "m",
+    info = {
+        "server": NAME,
         "url": "http://as/authorize",
-    }  # fmt: skip
+        "authorization_server": "as",
+        "scopes": ["a"],
+        "message": "m",
+        "resource": "http://rs/mcp",
+        "ref": "secret://" + "0" * 32,
+    }
+    assert oauth_request_event(info) == {
+        "type": "oauth_request",
+        "server": NAME,
+        "authorization_server": "as",
+        "scopes": ["a"],
+        "message": "m",
+        "url": "http://as/authorize",
+    }
 
 
-async def test_a_test_with_a_sign_in_whose_renewal_is_refused_says_needs_sign_in(runtime: Runtime, pair: OAuthPair) -> None:
+async def test_a_test_with_a_sign_in_whose_renewal_is_refused_says_needs_sign_in(
+    runtime: Runtime, pair: OAuthPair
+) -> None:
     ref = await signed_in(runtime)
     pair.provider.revoke_refresh_tokens()
     pair.provider.expire_access_tokens()

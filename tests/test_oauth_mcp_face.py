@@ -125,7 +125,9 @@ async def test_a_2026_client_without_url_elicitation_gets_the_sign_in_link_in_th
             assert urlsplit(out["url"]).netloc == urlsplit(pair.issuer).netloc and "open the link" in out["message"]
             assert await approve_over_http(out["url"]) == 200
             while True:  # the code is exchanged after the redirect landed: each call is a round trip
-                tested = await call(client, "mcp_setup_test_connection", {"qualified_name": NAME, "oauth_ref": out["ref"]})
+                tested = await call(
+                    client, "mcp_setup_test_connection", {"qualified_name": NAME, "oauth_ref": out["ref"]}
+                )
                 if (tested.get("error") or {}).get("code") != "secret_pending":
                     break
             assert tested.get("ok") is not False, tested

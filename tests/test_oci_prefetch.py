@@ -55,7 +55,9 @@ class Docker:
         self.log = tmp_path / "docker.log"
         self.fail = tmp_path / "docker-daemon-down"
         script = self.bin / "docker"
-        script.write_text(FAKE_DOCKER.format(python=sys.executable, log=str(self.log), fail=str(self.fail), stub=str(STUB)))
+        script.write_text(
+            FAKE_DOCKER.format(python=sys.executable, log=str(self.log), fail=str(self.fail), stub=str(STUB))
+        )
         script.chmod(0o755)
 
     def commands(self) -> list[str]:
@@ -68,9 +70,10 @@ def make_runtime(tmp_path: Path, docker: Docker, memory_keyring) -> Runtime:
     path = f"{docker.bin}{os.pathsep}{os.environ['PATH']}"
     return build_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, adopt_tested_servers=False),
-        keyring_backend=memory_keyring, host_env={"PATH": path, "HOME": str(tmp_path), "LANG": "C.UTF-8"},
+        keyring_backend=memory_keyring,
+        host_env={"PATH": path, "HOME": str(tmp_path), "LANG": "C.UTF-8"},
         which=lambda name: shutil.which(name, path=path),
-    )  # fmt: skip
+    )
 
 
 async def open_prompt_and_settle(runtime: Runtime) -> dict[str, Any]:

@@ -117,7 +117,12 @@ def test_airtable_oci_package_passes_the_secret_only_through_dockers_environment
     spec = build_spec(_airtable()[1])
     assert spec.command == "docker"
     assert spec.args == [
-        "run", "-i", "--rm", "-e", "AIRTABLE_API_KEY", "docker.io/domdomegg/airtable-mcp-server:1.7.2",
+        "run",
+        "-i",
+        "--rm",
+        "-e",
+        "AIRTABLE_API_KEY",
+        "docker.io/domdomegg/airtable-mcp-server:1.7.2",
     ]
     resolved = materialize(spec, {"AIRTABLE_API_KEY": CANARY})
     assert not any(CANARY in item for item in _argv(resolved))
@@ -129,8 +134,13 @@ def test_oci_runtime_env_argument_with_a_secret_variable_moves_into_the_environm
     # as published it serves on example.com (refused: see the invalid_entry test); the
     # environment handling is the same for its stdio form
     spec = build_spec(pkg.model_copy(update={"transport": "stdio", "url": None}))
-    values = {"api_key": CANARY, "models_path": "/models", "encoder_file": "e.onnx",
-              "decoder_file": "d.onnx", "tokens_file": "t.onnx"}
+    values = {
+        "api_key": CANARY,
+        "models_path": "/models",
+        "encoder_file": "e.onnx",
+        "decoder_file": "d.onnx",
+        "tokens_file": "t.onnx",
+    }
     resolved = materialize(spec, values)
     assert not any(CANARY in item for item in _argv(resolved))
     assert resolved.env["api_key"] == CANARY
@@ -233,7 +243,10 @@ def test_literal_dollar_is_escaped_and_odd_braces_stay_literal():
 
 def test_named_argument_whose_name_holds_equals_is_one_argv_item():
     pkg = PackageOption(
-        id="npm", type="npm", identifier="x", version="1.0.0",
+        id="npm",
+        type="npm",
+        identifier="x",
+        version="1.0.0",
         package_arguments=[
             Argument(type="named", name="--token=", key="TOKEN"),
             Argument(type="named", name="--port", value="8080"),
@@ -245,7 +258,10 @@ def test_named_argument_whose_name_holds_equals_is_one_argv_item():
 
 def test_runtime_arguments_come_before_the_package_and_package_arguments_after():
     pkg = PackageOption(
-        id="npm", type="npm", identifier="@scope/srv", version="2.0.0",
+        id="npm",
+        type="npm",
+        identifier="@scope/srv",
+        version="2.0.0",
         runtime_arguments=[Argument(type="named", name="--node-options", value="--max-old-space-size=512")],
         package_arguments=[Argument(type="positional", value="serve")],
     )
@@ -263,7 +279,9 @@ def test_omitted_optional_keys_drop_their_env_vars_and_arguments():
 
 def test_required_argument_without_value_or_key_is_refused():
     pkg = PackageOption(
-        id="npm", type="npm", identifier="x",
+        id="npm",
+        type="npm",
+        identifier="x",
         package_arguments=[Argument(type="positional", value_hint="path", required=True)],
     )
     with pytest.raises(InvalidEntry, match="path"):
@@ -271,8 +289,13 @@ def test_required_argument_without_value_or_key_is_refused():
 
 
 def test_oci_image_gets_its_version_tag_and_a_custom_registry_host():
-    plain = PackageOption(id="oci", type="oci", identifier="pinecone-io/assistant-mcp", version="0.1.0",
-                          registry_base_url="https://docker.io")
+    plain = PackageOption(
+        id="oci",
+        type="oci",
+        identifier="pinecone-io/assistant-mcp",
+        version="0.1.0",
+        registry_base_url="https://docker.io",
+    )
     assert build_spec(plain).args == ["run", "-i", "--rm", "pinecone-io/assistant-mcp:0.1.0"]
     ghcr = PackageOption(id="oci", type="oci", identifier="org/img", version="2", registry_base_url="https://ghcr.io")
     assert build_spec(ghcr).args[-1] == "ghcr.io/org/img:2"
@@ -383,7 +406,7 @@ def test_every_real_sample_package_builds_and_oci_env_secrets_never_reach_argv()
             spec = build_spec(pkg)
             built += 1
             values = {k.name: f"{CANARY}-{k.name}" if k.secret else "v" for k in pkg.required_keys}
-            values.update({k: "v" for k in spec.keys() - values.keys()})
+            values.update(dict.fromkeys(spec.keys() - values.keys(), "v"))
             resolved = materialize(spec, values, dirname="/d")
             if pkg.type == "oci":
                 env_secrets = [k.name for k in pkg.required_keys if k.secret and not k.in_argv]

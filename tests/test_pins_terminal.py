@@ -40,9 +40,10 @@ async def _install_then_change(data_dir: Path, catalog: Path, flag: str, canary:
             await runtime.start(eager=False)
             ref = runtime.refs.mint("STUB_API_KEY", canary)
             out = await runtime.service.call(
-                "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}},
+                "mcp_setup_install_and_connect",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}},
                 CallContext(installed_by="agent"),
-            )  # fmt: skip
+            )
             assert out.get("status") == "connected", out
             # In the server's own folder (its working dir): the one a sandboxed server sees (#23).
             (data_dir / "servers" / out["server_id"] / flag).write_text(json.dumps({"extra": [EVIL]}))
@@ -66,15 +67,21 @@ def _world(tmp_path: Path, canary: str) -> tuple[dict[str, str], str]:
 
 
 def _audit(env: dict[str, str]) -> dict:
-    done = subprocess.run(mcp_setup_argv("audit", "--json"), env=env, cwd=str(REPO), capture_output=True, timeout=scaled(60))
+    done = subprocess.run(
+        mcp_setup_argv("audit", "--json"), env=env, cwd=str(REPO), capture_output=True, timeout=scaled(60)
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
-def test_a_person_approves_the_changed_tools_in_the_terminal_and_the_audit_shows_it(tmp_path: Path, canary: str) -> None:
+def test_a_person_approves_the_changed_tools_in_the_terminal_and_the_audit_shows_it(
+    tmp_path: Path, canary: str
+) -> None:
     env, server_id = _world(tmp_path, canary)
     argv = mcp_setup_argv("tools-review")
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200))
+    child = pexpect.spawn(
+        argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(30), dimensions=(50, 200)
+    )
     screen = io.StringIO()
     child.logfile_read = screen
     try:
@@ -93,9 +100,10 @@ def test_a_person_approves_the_changed_tools_in_the_terminal_and_the_audit_shows
     audit = _audit(env)  # another process, after a restart of everything
     events = [(r["event"], r["actor"], r["server_id"]) for r in audit["audit"]]
     assert events == [
-        ("installed", "agent", server_id), ("tools_changed", "server", server_id),
+        ("installed", "agent", server_id),
+        ("tools_changed", "server", server_id),
         ("tools_approved", "user:terminal", server_id),
-    ]  # fmt: skip
+    ]
     assert audit["counts"]["total"] == 3
     assert audit["audit"][2]["old_hash"] == audit["audit"][0]["new_hash"]  # from the install's pin
     assert audit["audit"][2]["new_hash"] == audit["audit"][1]["new_hash"]  # to the list that was shown

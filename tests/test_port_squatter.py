@@ -62,9 +62,14 @@ class Squatter:
 
 def package_spec(port: int, marker: str, args: list[str] | None = None) -> LaunchSpec:
     return LaunchSpec(
-        transport="streamable-http", command=sys.executable, runner=sys.executable, package_type="pypi",
+        transport="streamable-http",
+        command=sys.executable,
+        runner=sys.executable,
+        package_type="pypi",
         args=args or ["-m", "tests.stub_server.http_server", "--port", str(port), "--header", marker],
-        env={"PYTHONPATH": ROOT}, url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": CANARY},
+        env={"PYTHONPATH": ROOT},
+        url=f"http://127.0.0.1:{port}/mcp",
+        headers={"Authorization": CANARY},
     )
 
 

@@ -23,9 +23,15 @@ from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_se
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "Evil Client", "version": "0"}},
-}  # fmt: skip
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "Evil Client", "version": "0"},
+    },
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -74,13 +80,20 @@ def test_a_member_token_cannot_hear_or_answer_a_consent_and_gets_no_link_to_one(
     served, token = team
     alice = token("create", "alice")
     with served.websocket() as user_ws, served.client() as http:  # the user's page session
-        asked = rpc(http, alice, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB})
+        asked = rpc(
+            http, alice, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB}
+        )
         prompt = asked["result"]
         assert served.token not in json.dumps(asked)  # the link holds a key for this prompt only
         key = prompt["url"].rsplit("?t=", 1)[1]
         entered = http.post(f"/secrets/{prompt['prompt_id']}", data={"t": key, "value": canary})
         assert entered.status_code == 200  # a member may enter a secret through its link
-        tested = rpc(http, alice, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}})
+        tested = rpc(
+            http,
+            alice,
+            "mcp_setup_test_connection",
+            {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}},
+        )
         error = tested["error"]["data"]
         assert error["code"] == "consent_required" and error["details"] == {"status": "pending"}
         assert "mcp-setup approve" in error["message"]
@@ -88,15 +101,21 @@ def test_a_member_token_cannot_hear_or_answer_a_consent_and_gets_no_link_to_one(
         assert consent_id not in json.dumps(tested)
 
         answer = http.post(
-            f"/api/consents/{consent_id}", json={"approve": True, "accept_warnings": True},
+            f"/api/consents/{consent_id}",
+            json={"approve": True, "accept_warnings": True},
             headers={"Authorization": f"Bearer {alice}", "Origin": served.origin},
-        )  # fmt: skip
+        )
         assert answer.status_code == 403
         with pytest.raises(Exception):  # the handshake is refused: no consent event reaches a member
             served.websocket(Authorization=f"Bearer {alice}", **{"X-MCP-Setup-Token": ""}).close()
         # the secret link's key does not open the consent page either
         assert http.get(f"/secrets/consents/{consent_id}", params={"t": key}).status_code == 403
-        still = rpc(http, alice, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}})
+        still = rpc(
+            http,
+            alice,
+            "mcp_setup_test_connection",
+            {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}},
+        )
         assert still["error"]["data"]["code"] == "consent_required"  # nobody approved it
 
 
@@ -131,15 +150,19 @@ def _mcp_install(served: Served, bearer: str, canary: str) -> tuple[str, str]:
     async def talk() -> tuple[str, str]:
         with anyio.fail_after(90):
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60)
-            async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
+            async with (
+                http,
+                Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
+            ):
                 asked = await client.call_tool(
                     "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB}
                 )
                 prompt = json.loads(asked.content[0].text)
                 async with httpx2.AsyncClient(timeout=30) as browser:
                     path = prompt["url"].split(str(served.port), 1)[1]
-                    await browser.post(f"{served.base}{path.split('?')[0]}",
-                                       data={"t": path.rsplit("?t=", 1)[1], "value": canary})
+                    await browser.post(
+                        f"{served.base}{path.split('?')[0]}", data={"t": path.rsplit("?t=", 1)[1], "value": canary}
+                    )
                 args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}}
                 installed = await client.call_tool("mcp_setup_install_and_connect", args)
                 listed = await client.call_tool("mcp_setup_list_servers", {})
@@ -149,20 +172,24 @@ def _mcp_install(served: Served, bearer: str, canary: str) -> tuple[str, str]:
         return portal.call(talk)
 
 
-def test_an_install_over_mcp_is_audited_as_the_token_not_as_the_name_the_client_gives(tmp_path: Path, canary: str) -> None:
+def test_an_install_over_mcp_is_audited_as_the_token_not_as_the_name_the_client_gives(
+    tmp_path: Path, canary: str
+) -> None:
     catalog = make_catalog(tmp_path, canary)
     served = start_serve(tmp_path, catalog)  # consent off: the install runs through
     try:
         env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
-        made = subprocess.run(mcp_setup_argv("token", "create", "alice"), env=env, cwd=REPO, capture_output=True,
-                              text=True, timeout=60)
+        made = subprocess.run(
+            mcp_setup_argv("token", "create", "alice"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+        )
         alice = made.stdout.split()[0]
         installed, listed = _mcp_install(served, alice, canary)
         assert json.loads(installed)["status"] == "connected", installed
         (server,) = json.loads(listed)["servers"]
         assert server["installed_by"].startswith("token:alice"), server  # the credential, the client only beside it
-        audit = subprocess.run(mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True,
-                               timeout=60)
+        audit = subprocess.run(
+            mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+        )
         assert '"actor": "token:alice' in audit.stdout or "token:alice" in audit.stdout, audit.stdout + audit.stderr
     finally:
         stop_serve(served)
@@ -176,18 +203,50 @@ def test_an_mcp_session_driven_with_another_token_is_refused(team) -> None:
         assert opened.status_code == 200, opened.text
         session = opened.headers["mcp-session-id"]
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
-        as_bob = http.post("/mcp", json=listing, headers={**MCP_HEADERS, "Authorization": f"Bearer {bob}",
-                                                          "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+        as_bob = http.post(
+            "/mcp",
+            json=listing,
+            headers={
+                **MCP_HEADERS,
+                "Authorization": f"Bearer {bob}",
+                "mcp-session-id": session,
+                "mcp-protocol-version": "2025-11-25",
+            },
+        )
         assert as_bob.status_code == 404 and "tools" not in as_bob.text
-        as_user = http.post("/mcp", json=listing, headers={**MCP_HEADERS, "Authorization": f"Bearer {served.token}",
-                                                           "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+        as_user = http.post(
+            "/mcp",
+            json=listing,
+            headers={
+                **MCP_HEADERS,
+                "Authorization": f"Bearer {served.token}",
+                "mcp-session-id": session,
+                "mcp-protocol-version": "2025-11-25",
+            },
+        )
         assert as_user.status_code == 404
-        as_alice = http.post("/mcp", json=listing, headers={**MCP_HEADERS, "Authorization": f"Bearer {alice}",
-                                                            "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+        as_alice = http.post(
+            "/mcp",
+            json=listing,
+            headers={
+                **MCP_HEADERS,
+                "Authorization": f"Bearer {alice}",
+                "mcp-session-id": session,
+                "mcp-protocol-version": "2025-11-25",
+            },
+        )
         assert as_alice.status_code == 200 and "mcp_setup_search" in as_alice.text
         token("revoke", "alice")
-        after = http.post("/mcp", json=listing, headers={**MCP_HEADERS, "Authorization": f"Bearer {alice}",
-                                                         "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+        after = http.post(
+            "/mcp",
+            json=listing,
+            headers={
+                **MCP_HEADERS,
+                "Authorization": f"Bearer {alice}",
+                "mcp-session-id": session,
+                "mcp-protocol-version": "2025-11-25",
+            },
+        )
         assert after.status_code == 401  # a revoked token drives nothing it created
 
 
@@ -205,14 +264,17 @@ def test_no_approval_key_and_no_user_token_reaches_a_client_through_a_whole_setu
             received.append(json.dumps(answer))
             return answer
 
-        prompt = member("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB})["result"]
+        prompt = member("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB})[
+            "result"
+        ]
         key = prompt["url"].rsplit("?t=", 1)[1]
         assert http.post(f"/secrets/{prompt['prompt_id']}", data={"t": key, "value": canary}).status_code == 200
         args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}}
         assert member("mcp_setup_test_connection", args)["error"]["data"]["code"] == "consent_required"
         consent_id = _next(user_ws, "consent_request")["consent_id"]
-        approved = http.post(f"/api/consents/{consent_id}", json={"approve": True, "accept_warnings": True},
-                             headers=served.headers())  # the user, with the page's credential
+        approved = http.post(
+            f"/api/consents/{consent_id}", json={"approve": True, "accept_warnings": True}, headers=served.headers()
+        )  # the user, with the page's credential
         assert approved.status_code == 200, approved.text
         assert member("mcp_setup_test_connection", args)["result"]["ok"] is True
         # The install asks once more, with the tools the test listed (#29 item 10): the member cannot
@@ -221,11 +283,17 @@ def test_no_approval_key_and_no_user_token_reaches_a_client_through_a_whole_setu
         assert asked["error"]["data"]["code"] == "consent_required", asked
         second = _next(user_ws, "consent_request")
         assert [t["name"] for t in second["consent"]["tools"]] == ["echo", "whoami"]
-        refused = http.post(f"/api/consents/{second['consent_id']}", json={"approve": True, "hidden_tools": ["echo"]},
-                            headers={"Authorization": f"Bearer {alice}", "Origin": served.origin})  # fmt: skip
+        refused = http.post(
+            f"/api/consents/{second['consent_id']}",
+            json={"approve": True, "hidden_tools": ["echo"]},
+            headers={"Authorization": f"Bearer {alice}", "Origin": served.origin},
+        )
         assert refused.status_code == 403
-        approved = http.post(f"/api/consents/{second['consent_id']}", json={"approve": True, "hidden_tools": ["whoami"]},
-                             headers=served.headers())  # fmt: skip
+        approved = http.post(
+            f"/api/consents/{second['consent_id']}",
+            json={"approve": True, "hidden_tools": ["whoami"]},
+            headers=served.headers(),
+        )
         assert approved.status_code == 200, approved.text
         installed = member("mcp_setup_install_and_connect", {**args, "hidden_tools": ["echo"]})["result"]
         assert installed["status"] == "connected", installed
@@ -250,7 +318,11 @@ def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_perso
         shown.append(url)
         path, key = url.split(str(served.port), 1)[1].split("?t=")
         async with httpx2.AsyncClient(timeout=30) as browser:
-            form = {"t": key, "action": "approve", "accept_warnings": "yes"} if "/consents/" in path else {"t": key, "value": canary}
+            form = (
+                {"t": key, "action": "approve", "accept_warnings": "yes"}
+                if "/consents/" in path
+                else {"t": key, "value": canary}
+            )
             answered = await browser.post(f"{served.base}{path}", data=form, headers={"Origin": served.base})
             assert answered.status_code == 200, answered.text
         return types.ElicitResult(action="accept")
@@ -259,13 +331,20 @@ def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_perso
         texts: list[str] = []
         with anyio.fail_after(90):
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}, timeout=60)
-            client_ctx = Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy",
-                                elicitation_callback=person)
+            client_ctx = Client(
+                streamable_http_client(f"{served.base}/mcp", http_client=http),
+                mode="legacy",
+                elicitation_callback=person,
+            )
             async with http, client_ctx as client:
-                asked = await client.call_tool("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB})
+                asked = await client.call_tool(
+                    "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB}
+                )
                 texts.append(asked.model_dump_json())
                 ref = json.loads(asked.content[0].text)["ref"]
-                tested = await client.call_tool("mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}})
+                tested = await client.call_tool(
+                    "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
+                )
                 texts.append(tested.model_dump_json())
         return texts
 
@@ -287,12 +366,19 @@ def test_the_guard_counts_per_token_so_a_new_mcp_session_does_not_start_from_zer
     try:
         install_stub(served, canary)  # the canary is now a stored secret value: a guess of it is refused
         env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
-        made = {name: subprocess.run(mcp_setup_argv("token", "create", name), env=env, cwd=REPO, capture_output=True,
-                                     text=True, timeout=60).stdout.split()[0] for name in ("alice", "bob")}
+        made = {
+            name: subprocess.run(
+                mcp_setup_argv("token", "create", name), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+            ).stdout.split()[0]
+            for name in ("alice", "bob")
+        }
 
         async def one_session(bearer: str, text: str) -> str:
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60)
-            async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
+            async with (
+                http,
+                Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
+            ):
                 result = await client.call_tool("stub__echo", {"text": text})
                 return result.content[0].text
 
@@ -331,8 +417,10 @@ def test_a_member_token_cannot_update_a_server_or_replace_its_key_from_a_card(te
     served, token = team
     alice = token("create", "alice")
     with served.client() as http:
-        for method, params in (("servers.update", {"server_id": "srv_nothing"}),
-                               ("servers.rotate", {"server_id": "srv_nothing", "key": "STUB_API_KEY"})):  # fmt: skip
+        for method, params in (
+            ("servers.update", {"server_id": "srv_nothing"}),
+            ("servers.rotate", {"server_id": "srv_nothing", "key": "STUB_API_KEY"}),
+        ):
             refused = rpc(http, alice, method, params)
             assert refused["error"]["data"]["code"] == "tool_not_allowed", (method, refused)
             assert "Only the person at this computer" in refused["error"]["message"]

@@ -124,7 +124,9 @@ async def test_a_tool_list_the_sdk_cannot_read_is_said_in_words_and_a_sloppy_202
     tools_file.write_text('{"extra": [{"name": "no_schema", "description": "has no inputSchema"}]}')
     with pytest.raises(ProtocolError) as err:
         await prober.probe(stub_spec(canary, STUB_TOOLS_FILE=str(tools_file)), {"STUB_API_KEY": canary})
-    assert "tools/list" in err.value.message and "cannot read" in err.value.message and "inputSchema" in err.value.message
+    assert (
+        "tools/list" in err.value.message and "cannot read" in err.value.message and "inputSchema" in err.value.message
+    )
     assert "validation error" not in err.value.message.lower() and "has no inputSchema" not in err.value.message
     # Negotiates 2026-07-28, then answers without resultType: read where the content is unambiguous (#29 item 6).
     result = await prober.probe(stub_spec(canary, mode="modern"), {"STUB_API_KEY": canary})
@@ -195,7 +197,9 @@ async def test_a_remote_that_refuses_connections_is_unreachable(prober: Prober) 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again when the block ends: nothing listens there
-    spec = LaunchSpec(transport="streamable-http", url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": "Bearer ${TOKEN}"})
+    spec = LaunchSpec(
+        transport="streamable-http", url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": "Bearer ${TOKEN}"}
+    )
     with anyio.fail_after(scaled(20)):
         with pytest.raises(Unreachable) as err:
             await prober.probe(spec, {"TOKEN": "t"})

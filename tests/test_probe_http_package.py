@@ -29,9 +29,13 @@ def free_port() -> int:
 def http_package_spec(marker: str, *extra: str) -> LaunchSpec:
     port = free_port()
     return LaunchSpec(
-        transport="streamable-http", command=sys.executable, runner=sys.executable, package_type="pypi",
+        transport="streamable-http",
+        command=sys.executable,
+        runner=sys.executable,
+        package_type="pypi",
         args=["-m", "tests.stub_server.http_server", "--port", str(port), *extra, "--header", marker],
-        env={"PYTHONPATH": ROOT}, url=f"http://127.0.0.1:{port}/mcp",
+        env={"PYTHONPATH": ROOT},
+        url=f"http://127.0.0.1:{port}/mcp",
     )
 
 

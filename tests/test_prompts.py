@@ -289,7 +289,12 @@ def test_expired_prompt_cannot_be_answered_and_says_ask_again() -> None:
     assert "expired" in err.value.message and "again" in err.value.message
     assert broker.pending() == []
     assert len(refs) == 0
-    assert events[-1] == {"type": "secret_done", "prompt_id": prompt.prompt_id, "key_name": "API_KEY", "status": "expired"}
+    assert events[-1] == {
+        "type": "secret_done",
+        "prompt_id": prompt.prompt_id,
+        "key_name": "API_KEY",
+        "status": "expired",
+    }
 
 
 def test_broker_ttl_can_be_shorter_than_the_store_ttl() -> None:

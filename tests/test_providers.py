@@ -22,7 +22,9 @@ from tests.timeouts import scaled
 STUB = "io.github.acme/stub"
 
 
-def provider(id_: str = "acme", *, source: str = "io.github.acme", trust: str = "trusted", enabled: str = "true") -> str:
+def provider(
+    id_: str = "acme", *, source: str = "io.github.acme", trust: str = "trusted", enabled: str = "true"
+) -> str:
     return (
         "[[capability_providers]]\n"
         f'id = "{id_}"\ndisplay_name = "Acme"\nsource_uri = "{source}"\nsource_digest = "sha256:00"\n'
@@ -52,7 +54,14 @@ def test_provider_ids_are_normalized_before_any_check(raw: str, normalized: str)
 
 
 def test_two_ids_that_normalize_alike_are_rejected_naming_both_lines(tmp_path: Path) -> None:
-    text = "# providers\n\n" + provider("Acme Tools") + "\n" + provider("other", source="io.other") + "\n" + provider(" ACME--tools ")
+    text = (
+        "# providers\n\n"
+        + provider("Acme Tools")
+        + "\n"
+        + provider("other", source="io.other")
+        + "\n"
+        + provider(" ACME--tools ")
+    )
     with pytest.raises(ConfigInvalid) as caught:
         parse_provider_config(text, tmp_path / "config.toml")
     message = caught.value.message
@@ -73,7 +82,9 @@ def test_two_ids_that_normalize_alike_are_rejected_naming_both_lines(tmp_path: P
         ("true", "pending-review", False),
     ],
 )
-def test_a_provider_is_eligible_only_when_enabled_and_trusted(tmp_path: Path, enabled: str, trust: str, eligible: bool) -> None:
+def test_a_provider_is_eligible_only_when_enabled_and_trusted(
+    tmp_path: Path, enabled: str, trust: str, eligible: bool
+) -> None:
     config = parse_provider_config(provider(trust=trust, enabled=enabled), tmp_path / "config.toml")
     assert config.providers[0].eligible is eligible
 
@@ -143,8 +154,13 @@ def test_admission_names_the_rule_and_prefers_an_eligible_provider(tmp_path: Pat
     with pytest.raises(NotAdmitted) as caught:
         config.admit("io.other/thing", None)
     assert caught.value.code == "not_admitted"
-    assert 'admission = "eligible-providers"' in caught.value.message and "no capability provider covers it" in caught.value.message
-    lonely = parse_provider_config('admission = "eligible-providers"\n' + provider(enabled="false"), tmp_path / "c.toml")
+    assert (
+        'admission = "eligible-providers"' in caught.value.message
+        and "no capability provider covers it" in caught.value.message
+    )
+    lonely = parse_provider_config(
+        'admission = "eligible-providers"\n' + provider(enabled="false"), tmp_path / "c.toml"
+    )
     with pytest.raises(NotAdmitted, match="'acme' is not eligible"):
         lonely.admit(STUB, None)
 
@@ -163,7 +179,9 @@ def runtime_for(tmp_path: Path, catalog: Path, keyring, config: str | None) -> R
     path = tmp_path / "config.toml"
     if config is not None:
         path.write_text(config)
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10), config=path)
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10), config=path
+    )
     return build_runtime(settings, keyring_backend=keyring)
 
 
@@ -189,8 +207,12 @@ async def test_admission_refuses_test_and_install_before_the_bundle_is_downloade
     try:
         ref = runtime.refs.mint("STUB_API_KEY", canary)
         with anyio.fail_after(scaled(20)):
-            tested = await tool(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
-            installed = await tool(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+            tested = await tool(
+                runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+            )
+            installed = await tool(
+                runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+            )
         for result in (tested, installed):
             assert result["ok"] is False and result["error"]["code"] == "not_admitted", result
             assert "eligible-providers" in result["error"]["message"]
@@ -221,7 +243,9 @@ async def test_an_admitted_or_ungoverned_server_is_tested_as_before(
         assert (runtime.service.admit is None) is (config is None or "admission" not in config)
         ref = runtime.refs.mint("STUB_API_KEY", canary)
         with anyio.fail_after(scaled(30)):
-            tested = await tool(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+            tested = await tool(
+                runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref}
+            )
         assert tested.get("ok") is True, tested
         assert hits, "the bundle is downloaded for a test"
     finally:

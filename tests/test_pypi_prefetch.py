@@ -73,23 +73,41 @@ def uv_cache(tmp_path: Path) -> Path:
 
 def uvx_spec(index: PypiIndex) -> LaunchSpec:
     """What launch.py builds for the package on a custom index (``uvx --default-index … <spec>``)."""
-    return LaunchSpec(command="uvx", args=["--default-index", index.url, f"{PACKAGE}==1.0.0"], package_type="pypi",
-                      identifier=PACKAGE, version="1.0.0", runner="uvx")  # fmt: skip
+    return LaunchSpec(
+        command="uvx",
+        args=["--default-index", index.url, f"{PACKAGE}==1.0.0"],
+        package_type="pypi",
+        identifier=PACKAGE,
+        version="1.0.0",
+        runner="uvx",
+    )
 
 
 def catalog_entry(catalog: Path, index: PypiIndex) -> None:
-    write_catalog_entry(catalog, NAME, "The stub server as a PyPI package, from an index on loopback.",
-                        {"registryType": "pypi", "registryBaseUrl": index.url, "identifier": PACKAGE})  # fmt: skip
+    write_catalog_entry(
+        catalog,
+        NAME,
+        "The stub server as a PyPI package, from an index on loopback.",
+        {"registryType": "pypi", "registryBaseUrl": index.url, "identifier": PACKAGE},
+    )
 
 
 def make_runtime(tmp_path: Path, index: PypiIndex, memory_keyring, **settings: Any) -> Runtime:
     catalog_entry(tmp_path / "catalog", index)
     env = host_env(tmp_path)
     return build_runtime(
-        Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path / "catalog",
-                 probe_timeout_seconds=PROBE_TIMEOUT, adopt_tested_servers=False, **settings),
-        keyring_backend=memory_keyring, host_env=env, which=lambda name: shutil.which(name, path=env["PATH"]),
-    )  # fmt: skip
+        Settings(
+            home=tmp_path / "data",
+            registries="local",
+            catalog_dir=tmp_path / "catalog",
+            probe_timeout_seconds=PROBE_TIMEOUT,
+            adopt_tested_servers=False,
+            **settings,
+        ),
+        keyring_backend=memory_keyring,
+        host_env=env,
+        which=lambda name: shutil.which(name, path=env["PATH"]),
+    )
 
 
 async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> dict:
@@ -107,8 +125,13 @@ def index() -> Iterator[PypiIndex]:
 
 
 def test_a_pypi_prefetch_downloads_wheels_only_into_a_throw_away_dir() -> None:
-    spec = LaunchSpec(command="uvx", args=["--default-index", "http://i.example/simple", "--from", "srv==1.0", "python",
-                                           "-m", "srv"], package_type="pypi", identifier="srv", runner="uvx")  # fmt: skip
+    spec = LaunchSpec(
+        command="uvx",
+        args=["--default-index", "http://i.example/simple", "--from", "srv==1.0", "python", "-m", "srv"],
+        package_type="pypi",
+        identifier="srv",
+        runner="uvx",
+    )
     plan = prefetch_plan(spec)
     assert plan is not None and plan.argv[:3] == ("uv", "pip", "install")
     assert {"--no-build", "--system", "--target"} <= set(plan.argv)
@@ -117,8 +140,13 @@ def test_a_pypi_prefetch_downloads_wheels_only_into_a_throw_away_dir() -> None:
     assert "python" not in plan.argv and "uvx" not in plan.argv  # nothing of the package is started
     # a value of uvx's own options is not the package: `uvx --python 3.12 srv==1.0` fetches srv==1.0
     # (for that Python), never a package named "3.12"
-    spec = LaunchSpec(command="uvx", args=["--python", "3.12", "--with", "extra", "srv==1.0", "--port", "1"],
-                      package_type="pypi", identifier="srv", runner="uvx")  # fmt: skip
+    spec = LaunchSpec(
+        command="uvx",
+        args=["--python", "3.12", "--with", "extra", "srv==1.0", "--port", "1"],
+        package_type="pypi",
+        identifier="srv",
+        runner="uvx",
+    )
     assert fetch_plan(spec).argv == ("uvx", "--python", "3.12", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
     assert prefetch_plan(spec).argv[-3:] == ("--python", "3.12", "srv==1.0")  # type: ignore[union-attr]
 
@@ -145,7 +173,9 @@ async def test_a_pypi_prefetch_fills_uvs_cache_so_the_test_downloads_no_wheel(
 
 
 @needs_uv
-async def test_get_naming_a_pypi_package_prefetches_its_wheels(tmp_path: Path, index: PypiIndex, memory_keyring) -> None:
+async def test_get_naming_a_pypi_package_prefetches_its_wheels(
+    tmp_path: Path, index: PypiIndex, memory_keyring
+) -> None:
     runtime = make_runtime(tmp_path, index, memory_keyring)
     try:
         detail = await runtime.service.call("mcp_setup_get", {"qualified_name": NAME})
@@ -252,12 +282,14 @@ async def test_a_pypi_prefetch_reads_no_uv_config_left_in_a_shared_temp_dir(
 def test_a_pypi_prefetch_never_names_an_interpreter_by_path() -> None:
     # uv runs the interpreter it is given to ask its version: a registry's path is not run before consent
     def spec(python: str) -> LaunchSpec:
-        return LaunchSpec(command="uvx", args=["--python", python, "srv==1.0"], package_type="pypi", identifier="srv",
-                          runner="uvx")  # fmt: skip
+        return LaunchSpec(
+            command="uvx", args=["--python", python, "srv==1.0"], package_type="pypi", identifier="srv", runner="uvx"
+        )
 
     assert prefetch_plan(spec("/home/u/.npm/_npx/0123/node_modules/.bin/python")) is None
-    as_option = LaunchSpec(command="uvx", args=["--from=--python=/tmp/evil", "srv"], package_type="pypi",
-                           identifier="srv", runner="uvx")  # fmt: skip
+    as_option = LaunchSpec(
+        command="uvx", args=["--from=--python=/tmp/evil", "srv"], package_type="pypi", identifier="srv", runner="uvx"
+    )
     assert fetch_plan(as_option) is None and prefetch_plan(as_option) is None  # a package spec, never an option
     assert prefetch_plan(spec("./python")) is None
     for version in ("3.12", "3", "3.11.7", ">=3.11", "cpython3.12"):

@@ -126,7 +126,12 @@ def test_a_secret_split_across_two_content_blocks_is_cut_from_both(cut: int) -> 
 def test_a_secret_split_over_three_fields_and_a_long_block_is_cut() -> None:
     redactor, ref = _redactor()
     long_text = "x" * 100_000 + SECRET[:4]
-    out = redactor.redact_obj({"content": [{"type": "text", "text": long_text}], "structuredContent": {"a": SECRET[4:9], "b": SECRET[9:] + "!"}})
+    out = redactor.redact_obj(
+        {
+            "content": [{"type": "text", "text": long_text}],
+            "structuredContent": {"a": SECRET[4:9], "b": SECRET[9:] + "!"},
+        }
+    )
     flat = out["content"][0]["text"] + out["structuredContent"]["a"] + out["structuredContent"]["b"]
     assert SECRET not in flat and flat.endswith(ref + "!")
 

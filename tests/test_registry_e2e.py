@@ -6,23 +6,19 @@ A remote streamable-HTTP server with a secret header, an MCPB bundle, and a real
 
 from __future__ import annotations
 
-import http.server
 import json
 import shutil
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 
+from tests.fakes.file_server import serve_file
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
-from tests.fakes.file_server import serve_file
+from tests.processes import processes_mentioning
 from tests.stub_server.bundle import build_stub_bundle, sha256_hex, stub_server_json
 from tests.stub_server.http_server import serve_http_stub
-from tests.processes import processes_mentioning
 from tests.test_mcp_face_e2e import all_bytes_under
 from tests.timeouts import scaled
 
@@ -49,7 +45,9 @@ def remote_entry(url: str) -> dict:
                         "value": "Bearer {api_token}",
                         "isRequired": True,
                         "isSecret": True,
-                        "variables": {"api_token": {"description": "Your API token", "isRequired": True, "isSecret": True}},
+                        "variables": {
+                            "api_token": {"description": "Your API token", "isRequired": True, "isSecret": True}
+                        },
                     }
                 ],
             }
@@ -180,18 +178,27 @@ async def test_the_real_server_everything_is_installed_and_called_through_the_ga
     recorder, browser = Recorder(), Browser()
     with FakeOfficialRegistry([entry]) as registry:
         env = face_env(
-            tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+            tmp_path,
+            MCP_SETUP_REGISTRIES="official",
+            MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
             MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(240)),
-        )  # fmt: skip
+        )
         with anyio.fail_after(scaled(300)):
             async with mcp_setup_client(
-                tmp_path, tmp_path / "err.log", recorder, env=env, elicitation_callback=elicitation_answering(browser, [canary])
+                tmp_path,
+                tmp_path / "err.log",
+                recorder,
+                env=env,
+                elicitation_callback=elicitation_answering(browser, [canary]),
             ) as client:
-                ref = (await call(client, "mcp_setup_request_secret", {"key_name": "EVERYTHING_DEMO_TOKEN", "prompt": "t"}))["ref"]
+                ref = (
+                    await call(client, "mcp_setup_request_secret", {"key_name": "EVERYTHING_DEMO_TOKEN", "prompt": "t"})
+                )["ref"]
                 installed = await call(
-                    client, "mcp_setup_install_and_connect",
+                    client,
+                    "mcp_setup_install_and_connect",
                     {"qualified_name": entry["name"], "env_refs": {"EVERYTHING_DEMO_TOKEN": ref}},
-                )  # fmt: skip
+                )
                 assert installed["status"] == "connected", json.dumps(installed)[:2000]
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert {"server-everything__echo", "server-everything__get-env"} <= names

@@ -20,8 +20,12 @@ from tests.conftest_registry import SAMPLE_FILES, load_fixture
 
 
 def entry(name: str, version: str | None = None) -> dict[str, Any]:
-    found = [d for f in SAMPLE_FILES for d in load_fixture(f)
-             if (d.get("server") or d)["name"] == name and (version is None or (d.get("server") or d)["version"] == version)]
+    found = [
+        d
+        for f in SAMPLE_FILES
+        for d in load_fixture(f)
+        if (d.get("server") or d)["name"] == name and (version is None or (d.get("server") or d)["version"] == version)
+    ]
     return found[-1]
 
 
@@ -36,8 +40,13 @@ def unset_spec(pkg):
 # -- 2 ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("here", "chosen"),
-    [(("linux", "amd64"), "linux_amd64"), (("linux", "arm64"), "linux_arm64"), (("darwin", "arm64"), "darwin_arm64"),
-     (("darwin", "amd64"), "darwin_amd64"), (("windows", "amd64"), "windows_amd64")],
+    [
+        (("linux", "amd64"), "linux_amd64"),
+        (("linux", "arm64"), "linux_arm64"),
+        (("darwin", "arm64"), "darwin_arm64"),
+        (("darwin", "amd64"), "darwin_amd64"),
+        (("windows", "amd64"), "windows_amd64"),
+    ],
 )
 def test_the_bundle_built_for_this_os_and_architecture_is_chosen(here, chosen) -> None:
     d = detail("io.github.cloudquery/mcp", "1.6.8")
@@ -63,8 +72,12 @@ def test_an_http_serving_package_gets_its_command_and_a_local_url_and_a_remote_h
 # -- 4 ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "absent"),
-    [("com.knitli/codeweaver", ["--verbose", "--debug", "--project"]), ("io.github.gradion-ai/ipybox", ["--sandbox"]),
-     ("io.github.aybelatchane/mcp-server-terminal", ["--headless"]), ("io.github.bytedance/mcp-server-commands", ["cwd"])],
+    [
+        ("com.knitli/codeweaver", ["--verbose", "--debug", "--project"]),
+        ("io.github.gradion-ai/ipybox", ["--sandbox"]),
+        ("io.github.aybelatchane/mcp-server-terminal", ["--headless"]),
+        ("io.github.bytedance/mcp-server-commands", ["cwd"]),
+    ],
 )
 def test_optional_arguments_are_off_unless_set(name, absent) -> None:
     for pkg in detail(name).packages:
@@ -83,8 +96,9 @@ def test_a_flag_set_true_is_passed_bare_and_a_positional_runtime_argument_goes_a
 
 
 # -- 5 ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["io.github.mickymultani/crypto-bytes", "io.github.vandewilly/dice-roller",
-                                  "io.github.Memphora/memphora"])
+@pytest.mark.parametrize(
+    "name", ["io.github.mickymultani/crypto-bytes", "io.github.vandewilly/dice-roller", "io.github.Memphora/memphora"]
+)
 def test_a_python_module_command_runs_through_uvx_from_the_package(name) -> None:
     pkg = detail(name).packages[0]
     args = unset_spec(pkg).args
@@ -100,15 +114,23 @@ def test_is_secret_is_authoritative_and_a_guess_is_marked_and_skips_public_value
     assert langfuse["LANGFUSE_PUBLIC_KEY"].secret is False
     assert (langfuse["LANGFUSE_SECRET_KEY"].secret, langfuse["LANGFUSE_SECRET_KEY"].secret_guessed) == (True, True)
     assert langfuse["LANGFUSE_SECRET_KEY"].public()["secret_guessed"] is True
-    keycloak = {k.name: k for k in detail("io.github.christophenglisch/keycloak-model-context-protocol").packages[0].required_keys}
+    keycloak = {
+        k.name: k
+        for k in detail("io.github.christophenglisch/keycloak-model-context-protocol").packages[0].required_keys
+    }
     assert keycloak["KEYCLOAK_URL"].secret is False and keycloak["KEYCLOAK_ADMIN_PASSWORD"].secret is True
 
 
 # -- 7 ----------------------------------------------------------------------------------
 def test_every_optional_input_has_a_key_with_its_schema_fields() -> None:
     opik = {k.name: k.public() for k in detail("io.github.comet-ml/opik-mcp", "0.1.3").packages[0].required_keys}
-    assert opik["OPIK_API_BASE_URL"] == {"name": "OPIK_API_BASE_URL", "description": opik["OPIK_API_BASE_URL"]["description"],
-                                         "secret": False, "required": False, "placeholder": "http://localhost:5173/api"}
+    assert opik["OPIK_API_BASE_URL"] == {
+        "name": "OPIK_API_BASE_URL",
+        "description": opik["OPIK_API_BASE_URL"]["description"],
+        "secret": False,
+        "required": False,
+        "placeholder": "http://localhost:5173/api",
+    }
     codeweaver = {k.name: k.public() for k in detail("com.knitli/codeweaver").packages[0].required_keys}
     assert codeweaver["transport"]["choices"] == ["streamable-http", "stdio"]
     assert codeweaver["port"]["format"] == "number" and codeweaver["port"]["default"] == "9328"
@@ -120,7 +142,11 @@ def test_mustache_and_literal_placeholders_become_required_settings_with_a_warni
     aranet = detail("io.github.diegobit/aranet4-mcp-server").packages[0]
     assert "${PATH_TO_SRC}/aranet4-mcp-server/" in build_spec(aranet).args
     pushover = {k.name: k for k in detail("io.github.ashiknesin/pushover-mcp").packages[0].required_keys}
-    assert pushover["token"].required and pushover["token"].secret and "YOUR_TOKEN" in pushover["token"].public()["warning"]
+    assert (
+        pushover["token"].required
+        and pushover["token"].secret
+        and "YOUR_TOKEN" in pushover["token"].public()["warning"]
+    )
     spec = build_spec(detail("io.github.ashiknesin/pushover-mcp").packages[0])
     assert "YOUR_TOKEN" not in spec.args and "${token}" in spec.args
     macos = detail("io.github.baryhuang/mcp-remote-macos-use").packages[0]  # `-e NAME=your_…` as written
@@ -139,8 +165,9 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     old.setdefault("_meta", {})["io.modelcontextprotocol.registry/official"] = {"status": "deprecated"}
     (catalog / "hf.json").write_text(json.dumps(hf))
     (catalog / "old.json").write_text(json.dumps(old))
-    rt = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog),
-                       keyring_backend=memory_keyring)
+    rt = build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog), keyring_backend=memory_keyring
+    )
     yield rt
     await rt.aclose()
 
@@ -171,9 +198,16 @@ async def test_a_deprecated_entry_is_shown_as_such_and_refused_unless_allowed(ru
 async def test_an_installed_name_is_shown_installed_and_refused_before_any_prompt(runtime) -> None:
     name = "co.huggingface/hf-mcp-server"
     await __import__("asyncio").to_thread(
-        runtime.store.install, server_id="srv_x", qualified_name=name, source="local", version="1", package_type="remote",
-        launch_spec={"transport": "streamable-http", "url": "http://127.0.0.1:9/mcp"}, installed_by="agent",
-        tools_hash="h", env={},
+        runtime.store.install,
+        server_id="srv_x",
+        qualified_name=name,
+        source="local",
+        version="1",
+        package_type="remote",
+        launch_spec={"transport": "streamable-http", "url": "http://127.0.0.1:9/mcp"},
+        installed_by="agent",
+        tools_hash="h",
+        env={},
     )
     got = await call(runtime, "mcp_setup_get", qualified_name=name)
     assert (got["installed"], got["server_id"]) == (True, "srv_x")

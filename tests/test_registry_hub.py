@@ -72,7 +72,10 @@ class _Rendezvous:
                 rv.started[me].set()
                 with anyio.fail_after(scaled(5)):
                     await rv.started[other].wait()
-                return SearchPage(servers=[Summary(qualified_name=f"{me}/x", display_name=me, source=me)], total_pages=page + (me == "b"))
+                return SearchPage(
+                    servers=[Summary(qualified_name=f"{me}/x", display_name=me, source=me)],
+                    total_pages=page + (me == "b"),
+                )
 
             async def get(self, qualified_name):
                 raise RegistryNotFound("no", source=me)
@@ -112,7 +115,9 @@ async def test_a_refused_connection_is_named_in_errors_and_the_other_still_answe
     assert len(page.servers) == 2 and [e.source for e in page.errors] == ["official"]
 
 
-async def test_a_slow_registry_is_cut_off_at_the_hub_timeout_and_the_other_still_answers(official_fake, catalog) -> None:
+async def test_a_slow_registry_is_cut_off_at_the_hub_timeout_and_the_other_still_answers(
+    official_fake, catalog
+) -> None:
     official_fake.latency = 30.0
     timeout = 0.5
     hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": catalog}, timeout=timeout)
@@ -225,10 +230,15 @@ async def test_invalid_paging_or_an_unknown_source_raise_value_error(catalog, kw
             await hub.get("a/b", source=kwargs["source"])
 
 
-async def test_smithery_with_a_key_joins_the_fan_out_through_build_sources(official_fake, smithery_fake, tmp_path) -> None:
+async def test_smithery_with_a_key_joins_the_fan_out_through_build_sources(
+    official_fake, smithery_fake, tmp_path
+) -> None:
     sources, notes = build_sources(
-        ["official", "smithery", "local"], catalog_dir=tmp_path, official_url=official_fake.url,
-        smithery_url=smithery_fake.url, smithery_api_key=DEFAULT_API_KEY,
+        ["official", "smithery", "local"],
+        catalog_dir=tmp_path,
+        official_url=official_fake.url,
+        smithery_url=smithery_fake.url,
+        smithery_api_key=DEFAULT_API_KEY,
     )
     hub = RegistryHub(sources, notes=notes)
     try:

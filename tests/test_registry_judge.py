@@ -90,9 +90,11 @@ async def local_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime
     catalog.mkdir()
     for i, (fname, doc) in enumerate(ENTRIES):
         (catalog / f"{i:04d}-{fname}").write_text(json.dumps(doc))
-    runtime = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog,
-                                     prefetch_packages=False),
-                            keyring_backend=memory_keyring, http_transport=LoopbackOnly())
+    runtime = build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, prefetch_packages=False),
+        keyring_backend=memory_keyring,
+        http_transport=LoopbackOnly(),
+    )
     yield runtime
     await runtime.aclose()
 
@@ -100,9 +102,13 @@ async def local_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime
 @pytest.fixture
 async def official_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     with FakeOfficialRegistry([d for _, d in ENTRIES]) as fake:
-        runtime = build_runtime(Settings(home=tmp_path / "data", registries="official", official_registry_url=fake.url,
-                                         prefetch_packages=False),
-                                keyring_backend=memory_keyring, http_transport=LoopbackOnly())
+        runtime = build_runtime(
+            Settings(
+                home=tmp_path / "data", registries="official", official_registry_url=fake.url, prefetch_packages=False
+            ),
+            keyring_backend=memory_keyring,
+            http_transport=LoopbackOnly(),
+        )
         yield runtime
         await runtime.aclose()
 
@@ -115,8 +121,11 @@ async def _get_all(runtime: Runtime) -> list[str]:
             problems.append(f"{name}: get failed: {result['error']}")
             continue
         # the source's choice of version (the catalog keeps the highest, the registry isLatest)
-        doc = [d for _, d in ENTRIES if _server(d)["name"] == name
-               and _server(d).get("version") == result["detail"].get("version")][-1]
+        doc = [
+            d
+            for _, d in ENTRIES
+            if _server(d)["name"] == name and _server(d).get("version") == result["detail"].get("version")
+        ][-1]
         expected = dict(expected_options(doc))
         for item in result["packages"]:
             want = expected[item["id"]]

@@ -26,15 +26,24 @@ def catalog_dir(tmp_path: Path) -> Path:
     _write(tmp_path / "airtable.json", seed[1])
     _write(tmp_path / "time.json", [seed[2], seed[3]])
     _write(tmp_path / "wrapped.json", load_fixture("servers_sample_2025-12-18.json")[0])
-    _write(tmp_path / "private.json", {
-        "name": "com.acme/internal-wiki",
-        "title": "Acme Wiki",
-        "description": "Search the internal wiki.",
-        "version": "2.0.0",
-        "packages": [{"registryType": "npm", "identifier": "@acme/wiki-mcp", "version": "2.0.0",
-                      "transport": {"type": "stdio"},
-                      "environmentVariables": [{"name": "WIKI_TOKEN", "isRequired": True}]}],
-    })
+    _write(
+        tmp_path / "private.json",
+        {
+            "name": "com.acme/internal-wiki",
+            "title": "Acme Wiki",
+            "description": "Search the internal wiki.",
+            "version": "2.0.0",
+            "packages": [
+                {
+                    "registryType": "npm",
+                    "identifier": "@acme/wiki-mcp",
+                    "version": "2.0.0",
+                    "transport": {"type": "stdio"},
+                    "environmentVariables": [{"name": "WIKI_TOKEN", "isRequired": True}],
+                }
+            ],
+        },
+    )
     (tmp_path / "notes.txt").write_text("not a catalog file")
     return tmp_path
 
@@ -48,7 +57,9 @@ async def test_search_matches_name_title_and_description_case_insensitively(cata
     catalog = LocalCatalog(catalog_dir)
     by_name = await catalog.search("TIME-MCP", 1, 10)
     assert sorted(s.qualified_name for s in by_name.servers) == [
-        "io.github.domdomegg/time-mcp-nuget", "io.github.domdomegg/time-mcp-pypi"]
+        "io.github.domdomegg/time-mcp-nuget",
+        "io.github.domdomegg/time-mcp-pypi",
+    ]
     assert (await catalog.search("acme wiki", 1, 10)).servers[0].qualified_name == "com.acme/internal-wiki"
     by_description = await catalog.search("internal WIKI", 1, 10)
     assert [s.display_name for s in by_description.servers] == ["Acme Wiki"]
@@ -110,8 +121,11 @@ async def test_a_missing_directory_is_an_empty_catalog(tmp_path: Path) -> None:
 
 
 async def test_a_list_file_with_several_versions_keeps_the_one_marked_latest(tmp_path: Path) -> None:
-    versions = [e for e in load_fixture("servers_sample_2025-12-18.json")
-                if e["server"]["name"] == "io.github.rfdez/pvpc-mcp-server"]
+    versions = [
+        e
+        for e in load_fixture("servers_sample_2025-12-18.json")
+        if e["server"]["name"] == "io.github.rfdez/pvpc-mcp-server"
+    ]
     assert len(versions) > 1
     _write(tmp_path / "all.json", versions)
     detail = await LocalCatalog(tmp_path).get("io.github.rfdez/pvpc-mcp-server")
@@ -120,8 +134,11 @@ async def test_a_list_file_with_several_versions_keeps_the_one_marked_latest(tmp
 
 
 async def test_get_with_a_version_returns_that_older_document_and_an_absent_one_is_not_found(tmp_path: Path) -> None:
-    versions = [e for e in load_fixture("servers_sample_2025-12-18.json")
-                if e["server"]["name"] == "io.github.rfdez/pvpc-mcp-server"]
+    versions = [
+        e
+        for e in load_fixture("servers_sample_2025-12-18.json")
+        if e["server"]["name"] == "io.github.rfdez/pvpc-mcp-server"
+    ]
     _write(tmp_path / "all.json", versions)
     catalog = LocalCatalog(tmp_path)
     assert (await catalog.get("io.github.rfdez/pvpc-mcp-server", version="3.2.2")).version == "3.2.2"

@@ -23,14 +23,19 @@ def mapped_catalog(root: Path, expected: str) -> Path:
     return stub_catalog(root, expected, name=STUB, user_config_key="api_key")
 
 
-async def test_one_prompt_one_ref_installs_a_bundle_whose_manifest_maps_the_variable(tmp_path: Path, canary: str) -> None:
+async def test_one_prompt_one_ref_installs_a_bundle_whose_manifest_maps_the_variable(
+    tmp_path: Path, canary: str
+) -> None:
     catalog = mapped_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
     recorder, browser = Recorder(), Browser()
     data_dir = Path(env["MCP_SETUP_HOME"])
     with anyio.fail_after(scaled(120)):
         async with mcp_setup_client(
-            tmp_path, tmp_path / "stderr.log", recorder, elicitation_callback=elicitation_answering(browser, [canary]),
+            tmp_path,
+            tmp_path / "stderr.log",
+            recorder,
+            elicitation_callback=elicitation_answering(browser, [canary]),
             env=env,
         ) as client:
             detail = await call(client, "mcp_setup_get", {"qualified_name": STUB})
@@ -38,10 +43,16 @@ async def test_one_prompt_one_ref_installs_a_bundle_whose_manifest_maps_the_vari
             assert [(k["name"], k["secret"], k["required"], k.get("aliases")) for k in keys] == [
                 ("STUB_API_KEY", True, True, ["api_key"])
             ]
-            asked = await call(client, "mcp_setup_request_secret",
-                               {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB})
-            installed = await call(client, "mcp_setup_install_and_connect",
-                                   {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["ref"]}})
+            asked = await call(
+                client,
+                "mcp_setup_request_secret",
+                {"key_name": "STUB_API_KEY", "prompt": "Your stub API key", "server": STUB},
+            )
+            installed = await call(
+                client,
+                "mcp_setup_install_and_connect",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["ref"]}},
+            )
             assert installed["status"] == "connected", installed
             again = await call(client, "mcp_setup_get", {"qualified_name": STUB})
             assert (again["installed"], again["server_id"]) == (True, installed["server_id"])
@@ -58,8 +69,10 @@ async def test_a_value_given_under_the_manifest_name_satisfies_the_registry_name
     from setup_agent.setup.service import CallContext
 
     catalog = mapped_catalog(tmp_path, canary)
-    runtime = build_runtime(Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog,
-                                     probe_timeout_seconds=scaled(20)), keyring_backend=memory_keyring)
+    runtime = build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20)),
+        keyring_backend=memory_keyring,
+    )
     try:
         pending = runtime.broker.open("api_key", "key?", STUB)
         runtime.broker.answer(pending.prompt_id, canary)
@@ -69,7 +82,8 @@ async def test_a_value_given_under_the_manifest_name_satisfies_the_registry_name
         assert tested["ok"] is True, tested
         twice = await runtime.service.call(
             "mcp_setup_test_connection",
-            {"qualified_name": STUB, "env_refs": {"api_key": pending.ref, "STUB_API_KEY": pending.ref}}, CallContext(),
+            {"qualified_name": STUB, "env_refs": {"api_key": pending.ref, "STUB_API_KEY": pending.ref}},
+            CallContext(),
         )
         assert twice["error"]["code"] == "invalid_input" and "same setting" in twice["error"]["message"]
     finally:

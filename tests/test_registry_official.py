@@ -26,7 +26,11 @@ async def test_search_by_name_returns_latest_versions_as_normalized_summaries(of
     finally:
         await registry.aclose()
     (summary,) = page.servers
-    assert (summary.qualified_name, summary.version, summary.source) == ("io.github.rfdez/pvpc-mcp-server", "3.2.3", "official")
+    assert (summary.qualified_name, summary.version, summary.source) == (
+        "io.github.rfdez/pvpc-mcp-server",
+        "3.2.3",
+        "official",
+    )
     assert summary.package_types == ["npm"] and summary.remote is False
     assert page.total_pages == 1 and page.errors == []
     assert official_fake.requests[0].query == {"search": "pvpc", "limit": "10", "version": "latest"}
@@ -71,8 +75,11 @@ async def test_the_last_page_makes_total_pages_exact_and_later_pages_empty(offic
         none = await registry.search("zzz-no-such-server", 1, 8)
     finally:
         await registry.aclose()
-    latest = [e for e in official_fake.entries if "smithery" in e["server"]["name"]
-              and e["_meta"]["io.modelcontextprotocol.registry/official"]["isLatest"]]
+    latest = [
+        e
+        for e in official_fake.entries
+        if "smithery" in e["server"]["name"] and e["_meta"]["io.modelcontextprotocol.registry/official"]["isLatest"]
+    ]
     assert 8 < len(latest) <= 16
     assert (len(last.servers), last.total_pages) == (len(latest) - 8, 2)
     assert (beyond.servers, beyond.total_pages) == ([], 2)
@@ -149,8 +156,12 @@ class _OddRegistry(FakeHTTPServer):
 
     def build_app(self) -> Starlette:
         async def servers(request):
-            return JSONResponse({"servers": [{"server": {"description": "no name"}}, {"name": "plain/detail"}],
-                                 "metadata": {"nextCursor": ""}})
+            return JSONResponse(
+                {
+                    "servers": [{"server": {"description": "no name"}}, {"name": "plain/detail"}],
+                    "metadata": {"nextCursor": ""},
+                }
+            )
 
         async def detail(request):
             name = request.path_params["name"]
@@ -158,7 +169,9 @@ class _OddRegistry(FakeHTTPServer):
                 return JSONResponse({"error": "Rate limit exceeded"}, status_code=429)
             return PlainTextResponse("<html>oops</html>", status_code=200)
 
-        return Starlette(routes=[Route("/v0.1/servers", servers), Route("/v0.1/servers/{name:path}/versions/latest", detail)])
+        return Starlette(
+            routes=[Route("/v0.1/servers", servers), Route("/v0.1/servers/{name:path}/versions/latest", detail)]
+        )
 
 
 async def test_odd_responses_are_read_leniently_or_reported_with_their_message() -> None:

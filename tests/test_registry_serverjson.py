@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Any
 
 import pytest
@@ -28,8 +27,14 @@ def test_every_sample_entry_parses_and_its_required_keys_follow_the_rule(entry: 
         (
             opt.id,
             {
-                k.name: dict(kind=k.kind, required=k.required, secret=k.secret, secret_guessed=k.secret_guessed,
-                             in_argv=k.in_argv, default=None if k.off_unless_set and not k.default else k.default)
+                k.name: {
+                    "kind": k.kind,
+                    "required": k.required,
+                    "secret": k.secret,
+                    "secret_guessed": k.secret_guessed,
+                    "in_argv": k.in_argv,
+                    "default": None if k.off_unless_set and not k.default else k.default,
+                }
                 for k in opt.required_keys
             },
         )
@@ -116,7 +121,11 @@ def test_url_variables_of_a_remote_become_url_variable_keys() -> None:
     (remote,) = parse_server_json(doc, source="local").packages
     keys = _keys(remote)
     assert remote.url == "https://{tenant}.example.com/mcp?region={region}"
-    assert (keys["tenant"].kind, keys["tenant"].required, keys["tenant"].description) == ("url_variable", True, "Your tenant")
+    assert (keys["tenant"].kind, keys["tenant"].required, keys["tenant"].description) == (
+        "url_variable",
+        True,
+        "Your tenant",
+    )
     assert (keys["region"].required, keys["region"].default, keys["region"].choices) == (False, "eu", ["eu", "us"])
 
 
@@ -153,7 +162,11 @@ def test_package_url_placeholders_are_substituted_from_fixed_inputs_or_become_ke
     assert pkg.url == "http://localhost:3000/{base_path}/mcp"
     keys = _keys(pkg)
     assert set(keys) == {"jwt", "base_path"}
-    assert (keys["jwt"].kind, keys["jwt"].secret, keys["jwt"].required) == ("header", True, True)  # Authorization holds it
+    assert (keys["jwt"].kind, keys["jwt"].secret, keys["jwt"].required) == (
+        "header",
+        True,
+        True,
+    )  # Authorization holds it
     assert (keys["base_path"].kind, keys["base_path"].secret) == ("url_variable", False)
 
 
@@ -177,7 +190,11 @@ def test_a_required_open_secret_argument_is_a_key_named_after_the_flag() -> None
     key = _keys(stdio)["api-key"]
     assert (key.kind, key.secret, key.in_argv) == ("argument", True, True)
     assert [a.key for a in stdio.package_arguments] == [None, "api-key"]
-    assert (http.transport, http.url, http.headers) == ("streamable-http", "http://127.0.0.1:8080/mcp", {"X-API-Key": "{X-API-Key}"})
+    assert (http.transport, http.url, http.headers) == (
+        "streamable-http",
+        "http://127.0.0.1:8080/mcp",
+        {"X-API-Key": "{X-API-Key}"},
+    )
 
 
 def test_an_env_var_with_a_value_keeps_it_and_only_its_placeholders_are_keys() -> None:
@@ -185,7 +202,11 @@ def test_an_env_var_with_a_value_keeps_it_and_only_its_placeholders_are_keys() -
     nuget = sample.packages[0]
     assert nuget.env == {"WEATHER_CHOICES": "{weather_choices}"}
     key = _keys(nuget)["weather_choices"]
-    assert (key.kind, key.required, key.description) == ("env", True, "Comma separated list of weather descriptions to randomly select.")
+    assert (key.kind, key.required, key.description) == (
+        "env",
+        True,
+        "Comma separated list of weather descriptions to randomly select.",
+    )
     dotnet = parse_server_json(_entry("io.github.jongalloway/dotnet-mcp"), source="official").packages[0]
     assert dotnet.env["DOTNET_SKIP_FIRST_TIME_EXPERIENCE"] == "1" and dotnet.required_keys == []
 

@@ -26,7 +26,12 @@ async def test_search_with_a_key_pages_through_smithery_summaries(smithery_fake:
     assert smithery_fake.requests[0].query == {"q": "demo", "page": "2", "pageSize": "4"}
     assert all(r.authorized for r in smithery_fake.requests)
     (summary,) = github.servers
-    assert (summary.display_name, summary.source, summary.verified, summary.remote) == ("GitHub", "smithery", True, True)
+    assert (summary.display_name, summary.source, summary.verified, summary.remote) == (
+        "GitHub",
+        "smithery",
+        True,
+        True,
+    )
     assert summary.homepage == "https://smithery.ai/server/smithery-ai/github"
 
 
@@ -60,13 +65,17 @@ async def test_an_http_connection_becomes_a_streamable_http_remote_with_template
         await registry.aclose()
     (remote,) = current.packages
     assert (remote.type, remote.transport) == ("remote", "streamable-http")
-    assert remote.url == ("https://server.smithery.ai/smithery-ai/github/mcp"
-                          "?githubPersonalAccessToken={githubPersonalAccessToken}&readOnly={readOnly}")
+    assert remote.url == (
+        "https://server.smithery.ai/smithery-ai/github/mcp"
+        "?githubPersonalAccessToken={githubPersonalAccessToken}&readOnly={readOnly}"
+    )
     assert remote.headers == {"Authorization": "Bearer {smithery_api_key}"}
     keys = {k.name: (k.kind, k.secret, k.required) for k in remote.required_keys}
-    assert keys == {"smithery_api_key": ("header", True, True),
-                    "githubPersonalAccessToken": ("url_variable", True, True),
-                    "readOnly": ("url_variable", False, False)}  # optional: offered, with its default
+    assert keys == {
+        "smithery_api_key": ("header", True, True),
+        "githubPersonalAccessToken": ("url_variable", True, True),
+        "readOnly": ("url_variable", False, False),
+    }  # optional: offered, with its default
     # Legacy shape: connection "url", a header-borne key, a stdio connection without a bundle (skipped).
     assert [p.id for p in legacy.packages] == ["remote"]
     (old,) = legacy.packages
@@ -76,13 +85,30 @@ async def test_an_http_connection_becomes_a_streamable_http_remote_with_template
 
 
 def test_a_legacy_server_level_deployment_url_is_used_when_the_connection_has_none() -> None:
-    detail = smithery_detail({
-        "qualifiedName": "@old/thing", "displayName": "Old", "description": None, "remote": True,
-        "deploymentUrl": "https://old.example.com/mcp",
-        "connections": [{"type": "http", "configSchema": {"required": ["auth"],
-                         "properties": {"auth": {"type": "object", "required": ["secretWord"],
-                                                 "properties": {"secretWord": {"type": "string"}}}}}}],
-    })
+    detail = smithery_detail(
+        {
+            "qualifiedName": "@old/thing",
+            "displayName": "Old",
+            "description": None,
+            "remote": True,
+            "deploymentUrl": "https://old.example.com/mcp",
+            "connections": [
+                {
+                    "type": "http",
+                    "configSchema": {
+                        "required": ["auth"],
+                        "properties": {
+                            "auth": {
+                                "type": "object",
+                                "required": ["secretWord"],
+                                "properties": {"secretWord": {"type": "string"}},
+                            }
+                        },
+                    },
+                }
+            ],
+        }
+    )
     (remote,) = detail.packages
     assert remote.url == "https://old.example.com/mcp?auth.secretWord={auth.secretWord}"
     assert remote.headers == {}  # not Smithery-hosted: no Smithery bearer header

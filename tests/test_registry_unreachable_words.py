@@ -49,7 +49,8 @@ async def test_searching_only_an_unreachable_registry_is_a_registry_error_not_an
 ) -> None:
     url = f"http://127.0.0.1:{closed_port}"
     runtime = build_runtime(
-        Settings(home=tmp_path / "data", registries="official", official_registry_url=url), keyring_backend=memory_keyring
+        Settings(home=tmp_path / "data", registries="official", official_registry_url=url),
+        keyring_backend=memory_keyring,
     )
     try:
         result = await runtime.service.call("mcp_setup_search", {"query": "weather", "source": "official"})
@@ -60,7 +61,8 @@ async def test_searching_only_an_unreachable_registry_is_a_registry_error_not_an
     # a configured registry's name is said back (it is ours); any other text the agent gave is not
     assert result["error"]["message"] == f"Could not reach the official registry at {url} (ConnectError)."
     runtime = build_runtime(
-        Settings(home=tmp_path / "data", registries="official", official_registry_url=url), keyring_backend=memory_keyring
+        Settings(home=tmp_path / "data", registries="official", official_registry_url=url),
+        keyring_backend=memory_keyring,
     )
     try:
         unknown = await runtime.service.call("mcp_setup_search", {"query": "weather", "source": "my-guess-1234"})

@@ -45,7 +45,9 @@ async def test_a_server_removed_by_the_cli_leaves_no_log_while_a_session_has_it_
         assert log.exists()  # the stub's start-up lines
         argv = mcp_setup_argv("remove", "stub-search")
         done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run(argv, env=data.env(), cwd=str(REPO), capture_output=True, text=True, timeout=scaled(60))
+            lambda: subprocess.run(
+                argv, env=data.env(), cwd=str(REPO), capture_output=True, text=True, timeout=scaled(60)
+            )
         )
         assert done.returncode == 0, done.stderr
         with anyio.fail_after(scaled(30)):  # the serve side sees the removal (its watcher, or this refresh)
@@ -62,7 +64,12 @@ async def test_a_server_removed_through_the_core_leaves_no_log(data: DataDir, ca
     sid = data.install(STUB, canary)
     with data.store() as store:
         manager = ConnectionManager(
-            store, Redactor(), install_root=data.home / "servers", logs_dir=data.home / "logs", backoff=(), connect_timeout=scaled(20)
+            store,
+            Redactor(),
+            install_root=data.home / "servers",
+            logs_dir=data.home / "logs",
+            backoff=(),
+            connect_timeout=scaled(20),
         )
         try:
             with anyio.fail_after(scaled(30)):

@@ -32,14 +32,26 @@ async def world(tmp_path: Path) -> AsyncIterator[Any]:
     gateways: list[Gateway] = []
 
     async def gateway(mode: str = "", **options: Any) -> Gateway:
-        manager = ConnectionManager(store, redactor, install_root=tmp_path / f"servers{len(managers)}", backoff=(),
-                                    connect_timeout=10, **options)  # fmt: skip
+        manager = ConnectionManager(
+            store,
+            redactor,
+            install_root=tmp_path / f"servers{len(managers)}",
+            backoff=(),
+            connect_timeout=10,
+            **options,
+        )
         managers.append(manager)
         store.install(
-            qualified_name=f"io.test/cap{len(managers)}", source="local", version="1", package_type="stdio",
-            launch_spec=stub_launch("v" * 12, mode, STUB_FLOOD_COUNT="2000"), installed_by="agent", tools_hash="x",
-            env={"STUB_API_KEY": ("v" * 12, True)}, tools=Stub(set(), None).tools,
-        )  # fmt: skip
+            qualified_name=f"io.test/cap{len(managers)}",
+            source="local",
+            version="1",
+            package_type="stdio",
+            launch_spec=stub_launch("v" * 12, mode, STUB_FLOOD_COUNT="2000"),
+            installed_by="agent",
+            tools_hash="x",
+            env={"STUB_API_KEY": ("v" * 12, True)},
+            tools=Stub(set(), None).tools,
+        )
         gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1, call_timeout=30)
         await gw.start()
         gateways.append(gw)
@@ -90,11 +102,14 @@ def test_the_cut_keeps_blocks_in_order_drops_what_no_longer_fits_and_never_split
     secret = "s3cr3t-value-" + "9" * 10
     redactor.register(secret, "[secret:K]")
     result = {
-        "content": [{"type": "text", "text": "a" * 50}, {"type": "text", "text": "b" * 40 + secret + "c" * 100},
-                    {"type": "image", "data": "Z" * 1000, "mimeType": "image/png"}],
+        "content": [
+            {"type": "text", "text": "a" * 50},
+            {"type": "text", "text": "b" * 40 + secret + "c" * 100},
+            {"type": "image", "data": "Z" * 1000, "mimeType": "image/png"},
+        ],
         "structuredContent": {"big": "d" * 5000},
         "_meta": {"k": "m"},
-    }  # fmt: skip
+    }
     out = cap_result(redactor.redact_obj(result), 100)
     assert [b.get("type") for b in out["content"]] == ["text", "text", "text"]
     assert out["content"][0]["text"] == "a" * 50

@@ -30,8 +30,17 @@ pytestmark = pytest.mark.anyio
 
 HOSTILE_PY = Path(__file__).parent / "stub_server" / "hostile.py"
 VICTIM, HOSTILE = "io.test/victim", "io.test/hostile"
-ATTEMPTS = ("data_key", "database", "victim_dir", "ssh_key", "aws_credentials", "bashrc", "parent_environ",
-            "parent_mem", "signal_parent")  # fmt: skip
+ATTEMPTS = (
+    "data_key",
+    "database",
+    "victim_dir",
+    "ssh_key",
+    "aws_credentials",
+    "bashrc",
+    "parent_environ",
+    "parent_mem",
+    "signal_parent",
+)
 
 
 async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
@@ -53,12 +62,16 @@ async def install(runtime: Runtime, name: str, secret: str) -> dict:
     runtime.consents.approve(pending.consent_id)
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=name, env_refs={"STUB_API_KEY": ref})
     assert tested.get("ok") is True, tested
-    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=name, env_refs={"STUB_API_KEY": ref})
+    installed = await call(
+        runtime, "mcp_setup_install_and_connect", qualified_name=name, env_refs={"STUB_API_KEY": ref}
+    )
     if installed.get("error", {}).get("code") == "consent_required":  # asked again, with the tools (#29 item 10)
         again = runtime.consents.pending()[-1]
         assert again.request.tools and not again.request.widenable  # the test's widening stands
         runtime.consents.approve(again.consent_id)
-        installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=name, env_refs={"STUB_API_KEY": ref})
+        installed = await call(
+            runtime, "mcp_setup_install_and_connect", qualified_name=name, env_refs={"STUB_API_KEY": ref}
+        )
     assert installed["status"] == "connected", installed
     return installed
 
@@ -82,17 +95,25 @@ async def attack_results(tmp_path: Path, user_home: Path, canary: str, mode: str
     catalog.mkdir()
     victim, vsha = build_stub_bundle(tmp_path / "dist", expected_value=canary, name="victim")
     (catalog / "victim.json").write_text(json.dumps(stub_server_json(victim.resolve().as_uri(), vsha, name=VICTIM)))
-    settings = Settings(home=data, registries="local", catalog_dir=catalog, consent="ask", sandbox=mode,
-                        probe_timeout_seconds=30)  # fmt: skip
+    settings = Settings(
+        home=data, registries="local", catalog_dir=catalog, consent="ask", sandbox=mode, probe_timeout_seconds=30
+    )
     runtime = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
     await runtime.start(eager=False)
     victim_id = (await install(runtime, VICTIM, canary))["server_id"]
-    targets = {"data_dir": str(data), "user_home": str(user_home), "victim_dir": str(data / "servers" / victim_id),
-               "pid": os.getpid()}  # fmt: skip
+    targets = {
+        "data_dir": str(data),
+        "user_home": str(user_home),
+        "victim_dir": str(data / "servers" / victim_id),
+        "pid": os.getpid(),
+    }
     hostile, hsha = build_stub_bundle(
-        tmp_path / "dist", expected_value=None, name="hostile", server_py=HOSTILE_PY,
+        tmp_path / "dist",
+        expected_value=None,
+        name="hostile",
+        server_py=HOSTILE_PY,
         extra_env={"HOSTILE_TARGETS": json.dumps(targets)},
-    )  # fmt: skip
+    )
     (catalog / "hostile.json").write_text(json.dumps(stub_server_json(hostile.resolve().as_uri(), hsha, name=HOSTILE)))
     await install(runtime, HOSTILE, "any-key-" + canary[-8:])
     assert (data / "data.key").is_file() and (data / "mcp-setup.db").is_file()  # the targets exist
@@ -122,7 +143,8 @@ async def test_a_hostile_installed_server_reaches_nothing_of_mcp_setup_or_the_us
         assert SHOWN[HOSTILE] == [  # the consent said so, in plain words
             "It can read and write: its own folder.",
             "It cannot see: your home folder, other servers, mcp-setup's keys and database.",
-            "Network: allowed.", f"Sandbox: {mechanism}.",
+            "Network: allowed.",
+            f"Sandbox: {mechanism}.",
         ]
     finally:
         await runtime.aclose()
@@ -138,7 +160,9 @@ async def test_with_the_sandbox_off_the_same_hostile_server_reaches_all_of_it(
             assert got[attempt].startswith("ok"), (attempt, got[attempt])
         assert "," in got["list_servers"], got  # both servers' dirs
         assert "hostile was here" in (user_home / ".bashrc").read_text()
-        assert SHOWN[HOSTILE] == ["Sandbox: none — not isolated on this system. It runs as you and can read what you can read."]
+        assert SHOWN[HOSTILE] == [
+            "Sandbox: none — not isolated on this system. It runs as you and can read what you can read."
+        ]
     finally:
         await runtime.aclose()
 
@@ -157,8 +181,16 @@ def test_mcp_setup_show_repeats_the_profile_of_the_consent(
     granted.mkdir()
     spec = LaunchSpec(command="npx", args=["-y", "some-server@1.0.0"], sandbox_grants=[str(granted)], runner="npx")
     with Store.for_data_dir(tmp_path / "data", Vault.from_key_file(key), None) as store:
-        store.install(qualified_name="io.test/fs", source="local", version="1.0.0", package_type="npm",
-                      launch_spec=spec.model_dump(mode="json"), installed_by="agent", tools_hash="x", env={})  # fmt: skip
+        store.install(
+            qualified_name="io.test/fs",
+            source="local",
+            version="1.0.0",
+            package_type="npm",
+            launch_spec=spec.model_dump(mode="json"),
+            installed_by="agent",
+            tools_hash="x",
+            env={},
+        )
     monkeypatch.setenv("MCP_SETUP_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("MCP_SETUP_DATA_KEY_FILE", str(key))
     assert main(["show", "io.test/fs"]) == 0
@@ -192,8 +224,9 @@ def test_a_profile_without_network_cannot_reach_even_loopback(tmp_path: Path, mo
         for network, expected in ((True, 0), (False, 1)):
             work = tmp_path / "data" / "servers" / f"srv_{network}"
             work.mkdir(parents=True)
-            command, args, env = sandbox.wrap(sys.executable, ["-c", code], {"PATH": "/usr/bin:/bin"},
-                                              Profile(work, network=network))  # fmt: skip
+            command, args, env = sandbox.wrap(
+                sys.executable, ["-c", code], {"PATH": "/usr/bin:/bin"}, Profile(work, network=network)
+            )
             done = subprocess.run([command, *args], env=env, cwd=work, capture_output=True, text=True, timeout=30)
             assert (done.returncode != 0) == bool(expected), (network, done.stdout, done.stderr[-500:])
     finally:
@@ -227,8 +260,14 @@ def test_a_sandboxed_server_dies_with_a_killed_mcp_setup(tmp_path: Path, mode: s
     work = tmp_path / "data" / "srv_x"
     work.mkdir(parents=True)
     repo = str(Path(__file__).parent.parent)
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, mode, str(work), canary], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=repo, env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"})  # fmt: skip
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, mode, str(work), canary],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+        env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin"},
+    )
     try:
         assert parent.stdout is not None
         sandboxed = int(parent.stdout.readline())
@@ -273,8 +312,9 @@ async def test_a_forced_mechanism_that_does_not_work_here_starts_nothing(tmp_pat
     from tests.stub_server.bundle import SERVER_PY
 
     (tmp_path / "scratch").mkdir()
-    prober = Prober(Redactor(), scratch_root=tmp_path / "scratch", timeout=20,
-                    sandbox=Sandbox("bwrap", which=lambda name: None))  # fmt: skip
+    prober = Prober(
+        Redactor(), scratch_root=tmp_path / "scratch", timeout=20, sandbox=Sandbox("bwrap", which=lambda name: None)
+    )
     spec = LaunchSpec(command=sys.executable, args=[str(SERVER_PY)], env={"STUB_REQUIRE": "0"})
     with pytest.raises(SandboxUnavailable) as caught:
         await prober.probe(spec, {})
@@ -301,6 +341,8 @@ def test_an_npx_servers_link_to_the_npx_cache_follows_the_npm_cache_of_the_face_
         assert sandbox.mechanism == "bwrap", sandbox.why
         sandbox.wrap(npx, ["--yes", "--", "pkg@1.0.0"], {"PATH": "/usr/bin:/bin"}, Profile(work))
         assert link.is_symlink() and link.resolve() == (home / ".npm" / "_npx").resolve()
-    bare = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=tmp_path / "nobody", host_env={"HOME": str(tmp_path / "nobody")})  # type: ignore[arg-type]
+    bare = Sandbox(
+        "bwrap", hide=(tmp_path / "data",), user_home=tmp_path / "nobody", host_env={"HOME": str(tmp_path / "nobody")}
+    )  # type: ignore[arg-type]
     bare.wrap(npx, ["--yes", "--", "pkg@1.0.0"], {"PATH": "/usr/bin:/bin"}, Profile(work))
     assert not link.is_symlink() and not link.exists()  # npx makes its own

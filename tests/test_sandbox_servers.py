@@ -20,12 +20,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+from registry_clients.models import RequiredKey
 from setup_agent.launch import Fetcher, LaunchSpec, Sandbox, materialize, open_client
-from setup_agent.launch.landlock import abi_version
 from setup_agent.launch.grants import granted_paths
+from setup_agent.launch.landlock import abi_version
 from setup_agent.secrets import Redactor
 from setup_agent.setup.probe import Prober
-from registry_clients.models import RequiredKey
 
 pytestmark = pytest.mark.anyio
 
@@ -43,8 +43,9 @@ def npm_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     versions = {}
     for package in (EVERYTHING, FILESYSTEM):
         try:
-            found = subprocess.run(["npm", "view", package, "version"], env=env, capture_output=True, text=True,
-                                   timeout=30, cwd=home)  # fmt: skip
+            found = subprocess.run(
+                ["npm", "view", package, "version"], env=env, capture_output=True, text=True, timeout=30, cwd=home
+            )
         except subprocess.TimeoutExpired:
             pytest.skip("the npm registry did not answer")
         if found.returncode != 0 or not found.stdout.strip():
@@ -54,8 +55,13 @@ def npm_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
 
 
 def npx_spec(env: dict[str, str], package: str, *args: str) -> LaunchSpec:
-    return LaunchSpec(command="npx", args=["-y", f"{package}@{env['version:' + package]}", *args], package_type="npm",
-                      identifier=package, runner="npx")  # fmt: skip
+    return LaunchSpec(
+        command="npx",
+        args=["-y", f"{package}@{env['version:' + package]}", *args],
+        package_type="npm",
+        identifier=package,
+        runner="npx",
+    )
 
 
 def host(env: dict[str, str]) -> dict[str, str]:
@@ -83,8 +89,13 @@ async def test_server_everything_from_npm_lists_its_tools_in_the_sandbox(
     await download(npm_home, spec, tmp_path)
     data = tmp_path / "data"
     (data / "scratch").mkdir(parents=True)
-    prober = Prober(Redactor(), scratch_root=data / "scratch", host_env=host(npm_home), timeout=60,
-                    sandbox=sandbox_for(npm_home, mode, data))  # fmt: skip
+    prober = Prober(
+        Redactor(),
+        scratch_root=data / "scratch",
+        host_env=host(npm_home),
+        timeout=60,
+        sandbox=sandbox_for(npm_home, mode, data),
+    )
     result = await prober.probe(spec, {})
     await prober.drain()
     assert {"echo", "get-sum"} <= {t["name"] for t in result.tools}, result.tools
@@ -122,8 +133,12 @@ async def test_server_filesystem_reads_and_writes_the_granted_dir_while_a_siblin
 
 
 def test_the_paths_a_users_settings_name_are_granted_and_nothing_else() -> None:
-    keys = [RequiredKey(name="ROOT", format="filepath"), RequiredKey(name="DIR", format="directory"),
-            RequiredKey(name="TOKEN", secret=True), RequiredKey(name="NAME")]  # fmt: skip
+    keys = [
+        RequiredKey(name="ROOT", format="filepath"),
+        RequiredKey(name="DIR", format="directory"),
+        RequiredKey(name="TOKEN", secret=True),
+        RequiredKey(name="NAME"),
+    ]
     here = str(Path(__file__).parent)
     values = {"ROOT": here, "DIR": "relative/dir", "TOKEN": here, "NAME": here}
     assert granted_paths(keys, values) == [here]  # relative, secret and plain settings are not paths

@@ -55,7 +55,10 @@ QUERIES = [
     ("jira issues", "io.github.sooperset/mcp-atlassian"),  # the rare word weighs more than "issues"
     ("github issues", "io.github.ko1ynnky/github-actions-mcp-server"),
     ("database queries", "capital.hove/read-only-local-mysql-mcp-server"),
-    ("kubernetes cluster management", ("io.github.flux159/mcp-server-kubernetes", "io.github.yanmxa/multicluster-mcp-server")),
+    (
+        "kubernetes cluster management",
+        ("io.github.flux159/mcp-server-kubernetes", "io.github.yanmxa/multicluster-mcp-server"),
+    ),
     ("read files", "io.github.huoshuiai42/huoshui-file-search"),
     ("translate text", "io.github.SamYuan1990/i18n-agent-action"),
     # a category
@@ -170,10 +173,13 @@ async def test_a_broad_query_is_fetched_once_and_pages_come_from_the_cached_rank
 async def test_smitherys_semantic_answers_are_kept_and_blended_with_ours(official_fake, everything) -> None:
     """Item 3: Smithery's q is a prompt; its answers may share no word with the query."""
     with FakeSmitheryRegistry(answers={"browser automation": ["exa", "smithery-ai/github", "@acme/weather"]}) as fake:
-        hub = RegistryHub({
-            "official": OfficialRegistry(official_fake.url), "local": LocalCatalog(everything),
-            "smithery": SmitheryRegistry(fake.url, api_key=DEFAULT_API_KEY),
-        })  # fmt: skip
+        hub = RegistryHub(
+            {
+                "official": OfficialRegistry(official_fake.url),
+                "local": LocalCatalog(everything),
+                "smithery": SmitheryRegistry(fake.url, api_key=DEFAULT_API_KEY),
+            }
+        )
         try:
             page = await hub.search("browser automation", 1, 10)
             alone = await hub.search("browser automation", 1, 10, source="smithery")

@@ -61,7 +61,9 @@ async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[
     _catalog_entry(catalog, "io.test/stub-short", bundle, sha)
     bundle, sha = _plain_bundle(tmp_path / "dist" / "plain")
     _catalog_entry(catalog, PLAIN, bundle, sha, secret=False, key_name=PLAIN_KEY)
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(5))
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(5)
+    )
     rt = build_runtime(settings, keyring_backend=memory_keyring)
     yield rt
     await rt.aclose()
@@ -88,8 +90,13 @@ async def test_a_prompted_value_for_a_key_the_registry_calls_plain_is_never_show
 
     ref = _prompted_ref(rt, PLAIN_KEY, canary)
     with anyio.fail_after(scaled(30)):
-        installed = await call(rt, "mcp_setup_install_and_connect", CallContext(on_progress=on_progress),
-                               qualified_name=PLAIN, env_refs={PLAIN_KEY: ref})
+        installed = await call(
+            rt,
+            "mcp_setup_install_and_connect",
+            CallContext(on_progress=on_progress),
+            qualified_name=PLAIN,
+            env_refs={PLAIN_KEY: ref},
+        )
     assert installed.get("status") == "connected", installed
     assert any(t["name"] == "leak" for t in installed["tools"])
     assert canary not in json.dumps(installed)
@@ -127,10 +134,20 @@ async def _answers(rt: Runtime, guess: str) -> list[dict]:
         await call(rt, "mcp_setup_remove", server_id=guess),
         await call(rt, "mcp_setup_remove", server_id=f"srv_{guess}"),
         await call(rt, "mcp_setup_request_secret", key_name="K", prompt="p", server=" ".join(PINS[:300])),
-        await call(rt, "mcp_setup_test_connection", qualified_name="io.test/stub-a", package=guess,
-                   env_refs={"STUB_API_KEY": ref}),
-        await call(rt, "mcp_setup_test_connection", qualified_name="io.test/stub-a",
-                   env_refs={"STUB_API_KEY": ref}, env={guess: "x", " ".join(PINS[:300]): "y"}),
+        await call(
+            rt,
+            "mcp_setup_test_connection",
+            qualified_name="io.test/stub-a",
+            package=guess,
+            env_refs={"STUB_API_KEY": ref},
+        ),
+        await call(
+            rt,
+            "mcp_setup_test_connection",
+            qualified_name="io.test/stub-a",
+            env_refs={"STUB_API_KEY": ref},
+            env={guess: "x", " ".join(PINS[:300]): "y"},
+        ),
     ]
 
 
@@ -147,7 +164,9 @@ async def test_a_right_guess_costs_a_refusal_and_the_second_locks_every_later_an
     # answer is the same whatever it guesses, so 10,000 PINs cost two refusals, not an answer.
     pin = "4821"
     wrong = await _answers(runtime, pin)
-    assert all(a.get("ok") is not False or a["error"]["code"] not in ("arguments_refused", "session_locked") for a in wrong)
+    assert all(
+        a.get("ok") is not False or a["error"]["code"] not in ("arguments_refused", "session_locked") for a in wrong
+    )
     runtime.refs.mint("PIN", pin)  # now the user's PIN is a live secret
     right = await _answers(runtime, pin)
     codes = [a["error"]["code"] for a in right]
@@ -168,8 +187,13 @@ async def test_names_the_agent_gives_are_echoed_only_when_valid(runtime: Runtime
     answer = await call(runtime, "mcp_setup_remove", server_id="drop table; --")
     assert answer["error"]["code"] == "invalid_input" and "drop" not in json.dumps(answer)
     ref = runtime.refs.mint("STUB_API_KEY", "x" * 12)
-    answer = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-a",
-                        env_refs={"STUB_API_KEY": ref}, env={"REGION": "eu", "no way!": "x"})
+    answer = await call(
+        runtime,
+        "mcp_setup_test_connection",
+        qualified_name="io.test/stub-a",
+        env_refs={"STUB_API_KEY": ref},
+        env={"REGION": "eu", "no way!": "x"},
+    )
     message = answer["error"]["message"]
     assert "2 names" in message and "STUB_API_KEY" in message and "REGION" not in message and "no way" not in message
 
@@ -189,11 +213,19 @@ async def test_two_concurrent_installs_cannot_use_one_ref(runtime: Runtime, cana
             await b_done.wait()
 
     with anyio.fail_after(scaled(60)):
-        a = asyncio.create_task(call(runtime, "mcp_setup_install_and_connect", CallContext(on_progress=hold_a),
-                                     qualified_name="io.test/stub-a", env_refs={"STUB_API_KEY": ref}))
+        a = asyncio.create_task(
+            call(
+                runtime,
+                "mcp_setup_install_and_connect",
+                CallContext(on_progress=hold_a),
+                qualified_name="io.test/stub-a",
+                env_refs={"STUB_API_KEY": ref},
+            )
+        )
         await a_resolving.wait()
-        b = await call(runtime, "mcp_setup_install_and_connect",
-                       qualified_name="io.test/stub-b", env_refs={"STUB_API_KEY": ref})
+        b = await call(
+            runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-b", env_refs={"STUB_API_KEY": ref}
+        )
         b_done.set()
         a_result = await a
     assert b["ok"] is False and b["error"]["code"] == "secret_in_use", b
@@ -204,18 +236,26 @@ async def test_two_concurrent_installs_cannot_use_one_ref(runtime: Runtime, cana
 async def test_a_failed_install_releases_its_refs_for_the_next_one(runtime: Runtime, canary: str) -> None:
     ref = _prompted_ref(runtime, "STUB_API_KEY", canary)
     with anyio.fail_after(scaled(60)):
-        failed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-a",
-                            env_refs={"STUB_API_KEY": ref}, env={"REGION": "eu"})
+        failed = await call(
+            runtime,
+            "mcp_setup_install_and_connect",
+            qualified_name="io.test/stub-a",
+            env_refs={"STUB_API_KEY": ref},
+            env={"REGION": "eu"},
+        )
         assert failed["error"]["code"] == "invalid_input"
-        ok = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-b",
-                        env_refs={"STUB_API_KEY": ref})
+        ok = await call(
+            runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-b", env_refs={"STUB_API_KEY": ref}
+        )
     assert ok.get("status") == "connected", ok
 
 
 # -- item 8: short values, byte-exactly --------------------------------------------------------
 
 
-async def test_a_short_secret_reaches_no_argv_log_or_database_byte(runtime: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_short_secret_reaches_no_argv_log_or_database_byte(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
     import logging
 
     from setup_agent.secrets.redact import install_log_redaction
@@ -224,8 +264,12 @@ async def test_a_short_secret_reaches_no_argv_log_or_database_byte(runtime: Runt
     caplog.set_level(logging.DEBUG)
     ref = _prompted_ref(runtime, "STUB_API_KEY", SHORT)
     with anyio.fail_after(scaled(30)):
-        installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-short",
-                               env_refs={"STUB_API_KEY": ref})
+        installed = await call(
+            runtime,
+            "mcp_setup_install_and_connect",
+            qualified_name="io.test/stub-short",
+            env_refs={"STUB_API_KEY": ref},
+        )
     assert installed.get("status") == "connected", installed
     pid = runtime.connections.pid(installed["server_id"])
     assert pid is not None
@@ -246,12 +290,19 @@ def test_a_short_secret_in_the_launch_spec_is_refused_from_disk(tmp_path: Path, 
     from setup_agent.store.database import Store
 
     store = Store.for_data_dir(tmp_path, Vault.open(tmp_path, keyring_backend=memory_keyring))
-    fields = dict(qualified_name="io.test/x", source="local", version="1", package_type="stdio",
-                  installed_by="agent", tools_hash="h")
+    fields = {
+        "qualified_name": "io.test/x",
+        "source": "local",
+        "version": "1",
+        "package_type": "stdio",
+        "installed_by": "agent",
+        "tools_hash": "h",
+    }
     try:
         with pytest.raises(InvalidInput):
-            store.install(**fields, launch_spec={"command": "run", "args": ["--pin", "4821"]},
-                          env={"PIN": ("4821", True)})
+            store.install(
+                **fields, launch_spec={"command": "run", "args": ["--pin", "4821"]}, env={"PIN": ("4821", True)}
+            )
         # a token that merely contains it is not the value
         store.install(**fields, launch_spec={"command": "run", "args": ["--port=14821x"]}, env={"PIN": ("4821", True)})
     finally:

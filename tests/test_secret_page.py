@@ -246,9 +246,7 @@ def test_url_for_points_at_the_loopback_page_with_a_key_of_its_own(page: Page) -
     assert not page.server.capabilities.allows(key, prompt.prompt_id, "consent")
 
 
-def test_the_submitted_value_appears_in_no_response_or_log_record(
-    page: Page, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_the_submitted_value_appears_in_no_response_or_log_record(page: Page, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "app", "setup_agent"):
         caplog.set_level(logging.DEBUG, logger=name)
@@ -285,7 +283,13 @@ def test_the_server_writes_nothing_to_stdout(capfd: pytest.CaptureFixture[str]) 
     with SecretPageServer(broker) as server, httpx.Client(timeout=scaled(5)) as http:
         prompt = broker.open("API_KEY", "Paste it")
         assert http.get(server.url_for(prompt)).status_code == 200
-        assert http.post(f"{server.base_url}/secrets/{prompt.prompt_id}", data={"t": server.capabilities.issue(prompt.prompt_id, "secret"), "value": "v"}).status_code == 200
+        assert (
+            http.post(
+                f"{server.base_url}/secrets/{prompt.prompt_id}",
+                data={"t": server.capabilities.issue(prompt.prompt_id, "secret"), "value": "v"},
+            ).status_code
+            == 200
+        )
         assert http.get(f"{server.base_url}/secrets/x").status_code == 403
     out, _ = capfd.readouterr()
     assert out == ""

@@ -32,15 +32,25 @@ NETWORK = {
 
 
 def test_a_server_inherits_the_machines_ca_and_proxy_settings_and_no_other_variable() -> None:
-    host = {"PATH": "/usr/bin", "HOME": "/home/u", **NETWORK,
-            "MCP_SETUP_SMITHERY_API_KEY": "smithery-key", "AWS_SECRET_ACCESS_KEY": "aws", "PIP_INDEX_URL": "https://t@idx"}  # fmt: skip
+    host = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        **NETWORK,
+        "MCP_SETUP_SMITHERY_API_KEY": "smithery-key",
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "PIP_INDEX_URL": "https://t@idx",
+    }
     env = minimal_environment({"API_KEY": "from-the-store"}, host_env=host)
     assert env == {"PATH": "/usr/bin", "HOME": "/home/u", **NETWORK, "API_KEY": "from-the-store"}
 
 
 def test_the_credentials_in_a_proxy_url_are_what_gets_redacted() -> None:
-    host = {"HTTPS_PROXY": "http://alice:s%40cret-pw@proxy.corp:3128", "http_proxy": "proxy.corp:3128",
-            "ALL_PROXY": "socks5://tokenonly@proxy.corp:1080", "NO_PROXY": "a@b"}  # fmt: skip
+    host = {
+        "HTTPS_PROXY": "http://alice:s%40cret-pw@proxy.corp:3128",
+        "http_proxy": "proxy.corp:3128",
+        "ALL_PROXY": "socks5://tokenonly@proxy.corp:1080",
+        "NO_PROXY": "a@b",
+    }
     found = set(proxy_credentials(host))
     assert found == {
         ("alice:s%40cret-pw", "[secret:HTTPS_PROXY]"),
@@ -53,9 +63,15 @@ def test_the_credentials_in_a_proxy_url_are_what_gets_redacted() -> None:
 async def test_a_server_echoing_its_environment_shows_the_ca_path_but_not_the_proxy_password(
     tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    host = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NODE_EXTRA_CA_CERTS": "/etc/corp/ca.pem",
-            "HTTPS_PROXY": f"http://alice:{canary}@proxy.corp:3128"}  # fmt: skip
-    runtime = build_runtime(Settings(home=tmp_path / "home", registries="local"), keyring_backend=memory_keyring, host_env=host)
+    host = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "NODE_EXTRA_CA_CERTS": "/etc/corp/ca.pem",
+        "HTTPS_PROXY": f"http://alice:{canary}@proxy.corp:3128",
+    }
+    runtime = build_runtime(
+        Settings(home=tmp_path / "home", registries="local"), keyring_backend=memory_keyring, host_env=host
+    )
     try:
         with pytest.raises(ServerRejected) as err:  # the stub wants another key: it fails, quoting its stderr
             await runtime.prober.probe(stub_spec("expected-other", mode="echo_env"), {"STUB_API_KEY": "wrong-value"})

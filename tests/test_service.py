@@ -52,13 +52,13 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tu
     catalog = tmp_path / "catalog"
     dist = tmp_path / "dist"
     for mode in ("", "hang", "crash"):
-        bundle, sha = build_stub_bundle(dist / (mode or "ok"), expected_value=canary, mode=mode, name=f"stub-{mode or 'ok'}")
+        bundle, sha = build_stub_bundle(
+            dist / (mode or "ok"), expected_value=canary, mode=mode, name=f"stub-{mode or 'ok'}"
+        )
         add_to_catalog(catalog, f"io.test/stub-{mode or 'ok'}", bundle, sha)
     bundle, sha = bundle_with_command(dist / "missing", "no-such-runtime-xyz")
     add_to_catalog(catalog, "io.test/missing-command", bundle, sha)
-    settings = Settings(
-        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=3
-    )
+    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=3)
     clock = Clock()
     runtime = build_runtime(settings, keyring_backend=memory_keyring, refs_timer=clock)
     yield runtime, clock
@@ -84,7 +84,9 @@ async def test_a_failed_install_leaves_refs_usable_no_rows_no_files_and_no_proce
     runtime, _ = world
     ref = runtime.refs.mint("STUB_API_KEY", value or canary)
     with anyio.fail_after(3 + 2 + 5):
-        result = await call(runtime, "mcp_setup_install_and_connect", qualified_name=server, env_refs={"STUB_API_KEY": ref})
+        result = await call(
+            runtime, "mcp_setup_install_and_connect", qualified_name=server, env_refs={"STUB_API_KEY": ref}
+        )
     assert result["ok"] is False and result["error"]["code"] == code, result
     assert canary not in json.dumps(result)
     assert runtime.store.list() == []
@@ -97,7 +99,9 @@ async def test_a_failed_install_leaves_refs_usable_no_rows_no_files_and_no_proce
 
 async def test_a_secret_given_as_a_plain_env_value_is_refused(world, canary: str) -> None:
     runtime, _ = world
-    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env={"STUB_API_KEY": canary})
+    result = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env={"STUB_API_KEY": canary}
+    )
     assert result["error"]["code"] == "secret_not_allowed"
     assert canary not in json.dumps(result)
 
@@ -113,8 +117,11 @@ async def test_an_unknown_setting_is_refused_listing_the_real_ones(world, canary
     runtime, _ = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     result = await call(
-        runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok",
-        env_refs={"STUB_API_KEY": ref}, env={"REGION": "eu"},
+        runtime,
+        "mcp_setup_test_connection",
+        qualified_name="io.test/stub-ok",
+        env_refs={"STUB_API_KEY": ref},
+        env={"REGION": "eu"},
     )
     assert result["error"]["code"] == "invalid_input"
     # the real settings are listed; the unknown name is the agent's own text, never echoed (#10 item 2)
@@ -124,7 +131,9 @@ async def test_an_unknown_setting_is_refused_listing_the_real_ones(world, canary
 async def test_a_ref_minted_for_another_key_is_refused(world, canary: str) -> None:
     runtime, _ = world
     ref = runtime.refs.mint("OTHER_KEY", canary)
-    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    result = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref}
+    )
     assert result["error"]["code"] == "secret_wrong_key"
 
 
@@ -132,27 +141,36 @@ async def test_an_expired_ref_is_refused_with_an_injected_clock(world, canary: s
     runtime, clock = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     clock.now += runtime.settings.secret_ttl_seconds + 1
-    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    result = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref}
+    )
     assert result["error"]["code"] == "secret_expired"
 
 
 async def test_test_connection_succeeds_and_installs_nothing(world, canary: str) -> None:
     runtime, _ = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    result = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    result = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref}
+    )
     assert result["ok"] is True and {t["name"] for t in result["tools"]} == {"echo", "whoami"}
     assert runtime.store.list() == []
     assert runtime.refs.is_ready(ref)
 
 
-
-async def test_the_test_the_install_and_get_say_how_many_tools_a_server_adds_and_about_how_many_tokens(world, canary) -> None:
+async def test_the_test_the_install_and_get_say_how_many_tools_a_server_adds_and_about_how_many_tokens(
+    world, canary
+) -> None:
     runtime, _ = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    tested = await call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    tested = await call(
+        runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref}
+    )
     assert tested["context"]["tool_count"] == 2 and 40 < tested["context"]["estimated_tokens"] < 400, tested["context"]
     ref = runtime.refs.mint("STUB_API_KEY", canary)
-    installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+    installed = await call(
+        runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref}
+    )
     got = await call(runtime, "mcp_setup_get", qualified_name="io.test/stub-ok")
     assert installed["context"]["tool_count"] == got["context"]["tool_count"] == 2
     assert got["context"]["estimated_tokens"] == installed["context"]["estimated_tokens"] > 0
@@ -165,7 +183,9 @@ async def test_tool_calls_are_logged_with_key_names_only(world, canary: str, cap
     runtime, _ = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     with caplog.at_level(logging.DEBUG):
-        await call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref})
+        await call(
+            runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref}
+        )
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "env_refs keys=['STUB_API_KEY']" in text
     assert canary not in text and ref not in text
@@ -241,10 +261,20 @@ async def test_a_hanging_install_holds_up_no_other_install(world, canary: str) -
     ref_hang = runtime.refs.mint("STUB_API_KEY", canary)
     ref_ok = runtime.refs.mint("STUB_API_KEY", canary)
     hanging = asyncio.create_task(
-        call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-hang", env_refs={"STUB_API_KEY": ref_hang})
+        call(
+            runtime,
+            "mcp_setup_install_and_connect",
+            qualified_name="io.test/stub-hang",
+            env_refs={"STUB_API_KEY": ref_hang},
+        )
     )
     ok = asyncio.create_task(
-        call(runtime, "mcp_setup_install_and_connect", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref_ok})
+        call(
+            runtime,
+            "mcp_setup_install_and_connect",
+            qualified_name="io.test/stub-ok",
+            env_refs={"STUB_API_KEY": ref_ok},
+        )
     )
     with anyio.fail_after(scaled(20)):
         done, _ = await asyncio.wait({hanging, ok}, return_when=asyncio.FIRST_COMPLETED)

@@ -27,7 +27,9 @@ async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary, mode="echo_env", name="stub-echo")
-    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name="io.test/stub-echo")))
+    (catalog / "stub.json").write_text(
+        json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name="io.test/stub-echo"))
+    )
     settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=5)
     rt = build_runtime(settings, keyring_backend=memory_keyring)
     yield rt
@@ -40,9 +42,15 @@ async def _call(rt: Runtime, tool: str, principal: str = "agent-1", **args) -> d
 
 #: Where an agent-supplied value goes in a setup tool's arguments, each carrying the PIN.
 CARRIERS = {
-    "env_value": ("mcp_setup_test_connection", {"qualified_name": "io.test/stub-echo", "env": {"CFG": " ".join(f"{i:04d}" for i in range(4810, 4830))}}),
+    "env_value": (
+        "mcp_setup_test_connection",
+        {"qualified_name": "io.test/stub-echo", "env": {"CFG": " ".join(f"{i:04d}" for i in range(4810, 4830))}},
+    ),
     "env_key": ("mcp_setup_install_and_connect", {"qualified_name": "io.test/stub-echo", "env": {f"PIN {PIN}": "1"}}),
-    "url_variable_split": ("mcp_setup_test_connection", {"qualified_name": "io.test/stub-echo", "env": {"TENANT": "48", "REGION": "21"}}),
+    "url_variable_split": (
+        "mcp_setup_test_connection",
+        {"qualified_name": "io.test/stub-echo", "env": {"TENANT": "48", "REGION": "21"}},
+    ),
     "package": ("mcp_setup_get", {"qualified_name": "io.test/stub-echo", "package": f"npm:{PIN}"}),
     "query": ("mcp_setup_search", {"query": f"pin {PIN}"}),
     "query_as_exponent": ("mcp_setup_search", {"query": "4.821e3"}),
@@ -51,7 +59,9 @@ CARRIERS = {
 
 
 @pytest.mark.parametrize("carrier", list(CARRIERS))
-async def test_a_live_secret_in_any_setup_argument_is_refused_before_anything_runs(runtime: Runtime, carrier: str) -> None:
+async def test_a_live_secret_in_any_setup_argument_is_refused_before_anything_runs(
+    runtime: Runtime, carrier: str
+) -> None:
     runtime.refs.mint("PIN", PIN)  # the user answered a prompt: a live value
     tool, args = CARRIERS[carrier]
     result = await _call(runtime, tool, **args)
@@ -62,12 +72,18 @@ async def test_a_live_secret_in_any_setup_argument_is_refused_before_anything_ru
     assert not processes_mentioning(str(runtime.settings.home))
 
 
-async def test_a_stored_secret_is_guarded_like_a_live_one_and_the_second_guess_locks(runtime: Runtime, canary: str) -> None:
+async def test_a_stored_secret_is_guarded_like_a_live_one_and_the_second_guess_locks(
+    runtime: Runtime, canary: str
+) -> None:
     runtime.redactor.register(canary, "[secret:STORED]")  # an installed server's stored value
     first = await _call(runtime, "mcp_setup_search", query=canary.upper())
     assert first["error"]["code"] == "arguments_refused"
-    second = await _call(runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-echo",
-                         env={"A": canary[:10], "B": canary[10:]})  # fmt: skip
+    second = await _call(
+        runtime,
+        "mcp_setup_test_connection",
+        qualified_name="io.test/stub-echo",
+        env={"A": canary[:10], "B": canary[10:]},
+    )
     assert second["error"]["code"] == "arguments_refused"
     assert runtime.guard is not None and runtime.guard.locked() == ["agent-1"]
     for tool, args in (("mcp_setup_search", {"query": "weather"}), ("mcp_setup_list_servers", {})):
@@ -96,7 +112,10 @@ async def test_the_first_refusal_tells_the_user_in_the_log_without_the_value(
     [
         {"qualified_name": "io.test/stub-echo", "env": {"CFG": "x" * (MAX_VALUE_CHARS + 1)}},
         {"qualified_name": "io.test/stub-echo", "env": {"K" * (MAX_VALUE_CHARS + 1): "v"}},
-        {"qualified_name": "io.test/stub-echo", "env": {f"K{i}": "y" * 1000 for i in range(MAX_ARGUMENTS_CHARS // 1000 + 1)}},
+        {
+            "qualified_name": "io.test/stub-echo",
+            "env": {f"K{i}": "y" * 1000 for i in range(MAX_ARGUMENTS_CHARS // 1000 + 1)},
+        },
         {"qualified_name": "io.test/stub-echo", "env": {"deep": [[[[["z" * 900] * 20]]]]}},
     ],
     ids=["long_value", "long_key", "large_total", "large_nested"],

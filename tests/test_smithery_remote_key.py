@@ -38,10 +38,15 @@ def test_an_official_entry_hosted_by_smithery_asks_for_the_smithery_api_key_by_t
 
 
 def test_a_host_that_only_ends_like_smithery_gets_no_smithery_key() -> None:
-    detail = smithery_detail({
-        "qualifiedName": "@x/y", "displayName": "Y", "description": None, "remote": True,
-        "connections": [{"type": "http", "deploymentUrl": "https://evilsmithery.ai/mcp", "configSchema": {}}],
-    })  # fmt: skip
+    detail = smithery_detail(
+        {
+            "qualifiedName": "@x/y",
+            "displayName": "Y",
+            "description": None,
+            "remote": True,
+            "connections": [{"type": "http", "deploymentUrl": "https://evilsmithery.ai/mcp", "configSchema": {}}],
+        }
+    )
     (remote,) = detail.packages
     assert remote.headers == {} and remote.required_keys == []
 
@@ -54,7 +59,9 @@ async def test_a_smithery_remote_describes_the_smithery_key_and_the_configured_k
         settings = Settings(home=tmp_path, registries="smithery", smithery_url=fake.url, smithery_api_key=canary)
         runtime = build_runtime(settings, keyring_backend=memory_keyring)
         try:
-            detail = await runtime.service.call("mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext())
+            detail = await runtime.service.call(
+                "mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext()
+            )
             (remote,) = detail["packages"]
             keys = {k["name"]: k for k in remote["keys"]}
             assert keys["smithery_api_key"]["secret"] is True
@@ -89,7 +96,9 @@ async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and
         settings = Settings(home=tmp_path, registries="smithery", smithery_url=fake.url, smithery_api_key=canary)
         runtime = build_runtime(settings, keyring_backend=memory_keyring)
         try:
-            detail = await runtime.service.call("mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext())
+            detail = await runtime.service.call(
+                "mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext()
+            )
             (key,) = [k for k in detail["required_env_keys"] if k["name"] == "smithery_api_key"]
             assert key["required"] is False and key["provided"] is True and "do not request it" in key["note"]
 
@@ -113,14 +122,30 @@ async def test_a_server_that_also_wants_a_setting_named_like_the_smithery_key_ge
     # Its configSchema names a setting smithery_api_key too: that one goes into the URL's query,
     # which Smithery passes on to the third-party server, so the configured key is not filled in.
     def remote(config_schema: dict) -> Any:
-        (option,) = smithery_detail({
-            "qualifiedName": "@x/y", "displayName": "Y", "description": None, "remote": True,
-            "connections": [{"type": "http", "deploymentUrl": "https://server.smithery.ai/@x/y/mcp", "configSchema": config_schema}],
-        }).packages  # fmt: skip
+        (option,) = smithery_detail(
+            {
+                "qualifiedName": "@x/y",
+                "displayName": "Y",
+                "description": None,
+                "remote": True,
+                "connections": [
+                    {
+                        "type": "http",
+                        "deploymentUrl": "https://server.smithery.ai/@x/y/mcp",
+                        "configSchema": config_schema,
+                    }
+                ],
+            }
+        ).packages
         return option
 
-    colliding = remote({"type": "object", "required": ["smithery_api_key"],
-                        "properties": {"smithery_api_key": {"type": "string", "description": "Your key"}}})  # fmt: skip
+    colliding = remote(
+        {
+            "type": "object",
+            "required": ["smithery_api_key"],
+            "properties": {"smithery_api_key": {"type": "string", "description": "Your key"}},
+        }
+    )
     assert preparer.fillable(colliding, list(colliding.required_keys)) == set()
     plain = remote({})
     assert preparer.fillable(plain, list(plain.required_keys)) == {"smithery_api_key"}
@@ -129,7 +154,9 @@ async def test_a_server_that_also_wants_a_setting_named_like_the_smithery_key_ge
 @pytest.fixture
 async def preparer(tmp_path: Path, memory_keyring, canary: str):
     """The Preparer of a runtime whose configured Smithery key is ``canary``."""
-    runtime = build_runtime(Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring)
+    runtime = build_runtime(
+        Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring
+    )
     try:
         yield runtime.service.preparer
     finally:
@@ -148,7 +175,9 @@ async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smith
     key = smithery_key()
     values = preparer.values([key], {}, {}, fill={"smithery_api_key"})
     assert values == {"smithery_api_key": canary}
-    elsewhere = LaunchSpec(transport="streamable-http", url="https://${host}/mcp", headers={"Authorization": "Bearer ${smithery_api_key}"})
+    elsewhere = LaunchSpec(
+        transport="streamable-http", url="https://${host}/mcp", headers={"Authorization": "Bearer ${smithery_api_key}"}
+    )
     with pytest.raises(Exception) as refused:
         preparer.refuse_foreign_destination([key], {**values, "host": "attacker.example"}, elsewhere)
     assert refused.value.code == "invalid_input" and canary not in str(refused.value)  # type: ignore[attr-defined]

@@ -14,8 +14,9 @@ def _collect(first: int = 20) -> tuple[StderrLines, list[str], list[float]]:
     async def emit(line: str) -> None:
         sent.append(line)
 
-    lines = StderrLines(emit, lambda text: text.replace("s3cr3t-value", "[redacted]"), first=first,
-                        clock=lambda: now[0])  # fmt: skip
+    lines = StderrLines(
+        emit, lambda text: text.replace("s3cr3t-value", "[redacted]"), first=first, clock=lambda: now[0]
+    )
     return lines, sent, now
 
 

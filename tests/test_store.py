@@ -9,7 +9,7 @@ import base64
 import stat
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ class Clock:
     """A clock that moves one second per reading."""
 
     def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         self.now += timedelta(seconds=1)
@@ -68,16 +68,16 @@ def sqlite_store(data_dir: Path, vault: Vault) -> Iterator[Store]:
 
 
 def install(store: Store, name: str = "io.github.example/weather", **overrides: Any) -> InstalledServer:
-    args: dict[str, Any] = dict(
-        qualified_name=name,
-        source="official",
-        version="1.2.3",
-        package_type="npm",
-        launch_spec={"command": "npx", "args": ["-y", "weather@1.2.3"], "env": {"API_KEY": "${API_KEY}"}},
-        installed_by="agent",
-        tools_hash="sha256:abc",
-        env={"API_KEY": ("key-123456", True), "REGION": ("eu-west-1", False)},
-    )
+    args: dict[str, Any] = {
+        "qualified_name": name,
+        "source": "official",
+        "version": "1.2.3",
+        "package_type": "npm",
+        "launch_spec": {"command": "npx", "args": ["-y", "weather@1.2.3"], "env": {"API_KEY": "${API_KEY}"}},
+        "installed_by": "agent",
+        "tools_hash": "sha256:abc",
+        "env": {"API_KEY": ("key-123456", True), "REGION": ("eu-west-1", False)},
+    }
     args.update(overrides)
     return store.install(**args)
 
@@ -468,6 +468,8 @@ def test_the_tools_left_out_at_install_are_stored_with_it_and_an_update_keeps_th
     old = install(store, tools=tools, hidden_tools=["alerts"], installed_by="user:web")
     assert store.offers()[old.server_id].hidden_tools == {"alerts"}
     assert [(e.event, e.actor) for e in store.audit(server_id=old.server_id)] == [
-        ("installed", "user:web"), ("tools_hidden", "user:web")]
+        ("installed", "user:web"),
+        ("tools_hidden", "user:web"),
+    ]
     new = install(store, tools=tools, version="2.0.0", replaces=old.server_id)
     assert store.offers()[new.server_id].hidden_tools == {"alerts"} and store.get(old.server_id) is None

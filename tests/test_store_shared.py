@@ -70,7 +70,9 @@ def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         if not sel.select(timeout):
-            raise AssertionError(f"no line from the racer within {timeout}s; stderr: {proc.stderr and proc.stderr.read()}")
+            raise AssertionError(
+                f"no line from the racer within {timeout}s; stderr: {proc.stderr and proc.stderr.read()}"
+            )
     line = proc.stdout.readline()
     assert line, f"the racer exited: {proc.stderr.read() if proc.stderr else ''}"
     return line.strip()
@@ -85,8 +87,13 @@ def test_two_processes_installing_the_same_name_one_wins_and_the_other_is_told_a
     racers = [
         subprocess.Popen(
             [sys.executable, "-c", RACER, str(data_dir), database_url or "", tag],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
         for tag in ("one", "two")
     ]
     try:
@@ -146,9 +153,12 @@ async def team_runtime(tmp_path: Path, canary: str, memory_keyring: Any, postgre
     doc = stub_server_json(bundle.resolve().as_uri(), sha, name="io.test/stub-ok")
     (catalog / "stub.json").write_text(json.dumps(doc))
     settings = Settings(
-        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10),
+        home=tmp_path / "data",
+        registries="local",
+        catalog_dir=catalog,
+        probe_timeout_seconds=scaled(10),
         database_url=postgres_url,
-    )  # fmt: skip
+    )
     runtime = build_runtime(settings, keyring_backend=memory_keyring)
     yield runtime
     await runtime.aclose()
@@ -211,7 +221,9 @@ async def test_a_server_stored_under_another_key_fails_with_its_name_and_a_fix_a
         stranger = install_stub(elsewhere, "io.test/from-elsewhere", canary)
     store = Store.for_data_dir(data_dir, Vault.in_memory(), database_url)
     good = install_stub(store, "io.test/ours", canary)
-    manager = ConnectionManager(store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(10))
+    manager = ConnectionManager(
+        store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(10)
+    )
     try:
         with anyio.fail_after(scaled(20)):
             await manager.start()

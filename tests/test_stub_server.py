@@ -79,7 +79,6 @@ async def connect_error(transport, mode: str = "legacy") -> MCPError:
     return err
 
 
-
 # -- stdio stub via the SDK -------------------------------------------------------------
 
 

@@ -56,12 +56,22 @@ def team(postgres_url: str) -> Iterator[tuple[Replica, Replica]]:
 def request_for(command: str = "npx", base_url: str = "https://api.example.com") -> ConsentRequest:
     """A test of one server: what runs (``command``) and where its key goes (``BASE_URL``)."""
     return ConsentRequest(
-        server="io.github.x/y", version="1.0.0", action="test", package_type="npm", package="y", runner=command,
-        sha256=None, transport="stdio", command_line=[command, "y"], url=None, env={"API_KEY": "${API_KEY}"},
-        headers={}, secrets=[SecretDestination("API_KEY", ["environment variable API_KEY"], "this computer")],
+        server="io.github.x/y",
+        version="1.0.0",
+        action="test",
+        package_type="npm",
+        package="y",
+        runner=command,
+        sha256=None,
+        transport="stdio",
+        command_line=[command, "y"],
+        url=None,
+        env={"API_KEY": "${API_KEY}"},
+        headers={},
+        secrets=[SecretDestination("API_KEY", ["environment variable API_KEY"], "this computer")],
         destinations=[DestinationSetting("BASE_URL", base_url)],
         fingerprint=fingerprint({"command": command, "base_url": base_url}),
-    )  # fmt: skip
+    )
 
 
 def listed(replica: Replica) -> list[str]:

@@ -20,7 +20,6 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.cli.main import main
 from app.cli.team import run_token
 from app.settings import Settings
 from setup_agent.secrets.vault import Vault
@@ -98,8 +97,12 @@ def test_serve_on_a_non_loopback_address_refuses_to_start_without_tls(
 ) -> None:
     proc = subprocess.run(
         mcp_setup_argv("serve", "--no-browser", "--port", "0", *args),
-        env=face_env(tmp_path), cwd=REPO, capture_output=True, text=True, timeout=scaled(60),
-    )  # fmt: skip
+        env=face_env(tmp_path),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
     assert proc.returncode == 2
     assert "--tls-cert" in proc.stderr and "Traceback" not in proc.stderr
     assert "running at" not in proc.stdout
@@ -113,8 +116,12 @@ def start(root: Path, *args: str, timeout: float = scaled(30), **env: str) -> tu
     with open(stderr_path, "ab") as errlog:
         proc = subprocess.Popen(
             mcp_setup_argv("serve", "--no-browser", "--port", "0", *args),
-            stdout=subprocess.PIPE, stderr=errlog, stdin=subprocess.DEVNULL, env=full_env, cwd=str(REPO),
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            stdin=subprocess.DEVNULL,
+            env=full_env,
+            cwd=str(REPO),
+        )
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout
@@ -148,7 +155,7 @@ def self_signed(tmp_path: Path, name: str) -> tuple[Path, Path]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -187,9 +194,15 @@ def test_insecure_http_off_loopback_is_warned_on_start_and_the_public_host_is_ac
     stopper.append(served)
     assert scheme == "http" and served.url.startswith(f"http://team.example:{served.port}/?t=")
     with httpx.Client(base_url=f"http://127.0.0.1:{served.port}", trust_env=False, timeout=scaled(30)) as http:
-        assert http.get("/", params={"t": served.token}, headers={"Host": f"team.example:{served.port}"}).status_code == 200
+        assert (
+            http.get("/", params={"t": served.token}, headers={"Host": f"team.example:{served.port}"}).status_code
+            == 200
+        )
         assert http.get("/", params={"t": served.token}, headers={"Host": "team.example"}).status_code == 200
-        assert http.get("/", params={"t": served.token}, headers={"Host": f"evil.example:{served.port}"}).status_code == 421
+        assert (
+            http.get("/", params={"t": served.token}, headers={"Host": f"evil.example:{served.port}"}).status_code
+            == 421
+        )
     assert "--insecure-http" in served.stderr() and "WARNING" in served.stderr()
 
 
@@ -206,7 +219,12 @@ def test_a_team_gateway_over_tls_serves_named_tokens_records_their_provenance_an
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:  # another process: an admin's terminal
         return subprocess.run(
-            mcp_setup_argv(*args), env=face_env(tmp_path, **env), cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
+            mcp_setup_argv(*args),
+            env=face_env(tmp_path, **env),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=scaled(60),
         )
 
     created = cli("token", "create", "alice")
@@ -217,10 +235,14 @@ def test_a_team_gateway_over_tls_serves_named_tokens_records_their_provenance_an
     assert scheme == "https" and served.url.startswith(f"https://team.example:{served.port}/")
     bearer = {"Authorization": f"Bearer {token}", "Host": f"team.example:{served.port}"}
     tls = ssl.create_default_context(cafile=str(cert))
-    with httpx.Client(base_url=f"https://127.0.0.1:{served.port}", verify=tls, trust_env=False, timeout=scaled(60)) as http:
+    with httpx.Client(
+        base_url=f"https://127.0.0.1:{served.port}", verify=tls, trust_env=False, timeout=scaled(60)
+    ) as http:
 
         def rpc(method: str, params: dict, headers: dict[str, str] = bearer) -> httpx.Response:
-            return http.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, headers=headers)
+            return http.post(
+                "/rpc", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, headers=headers
+            )
 
         page = http.get("/", params={"t": served.token}, headers={"Host": f"team.example:{served.port}"})
         assert page.status_code == 200 and "secure" in page.headers["set-cookie"].lower()
@@ -231,7 +253,9 @@ def test_a_team_gateway_over_tls_serves_named_tokens_records_their_provenance_an
         assert prompt["url"].startswith(f"https://team.example:{served.port}/secrets/")
         answered = http.post(f"/api/secrets/{prompt['prompt_id']}", json={"value": canary}, headers=bearer)
         assert answered.status_code == 200
-        installed = rpc("mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}})
+        installed = rpc(
+            "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}}
+        )
         assert installed.json()["result"]["status"] == "connected", installed.text
         listed = rpc("servers.list", {}).json()["result"]["servers"]
         assert [s["installed_by"] for s in listed] == ["token:alice"]
@@ -255,7 +279,9 @@ def test_key_export_then_rotate_through_the_cli_keeps_every_value_readable_with_
     home = Path(env["MCP_SETUP_HOME"])
 
     def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(mcp_setup_argv(*args), env={**env, **extra}, cwd=REPO, capture_output=True, text=True, timeout=scaled(60))
+        return subprocess.run(
+            mcp_setup_argv(*args), env={**env, **extra}, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
+        )
 
     team_key = tmp_path / "exported.key"
     exported = cli("key", "export", "--to", str(team_key))  # the machine's own key, for the team
@@ -263,9 +289,15 @@ def test_key_export_then_rotate_through_the_cli_keeps_every_value_readable_with_
     assert oct(team_key.stat().st_mode & 0o777) == "0o600"
     with Store.for_data_dir(home, Vault.from_key_file(team_key), database_url) as store:
         server = store.install(
-            qualified_name="io.test/kept", source="local", version="1", package_type="npm", launch_spec={"command": "x"},
-            installed_by="agent", tools_hash="h", env={"API_KEY": (canary, True)},
-        )  # fmt: skip
+            qualified_name="io.test/kept",
+            source="local",
+            version="1",
+            package_type="npm",
+            launch_spec={"command": "x"},
+            installed_by="agent",
+            tools_hash="h",
+            env={"API_KEY": (canary, True)},
+        )
     before = team_key.read_bytes()
     rotated = cli("key", "rotate", MCP_SETUP_DATA_KEY_FILE=str(team_key))
     assert rotated.returncode == 0, rotated.stderr
@@ -287,20 +319,32 @@ def test_serve_with_a_missing_or_loose_team_key_says_so_in_one_line(tmp_path: Pa
     for key_file, expected in ((tmp_path / "missing.key", "key export --to"), (loose, "chmod 600")):
         proc = subprocess.run(
             mcp_setup_argv("serve", "--no-browser", "--port", "0"),
-            env=face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key_file)), cwd=REPO, capture_output=True, text=True,
+            env=face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key_file)),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
             timeout=scaled(60),
-        )  # fmt: skip
+        )
         assert proc.returncode == 1 and expected in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and "running at" not in proc.stdout
 
 
-@pytest.mark.parametrize(("given", "base"), [
-    ("https://Team.Example", "https://team.example"), ("https://team.example:443/", "https://team.example"),
-    ("https://team.example:8443", "https://team.example:8443"), ("http://10.0.0.5:80", "http://10.0.0.5"),
-    ("https://[::1]:9443", "https://[::1]:9443"),
-    ("team.example", None), ("ftp://team.example", None), ("https://team.example/mcp", None),
-    ("https://user:pw@team.example", None), ("https://team.example:port", None), ("https://", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("given", "base"),
+    [
+        ("https://Team.Example", "https://team.example"),
+        ("https://team.example:443/", "https://team.example"),
+        ("https://team.example:8443", "https://team.example:8443"),
+        ("http://10.0.0.5:80", "http://10.0.0.5"),
+        ("https://[::1]:9443", "https://[::1]:9443"),
+        ("team.example", None),
+        ("ftp://team.example", None),
+        ("https://team.example/mcp", None),
+        ("https://user:pw@team.example", None),
+        ("https://team.example:port", None),
+        ("https://", None),
+    ],
+)
 def test_the_public_url_is_a_scheme_and_a_host_and_a_default_port_is_left_out(given: str, base: str | None) -> None:
     from app.web.serve import parse_public_url
 
@@ -308,7 +352,13 @@ def test_the_public_url_is_a_scheme_and_a_host_and_a_default_port_is_left_out(gi
 
 
 def test_serve_refuses_a_public_url_that_is_not_an_address_and_says_what_one_looks_like(tmp_path: Path) -> None:
-    done = subprocess.run(mcp_setup_argv("serve", "--no-browser", "--port", "0"), cwd=REPO, capture_output=True, text=True,
-                          env=face_env(tmp_path, MCP_SETUP_PUBLIC_URL="team.example/x"), timeout=scaled(60))  # fmt: skip
+    done = subprocess.run(
+        mcp_setup_argv("serve", "--no-browser", "--port", "0"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=face_env(tmp_path, MCP_SETUP_PUBLIC_URL="team.example/x"),
+        timeout=scaled(60),
+    )
     assert done.returncode == 2
     assert "MCP_SETUP_PUBLIC_URL" in done.stderr and "https://team.example:8443" in done.stderr

@@ -33,7 +33,8 @@ from tests.test_team_shared_state import every_cell
 from tests.timeouts import scaled
 
 pytestmark = pytest.mark.skipif(
-    nginx_binary() is None and os.environ.get("CI") != "true", reason="nginx is not installed (scripts/test.sh installs it)"
+    nginx_binary() is None and os.environ.get("CI") != "true",
+    reason="nginx is not installed (scripts/test.sh installs it)",
 )
 
 
@@ -75,8 +76,9 @@ def call_in_session(host: str, port: int, token: str, answer: AnswerOn) -> dict[
 
     async def talk() -> dict[str, Any]:
         with anyio.fail_after(scaled(90)):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", "Host": f"{PUBLIC_HOST}:{port}"},
-                                      timeout=scaled(60))  # fmt: skip
+            http = httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}", "Host": f"{PUBLIC_HOST}:{port}"}, timeout=scaled(60)
+            )
             transport = streamable_http_client(f"http://{host}:{port}/mcp", http_client=http)
             async with http, McpClient(transport, mode="legacy", elicitation_callback=answer) as client:
                 result = await client.call_tool("stub__key_hash", {})
@@ -111,14 +113,22 @@ def test_a_members_link_from_one_replica_is_answered_on_the_other_and_their_call
         carol = Client(team.port, member=carol_token, admin=admin_token)
         try:
             admin.steer(a)
-            asked = admin.rpc("request the shared key", "mcp_setup_request_secret",
-                              {"key_name": "STUB_API_KEY", "prompt": "key", "server": STUB})  # fmt: skip
+            asked = admin.rpc(
+                "request the shared key",
+                "mcp_setup_request_secret",
+                {"key_name": "STUB_API_KEY", "prompt": "key", "server": STUB},
+            )
             answer_on_the_page(admin, asked["result"]["url"], shared, b)
             admin.steer(a)
-            installed = admin.rpc("install", "mcp_setup_install_and_connect", {
-                "qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["result"]["ref"]},
-                "per_member": ["STUB_API_KEY"],
-            })  # fmt: skip
+            installed = admin.rpc(
+                "install",
+                "mcp_setup_install_and_connect",
+                {
+                    "qualified_name": STUB,
+                    "env_refs": {"STUB_API_KEY": asked["result"]["ref"]},
+                    "per_member": ["STUB_API_KEY"],
+                },
+            )
             assert installed["result"]["status"] == "connected", installed
             server_id = installed["result"]["server_id"]
 
@@ -156,8 +166,11 @@ def test_a_members_link_from_one_replica_is_answered_on_the_other_and_their_call
             key = re.search(r"t=([^&]+)", parts.query)
             assert key is not None
             bob.steer(b)
-            refused = bob.http.post(parts.path, data={"t": key.group(1), "value": late, "action": "submit"},
-                                    headers={"Origin": f"http://{bob.host}"})  # fmt: skip
+            refused = bob.http.post(
+                parts.path,
+                data={"t": key.group(1), "value": late, "action": "submit"},
+                headers={"Origin": f"http://{bob.host}"},
+            )
             bob._record("bob's late answer", refused)
             assert bob.last_replica() == b
             assert "saved" not in refused.text, refused.text[:300]

@@ -27,13 +27,14 @@ from setup_agent.store import PendingApprovals, owner_alive
 from setup_agent.store.database import Store
 from tests.browser.serve import STUB, Served, make_catalog, stop_serve
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.team_balancer import PUBLIC_HOST, REPLICA_HOSTS, Client, nginx_balancer, nginx_binary, free_common_port
+from tests.team_balancer import PUBLIC_HOST, REPLICA_HOSTS, Client, free_common_port, nginx_balancer, nginx_binary
 from tests.test_team_gateway import start
 from tests.test_team_shared_state import every_cell
 from tests.timeouts import scaled
 
 pytestmark = pytest.mark.skipif(
-    nginx_binary() is None and os.environ.get("CI") != "true", reason="nginx is not installed (scripts/test.sh installs it)"
+    nginx_binary() is None and os.environ.get("CI") != "true",
+    reason="nginx is not installed (scripts/test.sh installs it)",
 )
 
 
@@ -44,17 +45,25 @@ class Team:
         key = root / "team.key"
         self.vault.export_key(key)
         self.env = {
-            "MCP_SETUP_DATABASE_URL": database_url, "MCP_SETUP_DATA_KEY_FILE": str(key),
-            "MCP_SETUP_PUBLIC_HOST": PUBLIC_HOST, "MCP_SETUP_CATALOG_DIR": str(make_catalog(root, canary)),
+            "MCP_SETUP_DATABASE_URL": database_url,
+            "MCP_SETUP_DATA_KEY_FILE": str(key),
+            "MCP_SETUP_PUBLIC_HOST": PUBLIC_HOST,
+            "MCP_SETUP_CATALOG_DIR": str(make_catalog(root, canary)),
             "MCP_SETUP_CONSENT": "ask",
-        }  # fmt: skip
+        }
         self.database_url = database_url
         self.port = free_common_port()
         self.replicas: dict[str, Served] = {}
 
     def cli(self, *args: str) -> str:
-        done = subprocess.run(mcp_setup_argv(*args), env=face_env(self.root / "admin", **self.env), cwd=REPO,
-                              capture_output=True, text=True, timeout=scaled(60))  # fmt: skip
+        done = subprocess.run(
+            mcp_setup_argv(*args),
+            env=face_env(self.root / "admin", **self.env),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=scaled(60),
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.split()[0]
 
@@ -112,8 +121,11 @@ def answer_on_the_page(client: Client, url: str, value: str, replica: str) -> No
     assert page.status_code == 200 and "<form" in page.text, page.text[:300]
     assert client.last_replica() == replica
     client.steer(replica)
-    saved = client.http.post(link.path, data={"t": key.group(1), "value": value, "action": "submit"},
-                             headers={"Origin": f"{client.scheme}://{client.host}"})  # fmt: skip
+    saved = client.http.post(
+        link.path,
+        data={"t": key.group(1), "value": value, "action": "submit"},
+        headers={"Origin": f"{client.scheme}://{client.host}"},
+    )
     client._record("answer the secret", saved)
     assert saved.status_code == 200 and "saved" in saved.text, saved.text[:300]
 
@@ -141,14 +153,19 @@ def test_two_replicas_behind_round_robin_nginx_run_a_whole_setup_each_step_on_th
         client = Client(team.port, member=member, admin=admin)
         try:
             client.steer(a)
-            asked = client.rpc("request the secret", "mcp_setup_request_secret",
-                               {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB})  # fmt: skip
+            asked = client.rpc(
+                "request the secret",
+                "mcp_setup_request_secret",
+                {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB},
+            )
             assert "result" in asked, asked
             ref = asked["result"]["ref"]
 
             answer_on_the_page(client, asked["result"]["url"], canary, b)
             client.steer(a)  # a second answer, on the replica that asked: refused, the value echoed nowhere
-            again = client.post_as_user("answer again", f"/api/secrets/{asked['result']['prompt_id']}", {"value": canary})
+            again = client.post_as_user(
+                "answer again", f"/api/secrets/{asked['result']['prompt_id']}", {"value": canary}
+            )
             assert again.status_code in (404, 409), again.text
 
             client.steer(a)
@@ -161,8 +178,9 @@ def test_two_replicas_behind_round_robin_nginx_run_a_whole_setup_each_step_on_th
             assert len(team.pending_consents()) == 1, team.pending_consents()  # b waits on a's: one box
 
             client.steer(b)  # answered on the replica that did not open it: a's call and b's go on
-            approved = client.post_as_user("approve", f"/api/consents/{team.pending_consent()}",
-                                           {"approve": True, "accept_warnings": True})  # fmt: skip
+            approved = client.post_as_user(
+                "approve", f"/api/consents/{team.pending_consent()}", {"approve": True, "accept_warnings": True}
+            )
             assert approved.status_code == 200, approved.text
             assert team.pending_consents() == []  # nothing left listed until a deadline
 
@@ -185,13 +203,24 @@ def test_two_replicas_behind_round_robin_nginx_run_a_whole_setup_each_step_on_th
             client.steer(b)
             removed = client.rpc("remove", "servers.remove", {"server_id": server_id})
             assert removed["result"]["removed"] is True, removed
-            until(lambda: not any(n.endswith("__echo") for n in gateway_tools(client, "gone on the other", a)), scaled(30))
+            until(
+                lambda: not any(n.endswith("__echo") for n in gateway_tools(client, "gone on the other", a)), scaled(30)
+            )
         finally:
             client.close()
         steps = [(step, r) for step, r in client.trail if step != "healthz"]
-        wanted = {"request the secret": a, "open the secret page": b, "answer the secret": b,
-                  "test (consent asked)": a, "retry (consent asked)": b, "approve": b, "test": a, "install": b,
-                  "call the installed tool": a, "remove": b}  # fmt: skip
+        wanted = {
+            "request the secret": a,
+            "open the secret page": b,
+            "answer the secret": b,
+            "test (consent asked)": a,
+            "retry (consent asked)": b,
+            "approve": b,
+            "test": a,
+            "install": b,
+            "call the installed tool": a,
+            "remove": b,
+        }
         for step, replica in wanted.items():
             assert (step, replica) in steps, (step, steps)
         nginx_log = nginx.log_text()
@@ -212,8 +241,11 @@ def test_a_replica_killed_in_the_middle_of_a_setup_leaves_the_other_to_finish_it
         client = Client(team.port, member=member, admin=admin)
         try:
             client.steer(a)
-            asked = client.rpc("request the secret", "mcp_setup_request_secret",
-                               {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB})  # fmt: skip
+            asked = client.rpc(
+                "request the secret",
+                "mcp_setup_request_secret",
+                {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB},
+            )
             assert client.last_replica() == a and "result" in asked, asked
             team.replicas[a].proc.kill()  # in the middle: the prompt is open, nothing answered yet
             team.replicas[a].proc.wait(scaled(10))
@@ -223,8 +255,9 @@ def test_a_replica_killed_in_the_middle_of_a_setup_leaves_the_other_to_finish_it
             args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["result"]["ref"]}}
             waiting = client.rpc("test (consent asked)", "mcp_setup_test_connection", args)
             assert waiting["error"]["data"]["code"] == "consent_required", waiting
-            approved = client.post_as_user("approve", f"/api/consents/{team.pending_consent()}",
-                                           {"approve": True, "accept_warnings": True})  # fmt: skip
+            approved = client.post_as_user(
+                "approve", f"/api/consents/{team.pending_consent()}", {"approve": True, "accept_warnings": True}
+            )
             assert approved.status_code == 200, approved.text
             installed = client.rpc("install", "mcp_setup_install_and_connect", args)
             assert installed["result"]["status"] == "connected", installed
@@ -257,19 +290,31 @@ def test_tls_ended_at_nginx_with_plain_http_to_the_replicas_hands_out_https_link
     with nginx_balancer(team.port, tls=(cert, key)) as nginx:
         client = Client(team.port, member=member, admin=admin, tls_cert=cert)
         try:
-            hello = client.mcp("initialize", "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                                            "clientInfo": {"name": "t", "version": "1"}})  # fmt: skip
+            hello = client.mcp(
+                "initialize",
+                "initialize",
+                {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+            )
             assert hello["result"]["serverInfo"]["name"], hello
             client.steer(a)
-            asked = client.rpc("request the secret", "mcp_setup_request_secret",
-                               {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB})  # fmt: skip
+            asked = client.rpc(
+                "request the secret",
+                "mcp_setup_request_secret",
+                {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB},
+            )
             url = asked["result"]["url"]
             assert url.startswith(f"https://{PUBLIC_HOST}:{team.port}/"), url
             answer_on_the_page(client, url, canary, b)  # through the TLS balancer, on the other replica
-            forged = client.http.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "mcp_setup_request_secret",
-                                                    "params": {"key_name": "K", "prompt": "p", "server": STUB}},
-                                      headers={**client.member, "X-Forwarded-Proto": "http",
-                                               "X-Forwarded-Host": "evil.example"})  # fmt: skip
+            forged = client.http.post(
+                "/rpc",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "mcp_setup_request_secret",
+                    "params": {"key_name": "K", "prompt": "p", "server": STUB},
+                },
+                headers={**client.member, "X-Forwarded-Proto": "http", "X-Forwarded-Host": "evil.example"},
+            )
             assert forged.json()["result"]["url"].startswith(f"https://{PUBLIC_HOST}:{team.port}/")
         finally:
             client.close()

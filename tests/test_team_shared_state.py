@@ -30,8 +30,9 @@ class Replica:
         self.refs = SharedRefStore(SharedRefs(self.store, vault), ttl_seconds=600)
         self.broker = PromptBroker(self.refs)
         self.approvals = PendingApprovals(self.store, owner=f"{name}:1")
-        share_prompts(self.broker, self.refs, self.approvals, vault, ttl_seconds=600,
-                      shared_refs=SharedRefs(self.store, vault))  # fmt: skip
+        share_prompts(
+            self.broker, self.refs, self.approvals, vault, ttl_seconds=600, shared_refs=SharedRefs(self.store, vault)
+        )
         self.capabilities = Capabilities(ttl_seconds=600, shared=SharedCapabilities(self.store))
         self.consents = ConsentBroker(ttl_seconds=600)
         self.consents.share_decisions(SharedDecisions(SharedApprovals(self.store), ttl_seconds=600))
@@ -106,9 +107,21 @@ def test_an_approval_given_on_one_replica_is_used_by_another_and_forgotten_with_
 ) -> None:
     a, b = replicas
     request = ConsentRequest(
-        server="io.github.x/y", version="1.0.0", action="test", package_type="npm", package="y", runner="npx",
-        sha256=None, transport="stdio", command_line=["npx", "y"], url=None, env={}, headers={}, secrets=[],
-        destinations=[], fingerprint=fingerprint({"server": "io.github.x/y", "v": 1}),
+        server="io.github.x/y",
+        version="1.0.0",
+        action="test",
+        package_type="npm",
+        package="y",
+        runner="npx",
+        sha256=None,
+        transport="stdio",
+        command_line=["npx", "y"],
+        url=None,
+        env={},
+        headers={},
+        secrets=[],
+        destinations=[],
+        fingerprint=fingerprint({"server": "io.github.x/y", "v": 1}),
     )
     pending = a.consents.open(request)
     assert b.consents.decision(request) is None
@@ -148,10 +161,15 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
             assert feed.listening.wait(10)
             changed.clear()  # the feed looks once when it starts listening
             server = a.install(
-                qualified_name="io.test/x", source="local", version="1", package_type="npm",
-                launch_spec={"transport": "stdio", "command": "true", "args": [], "env": {}}, installed_by="test",
-                tools_hash="0" * 64, env={},
-            )  # fmt: skip
+                qualified_name="io.test/x",
+                source="local",
+                version="1",
+                package_type="npm",
+                launch_spec={"transport": "stdio", "command": "true", "args": [], "env": {}},
+                installed_by="test",
+                tools_hash="0" * 64,
+                env={},
+            )
             assert changed.wait(10)  # at commit, not at the next poll
             PendingApprovals(a, owner="a:1").publish("item-0123456789abcdef", "consent", {}, ttl_seconds=60)
             assert pending.wait(10)

@@ -70,8 +70,12 @@ def settings_for(root: Path, pair: OAuthPair, database_url: str | None, key: Pat
     catalog = root / "catalog"
     catalog.mkdir(parents=True)
     (catalog / "notes.json").write_text(json.dumps(remote_server_json(NAME, pair.mcp_url)))
-    extra: dict[str, Any] = {"database_url": database_url, "data_key_file": key, "public_host": PUBLIC} if database_url else {}
-    return Settings(home=root / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20), **extra)
+    extra: dict[str, Any] = (
+        {"database_url": database_url, "data_key_file": key, "public_host": PUBLIC} if database_url else {}
+    )
+    return Settings(
+        home=root / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20), **extra
+    )
 
 
 class Replicas:
@@ -145,7 +149,9 @@ async def test_a_sign_in_started_on_one_replica_completes_when_its_redirect_reac
     pair.provider.confidential = True  # a client secret, for the canary
     location: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     shown: list[dict[str, Any]] = []
-    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, ctx_showing(location, shown, replicas))
+    out = await replicas.a.service.call(
+        "mcp_setup_authorize", {"qualified_name": NAME}, ctx_showing(location, shown, replicas)
+    )
     assert out["status"] == "authorized", out  # A finished the exchange with the code B received
     (info,) = shown
     assert parse_qs(urlsplit(info["url"]).query)["redirect_uri"] == [f"http://{PUBLIC}:{PORT}/oauth/callback"]
@@ -153,7 +159,9 @@ async def test_a_sign_in_started_on_one_replica_completes_when_its_redirect_reac
     replay = await replicas.deliver_to_b(location.result())  # the same redirect again
     assert replay.status_code == 400 and "Refused" in replay.text
     installed = await replicas.b.service.call(
-        "mcp_setup_install_and_connect", {"qualified_name": NAME, "oauth_ref": out["ref"]}, CallContext(installed_by="agent")
+        "mcp_setup_install_and_connect",
+        {"qualified_name": NAME, "oauth_ref": out["ref"]},
+        CallContext(installed_by="agent"),
     )
     assert installed["status"] == "connected", installed  # the ref made on A installs on B
     result = await replicas.b.connections.call_tool(installed["server_id"], "whoami")
@@ -161,11 +169,20 @@ async def test_a_sign_in_started_on_one_replica_completes_when_its_redirect_reac
     code = parse_qs(urlsplit(location.result()).query)["code"][0]
     state = parse_qs(urlsplit(location.result()).query)["state"][0]
     assert [f["grant_type"] for f in pair.provider.token_forms] == ["authorization_code"]  # once, by B: A did not
-    planted = [code, state, *verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh, *client_secrets(pair)]
+    planted = [
+        code,
+        state,
+        *verifiers,
+        *pair.provider.issued_access,
+        *pair.provider.issued_refresh,
+        *client_secrets(pair),
+    ]
     assert len(verifiers) == 1 and pair.provider.issued_access and client_secrets(pair)
     assert pair.provider.token_forms[0]["code_verifier"] == verifiers[0]
     cells = every_cell(replicas.a.store)
-    ours = [r for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore.")]  # not the test's browser
+    ours = [
+        r for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore.")
+    ]  # not the test's browser
     outbound = json.dumps([out, installed, shown[0]["scopes"]]) + "\n".join(r.getMessage() for r in ours)
     for value in planted:
         assert value not in cells  # only hashed (state) or encrypted (code, grant)
@@ -202,7 +219,9 @@ def test_a_sign_in_row_takes_one_answer_once_and_none_after_its_deadline(postgre
         assert every_cell(store).count("a:1") == 1
 
 
-async def test_on_sqlite_a_sign_in_keeps_its_loopback_listener(tmp_path: Path, pair: OAuthPair, memory_keyring: Any) -> None:
+async def test_on_sqlite_a_sign_in_keeps_its_loopback_listener(
+    tmp_path: Path, pair: OAuthPair, memory_keyring: Any
+) -> None:
     rt = build_runtime(settings_for(tmp_path, pair, None, None), keyring_backend=memory_keyring)
     try:
         assert rt.sign_ins.shared is None
@@ -210,7 +229,9 @@ async def test_on_sqlite_a_sign_in_keeps_its_loopback_listener(tmp_path: Path, p
         async def later(info: dict[str, Any]) -> dict[str, Any]:
             return {"status": "pending"}
 
-        out = await rt.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later))
+        out = await rt.service.call(
+            "mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later)
+        )
         assert parse_qs(urlsplit(out["url"]).query)["redirect_uri"][0].startswith("http://127.0.0.1:")
     finally:
         await rt.aclose()
@@ -223,8 +244,12 @@ async def test_a_sign_in_declined_at_the_other_replica_ends_the_waiting_one_as_d
         assert answer.status_code == 200 and "declined" in answer.text
         return {"status": "shown"}
 
-    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=decline))
-    assert out["ok"] is False and out["error"]["code"] == "oauth_denied" and "access_denied" in out["error"]["message"], out
+    out = await replicas.a.service.call(
+        "mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=decline)
+    )
+    assert (
+        out["ok"] is False and out["error"]["code"] == "oauth_denied" and "access_denied" in out["error"]["message"]
+    ), out
 
 
 async def test_a_sign_in_whose_replica_shut_down_before_the_redirect_is_finished_by_the_replica_it_reaches(
@@ -238,7 +263,9 @@ async def test_a_sign_in_whose_replica_shut_down_before_the_redirect_is_finished
         await authorize_page(location, info["url"])  # the user pressed Authorize; the redirect is on its way
         return {"status": "pending"}
 
-    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later))
+    out = await replicas.a.service.call(
+        "mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later)
+    )
     assert out["status"] == "pending", out
     await replicas.a.sign_ins.aclose()  # A shuts down: its flow is cancelled, the sign-in's row and ref stay
     back = await replicas.deliver_to_b(location.result())
@@ -252,11 +279,18 @@ async def test_a_sign_in_whose_replica_shut_down_before_the_redirect_is_finished
     result = await replicas.b.connections.call_tool(installed["server_id"], "whoami")
     assert result["content"][0]["text"] == "ok"
     assert (await replicas.deliver_to_b(location.result())).status_code == 400  # a replay finds nothing to redeem
-    planted = [*verifiers, *pair.provider.issued_access, *pair.provider.issued_refresh, *client_secrets(pair),
-               parse_qs(urlsplit(location.result()).query)["code"][0]]  # fmt: skip
+    planted = [
+        *verifiers,
+        *pair.provider.issued_access,
+        *pair.provider.issued_refresh,
+        *client_secrets(pair),
+        parse_qs(urlsplit(location.result()).query)["code"][0],
+    ]
     assert len(verifiers) == 1 and client_secrets(pair)
     cells = every_cell(replicas.b.store)
-    logged = "\n".join(r.getMessage() for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore."))
+    logged = "\n".join(
+        r.getMessage() for r in caplog.records if r.name != "httpx" and not r.name.startswith("httpcore.")
+    )
     outbound = json.dumps([out, tested, installed]) + logged + "".join(replicas.answers)
     for value in planted:
         assert value not in cells and value not in outbound
@@ -270,7 +304,9 @@ async def test_a_sign_in_cancelled_on_its_replica_is_redeemed_on_none(replicas: 
         await authorize_page(location, info["url"])  # the person pressed Authorize after all
         return {"status": "pending"}
 
-    out = await replicas.a.service.call("mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later))
+    out = await replicas.a.service.call(
+        "mcp_setup_authorize", {"qualified_name": NAME}, CallContext(present_authorization=later)
+    )
     await replicas.a.sign_ins.cancel(out["ref"])  # not handed over as at a shutdown: its row goes
     back = await replicas.deliver_to_b(location.result())
     assert back.status_code == 400 and pair.provider.token_forms == [], back.text
@@ -279,13 +315,17 @@ async def test_a_sign_in_cancelled_on_its_replica_is_redeemed_on_none(replicas: 
     assert tested["error"]["code"] in ("secret_missing", "secret_expired"), tested
 
 
-def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared_then(postgres_url: str, canary: str) -> None:
+def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared_then(
+    postgres_url: str, canary: str
+) -> None:
     vault = Vault.in_memory()
     with Store(postgres_url, vault) as store:
         rows = SharedSignIns(store, vault)
         rows.open("state-1", owner="a:1", ttl_seconds=60, exchange={"verifier": canary})
         assert canary not in every_cell(store)  # encrypted with the data key
-        assert rows.answer("state-1", {"code": "c", "iss": None}) is False  # a row with an exchange is redeemed, not answered
+        assert (
+            rows.answer("state-1", {"code": "c", "iss": None}) is False
+        )  # a row with an exchange is redeemed, not answered
         assert rows.claim("state-1") == {"verifier": canary}
         assert rows.claim("state-1") is None  # a replayed redirect finds nothing to redeem
         assert rows.answer("state-1", {"code": "c", "iss": None}) is False
@@ -307,18 +347,37 @@ def test_the_replica_receiving_the_redirect_sends_the_code_nowhere_but_the_issue
             outcomes.append(outcome)
 
     record = {
-        "verifier": canary, "token_endpoint": "https://elsewhere.example/token", "issuer": "https://as.example",
-        "iss_expected": "https://as.example", "iss_required": False, "redirect_uri": "https://team.example/oauth/callback",
-        "client_id": "c", "client_secret": None, "token_endpoint_auth_method": "none", "resource": "https://mcp.example/mcp",
-        "send_resource": True, "scope": None, "revocation_endpoint": None, "server_url": "https://mcp.example/mcp",
-        "ref": ref, "key": "OAUTH_X",
-    }  # fmt: skip
-    status, _, page = finish_exchange(Rows(), refs, "s", record, {"code": canary, "iss": None},
-                                      protect=lambda g: None, timeout=1, clock=time.time)  # fmt: skip
+        "verifier": canary,
+        "token_endpoint": "https://elsewhere.example/token",
+        "issuer": "https://as.example",
+        "iss_expected": "https://as.example",
+        "iss_required": False,
+        "redirect_uri": "https://team.example/oauth/callback",
+        "client_id": "c",
+        "client_secret": None,
+        "token_endpoint_auth_method": "none",
+        "resource": "https://mcp.example/mcp",
+        "send_resource": True,
+        "scope": None,
+        "revocation_endpoint": None,
+        "server_url": "https://mcp.example/mcp",
+        "ref": ref,
+        "key": "OAUTH_X",
+    }
+    status, _, page = finish_exchange(
+        Rows(), refs, "s", record, {"code": canary, "iss": None}, protect=lambda g: None, timeout=1, clock=time.time
+    )
     assert status == 502 and "another host" in page and canary not in page
     assert "another host" in outcomes[0]["failed"]  # the waiting replica is told why
     assert len(refs) == 0  # the ref is gone: the agent is told to sign in again, not to wait
-    status, _, page = finish_exchange(Rows(), refs, "s", {**record, "token_endpoint": "https://as.example/token"},
-                                      {"code": canary, "iss": "https://evil.example"}, protect=lambda g: None,
-                                      timeout=1, clock=time.time)  # fmt: skip
+    status, _, page = finish_exchange(
+        Rows(),
+        refs,
+        "s",
+        {**record, "token_endpoint": "https://as.example/token"},
+        {"code": canary, "iss": "https://evil.example"},
+        protect=lambda g: None,
+        timeout=1,
+        clock=time.time,
+    )
     assert status == 502 and "another authorization server" in page  # RFC 9207: the response's iss

@@ -55,8 +55,14 @@ def planted_by(pair: OAuthPair, redirect: Any) -> list[str]:
     verifiers = [f["code_verifier"] for f in pair.provider.token_forms if "code_verifier" in f]
     secrets = [c.client_secret for c in pair.provider.clients.values() if c.client_secret]
     assert verifiers and secrets and pair.provider.issued_access
-    return [query["code"][0], query["state"][0], *verifiers, *secrets, *pair.provider.issued_access,
-            *pair.provider.issued_refresh]  # fmt: skip
+    return [
+        query["code"][0],
+        query["state"][0],
+        *verifiers,
+        *secrets,
+        *pair.provider.issued_access,
+        *pair.provider.issued_refresh,
+    ]
 
 
 def assert_nothing_leaked(replicas: Team, client: Client, planted: list[str], state: str, nginx_log: str) -> None:
@@ -87,7 +93,9 @@ def test_a_sign_in_started_on_one_replica_finishes_when_nginx_hands_its_redirect
                 assert client.last_replica() == a
                 ref = started["result"]["ref"]
                 redirect = urlsplit(browser_until_redirect(started["result"]["url"]))
-                assert redirect.netloc == client.host and redirect.path == "/oauth/callback"  # the balancer, not A's loopback
+                assert (
+                    redirect.netloc == client.host and redirect.path == "/oauth/callback"
+                )  # the balancer, not A's loopback
                 client.steer(b)
                 back = client._record("redirect", client.http.get(f"{redirect.path}?{redirect.query}"))
                 assert back.status_code == 200 and "Signed in" in back.text, back.text
@@ -101,7 +109,9 @@ def test_a_sign_in_started_on_one_replica_finishes_when_nginx_hands_its_redirect
                 assert replay.status_code == 400 and "Signed in" not in replay.text
 
                 client.steer(b)
-                installed = client.rpc("install", "mcp_setup_install_and_connect", {"qualified_name": NAME, "oauth_ref": ref})
+                installed = client.rpc(
+                    "install", "mcp_setup_install_and_connect", {"qualified_name": NAME, "oauth_ref": ref}
+                )
                 assert installed["result"]["status"] == "connected", installed
             finally:
                 client.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 from tests.mcp_face import REPO
 from tests.timeouts import scaled
 
-STUCK = '''
+STUCK = """
 import asyncio
 import time
 
@@ -39,16 +39,27 @@ def test_a_callback_is_running_when_the_timeout_fires() -> None:
 
     loop.call_soon(slow_callback)
     loop.run_until_complete(woken)
-'''
+"""
 
 
 def test_a_test_stuck_in_an_event_loop_callback_ends_at_its_timeout_with_every_stack(tmp_path: Path) -> None:
     (tmp_path / "test_stuck.py").write_text(STUCK)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MCP_SETUP_TEST_"))}
     argv = [
-        sys.executable, "-m", "pytest", "-c", str(REPO / "pyproject.toml"), "--rootdir", str(tmp_path),
-        "-p", "no:cacheprovider", "-p", "no:xdist", "--timeout=2", str(tmp_path / "test_stuck.py"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        str(REPO / "pyproject.toml"),
+        "--rootdir",
+        str(tmp_path),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "--timeout=2",
+        str(tmp_path / "test_stuck.py"),
+    ]
     try:
         proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(45))
     except subprocess.TimeoutExpired as exc:

@@ -15,11 +15,25 @@ def test_numbers_and_ranges_pick_tools_and_anything_else_is_asked_again() -> Non
 
 
 def test_unticking_every_tool_is_allowed_and_said_plainly() -> None:
-    request = ConsentRequest.from_public({
-        "server": "s", "version": None, "action": "install", "package_type": "npm", "package": "p", "runner": None,
-        "sha256": None, "transport": "stdio", "command_line": [], "url": None, "env": {}, "headers": {},
-        "secrets": [], "destinations": [], "tools": [{"name": "a"}, {"name": "b\x1b[2J"}],
-    })  # fmt: skip
+    request = ConsentRequest.from_public(
+        {
+            "server": "s",
+            "version": None,
+            "action": "install",
+            "package_type": "npm",
+            "package": "p",
+            "runner": None,
+            "sha256": None,
+            "transport": "stdio",
+            "command_line": [],
+            "url": None,
+            "env": {},
+            "headers": {},
+            "secrets": [],
+            "destinations": [],
+            "tools": [{"name": "a"}, {"name": "b\x1b[2J"}],
+        }
+    )
     answers = iter(["9", "1-2"])
     out = io.StringIO()
     assert pick_hidden(request, lambda _q: next(answers), out) == ["a", "b\x1b[2J"]

@@ -41,11 +41,19 @@ trust_state = "untrusted"
 
 RECORDED_TOOLS = [
     {"name": "read", "description": "Reads.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
-    {"name": "wipe", "description": "Wipes.", "inputSchema": {"type": "object"},
-     "annotations": {"readOnlyHint": False, "destructiveHint": True}},
-    {"name": "write", "description": "Writes.", "inputSchema": {"type": "object"},
-     "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}},
-]  # fmt: skip
+    {
+        "name": "wipe",
+        "description": "Wipes.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": False, "destructiveHint": True},
+    },
+    {
+        "name": "write",
+        "description": "Writes.",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+    },
+]
 
 
 def offered_by_the_stub() -> list[dict[str, Any]]:
@@ -71,24 +79,37 @@ def seed(data_dir: Path) -> dict[str, str]:
     stub = {
         "command": sys.executable,
         "args": [str(SERVER_PY)],
-        "env": {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(CANARY), "STUB_MODE": "echo_env",
-                "STUB_REGION": "${STUB_REGION}"},
-    }  # fmt: skip
+        "env": {
+            "STUB_API_KEY": "${STUB_API_KEY}",
+            "STUB_EXPECTED_SHA256": sha256_hex(CANARY),
+            "STUB_MODE": "echo_env",
+            "STUB_REGION": "${STUB_REGION}",
+        },
+    }
     common = {"source": "local", "version": "1.0.0", "package_type": "mcpb", "installed_by": "agent", "tools_hash": "x"}
     ids = {}
     try:
         ids[CONNECTED] = store.install(
-            qualified_name=CONNECTED, launch_spec=stub, env={"STUB_API_KEY": (CANARY, True), "STUB_REGION": (REGION, False)},
-            tools=offered_by_the_stub(), **common,
-        ).server_id  # fmt: skip
+            qualified_name=CONNECTED,
+            launch_spec=stub,
+            env={"STUB_API_KEY": (CANARY, True), "STUB_REGION": (REGION, False)},
+            tools=offered_by_the_stub(),
+            **common,
+        ).server_id
         ids[FAILED] = store.install(
-            qualified_name=FAILED, launch_spec={"command": "/nonexistent/mcp-stub-xyz", "args": []},
-            env={"STUB_API_KEY": (CANARY, True)}, tools=RECORDED_TOOLS, **{**common, "version": "2.1.0"},
-        ).server_id  # fmt: skip
+            qualified_name=FAILED,
+            launch_spec={"command": "/nonexistent/mcp-stub-xyz", "args": []},
+            env={"STUB_API_KEY": (CANARY, True)},
+            tools=RECORDED_TOOLS,
+            **{**common, "version": "2.1.0"},
+        ).server_id
         ids[DISABLED] = store.install(
-            qualified_name=DISABLED, launch_spec={"transport": "streamable-http", "url": "https://mcp.example.com/mcp"},
-            env={"STUB_REGION": (REGION, False)}, tools=[{"name": "ping", "inputSchema": {"type": "object"}}], **common,
-        ).server_id  # fmt: skip
+            qualified_name=DISABLED,
+            launch_spec={"transport": "streamable-http", "url": "https://mcp.example.com/mcp"},
+            env={"STUB_REGION": (REGION, False)},
+            tools=[{"name": "ping", "inputSchema": {"type": "object"}}],
+            **common,
+        ).server_id
         store.set_enabled(ids[DISABLED], False)
     finally:
         store.close()
@@ -140,11 +161,17 @@ def test_the_list_has_every_setup_tool_and_each_installed_tool_with_route_health
 
     wipe = by_id[f"{FAILED}#wipe"]
     assert wipe["health"] == {"status": "failed", "code": "command_not_found"}
-    assert wipe["version"] == "2.1.0" and wipe["provider"] == {"id": "broken-co", "eligible": False, "trust_state": "untrusted"}
+    assert wipe["version"] == "2.1.0" and wipe["provider"] == {
+        "id": "broken-co",
+        "eligible": False,
+        "trust_state": "untrusted",
+    }
     assert by_id[f"{FAILED}#write"]["output_schema"]["properties"]["ok"] == {"type": "boolean"}
 
     ping = by_id[f"{DISABLED}#ping"]
-    assert ping["route"] == "mcp:streamable-http" and ping["enabled"] is False and ping["health"] == {"status": "disabled"}
+    assert (
+        ping["route"] == "mcp:streamable-http" and ping["enabled"] is False and ping["health"] == {"status": "disabled"}
+    )
     assert ping["provider"] is None
 
 
@@ -191,7 +218,10 @@ def test_diagnostics_count_by_route_and_health_and_list_the_write_surface_with_r
     assert providers["servers_by_provider"] == {"acme-tools": [ids[CONNECTED]], "broken-co": [ids[FAILED]]}
     assert providers["servers_without_provider"] == [ids[DISABLED]]
     servers = {s["server_id"]: s for s in diag["servers"]}
-    assert servers[ids[CONNECTED]]["env_keys"] == [{"key": "STUB_API_KEY", "secret": True}, {"key": "STUB_REGION", "secret": False}]
+    assert servers[ids[CONNECTED]]["env_keys"] == [
+        {"key": "STUB_API_KEY", "secret": True},
+        {"key": "STUB_REGION", "secret": False},
+    ]
     assert servers[ids[FAILED]]["health"] == {"status": "failed", "code": "command_not_found"}
     assert servers[ids[DISABLED]]["provider"] is None
 
@@ -199,13 +229,17 @@ def test_diagnostics_count_by_route_and_health_and_list_the_write_surface_with_r
 def test_nothing_the_registry_answers_holds_a_secret_a_ref_or_an_env_value(world) -> None:
     served, ids = world
     settled(served, ids)
-    ref = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": DISABLED + "-2"})
+    ref = served.rpc(
+        "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your key", "server": DISABLED + "-2"}
+    )
     assert REF_PATTERN.fullmatch(ref["result"]["ref"])
-    answers = json.dumps([
-        served.rpc("tool_registry_list"),
-        served.rpc("tool_registry_diagnostics"),
-        served.rpc("tool_registry_get", {"tool_id": f"{CONNECTED}#leak"}),
-    ])  # fmt: skip
+    answers = json.dumps(
+        [
+            served.rpc("tool_registry_list"),
+            served.rpc("tool_registry_diagnostics"),
+            served.rpc("tool_registry_get", {"tool_id": f"{CONNECTED}#leak"}),
+        ]
+    )
     assert "Leaks the key" in answers  # the tool that prints its key is there, redacted
     assert CANARY not in answers and REGION not in answers
     assert not REF_PATTERN.search(answers)  # the setup tools' descriptions mention "secret://…", never a ref
@@ -217,17 +251,27 @@ def test_mcp_setup_tools_prints_the_registry_for_people_and_as_json(tmp_path: Pa
     seed(Path(env["MCP_SETUP_HOME"]))
     (tmp_path / "config.toml").write_text(CONFIG)
     env["MCP_SETUP_CONFIG"] = str(tmp_path / "config.toml")
-    table = subprocess.run(mcp_setup_argv("tools"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60))
+    table = subprocess.run(
+        mcp_setup_argv("tools"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
+    )
     assert table.returncode == 0, table.stderr
     assert "TOOL " in table.stdout and "TOOL ID" not in table.stdout  # the names clients list, as in `stub__echo`
-    listed = {t["tool_id"]: t["name"] for t in json.loads(subprocess.run(
-        mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)).stdout)["tools"]}
+    listed = {
+        t["tool_id"]: t["name"]
+        for t in json.loads(
+            subprocess.run(
+                mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
+            ).stdout
+        )["tools"]
+    }
     assert "__" in listed[f"{FAILED}#wipe"] and f"\n{listed[f'{FAILED}#wipe']} " in "\n" + table.stdout
     assert "not checked" in table.stdout and "disabled" in table.stdout
     assert "To check them, run `mcp-setup doctor`" in table.stdout  # what to do about "not checked"
     assert "acme-tools" in table.stdout and "broken-co (not eligible)" in table.stdout
     assert "Tools that may change things" in table.stdout
-    as_json = subprocess.run(mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60))
+    as_json = subprocess.run(
+        mcp_setup_argv("tools", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
+    )
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
     assert {t["tool_id"] for t in data["tools"]} >= {"mcp_setup.search", f"{CONNECTED}#echo", f"{DISABLED}#ping"}
@@ -242,7 +286,13 @@ def test_a_malformed_config_stops_every_face_with_one_line_naming_file_and_field
     env = face_env(tmp_path, MCP_SETUP_CONFIG=str(config))
     for command in (["tools"], ["serve", "--no-browser", "--port", "0"], ["mcp"]):
         done = subprocess.run(
-            mcp_setup_argv(*command), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60), stdin=subprocess.DEVNULL
+            mcp_setup_argv(*command),
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=scaled(60),
+            stdin=subprocess.DEVNULL,
         )
         assert done.returncode == 2, (command, done.stderr)
         assert "Traceback" not in done.stderr
@@ -250,7 +300,9 @@ def test_a_malformed_config_stops_every_face_with_one_line_naming_file_and_field
 
 
 @pytest.mark.anyio
-async def test_the_python_api_redacts_and_takes_diagnostics_sections_from_other_features(tmp_path: Path, canary: str) -> None:
+async def test_the_python_api_redacts_and_takes_diagnostics_sections_from_other_features(
+    tmp_path: Path, canary: str
+) -> None:
     from setup_agent.agent.archetypes import load_archetypes
     from setup_agent.agent.tool_registry import ToolRegistry
     from setup_agent.gateway.connections import ServerStatus
@@ -262,16 +314,26 @@ async def test_the_python_api_redacts_and_takes_diagnostics_sections_from_other_
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     try:
         store.install(
-            qualified_name=CONNECTED, source="local", version="1", package_type="stdio", installed_by="agent",
-            tools_hash="x", launch_spec={"command": "run", "args": []}, env={"K": (canary, True)},
+            qualified_name=CONNECTED,
+            source="local",
+            version="1",
+            package_type="stdio",
+            installed_by="agent",
+            tools_hash="x",
+            launch_spec={"command": "run", "args": []},
+            env={"K": (canary, True)},
             tools=[{"name": "t", "description": f"says {canary}", "inputSchema": {"type": "object"}}],
-        )  # fmt: skip
+        )
         redactor = Redactor()
         redactor.register(canary, "[secret:K]")
         registry = ToolRegistry(
-            servers=store.list, status=lambda sid: ServerStatus(sid, "failed", reason=canary, code="exited"),
-            archetypes=load_archetypes, providers=ProviderConfig(), redactor=redactor, version="9.9",
-        )  # fmt: skip
+            servers=store.list,
+            status=lambda sid: ServerStatus(sid, "failed", reason=canary, code="exited"),
+            archetypes=load_archetypes,
+            providers=ProviderConfig(),
+            redactor=redactor,
+            version="9.9",
+        )
         registry.add_diagnostics("pinning", lambda: {"pinned": 1, "changed": 0})
         with pytest.raises(ValueError):
             registry.add_diagnostics("counts", dict)

@@ -48,8 +48,14 @@ def _wait(check, timeout: float = 60.0) -> None:
 
 
 def _killed_update(env: dict[str, str], ready) -> None:
-    proc = subprocess.Popen(mcp_setup_argv("update", "stub"), env=env, cwd=REPO, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        mcp_setup_argv("update", "stub"),
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait(lambda: ready() or proc.poll() is not None)
         assert proc.poll() is None, "the update ended before the moment to kill it"
@@ -68,16 +74,24 @@ def _the_old_one_is_intact(env: dict[str, str], server_id: str, home: Path) -> N
 
 
 @pytest.mark.parametrize("moment", ["download", "test"])
-def test_a_kill_during_the_update_keeps_the_old_version_and_its_secret(tmp_path: Path, canary: str, moment: str) -> None:
+def test_a_kill_during_the_update_keeps_the_old_version_and_its_secret(
+    tmp_path: Path, canary: str, moment: str
+) -> None:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
-    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog),
-                   MCP_SETUP_PROBE_TIMEOUT_SECONDS="60", MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS="60")  # fmt: skip
+    env = face_env(
+        tmp_path,
+        MCP_SETUP_REGISTRIES="local",
+        MCP_SETUP_CATALOG_DIR=str(catalog),
+        MCP_SETUP_PROBE_TIMEOUT_SECONDS="60",
+        MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS="60",
+    )
     home = Path(env["MCP_SETUP_HOME"])
     publish(tmp_path, catalog, "1.0.0", canary)
     server_id = anyio.run(install_v1, home, catalog, canary)
-    bundle, sha = build_stub_bundle(tmp_path / "dist-2", expected_value=canary, version="2.0.0",
-                                    mode="hang" if moment == "test" else "")  # fmt: skip
+    bundle, sha = build_stub_bundle(
+        tmp_path / "dist-2", expected_value=canary, version="2.0.0", mode="hang" if moment == "test" else ""
+    )
     with served(bundle, trickle=60 if moment == "download" else 0) as (url, hit):
         (catalog / "stub.json").write_text(json.dumps(stub_server_json(url, sha, version="2.0.0")))
         if moment == "download":
@@ -89,8 +103,15 @@ def test_a_kill_during_the_update_keeps_the_old_version_and_its_secret(tmp_path:
 
 def test_a_commit_that_fails_midway_leaves_the_old_row_and_values(tmp_path: Path, canary: str, monkeypatch) -> None:
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
-    common = dict(qualified_name=STUB, source="local", package_type="mcpb", launch_spec={"command": "x", "args": []},
-                  installed_by="agent", tools_hash="h", tools=[])  # fmt: skip
+    common = {
+        "qualified_name": STUB,
+        "source": "local",
+        "package_type": "mcpb",
+        "launch_spec": {"command": "x", "args": []},
+        "installed_by": "agent",
+        "tools_hash": "h",
+        "tools": [],
+    }
     old = store.install(version="1.0.0", env={"STUB_API_KEY": (canary, True)}, **common)
     real = Store._audit
 

@@ -135,9 +135,7 @@ def test_a_keyring_that_fails_or_drops_writes_falls_back_to_the_key_file_with_on
     assert vault.decrypt(vault.encrypt("x")).reveal() == "x"
 
 
-def test_default_backend_is_the_keyring_librarys_current_one(
-    data_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_default_backend_is_the_keyring_librarys_current_one(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     backend = MemoryKeyring()
     monkeypatch.setattr(keyring, "get_keyring", lambda: backend)
     assert Vault.open(data_dir).key_location == "keyring"

@@ -17,7 +17,12 @@ from setup_agent.secrets.refs import SecretRefStore
 from tests.timeouts import scaled
 
 WEAK = ["1234", "4821", "hunter2", "Summer2024!", "Password1", "password123", "20240101", "aaaaaaaaaa", "qwertyuiop"]
-STRONG = ["ghp_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5", "x7#Kp2!qZ9", "sk-proj-4f8a9c2e1b7d", "AbCdEfGhIjKlMnOpQrStUvWxYz"]
+STRONG = [
+    "ghp_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5",
+    "x7#Kp2!qZ9",
+    "sk-proj-4f8a9c2e1b7d",
+    "AbCdEfGhIjKlMnOpQrStUvWxYz",
+]
 
 
 @pytest.mark.parametrize("value", WEAK)
@@ -33,7 +38,9 @@ def test_random_tokens_are_not_weak(value: str) -> None:
 def test_the_web_modal_uses_the_same_rule_and_words() -> None:
     js = (Path(__file__).resolve().parent.parent / "ui" / "js" / "secret_modal.js").read_text()
     words = " ".join(WEAK_VALUE_WARNING.split())
-    js_text = " ".join("".join(re.findall(r'"([^"]*)"', js.split("export var WEAK_VALUE_WARNING =", 1)[1].split(";", 1)[0])).split())
+    js_text = " ".join(
+        "".join(re.findall(r'"([^"]*)"', js.split("export var WEAK_VALUE_WARNING =", 1)[1].split(";", 1)[0])).split()
+    )
     assert js_text == words
     assert "cannot be protected against a determined agent" in words
 

@@ -39,7 +39,14 @@ def test_malformed_json_gets_a_parse_error_not_a_500(served: Served) -> None:
 
 def test_an_unknown_method_gets_method_not_found(served: Served) -> None:
     body = post(served, {"jsonrpc": "2.0", "id": 7, "method": "os.system", "params": {}}).json()
-    assert body == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "Method not found. The methods are the mcp_setup_* tools, spawn_subagent, servers.* and tool_registry_*."}}
+    assert body == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {
+            "code": -32601,
+            "message": "Method not found. The methods are the mcp_setup_* tools, spawn_subagent, servers.* and tool_registry_*.",
+        },
+    }
 
 
 @pytest.mark.parametrize(
@@ -82,12 +89,19 @@ def test_bad_params_get_invalid_params_with_the_core_code(served: Served, method
 
 
 def test_a_tool_error_is_a_jsonrpc_error_carrying_the_stable_code(served: Served) -> None:
-    body = post(served, {"jsonrpc": "2.0", "id": "a", "method": "mcp_setup_get", "params": {"qualified_name": "io.example/nope"}}).json()
+    body = post(
+        served,
+        {"jsonrpc": "2.0", "id": "a", "method": "mcp_setup_get", "params": {"qualified_name": "io.example/nope"}},
+    ).json()
     assert body["error"]["code"] == -32000
     assert body["error"]["data"]["code"] == "not_found"
-    gone = post(served, {"jsonrpc": "2.0", "id": "b", "method": "servers.remove", "params": {"server_id": "srv_nope"}}).json()
+    gone = post(
+        served, {"jsonrpc": "2.0", "id": "b", "method": "servers.remove", "params": {"server_id": "srv_nope"}}
+    ).json()
     assert gone["error"]["code"] == -32000 and gone["error"]["data"]["code"] == "not_found"
-    again = post(served, {"jsonrpc": "2.0", "id": "c", "method": "servers.reconnect", "params": {"server_id": "srv_nope"}}).json()
+    again = post(
+        served, {"jsonrpc": "2.0", "id": "c", "method": "servers.reconnect", "params": {"server_id": "srv_nope"}}
+    ).json()
     assert again["error"]["data"]["code"] == "not_found"
 
 
@@ -188,7 +202,10 @@ def remove_all(served: Served) -> list[str]:
     """Uninstall whatever a test installed, so a failure does not cascade into the next test."""
     removed = []
     for server in served.rpc("servers.list")["result"]["servers"]:
-        assert served.rpc("servers.remove", {"server_id": server["server_id"]})["result"] == {"ok": True, "removed": True}
+        assert served.rpc("servers.remove", {"server_id": server["server_id"]})["result"] == {
+            "ok": True,
+            "removed": True,
+        }
         removed.append(server["server_id"])
     return removed
 
@@ -199,8 +216,12 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
         with served.client(timeout=scaled(120)) as http:
             response = http.post(
                 "/rpc",
-                json={"jsonrpc": "2.0", "id": 9, "method": "spawn_subagent",
-                      "params": {"archetype_id": "mcp_setup", "goal": "set up the stub server"}},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 9,
+                    "method": "spawn_subagent",
+                    "params": {"archetype_id": "mcp_setup", "goal": "set up the stub server"},
+                },
                 headers=served.headers(**{"X-MCP-Setup-Session": listener.session_id}),
             )
         body = response.json()
@@ -217,11 +238,26 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
         listener.wait_for(lambda e: e["type"] == "agent_done")
         listener.wait_for(lambda e: e["type"] == "server_status" and e["status"] == "connected")
         types = [e["type"] for e in listener.events]
-        for expected in ("agent_started", "agent_message", "agent_question", "secret_request", "secret_done", "progress", "agent_done"):
+        for expected in (
+            "agent_started",
+            "agent_message",
+            "agent_question",
+            "secret_request",
+            "secret_done",
+            "progress",
+            "agent_done",
+        ):
             assert expected in types, (expected, types)
-        stages = [(e["stage"], e["status"]) for e in listener.events if e["type"] == "progress" and e["stage"] != "agent_step"]
+        stages = [
+            (e["stage"], e["status"]) for e in listener.events if e["type"] == "progress" and e["stage"] != "agent_step"
+        ]
         assert ("handshake", "failed") in stages  # the wrong key was rejected
-        for stage in [("resolving", "started"), ("starting", "started"), ("handshake", "done"), ("tools_listed", "done")]:
+        for stage in [
+            ("resolving", "started"),
+            ("starting", "started"),
+            ("handshake", "done"),
+            ("tools_listed", "done"),
+        ]:
             assert stage in stages, (stage, stages)
         rejected = [e for e in listener.events if e["type"] == "progress" and e.get("status") == "failed"]
         assert rejected[0]["code"] == "rejected"
@@ -229,7 +265,9 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
         everything = "\n".join(listener.frames) + response.text
         assert CANARY not in everything and CANARY[::-1] not in everything
         listed = served.rpc("servers.list")["result"]["servers"]
-        assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [(result["server_id"], "connected", "agent")]
+        assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [
+            (result["server_id"], "connected", "agent")
+        ]
     finally:
         listener.close()
         removed = remove_all(served)
@@ -243,12 +281,16 @@ def test_an_install_over_jsonrpc_reports_each_stage_with_the_bundle_download_to_
     session = {"X-MCP-Setup-Session": caller.session_id}
     try:
         asked = served.rpc(
-            "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB}, **session
+            "mcp_setup_request_secret",
+            {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB},
+            **session,
         )["result"]
         caller.wait_for(lambda e: e["type"] == "secret_done" and e["prompt_id"] == asked["prompt_id"])
         assert caller.posted == [200]
         installed = served.rpc(
-            "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["ref"]}}, **session
+            "mcp_setup_install_and_connect",
+            {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["ref"]}},
+            **session,
         )["result"]
         assert installed["status"] == "connected", installed
         caller.wait_for(lambda e: e["type"] == "progress" and e["stage"] == "connected")

@@ -115,8 +115,11 @@ def test_localhost_with_the_port_is_accepted(served: Served) -> None:
         page = http.get("/", params={"t": served.token}, headers={"Host": f"localhost:{served.port}"})
         assert page.status_code == 200
         origin = f"http://localhost:{served.port}"
-        ok = http.post("/rpc", json=rpc_body(), headers={"Host": f"localhost:{served.port}", "Origin": origin,
-                                                        "X-MCP-Setup-Token": served.token})
+        ok = http.post(
+            "/rpc",
+            json=rpc_body(),
+            headers={"Host": f"localhost:{served.port}", "Origin": origin, "X-MCP-Setup-Token": served.token},
+        )
         assert ok.status_code == 200
 
 
@@ -131,7 +134,10 @@ def test_the_websocket_handshake_needs_the_token_our_origin_and_our_host(served:
     assert raw_handshake(served.port, host=host, headers={**token, "Origin": EVIL}) == 403
     assert raw_handshake(served.port, host=host, path=f"/ws?t={served.token}", headers=origin) == 403
     assert raw_handshake(served.port, host=host, headers={**token, **origin}) == 101
-    assert raw_handshake(served.port, host=host, headers={**origin, "Cookie": f"mcp_setup_{served.port}={served.token}"}) == 101
+    assert (
+        raw_handshake(served.port, host=host, headers={**origin, "Cookie": f"mcp_setup_{served.port}={served.token}"})
+        == 101
+    )
 
 
 def test_the_secret_endpoint_needs_the_token_and_our_origin(served: Served) -> None:
@@ -139,7 +145,12 @@ def test_the_secret_endpoint_needs_the_token_and_our_origin(served: Served) -> N
     with served.client() as http:
         url = f"/api/secrets/{prompt_id}"
         assert http.post(url, json={"value": CANARY}).status_code == 403
-        assert http.post(url, json={"value": CANARY}, headers={"X-MCP-Setup-Token": served.token, "Origin": EVIL}).status_code == 403
+        assert (
+            http.post(
+                url, json={"value": CANARY}, headers={"X-MCP-Setup-Token": served.token, "Origin": EVIL}
+            ).status_code
+            == 403
+        )
         cookie = {"Cookie": f"mcp_setup_{served.port}={served.token}"}
         assert http.post(url, json={"value": CANARY}, headers=cookie).status_code == 403  # cookie without Origin
         # Still open: none of those answered it.
@@ -171,7 +182,9 @@ def test_both_answer_endpoints_take_only_a_small_json_object(served: Served, kin
     url = f"/api/{kind}/" + "x" * 32
     json_type = {**served.headers(), "Content-Type": "application/json"}
     with served.client() as http:
-        not_json = http.post(url, content=b"value=" + CANARY.encode(), headers={**served.headers(), "Content-Type": "text/plain"})
+        not_json = http.post(
+            url, content=b"value=" + CANARY.encode(), headers={**served.headers(), "Content-Type": "text/plain"}
+        )
         assert not_json.status_code == 415 and not_json.json()["error"]["code"] == "invalid_input"
         too_long = http.post(url, content=b'{"value": "' + b"a" * (65 * 1024) + b'"}', headers=json_type)
         assert too_long.status_code == 413 and too_long.json()["error"]["code"] == "invalid_input"
@@ -187,7 +200,10 @@ def test_a_cancelled_prompt_cannot_be_answered_afterwards(served: Served) -> Non
     prompt_id = open_prompt(served)
     with served.client() as http:
         url = f"/api/secrets/{prompt_id}"
-        assert http.post(url, json={"cancel": True}, headers=served.headers()).json() == {"ok": True, "status": "cancelled"}
+        assert http.post(url, json={"cancel": True}, headers=served.headers()).json() == {
+            "ok": True,
+            "status": "cancelled",
+        }
         late = http.post(url, json={"value": CANARY}, headers=served.headers())
         assert late.status_code == 410 and late.json()["error"]["code"] == "prompt_cancelled"
 
@@ -217,7 +233,11 @@ def test_other_http_clients_cannot_read_the_api_cross_origin(served: Served) -> 
     with httpx.Client(trust_env=False, timeout=scaled(10)) as http:
         pre = http.options(
             f"{served.base}/rpc",
-            headers={"Origin": EVIL, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x-mcp-setup-token"},
+            headers={
+                "Origin": EVIL,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "x-mcp-setup-token",
+            },
         )
     assert pre.status_code == 403
     assert "access-control-allow-origin" not in pre.headers

@@ -4,30 +4,32 @@ installed servers, and stops cleanly on Ctrl-C (SIGINT) or SIGTERM leaving no ch
 from __future__ import annotations
 
 import json
-import threading
 import signal
 import socket
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
-from tests.processes import processes_mentioning, wait_gone
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.processes import processes_mentioning, wait_gone
 from tests.timeouts import scaled
 
 
-
-
 def install_stub(served: Served, value: str) -> str:
-    asked = served.rpc("mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB})
+    asked = served.rpc(
+        "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB}
+    )
     prompt = asked["result"]
     with served.client() as http:
         answered = http.post(f"/api/secrets/{prompt['prompt_id']}", json={"value": value}, headers=served.headers())
     assert answered.status_code == 200
-    installed = served.rpc("mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}})
+    installed = served.rpc(
+        "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}}
+    )
     assert installed["result"]["status"] == "connected", installed
     return installed["result"]["server_id"]
 
@@ -96,8 +98,15 @@ def test_ctrl_c_while_a_setup_waits_for_a_secret_stops_at_once_and_answers_the_w
 
         def spawn() -> None:
             with served.client(timeout=scaled(60)) as http:
-                body = {"jsonrpc": "2.0", "id": 5, "method": "spawn_subagent", "params": {"goal": "set up the stub server"}}
-                answers.append(http.post("/rpc", json=body, headers=served.headers(**{"X-MCP-Setup-Session": session_id})))
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": 5,
+                    "method": "spawn_subagent",
+                    "params": {"goal": "set up the stub server"},
+                }
+                answers.append(
+                    http.post("/rpc", json=body, headers=served.headers(**{"X-MCP-Setup-Session": session_id}))
+                )
 
         caller = threading.Thread(target=spawn, daemon=True)
         caller.start()

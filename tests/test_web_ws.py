@@ -195,7 +195,9 @@ class RawTab:
 
 
 @pytest.mark.parametrize("message", [json.dumps({"type": "ping"}), "{not json"], ids=["ping", "unusable"])
-def test_a_client_that_sends_thousands_of_messages_without_reading_gets_a_clean_close(served: Served, message: str) -> None:
+def test_a_client_that_sends_thousands_of_messages_without_reading_gets_a_clean_close(
+    served: Served, message: str
+) -> None:
     # The review's client: websockets stops reading its socket once 16 messages wait unread,
     # so the answers queued ahead of the server's close frame hid it (10 s, then 1006).
     ws = served.websocket()
@@ -214,7 +216,9 @@ def test_a_client_that_sends_thousands_of_messages_without_reading_gets_a_clean_
     assert {e["type"] for e in events} <= {"hello", "pong" if "ping" in message else "error"}
 
 
-def test_a_tab_that_is_not_reading_costs_one_warning_not_one_per_dropped_event(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_tab_that_is_not_reading_costs_one_warning_not_one_per_dropped_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from app.web.ws import _MAX_QUEUE, _Session
 
     session = _Session("ses_test", websocket=None)  # type: ignore[arg-type]  # no pump: nothing is sent
@@ -250,11 +254,14 @@ def test_a_tab_with_many_prompts_queued_closes_at_once_and_gets_the_rest_as_earl
             first = json.loads(reader.recv(timeout=scaled(30)))
             assert first["type"] == "hello"
             not_reading = served.websocket()
-            opened = [served.rpc("mcp_setup_request_secret", {"key_name": f"KEY_{n}", "prompt": "p"})["result"]
-                      for n in range(60)]
+            opened = [
+                served.rpc("mcp_setup_request_secret", {"key_name": f"KEY_{n}", "prompt": "p"})["result"]
+                for n in range(60)
+            ]
             not_reading.close_timeout = scaled(3)  # a stall would end here as 1006
             not_reading.close()
             assert not_reading.close_code == 1000
+
             def prompt_events(timeout: float) -> Iterator[dict[str, Any]]:
                 while True:
                     event = json.loads(reader.recv(timeout=timeout))

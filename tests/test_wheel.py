@@ -30,8 +30,16 @@ AGENT_DEFS = REPO / "agents"
 #: Where the build puts each top-level folder inside the wheel.
 MAPPED = {"ui/": "app/ui/", "agents/": "setup_agent/agent/agents/"}
 _NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "__pycache__", "*.pyc", "*.egg-info", "build", "dist", "node_modules",
-    ".pytest_cache", "test-artifacts",
+    ".git",
+    ".venv",
+    "__pycache__",
+    "*.pyc",
+    "*.egg-info",
+    "build",
+    "dist",
+    "node_modules",
+    ".pytest_cache",
+    "test-artifacts",
 )
 
 
@@ -51,9 +59,24 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(REPO, source, ignore=_NOT_SOURCE)
     out = root / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-         "--disable-pip-version-check", "-q", "-w", str(out), str(source)],
-        capture_output=True, text=True, timeout=scaled(180), cwd=root,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            "-w",
+            str(out),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=scaled(180),
+        cwd=root,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     (built,) = out.glob("mcp_setup-*.whl")
@@ -69,7 +92,7 @@ def test_a_wheel_built_from_the_project_carries_the_page_and_the_agent_definitio
         assert name in page
     assert {"agents/mcp_setup.toml", "agents/mcp_setup/prompt.md"} <= set(agent_defs)
     assert len([n for n in page if n.startswith("ui/js/") and n.endswith(".js")]) >= 10
-    inside = {next(MAPPED[top] + n[len(top):] for top in MAPPED if n.startswith(top)) for n in page + agent_defs}
+    inside = {next(MAPPED[top] + n[len(top) :] for top in MAPPED if n.startswith(top)) for n in page + agent_defs}
     missing = sorted(inside - names)
     assert not missing, f"the wheel lacks {missing}"
     assert not any(n.startswith(("ui/", "agents/", "tests/")) for n in names)
@@ -78,16 +101,35 @@ def test_a_wheel_built_from_the_project_carries_the_page_and_the_agent_definitio
 def _fresh_venv(root: Path, wheel: Path) -> Path:
     """A new venv (outside the checkout) with the wheel installed; returns its bin dir."""
     venv = root / "venv"
-    made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True, timeout=scaled(120))
+    made = subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True, timeout=scaled(120)
+    )
     assert made.returncode == 0, made.stderr
     python = venv / "bin" / "python"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-         "--disable-pip-version-check", "-q", str(wheel)],
-        capture_output=True, text=True, timeout=scaled(180),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=scaled(180),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
+    site = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+        ).strip()
+    )
     # The dependencies (fastapi, the SDK, …) from the test venv: a plain path line adds that
     # folder without running its .pth files, so the checkout's editable install stays out.
     (site / "zz_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
@@ -96,14 +138,25 @@ def _fresh_venv(root: Path, wheel: Path) -> Path:
 
 def test_an_installed_wheel_serves_the_page_and_finds_the_setup_agent(wheel: Path, tmp_path: Path) -> None:
     bin_dir = _fresh_venv(tmp_path, wheel)
-    target = Path(subprocess.check_output([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True).strip())
+    target = Path(
+        subprocess.check_output(
+            [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+        ).strip()
+    )
     # The folders resolve inside the installed packages (not the repo next to the tests).
     where = subprocess.run(
-        [str(bin_dir / "python"), "-c",
-         "import json, app.web.app as w, setup_agent.agent.archetypes as a;"
-         "print(json.dumps([w.__file__, str(w.ui_dir()), str(a.agents_dir()), sorted(a.load_archetypes().agents)]))"],
-        capture_output=True, text=True, timeout=scaled(60), cwd=tmp_path, env={"PATH": ""},
-    )  # fmt: skip
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "import json, app.web.app as w, setup_agent.agent.archetypes as a;"
+            "print(json.dumps([w.__file__, str(w.ui_dir()), str(a.agents_dir()), sorted(a.load_archetypes().agents)]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+        cwd=tmp_path,
+        env={"PATH": ""},
+    )
     assert where.returncode == 0, where.stderr
     web_file, ui_dir, agents_dir, agent_ids = json.loads(where.stdout)
     for path in (web_file, ui_dir, agents_dir):
@@ -111,7 +164,13 @@ def test_an_installed_wheel_serves_the_page_and_finds_the_setup_agent(wheel: Pat
     assert agent_ids == ["mcp_setup"]
 
     # `mcp-setup agent --help` of the installed script names the agent from the installed definition.
-    helped = subprocess.run([str(bin_dir / "mcp-setup"), "agent", "--help"], capture_output=True, text=True, timeout=scaled(60), cwd=tmp_path)
+    helped = subprocess.run(
+        [str(bin_dir / "mcp-setup"), "agent", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+        cwd=tmp_path,
+    )
     assert helped.returncode == 0, helped.stderr
     assert "mcp_setup (guided driver)" in helped.stdout
     assert f"defined in {target / 'setup_agent' / 'agent' / 'agents' / 'mcp_setup.toml'}" in helped.stdout

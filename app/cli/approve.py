@@ -120,8 +120,9 @@ def _answer_secret(shared: Any, vault: Any, item: Any, *, refs: Any = None, ttl:
             print("Skipped.\n")
             return
         try:
-            done = answer_secret_shared(shared, vault, item.item_id, None if value == "-" else value, by=BY,
-                                        shared_refs=refs, ttl_seconds=ttl)
+            done = answer_secret_shared(
+                shared, vault, item.item_id, None if value == "-" else value, by=BY, shared_refs=refs, ttl_seconds=ttl
+            )
         except InvalidInput as exc:
             print(f"  {exc.message}")
             continue
@@ -135,9 +136,12 @@ def _answer_guard(shared: Any, item: Any, answers: TextIO) -> None:
     """An agent sent a value mcp-setup protects (a guess at a secret?): told; a lock may be lifted."""
     who = _printable(item.request.get("principal"), 200)
     count = item.request.get("refusals")
-    print(f"Warning: {who} sent a value that mcp-setup protects in its tool arguments"
-          + (f" ({count} time(s))" if isinstance(count, int) else "") + ". The calls were refused. An assistant "
-          "never needs your stored secrets: it may be trying to guess one.")
+    print(
+        f"Warning: {who} sent a value that mcp-setup protects in its tool arguments"
+        + (f" ({count} time(s))" if isinstance(count, int) else "")
+        + ". The calls were refused. An assistant "
+        "never needs your stored secrets: it may be trying to guess one."
+    )
     if item.kind == "incident":
         shared.close(item.item_id)  # told: it leaves the list
         print()
@@ -169,8 +173,10 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
         if request.launch_approved:  # approved at its test: only the tools are asked
             print(f"An AI client asked to install {request.server}, which you allowed to run. Choose its tools.")
         else:
-            print(f"An AI client asked to {verb} {request.server}. It runs third-party code on this computer or sends "
-                  "your secrets to the host shown.")
+            print(
+                f"An AI client asked to {verb} {request.server}. It runs third-party code on this computer or sends "
+                "your secrets to the host shown."
+            )
             for label, text in describe_consent(request):
                 print(f"  {label}: {text}")
         print_tools(request, sys.stdout)  # the tools a test listed, numbered
@@ -202,9 +208,21 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
         offline = _ask(answers, "  Run it with no network? [y/N] ").lower() in ("y", "yes")
         sandbox = {"extra_paths": [extra] if extra else [], "network": not offline}
     try:
-        done = answer_shared(shared, item.item_id, approve=True, by=BY, settings=settings, accept_warnings=accept,
-                             sandbox=sandbox, hidden_tools=hidden, remembered=remembered, ttl_seconds=ttl)
+        done = answer_shared(
+            shared,
+            item.item_id,
+            approve=True,
+            by=BY,
+            settings=settings,
+            accept_warnings=accept,
+            sandbox=sandbox,
+            hidden_tools=hidden,
+            remembered=remembered,
+            ttl_seconds=ttl,
+        )
     except InvalidInput as exc:
         print(f"Not approved: {exc.message}\n")
         return
-    print(("Approved. The assistant can go on now." if done else "It was answered elsewhere or expired meanwhile.") + "\n")
+    print(
+        ("Approved. The assistant can go on now." if done else "It was answered elsewhere or expired meanwhile.") + "\n"
+    )

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-
 if TYPE_CHECKING:  # the parser is built at every start: the core loads only when a command runs
     from app.settings import Settings
     from setup_agent.store import InstalledServer, Store
@@ -39,10 +38,13 @@ def add_audit_parser(sub: Any) -> None:
         description="Print the append-only audit of this data dir's database: installs, removals, enable/disable, "
         "tool-list changes and the user's approvals or rejections, with time, actor and hashes (never values).",
     )
-    audit.add_argument("--json", action="store_true", help="one JSON document: {\"audit\": [rows], \"counts\": {...}}")
+    audit.add_argument("--json", action="store_true", help='one JSON document: {"audit": [rows], "counts": {...}}')
     audit.add_argument("--limit", type=int, default=None, metavar="N", help="only the last N rows")
-    audit.add_argument("--verify", action="store_true",
-                       help="check the hash chain from the first row; name the first broken link (exit code 1)")
+    audit.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the hash chain from the first row; name the first broken link (exit code 1)",
+    )
 
 
 def add_tools_review_parser(sub: Any) -> None:
@@ -88,12 +90,22 @@ def _audit_text(rows: list[Any], counts: dict[str, int], as_json: bool) -> str:
         return "The audit is empty."
     lines = []
     for r in rows:
-        hashes = " ".join(x for x in (r.old_hash and f"from {r.old_hash[:12]}", r.new_hash and f"to {r.new_hash[:12]}") if x)
+        hashes = " ".join(
+            x for x in (r.old_hash and f"from {r.old_hash[:12]}", r.new_hash and f"to {r.new_hash[:12]}") if x
+        )
         lines.append(
             "\t".join(
-                x for x in (f"{r.at:%Y-%m-%d %H:%M:%S}Z", r.event, escape(r.qualified_name or r.server_id or "-"),
-                            f"by {escape(r.actor)}", hashes, escape(r.detail or "")) if x
-            )  # fmt: skip
+                x
+                for x in (
+                    f"{r.at:%Y-%m-%d %H:%M:%S}Z",
+                    r.event,
+                    escape(r.qualified_name or r.server_id or "-"),
+                    f"by {escape(r.actor)}",
+                    hashes,
+                    escape(r.detail or ""),
+                )
+                if x
+            )
         )
     return "\n".join(lines)
 
@@ -148,7 +160,9 @@ def _review_one(store: Store, server: InstalledServer, stdin: TextIO, out: TextI
 
     change = tools_change_request(server).tools_change or {}
     name = escape(server.qualified_name)
-    print(f"\nThe tools of {name} changed since you approved them: {escape(summarize(change.get('diff', {})))}", file=out)
+    print(
+        f"\nThe tools of {name} changed since you approved them: {escape(summarize(change.get('diff', {})))}", file=out
+    )
     print("Texts are shown as the server wrote them (control characters escaped).", file=out)
     for tool in change.get("tools", []):
         print(f"  {tool['change']} tool {escape(tool['name'])}:", file=out)

@@ -19,11 +19,10 @@ import asyncio
 import logging
 from typing import Any
 
+from app.clients import GATEWAY_ENTRY, ClientConfig, entry_for, is_ours, looks_secret, secret_reason
 from app.settings import Settings
 from setup_agent.errors import SetupError
 from setup_agent.launch import LaunchSpec
-
-from app.clients import GATEWAY_ENTRY, ClientConfig, entry_for, is_ours, looks_secret, secret_reason
 
 __all__ = ["run_import"]
 
@@ -38,14 +37,20 @@ def _confirm(name: str, key: str) -> bool:
 
 
 def run_import(
-    settings: Settings, args: argparse.Namespace, handler: logging.Handler, config: ClientConfig,
-    launcher: list[str], launcher_env: dict[str, str],
-) -> int:  # fmt: skip
+    settings: Settings,
+    args: argparse.Namespace,
+    handler: logging.Handler,
+    config: ClientConfig,
+    launcher: list[str],
+    launcher_env: dict[str, str],
+) -> int:
     from .servers import _with_runtime
 
     if not config.path.exists():
-        print(f"{config.path}: not there, so nothing to import ({config.client} keeps its MCP servers in that "
-              "file; --config FILE reads another one).")  # fmt: skip
+        print(
+            f"{config.path}: not there, so nothing to import ({config.client} keeps its MCP servers in that "
+            "file; --config FILE reads another one)."
+        )
         return 0
     found: list[tuple[str, dict[str, Any], dict[str, str], set[str]]] = []
     plain: list[str] = []  # what stays in plain text, and why
@@ -103,7 +108,7 @@ def run_import(
 
 def _rewrite(
     config: ClientConfig, done: dict[str, str], launcher: list[str], env: dict[str, str], *, per_server: bool
-) -> tuple[Any, str]:  # fmt: skip
+) -> tuple[Any, str]:
     """One name per tool: through the gateway entry, their old entries removed (the
     gateway lists their tools already); or, ``per_server``, one ``run SLUG`` entry each and no gateway entry."""
     ours = {n: e for n, e in config.servers().items() if is_ours(e, launcher)}
@@ -126,14 +131,23 @@ async def _install(runtime: Any, client: str, name: str, entry: dict[str, Any], 
     env: dict[str, str] = entry["env"]
     for key in secret:
         runtime.redactor.register(env[key], f"[secret:{key}]")
-    spec = LaunchSpec(command=str(entry["command"]), args=[str(a) for a in entry.get("args") or []],
-                      env={k: "${" + k + "}" for k in env})  # fmt: skip
+    spec = LaunchSpec(
+        command=str(entry["command"]),
+        args=[str(a) for a in entry.get("args") or []],
+        env={k: "${" + k + "}" for k in env},
+    )
     result = await runtime.prober.probe(spec, env)
     server = await asyncio.to_thread(
         runtime.store.install,
-        qualified_name=name, source=f"import:{client}", version=None, package_type="stdio",
-        launch_spec=spec.model_dump(mode="json"), installed_by=f"import:{client}", tools_hash=result.tools_hash,
-        env={k: (v, k in secret) for k, v in env.items()}, tools=result.tools,
-    )  # fmt: skip
+        qualified_name=name,
+        source=f"import:{client}",
+        version=None,
+        package_type="stdio",
+        launch_spec=spec.model_dump(mode="json"),
+        installed_by=f"import:{client}",
+        tools_hash=result.tools_hash,
+        env={k: (v, k in secret) for k, v in env.items()},
+        tools=result.tools,
+    )
     print(f"{name}: tested ({len(result.tools)} tools) and installed as {server.slug}.")
     return server.slug

@@ -27,17 +27,28 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from setup_agent.errors import SetupError
-
 from app.clients import (
-    CLIENTS, GATEWAY_ENTRY, ClientConfig, ConfigError, client_config, client_rows, launcher_command, launcher_env,
+    CLIENTS,
+    GATEWAY_ENTRY,
+    ClientConfig,
+    ConfigError,
+    client_config,
+    client_rows,
+    launcher_command,
+    launcher_env,
     plan_connect,
-)  # fmt: skip
+)
+from setup_agent.errors import SetupError
 
 if TYPE_CHECKING:  # pydantic loads when a command runs, not when the parser is built
     from app.settings import Settings
 
-__all__ = ["GATEWAY_ENTRY", "add_client_parsers", "launcher_command", "run_client_command"]  # the first and third: app/clients
+__all__ = [
+    "GATEWAY_ENTRY",
+    "add_client_parsers",
+    "launcher_command",
+    "run_client_command",
+]  # the first and third: app/clients
 
 
 def add_client_parsers(sub: Any) -> None:
@@ -56,7 +67,9 @@ def add_client_parsers(sub: Any) -> None:
         p.add_argument("client", choices=list(CLIENTS))
         p.add_argument("--dry-run", action="store_true", help="print the change as a diff; write nothing")
         p.add_argument("--per-server", action="store_true", help="one entry per installed server (mcp-setup run)")
-        p.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)")
+        p.add_argument(
+            "--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)"
+        )
     run = sub.add_parser(
         "run",
         help="start one installed stdio server with its secrets in its environment only",
@@ -73,10 +86,15 @@ def add_client_parsers(sub: Any) -> None:
         "NAME` instead), so each tool has one name. The old file is kept as a backup.",
     )
     imp.add_argument("client", choices=list(CLIENTS))
-    imp.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)")
+    imp.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)"
+    )
     imp.add_argument("--yes", action="store_true", help="move every secret-looking value without asking")
-    imp.add_argument("--per-server", action="store_true",
-                     help="one `mcp-setup run NAME` entry per imported server, no gateway entry (default: the gateway's)")  # fmt: skip
+    imp.add_argument(
+        "--per-server",
+        action="store_true",
+        help="one `mcp-setup run NAME` entry per imported server, no gateway entry (default: the gateway's)",
+    )
 
 
 def _config(args: argparse.Namespace) -> ClientConfig:
@@ -126,7 +144,9 @@ def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps({"clients": rows, "http": _http_hint(settings), "tools": tools}, indent=2))
         return 0
     for r in rows:
-        state = ("connected" if r["up_to_date"] else "connected (an older entry)") if r["connected"] else "not connected"
+        state = (
+            ("connected" if r["up_to_date"] else "connected (an older entry)") if r["connected"] else "not connected"
+        )
         state = f"cannot read its file: {r['problem']}" if r["problem"] else state
         if r["found"] or r["connected"]:
             print(f"{r['client']:<15} {state:<14} {r['path']}")
@@ -142,8 +162,10 @@ def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
 
 def _http_hint(settings: Settings) -> dict[str, str]:
     url = f"http://127.0.0.1:{settings.port}/mcp"
-    text = (f"HTTP clients: {url} while `mcp-setup serve` runs, with the header 'Authorization: Bearer TOKEN' "
-            "(TOKEN: the ?t= part of the link serve prints, or one made with `mcp-setup token create NAME`).")  # fmt: skip
+    text = (
+        f"HTTP clients: {url} while `mcp-setup serve` runs, with the header 'Authorization: Bearer TOKEN' "
+        "(TOKEN: the ?t= part of the link serve prints, or one made with `mcp-setup token create NAME`)."
+    )
     return {"url": url, "text": text}
 
 
@@ -170,13 +192,15 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
-    from setup_agent.launch import LaunchSpec, materialize, minimal_environment, sandboxed
-
     from app.runtime import make_sandbox
+    from setup_agent.launch import LaunchSpec, materialize, minimal_environment, sandboxed
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
-        print(f"mcp-setup: {server.qualified_name} is a remote server; use the gateway (`mcp-setup mcp`).", file=sys.stderr)
+        print(
+            f"mcp-setup: {server.qualified_name} is a remote server; use the gateway (`mcp-setup mcp`).",
+            file=sys.stderr,
+        )
         return 1
     install_dir = home / "servers" / server.server_id
     install_dir.mkdir(parents=True, exist_ok=True)
@@ -218,4 +242,3 @@ def run_client_command(settings: Settings, args: argparse.Namespace, handler: An
     except OSError as exc:
         print(f"mcp-setup: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
         return 1
-

@@ -34,8 +34,10 @@ RUNTIME_FIXES = {
 
 def _sandbox_check(sandbox: Any) -> dict[str, Any]:
     """Which mechanism isolates the local servers here (README "Sandbox")."""
-    fix = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed, "
-           "or use a Linux kernel with Landlock (5.13 or later)")  # fmt: skip
+    fix = (
+        "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed, "
+        "or use a Linux kernel with Landlock (5.13 or later)"
+    )
     if sandbox is None:
         return _check("sandbox", True, "none — not isolated on this system")
     mechanism, why = sandbox.mechanism, sandbox.why
@@ -43,7 +45,9 @@ def _sandbox_check(sandbox: Any) -> dict[str, Any]:
     if missing:
         return _check("sandbox", False, f"{missing}; no local server starts", fix + ", or set MCP_SETUP_SANDBOX=auto")
     if mechanism != "none":
-        return _check("sandbox", True, f"{mechanism} ({why}): servers see their own folder, not your files or mcp-setup's")
+        return _check(
+            "sandbox", True, f"{mechanism} ({why}): servers see their own folder, not your files or mcp-setup's"
+        )
     detail = f"none — not isolated on this system ({why})"
     linux_without = sandbox.mode == "auto" and sandbox.platform.startswith("linux")
     return _check("sandbox", not linux_without, detail, fix)
@@ -68,14 +72,18 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
     checks.append(_check("data dir", writable, str(home), f"make {home} a directory you can write to (MCP_SETUP_HOME)"))
     try:
         revision = await asyncio.to_thread(store.current_revision)
-        checks.append(_check("database", True, f"{store.engine.url.render_as_string(hide_password=True)} (schema {revision})"))
+        checks.append(
+            _check("database", True, f"{store.engine.url.render_as_string(hide_password=True)} (schema {revision})")
+        )
     except SetupError as exc:
         checks.append(_check("database", False, exc.message, "check MCP_SETUP_DATABASE_URL and that the database runs"))
     location = runtime.vault.key_location
     key_detail = {"keyring": "in the OS keyring"}.get(location, location)
     if location.startswith("file:"):
         key_detail = f"key file {location[5:]} (no OS keyring; keep this file private and backed up)"
-    checks.append(_check("data key", location != "memory", key_detail, "set MCP_SETUP_DATA_KEY_FILE or install a keyring"))
+    checks.append(
+        _check("data key", location != "memory", key_detail, "set MCP_SETUP_DATA_KEY_FILE or install a keyring")
+    )
     checks.append(await asyncio.to_thread(_sandbox_check, getattr(runtime.prober, "sandbox", None)))
     for name in runtime.hub.sources:
         try:
@@ -93,12 +101,17 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
             checks.append(_check(f"server {server.slug}", True, "disabled"))
             continue
         status = await _try_server(runtime, server, settings.probe_timeout_seconds)
-        checks.append(_check(
-            f"server {server.slug}", status.status == "connected",
-            f"answered with {len(status.tools)} tools" if status.status == "connected" else (status.reason or status.status),
-            f"`mcp-setup logs {server.slug}` shows its output; `mcp-setup rotate {server.slug} KEY` replaces a "
-            f"rejected key; `mcp-setup disable {server.slug}` stops it",
-        ))  # fmt: skip
+        checks.append(
+            _check(
+                f"server {server.slug}",
+                status.status == "connected",
+                f"answered with {len(status.tools)} tools"
+                if status.status == "connected"
+                else (status.reason or status.status),
+                f"`mcp-setup logs {server.slug}` shows its output; `mcp-setup rotate {server.slug} KEY` replaces a "
+                f"rejected key; `mcp-setup disable {server.slug}` stops it",
+            )
+        )
     return checks
 
 

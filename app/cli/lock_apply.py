@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import getpass
 import logging
 import sys
@@ -34,8 +35,8 @@ from app.settings import Settings
 from registry_clients.errors import RegistryNotFound
 from setup_agent.errors import LockMismatch, SetupError
 
-from .lock_export import entry_for
 from .daemon_input import input_in_thread
+from .lock_export import entry_for
 
 __all__ = ["run_apply"]
 
@@ -171,13 +172,17 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
         diff = differences(entry, here)
         if not diff:
             return None
-        raise _Failed(f"{name} is installed here differently ({'; '.join(diff)}). To apply the file's: "
-                      f"mcp-setup remove {existing.slug}, then apply again.")  # fmt: skip
+        raise _Failed(
+            f"{name} is installed here differently ({'; '.join(diff)}). To apply the file's: "
+            f"mcp-setup remove {existing.slug}, then apply again."
+        )
     if entry.oauth:
         raise _Failed(f"{name} signs in with OAuth, which apply cannot do for you: mcp-setup add {name}.")
     if entry.registry not in runtime.hub.sources:
-        raise _Failed(f"{name} comes from the registry {entry.registry!r}, which this mcp-setup does not search "
-                      f"(MCP_SETUP_REGISTRIES={','.join(runtime.hub.sources)}): add it there.")  # fmt: skip
+        raise _Failed(
+            f"{name} comes from the registry {entry.registry!r}, which this mcp-setup does not search "
+            f"(MCP_SETUP_REGISTRIES={','.join(runtime.hub.sources)}): add it there."
+        )
     try:
         versioned = entry.version if entry.registry not in _UNVERSIONED else None
         detail = await runtime.hub.get(name, source=entry.registry, version=versioned)
@@ -191,12 +196,16 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
     option = next((p for p in options if p.identifier == entry.identifier), None)
     if option is None:
         has = ", ".join(f"{p.type} {p.identifier}" for p in detail.packages) or "none"
-        raise _Failed(f"{name} {entry.version}: the registry lists no {entry.package_type} package "
-                      f"{entry.identifier} (it lists: {has}).", EXIT_NOT_FOUND)  # fmt: skip
+        raise _Failed(
+            f"{name} {entry.version}: the registry lists no {entry.package_type} package "
+            f"{entry.identifier} (it lists: {has}).",
+            EXIT_NOT_FOUND,
+        )
     version = option.version or detail.version
     if entry.version and version and version != entry.version:
-        raise _Failed(f"{name}: the registry {entry.registry} offers version {version}, the file {entry.version}.",
-                      EXIT_NOT_FOUND)  # fmt: skip
+        raise _Failed(
+            f"{name}: the registry {entry.registry} offers version {version}, the file {entry.version}.", EXIT_NOT_FOUND
+        )
     from setup_agent.launch import build_spec
 
     try:  # where the registry says the package is now: what an install would fetch
@@ -217,8 +226,10 @@ def _warnings(entry: Any) -> list[str]:
     keys = argv_secret_keys(entry.spec(), set(entry.secrets))
     if not keys:
         return []
-    return [f"argv_secret: {entry.qualified_name} takes {', '.join(keys)} on its command line, where other users "
-            "of this computer can see it (for example with ps) while it runs."]  # fmt: skip
+    return [
+        f"argv_secret: {entry.qualified_name} takes {', '.join(keys)} on its command line, where other users "
+        "of this computer can see it (for example with ps) while it runs."
+    ]
 
 
 def _request(entry: Any, mechanism: str) -> Any:
@@ -227,8 +238,15 @@ def _request(entry: Any, mechanism: str) -> Any:
     from setup_agent.setup import build_consent_request
 
     keys = [RequiredKey(name=k, secret=True) for k in entry.secrets] + [RequiredKey(name=k) for k in entry.settings]
-    return build_consent_request(server=entry.qualified_name, version=entry.version, spec=entry.spec(), keys=keys,
-                                 values=entry.settings, action="install", sandbox=mechanism)  # fmt: skip
+    return build_consent_request(
+        server=entry.qualified_name,
+        version=entry.version,
+        spec=entry.spec(),
+        keys=keys,
+        values=entry.settings,
+        action="install",
+        sandbox=mechanism,
+    )
 
 
 async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
@@ -287,7 +305,7 @@ async def _ask_secrets(runtime: Any, todo: list[_Plan]) -> None:
         for key in plan.entry.secrets:
             prompt = f"{key} for {plan.entry.qualified_name} (hidden): "
             while True:
-                value = await _in_thread(lambda: getpass.getpass(prompt))
+                value = await _in_thread(functools.partial(getpass.getpass, prompt))
                 if value:
                     break
                 print(f"{key} is needed; type its value (Ctrl-C cancels).", flush=True)
@@ -323,16 +341,25 @@ async def _install(runtime: Any, plan: _Plan) -> None:
         extra = [g for g in entry.grants if g not in prepared.spec.sandbox_grants]
         sandbox = {"extra_paths": extra, "network": entry.network} if extra or not entry.network else None
         values = {d.name: entry.settings.get(d.name) or d.suggested for d in request.destinations}
-        runtime.consents.approve(pending.consent_id, values, accept_warnings=bool(request.warnings),
-                                 by="user:terminal", sandbox=sandbox)  # fmt: skip
+        runtime.consents.approve(
+            pending.consent_id, values, accept_warnings=bool(request.warnings), by="user:terminal", sandbox=sandbox
+        )
         return {}
 
     ctx = CallContext(
-        installed_by="cli", principal="user:terminal", present_consent=present_consent,
-        check_prepared=check_prepared, check_tools=tools_as_filed, left_out=frozenset(entry.left_out),
-    )  # fmt: skip
-    args: dict[str, Any] = {"qualified_name": entry.qualified_name, "source": entry.registry, "env_refs": env_refs,
-                            "env": dict(entry.settings)}  # fmt: skip
+        installed_by="cli",
+        principal="user:terminal",
+        present_consent=present_consent,
+        check_prepared=check_prepared,
+        check_tools=tools_as_filed,
+        left_out=frozenset(entry.left_out),
+    )
+    args: dict[str, Any] = {
+        "qualified_name": entry.qualified_name,
+        "source": entry.registry,
+        "env_refs": env_refs,
+        "env": dict(entry.settings),
+    }
     if entry.version and entry.registry not in _UNVERSIONED:
         args["version"] = entry.version
     if plan.package_id:

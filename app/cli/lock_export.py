@@ -18,7 +18,7 @@ import json
 import os
 import sys
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,15 +61,19 @@ test that failed), 3 FILE or a server or version not found, 130 cancelled or not
 
 def add_lock_parsers(sub: Any) -> None:
     p = sub.add_parser(
-        "export", help="write the installed servers as a lock file (no secret values)", description=EXPORT_HELP,
+        "export",
+        help="write the installed servers as a lock file (no secret values)",
+        description=EXPORT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     p.add_argument("--to", type=Path, default=None, metavar="FILE", help="write to FILE (default: standard output)")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
     p = sub.add_parser(
-        "apply", help="install the servers of a lock file here, exactly (asks only for secrets)",
-        description=APPLY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        "apply",
+        help="install the servers of a lock file here, exactly (asks only for secrets)",
+        description=APPLY_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", type=Path, metavar="FILE", help="a lock file written by `mcp-setup export`")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
 
@@ -105,8 +109,13 @@ def entry_for(store: Store, server: InstalledServer) -> LockedServer:
     settings = {k.key: values[k.key].reveal() for k in kept if not k.secret}
     secrets = [k.key for k in kept if k.secret]
     offers = store.offers().get(server.server_id)  # the tools the user left out
-    return locked_server(server, settings, secrets, oauth=GRANT_KEY in values,
-                         left_out=sorted(offers.hidden_tools) if offers is not None else ())
+    return locked_server(
+        server,
+        settings,
+        secrets,
+        oauth=GRANT_KEY in values,
+        left_out=sorted(offers.hidden_tools) if offers is not None else (),
+    )
 
 
 def _version() -> str:
@@ -134,7 +143,7 @@ def run_export(settings: Settings, args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1
-    at = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    at = datetime.now(UTC).replace(microsecond=0).isoformat()
     doc = lock_document(entries, exported_at=at, generator=f"mcp-setup {_version()}")
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     if args.to is None:
@@ -146,12 +155,17 @@ def run_export(settings: Settings, args: argparse.Namespace) -> int:
         print(f"mcp-setup: cannot write {args.to}: {exc.strerror or exc}.", file=sys.stderr)
         return 1
     secrets = sorted({f"{e.qualified_name} {k}" for e in entries for k in e.secrets})
-    print(f"Wrote {len(entries)} server{'s' if len(entries) != 1 else ''} to {args.to} (no secret values in it).",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"Wrote {len(entries)} server{'s' if len(entries) != 1 else ''} to {args.to} (no secret values in it).",
+        file=sys.stderr,
+    )
     if secrets:
         print(f"`mcp-setup apply {args.to}` will ask for: {', '.join(secrets)}.", file=sys.stderr)
     unrecorded = [e.qualified_name for e in entries if e.digest is None and e.package_type in ("npm", "pypi")]
     if unrecorded:
-        print(f"No artifact digest was recorded for {', '.join(unrecorded)} (installed before mcp-setup recorded "
-              "them): apply installs the file's exact version and says so.", file=sys.stderr)  # fmt: skip
+        print(
+            f"No artifact digest was recorded for {', '.join(unrecorded)} (installed before mcp-setup recorded "
+            "them): apply installs the file's exact version and says so.",
+            file=sys.stderr,
+        )
     return 0

@@ -68,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8765; 0 picks a free one)")
     serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another one needs TLS)")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another one needs TLS)"
+    )
     serve.add_argument("--tls-cert", type=Path, default=None, metavar="FILE", help="TLS certificate (PEM)")
     serve.add_argument("--tls-key", type=Path, default=None, metavar="FILE", help="TLS private key (PEM)")
     serve.add_argument(
@@ -192,9 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.web import run_serve
 
             return run_serve(
-                settings, handler, port=args.port, open_browser=not args.no_browser, host=args.host,
-                tls_cert=args.tls_cert, tls_key=args.tls_key, insecure_http=args.insecure_http,
-            )  # fmt: skip
+                settings,
+                handler,
+                port=args.port,
+                open_browser=not args.no_browser,
+                host=args.host,
+                tls_cert=args.tls_cert,
+                tls_key=args.tls_key,
+                insecure_http=args.insecure_http,
+            )
         if args.command == "agent":
             import asyncio
 
@@ -220,8 +228,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("export", "apply"):  # lock files
             from . import lock_apply, lock_export
 
-            return lock_export.run_export(settings, args) if args.command == "export" else (
-                lock_apply.run_apply(settings, args, handler))
+            return (
+                lock_export.run_export(settings, args)
+                if args.command == "export"
+                else (lock_apply.run_apply(settings, args, handler))
+            )
         if args.command == "tools":
             from .tools import run_tools
 

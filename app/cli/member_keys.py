@@ -23,10 +23,11 @@ __all__ = ["add_settings_parser", "run_settings"]
 
 def add_settings_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "settings", help="show a server's settings; mark keys each team member enters for themselves",
+        "settings",
+        help="show a server's settings; mark keys each team member enters for themselves",
         description="Show an installed server's settings (names only), and mark the keys each member of a team "
         "gateway (a named token) enters for themselves at their first call: nobody else's calls use their value.",
-    )  # fmt: skip
+    )
     p.add_argument("name", help="installed server: id, qualified name or slug")
     p.add_argument("--per-member", action="append", default=[], metavar="KEY", help="mark KEY per member (repeatable)")
     p.add_argument("--shared", action="append", default=[], metavar="KEY", help="make KEY shared again (repeatable)")
@@ -45,28 +46,46 @@ def run_settings(settings: Settings, args: argparse.Namespace) -> int:
             known = {k.key for k in server.env_keys} | set(server.member_keys) | _template_keys(server.launch_spec)
             wanted = (set(server.member_keys) | set(args.per_member)) - set(args.shared)
             if any(k not in known for k in args.per_member):
-                print(f"mcp-setup: {server.slug} takes no such setting; its settings: {', '.join(sorted(known))}",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"mcp-setup: {server.slug} takes no such setting; its settings: {', '.join(sorted(known))}",
+                    file=sys.stderr,
+                )
                 return 1
             if wanted != set(server.member_keys):
                 store.set_member_keys(server.server_id, sorted(wanted), actor="user:terminal")
-            forgot = store.forget_member_values(args.forget_member, server.server_id, actor="user:terminal") if args.forget_member else 0
+            forgot = (
+                store.forget_member_values(args.forget_member, server.server_id, actor="user:terminal")
+                if args.forget_member
+                else 0
+            )
             server = store.get(server.server_id) or server
             members = store.members_of(server.server_id)
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1
-    rows = [{"key": k, "secret": any(e.key == k and e.secret for e in server.env_keys),
-             "per_member": k in server.member_keys, "shared_value": any(e.key == k for e in server.env_keys),
-             "members_with_value": sorted(m for m, keys in members.items() if k in keys)}
-            for k in sorted(known)]  # fmt: skip
+    rows = [
+        {
+            "key": k,
+            "secret": any(e.key == k and e.secret for e in server.env_keys),
+            "per_member": k in server.member_keys,
+            "shared_value": any(e.key == k for e in server.env_keys),
+            "members_with_value": sorted(m for m, keys in members.items() if k in keys),
+        }
+        for k in sorted(known)
+    ]
     if args.json:
-        print(json.dumps({"server_id": server.server_id, "settings": rows, "forgotten": forgot}, indent=2, sort_keys=True))
+        print(
+            json.dumps({"server_id": server.server_id, "settings": rows, "forgotten": forgot}, indent=2, sort_keys=True)
+        )
         return 0
     print(f"{server.slug} ({server.qualified_name})")
     for row in rows:
         kind = "per member" if row["per_member"] else "shared"
-        extra = f"; own values: {', '.join(row['members_with_value'])}" if row["per_member"] and row["members_with_value"] else ""
+        extra = (
+            f"; own values: {', '.join(row['members_with_value'])}"
+            if row["per_member"] and row["members_with_value"]
+            else ""
+        )
         print(f"  {row['key']}: {kind}{' (secret)' if row['secret'] else ''}{extra}")
     if args.forget_member:
         print(f"Deleted {forgot} value(s) of token:{args.forget_member}; they are asked again at their next call.")

@@ -46,8 +46,10 @@ def read_secret_args(items: Sequence[str], stdin: TextIO) -> dict[str, str]:
                 why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
                 raise SecretArgError(f"--secret {key}: cannot read {path}: {why}.") from None
         else:  # the value itself: never (argv is public to every process on this machine)
-            raise SecretArgError(f"--secret {key}: give the value as {key}=- (stdin) or {key}=@FILE, never on the "
-                                 "command line, where every process can read it.")  # fmt: skip
+            raise SecretArgError(
+                f"--secret {key}: give the value as {key}=- (stdin) or {key}=@FILE, never on the "
+                "command line, where every process can read it."
+            )
         if not out[key]:
             raise SecretArgError(f"--secret {key}: the value is empty.")
     return out

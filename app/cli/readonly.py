@@ -20,7 +20,16 @@ from typing import Any
 
 from setup_agent.store import SQLITE_FILE_NAME, Catalog, InstalledServer, read_sqlite_hidden, read_sqlite_servers
 
-__all__ = ["LightSettings", "NotFound", "open_store", "READ_ONLY", "reader", "resolve", "settings_error", "takes_light_settings"]
+__all__ = [
+    "LightSettings",
+    "NotFound",
+    "open_store",
+    "READ_ONLY",
+    "reader",
+    "resolve",
+    "settings_error",
+    "takes_light_settings",
+]
 
 #: The commands that take :class:`LightSettings` (they only read the store and the logs).
 READ_ONLY = frozenset({"list", "show", "logs", "audit"})
@@ -50,7 +59,9 @@ class LightSettings:
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         env = {k.upper(): v for k, v in environ.items() if k.upper().startswith(_PREFIX)}
-        self.home = Path(env[_PREFIX + "HOME"]) if env.get(_PREFIX + "HOME") else Path.home() / ".local" / "share" / "mcp-setup"
+        self.home = (
+            Path(env[_PREFIX + "HOME"]) if env.get(_PREFIX + "HOME") else Path.home() / ".local" / "share" / "mcp-setup"
+        )
         self.database_url: str | None = env.get(_PREFIX + "DATABASE_URL") or None
         self._real: Any = None
         if (sandbox := env.get(_PREFIX + "SANDBOX", "auto")) in ("auto", "bwrap", "landlock", "off"):
@@ -133,8 +144,11 @@ def resolve(store: Any, name: str) -> InstalledServer:
 
         servers = store.list()
         near = [s.slug for s in servers if name.lower() in s.slug.lower() or name.lower() in s.qualified_name.lower()]
-        near += [n for n in difflib.get_close_matches(name.lower(), [s.slug.lower() for s in servers], n=3, cutoff=0.6)
-                 if n not in near]  # a typo: `show tikets` -> tickets
+        near += [
+            n
+            for n in difflib.get_close_matches(name.lower(), [s.slug.lower() for s in servers], n=3, cutoff=0.6)
+            if n not in near
+        ]  # a typo: `show tikets` -> tickets
         hint = f" Did you mean {' or '.join(near[:3])}?" if near else ""
         raise NotFound(f"No installed server is named {name!r}.{hint} `mcp-setup list` shows them.")
     return server

@@ -48,25 +48,34 @@ def state(s: InstalledServer) -> str:
 
 
 STATE_WORDS = {
-    "enabled": "enabled", "disabled": "DISABLED", "tools_changed": "TOOLS CHANGED", "needs_sign_in": "SIGN-IN EXPIRED",
-}  # fmt: skip
+    "enabled": "enabled",
+    "disabled": "DISABLED",
+    "tools_changed": "TOOLS CHANGED",
+    "needs_sign_in": "SIGN-IN EXPIRED",
+}
 
 
 def state_notes(s: InstalledServer, name: str, left_out: frozenset[str] = frozenset()) -> list[str]:
     """What a disabled server, a changed tool list or left-out tools mean, and the command that acts on it."""
     notes = []
     if left_out:
-        notes.append(f"you left out {len(left_out)} of its tools ({escape(', '.join(sorted(left_out)))}): agents do not "
-                     f"see them; `mcp-setup enable {name} --tool TOOL` turns one back on.")
+        notes.append(
+            f"you left out {len(left_out)} of its tools ({escape(', '.join(sorted(left_out)))}): agents do not "
+            f"see them; `mcp-setup enable {name} --tool TOOL` turns one back on."
+        )
     if not s.enabled:
         notes.append(f"disabled: its tools are not offered to agents; `mcp-setup enable {name}` turns it back on.")
     if s.needs_sign_in:
-        notes.append(f"its sign-in expired and could not be renewed: sign in again with `mcp-setup remove {name}`, "
-                     "then add it again (`mcp-setup add`), which opens the sign-in page.")
+        notes.append(
+            f"its sign-in expired and could not be renewed: sign in again with `mcp-setup remove {name}`, "
+            "then add it again (`mcp-setup add`), which opens the sign-in page."
+        )
     change = s.tools_change()
     if change is not None and change["state"] == "changed":
-        notes.append(f"its tools changed since you approved them ({escape(change['summary'])}); agents get the "
-                     f"approved ones until you run `mcp-setup tools-review {name}`.")
+        notes.append(
+            f"its tools changed since you approved them ({escape(change['summary'])}); agents get the "
+            f"approved ones until you run `mcp-setup tools-review {name}`."
+        )
     elif change is not None:
         notes.append(f"you rejected its changed tools ({escape(change['summary'])}); the approved ones stay.")
     return notes

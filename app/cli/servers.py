@@ -27,19 +27,23 @@ from typing import TYPE_CHECKING, Any
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
+from .readonly import NotFound as _NotFound
+from .readonly import left_out, reader
+from .readonly import open_store as _store
+from .readonly import resolve as _resolve
 from .server_view import STATE_WORDS, server_json, state_notes
 from .server_view import state as server_state
-
-from .readonly import NotFound as _NotFound
-from .readonly import open_store as _store
-from .readonly import left_out, reader
-from .readonly import resolve as _resolve
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads when a command runs, not when `mcp-setup mcp` parses
     from app.settings import Settings
     from setup_agent.store import InstalledServer, Store
 
-__all__ = ["EXIT_NOT_FOUND", "add_server_parsers", "run_server_command", "server_json"]  # server_json: from app/cli/server_view.py
+__all__ = [
+    "EXIT_NOT_FOUND",
+    "add_server_parsers",
+    "run_server_command",
+    "server_json",
+]  # server_json: from app/cli/server_view.py
 
 EXIT_NOT_FOUND = 3
 RUNTIMES = ("node", "npx", "uv", "uvx", "docker", "dnx", "python3")
@@ -52,7 +56,10 @@ def add_server_parsers(sub: Any) -> None:
     p = sub.add_parser("show", help="one installed server: launch command, settings (names only), tools")
     p.add_argument("name", nargs="?", help="server id, qualified name or slug (none: the list of installed servers)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    for verb, text in (("enable", "start it again in every running mcp-setup session"), ("disable", "stop it; keep its settings")):
+    for verb, text in (
+        ("enable", "start it again in every running mcp-setup session"),
+        ("disable", "stop it; keep its settings"),
+    ):
         p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
         p.add_argument("name", help="server id, qualified name or slug")
         p.add_argument("--tool", action="append", default=[], metavar="TOOL", help=f"{verb} only this tool of it")
@@ -76,8 +83,13 @@ def add_server_parsers(sub: Any) -> None:
     )
     p.add_argument("name", help="a qualified name or words to search for")
     p.add_argument("--yes", "-y", action="store_true", help="approve the consent shown (printed in full; for scripts)")
-    p.add_argument("--secret", action="append", default=[], metavar="KEY=-|KEY=@FILE",
-                   help="KEY's secret from stdin (-) or a file (@FILE), never from the command line")  # fmt: skip
+    p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="KEY=-|KEY=@FILE",
+        help="KEY's secret from stdin (-) or a file (@FILE), never from the command line",
+    )
     p = sub.add_parser(
         "rotate",
         help="replace one stored secret: hidden prompt, test, then swap",
@@ -94,7 +106,9 @@ def add_server_parsers(sub: Any) -> None:
     )
     p.add_argument("name", help="server id, qualified name or slug")
     p.add_argument(
-        "--version", default=None, help="install exactly this version from the server's registry (exit 1 if it has none)"
+        "--version",
+        default=None,
+        help="install exactly this version from the server's registry (exit 1 if it has none)",
     )
     for p in sub.choices.values():
         if p.prog.split()[-1] in COMMANDS and not any(a.dest == "verbose" for a in p._actions):
@@ -142,8 +156,14 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     spec = s.launch_spec  # templates like ${KEY}, never values
     sandbox = _sandbox_words(settings, spec)  # what the consent said it can see
     if args.json:
-        _print_json({**server_json(s, out), "launch": spec, "sandbox": sandbox,
-                     "tools": [t for t in s.tools if t.get("name") not in out]})  # fmt: skip
+        _print_json(
+            {
+                **server_json(s, out),
+                "launch": spec,
+                "sandbox": sandbox,
+                "tools": [t for t in s.tools if t.get("name") not in out],
+            }
+        )
         return 0
     print(f"{s.title or s.qualified_name}\n  name: {s.qualified_name}\n  id: {s.server_id}\n  slug: {s.slug}")
     print(f"  {STATE_WORDS[server_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
@@ -159,7 +179,9 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     for line in sandbox:
         print(f"  sandbox: {line}")
     for t in s.tools:
-        print(f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}")
+        print(
+            f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}"
+        )
     return 0
 
 
@@ -169,8 +191,9 @@ def _sandbox_words(settings: Settings, spec: dict[str, Any]) -> list[str]:
     from setup_agent.launch import LaunchSpec, Sandbox
     from setup_agent.setup import sandbox_profile
 
-    mechanism = Sandbox(settings.sandbox, hide=(Path(settings.home).expanduser(),), user_home=Path.home(),
-                        host_env=dict(os.environ)).mechanism  # fmt: skip
+    mechanism = Sandbox(
+        settings.sandbox, hide=(Path(settings.home).expanduser(),), user_home=Path.home(), host_env=dict(os.environ)
+    ).mechanism
     return sandbox_profile(LaunchSpec.model_validate(spec), mechanism)
 
 
@@ -183,7 +206,9 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
     with _store(settings) as store:
         s = _resolve(store, args.name)
         store.set_enabled(s.server_id, enabled, actor="cli")
-    print(f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once.")
+    print(
+        f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once."
+    )
     return 0
 
 
@@ -295,7 +320,10 @@ def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         _print_json({"ok": not problems, "checks": checks})
     else:
         for c in checks:
-            print(f"{'ok ' if c['ok'] else 'BAD'} {c['name']}: {c['detail']}" + ("" if c["ok"] else f"\n    fix: {c['fix']}"))
+            print(
+                f"{'ok ' if c['ok'] else 'BAD'} {c['name']}: {c['detail']}"
+                + ("" if c["ok"] else f"\n    fix: {c['fix']}")
+            )
         print("Everything looks fine." if not problems else f"{len(problems)} problem(s) found.")
     return 1 if problems else 0
 
@@ -313,8 +341,10 @@ def _installed_as(store: Store, name: str) -> InstalledServer | None:
 
 def already_installed_message(s: InstalledServer, typed: str) -> str:
     """What to do instead of adding an installed server again, as commands of this terminal."""
-    text = (f'{s.qualified_name} is already installed as "{s.slug}". To reinstall: mcp-setup remove {s.slug}, '
-            f"then mcp-setup add {typed}.")  # fmt: skip
+    text = (
+        f'{s.qualified_name} is already installed as "{s.slug}". To reinstall: mcp-setup remove {s.slug}, '
+        f"then mcp-setup add {typed}."
+    )
     secrets = [k.key for k in s.env_keys if k.secret]
     if len(secrets) == 1:
         text += f" To change its key: mcp-setup rotate {s.slug} {secrets[0]}."
@@ -340,8 +370,17 @@ def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler)
     import asyncio
 
     # the person typed the command: the install is theirs (as remove/disable say `by cli`)
-    return asyncio.run(run_agent(settings, handler, f"set up {args.name}", driver="guided", installed_by="cli",
-                                 assume_yes=args.yes, secrets=secrets))  # fmt: skip
+    return asyncio.run(
+        run_agent(
+            settings,
+            handler,
+            f"set up {args.name}",
+            driver="guided",
+            installed_by="cli",
+            assume_yes=args.yes,
+            secrets=secrets,
+        )
+    )
 
 
 def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
@@ -350,7 +389,9 @@ def _rotate(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     with _store(settings) as store:
         s = _resolve(store, args.name)
     if args.key not in {k.key for k in s.env_keys}:
-        print(f"mcp-setup: {s.qualified_name} has no setting {args.key!r} (`mcp-setup show {s.slug}`).", file=sys.stderr)
+        print(
+            f"mcp-setup: {s.qualified_name} has no setting {args.key!r} (`mcp-setup show {s.slug}`).", file=sys.stderr
+        )
         return 1
     import getpass
 

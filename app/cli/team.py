@@ -22,6 +22,7 @@ from setup_agent.errors import SetupError
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads only when a key/token command runs: every
     from app.settings import Settings
+
     # other command builds this parser, and `mcp-setup mcp` must not pay for it
     from setup_agent.secrets import Vault
     from setup_agent.store import Store

@@ -40,15 +40,18 @@ _PROGRESS = {
 }
 
 
-
-
 class TerminalIO:
     """A :class:`~setup_agent.agent.harness.ChatIO` on stdin/stdout and the controlling terminal."""
 
     def __init__(
-        self, broker: PromptBroker, *, out: TextIO | None = None, consents: Any = None, assume_yes: bool = False,
+        self,
+        broker: PromptBroker,
+        *,
+        out: TextIO | None = None,
+        consents: Any = None,
+        assume_yes: bool = False,
         secrets: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.broker = broker
         self.consents = consents
         self.out = out or sys.stdout
@@ -124,7 +127,9 @@ class TerminalIO:
         self._print()
         where = f" for {pending.server}" if pending.server else ""
         about = _about(pending.prompt, pending.key_name)
-        self._print(f"Enter {pending.key_name}{where}{f' ({about})' if about else ''}. Hidden as you type; stored encrypted.")
+        self._print(
+            f"Enter {pending.key_name}{where}{f' ({about})' if about else ''}. Hidden as you type; stored encrypted."
+        )
         broker = self.broker
         if (given := self._secrets.pop(pending.key_name, None)) is not None:
             try:
@@ -181,8 +186,12 @@ class TerminalIO:
         def ask() -> None:
             settings: dict[str, str] = {}
             for d in [] if request.launch_approved else request.destinations:  # chosen at the test already
-                print(f"{d.name}: the assistant suggested {d.suggested!r}. Press Enter to keep it, or type "
-                      "where it should really connect.", file=self.out, flush=True)
+                print(
+                    f"{d.name}: the assistant suggested {d.suggested!r}. Press Enter to keep it, or type "
+                    "where it should really connect.",
+                    file=self.out,
+                    flush=True,
+                )
                 typed = input(f"{d.name} [{d.suggested}]: ").strip()
                 settings[d.name] = typed or d.suggested
             accept = False
@@ -199,7 +208,9 @@ class TerminalIO:
                     return
                 if answer in ("y", "yes"):
                     break
-            consents.approve(pending.consent_id, settings, accept_warnings=accept, by="user:terminal", hidden_tools=hidden)
+            consents.approve(
+                pending.consent_id, settings, accept_warnings=accept, by="user:terminal", hidden_tools=hidden
+            )
 
         try:
             await self._in_thread(ask)
@@ -214,7 +225,6 @@ class TerminalIO:
         self._print("Approved." if consents.status(pending.consent_id) == "approved" else "Not approved: nothing runs.")
         return {}
 
-
     def _approve_as_shown(self, pending: Any) -> dict:
         """``--yes``: the consent printed above, approved as shown (suggested destinations kept);
         warnings are a person's to accept, so a consent with warnings is not approved."""
@@ -222,8 +232,12 @@ class TerminalIO:
         for w in request.warnings:
             self._print(f"  ! {w.code}: {w.message}")
         try:
-            consents.approve(pending.consent_id, {d.name: d.suggested for d in request.destinations},
-                             accept_warnings=False, by="user:terminal --yes")  # fmt: skip
+            consents.approve(
+                pending.consent_id,
+                {d.name: d.suggested for d in request.destinations},
+                accept_warnings=False,
+                by="user:terminal --yes",
+            )
         except SetupError as exc:
             self._print(f"Not approved with --yes: {exc.message} Run without --yes to decide yourself.")
             with contextlib.suppress(SetupError):
@@ -235,7 +249,6 @@ class TerminalIO:
     def _is_tty(self) -> bool:
         isatty = getattr(self.out, "isatty", None)
         return bool(isatty and isatty())
-
 
     async def progress(self, event: dict) -> None:
         if event.get("type") == "tool_call" and event.get("name") in _PROGRESS:
@@ -290,8 +303,10 @@ def next_steps(slug: str) -> str:
     """What to do after an install, with the short name the other commands take."""
     from app.clients import CLIENTS
 
-    return (f'Its short name is "{slug}": mcp-setup show {slug}, mcp-setup remove {slug}. To use it in your AI '
-            f"client: mcp-setup client connect CLIENT ({', '.join(CLIENTS)}).")  # fmt: skip
+    return (
+        f'Its short name is "{slug}": mcp-setup show {slug}, mcp-setup remove {slug}. To use it in your AI '
+        f"client: mcp-setup client connect CLIENT ({', '.join(CLIENTS)})."
+    )
 
 
 def _about(prompt: str, key_name: str) -> str:
@@ -326,9 +341,15 @@ def _terminal_restored():
 
 
 async def run_agent(
-    settings: Settings, log_handler: logging.Handler, goal: str, driver: str | None = None, installed_by: str = "agent",
-    *, assume_yes: bool = False, secrets: dict[str, str] | None = None,
-) -> int:  # fmt: skip
+    settings: Settings,
+    log_handler: logging.Handler,
+    goal: str,
+    driver: str | None = None,
+    installed_by: str = "agent",
+    *,
+    assume_yes: bool = False,
+    secrets: dict[str, str] | None = None,
+) -> int:
     """Run the ``mcp_setup`` agent for ``goal`` here; returns the exit code. ``installed_by``:
     the install's actor (``cli`` for ``mcp-setup add``, the person's own command)."""
     if logging.getLogger().level > logging.DEBUG:

@@ -23,8 +23,10 @@ def set_tools_shown(settings: Any, name: str, tools: list[str], *, shown: bool) 
         unknown = [t for t in tools if t not in known]
         if unknown:
             listed = ", ".join(sorted(known)) or "none"
-            print(f"mcp-setup: {server.qualified_name} has no tool named {unknown[0]!r} (its tools: {listed}).",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"mcp-setup: {server.qualified_name} has no tool named {unknown[0]!r} (its tools: {listed}).",
+                file=sys.stderr,
+            )
             return 1
         offers = store.offers().get(server.server_id)
         hidden = set(offers.hidden_tools if offers is not None else ())
@@ -34,8 +36,10 @@ def set_tools_shown(settings: Any, name: str, tools: list[str], *, shown: bool) 
     if shown:
         print(f"{names}: back on for {server.qualified_name}; your AI clients' sessions list it at once.")
     else:
-        print(f"{names}: left out of {server.qualified_name}; your AI clients no longer see it "
-              f"(`mcp-setup enable {server.slug} --tool TOOL` turns it back on).")  # fmt: skip
+        print(
+            f"{names}: left out of {server.qualified_name}; your AI clients no longer see it "
+            f"(`mcp-setup enable {server.slug} --tool TOOL` turns it back on)."
+        )
     if hidden:
         print(f"Left out now: {', '.join(sorted(hidden))}.")
     return 0

@@ -30,7 +30,9 @@ def print_tools(request: Any, out: TextIO) -> None:
     for n, tool in enumerate(request.tools, 1):
         title = f" {_plain(tool['title'])}" if tool.get("title") else ""
         about = f": {_plain(tool['description'])[:120]}" if tool.get("description") else ""
-        print(f"    [{n}] {_plain(tool['name'])}{title} (about {tool.get('estimated_tokens', 0)} tokens){about}", file=out)
+        print(
+            f"    [{n}] {_plain(tool['name'])}{title} (about {tool.get('estimated_tokens', 0)} tokens){about}", file=out
+        )
     out.flush()
 
 
@@ -57,10 +59,18 @@ def pick_hidden(request: Any, read: Callable[[str], str], out: TextIO) -> list[s
         picked = parse_picks(read("Untick which tools? Their numbers, e.g. 2 5-7 (Enter for none): "), len(tools))
         if picked is not None:
             break
-        print(f"Type numbers from 1 to {len(tools)}, separated by spaces, or press Enter to keep them all.", file=out, flush=True)
+        print(
+            f"Type numbers from 1 to {len(tools)}, separated by spaces, or press Enter to keep them all.",
+            file=out,
+            flush=True,
+        )
     hidden = [tools[n - 1]["name"] for n in sorted(picked)]
     if hidden and len(hidden) == len(tools):
-        print(f"You unticked all {len(tools)} tools: it is installed with none your assistant can use.", file=out, flush=True)
+        print(
+            f"You unticked all {len(tools)} tools: it is installed with none your assistant can use.",
+            file=out,
+            flush=True,
+        )
     elif hidden:
         print(f"Left out: {', '.join(_plain(h) for h in hidden)}.", file=out, flush=True)
     return hidden

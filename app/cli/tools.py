@@ -27,7 +27,7 @@ __all__ = ["add_tools_parser", "check_config", "format_table", "run_tools"]
 
 NOT_CHECKED = "not checked"
 CHECK_HINT = (
-    "HEALTH \"not checked\": this command starts no server. To check them, run `mcp-setup doctor` "
+    'HEALTH "not checked": this command starts no server. To check them, run `mcp-setup doctor` '
     "(it starts each enabled server once), or run `mcp-setup serve` and open its page."
 )
 
@@ -101,10 +101,16 @@ def format_table(tools: list[dict[str, Any]], diagnostics: dict[str, Any]) -> st
     for t in tools:
         health = t["health"]["status"] + (f" ({t['health']['code']})" if t["health"].get("code") else "")
         provider = t.get("provider")
-        rows.append((
-            t["name"], t["route"], health, "yes" if t["enabled"] else "no", ",".join(t["allowed_agents"]) or "-",
-            "-" if not provider else provider["id"] + ("" if provider["eligible"] else " (not eligible)"),
-        ))  # fmt: skip
+        rows.append(
+            (
+                t["name"],
+                t["route"],
+                health,
+                "yes" if t["enabled"] else "no",
+                ",".join(t["allowed_agents"]) or "-",
+                "-" if not provider else provider["id"] + ("" if provider["eligible"] else " (not eligible)"),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     counts = diagnostics["counts"]
@@ -114,7 +120,9 @@ def format_table(tools: list[dict[str, Any]], diagnostics: dict[str, Any]) -> st
     lines += ["", f"{counts['tools']} tools ({routes}); {counts['disabled']} disabled."]
     write = diagnostics["write_surface"]
     if write:
-        lines.append(f"Tools that may change things (they do not say they only read), write-surface candidates ({len(write)}):")
+        lines.append(
+            f"Tools that may change things (they do not say they only read), write-surface candidates ({len(write)}):"
+        )
         lines += [f"  {w['name']}: {'; '.join(w['reasons'])}" for w in write]
     providers = diagnostics["capability_providers"]
     if providers["providers"]:

@@ -14,16 +14,53 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .connect import GATEWAY_ENTRY, ConnectPlan, client_rows, launcher_command, launcher_env, plan_connect
-    from .files import CLIENTS, ClientConfig, ConfigError, Edit, client_config, entry_for, is_ours, looks_secret, secret_reason
+    from .files import (
+        CLIENTS,
+        ClientConfig,
+        ConfigError,
+        Edit,
+        client_config,
+        entry_for,
+        is_ours,
+        looks_secret,
+        secret_reason,
+    )
 
 __all__ = [
-    "CLIENTS", "ClientConfig", "ConfigError", "ConnectPlan", "Edit", "GATEWAY_ENTRY", "client_config", "client_rows",
-    "entry_for", "is_ours", "launcher_command", "launcher_env", "looks_secret", "plan_connect", "secret_reason",
-]  # fmt: skip
+    "CLIENTS",
+    "ClientConfig",
+    "ConfigError",
+    "ConnectPlan",
+    "Edit",
+    "GATEWAY_ENTRY",
+    "client_config",
+    "client_rows",
+    "entry_for",
+    "is_ours",
+    "launcher_command",
+    "launcher_env",
+    "looks_secret",
+    "plan_connect",
+    "secret_reason",
+]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "CLIENTS": "files", "ClientConfig": "files", "ConfigError": "files", "Edit": "files", "client_config": "files",
-    "entry_for": "files", "is_ours": "files", "looks_secret": "files", "secret_reason": "files",
-    "ConnectPlan": "connect", "GATEWAY_ENTRY": "connect", "client_rows": "connect", "launcher_command": "connect",
-    "launcher_env": "connect", "plan_connect": "connect",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CLIENTS": "files",
+        "ClientConfig": "files",
+        "ConfigError": "files",
+        "Edit": "files",
+        "client_config": "files",
+        "entry_for": "files",
+        "is_ours": "files",
+        "looks_secret": "files",
+        "secret_reason": "files",
+        "ConnectPlan": "connect",
+        "GATEWAY_ENTRY": "connect",
+        "client_rows": "connect",
+        "launcher_command": "connect",
+        "launcher_env": "connect",
+        "plan_connect": "connect",
+    },
+)

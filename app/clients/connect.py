@@ -70,9 +70,13 @@ class ConnectPlan:
 
 
 def plan_connect(
-    config: ClientConfig, launcher: list[str], env: Mapping[str, str], *, disconnect: bool = False,
+    config: ClientConfig,
+    launcher: list[str],
+    env: Mapping[str, str],
+    *,
+    disconnect: bool = False,
     per_server: Iterable[str] | None = None,
-) -> ConnectPlan:  # fmt: skip
+) -> ConnectPlan:
     """The gateway entry (or one ``run SLUG`` entry per slug in ``per_server``) for ``config``;
     entries ours from before that are no longer wanted are removed. Raises ConfigError only for
     a disconnect from a file it cannot read (there is nothing to paste then)."""
@@ -93,15 +97,23 @@ def plan_connect(
     return ConnectPlan(config, entries, config.set_entries(entries, remove=remove))
 
 
-def client_rows(home: Path, launcher: list[str], env: Mapping[str, str], platform: str = sys.platform) -> list[dict[str, Any]]:
+def client_rows(
+    home: Path, launcher: list[str], env: Mapping[str, str], platform: str = sys.platform
+) -> list[dict[str, Any]]:
     """Every known client: ``{client, path, found, connected, up_to_date, problem}``. ``found``:
     its config file exists, or the client's own folder it goes in (not the home itself)."""
     rows = []
     for name in CLIENTS:
         config = client_config(name, home, platform)
         found = config.path.exists() or (config.path.parent.is_dir() and config.path.parent != home)
-        row: dict[str, Any] = {"client": name, "path": str(config.path), "found": found, "connected": False,
-                               "up_to_date": False, "problem": None}  # fmt: skip
+        row: dict[str, Any] = {
+            "client": name,
+            "path": str(config.path),
+            "found": found,
+            "connected": False,
+            "up_to_date": False,
+            "problem": None,
+        }
         try:
             row["connected"] = any(is_ours(e, launcher) for e in config.servers().values())
             row["up_to_date"] = row["connected"] and not plan_connect(config, launcher, env).changed

@@ -45,7 +45,15 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CLIENTS", "ClientConfig", "ConfigError", "Edit", "client_config", "entry_for", "is_ours", "looks_secret", "secret_reason",
+    "CLIENTS",
+    "ClientConfig",
+    "ConfigError",
+    "Edit",
+    "client_config",
+    "entry_for",
+    "is_ours",
+    "looks_secret",
+    "secret_reason",
 ]
 
 
@@ -64,24 +72,42 @@ class ClientSpec:
 
 CLIENTS: dict[str, ClientSpec] = {
     "claude-desktop": ClientSpec(
-        "mcpServers", ".config/Claude/claude_desktop_config.json",
-        "Library/Application Support/Claude/claude_desktop_config.json", "%APPDATA%\\Claude\\claude_desktop_config.json",
+        "mcpServers",
+        ".config/Claude/claude_desktop_config.json",
+        "Library/Application Support/Claude/claude_desktop_config.json",
+        "%APPDATA%\\Claude\\claude_desktop_config.json",
     ),
-    "claude-code": ClientSpec("mcpServers", ".claude.json", ".claude.json", "%USERPROFILE%\\.claude.json", "claude-code"),
+    "claude-code": ClientSpec(
+        "mcpServers", ".claude.json", ".claude.json", "%USERPROFILE%\\.claude.json", "claude-code"
+    ),
     "cursor": ClientSpec("mcpServers", ".cursor/mcp.json", ".cursor/mcp.json", "%USERPROFILE%\\.cursor\\mcp.json"),
     "vscode": ClientSpec(
-        "servers", ".config/Code/User/mcp.json", "Library/Application Support/Code/User/mcp.json",
-        "%APPDATA%\\Code\\User\\mcp.json", "vscode",
+        "servers",
+        ".config/Code/User/mcp.json",
+        "Library/Application Support/Code/User/mcp.json",
+        "%APPDATA%\\Code\\User\\mcp.json",
+        "vscode",
     ),
     "windsurf": ClientSpec(
-        "mcpServers", ".codeium/windsurf/mcp_config.json", ".codeium/windsurf/mcp_config.json",
+        "mcpServers",
+        ".codeium/windsurf/mcp_config.json",
+        ".codeium/windsurf/mcp_config.json",
         "%USERPROFILE%\\.codeium\\windsurf\\mcp_config.json",
     ),
-    "zed": ClientSpec("context_servers", ".config/zed/settings.json", ".config/zed/settings.json",
-                      "%APPDATA%\\Zed\\settings.json", "zed"),
-    "gemini": ClientSpec("mcpServers", ".gemini/settings.json", ".gemini/settings.json", "%USERPROFILE%\\.gemini\\settings.json"),
-    "codex": ClientSpec("mcp_servers", ".codex/config.toml", ".codex/config.toml", "%USERPROFILE%\\.codex\\config.toml", "toml"),
-}  # fmt: skip
+    "zed": ClientSpec(
+        "context_servers",
+        ".config/zed/settings.json",
+        ".config/zed/settings.json",
+        "%APPDATA%\\Zed\\settings.json",
+        "zed",
+    ),
+    "gemini": ClientSpec(
+        "mcpServers", ".gemini/settings.json", ".gemini/settings.json", "%USERPROFILE%\\.gemini\\settings.json"
+    ),
+    "codex": ClientSpec(
+        "mcp_servers", ".codex/config.toml", ".codex/config.toml", "%USERPROFILE%\\.codex\\config.toml", "toml"
+    ),
+}
 
 
 def entry_for(client: str, command: list[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -108,10 +134,14 @@ class Edit:
         return self.before != self.after
 
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-            fromfile=str(self.path), tofile=f"{self.path} (new)",
-        ))  # fmt: skip
+        return "".join(
+            difflib.unified_diff(
+                self.before.splitlines(keepends=True),
+                self.after.splitlines(keepends=True),
+                fromfile=str(self.path),
+                tofile=f"{self.path} (new)",
+            )
+        )
 
     def target(self) -> Path:
         """The file a write changes: a symlinked config is written through (the link stays a link)."""
@@ -224,7 +254,9 @@ class ClientConfig:
         data[self.spec.key] = servers
         return Edit(self.path, self.text, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
-    def _toml_text(self, current: dict[str, Any], entries: Mapping[str, dict[str, Any]], remove: tuple[str, ...]) -> str:
+    def _toml_text(
+        self, current: dict[str, Any], entries: Mapping[str, dict[str, Any]], remove: tuple[str, ...]
+    ) -> str:
         text = self.text
         for name in (*remove, *(n for n in entries if current.get(n) != _toml_entry(entries[n]))):
             if name in current:
@@ -238,7 +270,7 @@ class ClientConfig:
 
 
 def _has_comments(text: str) -> bool:
-    return bool(re.search(r'^\s*//|/\*', text, re.M))
+    return bool(re.search(r"^\s*//|/\*", text, re.M))
 
 
 def _toml_entry(entry: dict[str, Any]) -> dict[str, Any]:
@@ -253,7 +285,9 @@ def _toml_table(name: str, entry: dict[str, Any]) -> str:
     lines = [f"[mcp_servers.{_toml_key(name)}]", f"command = {json.dumps(entry['command'])}"]
     lines.append("args = [" + ", ".join(json.dumps(a) for a in entry.get("args", [])) + "]")
     if entry.get("env"):
-        lines.append("env = { " + ", ".join(f"{_toml_key(k)} = {json.dumps(v)}" for k, v in entry["env"].items()) + " }")
+        lines.append(
+            "env = { " + ", ".join(f"{_toml_key(k)} = {json.dumps(v)}" for k, v in entry["env"].items()) + " }"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -19,7 +19,10 @@ __all__ = [
     "run_stdio",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "McpFace": "face",
-    "run_stdio": "stdio",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "McpFace": "face",
+        "run_stdio": "stdio",
+    },
+)

@@ -33,25 +33,29 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
 from mcp.server.subscriptions import (
-    InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ResourcesListChanged, ToolsListChanged,
-)  # fmt: skip
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 
-from setup_agent.principals import SCOPE_KEY, Principal, client_hint
 from setup_agent.errors import (
     JSONRPC_INTERNAL_ERROR,
     JSONRPC_INVALID_PARAMS,
     OAuthDenied,
     PromptCancelled,
     PromptFailed,
-)  # fmt: skip
+)
+from setup_agent.principals import SCOPE_KEY, Principal, client_hint
 from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
 from .gateway_tools import call_installed, install_hint, listed_tools
 from .mrtr import Mrtr
 from .offered import PROMPT_URI_PREFIX, Offered
-from .user_channel import has_browser, open_in_browser
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
+from .user_channel import has_browser, open_in_browser
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["PROMPT_URI_PREFIX", "McpFace", "provenance_label", "request_principal"]
 
 logger = logging.getLogger(__name__)
+
 
 def _connection(ctx: Any) -> Any:
     """The client connection behind a request (the SDK makes a new session object per request;
@@ -245,7 +250,9 @@ class McpFace:
         try:
             result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:
-            raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name.") from None
+            raise MCPError(
+                JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name."
+            ) from None
         # 2026-07-28 wants resultType (a 2025-era server sends none; older sessions drop it).
         return {"resultType": "complete", **result}
 
@@ -360,7 +367,9 @@ class McpFace:
                     info["message"], info["url"], eid, related_request_id=ctx.request_id
                 )
             except Exception as exc:  # the client's error may quote the URL: only its type is logged
-                logger.warning("URL elicitation of a sign-in failed (%s); the link goes in the result", type(exc).__name__)
+                logger.warning(
+                    "URL elicitation of a sign-in failed (%s); the link goes in the result", type(exc).__name__
+                )
                 return {"status": "pending", "url": info["url"]}
             if result.action != "accept":
                 raise OAuthDenied(f"The user declined to sign in to {info['server']}.")

@@ -27,10 +27,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.dispatcher import as_request_id, coerce_request_id
 from mcp_types import INTERNAL_ERROR
 from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from mcp.shared.dispatcher import as_request_id, coerce_request_id
 from pydantic import ValidationError
 
 from setup_agent.setup import TOOL_NAMES

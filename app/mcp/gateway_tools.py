@@ -99,8 +99,10 @@ def install_hint(result: dict[str, Any]) -> dict[str, Any]:
     client that shows new tools only after a restart)."""
     if result.get("status") != "connected" or result.get("ok") is False:
         return result
-    use_now = ("Its tools are callable now: find them with mcp_setup_find_tools and call them with "
-               "mcp_setup_call_tool (this works even if the client does not show the new tools yet).")
+    use_now = (
+        "Its tools are callable now: find them with mcp_setup_find_tools and call them with "
+        "mcp_setup_call_tool (this works even if the client does not show the new tools yet)."
+    )
     if result.get("left_out_by_user"):  # not a failure, the user's choice
         use_now += " The user left out the tools in left_out_by_user: they are not available; do not try them."
     return {**result, "use_now": use_now}

@@ -95,7 +95,11 @@ class Mrtr:
             logger.debug("elicitation/complete not delivered: %s", type(exc).__name__)
 
     def input_required(
-        self, ctx: Any, result: dict[str, Any], key_name: str, consent: tuple[str, str, str] | None = None,
+        self,
+        ctx: Any,
+        result: dict[str, Any],
+        key_name: str,
+        consent: tuple[str, str, str] | None = None,
         sign_in: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """The input-required answer for a pending prompt's result, for a consent the call waits
@@ -104,19 +108,32 @@ class Mrtr:
             return None
         if sign_in is not None and result.get("status") == "pending" and result.get("ref"):
             eid = "oauth-" + secrets.token_hex(8)
-            elicit = {"method": "elicitation/create",
-                      "params": {"mode": "url", "url": sign_in["url"], "message": sign_in["message"]}}
-            state = self._sign({"sign_in": eid, "ref": str(result["ref"]), "server": str(sign_in["server"]),
-                                "authorization_server": str(sign_in.get("authorization_server", "")),
-                                "scopes": json.dumps(sign_in.get("scopes") or [])})  # fmt: skip
+            elicit = {
+                "method": "elicitation/create",
+                "params": {"mode": "url", "url": sign_in["url"], "message": sign_in["message"]},
+            }
+            state = self._sign(
+                {
+                    "sign_in": eid,
+                    "ref": str(result["ref"]),
+                    "server": str(sign_in["server"]),
+                    "authorization_server": str(sign_in.get("authorization_server", "")),
+                    "scopes": json.dumps(sign_in.get("scopes") or []),
+                }
+            )
             return {"resultType": "input_required", "inputRequests": {eid: elicit}, "requestState": state}
         error = result.get("error") if isinstance(result.get("error"), dict) else {}
         if consent is not None and error.get("code") == "consent_required":
             consent_id, url, server = consent
-            elicit = {"method": "elicitation/create", "params": {
-                "mode": "url", "url": url,
-                "message": f"mcp-setup needs your approval to run {server}: open the page to see what will run "
-                           "and where your secrets go."}}  # fmt: skip
+            elicit = {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "url",
+                    "url": url,
+                    "message": f"mcp-setup needs your approval to run {server}: open the page to see what will run "
+                    "and where your secrets go.",
+                },
+            }
             state = self._sign({"consent_id": consent_id})
             return {"resultType": "input_required", "inputRequests": {consent_id: elicit}, "requestState": state}
         if result.get("status") != "pending" or not result.get("url") or "prompt_id" not in result:
@@ -125,11 +142,12 @@ class Mrtr:
         elicit = {
             "method": "elicitation/create",
             "params": {
-                "mode": "url", "url": result["url"],
+                "mode": "url",
+                "url": result["url"],
                 "message": f"mcp-setup needs your {key_name}. Open the page to enter it; it stays on this computer "
-                           "and is never shown to the assistant.",
+                "and is never shown to the assistant.",
             },
-        }  # fmt: skip
+        }
         state = self._sign({"prompt_id": prompt_id, "ref": ref, "key": key_name})
         return {"resultType": "input_required", "inputRequests": {prompt_id: elicit}, "requestState": state}
 
@@ -166,8 +184,13 @@ class Mrtr:
         if not settled:  # the flow ended without a grant: its own reason (declined there, timed out, refused)
             failure = sign_ins.failure(ref) if sign_ins is not None else None
             return _refused(failure or OAuthError(f"Signing in did not complete. {again}"), runtime)
-        return {"ref": ref, "server": server, "authorization_server": state["authorization_server"],
-                "scopes": json.loads(state["scopes"]), "status": "authorized"}  # fmt: skip
+        return {
+            "ref": ref,
+            "server": server,
+            "authorization_server": state["authorization_server"],
+            "scopes": json.loads(state["scopes"]),
+            "status": "authorized",
+        }
 
     async def _settled(self, refs: Any, ref: str, timeout: float) -> bool | None:
         """True once ``ref`` holds the grant, False once the flow discarded it, None at the timeout."""
@@ -272,8 +295,8 @@ async def _resume_consent(state: dict[str, str], action: str, runtime: Any, time
         "decline": f"The user declined {what}; nothing ran.",
         "cancel": f"The user dismissed the approval of {what} without answering; nothing ran.",
         "timeout": f"The user did not answer the approval of {what} within {_span(timeout)}; it is withdrawn and "
-                   "nothing ran.",
-    }.get(reason, f"The user did not approve {what}; nothing ran.")  # fmt: skip
+        "nothing ran.",
+    }.get(reason, f"The user did not approve {what}; nothing ran.")
     details = {"reason": reason if reason in ("decline", "cancel", "timeout") else "denied"}
     return _refused(ConsentDenied(message + " Try again when they are ready.", details=details))
 

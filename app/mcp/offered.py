@@ -10,8 +10,7 @@ of a server comes back redacted; its own errors come back with their code, redac
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import mcp_types as types
@@ -126,10 +125,14 @@ class Offered:
 
     async def list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
         own = [
-            {"uri": f"{PROMPT_URI_PREFIX}{a.id}", "name": f"{a.id} prompt", "description": a.description,
-             "mimeType": "text/markdown"}
+            {
+                "uri": f"{PROMPT_URI_PREFIX}{a.id}",
+                "name": f"{a.id} prompt",
+                "description": a.description,
+                "mimeType": "text/markdown",
+            }
             for a in load_archetypes().agents.values()
-        ]  # fmt: skip
+        ]
         gateway = await self._gateway()
         return {**LIST_ENVELOPE, "resources": own + (await gateway.list_resources() if gateway is not None else [])}
 
@@ -147,5 +150,7 @@ class Offered:
         if agent_id not in registry.agents:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown resource: resources/list lists them.")
         return types.ReadResourceResult(
-            contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=registry.agents[agent_id].prompt)]
+            contents=[
+                types.TextResourceContents(uri=uri, mime_type="text/markdown", text=registry.agents[agent_id].prompt)
+            ]
         )

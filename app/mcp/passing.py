@@ -163,5 +163,8 @@ class ClientCaller:
 
     async def log(self, params: dict[str, Any]) -> None:
         await self.ctx.session.send_log_message(
-            params.get("level", "info"), params.get("data"), params.get("logger"), related_request_id=self.ctx.request_id
+            params.get("level", "info"),
+            params.get("data"),
+            params.get("logger"),
+            related_request_id=self.ctx.request_id,
         )

@@ -227,8 +227,11 @@ async def _drained(
                 raw = lines.popleft() if lines else None
                 if isinstance(item, Exception):  # a line the SDK could not read: answer it here
                     code, req_id = _bad_line_answer(raw)
-                    logger.warning("stdio: a request line could not be read (%s); answered %s",
-                                   type(item).__name__, code if code is not None else "nothing (a notification)")
+                    logger.warning(
+                        "stdio: a request line could not be read (%s); answered %s",
+                        type(item).__name__,
+                        code if code is not None else "nothing (a notification)",
+                    )
                     if code is not None:
                         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                             await out_send.send(_error_message(code, req_id))
@@ -348,9 +351,12 @@ async def run_stdio(
                 fast[0].runtime = holder[0] if holder else None  # the core may have loaded already
                 stdin.fast = fast[0]
                 face.server.middleware.append(fast[0].track)
-            async with stdio_server(stdin=stdin, stdout=out) as (read_stream, write_stream), _drained(  # type: ignore[arg-type]
-                read_stream, write_stream, answered_once=answered_once, lines=getattr(stdin, "lines", None)
-            ) as streams:
+            async with (
+                stdio_server(stdin=stdin, stdout=out) as (read_stream, write_stream),
+                _drained(  # type: ignore[arg-type]
+                    read_stream, write_stream, answered_once=answered_once, lines=getattr(stdin, "lines", None)
+                ) as streams,
+            ):
                 await face.server.run(*streams, face.initialization_options())
             tg.cancel_scope.cancel()
     finally:

@@ -18,8 +18,10 @@ def has_browser() -> bool:
 
     if sys.platform in ("darwin", "win32") or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return True
-    logger.warning("A consent request waits for the user: this client has no URL elicitation and there is no "
-                   "graphical browser to open the consent page in; `mcp-setup approve` in a terminal answers it")
+    logger.warning(
+        "A consent request waits for the user: this client has no URL elicitation and there is no "
+        "graphical browser to open the consent page in; `mcp-setup approve` in a terminal answers it"
+    )
     return False
 
 

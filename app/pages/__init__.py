@@ -26,12 +26,15 @@ __all__ = [
     "tools_note",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "consent_path": "consent",
-    "create_secret_app": "secret",
-    "describe_consent": "consent",
-    "SecretPageServer": "server",
-    "SECURITY_HEADERS": "secret",
-    "token_ok": "secret",
-    "tools_note": "consent",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "consent_path": "consent",
+        "create_secret_app": "secret",
+        "describe_consent": "consent",
+        "SecretPageServer": "server",
+        "SECURITY_HEADERS": "secret",
+        "token_ok": "secret",
+        "tools_note": "consent",
+    },
+)

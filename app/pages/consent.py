@@ -91,7 +91,12 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
 
 
 def _form(
-    consent_id: str, request: ConsentRequest, token: str, *, error: str | None = None, status: int = 200,
+    consent_id: str,
+    request: ConsentRequest,
+    token: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
     hidden: frozenset[str] = frozenset(),  # re-shown after an error: the boxes the person unticked stay so
 ) -> HTMLResponse:
     shown = describe_consent(request)[:1] if request.launch_approved else describe_consent(request)  # tools only
@@ -127,8 +132,8 @@ def _form(
     alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
     boxes = "".join(
         f'<li><label><input type="checkbox" name="tool.{i}" value="keep"{"" if t["name"] in hidden else " checked"}> '
-        f'<code>{esc(t["name"])}</code>'
-        + (f' {esc(t["title"])}' if t.get("title") else "")
+        f"<code>{esc(t['name'])}</code>"
+        + (f" {esc(t['title'])}" if t.get("title") else "")
         + f' <span class="note">(about {esc(t.get("estimated_tokens", 0))} tokens)</span></label>'
         + (f'<p class="note">{esc(t["description"])}</p>' if t.get("description") else "")
         + "</li>\n"
@@ -136,14 +141,20 @@ def _form(
     )
     enable = esc(_enable(request))
     note = esc(tools_note(request)).replace(enable, f"<code>{enable}</code>")
-    tools = (f"<h2>Tools it gives your assistant</h2>\n<p>{note}</p>\n"
-             f'<ul id="tools" class="tools">\n{boxes}</ul>\n') if boxes else ""  # fmt: skip
+    tools = (
+        (f'<h2>Tools it gives your assistant</h2>\n<p>{note}</p>\n<ul id="tools" class="tools">\n{boxes}</ul>\n')
+        if boxes
+        else ""
+    )
     body = (
         f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
-        + ("<p>You allowed it to run when your assistant tested it. Now choose the tools it gives your "
-           "assistant, then approve the install.</p>\n" if request.launch_approved else
-           "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
-           "secrets to the host shown. Only approve it if it is what you expect.</p>\n")
+        + (
+            "<p>You allowed it to run when your assistant tested it. Now choose the tools it gives your "
+            "assistant, then approve the install.</p>\n"
+            if request.launch_approved
+            else "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
+            "secrets to the host shown. Only approve it if it is what you expect.</p>\n"
+        )
         + f'<dl id="launch">\n{rows}</dl>\n{alert}'
         f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
@@ -182,7 +193,9 @@ def add_consent_routes(
         try:
             return broker, broker.get(consent_id)
         except ConsentDenied:
-            return message_page(410, "Denied", "You denied this request. Ask your assistant again if you changed your mind.")
+            return message_page(
+                410, "Denied", "You denied this request. Ask your assistant again if you changed your mind."
+            )
         except ConsentNotFound as exc:
             return message_page(404, "This request is no longer open", exc.message)
 
@@ -231,13 +244,23 @@ def add_consent_routes(
             sandbox = {"extra_paths": [extra] if extra else [], "network": form.get("sandbox.no_network") != "yes"}
             kept = {k.removeprefix("tool.") for k in form if k.startswith("tool.")}  # ticked boxes only
             hidden = [t["name"] for i, t in enumerate(pending.request.tools) if str(i) not in kept]
-            broker.approve(consent_id, settings, accept_warnings=form.get("accept_warnings") == "yes",
-                           by="user:consent-page", sandbox=sandbox, hidden_tools=hidden)
+            broker.approve(
+                consent_id,
+                settings,
+                accept_warnings=form.get("accept_warnings") == "yes",
+                by="user:consent-page",
+                sandbox=sandbox,
+                hidden_tools=hidden,
+            )
             capabilities.consume(key, consent_id, "consent")
         except InvalidInput as exc:
-            return _form(consent_id, pending.request, key or "", error=exc.message, status=400, hidden=frozenset(hidden))
+            return _form(
+                consent_id, pending.request, key or "", error=exc.message, status=400, hidden=frozenset(hidden)
+            )
         except (ConsentNotFound, ConsentDenied) as exc:
             return message_page(409, "Already answered", exc.message)
         return message_page(
-            200, "Approved", f"{pending.request.server} may run now. You can close this tab and return to your assistant."
+            200,
+            "Approved",
+            f"{pending.request.server} may run now. You can close this tab and return to your assistant.",
         )

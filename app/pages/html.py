@@ -14,7 +14,16 @@ from starlette.responses import HTMLResponse
 from setup_agent.errors import PromptAlreadyAnswered, PromptCancelled
 from setup_agent.secrets import PendingPrompt
 
-__all__ = ["PAGE_CSS", "document", "esc", "form_page", "message_page", "not_found_page", "prompt_error_page", "refused_page"]
+__all__ = [
+    "PAGE_CSS",
+    "document",
+    "esc",
+    "form_page",
+    "message_page",
+    "not_found_page",
+    "prompt_error_page",
+    "refused_page",
+]
 
 PAGE_CSS = """\
 :root { --bg: #f4f5f7; --card: #ffffff; --text: #1b1f24; --muted: #5a6270; --line: #d5d9e0; --accent: #1f5fbf;
@@ -132,11 +141,14 @@ def refused_page() -> HTMLResponse:
 def prompt_error_page(exc: Exception) -> HTMLResponse:
     if isinstance(exc, PromptAlreadyAnswered):
         return message_page(
-            409, "Already answered", "This secret was already saved. You can close this tab and return to your assistant."
+            409,
+            "Already answered",
+            "This secret was already saved. You can close this tab and return to your assistant.",
         )
     if isinstance(exc, PromptCancelled):
         return message_page(
-            410, "Request cancelled", "This request was cancelled. Ask your assistant again if you still want to add it."
+            410,
+            "Request cancelled",
+            "This request was cancelled. Ask your assistant again if you still want to add it.",
         )
     return not_found_page()
-

@@ -237,7 +237,9 @@ def create_secret_app(
             app,
             consents,
             capabilities=capabilities,
-            origin_ok=lambda request: _origin_ok(request, {f"{scheme}://{h}" for h in hosts() for scheme in ("http", "https")}),
+            origin_ok=lambda request: _origin_ok(
+                request, {f"{scheme}://{h}" for h in hosts() for scheme in ("http", "https")}
+            ),
             read_form=_read_form,
             refused=refused_page,
         )

@@ -18,6 +18,9 @@ __all__ = [
     "run_serve",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "run_serve": "serve",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "run_serve": "serve",
+    },
+)

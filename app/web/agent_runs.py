@@ -141,7 +141,9 @@ class AgentRun:
         self.consent_ids.add(pending.consent_id)
         self.runs.announce_consent(pending, self.audience, self.id)
         try:
-            await self.runtime.consents.wait(pending.consent_id, timeout=self.runtime.settings.secret_prompt_timeout_seconds)
+            await self.runtime.consents.wait(
+                pending.consent_id, timeout=self.runtime.settings.secret_prompt_timeout_seconds
+            )
         except TimeoutError:
             return {"status": "pending"}
         finally:

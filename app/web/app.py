@@ -45,9 +45,9 @@ from starlette.websockets import WebSocket
 
 from app.pages import create_secret_app
 from app.settings import Settings
+from setup_agent.package_data import data_dir
 from setup_agent.principals import Principal
 from setup_agent.secrets import Capabilities
-from setup_agent.package_data import data_dir
 
 from .consents import answer_consent
 from .replicas import REPLICA_HEADER, health_app, oauth_callback_app, replica_id, wants_stateless
@@ -59,7 +59,6 @@ from .ws import WebHub
 __all__ = ["WebFace", "create_app", "ui_dir"]
 
 log = logging.getLogger(__name__)
-
 
 
 def ui_dir() -> Path:
@@ -153,7 +152,9 @@ class WebFace:
 
     async def mcp_asgi(self, scope: Any, receive: Any, send: Any) -> None:
         if self._mcp_http is None:
-            response = JSONResponse({"ok": False, "error": {"code": "starting", "message": "Starting; try again."}}, 503)
+            response = JSONResponse(
+                {"ok": False, "error": {"code": "starting", "message": "Starting; try again."}}, 503
+            )
             await response(scope, receive, send)
             return
         # A session is bound to the credential that created it: another token cannot drive it
@@ -298,7 +299,9 @@ def create_app(
             raw = _bearer_of(request)
             value = guard_box[0].admin_session(raw) if raw else None  # None: already in its cookie session
         if value is not None:
-            response.set_cookie(cookie_name(port), value, httponly=True, samesite="strict", path="/", secure=secure_cookie)
+            response.set_cookie(
+                cookie_name(port), value, httponly=True, samesite="strict", path="/", secure=secure_cookie
+            )
         return response
 
     @app.get("/static/{name}")
@@ -358,8 +361,14 @@ def create_app(
         found = tokens[0].lookup(raw)
         return Principal.member(found.name, admin=found.admin) if found is not None else None
 
-    guarded = Guard(app, token=token, port=port, secret_app=secret_app, bearer=bearer,
-                    public_hosts=[*public_hosts, *([public_netloc] if public_netloc else [])])
+    guarded = Guard(
+        app,
+        token=token,
+        port=port,
+        secret_app=secret_app,
+        bearer=bearer,
+        public_hosts=[*public_hosts, *([public_netloc] if public_netloc else [])],
+    )
     guarded.health = health_app(face)  # /healthz, /readyz for a load balancer (replicas.py)
     guarded.oauth_callback = oauth_callback_app(face, hosts | {h.lower() for h in public_hosts if h})
     guarded.headers[REPLICA_HEADER] = replica_id()

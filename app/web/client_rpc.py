@@ -25,7 +25,9 @@ CLIENT_METHODS = ("clients.list", "clients.connect")
 
 def _list(runtime: Any) -> dict[str, Any]:
     rows = client_rows(Path.home(), launcher_command(), launcher_env(runtime.settings))
-    tools = [{"name": t.name, "server": t.server.title or t.server.qualified_name} for t in runtime.store.catalog().tools()]
+    tools = [
+        {"name": t.name, "server": t.server.title or t.server.qualified_name} for t in runtime.store.catalog().tools()
+    ]
     return {"clients": rows, "tools": tools}
 
 
@@ -34,15 +36,27 @@ def _connect(runtime: Any, client: str, apply: bool) -> dict[str, Any]:
     plan = plan_connect(config, launcher_command(), launcher_env(runtime.settings))
     out: dict[str, Any] = {"client": client, "path": str(config.path)}
     if plan.edit is None:
-        return {**out, "changed": False, "problem": plan.error, "paste_where": plan.paste_where, "snippet": plan.snippet}
+        return {
+            **out,
+            "changed": False,
+            "problem": plan.error,
+            "paste_where": plan.paste_where,
+            "snippet": plan.snippet,
+        }
     if not plan.edit.changed:
         return {**out, "changed": False, "message": f"{config.path} is already up to date; nothing written."}
     if not apply:
         return {**out, "changed": True, "diff": plan.edit.diff()}
     backup = plan.edit.write()
-    return {**out, "changed": True, "written": True, "backup": str(backup) if backup else None,
-            "message": f"Updated {config.path}" + (f" (the old file is {backup})" if backup else "") +
-                       ". Restart the client to see the tools."}  # fmt: skip
+    return {
+        **out,
+        "changed": True,
+        "written": True,
+        "backup": str(backup) if backup else None,
+        "message": f"Updated {config.path}"
+        + (f" (the old file is {backup})" if backup else "")
+        + ". Restart the client to see the tools.",
+    }
 
 
 async def call_clients(runtime: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +67,9 @@ async def call_clients(runtime: Any, method: str, params: dict[str, Any]) -> dic
         raise InvalidInput(f"client must be one of {', '.join(CLIENTS)}; apply true or false.")
     principal = current_principal()
     if principal is not None and principal.kind != "user":
-        refused = SetupError("Only the person at this computer connects its AI clients (the page opened with serve's link).")
+        refused = SetupError(
+            "Only the person at this computer connects its AI clients (the page opened with serve's link)."
+        )
         refused.code = "tool_not_allowed"  # as a tool a token may not call
         raise refused
     return await asyncio.to_thread(_connect, runtime, client, apply)

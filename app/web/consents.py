@@ -53,10 +53,18 @@ async def answer_consent(runtime: Any, request: Request, consent_id: str, *, for
         sandbox = data.get("sandbox") or None  # the user's widening: {extra_paths: [...], network: bool}
         hidden = data.get("hidden_tools") or None  # the tools the user unticked (names of those shown)
         if foreign is not None and foreign.owns(consent_id):  # another process's: answered through the store
-            done = answer_shared(runtime.approvals, consent_id, approve=not deny, by=by, settings=settings,
-                                 accept_warnings=accept, sandbox=sandbox, hidden_tools=hidden,
-                                 remembered=getattr(runtime, "shared_approvals", None),
-                                 ttl_seconds=runtime.refs.ttl_seconds)
+            done = answer_shared(
+                runtime.approvals,
+                consent_id,
+                approve=not deny,
+                by=by,
+                settings=settings,
+                accept_warnings=accept,
+                sandbox=sandbox,
+                hidden_tools=hidden,
+                remembered=getattr(runtime, "shared_approvals", None),
+                ttl_seconds=runtime.refs.ttl_seconds,
+            )
             if not done:
                 raise ConsentNotFound("This consent request was answered elsewhere or has expired.")
             return JSONResponse({"ok": True, "status": "denied" if deny else "approved"})

@@ -53,7 +53,12 @@ class ForeignConsents:
         except SetupError as exc:
             log.warning("web: could not read an approval another process waits for (%s)", exc.code)
             return False
-        return item is not None and item.owner != self._me and item.status == "pending" and item.kind in ("consent", "secret")
+        return (
+            item is not None
+            and item.owner != self._me
+            and item.status == "pending"
+            and item.kind in ("consent", "secret")
+        )
 
     async def _watch(self) -> None:
         from setup_agent.store import owner_alive
@@ -66,9 +71,10 @@ class ForeignConsents:
                 items = None
             if items is not None:
                 waiting = {
-                    i.item_id: i for i in items
+                    i.item_id: i
+                    for i in items
                     if i.kind in ("consent", "secret") and i.owner != self._me and owner_alive(i.owner)
-                }  # fmt: skip
+                }
                 for item_id, item in waiting.items():
                     if item_id not in self.shown:
                         self.shown[item_id] = event = _shown(item)
@@ -79,8 +85,14 @@ class ForeignConsents:
                 for item_id in [i for i in self.shown if i not in waiting]:
                     gone = self.shown.pop(item_id)
                     if gone["type"] == "secret_request":
-                        self.hub.prompt_closed({"type": "secret_done", "prompt_id": item_id,
-                                                "key_name": gone.get("key_name"), "status": "closed"})
+                        self.hub.prompt_closed(
+                            {
+                                "type": "secret_done",
+                                "prompt_id": item_id,
+                                "key_name": gone.get("key_name"),
+                                "status": "closed",
+                            }
+                        )
                     else:
                         self.hub.emit({"type": "consent_done", "consent_id": item_id, "status": "closed"})
             with contextlib.suppress(TimeoutError):  # a team's feed kicks at once; else the next look
@@ -104,6 +116,11 @@ def _shown(item: Any) -> dict[str, Any]:
     """The event a tab opens its modal for: the same as for this process's own items."""
     if item.kind == "secret":
         request = item.request
-        return {"type": "secret_request", "prompt_id": item.item_id, "key_name": request.get("key_name"),
-                "prompt": request.get("prompt"), "server": request.get("server")}
+        return {
+            "type": "secret_request",
+            "prompt_id": item.item_id,
+            "key_name": request.get("key_name"),
+            "prompt": request.get("prompt"),
+            "server": request.get("server"),
+        }
     return {"type": "consent_request", "consent_id": item.item_id, "consent": item.request}

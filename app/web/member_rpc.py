@@ -37,11 +37,18 @@ async def member_call(runtime: Any, method: str, params: dict[str, Any]) -> dict
     if method == "my_keys.list":
         servers = await asyncio.to_thread(store.list)
         have = await asyncio.to_thread(store.member_keys_set, member)
-        return {"servers": [
-            {"server_id": s.server_id, "qualified_name": s.qualified_name, "per_member": list(s.member_keys),
-             "have": have.get(s.server_id, [])}
-            for s in servers if s.member_keys
-        ]}  # fmt: skip
+        return {
+            "servers": [
+                {
+                    "server_id": s.server_id,
+                    "qualified_name": s.qualified_name,
+                    "per_member": list(s.member_keys),
+                    "have": have.get(s.server_id, []),
+                }
+                for s in servers
+                if s.member_keys
+            ]
+        }
     server_id, key = params.get("server_id"), params.get("key_name")
     server = await asyncio.to_thread(store.get, server_id) if isinstance(server_id, str) else None
     if server is None or not server.member_keys:
@@ -54,6 +61,9 @@ async def member_call(runtime: Any, method: str, params: dict[str, Any]) -> dict
     if key is None:
         raise InvalidInput("key_name is required: which of the server's per-member keys to set.")
     prompt_id, url = members.prompts.open_for(server, member, key)
-    return {"status": "pending", "prompt_id": prompt_id, "url": url,
-            "message": "Open the link to enter your own value; only your calls use it."}  # fmt: skip
-
+    return {
+        "status": "pending",
+        "prompt_id": prompt_id,
+        "url": url,
+        "message": "Open the link to enter your own value; only your calls use it.",
+    }

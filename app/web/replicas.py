@@ -22,7 +22,6 @@ import anyio.to_thread
 from starlette.responses import JSONResponse, Response
 
 from setup_agent.oauth import callback_page
-
 from setup_agent.store import process_owner
 
 __all__ = ["HEALTH_PATHS", "REPLICA_HEADER", "health_app", "oauth_callback_app", "replica_id", "wants_stateless"]
@@ -55,7 +54,9 @@ def health_app(face: Any) -> Any:
                 except Exception:  # noqa: BLE001 - any failure: not ready
                     ready = False
             body["ok"], status = ready, 200 if ready else 503
-        await JSONResponse(body, status, headers={REPLICA_HEADER: me, "Cache-Control": "no-store"})(scope, receive, send)
+        await JSONResponse(body, status, headers={REPLICA_HEADER: me, "Cache-Control": "no-store"})(
+            scope, receive, send
+        )
 
     return app
 
@@ -77,10 +78,18 @@ def oauth_callback_app(face: Any, hosts: set[str]) -> Any:
         else:
             query = scope.get("query_string", b"").decode("latin-1")
             status, title, text = await anyio.to_thread.run_sync(sign_ins.answer_callback, query)  # exchanges here
-        response = Response(callback_page(status, title, text), status, media_type="text/html; charset=utf-8", headers={
-            REPLICA_HEADER: me, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
-            "Content-Security-Policy": "default-src 'none'", "X-Content-Type-Options": "nosniff",
-        })  # fmt: skip
+        response = Response(
+            callback_page(status, title, text),
+            status,
+            media_type="text/html; charset=utf-8",
+            headers={
+                REPLICA_HEADER: me,
+                "Cache-Control": "no-store",
+                "Referrer-Policy": "no-referrer",
+                "Content-Security-Policy": "default-src 'none'",
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
         await response(scope, receive, send)
 
     return app

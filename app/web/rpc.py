@@ -60,8 +60,8 @@ from setup_agent.errors import (
 )
 from setup_agent.setup import TOOL_NAMES, CallContext
 
-from .member_rpc import MEMBER_METHODS, member_call
 from .client_rpc import CLIENT_METHODS, call_clients
+from .member_rpc import MEMBER_METHODS, member_call
 from .security import current_principal
 from .server_details import DETAIL_METHODS, server_details
 from .ws import WebHub
@@ -74,10 +74,20 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 MAX_BODY = 1 << 20
 METHODS = (
-    *TOOL_NAMES, "spawn_subagent", "servers.list", "servers.remove", "servers.reconnect", "servers.enable",
-    "servers.disable", "tool_registry_list", "tool_registry_get", "tool_registry_diagnostics", *MEMBER_METHODS,
-    *CLIENT_METHODS, *DETAIL_METHODS,
-)  # fmt: skip
+    *TOOL_NAMES,
+    "spawn_subagent",
+    "servers.list",
+    "servers.remove",
+    "servers.reconnect",
+    "servers.enable",
+    "servers.disable",
+    "tool_registry_list",
+    "tool_registry_get",
+    "tool_registry_diagnostics",
+    *MEMBER_METHODS,
+    *CLIENT_METHODS,
+    *DETAIL_METHODS,
+)
 
 
 class RpcError(Exception):
@@ -357,9 +367,13 @@ class RpcDispatcher:
         try:
             return await asyncio.shield(run.task)
         except KeyError:  # an unknown archetype or driver: its text is the agent's, never echoed
-            raise _bad_params("archetype_id or driver names no known agent (archetype mcp_setup; driver guided or openai).") from None
+            raise _bad_params(
+                "archetype_id or driver names no known agent (archetype mcp_setup; driver guided or openai)."
+            ) from None
         except ValueError:
-            raise _bad_params("goal is required: a non-empty sentence such as 'set up the Notion MCP server'.") from None
+            raise _bad_params(
+                "goal is required: a non-empty sentence such as 'set up the Notion MCP server'."
+            ) from None
 
     async def _registry(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The read-only tool registry (setup_agent/agent/tool_registry.py); changes nothing."""
@@ -396,5 +410,7 @@ def _only(params: dict[str, Any], allowed: set[str]) -> None:
     if extra:
         named = [p for p in extra if _NAME.fullmatch(p)]
         if len(named) < len(extra):
-            named.append("an invalid name" if len(extra) - len(named) == 1 else f"{len(extra) - len(named)} invalid names")
+            named.append(
+                "an invalid name" if len(extra) - len(named) == 1 else f"{len(extra) - len(named)} invalid names"
+            )
         raise _bad_params(f"Unknown parameter(s): {', '.join(named)}; allowed: {', '.join(sorted(allowed))}.")

@@ -27,7 +27,7 @@ __all__ = ["BrokerView", "answer_secret"]
 
 log = logging.getLogger(__name__)
 
-_SEND_JSON = "Send JSON: {\"value\": \"...\"} or {\"cancel\": true}."
+_SEND_JSON = 'Send JSON: {"value": "..."} or {"cancel": true}.'
 
 
 class BrokerView:
@@ -69,8 +69,15 @@ async def answer_secret(runtime: Any, request: Request, prompt_id: str, *, forei
                 return json_error(400, "invalid_input", "Enter a value, or cancel.")
             cancel = data.get("cancel") is True
             shared_refs = getattr(runtime, "shared_refs", None)  # a team's: the ref is usable on any replica
-            if not answer_secret_shared(runtime.approvals, runtime.vault, prompt_id, None if cancel else value, by="user:web",
-                                        shared_refs=shared_refs, ttl_seconds=runtime.refs.ttl_seconds):
+            if not answer_secret_shared(
+                runtime.approvals,
+                runtime.vault,
+                prompt_id,
+                None if cancel else value,
+                by="user:web",
+                shared_refs=shared_refs,
+                ttl_seconds=runtime.refs.ttl_seconds,
+            ):
                 raise PromptNotFound("This request for a secret was answered elsewhere or has expired.")
             return JSONResponse({"ok": True, "status": "cancelled" if cancel else "answered"})
         if data.get("cancel") is True:

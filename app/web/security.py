@@ -51,7 +51,18 @@ from app.pages import token_ok
 from setup_agent.errors import SetupError, StoreError
 from setup_agent.principals import SCOPE_KEY, Principal
 
-__all__ = ["Guard", "PRINCIPAL_SCOPE_KEY", "TOKEN_HEADER", "USER", "cookie_name", "csp", "current_principal", "require_user", "security_headers", "user_only"]
+__all__ = [
+    "Guard",
+    "PRINCIPAL_SCOPE_KEY",
+    "TOKEN_HEADER",
+    "USER",
+    "cookie_name",
+    "csp",
+    "current_principal",
+    "require_user",
+    "security_headers",
+    "user_only",
+]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +98,7 @@ def require_user(what: str) -> None:
 def user_only(path: str) -> bool:
     """The page, its websocket and its answers: the user's own channels."""
     return path == "/" or any(path == p.rstrip("/") or path.startswith(p) for p in _USER_ONLY_PREFIXES)
+
 
 _REFUSED_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -293,7 +305,9 @@ class Guard:
         if page and status == 403:
             response = HTMLResponse(_REFUSED_PAGE, status_code=403)
         else:
-            response = JSONResponse({"ok": False, "error": {"code": "forbidden", "message": f"Refused: {text}."}}, status)
+            response = JSONResponse(
+                {"ok": False, "error": {"code": "forbidden", "message": f"Refused: {text}."}}, status
+            )
         for name, value in self.headers.items():
             response.headers[name] = value
         if status == 401:

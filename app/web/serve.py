@@ -60,8 +60,11 @@ class _Server(uvicorn.Server):
         if self.open_browser and display_available(os.environ):
             threading.Thread(target=_open_browser, args=(self.url,), daemon=True, name="mcp-setup-browser").start()
         elif self.open_browser:
-            print("No display here, so no browser was opened: open the link in a browser on this computer "
-                  "(or through an SSH tunnel).", flush=True)  # fmt: skip
+            print(
+                "No display here, so no browser was opened: open the link in a browser on this computer "
+                "(or through an SSH tunnel).",
+                flush=True,
+            )
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -131,8 +134,15 @@ def parse_public_url(text: str) -> str | None:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
         return None
-    if parts.scheme not in ("https", "http") or not parts.hostname or parts.path not in ("", "/") or parts.query \
-            or parts.fragment or parts.username or parts.password:
+    if (
+        parts.scheme not in ("https", "http")
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or parts.username
+        or parts.password
+    ):
         return None
     default = {"https": 443, "http": 80}[parts.scheme]
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
@@ -175,7 +185,8 @@ def run_serve(
         if not tls:
             log.warning(
                 "serving on %s over plain HTTP (--insecure-http): tokens and secrets cross the network in clear "
-                "unless a TLS proxy is in front.", host,
+                "unless a TLS proxy is in front.",
+                host,
             )
     if settings.data_key_file or settings.data_key_keyring_entry:  # a team's key: say what is wrong, plainly
         from app.runtime import open_vault
@@ -190,8 +201,11 @@ def run_serve(
     if settings.public_url:
         public_url = parse_public_url(settings.public_url)
         if public_url is None:
-            print(f"mcp-setup: MCP_SETUP_PUBLIC_URL: {settings.public_url!r} is not an address such as "
-                  "https://team.example or https://team.example:8443 (a scheme and a host, no path)", file=sys.stderr)
+            print(
+                f"mcp-setup: MCP_SETUP_PUBLIC_URL: {settings.public_url!r} is not an address such as "
+                "https://team.example or https://team.example:8443 (a scheme and a host, no path)",
+                file=sys.stderr,
+            )
             return 2
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -211,7 +225,9 @@ def run_serve(
     actual = sock.getsockname()[1]
     token = secrets.token_urlsafe(32)
     public_hosts = [
-        f"[{h}]" if ":" in h else h for h in (settings.public_host, host) if h and not _is_wildcard(h) and not _is_loopback(h)
+        f"[{h}]" if ":" in h else h
+        for h in (settings.public_host, host)
+        if h and not _is_wildcard(h) and not _is_loopback(h)
     ]
     shown = settings.public_host or ("127.0.0.1" if _is_wildcard(host) else host)
     if ":" in shown:  # an IPv6 literal
@@ -229,7 +245,12 @@ def run_serve(
         return runtime
 
     app = create_app(
-        settings, token=token, port=actual, runtime_factory=factory, public_hosts=public_hosts, secure_cookie=tls,
+        settings,
+        token=token,
+        port=actual,
+        runtime_factory=factory,
+        public_hosts=public_hosts,
+        secure_cookie=tls,
         public_url=public_url,
     )
     config = uvicorn.Config(

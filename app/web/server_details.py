@@ -35,19 +35,31 @@ def _details(runtime: Any, server_id: str) -> dict[str, Any]:
     values = runtime.store.env_values(server_id)
     redact = runtime.redactor.redact
     settings = [
-        {"key": k.key, "secret": k.secret, **({} if k.secret or k.key not in values else {"value": redact(values[k.key].reveal())})}
+        {
+            "key": k.key,
+            "secret": k.secret,
+            **({} if k.secret or k.key not in values else {"value": redact(values[k.key].reveal())}),
+        }
         for k in server.env_keys
-    ]  # fmt: skip
+    ]
     values.clear()
     logs = Path(runtime.settings.home).expanduser() / "logs"
-    return {"server_id": server_id, "slug": server.slug, "settings": settings,
-            "log": [redact(line) for line in read_log(logs, server_id, LOG_LINES)]}  # fmt: skip
+    return {
+        "server_id": server_id,
+        "slug": server.slug,
+        "settings": settings,
+        "log": [redact(line) for line in read_log(logs, server_id, LOG_LINES)],
+    }
 
 
 async def server_details(
-    runtime: Any, method: str, params: dict[str, Any], present: Callable[[Any], Awaitable[Any]], hub: Any,
+    runtime: Any,
+    method: str,
+    params: dict[str, Any],
+    present: Callable[[Any], Awaitable[Any]],
+    hub: Any,
     audience: str | None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     if method in UPDATE_METHODS:
         return await server_update(runtime, method, params, hub, audience)
     server_id = params.get("server_id")
@@ -63,8 +75,12 @@ async def server_details(
     if server is None or key not in {k.key for k in server.env_keys if k.secret}:
         raise InvalidInput("That server has no such secret setting.")
     label = server.title or server.qualified_name
-    pending = runtime.broker.open(key, f"The new value of {key}. It is tested with {label} before it replaces the "
-                                       "old one; if the test fails, the old value stays.", label)  # fmt: skip
+    pending = runtime.broker.open(
+        key,
+        f"The new value of {key}. It is tested with {label} before it replaces the "
+        "old one; if the test fails, the old value stays.",
+        label,
+    )
     await present(pending)
     try:
         ref = await runtime.broker.wait(pending.prompt_id, runtime.settings.secret_prompt_timeout_seconds)

@@ -25,7 +25,9 @@ __all__ = ["UPDATE_METHODS", "server_update"]
 UPDATE_METHODS = ("servers.update_check", "servers.update")
 
 
-async def server_update(runtime: Any, method: str, params: dict[str, Any], hub: Any, audience: str | None) -> dict[str, Any]:
+async def server_update(
+    runtime: Any, method: str, params: dict[str, Any], hub: Any, audience: str | None
+) -> dict[str, Any]:
     server_id = params.get("server_id")
     if not isinstance(server_id, str) or not server_id or set(params) - {"server_id"}:
         raise InvalidInput(f"{method} takes one server_id.")
@@ -42,5 +44,7 @@ async def server_update(runtime: Any, method: str, params: dict[str, Any], hub: 
             return {"status": "pending"}
         return {}
 
-    ctx = CallContext(installed_by=offer.server.installed_by, on_progress=hub.progress_to(audience), present_consent=present)
+    ctx = CallContext(
+        installed_by=offer.server.installed_by, on_progress=hub.progress_to(audience), present_consent=present
+    )
     return await update_server(runtime.service, offer, ctx)

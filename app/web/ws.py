@@ -243,7 +243,11 @@ class WebHub:
 
     def _on_consent_event(self, event: dict[str, Any]) -> None:
         consent = event.get("consent")
-        if event.get("type") == "consent_request" and isinstance(consent, dict) and consent.get("action") == "tools_change":
+        if (
+            event.get("type") == "consent_request"
+            and isinstance(consent, dict)
+            and consent.get("action") == "tools_change"
+        ):
             # A changed tool list of an installed server (pins.py): every tab may answer it.
             shown = {"type": "consent_request", "consent_id": event.get("consent_id"), "consent": consent}
             self.consents[str(event.get("consent_id"))] = (shown, None)
@@ -375,7 +379,9 @@ class WebHub:
         elif kind == "cancel_agent":
             self.agents.cancel(msg.get("run_id"), session.id)
         else:
-            self._error(session, "unknown_message", "Unknown message type; see app/web/ws.py for the ones the page sends.")
+            self._error(
+                session, "unknown_message", "Unknown message type; see app/web/ws.py for the ones the page sends."
+            )
 
     def _start_agent(self, session: _Session, msg: dict[str, Any]) -> None:
         goal = msg.get("goal")

@@ -26,11 +26,14 @@ __all__ = [
     "ToolRegistry",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "AgentCancelled": "harness",
-    "AgentInputEnded": "harness",
-    "agents_dir": "archetypes",
-    "load_archetypes": "archetypes",
-    "spawn_subagent": "spawn",
-    "ToolRegistry": "tool_registry",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AgentCancelled": "harness",
+        "AgentInputEnded": "harness",
+        "agents_dir": "archetypes",
+        "load_archetypes": "archetypes",
+        "spawn_subagent": "spawn",
+        "ToolRegistry": "tool_registry",
+    },
+)

@@ -17,7 +17,6 @@ __all__ = ["Archetype", "ArchetypeRegistry", "agents_dir", "load_archetypes"]
 logger = logging.getLogger(__name__)
 
 
-
 def agents_dir() -> Path:
     """The shipped agent definitions: the top-level ``agents/`` folder (inside this package in a wheel)."""
     return data_dir(__package__, "agents")

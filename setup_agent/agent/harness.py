@@ -257,7 +257,9 @@ class AgentSession:
             self._cancelled = exc
             with suppress(SetupError):
                 self.service.broker.cancel(pending.prompt_id, "cancelled by the user")
-            raise PromptCancelled(f"The user cancelled the request for {pending.key_name}.", key=pending.key_name)
+            raise PromptCancelled(
+                f"The user cancelled the request for {pending.key_name}.", key=pending.key_name
+            ) from None
 
     async def _present_consent(self, pending: Any) -> dict:
         """The face asks the user to approve a launch (a ChatIO's optional ``present_consent``)."""

@@ -18,7 +18,15 @@ from setup_agent.setup import SetupService
 
 from .archetypes import ArchetypeRegistry, load_archetypes
 from .drivers import driver_factory
-from .harness import AgentCancelled, AgentInputEnded, AgentLimitReached, AgentSession, ChatIO, DriverError, installed_summary
+from .harness import (
+    AgentCancelled,
+    AgentInputEnded,
+    AgentLimitReached,
+    AgentSession,
+    ChatIO,
+    DriverError,
+    installed_summary,
+)
 
 __all__ = ["spawn_subagent"]
 
@@ -70,7 +78,9 @@ async def _drive(session: AgentSession, factory: Callable[..., Any], options: di
     archetype = session.archetype
     try:
         if session.goal_had_secret:
-            await session.io.say("Your request contained something that looks like a secret; I left it out and will not use it.")
+            await session.io.say(
+                "Your request contained something that looks like a secret; I left it out and will not use it."
+            )
         driver = factory(archetype=archetype, options=options, redactor=session.redactor)
         timeout = asyncio.timeout(archetype.max_seconds)
         try:
@@ -79,7 +89,11 @@ async def _drive(session: AgentSession, factory: Callable[..., Any], options: di
         except TimeoutError:
             if not timeout.expired():
                 raise
-            return "failed", f"Stopped after {archetype.max_seconds:g} seconds: that is the {archetype.id} agent's time limit.", False
+            return (
+                "failed",
+                f"Stopped after {archetype.max_seconds:g} seconds: that is the {archetype.id} agent's time limit.",
+                False,
+            )
     except AgentInputEnded:  # a script's input ran out: a failure, not a cancel
         return "failed", "Stopped: the input ended before a question was answered.", False
     except AgentCancelled:

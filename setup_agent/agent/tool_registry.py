@@ -63,7 +63,7 @@ DiagnosticsSection = Callable[[], dict[str, Any]]
 
 
 def setup_tool_id(name: str) -> str:
-    return "mcp_setup." + (name[len(SETUP_TOOL_PREFIX):] if name.startswith(SETUP_TOOL_PREFIX) else name)
+    return "mcp_setup." + (name[len(SETUP_TOOL_PREFIX) :] if name.startswith(SETUP_TOOL_PREFIX) else name)
 
 
 def installed_tool_id(qualified_name: str, tool_name: str) -> str:
@@ -164,20 +164,22 @@ class ToolRegistry:
         out = []
         for spec in TOOL_SPECS:
             name, tool_id = spec["name"], setup_tool_id(spec["name"])
-            out.append({
-                "tool_id": tool_id,
-                "name": name,
-                "description": spec.get("description", ""),
-                "route": "setup",
-                "version": self.version,
-                "input_schema": spec.get("inputSchema", {"type": "object"}),
-                "output_schema": spec.get("outputSchema"),
-                "annotations": dict(SETUP_TOOL_HINTS.get(name, {})),
-                "allowed_agents": agents_for(name, tool_id),
-                "tags": ["setup", *_hint_tags(SETUP_TOOL_HINTS.get(name))],
-                "enabled": True,
-                "health": {"status": "available"},
-            })  # fmt: skip
+            out.append(
+                {
+                    "tool_id": tool_id,
+                    "name": name,
+                    "description": spec.get("description", ""),
+                    "route": "setup",
+                    "version": self.version,
+                    "input_schema": spec.get("inputSchema", {"type": "object"}),
+                    "output_schema": spec.get("outputSchema"),
+                    "annotations": dict(SETUP_TOOL_HINTS.get(name, {})),
+                    "allowed_agents": agents_for(name, tool_id),
+                    "tags": ["setup", *_hint_tags(SETUP_TOOL_HINTS.get(name))],
+                    "enabled": True,
+                    "health": {"status": "available"},
+                }
+            )
         for server in servers:
             route = _route(server)
             health = self._health(server)
@@ -187,24 +189,26 @@ class ToolRegistry:
                 name = gateway_name(server.slug, tool_name)
                 tool_id = installed_tool_id(server.qualified_name, tool_name)
                 annotations = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else None
-                out.append({
-                    "tool_id": tool_id,
-                    "name": name,
-                    "description": str(tool.get("description") or ""),
-                    "route": route,
-                    "server_id": server.server_id,
-                    "server": server.qualified_name,
-                    "slug": server.slug,
-                    "version": server.version,
-                    "input_schema": tool.get("inputSchema") or {"type": "object"},
-                    "output_schema": tool.get("outputSchema"),
-                    "annotations": annotations,
-                    "allowed_agents": agents_for(name, tool_id),
-                    "tags": ["installed", route.removeprefix("mcp:"), server.slug, *_hint_tags(annotations)],
-                    "enabled": server.enabled,
-                    "health": health,
-                    "provider": _provider_summary(provider),
-                })  # fmt: skip
+                out.append(
+                    {
+                        "tool_id": tool_id,
+                        "name": name,
+                        "description": str(tool.get("description") or ""),
+                        "route": route,
+                        "server_id": server.server_id,
+                        "server": server.qualified_name,
+                        "slug": server.slug,
+                        "version": server.version,
+                        "input_schema": tool.get("inputSchema") or {"type": "object"},
+                        "output_schema": tool.get("outputSchema"),
+                        "annotations": annotations,
+                        "allowed_agents": agents_for(name, tool_id),
+                        "tags": ["installed", route.removeprefix("mcp:"), server.slug, *_hint_tags(annotations)],
+                        "enabled": server.enabled,
+                        "health": health,
+                        "provider": _provider_summary(provider),
+                    }
+                )
         return out
 
     def _health(self, server: InstalledServer) -> dict[str, Any]:
@@ -245,7 +249,8 @@ class ToolRegistry:
     def _policy(self, archetypes: ArchetypeRegistry) -> dict[str, Any]:
         return {
             "agent_allowlists": [
-                {"archetype": a.id, "tools": list(a.tools)} for a in sorted(archetypes.agents.values(), key=lambda a: a.id)
+                {"archetype": a.id, "tools": list(a.tools)}
+                for a in sorted(archetypes.agents.values(), key=lambda a: a.id)
             ],
             "archetype_errors": sorted(archetypes.errors),  # file names only
             "admission": self.providers.admission,

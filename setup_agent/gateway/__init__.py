@@ -17,12 +17,12 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .connections import ConnectionManager
     from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
-    from .status import ServerStatus
     from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
     from .members import MemberSessions, member_of
     from .relay import Caller, InFlight, relay_callbacks
     from .router import Gateway, UnknownPrompt, UnknownResource, UnknownTool
     from .server_logs import log_path, read_log
+    from .status import ServerStatus
 
 __all__ = [
     "CALL_TOOL",
@@ -47,25 +47,28 @@ __all__ = [
     "UnknownTool",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "CALL_TOOL": "discover",
-    "Caller": "relay",
-    "ConnectionManager": "connections",
-    "DISCOVER_NAMES": "discover",
-    "DISCOVER_SPECS": "discover",
-    "FIND_TOOLS": "discover",
-    "find_tools": "discover",
-    "Gateway": "router",
-    "InFlight": "relay",
-    "log_path": "server_logs",
-    "MEMBER_SECRET_REQUIRED": "member_prompts",
-    "member_of": "members",
-    "MemberPrompts": "member_prompts",
-    "MemberSessions": "members",
-    "read_log": "server_logs",
-    "relay_callbacks": "relay",
-    "ServerStatus": "status",
-    "UnknownPrompt": "router",
-    "UnknownResource": "router",
-    "UnknownTool": "router",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CALL_TOOL": "discover",
+        "Caller": "relay",
+        "ConnectionManager": "connections",
+        "DISCOVER_NAMES": "discover",
+        "DISCOVER_SPECS": "discover",
+        "FIND_TOOLS": "discover",
+        "find_tools": "discover",
+        "Gateway": "router",
+        "InFlight": "relay",
+        "log_path": "server_logs",
+        "MEMBER_SECRET_REQUIRED": "member_prompts",
+        "member_of": "members",
+        "MemberPrompts": "member_prompts",
+        "MemberSessions": "members",
+        "read_log": "server_logs",
+        "relay_callbacks": "relay",
+        "ServerStatus": "status",
+        "UnknownPrompt": "router",
+        "UnknownResource": "router",
+        "UnknownTool": "router",
+    },
+)

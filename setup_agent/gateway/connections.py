@@ -16,19 +16,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-
 from setup_agent.errors import NotFound
 from setup_agent.launch import BundleCache, ProcessLedger, Sandbox
 from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
-from .live import LiveConnection
-from .status import ServerStatus, Status
 from .forwarding import Forwarding
+from .live import LiveConnection
 from .passthrough import Progress, ResourceLinks
 from .relay import IdleLogs, Updates
 from .result_cap import DEFAULT_RESULT_CHARS
 from .server_logs import delete_log
+from .status import ServerStatus, Status
 
 #: Progress notifications one proxied call may bring before it is ended (those before are relayed).
 DEFAULT_CALL_NOTIFICATIONS = 1_000
@@ -41,6 +40,7 @@ logger = logging.getLogger(__name__)
 #: It may carry ``signed_out`` (an ``asyncio.Event``) and ``signed_out_reason``: once set, the
 #: server is ``needs_sign_in`` and is not retried (see setup_agent/oauth/sign_ins.py).
 AuthHook = Callable[[InstalledServer, dict[str, str]], Any]
+
 
 class ConnectionManager(Forwarding):
     """Owns the live sessions. ``install_root/<server_id>`` is each server's install dir."""
@@ -294,9 +294,10 @@ class ConnectionManager(Forwarding):
         """Stop connected servers unused for ``idle_seconds``; they start again on their next call."""
         now = asyncio.get_running_loop().time()
         idle = [
-            sid for sid, live in self._live.items()
+            sid
+            for sid, live in self._live.items()
             if live.status.status == "connected" and now - (live.last_used or now) >= idle_seconds
-        ]  # fmt: skip
+        ]
         for sid in idle:
             logger.info("server %s idle for %.0f s: stopping it until its next call", sid, idle_seconds)
             await self.disconnect(sid)

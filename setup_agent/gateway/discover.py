@@ -111,7 +111,7 @@ def find_tools(catalog: Catalog, query: str, limit: int = 10) -> list[dict[str, 
             ranked.append((score, entry.name, entry))
     ranked.sort(key=lambda r: (-r[0], r[1]))
     out = []
-    for _score_, _name, entry in ranked[:limit]:
+    for *_, entry in ranked[:limit]:
         tool = entry.tool
         item: dict[str, Any] = {
             "name": entry.name,

@@ -45,13 +45,18 @@ class Forwarding:
         raise NotImplementedError
 
     async def call_tool(
-        self, server_id: str, name: str, arguments: dict[str, Any] | None = None, *,
-        progress: Progress | None = None, caller: Caller | None = None,
+        self,
+        server_id: str,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        progress: Progress | None = None,
+        caller: Caller | None = None,
     ) -> dict[str, Any]:
         """The server's ``tools/call`` result as it sent it (a JSON object, never re-built from
         models, so fields this gateway does not know survive), redacted. ``progress(progress,
         total, message)`` hears the server's progress notifications for this call; ``caller``
-        gets the server's requests and log messages meanwhile (relay.py)."""  # fmt: skip
+        gets the server's requests and log messages meanwhile (relay.py)."""
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
@@ -70,7 +75,9 @@ class Forwarding:
         with live.inflight.add(caller):
             if live.lane is not None:  # the raw lane beside the session (lane_call.py): fewer loop passes
                 try:
-                    result = await lane_call(live.client, live.lane, name, arguments or {}, self._flood(progress), label=label)
+                    result = await lane_call(
+                        live.client, live.lane, name, arguments or {}, self._flood(progress), label=label
+                    )
                 finally:
                     live.last_used = asyncio.get_running_loop().time()
                 if result is not None:
@@ -83,11 +90,15 @@ class Forwarding:
                 if heard <= limit or not call.cancelled():
                     call.cancel()
                     raise
-                raise ProtocolError(f"The server sent more than {limit:,} notifications during one call; the call was ended.") from None
+                raise ProtocolError(
+                    f"The server sent more than {limit:,} notifications during one call; the call was ended."
+                ) from None
             finally:
                 live.last_used = asyncio.get_running_loop().time()
         self.links.remember(server_id, result)
-        return cap_result(self.redactor.redact_obj(result), self.max_result_chars)  # after redaction: a cut never splits a secret
+        return cap_result(
+            self.redactor.redact_obj(result), self.max_result_chars
+        )  # after redaction: a cut never splits a secret
 
     def _flood(self, progress: Progress | None) -> Progress:
         """The lane's progress listener: relays to ``progress`` (if any) and ends the call (a
@@ -99,7 +110,9 @@ class Forwarding:
             nonlocal heard
             heard += 1
             if limit and heard > limit:
-                raise ProtocolError(f"The server sent more than {limit:,} notifications during one call; the call was ended.")
+                raise ProtocolError(
+                    f"The server sent more than {limit:,} notifications during one call; the call was ended."
+                )
             if progress is not None:
                 await progress(value, total, message)
 

@@ -78,7 +78,9 @@ async def lane_call(
         try:
             typed = types.ErrorData.model_validate(error)
         except ValidationError:
-            raise ProtocolError(f"The server {label} answered the call of {name} with an error mcp-setup cannot read.") from None
+            raise ProtocolError(
+                f"The server {label} answered the call of {name} with an error mcp-setup cannot read."
+            ) from None
         raise MCPError(code=typed.code, message=typed.message, data=typed.data)
     raw = answer.get("result")
     if not isinstance(raw, dict):
@@ -97,4 +99,3 @@ async def lane_call(
     if not foreign.isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     return raw
-

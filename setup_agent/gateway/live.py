@@ -27,6 +27,7 @@ __all__ = ["LiveConnection", "Owner"]
 
 logger = logging.getLogger(__name__)
 
+
 class Owner(Protocol):
     """What a live connection takes from its manager (the
     :class:`~setup_agent.gateway.connections.ConnectionManager`, which imports this module)."""
@@ -116,7 +117,11 @@ class LiveConnection:
         while not self.stop.is_set():
             self.status.attempts = attempt + 1
             self.set("connecting")
-            log = ServerLog(owner.logs_dir, server.server_id, owner.redactor) if owner.logs_dir and not self.removed else None
+            log = (
+                ServerLog(owner.logs_dir, server.server_id, owner.redactor)
+                if owner.logs_dir and not self.removed
+                else None
+            )
             self.log = log
             pwatch = ProcessWatch(on_stderr=log.feed if log else None)
             auth: Any = None
@@ -145,14 +150,20 @@ class LiveConnection:
                         )
                         auth = owner.auth_for(server, values) if owner.auth_for is not None else None
                         cm = open_client(
-                            resolved, process_watch=pwatch, host_env=owner.host_env, ledger=owner.ledger, auth=auth,
+                            resolved,
+                            process_watch=pwatch,
+                            host_env=owner.host_env,
+                            ledger=owner.ledger,
+                            auth=auth,
                             sandbox=owner.sandbox,
                             callbacks=relay_callbacks(
-                                self.inflight, owner.redactor, server.title or server.qualified_name,
+                                self.inflight,
+                                owner.redactor,
+                                server.title or server.qualified_name,
                                 idle_log=lambda params: owner.server_log(server, params),
                                 updated=lambda uri: owner.resource_updated(server.server_id, uri),
                             ),
-                        )  # fmt: skip
+                        )
                     self.started_at = asyncio.get_running_loop().time()
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
@@ -168,7 +179,9 @@ class LiveConnection:
                     attempt = 0
                     if known is None:
                         await self._record_tools()
-                    await record_offers(client, owner.store, owner.redactor, server.server_id, server.title or server.qualified_name)
+                    await record_offers(
+                        client, owner.store, owner.redactor, server.server_id, server.title or server.qualified_name
+                    )
                     self.set("connected")
                     if server.needs_sign_in:
                         await self._remember_sign_in(server, needed=False)
@@ -302,8 +315,10 @@ class LiveConnection:
         if change is not None and change["state"] == "changed":
             logger.warning(
                 "the tools of %s changed since they were approved (%s): held back until the user approves "
-                "(web page, or `mcp-setup tools-review`)", server.qualified_name, owner.redactor.redact(change["summary"]),
-            )  # fmt: skip
+                "(web page, or `mcp-setup tools-review`)",
+                server.qualified_name,
+                owner.redactor.redact(change["summary"]),
+            )
             if owner.on_tools_changed is not None:
                 try:
                     owner.on_tools_changed(server)

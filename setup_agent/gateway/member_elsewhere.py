@@ -52,8 +52,14 @@ class MemberPromptsElsewhere:
         if item is None:
             return None
         request = item.request
-        return PendingPrompt(prompt_id, str(request.get("key_name") or ""), str(request.get("prompt") or ""),
-                             request.get("server") or None, "", time.monotonic())  # fmt: skip
+        return PendingPrompt(
+            prompt_id,
+            str(request.get("key_name") or ""),
+            str(request.get("prompt") or ""),
+            request.get("server") or None,
+            "",
+            time.monotonic(),
+        )
 
     def answer(self, prompt_id: str, value: SecretValue) -> bool:
         item = self.row(prompt_id)

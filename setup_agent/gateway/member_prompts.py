@@ -118,11 +118,11 @@ class MemberPrompts:
         if url is not None and caller is not None and caller.can("elicitation.url"):
             if await self._elicit(caller, url, prompt_id, label, key):
                 return None
-        message = (
-            f"{label} needs your own {key} before your first call: "
-            + ("open the link to enter it (only your calls use it), then call again." if url else
-               "this gateway has no page to enter it on; ask the team's admin.")
-        )  # fmt: skip
+        message = f"{label} needs your own {key} before your first call: " + (
+            "open the link to enter it (only your calls use it), then call again."
+            if url
+            else "this gateway has no page to enter it on; ask the team's admin."
+        )
         return tool_error(message, MEMBER_SECRET_REQUIRED, key_name=key, url=url)
 
     def open_for(self, server: InstalledServer, member: str, key: str) -> tuple[str, str | None]:
@@ -141,21 +141,30 @@ class MemberPrompts:
             prompt_id = pending.prompt_id
             self._asks[prompt_id], self._open[ask], self._refs[prompt_id] = ask, prompt_id, pending.ref
             if self.elsewhere is not None:  # the link may reach another replica: the prompt (no value) is shared
-                request = {"server_id": server.server_id, "member": member, "key_name": key, "server": label,
-                           "prompt": pending.prompt}  # fmt: skip
+                request = {
+                    "server_id": server.server_id,
+                    "member": member,
+                    "key_name": key,
+                    "server": label,
+                    "prompt": pending.prompt,
+                }
                 self.elsewhere.shared.publish(prompt_id, MEMBER_PROMPT_KIND, request, ttl_seconds=self.ttl_seconds)
         return prompt_id, self.page_url(prompt_id) if self.page_url is not None else None
 
     async def _elicit(self, caller: Caller, url: str, prompt_id: str, label: str, key: str) -> bool:
         """URL-mode elicitation to the member's own client; True once the value is stored."""
         params = {
-            "mode": "url", "elicitationId": prompt_id, "url": url,
+            "mode": "url",
+            "elicitationId": prompt_id,
+            "url": url,
             "message": f"{label} needs your own {key}. Open the page to enter it; only your calls use it.",
-        }  # fmt: skip
+        }
         try:
             result = await caller.request("elicitation/create", params)
         except Exception as exc:  # noqa: BLE001 - the client's error may quote the URL: its type only
-            logger.info("URL elicitation of a member's key failed (%s); the link goes in the result", type(exc).__name__)
+            logger.info(
+                "URL elicitation of a member's key failed (%s); the link goes in the result", type(exc).__name__
+            )
             return False
         if getattr(result, "action", None) != "accept":
             return False

@@ -106,7 +106,9 @@ class MemberConnections(ConnectionManager):
 class MemberSessions:
     """Members' own sessions and the asking for their values (see the module doc)."""
 
-    def __init__(self, shared: ConnectionManager, *, root: Path, ttl_seconds: float = 900.0, wait_seconds: float = 300.0) -> None:
+    def __init__(
+        self, shared: ConnectionManager, *, root: Path, ttl_seconds: float = 900.0, wait_seconds: float = 300.0
+    ) -> None:
         self.shared = shared
         self.store: Store = shared.store
         self.redactor = shared.redactor

@@ -65,7 +65,10 @@ async def record_offers(client: Any, store: Any, redactor: Any, server_id: str, 
     if getattr(caps, "prompts", None) is not None:
         wanted.append(("prompts", "prompts/list", "prompts"))
     if getattr(caps, "resources", None) is not None:
-        wanted += [("resources", "resources/list", "resources"), ("templates", "resources/templates/list", "resourceTemplates")]
+        wanted += [
+            ("resources", "resources/list", "resources"),
+            ("templates", "resources/templates/list", "resourceTemplates"),
+        ]
     for part, method, key in wanted:
         try:
             async with asyncio.timeout(LIST_TIMEOUT):
@@ -146,7 +149,9 @@ class OfferIndex:
             for item in (*offers[server.server_id].resources, *offers[server.server_id].templates):
                 key = item.get("uri") or item.get("uriTemplate")
                 counts[key] = counts.get(key, 0) + 1
-        with_resources = [s.server_id for s in servers if offers[s.server_id].resources or offers[s.server_id].templates]
+        with_resources = [
+            s.server_id for s in servers if offers[s.server_id].resources or offers[s.server_id].templates
+        ]
         index.sole = with_resources[0] if len(with_resources) == 1 else None
         for server in servers:
             offer = offers[server.server_id]

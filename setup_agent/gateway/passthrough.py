@@ -42,7 +42,9 @@ async def raw_call(
 def unreadable_call(label: str, name: str, exc: ValidationError | None = None) -> ProtocolError:
     """A ``tools/call`` result that is not one for the server's protocol version, in words (the
     fields the check named, when there was one): the SDK's path and the raw lane say the same."""
-    fields = sorted({".".join(str(p) for p in e.get("loc", ())[:2]) or "(the result)" for e in exc.errors()}) if exc else []
+    fields = (
+        sorted({".".join(str(p) for p in e.get("loc", ())[:2]) or "(the result)" for e in exc.errors()}) if exc else []
+    )
     return ProtocolError(
         f"The server {label} answered the call of {name} with a result mcp-setup cannot read "
         f"(not a valid tools/call result for its protocol version; look at: {', '.join(fields[:5]) or '(the result)'})."
@@ -55,7 +57,9 @@ async def raw_read(client: Any, uri: str, *, label: str) -> dict[str, Any]:
     try:
         return await client.session.send_request(request, _RAW)
     except ValidationError:
-        raise ProtocolError(f"The server {label} answered a resources/read with a result mcp-setup cannot read.") from None
+        raise ProtocolError(
+            f"The server {label} answered a resources/read with a result mcp-setup cannot read."
+        ) from None
 
 
 #: The requests besides tools/call passed through (prompts, resources, completions): method →

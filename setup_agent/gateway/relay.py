@@ -68,8 +68,11 @@ class IdleLogs:
         self._windows[server.server_id] = (start, count + 1)
         if count >= IDLE_LOGS_PER_MINUTE:
             if count == IDLE_LOGS_PER_MINUTE:
-                logger.warning("%s sends more than %d log messages a minute outside calls; the rest are not relayed",
-                               server.qualified_name, IDLE_LOGS_PER_MINUTE)  # fmt: skip
+                logger.warning(
+                    "%s sends more than %d log messages a minute outside calls; the rest are not relayed",
+                    server.qualified_name,
+                    IDLE_LOGS_PER_MINUTE,
+                )
             return
         for listener in list(self.listeners):
             try:
@@ -172,15 +175,20 @@ def relay_callbacks(
         if caller is None:  # not caused by a call: to the clients that asked for logs (bounded there)
             if idle_log is not None:
                 try:
-                    await idle_log(redactor.redact_obj(params.model_dump(mode="json", by_alias=True, exclude_none=True)))
+                    await idle_log(
+                        redactor.redact_obj(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+                    )
                 except Exception as exc:  # noqa: BLE001 - never break the connection
                     logger.debug("log message not delivered: %s", type(exc).__name__)
             return
         count = inflight.count_log(caller)
         if count > MAX_LOGS_PER_CALL:  # a flood: the rest of this call's are dropped
             if count == MAX_LOGS_PER_CALL + 1:
-                logger.warning("%s sent more than %d log messages during one call; the rest are not relayed",
-                               label, MAX_LOGS_PER_CALL)
+                logger.warning(
+                    "%s sent more than %d log messages during one call; the rest are not relayed",
+                    label,
+                    MAX_LOGS_PER_CALL,
+                )
             return
         try:
             await caller.log(redactor.redact_obj(params.model_dump(mode="json", by_alias=True, exclude_none=True)))

@@ -47,7 +47,12 @@ def cap_result(result: dict[str, Any], limit: int = DEFAULT_RESULT_CHARS) -> dic
         if size <= budget:
             blocks.append(block)
             budget -= size
-        elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str) and budget > 0:
+        elif (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+            and budget > 0
+        ):
             blocks.append({**block, "text": block["text"][:budget]})
             budget = 0
         else:
@@ -60,9 +65,11 @@ def cap_result(result: dict[str, Any], limit: int = DEFAULT_RESULT_CHARS) -> dic
             del out["structuredContent"]
     out["content"] = blocks
     cut = total - result_size(out)
-    blocks.append({
-        "type": "text",
-        "text": f"[mcp-setup cut this result: {cut:,} of {total:,} characters were left out "
-                f"(the limit is {limit:,} characters, MCP_SETUP_MAX_RESULT_CHARS).]",
-    })  # fmt: skip
+    blocks.append(
+        {
+            "type": "text",
+            "text": f"[mcp-setup cut this result: {cut:,} of {total:,} characters were left out "
+            f"(the limit is {limit:,} characters, MCP_SETUP_MAX_RESULT_CHARS).]",
+        }
+    )
     return out

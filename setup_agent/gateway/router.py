@@ -198,7 +198,12 @@ class Gateway:
         return entry
 
     async def call(
-        self, name: str, arguments: dict[str, Any], *, session: str | None = None, progress: Progress | None = None,
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        session: str | None = None,
+        progress: Progress | None = None,
         caller: Caller | None = None,
     ) -> dict[str, Any]:
         """Forward a call to the tool's server; the result (or a tool error) comes back redacted.
@@ -305,9 +310,13 @@ class Gateway:
         if self.check_arguments is not None:
             self.check_arguments(session, arguments)  # a SetupError: the face says it
         await self._connected(route.server_id, UnknownPrompt(name))
-        return await self.connections.request(route.server_id, "prompts/get", {"name": route.name, "arguments": arguments})
+        return await self.connections.request(
+            route.server_id, "prompts/get", {"name": route.name, "arguments": arguments}
+        )
 
-    async def complete(self, ref: dict[str, Any], argument: dict[str, Any], context: dict[str, Any] | None) -> dict[str, Any]:
+    async def complete(
+        self, ref: dict[str, Any], argument: dict[str, Any], context: dict[str, Any] | None
+    ) -> dict[str, Any]:
         """``completion/complete`` for a gateway prompt or a listed template, at its server."""
         await self._ready.wait()
         if ref.get("type") == "ref/prompt":
@@ -317,7 +326,9 @@ class Gateway:
             server_id, ref = route.server_id, {**ref, "name": route.name}
         else:
             uri = str(ref.get("uri"))
-            found = self.offers.route_uri(uri, None) if uri.startswith(MAPPED_PREFIX) or uri in self.offers.owners else None
+            found = (
+                self.offers.route_uri(uri, None) if uri.startswith(MAPPED_PREFIX) or uri in self.offers.owners else None
+            )
             if found is None:
                 raise UnknownResource(uri)
             server_id, ref = found[0], {**ref, "uri": found[1]}

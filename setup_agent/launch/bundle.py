@@ -27,7 +27,13 @@ from setup_agent.errors import BundleInvalid
 from .manifest import MAX_MANIFEST_BYTES, Manifest, parse_manifest, read_manifest
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_UNPACKED", "MAX_MEMBERS", "bundle_manifest", "fetch_bundle", "file_sha256", "unpack_bundle",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_UNPACKED",
+    "MAX_MEMBERS",
+    "bundle_manifest",
+    "fetch_bundle",
+    "file_sha256",
+    "unpack_bundle",
 ]
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
@@ -77,9 +83,7 @@ def _local_source(url: str) -> Path:
     return src
 
 
-async def _chunks(
-    url: str, http: httpx.AsyncClient | None, max_bytes: int, allow_file: bool
-) -> AsyncIterator[bytes]:
+async def _chunks(url: str, http: httpx.AsyncClient | None, max_bytes: int, allow_file: bool) -> AsyncIterator[bytes]:
     """The bundle's bytes, from a local file (read in a worker thread) or over HTTP."""
     parts = urlsplit(url)
     if parts.scheme == "file":
@@ -264,7 +268,9 @@ def _check_sizes(members: list[zipfile.ZipInfo], max_bytes: int) -> None:
     """Refuse too many members, or declared sizes over ``max_bytes`` in all (a zip bomb), before
     anything is written; a member cannot unpack to more than its declared size."""
     if len(members) > MAX_MEMBERS:
-        raise BundleInvalid(f"The bundle has {len(members):,} members, more than the {MAX_MEMBERS:,} allowed; refusing it.")
+        raise BundleInvalid(
+            f"The bundle has {len(members):,} members, more than the {MAX_MEMBERS:,} allowed; refusing it."
+        )
     if sum(info.file_size for info in members) > max_bytes:
         raise BundleInvalid("The bundle unpacks to more than the size limit; refusing it.")
 
@@ -310,5 +316,3 @@ def _make_entry_executable(root: Path) -> None:
         entry = (root / manifest.server.entry_point).resolve()
         if _inside(entry, root) and entry.is_file():
             os.chmod(entry, entry.stat().st_mode | 0o755)
-
-

@@ -43,7 +43,12 @@ _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 class BundleCache:
     def __init__(
-        self, root: Path, *, max_bytes: int = DEFAULT_CACHE_BYTES, http: httpx.AsyncClient | None = None, prefetch: bool = True
+        self,
+        root: Path,
+        *,
+        max_bytes: int = DEFAULT_CACHE_BYTES,
+        http: httpx.AsyncClient | None = None,
+        prefetch: bool = True,
     ) -> None:
         self.root = root
         self.prefetch_enabled = prefetch

@@ -38,7 +38,13 @@ from .spec import ResolvedLaunch
 from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, minimal_environment, stdio_transport
 
 __all__ = [
-    "HttpWatch", "RUNTIME_HINTS", "check_command", "list_all_tools", "open_client", "serving_process", "tool_dicts",
+    "HttpWatch",
+    "RUNTIME_HINTS",
+    "check_command",
+    "list_all_tools",
+    "open_client",
+    "serving_process",
+    "tool_dicts",
 ]
 
 #: Runners we know, with how to get them: a missing one is ``runtime_missing``, not
@@ -125,8 +131,13 @@ async def open_client(
         penv = minimal_environment(resolved.env, host_env=host_env)
         pcommand, pargs, penv = sandboxed(sandbox, check_command(resolved.command, penv), resolved, penv)
         serving = serving_process(
-            pcommand, pargs, env=penv, cwd=resolved.cwd, url=resolved.url or "",
-            watch=process_watch if process_watch is not None else ProcessWatch(), grace=grace,
+            pcommand,
+            pargs,
+            env=penv,
+            cwd=resolved.cwd,
+            url=resolved.url or "",
+            watch=process_watch if process_watch is not None else ProcessWatch(),
+            grace=grace,
             port_timeout=port_timeout,
         )
     if resolved.transport == "stdio":
@@ -161,7 +172,12 @@ async def open_client(
     async with serving:
         async with Client(transport, mode=mode, client_info=CLIENT_INFO, **(callbacks or {})) as client:
             # a tool schema a lenient client accepts is read with a note (lenient.py); the label names no URL query or argument (they may hold a secret)
-            read_leniently(client, urlsplit(resolved.url).hostname or "a server" if resolved.url else Path(resolved.command or "server").name)
+            read_leniently(
+                client,
+                urlsplit(resolved.url).hostname or "a server"
+                if resolved.url
+                else Path(resolved.command or "server").name,
+            )
             yield client
 
 
@@ -196,8 +212,13 @@ async def serving_process(
     port = parts.port or (443 if parts.scheme == "https" else 80)
     await refuse_taken_port(host, port)  # another program on the port would get our requests
     process = await anyio.open_process(
-        [command, *args], env=dict(env), cwd=cwd, start_new_session=True,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [command, *args],
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     watch.pid = process.pid
     async with anyio.create_task_group() as tg:
@@ -256,7 +277,9 @@ def tool_dicts(tools: list[Any]) -> list[dict[str, Any]]:
     out = []
     for tool in tools:
         item: dict[str, Any] = (
-            tool.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
+            tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if hasattr(tool, "model_dump")
+            else dict(tool)
         )
         item["description"] = item.get("description") or ""
         if not item.get("title"):

@@ -82,8 +82,12 @@ class ArtifactDigests:
             if kind == "pypi" and spec.version:
                 return await self._pypi(spec.identifier, spec.version, _pypi_base(spec, registry_base_url))
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            logger.info("The %s of %s could not be read from its registry (%s)", digest_kind(kind), spec.identifier,
-                        type(exc).__name__)  # fmt: skip
+            logger.info(
+                "The %s of %s could not be read from its registry (%s)",
+                digest_kind(kind),
+                spec.identifier,
+                type(exc).__name__,
+            )
         return None
 
     async def _get(self, url: str, accept: str) -> httpx.Response:
@@ -116,7 +120,7 @@ class ArtifactDigests:
             for link in parser.links:
                 path, _, fragment = link.partition("#")
                 if fragment.startswith("sha256="):
-                    files[path.rsplit("/", 1)[-1]] = fragment[len("sha256="):].lower()
+                    files[path.rsplit("/", 1)[-1]] = fragment[len("sha256=") :].lower()
         mine = {f: sha for f, sha in files.items() if _of_version(f, name, version)}
         if not mine:
             return None

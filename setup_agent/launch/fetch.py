@@ -76,7 +76,6 @@ _FETCHED = {
 _FETCHED_IN_ALL = {"uvx": re.compile(rb"^\s*(?:Prepared|Installed) (\d+) packages?\b")}
 
 
-
 @dataclass
 class FetchState:
     """One fetch, shared by whoever waits for it."""
@@ -146,11 +145,15 @@ class Fetcher:
         plan = fetch_plan(spec)
         if plan is None or plan.key in self._warm or not self._runnable(plan):
             return None
-        ahead = next((st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None)
+        ahead = next(
+            (st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None
+        )
         if ahead is not None:  # a prefetch of this package runs: the fetch goes on from where it is
             await self._wait(ahead, None, ahead.started + self.timeout, on_tick, ahead.started)
         state, task = self._start(plan)
-        return await self._wait(state, task, state.started + self.timeout, on_tick, ahead.started if ahead else state.started)
+        return await self._wait(
+            state, task, state.started + self.timeout, on_tick, ahead.started if ahead else state.started
+        )
 
     async def _wait(
         self, state: FetchState, task: asyncio.Task[None] | None, end: float, on_tick: FetchHook | None, since: float
@@ -250,10 +253,17 @@ class Fetcher:
         if self._npx_cache is not None:
             return self._npx_cache
         proc = await asyncio.create_subprocess_exec(
-            "npm", "config", "get", "cache", "--workspaces=false",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            env=minimal_environment({}, host_env=self.host_env), cwd=cwd,
-        )  # fmt: skip
+            "npm",
+            "config",
+            "get",
+            "cache",
+            "--workspaces=false",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=minimal_environment({}, host_env=self.host_env),
+            cwd=cwd,
+        )
         out, _ = await proc.communicate()
         cache = out.decode(errors="replace").strip()
         if proc.returncode != 0 or not cache or not os.path.isabs(cache):
@@ -328,6 +338,8 @@ def _has_install_scripts(project: Path) -> bool:
             return True
         if path and not package.get("link"):
             resolved = package.get("resolved")
-            if not (isinstance(resolved, str) and resolved.startswith(("https://", "http://")) and package.get("integrity")):
+            if not (
+                isinstance(resolved, str) and resolved.startswith(("https://", "http://")) and package.get("integrity")
+            ):
                 return True
     return False

@@ -50,15 +50,30 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
             # shell by its absolute path (npm would look "sh" up on PATH) and ':' (its builtin); a
             # package with a bin named "node" or "sh" would run otherwise. --workspaces=false: npm
             # stops looking for a project (and its .npmrc) above the private dir it runs in.
-            "npx", ("npm", "exec", "--yes", "--prefer-offline", "--update-notifier=false", "--loglevel=http",
-                    "--workspaces=false", "--script-shell=/bin/sh", *options, f"--package={target}", "--call", ":"),
+            "npx",
+            (
+                "npm",
+                "exec",
+                "--yes",
+                "--prefer-offline",
+                "--update-notifier=false",
+                "--loglevel=http",
+                "--workspaces=false",
+                "--script-shell=/bin/sh",
+                *options,
+                f"--package={target}",
+                "--call",
+                ":",
+            ),
             package=("npm", *options, target),
         )
     if spec.package_type == "pypi" and runner == "uvx":
         index, target = _uvx_options(args)
         if target is None or target.startswith("-") or "${" in target or any("${" in a for a in index):
             return None  # (a "target" that is an option would be read by uv as one)
-        return FetchPlan("uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target))
+        return FetchPlan(
+            "uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target)
+        )
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:
         image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)
         if image is None or "${" in image:
@@ -68,15 +83,53 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
 
 
 #: uvx options that take a value as the next argument (``--opt=value`` needs no care).
-_UVX_VALUED = frozenset({
-    "--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p", "--index",
-    "--default-index", "--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--constraints", "-c",
-    "--overrides", "--build-constraints", "-b", "--index-strategy", "--keyring-provider", "--resolution",
-    "--prerelease", "--exclude-newer", "--exclude-newer-package", "--config-setting", "-C", "--cache-dir",
-    "--directory", "--project", "--config-file", "--color", "--python-preference", "--link-mode",
-    "--refresh-package", "--reinstall-package", "--upgrade-package", "-P", "--no-binary-package",
-    "--no-build-package", "--env-file", "--allow-insecure-host", "--torch-backend",
-})  # fmt: skip
+_UVX_VALUED = frozenset(
+    {
+        "--from",
+        "--with",
+        "-w",
+        "--with-editable",
+        "--with-requirements",
+        "--python",
+        "-p",
+        "--index",
+        "--default-index",
+        "--index-url",
+        "-i",
+        "--extra-index-url",
+        "--find-links",
+        "-f",
+        "--constraints",
+        "-c",
+        "--overrides",
+        "--build-constraints",
+        "-b",
+        "--index-strategy",
+        "--keyring-provider",
+        "--resolution",
+        "--prerelease",
+        "--exclude-newer",
+        "--exclude-newer-package",
+        "--config-setting",
+        "-C",
+        "--cache-dir",
+        "--directory",
+        "--project",
+        "--config-file",
+        "--color",
+        "--python-preference",
+        "--link-mode",
+        "--refresh-package",
+        "--reinstall-package",
+        "--upgrade-package",
+        "-P",
+        "--no-binary-package",
+        "--no-build-package",
+        "--env-file",
+        "--allow-insecure-host",
+        "--torch-backend",
+    }
+)
 #: Of those, the ones a fetch keeps: where the package comes from, and for which Python.
 _UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
 

@@ -36,8 +36,14 @@ def granted_paths(keys: Sequence[object], values: Mapping[str, str]) -> list[str
     return out
 
 
-def profile_words(mechanism: str, *, grants: Sequence[str] = (), network: bool = True,
-                  container: bool = False, reads: Sequence[str] = ()) -> list[str]:  # fmt: skip
+def profile_words(
+    mechanism: str,
+    *,
+    grants: Sequence[str] = (),
+    network: bool = True,
+    container: bool = False,
+    reads: Sequence[str] = (),
+) -> list[str]:
     """The profile in plain words, for the consent, ``mcp-setup show``, ``doctor`` and the page."""
     if container:
         return ["It runs in its own container (Docker), which isolates it; mcp-setup adds no sandbox of its own."]

@@ -25,10 +25,15 @@ logger = logging.getLogger(__name__)
 
 #: The field only a complete result of each method carries.
 _CONTENT = {
-    "tools/call": "content", "tools/list": "tools", "prompts/list": "prompts", "prompts/get": "messages",
-    "resources/list": "resources", "resources/templates/list": "resourceTemplates", "resources/read": "contents",
+    "tools/call": "content",
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "prompts/get": "messages",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+    "resources/read": "contents",
     "completion/complete": "completion",
-}  # fmt: skip
+}
 _CACHEABLE = ("tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read")
 
 
@@ -61,7 +66,9 @@ def read_leniently(client: Any, label: str) -> None:
         filled = fill_result(method, raw, getattr(session, "_negotiated_version", None))
         if filled is not raw and not warned:
             warned = True
-            logger.warning("%s negotiated 2026-07-28 but answers without resultType; its answers are read leniently", label)
+            logger.warning(
+                "%s negotiated 2026-07-28 but answers without resultType; its answers are read leniently", label
+            )
         return filled
 
     try:

@@ -31,8 +31,16 @@ import anyio
 from setup_agent.errors import PortInUse
 
 __all__ = [
-    "ENGINE_RUNNERS", "Listeners", "classify", "foreign_holders", "host_addresses", "own_listener_up", "port_taken",
-    "refuse_taken_port", "refusal", "tree_pids",
+    "ENGINE_RUNNERS",
+    "Listeners",
+    "classify",
+    "foreign_holders",
+    "host_addresses",
+    "own_listener_up",
+    "port_taken",
+    "refuse_taken_port",
+    "refusal",
+    "tree_pids",
 ]
 
 _LISTEN = "0A"
@@ -214,12 +222,16 @@ ENGINE_RUNNERS = frozenset({"docker", "podman"})
 def refusal(host: str, port: int, holders: list[str] | None = None, *, started: bool) -> PortInUse:
     who = f" ({', '.join(holders)})" if holders else ""
     if started:
-        msg = (f"Port {port} on {host} answered, but not from the package's own processes: another program"
-               f"{who} listens there. The package was stopped and nothing was sent to that program; free the "
-               "port or give the package another one.")
+        msg = (
+            f"Port {port} on {host} answered, but not from the package's own processes: another program"
+            f"{who} listens there. The package was stopped and nothing was sent to that program; free the "
+            "port or give the package another one."
+        )
     else:
-        msg = (f"Port {port} on {host} is in use by another program{who}, so the package was not started (its "
-               "connection would reach that program instead). Free the port or give the package another one.")
+        msg = (
+            f"Port {port} on {host} is in use by another program{who}, so the package was not started (its "
+            "connection would reach that program instead). Free the port or give the package another one."
+        )
     return PortInUse(msg, details={"port": port, "host": host})
 
 

@@ -24,9 +24,21 @@ from setup_agent.errors import BundleInvalid
 from .spec import LaunchSpec, template_keys
 
 __all__ = [
-    "Manifest", "ManifestServer", "McpConfig", "McpConfigOverride", "UserConfigOption",
-    "ARGV_ENV_PREFIX", "MAX_MANIFEST_BYTES", "MAX_MANIFEST_DEPTH", "argv_secret_keys", "move_argv_secrets",
-    "parse_manifest", "read_manifest", "required_keys_from_manifest", "spec_from_manifest", "user_config_aliases",
+    "Manifest",
+    "ManifestServer",
+    "McpConfig",
+    "McpConfigOverride",
+    "UserConfigOption",
+    "ARGV_ENV_PREFIX",
+    "MAX_MANIFEST_BYTES",
+    "MAX_MANIFEST_DEPTH",
+    "argv_secret_keys",
+    "move_argv_secrets",
+    "parse_manifest",
+    "read_manifest",
+    "required_keys_from_manifest",
+    "spec_from_manifest",
+    "user_config_aliases",
 ]
 
 
@@ -156,7 +168,9 @@ def _convert(text: str, manifest: Manifest, folders: dict[str, str]) -> str:
         elif name.startswith("user_config."):
             key = name.removeprefix("user_config.")
             if key not in manifest.user_config or not _KEY_NAME.match(key):
-                raise BundleInvalid(f"The bundle's mcp_config uses ${{{name}}}, which its user_config does not declare.")
+                raise BundleInvalid(
+                    f"The bundle's mcp_config uses ${{{name}}}, which its user_config does not declare."
+                )
             out.append("${" + key + "}")
         elif name in folders:
             out.append(folders[name].replace("$", "$$"))
@@ -229,8 +243,16 @@ def spec_from_manifest(
     for name, value in raw_env.items():
         env[name] = _convert(value, manifest, folders)
     env = {k: v for k, v in env.items() if not (omit and not template_keys(v).isdisjoint(omit))}
-    update = {"command": cmd, "args": args, "env": env, "runner": runner, "transport": "stdio",
-              "package_type": "mcpb", "version": base.version or manifest.version, "needs_install_dir": True}
+    update = {
+        "command": cmd,
+        "args": args,
+        "env": env,
+        "runner": runner,
+        "transport": "stdio",
+        "package_type": "mcpb",
+        "version": base.version or manifest.version,
+        "needs_install_dir": True,
+    }
     return base.model_copy(update=update)
 
 
@@ -282,17 +304,24 @@ def required_keys_from_manifest(
     """
     folders = _folders(home) if home is not None else None
     config = manifest.server.mcp_config
-    in_args = " ".join(config.args + [a for o in config.platform_overrides.values() for a in o.args or []]
-                       + [config.command]) if config else ""
+    in_args = (
+        " ".join(config.args + [a for o in config.platform_overrides.values() for a in o.args or []] + [config.command])
+        if config
+        else ""
+    )
     registry_names = {k.name for k in registry_keys}
     aliases = {env: uc for env, uc in user_config_aliases(manifest).items() if env in registry_names}
     merged: dict[str, RequiredKey] = {}
     for name, opt in manifest.user_config.items():
         default = _default_text(opt.default, folders)
         merged[name] = RequiredKey(
-            name=name, description=": ".join(t for t in (opt.title.strip(), opt.description.strip()) if t),
-            secret=opt.sensitive, required=opt.required and default is None, default=default,
-            choices=["true", "false"] if opt.type == "boolean" else None, kind="user_config",
+            name=name,
+            description=": ".join(t for t in (opt.title.strip(), opt.description.strip()) if t),
+            secret=opt.sensitive,
+            required=opt.required and default is None,
+            default=default,
+            choices=["true", "false"] if opt.type == "boolean" else None,
+            kind="user_config",
             format=opt.type if opt.type in ("directory", "file") else None,  # a path: granted to the sandbox
             in_argv=opt.sensitive and "${user_config.%s}" % name in in_args,
         )

@@ -79,10 +79,30 @@ def unverified_download(package: PackageOption) -> bool:
 
 # --- platforms ------------------------------------------------------------------------
 
-_OS_WORDS = {"darwin": "darwin", "macos": "darwin", "osx": "darwin", "mac": "darwin", "apple": "darwin",
-             "linux": "linux", "windows": "windows", "win": "windows", "win32": "windows", "win64": "windows"}
-_ARCH_WORDS = {"arm64": "arm64", "aarch64": "arm64", "amd64": "amd64", "x86_64": "amd64", "x64": "amd64",
-               "x86-64": "amd64", "386": "386", "i386": "386", "i686": "386", "x86": "386"}
+_OS_WORDS = {
+    "darwin": "darwin",
+    "macos": "darwin",
+    "osx": "darwin",
+    "mac": "darwin",
+    "apple": "darwin",
+    "linux": "linux",
+    "windows": "windows",
+    "win": "windows",
+    "win32": "windows",
+    "win64": "windows",
+}
+_ARCH_WORDS = {
+    "arm64": "arm64",
+    "aarch64": "arm64",
+    "amd64": "amd64",
+    "x86_64": "amd64",
+    "x64": "amd64",
+    "x86-64": "amd64",
+    "386": "386",
+    "i386": "386",
+    "i686": "386",
+    "x86": "386",
+}
 
 
 def host_platform() -> tuple[str, str]:

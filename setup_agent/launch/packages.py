@@ -51,8 +51,15 @@ __all__ = [
 
 _REGISTRY_VAR = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")  # same rule as serverjson
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DEFAULT_REGISTRIES = {"registry.npmjs.org", "pypi.org", "api.nuget.org", "docker.io", "index.docker.io",
-                       "registry-1.docker.io", "registry.hub.docker.com"}
+_DEFAULT_REGISTRIES = {
+    "registry.npmjs.org",
+    "pypi.org",
+    "api.nuget.org",
+    "docker.io",
+    "index.docker.io",
+    "registry-1.docker.io",
+    "registry.hub.docker.com",
+}
 
 
 # --- templates ------------------------------------------------------------------------
@@ -271,7 +278,9 @@ def build_spec(package: PackageOption, *, omit: Collection[str] = ()) -> LaunchS
         args = ["run", "-i", "--rm"]
         for name in env:
             args += ["-e", name]
-        if url and not any(a in ("-p", "--publish", "--network", "--net") or a.startswith(("-p", "--publish=")) for a in extra):
+        if url and not any(
+            a in ("-p", "--publish", "--network", "--net") or a.startswith(("-p", "--publish=")) for a in extra
+        ):
             port = _url_port(url)
             if port:
                 args += ["-p", f"127.0.0.1:{port}:{port}"]

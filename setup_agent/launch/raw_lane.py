@@ -99,7 +99,9 @@ class RawLane:
             self._next += 1
         return self._next
 
-    async def request(self, method: str, params: dict[str, Any], on_progress: OnProgress | None = None) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: dict[str, Any], on_progress: OnProgress | None = None
+    ) -> dict[str, Any]:
         """Send one request; return the server's answer message (``result`` or ``error`` in it).
 
         With ``on_progress``, the request carries a ``progressToken`` and each progress
@@ -113,7 +115,9 @@ class RawLane:
         self._pending[request_id] = queue
         if on_progress is not None:
             params = {**params, "_meta": {**(params.get("_meta") or {}), "progressToken": request_id}}
-        line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, separators=(",", ":"))
+        line = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, separators=(",", ":")
+        )
         answered = False
         try:
             self._write(line.encode() + b"\n")
@@ -134,8 +138,11 @@ class RawLane:
                 self._cancel(request_id)
 
     def _cancel(self, request_id: int) -> None:
-        note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": request_id, "reason": "caller cancelled"}}  # fmt: skip
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "caller cancelled"},
+        }
         try:
             self._write(json.dumps(note, separators=(",", ":")).encode() + b"\n")
         except (OSError, RuntimeError):

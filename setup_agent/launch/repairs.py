@@ -136,38 +136,76 @@ _FASTMCP = re.compile(r"No module named '(mcp\.server\.fastmcp)'[^\n]*?(?:mcp 2\
 _PY_NEEDED = re.compile(r"(?:requires[- ]python|Python)\s*>=\s*(3\.\d{1,2})", re.IGNORECASE)
 _PY_MISMATCH = re.compile(
     r"current Python version \([^)]*\) does not satisfy|requires-python|Requires-Python|No interpreter found for Python"
-    r"|requires Python", re.IGNORECASE,
+    r"|requires Python",
+    re.IGNORECASE,
 )
 _MCP2_IMPORT = re.compile(r"ImportError: cannot import name '[^']+' from 'mcp(?:\.[a-z_.]+)?'")
 #: A module the package's code imports but does not depend on → the distribution that brings it
 #: (only well-known ones: a guessed name could be anyone's package).
-_MODULE_DIST = {"dateutil": "python-dateutil", "dotenv": "python-dotenv", "yaml": "PyYAML", "bs4": "beautifulsoup4",
-                "PIL": "Pillow", "requests": "requests", "httpx": "httpx", "pydantic": "pydantic",
-                "aiohttp": "aiohttp", "uvicorn": "uvicorn", "starlette": "starlette", "pytz": "pytz"}
+_MODULE_DIST = {
+    "dateutil": "python-dateutil",
+    "dotenv": "python-dotenv",
+    "yaml": "PyYAML",
+    "bs4": "beautifulsoup4",
+    "PIL": "Pillow",
+    "requests": "requests",
+    "httpx": "httpx",
+    "pydantic": "pydantic",
+    "aiohttp": "aiohttp",
+    "uvicorn": "uvicorn",
+    "starlette": "starlette",
+    "pytz": "pytz",
+}
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'|ImportError: ")
 #: npm's own words for a package (E404) or a version (ETARGET) its registry does not have.
-_NPM_NO_PACKAGE = re.compile(r"'(@?[^'@\s]+)(?:@[^'\s]*)?' is not in this registry|404 Not Found - GET https?://\S+?/(@[^/\s%]+(?:%2[fF]|/)[^/\s]+|[^/@\s]+)(?:\s|$)")
+_NPM_NO_PACKAGE = re.compile(
+    r"'(@?[^'@\s]+)(?:@[^'\s]*)?' is not in this registry|404 Not Found - GET https?://\S+?/(@[^/\s%]+(?:%2[fF]|/)[^/\s]+|[^/@\s]+)(?:\s|$)"
+)
 _NPM_NO_VERSION = re.compile(r"No matching version found for (@?[^@\s]+)@(\S+?)\.?(?:\s|$)")
 _DOCKER_PLATFORM = re.compile(r"no matching manifest for (linux/[a-z0-9/]+)|exec format error", re.IGNORECASE)
 
 #: (pattern, part, reason): failures whose repair is for the person (no command change).
 _KNOWN: list[tuple[re.Pattern[str], Part, str]] = [
-    (re.compile(r"No solution found when resolving|Because .* we can conclude"), "runner",
-     "uvx could not resolve the package's requirements"),
-    (re.compile(r"Failed to fetch|error sending request for url|Could not connect to|dns error", re.I), "runner",
-     "the runner could not reach its package index"),
-    (re.compile(r"npm (?:ERR!|error) (?:code )?E404|npm (?:ERR!|error) 404", re.I), "package",
-     "npm has no such package (or version)"),
-    (re.compile(r"could not determine executable to run", re.I), "package",
-     "npx found no executable in the package (it lists none, or several)"),
-    (re.compile(r"EBADENGINE|Unsupported engine|requires node|The engine \"node\" is incompatible", re.I),
-     "runner", "the package needs another Node.js version"),
-    (re.compile(r"Cannot connect to the Docker daemon|Is the docker daemon running", re.I), "runner",
-     "the Docker engine is not running"),
-    (re.compile(r"pull access denied|repository does not exist|manifest unknown|not found: manifest", re.I),
-     "package", "the image was not found (or needs a login)"),
-    (re.compile(r"port is already allocated|address already in use", re.I), "runner",
-     "the port the server needs is taken by another program"),
+    (
+        re.compile(r"No solution found when resolving|Because .* we can conclude"),
+        "runner",
+        "uvx could not resolve the package's requirements",
+    ),
+    (
+        re.compile(r"Failed to fetch|error sending request for url|Could not connect to|dns error", re.I),
+        "runner",
+        "the runner could not reach its package index",
+    ),
+    (
+        re.compile(r"npm (?:ERR!|error) (?:code )?E404|npm (?:ERR!|error) 404", re.I),
+        "package",
+        "npm has no such package (or version)",
+    ),
+    (
+        re.compile(r"could not determine executable to run", re.I),
+        "package",
+        "npx found no executable in the package (it lists none, or several)",
+    ),
+    (
+        re.compile(r"EBADENGINE|Unsupported engine|requires node|The engine \"node\" is incompatible", re.I),
+        "runner",
+        "the package needs another Node.js version",
+    ),
+    (
+        re.compile(r"Cannot connect to the Docker daemon|Is the docker daemon running", re.I),
+        "runner",
+        "the Docker engine is not running",
+    ),
+    (
+        re.compile(r"pull access denied|repository does not exist|manifest unknown|not found: manifest", re.I),
+        "package",
+        "the image was not found (or needs a login)",
+    ),
+    (
+        re.compile(r"port is already allocated|address already in use", re.I),
+        "runner",
+        "the port the server needs is taken by another program",
+    ),
     (re.compile(r"error: (?:Failed to|No such)|× Failed to", re.I), "runner", "uvx failed before starting the package"),
 ]
 
@@ -176,9 +214,10 @@ def diagnose(spec: LaunchSpec, stderr_tail: str) -> Diagnosis:
     """What failed, from ``stderr_tail`` (already redacted), and a repair when one is known."""
     tail = stderr_tail or ""
     if m := _UVX_EXECUTABLE.search(tail):
-        exe = (_UVX_USE.search(tail) or _UVX_AVAILABLE.search(tail))
-        why = (f"the package {m.group(2)} provides no executable named {m.group(1)}"
-               + (f"; its executable is {exe.group(1)}" if exe else ""))
+        exe = _UVX_USE.search(tail) or _UVX_AVAILABLE.search(tail)
+        why = f"the package {m.group(2)} provides no executable named {m.group(1)}" + (
+            f"; its executable is {exe.group(1)}" if exe else ""
+        )
         repair = _offer(spec, f"uvx-executable:{exe.group(1)}", why) if exe else None
         return Diagnosis("package", why, repair)
     if _FASTMCP.search(tail) or _MCP2_IMPORT.search(tail):
@@ -229,7 +268,9 @@ def explain_failure(exc: Exception, spec: LaunchSpec, prior: str | None = None) 
             command = found.repair.command(spec)
             code = f"{prior} {found.repair.code}" if prior else found.repair.code
             details["repair"] = {"code": code, "why": found.repair.why, "command": command}
-            text += (f" mcp-setup can repair this launch: call mcp_setup_test_connection again with "
-                     f"repair: {code!r}; the user is shown the changed command ({command}) to approve.")
+            text += (
+                f" mcp-setup can repair this launch: call mcp_setup_test_connection again with "
+                f"repair: {code!r}; the user is shown the changed command ({command}) to approve."
+            )
     exc.message = message + text  # type: ignore[attr-defined]
     exc.args = (exc.message,)  # type: ignore[attr-defined]

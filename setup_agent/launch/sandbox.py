@@ -60,11 +60,31 @@ Mechanism = Literal["bwrap", "landlock", "none"]
 #: Read-only system paths (those that exist; a symlink such as Debian's /bin is kept a symlink).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt/homebrew")
 #: Inside /etc: what no server needs (hidden under an empty file or dir).
-ETC_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
-               "/etc/ssh", "/etc/ssl/private", "/etc/mcp-setup")  # fmt: skip
+ETC_SECRETS = (
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+    "/etc/mcp-setup",
+)
 #: In the user's home: what no file an entry names may lie in.
-USER_SECRETS = (".ssh", ".aws", ".gnupg", ".config", ".kube", ".docker", ".netrc", ".local/share/keyrings",
-                ".password-store", ".mozilla", ".pki")  # fmt: skip
+USER_SECRETS = (
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".config",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".local/share/keyrings",
+    ".password-store",
+    ".mozilla",
+    ".pki",
+)
 #: Runners whose process is a container engine: the container is the sandbox.
 CONTAINER_RUNNERS = ("docker", "podman")
 
@@ -154,8 +174,10 @@ class Sandbox:
         try:
             trial = subprocess.run(
                 [path, "--ro-bind", "/", "/", "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "true"],
-                capture_output=True, timeout=10, env={"PATH": "/usr/bin:/bin"},
-            )  # fmt: skip
+                capture_output=True,
+                timeout=10,
+                env={"PATH": "/usr/bin:/bin"},
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return False, f"bwrap could not start ({type(exc).__name__})"
         if trial.returncode != 0:
@@ -200,8 +222,13 @@ class Sandbox:
             shared = caches["npm_config_cache"] / "_npx"
             private = profile.home / ".npm"
             private.mkdir(parents=True, exist_ok=True)
-            views.env.update({"npm_config_cache": str(private), "npm_config_update_notifier": "false",
-                              "npm_config_prefer_offline": "true"})  # fmt: skip
+            views.env.update(
+                {
+                    "npm_config_cache": str(private),
+                    "npm_config_update_notifier": "false",
+                    "npm_config_prefer_offline": "true",
+                }
+            )
             target = next((a for a in args if not a.startswith("-")), None)
             link = private / "_npx"
             if link.is_symlink() and (target is None or not shared.is_dir() or Path(os.readlink(link)) != shared):
@@ -272,8 +299,13 @@ class Sandbox:
         profile.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
         inner = dict(env)
         inner["HOME"] = str(profile.home)
-        inner.update({"XDG_CACHE_HOME": str(profile.home / ".cache"), "XDG_CONFIG_HOME": str(profile.home / ".config"),
-                      "XDG_DATA_HOME": str(profile.home / ".local" / "share")})  # fmt: skip
+        inner.update(
+            {
+                "XDG_CACHE_HOME": str(profile.home / ".cache"),
+                "XDG_CONFIG_HOME": str(profile.home / ".config"),
+                "XDG_DATA_HOME": str(profile.home / ".local" / "share"),
+            }
+        )
         inner.pop("XDG_RUNTIME_DIR", None)
         views = self._cache_views(Path(command).name, args, profile)
         inner.update(views.env)
@@ -288,16 +320,24 @@ class Sandbox:
             return argv[0], argv[1:], inner
         inner["TMPDIR"] = str(profile.tmp)
         # No /proc: Landlock's ptrace rule does not cover every /proc/<pid> file on every kernel.
-        rules = {"read": [p for p in (*SYSTEM_PATHS, "/dev") if os.path.exists(p)]
-                 + [str(p) for p in read_only], "write": [str(p) for p in writable] + ["/dev/null", "/dev/tty"],
-                 "deny": [p for p in ETC_SECRETS if os.path.exists(p)] + masks, "network": profile.network}  # fmt: skip
+        rules = {
+            "read": [p for p in (*SYSTEM_PATHS, "/dev") if os.path.exists(p)] + [str(p) for p in read_only],
+            "write": [str(p) for p in writable] + ["/dev/null", "/dev/tty"],
+            "deny": [p for p in ETC_SECRETS if os.path.exists(p)] + masks,
+            "network": profile.network,
+        }
         from . import landlock
 
         launcher = [sys.executable, "-I", "-S", landlock.__file__, json.dumps(rules), command, *args]
         return launcher[0], launcher[1:], inner
 
     def _bwrap_argv(
-        self, command: str, args: Sequence[str], read_only: Sequence[Path], writable: Sequence[Path], profile: Profile,
+        self,
+        command: str,
+        args: Sequence[str],
+        read_only: Sequence[Path],
+        writable: Sequence[Path],
+        profile: Profile,
         masks: Sequence[str] = (),
     ) -> list[str]:
         bwrap = self.which("bwrap") or "bwrap"

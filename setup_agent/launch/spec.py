@@ -121,7 +121,15 @@ def materialize(
         names = ", ".join(sorted(missing))
         raise InvalidInput(f"No value was given for {names}; supply it in env_refs (secret) or env.")
     return ResolvedLaunch(
-        spec.transport, command, args, env, url, headers, cwd, tuple(spec.sandbox_grants), spec.sandbox_network,
+        spec.transport,
+        command,
+        args,
+        env,
+        url,
+        headers,
+        cwd,
+        tuple(spec.sandbox_grants),
+        spec.sandbox_network,
         dirname if spec.needs_install_dir else None,
         tuple(a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)),
     )

@@ -51,21 +51,31 @@ logger = logging.getLogger(__name__)
 # the URL shows a placeholder. Index URLs (PIP_INDEX_URL, UV_INDEX_URL, npm_config_registry) are not
 # passed: they often embed tokens and are not needed to reach the public registries.
 CA_ENV = (
-    "NODE_EXTRA_CA_CERTS", "NODE_USE_SYSTEM_CA", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE", "PIP_CERT", "UV_NATIVE_TLS", "UV_SYSTEM_CERTS", "npm_config_cafile", "NPM_CONFIG_CAFILE",
-)  # fmt: skip
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_USE_SYSTEM_CA",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
+    "UV_NATIVE_TLS",
+    "UV_SYSTEM_CERTS",
+    "npm_config_cafile",
+    "NPM_CONFIG_CAFILE",
+)
 PROXY_ENV = tuple(
     name for base in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY") for name in (base, base.lower())
 )
-ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR") + CA_ENV + PROXY_ENV + (
-    ("SYSTEMROOT", "PATHEXT", "APPDATA", "LOCALAPPDATA", "USERPROFILE") if sys.platform == "win32" else ()
+ENV_ALLOWLIST = (
+    ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR")
+    + CA_ENV
+    + PROXY_ENV
+    + (("SYSTEMROOT", "PATHEXT", "APPDATA", "LOCALAPPDATA", "USERPROFILE") if sys.platform == "win32" else ())
 )
 STDERR_TAIL_BYTES = 8192
 
 
-def minimal_environment(
-    extra: Mapping[str, str], *, host_env: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def minimal_environment(extra: Mapping[str, str], *, host_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The host's allowlisted variables plus ``extra``: never the rest of our environment."""
     source = os.environ if host_env is None else host_env
     env = {k: source[k] for k in ENV_ALLOWLIST if k in source and not source[k].startswith("()")}

@@ -30,11 +30,14 @@ __all__ = [
     "callback_page",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "CALLBACK_PATH": "callback",
-    "GRANT_KEY": "grant",
-    "GrantAuth": "grant",
-    "SignIns": "sign_ins",
-    "callback_answer": "shared_callback",
-    "callback_page": "shared_callback",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CALLBACK_PATH": "callback",
+        "GRANT_KEY": "grant",
+        "GrantAuth": "grant",
+        "SignIns": "sign_ins",
+        "callback_answer": "shared_callback",
+        "callback_page": "shared_callback",
+    },
+)

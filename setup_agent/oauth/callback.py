@@ -125,7 +125,9 @@ class CallbackListener:
             return 400, "Already done", "This sign-in was already completed; you can close this tab."
         if "error" in query:
             self._result.set_exception(
-                OAuthDenied(f"The sign-in was declined ({query['error'][:100]}).", details={"error": query["error"][:100]})
+                OAuthDenied(
+                    f"The sign-in was declined ({query['error'][:100]}).", details={"error": query["error"][:100]}
+                )
             )
             return 200, "Sign-in declined", "You can close this tab."
         code = query.get("code")

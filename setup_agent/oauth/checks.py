@@ -32,7 +32,9 @@ _ENDPOINTS = ("registration_endpoint", "token_endpoint", "revocation_endpoint")
 def check_issuer(issuer: str) -> None:
     scheme, host, _ = origin(issuer)
     if scheme != "https" and host not in LOOPBACK:
-        raise OAuthRefused(f"The authorization server {host_of(issuer)} does not use https; mcp-setup refuses to sign in over plain http.")
+        raise OAuthRefused(
+            f"The authorization server {host_of(issuer)} does not use https; mcp-setup refuses to sign in over plain http."
+        )
 
 
 def check_endpoint(what: str, endpoint: str, issuer: str) -> None:

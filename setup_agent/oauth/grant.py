@@ -144,11 +144,15 @@ class GrantAuth(httpx2.Auth):
             async with httpx2.AsyncClient(timeout=self.timeout) as http:
                 response = await http.post(grant.token_endpoint, data=data, headers=headers)
         except httpx2.HTTPError as exc:
-            raise Unreachable(f"Could not reach {host_of(grant.token_endpoint)} to renew the sign-in ({type(exc).__name__}).") from None
+            raise Unreachable(
+                f"Could not reach {host_of(grant.token_endpoint)} to renew the sign-in ({type(exc).__name__})."
+            ) from None
         if response.status_code in (400, 401, 403):
             self._sign_out(f"{host_of(grant.token_endpoint)} refused to renew it (HTTP {response.status_code})")
         if response.status_code != 200:
-            raise OAuthError(f"{host_of(grant.token_endpoint)} answered HTTP {response.status_code} when renewing the sign-in.")
+            raise OAuthError(
+                f"{host_of(grant.token_endpoint)} answered HTTP {response.status_code} when renewing the sign-in."
+            )
         try:
             token = OAuthToken.model_validate_json(response.content)
         except ValueError:

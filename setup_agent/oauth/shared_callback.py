@@ -28,7 +28,6 @@ from urllib.parse import parse_qs
 from mcp.shared.auth import AuthorizationCodeResult
 
 from setup_agent.errors import OAuthDenied, OAuthRefused, SetupError
-
 from setup_agent.store import process_owner
 
 from .callback import CALLBACK_PATH
@@ -61,7 +60,9 @@ def callback_page(status: int, title: str, text: str) -> bytes:
     ).encode()
 
 
-def callback_answer(backend: SignInBackend, query_string: str, *, exchange: Exchange | None = None) -> tuple[int, str, str]:
+def callback_answer(
+    backend: SignInBackend, query_string: str, *, exchange: Exchange | None = None
+) -> tuple[int, str, str]:
     """``(status, title, text)`` for one ``GET /oauth/callback?…`` arriving at this replica."""
     query = {k: v[0] for k, v in parse_qs(query_string).items()}
     state = query.get("state", "")
@@ -81,7 +82,11 @@ def callback_answer(backend: SignInBackend, query_string: str, *, exchange: Exch
         return 503, "Try again", "mcp-setup could not record the sign-in just now; reload this page."
     if not accepted:
         logger.warning("refused an OAuth callback that matches no sign-in in progress (unknown, used or expired)")
-        return 400, "Refused", "This sign-in response does not belong to a sign-in in progress (it was used or has expired)."
+        return (
+            400,
+            "Refused",
+            "This sign-in response does not belong to a sign-in in progress (it was used or has expired).",
+        )
     if record is not None:
         return exchange(state, record, response)  # type: ignore[misc]
     if "error" in response:
@@ -129,7 +134,9 @@ class SharedCallback:
     async def wait(self, timeout: float) -> AuthorizationCodeResult | None:
         """The code (a row without exchange), or None once the replica the redirect reached
         finished the sign-in; raises when it was declined or could not be finished."""
-        assert self._loop is not None and self._kicked is not None and self._state is not None, "start() and expect() first"
+        assert self._loop is not None and self._kicked is not None and self._state is not None, (
+            "start() and expect() first"
+        )
         deadline = self._loop.time() + timeout
         while True:
             self._kicked.clear()

@@ -61,7 +61,9 @@ class SharedProvider(OAuthClientProvider):
 
     async def _perform_authorization(self) -> httpx2.Request:
         ctx = self.context
-        if not (ctx.client_info and ctx.redirect_handler and ctx.callback_handler and ctx.client_metadata.redirect_uris):
+        if not (
+            ctx.client_info and ctx.redirect_handler and ctx.callback_handler and ctx.client_metadata.redirect_uris
+        ):
             raise OAuthFlowError("The sign-in has no client, redirect or callback to work with.")
         meta = ctx.oauth_metadata
         if meta is not None and meta.authorization_endpoint:
@@ -71,9 +73,13 @@ class SharedProvider(OAuthClientProvider):
         pkce = PKCEParameters.generate()
         redirect_uri = str(ctx.client_metadata.redirect_uris[0])
         params = {
-            "response_type": "code", "client_id": ctx.client_info.client_id, "redirect_uri": redirect_uri,
-            "state": secrets.token_urlsafe(32), "code_challenge": pkce.code_challenge, "code_challenge_method": "S256",
-        }  # fmt: skip
+            "response_type": "code",
+            "client_id": ctx.client_info.client_id,
+            "redirect_uri": redirect_uri,
+            "state": secrets.token_urlsafe(32),
+            "code_challenge": pkce.code_challenge,
+            "code_challenge_method": "S256",
+        }
         send_resource = ctx.should_include_resource_param(ctx.protocol_version)
         if send_resource:
             params["resource"] = ctx.get_resource_url()  # RFC 8707
@@ -89,7 +95,9 @@ class SharedProvider(OAuthClientProvider):
         raise ExchangedElsewhere
 
 
-def exchange_record(provider: OAuthClientProvider, verifier: str, redirect_uri: str, send_resource: bool) -> dict[str, Any]:
+def exchange_record(
+    provider: OAuthClientProvider, verifier: str, redirect_uri: str, send_resource: bool
+) -> dict[str, Any]:
     """What the replica receiving the redirect needs to redeem the code (stored encrypted)."""
     ctx = provider.context
     client, meta = ctx.client_info, ctx.oauth_metadata
@@ -97,16 +105,23 @@ def exchange_record(provider: OAuthClientProvider, verifier: str, redirect_uri: 
     url = str(ctx.server_url)
     revocation = str(meta.revocation_endpoint) if meta is not None and meta.revocation_endpoint else None
     return {
-        "verifier": verifier, "token_endpoint": provider._get_token_endpoint(), "redirect_uri": redirect_uri,
-        "client_id": client.client_id, "client_secret": client.client_secret,
+        "verifier": verifier,
+        "token_endpoint": provider._get_token_endpoint(),
+        "redirect_uri": redirect_uri,
+        "client_id": client.client_id,
+        "client_secret": client.client_secret,
         "token_endpoint_auth_method": client.token_endpoint_auth_method,
-        "resource": ctx.get_resource_url(), "send_resource": send_resource, "scope": ctx.client_metadata.scope,
+        "resource": ctx.get_resource_url(),
+        "send_resource": send_resource,
+        "scope": ctx.client_metadata.scope,
         "issuer": str(meta.issuer) if meta is not None else f"{urlsplit(url).scheme}://{host_of(url)}",
         "iss_expected": str(meta.issuer) if meta is not None else None,
         "iss_required": bool(meta is not None and meta.authorization_response_iss_parameter_supported),
-        "revocation_endpoint": revocation, "server_url": url,
-        "ref": getattr(provider, "ref", ""), "key": getattr(provider, "key", ""),
-    }  # fmt: skip
+        "revocation_endpoint": revocation,
+        "server_url": url,
+        "ref": getattr(provider, "ref", ""),
+        "key": getattr(provider, "key", ""),
+    }
 
 
 def finish_exchange(
@@ -158,8 +173,12 @@ def _redeem(record: dict[str, Any], response: dict[str, Any], *, timeout: float,
         raise OAuthRefused("The sign-in response names another authorization server than the one signed in with.")
     endpoint, issuer = record["token_endpoint"], record["issuer"]
     check_endpoint("token endpoint", endpoint, issuer)
-    data = {"grant_type": "authorization_code", "code": response["code"], "redirect_uri": record["redirect_uri"],
-            "code_verifier": record["verifier"]}  # fmt: skip
+    data = {
+        "grant_type": "authorization_code",
+        "code": response["code"],
+        "redirect_uri": record["redirect_uri"],
+        "code_verifier": record["verifier"],
+    }
     if record["send_resource"]:
         data["resource"] = record["resource"]
     data, headers = token_auth(record["client_id"], record["client_secret"], record["token_endpoint_auth_method"], data)
@@ -167,7 +186,9 @@ def _redeem(record: dict[str, Any], response: dict[str, Any], *, timeout: float,
         with httpx2.Client(timeout=timeout) as http:
             answer = http.post(endpoint, data=data, headers=headers)
     except httpx2.HTTPError as exc:
-        raise Unreachable(f"Could not reach {host_of(endpoint)} to finish the sign-in ({type(exc).__name__}).") from None
+        raise Unreachable(
+            f"Could not reach {host_of(endpoint)} to finish the sign-in ({type(exc).__name__})."
+        ) from None
     if answer.status_code not in (200, 201):
         raise OAuthRefused(f"{host_of(endpoint)} refused the sign-in's code (HTTP {answer.status_code}).")
     try:
@@ -175,9 +196,16 @@ def _redeem(record: dict[str, Any], response: dict[str, Any], *, timeout: float,
     except ValueError:
         raise OAuthRefused(f"{host_of(endpoint)} sent a token answer mcp-setup cannot read.") from None
     return Grant(
-        server_url=record["server_url"], resource=record["resource"], issuer=issuer, token_endpoint=endpoint,
-        revocation_endpoint=record["revocation_endpoint"], client_id=record["client_id"],
-        client_secret=record["client_secret"], token_endpoint_auth_method=record["token_endpoint_auth_method"],
-        scope=token.scope or record["scope"], access_token=token.access_token, refresh_token=token.refresh_token,
+        server_url=record["server_url"],
+        resource=record["resource"],
+        issuer=issuer,
+        token_endpoint=endpoint,
+        revocation_endpoint=record["revocation_endpoint"],
+        client_id=record["client_id"],
+        client_secret=record["client_secret"],
+        token_endpoint_auth_method=record["token_endpoint_auth_method"],
+        scope=token.scope or record["scope"],
+        access_token=token.access_token,
+        refresh_token=token.refresh_token,
         expires_at=clock() + token.expires_in if token.expires_in else None,
-    )  # fmt: skip
+    )

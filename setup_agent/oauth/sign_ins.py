@@ -55,7 +55,11 @@ _INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "mcp-setup", "version": "0.1.0"}},
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp-setup", "version": "0.1.0"},
+    },
 }
 
 
@@ -116,8 +120,16 @@ class SignIns:
         assert self.shared is not None
 
         def exchange(state: str, record: dict[str, Any], response: dict[str, Any]) -> tuple[int, str, str]:
-            return finish_exchange(self.shared, self.refs, state, record, response, protect=self.protect,
-                                   timeout=self.http_timeout, clock=self.clock)  # fmt: skip
+            return finish_exchange(
+                self.shared,
+                self.refs,
+                state,
+                record,
+                response,
+                protect=self.protect,
+                timeout=self.http_timeout,
+                clock=self.clock,
+            )
 
         return callback_answer(self.shared, query_string, exchange=exchange)
 
@@ -212,7 +224,9 @@ class SignIns:
         try:
             headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
             transport = CheckedTransport(provider)  # a foreign endpoint is refused before it is sent to
-            async with httpx2.AsyncClient(auth=provider, timeout=self.timeout + self.http_timeout, transport=transport) as http:
+            async with httpx2.AsyncClient(
+                auth=provider, timeout=self.timeout + self.http_timeout, transport=transport
+            ) as http:
                 response = await http.post(url, json=_INITIALIZE, headers=headers)
             if response.status_code in (401, 403) or provider.context.current_tokens is None:
                 raise OAuthRefused(f"The server still refused the sign-in (HTTP {response.status_code}).")
@@ -261,7 +275,9 @@ class SignIns:
         """Refuse what would send a code or token to a host the user is not shown."""
         ctx = provider.context
         meta = ctx.oauth_metadata
-        issuer = str(meta.issuer) if meta is not None else f"{urlsplit(ctx.server_url).scheme}://{host_of(ctx.server_url)}"
+        issuer = (
+            str(meta.issuer) if meta is not None else f"{urlsplit(ctx.server_url).scheme}://{host_of(ctx.server_url)}"
+        )
         if ctx.auth_server_url and origin(ctx.auth_server_url) != origin(issuer):
             raise OAuthRefused(
                 f"The server names the authorization server {host_of(ctx.auth_server_url)}, but its metadata is for "
@@ -337,7 +353,9 @@ class SignIns:
         if url is None or origin(grant.server_url) != origin(url):
             raise OAuthRefused(f"This sign-in was made for another address than {qualified_name}'s; sign in again.")
         self.protect(grant)
-        return GrantAuth(grant, label=qualified_name, clock=self.clock, timeout=self.http_timeout, on_change=self.protect)
+        return GrantAuth(
+            grant, label=qualified_name, clock=self.clock, timeout=self.http_timeout, on_change=self.protect
+        )
 
     def auth_for_installed(self, server: Any, values: dict[str, str]) -> GrantAuth | None:
         """The connection manager's hook: a :class:`GrantAuth` for an installed server that signed in."""
@@ -350,9 +368,13 @@ class SignIns:
         async def persist(new: Grant) -> None:
             self.protect(new)
             if self.store is not None:
-                await asyncio.to_thread(self.store.set_env_value, server.server_id, GRANT_KEY, new.model_dump_json(), True)
+                await asyncio.to_thread(
+                    self.store.set_env_value, server.server_id, GRANT_KEY, new.model_dump_json(), True
+                )
 
-        return GrantAuth(grant, label=server.qualified_name, on_change=persist, clock=self.clock, timeout=self.http_timeout)
+        return GrantAuth(
+            grant, label=server.qualified_name, on_change=persist, clock=self.clock, timeout=self.http_timeout
+        )
 
     async def revoke(self, grant_json: str) -> bool:
         """Revoke the grant's tokens where its authorization server supports it (RFC 7009)."""

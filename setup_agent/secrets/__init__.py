@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from .redact import RedactingFilter, Redactor, install_log_redaction
     from .refs import SecretRefStore, SecretValue
     from .shared_refs import SharedRefStore
-    from .weak import WEAK_VALUE_WARNING, is_weak_value
     from .vault import Vault
+    from .weak import WEAK_VALUE_WARNING, is_weak_value
 
 __all__ = [
     "Capabilities",
@@ -43,22 +43,25 @@ __all__ = [
     "WITHHELD",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "Capabilities": "capabilities",
-    "GuardIncident": "guard",
-    "GuessGuard": "guard",
-    "install_log_redaction": "redact",
-    "is_weak_value": "weak",
-    "looks_like_secret": "chat",
-    "PendingPrompt": "prompts",
-    "PromptBroker": "prompts",
-    "RedactingFilter": "redact",
-    "Redactor": "redact",
-    "scrub_secrets": "chat",
-    "SecretRefStore": "refs",
-    "SecretValue": "refs",
-    "SharedRefStore": "shared_refs",
-    "Vault": "vault",
-    "WEAK_VALUE_WARNING": "weak",
-    "WITHHELD": "chat",
-})  # fmt: skip
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Capabilities": "capabilities",
+        "GuardIncident": "guard",
+        "GuessGuard": "guard",
+        "install_log_redaction": "redact",
+        "is_weak_value": "weak",
+        "looks_like_secret": "chat",
+        "PendingPrompt": "prompts",
+        "PromptBroker": "prompts",
+        "RedactingFilter": "redact",
+        "Redactor": "redact",
+        "scrub_secrets": "chat",
+        "SecretRefStore": "refs",
+        "SecretValue": "refs",
+        "SharedRefStore": "shared_refs",
+        "Vault": "vault",
+        "WEAK_VALUE_WARNING": "weak",
+        "WITHHELD": "chat",
+    },
+)

@@ -39,8 +39,16 @@ import re
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote
 
-__all__ = ["ANYWHERE_CHARS", "SEPARATORS", "decoded_views", "forms", "loose_pattern", "skeleton", "skeleton_bytes",
-           "skeleton_offset"]
+__all__ = [
+    "ANYWHERE_CHARS",
+    "SEPARATORS",
+    "decoded_views",
+    "forms",
+    "loose_pattern",
+    "skeleton",
+    "skeleton_bytes",
+    "skeleton_offset",
+]
 
 #: Forms at least this long are matched anywhere, normalised; shorter ones exactly, as whole tokens.
 ANYWHERE_CHARS = 8

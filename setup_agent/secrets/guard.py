@@ -83,9 +83,13 @@ class GuardIncident:
 
     def public(self) -> dict[str, Any]:
         return {
-            "principal": self.principal, "refusals": self.refusals, "locked": self.locked,
-            "first_at": self.first_at, "last_at": self.last_at, "last_where": self.last_where,
-        }  # fmt: skip
+            "principal": self.principal,
+            "refusals": self.refusals,
+            "locked": self.locked,
+            "first_at": self.first_at,
+            "last_at": self.last_at,
+            "last_where": self.last_where,
+        }
 
 
 class GuessGuard:
@@ -155,7 +159,7 @@ class GuessGuard:
         # all the values joined in order; a short value split over neighbours ({a}{b} in a URL)
         # is a whole token only on its own, so every two and three neighbours joined too
         ends = min(len(values), _MAX_RUNS)
-        joins = ["".join(values), *("".join(values[i:i + n]) for n in (2, 3) for i in range(ends - n + 1))]
+        joins = ["".join(values), *("".join(values[i : i + n]) for n in (2, 3) for i in range(ends - n + 1))]
         return self.redactor.contains_any(joins, strict=self.strict)
 
     # -- the check --------------------------------------------------------------------
@@ -192,8 +196,11 @@ class GuessGuard:
             )
         log.warning(
             "guard: refused a %s call carrying a protected value (principal %s, %d of %d before it is blocked)",
-            where, key, count, self.limit,
-        )  # fmt: skip
+            where,
+            key,
+            count,
+            self.limit,
+        )
         if count == 1:
             self._tell(self.on_incident, key, "incident")
         if locks_now:
@@ -244,8 +251,14 @@ class GuessGuard:
         with self._lock:
             incident = self._incidents.get(key)
             if row is not None and row[1] and not (incident and incident.locked):
-                self._incidents[key] = GuardIncident(key, row[0], True, incident.first_at if incident else now, now,
-                                                     incident.last_where if incident else "gateway")  # fmt: skip
+                self._incidents[key] = GuardIncident(
+                    key,
+                    row[0],
+                    True,
+                    incident.first_at if incident else now,
+                    now,
+                    incident.last_where if incident else "gateway",
+                )
             elif row is None and incident is not None and incident.locked:
                 del self._incidents[key]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import re
 import secrets as _random
 import threading
 import time

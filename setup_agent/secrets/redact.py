@@ -48,7 +48,9 @@ Source = Callable[[], Iterable[tuple[str, str]]]  # yields (placeholder, value)
 MIN_REDACT_CHARS = 4
 _WITHHELD = "{placeholder} (withheld: this text held a protected value in an encoded form)"
 _SKIP_JOIN_KEYS = frozenset({"type"})
-_SMALL_CHARS = 64 * 1024  # up to this much text, an object is first searched as a whole  # a content block's "type" sits between two blocks' texts
+_SMALL_CHARS = (
+    64 * 1024
+)  # up to this much text, an object is first searched as a whole  # a content block's "type" sits between two blocks' texts
 
 
 class _Index(NamedTuple):
@@ -74,16 +76,20 @@ def _index(table: dict[str, str]) -> _Index:
             short.setdefault(form, placeholder)
     long_keys, short_forms = list(long), list(short)
     return _Index(
-        ac.BytesAhoCorasick([_utf8(k) for k in long_keys], matchkind=ac.MatchKind.LeftmostLongest,
-                            implementation=ac.Implementation.DFA) if long_keys else None,
+        ac.BytesAhoCorasick(
+            [_utf8(k) for k in long_keys], matchkind=ac.MatchKind.LeftmostLongest, implementation=ac.Implementation.DFA
+        )
+        if long_keys
+        else None,
         long_keys,
         [long[k] for k in long_keys],
         ac.BytesAhoCorasick([_utf8(k) for k in short_forms], implementation=ac.Implementation.DFA)
-        if short_forms else None,
+        if short_forms
+        else None,
         short_forms,
         [short[k] for k in short_forms],
         max((len(k) for k in long_keys), default=0),
-    )  # fmt: skip
+    )
 
 
 def _utf8(text: str) -> bytes:
@@ -335,7 +341,7 @@ def _cut_across(out: list[str], joinable: list[int], idx: _Index) -> None:
             for _s, _e, k in inside:
                 out[k] = _WITHHELD.format(placeholder=idx.long_places[i])
             continue
-        (s0, e0, first), (sn, _en, last) = inside[0], inside[-1]
+        (_s0, e0, first), (sn, _en, last) = inside[0], inside[-1]
         out[first] = out[first][: skeleton_offset(out[first], e0 - a, from_end=True)] + idx.long_places[i]
         for _s, _e, k in inside[1:-1]:
             out[k] = ""

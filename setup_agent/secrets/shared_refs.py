@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 
 
 class SharedRefBackend(Protocol):
-    def put(self, ref: str, key_name: str, value: SecretValue | None, *, ttl_seconds: float,
-            prompt_id: str | None = None) -> None: ...  # fmt: skip
+    def put(
+        self, ref: str, key_name: str, value: SecretValue | None, *, ttl_seconds: float, prompt_id: str | None = None
+    ) -> None: ...
     def fill(self, ref: str, value: SecretValue, *, ttl_seconds: float) -> bool: ...
     def get(self, ref: str) -> tuple[str, SecretValue | None, bool, str | None] | None: ...
     def claim(self, refs: Iterable[str], claim_id: str) -> bool: ...
@@ -149,8 +150,11 @@ class SharedRefStore(SecretRefStore):
                     self._expired[ref] = row[0]
             else:
                 key_name, value, _expired, _claimed = row
-                if local is None or local.key_name != key_name or (local.value is None) != (value is None) or (
-                    value is not None and local.value != value
+                if (
+                    local is None
+                    or local.key_name != key_name
+                    or (local.value is None) != (value is None)
+                    or (value is not None and local.value != value)
                 ):
                     self._cache[ref] = _Entry(key_name, value, self._timer())
                     changed = True

@@ -114,7 +114,9 @@ class Vault:
                 # Read back: some backends drop writes silently; a racing process may have won.
                 again = backend.get_password(service_name, KEYRING_USERNAME)
                 if again:
-                    return cls(_split(again.encode()), "keyring", save=_keyring_saver(backend, service_name, KEYRING_USERNAME))
+                    return cls(
+                        _split(again.encode()), "keyring", save=_keyring_saver(backend, service_name, KEYRING_USERNAME)
+                    )
                 problem = "the OS keyring did not keep the key it was given"
             except Exception as exc:
                 problem = _scrub(_describe(exc, "writing"), new_key.decode())
@@ -317,7 +319,9 @@ def _keyring_saver(backend: KeyringBackend, service: str, username: str) -> Call
         try:
             backend.set_password(service, username, data.decode())
         except Exception as exc:  # noqa: BLE001
-            raise StoreError(f"The new data key could not be stored in the OS keyring ({type(exc).__name__}).") from None
+            raise StoreError(
+                f"The new data key could not be stored in the OS keyring ({type(exc).__name__})."
+            ) from None
 
     return save
 

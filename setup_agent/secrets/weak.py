@@ -17,10 +17,34 @@ WEAK_VALUE_WARNING = (
 )
 _WEAK_MIN_CHARS = 8
 _COMMON_WORDS = (
-    "password", "passwort", "qwerty", "azerty", "letmein", "welcome", "admin", "secret", "changeme",
-    "iloveyou", "monkey", "dragon", "master", "login", "abc123", "111111", "123123", "summer", "winter",
-    "spring", "autumn", "football", "baseball", "princess", "sunshine", "shadow", "trustno1",
-)  # fmt: skip
+    "password",
+    "passwort",
+    "qwerty",
+    "azerty",
+    "letmein",
+    "welcome",
+    "admin",
+    "secret",
+    "changeme",
+    "iloveyou",
+    "monkey",
+    "dragon",
+    "master",
+    "login",
+    "abc123",
+    "111111",
+    "123123",
+    "summer",
+    "winter",
+    "spring",
+    "autumn",
+    "football",
+    "baseball",
+    "princess",
+    "sunshine",
+    "shadow",
+    "trustno1",
+)
 #: a word with a capital, digits (a year) and a symbol or two: Summer2024!, Password1
 _WORD_DIGITS = re.compile(r"[A-Za-z]{2,}[0-9]{0,4}[^A-Za-z0-9]{0,3}|[0-9]{1,4}[A-Za-z]{2,}[^A-Za-z0-9]{0,3}")
 _SEQUENCES = ("0123456789", "abcdefghijklmnopqrstuvwxyz", "qwertyuiop", "asdfghjkl", "zxcvbnm")

@@ -49,7 +49,9 @@ class BundleManifests:
         """The manifest of this bundle if one was read already."""
         return self._manifests.get((package.identifier, package.file_sha256))
 
-    async def fetch(self, package: PackageOption, workdir: Path, progress: Progress, *, allow_file: bool) -> tuple[Path, Manifest]:
+    async def fetch(
+        self, package: PackageOption, workdir: Path, progress: Progress, *, allow_file: bool
+    ) -> tuple[Path, Manifest]:
         """The bundle unpacked under ``workdir/bundle``, and its manifest."""
         await progress("downloading", "started")
         await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
@@ -67,7 +69,9 @@ class BundleManifests:
             return await self.bundle_cache.fetch(package.identifier, package.file_sha256, dest, allow_file=allow_file)
         return await fetch_bundle(package.identifier, package.file_sha256, dest, http=self.http, allow_file=allow_file)
 
-    def argv_warnings(self, package: PackageOption, manifest: Manifest, keys: list[RequiredKey]) -> list[dict[str, Any]]:
+    def argv_warnings(
+        self, package: PackageOption, manifest: Manifest, keys: list[RequiredKey]
+    ) -> list[dict[str, Any]]:
         """Does this bundle's launch put a secret on the command line (visible in ``ps``)?"""
         secret = {k.name for k in keys if k.secret}
         try:
@@ -77,13 +81,19 @@ class BundleManifests:
             return [{"code": exc.code, "package": package.id, "message": exc.message}]
         if not in_argv:
             return []
-        return [{
-            "code": "argv_secret", "package": package.id, "keys": in_argv,
-            "message": f"This bundle puts {', '.join(in_argv)} on its command line, where other local "
-            "users can see it; it can be installed only if the user consents to that.",
-        }]  # fmt: skip
+        return [
+            {
+                "code": "argv_secret",
+                "package": package.id,
+                "keys": in_argv,
+                "message": f"This bundle puts {', '.join(in_argv)} on its command line, where other local "
+                "users can see it; it can be installed only if the user consents to that.",
+            }
+        ]
 
-    async def cheap_manifest(self, package: PackageOption, *, allow_file: bool, remote: bool = False) -> Manifest | None:
+    async def cheap_manifest(
+        self, package: PackageOption, *, allow_file: bool, remote: bool = False
+    ) -> Manifest | None:
         """The bundle's manifest when it is cached, cheap to fetch (a ``file://`` or loopback URL),
         or ``remote`` is asked for (the option install would choose): fetched with its sha256
         check into a scratch dir that is removed at once, and cached. A bundle with no sha256
@@ -94,7 +104,7 @@ class BundleManifests:
         if cache_key in self._manifests:
             return self._manifests[cache_key]
         url = package.identifier.lower()
-        if not remote and not (url.startswith("file://") or url.startswith(("http://127.0.0.1", "http://localhost"))):
+        if not remote and not url.startswith(("file://", "http://127.0.0.1", "http://localhost")):
             return None
         if unverified_download(package):
             return None  # nothing to check it against: never downloaded or unpacked before consent

@@ -79,7 +79,9 @@ class Progress:
         if self.ctx.on_progress is None:
             return
         try:
-            await self.ctx.on_progress(self.redactor.redact_obj({**self.base, "stage": stage, "status": status, **extra}))
+            await self.ctx.on_progress(
+                self.redactor.redact_obj({**self.base, "stage": stage, "status": status, **extra})
+            )
         except Exception:  # a progress listener never breaks a call
             logger.exception("progress listener failed")
 
@@ -94,4 +96,3 @@ class Progress:
         if stage == "starting" and self.download_failed and err.details.get("failed") == "package":
             stage = "downloading"  # the runner could not fetch the package: not a crash
         await self(stage, "failed", code=err.code, message=err.message, **extra)
-

@@ -89,7 +89,9 @@ _UNKNOWN = "This consent request is unknown (already closed, expired, or from be
 class ConsentBroker:
     """Pending consents, the user's answers, and remembered approvals (for ``ttl_seconds``)."""
 
-    def __init__(self, *, ttl_seconds: float, mode: ConsentMode = "ask", timer: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, ttl_seconds: float, mode: ConsentMode = "ask", timer: Callable[[], float] = time.monotonic
+    ) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
         if mode not in ("ask", "never-ask"):
@@ -126,7 +128,9 @@ class ConsentBroker:
         return self.mode == "ask"
 
     # -- events -------------------------------------------------------------------
-    def subscribe(self, callback: Callable[[Event], Any], *, loop: asyncio.AbstractEventLoop | None = None) -> Callable[[], None]:
+    def subscribe(
+        self, callback: Callable[[Event], Any], *, loop: asyncio.AbstractEventLoop | None = None
+    ) -> Callable[[], None]:
         """Hear every event (on ``loop`` when given); returns an unsubscribe function."""
         entry = (callback, loop)
         with self._lock:
@@ -217,7 +221,9 @@ class ConsentBroker:
                 pending = PendingConsent(cid, request, self._timer() - age)
                 self._pending[pending.consent_id] = _State(pending)
                 if found is None:  # else it is in the shared list already (waited on, or taken over)
-                    events.append({"type": "consent_request", "consent_id": pending.consent_id, "consent": request.public()})
+                    events.append(
+                        {"type": "consent_request", "consent_id": pending.consent_id, "consent": request.public()}
+                    )
         self._emit(events)
         log.info("Consent asked for %s (%s)", request.server, request.action)
         return pending
@@ -257,8 +263,14 @@ class ConsentBroker:
             return self._closed.get(consent_id, "unknown")
 
     def approve(
-        self, consent_id: str, settings: Mapping[str, Any] | None = None, *, accept_warnings: bool = False,
-        by: str | None = None, sandbox: Mapping[str, Any] | None = None, hidden_tools: Any = None,
+        self,
+        consent_id: str,
+        settings: Mapping[str, Any] | None = None,
+        *,
+        accept_warnings: bool = False,
+        by: str | None = None,
+        sandbox: Mapping[str, Any] | None = None,
+        hidden_tools: Any = None,
     ) -> ConsentDecision:
         """The user approves, with their values for the destination settings (others keep the
         suggestion), their widening of the sandbox (an extra folder, no network) and the tools
@@ -272,8 +284,11 @@ class ConsentBroker:
                 if request.warnings and accept_warnings is not True:
                     codes = ", ".join(w.code for w in request.warnings)
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
-                decision = ConsentDecision(chosen, validated_sandbox_choice(request.widenable, sandbox),
-                                           validated_hidden_tools(request, hidden_tools))
+                decision = ConsentDecision(
+                    chosen,
+                    validated_sandbox_choice(request.widenable, sandbox),
+                    validated_hidden_tools(request, hidden_tools),
+                )
                 state.decision = decision
                 self._remembered[request.fingerprint] = (decision, self._timer(), request.server)
                 self._close(consent_id, state, "approved")

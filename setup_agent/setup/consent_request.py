@@ -161,8 +161,13 @@ def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
         return []
     container = (spec.runner or spec.command) in ("docker", "podman")
     reads = [a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)]
-    return profile_words(mechanism, grants=spec.sandbox_grants, network=spec.sandbox_network,  # type: ignore[arg-type]
-                         container=container, reads=reads)  # fmt: skip
+    return profile_words(
+        mechanism,
+        grants=spec.sandbox_grants,
+        network=spec.sandbox_network,  # type: ignore[arg-type]
+        container=container,
+        reads=reads,
+    )
 
 
 #: The longest description a consent shows for one tool (the rest is cut with an ellipsis).
@@ -181,8 +186,14 @@ def tool_choices(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         text = " ".join(str(tool.get("description") or "").split())
         if len(text) > MAX_TOOL_DESCRIPTION:
             text = text[: MAX_TOOL_DESCRIPTION - 1].rstrip() + "…"
-        out.append({"name": name, "title": str(title), "description": text,
-                    "estimated_tokens": context_cost([dict(tool)])["estimated_tokens"]})  # fmt: skip
+        out.append(
+            {
+                "name": name,
+                "title": str(title),
+                "description": text,
+                "estimated_tokens": context_cost([dict(tool)])["estimated_tokens"],
+            }
+        )
     return out
 
 
@@ -219,9 +230,10 @@ def build_consent_request(
     # user edits them below the launch.
     used = spec.keys()
     shown = {
-        k.name: values[k.name] for k in keys
+        k.name: values[k.name]
+        for k in keys
         if not k.secret and k.name in values and k.name in used and k.name not in public_values
-    }  # fmt: skip
+    }
     filled_url = _fill_public(spec.url, public_values, in_url=True) if spec.url else None
     secrets: list[SecretDestination] = []
     for name in sorted(secret_names & spec.keys()):
@@ -240,7 +252,9 @@ def build_consent_request(
         else:
             host = _host_of(filled_url)
             secrets.append(SecretDestination(name, how, f"{spec.transport} server at {filled_url}", host))
-    warns = [w if isinstance(w, ConsentWarning) else ConsentWarning(str(w["code"]), str(w["message"])) for w in warnings]
+    warns = [
+        w if isinstance(w, ConsentWarning) else ConsentWarning(str(w["code"]), str(w["message"])) for w in warnings
+    ]
     command_line = [spec.command, *spec.args] if spec.command else []
     request = ConsentRequest(
         server=server,
@@ -259,7 +273,9 @@ def build_consent_request(
         destinations=destinations,
         warnings=warns,
         sandbox=sandbox_profile(spec, sandbox),
-        widenable=sandbox != "none" and spec.transport == "stdio" and (spec.runner or spec.command) not in ("docker", "podman"),
+        widenable=sandbox != "none"
+        and spec.transport == "stdio"
+        and (spec.runner or spec.command) not in ("docker", "podman"),
         tools=tool_choices(tools),
     )
     fp = fingerprint(

@@ -127,7 +127,9 @@ class Installer:
                 prepared = await self.preparer.prepare(
                     args, install_dir, progress, lazy_bundle=self.prober.parking.enabled, replacing=replaces
                 )
-                member_keys = per_member_keys(args, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values))
+                member_keys = per_member_keys(
+                    args, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values)
+                )
                 if ctx.check_prepared is not None:
                     await ctx.check_prepared(prepared)
                 hidden = self.left_out(await self._consent(prepared, ctx, "install")) | ctx.left_out
@@ -136,9 +138,11 @@ class Installer:
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)
                     server_id, install_dir, result = adopted.server_id, adopted.workdir, adopted.result
                     # The tools the tested process listed: a face shows them as for a fresh start.
-                    await progress("tools_listed", "done", tools=[
-                        {"name": t["name"], "description": t["description"]} for t in result.tools
-                    ])  # fmt: skip
+                    await progress(
+                        "tools_listed",
+                        "done",
+                        tools=[{"name": t["name"], "description": t["description"]} for t in result.tools],
+                    )
                 else:
                     if prepared.spec.needs_install_dir and prepared.bundle_dir is None:  # lazy, not adopted
                         prepared.bundle_dir, _ = await self.manifests.fetch(
@@ -191,8 +195,11 @@ class Installer:
         status = await self.connections.connect(server, adopt=adopted)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
         tools = status.tools or probed_tools
-        out: dict[str, Any] = {"server_id": server.server_id, "status": status.status,
-                               "tools": [t for t in tools if t.get("name") not in hidden]}  # fmt: skip
+        out: dict[str, Any] = {
+            "server_id": server.server_id,
+            "status": status.status,
+            "tools": [t for t in tools if t.get("name") not in hidden],
+        }
         out["context"] = context_cost(out["tools"], server.slug, server.title or "")  # what its tools cost a client
         if left := sorted(n for n in hidden if any(t.get("name") == n for t in tools)):
             out["left_out_by_user"] = left  # the user unticked them: neither listed nor callable
@@ -205,6 +212,7 @@ class Installer:
         """The user's out-of-band approval; their destination settings replace the agent's.
         Returns the launch's fingerprint (without tools) and the decision (None: consent off).
         An install whose launch a test listed the tools of shows them, to be unticked."""
+
         def request_for(tools: list[dict[str, Any]]) -> Any:
             return build_consent_request(
                 server=prepared.detail.qualified_name,
@@ -293,7 +301,9 @@ class Installer:
         async def on_stage(stage: str, status: str) -> None:
             late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
             if stage == "queued":
-                late = {"message": f"Waiting for another test to finish (at most {self.prober.max_concurrent} run at once)."}
+                late = {
+                    "message": f"Waiting for another test to finish (at most {self.prober.max_concurrent} run at once)."
+                }
             await progress(stage, status, **late)
 
         async def on_line(line: str) -> None:
@@ -305,10 +315,14 @@ class Installer:
             result = await self._probe_explained(prepared, on_stage, lines, keep)
         finally:
             lines.close()
-        await progress("tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools])
+        await progress(
+            "tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools]
+        )
         return result
 
-    async def _probe_explained(self, prepared: Prepared, on_stage: Any, lines: StderrLines, keep: Path | None) -> ProbeResult:
+    async def _probe_explained(
+        self, prepared: Prepared, on_stage: Any, lines: StderrLines, keep: Path | None
+    ) -> ProbeResult:
         """The probe; a failed start says what was launched, which part failed, and a known repair."""
         try:
             return await self.prober.probe(

@@ -32,9 +32,19 @@ from setup_agent.launch import LaunchSpec, digest_kind
 from setup_agent.store import InstalledServer, canonical_json, tools_hash
 
 __all__ = [
-    "LOCK_FORMAT", "LOCK_VERSION", "REGISTRIES", "LockedServer", "check_digest", "check_launch", "check_tools",
-    "differences", "lock_document", "locked_server", "parse_lock", "tool_hashes",
-]  # fmt: skip
+    "LOCK_FORMAT",
+    "LOCK_VERSION",
+    "REGISTRIES",
+    "LockedServer",
+    "check_digest",
+    "check_launch",
+    "check_tools",
+    "differences",
+    "lock_document",
+    "locked_server",
+    "parse_lock",
+    "tool_hashes",
+]
 
 LOCK_FORMAT = "mcp-setup-lock"
 LOCK_VERSION = 1
@@ -81,13 +91,22 @@ class LockedServer:
         if self.digest is None:
             artifact["note"] = self.digest_note or _NO_DIGEST.get(self.package_type, "not recorded at install")
         out: dict[str, Any] = {
-            "qualified_name": self.qualified_name, "registry": self.registry, "version": self.version,
-            "package": {"type": self.package_type, "identifier": self.identifier}, "artifact": artifact,
-            "launch": self.launch, "sandbox": {"grants": list(self.grants), "network": self.network},
-            "tools": {"hash": self.tools_hash, "approved": dict(sorted(self.tools.items())),
-                      **({"left_out": list(self.left_out)} if self.left_out else {})},
-            "secrets": list(self.secrets), "settings": dict(sorted(self.settings.items())), "enabled": self.enabled,
-        }  # fmt: skip
+            "qualified_name": self.qualified_name,
+            "registry": self.registry,
+            "version": self.version,
+            "package": {"type": self.package_type, "identifier": self.identifier},
+            "artifact": artifact,
+            "launch": self.launch,
+            "sandbox": {"grants": list(self.grants), "network": self.network},
+            "tools": {
+                "hash": self.tools_hash,
+                "approved": dict(sorted(self.tools.items())),
+                **({"left_out": list(self.left_out)} if self.left_out else {}),
+            },
+            "secrets": list(self.secrets),
+            "settings": dict(sorted(self.settings.items())),
+            "enabled": self.enabled,
+        }
         if self.title:
             out["title"] = self.title
         if self.oauth:
@@ -104,7 +123,11 @@ def tool_hashes(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def locked_server(
-    server: InstalledServer, settings: Mapping[str, str], secrets: Sequence[str], *, oauth: bool,
+    server: InstalledServer,
+    settings: Mapping[str, str],
+    secrets: Sequence[str],
+    *,
+    oauth: bool,
     left_out: Sequence[str] = (),
 ) -> LockedServer:
     """The lock entry of an installed server; ``settings`` its non-secret values, ``secrets`` the
@@ -118,25 +141,40 @@ def locked_server(
     if digest is None and server.package_type == "mcpb" and spec.get("file_sha256"):
         digest = f"sha256:{str(spec['file_sha256']).lower()}"  # the launch spec records the bundle's sha256
     elif digest is None and server.package_type in ("npm", "pypi"):
-        note = ("not recorded: installed before mcp-setup recorded digests; apply takes this exact version and "
-                "records it")
+        note = (
+            "not recorded: installed before mcp-setup recorded digests; apply takes this exact version and records it"
+        )
     pinned = server.pinned_tools
     return LockedServer(
-        qualified_name=server.qualified_name, registry=server.source, version=server.version,
-        package_type=server.package_type, identifier=str(spec.get("identifier") or ""), digest=digest,
-        launch=launch, grants=grants, network=network,
-        tools_hash=server.pinned_hash if pinned else None, tools=tool_hashes(pinned),
+        qualified_name=server.qualified_name,
+        registry=server.source,
+        version=server.version,
+        package_type=server.package_type,
+        identifier=str(spec.get("identifier") or ""),
+        digest=digest,
+        launch=launch,
+        grants=grants,
+        network=network,
+        tools_hash=server.pinned_hash if pinned else None,
+        tools=tool_hashes(pinned),
         left_out=tuple(sorted(n for n in set(left_out) if any(t.get("name") == n for t in pinned))),
-        secrets=tuple(sorted(secrets)), settings=dict(settings), enabled=server.enabled, oauth=oauth,
-        title=server.title, digest_note=note,
-    )  # fmt: skip
+        secrets=tuple(sorted(secrets)),
+        settings=dict(settings),
+        enabled=server.enabled,
+        oauth=oauth,
+        title=server.title,
+        digest_note=note,
+    )
 
 
 def lock_document(entries: Sequence[LockedServer], *, exported_at: str, generator: str) -> dict[str, Any]:
     return {
-        "format": LOCK_FORMAT, "version": LOCK_VERSION, "exported_at": exported_at, "generator": generator,
+        "format": LOCK_FORMAT,
+        "version": LOCK_VERSION,
+        "exported_at": exported_at,
+        "generator": generator,
         "servers": [e.public() for e in entries],
-    }  # fmt: skip
+    }
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -236,14 +274,24 @@ def _entry(item: Any, n: int) -> LockedServer:
     if not isinstance(enabled, bool):
         raise _bad(where, '"enabled" must be true or false')
     return LockedServer(
-        qualified_name=name, registry=registry, version=_str(item, "version", where, optional=True),
-        package_type=_str(package, "type", where) or "", identifier=_str(package, "identifier", where) or "",
-        digest=_str(artifact, "digest", where, optional=True), launch=launch, grants=tuple(grants), network=network,
+        qualified_name=name,
+        registry=registry,
+        version=_str(item, "version", where, optional=True),
+        package_type=_str(package, "type", where) or "",
+        identifier=_str(package, "identifier", where) or "",
+        digest=_str(artifact, "digest", where, optional=True),
+        launch=launch,
+        grants=tuple(grants),
+        network=network,
         tools_hash=_str(tools, "hash", where, optional=True),
-        tools=_str_map(tools.get("approved"), where, "tools.approved"), left_out=tuple(sorted(set(left_out))),
-        secrets=tuple(secrets), settings=_str_map(item.get("settings"), where, "settings"), enabled=enabled,
-        oauth=item.get("oauth") is True, title=_str(item, "title", where, optional=True),
-    )  # fmt: skip
+        tools=_str_map(tools.get("approved"), where, "tools.approved"),
+        left_out=tuple(sorted(set(left_out))),
+        secrets=tuple(secrets),
+        settings=_str_map(item.get("settings"), where, "settings"),
+        enabled=enabled,
+        oauth=item.get("oauth") is True,
+        title=_str(item, "title", where, optional=True),
+    )
 
 
 # -- comparisons ------------------------------------------------------------------------------

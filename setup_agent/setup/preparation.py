@@ -64,11 +64,13 @@ class Prepared:
         out = []
         if self.repair is not None:
             command = " ".join([self.spec.command or "", *self.spec.args]).strip()
-            out.append(ConsentWarning(
-                "repaired_launch",
-                f"mcp-setup changed how this server is started, to repair a known failure ({self.repair}): "
-                f"it runs {command}",
-            ))  # fmt: skip
+            out.append(
+                ConsentWarning(
+                    "repaired_launch",
+                    f"mcp-setup changed how this server is started, to repair a known failure ({self.repair}): "
+                    f"it runs {command}",
+                )
+            )
         if not self.argv_secret_keys:
             return out
         keys = ", ".join(self.argv_secret_keys)
@@ -185,7 +187,14 @@ class Preparer:
                 raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
             auth = self.oauth.auth_for_ref(oauth_ref, detail.qualified_name, self.remote_url(spec, values))
         return Prepared(
-            detail, package, spec, keys, values, bundle_dir, auth=auth, argv_secret_keys=argv_secret_keys(spec, secret),
+            detail,
+            package,
+            spec,
+            keys,
+            values,
+            bundle_dir,
+            auth=auth,
+            argv_secret_keys=argv_secret_keys(spec, secret),
             repair=repair,
         )
 
@@ -237,13 +246,16 @@ class Preparer:
             for k in keys
             if k.name in fill and k.provided_by in self.provided_values and k.name not in given
         }
-        missing = [k for k in keys if k.required and k.default is None and k.name not in given and k.name not in provided]
+        missing = [
+            k for k in keys if k.required and k.default is None and k.name not in given and k.name not in provided
+        ]
         if missing:
             parts = [
-                f"{k.name} (secret: request it with mcp_setup_request_secret)" if k.secret else k.name
-                for k in missing
+                f"{k.name} (secret: request it with mcp_setup_request_secret)" if k.secret else k.name for k in missing
             ]
-            raise InvalidInput(f"Missing required settings: {', '.join(parts)}.", details={"missing": [k.name for k in missing]})
+            raise InvalidInput(
+                f"Missing required settings: {', '.join(parts)}.", details={"missing": [k.name for k in missing]}
+            )
         resolved = self.refs.resolve(env_refs)
         # An optional argument's default is the server's own: it is shown, never passed.
         values = {k.name: k.default for k in keys if k.default is not None and not k.off_unless_set}
@@ -252,13 +264,17 @@ class Preparer:
         values.update(provided)
         for key in keys:  # one value, every name: the bundle's templates use the alias
             if key.name in values:
-                values.update({alias: values[key.name] for alias in key.aliases})
+                values.update(dict.fromkeys(key.aliases, values[key.name]))
         return values
 
     def refuse_foreign_destination(self, keys: list[RequiredKey], values: dict[str, str], spec: LaunchSpec) -> None:
         """A value mcp-setup holds (the Smithery API key) goes only to its own service's hosts,
         whatever the URL's variables were set to."""
-        filled = [k for k in keys if k.provided_by in self.provided_values and values.get(k.name) == self.provided_values[k.provided_by]]
+        filled = [
+            k
+            for k in keys
+            if k.provided_by in self.provided_values and values.get(k.name) == self.provided_values[k.provided_by]
+        ]
         if not filled:
             return
         if not all(_bearer_only(spec, k) for k in filled):  # an update may bring a launch that uses it elsewhere
@@ -286,7 +302,9 @@ class Preparer:
     @staticmethod
     def remote_url(spec: LaunchSpec, values: dict[str, str]) -> str:
         if spec.transport == "stdio":
-            raise InvalidInput("Only remote servers (streamable HTTP or SSE) sign in with OAuth; choose its remote package.")
+            raise InvalidInput(
+                "Only remote servers (streamable HTTP or SSE) sign in with OAuth; choose its remote package."
+            )
         url = materialize(spec, values).url
         assert url
         return url
@@ -295,7 +313,14 @@ class Preparer:
 def _bearer_only(spec: LaunchSpec, key: RequiredKey) -> bool:
     """Is ``key`` used by ``spec`` only as its one ``Authorization: Bearer ${key}`` header?"""
     auth = [v for h, v in spec.headers.items() if h.lower() == "authorization"]
-    elsewhere = [spec.url or "", spec.command or "", *spec.args, *spec.env.values(),
-                 *(v for h, v in spec.headers.items() if h.lower() != "authorization")]  # fmt: skip
+    elsewhere = [
+        spec.url or "",
+        spec.command or "",
+        *spec.args,
+        *spec.env.values(),
+        *(v for h, v in spec.headers.items() if h.lower() != "authorization"),
+    ]
     names = [key.name, *key.aliases]
-    return auth == ["Bearer ${" + key.name + "}"] and not any("${" + n + "}" in text for n in names for text in elsewhere)
+    return auth == ["Bearer ${" + key.name + "}"] and not any(
+        "${" + n + "}" in text for n in names for text in elsewhere
+    )

@@ -42,9 +42,16 @@ from setup_agent.errors import (
 )
 from setup_agent.gateway import InFlight, relay_callbacks
 from setup_agent.launch import (
-    HttpWatch, LaunchSpec, ProcessLedger, ProcessWatch, list_all_tools, make_scratch_dir, materialize, open_client,
+    HttpWatch,
+    LaunchSpec,
+    ProcessLedger,
+    ProcessWatch,
+    list_all_tools,
+    make_scratch_dir,
+    materialize,
+    open_client,
     tool_dicts,
-)  # fmt: skip
+)
 from setup_agent.secrets import Redactor
 from setup_agent.translation import translate
 
@@ -202,8 +209,14 @@ class Prober:
             try:
                 await stage("starting", "started")
                 async with open_client(
-                    resolved, mode=mode, process_watch=pwatch, http_watch=hwatch, host_env=self.host_env,
-                    ledger=self.ledger, auth=auth, sandbox=self.sandbox,
+                    resolved,
+                    mode=mode,
+                    process_watch=pwatch,
+                    http_watch=hwatch,
+                    host_env=self.host_env,
+                    ledger=self.ledger,
+                    auth=auth,
+                    sandbox=self.sandbox,
                     callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
                 ) as client:
                     await stage("handshake", "done")
@@ -294,9 +307,12 @@ class Prober:
                 "This server signs in with OAuth. Call mcp_setup_authorize with this qualified_name (and package, "
                 "if you chose one): the user signs in in their browser and you get a ref. Then pass it as oauth_ref "
                 "to mcp_setup_test_connection or mcp_setup_install_and_connect.",
-                details={"http_status": 401, "resource_metadata": redact(hwatch.resource_metadata),
-                         "next_tool": "mcp_setup_authorize"},
-            )  # fmt: skip
+                details={
+                    "http_status": 401,
+                    "resource_metadata": redact(hwatch.resource_metadata),
+                    "next_tool": "mcp_setup_authorize",
+                },
+            )
         tail = redact(pwatch.stderr_tail())
         details: dict[str, Any] = {}
         if tail:
@@ -395,4 +411,3 @@ def _unwrap(exc: BaseException) -> BaseException:
 def _redacted(exc: SetupError, redact: Any) -> SetupError:
     clone = type(exc)(redact(exc.message), key=exc.key, details={k: redact(str(v)) for k, v in exc.details.items()})
     return clone
-

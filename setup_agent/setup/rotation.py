@@ -41,7 +41,9 @@ async def rotate_secret(service: Any, server_id: str, key: str, ref: str) -> dic
         values.clear()
         service.refs.consume({key: ref})  # used once, kept or not
     return {
-        "server_id": server_id, "key": key, "tools": len(result.tools),
+        "server_id": server_id,
+        "key": key,
+        "tools": len(result.tools),
         "message": f"{server.qualified_name} answered with {len(result.tools)} tools using the new {key}; it is "
-                   "stored. Running mcp-setup faces use it from the server's next start.",
-    }  # fmt: skip
+        "stored. Running mcp-setup faces use it from the server's next start.",
+    }

@@ -58,7 +58,7 @@ from .tool_args import (
     req_str,
     scrubbed,
     without_echo,
-)  # fmt: skip
+)
 from .tool_specs import TOOL_NAMES
 
 __all__ = ["CallContext", "SetupService", "TOOL_NAMES"]
@@ -111,19 +111,42 @@ class SetupService:
         self.consents = consents  # None: no consent step (a core used without a face)
         self.oauth = oauth
         self.admit = admit  # admission (setup_agent/setup/providers.py), checked by the Preparer
-        self.manifests = BundleManifests(bundle_cache=bundle_cache, http=http, scratch_root=scratch_root, user_home=user_home)
+        self.manifests = BundleManifests(
+            bundle_cache=bundle_cache, http=http, scratch_root=scratch_root, user_home=user_home
+        )
         self.prefetches = Prefetches(
-            hub=hub, store=store, fetcher=fetcher, bundle_cache=bundle_cache, package_preference=package_preference, which=which
+            hub=hub,
+            store=store,
+            fetcher=fetcher,
+            bundle_cache=bundle_cache,
+            package_preference=package_preference,
+            which=which,
         )
         self.preparer = Preparer(
-            refs=refs, hub=hub, store=store, manifests=self.manifests, package_preference=package_preference, which=which,
-            user_home=user_home, oauth=oauth, admit=admit, provided_values=dict(provided_values or {}),
-        )  # fmt: skip
+            refs=refs,
+            hub=hub,
+            store=store,
+            manifests=self.manifests,
+            package_preference=package_preference,
+            which=which,
+            user_home=user_home,
+            oauth=oauth,
+            admit=admit,
+            provided_values=dict(provided_values or {}),
+        )
         self.installer = Installer(
-            refs=refs, redactor=redactor, store=store, prober=prober, connections=connections, preparer=self.preparer,
-            manifests=self.manifests, consents=consents, fetcher=fetcher, scratch_root=scratch_root,
+            refs=refs,
+            redactor=redactor,
+            store=store,
+            prober=prober,
+            connections=connections,
+            preparer=self.preparer,
+            manifests=self.manifests,
+            consents=consents,
+            fetcher=fetcher,
+            scratch_root=scratch_root,
             digests=ArtifactDigests(http) if http is not None else None,
-        )  # fmt: skip
+        )
 
     # -- dispatch ---------------------------------------------------------------------
     async def call(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext | None = None) -> dict:
@@ -149,12 +172,18 @@ class SetupService:
             result = await handler(args, ctx)
         except SetupError as exc:
             logger.info("tool %s failed: %s", name, exc.code)
-            return {"ok": False, "error": self.redactor.redact_obj(without_echo(exc.to_dict(), args, known=self.hub.sources))}
+            return {
+                "ok": False,
+                "error": self.redactor.redact_obj(without_echo(exc.to_dict(), args, known=self.hub.sources)),
+            }
         except Exception as exc:
             err = translate(exc)
             if type(err) is SetupError:
                 logger.exception("tool %s crashed", name)
-            return {"ok": False, "error": self.redactor.redact_obj(without_echo(err.to_dict(), args, known=self.hub.sources))}
+            return {
+                "ok": False,
+                "error": self.redactor.redact_obj(without_echo(err.to_dict(), args, known=self.hub.sources)),
+            }
         if "ok" not in result:
             result = {"ok": True, **result}  # every answer says whether it worked, the same way
         return self.redactor.redact_obj(result)
@@ -211,13 +240,17 @@ class SetupService:
             if pkg.type == "mcpb":
                 # The option install would choose is read even when remote (one download, sha256
                 # checked, cached): install then never asks for a key that get did not list.
-                manifest = await self.manifests.cheap_manifest(pkg, allow_file=detail.source == "local", remote=pkg is chosen)
+                manifest = await self.manifests.cheap_manifest(
+                    pkg, allow_file=detail.source == "local", remote=pkg is chosen
+                )
                 if manifest is not None:
                     keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
                     warnings.extend(self.manifests.argv_warnings(pkg, manifest, keys))
                 elif pkg is chosen:
-                    notes.append("The bundle could not be read yet, so its own settings are not listed; "
-                                 "mcp_setup_test_connection downloads it and says what is missing.")
+                    notes.append(
+                        "The bundle could not be read yet, so its own settings are not listed; "
+                        "mcp_setup_test_connection downloads it and says what is missing."
+                    )
             fill = self.preparer.fillable(pkg, keys)
             item["keys"] = [self._public_key(k, fill) for k in keys]
         chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
@@ -242,9 +275,12 @@ class SetupService:
                 out["left_out_by_user"] = sorted(hidden)  # their names, as the install result gives them
         if detail.status:
             out["status"] = detail.status
-            notes.append("The registry marks this server deleted; install refuses it." if detail.status == "deleted"
-                         else f"The registry marks this server {detail.status}; install refuses it unless "
-                         "allow_deprecated is true.")
+            notes.append(
+                "The registry marks this server deleted; install refuses it."
+                if detail.status == "deleted"
+                else f"The registry marks this server {detail.status}; install refuses it unless "
+                "allow_deprecated is true."
+            )
         if notes:
             out["notes"] = notes
         return out
@@ -254,7 +290,9 @@ class SetupService:
         if key.name in fill:
             out["required"] = False
             out["provided"] = True
-            out["note"] = f"mcp-setup fills this in with its configured {str(key.provided_by).capitalize()} API key: do not request it."
+            out["note"] = (
+                f"mcp-setup fills this in with its configured {str(key.provided_by).capitalize()} API key: do not request it."
+            )
         return out
 
     async def prefetches_settled(self) -> None:
@@ -339,7 +377,9 @@ class SetupService:
             raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
         workdir = make_scratch_dir(self.scratch_root, "auth")
         try:
-            prepared = await self.preparer.prepare(args, workdir, Progress(CallContext(), self.redactor, "authorize", None))
+            prepared = await self.preparer.prepare(
+                args, workdir, Progress(CallContext(), self.redactor, "authorize", None)
+            )
         finally:
             await asyncio.to_thread(shutil.rmtree, workdir, True)
         url = self.preparer.remote_url(prepared.spec, prepared.values)

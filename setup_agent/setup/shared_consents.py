@@ -118,9 +118,12 @@ class SharedDecisions:
     The store failing is logged and never breaks a consent: it is then asked here again."""
 
     def __init__(
-        self, remembered: SharedApprovals, *, ttl_seconds: float,
+        self,
+        remembered: SharedApprovals,
+        *,
+        ttl_seconds: float,
         answered: Callable[[ConsentRequest, ConsentDecision, str | None], None] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.remembered = remembered
         self.ttl_seconds = ttl_seconds
         self.answered = answered  # also told of each approval (team_consents.py records it in its rows)
@@ -139,9 +142,9 @@ class SharedDecisions:
 
     def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None:
         try:
-            self.remembered.remember(request.fingerprint, request.server,
-                                     decision.public(),
-                                     by=by, ttl_seconds=self.ttl_seconds)  # fmt: skip
+            self.remembered.remember(
+                request.fingerprint, request.server, decision.public(), by=by, ttl_seconds=self.ttl_seconds
+            )
         except SetupError as exc:
             log.warning("an approval could not be shared (%s)", exc.code)
         if self.answered is not None:

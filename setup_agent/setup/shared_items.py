@@ -30,11 +30,18 @@ class Published:
         self._lock = threading.Lock()
 
     def publish(
-        self, item_id: str, kind: str, request: dict[str, Any], *, fingerprint: str | None = None, requester: str | None = None
+        self,
+        item_id: str,
+        kind: str,
+        request: dict[str, Any],
+        *,
+        fingerprint: str | None = None,
+        requester: str | None = None,
     ) -> bool:
         try:
-            self.shared.publish(item_id, kind, request, ttl_seconds=self.ttl_seconds, fingerprint=fingerprint,
-                                requester=requester)  # fmt: skip
+            self.shared.publish(
+                item_id, kind, request, ttl_seconds=self.ttl_seconds, fingerprint=fingerprint, requester=requester
+            )
         except SetupError as exc:
             log.warning("a pending %s could not be shared (%s)", kind, exc.code)
             return False

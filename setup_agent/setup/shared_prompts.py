@@ -29,7 +29,12 @@ log = logging.getLogger(__name__)
 
 
 def share_prompts(
-    broker: PromptBroker, refs: SecretRefStore, shared: PendingApprovals, vault: Vault, *, ttl_seconds: float,
+    broker: PromptBroker,
+    refs: SecretRefStore,
+    shared: PendingApprovals,
+    vault: Vault,
+    *,
+    ttl_seconds: float,
     shared_refs: SharedRefs | None = None,
 ) -> None:
     """Publish ``broker``'s prompts to ``shared`` and fill their refs with values entered elsewhere.
@@ -63,8 +68,14 @@ def share_prompts(
 
 
 def answer_secret_shared(
-    shared: PendingApprovals, vault: Vault, item_id: str, value: str | None, *, by: str,
-    shared_refs: SharedRefs | None = None, ttl_seconds: float = 900.0,
+    shared: PendingApprovals,
+    vault: Vault,
+    item_id: str,
+    value: str | None,
+    *,
+    by: str,
+    shared_refs: SharedRefs | None = None,
+    ttl_seconds: float = 900.0,
 ) -> bool:
     """Answer a shared secret prompt from a user channel of another process (``None``: cancel).
     The value is encrypted with the data key; False when the prompt is no longer open. With
@@ -97,12 +108,25 @@ class _Elsewhere:
         if item is None or item.kind != "secret" or item.status != "pending":
             return None
         request = item.request
-        return PendingPrompt(prompt_id, str(request.get("key_name") or ""), str(request.get("prompt") or ""),
-                             request.get("server") or None, "", time.monotonic())  # fmt: skip
+        return PendingPrompt(
+            prompt_id,
+            str(request.get("key_name") or ""),
+            str(request.get("prompt") or ""),
+            request.get("server") or None,
+            "",
+            time.monotonic(),
+        )
 
     def answer(self, prompt_id: str, value: SecretValue) -> bool:
-        return answer_secret_shared(self.shared, self.vault, prompt_id, value.reveal(), by="user",
-                                    shared_refs=self.shared_refs, ttl_seconds=self.ttl_seconds)  # fmt: skip
+        return answer_secret_shared(
+            self.shared,
+            self.vault,
+            prompt_id,
+            value.reveal(),
+            by="user",
+            shared_refs=self.shared_refs,
+            ttl_seconds=self.ttl_seconds,
+        )
 
     def cancel(self, prompt_id: str) -> bool:
         return answer_secret_shared(self.shared, self.vault, prompt_id, None, by="user")

@@ -83,8 +83,14 @@ def apply_answer(broker: ConsentBroker, item: PendingApproval) -> None:
     try:
         if item.status == "approved":
             decision = item.decision or {}
-            broker.approve(item.item_id, decision.get("settings") or {}, accept_warnings=True, by=by,
-                           sandbox=decision.get("sandbox") or None, hidden_tools=decision.get("hidden_tools"))  # fmt: skip
+            broker.approve(
+                item.item_id,
+                decision.get("settings") or {},
+                accept_warnings=True,
+                by=by,
+                sandbox=decision.get("sandbox") or None,
+                hidden_tools=decision.get("hidden_tools"),
+            )
         else:
             broker.deny(item.item_id, "denied elsewhere", by=by)
     except InvalidInput as exc:  # settings the other side should have refused: not approved

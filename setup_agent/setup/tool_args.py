@@ -57,7 +57,9 @@ def check_bounds(args: object) -> None:
         item = stack.pop()
         if isinstance(item, str):
             if len(item) > MAX_VALUE_CHARS:
-                raise InvalidInput(f"An argument is too long: each value and name is at most {MAX_VALUE_CHARS} characters.")
+                raise InvalidInput(
+                    f"An argument is too long: each value and name is at most {MAX_VALUE_CHARS} characters."
+                )
             total += len(item)
         else:
             total += 1
@@ -125,9 +127,10 @@ def without_echo(error: dict[str, Any], args: dict, *, known: Collection[str] = 
     them back tells it nothing it did not already know."""
     # Longer texts were refused unquoted before anything could echo them (names, query: 200).
     texts = [
-        v.strip() for k in _ECHOED_ARGS
+        v.strip()
+        for k in _ECHOED_ARGS
         if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000 and v.strip() not in known
-    ]  # fmt: skip
+    ]
 
     def clean(obj: Any) -> Any:
         if isinstance(obj, str):

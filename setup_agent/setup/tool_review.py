@@ -34,24 +34,42 @@ def tools_change_request(server: Any) -> Any:
         if name not in held:
             continue
         old = pinned.get(name) or {}
-        tools.append({
-            "name": str(name)[:64],
-            "change": "changed" if old else "added",
-            "description": str(tool.get("description") or "")[:_SHOWN_TEXT],
-            "pinned_description": str(old.get("description") or "")[:_SHOWN_TEXT] if old else None,
-            "inputSchema": json.dumps(tool.get("inputSchema"), sort_keys=True)[:_SHOWN_TEXT],
-        })  # fmt: skip
+        tools.append(
+            {
+                "name": str(name)[:64],
+                "change": "changed" if old else "added",
+                "description": str(tool.get("description") or "")[:_SHOWN_TEXT],
+                "pinned_description": str(old.get("description") or "")[:_SHOWN_TEXT] if old else None,
+                "inputSchema": json.dumps(tool.get("inputSchema"), sort_keys=True)[:_SHOWN_TEXT],
+            }
+        )
     change = {
-        "server_id": server.server_id, "pinned_hash": server.pinned_hash, "live_hash": server.live_hash,
-        "diff": diff, "tools": tools[:20],
-    }  # fmt: skip
+        "server_id": server.server_id,
+        "pinned_hash": server.pinned_hash,
+        "live_hash": server.live_hash,
+        "diff": diff,
+        "tools": tools[:20],
+    }
     fp = fingerprint({"tools_change": server.server_id, "live": server.live_hash, "pinned": server.pinned_hash})
     return ConsentRequest(
-        server=server.title or server.qualified_name, version=server.version, action="tools_change",
-        package_type=server.package_type, package=server.qualified_name, runner=None, sha256=None,
-        transport=str(server.launch_spec.get("transport") or ""), command_line=[], url=None, env={}, headers={},
-        secrets=[], destinations=[], warnings=[], fingerprint=fp, tools_change=change,
-    )  # fmt: skip
+        server=server.title or server.qualified_name,
+        version=server.version,
+        action="tools_change",
+        package_type=server.package_type,
+        package=server.qualified_name,
+        runner=None,
+        sha256=None,
+        transport=str(server.launch_spec.get("transport") or ""),
+        command_line=[],
+        url=None,
+        env={},
+        headers={},
+        secrets=[],
+        destinations=[],
+        warnings=[],
+        fingerprint=fp,
+        tools_change=change,
+    )
 
 
 class ToolReview:
@@ -108,5 +126,8 @@ class ToolReview:
             elif event.get("status") == "denied":
                 self.store.reject_tools(server_id, live_hash, actor=actor)
         except Exception as exc:  # noqa: BLE001 - e.g. the list changed again: a new consent follows
-            log.warning("the answer to the tool-list change of %s was not applied (%s)", server_id,
-                        getattr(exc, "code", type(exc).__name__))
+            log.warning(
+                "the answer to the tool-list change of %s was not applied (%s)",
+                server_id,
+                getattr(exc, "code", type(exc).__name__),
+            )

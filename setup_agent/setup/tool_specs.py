@@ -9,7 +9,10 @@ from .per_member import PER_MEMBER_SPEC
 __all__ = ["TOOL_NAMES", "TOOL_SPECS", "tool_spec"]
 
 _STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_OAUTH_REF = {"type": "string", "description": "For a server that signs in with OAuth: the ref from mcp_setup_authorize."}
+_OAUTH_REF = {
+    "type": "string",
+    "description": "For a server that signs in with OAuth: the ref from mcp_setup_authorize.",
+}
 _VERSION = {
     "type": "string",
     "description": "A version the registry lists for this server (e.g. '1.2.0'); the latest when left out.",
@@ -173,18 +176,28 @@ TOOL_SPECS: list[dict[str, Any]] = [
 _HINTS: dict[str, tuple[str, dict[str, bool]]] = {
     "mcp_setup_search": ("Search MCP servers", {"readOnlyHint": True, "openWorldHint": True}),
     "mcp_setup_get": ("Get server details", {"readOnlyHint": True, "openWorldHint": True}),
-    "mcp_setup_request_secret": ("Ask the user for a secret", {"readOnlyHint": False, "destructiveHint": False,
-                                                              "openWorldHint": False}),
-    "mcp_setup_test_connection": ("Test a server", {"readOnlyHint": False, "destructiveHint": False,
-                                                    "idempotentHint": True, "openWorldHint": True}),
-    "mcp_setup_install_and_connect": ("Install a server", {"readOnlyHint": False, "destructiveHint": False,
-                                                           "openWorldHint": True}),
-    "mcp_setup_authorize": ("Sign in to a server", {"readOnlyHint": False, "destructiveHint": False,
-                                                    "openWorldHint": True}),
+    "mcp_setup_request_secret": (
+        "Ask the user for a secret",
+        {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+    ),
+    "mcp_setup_test_connection": (
+        "Test a server",
+        {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True},
+    ),
+    "mcp_setup_install_and_connect": (
+        "Install a server",
+        {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True},
+    ),
+    "mcp_setup_authorize": (
+        "Sign in to a server",
+        {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True},
+    ),
     "mcp_setup_list_servers": ("List installed servers", {"readOnlyHint": True, "openWorldHint": False}),
-    "mcp_setup_remove": ("Remove a server", {"readOnlyHint": False, "destructiveHint": True,
-                                             "idempotentHint": True, "openWorldHint": False}),
-}  # fmt: skip
+    "mcp_setup_remove": (
+        "Remove a server",
+        {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False},
+    ),
+}
 for _spec in TOOL_SPECS:
     _title, _annotations = _HINTS[_spec["name"]]
     _spec["title"] = _title

@@ -63,7 +63,9 @@ def _where(hub: Any, source: str | None) -> str:
     if source == "local":
         directory = getattr(hub.sources.get("local"), "directory", None)
         return f"the local catalog ({directory})" if directory is not None else "the local catalog"
-    return {"official": "the official registry", "smithery": "Smithery (it keeps no versions)"}.get(source or "", "the registries")
+    return {"official": "the official registry", "smithery": "Smithery (it keeps no versions)"}.get(
+        source or "", "the registries"
+    )
 
 
 async def update_offer(service: Any, server_id: str, version: str | None = None) -> UpdateOffer:
@@ -77,9 +79,13 @@ async def update_offer(service: Any, server_id: str, version: str | None = None)
     except RegistryNotFound:
         where = _where(service.hub, source)
         if version is None:
-            raise NotFound(f"{server.qualified_name} is no longer in {where}; {server.version} stays installed.") from None
+            raise NotFound(
+                f"{server.qualified_name} is no longer in {where}; {server.version} stays installed."
+            ) from None
         # said once: not the registry's own sentence inside ours
-        raise NotFound(f"No version {version} of {server.qualified_name} in {where}; {server.version} stays installed.") from None
+        raise NotFound(
+            f"No version {version} of {server.qualified_name} in {where}; {server.version} stays installed."
+        ) from None
     return UpdateOffer(server, detail.version, source, version is not None)
 
 
@@ -103,7 +109,12 @@ async def update_server(service: Any, offer: UpdateOffer, ctx: CallContext) -> d
     env_refs = {k: service.refs.mint(k, v) for k, v in stored.items() if k in secret and v.reveal()}
     env = {k: v.reveal() for k, v in stored.items() if k not in secret}
     stored.clear()
-    args: dict[str, Any] = {"qualified_name": offer.name, "env_refs": env_refs, "env": env, "package": server.package_type}
+    args: dict[str, Any] = {
+        "qualified_name": offer.name,
+        "env_refs": env_refs,
+        "env": env,
+        "package": server.package_type,
+    }
     if offer.asked:  # else the registry's latest, as the offer found it (Smithery takes no version)
         args["version"] = offer.latest
     if offer.source:
@@ -119,5 +130,10 @@ async def update_server(service: Any, offer: UpdateOffer, ctx: CallContext) -> d
         env.clear()
     await service.connections.retire(offer.server_id)  # its row went in the commit
     tools = len(result.get("tools") or [])
-    return {"updated": True, "server_id": result.get("server_id"), "version": offer.latest, "tools": tools,
-            "message": f"Updated {offer.name} from {offer.installed} to {offer.latest} ({tools} tools)."}  # fmt: skip
+    return {
+        "updated": True,
+        "server_id": result.get("server_id"),
+        "version": offer.latest,
+        "tools": tools,
+        "message": f"Updated {offer.name} from {offer.installed} to {offer.latest} ({tools} tools).",
+    }

@@ -81,15 +81,27 @@ class PendingApprovals:
         self._clock = clock
 
     def publish(
-        self, item_id: str, kind: str, request: dict[str, Any], *, ttl_seconds: float, fingerprint: str | None = None,
+        self,
+        item_id: str,
+        kind: str,
+        request: dict[str, Any],
+        *,
+        ttl_seconds: float,
+        fingerprint: str | None = None,
         requester: str | None = None,
     ) -> None:
         now = self._clock()
         row = PendingRow(
-            item_id=item_id, kind=kind, owner=self.owner, created_at=now,
-            expires_at=now + timedelta(seconds=ttl_seconds), request_json=json.dumps(request, sort_keys=True),
-            status="pending", fingerprint=fingerprint, requester=requester,
-        )  # fmt: skip
+            item_id=item_id,
+            kind=kind,
+            owner=self.owner,
+            created_at=now,
+            expires_at=now + timedelta(seconds=ttl_seconds),
+            request_json=json.dumps(request, sort_keys=True),
+            status="pending",
+            fingerprint=fingerprint,
+            requester=requester,
+        )
         with translated("record a pending approval"), self._sessions() as s, s.begin():
             s.execute(delete(PendingRow).where(PendingRow.expires_at <= now))  # any process sweeps
             s.merge(row)
@@ -100,8 +112,11 @@ class PendingApprovals:
         (kind ``member_secret``) is never the user's to answer: it is left out."""
         query = (
             select(PendingRow)
-            .where(PendingRow.status == "pending", PendingRow.expires_at > self._clock(),
-                   PendingRow.kind != "member_secret")  # fmt: skip
+            .where(
+                PendingRow.status == "pending",
+                PendingRow.expires_at > self._clock(),
+                PendingRow.kind != "member_secret",
+            )
             .order_by(PendingRow.created_at)
         )
         with translated("list the pending approvals"), self._sessions() as s:
@@ -112,10 +127,16 @@ class PendingApprovals:
         same asker (``requester``), oldest first: a team's replica waits on one of them."""
         query = (
             select(PendingRow)
-            .where(PendingRow.kind == kind, PendingRow.fingerprint == fingerprint, PendingRow.requester == requester,
-                   PendingRow.status == "pending", PendingRow.expires_at > self._clock(), PendingRow.owner != self.owner)
+            .where(
+                PendingRow.kind == kind,
+                PendingRow.fingerprint == fingerprint,
+                PendingRow.requester == requester,
+                PendingRow.status == "pending",
+                PendingRow.expires_at > self._clock(),
+                PendingRow.owner != self.owner,
+            )
             .order_by(PendingRow.created_at)
-        )  # fmt: skip
+        )
         with translated("look for a pending approval"), self._sessions() as s:
             return [_record(r, self._clock()) for r in s.scalars(query).all()]
 
@@ -165,10 +186,16 @@ class PendingApprovals:
             s.execute(delete(PendingRow).where(PendingRow.item_id == item_id))
 
 
-
 def _record(row: PendingRow, now: datetime) -> PendingApproval:
     return PendingApproval(
-        row.item_id, row.kind, row.owner, json.loads(row.request_json), row.status,
-        json.loads(row.decision_json) if row.decision_json else None, row.answered_by, row.fingerprint,
-        row.requester, max(0.0, (now - row.created_at).total_seconds()),
-    )  # fmt: skip
+        row.item_id,
+        row.kind,
+        row.owner,
+        json.loads(row.request_json),
+        row.status,
+        json.loads(row.decision_json) if row.decision_json else None,
+        row.answered_by,
+        row.fingerprint,
+        row.requester,
+        max(0.0, (now - row.created_at).total_seconds()),
+    )

@@ -31,14 +31,23 @@ def _at(value: datetime) -> str:
 
 
 def row_digest(
-    prev_hash: str, id: int, at: datetime, event: str, server_id: str | None, qualified_name: str | None,
-    actor: str, old_hash: str | None, new_hash: str | None, detail: str | None,
-) -> str:  # fmt: skip
+    prev_hash: str,
+    id: int,
+    at: datetime,
+    event: str,
+    server_id: str | None,
+    qualified_name: str | None,
+    actor: str,
+    old_hash: str | None,
+    new_hash: str | None,
+    detail: str | None,
+) -> str:
     """The hash of one audit row, chained to ``prev_hash``."""
     canonical = json.dumps(
         [prev_hash, int(id), _at(at), event, server_id, qualified_name, actor, old_hash, new_hash, detail],
-        separators=(",", ":"), ensure_ascii=False,
-    )  # fmt: skip
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -55,8 +64,12 @@ class ChainReport:
         return not self.broken
 
     def public(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ok": self.ok, "rows": self.rows, "broken_links": len(self.broken),
-                               "last_hash": self.last_hash}  # fmt: skip
+        out: dict[str, Any] = {
+            "ok": self.ok,
+            "rows": self.rows,
+            "broken_links": len(self.broken),
+            "last_hash": self.last_hash,
+        }
         if self.broken:
             out["first_broken"] = self.broken[0]
         return out
@@ -71,13 +84,26 @@ def verify_chain(rows: Iterable[Any]) -> ChainReport:
     expected = GENESIS
     for row in rows:
         report.rows += 1
-        actual = row_digest(row.prev_hash or "", row.id, row.at, row.event, row.server_id, row.qualified_name,
-                            row.actor, row.old_hash, row.new_hash, row.detail)  # fmt: skip
+        actual = row_digest(
+            row.prev_hash or "",
+            row.id,
+            row.at,
+            row.event,
+            row.server_id,
+            row.qualified_name,
+            row.actor,
+            row.old_hash,
+            row.new_hash,
+            row.detail,
+        )
         if row.prev_hash != expected:
-            report.broken.append({"id": row.id, "reason": "does not follow the row before it (a row was removed or "
-                                  "inserted)"})  # fmt: skip
+            report.broken.append(
+                {"id": row.id, "reason": "does not follow the row before it (a row was removed or inserted)"}
+            )
         elif row.row_hash != actual:
-            report.broken.append({"id": row.id, "reason": "its content does not match its hash (the row was rewritten)"})
+            report.broken.append(
+                {"id": row.id, "reason": "its content does not match its hash (the row was rewritten)"}
+            )
         expected = row.row_hash or actual
         report.last_hash = expected
     return report

@@ -38,10 +38,22 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "Catalog", "CatalogServer", "context_cost", "read_sqlite_counter", "GatewayTool", "SQLITE_FILE_NAME", "MAX_SLUG",
-    "MAX_TOOL_NAME", "SEPARATOR", "gateway_name",
-    "make_slug", "names_too_long", "read_sqlite_catalog", "read_sqlite_hidden", "wire_tool",
-]  # fmt: skip
+    "Catalog",
+    "CatalogServer",
+    "context_cost",
+    "read_sqlite_counter",
+    "GatewayTool",
+    "SQLITE_FILE_NAME",
+    "MAX_SLUG",
+    "MAX_TOOL_NAME",
+    "SEPARATOR",
+    "gateway_name",
+    "make_slug",
+    "names_too_long",
+    "read_sqlite_catalog",
+    "read_sqlite_hidden",
+    "wire_tool",
+]
 
 #: The SQLite file of a data dir (the store's default database).
 SQLITE_FILE_NAME = "mcp-setup.db"
@@ -238,9 +250,15 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
     hidden = read_sqlite_hidden(db_path)
     return Catalog.build(
         CatalogServer(
-            sid, qn, slug or make_slug(qn), title, bool(enabled),
-            tuple(t for t in parse_tools(tools) if t["name"] not in hidden.get(sid, ())), ptype, version,
-        )  # fmt: skip
+            sid,
+            qn,
+            slug or make_slug(qn),
+            title,
+            bool(enabled),
+            tuple(t for t in parse_tools(tools) if t["name"] not in hidden.get(sid, ())),
+            ptype,
+            version,
+        )
         for sid, qn, slug, title, enabled, tools, ptype, version in rows
     )
 

@@ -52,18 +52,30 @@ from .models import (
     utcnow,
 )
 from .pins import tools_hash as _pin_hash
-from .shared_rows import SecretRefRow as _SecretRefRow  # noqa: F401 - the shared tables in Base.metadata (0008)
 from .server_extras import ServerExtras
+from .shared_rows import SecretRefRow as _SecretRefRow  # noqa: F401 - the shared tables in Base.metadata (0008)
 from .tool_pins import ToolPins
 
 __all__ = [
-    "DB_FILE_NAME", "HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "AuditEntry", "AuditRow", "Base",
-    "ClientEnvRow", "Clock",
-    "EnvInput", "EnvKey", "InstalledServer", "ServerRow", "Store", "TokenRow", "utcnow",
-]  # fmt: skip
+    "DB_FILE_NAME",
+    "HEAD_REVISION",
+    "MIGRATIONS_DIR",
+    "VERSION_TABLE",
+    "AuditEntry",
+    "AuditRow",
+    "Base",
+    "ClientEnvRow",
+    "Clock",
+    "EnvInput",
+    "EnvKey",
+    "InstalledServer",
+    "ServerRow",
+    "Store",
+    "TokenRow",
+    "utcnow",
+]
 
 DB_FILE_NAME = SQLITE_FILE_NAME
-
 
 
 #: ``{KEY: (value, secret)}`` as :meth:`Store.install` takes it.
@@ -160,13 +172,22 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
         spec_json = _spec_json(launch_spec, env_items)
         env_rows = [ClientEnvRow(key=k, value_encrypted=self._vault.encrypt(v), secret=s) for k, (v, s) in env_items]
         row = ServerRow(
-            server_id=server_id, qualified_name=qualified_name, source=source, version=version,
-            package_type=package_type, launch_spec=spec_json, enabled=True, installed_at=_aware(self._clock()),
-            installed_by=installed_by, tools_hash=tools_hash, env=env_rows,
-            title=(title or None) and title[:512], tools_json=_tools_json(tools),
+            server_id=server_id,
+            qualified_name=qualified_name,
+            source=source,
+            version=version,
+            package_type=package_type,
+            launch_spec=spec_json,
+            enabled=True,
+            installed_at=_aware(self._clock()),
+            installed_by=installed_by,
+            tools_hash=tools_hash,
+            env=env_rows,
+            title=(title or None) and title[:512],
+            tools_json=_tools_json(tools),
             member_keys=json.dumps(sorted(set(member_keys))) if member_keys else None,
             artifact_digest=(artifact_digest or None) and artifact_digest[:160],
-        )  # fmt: skip
+        )
         if tools is not None:  # pinned: what the install test saw is what the user approved
             digest = _pin_hash(tools)
             row.pinned_tools_json = row.live_tools_json = row.tools_json
@@ -330,21 +351,24 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
         )
 
 
-
 # --- helpers ----------------------------------------------------------------------------
 
 
 _LIMITS = {
-    "server_id": 64, "qualified_name": 512, "source": 64, "version": 128, "package_type": 32,
-    "installed_by": 128, "tools_hash": 128,
-}  # fmt: skip (the column lengths)
+    "server_id": 64,
+    "qualified_name": 512,
+    "source": 64,
+    "version": 128,
+    "package_type": 32,
+    "installed_by": 128,
+    "tools_hash": 128,
+}
 
 
 def _check_fields(**fields: object) -> None:
     for name, value in fields.items():
         if not (name == "version" and value is None):
             _check_text(name, value, _LIMITS[name])
-
 
 
 def _env(env: EnvInput) -> _EnvItems:
@@ -354,7 +378,6 @@ def _env(env: EnvInput) -> _EnvItems:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], bool)):
             raise InvalidInput(f"The env entry for {key} must be a (value, secret: bool) pair.", key=key)
     return items
-
 
 
 def _holds(text: str, value: str) -> bool:

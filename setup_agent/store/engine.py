@@ -22,9 +22,15 @@ from sqlalchemy.pool import StaticPool
 from setup_agent.errors import StoreError
 
 __all__ = [
-    "HEAD_REVISION", "MIGRATIONS_DIR", "VERSION_TABLE", "current_revision", "migrate", "open_engine", "store_error",
+    "HEAD_REVISION",
+    "MIGRATIONS_DIR",
+    "VERSION_TABLE",
+    "current_revision",
+    "migrate",
+    "open_engine",
+    "store_error",
     "translated",
-]  # fmt: skip
+]
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: Our own Alembic version table, so a shared (team) database can host other apps too.

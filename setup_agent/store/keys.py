@@ -38,7 +38,6 @@ class EncryptedValues:
             if not done.rowcount:
                 s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
 
-
     def secret_values(self) -> builtins.list[tuple[str, str, SecretValue]]:
         """``(server_id, key, value)`` of every stored secret; one that cannot be decrypted is skipped."""
         with translated("read the stored secrets"), self._session() as s:
@@ -90,14 +89,18 @@ class EncryptedValues:
                 for row_id, key, token, name in rows:
                     value = self._decrypt(token, name, key)
                     s.execute(
-                        update(ClientEnvRow).where(ClientEnvRow.id == row_id).values(value_encrypted=new_vault.encrypt(value))
+                        update(ClientEnvRow)
+                        .where(ClientEnvRow.id == row_id)
+                        .values(value_encrypted=new_vault.encrypt(value))
                     )
                     done.add(row_id)
             members = s.execute(select(MemberValueRow.id, MemberValueRow.key, MemberValueRow.value_encrypted)).all()
             for row_id, key, token in members:  # each member's own values (member_values.py)
                 value = self._decrypt(token, "a member's value", key)
                 s.execute(
-                    update(MemberValueRow).where(MemberValueRow.id == row_id).values(value_encrypted=new_vault.encrypt(value))
+                    update(MemberValueRow)
+                    .where(MemberValueRow.id == row_id)
+                    .values(value_encrypted=new_vault.encrypt(value))
                 )
         self._vault = new_vault
         return len(done) + len(members)

@@ -55,7 +55,9 @@ class MemberValues:
             row.member_keys = json.dumps(wanted) if wanted else None
             dropped = [k for k in before if k not in wanted]
             if dropped:
-                s.execute(delete(MemberValueRow).where(MemberValueRow.server_id == server_id, MemberValueRow.key.in_(dropped)))
+                s.execute(
+                    delete(MemberValueRow).where(MemberValueRow.server_id == server_id, MemberValueRow.key.in_(dropped))
+                )
             self._audit(s, "member_keys", row, actor, detail="per member: " + (", ".join(wanted) or "none"))
             self._bump(s)
         self._changed()
@@ -81,11 +83,18 @@ class MemberValues:
             ).first()
             now = _aware(self._clock())
             if found is None:
-                s.add(MemberValueRow(server_id=server_id, member=member, key=key, value_encrypted=token, updated_at=now))
+                s.add(
+                    MemberValueRow(server_id=server_id, member=member, key=key, value_encrypted=token, updated_at=now)
+                )
             else:
                 found.value_encrypted, found.updated_at = token, now
-            self._audit(s, "member_value_set" if found is None else "member_value_rotated", row, member_label(member),
-                        detail=f"{key} of {member_label(member)}")  # fmt: skip
+            self._audit(
+                s,
+                "member_value_set" if found is None else "member_value_rotated",
+                row,
+                member_label(member),
+                detail=f"{key} of {member_label(member)}",
+            )
             self._bump(s)
         self._changed()
 
@@ -171,7 +180,10 @@ class MemberValues:
         """``{(server_id, member): stamp}``: the stamp changes whenever that member's values of that
         server do (no decryption: the sessions' sync reads it at every change)."""
         query = select(
-            MemberValueRow.server_id, MemberValueRow.member, func.count(), func.max(MemberValueRow.updated_at),
+            MemberValueRow.server_id,
+            MemberValueRow.member,
+            func.count(),
+            func.max(MemberValueRow.updated_at),
             func.max(MemberValueRow.id),
         ).group_by(MemberValueRow.server_id, MemberValueRow.member)
         with translated("read the member values' stamps"), self._session() as s:

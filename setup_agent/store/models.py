@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -33,15 +33,27 @@ from .catalog import parse_tools
 from .records import AuditEntry, EnvKey, InstalledServer
 
 __all__ = [
-    "AuditEntry", "AuditRow", "Base", "ChangeRow", "ClientEnvRow", "Clock", "EnvKey", "InstalledServer",
-    "MemberValueRow", "PendingRow", "ServerRow", "TokenRow", "UTCDateTime", "utcnow",
-]  # fmt: skip
+    "AuditEntry",
+    "AuditRow",
+    "Base",
+    "ChangeRow",
+    "ClientEnvRow",
+    "Clock",
+    "EnvKey",
+    "InstalledServer",
+    "MemberValueRow",
+    "PendingRow",
+    "ServerRow",
+    "TokenRow",
+    "UTCDateTime",
+    "utcnow",
+]
 
 Clock = Callable[[], datetime]
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # --- models ---------------------------------------------------------------------------
@@ -195,12 +207,20 @@ class PendingRow(Base):
 # --- public records ---------------------------------------------------------------------
 
 
-
-
 _COLUMNS = (
-    "server_id", "qualified_name", "source", "version", "package_type", "enabled", "installed_at",
-    "installed_by", "tools_hash", "slug", "title", "artifact_digest",
-)  # fmt: skip
+    "server_id",
+    "qualified_name",
+    "source",
+    "version",
+    "package_type",
+    "enabled",
+    "installed_at",
+    "installed_by",
+    "tools_hash",
+    "slug",
+    "title",
+    "artifact_digest",
+)
 
 
 def _record(row: ServerRow) -> InstalledServer:
@@ -227,7 +247,7 @@ def _record(row: ServerRow) -> InstalledServer:
 
 
 def _aware(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _check_text(name: str, value: object, limit: int) -> None:

@@ -31,9 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "MAX_DIFF_NAMES", "RECORDED_LATER", "Reconciled", "canonical_json", "diff_tools", "is_cosmetic", "reconcile", "relabel",
-    "summarize", "tools_hash",
-]  # fmt: skip
+    "MAX_DIFF_NAMES",
+    "RECORDED_LATER",
+    "Reconciled",
+    "canonical_json",
+    "diff_tools",
+    "is_cosmetic",
+    "reconcile",
+    "relabel",
+    "summarize",
+    "tools_hash",
+]
 
 #: At most this many names per part of a diff (the rest is counted).
 MAX_DIFF_NAMES = 20
@@ -69,6 +77,7 @@ def relabel(tools: Sequence[Tool], labels: Mapping[str, str]) -> list[dict[str, 
     At install the redactor hides a secret as its ref (``secret://…``, still live); every
     connect after hides it as ``[secret:KEY]``. The pin takes the connect's form so that the
     two compare equal."""
+
     def swap(value: Any) -> Any:
         if isinstance(value, str):
             for old, new in labels.items():
@@ -132,7 +141,7 @@ def diff_tools(pinned: Sequence[Tool], live: Sequence[Tool]) -> dict[str, Any]:
             continue
         keys = sorted(set(a) | set(b))
         fields = [k for k in keys if k != "name" and canonical_json(a.get(k)) != canonical_json(b.get(k))]
-        changed.append({"name": name[:_NAME_CHARS], "fields": [f[:_NAME_CHARS] for f in fields][:len(_FIELDS) + 4]})
+        changed.append({"name": name[:_NAME_CHARS], "fields": [f[:_NAME_CHARS] for f in fields][: len(_FIELDS) + 4]})
     return {
         "added": _short(added),
         "removed": _short(removed),

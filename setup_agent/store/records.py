@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +70,15 @@ class InstalledServer:
 
     def catalog_entry(self) -> CatalogServer:
         return CatalogServer(
-            self.server_id, self.qualified_name, self.slug, self.title, self.enabled, self.tools,
-            self.package_type, self.version,
-        )  # fmt: skip
+            self.server_id,
+            self.qualified_name,
+            self.slug,
+            self.title,
+            self.enabled,
+            self.tools,
+            self.package_type,
+            self.version,
+        )
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,16 @@ class AuditEntry:
 
     def public(self) -> dict[str, Any]:
         return {
-            "id": self.id, "at": self.at.isoformat(), "event": self.event, "server_id": self.server_id,
-            "qualified_name": self.qualified_name, "actor": self.actor, "old_hash": self.old_hash,
-            "new_hash": self.new_hash, "detail": self.detail,
-        }  # fmt: skip
+            "id": self.id,
+            "at": self.at.isoformat(),
+            "event": self.event,
+            "server_id": self.server_id,
+            "qualified_name": self.qualified_name,
+            "actor": self.actor,
+            "old_hash": self.old_hash,
+            "new_hash": self.new_hash,
+            "detail": self.detail,
+        }
 
 
 _SERVER_SQL = (
@@ -110,7 +122,7 @@ def _utc(value: Any) -> datetime | None:
     if value is None:
         return None
     parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def newest_migration() -> str:
@@ -140,15 +152,33 @@ def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
     try:
         return [
             InstalledServer(
-                server_id=r[0], qualified_name=r[1], source=r[2], version=r[3], package_type=r[4],
-                launch_spec=json.loads(r[5]), enabled=bool(r[6]), installed_at=_utc(r[7]), installed_by=r[8],
-                tools_hash=r[9], slug=r[10], title=r[11], tools=parse_tools(r[12]), tools_recorded=r[12] is not None,
-                pinned_tools=parse_tools(r[13]), live_tools=parse_tools(r[14]), pinned_hash=r[15], live_hash=r[16],
-                pinned_at=_utc(r[17]), pinned_version=r[18], tools_state=r[19] or "pinned",
-                tools_diff=json.loads(r[20]) if r[20] else None, needs_sign_in=bool(r[21]),
-                member_keys=tuple(json.loads(r[22])) if r[22] else (), artifact_digest=r[23],
+                server_id=r[0],
+                qualified_name=r[1],
+                source=r[2],
+                version=r[3],
+                package_type=r[4],
+                launch_spec=json.loads(r[5]),
+                enabled=bool(r[6]),
+                installed_at=_utc(r[7]),
+                installed_by=r[8],
+                tools_hash=r[9],
+                slug=r[10],
+                title=r[11],
+                tools=parse_tools(r[12]),
+                tools_recorded=r[12] is not None,
+                pinned_tools=parse_tools(r[13]),
+                live_tools=parse_tools(r[14]),
+                pinned_hash=r[15],
+                live_hash=r[16],
+                pinned_at=_utc(r[17]),
+                pinned_version=r[18],
+                tools_state=r[19] or "pinned",
+                tools_diff=json.loads(r[20]) if r[20] else None,
+                needs_sign_in=bool(r[21]),
+                member_keys=tuple(json.loads(r[22])) if r[22] else (),
+                artifact_digest=r[23],
                 env_keys=tuple(sorted(env.get(r[0], ()), key=lambda e: e.key)),
-            )  # fmt: skip
+            )
             for r in rows
         ]
     except (TypeError, ValueError):  # a row this reader cannot read: the real store can
@@ -162,8 +192,11 @@ def read_sqlite_audit(db_path: Path, limit: int | None = None) -> tuple[list[Aud
     if not _migrated(db_path):
         return None
     cut = f" LIMIT {max(int(limit), 0)}" if limit is not None else ""
-    rows = _read_only(db_path, "SELECT id, at, event, server_id, qualified_name, actor, old_hash, new_hash, detail "
-                               f"FROM mcp_audit ORDER BY id DESC{cut}")  # fmt: skip
+    rows = _read_only(
+        db_path,
+        "SELECT id, at, event, server_id, qualified_name, actor, old_hash, new_hash, detail "
+        f"FROM mcp_audit ORDER BY id DESC{cut}",
+    )
     pairs = _read_only(db_path, "SELECT event, COUNT(*) FROM mcp_audit GROUP BY event")
     if rows is None or pairs is None:
         return None

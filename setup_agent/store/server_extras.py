@@ -80,18 +80,27 @@ class ServerOffers:
     @classmethod
     def of(cls, row: ExtrasRow) -> ServerOffers:
         return cls(
-            row.server_id, parse_items(row.prompts_json, "name"), parse_items(row.live_prompts_json, "name"),
-            row.live_hash, row.prompts_state or "pinned", parse_items(row.resources_json, "uri"),
-            parse_items(row.templates_json, "uriTemplate"), parse_items(row.pinned_prompts_json, "name"),
+            row.server_id,
+            parse_items(row.prompts_json, "name"),
+            parse_items(row.live_prompts_json, "name"),
+            row.live_hash,
+            row.prompts_state or "pinned",
+            parse_items(row.resources_json, "uri"),
+            parse_items(row.templates_json, "uriTemplate"),
+            parse_items(row.pinned_prompts_json, "name"),
             frozenset(n for n in json.loads(row.hidden_tools_json or "[]") if isinstance(n, str)),
-        )  # fmt: skip
+        )
 
 
 class ServerExtras:
     """The store's part: record, read and approve what servers offer besides tools."""
 
     def set_offers(
-        self, server_id: str, *, prompts: Sequence[Mapping[str, Any]], resources: Sequence[Mapping[str, Any]],
+        self,
+        server_id: str,
+        *,
+        prompts: Sequence[Mapping[str, Any]],
+        resources: Sequence[Mapping[str, Any]],
         templates: Sequence[Mapping[str, Any]],
     ) -> bool:
         """Record what the server lists now (already redacted); True (and a change bump) when
@@ -110,8 +119,15 @@ class ServerExtras:
                 row.pinned_prompts_json, row.pinned_hash = live_text, digest
             verdict = reconcile(parse_tools(row.pinned_prompts_json), parse_tools(live_text))
             if digest != (row.live_hash or row.pinned_hash):
-                self._audit(s, "prompts_changed", server, "server", old=row.live_hash or row.pinned_hash, new=digest,  # type: ignore[attr-defined]
-                            detail=summarize(verdict.diff))  # fmt: skip
+                self._audit(
+                    s,
+                    "prompts_changed",
+                    server,
+                    "server",
+                    old=row.live_hash or row.pinned_hash,
+                    new=digest,  # type: ignore[attr-defined]
+                    detail=summarize(verdict.diff),
+                )
             row.live_prompts_json, row.live_hash = live_text, digest
             row.prompts_json = _tools_json(verdict.exposed)
             row.prompts_state = "changed" if verdict.needs_approval else "pinned"

@@ -55,8 +55,14 @@ class SharedSignIns:
         """A row for ``state``; ``exchange``: what the replica receiving the redirect needs to finish."""
         now = self._clock()
         sealed = None if exchange is None else self._vault.encrypt(json.dumps(exchange))
-        row = SignInRow(state_hash=_digest(state), owner=owner[:128], answer_encrypted=None, created_at=now,
-                        expires_at=now + timedelta(seconds=ttl_seconds), exchange_encrypted=sealed)  # fmt: skip
+        row = SignInRow(
+            state_hash=_digest(state),
+            owner=owner[:128],
+            answer_encrypted=None,
+            created_at=now,
+            expires_at=now + timedelta(seconds=ttl_seconds),
+            exchange_encrypted=sealed,
+        )
         with translated("record a sign-in"), self._sessions() as s, s.begin():
             s.execute(delete(SignInRow).where(SignInRow.expires_at <= now))  # any replica sweeps
             s.add(row)
@@ -66,8 +72,12 @@ class SharedSignIns:
         first one of a sign-in still open; False when unknown, answered already, taken or expired."""
         query = (
             update(SignInRow)
-            .where(SignInRow.state_hash == _digest(state), SignInRow.answer_encrypted.is_(None),
-                   SignInRow.exchange_encrypted.is_(None), SignInRow.expires_at > self._clock())  # fmt: skip
+            .where(
+                SignInRow.state_hash == _digest(state),
+                SignInRow.answer_encrypted.is_(None),
+                SignInRow.exchange_encrypted.is_(None),
+                SignInRow.expires_at > self._clock(),
+            )
             .values(answer_encrypted=self._vault.encrypt(json.dumps(response)))
         )
         with translated("answer a sign-in"), self._sessions() as s, s.begin():
@@ -81,8 +91,12 @@ class SharedSignIns:
         None when it has none, or is unknown, claimed already (a replayed redirect) or expired."""
         query = (
             update(SignInRow)
-            .where(SignInRow.state_hash == _digest(state), SignInRow.answer_encrypted.is_(None),
-                   SignInRow.exchange_encrypted.is_not(None), SignInRow.expires_at > self._clock())  # fmt: skip
+            .where(
+                SignInRow.state_hash == _digest(state),
+                SignInRow.answer_encrypted.is_(None),
+                SignInRow.exchange_encrypted.is_not(None),
+                SignInRow.expires_at > self._clock(),
+            )
             .values(answer_encrypted=self._vault.encrypt(json.dumps({"exchanging": True})))
             .returning(SignInRow.exchange_encrypted)
         )
@@ -107,8 +121,11 @@ class SharedSignIns:
         else None. Once only."""
         query = (
             delete(SignInRow)
-            .where(SignInRow.state_hash == _digest(state), SignInRow.answer_encrypted.is_not(None),
-                   SignInRow.exchange_encrypted.is_(None))  # fmt: skip
+            .where(
+                SignInRow.state_hash == _digest(state),
+                SignInRow.answer_encrypted.is_not(None),
+                SignInRow.exchange_encrypted.is_(None),
+            )
             .returning(SignInRow.answer_encrypted)
         )
         with translated("read a sign-in's answer"), self._sessions() as s, s.begin():

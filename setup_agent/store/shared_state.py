@@ -62,13 +62,18 @@ class SharedRefs(_Repo):
         super().__init__(store, clock=clock)
         self._vault = vault
 
-    def put(self, ref: str, key_name: str, value: SecretValue | None, *, ttl_seconds: float, prompt_id: str | None = None) -> None:
+    def put(
+        self, ref: str, key_name: str, value: SecretValue | None, *, ttl_seconds: float, prompt_id: str | None = None
+    ) -> None:
         now = self._clock()
         row = SecretRefRow(
-            ref_hash=ref_digest(ref), key_name=key_name, prompt_id=prompt_id, created_at=now,
+            ref_hash=ref_digest(ref),
+            key_name=key_name,
+            prompt_id=prompt_id,
+            created_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds),
             value_encrypted=self._vault.encrypt(value.reveal()) if value is not None else None,
-        )  # fmt: skip
+        )
         with translated("record a secret ref"), self._sessions() as s, s.begin():
             s.execute(delete(SecretRefRow).where(SecretRefRow.expires_at <= now - _GRACE))  # any replica sweeps
             s.add(row)
@@ -86,7 +91,9 @@ class SharedRefs(_Repo):
         query = (
             update(SecretRefRow)
             .where(where, SecretRefRow.value_encrypted.is_(None), SecretRefRow.expires_at > now)
-            .values(value_encrypted=self._vault.encrypt(value.reveal()), expires_at=now + timedelta(seconds=ttl_seconds))
+            .values(
+                value_encrypted=self._vault.encrypt(value.reveal()), expires_at=now + timedelta(seconds=ttl_seconds)
+            )
         )
         with translated("answer a secret ref"), self._sessions() as s, s.begin():
             return bool(s.execute(query).rowcount)
@@ -137,8 +144,13 @@ class SharedCapabilities(_Repo):
 
     def put(self, digest: str, item_id: str, action: str, *, ttl_seconds: float) -> None:
         now = self._clock()
-        row = CapabilityRow(digest=digest, item_id=item_id[:128], action=action,
-                            expires_at=now + timedelta(seconds=ttl_seconds), spent=False)  # fmt: skip
+        row = CapabilityRow(
+            digest=digest,
+            item_id=item_id[:128],
+            action=action,
+            expires_at=now + timedelta(seconds=ttl_seconds),
+            spent=False,
+        )
         with translated("record a link key"), self._sessions() as s, s.begin():
             s.execute(delete(CapabilityRow).where(CapabilityRow.expires_at <= now - _GRACE))
             s.add(row)
@@ -153,7 +165,9 @@ class SharedCapabilities(_Repo):
         """Spend the key (once, on any replica); False when it was spent or expired."""
         query = (
             update(CapabilityRow)
-            .where(CapabilityRow.digest == digest, CapabilityRow.spent.is_(False), CapabilityRow.expires_at > self._clock())
+            .where(
+                CapabilityRow.digest == digest, CapabilityRow.spent.is_(False), CapabilityRow.expires_at > self._clock()
+            )
             .values(spent=True)
         )
         with translated("spend a link key"), self._sessions() as s, s.begin():
@@ -167,10 +181,17 @@ class SharedCapabilities(_Repo):
 class SharedApprovals(_Repo):
     """``mcp_consent_approvals``: the user's approvals, remembered by fingerprint for every replica."""
 
-    def remember(self, fingerprint: str, server: str, decision: dict[str, Any], *, by: str | None, ttl_seconds: float) -> None:
+    def remember(
+        self, fingerprint: str, server: str, decision: dict[str, Any], *, by: str | None, ttl_seconds: float
+    ) -> None:
         now = self._clock()
-        row = ApprovalRow(fingerprint=fingerprint, server=server[:256], decision_json=json.dumps(decision, sort_keys=True),
-                          approved_by=(by or "")[:128] or None, expires_at=now + timedelta(seconds=ttl_seconds))  # fmt: skip
+        row = ApprovalRow(
+            fingerprint=fingerprint,
+            server=server[:256],
+            decision_json=json.dumps(decision, sort_keys=True),
+            approved_by=(by or "")[:128] or None,
+            expires_at=now + timedelta(seconds=ttl_seconds),
+        )
         with translated("remember an approval"), self._sessions() as s, s.begin():
             s.execute(delete(ApprovalRow).where(ApprovalRow.expires_at <= now))
             s.merge(row)
@@ -200,11 +221,14 @@ class SharedGuardCounts(_Repo):
             .values(principal=principal[:256], refusals=1, locked=limit <= 1, updated_at=now)
             .on_conflict_do_update(
                 index_elements=[GuardCountRow.principal],
-                set_={"refusals": GuardCountRow.refusals + 1, "updated_at": now,
-                      "locked": GuardCountRow.locked | (GuardCountRow.refusals + 1 >= limit)},
+                set_={
+                    "refusals": GuardCountRow.refusals + 1,
+                    "updated_at": now,
+                    "locked": GuardCountRow.locked | (GuardCountRow.refusals + 1 >= limit),
+                },
             )
             .returning(GuardCountRow.refusals, GuardCountRow.locked)
-        )  # fmt: skip
+        )
         with translated("count a refused call"), self._sessions() as s, s.begin():
             refusals, locked = s.execute(query).one()
             return int(refusals), bool(locked)

@@ -65,7 +65,9 @@ class Tokens:
         with translated(f"create the token {name}"), self._sessions() as s, s.begin():
             row = s.get(TokenRow, name, with_for_update=True)
             if row is not None and row.revoked_at is None:
-                raise InvalidInput(f"A token named {name} already exists; revoke it first (mcp-setup token revoke {name}).")
+                raise InvalidInput(
+                    f"A token named {name} already exists; revoke it first (mcp-setup token revoke {name})."
+                )
             if row is None:
                 s.add(TokenRow(name=name, token_hash=hash_token(token), created_at=self._clock(), admin=bool(admin)))
             else:
@@ -83,7 +85,9 @@ class Tokens:
         member's own values are deleted (audited), so every instance ends their sessions."""
         with translated(f"revoke the token {name}"), self._sessions() as s, s.begin():
             done = s.execute(
-                update(TokenRow).where(TokenRow.name == name, TokenRow.revoked_at.is_(None)).values(revoked_at=self._clock())
+                update(TokenRow)
+                .where(TokenRow.name == name, TokenRow.revoked_at.is_(None))
+                .values(revoked_at=self._clock())
             )
             if not done.rowcount:
                 raise NotFound(f"No active token is named {name} (mcp-setup token list lists them).")
@@ -104,4 +108,3 @@ class Tokens:
         with translated("check a token"), self._sessions() as s:
             row = s.scalars(query).first()
             return TokenInfo(row.name, row.created_at, row.revoked_at, bool(row.admin)) if row is not None else None
-

@@ -56,8 +56,15 @@ class ToolPins:
             verdict = reconcile(parse_tools(row.pinned_tools_json), parse_tools(live_text))
             previous = row.live_hash or row.pinned_hash
             if digest != previous:
-                self._audit(s, "tools_changed", row, "server", old=previous, new=digest,
-                            detail=summarize(verdict.diff) + ("" if verdict.needs_approval else "; pinned forms kept"))
+                self._audit(
+                    s,
+                    "tools_changed",
+                    row,
+                    "server",
+                    old=previous,
+                    new=digest,
+                    detail=summarize(verdict.diff) + ("" if verdict.needs_approval else "; pinned forms kept"),
+                )
             if not verdict.needs_approval:
                 state = "pinned"
             else:
@@ -109,7 +116,14 @@ class ToolPins:
 
     # -- audit ---------------------------------------------------------------------
     def _audit(
-        self, s: Session, event: str, row: ServerRow, actor: str, *, old: str | None = None, new: str | None = None,
+        self,
+        s: Session,
+        event: str,
+        row: ServerRow,
+        actor: str,
+        *,
+        old: str | None = None,
+        new: str | None = None,
         detail: str | None = None,
     ) -> None:
         """Append one row, chained to the last (its id and hash taken under a lock on PostgreSQL:
@@ -118,10 +132,17 @@ class ToolPins:
             s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": AUDIT_LOCK})
         last = s.execute(select(AuditRow.id, AuditRow.row_hash).order_by(AuditRow.id.desc()).limit(1)).first()
         prev, next_id = (last.row_hash or GENESIS, last.id + 1) if last is not None else (GENESIS, 1)
-        fields = dict(
-            id=next_id, at=_aware(self._clock()), event=event, server_id=row.server_id, qualified_name=row.qualified_name,
-            actor=(actor or "unknown")[:128], old_hash=old, new_hash=new, detail=detail and detail[:512],
-        )  # fmt: skip
+        fields = {
+            "id": next_id,
+            "at": _aware(self._clock()),
+            "event": event,
+            "server_id": row.server_id,
+            "qualified_name": row.qualified_name,
+            "actor": (actor or "unknown")[:128],
+            "old_hash": old,
+            "new_hash": new,
+            "detail": detail and detail[:512],
+        }
         s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_digest(prev, **fields)))
         s.flush()  # the next row of the same transaction chains to this one
 

@@ -70,7 +70,9 @@ class Served:
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.base, timeout=kwargs.pop("timeout", 30), trust_env=False, **kwargs)
 
-    def rpc(self, method: str, params: dict[str, Any] | None = None, *, req_id: int = 1, **headers: str) -> dict[str, Any]:
+    def rpc(
+        self, method: str, params: dict[str, Any] | None = None, *, req_id: int = 1, **headers: str
+    ) -> dict[str, Any]:
         with self.client() as http:
             body = {"jsonrpc": "2.0", "id": req_id, "method": method, "params": params or {}}
             response = http.post("/rpc", json=body, headers=self.headers(**headers))
@@ -95,7 +97,12 @@ class Served:
 
 
 def start_serve(
-    root: Path, catalog: Path | None = None, *, timeout: float = scaled(30.0), argv: list[str] | None = None, **extra_env: str
+    root: Path,
+    catalog: Path | None = None,
+    *,
+    timeout: float = scaled(30.0),
+    argv: list[str] | None = None,
+    **extra_env: str,
 ) -> Served:
     """``mcp-setup serve`` on a free port (``argv``: another ``mcp-setup`` to run, e.g. an installed wheel's)."""
     env = face_env(root, **{"MCP_SETUP_REGISTRIES": "local", **extra_env})
@@ -158,12 +165,10 @@ def stop_serve(served: Served, sig: int = signal.SIGINT, timeout: float = scaled
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(scaled(10))
-            raise AssertionError(f"mcp-setup serve did not stop within {timeout}s after signal {sig}")
+            raise AssertionError(f"mcp-setup serve did not stop within {timeout}s after signal {sig}") from None
     if proc.stdout is not None:
         proc.stdout.close()
     return proc.returncode
-
-
 
 
 def raw_handshake(port: int, *, host: str, headers: dict[str, str] | None = None, path: str = "/ws") -> int:

@@ -50,7 +50,10 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         # Replace a key from the card: the secret box, then the test; a refused value changes nothing.
         wrong = "wrong-" + canary[::-1]
         status = more.locator(".rotate-status")
-        for value, said in ((wrong, "The old value of STUB_API_KEY stays."), (canary, "using the new STUB_API_KEY; it is stored")):
+        for value, said in (
+            (wrong, "The old value of STUB_API_KEY stays."),
+            (canary, "using the new STUB_API_KEY; it is stored"),
+        ):
             more.get_by_role("button", name="Replace STUB_API_KEY").click()
             box = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
             expect(box).to_contain_text("It is tested with io.github.mcp-setup/stub before it replaces the old one")
@@ -85,8 +88,9 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         update.click()
         consent = page.get_by_role("dialog", name=re.compile("Allow mcp-setup to run"))
         consent.get_by_role("button", name="Approve").click()
-        expect(status).to_have_text(re.compile(rf"✓ Updated {re.escape(STUB)} from 1\.0\.0 to 2\.0\.0 \(\d+ tools\)\."),
-                                    timeout=scaled(60_000))  # fmt: skip
+        expect(status).to_have_text(
+            re.compile(rf"✓ Updated {re.escape(STUB)} from 1\.0\.0 to 2\.0\.0 \(\d+ tools\)\."), timeout=scaled(60_000)
+        )
         expect(card.locator(".meta")).to_contain_text("version 2.0.0")
         expect(card.locator(".badge")).to_have_text("Connected")
         expect(card.locator(".server-more")).to_have_attribute("open", "")  # still open on the card drawn again
@@ -102,8 +106,12 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         status = card.locator(".update-status")
         expect(status).to_have_text("Version 3.0.0 is available (this is 2.0.0).")
         card.get_by_role("button", name=f"Update {STUB} to 3.0.0").click()
-        page.get_by_role("dialog", name=re.compile("Allow mcp-setup to run")).get_by_role("button", name="Approve").click()
-        expect(status).to_contain_text("Version 3.0.0 did not answer, so 2.0.0 stays installed. ", timeout=scaled(60_000))
+        page.get_by_role("dialog", name=re.compile("Allow mcp-setup to run")).get_by_role(
+            "button", name="Approve"
+        ).click()
+        expect(status).to_contain_text(
+            "Version 3.0.0 did not answer, so 2.0.0 stays installed. ", timeout=scaled(60_000)
+        )
         expect(status).to_contain_text("invalid API key for STUB_API_KEY")
         expect(status).to_have_class(re.compile("error"))
         expect(card.locator(".meta")).to_contain_text("version 2.0.0")

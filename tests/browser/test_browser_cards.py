@@ -22,8 +22,11 @@ from tests.timeouts import scaled
 def _server_json(name: str, package: dict[str, Any]) -> dict[str, Any]:
     return {
         "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": name, "description": f"Card test server {name}.", "version": "1.0.0", "packages": [package],
-    }  # fmt: skip
+        "name": name,
+        "description": f"Card test server {name}.",
+        "version": "1.0.0",
+        "packages": [package],
+    }
 
 
 def _env(name: str, *, secret: bool) -> dict[str, Any]:
@@ -36,9 +39,12 @@ def test_search_cards_show_the_package_type_the_keys_and_whether_it_runs_here(
     catalog = make_catalog(tmp_path, canary)
     npm = {"registryType": "npm", "identifier": "@cards/npm-server", "version": "1.0.0", "transport": {"type": "stdio"}}
     nuget = {
-        "registryType": "nuget", "identifier": "Cards.Nuget", "version": "1.0.0", "transport": {"type": "stdio"},
+        "registryType": "nuget",
+        "identifier": "Cards.Nuget",
+        "version": "1.0.0",
+        "transport": {"type": "stdio"},
         "environmentVariables": [_env("CARDS_TOKEN", secret=True), _env("CARDS_REGION", secret=False)],
-    }  # fmt: skip
+    }
     (catalog / "npm.json").write_text(json.dumps(_server_json("io.example.cards/npm-card", npm)))
     (catalog / "nuget.json").write_text(json.dumps(_server_json("io.example.cards/nuget-card", nuget)))
     # This computer has npx (a stand-in that is never run) and no dnx.

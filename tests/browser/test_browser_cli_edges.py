@@ -23,9 +23,11 @@ def test_a_failed_registry_is_named_with_its_reason_and_enter_stops_the_run(
     browser: Any, artifacts: Path, tmp_path: Path, canary: str
 ) -> None:
     served = start_serve(
-        tmp_path, make_catalog(tmp_path, canary),
-        MCP_SETUP_REGISTRIES="local,official", MCP_SETUP_OFFICIAL_REGISTRY_URL=f"http://127.0.0.1:{closed_port()}",
-    )  # fmt: skip
+        tmp_path,
+        make_catalog(tmp_path, canary),
+        MCP_SETUP_REGISTRIES="local,official",
+        MCP_SETUP_OFFICIAL_REGISTRY_URL=f"http://127.0.0.1:{closed_port()}",
+    )
     try:
         context, page, watch = open_page(browser, served)
         page.get_by_role("button", name="Add MCP server…").click()

@@ -41,8 +41,12 @@ CURSOR_JSONC = '{\n  // my own note\n  "mcpServers": {}\n}\n'
 async def list_and_call(entry: dict[str, Any], home: Path, stderr: Path) -> tuple[set[str], str]:
     """The SDK's client started as the config entry says (command, args, env: nothing else of ours),
     with the little Claude Desktop passes of its own environment (HOME, PATH)."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
-           **entry.get("env", {})}  # fmt: skip
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
+        **entry.get("env", {}),
+    }
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
     with stderr.open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
@@ -55,8 +59,9 @@ async def list_and_call(entry: dict[str, Any], home: Path, stderr: Path) -> tupl
 def everything() -> Iterator[tuple[dict[str, Any], FakeOfficialRegistry]]:
     """server-everything's registry entry, with a secret it does not need, on a loopback official registry."""
     entry = everything_entry()
-    entry["packages"][0]["environmentVariables"] = [{"name": TOKEN, "description": "A token the server does not need", "isSecret": True,
-                                                    "isRequired": True}]
+    entry["packages"][0]["environmentVariables"] = [
+        {"name": TOKEN, "description": "A token the server does not need", "isSecret": True, "isRequired": True}
+    ]
     with FakeOfficialRegistry([entry]) as registry:
         yield entry, registry
 
@@ -66,8 +71,12 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
 ) -> None:
     assert shutil.which("npx"), "npx is needed for this test (Debian: apt-get install nodejs npm)"
     listed, registry = everything
-    served = start_serve(tmp_path, MCP_SETUP_REGISTRIES="official", MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
-                         MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(240)))  # fmt: skip
+    served = start_serve(
+        tmp_path,
+        MCP_SETUP_REGISTRIES="official",
+        MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
+        MCP_SETUP_PROBE_TIMEOUT_SECONDS=str(scaled(240)),
+    )
     home = Path(served.env["HOME"])
     (home / ".config" / "Claude").mkdir(parents=True)
     (home / ".cursor").mkdir()
@@ -82,8 +91,12 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         dialog.get_by_label(f"Your {TOKEN}").fill(canary)
         dialog.get_by_role("button", name="Save").click()
         # npx fetches the package first (20+ s from the npm registry)
-        expect(page.locator(".result-card.installed")).to_contain_text("Installed and connected", timeout=scaled(240_000))
-        expect(page.locator(".result-card.installed")).not_to_contain_text("srv_")  # the id is the agent's, not the person's
+        expect(page.locator(".result-card.installed")).to_contain_text(
+            "Installed and connected", timeout=scaled(240_000)
+        )
+        expect(page.locator(".result-card.installed")).not_to_contain_text(
+            "srv_"
+        )  # the id is the agent's, not the person's
 
         # The next part: the clients found here, the /mcp address, the tools as a client names them.
         part = page.locator(".clients-card")

@@ -10,7 +10,6 @@ the tab, where Deny ends it. The canary is in no frame, no page and no log.
 from __future__ import annotations
 
 import json
-
 import re
 from pathlib import Path
 from typing import Any
@@ -125,7 +124,9 @@ def test_a_deny_is_drawn_as_the_persons_own_choice_in_their_words(
         expect(consent).to_be_visible()
         consent.get_by_role("button", name="Deny").click()
         expect(consent).to_be_hidden()
-        expect(page.locator(".own-choice").first).to_contain_text("You did not allow it. Nothing was run.", timeout=60_000)
+        expect(page.locator(".own-choice").first).to_contain_text(
+            "You did not allow it. Nothing was run.", timeout=60_000
+        )
         shot(page, artifacts, "consent-deny-own-choice", full_page=False)
         thread = page.locator("main").inner_text()
         assert "the name you gave" not in thread, thread

@@ -119,7 +119,9 @@ def test_a_person_adds_the_stub_server_with_a_wrong_key_first_sees_it_connected_
         expect(problem).to_contain_text("The server refused the settings it was given")
         first_test = page.locator(".steps").first
         expect(first_test.locator("[data-stage=handshake]")).to_have_attribute("data-status", "failed")
-        expect(first_test.locator("[data-stage=downloading]")).to_have_attribute("data-status", "done")  # an MCPB bundle
+        expect(first_test.locator("[data-stage=downloading]")).to_have_attribute(
+            "data-status", "done"
+        )  # an MCPB bundle
         expect(first_test.locator("[data-stage=tools_listed]")).to_have_attribute("data-status", "pending")
         retry = page.get_by_role("button", name="Re-enter STUB_API_KEY")
         expect(retry).to_be_visible()

@@ -41,7 +41,9 @@ def test_the_consent_page_is_styled_with_deny_as_the_safe_default(
         deny = page.get_by_role("button", name="Deny")
         approve = page.get_by_role("button", name="Approve")
         expect(deny).to_be_focused()  # Enter or a stray key press denies
-        assert "primary" in (deny.get_attribute("class") or "") and "primary" not in (approve.get_attribute("class") or "")
+        assert "primary" in (deny.get_attribute("class") or "") and "primary" not in (
+            approve.get_attribute("class") or ""
+        )
         first = page.locator(".buttons button").first
         assert first.inner_text() == "Deny"
         background = page.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -61,7 +63,9 @@ def test_the_consent_page_is_styled_with_deny_as_the_safe_default(
         context.close()
 
 
-def test_the_secret_page_shares_the_style_and_its_submit_is_the_main_button(browser: Any, artifacts: Path, pages) -> None:
+def test_the_secret_page_shares_the_style_and_its_submit_is_the_main_button(
+    browser: Any, artifacts: Path, pages
+) -> None:
     server, _ = pages
     prompt = server.broker.open("API_KEY", "Paste your key", server="example")
     context = browser.new_context(viewport=PHONE)

@@ -48,13 +48,16 @@ def test_a_person_sees_the_changed_tools_escaped_in_the_modal_and_approves_them(
         secret.get_by_role("button", name="Save").click()
         expect(secret).to_be_hidden()
         installed = served.rpc(
-            "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["result"]["ref"]}}
+            "mcp_setup_install_and_connect",
+            {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["result"]["ref"]}},
         )["result"]
         assert installed["status"] == "connected", installed
         server_id = installed["server_id"]
 
         tools_file = tmp_path / "data" / "servers" / server_id / flag
-        tools_file.write_text(json.dumps({"extra": [{"name": "exfiltrate", "description": PAYLOAD, "inputSchema": {"type": "object"}}]}))
+        tools_file.write_text(
+            json.dumps({"extra": [{"name": "exfiltrate", "description": PAYLOAD, "inputSchema": {"type": "object"}}]})
+        )
         served.rpc("servers.reconnect", {"server_id": server_id})
 
         consent = page.get_by_role("dialog", name=re.compile(r"Approve the changed tools of"))
@@ -86,9 +89,13 @@ def test_a_person_sees_the_changed_tools_escaped_in_the_modal_and_approves_them(
     log = served.stderr()
     assert canary not in log
     assert "the tools of io.github.mcp-setup/stub changed since they were approved (1 added (exfiltrate))" in log
-    done = subprocess.run(mcp_setup_argv("audit", "--json"), env=served.env, cwd=str(REPO), capture_output=True, timeout=scaled(60))
+    done = subprocess.run(
+        mcp_setup_argv("audit", "--json"), env=served.env, cwd=str(REPO), capture_output=True, timeout=scaled(60)
+    )
     rows = json.loads(done.stdout)["audit"]
     assert [(r["event"], r["actor"]) for r in rows] == [
-        ("installed", "ui"), ("tools_changed", "server"), ("tools_approved", "user:web"),
-    ]  # fmt: skip
+        ("installed", "ui"),
+        ("tools_changed", "server"),
+        ("tools_approved", "user:web"),
+    ]
     assert canary not in done.stdout.decode()

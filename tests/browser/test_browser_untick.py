@@ -33,11 +33,17 @@ def listed_and_refused(served: Any, tool: str) -> tuple[set[str], dict[str, Any]
     async def talk() -> tuple[set[str], dict[str, Any]]:
         with anyio.fail_after(scaled(60)):
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=scaled(30))
-            async with http, Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client:
+            async with (
+                http,
+                Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
+            ):
                 names = {t.name for t in (await client.list_tools()).tools}
                 answered = await client.call_tool(tool, {})
-                return names, {"isError": answered.is_error, "structured": answered.structured_content,
-                               "text": answered.content[0].text}  # type: ignore[union-attr]
+                return names, {
+                    "isError": answered.is_error,
+                    "structured": answered.structured_content,
+                    "text": answered.content[0].text,
+                }  # type: ignore[union-attr]
 
     with anyio.from_thread.start_blocking_portal() as portal:
         return portal.call(talk)
@@ -60,15 +66,19 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         expect(consent).to_be_visible(timeout=scaled(60_000))
         tools = consent.locator("#consent-tools")
         expect(tools).to_contain_text("Tools it gives your assistant")
-        echo, whoami = consent.get_by_role("checkbox", name=re.compile("^echo")), consent.get_by_role(
-            "checkbox", name=re.compile("^whoami"))
+        echo, whoami = (
+            consent.get_by_role("checkbox", name=re.compile("^echo")),
+            consent.get_by_role("checkbox", name=re.compile("^whoami")),
+        )
         expect(echo).to_be_checked()
         expect(whoami).to_be_checked()
         expect(tools).to_contain_text("You keep 2 of its 2 tools")
         expect(tools).to_contain_text("Echo the given text back.")
         whoami.uncheck()
         expect(tools).to_contain_text("You keep 1 of its 2 tools")
-        expect(tools.locator("#consent-tools-note code")).to_have_text("mcp-setup enable io.github.mcp-setup/stub --tool TOOL")
+        expect(tools.locator("#consent-tools-note code")).to_have_text(
+            "mcp-setup enable io.github.mcp-setup/stub --tool TOOL"
+        )
         tools.scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts / "29-untick-modal-1280.png"))
         echo.uncheck()

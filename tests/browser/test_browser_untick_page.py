@@ -52,7 +52,8 @@ class Person:
             await expect(whoami).to_be_checked()
             await expect(tab.locator("main")).to_contain_text("Its 2 tools add about")
             await expect(tab.locator("main code", has_text="--tool")).to_have_text(
-                "mcp-setup enable io.github.mcp-setup/stub --tool TOOL")  # this server's name, not a placeholder
+                "mcp-setup enable io.github.mcp-setup/stub --tool TOOL"
+            )  # this server's name, not a placeholder
             await whoami.uncheck()
             await tools.scroll_into_view_if_needed()
             await tab.screenshot(path=str(self.artifacts / "29-untick-page-1280.png"))
@@ -73,15 +74,20 @@ async def test_a_person_unticks_a_tool_on_the_consent_page_and_the_client_neithe
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog), MCP_SETUP_CONSENT="ask")
     recorder = Recorder()
     async with async_playwright() as p:
-        chromium = await p.chromium.launch(executable_path=str(_chromium()), args=CHROMIUM_ARGS,
-                                           env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})  # fmt: skip
+        chromium = await p.chromium.launch(
+            executable_path=str(_chromium()), args=CHROMIUM_ARGS, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        )
         person = Person(chromium, canary, artifacts)
         try:
             with anyio.fail_after(scaled(120)):
-                async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env,
-                                            elicitation_callback=person) as client:  # fmt: skip
-                    secret = await call(client, "mcp_setup_request_secret",
-                                        {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB})  # fmt: skip
+                async with mcp_setup_client(
+                    tmp_path, tmp_path / "stderr.log", recorder, env=env, elicitation_callback=person
+                ) as client:
+                    secret = await call(
+                        client,
+                        "mcp_setup_request_secret",
+                        {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB},
+                    )
                     args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}}
                     assert (await call(client, "mcp_setup_test_connection", args)).get("ok") is True
                     installed = await call(client, "mcp_setup_install_and_connect", args)

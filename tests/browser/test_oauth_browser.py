@@ -40,10 +40,18 @@ async def chromium(tmp_path: Path) -> AsyncIterator[Any]:
     from playwright.async_api import async_playwright
 
     home = tmp_path / "chromium-home"
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "PATH": os.environ.get("PATH", ""), "LANG": "en_US.UTF-8", "TZ": "UTC"}  # fmt: skip
+    env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "PATH": os.environ.get("PATH", ""),
+        "LANG": "en_US.UTF-8",
+        "TZ": "UTC",
+    }
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS, env=env, timeout=scaled(30_000))
+        browser = await p.chromium.launch(
+            executable_path=str(executable), args=CHROMIUM_ARGS, env=env, timeout=scaled(30_000)
+        )
         try:
             yield browser
         finally:

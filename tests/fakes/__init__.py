@@ -129,9 +129,7 @@ class FakeHTTPServer:
         sock.bind(("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        config = uvicorn.Config(
-            self.build_app(), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-        )
+        config = uvicorn.Config(self.build_app(), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
         self._server = _Server(config, self)
         self._ready.clear()
         self._thread = threading.Thread(

@@ -68,7 +68,11 @@ class NpmRegistry:
 
 @contextmanager
 def serve_npm_package(
-    name: str, version: str, *, trickle_seconds: float = 0.0, scripts: dict[str, str] | None = None,
+    name: str,
+    version: str,
+    *,
+    trickle_seconds: float = 0.0,
+    scripts: dict[str, str] | None = None,
     bins: dict[str, str] | None = None,
 ) -> Iterator[NpmRegistry]:
     tarball = stub_npm_package(name, version, scripts, bins)
@@ -83,14 +87,20 @@ def serve_npm_package(
                 doc = {
                     "name": name,
                     "dist-tags": {"latest": version},
-                    "versions": {version: {
-                        "name": name, "version": version,
-                        "bin": {name: "bin.js", **{cmd: f"bin-{cmd}.sh" for cmd in bins or {}}},
-                        **({"scripts": scripts, "hasInstallScript": True} if scripts else {}),
-                        "dist": {"tarball": f"{registry.url}/{name}/-/{name}-{version}.tgz",
-                                 "shasum": shasum, "integrity": integrity},
-                    }},
-                }  # fmt: skip
+                    "versions": {
+                        version: {
+                            "name": name,
+                            "version": version,
+                            "bin": {name: "bin.js", **{cmd: f"bin-{cmd}.sh" for cmd in bins or {}}},
+                            **({"scripts": scripts, "hasInstallScript": True} if scripts else {}),
+                            "dist": {
+                                "tarball": f"{registry.url}/{name}/-/{name}-{version}.tgz",
+                                "shasum": shasum,
+                                "integrity": integrity,
+                            },
+                        }
+                    },
+                }
                 self.send_body(json.dumps(doc).encode(), "application/json")
             elif self.path.endswith(".tgz"):
                 registry.tarball_requests.append(self.path)

@@ -130,18 +130,27 @@ class FakeProvider:
         refresh = "rt-" + secrets.token_urlsafe(24)
         with self.lock:
             self.access[access] = AccessToken(
-                token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + self.access_ttl,
-                resource=resource, subject="user-1",
-            )  # fmt: skip
+                token=access,
+                client_id=client_id,
+                scopes=scopes,
+                expires_at=int(time.time()) + self.access_ttl,
+                resource=resource,
+                subject="user-1",
+            )
             self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
             self.issued_access.append(access)
             self.issued_refresh.append(refresh)
         return OAuthToken(
-            access_token=access, token_type="Bearer", expires_in=self.access_ttl, refresh_token=refresh,
+            access_token=access,
+            token_type="Bearer",
+            expires_in=self.access_ttl,
+            refresh_token=refresh,
             scope=" ".join(scopes),
-        )  # fmt: skip
+        )
 
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull, code: AuthorizationCode) -> OAuthToken:
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, code: AuthorizationCode
+    ) -> OAuthToken:
         self.codes.pop(code.code, None)
         return self._issue(client.client_id, code.scopes, code.resource)
 
@@ -195,9 +204,11 @@ def _consent_page(provider: FakeProvider) -> list[Route]:
 
     async def metadata(request: Request) -> Response:
         doc = build_metadata(
-            AnyHttpUrl(provider.issuer), None, ClientRegistrationOptions(enabled=True, valid_scopes=provider.scopes),
+            AnyHttpUrl(provider.issuer),
+            None,
+            ClientRegistrationOptions(enabled=True, valid_scopes=provider.scopes),
             RevocationOptions(enabled=True),
-        ).model_dump(mode="json", exclude_none=True)  # fmt: skip
+        ).model_dump(mode="json", exclude_none=True)
         doc.update(provider.metadata_patch)
         return JSONResponse(doc)
 

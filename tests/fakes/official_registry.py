@@ -68,9 +68,7 @@ class FakeOfficialRegistry(FakeHTTPServer):
             meta = e.setdefault("_meta", {}).setdefault(_META, {})
             meta.setdefault("isLatest", last[e["server"]["name"]] == i)
             meta.setdefault("status", "active")
-        self.entries = sorted(
-            wrapped, key=lambda e: (e["server"]["name"], e["_meta"][_META].get("publishedAt") or "")
-        )
+        self.entries = sorted(wrapped, key=lambda e: (e["server"]["name"], e["_meta"][_META].get("publishedAt") or ""))
 
     def down_response(self) -> Response:
         return problem(500, "Internal Server Error", "The fake registry is down (test switch).")

@@ -111,9 +111,7 @@ class PypiIndex:
 
 
 @contextmanager
-def serve_pypi_package(
-    name: str, file: tuple[str, bytes], *, trickle_seconds: float = 0.0
-) -> Iterator[PypiIndex]:
+def serve_pypi_package(name: str, file: tuple[str, bytes], *, trickle_seconds: float = 0.0) -> Iterator[PypiIndex]:
     filename, body = file
     meta = _metadata(name, filename.split("-")[1]) if filename.endswith(".whl") else None
     holder: dict[str, PypiIndex] = {}

@@ -26,8 +26,15 @@ from dataclasses import dataclass, field
 from tests.fakes.loopback import TrickleHandler, serve_loopback
 from tests.stub_server.bundle import SERVER_PY
 
-__all__ = ["Dist", "ProjectIndex", "executable_mismatch", "fastmcp_projects", "needs_python", "serve_pypi_projects",
-           "wheel"]
+__all__ = [
+    "Dist",
+    "ProjectIndex",
+    "executable_mismatch",
+    "fastmcp_projects",
+    "needs_python",
+    "serve_pypi_projects",
+    "wheel",
+]
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -46,8 +53,13 @@ def _norm(name: str) -> str:
 
 
 def wheel(
-    name: str, version: str, files: Mapping[str, bytes], *, scripts: Mapping[str, str] | None = None,
-    requires: Sequence[str] = (), requires_python: str | None = None,
+    name: str,
+    version: str,
+    files: Mapping[str, bytes],
+    *,
+    scripts: Mapping[str, str] | None = None,
+    requires: Sequence[str] = (),
+    requires_python: str | None = None,
 ) -> Dist:
     """A py3-none-any wheel holding ``files``, with console ``scripts`` (name → ``module:func``)."""
     mod = name.replace("-", "_")
@@ -58,7 +70,9 @@ def wheel(
         meta += f"Requires-Python: {requires_python}\n"
     content = dict(files)
     content[f"{info}/METADATA"] = meta.encode()
-    content[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: mcp-setup-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    content[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: mcp-setup-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     if scripts:
         content[f"{info}/entry_points.txt"] = (
             "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items())
@@ -128,14 +142,16 @@ def serve_pypi_projects(dists: Sequence[Dist]) -> Iterator[ProjectIndex]:
             holder["i"].requests.append(self.path)
             path = self.path.split("?", 1)[0]
             if path.startswith("/simple/"):
-                project = _norm(path[len("/simple/"):].strip("/"))
+                project = _norm(path[len("/simple/") :].strip("/"))
                 links = []
                 for d in by_project.get(project, []):
                     sha = hashlib.sha256(d.metadata).hexdigest()
                     attrs = f'href="/files/{d.filename}#sha256={hashlib.sha256(d.body).hexdigest()}"'
                     attrs += f' data-dist-info-metadata="sha256={sha}" data-core-metadata="sha256={sha}"'
                     if d.requires_python:
-                        attrs += f' data-requires-python="{d.requires_python.replace(">", "&gt;").replace("<", "&lt;")}"'
+                        attrs += (
+                            f' data-requires-python="{d.requires_python.replace(">", "&gt;").replace("<", "&lt;")}"'
+                        )
                     links.append(f"<a {attrs}>{d.filename}</a>")
                 if not links:
                     self.send_body(b"not found", "text/plain", status=404)

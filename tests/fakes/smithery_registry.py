@@ -32,12 +32,35 @@ __all__ = ["DEFAULT_API_KEY", "FakeSmitheryRegistry", "default_servers"]
 
 DEFAULT_API_KEY = "fake-smithery-key"
 SUMMARY_FIELDS = (
-    "id", "qualifiedName", "namespace", "slug", "displayName", "description", "iconUrl", "verified",
-    "useCount", "remote", "isDeployed", "createdAt", "homepage", "bySmithery", "owner", "score",
+    "id",
+    "qualifiedName",
+    "namespace",
+    "slug",
+    "displayName",
+    "description",
+    "iconUrl",
+    "verified",
+    "useCount",
+    "remote",
+    "isDeployed",
+    "createdAt",
+    "homepage",
+    "bySmithery",
+    "owner",
+    "score",
 )
 SERVER_FIELDS = (
-    "qualifiedName", "displayName", "description", "iconUrl", "remote", "deploymentUrl",
-    "connections", "security", "tools", "resources", "prompts",
+    "qualifiedName",
+    "displayName",
+    "description",
+    "iconUrl",
+    "remote",
+    "deploymentUrl",
+    "connections",
+    "security",
+    "tools",
+    "resources",
+    "prompts",
 )
 
 

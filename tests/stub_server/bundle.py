@@ -115,8 +115,15 @@ def build_stub_bundle(
     the sandbox tests)."""
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    manifest = stub_manifest(key_name=key_name, expected_value=expected_value, mode=mode, name=name, version=version,
-                             user_config_key=user_config_key, extra_env=extra_env)
+    manifest = stub_manifest(
+        key_name=key_name,
+        expected_value=expected_value,
+        mode=mode,
+        name=name,
+        version=version,
+        user_config_key=user_config_key,
+        extra_env=extra_env,
+    )
     path = dest_dir / f"{name}-{version}.mcpb"
     tmp = path.with_suffix(".mcpb.tmp")
     with zipfile.ZipFile(tmp, "w") as zf:
@@ -207,7 +214,10 @@ def stub_catalog(root: Path, expected: str | None, *, name: str = "io.github.mcp
 
 
 def zip_files(
-    path: Path, files: dict[str, bytes | str], *, modes: dict[str, int] | None = None,
+    path: Path,
+    files: dict[str, bytes | str],
+    *,
+    modes: dict[str, int] | None = None,
     symlinks: dict[str, str] | None = None,
 ) -> Path:
     """A hand-made archive at ``path``: regular ``files`` (mode 0o644 unless ``modes`` says) and

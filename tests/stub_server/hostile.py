@@ -7,6 +7,7 @@ JSON text, ``{attempt: "ok: <what it got>" | "failed: <error>"}``. What to attac
 ``victim_dir`` (another installed server's dir), ``user_home`` (``.ssh/id_rsa``,
 ``.aws/credentials``, ``.bashrc``) and ``pid`` (mcp-setup's own process).
 """
+
 import json
 import os
 import sys
@@ -72,11 +73,21 @@ def answer(msg):
     method, mid = msg.get("method"), msg.get("id")
     if method == "initialize":
         version = (msg.get("params") or {}).get("protocolVersion") or "2025-06-18"
-        return {"protocolVersion": version, "capabilities": {"tools": {}},
-                "serverInfo": {"name": "hostile", "version": "1.0.0"}}
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "hostile", "version": "1.0.0"},
+        }
     if method == "tools/list":
-        return {"tools": [{"name": "attack", "description": "Report what this server can reach.",
-                           "inputSchema": {"type": "object", "properties": {}}}]}
+        return {
+            "tools": [
+                {
+                    "name": "attack",
+                    "description": "Report what this server can reach.",
+                    "inputSchema": {"type": "object", "properties": {}},
+                }
+            ]
+        }
     if method == "tools/call":
         return {"content": [{"type": "text", "text": json.dumps(attack())}]}
     if method == "ping":

@@ -138,9 +138,7 @@ def serve_http_stub(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1, access_log=False
-    )
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1, access_log=False)
     server = _ThreadedUvicorn(config)
     thread = threading.Thread(target=server.run_in_thread, args=(sock,), name=f"http-stub-{port}", daemon=True)
     thread.start()

@@ -34,6 +34,7 @@ answering the sha256 of the key it was started with, and a random id of this
 process: a pid means little in a sandbox's own pid namespace), modern (answers
 server/discover for 2026-07-28, then answers as always: without resultType).
 """
+
 import hashlib
 import json
 import os
@@ -45,9 +46,19 @@ SUPPORTED = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST = "2025-11-25"
 PAGE_SIZE = 50
 MODES = (
-    "hang", "hang_after_init", "crash", "garbage", "grandchild", "slow",
-    "many_tools", "echo_env", "ignore_sigterm", "ignore_unknown",
-    "exit_on_eof_leave_grandchild", "flood", "modern",
+    "hang",
+    "hang_after_init",
+    "crash",
+    "garbage",
+    "grandchild",
+    "slow",
+    "many_tools",
+    "echo_env",
+    "ignore_sigterm",
+    "ignore_unknown",
+    "exit_on_eof_leave_grandchild",
+    "flood",
+    "modern",
 )
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -137,29 +148,35 @@ class Stub:
             },
         ]
         if "echo_env" in self.modes:
-            tools.append({
-                "name": "leak",
-                "description": "Leaks the key: %s" % os.environ.get(self.key_name, ""),
-                "inputSchema": {"type": "object", "properties": {}},
-            })
+            tools.append(
+                {
+                    "name": "leak",
+                    "description": "Leaks the key: %s" % os.environ.get(self.key_name, ""),
+                    "inputSchema": {"type": "object", "properties": {}},
+                }
+            )
         if "key_hash" in self.modes:  # which key it was started with, as a hash (per-member tests)
-            tools.append({
-                "name": "key_hash",
-                "description": "The sha256 of the key this process was started with, and this process's random id.",
-                "inputSchema": {"type": "object", "properties": {}},
-            })
+            tools.append(
+                {
+                    "name": "key_hash",
+                    "description": "The sha256 of the key this process was started with, and this process's random id.",
+                    "inputSchema": {"type": "object", "properties": {}},
+                }
+            )
         tools = apply_tools_file(tools, os.environ.get("STUB_TOOLS_FILE"))
         if "many_tools" in self.modes:
             count = int(os.environ.get("STUB_TOOL_COUNT") or 500)
             for n in range(len(tools), count):
-                tools.append({
-                    "name": "tool_%04d" % n,
-                    "description": "Filler tool number %d." % n,
-                    "inputSchema": {
-                        "type": "object",
-                        "properties": {"n": {"type": "integer"}},
-                    },
-                })
+                tools.append(
+                    {
+                        "name": "tool_%04d" % n,
+                        "description": "Filler tool number %d." % n,
+                        "inputSchema": {
+                            "type": "object",
+                            "properties": {"n": {"type": "integer"}},
+                        },
+                    }
+                )
         return tools
 
     # -- handlers ------------------------------------------------------
@@ -183,9 +200,14 @@ class Stub:
             if err:
                 return None, (AUTH_ERROR, err)
             if "modern" in self.modes:  # 2026-07-28, whose later answers lack resultType (a sloppy server)
-                return {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                        "serverInfo": {"name": "mcp-setup-stub", "version": "1.0.0"},
-                        "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}, None
+                return {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "mcp-setup-stub", "version": "1.0.0"},
+                    "ttlMs": 0,
+                    "cacheScope": "private",
+                    "resultType": "complete",
+                }, None
             return None, (METHOD_NOT_FOUND, "Method not found: server/discover")
         if method == "ping":
             return {}, None
@@ -193,8 +215,10 @@ class Stub:
             return self.list_tools(params)
         if method == "tools/call":
             return self.call_tool(params)
-        if method in OFFER_METHODS and (self.offers.get(OFFER_METHODS[method][0]) is not None or (
-                method == "resources/read" and self.offers.get("templates") is not None)):
+        if method in OFFER_METHODS and (
+            self.offers.get(OFFER_METHODS[method][0]) is not None
+            or (method == "resources/read" and self.offers.get("templates") is not None)
+        ):
             return self.offer(method, params)
         if "ignore_unknown" in self.modes:
             return None, None
@@ -246,11 +270,16 @@ class Stub:
         args = params.get("arguments") or {}
         if name == "echo":
             text = str(args.get("text", ""))
-            token = ((params.get("_meta") or {}).get("progressToken"))
+            token = (params.get("_meta") or {}).get("progressToken")
             if "flood" in self.modes and token is not None:
                 for n in range(int(os.environ.get("STUB_FLOOD_COUNT") or 5000)):
-                    send({"jsonrpc": "2.0", "method": "notifications/progress",
-                          "params": {"progressToken": token, "progress": n}})
+                    send(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/progress",
+                            "params": {"progressToken": token, "progress": n},
+                        }
+                    )
             if "echo_env" in self.modes and text == "env":
                 text = os.environ.get(self.key_name, "")
             return text_result(text), None
@@ -268,7 +297,6 @@ class Stub:
                     return text_result(json.dumps(self.ask_client(asked["method"], asked.get("params") or {}))), None
                 return tool.get("_stubResult") or text_result("%s ok" % name), None
         return None, (INVALID_PARAMS, "unknown tool: %s" % name)
-
 
     def ask_client(self, method, params):
         """Send the client a request and wait for its answer (handling what arrives meanwhile)."""
@@ -299,13 +327,16 @@ class Stub:
                         send(dict(keyed(notification, key), jsonrpc="2.0"))
                     text = keyed(prompt.get("_stubText") or "prompt %s" % prompt["name"], key)
                     text += " " + json.dumps(params.get("arguments") or {}, sort_keys=True)
-                    return {"description": prompt.get("description", ""),
-                            "messages": [{"role": "user", "content": {"type": "text", "text": text}}]}, None
+                    return {
+                        "description": prompt.get("description", ""),
+                        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+                    }, None
             return None, (INVALID_PARAMS, "unknown prompt: %s" % params.get("name"))
         if method == "completion/complete":
             typed = str((params.get("argument") or {}).get("value", ""))
-            return {"completion": {"values": [typed + "-one", typed + "-two", keyed("{KEY}", key)],
-                                   "hasMore": False}}, None
+            return {
+                "completion": {"values": [typed + "-one", typed + "-two", keyed("{KEY}", key)], "hasMore": False}
+            }, None
         uri = str(params.get("uri", ""))
         if method == "resources/subscribe":  # changed at once: one update after the answer
             self.after = [{"method": "notifications/resources/updated", "params": {"uri": uri}}]
@@ -318,15 +349,26 @@ class Stub:
                 return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}, None
         for template in self.offers.get("templates") or ():
             if uri.startswith(template["uriTemplate"].split("{", 1)[0]):
-                return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": "%s read %s" % (
-                    self.offers.get("name", "stub"), uri)}]}, None
+                return {
+                    "contents": [
+                        {
+                            "uri": uri,
+                            "mimeType": "text/plain",
+                            "text": "%s read %s" % (self.offers.get("name", "stub"), uri),
+                        }
+                    ]
+                }, None
         return None, (INVALID_PARAMS, "unknown resource: %s" % uri)
 
 
 OFFER_METHODS = {
-    "prompts/list": ("prompts",), "prompts/get": ("prompts",), "completion/complete": ("prompts",),
-    "resources/list": ("resources",), "resources/read": ("resources",),
-    "resources/templates/list": ("templates",), "resources/subscribe": ("resources",),
+    "prompts/list": ("prompts",),
+    "prompts/get": ("prompts",),
+    "completion/complete": ("prompts",),
+    "resources/list": ("resources",),
+    "resources/read": ("resources",),
+    "resources/templates/list": ("templates",),
+    "resources/subscribe": ("resources",),
     "resources/unsubscribe": ("resources",),
 }
 
@@ -412,7 +454,9 @@ def spawn_grandchild() -> None:
 
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(3600)"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         close_fds=True,
     )
     log("grandchild pid %d" % proc.pid)

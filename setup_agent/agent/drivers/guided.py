@@ -25,13 +25,57 @@ NONE_OF_THESE = "None of these"
 MAX_CHOICES = 5
 
 _FILLER_PHRASES = (
-    "i would like to", "i'd like to", "i want to", "can you", "could you", "would you", "help me",
-    "set up", "setup", "hook up", "mcp servers", "mcp server", "for me", "please",
+    "i would like to",
+    "i'd like to",
+    "i want to",
+    "can you",
+    "could you",
+    "would you",
+    "help me",
+    "set up",
+    "setup",
+    "hook up",
+    "mcp servers",
+    "mcp server",
+    "for me",
+    "please",
 )
 _FILLER_WORDS = {
-    "a", "an", "the", "my", "our", "me", "to", "for", "with", "and", "of", "on", "in", "up", "it",
-    "install", "add", "configure", "connect", "enable", "get", "use", "using", "want", "need",
-    "mcp", "server", "servers", "integration", "tool", "tools", "plugin", "new", "one", "some",
+    "a",
+    "an",
+    "the",
+    "my",
+    "our",
+    "me",
+    "to",
+    "for",
+    "with",
+    "and",
+    "of",
+    "on",
+    "in",
+    "up",
+    "it",
+    "install",
+    "add",
+    "configure",
+    "connect",
+    "enable",
+    "get",
+    "use",
+    "using",
+    "want",
+    "need",
+    "mcp",
+    "server",
+    "servers",
+    "integration",
+    "tool",
+    "tools",
+    "plugin",
+    "new",
+    "one",
+    "some",
 }
 # Codes where re-entering a value cannot help.
 
@@ -129,8 +173,11 @@ class GuidedDriver:
                     return chosen
             elif unreachable:
                 where = " and ".join(sorted(unreachable))
-                await self._say(s, f"I found no MCP server matching “{query}” in the registries that answered "
-                                   f"(not the {where} registry, which could not be searched).")
+                await self._say(
+                    s,
+                    f"I found no MCP server matching “{query}” in the registries that answered "
+                    f"(not the {where} registry, which could not be searched).",
+                )
             else:
                 await self._say(s, f"I found no MCP server matching “{query}”.")
             answer = await self._ask(s, "Type another name to search for, or press Enter to stop.")
@@ -173,7 +220,9 @@ class GuidedDriver:
             desc = (sv.get("description") or "").strip().split("\n")[0][:90]
             label = f"{sv['qualified_name']} ({sv.get('source', '?')})" + (f": {desc}" if desc else "")
             labels.append(label)
-        answer = await self._choose(s, f"I found several servers for “{query}”. Which one do you mean?", [*labels, NONE_OF_THESE])
+        answer = await self._choose(
+            s, f"I found several servers for “{query}”. Which one do you mean?", [*labels, NONE_OF_THESE]
+        )
         return None if answer == NONE_OF_THESE else top[labels.index(answer)]
 
     # -- setting it up --------------------------------------------------------------------
@@ -189,7 +238,9 @@ class GuidedDriver:
             await self._say(s, f"I could not read the details of {name}: {message}")
             return f"Nothing was installed: {message}"
         if detail.get("installed"):  # before asking for anything
-            await self._already_installed(s, name, {"details": {"server_id": detail.get("server_id")}}, detail.get("installed_as"))
+            await self._already_installed(
+                s, name, {"details": {"server_id": detail.get("server_id")}}, detail.get("installed_as")
+            )
         keys: list[dict[str, Any]] = detail.get("required_env_keys") or []
         available = [p["id"] for p in detail.get("packages") or [] if p.get("available")]
         if not available:
@@ -210,7 +261,11 @@ class GuidedDriver:
                 continue
             if key.get("secret"):
                 what = (key.get("description") or "").strip().rstrip(".")
-                question = f"{name} can also use {key['name']}" + (f" ({what})" if what else "") + ". It is optional. Set it now?"
+                question = (
+                    f"{name} can also use {key['name']}"
+                    + (f" ({what})" if what else "")
+                    + ". It is optional. Set it now?"
+                )
                 if await self._choose(s, question, ["No", "Yes"]) == "Yes":
                     await self._collect(s, name, key, env, env_refs)
                     continue
@@ -325,11 +380,17 @@ class GuidedDriver:
     ) -> None:
         """Say so in the driver's own words (the core's never echo the name) and stop."""
         if slug:
-            text = (f"{server} is already installed as \"{slug}\". To install it again, remove it first (the Remove "
-                    f"button in the list of installed servers, or mcp-setup remove {slug}); or keep using it.")  # fmt: skip
+            text = (
+                f'{server} is already installed as "{slug}". To install it again, remove it first (the Remove '
+                f"button in the list of installed servers, or mcp-setup remove {slug}); or keep using it."
+            )
         else:
             sid = (error.get("details") or {}).get("server_id")
-            text = f"{server} is already installed" + (f" (server id {sid})" if sid else "") + ". Remove it first to install it again, or keep using it."
+            text = (
+                f"{server} is already installed"
+                + (f" (server id {sid})" if sid else "")
+                + ". Remove it first to install it again, or keep using it."
+            )
         await self._say(s, text)
         raise _Stop(text)
 
@@ -347,7 +408,10 @@ class GuidedDriver:
             if result.get("status") == "pending":
                 where = f" at {result['url']}" if result.get("url") else ""
                 await self._say(s, f"Please sign in to {server}{where}; your sign-in never goes through this chat.")
-                if await self._choose(s, f"Choose Done once you have signed in to {server}.", ["Done", CANCEL]) == CANCEL:
+                if (
+                    await self._choose(s, f"Choose Done once you have signed in to {server}.", ["Done", CANCEL])
+                    == CANCEL
+                ):
                     raise AgentCancelled("cancelled by the user")
             else:
                 await self._say(s, f"Signed in to {server}.")

@@ -109,7 +109,11 @@ class OpenAIDriver:
         return await session.call(fn["name"], args)  # a non-object is refused there (and counts as a turn)
 
     async def _complete(
-        self, http: httpx.AsyncClient, session: AgentSession, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        http: httpx.AsyncClient,
+        session: AgentSession,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": messages, "tools": tools, "tool_choice": "auto"}
         if self.temperature is not None:

@@ -23,10 +23,27 @@ SHOW_LOG = "Show the log"
 
 # Codes a typed value cannot cause: no "Re-enter KEY" for these.
 _NOT_A_VALUE = {
-    "runtime_missing", "command_not_found", "no_runnable_package", "package_not_found", "bundle_invalid",
-    "not_found", "registry_unavailable", "registry_auth", "already_installed", "store_error", "internal",
-    "consent_required", "consent_denied", "timeout", "unreachable", "protocol_error", "oauth_required",
-    "needs_sign_in", "oauth_refused", "oauth_denied", "oauth_error",
+    "runtime_missing",
+    "command_not_found",
+    "no_runnable_package",
+    "package_not_found",
+    "bundle_invalid",
+    "not_found",
+    "registry_unavailable",
+    "registry_auth",
+    "already_installed",
+    "store_error",
+    "internal",
+    "consent_required",
+    "consent_denied",
+    "timeout",
+    "unreachable",
+    "protocol_error",
+    "oauth_required",
+    "needs_sign_in",
+    "oauth_refused",
+    "oauth_denied",
+    "oauth_error",
 }
 #: A crash: it may start the next time, and its log says why it did not.
 _CRASH = {"exited"}
@@ -51,9 +68,14 @@ def pointed_key(error: dict[str, Any], keys: list[dict[str, Any]], env_refs: dic
 
 
 async def on_failure(
-    driver: Any, s: AgentSession, error: dict[str, Any], keys: list[dict[str, Any]], env_refs: dict[str, str],
-    available: list[str], package: str | None,
-) -> tuple[str, str] | None:  # fmt: skip
+    driver: Any,
+    s: AgentSession,
+    error: dict[str, Any],
+    keys: list[dict[str, Any]],
+    env_refs: dict[str, str],
+    available: list[str],
+    package: str | None,
+) -> tuple[str, str] | None:
     """Explain ``error``; ("key", NAME), ("package", ID), ("retry", ""), None (give up) or raises cancel."""
     code, message = error.get("code", ""), error.get("message", "")
     if code == "runtime_missing":

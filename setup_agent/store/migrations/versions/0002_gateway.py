@@ -34,7 +34,9 @@ def upgrade() -> None:
     for server_id, qualified_name in rows:
         slug = make_slug(qualified_name, taken)
         taken.add(slug)
-        conn.execute(sa.text("UPDATE mcp_servers SET slug = :slug WHERE server_id = :sid"), {"slug": slug, "sid": server_id})
+        conn.execute(
+            sa.text("UPDATE mcp_servers SET slug = :slug WHERE server_id = :sid"), {"slug": slug, "sid": server_id}
+        )
     op.create_index("ix_mcp_servers_slug", "mcp_servers", ["slug"], unique=True)
     op.create_table(
         "mcp_setup_changes",

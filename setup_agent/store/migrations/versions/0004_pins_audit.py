@@ -29,10 +29,16 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _COLUMNS = (
-    ("pinned_tools_json", sa.Text()), ("pinned_hash", sa.String(64)), ("pinned_at", sa.DateTime(timezone=True)),
-    ("pinned_version", sa.String(128)), ("live_tools_json", sa.Text()), ("live_hash", sa.String(64)),
-    ("tools_state", sa.String(16)), ("tools_diff", sa.Text()), ("rejected_hash", sa.String(64)),
-)  # fmt: skip
+    ("pinned_tools_json", sa.Text()),
+    ("pinned_hash", sa.String(64)),
+    ("pinned_at", sa.DateTime(timezone=True)),
+    ("pinned_version", sa.String(128)),
+    ("live_tools_json", sa.Text()),
+    ("live_hash", sa.String(64)),
+    ("tools_state", sa.String(16)),
+    ("tools_diff", sa.Text()),
+    ("rejected_hash", sa.String(64)),
+)
 
 
 def upgrade() -> None:

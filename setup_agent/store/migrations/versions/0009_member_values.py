@@ -33,7 +33,9 @@ def upgrade() -> None:
         sa.Column("value_encrypted", sa.LargeBinary(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
-            ["server_id"], ["mcp_servers.server_id"], name="fk_mcp_member_values_server_id_mcp_servers",
+            ["server_id"],
+            ["mcp_servers.server_id"],
+            name="fk_mcp_member_values_server_id_mcp_servers",
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name="pk_mcp_member_values"),

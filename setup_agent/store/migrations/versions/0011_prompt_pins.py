@@ -37,7 +37,9 @@ def upgrade() -> None:
         sa.Column("hidden_tools_json", sa.Text(), nullable=True),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
-            ["server_id"], ["mcp_servers.server_id"], name="fk_mcp_server_extras_server_id_mcp_servers",
+            ["server_id"],
+            ["mcp_servers.server_id"],
+            name="fk_mcp_server_extras_server_id_mcp_servers",
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("server_id", name="pk_mcp_server_extras"),
