@@ -3,7 +3,8 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k probe).
 #   --under-load   keep every core busy meanwhile (stress-ng if installed, else a busy loop;
 #                  stopped at exit) and raise the hang guards' scale factor to 3 unless set.
-# Environment: MCP_SETUP_TEST_NO_INSTALL=1 (skip the pip install), MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
+# Environment: MCP_SETUP_TEST_NO_INSTALL=1 (skip the pip install), MCP_SETUP_TEST_NO_STYLE=1 (skip ruff),
+# MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
 # timeout, default 1), MCP_SETUP_TEST_WORKERS (pytest-xdist workers, default: one per core;
 # 0 runs in this process), MCP_SETUP_TEST_SUITE_TIMEOUT (seconds for the whole pytest run,
 # default 2400 times the scale factor: past it every test process dumps its threads' stacks
@@ -108,6 +109,14 @@ fi
 # later what is left is killed. pytest-timeout bounds each test (pyproject.toml). The default
 # bound, 2400 s, grows with the scale factor like every other hang guard.
 suite_timeout="${MCP_SETUP_TEST_SUITE_TIMEOUT:-$(awk -v s="${MCP_SETUP_TEST_TIMEOUT_SCALE:-1}" 'BEGIN { t = 2400 * s; if (!(t >= 2400)) t = 2400; printf "%d", t }')}"
+# The style checks: the configured lint rules and the formatter (pyproject.toml). They run first and
+# quickly; a failure is reported and the suite still runs, so one run shows everything.
+style_status=0
+if [ "${MCP_SETUP_TEST_NO_STYLE:-0}" != 1 ]; then
+  .venv/bin/ruff check --quiet . || style_status=1
+  .venv/bin/ruff format --check --quiet . || { echo "ruff format would change the files above: run .venv/bin/ruff format ." >&2; style_status=1; }
+fi
+
 set +e
 timeout --signal=ABRT --kill-after=60 "$suite_timeout" \
   .venv/bin/python -m pytest -p no:cacheprovider ${xdist[@]+"${xdist[@]}"} ${pytest_args[@]+"${pytest_args[@]}"}
@@ -126,4 +135,5 @@ if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1
 fi
+[ "$status" -eq 0 ] && [ "$style_status" -ne 0 ] && { echo "the tests passed; the style checks above did not" >&2; exit 1; }
 exit "$status"
