@@ -61,6 +61,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
+#: Seconds an answered-and-refused connection is drained before it is closed.
+_LINGER = 1.0
 _HOP_BY_HOP = (b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade")
 
 
@@ -142,6 +144,8 @@ class _Served:
     #: A fixed destination (a TCP forward) instead of HTTP proxying.
     forward_to: Endpoint | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    #: Connections admitted and not yet closed (``tasks`` also holds refusals being answered).
+    open: int = 0
 
 
 class ProxyListener:
@@ -162,7 +166,8 @@ class ProxyListener:
 
     @property
     def open_connections(self) -> int:
-        return len(self._served.tasks)
+        """Connections it carries now (not counting refusals being answered)."""
+        return self._served.open
 
     def close(self) -> None:
         """Stop accepting and end every connection it carries."""
@@ -232,7 +237,8 @@ class NetProxy:
 
     async def _listen(self, sock: socket.socket, served: _Served) -> ProxyListener:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._connection(served, reader, writer)
+            with contextlib.suppress(asyncio.CancelledError):  # closed by us: the task ends quietly
+                await self._connection(served, reader, writer)
 
         server = await asyncio.start_server(handle, sock=sock, limit=self._limits.header_bytes)
         listener = ProxyListener(server, served)
@@ -245,22 +251,29 @@ class NetProxy:
         task = asyncio.current_task()
         assert task is not None
         served.tasks.add(task)
-        admitted = len(served.tasks) <= self._limits.connections and self._open < self._limits.total_connections
+        limits = self._limits
+        admitted = served.open < limits.connections and self._open < limits.total_connections
         if admitted:
+            served.open += 1
             self._open += 1
+        elif len(served.tasks) > 2 * limits.connections:  # a flood: not even an answer
+            served.tasks.discard(task)
+            writer.transport.abort()
+            return
         try:
             if not admitted:
-                await _reply(writer, 503, "mcp-setup's proxy: too many connections from this server at once.")
+                await _reply(reader, writer, 503, "mcp-setup's proxy: too many connections from this server at once.")
             elif served.forward_to is not None:
                 await self._forward_one(served, served.forward_to, reader, writer)
             else:
                 await self._proxy_one(served, reader, writer)
         except _Refusal as refusal:
-            await _reply(writer, refusal.status, refusal.message, refusal.reason)
+            await _reply(reader, writer, refusal.status, refusal.message, refusal.reason)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             if admitted:
+                served.open -= 1
                 self._open -= 1
             served.tasks.discard(task)
             writer.close()
@@ -452,7 +465,11 @@ def _forwarded_head(method: bytes, path: bytes, version: bytes, headers: list[by
     return b"\r\n".join([b" ".join((method, path, version)), *kept, b"Connection: close", b"", b""])
 
 
-async def _reply(writer: asyncio.StreamWriter, status: int, message: str, reason: str = "") -> None:
+async def _reply(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, message: str, reason: str = ""
+) -> None:
+    """Answer and close gently: what the client still sends is read (briefly) and dropped, since
+    closing on unread data resets the connection and the client may lose the answer."""
     body = (message + "\n").encode()
     head = [
         f"HTTP/1.1 {status} {_STATUS.get(status, 'Error')}",
@@ -462,6 +479,11 @@ async def _reply(writer: asyncio.StreamWriter, status: int, message: str, reason
     ]
     if reason:
         head.append(f"X-MCP-Setup-Refused: {reason}")
-    with contextlib.suppress(ConnectionError, OSError):
+    with contextlib.suppress(ConnectionError, OSError, TimeoutError):
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+        async with asyncio.timeout(_LINGER):
+            while await reader.read(_CHUNK):
+                pass
