@@ -148,14 +148,9 @@ def address_class(address: IPAddress) -> str:
         inner = _embedded_v4(address)
         if inner is not None:
             return address_class(inner)
-        for network, reason in _V6_RANGES:
-            if address in network:
-                return reason
-        return "public" if address in _GLOBAL_UNICAST else "reserved"
-    for network, reason in _V4_RANGES:
-        if address in network:
-            return reason
-    return "public"
+        found = next((reason for net6, reason in _V6_RANGES if address in net6), None)
+        return found or ("public" if address in _GLOBAL_UNICAST else "reserved")
+    return next((reason for net4, reason in _V4_RANGES if address in net4), "public")
 
 
 def _embedded_v4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
