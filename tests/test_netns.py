@@ -129,15 +129,13 @@ def sandbox_argv(tmp_path: Path, plan: dict, bridge: NetnsBridge | None) -> list
     workdir.mkdir(exist_ok=True)
     sandbox = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=_user_home(), host_env=dict(os.environ))
     assert sandbox.mechanism == "bwrap", sandbox.why
-    profile = Profile(workdir, reads=(PROBE,), network=bridge is None)
+    profile = Profile(workdir, reads=(PROBE,), network=True)  # --share-net, which into_bwrap drops
     command, args, _ = sandbox.wrap(_probe_python(), ["-I", "-S", str(PROBE), json.dumps(plan)], {}, profile)
     argv = [command, *args]
     if bridge is None:
         return argv
-    cut = argv.index("--")
-    binds = [x for path in bridge.read_only() for x in ("--ro-bind", str(path), str(path))]
-    remount = argv.index("--remount-ro")
-    return argv[:remount] + binds + argv[remount:cut] + ["--", *bridge.command(argv[cut + 1], argv[cut + 2 :])]
+    assert "--share-net" in argv
+    return bridge.into_bwrap(argv)
 
 
 async def run_probe(

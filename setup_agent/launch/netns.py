@@ -13,8 +13,9 @@ One :class:`NetnsBridge` per server start. The launch function (the integration)
 .. code-block:: python
 
     bridge = NetnsBridge(forwards=granted_loopback_ports)     # before building the argv
-    argv = [bwrap, ..., *(ro-bind each of bridge.read_only()), "--", *bridge.command(cmd, args)]
-    process = await anyio.open_process(argv, ..., pass_fds=bridge.pass_fds)   # no --share-net
+    argv = bridge.into_bwrap(sandbox_argv)                    # or, in _bwrap_argv: no --share-net,
+    # ro-bind each of bridge.read_only(), and "--", *bridge.command(command, args) at the end
+    process = await anyio.open_process(argv, ..., pass_fds=bridge.pass_fds)
     bridge.spawned()                                          # our copy of its end closed
     sockets = await bridge.sockets(timeout)                   # or the process's stderr says why
     listener = await proxy.serve(sockets.proxy, policy, record)
@@ -116,6 +117,18 @@ class NetnsBridge:
         """Paths the sandbox must bind read-only for the bootstrap to run: its interpreter (which
         may live in the user's home, hidden otherwise), the standard library, the script."""
         return [*_interpreter_files(self._python), Path(netns_bootstrap.__file__).resolve()]
+
+    def into_bwrap(self, argv: Sequence[str]) -> list[str]:
+        """A bwrap command line (``[bwrap, options..., "--", command, args...]``, as
+        ``Sandbox._bwrap_argv`` builds it) made to run in a network namespace of its own: no
+        ``--share-net``, :meth:`read_only` bound before ``--remount-ro`` (or before ``--``), and
+        the bootstrap in front of the command."""
+        argv = [a for a in argv if a != "--share-net"]
+        cut = argv.index("--")
+        options, command = argv[:cut], argv[cut + 1 :]
+        binds = [x for path in self.read_only() for x in ("--ro-bind", str(path), str(path))]
+        at = options.index("--remount-ro") if "--remount-ro" in options else len(options)
+        return [*options[:at], *binds, *options[at:], "--", *self.command(command[0], command[1:])]
 
     def spawned(self) -> None:
         """Call right after the spawn: our copy of the server's end is closed, so the channel
