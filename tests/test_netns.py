@@ -139,7 +139,7 @@ def sandbox_argv(tmp_path: Path, plan: dict, bridge: NetnsBridge | None) -> list
 
 
 async def run_probe(
-    tmp_path: Path, host: Host, *, namespace: bool, forwards: tuple[int, ...] = ()
+    tmp_path: Path, host: Host, *, namespace: bool, forwards: tuple[int, ...] = (), python: Path | None = None
 ) -> tuple[dict, NetRecord, LoopbackAliasResolver]:
     plan = {
         "granted": host.granted,
@@ -151,7 +151,7 @@ async def run_probe(
     resolver = LoopbackAliasResolver()
     record = NetRecord()
     proxy = NetProxy(resolver=resolver)
-    bridge = NetnsBridge(forwards=forwards) if namespace else None
+    bridge = NetnsBridge(forwards=forwards, python=python) if namespace else None
     argv = sandbox_argv(tmp_path, plan, bridge)
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -234,6 +234,17 @@ async def test_without_a_namespace_of_its_own_the_same_server_reaches_both_which
     got, _, _ = await run_probe(tmp_path, host, namespace=False)
     assert got["abstract"] == f"ok: abstract {host.canary}"
     assert got["direct_refused"].endswith(f"not-granted {host.canary} /direct")
+
+
+async def test_the_bootstrap_runs_on_mcp_setups_own_interpreter_where_it_lives_in_the_hidden_home(
+    tmp_path: Path, host: Host
+) -> None:
+    own = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+    if own.is_relative_to("/usr"):
+        pytest.skip(f"this interpreter ({own}) is a system one, visible in every sandbox")
+    got, _, _ = await run_probe(tmp_path, host, namespace=True, python=own)
+    assert got["env"]["HTTPS_PROXY"].startswith("http://127.0.0.1:")
+    assert got["abstract"].startswith("failed:") and got["direct_refused"].startswith("failed:")
 
 
 async def test_the_bootstrap_will_not_start_a_server_that_shares_the_hosts_network_namespace(tmp_path: Path) -> None:

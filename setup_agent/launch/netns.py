@@ -47,17 +47,30 @@ def host_netns() -> int:
     return os.stat("/proc/self/ns/net").st_ino
 
 
+#: Interpreters preferred for the bootstrap: in ``/usr``, which every sandbox shows read-only, and
+#: usually built without a shared libpython, so they start faster than a pyenv or uv build.
+SYSTEM_PYTHONS = ("/usr/bin/python3",)
+
+
 def bootstrap_python() -> Path:
-    """The interpreter that runs the bootstrap: the base interpreter of this one, real path (a
-    venv's ``python`` is a link into it; with ``-I -S`` it needs only its standard library)."""
+    """The interpreter that runs the bootstrap (standard library only, Python ≥ 3.8): the system's
+    ``python3`` where there is one, else this process's base interpreter, real path (a venv's
+    ``python`` is a link into it; with ``-I -S`` it needs only its standard library)."""
+    for candidate in SYSTEM_PYTHONS:
+        real = os.path.realpath(candidate)
+        if real.startswith("/usr/") and os.access(real, os.X_OK):
+            return Path(real)
     base = getattr(sys, "_base_executable", None) or sys.executable
     return Path(os.path.realpath(base))
 
 
 def _interpreter_files(python: Path) -> list[Path]:
-    """What ``python -I -S`` needs to see inside the sandbox: itself, its standard library (with
-    ``lib-dynload``) and its shared libpython when it has one. Nothing else of the prefix (no
-    site-packages are read; the user's home stays hidden around them)."""
+    """What ``python -I -S`` needs to see inside the sandbox: nothing more for one in ``/usr``;
+    else (this process's base interpreter) itself, its standard library (with ``lib-dynload``)
+    and its shared libpython when it has one, nothing else of its prefix (no site-packages are
+    read; the user's home stays hidden around them)."""
+    if str(python).startswith("/usr/"):
+        return []
     base = {"installed_base": sys.base_prefix, "platbase": sys.base_exec_prefix, "base": sys.base_prefix}
     paths = {python, *(Path(sysconfig.get_path(name, vars=base)) for name in ("stdlib", "platstdlib"))}
     if sysconfig.get_config_var("Py_ENABLE_SHARED"):
@@ -89,8 +102,9 @@ class NetnsBridge:
 
     ``forwards``: granted loopback ports the server should find on its own loopback (the person
     allowed ``127.0.0.1:5432``: the server's Postgres client connects there as on the host).
-    ``python``: what runs the bootstrap (:func:`bootstrap_python`); ``netns``: the host's network
-    namespace (:func:`host_netns`), both seams for tests."""
+    ``python``: what runs the bootstrap (:func:`bootstrap_python`; another one must be this
+    process's base interpreter or live in ``/usr``); ``netns``: the host's network namespace
+    (:func:`host_netns`), both seams for tests."""
 
     def __init__(self, *, forwards: Sequence[int] = (), python: Path | None = None, netns: int | None = None) -> None:
         if any(not 1 <= p <= 65535 for p in forwards):

@@ -2,8 +2,10 @@
 
     python -I -S netns_bootstrap.py FD HOST_NETNS PORTS COMMAND [ARGS...]
 
-Standard library only, so it runs as a script with no ``site`` (``-I -S``), like ``landlock.py``.
-It:
+Standard library only, Python 3.8 or later (it may run on the system's ``python3``, not mcp-setup's),
+so it runs as a script with no ``site`` (``-I -S``), like ``landlock.py``;
+it imports only ``_socket`` and ``posix`` (already loaded), not ``socket``, ``os`` or ``__future__``,
+whose imports would double its time on every server's start. It:
 
 1. checks that it is not in the host's network namespace (``HOST_NETNS``: the inode of
    mcp-setup's ``/proc/self/ns/net``), and stops with exit code 126 if it is: a server must never
@@ -21,10 +23,8 @@ Nothing of it stays running: mcp-setup ``accept()``s on the sockets, so a connec
 makes to ``127.0.0.1:<port>`` in its namespace arrives in mcp-setup's proxy on the host.
 """
 
-from __future__ import annotations
-
-import os
-import socket
+import _socket
+import posix
 import sys
 
 __all__ = ["NO_PROXY", "main", "proxy_environment"]
@@ -33,7 +33,7 @@ __all__ = ["NO_PROXY", "main", "proxy_environment"]
 NO_PROXY = "localhost,127.0.0.1,::1"
 
 
-def proxy_environment(port: int, host: str = "127.0.0.1") -> dict[str, str]:
+def proxy_environment(port: int, host: str = "127.0.0.1") -> dict:
     """The variables that send a server's HTTP clients through the proxy at ``host:port``: both
     spellings of the standard ones (curl, Python's urllib/requests/httpx, pip, uv, Go, Rust, Deno,
     Bun), ``NODE_USE_ENV_PROXY`` (Node's built-in ``fetch`` and ``http`` honour them only with
@@ -55,10 +55,10 @@ def _fail(message: str) -> int:
     return 126
 
 
-def _listen(family: int, host: str, port: int) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
+def _listen(family: int, host: str, port: int) -> _socket.socket:
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(128)
     except OSError:
@@ -67,13 +67,13 @@ def _listen(family: int, host: str, port: int) -> socket.socket:
     return sock
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list) -> int:
     if len(argv) < 4:
         sys.stderr.write("usage: netns_bootstrap.py FD HOST_NETNS PORTS COMMAND [ARGS...]\n")
         return 2
     fd, host_netns, ports_text, command = int(argv[0]), int(argv[1]), argv[2], argv[3:]
     try:
-        own = os.stat("/proc/self/ns/net").st_ino
+        own = posix.stat("/proc/self/ns/net").st_ino
     except OSError as exc:
         return _fail(f"cannot tell which network namespace this is ({exc.strerror})")
     if own == host_netns:
@@ -81,28 +81,31 @@ def main(argv: list[str]) -> int:
     ports = [int(p) for p in ports_text.split(",") if p]
     if not ports:
         return _fail("no proxy port")
-    channel = socket.socket(fileno=fd)
-    listening: list[socket.socket] = []
+    channel = _socket.socket(fileno=fd)
+    listening: list[_socket.socket] = []
     try:
-        listening.append(_listen(socket.AF_INET, "127.0.0.1", ports[0]))
+        listening.append(_listen(_socket.AF_INET, "127.0.0.1", ports[0]))
         for port in ports[1:]:
-            listening.append(_listen(socket.AF_INET, "127.0.0.1", port))
+            listening.append(_listen(_socket.AF_INET, "127.0.0.1", port))
             try:
-                listening.append(_listen(socket.AF_INET6, "::1", port))
+                listening.append(_listen(_socket.AF_INET6, "::1", port))
             except OSError:
                 pass  # no IPv6 in this namespace: 127.0.0.1 only
-        text = " ".join(f"{s.family.name}:{s.getsockname()[1]}" for s in listening)
-        socket.send_fds(channel, [text.encode()], [s.fileno() for s in listening])
+        names = {_socket.AF_INET: "AF_INET", _socket.AF_INET6: "AF_INET6"}
+        text = " ".join(f"{names[s.family]}:{s.getsockname()[1]}" for s in listening)
+        fds = b"".join(s.fileno().to_bytes(4, sys.byteorder, signed=True) for s in listening)
+        channel.sendmsg([text.encode()], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
     except OSError as exc:
         return _fail(f"could not set up the proxy's sockets ({exc})")
     finally:
         for sock in listening:
             sock.close()
         channel.close()
-    env = dict(os.environ)
-    env.update(proxy_environment(int(text.split()[0].rpartition(":")[2])))
+    env = dict(posix.environ)  # bytes to bytes, as the kernel gave it
+    proxy_port = int(text.split()[0].rpartition(":")[2])
+    env.update({k.encode(): v.encode() for k, v in proxy_environment(proxy_port).items()})
     try:
-        os.execve(command[0], command, env)
+        posix.execve(command[0], command, env)
     except OSError as exc:
         sys.stderr.write(f"mcp-setup sandbox: cannot start {command[0]}: {exc.strerror}\n")
     return 127
