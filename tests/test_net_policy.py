@@ -207,3 +207,9 @@ def test_an_ipv6_address_that_carries_a_public_ipv4_one_is_judged_by_it() -> Non
     assert address_class(ip("2002:808:808::1")) == "public"
     assert address_class(ip("2606:4700::1")) == "public"
     assert address_class(ip("4000::1")) == "reserved"  # outside 2000::/3: not assigned
+
+
+def test_granted_loopback_destinations_are_offered_once_per_port_for_the_namespaces_own_loopback() -> None:
+    policy = NetPolicy.default(["127.0.0.1:5432", "[::1]:5432", "localhost:6379", "db.corp:5433", "10.0.0.7:80"])
+    assert policy.loopback_grants() == [Endpoint("127.0.0.1", 5432), Endpoint("localhost", 6379)]
+    assert NetPolicy("none", granted=policy.granted).loopback_grants() == []

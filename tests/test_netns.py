@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from setup_agent.launch.net_policy import Endpoint, NetPolicy
+from setup_agent.launch.net_policy import NetPolicy
 from setup_agent.launch.net_proxy import NetProxy
 from setup_agent.launch.net_record import NetRecord
 from setup_agent.launch.netns import NetnsBridge, bootstrap_python
@@ -139,8 +139,10 @@ def sandbox_argv(tmp_path: Path, plan: dict, bridge: NetnsBridge | None) -> list
 
 
 async def run_probe(
-    tmp_path: Path, host: Host, *, namespace: bool, forwards: tuple[int, ...] = (), python: Path | None = None
+    tmp_path: Path, host: Host, *, namespace: bool, forward_grants: bool = False, python: Path | None = None
 ) -> tuple[dict, NetRecord, LoopbackAliasResolver]:
+    """The probe in the sandbox; with ``namespace``, in its own behind the proxy, the host's
+    ``granted`` port allowed (and, with ``forward_grants``, found on its own loopback too)."""
     plan = {
         "granted": host.granted,
         "refused": host.refused,
@@ -151,7 +153,9 @@ async def run_probe(
     resolver = LoopbackAliasResolver()
     record = NetRecord()
     proxy = NetProxy(resolver=resolver)
-    bridge = NetnsBridge(forwards=forwards, python=python) if namespace else None
+    policy = NetPolicy.default([f"127.0.0.1:{host.granted}"])
+    forwards = {e.port: e for e in policy.loopback_grants()} if forward_grants else {}
+    bridge = NetnsBridge(forwards=list(forwards), python=python) if namespace else None
     argv = sandbox_argv(tmp_path, plan, bridge)
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -164,11 +168,10 @@ async def run_probe(
         if bridge is not None:
             bridge.spawned()
             sockets = await bridge.sockets(scaled(10))
-            policy = NetPolicy.default([f"127.0.0.1:{host.granted}"])
             await proxy.serve(sockets.proxy, policy, record)
             for port, socks in sockets.forwards.items():
                 for sock in socks:
-                    await proxy.forward(sock, Endpoint("127.0.0.1", port), policy, record)
+                    await proxy.forward(sock, forwards[port], policy, record)
         async with asyncio.timeout(scaled(30)):
             out, err = await process.communicate()
         assert process.returncode == 0, err.decode()
@@ -185,7 +188,7 @@ async def run_probe(
 async def test_a_namespaced_server_reaches_a_granted_host_loopback_service_through_the_proxy_and_at_its_own_port(
     tmp_path: Path, host: Host
 ) -> None:
-    got, record, _ = await run_probe(tmp_path, host, namespace=True, forwards=(host.granted,))
+    got, record, _ = await run_probe(tmp_path, host, namespace=True, forward_grants=True)
     assert got["connect_granted"] == f"ok: HTTP/1.1 200 OK\r\nContent-Length: {len(host.canary) + 16}\r\n" + (
         f"Connection: close\r\n\r\ngranted {host.canary} /tunnel"
     )

@@ -335,6 +335,21 @@ class NetPolicy:
             raise InvalidInput(f"{mode!r} is not a network mode (default, strict, none).")
         return cls(mode, _endpoints(data.get("granted", ())), _endpoints(data.get("only", ())))
 
+    def loopback_grants(self) -> list[Endpoint]:
+        """The granted destinations on this computer's loopback (``127.0.0.1:5432``,
+        ``localhost:8080``), one per port: a server in its own namespace finds each at the same
+        port on its own loopback (``NetnsBridge(forwards=...)``, ``NetProxy.forward``), since a
+        database client does not speak through an HTTP proxy. None with no network."""
+        if self.mode == "none":
+            return []
+        out: dict[int, Endpoint] = {}
+        for endpoint in sorted(self.granted):
+            address = parse_address(endpoint.host)
+            local = endpoint.host == "localhost" or endpoint.host.endswith(".localhost")
+            if local or (address is not None and address_class(address) == "loopback"):
+                out.setdefault(endpoint.port, endpoint)
+        return list(out.values())
+
     # --- deciding ------------------------------------------------------------------------
 
     def check(self, host: str, port: int | str) -> Verdict | Lookup:

@@ -271,6 +271,8 @@ class NetProxy:
             await _reply(reader, writer, refusal.status, refusal.message, refusal.reason)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except Exception:  # a bug of ours ends this connection, never the proxy
+            logger.exception("net proxy: a connection failed")
         finally:
             if admitted:
                 served.open -= 1

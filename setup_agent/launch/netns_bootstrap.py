@@ -84,13 +84,13 @@ def main(argv: list) -> int:
     channel = _socket.socket(fileno=fd)
     listening: list[_socket.socket] = []
     try:
-        listening.append(_listen(_socket.AF_INET, "127.0.0.1", ports[0]))
-        for port in ports[1:]:
+        for port in ports[1:]:  # first: the kernel's pick for the proxy cannot take their ports
             listening.append(_listen(_socket.AF_INET, "127.0.0.1", port))
             try:
                 listening.append(_listen(_socket.AF_INET6, "::1", port))
             except OSError:
                 pass  # no IPv6 in this namespace: 127.0.0.1 only
+        listening.insert(0, _listen(_socket.AF_INET, "127.0.0.1", ports[0]))
         names = {_socket.AF_INET: "AF_INET", _socket.AF_INET6: "AF_INET6"}
         text = " ".join(f"{names[s.family]}:{s.getsockname()[1]}" for s in listening)
         fds = b"".join(s.fileno().to_bytes(4, sys.byteorder, signed=True) for s in listening)
