@@ -338,7 +338,7 @@ async def test_closing_a_servers_listener_ends_its_tunnels_and_accepts_no_more(r
         await rig.listener.aclose()
         assert await reader.read() == b""  # the tunnel ended
     writer.close()
-    assert rig.listener.open_connections == 0
+    assert rig.listener.open_connections == 0 and rig.proxy.listeners == 0  # the proxy forgot it
     with pytest.raises(ConnectionRefusedError):
         await asyncio.open_connection("127.0.0.1", port)
 

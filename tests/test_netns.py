@@ -13,10 +13,13 @@ can fail.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import json
 import os
 import pwd
 import shutil
+import ssl
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -60,8 +63,6 @@ class LoopbackAliasResolver:
         self.asked: list[str] = []
 
     async def resolve(self, host: str, port: int) -> list:
-        import ipaddress
-
         self.asked.append(host)
         if host == "loopback-alias.test":
             return [ipaddress.ip_address("127.0.0.1")]
@@ -76,7 +77,7 @@ class Host:
     canary: str
 
 
-async def _http_server(body: str) -> asyncio.Server:
+async def _http_server(body: str, ssl_context: ssl.SSLContext | None = None) -> asyncio.Server:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -84,12 +85,12 @@ async def _http_server(body: str) -> asyncio.Server:
             text = f"{body} {path}".encode()
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(text), text))
             await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             pass
         finally:
             writer.close()
 
-    return await asyncio.start_server(answer, "127.0.0.1", 0)
+    return await asyncio.start_server(answer, "127.0.0.1", 0, ssl=ssl_context)
 
 
 @pytest.fixture
@@ -122,16 +123,18 @@ def _probe_python() -> str:
     return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else str(bootstrap_python())
 
 
-def sandbox_argv(tmp_path: Path, plan: dict, bridge: NetnsBridge | None) -> list[str]:
-    """The sandbox's bwrap command line for the probe; with a bridge, in its own network namespace
-    (no ``--share-net``) behind the bootstrap, as the launch function will build it."""
+def sandbox_argv(
+    tmp_path: Path, command: str, args: list[str], reads: tuple[Path, ...], bridge: NetnsBridge | None
+) -> list[str]:
+    """The sandbox's bwrap command line for ``command``; with a bridge, in its own network
+    namespace (no ``--share-net``) behind the bootstrap, as the launch function will build it."""
     workdir = tmp_path / "server"
     workdir.mkdir(exist_ok=True)
     sandbox = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=_user_home(), host_env=dict(os.environ))
     assert sandbox.mechanism == "bwrap", sandbox.why
-    profile = Profile(workdir, reads=(PROBE,), network=True)  # --share-net, which into_bwrap drops
-    command, args, _ = sandbox.wrap(_probe_python(), ["-I", "-S", str(PROBE), json.dumps(plan)], {}, profile)
-    argv = [command, *args]
+    profile = Profile(workdir, reads=reads, network=True)  # --share-net, which into_bwrap drops
+    wrapped, wrapped_args, _ = sandbox.wrap(command, args, {}, profile)
+    argv = [wrapped, *wrapped_args]
     if bridge is None:
         return argv
     assert "--share-net" in argv
@@ -156,7 +159,7 @@ async def run_probe(
     policy = NetPolicy.default([f"127.0.0.1:{host.granted}"])
     forwards = {e.port: e for e in policy.loopback_grants()} if forward_grants else {}
     bridge = NetnsBridge(forwards=list(forwards), python=python) if namespace else None
-    argv = sandbox_argv(tmp_path, plan, bridge)
+    argv = sandbox_argv(tmp_path, _probe_python(), ["-I", "-S", str(PROBE), json.dumps(plan)], (PROBE,), bridge)
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdout=asyncio.subprocess.PIPE,
@@ -268,3 +271,86 @@ async def test_the_bootstrap_will_not_start_a_server_that_shares_the_hosts_netwo
             await bridge.sockets(scaled(10))
     finally:
         bridge.close()
+
+
+def _tls_context(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, Path]:
+    """A self-signed certificate for ``name``: the origin's context, and the file a client trusts."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "origin-cert.pem", tmp_path / "origin-key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    return context, cert_file
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+async def test_a_real_http_client_in_the_namespace_goes_through_the_proxy_by_the_standard_variables_alone(
+    tmp_path: Path, canary: str
+) -> None:
+    """curl, told nothing but the URLs, fetches http:// and https:// URLs of a public-looking name;
+    the proxy resolves the name (a test table) and connects (a test seam mapping the address to
+    loopback origins), so nothing leaves the machine."""
+    name, public = "api.example.test", "93.184.215.14"
+    tls, cert_file = _tls_context(tmp_path, name)
+    plain = await _http_server(f"plain {canary}")
+    secure = await _http_server(f"tls {canary}", ssl_context=tls)
+    routes = {(public, 80): plain.sockets[0].getsockname()[1], (public, 443): secure.sockets[0].getsockname()[1]}
+
+    class Table:
+        async def resolve(self, host: str, port: int) -> list:
+            assert host == name, host
+            return [ipaddress.ip_address(public)]
+
+    class ToLoopback:
+        async def connect(self, address: object, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            return await asyncio.open_connection("127.0.0.1", routes[(str(address), port)])
+
+    record = NetRecord()
+    proxy = NetProxy(resolver=Table(), connector=ToLoopback())
+    bridge = NetnsBridge()
+    args = ["-sS", "--max-time", str(scaled(20)), "--cacert", str(cert_file)]
+    argv = sandbox_argv(
+        tmp_path, "/usr/bin/curl", [*args, f"http://{name}/one", f"https://{name}/two"], (cert_file,), bridge
+    )
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, pass_fds=bridge.pass_fds
+        )
+        bridge.spawned()
+        sockets = await bridge.sockets(scaled(10))
+        await proxy.serve(sockets.proxy, NetPolicy.default(), record)
+        async with asyncio.timeout(scaled(30)):
+            out, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        assert out.decode() == f"plain {canary} /onetls {canary} /two"
+        assert [(a.destination, a.allowed, a.reached) for a in record.attempts()] == [
+            (f"{name}:80", True, True),
+            (f"{name}:443", True, True),
+        ]
+    finally:
+        bridge.close()
+        await proxy.aclose()
+        plain.close()
+        secure.close()

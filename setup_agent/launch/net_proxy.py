@@ -151,8 +151,10 @@ class _Served:
 class ProxyListener:
     """One server's listening socket in the proxy; closing it closes its connections too."""
 
-    def __init__(self, server: asyncio.Server, served: _Served) -> None:
-        self._server, self._served = server, served
+    def __init__(
+        self, server: asyncio.Server, served: _Served, forget: Callable[[ProxyListener], None] | None = None
+    ) -> None:
+        self._server, self._served, self._forget = server, served, forget
 
     @property
     def record(self) -> NetRecord:
@@ -172,6 +174,8 @@ class ProxyListener:
     def close(self) -> None:
         """Stop accepting and end every connection it carries."""
         self._server.close()
+        if self._forget is not None:
+            self._forget(self)
         for task in list(self._served.tasks):
             task.cancel()
 
@@ -213,6 +217,11 @@ class NetProxy:
     def limits(self) -> ProxyLimits:
         return self._limits
 
+    @property
+    def listeners(self) -> int:
+        """Listeners open now (one per running server, plus its forwards)."""
+        return len(self._listeners)
+
     async def serve(self, sock: socket.socket, policy: PolicySource, record: NetRecord) -> ProxyListener:
         """Proxy the connections that arrive on ``sock`` (a listening TCP socket, e.g. the one a
         server's namespace handed out) under ``policy`` (or a callable giving the current one, so
@@ -233,7 +242,6 @@ class NetProxy:
             listener.close()
         for listener in listeners:
             await listener.wait_closed()
-        self._listeners.clear()
 
     async def _listen(self, sock: socket.socket, served: _Served) -> ProxyListener:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -241,7 +249,7 @@ class NetProxy:
                 await self._connection(served, reader, writer)
 
         server = await asyncio.start_server(handle, sock=sock, limit=self._limits.header_bytes)
-        listener = ProxyListener(server, served)
+        listener = ProxyListener(server, served, self._listeners.discard)
         self._listeners.add(listener)
         return listener
 
