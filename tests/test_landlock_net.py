@@ -7,7 +7,10 @@ Real launcher (``python -I -S landlock.py RULES COMMAND``), real loopback listen
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -94,3 +97,67 @@ def test_a_kernel_without_tcp_rules_stops_the_launch_instead_of_starting_it_unre
 def test_network_rules_name_each_port_once_in_order() -> None:
     assert network_rules([443, 80, 443]) == {"connect_ports": [80, 443]}
     assert network_rules([3128], bind_ports=[8080, 8080]) == {"connect_ports": [3128], "bind_ports": [8080]}
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+async def test_under_landlock_a_real_client_reaches_the_internet_only_through_the_proxy(canary: str) -> None:
+    """The fallback whole: the proxy on the host's loopback, the server held to its port, the
+    variables from :func:`landlock_network`. curl fetches a public-looking name through the proxy
+    (a test resolver and connector keep it on loopback) and cannot reach the origin directly."""
+    from setup_agent.launch.net_isolation import landlock_network
+    from setup_agent.launch.net_policy import NetPolicy
+    from setup_agent.launch.net_proxy import NetProxy
+    from setup_agent.launch.net_record import NetRecord
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = f"origin {canary}".encode()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    origin = await asyncio.start_server(answer, "127.0.0.1", 0)
+    origin_port = origin.sockets[0].getsockname()[1]
+
+    class Table:
+        async def resolve(self, host: str, port: int) -> list:
+            return [ipaddress.ip_address("93.184.215.14")]
+
+    class ToLoopback:
+        async def connect(self, address: object, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            return await asyncio.open_connection("127.0.0.1", origin_port)
+
+    proxy = NetProxy(resolver=Table(), connector=ToLoopback())
+    record = NetRecord()
+    listener = await proxy.serve(socket.create_server(("127.0.0.1", 0)), NetPolicy.default(), record)
+    rules, env = landlock_network(listener.port)
+    try:
+
+        async def curl(*args: str) -> tuple[int, str]:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-I",
+                "-S",
+                landlock.__file__,
+                json.dumps({"read": ["/"], **rules}),
+                "/usr/bin/curl",
+                "-sS",
+                "--max-time",
+                str(scaled(20)),
+                *args,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env={"PATH": "/usr/bin:/bin", **env},
+            )
+            async with asyncio.timeout(scaled(30)):
+                out, _ = await process.communicate()
+            return process.returncode or 0, out.decode()
+
+        assert await curl("http://api.example.test/x") == (0, f"origin {canary}")
+        code, said = await curl("--noproxy", "*", f"http://127.0.0.1:{origin_port}/")
+        assert code == 7 and canary not in said, said  # couldn't connect: Landlock refused it
+        assert [(a.destination, a.reached) for a in record.attempts()] == [("api.example.test:80", True)]
+    finally:
+        await proxy.aclose()
+        origin.close()

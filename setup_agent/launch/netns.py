@@ -193,3 +193,9 @@ class NetnsBridge:
         """Close the channel (both ends); safe to call more than once."""
         self._ours.close()
         self._theirs.close()
+
+    def __enter__(self) -> NetnsBridge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
