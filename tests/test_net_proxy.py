@@ -394,3 +394,10 @@ async def test_the_record_is_bounded_against_a_server_trying_endless_names(rig: 
         bounded.note(f"host{i}.example:443", Verdict(False, "not-listed"))
     assert len(bounded.attempts()) == 3 and bounded.dropped == 2
     assert bounded.words()[-1] == "… and 2 more destinations (not recorded)"
+
+
+async def test_the_system_resolver_answers_from_the_hosts_resolver_on_threads_of_its_own() -> None:
+    from setup_agent.launch.net_proxy import SystemResolver
+
+    found = await SystemResolver(threads=1).resolve("localhost", 80)  # /etc/hosts: no packet sent
+    assert ipaddress.ip_address("127.0.0.1") in found

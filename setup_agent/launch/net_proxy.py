@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -79,11 +81,16 @@ class Connector(Protocol):
 
 
 class SystemResolver:
-    """The host's resolver (``getaddrinfo``: ``/etc/hosts``, then DNS)."""
+    """The host's resolver (``getaddrinfo``: ``/etc/hosts``, then DNS), on threads of its own:
+    a server asking for slow names cannot hold the event loop's default executor, which the
+    rest of mcp-setup uses."""
+
+    def __init__(self, threads: int = 8) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="net-proxy-dns")
 
     async def resolve(self, host: str, port: int) -> Sequence[IPAddress]:
-        infos = await asyncio.get_running_loop().getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        infos = await asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         )
         out: list[IPAddress] = []
         for family, *_, sockaddr in infos:
@@ -113,6 +120,8 @@ class ProxyLimits:
     header_timeout: float = 10.0
     #: Seconds to resolve a name and to connect to one of its addresses (each).
     connect_timeout: float = 10.0
+    #: Names one server may have being resolved at once (the resolver's threads are shared).
+    lookups: int = 2
     #: Seconds a relay may carry nothing either way before it is closed (a long poll, an SSE
     #: stream and a websocket all send something within this).
     idle_timeout: float = 600.0
@@ -141,6 +150,8 @@ class _Served:
 
     policy: Callable[[], NetPolicy]
     record: NetRecord
+    #: This server's share of the resolver (``ProxyLimits.lookups`` at once).
+    lookups: asyncio.Semaphore
     #: A fixed destination (a TCP forward) instead of HTTP proxying.
     forward_to: Endpoint | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -226,14 +237,14 @@ class NetProxy:
         """Proxy the connections that arrive on ``sock`` (a listening TCP socket, e.g. the one a
         server's namespace handed out) under ``policy`` (or a callable giving the current one, so
         the person's "allow it" applies to the next connection), recorded in ``record``."""
-        return await self._listen(sock, _Served(_source(policy), record))
+        return await self._listen(sock, _Served(_source(policy), record, self._lookups()))
 
     async def forward(
         self, sock: socket.socket, destination: Endpoint, policy: PolicySource, record: NetRecord
     ) -> ProxyListener:
         """Relay each connection on ``sock`` to ``destination`` (a granted loopback service),
         checked against the policy on every connection."""
-        return await self._listen(sock, _Served(_source(policy), record, destination))
+        return await self._listen(sock, _Served(_source(policy), record, self._lookups(), destination))
 
     async def aclose(self) -> None:
         """Close every listener and every connection."""
@@ -242,6 +253,9 @@ class NetProxy:
             listener.close()
         for listener in listeners:
             await listener.wait_closed()
+
+    def _lookups(self) -> asyncio.Semaphore:
+        return asyncio.Semaphore(self._limits.lookups)
 
     async def _listen(self, sock: socket.socket, served: _Served) -> ProxyListener:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -340,7 +354,7 @@ class NetProxy:
         step = policy.check(host, port)
         if not isinstance(step, Verdict):
             try:
-                async with asyncio.timeout(self._limits.connect_timeout):
+                async with asyncio.timeout(self._limits.connect_timeout), served.lookups:
                     addresses = await self._resolver.resolve(step.endpoint.host, step.endpoint.port)
             except (OSError, TimeoutError, UnicodeError):
                 addresses = ()
