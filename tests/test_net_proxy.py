@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from setup_agent.launch.net_policy import NetPolicy
+from setup_agent.launch.net_policy import Endpoint, NetPolicy
 from setup_agent.launch.net_proxy import NetProxy, ProxyLimits, ProxyListener
 from setup_agent.launch.net_record import Attempt, NetRecord
 from tests.timeouts import scaled
@@ -185,6 +185,8 @@ async def test_a_connect_to_a_public_name_is_tunnelled_to_the_address_that_was_c
     )
     assert attempt.addresses == (PUBLIC,)
     assert rig.record.words() == ["api.example.com:443: connected"]
+    # "Only these": what the test reached, as the strict policy the person may choose.
+    assert NetPolicy.strict(rig.record.reached()).only == {Endpoint("api.example.com", 443)}
 
 
 async def test_a_plain_http_request_is_forwarded_in_origin_form_without_proxy_headers_and_closed_after_it(
@@ -364,8 +366,6 @@ async def test_a_forward_relays_raw_tcp_to_its_granted_service_and_drops_it_once
     connector.routes[("127.0.0.1", origin.port)] = origin.port
     record = NetRecord()
     proxy = NetProxy(resolver=TableResolver({}), connector=connector)
-    from setup_agent.launch.net_policy import Endpoint
-
     listener = await proxy.forward(
         socket.create_server(("127.0.0.1", 0)), Endpoint("127.0.0.1", origin.port), lambda: policies[0], record
     )
