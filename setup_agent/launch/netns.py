@@ -12,16 +12,21 @@ One :class:`NetnsBridge` per server start. The launch function (the integration)
 
 .. code-block:: python
 
-    bridge = NetnsBridge(forwards=granted_loopback_ports)     # before building the argv
+    grants = {e.port: e for e in policy.loopback_grants()}    # found at its own loopback too
+    bridge = NetnsBridge(forwards=list(grants))               # before building the argv
     argv = bridge.into_bwrap(sandbox_argv)                    # or, in _bwrap_argv: no --share-net,
     # ro-bind each of bridge.read_only(), and "--", *bridge.command(command, args) at the end
     process = await anyio.open_process(argv, ..., pass_fds=bridge.pass_fds)
     bridge.spawned()                                          # our copy of its end closed
     sockets = await bridge.sockets(timeout)                   # or the process's stderr says why
-    listener = await proxy.serve(sockets.proxy, policy, record)
-    forwards = [await proxy.forward(s, Endpoint("127.0.0.1", port), policy, record)
-                for port, socks in sockets.forwards.items() for s in socks]
-    ...                                                       # on stop: listener.aclose(), forwards too
+    bridge.close()
+    listeners = [await proxy.serve(sockets.proxy, policy_of_server, record)]
+    listeners += [await proxy.forward(s, grants[port], policy_of_server, record)
+                  for port, socks in sockets.forwards.items() for s in socks]
+    ...                                                       # on stop: aclose() each listener
+
+The bootstrap refuses (exit 126, its reason on stderr) to start a server that would share the
+host's network namespace, or where it cannot tell (no ``/proc`` in the sandbox).
 """
 
 from __future__ import annotations
