@@ -3,7 +3,9 @@ package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
 ``prefetch.py``), artifact digests for lock files (``digests.py``), our stdio transport (``transport.py``) and the raw lane beside its SDK session (``raw_lane.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
-``grants.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
+``grants.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
+out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``; which mechanism
+holds it: ``net_isolation.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
 (``listeners.py``) and known start failures with their repairs (``repairs.py``).
 
 Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
@@ -31,6 +33,12 @@ if TYPE_CHECKING:
         required_keys_from_manifest,
         spec_from_manifest,
     )
+    from .net_isolation import NetIsolation, landlock_network, network_isolation
+    from .net_policy import Endpoint, NetPolicy
+    from .net_proxy import NetProxy, ProxyLimits
+    from .net_record import NetRecord
+    from .netns import NetnsBridge
+    from .netns_bootstrap import proxy_environment
     from .package_choice import (
         DEFAULT_PREFERENCE,
         RUNNERS,
@@ -59,6 +67,7 @@ __all__ = [
     "claim_dir",
     "DEFAULT_PREFERENCE",
     "describe_packages",
+    "Endpoint",
     "explain_failure",
     "fetch_bundle",
     "ArtifactDigests",
@@ -67,6 +76,7 @@ __all__ = [
     "fill_result",
     "granted_paths",
     "HttpWatch",
+    "landlock_network",
     "LANE_BASE",
     "LaneClosed",
     "LaunchSpec",
@@ -76,6 +86,12 @@ __all__ = [
     "materialize",
     "minimal_environment",
     "move_argv_secrets",
+    "NetIsolation",
+    "NetnsBridge",
+    "NetPolicy",
+    "NetProxy",
+    "NetRecord",
+    "network_isolation",
     "NOT_ISOLATED",
     "open_client",
     "Prefetches",
@@ -84,6 +100,8 @@ __all__ = [
     "ProcessWatch",
     "profile_words",
     "proxy_credentials",
+    "proxy_environment",
+    "ProxyLimits",
     "read_manifest",
     "required_keys_from_manifest",
     "runner_availability",
@@ -112,6 +130,7 @@ __getattr__, __dir__ = lazy_exports(
         "claim_dir": "procs",
         "DEFAULT_PREFERENCE": "package_choice",
         "describe_packages": "package_choice",
+        "Endpoint": "net_policy",
         "explain_failure": "repairs",
         "fetch_bundle": "bundle",
         "ArtifactDigests": "digests",
@@ -120,6 +139,7 @@ __getattr__, __dir__ = lazy_exports(
         "fill_result": "lenient",
         "granted_paths": "grants",
         "HttpWatch": "connector",
+        "landlock_network": "net_isolation",
         "LANE_BASE": "raw_lane",
         "LaneClosed": "raw_lane",
         "LaunchSpec": "spec",
@@ -129,6 +149,12 @@ __getattr__, __dir__ = lazy_exports(
         "materialize": "spec",
         "minimal_environment": "transport",
         "move_argv_secrets": "manifest",
+        "NetIsolation": "net_isolation",
+        "NetnsBridge": "netns",
+        "NetPolicy": "net_policy",
+        "NetProxy": "net_proxy",
+        "NetRecord": "net_record",
+        "network_isolation": "net_isolation",
         "NOT_ISOLATED": "grants",
         "open_client": "connector",
         "Prefetches": "prefetch",
@@ -137,6 +163,8 @@ __getattr__, __dir__ = lazy_exports(
         "ProcessWatch": "transport",
         "profile_words": "grants",
         "proxy_credentials": "transport",
+        "proxy_environment": "netns_bootstrap",
+        "ProxyLimits": "net_proxy",
         "read_manifest": "manifest",
         "required_keys_from_manifest": "manifest",
         "runner_availability": "package_choice",

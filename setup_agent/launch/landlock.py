@@ -10,7 +10,9 @@ the ruleset to itself (inherited by every child, never lifted) and ``exec``s the
 ``RULES`` (JSON, paths only, never a value): ``read`` (read and execute below each path),
 ``write`` (read, write, create, remove below each path), ``deny`` (paths inside a ``read`` or
 ``write`` path left out: Landlock only allows, so their parent is allowed child by child), ``network``
-(false: TCP bind and connect refused, ABI 4).
+(false: TCP bind and connect refused, ABI 4), ``connect_ports`` (TCP connect allowed to these ports
+only: mcp-setup's proxy, see :func:`network_rules`) and ``bind_ports`` (TCP bind allowed to these
+ports only; absent: bind is not restricted). A rule the kernel cannot enforce stops the launch.
 
 Landlock also refuses ptrace of a process outside the domain (so ``/proc/<pid>/mem`` and
 ``environ`` of mcp-setup), and with ABI 6 signals to it and its abstract unix sockets.
@@ -23,11 +25,13 @@ import json
 import os
 import sys
 
-__all__ = ["abi_version", "apply", "main"]
+__all__ = ["NET_ABI", "abi_version", "apply", "main", "network_rules"]
 
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # the same on x86-64 and arm64
 _CREATE_VERSION = 1
-_RULE_PATH_BENEATH = 1
+_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
+#: The first ABI with TCP rules (Linux 6.7).
+NET_ABI = 4
 _PR_SET_NO_NEW_PRIVS, _PR_SET_PDEATHSIG = 38, 1
 
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -49,6 +53,24 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneath(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _NetPort(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+def network_rules(connect_ports: list[int], bind_ports: list[int] | None = None) -> dict:
+    """The ``RULES`` keys that hold a server to TCP connections to ``connect_ports`` (the port of
+    mcp-setup's proxy on the host's loopback) and, when given, TCP binds to ``bind_ports``. Merge
+    them into the filesystem rules; needs ABI 4 (:data:`NET_ABI`).
+
+    Landlock rules name a port, not an address: the server may also connect to that port on
+    another address, and UDP (so DNS) is not covered; the sandbox's words say so."""
+    rules: dict = {"connect_ports": sorted({int(p) for p in connect_ports})}
+    if bind_ports is not None:
+        rules["bind_ports"] = sorted({int(p) for p in bind_ports})
+    return rules
 
 
 def _libc() -> ctypes.CDLL:
@@ -102,8 +124,17 @@ def apply(rules: dict) -> int:
     libc = _libc()
     handled = _fs_rights(abi)
     attr = _RulesetAttr(handled, 0, 0)
-    if abi >= 4 and not rules.get("network", True):
+    ports = {kind: rules.get(f"{kind}_ports") for kind in ("connect", "bind")}
+    limited = {kind: list(found) for kind, found in ports.items() if found is not None}
+    if limited and abi < NET_ABI:
+        raise OSError(f"Landlock ABI {abi} has no TCP rules (ABI {NET_ABI}, Linux 6.7, is needed)")
+    if abi >= NET_ABI and not rules.get("network", True):
         attr.handled_access_net = _NET_BIND | _NET_CONNECT
+        limited = {}  # no network: no port is allowed
+    elif limited:
+        attr.handled_access_net = (_NET_CONNECT if "connect" in limited else 0) | (
+            _NET_BIND if "bind" in limited else 0
+        )
     if abi >= 6:
         attr.scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
@@ -117,6 +148,9 @@ def apply(rules: dict) -> int:
             for top in rules.get(kind, []):
                 for path in _expand(os.path.realpath(top), denied):
                     _add_rule(libc, fd, path, rights, handled)
+        for kind, right in (("connect", _NET_CONNECT), ("bind", _NET_BIND)):
+            for port in limited.get(kind, ()):
+                _add_port_rule(libc, fd, int(port), right)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS) failed")
         if libc.syscall(_SYS_RESTRICT, fd, ctypes.c_uint32(0)) != 0:
@@ -139,6 +173,14 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int, handled: 
             raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
     finally:
         os.close(target)
+
+
+def _add_port_rule(libc: ctypes.CDLL, ruleset: int, port: int, right: int) -> None:
+    if not 0 <= port <= 65535:
+        raise OSError(f"{port} is not a TCP port")
+    rule = _NetPort(right, port)
+    if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+        raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for TCP port {port}")
 
 
 def main(argv: list[str]) -> int:
