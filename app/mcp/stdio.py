@@ -5,8 +5,7 @@
 so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF, also one
 the SDK cannot read (``-32700`` parse error, ``-32600`` invalid request, ``-32602``
 invalid params; one log line without values). With both ends pipes, stdout is written on the
-event loop too, and a ``tools/call`` of a connected installed tool is answered beside the SDK's
-server (fast_calls.py).
+event loop too. Every request, a proxied ``tools/call`` too, goes through the SDK's server.
 """
 
 from __future__ import annotations
@@ -84,28 +83,21 @@ class _PipeLines:
         #: Each line read, until the SDK's item for it is taken (one item per line, in order):
         #: a line the SDK cannot read is answered from it.
         self.lines: deque[str] = deque()
-        self.fast: Any = None  # fast_calls.FastCalls: sees each line first; a line it takes is not the SDK's
 
     def __aiter__(self) -> _PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        while True:
-            line = await self._reader.readline()
-            if not line:
-                if self.fast is not None:
-                    await self.fast.drain()  # its calls are answered before the SDK's side ends
-                raise StopAsyncIteration
-            text = line.decode("utf-8", "replace")
-            if self.fast is not None and self.fast.claim(text):
-                continue
-            self.lines.append(text)
-            return text
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        text = line.decode("utf-8", "replace")
+        self.lines.append(text)
+        return text
 
 
 class _PipeOut:
-    """stdout (a pipe) written on the event loop, for the SDK's answers and the fast path's alike:
-    one writer, so their lines never interleave, and no thread hop per answer."""
+    """stdout (a pipe) written on the event loop for the SDK's server: no thread hop per answer."""
 
     def __init__(self, writer: asyncio.StreamWriter, saved_fd: int) -> None:
         self.writer = writer
@@ -332,25 +324,15 @@ async def run_stdio(
             return
         holder.append(runtime)
         face.provide(runtime)
-        for calls in fast:
-            calls.runtime = runtime
         await runtime.start(eager=False)  # servers start on their first call
 
-    fast: list[Any] = []  # fast_calls.FastCalls, when stdin and stdout are pipes (MCP_SETUP_FAST_CALLS)
     out: _PipeOut | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(load)
             stdin = await _cancellable_stdin()
-            if stdin is not None and getattr(settings, "fast_calls", True):
+            if stdin is not None:
                 out = await _pipe_stdout()
-            if out is not None:
-                from .fast_calls import FastCalls
-
-                fast.append(FastCalls(face, out.writer.write, out.writer.drain))
-                fast[0].runtime = holder[0] if holder else None  # the core may have loaded already
-                stdin.fast = fast[0]
-                face.server.middleware.append(fast[0].track)
             async with (
                 stdio_server(stdin=stdin, stdout=out) as (read_stream, write_stream),
                 _drained(  # type: ignore[arg-type]
@@ -360,8 +342,6 @@ async def run_stdio(
                 await face.server.run(*streams, face.initialization_options())
             tg.cancel_scope.cancel()
     finally:
-        for calls in fast:
-            calls.close()
         face.close()
         for runtime in holder:
             await runtime.aclose()
