@@ -6,7 +6,7 @@ guessed protected value refused by the guard, a hidden tool refused, a result ov
 an answer the gateway cannot read said in words, a server's sampling request relayed redacted
 and answered, progress under the client's token before the answer, and the ids of concurrent
 calls never mixed. A cancelled call is never answered and the end of input does not wait for
-it.
+it; calls that share an id are each answered.
 """
 
 from __future__ import annotations
@@ -63,8 +63,21 @@ def _env(home: Path) -> dict[str, str]:
     )  # the tools file is outside any sandbox
 
 
-def _install(home: Path, canary: str) -> None:
-    """The stub installed in ``home``, its tools recorded when it first lists them."""
+#: The stub's ``echo`` as it lists it: pinned at install, it is callable before the server starts.
+ECHO = {
+    "name": "echo",
+    "description": "Echo the given text back.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"text": {"type": "string", "description": "Text to echo"}},
+        "required": ["text"],
+    },
+}
+
+
+def _install(home: Path, canary: str, tools: list[dict[str, Any]] | None = None) -> None:
+    """The stub installed in ``home``, its tools recorded when it first lists them (or ``tools``
+    recorded at install, as a tested install records them)."""
     import keyring.backends.fail
 
     from setup_agent.secrets.vault import Vault
@@ -89,7 +102,7 @@ def _install(home: Path, canary: str) -> None:
             tools_hash="x",
             env={"STUB_API_KEY": (canary, True)},
             title="Stub",
-            tools=None,
+            tools=tools,
         )
         store.set_hidden_tools(server.server_id, ["quiet"], actor="user:terminal")
 
@@ -258,12 +271,55 @@ async def test_every_proxied_call_is_answered_by_the_gateway_rules_with_progress
         assert answers[100 + i if i % 2 else f"c-{i}"]["result"]["content"][0]["text"] == f"n{i}"
 
 
+@pytest.mark.parametrize("named_as", [7, "7"], ids=["its-id", "its-id-as-a-string"])
 async def test_a_cancelled_call_is_never_answered_and_the_end_of_input_does_not_wait_for_it(
-    tmp_path: Path, canary: str
+    tmp_path: Path, canary: str, named_as: Any
 ) -> None:
     _install(tmp_path, canary)
     script = [_call(7, "stub__ask", {}), _call(8, "stub__big", {})]  # 7 waits on its question to the client
-    answers, seen, stderr = await _converse(_env(tmp_path), script, cancel=(7, 7))
+    answers, seen, stderr = await _converse(_env(tmp_path), script, cancel=(7, named_as))
     assert 7 not in answers and "after" in answers  # never answered once cancelled
     _cut(answers[8])
     assert canary not in json.dumps(seen) and canary not in stderr
+
+
+async def test_calls_that_share_an_id_are_each_answered_before_the_face_exits_at_the_end_of_input(
+    tmp_path: Path, canary: str
+) -> None:
+    """As ``printf … | mcp-setup mcp`` sends them: stdin ends right after the calls, before the
+    core or the server is up. The same id twice, and 7 beside "7" (two ids in JSON-RPC)."""
+    _install(tmp_path, canary, tools=[ECHO])
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        _call("dup", "stub__echo", {"text": "first"}),
+        _call("dup", "stub__echo", {"text": "second"}),
+        _call(7, "stub__echo", {"text": "int"}),
+        _call("7", "stub__echo", {"text": "string"}),
+    ]
+    with anyio.fail_after(scaled(60)):
+        proc = await anyio.run_process(
+            mcp_setup_argv("mcp"),
+            input="".join(json.dumps(m) + "\n" for m in messages).encode(),
+            env=_env(tmp_path),
+            check=False,
+        )
+    stderr = proc.stderr.decode("utf-8", "replace")
+    seen = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
+    texts: dict[Any, list[str]] = {}
+    for m in seen:
+        if "method" not in m and m.get("id") != 0:
+            assert "result" in m, m
+            texts.setdefault(json.dumps(m["id"]), []).append(m["result"]["content"][0]["text"])
+    assert sorted(texts.pop('"dup"')) == ["first", "second"], stderr[-2000:]
+    assert texts == {"7": ["int"], '"7"': ["string"]}, stderr[-2000:]
+    assert proc.returncode == 0 and canary not in stderr

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import stat
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.stdio import stdio_server
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 
 from setup_agent.store import SQLITE_FILE_NAME, read_sqlite_catalog, read_sqlite_counter
 
@@ -207,9 +209,22 @@ async def _drained(
     ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
     the server would stop at EOF and drop the answers still being worked on.
     """
-    pending: set[Any] = set()
+    # Requests read and not yet answered, by id as the SDK correlates them ("7" and 7 are one id,
+    # a cancel may name either); counted, since a client may reuse an id still in flight.
+    pending: Counter[Any] = Counter()
     lines = lines if lines is not None else deque()
     answered: list[anyio.Event] = []  # the EOF waiter's current event
+
+    def settled(request_id: Any) -> None:
+        """One request of ``request_id`` is answered, or cancelled (never to be answered)."""
+        key = coerce_request_id(request_id)
+        if pending[key] > 0:
+            pending[key] -= 1
+            if not pending[key]:
+                del pending[key]
+            for event in answered:
+                event.set()
+
     in_send, in_recv = anyio.create_memory_object_stream[Any](0)
     out_send, out_recv = anyio.create_memory_object_stream[Any](0)
 
@@ -230,14 +245,12 @@ async def _drained(
                     continue
                 message = getattr(item, "message", None)
                 if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
-                    pending.add(message.id)
+                    pending[coerce_request_id(message.id)] += 1
                 elif getattr(message, "method", None) == "notifications/cancelled":
                     # A cancelled request is never answered: the end of input must not wait for it.
-                    cancelled = (getattr(message, "params", None) or {}).get("requestId")
-                    if isinstance(cancelled, (int, str)) and cancelled in pending:
-                        pending.discard(cancelled)
-                        for event in answered:
-                            event.set()
+                    cancelled = cancelled_request_id_from_params(getattr(message, "params", None))
+                    if cancelled is not None:
+                        settled(cancelled)
                 await in_send.send(item)
             with anyio.move_on_after(grace):
                 while pending:
@@ -258,9 +271,7 @@ async def _drained(
                 await write_stream.send(item)
                 message = getattr(item, "message", None)
                 if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
-                    pending.discard(message.id)
-                    for event in answered:
-                        event.set()
+                    settled(message.id)
                     if answered_once is not None:
                         answered_once.set()
 
