@@ -69,10 +69,6 @@ class Settings(BaseSettings):
         default="first-call",
         description="When `mcp-setup mcp` loads its core: on the first tool call (less memory idle) or at once.",
     )
-    fast_calls: bool = Field(
-        default=True,
-        description="`mcp-setup mcp` on pipes answers a tools/call of a connected installed tool beside the SDK's server (faster; same rules).",
-    )
     gateway_tools: Literal["all", "discover"] = Field(
         default="all",
         description="discover: the MCP face lists only the setup tools and mcp_setup_find_tools / mcp_setup_call_tool.",

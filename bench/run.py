@@ -69,7 +69,7 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     "adopt": ("bench.section_adopt", ["--rounds", "15"], ["--rounds", "3"], 60),
     "gateway": (
         "bench.section_gateway",
-        ["--call-rounds", "300", "--list-rounds", "10"],
+        ["--call-rounds", "1000", "--list-rounds", "10"],
         ["--call-rounds", "40", "--list-rounds", "2"],
         90,
     ),

@@ -70,6 +70,29 @@ def test_the_smoke_test_prints_exactly_two_compact_json_lines(tmp_path: Path) ->
     assert proc.returncode == 0
 
 
+def test_the_smoke_test_prints_the_same_lines_when_stdin_and_stdout_are_files(tmp_path: Path) -> None:
+    """On pipes the face reads stdin and writes stdout on its event loop; on files (or a tty)
+    the SDK's own stdio reader and writer do: both must put the same bytes on the wire."""
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
+    piped = subprocess.run(
+        mcp_setup_argv("mcp"), input=SMOKE_INPUT, capture_output=True, text=True, env=env, cwd=REPO, timeout=scaled(60)
+    )
+    (tmp_path / "in.jsonl").write_text(SMOKE_INPUT)
+    with (tmp_path / "in.jsonl").open("rb") as stdin, (tmp_path / "out.jsonl").open("wb") as stdout:
+        from_files = subprocess.run(
+            mcp_setup_argv("mcp"),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
+            timeout=scaled(60),
+        )
+    written = (tmp_path / "out.jsonl").read_text()
+    assert piped.returncode == 0 and from_files.returncode == 0, from_files.stderr
+    assert len(piped.stdout.splitlines()) == 2 and written == piped.stdout
+
+
 @pytest.mark.parametrize(
     ("client_name", "label"),
     [

@@ -5,8 +5,7 @@
 so SIGTERM reaches the cleanup, and answers every request read before exiting at EOF, also one
 the SDK cannot read (``-32700`` parse error, ``-32600`` invalid request, ``-32602``
 invalid params; one log line without values). With both ends pipes, stdout is written on the
-event loop too, and a ``tools/call`` of a connected installed tool is answered beside the SDK's
-server (fast_calls.py).
+event loop too. Every request, a proxied ``tools/call`` too, goes through the SDK's server.
 """
 
 from __future__ import annotations
@@ -17,14 +16,15 @@ import json
 import logging
 import os
 import stat
-from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections import Counter, deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.stdio import stdio_server
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 
 from setup_agent.store import SQLITE_FILE_NAME, read_sqlite_catalog, read_sqlite_counter
 
@@ -84,28 +84,21 @@ class _PipeLines:
         #: Each line read, until the SDK's item for it is taken (one item per line, in order):
         #: a line the SDK cannot read is answered from it.
         self.lines: deque[str] = deque()
-        self.fast: Any = None  # fast_calls.FastCalls: sees each line first; a line it takes is not the SDK's
 
     def __aiter__(self) -> _PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        while True:
-            line = await self._reader.readline()
-            if not line:
-                if self.fast is not None:
-                    await self.fast.drain()  # its calls are answered before the SDK's side ends
-                raise StopAsyncIteration
-            text = line.decode("utf-8", "replace")
-            if self.fast is not None and self.fast.claim(text):
-                continue
-            self.lines.append(text)
-            return text
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        text = line.decode("utf-8", "replace")
+        self.lines.append(text)
+        return text
 
 
 class _PipeOut:
-    """stdout (a pipe) written on the event loop, for the SDK's answers and the fast path's alike:
-    one writer, so their lines never interleave, and no thread hop per answer."""
+    """stdout (a pipe) written on the event loop for the SDK's server: no thread hop per answer."""
 
     def __init__(self, writer: asyncio.StreamWriter, saved_fd: int) -> None:
         self.writer = writer
@@ -202,86 +195,135 @@ async def _cancellable_stdin() -> Any:
     return _PipeLines(reader)
 
 
-@asynccontextmanager
-async def _drained(
+class _Pending:
+    """Requests read and not yet answered, by id as the SDK correlates them ("7" and 7 are one
+    id, a cancel may name either); counted, since a client may reuse an id still in flight."""
+
+    def __init__(self) -> None:
+        self._count: Counter[Any] = Counter()
+        self._changed = anyio.Event()
+
+    def read(self, request_id: Any) -> None:
+        self._count[coerce_request_id(request_id)] += 1
+
+    def settled(self, request_id: Any) -> None:
+        """One request of ``request_id`` is answered, or cancelled (never to be answered)."""
+        key = coerce_request_id(request_id)
+        if self._count[key] > 0:
+            self._count[key] -= 1
+            if not self._count[key]:
+                del self._count[key]
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def wait(self, grace: float) -> None:
+        """Until every request read is settled, or ``grace`` seconds."""
+        with anyio.move_on_after(grace):
+            while self._count:
+                await self._changed.wait()
+
+
+class _Answers:
+    """The SDK server's write stream: each answer it sends settles its request."""
+
+    def __init__(self, inner: Any, pending: _Pending, answered_once: anyio.Event | None) -> None:
+        self._inner, self._pending, self._answered_once = inner, pending, answered_once
+
+    async def send(self, item: Any, /) -> None:
+        await self._inner.send(item)
+        message = getattr(item, "message", None)
+        if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
+            self._pending.settled(message.id)
+            if self._answered_once is not None:
+                self._answered_once.set()
+
+    async def aclose(self) -> None:  # the server closes it when it ends: stdio_server's writer finishes
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Answers:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _Requests:
+    """The SDK server's read stream: the transport's items, with a line the SDK could not read
+    answered here, and the end of input held back until every request read has been answered.
+
+    ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
+    the server would stop at EOF and drop the answers still being worked on. It wraps the
+    streams (no task or stream of its own between them: a message takes no extra loop pass).
+    """
+
+    def __init__(self, inner: Any, answers: _Answers, pending: _Pending, lines: deque[str], grace: float) -> None:
+        self._inner, self._answers, self._pending, self._lines, self._grace = inner, answers, pending, lines, grace
+
+    @property
+    def last_context(self) -> Any:  # the sender's context, as the SDK reads it off a context stream
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                await self._pending.wait(self._grace)
+                raise
+            raw = self._lines.popleft() if self._lines else None
+            if not isinstance(item, Exception):
+                break
+            code, req_id = _bad_line_answer(raw)  # a line the SDK could not read: answered here
+            logger.warning(
+                "stdio: a request line could not be read (%s); answered %s",
+                type(item).__name__,
+                code if code is not None else "nothing (a notification)",
+            )
+            if code is not None:
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await self._answers.send(_error_message(code, req_id))
+        message = getattr(item, "message", None)
+        method = getattr(message, "method", None)
+        if method is not None and getattr(message, "id", None) is not None:
+            self._pending.read(message.id)
+        elif method == "notifications/cancelled":
+            # A cancelled request is never answered: the end of input must not wait for it.
+            cancelled = cancelled_request_id_from_params(getattr(message, "params", None))
+            if cancelled is not None:
+                self._pending.settled(cancelled)
+        return item
+
+    def __aiter__(self) -> _Requests:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Requests:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _answered_streams(
     read_stream: Any,
     write_stream: Any,
     grace: float = 60.0,
     answered_once: anyio.Event | None = None,
     lines: deque[str] | None = None,
-) -> AsyncIterator[tuple[Any, Any]]:
-    """Streams whose end of input waits until every request read has been answered.
-
-    ``printf '…' | mcp-setup mcp`` closes stdin right after the last request; without this,
-    the server would stop at EOF and drop the answers still being worked on.
-    """
-    pending: set[Any] = set()
-    lines = lines if lines is not None else deque()
-    answered: list[anyio.Event] = []  # the EOF waiter's current event
-    in_send, in_recv = anyio.create_memory_object_stream[Any](0)
-    out_send, out_recv = anyio.create_memory_object_stream[Any](0)
-
-    async def pump_in() -> None:
-        async with in_send:
-            async for item in read_stream:
-                raw = lines.popleft() if lines else None
-                if isinstance(item, Exception):  # a line the SDK could not read: answer it here
-                    code, req_id = _bad_line_answer(raw)
-                    logger.warning(
-                        "stdio: a request line could not be read (%s); answered %s",
-                        type(item).__name__,
-                        code if code is not None else "nothing (a notification)",
-                    )
-                    if code is not None:
-                        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                            await out_send.send(_error_message(code, req_id))
-                    continue
-                message = getattr(item, "message", None)
-                if getattr(message, "method", None) is not None and getattr(message, "id", None) is not None:
-                    pending.add(message.id)
-                elif getattr(message, "method", None) == "notifications/cancelled":
-                    # A cancelled request is never answered: the end of input must not wait for it.
-                    cancelled = (getattr(message, "params", None) or {}).get("requestId")
-                    if isinstance(cancelled, (int, str)) and cancelled in pending:
-                        pending.discard(cancelled)
-                        for event in answered:
-                            event.set()
-                await in_send.send(item)
-            with anyio.move_on_after(grace):
-                while pending:
-                    answered[:] = [anyio.Event()]
-                    await answered[0].wait()
-
-    out_done = anyio.Event()
-
-    async def pump_out() -> None:
-        try:
-            await _forward_out()
-        finally:
-            out_done.set()
-
-    async def _forward_out() -> None:
-        async with out_recv, write_stream:  # closing write_stream lets stdio_server finish
-            async for item in out_recv:
-                await write_stream.send(item)
-                message = getattr(item, "message", None)
-                if getattr(message, "method", None) is None and getattr(message, "id", None) is not None:
-                    pending.discard(message.id)
-                    for event in answered:
-                        event.set()
-                    if answered_once is not None:
-                        answered_once.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(pump_in)
-        tg.start_soon(pump_out)
-        try:
-            yield in_recv, out_send
-        finally:
-            out_send.close()  # pump_out flushes what was accepted, then ends
-            with anyio.move_on_after(5):
-                await out_done.wait()
-            tg.cancel_scope.cancel()
+) -> tuple[_Requests, _Answers]:
+    """The SDK server's streams over stdio_server's: every request read is answered before the
+    end of input ends the server (see :class:`_Requests`)."""
+    pending = _Pending()
+    answers = _Answers(write_stream, pending, answered_once)
+    return _Requests(read_stream, answers, pending, lines if lines is not None else deque(), grace), answers
 
 
 async def run_stdio(
@@ -332,36 +374,22 @@ async def run_stdio(
             return
         holder.append(runtime)
         face.provide(runtime)
-        for calls in fast:
-            calls.runtime = runtime
         await runtime.start(eager=False)  # servers start on their first call
 
-    fast: list[Any] = []  # fast_calls.FastCalls, when stdin and stdout are pipes (MCP_SETUP_FAST_CALLS)
     out: _PipeOut | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(load)
             stdin = await _cancellable_stdin()
-            if stdin is not None and getattr(settings, "fast_calls", True):
+            if stdin is not None:
                 out = await _pipe_stdout()
-            if out is not None:
-                from .fast_calls import FastCalls
-
-                fast.append(FastCalls(face, out.writer.write, out.writer.drain))
-                fast[0].runtime = holder[0] if holder else None  # the core may have loaded already
-                stdin.fast = fast[0]
-                face.server.middleware.append(fast[0].track)
-            async with (
-                stdio_server(stdin=stdin, stdout=out) as (read_stream, write_stream),
-                _drained(  # type: ignore[arg-type]
+            async with stdio_server(stdin=stdin, stdout=out) as (read_stream, write_stream):
+                streams = _answered_streams(
                     read_stream, write_stream, answered_once=answered_once, lines=getattr(stdin, "lines", None)
-                ) as streams,
-            ):
+                )
                 await face.server.run(*streams, face.initialization_options())
             tg.cancel_scope.cancel()
     finally:
-        for calls in fast:
-            calls.close()
         face.close()
         for runtime in holder:
             await runtime.aclose()

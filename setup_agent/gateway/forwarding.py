@@ -1,8 +1,7 @@
 """What the connection manager forwards to a connected server, as the server sent it back.
 
 :class:`Forwarding` is the part of :class:`~setup_agent.gateway.connections.ConnectionManager`
-that passes a request through a live session: ``tools/call`` (on a stdio server through the
-raw lane beside its session, lane_call.py; progress relayed, a flood of
+that passes a request through a live session: ``tools/call`` (progress relayed, a flood of
 notifications ended, the result redacted and capped), ``logging/setLevel``, resource
 subscriptions and reads, ``prompts/get`` and ``completion/complete``. It never starts or stops a
 session: that is the manager's.
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound, ProtocolError
 
-from .lane_call import lane_call
 from .passthrough import Progress, raw_call, raw_read, raw_request
 from .relay import Caller
 from .result_cap import cap_result
@@ -73,16 +71,6 @@ class Forwarding:
                 await progress(value, total, message)
 
         with live.inflight.add(caller):
-            if live.lane is not None:  # the raw lane beside the session (lane_call.py): fewer loop passes
-                try:
-                    result = await lane_call(
-                        live.client, live.lane, name, arguments or {}, self._flood(progress), label=label
-                    )
-                finally:
-                    live.last_used = asyncio.get_running_loop().time()
-                if result is not None:
-                    self.links.remember(server_id, result)
-                    return cap_result(self.redactor.redact_obj(result), self.max_result_chars)
             call = asyncio.ensure_future(raw_call(live.client, name, arguments or {}, heard_progress, label=label))
             try:
                 result = await asyncio.shield(call)
@@ -99,24 +87,6 @@ class Forwarding:
         return cap_result(
             self.redactor.redact_obj(result), self.max_result_chars
         )  # after redaction: a cut never splits a secret
-
-    def _flood(self, progress: Progress | None) -> Progress:
-        """The lane's progress listener: relays to ``progress`` (if any) and ends the call (a
-        ProtocolError) at the notification past the limit. Like the SDK's way, every call asks
-        the server for progress, so a flood ends it whether or not the client listens."""
-        limit, heard = self.max_call_notifications, 0
-
-        async def counted(value: float, total: float | None, message: str | None) -> None:
-            nonlocal heard
-            heard += 1
-            if limit and heard > limit:
-                raise ProtocolError(
-                    f"The server sent more than {limit:,} notifications during one call; the call was ended."
-                )
-            if progress is not None:
-                await progress(value, total, message)
-
-        return counted
 
     async def set_logging_level(self, level: str) -> None:
         """``logging/setLevel`` on every connected server that declared ``logging``."""

@@ -65,7 +65,6 @@ class LiveConnection:
         self.stop = asyncio.Event()
         self.changed = asyncio.Event()
         self.client: Any = None
-        self.lane: Any = None  # the raw lane beside the client's session (launch/raw_lane.py), stdio only
         self.pid: int | None = None
         self.secrets: list[str] = []
         self.last_used = 0.0
@@ -172,7 +171,6 @@ class LiveConnection:
                         async with asyncio.timeout(owner.connect_timeout):
                             tools = await list_all_tools(client)
                     self.client = client
-                    self.lane = pwatch.lane
                     self.pid = pwatch.pid
                     self.status.tools = owner.redactor.redact_obj(tool_dicts(tools) if known is None else known)
                     self.last_used = asyncio.get_running_loop().time()
@@ -187,7 +185,7 @@ class LiveConnection:
                         await self._remember_sign_in(server, needed=False)
                     await self._hold(pwatch, getattr(auth, "signed_out", None))
                 finally:
-                    self.client = self.lane = None
+                    self.client = None
                     await cm.__aexit__(None, None, None)
                 if self.stop.is_set():
                     break

@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from setup_agent.errors import ProtocolError
 
-__all__ = ["Progress", "ResourceLinks", "raw_call", "raw_read", "raw_request", "unreadable_call"]
+__all__ = ["Progress", "ResourceLinks", "raw_call", "raw_read", "raw_request"]
 
 #: ``await progress(progress, total, message)``: one progress notification of a call.
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -35,16 +35,14 @@ async def raw_call(
     try:
         result = await client.session.send_request(request, _RAW, progress_callback=progress)
     except ValidationError as exc:
-        raise unreadable_call(label, name, exc) from None
+        raise _unreadable_call(label, name, exc) from None
     return result
 
 
-def unreadable_call(label: str, name: str, exc: ValidationError | None = None) -> ProtocolError:
-    """A ``tools/call`` result that is not one for the server's protocol version, in words (the
-    fields the check named, when there was one): the SDK's path and the raw lane say the same."""
-    fields = (
-        sorted({".".join(str(p) for p in e.get("loc", ())[:2]) or "(the result)" for e in exc.errors()}) if exc else []
-    )
+def _unreadable_call(label: str, name: str, exc: ValidationError) -> ProtocolError:
+    """A ``tools/call`` result that is not one for the server's protocol version, in words: the
+    fields the check named, never their values (the result may quote a secret)."""
+    fields = sorted({".".join(str(p) for p in e.get("loc", ())[:2]) or "(the result)" for e in exc.errors()})
     return ProtocolError(
         f"The server {label} answered the call of {name} with a result mcp-setup cannot read "
         f"(not a valid tools/call result for its protocol version; look at: {', '.join(fields[:5]) or '(the result)'})."

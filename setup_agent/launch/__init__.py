@@ -1,7 +1,7 @@
 """From a registry entry to a running process: the launch spec (``spec.py``), registry
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
-``prefetch.py``), artifact digests for lock files (``digests.py``), our stdio transport (``transport.py``) and the raw lane beside its SDK session (``raw_lane.py``), the client connection (``connector.py``),
+``prefetch.py``), artifact digests for lock files (``digests.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
 out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``; which mechanism
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from .digests import ArtifactDigests, digest_kind
     from .fetch import Fetcher
     from .grants import NOT_ISOLATED, granted_paths, profile_words
-    from .lenient import fill_result
     from .manifest import (
         Manifest,
         argv_secret_keys,
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
-    from .raw_lane import LANE_BASE, LaneClosed, RawLane
     from .repairs import apply_repair, explain_failure
     from .sandbox import Sandbox, sandboxed
     from .scratch import make_scratch_dir, sweep_scratch
@@ -73,12 +71,9 @@ __all__ = [
     "ArtifactDigests",
     "digest_kind",
     "Fetcher",
-    "fill_result",
     "granted_paths",
     "HttpWatch",
     "landlock_network",
-    "LANE_BASE",
-    "LaneClosed",
     "LaunchSpec",
     "list_all_tools",
     "make_scratch_dir",
@@ -95,7 +90,6 @@ __all__ = [
     "NOT_ISOLATED",
     "open_client",
     "Prefetches",
-    "RawLane",
     "ProcessLedger",
     "ProcessWatch",
     "profile_words",
@@ -136,12 +130,9 @@ __getattr__, __dir__ = lazy_exports(
         "ArtifactDigests": "digests",
         "digest_kind": "digests",
         "Fetcher": "fetch",
-        "fill_result": "lenient",
         "granted_paths": "grants",
         "HttpWatch": "connector",
         "landlock_network": "net_isolation",
-        "LANE_BASE": "raw_lane",
-        "LaneClosed": "raw_lane",
         "LaunchSpec": "spec",
         "list_all_tools": "connector",
         "make_scratch_dir": "scratch",
@@ -158,7 +149,6 @@ __getattr__, __dir__ = lazy_exports(
         "NOT_ISOLATED": "grants",
         "open_client": "connector",
         "Prefetches": "prefetch",
-        "RawLane": "raw_lane",
         "ProcessLedger": "procs",
         "ProcessWatch": "transport",
         "profile_words": "grants",

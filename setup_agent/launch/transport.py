@@ -17,7 +17,6 @@ The transport is an async context manager yielding the SDK's ``(read, write)`` s
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
@@ -36,7 +35,6 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 from .procs import ProcessLedger
-from .raw_lane import RawLane
 
 __all__ = ["ProcessWatch", "minimal_environment", "proxy_credentials", "stdio_transport"]
 
@@ -121,8 +119,6 @@ class ProcessWatch:
     _stderr: deque[bytes] = field(default_factory=deque)
     _stderr_size: int = 0
     on_stderr: Callable[[bytes], None] | None = None  # e.g. a server's rolling log file
-    #: Requests written beside the SDK's on this process's pipes (raw_lane.py); None until it starts.
-    lane: RawLane | None = None
 
     def add_stderr(self, chunk: bytes) -> None:
         if self.on_stderr is not None:
@@ -194,15 +190,6 @@ async def _stop(process: Process, watch: ProcessWatch, grace: float, term_grace:
             await anyio.sleep(0.01)
 
 
-def _lane_for(process: Process) -> RawLane | None:
-    """A raw lane on the process's stdin when it is an asyncio stream writer (anyio's wrapper
-    around one), else None: the SDK's way only."""
-    writer = getattr(process.stdin, "_stream", None)
-    if not isinstance(writer, asyncio.StreamWriter):
-        return None
-    return RawLane(writer.write, writer.drain)
-
-
 @asynccontextmanager
 async def stdio_transport(
     command: str,
@@ -232,7 +219,6 @@ async def stdio_transport(
 
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    lane = watch.lane = _lane_for(process)
 
     async def stdout_reader() -> None:
         assert process.stdout is not None
@@ -246,8 +232,6 @@ async def stdio_transport(
                         line = raw.decode("utf-8", "replace").strip()
                         if not line:
                             continue
-                        if lane is not None and lane.busy and lane.take(line):
-                            continue  # a lane request's answer (or progress): never the SDK's
                         try:
                             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         except ValueError:
@@ -262,9 +246,6 @@ async def stdio_transport(
                             return
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
-        finally:
-            if lane is not None:
-                lane.close()
 
     async def stdin_writer() -> None:
         assert process.stdin is not None
@@ -285,8 +266,6 @@ async def stdio_transport(
             yield read_stream, write_stream
         finally:
             with anyio.CancelScope(shield=True):
-                if lane is not None:
-                    lane.close()
                 read_stream.close()
                 write_stream.close()
                 await _stop(process, watch, grace, term_grace)
