@@ -241,7 +241,9 @@ class OfficialRegistry:
             found = await self._search(telling[0], page, page_size)
             if found.total_pages or not _halves(telling[0]):
                 return found
-        result = await self._widened(q, groups)
+            result = await self._widened(q, groups, asked=[])  # nothing: only a typo's halves are left to ask
+        else:
+            result = await self._widened(q, groups)
         start = (page - 1) * page_size
         return SearchPage(
             servers=result.servers[start : start + page_size],
@@ -249,13 +251,16 @@ class OfficialRegistry:
             did_you_mean=result.did_you_mean,
         )
 
-    async def _widened(self, q: str, groups: dict[str, list[str]]) -> Ranked[Summary]:
+    async def _widened(
+        self, q: str, groups: dict[str, list[str]], *, asked: list[Summary] | None = None
+    ) -> Ranked[Summary]:
+        """The union for ``q`` ranked (``asked``: what its names already answered), typos' halves included."""
         key = q.lower()
         cached = self._ranked.get(key)
         if cached is not None:
             return cached
         limiter = anyio.CapacityLimiter(_TERMS)
-        servers = await self._union(groups, limiter)
+        servers = await self._union(groups, limiter) if asked is None else asked
         result = ranked(servers, q)
         halves = [h for word in result.unmatched if word in groups for h in _halves(word)][:_TERMS]
         if halves:
