@@ -481,3 +481,25 @@ async def test_the_widened_search_asks_for_ten_names_at_most(the_same_data) -> N
     assert len(asked) == official_module._TERMS
     assert {"mail", "chat", "databas", "brows", "payment", "calendar"} <= asked  # each word's own name first
     assert page.servers
+
+
+async def test_the_search_tool_says_did_you_mean_only_when_a_typo_was_read(
+    everything, tmp_path, memory_keyring
+) -> None:
+    from app.runtime import build_runtime
+    from app.settings import Settings
+    from setup_agent.setup.service import CallContext
+
+    runtime = build_runtime(
+        Settings(home=tmp_path / "data", registries="local", catalog_dir=everything), keyring_backend=memory_keyring
+    )
+    try:
+        typo = await runtime.service.call("mcp_setup_search", {"query": "notoin"}, CallContext())
+        right = await runtime.service.call("mcp_setup_search", {"query": "notion"}, CallContext())
+    finally:
+        await runtime.aclose()
+    assert typo["ok"] is True and typo["did_you_mean"] == ["notion"]
+    assert (
+        typo["servers"][0]["qualified_name"] == right["servers"][0]["qualified_name"] == "io.github.v-3/notion-server"
+    )
+    assert "did_you_mean" not in right
