@@ -223,9 +223,9 @@ class OfficialRegistry:
         (:mod:`registry_clients.synonyms`), all at once (:data:`_TERMS` names at most); the
         names of the most selective word are paged to their end (every server that holds all
         the words is among them), the others' first pages kept. That union is ranked with the
-        descriptions (:mod:`registry_clients.ranking`). A word no server of it holds may be a
-        typo: each half of it is asked for too (``not`` and ``oin`` of ``notoin``: one edit
-        leaves one half whole), one more round, and the union ranked again (the typo read as
+        descriptions (:mod:`registry_clients.ranking`). When nothing in it matches, a word no
+        server holds may be a typo: each half of it is asked for too (``not`` and ``oin`` of
+        ``notoin``: one edit leaves one half whole), one more round, and the union ranked again (the typo read as
         the nearest word of the answers, said in ``did_you_mean``). The ranking is cached and
         paged here. A single word with nothing to widen gets the registry's own pages, in its
         order (the hub ranks them), unless it finds nothing.
@@ -262,7 +262,9 @@ class OfficialRegistry:
         limiter = anyio.CapacityLimiter(_TERMS)
         servers = await self._union(groups, limiter) if asked is None else asked
         result = ranked(servers, q)
-        halves = [h for word in result.unmatched if word in groups for h in _halves(word)][:_TERMS]
+        # nothing at all: a typo, maybe (a word that only descriptions hold costs no round more)
+        typos = [] if result.servers else [word for word in result.unmatched if word in groups]
+        halves = [h for word in typos for h in _halves(word)][:_TERMS]
         if halves:
             more = await self._firsts(halves, limiter)
             servers = _merged(servers, *(more[h].servers for h in halves))
