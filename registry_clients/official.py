@@ -10,6 +10,10 @@ intermediate page fetched once).
 plus one while the last known page has a ``metadata.nextCursor`` (it grows as you page
 on), and exact once the end has been seen.
 
+Search: the API matches one substring of the name only, so a query is widened here (its
+words' stems and synonyms asked for at once, a typo's halves when nothing is found) and the
+answers ranked with their descriptions: see :meth:`OfficialRegistry.search`.
+
 Errors: network failures and timeouts → RegistryError; 404 → RegistryNotFound; any other
 error status → RegistryError carrying the body's message (problem-JSON ``title``/``detail``
 or ``{"error": …}``). Responses are read leniently; unparseable entries are skipped.
