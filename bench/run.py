@@ -54,9 +54,9 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     ),
     "search": (
         "bench.section_search",
-        ["--rounds", "20", "--cached-rounds", "200"],
-        ["--rounds", "4", "--cached-rounds", "20"],
-        60,
+        ["--rounds", "20", "--cached-rounds", "200", "--widened-rounds", "12"],
+        ["--rounds", "4", "--cached-rounds", "20", "--widened-rounds", "4"],
+        120,
     ),
     "boot": (
         "bench.section_boot",

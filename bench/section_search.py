@@ -14,6 +14,14 @@ median over rounds; also median(fanout) / max(median(official), median(smithery)
 Then the cache: the same search again on a hub that has it (``hub_cached``), and the whole
 tool ``SetupService.call("mcp_setup_search")`` served from the cache (``tool_cached``:
 argument checks, the cache, the redactor), both in ms.
+
+Then the official client's widened search (``widened``): ``OfficialRegistry.search(q)`` on a
+fresh client (stems, synonyms, the most selective word paged, a typo's halves in one more
+round, the union ranked) against the baseline, one name-only request of the API for the
+same query (``GET /v0.1/servers?search=q&limit=100``: all the API itself can do), timed on the
+same HTTP client, interleaved with the order rotated. Per kind of query (one word with
+nothing to widen, a word with synonyms, several words, a typo): the median of each round's
+ratio and of the milliseconds added, and the requests the widened search made.
 """
 
 from __future__ import annotations
@@ -29,6 +37,14 @@ from typing import Any
 from bench.common import REPO, Root, emit, median, summary
 
 QUERIES = ("mcp", "server", "search", "github", "time", "notion", "weather", "json")
+
+#: The widened official search, by kind of query.
+WIDENED = {
+    "plain": ("notion", "github", "slack", "time"),  # one word, nothing to widen: one request
+    "synonyms": ("kubernetes", "jira", "email", "browser"),  # a word and its stem/synonyms at once
+    "words": ("browser automation", "web scraping", "database queries", "jira issues"),
+    "typo": ("notoin", "githbu", "wheather", "spotfiy"),  # nothing by name: the halves, one more round
+}
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -114,6 +130,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         out["servers_per_search"] = len(res["servers"])
         out["hub_cached_ms"] = {k: (v * 1000 if k != "n" else v) for k, v in summary(cached).items()}
         out["tool_cached_ms"] = {k: (v * 1000 if k != "n" else v) for k, v in summary(tool_cached).items()}
+        out["widened"] = await widened(runtime.http, urls["official"], args.widened_rounds)
         await runtime.aclose()
     finally:
         if fakes.stdin:
@@ -127,11 +144,62 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+async def widened(http: Any, url: str, rounds: int) -> dict[str, Any]:
+    """The widened official search against one name-only request, per kind of query."""
+    from registry_clients.official import OfficialRegistry
+
+    class Counting:  # counts the widened search's requests, on the same client
+        def __init__(self) -> None:
+            self.n = 0
+
+        async def get(self, *a: Any, **kw: Any) -> Any:
+            self.n += 1
+            return await http.get(*a, **kw)
+
+    async def name_only(q: str) -> float:
+        t0 = time.perf_counter()
+        resp = await http.get(f"{url}/v0.1/servers", params={"search": q, "limit": 100, "version": "latest"})
+        resp.raise_for_status()
+        return time.perf_counter() - t0
+
+    async def widened_search(q: str, counter: Counting) -> float:
+        registry = OfficialRegistry(url, http=counter)  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        await registry.search(q, 1, 10)
+        return time.perf_counter() - t0
+
+    out: dict[str, Any] = {}
+    for kind, queries in WIDENED.items():
+        mine: list[float] = []
+        base: list[float] = []
+        requests: list[int] = []
+        for i in range(rounds):
+            q = queries[i % len(queries)]
+            counter = Counting()
+            if i % 2:
+                base.append(await name_only(q))
+                mine.append(await widened_search(q, counter))
+            else:
+                mine.append(await widened_search(q, counter))
+                base.append(await name_only(q))
+            requests.append(counter.n)
+        out[kind] = {
+            "queries": list(queries),
+            "widened": summary(mine),
+            "baseline": summary(base),
+            "ratio": median(m / b for m, b in zip(mine, base)),
+            "added_ms": median((m - b) * 1000 for m, b in zip(mine, base)),
+            "requests": median(requests),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--cached-rounds", type=int, default=50)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--widened-rounds", type=int, default=12)
     args = parser.parse_args()
     emit(asyncio.run(main_async(args)))
 

@@ -9,7 +9,9 @@ source is read to its end (in chunks of :data:`CHUNK`, at most :data:`MAX_CHUNKS
 are merged, de-duplicated by ``qualified_name`` (first source in order wins) and ranked
 (:func:`~registry_clients.ranking.rank`, which keeps what a semantic source returned and
 blends its order with ours), and that list is cached for ``cache_ttl``: pages never repeat
-or skip a name and ``total_pages`` is exact. Without a query (browsing), the order is the
+or skip a name and ``total_pages`` is exact. A word of the query that no server holds is read
+as its nearest word (a typo) and ``did_you_mean`` says the query so read (ours, then the
+sources' own). Without a query (browsing), the order is the
 sources' own, so each is read only up to ``page * page_size`` and ``total_pages`` counts
 what was seen, plus one while a source has more. ``notes`` (e.g. a skipped Smithery) are
 appended to every ``errors``. With ``source`` only that one is asked (ranked and paged the
@@ -26,6 +28,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,7 @@ from .errors import RegistryError, RegistryNotFound
 from .local import LocalCatalog
 from .models import Detail, SearchPage, SourceError, Summary
 from .official import DEFAULT_OFFICIAL_URL, OfficialRegistry
-from .ranking import rank
+from .ranking import Ranked, ranked
 from .smithery import DEFAULT_SMITHERY_URL, SmitheryRegistry
 
 __all__ = ["KNOWN_REGISTRIES", "RegistryHub", "build_sources"]
@@ -50,6 +53,8 @@ KNOWN_REGISTRIES = ("official", "smithery", "local")
 #: Page size the hub asks each source for while merging, and how many such pages at most.
 CHUNK = 100
 MAX_CHUNKS = 20
+#: At most this many readings of a query with its typos corrected ("did you mean").
+_SUGGESTIONS = 3
 
 
 class RegistryHub:
@@ -69,7 +74,7 @@ class RegistryHub:
         self.notes: list[SourceError] = list(notes or [])
         self._pages: TTLCache[tuple[str, str, int, int], SearchPage] = TTLCache(1024, cache_ttl, timer=timer)
         self._details: TTLCache[tuple[str, ...], Detail] = TTLCache(1024, cache_ttl, timer=timer)
-        self._ranked: TTLCache[tuple[tuple[str, ...], str], tuple[list[Summary], list[SourceError]]] = TTLCache(
+        self._ranked: TTLCache[tuple[tuple[str, ...], str], tuple[Ranked[Summary], list[SourceError]]] = TTLCache(
             256, cache_ttl, timer=timer
         )
 
@@ -120,12 +125,13 @@ class RegistryHub:
         q = (query or "").strip()
         names = [source] if source is not None else list(self.sources)
         if q:
-            ranked, found_errors = await self._whole(names, q, raise_errors=source is not None)
+            found, found_errors = await self._whole(names, q, raise_errors=source is not None)
             start = (page - 1) * page_size
             return SearchPage(
-                servers=[s.model_copy() for s in ranked[start : start + page_size]],
-                total_pages=math.ceil(len(ranked) / page_size),
+                servers=[s.model_copy() for s in found.servers[start : start + page_size]],
+                total_pages=math.ceil(len(found.servers) / page_size),
                 errors=[*found_errors, *self.notes],
+                did_you_mean=list(found.did_you_mean),
             )
         need = page * page_size
         results: dict[str, tuple[list[Summary], bool]] = {}
@@ -134,7 +140,7 @@ class RegistryHub:
 
         async def run(name: str) -> None:
             try:
-                results[name] = await self._collect(name, q, need, extra)
+                results[name] = await self._collect(name, q, need, extra, [])
             except RegistryError as exc:
                 if source is not None:
                     raise
@@ -164,8 +170,12 @@ class RegistryHub:
             servers=ranked[start : start + page_size], total_pages=total, errors=[*out_errors, *extra, *self.notes]
         )
 
-    async def _whole(self, names: list[str], q: str, *, raise_errors: bool) -> tuple[list[Summary], list[SourceError]]:
-        """Every candidate of ``q`` from ``names``, merged and ranked once per cache TTL.
+    async def _whole(
+        self, names: list[str], q: str, *, raise_errors: bool
+    ) -> tuple[Ranked[Summary], list[SourceError]]:
+        """Every candidate of ``q`` from ``names``, merged and ranked once per cache TTL, with
+        the query as read with its typos corrected (ours over the merged list, then each
+        source's, which knows its whole catalog).
 
         A list with a failed source is not cached: the next page asks that source again."""
         key = (tuple(names), q)
@@ -175,11 +185,12 @@ class RegistryHub:
         results: dict[str, list[Summary]] = {}
         errors: dict[str, SourceError] = {}
         extra: list[SourceError] = []
+        hints: dict[str, list[str]] = {name: [] for name in names}
 
         async def run(name: str) -> None:
             semantic = bool(getattr(self.sources[name], "semantic", False))
             try:
-                results[name] = (await self._collect(name, q, CHUNK if semantic else None, extra))[0]
+                results[name] = (await self._collect(name, q, CHUNK if semantic else None, extra, hints[name]))[0]
             except RegistryError as exc:
                 if raise_errors:
                     raise
@@ -196,21 +207,24 @@ class RegistryHub:
                 merged.setdefault(summary.qualified_name, summary)
                 if semantic:
                     positions.setdefault(summary.qualified_name, pos)
-        ranked = rank(list(merged.values()), q, semantic=positions or None)
-        out = (ranked, [*(errors[n] for n in names if n in errors), *extra])
+        found = ranked(list(merged.values()), q, semantic=positions or None)
+        said = list(dict.fromkeys([*found.did_you_mean, *(h for n in names for h in hints[n])]))[:_SUGGESTIONS]
+        out = (replace(found, did_you_mean=said), [*(errors[n] for n in names if n in errors), *extra])
         if not errors:
             self._ranked[key] = out
         return out
 
     async def _collect(
-        self, name: str, q: str, need: int | None, errors: list[SourceError]
+        self, name: str, q: str, need: int | None, errors: list[SourceError], hints: list[str]
     ) -> tuple[list[Summary], bool]:
-        """The first ``need`` matches of one source (all with None; read in chunks), and whether it has more."""
+        """The first ``need`` matches of one source (all with None; read in chunks), and whether
+        it has more; its errors and its ``did_you_mean`` are added to ``errors`` and ``hints``."""
         items: list[Summary] = []
         seen: set[str] = set()
         for chunk in range(1, MAX_CHUNKS + 1):
             result = await self._search_one(name, q, chunk, CHUNK)
             errors.extend(e for e in result.errors if e not in errors)
+            hints.extend(h for h in result.did_you_mean if h not in hints)
             fresh = [s for s in result.servers if s.qualified_name not in seen]
             seen.update(s.qualified_name for s in fresh)
             items.extend(fresh)

@@ -25,7 +25,7 @@ import anyio.to_thread
 from .errors import RegistryNotFound
 from .inputs import unwrap
 from .models import Detail, SearchPage
-from .ranking import rank, version_key
+from .ranking import ranked, version_key
 from .serverjson import parse_server_json
 
 __all__ = ["LocalCatalog"]
@@ -104,12 +104,14 @@ class LocalCatalog:
             return [d for d, _ in chosen.values()]
 
     async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
-        """Ranked matches over name, title and description (see :mod:`registry_clients.ranking`)."""
-        servers = rank(await anyio.to_thread.run_sync(self._load), query)
+        """Ranked matches over name, title and description, typos read as the nearest word
+        (see :mod:`registry_clients.ranking`)."""
+        found = ranked(await anyio.to_thread.run_sync(self._load), query)
         start = (page - 1) * page_size
         return SearchPage(
-            servers=[d.summary() for d in servers[start : start + page_size]],
-            total_pages=math.ceil(len(servers) / page_size) if page_size > 0 else 0,
+            servers=[d.summary() for d in found.servers[start : start + page_size]],
+            total_pages=math.ceil(len(found.servers) / page_size) if page_size > 0 else 0,
+            did_you_mean=found.did_you_mean,
         )
 
     async def get(self, qualified_name: str, version: str | None = None) -> Detail:

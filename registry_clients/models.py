@@ -188,3 +188,6 @@ class SearchPage(_Model):
     servers: list[Summary] = Field(default_factory=list)
     total_pages: int = 0
     errors: list[SourceError] = Field(default_factory=list)
+    # The query with its typos corrected, when a word of it matched nothing as typed
+    # (registry_clients.ranking.Ranked.did_you_mean): only words of the registries' own text.
+    did_you_mean: list[str] = Field(default_factory=list)

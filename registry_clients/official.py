@@ -10,6 +10,10 @@ intermediate page fetched once).
 plus one while the last known page has a ``metadata.nextCursor`` (it grows as you page
 on), and exact once the end has been seen.
 
+Search: the API matches one substring of the name only, so a query is widened here (its
+words' stems and synonyms asked for at once, a typo's halves when nothing is found) and the
+answers ranked with their descriptions: see :meth:`OfficialRegistry.search`.
+
 Errors: network failures and timeouts → RegistryError; 404 → RegistryNotFound; any other
 error status → RegistryError carrying the body's message (problem-JSON ``title``/``detail``
 or ``{"error": …}``). Responses are read leniently; unparseable entries are skipped.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -28,8 +33,10 @@ from cachetools import TTLCache
 
 from .errors import RegistryError, RegistryNotFound
 from .models import Detail, SearchPage, Summary
-from .ranking import query_words, rank, tokens
+from .ranking import Ranked, ranked
 from .serverjson import parse_server_json
+from .synonyms import alternatives_of
+from .words import query_words, stem, tokens
 
 __all__ = ["DEFAULT_OFFICIAL_URL", "OfficialRegistry", "error_message"]
 
@@ -37,9 +44,75 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OFFICIAL_URL = "https://registry.modelcontextprotocol.io"
 
-#: A multi-word query reads each word's matches in pages of this size, at most this many pages.
+#: A widened search reads each name's matches in pages of this size, at most this many pages.
 _UNION_PAGE = 100
 _UNION_PAGES = 10
+#: A widened search asks for at most this many names (and has at most this many requests in flight).
+_TERMS = 10
+
+
+def _terms(word: str, alts: tuple[str, ...]) -> list[str]:
+    """The names to ask for to find ``word``: itself, its stem (4 letters or more: not ``tim`` for
+    ``time``), its singular (``map`` for ``maps``), its synonyms ``alts`` of 3 letters or more
+    (``pg`` would match half the registry). A name holding another is left out: the API matches
+    substrings, so the shorter one finds it (``kube`` answers for ``kubernetes``)."""
+    root = stem(word)
+    singular = word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) >= 4 else word
+    terms = [word, *([root] if len(root) >= 4 else []), singular, *(a for a in alts if len(a) >= 3)]
+    terms = list(dict.fromkeys(terms))
+    return [t for t in terms if not any(other != t and other in t for other in terms)]
+
+
+def _budget(groups: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``groups`` cut to :data:`_TERMS` names in all: every word's first name, then every word's second…"""
+    kept: dict[str, list[str]] = {word: [] for word in groups}
+    count = 0
+    for i in range(max((len(ts) for ts in groups.values()), default=0)):
+        for word, ts in groups.items():
+            if i < len(ts) and count < _TERMS:
+                kept[word].append(ts[i])
+                count += 1
+    return kept
+
+
+def _halves(word: str) -> list[str]:
+    """Two pieces of a word of 5 letters or more, 3 letters each at least, that one edit leaves
+    one of whole. From 8 letters the two middle letters are left out, so a swap across the middle
+    leaves both whole (``playwrigth``: ``play`` and ``igth``)."""
+    n, half = len(word), len(word) // 2
+    if n < 5:
+        return []
+    if n >= 8:
+        return [word[: half - 1], word[half + 1 :]]
+    return list(dict.fromkeys([word[: max(3, half)], word[-max(3, n - half) :]]))
+
+
+async def _each(items: list[str], fn: Callable[[str], Awaitable[None]]) -> None:
+    """``fn(item)`` for every item at once. The first RegistryError stops the others and is
+    raised as it is (one failing request fails the search, in the same words as alone)."""
+    failed: list[RegistryError] = []
+
+    async def one(item: str) -> None:
+        try:
+            await fn(item)
+        except RegistryError as exc:
+            failed.append(exc)
+            tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for item in items:
+            tg.start_soon(one, item)
+    if failed:
+        raise failed[0]
+
+
+def _merged(*lists: list[Summary]) -> list[Summary]:
+    """The lists one after the other, each name once (the first seen wins)."""
+    merged: dict[str, Summary] = {}
+    for servers in lists:
+        for summary in servers:
+            merged.setdefault(summary.qualified_name, summary)
+    return list(merged.values())
 
 
 def error_message(response: httpx.Response) -> str:
@@ -91,7 +164,7 @@ class OfficialRegistry:
         self._owns_http = http is None
         self._timeout = timeout
         self._chains: TTLCache[tuple[str, int], _Chain] = TTLCache(maxsize=256, ttl=900)
-        self._unions: TTLCache[str, list[Summary]] = TTLCache(maxsize=64, ttl=300)
+        self._ranked: TTLCache[str, Ranked[Summary]] = TTLCache(maxsize=64, ttl=300)
 
     def __repr__(self) -> str:
         return f"OfficialRegistry({self.base_url!r})"
@@ -146,55 +219,99 @@ class OfficialRegistry:
         return servers, nxt if isinstance(nxt, str) and nxt else None
 
     async def search(self, query: str | None, page: int, page_size: int) -> SearchPage:
-        """One page of latest versions whose name contains ``query``.
+        """One page of latest versions matching ``query``.
 
-        The API matches one substring of the name. A query of several words sends its telling
-        words (not ``mcp``, ``server``…): one alone as it is (a typed name such
-        as ``mcp-server-github`` its longest telling word); several words at once,
-        in parallel, then pages through the most selective one only (the fewest matches: every
-        server that holds all the words is among them) and keeps the first page of the others
-        (servers that hold some of the words). That union is ranked
-        (:mod:`registry_clients.ranking`), cached, and paged here.
+        The API matches one substring of the name, so the search is widened here: each telling
+        word of the query (not ``mcp``, ``server``…; of a typed name such as ``mcp-server-github``
+        its longest telling word) is asked for with its stem and its synonyms
+        (:mod:`registry_clients.synonyms`), all at once (:data:`_TERMS` names at most); the
+        names of the most selective word are paged to their end (every server that holds all
+        the words is among them), the others' first pages kept. That union is ranked with the
+        descriptions (:mod:`registry_clients.ranking`). When nothing in it matches, a word no
+        server holds may be a typo: each half of it is asked for too (``not`` and ``oin`` of
+        ``notoin``: one edit leaves one half whole), one more round, and the union ranked again (the typo read as
+        the nearest word of the answers, said in ``did_you_mean``). The ranking is cached and
+        paged here. A single word with nothing to widen gets the registry's own pages, in its
+        order (the hub ranks them), unless it finds nothing.
         """
-        telling, _generic = query_words(query)
-        if len(tokens(query)) > 1 and (len(telling) == 1 or not any(c.isspace() for c in (query or "").strip())):
-            # one telling word, or one typed name (``mcp-server-github``): its longest telling word
-            return await self._search(max(telling, key=len), page, page_size)
-        if len(telling) > 1:
-            union = await self._union(telling)
-            servers = rank(union, query)
-            start = (page - 1) * page_size
-            return SearchPage(
-                servers=servers[start : start + page_size], total_pages=math.ceil(len(servers) / page_size)
-            )
-        return await self._search(query, page, page_size)
+        q = (query or "").strip()
+        telling, _generic = query_words(q)
+        if not telling:
+            return await self._search(q or None, page, page_size)
+        if len(tokens(q)) > 1 and not any(c.isspace() for c in q):
+            telling = [max(telling, key=len)]
+        groups = {word: _terms(word, alts) for word, alts in zip(telling, alternatives_of(telling))}
+        if len(groups) == 1 and groups[telling[0]] == [telling[0]]:
+            found = await self._search(telling[0], page, page_size)
+            if found.total_pages or not _halves(telling[0]):
+                return found
+            result = await self._widened(q, groups, asked=[])  # nothing: only a typo's halves are left to ask
+        else:
+            result = await self._widened(q, groups)
+        start = (page - 1) * page_size
+        return SearchPage(
+            servers=result.servers[start : start + page_size],
+            total_pages=math.ceil(len(result.servers) / page_size),
+            did_you_mean=result.did_you_mean,
+        )
 
-    async def _union(self, words: list[str]) -> list[Summary]:
-        key = " ".join(words)
-        cached = self._unions.get(key)
+    async def _widened(
+        self, q: str, groups: dict[str, list[str]], *, asked: list[Summary] | None = None
+    ) -> Ranked[Summary]:
+        """The union for ``q`` ranked (``asked``: what its names already answered), typos' halves included."""
+        key = q.lower()
+        cached = self._ranked.get(key)
         if cached is not None:
             return cached
+        limiter = anyio.CapacityLimiter(_TERMS)
+        servers = await self._union(groups, limiter) if asked is None else asked
+        result = ranked(servers, q)
+        # nothing at all: a typo, maybe (a word that only descriptions hold costs no round more)
+        typos = [] if result.servers else [word for word in result.unmatched if word in groups]
+        halves = [h for word in typos for h in _halves(word)][:_TERMS]
+        if halves:
+            more = await self._firsts(halves, limiter)
+            servers = _merged(servers, *(more[h].servers for h in halves))
+            result = ranked(servers, q)
+        self._ranked[key] = result
+        return result
+
+    async def _firsts(self, terms: list[str], limiter: anyio.CapacityLimiter) -> dict[str, SearchPage]:
+        """The first page of each term, at once (as many in flight as the limiter lets)."""
         firsts: dict[str, SearchPage] = {}
 
-        async def first(word: str) -> None:
-            firsts[word] = await self._search(word, 1, _UNION_PAGE)
+        async def first(term: str) -> None:
+            async with limiter:
+                firsts[term] = await self._search(term, 1, _UNION_PAGE)
 
-        async with anyio.create_task_group() as tg:
-            for word in words:
-                tg.start_soon(first, word)
-        best = min(words, key=lambda w: (firsts[w].total_pages, len(firsts[w].servers), -len(w)))
-        items = list(firsts[best].servers)
-        result, page = firsts[best], 1
-        while result.total_pages > page and page < _UNION_PAGES:
-            page += 1
-            result = await self._search(best, page, _UNION_PAGE)
-            items.extend(result.servers)
-        for word in words:
-            if word != best:
-                items.extend(firsts[word].servers)
-        union = list({s.qualified_name: s for s in reversed(items)}.values())[::-1]  # first seen wins
-        self._unions[key] = union
-        return union
+        await _each(list(dict.fromkeys(terms)), first)
+        return firsts
+
+    async def _union(self, groups: dict[str, list[str]], limiter: anyio.CapacityLimiter) -> list[Summary]:
+        """All the names of the most selective word (each of its terms paged to the end), then
+        the first page of every other word's terms."""
+        terms = _budget(groups)
+        firsts = await self._firsts([t for ts in terms.values() for t in ts], limiter)
+
+        def size(word: str) -> tuple[int, int, int]:
+            pages = [firsts[t] for t in terms[word]]
+            return (sum(p.total_pages for p in pages), sum(len(p.servers) for p in pages), -len(word))
+
+        best = min((word for word in terms if terms[word]), key=size)
+        paged: dict[str, list[Summary]] = {}
+
+        async def rest(term: str) -> None:
+            result, page, items = firsts[term], 1, list(firsts[term].servers)
+            while result.total_pages > page and page < _UNION_PAGES:
+                page += 1
+                async with limiter:
+                    result = await self._search(term, page, _UNION_PAGE)
+                items.extend(result.servers)
+            paged[term] = items
+
+        await _each(terms[best], rest)
+        others = [firsts[t].servers for word, ts in terms.items() if word != best for t in ts]
+        return _merged(*(paged[t] for t in terms[best]), *others)
 
     async def _search(self, query: str | None, page: int, page_size: int) -> SearchPage:
         q = (query or "").strip()

@@ -261,6 +261,18 @@ def test_search_lists_local_catalog_entries_and_json_has_servers(data, capsys) -
     assert code == 0 and json.loads(out)["servers"][0]["qualified_name"] == "io.github.mcp-setup/stub"
 
 
+def test_search_says_did_you_mean_with_the_command_to_search_for_it(data, capsys) -> None:
+    doc = {"name": "io.example.search/playwright", "description": "Automate a browser.", "version": "1.0.0"}
+    (data.catalog / "playwright.json").write_text(json.dumps(doc))
+    code, out, _ = cli(capsys, "search", "playwrite")  # three edits: only offered
+    assert code == 0 and 'Nothing found. Did you mean "playwright"? `mcp-setup search playwright`' in out
+    assert "io.example.search/playwright" not in out
+    code, out, _ = cli(capsys, "search", "playwrigth")  # one swap: searched in its place, and said
+    assert code == 0 and out.startswith('Did you mean "playwright"?\n') and "io.example.search/playwright" in out
+    code, out, _ = cli(capsys, "search", "playwrite", "--json")
+    assert code == 0 and json.loads(out)["did_you_mean"] == ["playwright"]
+
+
 def test_search_marks_a_server_that_is_already_installed(data, capsys, canary) -> None:
     from tests.stub_server.bundle import stub_server_json
 

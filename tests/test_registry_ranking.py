@@ -11,6 +11,8 @@ from registry_clients.hub import RegistryHub
 from registry_clients.local import LocalCatalog
 from registry_clients.official import OfficialRegistry
 from registry_clients.ranking import version_key
+from registry_clients.spelling import Vocabulary, allowed, distance
+from registry_clients.synonyms import alternatives, alternatives_of
 from tests.conftest_registry import SAMPLE_FILES, load_fixture
 
 pytestmark = pytest.mark.anyio
@@ -78,3 +80,36 @@ async def test_the_local_catalog_keeps_the_highest_version_and_reads_server_json
     catalog = LocalCatalog(tmp_path)
     assert (await catalog.get("biz.icecat/mcp")).version == max(versions, key=version_key)
     assert (await catalog.get(load_fixture("seed.json")[0]["name"])).source == "local"
+
+
+def test_a_typo_is_counted_in_edits_and_a_swap_of_neighbours_is_one() -> None:
+    assert distance("notoin", "notion", 2) == distance("githbu", "github", 2) == 1
+    assert distance("postgress", "postgres", 2) == distance("mongdb", "mongodb", 2) == 1
+    assert distance("playwrite", "playwright", 2) == 3  # past the limit: limit + 1
+    assert distance("slack", "slack", 1) == 0
+
+
+def test_a_longer_word_may_be_corrected_further_and_a_short_one_not_at_all() -> None:
+    assert [allowed(w) for w in ("gh", "jra", "jria", "notoin", "postgress")] == [0, 0, 1, 1, 2]
+    vocabulary = Vocabulary({"notion": 3.0, "motion": 1.0, "nation": 1.0})
+    assert vocabulary.nearest("notoin", 1) == "notion"
+    assert vocabulary.nearest("mution", 1) == "motion"
+    assert vocabulary.nearest("naxoin", 1) is None  # two edits from "nation"
+    assert vocabulary.nearest("nxtion", 1) == "notion"  # one edit from all three: the most preferred
+
+
+def test_nicknames_stand_for_each_other_and_a_task_finds_the_services_one_way() -> None:
+    assert "kubernetes" in alternatives("k8s") and "k8s" in alternatives("kubernetes")
+    assert {"postgres", "postgresql"} <= set(alternatives("pg"))
+    assert {"gmail", "outlook"} <= set(alternatives("emails"))  # by stem
+    assert "outlook" not in alternatives("gmail")
+    hacker, news = alternatives_of(["hacker", "news"])
+    assert "hn" in hacker and "hn" in news  # "hacker news" written together is "hackernews"
+
+
+async def test_a_server_that_says_the_word_comes_before_one_that_says_a_synonym(everything) -> None:
+    page = await LocalCatalog(everything).search("kubernetes", 1, 20)
+    names = [s.qualified_name for s in page.servers]
+    assert names.index("io.github.flux159/mcp-server-kubernetes") < names.index("io.github.strowk/mcp-k8s-go")
+    k8s = [s.qualified_name for s in (await LocalCatalog(everything).search("k8s", 1, 20)).servers]
+    assert k8s[0] == "io.github.strowk/mcp-k8s-go" and "io.github.flux159/mcp-server-kubernetes" in k8s

@@ -292,6 +292,9 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         return 0
     with _store(settings) as store:
         installed = {s.qualified_name: s.slug for s in store.list()}
+    meant = " or ".join(f'"{reading}"' for reading in result.get("did_you_mean", []))
+    if meant and result["servers"]:
+        print(f"Did you mean {meant}?")
     for item in result["servers"]:
         name = item["qualified_name"]
         mark = f"  [installed as {installed[name]}]" if name in installed else ""
@@ -305,7 +308,9 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         else:  # not configured (Smithery without a key): said once, as what it is
             print(f"registry {err.get('source')}: {err.get('message')}", file=sys.stderr)
     if not result["servers"]:
-        print("Nothing found." + (" Some registries could not be reached (above)." if failed else " Try other words."))
+        why = " Some registries could not be reached (above)." if failed else "" if meant else " Try other words."
+        again = f" Did you mean {meant}? `mcp-setup search {result['did_you_mean'][0]}`" if meant else ""
+        print("Nothing found." + why + again)
         if "local" in settings.registry_names:
             print(f"The local catalog is {settings.catalog_path}: add a server.json there (README: A local catalog).")
     return 0

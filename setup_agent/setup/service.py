@@ -218,6 +218,8 @@ class SetupService:
         }
         if result.errors:
             out["errors"] = [scrubbed(e.model_dump(), query) for e in result.errors]
+        if result.did_you_mean:  # the registries' own words: no text of the agent's beyond what matched them
+            out["did_you_mean"] = list(result.did_you_mean)
         return out
 
     async def get(self, args: dict, ctx: CallContext) -> dict:

@@ -29,7 +29,8 @@ TOOL_SPECS: list[dict[str, Any]] = [
         "name": "mcp_setup_search",
         "description": (
             "Search MCP server registries (official MCP registry, Smithery, local catalog). "
-            "Returns summaries with qualified_name; registries that failed are listed in errors."
+            "Returns summaries with qualified_name; registries that failed are listed in errors; "
+            "did_you_mean, when present, suggests the query with its typos corrected."
         ),
         "inputSchema": {
             "type": "object",

@@ -66,6 +66,25 @@ export function onRunError(event) {
   else if (hasRun() && !runDone()) note(event.message);
 }
 
+// "Did you mean …?": the query with its typos corrected (the registries' own words), each a
+// button that searches for it.
+function didYouMean(result) {
+  var readings = result.did_you_mean || [];
+  if (!readings.length) return null;
+  var parts = ["Did you mean "];
+  readings.forEach(function (reading, i) {
+    if (i) parts.push(" or ");
+    var button = el("button", { type: "button", class: "choice", text: reading, "aria-label": "Search for " + reading });
+    button.addEventListener("click", function () {
+      $("search").value = reading;
+      $("search-form").requestSubmit();
+    });
+    parts.push(button);
+  });
+  parts.push("?");
+  return el("span", { class: "did-you-mean" }, parts);
+}
+
 function searchRegistries(event) {
   event.preventDefault();
   var query = $("search").value.trim();
@@ -76,9 +95,10 @@ function searchRegistries(event) {
     results.textContent = "";
     var servers = result.servers || [];
     var failed = result.errors || [];
+    var hint = didYouMean(result);
     var words = servers.length === 1 ? "1 server found." : servers.length + " servers found.";
     if (servers.length === 0) {
-      words = failed.length ? "Nothing found." :
+      words = failed.length || hint ? "Nothing found." :
         "Nothing found in the server directories or in the local catalog. Try other words.";
     }
     if (failed.length) {  // which directories failed, and why
@@ -87,6 +107,7 @@ function searchRegistries(event) {
       }).join("; ") + ".";
     }
     $("search-status").textContent = words;
+    if (hint) $("search-status").append(" ", hint);
     servers.forEach(function (server) {
       var name = server.qualified_name;
       var button = el("button", { type: "button", class: "primary", text: "Set up", "aria-label": "Set up " + name });
