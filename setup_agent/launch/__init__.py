@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     )
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
-    from .procs import ProcessLedger, claim_dir, sweep_install_dirs
+    from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .raw_lane import LANE_BASE, LaneClosed, RawLane
     from .repairs import apply_repair, explain_failure
     from .sandbox import Sandbox, sandboxed
@@ -78,6 +78,7 @@ __all__ = [
     "move_argv_secrets",
     "NOT_ISOLATED",
     "open_client",
+    "Owner",
     "Prefetches",
     "RawLane",
     "ProcessLedger",
@@ -133,6 +134,7 @@ __getattr__, __dir__ = lazy_exports(
         "open_client": "connector",
         "Prefetches": "prefetch",
         "RawLane": "raw_lane",
+        "Owner": "procs",
         "ProcessLedger": "procs",
         "ProcessWatch": "transport",
         "profile_words": "grants",
