@@ -181,6 +181,7 @@ def test_import_moves_a_planted_key_into_the_vault_and_the_gateway_entry_gives_e
     code, out = _import(path, env)
     assert code == 0, out
     assert "tested (" in out and canary not in out
+    assert " INFO " not in out  # a command for a person: no log lines unless --verbose
     assert "now reaches them through its mcp-setup entry (stub__…)" in out
     servers = json.loads(path.read_text())["mcpServers"]
     assert set(servers) == {"mcp-setup", "other"}  # the old entry went: its tools come through the gateway

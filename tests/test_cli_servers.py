@@ -463,3 +463,26 @@ def test_logs_follow_prints_the_recent_lines_then_each_new_one_until_interrupted
     assert code == 130, stderr
     assert "Traceback" not in stderr
     assert seen.count("stub: started pid 1") == 1  # the old line once, not again when the file grows
+
+
+def test_commands_for_people_print_no_info_log_lines_unless_verbose(data, canary) -> None:
+    import subprocess
+
+    data.install(STUB, canary)
+    for argv in (["list"], ["show", "stub-search"], ["doctor"]):
+        done = subprocess.run(
+            mcp_setup_argv(*argv), env=data.env(), cwd=str(REPO), capture_output=True, text=True, timeout=scaled(60)
+        )
+        assert done.returncode == 0, done.stderr
+        assert " INFO " not in done.stdout + done.stderr, (argv, done.stderr)
+    code, out = rotate(data, canary)
+    assert code == 0 and " INFO " not in out, out
+    verbose = subprocess.run(
+        mcp_setup_argv("doctor", "--verbose"),
+        env=data.env(),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
+    assert " DEBUG " in verbose.stderr or " INFO " in verbose.stderr  # asked for: the log is there
