@@ -1,5 +1,6 @@
 """AI clients' config files and connecting them to this mcp-setup: where each client keeps
-its servers and a careful merge (``files.py``: backup, idempotent, malformed files untouched),
+its servers and a careful merge (``files.py``: backup, idempotent, malformed files untouched; JSON
+and JSONC edited in place, comments kept: ``jsonc.py``),
 and the gateway entry, the plan of a connect and which clients are found here and connected
 (``connect.py``). Shared by the CLI (``client connect|list``, ``import``) and the page.
 
