@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.clients import installed_by_words
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
@@ -141,7 +142,8 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
     for s in servers:
         words = STATE_WORDS[server_state(s)]
         kept = len([t for t in s.tools if t.get("name") not in out.get(s.server_id, ())])
-        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {kept} tools)")
+        who = installed_by_words(s.installed_by)
+        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {kept} tools; {who})")
         notes += [f"  {s.slug}: {note}" for note in state_notes(s, s.slug, out.get(s.server_id, frozenset()))]
     if notes:
         print()
@@ -169,7 +171,8 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     print(f"  {STATE_WORDS[server_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
     for note in state_notes(s, s.slug, out):
         print(f"  {note[0].upper()}{note[1:]}")
-    print(f"  installed {s.installed_at:%Y-%m-%d %H:%M}Z by {s.installed_by}")
+    who = installed_by_words(s.installed_by)
+    print(f"  {who[0].upper()}{who[1:]} on {s.installed_at:%Y-%m-%d %H:%M}Z")
     if spec.get("command"):
         print("  runs: " + " ".join([str(spec["command"]), *map(str, spec.get("args") or [])]))
     if spec.get("url"):
