@@ -166,12 +166,23 @@ def test_connecting_adds_one_entry_and_every_other_byte_stays_and_disconnect_giv
 
 def test_an_older_entry_of_ours_is_replaced_in_its_place_and_nothing_else_moves(tmp_path: Path) -> None:
     path = tmp_path / "claude_desktop_config.json"
-    path.write_text(CLAUDE_DESKTOP)
     old = {**GATEWAY, "env": {"MCP_SETUP_HOME": "/old/place"}}
-    ClientConfig("claude-desktop", path).set_entries({"mcp-setup": old}).write()
+    entry = '    "mcp-setup": {\n      "command": "/opt/mcp-setup/bin/mcp-setup",\n      "args": ["mcp"],\n'
+    entry += '      "env": {\n        "MCP_SETUP_HOME": "/old/place"\n      }\n    },\n'
+    path.write_text(CLAUDE_DESKTOP.replace('  "mcpServers": {\n', '  "mcpServers": {\n' + entry, 1))
+    assert ClientConfig("claude-desktop", path).servers()["mcp-setup"] == old
     edit = ClientConfig("claude-desktop", path).set_entries({"mcp-setup": GATEWAY})
     changed = [line for line in edit.diff().splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
-    assert changed == ['-        "MCP_SETUP_HOME": "/old/place"', '+        "MCP_SETUP_HOME": "/home/me/.mcp"']
+    assert (
+        '-        "MCP_SETUP_HOME": "/old/place"' in changed and '+        "MCP_SETUP_HOME": "/home/me/.mcp"' in changed
+    )
+    assert all(line[1:] + "\n" in entry for line in changed if line.startswith("-"))  # only our entry's lines go
+    head, tail = '{\n  "mcpServers": {\n    "mcp-setup": ', '    "filesystem": {'
+    assert (
+        edit.after.startswith(head)
+        and edit.after[edit.after.index(tail) :] == CLAUDE_DESKTOP[CLAUDE_DESKTOP.index(tail) :]
+    )
+    assert ClientConfig("claude-desktop", path).servers()["mcp-setup"] == old  # nothing written yet
 
 
 def test_a_jsonc_file_with_an_error_is_reported_at_its_line_and_left_untouched(tmp_path: Path) -> None:
