@@ -44,6 +44,7 @@ Messages never hold a secret value; faces still pass them through the redactor.
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
     ├── StoreError                      store_error
+    │   └── DataDirUnusable             data_dir_unusable
     ├── ConsentError
     │   ├── ConsentRequired             consent_required
     │   ├── ConsentDenied               consent_denied
@@ -83,6 +84,7 @@ __all__ = [
     "BundleInvalid",
     "ConfigInvalid",
     "CommandNotFound",
+    "DataDirUnusable",
     "ConsentDenied",
     "ConsentError",
     "ConsentNotFound",
@@ -330,6 +332,15 @@ class RegistryAuthError(RegistryUnavailable):
 
 class StoreError(SetupError):
     code = "store_error"
+
+
+class DataDirUnusable(StoreError):
+    """The data folder (MCP_SETUP_HOME) or a file in it cannot be used: a damaged database, a
+    read-only disk, no permission, a folder that cannot be created, a key file that cannot be
+    read. The message is one sentence naming the path, the cause and the fix; ``details`` holds
+    ``path``, ``problem`` (the cause's word), ``fix`` and ``check`` (doctor's line it belongs to)."""
+
+    code = "data_dir_unusable"
 
 
 class ConsentError(SetupError):

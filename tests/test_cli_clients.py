@@ -99,15 +99,30 @@ def test_a_malformed_config_is_reported_with_its_path_and_line_and_left_untouche
     assert [pasted["mcp-setup"]["command"], *pasted["mcp-setup"]["args"]] == [*launcher_command(), "mcp"]
 
 
-def test_a_config_with_comments_gets_the_entry_to_paste_and_is_left_untouched(data, capsys, tmp_path) -> None:  # noqa: F811
+def test_a_config_with_comments_is_edited_in_place_keeping_them_and_disconnect_restores_it(
+    data,
+    capsys,
+    tmp_path,  # noqa: F811
+) -> None:
     path = tmp_path / "settings.json"  # Zed writes its settings with // comments
     text = '// Zed settings\n{\n  "theme": "One Dark", // the theme\n}\n'
     path.write_text(text)
+    code, out, err = cli(capsys, "client", "connect", "zed", "--config", str(path), "--dry-run")
+    assert code == 0 and path.read_text() == text
+    removed = [line for line in out.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert removed == [] and '+  "context_servers": {' in out  # the diff: only what is added
     code, out, err = cli(capsys, "client", "connect", "zed", "--config", str(path))
-    assert code == 1 and "comments" in err and path.read_text() == text
-    entry = json.loads("{" + out + "}")["mcp-setup"]
-    assert 'the "context_servers" object of' in err
+    assert code == 0, err
+    written = path.read_text()
+    assert written.startswith('// Zed settings\n{\n  "theme": "One Dark", // the theme\n')
+    assert '"theme": "One Dark", // the theme' in written and written.endswith("}\n")
+    from app.clients.jsonc import loads
+
+    entry = loads(written)["context_servers"]["mcp-setup"]
     assert entry["source"] == "custom" and [entry["command"], *entry["args"]] == [*launcher_command(), "mcp"]
+    code, _, err = cli(capsys, "client", "disconnect", "zed", "--config", str(path))
+    assert code == 0 and "context_servers" in path.read_text() and "mcp-setup" not in path.read_text(), err
+    assert path.read_text().startswith('// Zed settings\n{\n  "theme": "One Dark", // the theme\n')
 
 
 def test_a_new_config_file_is_created_with_only_our_entry(data, capsys, tmp_path) -> None:  # noqa: F811
@@ -181,6 +196,7 @@ def test_import_moves_a_planted_key_into_the_vault_and_the_gateway_entry_gives_e
     code, out = _import(path, env)
     assert code == 0, out
     assert "tested (" in out and canary not in out
+    assert " INFO " not in out  # a command for a person: no log lines unless --verbose
     assert "now reaches them through its mcp-setup entry (stub__…)" in out
     servers = json.loads(path.read_text())["mcpServers"]
     assert set(servers) == {"mcp-setup", "other"}  # the old entry went: its tools come through the gateway

@@ -201,13 +201,16 @@ def test_the_light_settings_read_home_database_url_and_sandbox_as_settings_does(
         {"MCP_SETUP_HOME": str(tmp_path / "h")},
         {"mcp_setup_home": str(tmp_path / "lower")},
         {"MCP_SETUP_DATABASE_URL": "postgresql://u@h/db", "MCP_SETUP_SANDBOX": "off"},
+        {"MCP_SETUP_DATA_KEY_FILE": str(tmp_path / "team.key")},
     ):
-        for name in ("MCP_SETUP_HOME", "MCP_SETUP_DATABASE_URL", "MCP_SETUP_SANDBOX", "mcp_setup_home"):
+        names = ("MCP_SETUP_HOME", "MCP_SETUP_DATABASE_URL", "MCP_SETUP_SANDBOX", "mcp_setup_home")
+        for name in (*names, "MCP_SETUP_DATA_KEY_FILE"):
             monkeypatch.delenv(name, raising=False)
         for k, v in env.items():
             monkeypatch.setenv(k, v)
         light, real = LightSettings(dict(__import__("os").environ)), Settings()
         assert (light.home, light.database_url, light.sandbox) == (real.home, real.database_url, real.sandbox), env
+        assert light.data_key_file == real.data_key_file, env  # the data folder's check reads it
         assert light.port == real.port  # any other setting: the real one
 
 

@@ -81,3 +81,33 @@ def test_every_command_help_opens_with_a_sentence_saying_what_it_does() -> None:
         description = " ".join((command.description or "").split())
         assert len(description) > 10 and description in text, name
     assert "<server>__<tool>" in commands["mcp"].description  # the installed servers' tools too
+
+
+def test_help_lists_every_command_once_under_a_group_a_person_understands(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli.main import GROUPS, _parser, main
+
+    parser = _parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    grouped = [name for _, names in GROUPS for name in names]
+    assert sorted(grouped) == sorted(sub.choices) and len(grouped) == len(set(grouped))  # type: ignore[arg-type]
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    titles = [title for title, _ in GROUPS]
+    assert [line.rstrip(":") for line in text.splitlines() if line.rstrip(":") in titles] == titles
+    for title, names in GROUPS:
+        section = text.split(f"\n{title}:\n", 1)[1].split("\n\n", 1)[0]
+        listed = [line.split()[0] for line in section.splitlines() if line.startswith("  ") and line[2] != " "]
+        assert listed == list(names), title
+    assert text.index("add and use servers:") < text.index("options:") < text.index("examples:")
+
+
+def test_an_unknown_command_is_answered_with_the_close_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli.main import main
+
+    assert main(["lst"]) == 2
+    assert capsys.readouterr().err == "mcp-setup: unknown command 'lst'. Did you mean 'list'?\n"
+    assert main(["frobnicate", "--help"]) == 2
+    assert (
+        capsys.readouterr().err == "mcp-setup: unknown command 'frobnicate'. `mcp-setup --help` lists the commands.\n"
+    )

@@ -190,7 +190,7 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
 
     assert listed() == {"stub-search__echo"}  # left out in the install's own transaction
     code, out, _ = cli(capsys, "list")
-    assert "(stdio, 1 tools)" in out and "you left out 1 of its tools (whoami)" in out
+    assert "(stdio, 1 tools; installed by an agent)" in out and "you left out 1 of its tools (whoami)" in out
     assert "mcp-setup enable stub-search --tool TOOL" in out
     code, out, _ = cli(capsys, "show", "stub-search")
     assert "tool whoami (left out by you): Who" in out and "tool echo: Echo text" in out
@@ -475,3 +475,66 @@ def test_logs_follow_prints_the_recent_lines_then_each_new_one_until_interrupted
     assert code == 130, stderr
     assert "Traceback" not in stderr
     assert seen.count("stub: started pid 1") == 1  # the old line once, not again when the file grows
+
+
+def test_commands_for_people_print_no_info_log_lines_unless_verbose(data, canary) -> None:
+    import subprocess
+
+    data.install(STUB, canary)
+    for argv in (["list"], ["show", "stub-search"], ["doctor"]):
+        done = subprocess.run(
+            mcp_setup_argv(*argv), env=data.env(), cwd=str(REPO), capture_output=True, text=True, timeout=scaled(60)
+        )
+        assert done.returncode == 0, done.stderr
+        assert " INFO " not in done.stdout + done.stderr, (argv, done.stderr)
+    code, out = rotate(data, canary)
+    assert code == 0 and " INFO " not in out, out
+    verbose = subprocess.run(
+        mcp_setup_argv("doctor", "--verbose"),
+        env=data.env(),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
+    assert " DEBUG " in verbose.stderr or " INFO " in verbose.stderr  # asked for: the log is there
+
+
+@pytest.mark.parametrize(
+    ("label", "words"),
+    [
+        ("cli", "installed by you, in the terminal"),
+        ("ui", "installed by you, in this page"),
+        ("agent", "installed by an agent"),
+        ("import:claude-desktop", "imported from Claude Desktop"),
+        ("mcp:claude-code", "installed by Claude Code"),
+        ("mcp:vscode", "installed by VS Code"),
+        ("mcp:some-new-client", "installed by some new client"),
+        ("token:alice via cursor", "installed by the token alice (Cursor)"),
+        ("client:stdio via claude-desktop", "installed by an AI client (Claude Desktop)"),
+    ],
+)
+def test_who_installed_a_server_is_said_in_words_and_json_keeps_the_stored_label(
+    data, capsys, label: str, words: str
+) -> None:
+    from app.clients import installed_by_words
+
+    assert installed_by_words(label) == words
+    with data.store() as store:
+        store.install(
+            qualified_name=STUB,
+            source="local",
+            version="1.0.0",
+            package_type="stdio",
+            launch_spec=stub_spec("value-1234"),
+            installed_by=label,
+            tools_hash="x",
+            env={"STUB_API_KEY": ("value-1234", True)},
+        )
+    code, out, _ = cli(capsys, "list")
+    assert code == 0 and f"; {words})" in out and f"by {label}" not in out, out
+    code, out, _ = cli(capsys, "show", "stub-search")
+    assert code == 0 and f"  {words[0].upper()}{words[1:]} on " in out, out
+    assert f"by {label}" not in out
+    code, out, _ = cli(capsys, "show", "stub-search", "--json")
+    assert json.loads(out)["installed_by"] == label

@@ -96,3 +96,101 @@ def test_the_backup_is_readable_by_the_user_only_whatever_the_original_mode(tmp_
 )
 def test_secrets_are_found_by_name_and_by_value(key: str, value: str, secret: bool) -> None:
     assert (secret_reason(key, value) is not None) is secret
+
+
+CLAUDE_DESKTOP = """{
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop", "/Users/me/Downloads"]
+    },
+    "notion":{"command":"npx","args":["-y","@notionhq/notion-mcp-server"],"env":{"NOTION_TOKEN":"${NOTION}"}},
+    "météo": {
+      "command": "uvx",
+      "args": [
+        "weather-mcp"
+      ]
+    }
+  },
+  "globalShortcut": "Ctrl+Space"
+}
+"""
+
+VSCODE = """// Servers for VS Code's agent mode
+{
+\t"servers": {
+\t\t// GitHub's remote server
+\t\t"github": {
+\t\t\t"type": "http",
+\t\t\t"url": "https://api.githubcopilot.com/mcp/", // signs in with the editor
+\t\t},
+\t\t/* the local files,
+\t\t   read only */
+\t\t"fs": {"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."]},
+\t},
+\t"inputs": [],
+}
+"""
+
+GATEWAY = {"command": "/opt/mcp-setup/bin/mcp-setup", "args": ["mcp"], "env": {"MCP_SETUP_HOME": "/home/me/.mcp"}}
+
+
+def _only_added(diff: str) -> list[str]:
+    """The diff's changed lines, asserting none was removed or changed."""
+    lines = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert [line for line in lines if line.startswith("-")] == [], diff
+    return [line[1:] for line in lines]
+
+
+@pytest.mark.parametrize(
+    ("client", "text", "entry"),
+    [("claude-desktop", CLAUDE_DESKTOP, GATEWAY), ("vscode", VSCODE, {"type": "stdio", **GATEWAY})],
+    ids=["claude-desktop", "vscode-jsonc"],
+)
+def test_connecting_adds_one_entry_and_every_other_byte_stays_and_disconnect_gives_the_file_back(
+    tmp_path: Path, client: str, text: str, entry: dict
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    before = ClientConfig(client, path).servers()
+    edit = ClientConfig(client, path).set_entries({"mcp-setup": entry})
+    added = "".join(line + "\n" for line in _only_added(edit.diff()))
+    assert added.splitlines()[0].strip() == '"mcp-setup": {' and '"/opt/mcp-setup/bin/mcp-setup"' in added
+    edit.write()
+    after = path.read_text()
+    assert after.count(added) == 1 and after.replace(added, "") == text  # every other byte, comments included
+    assert ClientConfig(client, path).servers() == {**before, "mcp-setup": entry}
+    ClientConfig(client, path).set_entries({}, remove=("mcp-setup",)).write()
+    assert path.read_text() == text
+
+
+def test_an_older_entry_of_ours_is_replaced_in_its_place_and_nothing_else_moves(tmp_path: Path) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    old = {**GATEWAY, "env": {"MCP_SETUP_HOME": "/old/place"}}
+    entry = '    "mcp-setup": {\n      "command": "/opt/mcp-setup/bin/mcp-setup",\n      "args": ["mcp"],\n'
+    entry += '      "env": {\n        "MCP_SETUP_HOME": "/old/place"\n      }\n    },\n'
+    path.write_text(CLAUDE_DESKTOP.replace('  "mcpServers": {\n', '  "mcpServers": {\n' + entry, 1))
+    assert ClientConfig("claude-desktop", path).servers()["mcp-setup"] == old
+    edit = ClientConfig("claude-desktop", path).set_entries({"mcp-setup": GATEWAY})
+    changed = [line for line in edit.diff().splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert (
+        '-        "MCP_SETUP_HOME": "/old/place"' in changed and '+        "MCP_SETUP_HOME": "/home/me/.mcp"' in changed
+    )
+    assert all(line[1:] + "\n" in entry for line in changed if line.startswith("-"))  # only our entry's lines go
+    head, tail = '{\n  "mcpServers": {\n    "mcp-setup": ', '    "filesystem": {'
+    assert (
+        edit.after.startswith(head)
+        and edit.after[edit.after.index(tail) :] == CLAUDE_DESKTOP[CLAUDE_DESKTOP.index(tail) :]
+    )
+    assert ClientConfig("claude-desktop", path).servers()["mcp-setup"] == old  # nothing written yet
+
+
+def test_a_jsonc_file_with_an_error_is_reported_at_its_line_and_left_untouched(tmp_path: Path) -> None:
+    from app.clients.files import ConfigError
+
+    path = tmp_path / "mcp.json"
+    broken = VSCODE.replace('"inputs": [],', '"inputs": [,')
+    path.write_text(broken)
+    with pytest.raises(ConfigError, match=r"line 13 column 13: not valid JSON"):
+        ClientConfig("vscode", path).set_entries({"mcp-setup": GATEWAY})
+    assert path.read_text() == broken

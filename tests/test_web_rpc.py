@@ -268,6 +268,7 @@ def test_spawn_subagent_over_jsonrpc_returns_the_result_shape_and_talks_over_the
         assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [
             (result["server_id"], "connected", "agent")
         ]
+        assert listed[0]["installed_by_words"] == "installed by an agent"  # the card's words, beside the label
     finally:
         listener.close()
         removed = remove_all(served)

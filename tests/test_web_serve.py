@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import uuid
@@ -156,3 +157,86 @@ def test_serve_refuses_a_port_out_of_range(tmp_path: Path, port: str) -> None:
     )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
+
+
+def run_cli(served: Served, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        mcp_setup_argv(*argv),
+        env=served.env,
+        cwd=str(REPO),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
+
+
+def test_open_prints_the_running_serves_link_kept_private_and_gone_once_it_stops(tmp_path: Path) -> None:
+    served = start_serve(tmp_path, make_catalog(tmp_path, "value-1234-abcd"))
+    link_file = Path(served.env["MCP_SETUP_HOME"]) / "serve.json"
+    try:
+        opened = run_cli(served, "open")
+        assert opened.returncode == 0, opened.stderr
+        assert opened.stdout == served.url + "\n" and opened.stderr == ""  # no display here: printed only
+        assert stat.S_IMODE(link_file.stat().st_mode) == 0o600  # the link's token is the person's key
+    finally:
+        assert stop_serve(served, signal.SIGTERM) == 0, served.stderr()
+    assert not link_file.exists()
+    gone = run_cli(served, "open")
+    assert gone.returncode == 1 and "no `mcp-setup serve` runs on this data folder" in gone.stderr
+    assert served.token not in gone.stdout + gone.stderr
+
+
+def test_a_second_serve_on_the_same_data_folder_says_which_one_runs_and_exits_1(tmp_path: Path) -> None:
+    served = start_serve(tmp_path, make_catalog(tmp_path, "value-1234-abcd"))
+    try:
+        second = run_cli(served, "serve", "--no-browser", "--port", "0")
+        assert second.returncode == 1 and second.stdout == ""
+        [line] = second.stderr.strip().splitlines()
+        assert f"already running on this data folder (pid {served.proc.pid}," in line
+        assert "`mcp-setup open` shows its link" in line and served.token not in line
+        assert served.proc.poll() is None  # the first one serves on
+        with served.client() as http:
+            assert http.get(served.url).status_code == 200
+    finally:
+        assert stop_serve(served) == 0, served.stderr()
+
+
+def test_the_lock_of_a_killed_serve_is_taken_over_by_the_next_one(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path, "value-1234-abcd")
+    crashed = start_serve(tmp_path, catalog)
+    stop_serve(crashed, signal.SIGKILL)  # no clean exit: its lock file stays behind
+    link_file = Path(crashed.env["MCP_SETUP_HOME"]) / "serve.json"
+    assert crashed.token in link_file.read_text()
+    assert run_cli(crashed, "open").returncode == 1  # its owner is dead: nothing to open
+    wait_gone(processes_mentioning(crashed.env["MCP_SETUP_HOME"]))
+    next_one = start_serve(tmp_path, catalog)
+    try:
+        assert run_cli(next_one, "open").stdout.strip() == next_one.url
+    finally:
+        assert stop_serve(next_one) == 0, next_one.stderr()
+
+
+def page_load_search_and_install(served: Served) -> None:
+    with served.client() as http:
+        assert http.get(served.url).status_code == 200
+    assert served.rpc("mcp_setup_search", {"query": "stub"})["result"]["servers"]
+    install_stub(served, "value-1234-abcd")
+
+
+def test_serve_prints_only_its_link_for_a_page_load_a_search_and_an_install(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path, "value-1234-abcd")
+    quiet = start_serve(tmp_path / "quiet", catalog)
+    try:
+        page_load_search_and_install(quiet)
+    finally:
+        assert stop_serve(quiet) == 0, quiet.stderr()
+    assert [line for line in quiet.stderr().splitlines() if " INFO " in line] == []
+    assert "running at" in quiet.stdout_lines[0]
+
+    verbose = start_serve(tmp_path / "verbose", catalog, serve_args=("--verbose",))
+    try:
+        page_load_search_and_install(verbose)
+    finally:
+        assert stop_serve(verbose) == 0, verbose.stderr()
+    assert " INFO app.web.rpc: JSON-RPC mcp_setup_search" in verbose.stderr()  # the request log, when asked

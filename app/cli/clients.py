@@ -113,7 +113,7 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
         with _store(settings) as store:
             slugs = [s.slug for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
     plan = plan_connect(config, launcher, env, disconnect=args.client_command == "disconnect", per_server=slugs)
-    if plan.edit is None:  # the file is left as it is (comments, say); the person gets the entry to paste
+    if plan.edit is None:  # the file is left as it is (malformed); the person gets the entry to paste
         print(f"mcp-setup: {plan.error}", file=sys.stderr)
         print(plan.paste_where, file=sys.stderr)
         print(plan.snippet)

@@ -6,6 +6,11 @@ schema revision), the data key (keyring, key file or a team's file), the sandbox
 start in (bubblewrap, Landlock, or "not isolated on this system"), each configured registry
 (one search; a failure in the words `mcp-setup search` uses, a skipped one such as Smithery
 without a key listed as skipped), and each enabled installed server (started here once, bounded, then stopped).
+
+When the data folder cannot be used (app/cli/data_dir.py: a damaged database, a read-only disk, a key
+file that cannot be read…), or the runtime cannot start at all, doctor still answers: the runtimes,
+then each problem found, in one sentence with its fix (:func:`unusable_checks`); the registries and
+the servers wait until that is fixed.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 from setup_agent.errors import SetupError
 from setup_agent.translation import translate
 
-__all__ = ["RUNTIME_FIXES", "run_checks"]
+__all__ = ["RUNTIME_FIXES", "run_checks", "unusable_checks"]
 
 RUNTIME_FIXES = {
     "node": "install Node.js (https://nodejs.org) for npm packages",
@@ -57,16 +62,34 @@ def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, "fix": "" if ok else fix}
 
 
-async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> list[dict[str, Any]]:
-    settings, store = runtime.settings, runtime.store
-    servers = await asyncio.to_thread(store.list)
-    used = {Path(str(s.launch_spec.get("command") or "")).name for s in servers if s.enabled}
-    checks: list[dict[str, Any]] = []
+def _runtime_checks(which: Callable[[str], str | None], used: set[str]) -> list[dict[str, Any]]:
+    checks = []
     for tool, fix in RUNTIME_FIXES.items():
         path = which(tool)
         needed = tool in used
         detail = path or ("not found; an installed server needs it" if needed else "not found (not needed yet)")
         checks.append(_check(f"runtime {tool}", bool(path) or not needed, detail, fix))
+    return checks
+
+
+def unusable_checks(problems: list[SetupError], *, which: Callable[[str], str | None]) -> list[dict[str, Any]]:
+    """The runtimes, then each problem that keeps mcp-setup from starting: a data folder's on the
+    line it belongs to (``data dir``, ``database``, ``data key``), any other as ``mcp-setup``."""
+    checks = _runtime_checks(which, set())  # which servers need which runtime is in the database
+    for problem in problems:
+        details = problem.details
+        if "what" in details:
+            checks.append(_check(details["check"], False, details["what"], details["fix"]))
+        else:
+            checks.append(_check("mcp-setup", False, problem.message, "fix this first; then run doctor again"))
+    return checks
+
+
+async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> list[dict[str, Any]]:
+    settings, store = runtime.settings, runtime.store
+    servers = await asyncio.to_thread(store.list)
+    used = {Path(str(s.launch_spec.get("command") or "")).name for s in servers if s.enabled}
+    checks = _runtime_checks(which, used)
     home = Path(settings.home).expanduser()
     writable = home.is_dir() and os.access(home, os.W_OK)
     checks.append(_check("data dir", writable, str(home), f"make {home} a directory you can write to (MCP_SETUP_HOME)"))

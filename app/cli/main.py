@@ -43,12 +43,31 @@ def _version() -> str:
         return "unknown"
 
 
-def _setup_logging(verbose: bool):
+#: The commands as ``mcp-setup --help`` lists them, in groups a person looks for (a test checks
+#: that every command is in exactly one).
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("add and use servers", ("serve", "open", "add", "search", "agent")),
+    (
+        "installed servers",
+        ("list", "show", "enable", "disable", "update", "rotate", "remove", "tools", "tools-review"),
+    ),
+    ("AI clients", ("client", "import", "approve", "mcp", "run")),
+    ("team", ("token", "settings", "export", "apply", "key")),
+    ("when something is wrong", ("doctor", "logs", "audit")),
+)
+
+#: Logged at INFO by default: the stdio face's stderr is a client's log file, read when
+#: something went wrong. Every other command is for a person: warnings and errors only,
+#: unless ``--verbose``.
+_LOGS_AT_INFO = frozenset({"mcp"})
+
+
+def _setup_logging(verbose: bool, quiet: bool = True) -> logging.Handler:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
     for noisy in ("httpx", "httpcore", "httpx2", "mcp", "uvicorn.access", "alembic"):
         logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.WARNING)
     return handler
@@ -56,7 +75,11 @@ def _setup_logging(verbose: bool):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mcp-setup", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="mcp-setup",
+        usage="%(prog)s [-h] [--version] COMMAND ...",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -76,7 +99,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--insecure-http", action="store_true", help="serve plain HTTP on a non-loopback --host (behind a TLS proxy)"
     )
-    serve.add_argument("--verbose", "-v", action="store_true", help="debug logging on stderr")
+    serve.add_argument("--verbose", "-v", action="store_true", help="log every request and debug lines on stderr")
+    page = sub.add_parser(
+        "open",
+        help="show the page link of the running `mcp-setup serve` (and open it in a browser)",
+        description="Print the link of the page `mcp-setup serve` shows on this data folder, and open it in a "
+        "browser where one can show up. The link holds that run's key: it changes at every start of serve.",
+    )
+    page.add_argument("--no-browser", action="store_true", help="only print the link")
     mcp = sub.add_parser(
         "mcp",
         help="run as a stdio MCP server (for Claude Desktop, Cursor, VS Code…)",
@@ -125,7 +155,46 @@ def _parser() -> argparse.ArgumentParser:
         command = sub.choices.get(action.dest)
         if command is not None and command.description is None and action.help:
             command.description = action.help[0].upper() + action.help[1:] + "."
+    for command in _leaves(sub):
+        if not any(a.dest == "verbose" for a in command._actions):
+            command.add_argument("--verbose", "-v", action="store_true", help="log debug lines on stderr")
+    _group_commands(parser, sub)
     return parser
+
+
+def _leaves(sub: Any) -> list[argparse.ArgumentParser]:
+    """Every command's parser that parses the last words (``client connect``'s, not ``client``'s)."""
+    out = []
+    for command in dict.fromkeys(sub.choices.values()):
+        nested = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        out += [leaf for a in nested for leaf in _leaves(a)] if nested else [command]
+    return out
+
+
+def _group_commands(parser: argparse.ArgumentParser, sub: Any) -> None:
+    """``--help`` lists the commands in :data:`GROUPS`, each with its one line, before the options."""
+    lines = {action.dest: action.help for action in sub._choices_actions}
+    groups = []
+    for title, names in GROUPS:
+        group = parser.add_argument_group(title)
+        group._group_actions += [argparse.Action([], name, help=lines[name], metavar=name) for name in names]
+        groups.append(parser._action_groups.pop())
+    parser._action_groups[:0] = groups
+    sub.help = argparse.SUPPRESS  # listed in the groups instead
+
+
+def unknown_command(argv: Sequence[str], commands: Sequence[str]) -> str | None:
+    """What to say when the first word is not a command (``lst``: did you mean ``list``?)."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in commands:
+        return None
+    import difflib
+
+    near = difflib.get_close_matches(word, commands, n=2, cutoff=0.7)
+    hint = " or ".join(f"'{n}'" for n in near)
+    return f"mcp-setup: unknown command '{word}'. " + (
+        f"Did you mean {hint}?" if near else "`mcp-setup --help` lists the commands."
+    )
 
 
 class _Version(argparse.Action):
@@ -155,11 +224,16 @@ class _AgentHelp(argparse.Action):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    if (problem := unknown_command(argv, list(commands))) is not None:
+        print(problem, file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    handler = _setup_logging(getattr(args, "verbose", False))
+    handler = _setup_logging(getattr(args, "verbose", False), quiet=args.command not in _LOGS_AT_INFO)
     # Piped input (a script answering a hidden prompt) has no echo to hide: getpass's warning
     # about it is Python's, not something the person can act on.
     import getpass
@@ -179,74 +253,94 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = Settings()
         except ValidationError as exc:  # say which setting is wrong, by its variable name
             return settings_error(exc)
+    from setup_agent.errors import SetupError
+
+    from .data_dir import check, explained
+
+    try:
+        if args.command != "doctor":  # doctor lists each problem with the rest of its checks
+            check(settings)
+        return _run(parser, args, settings, handler)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the boundary: a data folder that cannot be used, or the core's error, in one line
+        said = explained(exc, settings) or (exc if isinstance(exc, SetupError) else None)
+        if said is None:
+            raise
+        print(f"mcp-setup: {said.message}", file=sys.stderr)
+        return 1
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: Any, handler: logging.Handler) -> int:
     if args.command in ("serve", "mcp", "agent", "tools", "apply"):  # config.toml (capability providers)
         from .tools import check_config
 
         if (problem := check_config(settings)) is not None:
             print(problem, file=sys.stderr)
             return 2
-    try:
-        if args.command == "mcp":
-            import asyncio
+    if args.command == "mcp":
+        import asyncio
 
-            return asyncio.run(_run_mcp(settings, handler))
-        if args.command == "serve":
-            from app.web import run_serve
+        return asyncio.run(_run_mcp(settings, handler))
+    if args.command == "serve":
+        from app.web import run_serve
 
-            return run_serve(
-                settings,
-                handler,
-                port=args.port,
-                open_browser=not args.no_browser,
-                host=args.host,
-                tls_cert=args.tls_cert,
-                tls_key=args.tls_key,
-                insecure_http=args.insecure_http,
-            )
-        if args.command == "agent":
-            import asyncio
+        return run_serve(
+            settings,
+            handler,
+            port=args.port,
+            open_browser=not args.no_browser,
+            host=args.host,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            insecure_http=args.insecure_http,
+        )
+    if args.command == "agent":
+        import asyncio
 
-            from .terminal import run_agent
+        from .terminal import run_agent
 
-            return asyncio.run(run_agent(settings, handler, args.goal, driver=args.driver))
-        if args.command in ("key", "token"):
-            from . import team as cli_team
+        return asyncio.run(run_agent(settings, handler, args.goal, driver=args.driver))
+    if args.command in ("key", "token"):
+        from . import team as cli_team
 
-            return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
-        if args.command == "approve":
-            from .approve import run_approve
+        return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+    if args.command == "approve":
+        from .approve import run_approve
 
-            return run_approve(settings, args)
-        if args.command in ("audit", "tools-review"):
-            from . import audit as cli_audit
+        return run_approve(settings, args)
+    if args.command in ("audit", "tools-review"):
+        from . import audit as cli_audit
 
-            return (cli_audit.run_audit if args.command == "audit" else cli_audit.run_tools_review)(settings, args)
-        if args.command == "settings":
-            from .member_keys import run_settings
+        return (cli_audit.run_audit if args.command == "audit" else cli_audit.run_tools_review)(settings, args)
+    if args.command == "settings":
+        from .member_keys import run_settings
 
-            return run_settings(settings, args)
-        if args.command in ("export", "apply"):  # lock files
-            from . import lock_apply, lock_export
+        return run_settings(settings, args)
+    if args.command in ("export", "apply"):  # lock files
+        from . import lock_apply, lock_export
 
-            return (
-                lock_export.run_export(settings, args)
-                if args.command == "export"
-                else (lock_apply.run_apply(settings, args, handler))
-            )
-        if args.command == "tools":
-            from .tools import run_tools
+        return (
+            lock_export.run_export(settings, args)
+            if args.command == "export"
+            else (lock_apply.run_apply(settings, args, handler))
+        )
+    if args.command == "tools":
+        from .tools import run_tools
 
-            return run_tools(settings, args)
-        from .servers import COMMANDS, run_server_command
+        return run_tools(settings, args)
+    from .servers import COMMANDS, run_server_command
 
-        if args.command in COMMANDS:
-            return run_server_command(settings, args, handler)
-        if args.command in ("client", "run", "import"):
-            from .clients import run_client_command
+    if args.command in COMMANDS:
+        return run_server_command(settings, args, handler)
+    if args.command in ("client", "run", "import"):
+        from .clients import run_client_command
 
-            return run_client_command(settings, args, handler)
-    except KeyboardInterrupt:
-        return 130
+        return run_client_command(settings, args, handler)
+    if args.command == "open":
+        from .page_link import run_open
+
+        return run_open(settings, args)
     parser.print_help()
     return 2
 

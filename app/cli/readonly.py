@@ -1,13 +1,16 @@
-"""The read-only commands' fast path: ``list``, ``show``, ``logs`` and ``--help``
+"""The read-only commands' fast path: ``list``, ``show``, ``logs``, ``open`` and ``--help``
 (and ``audit`` without ``--verify``) answer without loading pydantic, SQLAlchemy, the vault, the MCP SDK, the web stack or the
 runtime, as the stdio face's ``tools/list`` does (tests/test_mcp_face_lazy_core.py).
 
-* :class:`LightSettings` reads ``MCP_SETUP_HOME``, ``MCP_SETUP_DATABASE_URL`` and ``MCP_SETUP_SANDBOX`` from the
-  environment as :class:`app.settings.Settings` does (names in any case, same defaults); any
-  other setting a command asks for loads the real ``Settings`` then.
+* :class:`LightSettings` reads ``MCP_SETUP_HOME``, ``MCP_SETUP_DATABASE_URL``, ``MCP_SETUP_DATA_KEY_FILE`` and
+  ``MCP_SETUP_SANDBOX`` from the environment as :class:`app.settings.Settings` does (names in any case, same
+  defaults); any other setting a command asks for loads the real ``Settings`` then.
 * :func:`reader` yields the SQLite data dir's servers read with the standard library
   (:func:`setup_agent.store.read_sqlite_servers`), or the real store when there is a
   ``database_url`` (PostgreSQL) or a file that reader does not know.
+* Both, and :func:`open_store`, say a data folder that fails while they read it in the words
+  ``mcp-setup`` uses before any command runs (app/cli/data_dir.py), so a command's own
+  ``except SetupError`` prints that sentence.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from setup_agent.errors import DataDirUnusable
 from setup_agent.store import SQLITE_FILE_NAME, Catalog, InstalledServer, read_sqlite_hidden, read_sqlite_servers
+
+from .data_dir import explained
 
 __all__ = [
     "LightSettings",
@@ -29,10 +35,11 @@ __all__ = [
     "resolve",
     "settings_error",
     "takes_light_settings",
+    "translated",
 ]
 
-#: The commands that take :class:`LightSettings` (they only read the store and the logs).
-READ_ONLY = frozenset({"list", "show", "logs", "audit"})
+#: The commands that take :class:`LightSettings` (they only read the store, the logs, serve's link).
+READ_ONLY = frozenset({"list", "show", "logs", "audit", "open"})
 _PREFIX = "MCP_SETUP_"
 
 
@@ -54,7 +61,7 @@ def settings_error(exc: Any) -> int:
 
 
 class LightSettings:
-    """``home``, ``database_url`` and ``sandbox`` as :class:`app.settings.Settings` reads them; every other
+    """``home``, ``database_url``, ``data_key_file`` and ``sandbox`` as :class:`app.settings.Settings` reads them; every other
     attribute is the real ``Settings``' (loaded on first use; a wrong value exits 2 as ``main`` does)."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
@@ -63,6 +70,8 @@ class LightSettings:
             Path(env[_PREFIX + "HOME"]) if env.get(_PREFIX + "HOME") else Path.home() / ".local" / "share" / "mcp-setup"
         )
         self.database_url: str | None = env.get(_PREFIX + "DATABASE_URL") or None
+        key_file = env.get(_PREFIX + "DATA_KEY_FILE")
+        self.data_key_file: Path | None = Path(key_file) if key_file else None
         self._real: Any = None
         if (sandbox := env.get(_PREFIX + "SANDBOX", "auto")) in ("auto", "bwrap", "landlock", "off"):
             self.sandbox = sandbox  # any other value: the real Settings says what is wrong with it
@@ -109,13 +118,14 @@ def left_out(store: Any) -> dict[str, frozenset[str]]:
 @contextmanager
 def open_store(settings: Any) -> Iterator[Any]:
     """The real store (SQLAlchemy, the vault): for writes, and reads the fast path cannot do."""
-    from app.runtime import open_vault
+    with translated(settings):
+        from app.runtime import open_vault
 
-    vault = open_vault(settings)
-    from setup_agent.store import Store
+        vault = open_vault(settings)
+        from setup_agent.store import Store
 
-    with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
-        yield store
+        with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
+            yield store
 
 
 @contextmanager
@@ -126,12 +136,28 @@ def reader(settings: Any) -> Iterator[Any]:
         if not db.exists():
             yield _SqliteReader([])  # nothing installed; and no data dir made just to say so
             return
-        servers = read_sqlite_servers(db)
+        with translated(settings):
+            servers = read_sqlite_servers(db)
+            hidden = read_sqlite_hidden(db) if servers is not None else {}
         if servers is not None:
-            yield _SqliteReader(servers, read_sqlite_hidden(db))
+            yield _SqliteReader(servers, hidden)
             return
     with open_store(settings) as store:
         yield store
+
+
+@contextmanager
+def translated(settings: Any) -> Iterator[None]:
+    """A failure of the data folder (the OS's, SQLite's, the store's) raised as its one sentence."""
+    try:
+        yield
+    except DataDirUnusable:
+        raise
+    except Exception as exc:
+        said = explained(exc, settings)
+        if said is None:
+            raise
+        raise said from exc
 
 
 def resolve(store: Any, name: str) -> InstalledServer:

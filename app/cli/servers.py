@@ -24,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.clients import installed_by_words
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
 from .readonly import NotFound as _NotFound
-from .readonly import left_out, reader
+from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
 from .readonly import resolve as _resolve
 from .server_view import STATE_WORDS, server_json, state_notes
@@ -141,7 +142,8 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
     for s in servers:
         words = STATE_WORDS[server_state(s)]
         kept = len([t for t in s.tools if t.get("name") not in out.get(s.server_id, ())])
-        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {kept} tools)")
+        who = installed_by_words(s.installed_by)
+        print(f"{s.slug:<24} {words:<13} {s.qualified_name} {s.version or ''} ({s.package_type}, {kept} tools; {who})")
         notes += [f"  {s.slug}: {note}" for note in state_notes(s, s.slug, out.get(s.server_id, frozenset()))]
     if notes:
         print()
@@ -169,7 +171,8 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     print(f"  {STATE_WORDS[server_state(s)]}; version {s.version or '?'} ({s.package_type}, from {s.source})")
     for note in state_notes(s, s.slug, out):
         print(f"  {note[0].upper()}{note[1:]}")
-    print(f"  installed {s.installed_at:%Y-%m-%d %H:%M}Z by {s.installed_by}")
+    who = installed_by_words(s.installed_by)
+    print(f"  {who[0].upper()}{who[1:]} on {s.installed_at:%Y-%m-%d %H:%M}Z")
     if spec.get("command"):
         print("  runs: " + " ".join([str(spec["command"]), *map(str, spec.get("args") or [])]))
     if spec.get("url"):
@@ -259,7 +262,8 @@ def _with_runtime(settings: Settings, handler: logging.Handler, body: Callable[[
         finally:
             await runtime.aclose()
 
-    return asyncio.run(go())
+    with translated(settings):
+        return asyncio.run(go())
 
 
 def _remove(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
@@ -317,18 +321,30 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
 
 
 def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
-    from .doctor import run_checks
+    from .data_dir import problems as data_dir_problems
+    from .doctor import run_checks, unusable_checks
 
-    checks = _with_runtime(settings, handler, lambda runtime: run_checks(runtime, which=shutil.which))
+    found: list[SetupError] = list(data_dir_problems(settings))
+    if not found:
+        try:
+            checks = _with_runtime(settings, handler, lambda runtime: run_checks(runtime, which=shutil.which))
+        except SetupError as exc:  # the runtime cannot start (a team's key, config.toml): said as a check
+            found = [exc]
+    if found:
+        checks = unusable_checks(found, which=shutil.which)
     problems = [c for c in checks if not c["ok"]]
     if args.json:
-        _print_json({"ok": not problems, "checks": checks})
+        _print_json(
+            {"ok": not problems, "checks": checks, **({"not_checked": ["registries", "servers"]} if found else {})}
+        )
     else:
         for c in checks:
             print(
                 f"{'ok ' if c['ok'] else 'BAD'} {c['name']}: {c['detail']}"
                 + ("" if c["ok"] else f"\n    fix: {c['fix']}")
             )
+        if found:
+            print("The registries and the installed servers are checked once these are fixed.")
         print("Everything looks fine." if not problems else f"{len(problems)} problem(s) found.")
     return 1 if problems else 0
 

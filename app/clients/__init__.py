@@ -1,7 +1,9 @@
 """AI clients' config files and connecting them to this mcp-setup: where each client keeps
-its servers and a careful merge (``files.py``: backup, idempotent, malformed files untouched),
-and the gateway entry, the plan of a connect and which clients are found here and connected
-(``connect.py``). Shared by the CLI (``client connect|list``, ``import``) and the page.
+its servers and a careful merge (``files.py``: backup, idempotent, malformed files untouched; JSON
+and JSONC edited in place, comments kept: ``jsonc.py``), the gateway entry, the plan of a connect
+and which clients are found here and connected (``connect.py``), and who installed a server, in
+words (``labels.py``). Shared by the CLI (``client connect|list``, ``import``, ``list``, ``show``)
+and the page.
 
 May import ``app.runtime``-free parts only: :mod:`app.settings` (types) and the core.
 """
@@ -25,17 +27,21 @@ if TYPE_CHECKING:
         looks_secret,
         secret_reason,
     )
+    from .labels import CLIENT_NAMES, client_name, installed_by_words
 
 __all__ = [
     "CLIENTS",
+    "CLIENT_NAMES",
     "ClientConfig",
     "ConfigError",
     "ConnectPlan",
     "Edit",
     "GATEWAY_ENTRY",
     "client_config",
+    "client_name",
     "client_rows",
     "entry_for",
+    "installed_by_words",
     "is_ours",
     "launcher_command",
     "launcher_env",
@@ -62,5 +68,8 @@ __getattr__, __dir__ = lazy_exports(
         "launcher_command": "connect",
         "launcher_env": "connect",
         "plan_connect": "connect",
+        "CLIENT_NAMES": "labels",
+        "client_name": "labels",
+        "installed_by_words": "labels",
     },
 )

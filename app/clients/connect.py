@@ -5,7 +5,7 @@ connect|list`` and the page's "Use it in your AI client" part.
   paths it must pass so that it finds this data dir (never a value).
 * :func:`plan_connect`: the change ``connect``/``disconnect`` makes to a client's file: an
   :class:`~app.clients.files.Edit` (its diff, then ``write()``: backup, idempotent), or, for a
-  file it cannot merge (malformed, JSONC), the error and the entry to paste by hand.
+  file it cannot merge (malformed), the error and the entry to paste by hand.
 * :func:`client_rows`: every known client, whether it is found on this machine (its config
   file or the folder it lives in), whether it is connected already, and its file's problem.
 """

@@ -20,10 +20,11 @@ with its path and line and left untouched), the entry is set or removed, and the
 written back only when something changed (so connecting twice is a no-op), after a copy
 ``<file>.bak-<UTC timestamp>`` of the old one (0600, created exclusively). A symlinked file is
 written through to its target; the new text goes to an exclusive temp file in the target's dir
-that takes the target's mode, then replaces it. JSON files are rewritten with two-space
-indentation; a JSON file holding comments (JSONC) is refused rather than stripped of them.
-The TOML file is edited as text: a table ``[mcp_servers.NAME]`` is appended or cut out, so
-every other line stays byte for byte.
+that takes the target's mode, then replaces it. Every file is edited as text, so the other
+entries and settings stay byte for byte and the diff shows only what changed: a JSON file
+(JSONC too: VS Code's and Zed's ``//`` and ``/* */`` comments and trailing commas are read and
+kept) has the entry's own text set or cut out (:mod:`app.clients.jsonc`); the TOML file has a
+table ``[mcp_servers.NAME]`` appended or cut out.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .jsonc import JsoncError, remove_member, set_member
+from .jsonc import loads as jsonc_loads
+
 __all__ = [
     "CLIENTS",
     "ClientConfig",
@@ -58,7 +62,7 @@ __all__ = [
 
 
 class ConfigError(Exception):
-    """A config file that cannot be merged safely (malformed, comments, wrong shape)."""
+    """A config file that cannot be merged safely (malformed, wrong shape)."""
 
 
 @dataclass(frozen=True)
@@ -209,12 +213,8 @@ class ClientConfig:
         if not self.text.strip():
             return {}
         try:
-            data = json.loads(self.text)
-        except json.JSONDecodeError as exc:
-            if _has_comments(self.text):  # valid for its client (Zed, VS Code): not ours to rewrite
-                raise ConfigError(
-                    f"{self.path} holds comments, which mcp-setup does not rewrite; it was left untouched."
-                ) from None
+            data = jsonc_loads(self.text)
+        except JsoncError as exc:
             raise ConfigError(
                 f"{self.path}, line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg}); it was left "
                 "untouched. Fix it, or add the entry by hand."
@@ -245,14 +245,24 @@ class ClientConfig:
         if self.spec.style == "toml":
             return Edit(self.path, self.text, self._toml_text(current, entries, remove))
         data = self._json()
-        servers = dict(data.get(self.spec.key) or {})
+        before = data.get(self.spec.key) or {}
+        servers = dict(before)
         for name in remove:
             servers.pop(name, None)
         servers.update({k: dict(v) for k, v in entries.items()})
-        if servers == (data.get(self.spec.key) or {}) and (servers or self.spec.key not in data):
+        if servers == before and (servers or self.spec.key not in data):
             return Edit(self.path, self.text, self.text)
-        data[self.spec.key] = servers
-        return Edit(self.path, self.text, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        if not self.text.strip():
+            return Edit(self.path, self.text, json.dumps({self.spec.key: servers}, indent=2, ensure_ascii=False) + "\n")
+        after, path = self.text, (self.spec.key,)
+        for name in remove:
+            after = remove_member(after, path, name)
+        for name, entry in entries.items():
+            if before.get(name) != entry or not isinstance(data.get(self.spec.key), dict):
+                after = set_member(after, path, name, dict(entry))
+        if jsonc_loads(after) != {**data, self.spec.key: servers}:  # what we wrote must say exactly that
+            raise ConfigError(f"{self.path}: mcp-setup could not edit this file in place; it was left untouched.")
+        return Edit(self.path, self.text, after)
 
     def _toml_text(
         self, current: dict[str, Any], entries: Mapping[str, dict[str, Any]], remove: tuple[str, ...]
@@ -267,10 +277,6 @@ class ClientConfig:
             text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + _toml_table(name, entry)
         tomllib.loads(text)  # what we wrote must parse
         return text
-
-
-def _has_comments(text: str) -> bool:
-    return bool(re.search(r"^\s*//|/\*", text, re.M))
 
 
 def _toml_entry(entry: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``mcp-setup serve``: the FastAPI app (``app.py``), its socket (``serve.py``), its guards
+"""``mcp-setup serve``: the FastAPI app (``app.py``), its socket (``serve.py``), the one serve of a
+data folder and the link it records for ``mcp-setup open`` (``running.py``), its guards
 (``security.py``), JSON-RPC (``rpc.py``), the websocket hub (``ws.py``), agent runs from the page
 (``agent_runs.py``) and the modals' answers (``secrets.py``, ``consents.py``, ``answers.py``).
 
@@ -12,15 +13,22 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .running import display_available, open_in_browser, running_serve
     from .serve import run_serve
 
 __all__ = [
+    "display_available",
+    "open_in_browser",
     "run_serve",
+    "running_serve",
 ]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "display_available": "running",
+        "open_in_browser": "running",
         "run_serve": "serve",
+        "running_serve": "running",
     },
 )

@@ -16,7 +16,8 @@ Methods:
   ``{status, server_id?, tools?, summary, transcript}``. Its questions and secret prompts go over
   the websocket of the session named in ``X-MCP-Setup-Session`` (else every open tab) and are
   answered there (``answer`` message; ``POST /api/secrets/{prompt_id}``). Provenance: ``agent``;
-* ``servers.list`` (``{}`` → ``{servers: [...]}``, as ``mcp_setup_list_servers``),
+* ``servers.list`` (``{}`` → ``{servers: [...]}``, as ``mcp_setup_list_servers``, each with
+  ``installed_by_words`` for its card),
   ``servers.remove`` (``{server_id}`` → ``{removed: true}``), ``servers.reconnect``
   (``{server_id}`` → ``{server_id, status}``; the outcome arrives as ``server_status`` events),
   ``servers.enable`` / ``servers.disable`` (``{server_id}`` → ``{server_id, enabled}``: a disabled
@@ -51,6 +52,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.clients import installed_by_words
 from setup_agent.errors import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_METHOD_NOT_FOUND,
@@ -278,7 +280,12 @@ class RpcDispatcher:
             return await self._spawn(params, session_id)
         if method == "servers.list":
             _only(params, {"wait_seconds"})
-            return await self._tool("mcp_setup_list_servers", params, session_id)
+            listed = await self._tool("mcp_setup_list_servers", params, session_id)
+            # the cards say who installed each one in words; the stored label stays beside them
+            servers = [
+                {**s, "installed_by_words": installed_by_words(s.get("installed_by"))} for s in listed["servers"]
+            ]
+            return {**listed, "servers": servers}
         if method == "servers.remove":
             _only(params, {"server_id"})
             return await self._tool("mcp_setup_remove", params, session_id)

@@ -1,8 +1,11 @@
 """``mcp-setup serve``'s process: the listening socket, TLS or not, uvicorn, signals, the browser.
 
-:func:`run_serve` refuses a non-loopback host without TLS (or ``--insecure-http``), prints the
-URL once serving, keeps the token out of logs and shuts down gracefully on Ctrl-C/SIGTERM. The
-app itself is :func:`app.web.app.create_app`.
+:func:`run_serve` refuses a non-loopback host without TLS (or ``--insecure-http``), refuses a
+second serve on the same data folder (``running.py``), prints the URL once serving and records
+it for ``mcp-setup open``, keeps the token out of logs and shuts down gracefully on
+Ctrl-C/SIGTERM. The runtime is built before the app's lifespan starts, so a data folder that
+cannot be used stops serve with the exception the command line turns into one sentence, not with
+uvicorn's traceback. The app itself is :func:`app.web.app.create_app`.
 """
 
 from __future__ import annotations
@@ -17,8 +20,7 @@ import signal
 import socket
 import sys
 import threading
-import webbrowser
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +29,54 @@ import uvicorn
 from app.settings import Settings
 
 from .app import WebFace, create_app
+from .running import AlreadyServing, ServeLock, display_available, open_in_browser
 
 __all__ = ["display_available", "run_serve"]
 
 log = logging.getLogger("app.web.app")  # the web face's logger, as before the split
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server: prints the URL once serving; Ctrl-C/SIGTERM shut down gracefully, exit 0."""
+class _BuiltRuntime:
+    """The runtime, built by :class:`_Server` in the event loop before the app's lifespan starts,
+    then handed to the face (its ``runtime_factory``). A failure is kept for :func:`run_serve`
+    to raise once uvicorn has stopped."""
 
-    def __init__(self, config: uvicorn.Config, url: str, open_browser: bool, face: WebFace) -> None:
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._runtime: Any = None
+        self.failure: Exception | None = None
+
+    def build(self) -> bool:
+        try:
+            self._runtime = self._build()
+        except Exception as exc:  # noqa: BLE001 - raised again by run_serve, outside uvicorn
+            self.failure = exc
+            return False
+        return True
+
+    def __call__(self) -> Any:
+        return self._runtime
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server: prints the URL once serving and records it in the lock (``mcp-setup
+    open``); Ctrl-C/SIGTERM shut down gracefully, exit 0."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        url: str,
+        open_browser: bool,
+        face: WebFace,
+        runtime: _BuiltRuntime,
+        lock: ServeLock,
+    ) -> None:
         super().__init__(config)
         self.url = url
         self.open_browser = open_browser
         self.face = face
+        self.runtime = runtime
+        self.lock = lock
         self.signalled: int | None = None
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -52,11 +88,18 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets=sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if not self.runtime.build():  # the data folder, the key, config.toml: said by run_serve
+            self.should_exit = True
+            return
         await super().startup(sockets=sockets)
         if self.should_exit:  # the lifespan failed
             return
+        self.lock.publish(self.url)
         print(f"mcp-setup is running at {self.url}", flush=True)
-        print("Open that link (it holds this run's key). Press Ctrl-C to stop.", flush=True)
+        print(
+            "Open that link (it holds this run's key; `mcp-setup open` shows it again). Press Ctrl-C to stop.",
+            flush=True,
+        )
         if self.open_browser and display_available(os.environ):
             threading.Thread(target=_open_browser, args=(self.url,), daemon=True, name="mcp-setup-browser").start()
         elif self.open_browser:
@@ -110,19 +153,9 @@ def _hide_token_in_logs(token: str, handler: logging.Handler) -> None:
     handler.addFilter(RedactingFilter(hider))
 
 
-def display_available(env: Mapping[str, str], platform: str = sys.platform) -> bool:
-    """Whether a browser can show up: macOS and Windows always; elsewhere only
-    with an X11 or Wayland display (a headless Chromium would crash silently)."""
-    if platform in ("darwin", "win32"):
-        return True
-    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
-
-
 def _open_browser(url: str) -> None:
-    try:
-        webbrowser.open(url)
-    except Exception as exc:  # noqa: BLE001 - the URL is printed anyway
-        log.info("could not open a browser (%s); open the printed link yourself", type(exc).__name__)
+    if not open_in_browser(url):
+        log.info("could not open a browser; open the printed link yourself")
 
 
 def parse_public_url(text: str) -> str | None:
@@ -207,6 +240,49 @@ def run_serve(
                 file=sys.stderr,
             )
             return 2
+    try:  # before the port: a second serve on this data folder would start every server twice
+        lock = ServeLock.acquire(Path(settings.home).expanduser())
+    except AlreadyServing as exc:
+        print(f"mcp-setup: {_already_serving(exc)}", file=sys.stderr)
+        return 1
+    try:
+        return _serve_locked(
+            settings,
+            log_handler,
+            lock,
+            host=host,
+            want=want,
+            tls=tls,
+            public_url=public_url,
+            open_browser=open_browser,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+        )
+    finally:
+        lock.release()
+
+
+def _already_serving(exc: AlreadyServing) -> str:
+    which = f" ({exc.other.words()})" if exc.other is not None else ""
+    return (
+        f"mcp-setup serve is already running on this data folder{which}. `mcp-setup open` shows its link; "
+        "stop it (Ctrl-C in its terminal) before starting another."
+    )
+
+
+def _serve_locked(
+    settings: Settings,
+    log_handler: logging.Handler,
+    lock: ServeLock,
+    *,
+    host: str,
+    want: int,
+    tls: bool,
+    public_url: str | None,
+    open_browser: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+) -> int:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -218,7 +294,8 @@ def run_serve(
         sock.close()
         print(
             f"mcp-setup: cannot listen on {host}:{want} ({exc.strerror or exc}). "
-            "Is another mcp-setup running? Use --port to pick another port (0 = any free one).",
+            "Another program (or the serve of another data folder) may be using it. Use --port to pick "
+            "another port (0 = any free one).",
             file=sys.stderr,
         )
         return 1
@@ -236,7 +313,7 @@ def run_serve(
     url = f"{base}/?t={token}"
     _hide_token_in_logs(token, log_handler)
 
-    def factory() -> Any:
+    def build() -> Any:
         from app.runtime import build_runtime
         from setup_agent.secrets import install_log_redaction
 
@@ -244,11 +321,12 @@ def run_serve(
         install_log_redaction(runtime.redactor, log_handler)
         return runtime
 
+    built = _BuiltRuntime(build)
     app = create_app(
         settings,
         token=token,
         port=actual,
-        runtime_factory=factory,
+        runtime_factory=built,
         public_hosts=public_hosts,
         secure_cookie=tls,
         public_url=public_url,
@@ -266,11 +344,13 @@ def run_serve(
         ssl_certfile=str(tls_cert) if tls_cert else None,
         ssl_keyfile=str(tls_key) if tls_key else None,
     )
-    server = _Server(config, url, open_browser, app.face)
+    server = _Server(config, url, open_browser, app.face, built, lock)
     try:
         asyncio.run(server.serve(sockets=[sock]))
     finally:
         sock.close()
+    if built.failure is not None:
+        raise built.failure  # the command line says it (one sentence for a data folder that cannot be used)
     if not server.started:
         print("mcp-setup: the web app did not start; see the messages above.", file=sys.stderr)
         return 1

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     )
     from .packages import build_spec, unset_keys
     from .prefetch import Prefetches
-    from .procs import ProcessLedger, claim_dir, sweep_install_dirs
+    from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .repairs import apply_repair, explain_failure
     from .sandbox import Sandbox, sandboxed
     from .scratch import make_scratch_dir, sweep_scratch
@@ -89,6 +89,7 @@ __all__ = [
     "network_isolation",
     "NOT_ISOLATED",
     "open_client",
+    "Owner",
     "Prefetches",
     "ProcessLedger",
     "ProcessWatch",
@@ -149,6 +150,7 @@ __getattr__, __dir__ = lazy_exports(
         "NOT_ISOLATED": "grants",
         "open_client": "connector",
         "Prefetches": "prefetch",
+        "Owner": "procs",
         "ProcessLedger": "procs",
         "ProcessWatch": "transport",
         "profile_words": "grants",

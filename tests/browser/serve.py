@@ -102,9 +102,11 @@ def start_serve(
     *,
     timeout: float = scaled(30.0),
     argv: list[str] | None = None,
+    serve_args: tuple[str, ...] = (),
     **extra_env: str,
 ) -> Served:
-    """``mcp-setup serve`` on a free port (``argv``: another ``mcp-setup`` to run, e.g. an installed wheel's)."""
+    """``mcp-setup serve`` on a free port (``argv``: another ``mcp-setup`` to run, e.g. an installed wheel's;
+    ``serve_args``: more options, e.g. ``--verbose``)."""
     env = face_env(root, **{"MCP_SETUP_REGISTRIES": "local", **extra_env})
     if catalog is not None:
         env["MCP_SETUP_CATALOG_DIR"] = str(catalog)
@@ -112,7 +114,7 @@ def start_serve(
     stderr_path = root / "serve-stderr.log"
     with open(stderr_path, "ab") as errlog:
         proc = subprocess.Popen(
-            [*(argv or mcp_setup_argv()), "serve", "--no-browser", "--port", "0"],
+            [*(argv or mcp_setup_argv()), "serve", "--no-browser", "--port", "0", *serve_args],
             stdout=subprocess.PIPE,
             stderr=errlog,
             stdin=subprocess.DEVNULL,

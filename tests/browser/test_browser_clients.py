@@ -35,7 +35,7 @@ from tests.timeouts import scaled
 ECHO = "server-everything__echo"
 TOKEN = "EVERYTHING_DEMO_TOKEN"
 
-CURSOR_JSONC = '{\n  // my own note\n  "mcpServers": {}\n}\n'
+CURSOR_BROKEN = '{\n  // my own note\n  "mcpServers": {,}\n}\n'  # comments are fine; the stray comma is not
 
 
 async def list_and_call(entry: dict[str, Any], home: Path, stderr: Path) -> tuple[set[str], str]:
@@ -80,7 +80,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
     home = Path(served.env["HOME"])
     (home / ".config" / "Claude").mkdir(parents=True)
     (home / ".cursor").mkdir()
-    (home / ".cursor" / "mcp.json").write_text(CURSOR_JSONC)
+    (home / ".cursor" / "mcp.json").write_text(CURSOR_BROKEN)
     claude = home / ".config" / "Claude" / "claude_desktop_config.json"
     try:
         context, page, watch = open_page(browser, served)
@@ -134,7 +134,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         expect(desktop).to_contain_text("already up to date; nothing written")
         assert len(list(claude.parent.glob("claude_desktop_config.json.bak-*"))) == 0  # there was no old file
 
-        # A file with comments is left as it is; the page gives the entry to paste.
+        # A file that is not valid JSON(C) is left as it is; the page gives the entry to paste.
         cursor = part.locator(".client[data-client=cursor]")
         cursor.get_by_role("button", name="Connect…").click()
         expect(cursor).to_contain_text("it was left untouched")
@@ -144,7 +144,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         part.screenshot(path=str(artifacts / "25-clients-part-390px.png"))
         assert page.evaluate("document.documentElement.scrollWidth") <= NARROW["width"]  # nothing wider than a phone
         page.set_viewport_size(WIDE)
-        assert (home / ".cursor" / "mcp.json").read_text() == CURSOR_JSONC
+        assert (home / ".cursor" / "mcp.json").read_text() == CURSOR_BROKEN
 
         assert canary not in page.content()
         close_leaking_nothing(context, page, watch, canary)

@@ -8,18 +8,8 @@ import { detailsPart } from "./server_card.js";
 var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped",
                      disabled: "Disabled", tools_changed: "Tools changed: review", needs_sign_in: "Sign-in expired" };
 
-function installedByWords(label) {
-  if (!label) return "unknown";
-  if (label === "ui") return "you, in this page";
-  if (label === "agent") return "the setup assistant";
-  if (label.indexOf("mcp:") === 0) return label.slice(4).replace(/-/g, " ") + " (through MCP)";
-  // principal labels: "client:stdio via claude-desktop", "token:alice via cursor"
-  var via = label.split(" via ");
-  var client = via.length > 1 ? " (" + via[1].replace(/-/g, " ") + ")" : "";
-  if (via[0].indexOf("token:") === 0) return "the token " + via[0].slice(6) + client;
-  if (via[0].indexOf("client:") === 0) return "an AI client" + (client || " (through MCP)");
-  if (via[0].indexOf("user:") === 0) return "you";
-  return label;
+function capitalized(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 export function toolList(tools) {
@@ -103,7 +93,8 @@ function renderServers(servers) {
         el("span", { class: "badge " + status, text: STATUS_WORDS[status] || status })
       ]),
       server.title && server.title !== name ? el("p", { class: "qualified-name small muted", text: name }) : null,
-      el("p", { class: "meta", text: "Installed by " + installedByWords(server.installed_by) +
+      // "installed by you, in the terminal", "imported from Claude Desktop": the words come with the list
+      el("p", { class: "meta", text: capitalized(server.installed_by_words || "installed by " + server.installed_by) +
         (when && !isNaN(when) ? " on " + when.toLocaleString() : "") +
         (server.version ? " · version " + server.version : "") }),
       status === "failed" && server.reason ? el("p", { class: "error", text: "Problem: " + server.reason }) : null,
