@@ -58,12 +58,17 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+#: Every module's syntax tree, parsed once while the test module is imported (at collection, on the
+#: main thread, before any test starts a thread). CPython 3.11's ``ast`` keeps one recursion counter
+#: for the whole interpreter (python/cpython#106905): another test's thread parsing at the same time
+#: (3.11's traceback formatting calls ``ast.parse``) made a parse here fail with "AST constructor
+#: recursion depth mismatch".
+TREES = {m: ast.parse(p.read_text(), filename=str(p)) for m, p in MODULES.items()}
 
 
 def _lazy_map(package: str) -> dict[str, str]:
     """``name -> defining module`` from a package's ``lazy_exports(__name__, {...})``."""
-    tree = ast.parse(MODULES[package].read_text())
-    for node in ast.walk(tree):
+    for node in ast.walk(TREES[package]):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports":
             where = ast.literal_eval(node.args[1])
             return {name: f"{package}.{module}" for name, module in where.items()}
@@ -79,7 +84,7 @@ def _imports(module: str) -> list[tuple[int, str, str | None, int]]:
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out: list[tuple[int, str, str | None, int]] = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(TREES[module]):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name, None, 0) for a in node.names if a.name.split(".")[0] in PRODUCT]
         elif isinstance(node, ast.ImportFrom):
@@ -178,8 +183,7 @@ def test_outside_a_package_code_imports_only_the_names_its_init_declares() -> No
 def test_each_package_init_says_what_it_owns_and_declares_its_public_names(package: str) -> None:
     import importlib
 
-    tree = ast.parse(MODULES[package].read_text())
-    doc = ast.get_docstring(tree) or ""
+    doc = ast.get_docstring(TREES[package]) or ""
     assert len(doc.split()) > 15 and ("import" in doc.lower()), package
     mod = importlib.import_module(package)
     assert sorted(mod.__all__) == sorted(_lazy_map(package))
