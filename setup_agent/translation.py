@@ -9,9 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import CommandNotFound, NotFound, ProbeTimeout, RegistryAuthError, RegistryUnavailable, SetupError
+from .errors import (
+    CommandNotFound,
+    InvalidInput,
+    NotFound,
+    ProbeTimeout,
+    RegistryAuthError,
+    RegistryUnavailable,
+    SetupError,
+)
 
-__all__ = ["TRANSLATIONS", "translate"]
+__all__ = ["ARGUMENT_ERROR", "TRANSLATIONS", "translate"]
+
+#: The pydantic error type of a tool argument refused by its model (setup_agent/setup/tool_requests.py):
+#: its message is our own sentence, which names the field and never quotes the value.
+ARGUMENT_ERROR = "mcp_setup_argument"
+_INTERNAL = "Internal error in mcp-setup; the log has details."
 
 
 def _registry_error(exc: BaseException) -> SetupError:
@@ -35,14 +48,26 @@ def _permission(exc: BaseException) -> SetupError:
     return CommandNotFound(f"Could not start {name}: permission denied.")
 
 
+def _arguments(exc: BaseException) -> SetupError:
+    # Only a tool's arguments are ``invalid_input`` (the first refused one, in the model's field
+    # order); any other validation error (a server's answer the SDK cannot read) stays internal.
+    errors = exc.errors()  # type: ignore[attr-defined]
+    if errors and all(e["type"] == ARGUMENT_ERROR for e in errors):
+        return InvalidInput(errors[0]["msg"])
+    return SetupError(_INTERNAL)
+
+
 def _timeout(exc: BaseException) -> SetupError:
     return ProbeTimeout("The operation did not finish in time.")
 
 
 def _translations() -> list[tuple[type[BaseException], Any]]:
+    from pydantic import ValidationError
+
     from registry_clients.errors import RegistryError
 
     return [
+        (ValidationError, _arguments),
         (RegistryError, _registry_error),
         (FileNotFoundError, _file_not_found),
         (PermissionError, _permission),
@@ -65,4 +90,4 @@ def translate(exc: BaseException) -> SetupError:
     for exc_type, make in TRANSLATIONS:
         if isinstance(exc, exc_type):
             return make(exc)
-    return SetupError("Internal error in mcp-setup; the log has details.")
+    return SetupError(_INTERNAL)

@@ -18,6 +18,7 @@ import pytest
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.launch.spec import materialize
+from setup_agent.setup import TestRequest
 from setup_agent.setup.service import CallContext
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
 from tests.timeouts import scaled
@@ -83,7 +84,7 @@ async def test_a_python_bundle_gets_its_argv_secret_through_the_environment_inst
     got = await call(runtime, "mcp_setup_get", qualified_name="io.test/py-argv")
     assert "warnings" not in got  # moved: nothing to warn about
     prepared = await runtime.service.preparer.prepare(
-        {"qualified_name": "io.test/py-argv", "env_refs": {"PROTO": await secret_ref(runtime, "PROTO", PROTOCOL)}},
+        TestRequest(qualified_name="io.test/py-argv", env_refs={"PROTO": await secret_ref(runtime, "PROTO", PROTOCOL)}),
         runtime.service.scratch_root / "inspect",
         _NoProgress(),
     )

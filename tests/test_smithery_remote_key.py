@@ -90,6 +90,7 @@ async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and
     tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     from setup_agent.launch.spec import materialize
+    from setup_agent.setup import TestRequest
 
     caplog.set_level(logging.DEBUG)
     with FakeSmitheryRegistry(api_key=canary) as fake:
@@ -106,8 +107,8 @@ async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and
                 return None
 
             token = runtime.refs.mint("githubPersonalAccessToken", "ghp_" + "x" * 36)
-            args = {"qualified_name": "smithery-ai/github", "env_refs": {"githubPersonalAccessToken": token}}
-            prepared = await runtime.service.preparer.prepare(dict(args), tmp_path / "work", progress)  # type: ignore[arg-type]
+            request = TestRequest(qualified_name="smithery-ai/github", env_refs={"githubPersonalAccessToken": token})
+            prepared = await runtime.service.preparer.prepare(request, tmp_path / "work", progress)  # type: ignore[arg-type]
             launch = materialize(prepared.spec, prepared.values)
             assert launch.url and launch.url.startswith("https://server.smithery.ai/")
             assert launch.headers == {"Authorization": f"Bearer {canary}"}  # to Smithery's own host, as the bearer only

@@ -1,4 +1,4 @@
-"""What a test, install or sign-in runs, worked out from the agent's arguments before anything
+"""What a test, install or sign-in runs, worked out from its typed request before anything
 runs (:class:`Preparer`): the registry entry (refused when installed, deprecated or not
 admitted), the package chosen for this machine, its keys (an MCPB bundle's own from its
 manifest), the values (refs resolved, aliases filled), the launch spec (secrets moved off the
@@ -39,7 +39,8 @@ from setup_agent.translation import translate
 from .bundle_manifests import BundleManifests
 from .call_context import CallContext, Progress
 from .consent import ConsentWarning
-from .tool_args import opt_name, opt_str, req_name, scrub, str_map
+from .tool_args import scrub
+from .tool_requests import LaunchRequest
 
 __all__ = ["Prepared", "Preparer"]
 
@@ -125,17 +126,20 @@ class Preparer:
             raise err from None
 
     async def prepare(
-        self, args: dict, workdir: Path, progress: Progress, *, lazy_bundle: bool = False, replacing: str | None = None
+        self,
+        request: LaunchRequest,
+        workdir: Path,
+        progress: Progress,
+        *,
+        oauth_ref: str | None = None,
+        lazy_bundle: bool = False,
+        replacing: str | None = None,
     ) -> Prepared:
-        name = req_name(args, "qualified_name")
-        env_refs = str_map(args, "env_refs")
-        env = str_map(args, "env")
-        allow_deprecated = args.get("allow_deprecated", False)
-        if not isinstance(allow_deprecated, bool):
-            raise InvalidInput("allow_deprecated must be true or false.")
+        """``oauth_ref``: a sign-in to use (a test's or install's; a sign-in itself has none)."""
+        name = request.qualified_name
         await self.refuse_installed(name, replacing)  # before any download, prompt or spawn
         await progress("resolving", "started")
-        detail = await self.detail(name, opt_name(args, "source"), opt_name(args, "version"))
+        detail = await self.detail(name, request.source, request.version)
         if detail.qualified_name != name:
             await self.refuse_installed(detail.qualified_name, replacing)
         if detail.status == "deleted":  # allow_deprecated unlocks deprecated entries, never deleted ones
@@ -144,7 +148,7 @@ class Preparer:
                 "registry), so it cannot be installed. Pick another server.",
                 details={"status": detail.status},
             )
-        if detail.status and not allow_deprecated:
+        if detail.status and not request.allow_deprecated:
             raise DeprecatedEntry(
                 f"The registry marks {detail.qualified_name} {detail.status}. Pick another server, or pass "
                 "allow_deprecated: true if the user wants it anyway.",
@@ -152,9 +156,7 @@ class Preparer:
             )
         if self.admit is not None:  # before any download, prompt or spawn
             self.admit(detail.qualified_name, detail.repository_url)
-        package = choose_package(
-            detail.packages, opt_name(args, "package"), preference=self.package_preference, which=self.which
-        )
+        package = choose_package(detail.packages, request.package, preference=self.package_preference, which=self.which)
         keys = list(package.required_keys)
         bundle_dir: Path | None = None
         manifest = None
@@ -166,7 +168,7 @@ class Preparer:
                     package, workdir, progress, allow_file=detail.source == "local"
                 )
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
-        values = self.values(keys, env_refs, env, fill=self.fillable(package, keys))
+        values = self.values(keys, request.env_refs, request.env, fill=self.fillable(package, keys))
         # Optional settings left unset (and flags set false): their inputs are left out entirely.
         omit = unset_keys(keys, values)
         spec = build_spec(package, omit=omit)
@@ -176,12 +178,11 @@ class Preparer:
         spec = move_argv_secrets(spec, secret)
         # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
         spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
-        repair = opt_str(args, "repair")  # a known failure's repaired launch, shown at consent
+        repair = request.repair  # a known failure's repaired launch, shown at consent
         if repair is not None:
             spec = apply_repair(spec, repair)
         self.refuse_foreign_destination(keys, values, spec)
         auth = None
-        oauth_ref = opt_str(args, "oauth_ref")
         if oauth_ref is not None:
             if self.oauth is None:
                 raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
