@@ -1,7 +1,8 @@
 """From a registry entry to a running process: the launch spec (``spec.py``), registry
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
-``prefetch.py``), artifact digests for lock files (``digests.py``), our stdio transport (``transport.py``) and the raw lane beside its SDK session (``raw_lane.py``), the client connection (``connector.py``),
+``prefetch.py``), artifact digests for lock files (``digests.py``), the launch: the one place a
+server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``) and the raw lane beside its SDK session (``raw_lane.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
 (``listeners.py``) and known start failures with their repairs (``repairs.py``).
@@ -44,11 +45,12 @@ if TYPE_CHECKING:
     from .procs import ProcessLedger, claim_dir, sweep_install_dirs
     from .raw_lane import LANE_BASE, LaneClosed, RawLane
     from .repairs import apply_repair, explain_failure
-    from .sandbox import Sandbox, sandboxed
+    from .sandbox import Sandbox
     from .scratch import make_scratch_dir, sweep_scratch
-    from .spec import LaunchSpec, materialize, template_keys
+    from .spec import LaunchSpec, ResolvedLaunch, Value, Values, fill, materialize, template_keys
+    from .start import local_command, remote_endpoint
     from .stderr_lines import StderrLines
-    from .transport import ProcessWatch, minimal_environment, proxy_credentials
+    from .transport import ProcessWatch, proxy_credentials
 
 __all__ = [
     "apply_repair",
@@ -64,6 +66,7 @@ __all__ = [
     "ArtifactDigests",
     "digest_kind",
     "Fetcher",
+    "fill",
     "fill_result",
     "granted_paths",
     "HttpWatch",
@@ -71,10 +74,10 @@ __all__ = [
     "LaneClosed",
     "LaunchSpec",
     "list_all_tools",
+    "local_command",
     "make_scratch_dir",
     "Manifest",
     "materialize",
-    "minimal_environment",
     "move_argv_secrets",
     "NOT_ISOLATED",
     "open_client",
@@ -85,11 +88,12 @@ __all__ = [
     "profile_words",
     "proxy_credentials",
     "read_manifest",
+    "remote_endpoint",
     "required_keys_from_manifest",
+    "ResolvedLaunch",
     "runner_availability",
     "RUNNERS",
     "Sandbox",
-    "sandboxed",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
@@ -99,6 +103,8 @@ __all__ = [
     "unpack_bundle",
     "unset_keys",
     "unverified_download",
+    "Value",
+    "Values",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -117,6 +123,7 @@ __getattr__, __dir__ = lazy_exports(
         "ArtifactDigests": "digests",
         "digest_kind": "digests",
         "Fetcher": "fetch",
+        "fill": "spec",
         "fill_result": "lenient",
         "granted_paths": "grants",
         "HttpWatch": "connector",
@@ -124,10 +131,10 @@ __getattr__, __dir__ = lazy_exports(
         "LaneClosed": "raw_lane",
         "LaunchSpec": "spec",
         "list_all_tools": "connector",
+        "local_command": "start",
         "make_scratch_dir": "scratch",
         "Manifest": "manifest",
         "materialize": "spec",
-        "minimal_environment": "transport",
         "move_argv_secrets": "manifest",
         "NOT_ISOLATED": "grants",
         "open_client": "connector",
@@ -138,11 +145,12 @@ __getattr__, __dir__ = lazy_exports(
         "profile_words": "grants",
         "proxy_credentials": "transport",
         "read_manifest": "manifest",
+        "remote_endpoint": "start",
         "required_keys_from_manifest": "manifest",
+        "ResolvedLaunch": "spec",
         "runner_availability": "package_choice",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
-        "sandboxed": "sandbox",
         "spec_from_manifest": "manifest",
         "StderrLines": "stderr_lines",
         "sweep_install_dirs": "procs",
@@ -152,5 +160,7 @@ __getattr__, __dir__ = lazy_exports(
         "unpack_bundle": "bundle",
         "unset_keys": "packages",
         "unverified_download": "package_choice",
+        "Value": "spec",
+        "Values": "spec",
     },
 )

@@ -227,7 +227,7 @@ class Installer:
                 version=prepared.package.version or prepared.detail.version,
                 spec=prepared.spec,
                 keys=prepared.keys,
-                values=prepared.values,
+                values=prepared.plain_values(),  # a secret's value is never part of a consent
                 action=action,
                 warnings=prepared.warnings(),
                 sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
