@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .shared_locks import share_guard
     from .shared_prompts import answer_secret_shared, share_prompts
     from .team_consents import consent_requester
-    from .tool_requests import InstallRequest, TestRequest
+    from .tool_requests import InstallRequest, RemoveRequest, SearchRequest, TestRequest
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
     from .updates import UpdateOffer, update_offer, update_server
@@ -68,8 +68,10 @@ __all__ = [
     "Prober",
     "ProbeResult",
     "ProviderConfig",
+    "RemoveRequest",
     "rotate_secret",
     "sandbox_profile",
+    "SearchRequest",
     "SetupService",
     "share_consents",
     "SharedDecisions",
@@ -115,6 +117,8 @@ __getattr__, __dir__ = lazy_exports(
         "sandbox_profile": "consent_request",
         "SetupService": "service",
         "InstallRequest": "tool_requests",
+        "RemoveRequest": "tool_requests",
+        "SearchRequest": "tool_requests",
         "TestRequest": "tool_requests",
         "TOOL_NAMES": "tool_specs",
         "TOOL_SPECS": "tool_specs",
