@@ -24,6 +24,7 @@ from typing import Any
 from .errors import (
     CommandNotFound,
     DataDirUnusable,
+    InvalidInput,
     NotFound,
     ProbeTimeout,
     RegistryAuthError,
@@ -32,7 +33,12 @@ from .errors import (
     StoreError,
 )
 
-__all__ = ["TRANSLATIONS", "data_dir_error", "data_dir_unusable", "not_writable", "translate"]
+__all__ = ["ARGUMENT_ERROR", "TRANSLATIONS", "data_dir_error", "data_dir_unusable", "not_writable", "translate"]
+
+#: The pydantic error type of a tool argument refused by its model (setup_agent/setup/tool_requests.py):
+#: its message is our own sentence, which names the field and never quotes the value.
+ARGUMENT_ERROR = "mcp_setup_argument"
+_INTERNAL = "Internal error in mcp-setup; the log has details."
 
 
 def _registry_error(exc: BaseException) -> SetupError:
@@ -56,14 +62,26 @@ def _permission(exc: BaseException) -> SetupError:
     return CommandNotFound(f"Could not start {name}: permission denied.")
 
 
+def _arguments(exc: BaseException) -> SetupError:
+    # Only a tool's arguments are ``invalid_input`` (the first refused one, in the model's field
+    # order); any other validation error (a server's answer the SDK cannot read) stays internal.
+    errors = exc.errors()  # type: ignore[attr-defined]
+    if errors and all(e["type"] == ARGUMENT_ERROR for e in errors):
+        return InvalidInput(errors[0]["msg"])
+    return SetupError(_INTERNAL)
+
+
 def _timeout(exc: BaseException) -> SetupError:
     return ProbeTimeout("The operation did not finish in time.")
 
 
 def _translations() -> list[tuple[type[BaseException], Any]]:
+    from pydantic import ValidationError
+
     from registry_clients.errors import RegistryError
 
     return [
+        (ValidationError, _arguments),
         (RegistryError, _registry_error),
         (FileNotFoundError, _file_not_found),
         (PermissionError, _permission),
@@ -86,7 +104,7 @@ def translate(exc: BaseException) -> SetupError:
     for exc_type, make in TRANSLATIONS:
         if isinstance(exc, exc_type):
             return make(exc)
-    return SetupError("Internal error in mcp-setup; the log has details.")
+    return SetupError(_INTERNAL)
 
 
 # --- the data folder ------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from setup_agent.launch.spec import materialize
+from setup_agent.launch import local_command, materialize
+from setup_agent.setup import TestRequest
 from setup_agent.setup.service import CallContext
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
 from tests.timeouts import scaled
@@ -83,14 +84,18 @@ async def test_a_python_bundle_gets_its_argv_secret_through_the_environment_inst
     got = await call(runtime, "mcp_setup_get", qualified_name="io.test/py-argv")
     assert "warnings" not in got  # moved: nothing to warn about
     prepared = await runtime.service.preparer.prepare(
-        {"qualified_name": "io.test/py-argv", "env_refs": {"PROTO": await secret_ref(runtime, "PROTO", PROTOCOL)}},
+        TestRequest(qualified_name="io.test/py-argv", env_refs={"PROTO": await secret_ref(runtime, "PROTO", PROTOCOL)}),
         runtime.service.scratch_root / "inspect",
         _NoProgress(),
     )
     assert prepared.argv_secret_keys == []
-    resolved = materialize(prepared.spec, prepared.values, dirname=str(prepared.bundle_dir))
-    assert all(PROTOCOL not in a for a in [resolved.command or "", *resolved.args])  # what exec() sees
-    assert resolved.env["MCP_SETUP_ARGV_1"] == f"--protocol={PROTOCOL}"
+    assert PROTOCOL not in repr(prepared)
+    workdir = runtime.service.scratch_root / "inspect"
+    launch = local_command(
+        materialize(prepared.spec, prepared.values, dirname=str(prepared.bundle_dir), cwd=str(workdir)), sandbox=None
+    )
+    assert all(PROTOCOL not in a for a in [launch.command, *launch.args])  # what exec() sees
+    assert launch.env["MCP_SETUP_ARGV_1"] == f"--protocol={PROTOCOL}"
     # ... and the server still got it in its sys.argv: it answers with that protocol version.
     # (Probed directly: through the service the value would be redacted as a live secret.)
     result = await runtime.prober.probe(prepared.spec, prepared.values, dirname=str(prepared.bundle_dir))

@@ -22,7 +22,7 @@ from setup_agent.errors import BundleInvalid
 from setup_agent.launch.bundle import fetch_bundle, file_sha256, unpack_bundle
 from setup_agent.launch.manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
 from setup_agent.launch.packages import INSTALL_HINTS, build_spec, runner_availability
-from setup_agent.launch.spec import materialize
+from setup_agent.launch.spec import fill
 from tests.stub_server.bundle import zip_files
 from tests.timeouts import scaled
 
@@ -209,7 +209,7 @@ def _read(tmp_path: Path, manifest: dict[str, Any]):
     return read_manifest(tmp_path)
 
 
-def test_dirname_and_user_config_are_substituted_through_materialize(tmp_path):
+def test_dirname_and_user_config_are_substituted_through_fill(tmp_path):
     manifest = _read(
         tmp_path,
         {
@@ -233,7 +233,7 @@ def test_dirname_and_user_config_are_substituted_through_materialize(tmp_path):
     assert not ok and INSTALL_HINTS["node"] in reason
     assert spec.keys() == {"api_key", "root", "REGION"}
     assert spec.file_sha256 == "a" * 64 and spec.version == "1.2.3"
-    resolved = materialize(spec, {"api_key": CANARY, "root": "/data", "REGION": "eu"}, dirname="/srv/demo")
+    resolved = fill(spec, {"api_key": CANARY, "root": "/data", "REGION": "eu"}, dirname="/srv/demo")
     assert resolved.args == ["/srv/demo/server/index.js", "--root", "/data", "--cost=$5"]
     assert resolved.env == {"REGION": "eu", "API_KEY": CANARY, "CACHE": f"/home/u{os.sep}cache", "X": "${UNKNOWN}"}
     assert not any(CANARY in a for a in resolved.args)
@@ -261,7 +261,7 @@ def test_bundle_relative_command_runs_from_the_install_dir_with_platform_overrid
     base = _mcpb_base("https://e/x.mcpb")
     linux = spec_from_manifest(manifest, base, home=tmp_path, platform="linux")
     assert (linux.command, linux.runner, linux.env) == ("${__dirname}/server/srv", None, {"L": "1"})
-    assert materialize(linux, {}, dirname="/opt/x").command == "/opt/x/server/srv"
+    assert fill(linux, {}, dirname="/opt/x").command == "/opt/x/server/srv"
     assert (
         spec_from_manifest(manifest, base, home=tmp_path, platform="win32").command == "${__dirname}/server/srv-win.exe"
     )
@@ -346,7 +346,7 @@ async def test_fetched_bundle_runs_with_its_manifest_config_end_to_end(tmp_path)
     got = await fetch_bundle(base.identifier, base.file_sha256, tmp_path / "dl", allow_file=True)
     install = unpack_bundle(got, tmp_path / "install")
     spec = spec_from_manifest(read_manifest(install), base, home=tmp_path)
-    run = materialize(spec, {"api_key": CANARY, "name": "two words"}, dirname=str(install))
+    run = fill(spec, {"api_key": CANARY, "name": "two words"}, dirname=str(install))
     assert CANARY not in " ".join([run.command or "", *run.args])
     out = subprocess.run(
         [run.command, *run.args],

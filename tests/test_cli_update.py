@@ -13,6 +13,7 @@ from keyring.backends import fail
 
 from app.runtime import build_runtime
 from app.settings import Settings
+from setup_agent.setup import InstallRequest
 from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_file
 from tests.fakes.official_registry import FakeOfficialRegistry
@@ -43,7 +44,7 @@ async def install_v1(home: Path, catalog: Path, value: str, **more: str) -> str:
             args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
             if "version" in more:
                 args["version"] = more["version"]
-            result = await runtime.service.install_and_connect(args, CallContext())
+            result = await runtime.service.install_and_connect(InstallRequest.parse(args), CallContext())
         assert result["status"] == "connected"
         return result["server_id"]
     finally:

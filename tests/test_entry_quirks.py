@@ -19,7 +19,7 @@ from registry_clients.local import LocalCatalog
 from registry_clients.serverjson import parse_server_json
 from registry_clients.smithery import smithery_detail
 from setup_agent.launch.packages import build_spec, choose_package, unset_keys
-from setup_agent.launch.spec import materialize
+from setup_agent.launch.spec import fill
 from setup_agent.setup.bundle_manifests import BundleManifests
 from setup_agent.setup.service import CallContext
 from tests.conftest_registry import SAMPLE_FILES, load_fixture
@@ -47,7 +47,7 @@ def test_a_vscode_input_placeholder_in_an_argument_becomes_a_key_that_is_asked_f
     assert (key.name, key.kind, key.required, key.secret) == ("vaultPath", "argument", True, False)
     spec = build_spec(obsidian)
     assert "${vaultPath}" in spec.args and not any("input:" in a for a in spec.args)
-    assert materialize(spec, {"vaultPath": "/home/me/vault"}).args[-1] == "/home/me/vault"
+    assert fill(spec, {"vaultPath": "/home/me/vault"}).args[-1] == "/home/me/vault"
 
 
 # -- 7 -------------------------------------------------------------------------------------

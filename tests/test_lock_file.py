@@ -22,7 +22,7 @@ from keyring.backends import fail
 
 from app.runtime import build_runtime
 from app.settings import Settings
-from setup_agent.setup import CallContext
+from setup_agent.setup import CallContext, InstallRequest
 from tests.fakes.loopback import TrickleHandler, serve_loopback
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
@@ -71,9 +71,8 @@ def install_here(env: dict[str, str], value: str) -> None:
         try:
             with anyio.fail_after(scaled(60)):
                 ref = runtime.refs.mint("STUB_API_KEY", value)
-                result = await runtime.service.install_and_connect(
-                    {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}, CallContext(installed_by="cli")
-                )
+                request = InstallRequest(qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+                result = await runtime.service.install_and_connect(request, CallContext(installed_by="cli"))
             assert result["status"] == "connected"
         finally:
             await runtime.aclose()
@@ -404,9 +403,8 @@ def test_an_npm_lock_entry_carries_its_integrity_applies_elsewhere_and_a_tarball
             try:
                 with anyio.fail_after(scaled(120)):
                     ref = runtime.refs.mint("STUB_API_KEY", canary)
-                    result = await runtime.service.install_and_connect(
-                        {"qualified_name": name, "env_refs": {"STUB_API_KEY": ref}}, CallContext(installed_by="cli")
-                    )
+                    request = InstallRequest(qualified_name=name, env_refs={"STUB_API_KEY": ref})
+                    result = await runtime.service.install_and_connect(request, CallContext(installed_by="cli"))
                 assert result["status"] == "connected", result
             finally:
                 await runtime.aclose()

@@ -20,7 +20,7 @@ from setup_agent.launch.packages import (
     package_availability,
     registry_template,
 )
-from setup_agent.launch.spec import materialize
+from setup_agent.launch.spec import fill
 
 FIXTURES = Path(__file__).parent / "fixtures" / "registry" / "official"
 CANARY = "canary-7f3c9e1d-SECRET-must-not-reach-argv"
@@ -124,7 +124,7 @@ def test_airtable_oci_package_passes_the_secret_only_through_dockers_environment
         "AIRTABLE_API_KEY",
         "docker.io/domdomegg/airtable-mcp-server:1.7.2",
     ]
-    resolved = materialize(spec, {"AIRTABLE_API_KEY": CANARY})
+    resolved = fill(spec, {"AIRTABLE_API_KEY": CANARY})
     assert not any(CANARY in item for item in _argv(resolved))
     assert resolved.env == {"AIRTABLE_API_KEY": CANARY}
 
@@ -141,7 +141,7 @@ def test_oci_runtime_env_argument_with_a_secret_variable_moves_into_the_environm
         "decoder_file": "d.onnx",
         "tokens_file": "t.onnx",
     }
-    resolved = materialize(spec, values)
+    resolved = fill(spec, values)
     assert not any(CANARY in item for item in _argv(resolved))
     assert resolved.env["api_key"] == CANARY
     assert resolved.args[:5] == ["run", "-i", "--rm", "-e", "api_key"]
@@ -174,7 +174,7 @@ def test_nuget_package_arguments_follow_a_double_dash_and_env_variables_are_temp
     spec = build_spec(pkg)
     assert spec.args == ["Knapcode.SampleMcpServer@0.10.0-beta.10", "--yes", "--", "mcp", "start"]
     assert spec.env == {"WEATHER_CHOICES": "${weather_choices}"}
-    assert materialize(spec, {"weather_choices": "sunny,rainy"}).env == {"WEATHER_CHOICES": "sunny,rainy"}
+    assert fill(spec, {"weather_choices": "sunny,rainy"}).env == {"WEATHER_CHOICES": "sunny,rainy"}
 
 
 def test_named_arguments_with_variables_give_the_flag_then_the_templated_value():
@@ -187,7 +187,7 @@ def test_named_arguments_with_variables_give_the_flag_then_the_templated_value()
     assert spec.env["CODEWEAVER_PROJECT_PATH"] == "/workspace"  # `-e NAME=value` moved into env
     values = {"workspace": "/home/me/my code", "host_port": "9000", "network": "bridge"}
     spec = build_spec(pkg, omit=spec.keys() - values.keys())  # ~60 optional env vars left unset
-    resolved = materialize(spec, values)
+    resolved = fill(spec, values)
     assert "/home/me/my code:/workspace:ro" in resolved.args  # one argv item, spaces and all
     assert resolved.args[resolved.args.index("docker.io/knitli/codeweaver:0.1.0-alpha.3") + 1 :][:1] == ["server"]
 
@@ -197,7 +197,7 @@ def test_positional_argument_fed_by_a_user_key_is_its_own_argv_item():
     spec = build_spec(pkg)
     assert spec.args == ["-y", "@cmd8/excalidraw-mcp@1.2.0", "${diagram}"]
     value = "/tmp/my diagram; rm -rf ~ $(x).excalidraw"
-    assert materialize(spec, {"diagram": value}).args[-1] == value
+    assert fill(spec, {"diagram": value}).args[-1] == value
 
 
 def test_latest_or_missing_version_is_not_pinned():
@@ -215,7 +215,7 @@ def test_smithery_remote_bearer_header_is_templated_and_has_no_command():
     assert (spec.transport, spec.command, spec.runner) == ("streamable-http", None, None)
     assert spec.url == "https://server.smithery.ai/@smithery-ai/github/mcp"
     assert spec.headers == {"Authorization": "Bearer ${smithery_api_key}"}
-    assert materialize(spec, {"smithery_api_key": CANARY}).headers == {"Authorization": f"Bearer {CANARY}"}
+    assert fill(spec, {"smithery_api_key": CANARY}).headers == {"Authorization": f"Bearer {CANARY}"}
 
 
 def test_url_variables_are_templated_for_packages_and_remotes():
@@ -225,7 +225,7 @@ def test_url_variables_are_templated_for_packages_and_remotes():
     assert spec.args[spec.args.index("port") + 1] == "${port}"
     # The fixtures hold no remote with URL variables; this one follows the schema's RemoteTransport.
     remote = _remote({"type": "sse", "url": "https://{tenant}.example.com/mcp?region={region}"})
-    resolved = materialize(build_spec(remote), {"tenant": "acme", "region": "eu"})
+    resolved = fill(build_spec(remote), {"tenant": "acme", "region": "eu"})
     assert resolved.url == "https://acme.example.com/mcp?region=eu"
 
 
@@ -238,7 +238,7 @@ def test_literal_dollar_is_escaped_and_odd_braces_stay_literal():
     assert registry_template("${input:vaultPath}") == "$${input:vaultPath}"
     assert registry_template("${NOT_A_PLACEHOLDER}") == "$${NOT_A_PLACEHOLDER}"
     pkg = PackageOption(id="npm", type="npm", identifier="x", env={"P": "pa$$word-{KEY}"})
-    assert materialize(build_spec(pkg), {"KEY": "k"}).env == {"P": "pa$$word-k"}
+    assert fill(build_spec(pkg), {"KEY": "k"}).env == {"P": "pa$$word-k"}
 
 
 def test_named_argument_whose_name_holds_equals_is_one_argv_item():
@@ -274,7 +274,7 @@ def test_omitted_optional_keys_drop_their_env_vars_and_arguments():
     spec = build_spec(pkg, omit={"OPIK_API_BASE_URL", "OPIK_WORKSPACE_NAME", "WS"})
     assert spec.env == {"OPIK_API_KEY": "${OPIK_API_KEY}"}
     assert "--workspace" not in spec.args
-    assert materialize(spec, {"OPIK_API_KEY": CANARY}).env == {"OPIK_API_KEY": CANARY}
+    assert fill(spec, {"OPIK_API_KEY": CANARY}).env == {"OPIK_API_KEY": CANARY}
 
 
 def test_required_argument_without_value_or_key_is_refused():
@@ -407,7 +407,7 @@ def test_every_real_sample_package_builds_and_oci_env_secrets_never_reach_argv()
             built += 1
             values = {k.name: f"{CANARY}-{k.name}" if k.secret else "v" for k in pkg.required_keys}
             values.update(dict.fromkeys(spec.keys() - values.keys(), "v"))
-            resolved = materialize(spec, values, dirname="/d")
+            resolved = fill(spec, values, dirname="/d")
             if pkg.type == "oci":
                 env_secrets = [k.name for k in pkg.required_keys if k.secret and not k.in_argv]
                 argv = " ".join(_argv(resolved))

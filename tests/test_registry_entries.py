@@ -14,7 +14,7 @@ from app.settings import Settings
 from registry_clients.serverjson import parse_server_json
 from setup_agent.errors import InvalidEntry, NoRunnablePackage
 from setup_agent.launch.packages import build_spec, choose_package, package_platform, unset_keys
-from setup_agent.launch.spec import materialize
+from setup_agent.launch.spec import fill
 from setup_agent.setup.service import CallContext
 from tests.conftest_registry import SAMPLE_FILES, load_fixture
 
@@ -152,7 +152,7 @@ def test_mustache_and_literal_placeholders_become_required_settings_with_a_warni
     macos = detail("io.github.baryhuang/mcp-remote-macos-use").packages[0]  # `-e NAME=your_…` as written
     password = {k.name: k for k in macos.required_keys}["MACOS_PASSWORD"]
     assert password.required and password.secret and password.in_argv  # the publisher put it on the command line
-    assert "MACOS_PASSWORD=v" in materialize(build_spec(macos), {k.name: "v" for k in macos.required_keys}).args
+    assert "MACOS_PASSWORD=v" in fill(build_spec(macos), {k.name: "v" for k in macos.required_keys}).args
 
 
 # -- 9, 10, 15 through the service -------------------------------------------------------

@@ -89,7 +89,8 @@ async def test_a_smithery_remote_describes_the_smithery_key_and_the_configured_k
 async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and_never_asked_for(
     tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from setup_agent.launch.spec import materialize
+    from setup_agent.launch import materialize, remote_endpoint
+    from setup_agent.setup import TestRequest
 
     caplog.set_level(logging.DEBUG)
     with FakeSmitheryRegistry(api_key=canary) as fake:
@@ -106,9 +107,9 @@ async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and
                 return None
 
             token = runtime.refs.mint("githubPersonalAccessToken", "ghp_" + "x" * 36)
-            args = {"qualified_name": "smithery-ai/github", "env_refs": {"githubPersonalAccessToken": token}}
-            prepared = await runtime.service.preparer.prepare(dict(args), tmp_path / "work", progress)  # type: ignore[arg-type]
-            launch = materialize(prepared.spec, prepared.values)
+            request = TestRequest(qualified_name="smithery-ai/github", env_refs={"githubPersonalAccessToken": token})
+            prepared = await runtime.service.preparer.prepare(request, tmp_path / "work", progress)  # type: ignore[arg-type]
+            launch = remote_endpoint(materialize(prepared.spec, prepared.values))  # what the remote receives
             assert launch.url and launch.url.startswith("https://server.smithery.ai/")
             assert launch.headers == {"Authorization": f"Bearer {canary}"}  # to Smithery's own host, as the bearer only
             assert canary not in launch.url
@@ -171,10 +172,11 @@ def smithery_key():
 
 async def test_the_configured_smithery_key_is_never_sent_to_a_host_outside_smithery(preparer, canary: str) -> None:
     from setup_agent.launch.spec import LaunchSpec
+    from setup_agent.secrets import SecretValue
 
     key = smithery_key()
     values = preparer.values([key], {}, {}, fill={"smithery_api_key"})
-    assert values == {"smithery_api_key": canary}
+    assert values == {"smithery_api_key": SecretValue(canary)}  # filled in, masked until the launch
     elsewhere = LaunchSpec(
         transport="streamable-http", url="https://${host}/mcp", headers={"Authorization": "Bearer ${smithery_api_key}"}
     )

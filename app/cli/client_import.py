@@ -22,7 +22,8 @@ from typing import Any
 from app.clients import GATEWAY_ENTRY, ClientConfig, entry_for, is_ours, looks_secret, secret_reason
 from app.settings import Settings
 from setup_agent.errors import SetupError
-from setup_agent.launch import LaunchSpec
+from setup_agent.launch import LaunchSpec, Value
+from setup_agent.secrets import SecretValue
 
 __all__ = ["run_import"]
 
@@ -128,7 +129,8 @@ def _report(plain: list[str]) -> None:
 
 
 async def _install(runtime: Any, client: str, name: str, entry: dict[str, Any], secret: set[str]) -> str:
-    env: dict[str, str] = entry["env"]
+    # A secret read from the client's file is masked from here on; the launch reveals it.
+    env: dict[str, Value] = {k: SecretValue(v) if k in secret else v for k, v in entry["env"].items()}
     for key in secret:
         runtime.redactor.register(env[key], f"[secret:{key}]")
     spec = LaunchSpec(

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,12 +187,12 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     home = Path(settings.home).expanduser()
     with _store(settings) as store:
         server = _resolve(store, args.name)
-        values = {k: v.reveal() for k, v in store.env_values(server.server_id).items()}
+        values = store.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
     from app.runtime import make_sandbox
-    from setup_agent.launch import LaunchSpec, materialize, minimal_environment, sandboxed
+    from setup_agent.launch import LaunchSpec, local_command, materialize
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
@@ -207,16 +206,10 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     resolved = materialize(
         spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
     )
-    values.clear()
-    os.chdir(resolved.cwd or install_dir)
-    env = minimal_environment(resolved.env)
-    command = shutil.which(resolved.command or "", path=env.get("PATH")) or resolved.command or ""
-    # The same sandbox as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
-    wrapped, args, env = sandboxed(make_sandbox(settings, os.environ), command, resolved, env)
+    # The same launch as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
+    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ)
     sys.stdout.flush()
-    argv0 = resolved.command if wrapped == command else wrapped
-    os.execve(wrapped, [argv0, *args], env)  # type: ignore[arg-type]
-    return 1  # not reached
+    command.exec()
 
 
 def run_client_command(settings: Settings, args: argparse.Namespace, handler: Any) -> int:

@@ -314,7 +314,7 @@ async def _ask_secrets(runtime: Any, todo: list[_Plan]) -> None:
 
 
 async def _install(runtime: Any, plan: _Plan) -> None:
-    from setup_agent.setup import CallContext, check_launch, check_tools
+    from setup_agent.setup import CallContext, InstallRequest, check_launch, check_tools
 
     entry = plan.entry
     env_refs = dict(plan.refs)
@@ -354,18 +354,18 @@ async def _install(runtime: Any, plan: _Plan) -> None:
         check_tools=tools_as_filed,
         left_out=frozenset(entry.left_out),
     )
-    args: dict[str, Any] = {
-        "qualified_name": entry.qualified_name,
-        "source": entry.registry,
-        "env_refs": env_refs,
-        "env": dict(entry.settings),
-    }
-    if entry.version and entry.registry not in _UNVERSIONED:
-        args["version"] = entry.version
-    if plan.package_id:
-        args["package"] = plan.package_id
+    request = InstallRequest.parse(
+        {
+            "qualified_name": entry.qualified_name,
+            "source": entry.registry,
+            "env_refs": env_refs,
+            "env": dict(entry.settings),
+            **({"version": entry.version} if entry.version and entry.registry not in _UNVERSIONED else {}),
+            **({"package": plan.package_id} if plan.package_id else {}),
+        }
+    )
     _say(f"· installing {_named(entry)}: test-connecting…")
-    result = await runtime.service.install_and_connect(args, ctx)
+    result = await runtime.service.install_and_connect(request, ctx)
     server = await asyncio.to_thread(runtime.store.get, result["server_id"])
     if not entry.enabled and server is not None:
         await asyncio.to_thread(runtime.store.set_enabled, server.server_id, False, actor="cli")

@@ -271,9 +271,10 @@ def _remove(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         s = _resolve(store, args.name)
 
     async def body(runtime: Any) -> dict:
-        from setup_agent.setup import CallContext
+        from setup_agent.setup import CallContext, RemoveRequest
 
-        return await runtime.service.remove({"server_id": s.server_id}, CallContext(installed_by="cli"))
+        request = RemoveRequest.parse({"server_id": s.server_id})
+        return await runtime.service.remove(request, CallContext(installed_by="cli"))
 
     result = _with_runtime(settings, handler, body)
     log = log_path(Path(settings.home).expanduser() / "logs", s.server_id)
@@ -288,7 +289,9 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
     query = " ".join(args.query)
 
     async def body(runtime: Any) -> dict:
-        return await runtime.service.search({"query": query, "page_size": 20}, None)
+        from setup_agent.setup import SearchRequest
+
+        return await runtime.service.search(SearchRequest.parse({"query": query, "page_size": 20}), None)
 
     result = _with_runtime(settings, handler, body)
     if args.json:

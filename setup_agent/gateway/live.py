@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from setup_agent.errors import SetupError
 from setup_agent.launch import LaunchSpec, ProcessWatch, list_all_tools, materialize, open_client, tool_dicts
+from setup_agent.secrets import SecretValue
 from setup_agent.store import InstalledServer
 from setup_agent.translation import translate
 
@@ -66,7 +67,7 @@ class LiveConnection:
         self.changed = asyncio.Event()
         self.client: Any = None
         self.pid: int | None = None
-        self.secrets: list[str] = []
+        self.secrets: list[SecretValue] = []  # what it taught the redactor, forgotten when it ends
         self.last_used = 0.0
         self.adopted = adopted  # a tested session (setup_agent/adoption.Parked) to use as the first connection
         self.log: ServerLog | None = None  # the current attempt's stderr log file
@@ -97,17 +98,15 @@ class LiveConnection:
             self.owner.redactor.unregister(value)
         self.secrets.clear()
 
-    async def _values(self) -> dict[str, str]:
+    async def _values(self) -> dict[str, SecretValue]:
+        """Its stored values, masked (the launch reveals them); the secret ones taught to the redactor."""
         stored = await asyncio.to_thread(self.owner.store.env_values, self.server.server_id)
         secret_keys = {k.key for k in self.server.env_keys if k.secret}
-        values: dict[str, str] = {}
         for key, value in stored.items():
-            plain = value.reveal()
-            values[key] = plain
             if key in secret_keys:
-                self.owner.redactor.register(plain, f"[secret:{key}]")
-                self.secrets.append(plain)
-        return values
+                self.owner.redactor.register(value, f"[secret:{key}]")
+                self.secrets.append(value)
+        return dict(stored)
 
     async def run(self) -> None:
         owner = self.owner

@@ -1,7 +1,8 @@
 """From a registry entry to a running process: the launch spec (``spec.py``), registry
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
-``prefetch.py``), artifact digests for lock files (``digests.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
+``prefetch.py``), artifact digests for lock files (``digests.py``), the launch: the one place a
+server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
 out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``; which mechanism
@@ -50,11 +51,12 @@ if TYPE_CHECKING:
     from .prefetch import Prefetches
     from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .repairs import apply_repair, explain_failure
-    from .sandbox import Sandbox, sandboxed
+    from .sandbox import Sandbox
     from .scratch import make_scratch_dir, sweep_scratch
-    from .spec import LaunchSpec, materialize, template_keys
+    from .spec import LaunchSpec, ResolvedLaunch, Value, Values, fill, materialize, template_keys
+    from .start import local_command, remote_endpoint
     from .stderr_lines import StderrLines
-    from .transport import ProcessWatch, minimal_environment, proxy_credentials
+    from .transport import ProcessWatch, proxy_credentials
 
 __all__ = [
     "apply_repair",
@@ -71,15 +73,16 @@ __all__ = [
     "ArtifactDigests",
     "digest_kind",
     "Fetcher",
+    "fill",
     "granted_paths",
     "HttpWatch",
     "landlock_network",
     "LaunchSpec",
     "list_all_tools",
+    "local_command",
     "make_scratch_dir",
     "Manifest",
     "materialize",
-    "minimal_environment",
     "move_argv_secrets",
     "NetIsolation",
     "NetnsBridge",
@@ -98,11 +101,12 @@ __all__ = [
     "proxy_environment",
     "ProxyLimits",
     "read_manifest",
+    "remote_endpoint",
     "required_keys_from_manifest",
+    "ResolvedLaunch",
     "runner_availability",
     "RUNNERS",
     "Sandbox",
-    "sandboxed",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
@@ -112,6 +116,8 @@ __all__ = [
     "unpack_bundle",
     "unset_keys",
     "unverified_download",
+    "Value",
+    "Values",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -131,15 +137,16 @@ __getattr__, __dir__ = lazy_exports(
         "ArtifactDigests": "digests",
         "digest_kind": "digests",
         "Fetcher": "fetch",
+        "fill": "spec",
         "granted_paths": "grants",
         "HttpWatch": "connector",
         "landlock_network": "net_isolation",
         "LaunchSpec": "spec",
         "list_all_tools": "connector",
+        "local_command": "start",
         "make_scratch_dir": "scratch",
         "Manifest": "manifest",
         "materialize": "spec",
-        "minimal_environment": "transport",
         "move_argv_secrets": "manifest",
         "NetIsolation": "net_isolation",
         "NetnsBridge": "netns",
@@ -158,11 +165,12 @@ __getattr__, __dir__ = lazy_exports(
         "proxy_environment": "netns_bootstrap",
         "ProxyLimits": "net_proxy",
         "read_manifest": "manifest",
+        "remote_endpoint": "start",
         "required_keys_from_manifest": "manifest",
+        "ResolvedLaunch": "spec",
         "runner_availability": "package_choice",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
-        "sandboxed": "sandbox",
         "spec_from_manifest": "manifest",
         "StderrLines": "stderr_lines",
         "sweep_install_dirs": "procs",
@@ -172,5 +180,7 @@ __getattr__, __dir__ = lazy_exports(
         "unpack_bundle": "bundle",
         "unset_keys": "packages",
         "unverified_download": "package_choice",
+        "Value": "spec",
+        "Values": "spec",
     },
 )

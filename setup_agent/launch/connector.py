@@ -3,7 +3,8 @@
 Used by the probe (test-connect) and by the connection manager (live servers), so both
 speak to servers the same way: ``mode="auto"`` (2026-07-28 ``server/discover`` first, the
 classic ``initialize`` handshake for older servers), our own stdio transport, and HTTP
-transports that remember the last HTTP status (the SDK hides a 401 behind -32603).
+transports that remember the last HTTP status (the SDK hides a 401 behind -32603). Every local
+process is started by the launch (``start.py``), which alone fills in the values.
 
 A *local package that serves HTTP* (a resolved launch with both a command and a URL) is
 started first (:func:`serving_process`): its port is awaited (bounded by ``port_timeout``,
@@ -14,9 +15,7 @@ and the process (its whole group) is stopped when the connection closes.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,40 +24,27 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx2
+from anyio.abc import Process
 from mcp import Client
 from mcp_types import Implementation
 
-from setup_agent.errors import CommandNotFound, ProtocolError, RuntimeMissing
+from setup_agent.errors import ProtocolError
 
 from .lenient import read_leniently
 from .listeners import own_listener_up, refuse_taken_port
 from .procs import ProcessLedger
-from .sandbox import Sandbox, sandboxed
+from .sandbox import Sandbox
 from .spec import ResolvedLaunch
-from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, minimal_environment, stdio_transport
+from .start import local_command, remote_endpoint
+from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, stdio_transport
 
 __all__ = [
     "HttpWatch",
-    "RUNTIME_HINTS",
-    "check_command",
     "list_all_tools",
     "open_client",
     "serving_process",
     "tool_dicts",
 ]
-
-#: Runners we know, with how to get them: a missing one is ``runtime_missing``, not
-#: ``command_not_found``.
-RUNTIME_HINTS = {
-    "npx": "Install Node.js (it brings npx): your package manager or https://nodejs.org.",
-    "node": "Install Node.js: your package manager or https://nodejs.org.",
-    "uvx": "Install uv (it brings uvx): `pip install uv` or https://docs.astral.sh/uv/.",
-    "uv": "Install uv: `pip install uv` or https://docs.astral.sh/uv/.",
-    "docker": "Install Docker and start its engine: https://docs.docker.com/get-docker/.",
-    "dnx": "Install the .NET 10 SDK (it brings dnx): https://dotnet.microsoft.com/download.",
-    "python3": "Install Python 3: your package manager or https://www.python.org.",
-    "python": "Install Python 3: your package manager or https://www.python.org.",
-}
 
 CLIENT_INFO = Implementation(name="mcp-setup", version="0.1.0")
 
@@ -84,20 +70,6 @@ class HttpWatch:
 
     def auth_refused(self) -> bool:
         return any(s in (401, 403) for s in self.statuses)
-
-
-def check_command(command: str, env: Mapping[str, str]) -> str:
-    """Resolve ``command`` on the child's PATH, or raise RuntimeMissing / CommandNotFound."""
-    found = shutil.which(command, path=env.get("PATH"))
-    if found:
-        return found
-    name = Path(command).name
-    if name in RUNTIME_HINTS:
-        raise RuntimeMissing(
-            f"This server needs {name}, which is not installed on this machine. {RUNTIME_HINTS[name]}",
-            details={"runtime": name},
-        )
-    raise CommandNotFound(f"The command {command!r} was not found on this machine.", details={"command": command})
 
 
 @asynccontextmanager
@@ -126,29 +98,25 @@ async def open_client(
     A local package that serves HTTP (a command *and* a URL) is started first, and stopped
     with the connection.
     """
+    # Both are made before anything starts: a missing runner or a forced sandbox that does not
+    # work is an error of their own, not a failed connection.
+    local = local_command(resolved, sandbox=sandbox, host_env=host_env) if resolved.local else None
     serving: AbstractAsyncContextManager[Any] = nullcontext()
-    if resolved.transport != "stdio" and resolved.command:
-        penv = minimal_environment(resolved.env, host_env=host_env)
-        pcommand, pargs, penv = sandboxed(sandbox, check_command(resolved.command, penv), resolved, penv)
-        serving = serving_process(
-            pcommand,
-            pargs,
-            env=penv,
-            cwd=resolved.cwd,
-            url=resolved.url or "",
-            watch=process_watch if process_watch is not None else ProcessWatch(),
-            grace=grace,
-            port_timeout=port_timeout,
-        )
     if resolved.transport == "stdio":
-        assert resolved.command
-        env = minimal_environment(resolved.env, host_env=host_env)
-        command, args, env = sandboxed(sandbox, check_command(resolved.command, env), resolved, env)
-        transport: Any = stdio_transport(
-            command, args, env=env, cwd=resolved.cwd, watch=process_watch, grace=grace, ledger=ledger
-        )
+        assert local is not None
+        transport: Any = stdio_transport(local.spawn, watch=process_watch, grace=grace, ledger=ledger)
+        label = Path(resolved.spec.command or "server").name
     else:
-        assert resolved.url
+        endpoint = remote_endpoint(resolved)
+        if local is not None:
+            serving = serving_process(
+                local.spawn,
+                url=endpoint.url,
+                command=local.command,
+                watch=process_watch if process_watch is not None else ProcessWatch(),
+                grace=grace,
+                port_timeout=port_timeout,
+            )
         watch = http_watch if http_watch is not None else HttpWatch()
         if resolved.transport == "sse":
             from mcp.client.sse import sse_client
@@ -158,26 +126,22 @@ async def open_client(
                     headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [watch.on_response]}
                 )
 
-            transport = sse_client(resolved.url, headers=dict(resolved.headers), httpx_client_factory=factory)
+            transport = sse_client(endpoint.url, headers=dict(endpoint.headers), httpx_client_factory=factory)
         else:
             from mcp.client.streamable_http import streamable_http_client
 
             http = httpx2.AsyncClient(
-                headers=dict(resolved.headers),
+                headers=dict(endpoint.headers),
                 timeout=http_timeout,
                 auth=auth,
                 event_hooks={"response": [watch.on_response]},
             )
-            transport = _owned(streamable_http_client(resolved.url, http_client=http), http)
+            transport = _owned(streamable_http_client(endpoint.url, http_client=http), http)
+        label = urlsplit(endpoint.url).hostname or "a server"
     async with serving:
         async with Client(transport, mode=mode, client_info=CLIENT_INFO, **(callbacks or {})) as client:
             # a tool schema a lenient client accepts is read with a note (lenient.py); the label names no URL query or argument (they may hold a secret)
-            read_leniently(
-                client,
-                urlsplit(resolved.url).hostname or "a server"
-                if resolved.url
-                else Path(resolved.command or "server").name,
-            )
+            read_leniently(client, label)
             yield client
 
 
@@ -190,17 +154,17 @@ async def _read_stdout(process: Any, watch: ProcessWatch) -> None:
 
 @asynccontextmanager
 async def serving_process(
-    command: str,
-    args: Sequence[str],
+    spawn: Callable[[], Awaitable[Process]],
     *,
-    env: Mapping[str, str],
-    cwd: str | None,
     url: str,
+    command: str,
     watch: ProcessWatch,
     grace: float = 0.5,
     port_timeout: float = 60.0,
 ) -> AsyncIterator[None]:
-    """Run a local package that serves HTTP until its URL's port accepts; stop its group on exit.
+    """Run a local package that serves HTTP (``spawn``: the launch's, ``start.LocalCommand.spawn``;
+    ``command``: what it runs, a container engine's port is its own) until its URL's port
+    accepts; stop its group on exit.
 
     Raises ``ConnectionRefusedError`` when the process exits before the port opens (the
     probe reports it as ``exited`` with the stderr tail) and TimeoutError after
@@ -211,15 +175,7 @@ async def serving_process(
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     await refuse_taken_port(host, port)  # another program on the port would get our requests
-    process = await anyio.open_process(
-        [command, *args],
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = await spawn()
     watch.pid = process.pid
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_stderr, process, watch)

@@ -20,16 +20,17 @@ NOT_ISOLATED = "not isolated on this system"
 PATH_FORMATS = ("filepath", "directory", "file")
 
 
-def granted_paths(keys: Sequence[object], values: Mapping[str, str]) -> list[str]:
+def granted_paths(keys: Sequence[object], values: Mapping[str, object]) -> list[str]:
     """The paths the user's settings name (a filesystem server's directory, a config file): the
     sandbox lets the server read and write them. Shown in the consent, stored with the install;
     only absolute paths that exist, never ``/`` (a grant holding mcp-setup's data dir shows all of it
-    but that dir: :meth:`Sandbox.wrap`)."""
+    but that dir: :meth:`Sandbox.wrap`). Plain settings only: a secret (masked) is no path to show."""
     out: list[str] = []
     for key in keys:
         if getattr(key, "format", None) not in PATH_FORMATS:
             continue
-        value = (values.get(getattr(key, "name", "")) or "").strip()
+        given = values.get(getattr(key, "name", ""))
+        value = given.strip() if isinstance(given, str) else ""
         path = os.path.normpath(value) if value else ""
         if path and os.path.isabs(path) and path != "/" and os.path.exists(path) and path not in out:
             out.append(path)

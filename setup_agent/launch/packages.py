@@ -142,14 +142,15 @@ def _argv(args: Sequence[Argument], omit: Collection[str]) -> list[str]:
     return out
 
 
-def unset_keys(keys: Sequence[RequiredKey], values: Mapping[str, str]) -> set[str]:
-    """Keys whose inputs :func:`build_spec` must leave out: no value, or a flag set false."""
+def unset_keys(keys: Sequence[RequiredKey], values: Mapping[str, object]) -> set[str]:
+    """Keys whose inputs :func:`build_spec` must leave out: no value, or a flag set false. A flag
+    is plain text the agent gave; a secret value (masked) counts as set, its text unread."""
     out = set()
     for key in keys:
         value = values.get(key.name)
         if value is None:
             out.add(key.name)
-        elif key.kind == "argument" and key.off_unless_set and key.format == "boolean":
+        elif key.kind == "argument" and key.off_unless_set and key.format == "boolean" and isinstance(value, str):
             if value.strip().lower() not in ("true", "1", "yes", "on"):
                 out.add(key.name)
     return out

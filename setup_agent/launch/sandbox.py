@@ -380,14 +380,15 @@ class _Views:
 
 
 def sandboxed(
-    sandbox: Sandbox | None, command: str, resolved: ResolvedLaunch, env: Mapping[str, str]
+    sandbox: Sandbox | None, command: str, args: Sequence[str], env: Mapping[str, str], resolved: ResolvedLaunch
 ) -> tuple[str, list[str], dict[str, str]]:
-    """``(command, args, env)`` for a resolved local launch: through ``sandbox`` when there is one
-    (its working dir is the folder it may write), as it is for a container runner or no sandbox.
+    """``(command, args, env)`` of a local launch (``resolved``, filled as ``command`` and ``args``):
+    through ``sandbox`` when there is one (its working dir is the folder it may write), as it is
+    for a container runner or no sandbox.
 
     Raises :class:`SandboxUnavailable` when the setting forces a mechanism that does not work."""
     if sandbox is None or Path(command).name in CONTAINER_RUNNERS:
-        return command, list(resolved.args), dict(env)
+        return command, list(args), dict(env)
     missing = sandbox.required_but_missing()
     if missing:
         raise SandboxUnavailable(missing, details={"sandbox": sandbox.mode})
@@ -398,7 +399,7 @@ def sandboxed(
     own = (Path(resolved.bundle_dir),) if resolved.bundle_dir and not _within(resolved.bundle_dir, resolved.cwd) else ()
     reads = tuple(Path(p) for p in resolved.literal_paths if os.path.isfile(p))
     profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads)
-    return sandbox.wrap(command, resolved.args, env, profile)
+    return sandbox.wrap(command, args, env, profile)
 
 
 def _link_chain(path: Path, hops: int = 16) -> list[Path]:

@@ -1,9 +1,12 @@
 """Launch specs: from a registry package to what to run.
 
 A :class:`LaunchSpec` is what gets persisted for an installed server, so it holds no secret:
-values arrive at spawn time through :func:`materialize`. Templates use ``${NAME}`` for a
-user-supplied key and ``${__dirname}`` for the server's install dir (MCPB); ``$$`` is a
-literal ``$``.
+values arrive at start time. :func:`materialize` binds a spec to its values, its working dir and
+its bundle dir as a :class:`ResolvedLaunch`, in which a secret is still a masked
+:class:`~setup_agent.secrets.SecretValue`; the templates are filled (:func:`fill`) only by the
+launch itself (``start.py``), as the process starts. Templates use ``${NAME}`` for a
+user-supplied key and ``${__dirname}`` for the server's install dir (MCPB); ``$$`` is a literal
+``$``.
 """
 
 from __future__ import annotations
@@ -17,8 +20,14 @@ from urllib.parse import quote
 from pydantic import BaseModel, Field
 
 from setup_agent.errors import InvalidInput
+from setup_agent.secrets import SecretValue
 
-__all__ = ["LaunchSpec", "ResolvedLaunch", "materialize", "template_keys"]
+__all__ = ["Filled", "LaunchSpec", "ResolvedLaunch", "Value", "Values", "fill", "materialize", "template_keys"]
+
+#: A setting's value on its way to a start: a plain string the agent or the user gave and may
+#: see (a region, a folder), or a secret, masked until the launch reveals it (``start.py``).
+Value = str | SecretValue
+Values = Mapping[str, Value]
 
 _TEMPLATE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 
@@ -74,62 +83,98 @@ def _fill(text: str, values: Mapping[str, str], missing: set[str], *, in_url: bo
 
 @dataclass(frozen=True)
 class ResolvedLaunch:
-    """A spec with every value filled in: only ever held in memory, masked in ``repr``."""
+    """A spec bound to its values and its dirs, ready to start: every value it names is given,
+    secrets still masked. Only the launch (``start.py``) fills it in; its ``repr`` names keys only."""
 
-    transport: str
+    spec: LaunchSpec
+    values: Values = field(default_factory=dict)
+    cwd: str | None = None
+    #: The unpacked bundle of an MCPB (``${__dirname}``): its own, like ``cwd``.
+    bundle_dir: str | None = None
+
+    @property
+    def transport(self) -> str:
+        return self.spec.transport
+
+    @property
+    def grants(self) -> tuple[str, ...]:
+        return tuple(self.spec.sandbox_grants)
+
+    @property
+    def network(self) -> bool:
+        return self.spec.sandbox_network
+
+    @property
+    def literal_paths(self) -> tuple[str, ...]:
+        """Absolute paths written literally in the entry's arguments (a local script): read-only in
+        the sandbox, shown in the consent's command line. Never a value: a value may be the agent's."""
+        return tuple(a for a in self.spec.args if a.startswith("/") and not _TEMPLATE.search(a))
+
+    @property
+    def local(self) -> bool:
+        """A process starts here (a stdio server, or a local package that serves HTTP)."""
+        return bool(self.spec.command)
+
+    def __repr__(self) -> str:
+        return (
+            f"ResolvedLaunch(transport={self.transport!r}, command={self.spec.command!r}, "
+            f"values=<keys {sorted(self.values)}>, cwd={self.cwd!r})"
+        )
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A spec's templates filled with plain values: what a process or a remote receives. Only the
+    launch makes one from a :class:`ResolvedLaunch`; it is held in memory only, masked in ``repr``."""
+
     command: str | None
     args: list[str]
     env: dict[str, str]
     url: str | None
     headers: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    grants: tuple[str, ...] = ()
-    network: bool = True
-    bundle_dir: str | None = None  # an MCPB's unpacked bundle (``${__dirname}``): its own, like cwd
-    #: Absolute paths written literally in the entry's arguments (a local script): read-only in the
-    #: sandbox, shown in the consent's command line. Never a value: a value may be the agent's.
-    literal_paths: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return (
-            f"ResolvedLaunch(transport={self.transport!r}, command={self.command!r}, "
-            f"args=<{len(self.args)} items>, env=<keys {sorted(self.env)}>, url=<hidden>, "
-            f"headers=<keys {sorted(self.headers)}>)"
+            f"Filled(command={self.command!r}, args=<{len(self.args)} items>, env=<keys {sorted(self.env)}>, "
+            f"url=<hidden>, headers=<keys {sorted(self.headers)}>)"
         )
+
+
+def _missing(spec: LaunchSpec, given: set[str]) -> None:
+    missing = spec.keys() - given
+    if missing:
+        names = ", ".join(sorted(missing))
+        raise InvalidInput(f"No value was given for {names}; supply it in env_refs (secret) or env.")
 
 
 def materialize(
     spec: LaunchSpec,
-    values: Mapping[str, str],
+    values: Values,
     *,
     dirname: str | None = None,
     cwd: str | None = None,
 ) -> ResolvedLaunch:
-    """Fill the spec's templates from ``values`` (revealed secrets and plain values)."""
+    """``spec`` bound to ``values`` (plain or masked), its bundle dir ``dirname`` (MCPB) and its
+    working dir ``cwd``; a template without a value is ``invalid_input`` here, before any start."""
+    if dirname is None and spec.needs_install_dir:
+        raise InvalidInput("This server needs its install directory, and none was given.")
+    _missing(spec, set(values))
+    return ResolvedLaunch(spec, dict(values), cwd, dirname if spec.needs_install_dir else None)
+
+
+def fill(spec: LaunchSpec, values: Mapping[str, str], *, dirname: str | None = None) -> Filled:
+    """Fill the spec's templates from plain ``values`` (a URL's values percent-encoded)."""
     scope = dict(values)
     if dirname is not None:
         scope["__dirname"] = dirname
     elif spec.needs_install_dir:
         raise InvalidInput("This server needs its install directory, and none was given.")
-    missing: set[str] = set()
-    command = _fill(spec.command, scope, missing) if spec.command else None
-    args = [_fill(a, scope, missing) for a in spec.args]
-    env = {k: _fill(v, scope, missing) for k, v in spec.env.items()}
-    url = _fill(spec.url, scope, missing, in_url=True) if spec.url else None
-    headers = {k: _fill(v, scope, missing) for k, v in spec.headers.items()}
-    if missing:
-        names = ", ".join(sorted(missing))
-        raise InvalidInput(f"No value was given for {names}; supply it in env_refs (secret) or env.")
-    return ResolvedLaunch(
-        spec.transport,
-        command,
-        args,
-        env,
-        url,
-        headers,
-        cwd,
-        tuple(spec.sandbox_grants),
-        spec.sandbox_network,
-        dirname if spec.needs_install_dir else None,
-        tuple(a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)),
+    _missing(spec, set(scope))
+    unfilled: set[str] = set()
+    return Filled(
+        _fill(spec.command, scope, unfilled) if spec.command else None,
+        [_fill(a, scope, unfilled) for a in spec.args],
+        {k: _fill(v, scope, unfilled) for k, v in spec.env.items()},
+        _fill(spec.url, scope, unfilled, in_url=True) if spec.url else None,
+        {k: _fill(v, scope, unfilled) for k, v in spec.headers.items()},
     )

@@ -2,7 +2,8 @@
 
 Compared with ``mcp.client.stdio.stdio_client`` it:
 
-- passes an **exact** environment (no inherited variables but the ones given);
+- is given the process by the launch (``start.py``), which gives it an **exact** environment
+  (no inherited variables but the allowlist here, :func:`minimal_environment`, and the server's);
 - runs the server in its own process group and, on teardown, always kills the whole
   group, so a server that exits on EOF but leaves a grandchild leaves nothing behind;
 - keeps a bounded in-memory tail of stderr (never a file: stderr may echo a secret) and
@@ -22,7 +23,7 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
@@ -192,28 +193,21 @@ async def _stop(process: Process, watch: ProcessWatch, grace: float, term_grace:
 
 @asynccontextmanager
 async def stdio_transport(
-    command: str,
-    args: Sequence[str],
+    spawn: Callable[[], Awaitable[Process]],
     *,
-    env: Mapping[str, str],
-    cwd: str | os.PathLike[str] | None = None,
     watch: ProcessWatch | None = None,
     grace: float = 0.5,
     term_grace: float = 0.5,
     ledger: ProcessLedger | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """Spawn ``command`` with exactly ``env`` and speak newline-delimited JSON-RPC to it.
+    """Start the server (``spawn``: the launch's, ``start.LocalCommand.spawn``, in its own process
+    group with pipes) and speak newline-delimited JSON-RPC to it.
 
     With a ``ledger``, the process group is recorded while it lives (see :mod:`setup_agent.launch.procs`).
     Raises ``FileNotFoundError`` / ``PermissionError`` when the command cannot start.
     """
     watch = watch if watch is not None else ProcessWatch()
-    process = await anyio.open_process(
-        [command, *args],
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
+    process = await spawn()
     watch.pid = process.pid
     entry = ledger.record(process.pid) if ledger is not None and sys.platform != "win32" else None
 

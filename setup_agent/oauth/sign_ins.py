@@ -26,7 +26,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -35,7 +35,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from setup_agent.errors import OAuthError, OAuthRefused, SecretError, SecretPending, SecretWrongKey, SetupError
-from setup_agent.secrets import Redactor, SecretRefStore
+from setup_agent.secrets import Redactor, SecretRefStore, SecretValue
 
 from .callback import CallbackListener
 from .checks import CheckedTransport, check_endpoint, check_issuer, translate
@@ -357,12 +357,13 @@ class SignIns:
             grant, label=qualified_name, clock=self.clock, timeout=self.http_timeout, on_change=self.protect
         )
 
-    def auth_for_installed(self, server: Any, values: dict[str, str]) -> GrantAuth | None:
-        """The connection manager's hook: a :class:`GrantAuth` for an installed server that signed in."""
-        text = values.get(GRANT_KEY)
-        if not text:
+    def auth_for_installed(self, server: Any, values: Mapping[str, str | SecretValue]) -> GrantAuth | None:
+        """The connection manager's hook: a :class:`GrantAuth` for an installed server that signed in
+        (its stored values, masked: the grant's tokens are read here, to sign its requests)."""
+        stored = values.get(GRANT_KEY)
+        if not stored:
             return None
-        grant = Grant.model_validate_json(text)
+        grant = Grant.model_validate_json(stored.reveal() if isinstance(stored, SecretValue) else stored)
         self.protect(grant)
 
         async def persist(new: Grant) -> None:

@@ -281,7 +281,7 @@ class PromptBroker:
         secret = value if isinstance(value, SecretValue) else SecretValue(value) if isinstance(value, str) else None
         elsewhere = self._foreign(prompt_id)
         if elsewhere is not None:
-            if secret is None or not secret.reveal().strip():
+            if secret is None or secret.is_blank():
                 raise InvalidInput("Enter a value; it cannot be empty.")
             if not elsewhere.answer(prompt_id, secret):
                 raise PromptNotFound(_UNKNOWN)
@@ -291,7 +291,7 @@ class PromptBroker:
             state = self._state(prompt_id)
             self._check_open(state)
             key = state.prompt.key_name
-            if secret is None or not secret.reveal().strip():
+            if secret is None or secret.is_blank():
                 raise InvalidInput(f"Enter a value for {key}; it cannot be empty.", key=key)
             try:
                 self._refs.fulfil(state.prompt.ref, secret)

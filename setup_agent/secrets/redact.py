@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import ahocorasick_rs as ac
 
 from .forms import ANYWHERE_CHARS, decoded_views, forms, loose_pattern, skeleton, skeleton_bytes, skeleton_offset
+from .refs import SecretValue
 
 __all__ = ["ANYWHERE_CHARS", "MIN_REDACT_CHARS", "RedactingFilter", "Redactor", "install_log_redaction"]
 
@@ -99,6 +100,11 @@ def _utf8(text: str) -> bytes:
 _EMPTY = _Index(None, [], [], None, [], [], 0)
 
 
+def _known(value: str | SecretValue) -> str:
+    """The text the redactor looks for: it must know a value's text to find it."""
+    return value.reveal() if isinstance(value, SecretValue) else value
+
+
 class Redactor:
     """Replaces live secret values in strings and nested JSON-like objects."""
 
@@ -117,17 +123,20 @@ class Redactor:
             self._sources.append(source)
             self._dirty = True
 
-    def register(self, value: str, placeholder: str) -> None:
-        """Hide ``value`` (a decrypted stored secret in use) behind ``placeholder``."""
-        if not value:
+    def register(self, value: str | SecretValue, placeholder: str) -> None:
+        """Hide ``value`` (a decrypted stored secret in use) behind ``placeholder``. The redactor
+        must know a value's text to find it: a masked one is read here."""
+        plain = _known(value)
+        if not plain:
             return
         with self._lock:
-            self._static[value] = placeholder
+            self._static[plain] = placeholder
             self._dirty = True
 
-    def unregister(self, value: str) -> None:
+    def unregister(self, value: str | SecretValue) -> None:
+        plain = _known(value)
         with self._lock:
-            if self._static.pop(value, None) is not None:
+            if self._static.pop(plain, None) is not None:
                 self._dirty = True
 
     def invalidate(self) -> None:

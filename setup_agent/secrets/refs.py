@@ -16,6 +16,8 @@ install succeeded) or :meth:`~SecretRefStore.release` (it failed: the refs stay 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import re
 import secrets as _random
@@ -61,6 +63,15 @@ class SecretValue:
 
     def reveal(self) -> str:
         return self._value
+
+    def is_blank(self) -> bool:
+        """Is it empty or only whitespace (an answer that is no value)?"""
+        return not self._value.strip()
+
+    def keyed_digest(self, key: bytes) -> str:
+        """HMAC-SHA256 of the value under ``key``: compares two values (a test's and its
+        install's) without holding either in clear."""
+        return hmac.new(key, self._value.encode("utf-8"), hashlib.sha256).hexdigest()
 
     def __repr__(self) -> str:
         return f"SecretValue('{_MASK}')"
@@ -147,7 +158,7 @@ class SecretRefStore:
         """Store ``value`` for ``key_name`` and return a fresh ref."""
         _check_key(key_name)
         secret = value if isinstance(value, SecretValue) else SecretValue(value)
-        if not secret.reveal():
+        if not secret:
             raise InvalidInput(f"An empty value cannot be stored for {key_name}.", key=key_name)
         ref = self._new_ref()
         with self._lock:
@@ -171,7 +182,7 @@ class SecretRefStore:
         secret = value if isinstance(value, SecretValue) else SecretValue(value)
         with self._lock:
             entry = self._lookup(ref, None, allow_pending=True)
-            if not secret.reveal():
+            if not secret:
                 raise InvalidInput(f"An empty value cannot be stored for {entry.key_name}.", key=entry.key_name)
             self._cache[ref] = _Entry(entry.key_name, secret, self._timer())
         self._changed()

@@ -1,5 +1,7 @@
 """The ``mcp_setup_*`` tools: :class:`SetupService` (``service.py``) and what it runs:
-arguments (``tool_args.py``, ``tool_specs.py``), preparation (``preparation.py``), the user's
+arguments (the typed request of each tool in ``tool_requests.py``, parsed once in
+``SetupService.call``; their schemas in ``tool_specs.py``; bounds and the no-echo rule in
+``tool_args.py``), preparation (``preparation.py``), the user's
 consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
 through the store in ``shared_consents.py``, one per request and asker among a team's replicas in
 ``team_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from .shared_locks import share_guard
     from .shared_prompts import answer_secret_shared, share_prompts
     from .team_consents import consent_requester
+    from .tool_requests import InstallRequest, RemoveRequest, SearchRequest, TestRequest
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
     from .updates import UpdateOffer, update_offer, update_server
@@ -55,6 +58,7 @@ __all__ = [
     "check_tools",
     "consent_requester",
     "differences",
+    "InstallRequest",
     "lock_document",
     "locked_server",
     "parse_lock",
@@ -64,13 +68,16 @@ __all__ = [
     "Prober",
     "ProbeResult",
     "ProviderConfig",
+    "RemoveRequest",
     "rotate_secret",
     "sandbox_profile",
+    "SearchRequest",
     "SetupService",
     "share_consents",
     "SharedDecisions",
     "share_guard",
     "share_prompts",
+    "TestRequest",
     "TOOL_NAMES",
     "TOOL_SPECS",
     "ToolReview",
@@ -109,6 +116,10 @@ __getattr__, __dir__ = lazy_exports(
         "rotate_secret": "rotation",
         "sandbox_profile": "consent_request",
         "SetupService": "service",
+        "InstallRequest": "tool_requests",
+        "RemoveRequest": "tool_requests",
+        "SearchRequest": "tool_requests",
+        "TestRequest": "tool_requests",
         "TOOL_NAMES": "tool_specs",
         "TOOL_SPECS": "tool_specs",
         "ToolReview": "tool_review",

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from setup_agent.launch import Values
+
 __all__ = ["Keep", "Parked", "ParkingLot"]
 
 logger = logging.getLogger(__name__)
@@ -92,9 +94,14 @@ class ParkingLot:
     def enabled(self) -> bool:
         return self.keep_for > 0
 
-    def key(self, name: str, version: str | None, spec: Mapping[str, Any], values: Mapping[str, str]) -> str:
-        """What must match between the test and the install for the install to adopt."""
-        blob = json.dumps([name, version, spec, sorted(values.items())], sort_keys=True, separators=(",", ":"))
+    def key(self, name: str, version: str | None, spec: Mapping[str, Any], values: Values) -> str:
+        """What must match between the test and the install for the install to adopt (a secret
+        value counts by its keyed digest: it is never read in clear here)."""
+        given = sorted(
+            [k, "plain", v] if isinstance(v, str) else [k, "secret", v.keyed_digest(self._secret)]
+            for k, v in values.items()
+        )
+        blob = json.dumps([name, version, spec, given], sort_keys=True, separators=(",", ":"))
         return hmac.new(self._secret, blob.encode(), hashlib.sha256).hexdigest()
 
     def __len__(self) -> int:

@@ -32,7 +32,7 @@ from .preparation import Prepared, Preparer
 from .probe import Prober, ProbeResult
 from .sandbox_choice import apply_sandbox_choice
 from .team_consents import consent_requester
-from .tool_args import name_or_none, req_name, str_map
+from .tool_requests import InstallRequest, TestRequest
 
 __all__ = ["Installer"]
 
@@ -64,8 +64,8 @@ class Installer:
     #: the same launch shows them in its consent, to be unticked. Bounded.
     _tested_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
 
-    async def test(self, args: dict, ctx: CallContext) -> dict:
-        progress = Progress(ctx, self.redactor, "mcp_setup_test_connection", name_or_none(args.get("qualified_name")))
+    async def test(self, request: TestRequest, ctx: CallContext) -> dict:
+        progress = Progress(ctx, self.redactor, "mcp_setup_test_connection", request.qualified_name)
         # An install may adopt the tested process: it then runs in a reserved install dir.
         reserved = self.connections.install_dir("srv_" + _random.token_hex(6)) if self.prober.parking.enabled else None
         workdir = reserved or make_scratch_dir(self.scratch_root, "test")
@@ -73,7 +73,7 @@ class Installer:
         try:
             if reserved is not None:
                 await asyncio.to_thread(claim_dir, reserved)
-            prepared = await self.preparer.prepare(args, workdir, progress)
+            prepared = await self.preparer.prepare(request, workdir, progress, oauth_ref=request.oauth_ref)
             if ctx.check_prepared is not None:
                 await ctx.check_prepared(prepared)
             launch = await self._consent(prepared, ctx, "test")
@@ -95,13 +95,12 @@ class Installer:
             "protocol_version": result.protocol_version,
         }
 
-    async def install(self, args: dict, ctx: CallContext, *, replaces: str | None = None) -> dict:
+    async def install(self, request: InstallRequest, ctx: CallContext, *, replaces: str | None = None) -> dict:
         """``replaces``: the installed server id this install replaces in its commit (``mcp-setup
         update``, never an agent's argument): it stays installed until then."""
-        name = req_name(args, "qualified_name")
-        progress = Progress(ctx, self.redactor, "mcp_setup_install_and_connect", name)
+        progress = Progress(ctx, self.redactor, "mcp_setup_install_and_connect", request.qualified_name)
         try:
-            return await self._install(name, args, ctx, progress, replaces)
+            return await self._install(request, ctx, progress, replaces)
         except BaseException as exc:
             await progress.failed(exc)
             raise
@@ -112,23 +111,31 @@ class Installer:
             lock = self._install_locks[name] = asyncio.Lock()
         return lock
 
-    async def _install(self, name: str, args: dict, ctx: CallContext, progress: Progress, replaces: str | None) -> dict:
+    async def _install(
+        self, request: InstallRequest, ctx: CallContext, progress: Progress, replaces: str | None
+    ) -> dict:
+        name = request.qualified_name
         async with self._install_lock(name):
             await self.preparer.refuse_installed(name, replaces)  # again, now that no other install of it runs
             server_id = "srv_" + _random.token_hex(6)
             install_dir = self.connections.install_dir(server_id)
             # Reserve the refs first: a concurrent install cannot use them too;
             # a failure releases them so they stay usable.
-            env_refs = str_map(args, "env_refs")
+            env_refs = request.env_refs
             claim = self.refs.claim(env_refs)
             adopted: Parked | None = None
             try:
                 await asyncio.to_thread(claim_dir, install_dir)  # owner-marked: a crash's debris is swept
                 prepared = await self.preparer.prepare(
-                    args, install_dir, progress, lazy_bundle=self.prober.parking.enabled, replacing=replaces
+                    request,
+                    install_dir,
+                    progress,
+                    oauth_ref=request.oauth_ref,
+                    lazy_bundle=self.prober.parking.enabled,
+                    replacing=replaces,
                 )
                 member_keys = per_member_keys(
-                    args, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values)
+                    request.per_member, {n for k in prepared.keys for n in (k.name, *k.aliases)} | set(prepared.values)
                 )
                 if ctx.check_prepared is not None:
                     await ctx.check_prepared(prepared)
@@ -190,7 +197,8 @@ class Installer:
                     await adopted.close()
                 await asyncio.to_thread(shutil.rmtree, install_dir, True)
                 raise
-            self.refs.consume({**env_refs, **({GRANT_KEY: args["oauth_ref"]} if prepared.auth is not None else {})})
+            used = {**env_refs, **({GRANT_KEY: request.oauth_ref} if request.oauth_ref and prepared.auth else {})}
+            self.refs.consume(used)
         await progress("installing", "done", server_id=server.server_id)
         status = await self.connections.connect(server, adopt=adopted)
         await progress("connected", "done" if status.status == "connected" else "failed", server_id=server.server_id)
@@ -219,7 +227,7 @@ class Installer:
                 version=prepared.package.version or prepared.detail.version,
                 spec=prepared.spec,
                 keys=prepared.keys,
-                values=prepared.values,
+                values=prepared.plain_values(),  # a secret's value is never part of a consent
                 action=action,
                 warnings=prepared.warnings(),
                 sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",

@@ -1,8 +1,9 @@
-"""What a test, install or sign-in runs, worked out from the agent's arguments before anything
+"""What a test, install or sign-in runs, worked out from its typed request before anything
 runs (:class:`Preparer`): the registry entry (refused when installed, deprecated or not
 admitted), the package chosen for this machine, its keys (an MCPB bundle's own from its
-manifest), the values (refs resolved, aliases filled), the launch spec (secrets moved off the
-command line where they can be) and an OAuth sign-in. The result is a :class:`Prepared`.
+manifest), the values (refs resolved, aliases filled; a secret stays a masked
+:class:`~setup_agent.secrets.SecretValue` until the launch), the launch spec (secrets moved off
+the command line where they can be) and an OAuth sign-in. The result is a :class:`Prepared`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from setup_agent.errors import AlreadyInstalled, ArgvSecret, DeprecatedEntry, In
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     LaunchSpec,
+    Value,
+    Values,
     apply_repair,
     argv_secret_keys,
     build_spec,
@@ -27,19 +30,21 @@ from setup_agent.launch import (
     granted_paths,
     materialize,
     move_argv_secrets,
+    remote_endpoint,
     required_keys_from_manifest,
     spec_from_manifest,
     unset_keys,
 )
 from setup_agent.oauth import GrantAuth, SignIns
-from setup_agent.secrets import SecretRefStore
+from setup_agent.secrets import SecretRefStore, SecretValue
 from setup_agent.store import Store
 from setup_agent.translation import translate
 
 from .bundle_manifests import BundleManifests
 from .call_context import CallContext, Progress
 from .consent import ConsentWarning
-from .tool_args import opt_name, opt_str, req_name, scrub, str_map
+from .tool_args import scrub
+from .tool_requests import LaunchRequest
 
 __all__ = ["Prepared", "Preparer"]
 
@@ -50,7 +55,10 @@ class Prepared:
     package: PackageOption
     spec: LaunchSpec
     keys: list[RequiredKey]
-    values: dict[str, str]
+    #: Every setting's value: plain where the agent or the user gave it in clear (``env``, a
+    #: default, a destination edited at consent), masked where it is a secret (a ref's, one
+    #: mcp-setup provides): the launch alone reveals those.
+    values: dict[str, Value]
     bundle_dir: Path | None
     auth: GrantAuth | None = None  # an OAuth sign-in (oauth_ref)
     #: Secret keys the launch still puts on the command line (visible in ``ps``): the warning
@@ -58,6 +66,16 @@ class Prepared:
     argv_secret_keys: list[str] = field(default_factory=list)
     #: The repair code applied to the launch (a known failure's fix), or None.
     repair: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Prepared(server={self.detail.qualified_name!r}, package={self.package.id!r}, "
+            f"values=<keys {sorted(self.values)}>, auth={'yes' if self.auth is not None else 'no'})"
+        )
+
+    def plain_values(self) -> dict[str, str]:
+        """The values given in clear (what a consent may show); a secret's is left out."""
+        return {k: v for k, v in self.values.items() if isinstance(v, str)}
 
     def warnings(self) -> list[ConsentWarning]:
         """What the consent step must show and the user accept explicitly."""
@@ -125,17 +143,20 @@ class Preparer:
             raise err from None
 
     async def prepare(
-        self, args: dict, workdir: Path, progress: Progress, *, lazy_bundle: bool = False, replacing: str | None = None
+        self,
+        request: LaunchRequest,
+        workdir: Path,
+        progress: Progress,
+        *,
+        oauth_ref: str | None = None,
+        lazy_bundle: bool = False,
+        replacing: str | None = None,
     ) -> Prepared:
-        name = req_name(args, "qualified_name")
-        env_refs = str_map(args, "env_refs")
-        env = str_map(args, "env")
-        allow_deprecated = args.get("allow_deprecated", False)
-        if not isinstance(allow_deprecated, bool):
-            raise InvalidInput("allow_deprecated must be true or false.")
+        """``oauth_ref``: a sign-in to use (a test's or install's; a sign-in itself has none)."""
+        name = request.qualified_name
         await self.refuse_installed(name, replacing)  # before any download, prompt or spawn
         await progress("resolving", "started")
-        detail = await self.detail(name, opt_name(args, "source"), opt_name(args, "version"))
+        detail = await self.detail(name, request.source, request.version)
         if detail.qualified_name != name:
             await self.refuse_installed(detail.qualified_name, replacing)
         if detail.status == "deleted":  # allow_deprecated unlocks deprecated entries, never deleted ones
@@ -144,7 +165,7 @@ class Preparer:
                 "registry), so it cannot be installed. Pick another server.",
                 details={"status": detail.status},
             )
-        if detail.status and not allow_deprecated:
+        if detail.status and not request.allow_deprecated:
             raise DeprecatedEntry(
                 f"The registry marks {detail.qualified_name} {detail.status}. Pick another server, or pass "
                 "allow_deprecated: true if the user wants it anyway.",
@@ -152,9 +173,7 @@ class Preparer:
             )
         if self.admit is not None:  # before any download, prompt or spawn
             self.admit(detail.qualified_name, detail.repository_url)
-        package = choose_package(
-            detail.packages, opt_name(args, "package"), preference=self.package_preference, which=self.which
-        )
+        package = choose_package(detail.packages, request.package, preference=self.package_preference, which=self.which)
         keys = list(package.required_keys)
         bundle_dir: Path | None = None
         manifest = None
@@ -166,7 +185,7 @@ class Preparer:
                     package, workdir, progress, allow_file=detail.source == "local"
                 )
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
-        values = self.values(keys, env_refs, env, fill=self.fillable(package, keys))
+        values = self.values(keys, request.env_refs, request.env, fill=self.fillable(package, keys))
         # Optional settings left unset (and flags set false): their inputs are left out entirely.
         omit = unset_keys(keys, values)
         spec = build_spec(package, omit=omit)
@@ -176,12 +195,11 @@ class Preparer:
         spec = move_argv_secrets(spec, secret)
         # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
         spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
-        repair = opt_str(args, "repair")  # a known failure's repaired launch, shown at consent
+        repair = request.repair  # a known failure's repaired launch, shown at consent
         if repair is not None:
             spec = apply_repair(spec, repair)
         self.refuse_foreign_destination(keys, values, spec)
         auth = None
-        oauth_ref = opt_str(args, "oauth_ref")
         if oauth_ref is not None:
             if self.oauth is None:
                 raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
@@ -214,7 +232,9 @@ class Preparer:
 
     def values(
         self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str], *, fill: Collection[str] = ()
-    ) -> dict[str, str]:
+    ) -> dict[str, Value]:
+        """The launch's values: the agent's plain ``env``, its refs resolved to masked values,
+        mcp-setup's own for ``fill``, each under every alias of its key."""
         by_name = {k.name: k for k in keys}
         canonical = {k.name: k.name for k in keys} | {a: k.name for k in keys for a in k.aliases}
         unknown = sorted((set(env_refs) | set(env)) - set(canonical))
@@ -242,7 +262,7 @@ class Preparer:
                 )
             given[canonical[key]] = key
         provided = {
-            k.name: self.provided_values[k.provided_by]  # type: ignore[index]
+            k.name: SecretValue(self.provided_values[k.provided_by])  # type: ignore[index]
             for k in keys
             if k.name in fill and k.provided_by in self.provided_values and k.name not in given
         }
@@ -258,22 +278,23 @@ class Preparer:
             )
         resolved = self.refs.resolve(env_refs)
         # An optional argument's default is the server's own: it is shown, never passed.
-        values = {k.name: k.default for k in keys if k.default is not None and not k.off_unless_set}
+        values: dict[str, Value] = {k.name: k.default for k in keys if k.default is not None and not k.off_unless_set}
         values.update({canonical[k]: v for k, v in env.items()})
-        values.update({canonical[k]: v.reveal() for k, v in resolved.items()})
+        values.update({canonical[k]: v for k, v in resolved.items()})
         values.update(provided)
         for key in keys:  # one value, every name: the bundle's templates use the alias
             if key.name in values:
                 values.update(dict.fromkeys(key.aliases, values[key.name]))
         return values
 
-    def refuse_foreign_destination(self, keys: list[RequiredKey], values: dict[str, str], spec: LaunchSpec) -> None:
+    def refuse_foreign_destination(self, keys: list[RequiredKey], values: Values, spec: LaunchSpec) -> None:
         """A value mcp-setup holds (the Smithery API key) goes only to its own service's hosts,
         whatever the URL's variables were set to."""
         filled = [
             k
             for k in keys
-            if k.provided_by in self.provided_values and values.get(k.name) == self.provided_values[k.provided_by]
+            if k.provided_by in self.provided_values
+            and _same(values.get(k.name), SecretValue(self.provided_values[k.provided_by]))
         ]
         if not filled:
             return
@@ -282,7 +303,7 @@ class Preparer:
                 "This server would receive mcp-setup's Smithery API key somewhere else than as its sign-in "
                 "token, so it is not sent. Ask the user for the key this server needs."
             )
-        url = materialize(spec, values).url if spec.transport != "stdio" else None
+        url = self.remote_url(spec, values) if spec.transport != "stdio" else None
         if url is None or not smithery_hosted(url):
             raise InvalidInput(
                 "This server's address is not on smithery.ai, and mcp-setup sends the Smithery API key only to "
@@ -300,14 +321,19 @@ class Preparer:
             )
 
     @staticmethod
-    def remote_url(spec: LaunchSpec, values: dict[str, str]) -> str:
+    def remote_url(spec: LaunchSpec, values: Values) -> str:
+        """The address a remote is reached at, as the launch fills it in (``remote_endpoint``): a
+        sign-in is made for it, and mcp-setup's own key goes only to its service's hosts."""
         if spec.transport == "stdio":
             raise InvalidInput(
                 "Only remote servers (streamable HTTP or SSE) sign in with OAuth; choose its remote package."
             )
-        url = materialize(spec, values).url
-        assert url
-        return url
+        return remote_endpoint(materialize(spec, values)).url
+
+
+def _same(given: Value | None, own: SecretValue) -> bool:
+    """Is ``given`` (masked or plain) mcp-setup's own value ``own``? Compared in constant time, unread."""
+    return (SecretValue(given) if isinstance(given, str) else given) == own
 
 
 def _bearer_only(spec: LaunchSpec, key: RequiredKey) -> bool:

@@ -1,6 +1,7 @@
 """Test-connect: start a candidate server in a scratch workspace and list its tools.
 
-``Prober.probe`` spawns the server in a fresh scratch directory with a minimal environment
+``Prober.probe`` starts the server through the launch (``setup_agent/launch/start.py``: its
+values stay masked until then) in a fresh scratch directory with a minimal environment
 (a short allowlist of the host's variables plus the resolved values), runs ``initialize`` +
 ``tools/list`` under a deadline, and returns as soon as the tools are listed. Teardown
 (process group, then the scratch dir) runs in the background: it never holds up the answer,
@@ -46,6 +47,7 @@ from setup_agent.launch import (
     LaunchSpec,
     ProcessLedger,
     ProcessWatch,
+    Values,
     list_all_tools,
     make_scratch_dir,
     materialize,
@@ -125,7 +127,7 @@ class Prober:
     async def probe(
         self,
         spec: LaunchSpec,
-        values: Mapping[str, str],
+        values: Values,
         *,
         dirname: str | None = None,
         timeout: float | None = None,
@@ -174,7 +176,7 @@ class Prober:
     async def _attempt(
         self,
         spec: LaunchSpec,
-        values: Mapping[str, str],
+        values: Values,
         dirname: str | None,
         deadline: float,
         mode: Literal["auto", "legacy"],

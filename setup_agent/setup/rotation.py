@@ -13,7 +13,7 @@ import asyncio
 from typing import Any
 
 from setup_agent.errors import InvalidInput, NotFound
-from setup_agent.launch import LaunchSpec
+from setup_agent.launch import LaunchSpec, Value
 
 __all__ = ["rotate_secret"]
 
@@ -25,12 +25,11 @@ async def rotate_secret(service: Any, server_id: str, key: str, ref: str) -> dic
         raise NotFound("No installed server has that id.")
     if key not in {k.key for k in server.env_keys}:
         raise InvalidInput(f"{server.qualified_name} has no setting {key}.")
-    value = service.refs.resolve({key: ref})[key].reveal()
+    value = service.refs.resolve({key: ref})[key]  # masked: the probe's launch reveals it
     service.redactor.register(value, f"[secret:{key}]")
     await service.connections.learn_stored_secrets()
     stored = await asyncio.to_thread(service.store.env_values, server_id)
-    values = {k: v.reveal() for k, v in stored.items()}
-    values[key] = value
+    values: dict[str, Value] = {**stored, key: value}
     spec = LaunchSpec.model_validate(server.launch_spec)
     dirname = str(service.connections.bundle_dir(server_id)) if spec.needs_install_dir else None
     try:

@@ -1,11 +1,13 @@
 """The ``mcp_setup_*`` tools: search, get, request a secret, test, install, list, remove, authorize.
 
-Each handler takes the tool's JSON arguments and returns its JSON result. Errors the agent
-can act on are :class:`~setup_agent.errors.SetupError`; :meth:`SetupService.call` turns them
-into tool results ``{"ok": false, "error": {code, message}}``. Every result and error passes
-the redactor on the way out. Calls are logged with key names only.
+:meth:`SetupService.call` is where a tool call enters the core: the raw arguments are bounded and
+shown to the guard, then parsed once into the tool's model (``tool_requests.py``); each handler
+takes that typed request and returns its JSON result. Errors the agent can act on are
+:class:`~setup_agent.errors.SetupError`; ``call`` turns them into tool results
+``{"ok": false, "error": {code, message}}``. Every result and error passes the redactor on the
+way out. Calls are logged with key names only.
 
-This is the façade every face calls; the steps live in their own modules: the arguments and
+This is the façade every face calls; the steps live in their own modules: the size bounds and
 the no-echo rule (``tool_args.py``), the call's context and progress (``call_context.py``),
 what a launch needs (``preparation.py``), test and install (``installer.py``), MCPB manifests
 (``bundle_manifests.py``) and prefetch (``prefetch.py``).
@@ -47,19 +49,18 @@ from .installer import Installer
 from .preparation import Preparer
 from .probe import Prober
 from .search_cards import with_runtime_verdict
-from .tool_args import (
-    MAX_QUERY_CHARS,
-    check_bounds,
-    describe_args,
-    int_arg,
-    opt_name,
-    opt_str,
-    req_name,
-    req_str,
-    scrubbed,
-    without_echo,
+from .tool_args import check_bounds, describe_args, scrubbed, without_echo
+from .tool_requests import (
+    AuthorizeRequest,
+    GetRequest,
+    InstallRequest,
+    ListRequest,
+    RemoveRequest,
+    SearchRequest,
+    SecretRequest,
+    TestRequest,
 )
-from .tool_specs import TOOL_NAMES
+from .tool_specs import TOOL_NAMES, TOOL_REQUESTS
 
 __all__ = ["CallContext", "SetupService", "TOOL_NAMES"]
 
@@ -155,6 +156,7 @@ class SetupService:
         Unknown tool names raise KeyError: that is a protocol error for the face to report.
         """
         handler = self._handlers()[name]
+        model = TOOL_REQUESTS[name]
         args = dict(arguments or {})
         ctx = ctx or CallContext()
         logger.info("tool %s called (%s)", name, describe_args(args))
@@ -162,14 +164,18 @@ class SetupService:
             principal = ctx.principal or ctx.installed_by
             if self.guard is not None:
                 self.guard.ensure_unlocked(principal)
-            check_bounds(args)
+            check_bounds(args)  # before the guard reads them, and before they are parsed
             if self.guard is not None:
                 self.guard.check(principal, args, where="setup")
-        except SetupError as exc:  # our own words only: nothing of the arguments to take out
-            logger.info("tool %s refused: %s", name, exc.code)
-            return {"ok": False, "error": exc.to_dict()}
+            request = model.parse(args)  # the one parse: handlers take the typed request
+        except Exception as exc:  # our own words only (a refused argument is never quoted)
+            err = translate(exc)
+            if type(err) is SetupError:
+                logger.exception("tool %s crashed reading its arguments", name)
+            logger.info("tool %s refused: %s", name, err.code)
+            return {"ok": False, "error": err.to_dict()}
         try:
-            result = await handler(args, ctx)
+            result = await handler(request, ctx)
         except SetupError as exc:
             logger.info("tool %s failed: %s", name, exc.code)
             return {
@@ -188,7 +194,7 @@ class SetupService:
             result = {"ok": True, **result}  # every answer says whether it worked, the same way
         return self.redactor.redact_obj(result)
 
-    def _handlers(self) -> dict[str, Callable[[dict, CallContext], Awaitable[dict]]]:
+    def _handlers(self) -> dict[str, Callable[[Any, CallContext], Awaitable[dict]]]:
         return {
             "mcp_setup_search": self.search,
             "mcp_setup_get": self.get,
@@ -201,15 +207,10 @@ class SetupService:
         }
 
     # -- tools ------------------------------------------------------------------------
-    async def search(self, args: dict, ctx: CallContext) -> dict:
-        query = opt_str(args, "query")
-        if query is not None and len(query) > MAX_QUERY_CHARS:
-            raise InvalidInput(f"query is too long (at most {MAX_QUERY_CHARS} characters).")
-        page = int_arg(args, "page", 1, lo=1, hi=10_000)
-        page_size = int_arg(args, "page_size", 10, lo=1, hi=100)
-        source = opt_name(args, "source")
+    async def search(self, request: SearchRequest, ctx: CallContext) -> dict:
+        query = request.query
         try:
-            result = await self.hub.search(query, page=page, page_size=page_size, source=source)
+            result = await self.hub.search(query, page=request.page, page_size=request.page_size, source=request.source)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         out: dict[str, Any] = {
@@ -222,9 +223,8 @@ class SetupService:
             out["did_you_mean"] = list(result.did_you_mean)
         return out
 
-    async def get(self, args: dict, ctx: CallContext) -> dict:
-        name = req_name(args, "qualified_name")
-        detail = await self.preparer.detail(name, opt_name(args, "source"))
+    async def get(self, request: GetRequest, ctx: CallContext) -> dict:
+        detail = await self.preparer.detail(request.qualified_name, request.source)
         existing = await asyncio.to_thread(self.store.get_by_name, detail.qualified_name)
         try:
             chosen: PackageOption | None = choose_package(
@@ -301,13 +301,11 @@ class SetupService:
         """Wait until no prefetch runs (tests and the bench; callers bound it)."""
         await self.prefetches.settled()
 
-    async def request_secret(self, args: dict, ctx: CallContext) -> dict:
-        key_name = req_str(args, "key_name")
-        prompt_text = req_str(args, "prompt")
-        server = opt_name(args, "server")
+    async def request_secret(self, request: SecretRequest, ctx: CallContext) -> dict:
+        server = request.server
         if server:
             await self.preparer.refuse_installed(server)  # no prompt for a server that is already there
-        pending = self.broker.open(key_name, prompt_text, server)
+        pending = self.broker.open(request.key_name, request.prompt, server)
         if server:
             self.prefetches.server(server)  # while the user types
         out: dict[str, Any] = {"ref": pending.ref, "prompt_id": pending.prompt_id}
@@ -316,20 +314,19 @@ class SetupService:
         out.setdefault("status", "answered" if self.refs.is_ready(pending.ref) else "pending")
         return out
 
-    async def test_connection(self, args: dict, ctx: CallContext) -> dict:
-        return await self.installer.test(args, ctx)
+    async def test_connection(self, request: TestRequest, ctx: CallContext) -> dict:
+        return await self.installer.test(request, ctx)
 
-    async def install_and_connect(self, args: dict, ctx: CallContext, *, replaces: str | None = None) -> dict:
+    async def install_and_connect(
+        self, request: InstallRequest, ctx: CallContext, *, replaces: str | None = None
+    ) -> dict:
         """``replaces`` (``mcp-setup update`` only; a tool call never sets it): the installed server
         the new one replaces in the same commit."""
-        return await self.installer.install(args, ctx, replaces=replaces)
+        return await self.installer.install(request, ctx, replaces=replaces)
 
-    async def list_servers(self, args: dict, ctx: CallContext) -> dict:
-        wait = args.get("wait_seconds", 0)
-        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 120:
-            raise InvalidInput("wait_seconds must be a number from 0 to 120.")
-        if wait:
-            await self.connections.wait_all_settled(float(wait))
+    async def list_servers(self, request: ListRequest, ctx: CallContext) -> dict:
+        if request.wait_seconds:
+            await self.connections.wait_all_settled(request.wait_seconds)
         servers = await asyncio.to_thread(self.store.list)
         offers = await asyncio.to_thread(self.store.offers)
         out = []
@@ -361,8 +358,8 @@ class SetupService:
             out.append(item)
         return {"servers": out}
 
-    async def remove(self, args: dict, ctx: CallContext) -> dict:
-        server_id = req_name(args, "server_id")
+    async def remove(self, request: RemoveRequest, ctx: CallContext) -> dict:
+        server_id = request.server_id
         revoked = await self._revoke_sign_in(server_id)
         try:
             removed = await asyncio.to_thread(self.store.get, server_id)
@@ -373,14 +370,14 @@ class SetupService:
             self.consents.forget(removed.qualified_name)
         return {"removed": True, **({"signed_out": True} if revoked else {})}
 
-    async def authorize(self, args: dict, ctx: CallContext) -> dict:
+    async def authorize(self, request: AuthorizeRequest, ctx: CallContext) -> dict:
         """Sign in to a remote server with OAuth in the user's browser; the agent gets a ref."""
         if self.oauth is None:
             raise InvalidInput("OAuth sign-in is not available in this mcp-setup.")
         workdir = make_scratch_dir(self.scratch_root, "auth")
         try:
             prepared = await self.preparer.prepare(
-                args, workdir, Progress(CallContext(), self.redactor, "authorize", None)
+                request, workdir, Progress(CallContext(), self.redactor, "authorize", None)
             )
         finally:
             await asyncio.to_thread(shutil.rmtree, workdir, True)
@@ -389,7 +386,7 @@ class SetupService:
             qualified_name=prepared.detail.qualified_name,
             url=url,
             present=ctx.present_authorization,
-            client_id=opt_str(args, "client_id"),
+            client_id=request.client_id,
         )
 
     async def _revoke_sign_in(self, server_id: str) -> bool:

@@ -1,9 +1,11 @@
-"""The agent's tool arguments: how each is read and checked, and how its own strings are kept
-out of what comes back (no guessing oracle).
+"""The agent's tool arguments at the edge, before they are parsed into a tool's model
+(``tool_requests.py``): their size bounds, and how the agent's own strings are kept out of what
+comes back (no guessing oracle).
 
-A name the agent gives is echoed only when it matches :data:`NAME_PATTERN`; an error built from
-upstream words has the agent's strings taken out (:func:`without_echo`), always, by the
-redactor's length rules. Calls are logged with key names only (:func:`describe_args`).
+A name the agent gives is echoed only when it matches :data:`NAME_PATTERN` (the models refuse any
+other); an error built from upstream words has the agent's strings taken out
+(:func:`without_echo`), always, by the redactor's length rules. Calls are logged with key names
+only (:func:`describe_args`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,9 @@ __all__ = [
     "NAME_PATTERN",
     "check_bounds",
     "describe_args",
-    "int_arg",
-    "name_or_none",
-    "opt_name",
-    "opt_str",
-    "req_name",
-    "req_str",
     "scrub",
     "scrubbed",
-    "str_map",
+    "valid_name",
     "without_echo",
 ]
 
@@ -40,7 +36,6 @@ __all__ = [
 NAME_PATTERN = re.compile(r"[A-Za-z0-9@_][A-Za-z0-9@._/:+\-]{0,199}")
 MAX_NAME_CHARS = 200
 MAX_QUERY_CHARS = 200
-_INVALID_NAME = "an invalid name"
 #: The agent's values are bounded: one string (a value or a key) at most this
 #: long, and a tool's arguments at most this much text in all (strings, plus one for each
 #: other item); beyond is ``invalid_input``, never quoted.
@@ -72,33 +67,9 @@ def check_bounds(args: object) -> None:
             raise InvalidInput(f"The arguments are too large: at most {MAX_ARGUMENTS_CHARS} characters in all.")
 
 
-def _valid_name(value: object) -> bool:
+def valid_name(value: object) -> bool:
+    """May ``value`` be echoed as a name the agent gave?"""
     return isinstance(value, str) and len(value) <= MAX_NAME_CHARS and NAME_PATTERN.fullmatch(value) is not None
-
-
-def name_or_none(value: object) -> str | None:
-    """``value`` if it is a valid name (stripped), else None: for labels such as progress events."""
-    if isinstance(value, str) and _valid_name(value.strip()):
-        return value.strip()
-    return None
-
-
-def req_name(args: dict, name: str) -> str:
-    value = req_str(args, name)
-    if not _valid_name(value):
-        raise InvalidInput(
-            f"{name} is {_INVALID_NAME}: use letters, digits and @ _ . / : + - (at most {MAX_NAME_CHARS} characters)."
-        )
-    return value
-
-
-def opt_name(args: dict, name: str) -> str | None:
-    value = opt_str(args, name)
-    if value is not None and not _valid_name(value):
-        raise InvalidInput(
-            f"{name} is {_INVALID_NAME}: use letters, digits and @ _ . / : + - (at most {MAX_NAME_CHARS} characters)."
-        )
-    return value
 
 
 def scrub(message: str, text: str | None) -> str:
@@ -150,38 +121,6 @@ def scrubbed(error: dict[str, Any], text: str | None) -> dict[str, Any]:
     if isinstance(error.get("message"), str):
         error = {**error, "message": scrub(error["message"], text)}
     return error
-
-
-def req_str(args: dict, name: str) -> str:
-    value = args.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"{name} is required and must be a non-empty string.")
-    return value.strip()
-
-
-def opt_str(args: dict, name: str) -> str | None:
-    value = args.get(name)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be a string.")
-    return value.strip()
-
-
-def int_arg(args: dict, name: str, default: int, *, lo: int, hi: int) -> int:
-    value = args.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InvalidInput(f"{name} must be a whole number from {lo} to {hi}.")
-    return value
-
-
-def str_map(args: dict, name: str) -> dict[str, str]:
-    value = args.get(name) or {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise InvalidInput(f"{name} must be an object mapping setting names to strings.")
-    return dict(value)
 
 
 def describe_args(args: dict) -> str:

@@ -28,6 +28,7 @@ from setup_agent.oauth import GRANT_KEY
 from setup_agent.store import InstalledServer
 
 from .call_context import CallContext
+from .tool_requests import InstallRequest
 
 __all__ = ["UpdateOffer", "update_offer", "update_server"]
 
@@ -106,21 +107,24 @@ async def update_server(service: Any, offer: UpdateOffer, ctx: CallContext) -> d
         raise UpdateRefused(f"{offer.name} signs in with OAuth: remove it and add it again to update it.")
     await service.connections.learn_stored_secrets()
     secret = {k.key for k in server.env_keys if k.secret}
-    env_refs = {k: service.refs.mint(k, v) for k, v in stored.items() if k in secret and v.reveal()}
+    # Secrets go in as refs, as if typed again (masked all the way to the launch); the settings
+    # that are not secret go back as the plain text they were given in.
+    env_refs = {k: service.refs.mint(k, v) for k, v in stored.items() if k in secret and v}
     env = {k: v.reveal() for k, v in stored.items() if k not in secret}
     stored.clear()
-    args: dict[str, Any] = {
-        "qualified_name": offer.name,
-        "env_refs": env_refs,
-        "env": env,
-        "package": server.package_type,
-    }
-    if offer.asked:  # else the registry's latest, as the offer found it (Smithery takes no version)
-        args["version"] = offer.latest
-    if offer.source:
-        args["source"] = offer.source
+    request = InstallRequest.parse(
+        {
+            "qualified_name": offer.name,
+            "env_refs": env_refs,
+            "env": env,
+            "package": server.package_type,
+            # else the registry's latest, as the offer found it (Smithery takes no version)
+            **({"version": offer.latest} if offer.asked else {}),
+            **({"source": offer.source} if offer.source else {}),
+        }
+    )
     try:
-        result = await service.install_and_connect(args, ctx, replaces=offer.server_id)
+        result = await service.install_and_connect(request, ctx, replaces=offer.server_id)
     except SetupError as exc:
         # the outcome first, then what the new version said (its code stays in exc.code)
         exc.message = f"Version {offer.latest} did not answer, so {offer.installed} stays installed. {exc.message}"

@@ -1,0 +1,141 @@
+"""The launch: where a :class:`~setup_agent.launch.spec.ResolvedLaunch` becomes what runs.
+
+Up to here every secret is a masked :class:`~setup_agent.secrets.SecretValue`; this module is the
+one place in the core that reveals a value for a start (:func:`_filled`), and nothing it makes
+prints one (every ``repr`` names keys only).
+
+- A local server (stdio, or a package that serves HTTP): :func:`local_command` fills the
+  templates, builds the exact environment (the host's allowlist plus the server's values,
+  ``transport.minimal_environment``), finds the command on that environment's PATH (a missing
+  runner is ``runtime_missing``) and wraps it in the sandbox. The :class:`LocalCommand` it returns
+  starts the process (:meth:`LocalCommand.spawn`, for the probe and live connections through our
+  stdio transport, and for a local HTTP package through ``connector.serving_process``) or
+  replaces the calling process with it (:meth:`LocalCommand.exec`, ``mcp-setup run``). A step
+  every local start takes (a network namespace and its proxy) goes in :func:`local_command`.
+- A remote (streamable HTTP or SSE), and the address a local HTTP package serves on:
+  :func:`remote_endpoint`, its URL and headers filled; the connector opens the HTTP transport with
+  them, and a sign-in (OAuth) is made for that URL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import anyio
+from anyio.abc import Process
+
+from setup_agent.errors import CommandNotFound, InvalidInput, RuntimeMissing
+from setup_agent.secrets import SecretValue
+
+from .sandbox import Sandbox, sandboxed
+from .spec import Filled, ResolvedLaunch, fill
+from .transport import minimal_environment
+
+__all__ = ["RUNTIME_HINTS", "Endpoint", "LocalCommand", "check_command", "local_command", "remote_endpoint"]
+
+#: Runners we know, with how to get them: a missing one is ``runtime_missing``, not
+#: ``command_not_found``.
+RUNTIME_HINTS = {
+    "npx": "Install Node.js (it brings npx): your package manager or https://nodejs.org.",
+    "node": "Install Node.js: your package manager or https://nodejs.org.",
+    "uvx": "Install uv (it brings uvx): `pip install uv` or https://docs.astral.sh/uv/.",
+    "uv": "Install uv: `pip install uv` or https://docs.astral.sh/uv/.",
+    "docker": "Install Docker and start its engine: https://docs.docker.com/get-docker/.",
+    "dnx": "Install the .NET 10 SDK (it brings dnx): https://dotnet.microsoft.com/download.",
+    "python3": "Install Python 3: your package manager or https://www.python.org.",
+    "python": "Install Python 3: your package manager or https://www.python.org.",
+}
+
+
+def check_command(command: str, env: Mapping[str, str]) -> str:
+    """Resolve ``command`` on the child's PATH, or raise RuntimeMissing / CommandNotFound."""
+    import shutil
+
+    found = shutil.which(command, path=env.get("PATH"))
+    if found:
+        return found
+    name = Path(command).name
+    if name in RUNTIME_HINTS:
+        raise RuntimeMissing(
+            f"This server needs {name}, which is not installed on this machine. {RUNTIME_HINTS[name]}",
+            details={"runtime": name},
+        )
+    raise CommandNotFound(f"The command {command!r} was not found on this machine.", details={"command": command})
+
+
+def _filled(resolved: ResolvedLaunch) -> Filled:
+    """The launch's templates with its values revealed: the only reveal for a start."""
+    plain = {k: v.reveal() if isinstance(v, SecretValue) else v for k, v in resolved.values.items()}
+    return fill(resolved.spec, plain, dirname=resolved.bundle_dir)
+
+
+@dataclass(frozen=True)
+class LocalCommand:
+    """A local server's command line, environment and working dir, sandbox applied."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    #: What the server sees as its ``argv[0]``: the entry's own command when it is not wrapped.
+    argv0: str
+
+    def __repr__(self) -> str:
+        return f"LocalCommand(command={self.command!r}, args=<{len(self.args)} items>, env=<keys {sorted(self.env)}>)"
+
+    async def spawn(self) -> Process:
+        """Start it in its own process group (the caller stops the group), with pipes for stdio."""
+        return await anyio.open_process(
+            [self.command, *self.args],
+            env=dict(self.env),
+            cwd=self.cwd,
+            start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def exec(self) -> NoReturn:
+        """Replace this process with it (``mcp-setup run``: the client speaks to the server itself)."""
+        if self.cwd is not None:
+            os.chdir(self.cwd)
+        os.execve(self.command, [self.argv0, *self.args], self.env)
+
+
+def local_command(
+    resolved: ResolvedLaunch, *, sandbox: Sandbox | None, host_env: Mapping[str, str] | None = None
+) -> LocalCommand:
+    """The command line that starts ``resolved`` here: values filled, the exact environment, the
+    command found on its PATH, wrapped in ``sandbox`` (None: none). Raises ``runtime_missing`` /
+    ``command_not_found`` / ``sandbox_unavailable`` before anything starts."""
+    filled = _filled(resolved)
+    if not filled.command:
+        raise InvalidInput("This server has no command to start here.")
+    env = minimal_environment(filled.env, host_env=host_env)
+    found = check_command(filled.command, env)
+    command, args, env = sandboxed(sandbox, found, filled.args, env, resolved)
+    return LocalCommand(command, args, env, resolved.cwd, filled.command if command == found else command)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a remote (or a local HTTP package) is reached, with the headers every request carries."""
+
+    url: str
+    headers: dict[str, str]
+
+    def __repr__(self) -> str:
+        return f"Endpoint(url=<hidden>, headers=<keys {sorted(self.headers)}>)"
+
+
+def remote_endpoint(resolved: ResolvedLaunch) -> Endpoint:
+    """``resolved``'s URL (its values percent-encoded) and headers, filled."""
+    filled = _filled(resolved)
+    if not filled.url:
+        raise InvalidInput("This server has no address to connect to.")
+    return Endpoint(filled.url, filled.headers)
