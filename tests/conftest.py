@@ -13,10 +13,10 @@ import keyring.backend
 import keyring.errors
 import pytest
 
-from tests.timeouts import ENV as TIMEOUT_SCALE_ENV
-from tests.timeouts import SCALE as TIMEOUT_SCALE
+from tests.helpers.timeouts import ENV as TIMEOUT_SCALE_ENV
+from tests.helpers.timeouts import SCALE as TIMEOUT_SCALE
 
-pytest_plugins = ["tests.conftest_registry"]
+pytest_plugins = ["tests.helpers.registry_fixtures"]
 
 #: A throwaway PostgreSQL cluster (scripts/test.sh starts one); read before the isolation
 #: fixture clears every MCP_SETUP_* variable.
@@ -171,7 +171,7 @@ def _require_postgres() -> None:
 
 def postgres_database() -> AbstractContextManager[str]:
     """A new empty database on the test cluster; dropped (its sessions ended) on exit."""
-    from tests.postgres_databases import throwaway_database
+    from tests.helpers.postgres_databases import throwaway_database
 
     assert POSTGRES_URL is not None
     return throwaway_database(POSTGRES_URL)

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.mcp_face import REPO
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import REPO
+from tests.helpers.timeouts import scaled
 
 CHROMIUM = Path(os.environ.get("MCP_SETUP_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [

@@ -1,6 +1,6 @@
 """Run ``mcp-setup serve`` as a real subprocess for the web tests, and talk to it.
 
-``start_serve`` starts it with an isolated environment (``tests.mcp_face.face_env``), a local
+``start_serve`` starts it with an isolated environment (``tests.helpers.mcp_face.face_env``), a local
 catalog holding the stub bundle, ``--no-browser --port 0``, and reads the printed URL (bounded).
 ``stop_serve`` sends a signal and waits (bounded) for the exit code.
 """
@@ -23,9 +23,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 OTHER_STUB = "io.example.other/stub"

@@ -15,8 +15,8 @@ from playwright.sync_api import expect
 
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_flow import open_page, shot
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 
 def _server_json(name: str, package: dict[str, Any]) -> dict[str, Any]:

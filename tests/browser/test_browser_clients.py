@@ -28,9 +28,9 @@ from playwright.sync_api import expect
 
 from tests.browser.serve import start_serve, stop_serve
 from tests.browser.test_browser_flow import NARROW, WIDE, close_leaking_nothing, open_page, shot
+from tests.e2e.test_registry_e2e import everything_entry
 from tests.fakes.official_registry import FakeOfficialRegistry
-from tests.test_registry_e2e import everything_entry
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 ECHO = "server-everything__echo"
 TOKEN = "EVERYTHING_DEMO_TOKEN"

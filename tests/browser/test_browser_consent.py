@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 
 def _ask_for_the_stub(page: Any, key: str) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 from playwright.sync_api import Page, expect
 
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 WIDE = {"width": 1280, "height": 900}
 NARROW = {"width": 390, "height": 844}

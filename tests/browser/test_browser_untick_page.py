@@ -17,8 +17,8 @@ from playwright.async_api import async_playwright, expect
 
 from tests.browser.conftest import CHROMIUM_ARGS, _chromium
 from tests.browser.serve import STUB, make_catalog
-from tests.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ from app.runtime import Runtime
 from setup_agent.setup.service import CallContext
 from tests.browser.conftest import CHROMIUM_ARGS, _chromium
 from tests.fakes.oauth_server import OAuthPair, serve_oauth_pair
-from tests.oauth_runtime import NAME, oauth_runtime
-from tests.timeouts import scaled
+from tests.helpers.oauth_runtime import NAME, oauth_runtime
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 from tests.browser.serve import start_serve, stop_serve
 from tests.browser.test_browser_flow import open_page, shot
 from tests.fakes.oauth_server import OAuthPair, remote_server_json, serve_oauth_pair
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 NAME = "io.test/notes"
 

@@ -16,10 +16,10 @@ import pytest
 
 from setup_agent.gateway.discover import DISCOVER_NAMES
 from setup_agent.setup.tool_specs import TOOL_NAMES
-from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
-from tests.processes import no_process_left
+from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.helpers.processes import no_process_left
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import stub_catalog
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

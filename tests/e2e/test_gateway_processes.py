@@ -14,7 +14,8 @@ import anyio
 import pexpect
 import pytest
 
-from tests.mcp_face import (
+from tests.e2e.test_gateway_e2e import STUB, ListChanges, lists_tool, make_catalog, tool_names
+from tests.helpers.mcp_face import (
     REPO,
     Browser,
     Recorder,
@@ -24,9 +25,8 @@ from tests.mcp_face import (
     mcp_setup_argv,
     mcp_setup_client,
 )
-from tests.processes import no_process_left
-from tests.test_gateway_e2e import STUB, ListChanges, lists_tool, make_catalog, tool_names
-from tests.timeouts import scaled
+from tests.helpers.processes import no_process_left
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -115,7 +115,7 @@ async def test_a_disabled_server_leaves_the_other_process_list_and_comes_back_wh
 
 def test_serve_shows_a_server_installed_by_the_terminal_agent_as_connected(tmp_path: Path, canary: str) -> None:
     from tests.browser.serve import start_serve, stop_serve
-    from tests.test_agent_support import make_catalog as agent_catalog
+    from tests.helpers.agent import make_catalog as agent_catalog
 
     catalog = agent_catalog(tmp_path, canary)
     served = start_serve(tmp_path, catalog)

@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
-from tests.processes import no_process_left, processes_mentioning
+from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.helpers.processes import no_process_left, processes_mentioning
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import stub_catalog
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -228,7 +228,7 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
 
     from setup_agent.secrets.vault import Vault
     from setup_agent.store.database import Store
-    from tests.mcp_face import REPO, mcp_setup_argv
+    from tests.helpers.mcp_face import REPO, mcp_setup_argv
     from tests.stub_server.bundle import SERVER_PY, sha256_hex
     from tests.stub_server.server import Stub
 

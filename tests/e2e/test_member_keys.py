@@ -29,10 +29,10 @@ from sqlalchemy import MetaData, create_engine, select
 
 from setup_agent.secrets.vault import Vault
 from tests.browser.serve import STUB, Served, start_serve, stop_serve
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.processes import process_alive, processes_mentioning, wait_gone
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.processes import process_alive, processes_mentioning, wait_gone
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 KEY_HASH = re.compile(r"sha256=([0-9a-f]{64}) run=([0-9a-f]{16})")
 

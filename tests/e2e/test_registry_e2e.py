@@ -13,14 +13,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.e2e.test_mcp_face_e2e import all_bytes_under
 from tests.fakes.file_server import serve_file
 from tests.fakes.official_registry import FakeOfficialRegistry
-from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
-from tests.processes import processes_mentioning
+from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.helpers.processes import processes_mentioning
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, sha256_hex, stub_server_json
 from tests.stub_server.http_server import serve_http_stub
-from tests.test_mcp_face_e2e import all_bytes_under
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -25,12 +25,19 @@ import pytest
 from setup_agent.secrets.vault import Vault
 from setup_agent.store import PendingApprovals, owner_alive
 from setup_agent.store.database import Store
+from tests.app.web.test_team_gateway import start
 from tests.browser.serve import STUB, Served, make_catalog, stop_serve
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.team_balancer import PUBLIC_HOST, REPLICA_HOSTS, Client, free_common_port, nginx_balancer, nginx_binary
-from tests.test_team_gateway import start
-from tests.test_team_shared_state import every_cell
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.team_balancer import (
+    PUBLIC_HOST,
+    REPLICA_HOSTS,
+    Client,
+    free_common_port,
+    nginx_balancer,
+    nginx_binary,
+)
+from tests.helpers.timeouts import scaled
+from tests.setup_agent.store.test_team_shared_state import every_cell
 
 pytestmark = pytest.mark.skipif(
     nginx_binary() is None and os.environ.get("CI") != "true",
@@ -280,7 +287,7 @@ def test_tls_ended_at_nginx_with_plain_http_to_the_replicas_hands_out_https_link
     """README "Behind a load balancer": nginx ends TLS, the replicas speak plain HTTP behind it, and
     ``MCP_SETUP_PUBLIC_URL`` (set at start, never taken from a request header) makes every link
     they hand out name the balancer's https address."""
-    from tests.test_team_gateway import self_signed
+    from tests.app.web.test_team_gateway import self_signed
 
     cert, key = self_signed(tmp_path, PUBLIC_HOST)
     team.env["MCP_SETUP_PUBLIC_URL"] = f"https://{PUBLIC_HOST}:{team.port}"

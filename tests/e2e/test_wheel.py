@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.browser.serve import start_serve, stop_serve
-from tests.mcp_face import REPO
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import REPO
+from tests.helpers.timeouts import scaled
 
 PAGE = REPO / "ui"
 AGENT_DEFS = REPO / "agents"

@@ -23,13 +23,14 @@ from mcp_types import PaginatedRequestParams
 try:
     import tests.stub_server  # noqa: F401
 except ModuleNotFoundError:  # repo root not on sys.path (no pytest `pythonpath` setting)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.helpers.paths import FIXTURES, STUB_DIR
+from tests.helpers.timeouts import scaled
 from tests.stub_server import bundle as stub_bundle
 from tests.stub_server import http_server
 from tests.stub_server.procs import INIT_PARAMS, PidFile, RawStub, alive, first_error
-from tests.timeouts import scaled
 
-STUB_DIR = Path(__file__).parent / "stub_server"
+STUB_DIR = STUB_DIR
 MODERN = STUB_DIR / "modern_server.py"
 RIGHT = "right-value-7f3c9a1e5b2d4c6f8a0b"
 WRONG = "wrong-value-0000000000000000"
@@ -413,7 +414,7 @@ def test_bundle_hash_and_no_plain_value(tmp_path):
 def test_server_json_matches_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     doc = stub_bundle.stub_server_json("file:///x/stub-1.0.0.mcpb", "a" * 64)
-    schema_path = Path(__file__).parent / "fixtures/registry/official/schemas/2025-12-11.server.schema.json"
+    schema_path = FIXTURES / "registry/official/schemas/2025-12-11.server.schema.json"
     if not schema_path.exists():
         pytest.skip("schema fixture not present")
     jsonschema.validate(doc, json.loads(schema_path.read_text()))

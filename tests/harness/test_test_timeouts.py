@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.mcp_face import REPO
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import REPO
+from tests.helpers.timeouts import scaled
 
 STUCK = """
 import asyncio

@@ -11,8 +11,8 @@ from typing import Any
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.secrets.prompts import PendingPrompt
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 __all__ = ["SETUP_AGENT_TOOLS", "STUB", "ScriptedIO", "agent_runtime", "make_catalog"]
 

@@ -19,9 +19,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.message import SessionMessage
 
-from tests.timeouts import scaled
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import REPO  # noqa: F401 - re-exported: the tests import it from here
+from tests.helpers.timeouts import scaled
 
 
 def mcp_setup_argv(*args: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from tests.fakes.oauth_server import OAuthPair, remote_server_json
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 __all__ = ["NAME", "oauth_runtime"]
 

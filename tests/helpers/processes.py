@@ -7,7 +7,7 @@ import select
 import time
 from pathlib import Path
 
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 __all__ = ["no_process_left", "pids_in", "process_alive", "processes_mentioning", "wait_gone"]
 

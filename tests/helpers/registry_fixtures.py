@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.fakes.smithery_registry import DEFAULT_API_KEY, FakeSmitheryRegistry
+from tests.helpers.paths import FIXTURES
 
 __all__ = [
     "OFFICIAL_FIXTURES",
@@ -27,7 +27,7 @@ __all__ = [
     "smithery_server",
 ]
 
-OFFICIAL_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "registry" / "official"
+OFFICIAL_FIXTURES = FIXTURES / "registry" / "official"
 SAMPLE_FILES = ("servers_sample_2025-12-18.json", "seed.json", "seed_2025-09-29.json")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 REPLICA_HOSTS = ("127.0.0.2", "127.0.0.3")
 BALANCER_HOST = "127.0.0.1"

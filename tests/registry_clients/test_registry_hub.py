@@ -22,10 +22,10 @@ from registry_clients import (
     Summary,
     build_sources,
 )
-from tests.conftest_registry import FakeClock
 from tests.fakes import closed_port_url
 from tests.fakes.smithery_registry import DEFAULT_API_KEY
-from tests.timeouts import scaled
+from tests.helpers.registry_fixtures import FakeClock
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from registry_clients import LocalCatalog, RegistryNotFound, RegistrySource
-from tests.conftest_registry import load_fixture
+from tests.helpers.registry_fixtures import load_fixture
 
 pytestmark = pytest.mark.anyio
 

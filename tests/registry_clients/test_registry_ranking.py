@@ -13,7 +13,7 @@ from registry_clients.official import OfficialRegistry
 from registry_clients.ranking import version_key
 from registry_clients.spelling import Vocabulary, allowed, distance
 from registry_clients.synonyms import alternatives, alternatives_of
-from tests.conftest_registry import SAMPLE_FILES, load_fixture
+from tests.helpers.registry_fixtures import SAMPLE_FILES, load_fixture
 
 pytestmark = pytest.mark.anyio
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from registry_clients.serverjson import parse_server_json
-from tests.conftest_registry import SAMPLE_FILES, load_fixture
-from tests.registry_judge import expected_options
+from tests.helpers.registry_fixtures import SAMPLE_FILES, load_fixture
+from tests.helpers.registry_judge import expected_options
 
 # The rule, written again from its text, lives in tests/registry_judge.py.
 

@@ -10,6 +10,7 @@ import pytest
 from registry_clients import RegistryAuthFailed, RegistryNotFound, SmitheryRegistry
 from registry_clients.smithery import smithery_detail
 from tests.fakes.smithery_registry import DEFAULT_API_KEY, FakeSmitheryRegistry
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.anyio
 
@@ -174,12 +175,11 @@ async def test_a_smithery_outage_is_a_registry_error_not_an_auth_error(smithery_
 
 def test_the_default_smithery_host_is_the_current_platform_api_not_the_legacy_registry() -> None:
     import json
-    from pathlib import Path
 
     from app.settings import Settings
     from registry_clients.smithery import DEFAULT_SMITHERY_URL
 
-    spec = json.loads((Path(__file__).parent / "fixtures/registry/smithery/api-openapi.json").read_text())
+    spec = json.loads((FIXTURES / "registry/smithery/api-openapi.json").read_text())
     assert DEFAULT_SMITHERY_URL == spec["servers"][0]["url"] == "https://api.smithery.ai"
     assert Settings().smithery_url == DEFAULT_SMITHERY_URL
 

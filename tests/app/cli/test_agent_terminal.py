@@ -13,9 +13,9 @@ from keyring.backends import fail
 
 from app.runtime import build_runtime, openai_options
 from app.settings import Settings
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.test_agent_support import STUB, make_catalog
-from tests.timeouts import scaled
+from tests.helpers.agent import STUB, make_catalog
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 
 HIDDEN = r"STUB_API_KEY \(hidden\): "
 

@@ -15,7 +15,7 @@ import pexpect
 import pytest
 
 from tests.browser.serve import STUB, make_catalog
-from tests.mcp_face import REPO, Browser, Recorder, call, face_env, mcp_setup_argv, mcp_setup_client
+from tests.helpers.mcp_face import REPO, Browser, Recorder, call, face_env, mcp_setup_argv, mcp_setup_client
 
 pytestmark = pytest.mark.anyio
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 
@@ -97,7 +97,7 @@ def wait_for_pid(fifo: int, timeout: float = scaled(60.0)) -> int:
 def test_ctrl_c_during_the_connection_test_cancels_with_exit_130_and_leaves_no_process(
     tmp_path: Path, canary: str
 ) -> None:
-    from tests.processes import process_alive, processes_mentioning, wait_gone
+    from tests.helpers.processes import process_alive, processes_mentioning, wait_gone
 
     pid_file = tmp_path / "pids"
     os.mkfifo(pid_file)

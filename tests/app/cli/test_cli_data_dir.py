@@ -21,9 +21,9 @@ from app.cli.data_dir import KEY_FILE_NAME
 from setup_agent.errors import CommandNotFound, DataDirUnusable, StoreError
 from setup_agent.secrets.vault import KEY_FILE_NAME as VAULT_KEY_FILE_NAME
 from setup_agent.translation import data_dir_error
-from tests.mcp_face import REPO, mcp_setup_argv
-from tests.test_cli_servers import STUB, DataDir
-from tests.timeouts import scaled
+from tests.app.cli.test_cli_servers import STUB, DataDir
+from tests.helpers.mcp_face import REPO, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 
 #: What a person runs first: each must say what is wrong with the folder.
 COMMANDS: list[tuple[str, ...]] = [

@@ -23,9 +23,9 @@ from app.settings import Settings
 from setup_agent.gateway.server_logs import log_path
 from setup_agent.store.engine import HEAD_REVISION
 from setup_agent.store.records import newest_migration, read_sqlite_servers
-from tests.mcp_face import REPO
-from tests.test_cli_servers import OTHER, STUB, DataDir
-from tests.timeouts import scaled
+from tests.app.cli.test_cli_servers import OTHER, STUB, DataDir
+from tests.helpers.mcp_face import REPO
+from tests.helpers.timeouts import scaled
 
 #: Never loaded by a read-only command (the stdio face's tools/list avoids the same ones).
 HEAVY = (

@@ -13,8 +13,8 @@ from setup_agent.errors import SetupError
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
-from tests.mcp_face import Recorder, call, mcp_setup_client
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import Recorder, call, mcp_setup_client
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.anyio
 async def test_the_setup_tools_declare_titles_and_annotations_and_refuse_a_page_size_of_the_wrong_type(
     tmp_path: Path,
 ) -> None:
-    from tests.mcp_face import face_env
+    from tests.helpers.mcp_face import face_env
 
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(tmp_path / "catalog"))
     with anyio.fail_after(scaled(60)):

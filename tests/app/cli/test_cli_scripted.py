@@ -11,9 +11,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.test_cli_add_flow import make_catalog
-from tests.timeouts import scaled
+from tests.app.cli.test_cli_add_flow import make_catalog
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 
 
 def env_for(tmp_path: Path, catalog: Path, **extra: str) -> dict[str, str]:

@@ -25,9 +25,9 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
-from tests.timeouts import scaled
 
 STUB = "io.github.acme/stub-search"
 OTHER = "io.github.acme/other"
@@ -347,8 +347,8 @@ def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, ca
 def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_server(
     tmp_path: Path, canary: str
 ) -> None:
-    from tests.test_agent_support import STUB as CATALOG_STUB
-    from tests.test_agent_support import make_catalog
+    from tests.helpers.agent import STUB as CATALOG_STUB
+    from tests.helpers.agent import make_catalog
 
     catalog = make_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))

@@ -17,9 +17,9 @@ from setup_agent.setup import InstallRequest
 from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_file
 from tests.fakes.official_registry import FakeOfficialRegistry
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 

@@ -9,10 +9,10 @@ import anyio
 import pexpect
 
 from setup_agent.store import read_sqlite_catalog
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.test_agent_support import STUB, make_catalog
-from tests.test_agent_terminal import HIDDEN, finish, installed_servers
-from tests.timeouts import scaled
+from tests.app.cli.test_agent_terminal import HIDDEN, finish, installed_servers
+from tests.helpers.agent import STUB, make_catalog
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 
 ALLOW = r"Allow this\? \[y/N\]: "
 UNTICK = r"Untick which tools\? Their numbers, e\.g\. 2 5-7 \(Enter for none\): "

@@ -20,9 +20,9 @@ from keyring.backends import fail
 from app.runtime import build_runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 EVIL = {

@@ -12,8 +12,8 @@ import mcp_types as types
 import pytest
 
 from tests.browser.serve import make_catalog
-from tests.mcp_face import Recorder, call, face_env, mcp_setup_client
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import Recorder, call, face_env, mcp_setup_client
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from app.mcp.face import PROMPT_URI_PREFIX, provenance_label
-from tests.mcp_face import REPO, Recorder, face_env, mcp_setup_argv, mcp_setup_client
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import REPO, Recorder, face_env, mcp_setup_argv, mcp_setup_client
+from tests.helpers.timeouts import scaled
 
 SMOKE_INPUT = (
     "\n".join(

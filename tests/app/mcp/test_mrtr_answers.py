@@ -22,8 +22,8 @@ import mcp_types as types
 import pytest
 
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
-from tests.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

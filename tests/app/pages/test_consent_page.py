@@ -13,7 +13,7 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.prompts import PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.setup.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 
 @pytest.fixture

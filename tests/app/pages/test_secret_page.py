@@ -13,7 +13,7 @@ from app.pages.secret import SECURITY_HEADERS
 from app.pages.server import SecretPageServer
 from setup_agent.secrets.prompts import PendingPrompt, PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 CANARY = "canary-Pg52-must-never-appear-e91c"
 CSP = "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"

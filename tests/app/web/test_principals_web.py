@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -359,7 +359,7 @@ def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_perso
 
 
 def test_the_guard_counts_per_token_so_a_new_mcp_session_does_not_start_from_zero(tmp_path: Path, canary: str) -> None:
-    from tests.test_web_serve import install_stub
+    from tests.app.web.test_web_serve import install_stub
 
     catalog = make_catalog(tmp_path, canary)
     served = start_serve(tmp_path, catalog)  # consent off

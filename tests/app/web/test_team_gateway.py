@@ -26,8 +26,8 @@ from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from setup_agent.store.tokens import Tokens
 from tests.browser.serve import STUB, Served, make_catalog, stop_serve
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 
 URL_LINE = re.compile(r"(https?)://([^/\s]+):(\d+)/\?t=([A-Za-z0-9_\-]+)")
 

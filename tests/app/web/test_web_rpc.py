@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.browser.serve import STUB, Served, serving
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 

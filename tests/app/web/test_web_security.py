@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.browser.serve import Served, raw_handshake, serving
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 EVIL = "http://evil.example"

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.processes import processes_mentioning, wait_gone
-from tests.timeouts import scaled
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.processes import processes_mentioning, wait_gone
+from tests.helpers.timeouts import scaled
 
 
 def install_stub(served: Served, value: str) -> str:

@@ -13,8 +13,8 @@ from setup_agent.agent.archetypes import load_archetypes
 from setup_agent.agent.harness import WITHHELD, AgentSession, looks_like_secret, scrub_secrets
 from setup_agent.agent.spawn import spawn_subagent
 from setup_agent.secrets.redact import Redactor
-from tests.test_agent_support import SETUP_AGENT_TOOLS, ScriptedIO, agent_runtime, make_catalog
-from tests.timeouts import scaled
+from tests.helpers.agent import SETUP_AGENT_TOOLS, ScriptedIO, agent_runtime, make_catalog
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ import pytest
 
 from setup_agent.agent.spawn import spawn_subagent
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, remote_server_json, serve_oauth_pair
-from tests.test_agent_support import ScriptedIO, agent_runtime
-from tests.timeouts import scaled
+from tests.helpers.agent import ScriptedIO, agent_runtime
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -17,9 +17,9 @@ import pytest
 from setup_agent.secrets.refs import REF_PATTERN
 from setup_agent.setup.tool_specs import TOOL_NAMES
 from tests.browser.serve import Served, start_serve, stop_serve
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
-from tests.timeouts import scaled
 
 CANARY = "canary-" + uuid.uuid4().hex
 REGION = "region-" + uuid.uuid4().hex  # a non-secret setting's value: never shown either

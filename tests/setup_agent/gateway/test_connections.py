@@ -17,9 +17,9 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
-from tests.processes import process_alive
+from tests.helpers.processes import process_alive
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,8 @@ from setup_agent.launch.bundle import fetch_bundle, file_sha256, unpack_bundle
 from setup_agent.launch.manifest import read_manifest, required_keys_from_manifest, spec_from_manifest
 from setup_agent.launch.packages import INSTALL_HINTS, build_spec, runner_availability
 from setup_agent.launch.spec import fill
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import zip_files
-from tests.timeouts import scaled
 
 CANARY = "canary-51d0-SECRET-value"
 

@@ -19,7 +19,7 @@ from app.settings import Settings
 from setup_agent.launch.bundle_cache import BundleCache
 from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_bundle_catalog, serve_file
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 STUB = "io.github.acme/stub"
 

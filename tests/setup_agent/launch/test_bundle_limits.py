@@ -16,8 +16,8 @@ from setup_agent.launch.bundle import fetch_bundle, unpack_bundle
 from setup_agent.launch.manifest import MAX_MANIFEST_BYTES, read_manifest
 from setup_agent.setup.service import CallContext
 from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_server_json, zip_files
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -23,11 +23,11 @@ import pytest
 
 from setup_agent.launch.procs import Owner, ProcessLedger, claim_dir, start_time, sweep_install_dirs
 from setup_agent.launch.scratch import make_scratch_dir, sweep_scratch
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
-from tests.processes import process_alive, wait_gone
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.processes import process_alive, wait_gone
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
 from tests.stub_server.procs import kill_and_wait
-from tests.timeouts import scaled
 
 NAME = "io.test/stuck"
 

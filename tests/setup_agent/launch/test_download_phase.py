@@ -21,11 +21,11 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.launch.fetch import Fetcher, fetch_plan, npx_entry_name
 from setup_agent.launch.spec import LaunchSpec
-from tests import package_flow
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
-from tests.package_flow import write_catalog_entry
-from tests.processes import processes_mentioning, wait_gone
-from tests.timeouts import scaled
+from tests.helpers import package_flow
+from tests.helpers.package_flow import write_catalog_entry
+from tests.helpers.processes import processes_mentioning, wait_gone
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -399,8 +399,8 @@ def test_a_crash_during_a_prefetch_leaves_nothing_after_the_next_start(tmp_path:
 
     from app.runtime import sweep_leftovers
     from setup_agent.launch.procs import ProcessLedger
-    from tests.mcp_face import REPO
-    from tests.processes import processes_mentioning, wait_gone
+    from tests.helpers.mcp_face import REPO
+    from tests.helpers.processes import processes_mentioning, wait_gone
 
     env = private_host_env(tmp_path)
     home = tmp_path / "data"

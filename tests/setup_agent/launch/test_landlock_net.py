@@ -20,7 +20,7 @@ import pytest
 
 from setup_agent.launch import landlock
 from setup_agent.launch.landlock import NET_ABI, abi_version, network_rules
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.skipif(
     abi_version() < NET_ABI, reason=f"this kernel has no Landlock TCP rules (ABI {NET_ABI}, Linux 6.7)"

@@ -18,7 +18,7 @@ import pytest
 from setup_agent.launch.net_policy import Endpoint, NetPolicy
 from setup_agent.launch.net_proxy import NetProxy, ProxyLimits, ProxyListener
 from setup_agent.launch.net_record import Attempt, NetRecord
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -33,14 +33,15 @@ from setup_agent.launch.net_proxy import NetProxy
 from setup_agent.launch.net_record import NetRecord
 from setup_agent.launch.netns import NetnsBridge, bootstrap_python
 from setup_agent.launch.sandbox import Profile, Sandbox
-from tests.timeouts import scaled
+from tests.helpers.paths import STUB_DIR
+from tests.helpers.timeouts import scaled
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
 ]
 
-PROBE = Path(__file__).parent / "stub_server" / "net_probe.py"
+PROBE = STUB_DIR / "net_probe.py"
 #: Spellings of the host's loopback, each with the port that was not granted.
 FORMS = (
     "127.0.0.1",

@@ -20,15 +20,16 @@ import pytest
 
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
-from tests import package_flow
-from tests.package_flow import write_catalog_entry
-from tests.timeouts import scaled
+from tests.helpers import package_flow
+from tests.helpers.package_flow import write_catalog_entry
+from tests.helpers.paths import STUB_DIR
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
 NAME = "io.test/oci-stub"
 IMAGE = "ghcr.io/mcp-setup-test/stub"
-STUB = Path(__file__).parent / "stub_server" / "server.py"
+STUB = STUB_DIR / "server.py"
 
 FAKE_DOCKER = """#!{python}
 import os, sys

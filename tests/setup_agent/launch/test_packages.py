@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from setup_agent.launch.packages import (
     registry_template,
 )
 from setup_agent.launch.spec import fill
+from tests.helpers.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "registry" / "official"
+FIXTURES = FIXTURES / "registry" / "official"
 CANARY = "canary-7f3c9e1d-SECRET-must-not-reach-argv"
 
 
@@ -395,7 +395,7 @@ def _all_sample_details():
 
 def test_every_real_sample_package_builds_and_oci_env_secrets_never_reach_argv():
     built = 0
-    from tests.registry_judge import REFUSED
+    from tests.helpers.registry_judge import REFUSED
 
     for detail in _all_sample_details():
         for pkg in detail.packages:

@@ -21,11 +21,12 @@ from setup_agent.launch.listeners import classify, listening_inodes, tree_pids
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
-from tests.processes import no_process_left
+from tests.helpers.paths import REPO
+from tests.helpers.processes import no_process_left
 
 pytestmark = pytest.mark.anyio
 
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(REPO)
 CANARY = "Bearer squatter-canary-7f3a91"
 
 

@@ -23,11 +23,11 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.launch.fetch import Fetcher, fetch_plan, prefetch_plan
 from setup_agent.launch.spec import LaunchSpec
-from tests import package_flow
 from tests.fakes.pypi_index import PypiIndex, marker_sdist, serve_pypi_package, stub_wheel
-from tests.package_flow import write_catalog_entry
-from tests.processes import processes_mentioning, wait_gone
-from tests.timeouts import scaled
+from tests.helpers import package_flow
+from tests.helpers.package_flow import write_catalog_entry
+from tests.helpers.processes import processes_mentioning, wait_gone
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

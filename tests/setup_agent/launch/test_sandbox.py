@@ -24,11 +24,12 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.launch.landlock import abi_version
 from setup_agent.setup.service import CallContext
+from tests.helpers.paths import REPO, STUB_DIR
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE_PY = Path(__file__).parent / "stub_server" / "hostile.py"
+HOSTILE_PY = STUB_DIR / "hostile.py"
 VICTIM, HOSTILE = "io.test/victim", "io.test/hostile"
 ATTEMPTS = (
     "data_key",
@@ -253,13 +254,13 @@ def test_a_sandboxed_server_dies_with_a_killed_mcp_setup(tmp_path: Path, mode: s
     import subprocess
     import sys
 
-    from tests.processes import process_alive, processes_mentioning, wait_gone
+    from tests.helpers.processes import process_alive, processes_mentioning, wait_gone
 
     if mode == "landlock" and abi_version() < 1:
         pytest.skip("no Landlock here")
     work = tmp_path / "data" / "srv_x"
     work.mkdir(parents=True)
-    repo = str(Path(__file__).parent.parent)
+    repo = str(REPO)
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, mode, str(work), canary],
         stdin=subprocess.PIPE,

@@ -22,8 +22,8 @@ from app.runtime import Runtime
 from setup_agent.oauth.sign_ins import GRANT_KEY
 from setup_agent.setup.service import CallContext
 from tests.fakes.oauth_server import OAuthPair, approve_over_http, serve_oauth_pair
-from tests.oauth_runtime import NAME, oauth_runtime
-from tests.timeouts import scaled
+from tests.helpers.oauth_runtime import NAME, oauth_runtime
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

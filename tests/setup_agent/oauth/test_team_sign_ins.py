@@ -35,9 +35,9 @@ from setup_agent.setup.service import CallContext
 from setup_agent.store import SharedSignIns
 from setup_agent.store.database import Store
 from tests.fakes.oauth_server import OAuthPair, remote_server_json, serve_oauth_pair
-from tests.oauth_runtime import NAME
-from tests.test_team_shared_state import every_cell
-from tests.timeouts import scaled
+from tests.helpers.oauth_runtime import NAME
+from tests.helpers.timeouts import scaled
+from tests.setup_agent.store.test_team_shared_state import every_cell
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from setup_agent.errors import ArgumentsRefused, SessionLocked
 from setup_agent.secrets.guard import GuessGuard
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.refs import SecretRefStore
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 
 def _setup(value: str | None = None, **kwargs: object) -> tuple[GuessGuard, SecretRefStore, list[str]]:

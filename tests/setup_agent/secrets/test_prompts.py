@@ -13,7 +13,7 @@ import pytest
 from setup_agent.errors import InvalidInput, PromptAlreadyAnswered, PromptCancelled, PromptNotFound
 from setup_agent.secrets.prompts import PendingPrompt, PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 CANARY = "canary-Zq81-never-leak-7f3e"
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ast
 import gc
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import REPO
+
+ROOT = REPO
 
 #: ``module:qualified function`` → why it reads a secret in clear.
 ALLOWED = {

@@ -10,7 +10,7 @@ import pytest
 
 from setup_agent.errors import InvalidInput, SecretExpired, SecretMissing, SecretPending, SecretWrongKey
 from setup_agent.secrets.refs import SecretRefStore, SecretValue, is_ref
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 
 class Clock:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 import httpx
 import pytest
@@ -14,7 +13,8 @@ from app.cli.terminal import TerminalIO
 from app.pages.server import SecretPageServer
 from setup_agent.secrets.prompts import WEAK_VALUE_WARNING, PromptBroker, is_weak_value
 from setup_agent.secrets.refs import SecretRefStore
-from tests.timeouts import scaled
+from tests.helpers.paths import REPO
+from tests.helpers.timeouts import scaled
 
 WEAK = ["1234", "4821", "hunter2", "Summer2024!", "Password1", "password123", "20240101", "aaaaaaaaaa", "qwertyuiop"]
 STRONG = [
@@ -36,7 +36,7 @@ def test_random_tokens_are_not_weak(value: str) -> None:
 
 
 def test_the_web_modal_uses_the_same_rule_and_words() -> None:
-    js = (Path(__file__).resolve().parent.parent / "ui" / "js" / "secret_modal.js").read_text()
+    js = (REPO / "ui" / "js" / "secret_modal.js").read_text()
     words = " ".join(WEAK_VALUE_WARNING.split())
     js_text = " ".join(
         "".join(re.findall(r'"([^"]*)"', js.split("export var WEAK_VALUE_WARNING =", 1)[1].split(";", 1)[0])).split()

@@ -18,9 +18,9 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.errors import StoreError
 from setup_agent.setup.service import CallContext
-from tests.processes import pids_in, process_alive, processes_mentioning, wait_gone
+from tests.helpers.processes import pids_in, process_alive, processes_mentioning, wait_gone
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,8 @@ from app.settings import Settings
 from setup_agent.launch import local_command, materialize
 from setup_agent.setup import TestRequest
 from setup_agent.setup.service import CallContext
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -23,10 +23,10 @@ from setup_agent.errors import InvalidInput
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.setup.consent import ConsentBroker, ConsentWarning, build_consent_request
 from setup_agent.setup.service import CallContext
-from tests.processes import processes_mentioning
+from tests.helpers.processes import processes_mentioning
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

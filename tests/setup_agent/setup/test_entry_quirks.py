@@ -22,7 +22,7 @@ from setup_agent.launch.packages import build_spec, choose_package, unset_keys
 from setup_agent.launch.spec import fill
 from setup_agent.setup.bundle_manifests import BundleManifests
 from setup_agent.setup.service import CallContext
-from tests.conftest_registry import SAMPLE_FILES, load_fixture
+from tests.helpers.registry_fixtures import SAMPLE_FILES, load_fixture
 
 
 def entry(name: str, version: str | None = None) -> dict[str, Any]:

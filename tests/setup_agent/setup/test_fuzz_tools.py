@@ -27,7 +27,7 @@ from app.web.security import TOKEN_HEADER
 from setup_agent.setup.service import CallContext
 from setup_agent.setup.tool_specs import TOOL_NAMES, TOOL_SPECS
 from tests.browser.serve import STUB, make_catalog
-from tests.timeouts import scaled
+from tests.helpers.timeouts import scaled
 
 SERVICE_EXAMPLES = 7_000
 RPC_EXAMPLES = 3_500

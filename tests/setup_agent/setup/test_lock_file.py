@@ -25,9 +25,9 @@ from app.settings import Settings
 from setup_agent.setup import CallContext, InstallRequest
 from tests.fakes.loopback import TrickleHandler, serve_loopback
 from tests.fakes.official_registry import FakeOfficialRegistry
-from tests.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
 STUB = "io.github.mcp-setup/stub"
 PROMPT = rf"STUB_API_KEY for {STUB} \(hidden\): "
@@ -379,7 +379,7 @@ def test_an_npm_lock_entry_carries_its_integrity_applies_elsewhere_and_a_tarball
     tmp_path: Path, canary: str
 ) -> None:
     from tests.fakes.npm_registry import serve_npm_package
-    from tests.package_flow import write_catalog_entry
+    from tests.helpers.package_flow import write_catalog_entry
 
     name, package = "io.test/npm-stub", "mcp-setup-npm-stub"
     with serve_npm_package(package, "1.0.0") as registry:

@@ -9,8 +9,8 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
 from tests.fakes.oauth_server import serve_oauth_pair
+from tests.helpers.timeouts import scaled
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

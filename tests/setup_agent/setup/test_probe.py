@@ -20,13 +20,14 @@ from setup_agent.errors import (
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
-from tests.processes import pids_in, process_alive
+from tests.helpers.paths import STUB_DIR
+from tests.helpers.processes import pids_in, process_alive
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
-MODERN_PY = Path(__file__).parent / "stub_server" / "modern_server.py"
+MODERN_PY = STUB_DIR / "modern_server.py"
 
 
 def stub_spec(expected: str, *, mode: str = "", pid_file: Path | None = None, **extra: str) -> LaunchSpec:

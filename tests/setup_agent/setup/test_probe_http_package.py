@@ -12,12 +12,13 @@ import pytest
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
-from tests.processes import no_process_left
-from tests.timeouts import scaled
+from tests.helpers.paths import REPO
+from tests.helpers.processes import no_process_left
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(REPO)
 
 
 def free_port() -> int:

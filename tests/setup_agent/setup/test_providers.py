@@ -16,8 +16,9 @@ from setup_agent.errors import ConfigInvalid, NotAdmitted
 from setup_agent.setup.providers import load_provider_config, normalize_provider_id, parse_provider_config
 from setup_agent.setup.service import CallContext
 from tests.fakes.file_server import serve_bundle_catalog
-from tests.processes import processes_mentioning
-from tests.timeouts import scaled
+from tests.helpers.paths import REPO
+from tests.helpers.processes import processes_mentioning
+from tests.helpers.timeouts import scaled
 
 STUB = "io.github.acme/stub"
 
@@ -253,7 +254,7 @@ async def test_an_admitted_or_ungoverned_server_is_tested_as_before(
 
 
 def test_the_readme_config_example_is_a_valid_config() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     config = parse_provider_config(example, Path("README.md"))
     assert config.admission == "eligible-providers"

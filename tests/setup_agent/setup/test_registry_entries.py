@@ -16,7 +16,7 @@ from setup_agent.errors import InvalidEntry, NoRunnablePackage
 from setup_agent.launch.packages import build_spec, choose_package, package_platform, unset_keys
 from setup_agent.launch.spec import fill
 from setup_agent.setup.service import CallContext
-from tests.conftest_registry import SAMPLE_FILES, load_fixture
+from tests.helpers.registry_fixtures import SAMPLE_FILES, load_fixture
 
 
 def entry(name: str, version: str | None = None) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from registry_clients.serverjson import parse_server_json
 from setup_agent.errors import SetupError
 from setup_agent.launch.packages import build_spec, unset_keys
 from setup_agent.setup.service import CallContext
-from tests.conftest_registry import SAMPLE_FILES, load_fixture
 from tests.fakes.official_registry import FakeOfficialRegistry
-from tests.registry_judge import REFUSED, expected_options, judge_spec, raw_options
+from tests.helpers.registry_fixtures import SAMPLE_FILES, load_fixture
+from tests.helpers.registry_judge import REFUSED, expected_options, judge_spec, raw_options
 
 pytestmark = pytest.mark.anyio
 

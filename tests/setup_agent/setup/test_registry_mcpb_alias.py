@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
-from tests.processes import no_process_left
+from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
+from tests.helpers.processes import no_process_left
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import stub_catalog
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -25,9 +25,9 @@ from registry_clients.models import SearchPage
 from registry_clients.official import OfficialRegistry
 from registry_clients.ranking import rank, stem
 from registry_clients.smithery import SmitheryRegistry
-from tests.conftest_registry import SAMPLE_FILES, load_fixture
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.fakes.smithery_registry import DEFAULT_API_KEY, FakeSmitheryRegistry
+from tests.helpers.registry_fixtures import SAMPLE_FILES, load_fixture
 
 pytestmark = pytest.mark.anyio
 

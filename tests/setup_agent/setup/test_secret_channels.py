@@ -15,8 +15,8 @@ import pytest
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_manifest, stub_server_json
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -15,9 +15,9 @@ import pytest
 from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
-from tests.processes import processes_mentioning
+from tests.helpers.processes import processes_mentioning
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, build_stub_bundle, sha256_hex, stub_manifest, stub_server_json
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from app.runtime import Runtime, build_runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from setup_agent.setup.tool_args import MAX_ARGUMENTS_CHARS, MAX_VALUE_CHARS
-from tests.processes import processes_mentioning
+from tests.helpers.processes import processes_mentioning
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 pytestmark = pytest.mark.anyio

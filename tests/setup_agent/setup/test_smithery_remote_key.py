@@ -16,10 +16,11 @@ from registry_clients.serverjson import parse_server_json
 from registry_clients.smithery import smithery_detail
 from setup_agent.setup.service import CallContext
 from tests.fakes.smithery_registry import FakeSmitheryRegistry
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.anyio
 
-OFFICIAL = Path(__file__).parent / "fixtures" / "registry" / "official" / "servers_sample_2025-12-18.json"
+OFFICIAL = FIXTURES / "registry" / "official" / "servers_sample_2025-12-18.json"
 WHERE = "https://smithery.ai/account/api-keys"
 
 

@@ -6,16 +6,14 @@ the hand-written schemas before they were generated from the tools' argument mod
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from setup_agent.setup.tool_specs import TOOL_NAMES, TOOL_SPECS
+from tests.helpers.paths import FIXTURES
 
-SNAPSHOT: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "fixtures" / "tool_schemas.json").read_text(encoding="utf-8")
-)
+SNAPSHOT: list[dict[str, Any]] = json.loads((FIXTURES / "tool_schemas.json").read_text(encoding="utf-8"))
 
 
 def test_the_tools_are_the_snapshots_in_its_order() -> None:

@@ -28,8 +28,8 @@ from setup_agent.setup.service import CallContext
 from setup_agent.setup.tool_specs import TOOL_NAMES
 from setup_agent.store.database import Store
 from setup_agent.store.pins import diff_tools, is_cosmetic, reconcile, tools_hash
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

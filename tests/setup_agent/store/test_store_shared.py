@@ -26,10 +26,11 @@ from setup_agent.secrets.vault import Vault
 from setup_agent.setup.service import CallContext
 from setup_agent.store.database import Store
 from tests.conftest import POSTGRES_URL
+from tests.helpers.paths import REPO
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-from tests.timeouts import scaled
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 # A process that installs one server, pausing right before its INSERT until told "go".
 RACER = r"""
@@ -214,7 +215,7 @@ async def test_a_server_stored_under_another_key_fails_with_its_name_and_a_fix_a
 ) -> None:
     from setup_agent.gateway.connections import ConnectionManager
     from setup_agent.secrets.redact import Redactor
-    from tests.test_connections import install as install_stub
+    from tests.setup_agent.gateway.test_connections import install as install_stub
 
     data_dir = tmp_path / "data"
     with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as elsewhere:  # another machine's key

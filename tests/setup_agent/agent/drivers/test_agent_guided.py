@@ -12,8 +12,8 @@ import pytest
 from setup_agent.agent.drivers.guided import goal_query
 from setup_agent.agent.harness import WITHHELD, AgentCancelled
 from setup_agent.agent.spawn import spawn_subagent
-from tests.test_agent_support import STUB, ScriptedIO, agent_runtime, choose, make_catalog
-from tests.timeouts import scaled
+from tests.helpers.agent import STUB, ScriptedIO, agent_runtime, choose, make_catalog
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

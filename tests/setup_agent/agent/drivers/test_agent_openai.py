@@ -14,8 +14,8 @@ from setup_agent.agent.harness import WITHHELD
 from setup_agent.agent.spawn import spawn_subagent
 from tests.fakes import closed_port_url
 from tests.fakes.openai_server import FakeOpenAI, final, last_tool_result, tool_call, tool_calls
-from tests.test_agent_support import SETUP_AGENT_TOOLS, STUB, ScriptedIO, agent_runtime, make_catalog
-from tests.timeouts import scaled
+from tests.helpers.agent import SETUP_AGENT_TOOLS, STUB, ScriptedIO, agent_runtime, make_catalog
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
