@@ -13,8 +13,11 @@ import keyring.backend
 import keyring.errors
 import pytest
 
-from tests.helpers.timeouts import ENV as TIMEOUT_SCALE_ENV
-from tests.helpers.timeouts import SCALE as TIMEOUT_SCALE
+# The shared helpers assert too: their failures are explained like a test's own (before they load).
+pytest.register_assert_rewrite("tests.helpers", "tests.browser")
+
+from tests.helpers.timeouts import ENV as TIMEOUT_SCALE_ENV  # noqa: E402 - after the rewrite is registered
+from tests.helpers.timeouts import SCALE as TIMEOUT_SCALE  # noqa: E402
 
 pytest_plugins = ["tests.helpers.registry_fixtures"]
 

@@ -19,10 +19,10 @@ from typing import Any
 import anyio
 from playwright.sync_api import expect
 
-from tests.app.cli.test_cli_update import STUB, install_v1, publish
+from tests.browser.page import NARROW, WIDE, close_leaking_nothing, open_page, shot
 from tests.browser.serve import start_serve, stop_serve
-from tests.browser.test_browser_flow import NARROW, WIDE, close_leaking_nothing, open_page, shot
 from tests.helpers.timeouts import scaled
+from tests.helpers.updates import STUB, install_v1, publish
 
 
 def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_the_new_version_does_not_answer(

@@ -13,8 +13,8 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from tests.browser.page import open_page, shot
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
-from tests.browser.test_browser_flow import open_page, shot
 from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 

@@ -26,10 +26,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from playwright.sync_api import expect
 
+from tests.browser.page import NARROW, WIDE, close_leaking_nothing, open_page, shot
 from tests.browser.serve import start_serve, stop_serve
-from tests.browser.test_browser_flow import NARROW, WIDE, close_leaking_nothing, open_page, shot
-from tests.e2e.test_registry_e2e import everything_entry
 from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.helpers.registry_entries import everything_entry
 from tests.helpers.timeouts import scaled
 
 ECHO = "server-everything__echo"

@@ -16,22 +16,10 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from tests.browser.consent_steps import _ask_for_the_stub
+from tests.browser.page import close_leaking_nothing, open_page, shot
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
-from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
 from tests.helpers.timeouts import scaled
-
-
-def _ask_for_the_stub(page: Any, key: str) -> Any:
-    """The person starts a setup of the stub and types its key; returns the consent dialog."""
-    page.get_by_role("button", name="Add MCP server…").click()
-    goal = page.get_by_label("What do you want to set up?")
-    goal.fill("set up the stub server")
-    goal.press("Enter")
-    secret = page.get_by_role("dialog", name=re.compile("Enter your STUB_API_KEY"))
-    expect(secret).to_be_visible()
-    secret.get_by_label("Your STUB_API_KEY").fill(key)
-    secret.get_by_role("button", name="Save").click()
-    return page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
 
 
 def test_a_person_approves_the_launch_then_the_tools_in_the_consent_modal_and_the_server_installs(

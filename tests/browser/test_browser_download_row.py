@@ -9,8 +9,8 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from tests.browser.page import close_leaking_nothing, open_page, shot
 from tests.browser.serve import make_catalog, start_serve, stop_serve
-from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
 
 FEED = """async (events) => {
   const progress = await import("/static/progress.js");

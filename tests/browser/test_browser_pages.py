@@ -15,7 +15,7 @@ from app.pages.server import SecretPageServer
 from setup_agent.secrets.prompts import PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.setup.consent import ConsentBroker
-from tests.app.pages.test_consent_page import open_remote
+from tests.helpers.consent_page import open_remote
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}

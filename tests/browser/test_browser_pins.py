@@ -18,8 +18,8 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from tests.browser.page import close_leaking_nothing, open_page, shot
 from tests.browser.serve import STUB, start_serve, stop_serve
-from tests.browser.test_browser_flow import close_leaking_nothing, open_page, shot
 from tests.helpers.mcp_face import REPO, mcp_setup_argv
 from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json

@@ -9,8 +9,8 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from tests.browser.page import open_page, shot
 from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
-from tests.browser.test_browser_flow import open_page, shot
 
 PLAYWRIGHT = "io.example.search/playwright"
 

@@ -19,9 +19,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
 
+from tests.browser.consent_steps import _ask_for_the_stub
+from tests.browser.page import close_leaking_nothing, open_page
 from tests.browser.serve import make_catalog, start_serve, stop_serve
-from tests.browser.test_browser_consent import _ask_for_the_stub
-from tests.browser.test_browser_flow import close_leaking_nothing, open_page
 from tests.helpers.timeouts import scaled
 
 PHONE = {"width": 390, "height": 844}

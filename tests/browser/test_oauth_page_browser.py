@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.page import open_page, shot
 from tests.browser.serve import start_serve, stop_serve
-from tests.browser.test_browser_flow import open_page, shot
 from tests.fakes.oauth_server import OAuthPair, remote_server_json, serve_oauth_pair
 from tests.helpers.timeouts import scaled
 

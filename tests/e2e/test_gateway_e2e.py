@@ -11,52 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 
 from setup_agent.gateway.discover import DISCOVER_NAMES
 from setup_agent.setup.tool_specs import TOOL_NAMES
+from tests.helpers.gateway import STUB, ListChanges, lists_tool, make_catalog, tool_names
 from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.helpers.processes import no_process_left
 from tests.helpers.timeouts import scaled
-from tests.stub_server.bundle import stub_catalog
 
 pytestmark = pytest.mark.anyio
-
-STUB = "io.github.mcp-setup/stub"
-
-
-def make_catalog(root: Path, expected: str) -> Path:
-    return stub_catalog(root, expected, mode="echo_env")  # the stub echoes its env: the secret must come back redacted
-
-
-class ListChanges:
-    """Counts ``notifications/tools/list_changed`` (2025 era) as a client's message handler sees them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.event = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        root = getattr(message, "root", message)
-        if isinstance(root, types.ToolListChangedNotification) or getattr(root, "method", None) == (
-            "notifications/tools/list_changed"
-        ):
-            self.count += 1
-            self.event.set()
-
-    async def wait(self, timeout: float = scaled(10)) -> None:
-        with anyio.fail_after(timeout):
-            await self.event.wait()
-        self.event = anyio.Event()
-
-    async def until(self, check: Any, timeout: float = scaled(10)) -> None:
-        """Wait (bounded) for notifications until ``await check()`` holds (one change may
-        come as several notifications: the install, then the first connect's tool list)."""
-        with anyio.fail_after(timeout):
-            while not await check():
-                await self.event.wait()
-                self.event = anyio.Event()
 
 
 async def install_stub(client: Any, browser: Browser) -> str:
@@ -68,14 +32,6 @@ async def install_stub(client: Any, browser: Browser) -> str:
     )
     assert installed["status"] == "connected", installed
     return installed["server_id"]
-
-
-async def tool_names(client: Any) -> set[str]:
-    return {t.name for t in (await client.list_tools()).tools}
-
-
-async def lists_tool(client: Any, name: str, present: bool = True) -> bool:
-    return (name in await tool_names(client)) is present
 
 
 async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_through_the_gateway(

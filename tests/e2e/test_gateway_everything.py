@@ -23,9 +23,9 @@ import pytest
 from mcp import MCPError
 
 from setup_agent.store.catalog import gateway_name
-from tests.e2e.test_registry_e2e import everything_entry
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.helpers.mcp_face import Recorder, call, face_env, mcp_setup_client
+from tests.helpers.registry_entries import everything_entry
 
 pytestmark = pytest.mark.anyio
 

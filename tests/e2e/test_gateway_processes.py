@@ -14,7 +14,7 @@ import anyio
 import pexpect
 import pytest
 
-from tests.e2e.test_gateway_e2e import STUB, ListChanges, lists_tool, make_catalog, tool_names
+from tests.helpers.gateway import STUB, ListChanges, lists_tool, make_catalog, tool_names
 from tests.helpers.mcp_face import (
     REPO,
     Browser,

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.helpers.canary import all_bytes_under
 from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.helpers.processes import no_process_left, processes_mentioning
 from tests.helpers.timeouts import scaled
@@ -30,10 +31,6 @@ STUB = "io.github.mcp-setup/stub"
 
 def make_catalog(root: Path, expected: str) -> Path:
     return stub_catalog(root, expected)
-
-
-def all_bytes_under(path: Path) -> list[tuple[Path, bytes]]:
-    return [(p, p.read_bytes()) for p in path.rglob("*") if p.is_file()]
 
 
 async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path: Path, canary: str) -> None:

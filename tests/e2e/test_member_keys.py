@@ -11,9 +11,7 @@ ends their process, deletes their values, and a new token of that name is asked 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -30,24 +28,9 @@ from sqlalchemy import MetaData, create_engine, select
 from setup_agent.secrets.vault import Vault
 from tests.browser.serve import STUB, Served, start_serve, stop_serve
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.member_keys import KEY_HASH, member_catalog, pending_link, sha
 from tests.helpers.processes import process_alive, processes_mentioning, wait_gone
 from tests.helpers.timeouts import scaled
-from tests.stub_server.bundle import build_stub_bundle, stub_server_json
-
-KEY_HASH = re.compile(r"sha256=([0-9a-f]{64}) run=([0-9a-f]{16})")
-
-
-def member_catalog(root: Path) -> Path:
-    """The stub bundle with its ``key_hash`` tool and no expected value (any member's key starts it)."""
-    bundle, sha = build_stub_bundle(root / "dist", expected_value=None, mode="key_hash")
-    catalog = root / "catalog"
-    catalog.mkdir(parents=True, exist_ok=True)
-    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
-    return catalog
-
-
-def sha(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
 
 
 def call_as(
@@ -88,15 +71,6 @@ def key_hash(result: dict[str, Any]) -> tuple[str, str]:
     match = KEY_HASH.search(result["content"][0]["text"])
     assert match, result
     return match.group(1), match.group(2)
-
-
-def pending_link(result: dict[str, Any]) -> str:
-    """A member not asked yet: a tool error with its code, and the secret link (nothing else)."""
-    assert result.get("isError") is True, result
-    error = result["structuredContent"]["error"]
-    assert error["code"] == "member_secret_required" and error["key_name"] == "STUB_API_KEY"
-    assert "approval" not in json.dumps(result) and "/consents/" not in json.dumps(result)
-    return error["url"]
 
 
 def database_dump(served: Served, database_url: str | None) -> str:

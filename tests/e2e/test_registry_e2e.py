@@ -13,19 +13,17 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.e2e.test_mcp_face_e2e import all_bytes_under
 from tests.fakes.file_server import serve_file
 from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.helpers.canary import all_bytes_under
 from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.helpers.processes import processes_mentioning
+from tests.helpers.registry_entries import SCHEMA, everything_entry
 from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, sha256_hex, stub_server_json
 from tests.stub_server.http_server import serve_http_stub
 
 pytestmark = pytest.mark.anyio
-
-SCHEMA = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
-EVERYTHING_VERSION = "2026.8.31"
 
 
 def remote_entry(url: str) -> dict:
@@ -50,24 +48,6 @@ def remote_entry(url: str) -> dict:
                         },
                     }
                 ],
-            }
-        ],
-    }
-
-
-def everything_entry() -> dict:
-    return {
-        "$schema": SCHEMA,
-        "name": "io.github.modelcontextprotocol/server-everything",
-        "description": "MCP test server exercising every protocol feature.",
-        "version": EVERYTHING_VERSION,
-        "packages": [
-            {
-                "registryType": "npm",
-                "identifier": "@modelcontextprotocol/server-everything",
-                "version": EVERYTHING_VERSION,
-                "runtimeHint": "npx",
-                "transport": {"type": "stdio"},
             }
         ],
     }

@@ -26,11 +26,11 @@ from mcp.client.streamable_http import streamable_http_client
 from setup_agent.store import PendingApprovals
 from setup_agent.store.database import Store
 from tests.browser.serve import STUB
-from tests.e2e.test_member_keys import KEY_HASH, member_catalog, pending_link, sha
-from tests.e2e.test_team_replicas import Team, answer_on_the_page
+from tests.helpers.member_keys import KEY_HASH, member_catalog, pending_link, sha
 from tests.helpers.team_balancer import PUBLIC_HOST, REPLICA_HOSTS, Client, nginx_balancer, nginx_binary
+from tests.helpers.team_cells import every_cell
+from tests.helpers.team_replicas import Team, answer_on_the_page
 from tests.helpers.timeouts import scaled
-from tests.setup_agent.store.test_team_shared_state import every_cell
 
 pytestmark = pytest.mark.skipif(
     nginx_binary() is None and os.environ.get("CI") != "true",

@@ -20,12 +20,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from setup_agent.store.database import Store
-from tests.e2e.test_team_replicas import Team, pytestmark, team  # noqa: F401 - the fixture and the nginx skip
 from tests.fakes.oauth_server import OAuthPair, remote_server_json, serve_oauth_pair
 from tests.helpers.oauth_runtime import NAME
 from tests.helpers.team_balancer import Client, nginx_balancer
+from tests.helpers.team_cells import every_cell
+from tests.helpers.team_replicas import Team, pytestmark, team  # noqa: F401 - the fixture and the nginx skip
 from tests.helpers.timeouts import scaled
-from tests.setup_agent.store.test_team_shared_state import every_cell
 
 
 def browser_until_redirect(url: str) -> str:

@@ -9,15 +9,13 @@ from urllib.parse import urlsplit
 import anyio
 import pexpect
 import pytest
-from keyring.backends import fail
 
-from app.runtime import build_runtime, openai_options
+from app.runtime import openai_options
 from app.settings import Settings
 from tests.helpers.agent import STUB, make_catalog
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.terminal import HIDDEN, finish, installed_servers
 from tests.helpers.timeouts import scaled
-
-HIDDEN = r"STUB_API_KEY \(hidden\): "
 
 
 def spawn(
@@ -31,24 +29,6 @@ def spawn(
     out = io.StringIO()
     child.logfile_read = out
     return child, out, env
-
-
-def finish(child: pexpect.spawn) -> int:
-    child.expect(pexpect.EOF)
-    child.close()
-    return child.exitstatus
-
-
-async def installed_servers(data_dir: Path, catalog: Path) -> list[dict]:
-    """What a second process sees: the store, and whether the server connects from it."""
-    settings = Settings(home=data_dir, registries="local", catalog_dir=catalog)
-    runtime = build_runtime(settings, keyring_backend=fail.Keyring())
-    try:
-        with anyio.fail_after(scaled(30)):
-            await runtime.start()
-            return (await runtime.service.call("mcp_setup_list_servers", {"wait_seconds": 20}))["servers"]
-    finally:
-        await runtime.aclose()
 
 
 def test_the_terminal_agent_recovers_from_a_wrong_secret_and_installs_the_stub(tmp_path: Path, canary: str) -> None:

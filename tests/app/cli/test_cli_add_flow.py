@@ -5,26 +5,17 @@ stages, the secret prompt is one line, and the last line names the next commands
 from __future__ import annotations
 
 import io
-import json
 import os
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from tests.helpers.add_flow import make_catalog
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.helpers.timeouts import scaled
-from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 STUB = "io.github.mcp-setup/stub"
-
-
-def make_catalog(root: Path, expected: str, *, mode: str = "", extra_env: dict[str, str] | None = None) -> Path:
-    bundle, sha = build_stub_bundle(root / "dist", expected_value=expected, mode=mode, extra_env=extra_env)
-    catalog = root / "catalog"
-    catalog.mkdir(parents=True, exist_ok=True)
-    (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha)))
-    return catalog
 
 
 def spawn_add(env: dict[str, str], name: str = "stub") -> pexpect.spawn:

@@ -18,7 +18,7 @@ from mcp.client.stdio import stdio_client
 from app.cli.clients import launcher_command
 from app.cli.main import main
 from app.clients.files import CLIENTS
-from tests.app.cli.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the fixture
+from tests.helpers.data_dir import STUB, DataDir, data  # noqa: F401 - the fixture
 from tests.helpers.mcp_face import REPO, mcp_setup_argv
 from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex

@@ -21,7 +21,7 @@ from app.cli.data_dir import KEY_FILE_NAME
 from setup_agent.errors import CommandNotFound, DataDirUnusable, StoreError
 from setup_agent.secrets.vault import KEY_FILE_NAME as VAULT_KEY_FILE_NAME
 from setup_agent.translation import data_dir_error
-from tests.app.cli.test_cli_servers import STUB, DataDir
+from tests.helpers.data_dir import STUB, DataDir
 from tests.helpers.mcp_face import REPO, mcp_setup_argv
 from tests.helpers.timeouts import scaled
 

@@ -23,7 +23,7 @@ from app.settings import Settings
 from setup_agent.gateway.server_logs import log_path
 from setup_agent.store.engine import HEAD_REVISION
 from setup_agent.store.records import newest_migration, read_sqlite_servers
-from tests.app.cli.test_cli_servers import OTHER, STUB, DataDir
+from tests.helpers.data_dir import OTHER, STUB, DataDir
 from tests.helpers.mcp_face import REPO
 from tests.helpers.timeouts import scaled
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.app.cli.test_cli_add_flow import make_catalog
+from tests.helpers.add_flow import make_catalog
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.helpers.timeouts import scaled
 

@@ -9,9 +9,9 @@ import anyio
 import pexpect
 
 from setup_agent.store import read_sqlite_catalog
-from tests.app.cli.test_agent_terminal import HIDDEN, finish, installed_servers
 from tests.helpers.agent import STUB, make_catalog
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.terminal import HIDDEN, finish, installed_servers
 from tests.helpers.timeouts import scaled
 
 ALLOW = r"Allow this\? \[y/N\]: "

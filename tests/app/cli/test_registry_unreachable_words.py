@@ -12,7 +12,7 @@ import pytest
 
 from app.runtime import build_runtime
 from app.settings import Settings
-from tests.app.cli.test_cli_servers import DataDir, cli, data  # noqa: F401 - the data fixture
+from tests.helpers.data_dir import DataDir, cli, data  # noqa: F401 - the data fixture
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ import pytest
 from setup_agent.errors import StoreError
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
-from tests.app.cli.test_cli_update import STUB, install_v1, installed, publish, run
 from tests.fakes.loopback import TrickleHandler, serve_loopback
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.helpers.processes import no_process_left, processes_mentioning
+from tests.helpers.updates import STUB, install_v1, installed, publish, run
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 

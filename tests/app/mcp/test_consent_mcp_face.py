@@ -17,9 +17,9 @@ import mcp_types as types
 import pytest
 
 from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.helpers.consent import JIRA, Listener, jira_entry
 from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_ids, face_env, mcp_setup_client
 from tests.helpers.timeouts import scaled
-from tests.setup_agent.setup.test_consent import JIRA, Listener, jira_entry
 from tests.stub_server.http_server import serve_http_stub, sha256_hex
 
 pytestmark = pytest.mark.anyio

@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.helpers.connections import stub_launch
 from tests.helpers.mcp_face import face_env, mcp_setup_argv
 from tests.helpers.timeouts import scaled
-from tests.setup_agent.gateway.test_connections import stub_launch
 
 pytestmark = pytest.mark.anyio
 

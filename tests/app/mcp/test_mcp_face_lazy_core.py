@@ -20,7 +20,7 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.vault import Vault
 from setup_agent.setup.tool_specs import TOOL_NAMES
 from setup_agent.store.database import Store
-from tests.e2e.test_gateway_e2e import ListChanges
+from tests.helpers.gateway import ListChanges
 from tests.helpers.mcp_face import Recorder, call, face_env, mcp_setup_client
 from tests.helpers.processes import no_process_left
 from tests.helpers.timeouts import scaled

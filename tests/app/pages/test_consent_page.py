@@ -8,11 +8,11 @@ import httpx
 import pytest
 
 from app.pages.server import SecretPageServer
-from registry_clients.models import RequiredKey
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.prompts import PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.setup.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
+from tests.helpers.consent_page import open_remote
 from tests.helpers.timeouts import scaled
 
 
@@ -22,30 +22,6 @@ def served() -> Iterator[tuple[SecretPageServer, ConsentBroker, httpx.Client]]:
     with SecretPageServer(PromptBroker(SecretRefStore(ttl_seconds=600)), consents=consents) as server:
         with httpx.Client(timeout=scaled(5), trust_env=False) as http:
             yield server, consents, http
-
-
-def open_remote(consents: ConsentBroker, *, warnings: bool = False) -> PendingConsent:
-    spec = LaunchSpec(
-        transport="streamable-http",
-        url="https://${tenant_host}/mcp",
-        headers={"Authorization": "Bearer ${TOKEN}"},
-        package_type="remote",
-        identifier="https://${tenant_host}/mcp",
-    )
-    keys = [
-        RequiredKey(name="tenant_host", kind="url_variable", description="Your <b>tenant</b>"),
-        RequiredKey(name="TOKEN", secret=True, kind="header"),
-    ]
-    warns = [ConsentWarning("argv_secret", "TOKEN would be visible in ps")] if warnings else []
-    request = build_consent_request(
-        server="io.test/remote",
-        version="1.0",
-        spec=spec,
-        keys=keys,
-        values={"tenant_host": "evil.example"},
-        warnings=warns,
-    )
-    return consents.open(request)
 
 
 def post(server: SecretPageServer, http: httpx.Client, pending: PendingConsent, **form: str) -> httpx.Response:

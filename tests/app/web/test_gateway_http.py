@@ -19,9 +19,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from setup_agent.secrets.vault import Vault
-from tests.app.web.test_web_serve import install_stub
 from tests.browser.serve import make_catalog, serving, start_serve, stop_serve
 from tests.helpers.timeouts import scaled
+from tests.helpers.web_serve import install_stub
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -359,7 +359,7 @@ def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_perso
 
 
 def test_the_guard_counts_per_token_so_a_new_mcp_session_does_not_start_from_zero(tmp_path: Path, canary: str) -> None:
-    from tests.app.web.test_web_serve import install_stub
+    from tests.helpers.web_serve import install_stub
 
     catalog = make_catalog(tmp_path, canary)
     served = start_serve(tmp_path, catalog)  # consent off

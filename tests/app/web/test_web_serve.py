@@ -14,25 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
+from tests.browser.serve import Served, make_catalog, start_serve, stop_serve
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.helpers.processes import processes_mentioning, wait_gone
 from tests.helpers.timeouts import scaled
-
-
-def install_stub(served: Served, value: str) -> str:
-    asked = served.rpc(
-        "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Your stub key", "server": STUB}
-    )
-    prompt = asked["result"]
-    with served.client() as http:
-        answered = http.post(f"/api/secrets/{prompt['prompt_id']}", json={"value": value}, headers=served.headers())
-    assert answered.status_code == 200
-    installed = served.rpc(
-        "mcp_setup_install_and_connect", {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}}
-    )
-    assert installed["result"]["status"] == "connected", installed
-    return installed["result"]["server_id"]
+from tests.helpers.web_serve import install_stub
 
 
 def test_serve_prints_its_url_serves_the_page_and_stops_on_ctrl_c_leaving_no_child(tmp_path: Path, canary: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,20 +12,14 @@ import pytest
 
 from setup_agent.errors import NotFound
 from setup_agent.gateway.connections import ConnectionManager, ServerStatus
-from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
+from tests.helpers.connections import install
 from tests.helpers.processes import process_alive
 from tests.helpers.timeouts import scaled
-from tests.stub_server.bundle import SERVER_PY, sha256_hex
 
 pytestmark = pytest.mark.anyio
-
-
-def stub_launch(expected: str, mode: str = "", **extra: str) -> dict:
-    env = {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(expected), "STUB_MODE": mode, **extra}
-    return LaunchSpec(command=sys.executable, args=[str(SERVER_PY)], env=env).model_dump(mode="json")
 
 
 @pytest.fixture
@@ -47,24 +40,6 @@ async def setup(
     yield store, manager, seen, redactor
     await manager.aclose()
     store.close()
-
-
-def install(
-    store: Store, name: str, value: str, expected: str | None = None, mode: str = "", enabled: bool = True, **extra: str
-):
-    server = store.install(
-        qualified_name=name,
-        source="local",
-        version="1.0.0",
-        package_type="stdio",
-        launch_spec=stub_launch(expected or value, mode, **extra),
-        installed_by="agent",
-        tools_hash="x",
-        env={"STUB_API_KEY": (value, True)},
-    )
-    if not enabled:
-        store.set_enabled(server.server_id, False)
-    return server
 
 
 async def test_start_connects_every_enabled_server_concurrently(setup, canary: str) -> None:

@@ -15,9 +15,9 @@ from setup_agent.gateway.router import Gateway, UnknownTool
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
+from tests.helpers.connections import stub_launch
 from tests.helpers.processes import wait_gone
 from tests.helpers.timeouts import scaled
-from tests.setup_agent.gateway.test_connections import stub_launch
 from tests.stub_server.bundle import sha256_hex
 from tests.stub_server.server import Stub
 

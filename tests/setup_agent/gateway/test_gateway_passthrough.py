@@ -28,7 +28,7 @@ from setup_agent.secrets.vault import Vault
 from setup_agent.setup.tool_specs import TOOL_NAMES
 from setup_agent.store.catalog import MAX_TOOL_NAME, Catalog, CatalogServer
 from setup_agent.store.database import Store
-from tests.setup_agent.gateway.test_connections import stub_launch
+from tests.helpers.connections import stub_launch
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from app.settings import Settings
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.server_logs import log_path
 from setup_agent.secrets.redact import Redactor
-from tests.app.cli.test_cli_servers import STUB, DataDir, data  # noqa: F401 - the data fixture
+from tests.helpers.data_dir import STUB, DataDir, data  # noqa: F401 - the data fixture
 from tests.helpers.mcp_face import REPO, mcp_setup_argv
 from tests.helpers.timeouts import scaled
 

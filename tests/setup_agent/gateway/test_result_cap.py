@@ -18,7 +18,7 @@ from setup_agent.gateway.router import Gateway
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
-from tests.setup_agent.gateway.test_connections import stub_launch
+from tests.helpers.connections import stub_launch
 from tests.stub_server.server import Stub
 
 pytestmark = pytest.mark.anyio

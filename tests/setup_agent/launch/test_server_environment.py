@@ -13,7 +13,7 @@ from app.runtime import build_runtime
 from app.settings import Settings
 from setup_agent.errors import ServerRejected
 from setup_agent.launch.transport import minimal_environment, proxy_credentials
-from tests.setup_agent.setup.test_probe import stub_spec
+from tests.helpers.probe import stub_spec
 
 pytestmark = pytest.mark.anyio
 

@@ -36,8 +36,8 @@ from setup_agent.store import SharedSignIns
 from setup_agent.store.database import Store
 from tests.fakes.oauth_server import OAuthPair, remote_server_json, serve_oauth_pair
 from tests.helpers.oauth_runtime import NAME
+from tests.helpers.team_cells import every_cell
 from tests.helpers.timeouts import scaled
-from tests.setup_agent.store.test_team_shared_state import every_cell
 
 pytestmark = pytest.mark.anyio
 

@@ -21,21 +21,14 @@ from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
 from tests.helpers.paths import STUB_DIR
+from tests.helpers.probe import stub_spec
 from tests.helpers.processes import pids_in, process_alive
 from tests.helpers.timeouts import scaled
-from tests.stub_server.bundle import SERVER_PY, sha256_hex
+from tests.stub_server.bundle import sha256_hex
 
 pytestmark = pytest.mark.anyio
 
 MODERN_PY = STUB_DIR / "modern_server.py"
-
-
-def stub_spec(expected: str, *, mode: str = "", pid_file: Path | None = None, **extra: str) -> LaunchSpec:
-    env = {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(expected), "STUB_MODE": mode}
-    if pid_file is not None:
-        env["STUB_PID_FILE"] = str(pid_file)
-    env.update(extra)
-    return LaunchSpec(command=sys.executable, args=[str(SERVER_PY)], env=env, runner="python3")
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from setup_agent.setup.consent import obtain_consent
 from setup_agent.setup.consent_request import ConsentRequest, DestinationSetting, SecretDestination, fingerprint
 from setup_agent.store import PendingApprovals, SharedApprovals
 from setup_agent.store.database import Store
+from tests.helpers.team_cells import every_cell
 from tests.helpers.timeouts import scaled
-from tests.setup_agent.store.test_team_shared_state import every_cell
 
 ALICE, BOB = "token:alice", "token:bob"
 

@@ -215,7 +215,7 @@ async def test_a_server_stored_under_another_key_fails_with_its_name_and_a_fix_a
 ) -> None:
     from setup_agent.gateway.connections import ConnectionManager
     from setup_agent.secrets.redact import Redactor
-    from tests.setup_agent.gateway.test_connections import install as install_stub
+    from tests.helpers.connections import install as install_stub
 
     data_dir = tmp_path / "data"
     with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as elsewhere:  # another machine's key

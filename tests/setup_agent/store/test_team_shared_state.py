@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect, text
 
 from app.runtime import build_runtime
 from app.settings import Settings
@@ -20,6 +19,7 @@ from setup_agent.setup import ConsentBroker, SharedDecisions, share_prompts
 from setup_agent.setup.consent_request import ConsentRequest, fingerprint
 from setup_agent.store import PendingApprovals, SharedApprovals, SharedCapabilities, SharedRefs
 from setup_agent.store.database import Store
+from tests.helpers.team_cells import every_cell
 
 
 class Replica:
@@ -45,15 +45,6 @@ def replicas(postgres_url: str) -> Iterator[tuple[Replica, Replica]]:
     yield a, b
     a.store.close()
     b.store.close()
-
-
-def every_cell(store: Store) -> str:
-    out = []
-    with store.engine.connect() as conn:
-        for table in inspect(conn).get_table_names():
-            for row in conn.execute(text(f'SELECT * FROM "{table}"')):
-                out.append(repr(tuple(row)))
-    return "\n".join(out)
 
 
 def test_a_ref_minted_on_one_replica_resolves_on_another_is_claimed_once_and_gone_everywhere_once_used(

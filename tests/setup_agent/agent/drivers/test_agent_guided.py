@@ -6,14 +6,12 @@ import json
 import uuid
 from pathlib import Path
 
-import anyio
 import pytest
 
 from setup_agent.agent.drivers.guided import goal_query
 from setup_agent.agent.harness import WITHHELD, AgentCancelled
-from setup_agent.agent.spawn import spawn_subagent
 from tests.helpers.agent import STUB, ScriptedIO, agent_runtime, choose, make_catalog
-from tests.helpers.timeouts import scaled
+from tests.helpers.guided import run
 
 pytestmark = pytest.mark.anyio
 
@@ -32,13 +30,6 @@ ALPHA, BETA = "io.github.mcp-setup/stub-alpha", "io.github.mcp-setup/stub-beta"
 )
 def test_the_goal_is_read_without_filler_words(goal: str, query: str) -> None:
     assert goal_query(goal) == query
-
-
-async def run(runtime, io, goal: str = "set up the stub server") -> dict:
-    with anyio.fail_after(scaled(60)):
-        return await spawn_subagent(
-            "mcp_setup", {"goal": goal}, service=runtime.service, redactor=runtime.redactor, io=io
-        )
 
 
 def tool_calls(result: dict, name: str) -> list[dict]:

@@ -10,9 +10,9 @@ import pytest
 
 from setup_agent.launch import LaunchSpec
 from setup_agent.launch.repairs import diagnose
-from tests.app.cli.test_cli_add_flow import make_catalog as make_mode_catalog
+from tests.helpers.add_flow import make_catalog as make_mode_catalog
 from tests.helpers.agent import ScriptedIO, agent_runtime, choose, make_catalog
-from tests.setup_agent.agent.drivers.test_agent_guided import run
+from tests.helpers.guided import run
 
 pytestmark = pytest.mark.anyio
 
