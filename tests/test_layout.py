@@ -231,3 +231,54 @@ def test_the_mcp_setup_script_points_at_the_cli_entry_point() -> None:
     script = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["mcp-setup"]
     module, _, attr = script.partition(":")
     assert module in MODULES and callable(getattr(__import__(module, fromlist=[attr]), attr))
+
+
+# The tests mirror the source: a test file lives in the folder of the package it tests
+# (tests/setup_agent/store/ for setup_agent/store/), shared code lives in tests/helpers/, and no
+# test file is imported by another.
+TESTS = ROOT / "tests"
+#: Folders of tests that are not about one package: whole flows across processes and faces, the
+#: page in a real browser, and the tests' own harness (stub servers, hang guards).
+TEST_FOLDERS_BESIDE_THE_SOURCE = ("e2e", "browser", "harness")
+#: The only tests at the top of tests/: this file, about the whole tree.
+TOP_LEVEL_TESTS = ("test_layout.py",)
+TEST_TREES = {p: ast.parse(p.read_text(), filename=str(p)) for p in sorted(TESTS.rglob("*.py"))}
+
+
+def test_each_test_file_lives_beside_the_package_it_tests() -> None:
+    misplaced = []
+    for path in TEST_TREES:
+        if not path.name.startswith("test_"):
+            continue
+        folder = path.parent.relative_to(TESTS)
+        if folder == Path("."):
+            ok = path.name in TOP_LEVEL_TESTS
+        elif folder.parts[0] in TEST_FOLDERS_BESIDE_THE_SOURCE:
+            ok = True
+        else:
+            ok = folder.parts[0] in PRODUCT and (ROOT / folder / "__init__.py").is_file()
+        if not ok:
+            misplaced.append(str(path.relative_to(ROOT)))
+    assert not misplaced, f"test files outside a folder that mirrors a source package: {misplaced}"
+
+
+def test_every_test_folder_with_python_is_a_package() -> None:
+    """pytest imports each test as ``tests.<folder>.<file>``: two files of one name in two folders stay apart."""
+    folders = {p.parent for p in TEST_TREES if "fixtures" not in p.relative_to(TESTS).parts}
+    assert not [str(f.relative_to(ROOT)) for f in sorted(folders) if not (f / "__init__.py").is_file()]
+
+
+def test_no_module_imports_a_test_module() -> None:
+    """What tests share is in tests/helpers/ (or beside the browser tests); a test module is imported by pytest only."""
+    bad = []
+    for path, tree in TEST_TREES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module or ''}.{a.name}" for a in node.names]
+            else:
+                continue
+            if any(part.startswith("test_") for name in names for part in name.split(".")):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, f"imports of a test module: {bad}"
