@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import build_runtime
 from app.settings import Settings
 from tests.fakes.smithery_registry import DEFAULT_API_KEY
 
@@ -14,11 +13,11 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_the_smithery_key_can_come_from_the_keyring_and_is_redacted(
-    tmp_path: Path, memory_keyring, smithery_fake
+    new_runtime, tmp_path: Path, memory_keyring, smithery_fake
 ) -> None:
     memory_keyring.set_password("mcp-setup", "smithery-api-key", DEFAULT_API_KEY)
     settings = Settings(home=tmp_path, registries="smithery", smithery_url=smithery_fake.url)
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring)
     try:
         page = await runtime.hub.search(None, page=1, page_size=5)
         assert page.servers and not page.errors
@@ -27,9 +26,11 @@ async def test_the_smithery_key_can_come_from_the_keyring_and_is_redacted(
         await runtime.aclose()
 
 
-async def test_without_a_smithery_key_the_search_says_it_was_skipped(tmp_path: Path, memory_keyring) -> None:
+async def test_without_a_smithery_key_the_search_says_it_was_skipped(
+    new_runtime, tmp_path: Path, memory_keyring
+) -> None:
     settings = Settings(home=tmp_path, registries="smithery,local")
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring)
     try:
         page = await runtime.hub.search("x", page=1, page_size=5)
         assert [e.source for e in page.errors] == ["smithery"]

@@ -75,11 +75,10 @@ async def test_an_install_in_one_mcp_process_is_callable_in_another_and_a_remova
 
 
 async def test_a_disabled_server_leaves_the_other_process_list_and_comes_back_when_enabled(
-    tmp_path: Path, canary: str
+    new_runtime, tmp_path: Path, canary: str
 ) -> None:
     from keyring.backends import fail
 
-    from app.runtime import build_runtime
     from app.settings import Settings
 
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
@@ -100,7 +99,7 @@ async def test_a_disabled_server_leaves_the_other_process_list_and_comes_back_wh
             await heard.until(lambda: lists_tool(a, "stub__echo"))
             # Another process (a person's command) disables it through the core.
             settings = Settings(home=Path(env["MCP_SETUP_HOME"]), registries="local", consent="never-ask")
-            other = build_runtime(settings, keyring_backend=fail.Keyring())
+            other = new_runtime(settings, keyring_backend=fail.Keyring())
             try:
                 await other.service.set_enabled(installed["server_id"], False)
                 await heard.until(lambda: lists_tool(a, "stub__echo", False))

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.runtime import build_runtime
 from app.settings import Settings
 from tests.helpers.data_dir import DataDir, cli, data  # noqa: F401 - the data fixture
 
@@ -45,10 +44,10 @@ def test_doctor_says_an_unreachable_registry_as_search_does_and_lists_smithery_a
 
 @pytest.mark.anyio
 async def test_searching_only_an_unreachable_registry_is_a_registry_error_not_an_internal_one(
-    tmp_path, memory_keyring, closed_port: int
+    new_runtime, tmp_path, memory_keyring, closed_port: int
 ) -> None:
     url = f"http://127.0.0.1:{closed_port}"
-    runtime = build_runtime(
+    runtime = new_runtime(
         Settings(home=tmp_path / "data", registries="official", official_registry_url=url),
         keyring_backend=memory_keyring,
     )
@@ -60,7 +59,7 @@ async def test_searching_only_an_unreachable_registry_is_a_registry_error_not_an
     assert result["error"]["code"] == "registry_unavailable"
     # a configured registry's name is said back (it is ours); any other text the agent gave is not
     assert result["error"]["message"] == f"Could not reach the official registry at {url} (ConnectError)."
-    runtime = build_runtime(
+    runtime = new_runtime(
         Settings(home=tmp_path / "data", registries="official", official_registry_url=url),
         keyring_backend=memory_keyring,
     )

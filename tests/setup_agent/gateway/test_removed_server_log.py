@@ -10,7 +10,6 @@ import subprocess
 import anyio
 import pytest
 
-from app.runtime import build_runtime
 from app.settings import Settings
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.server_logs import log_path
@@ -31,10 +30,10 @@ def gone(pid: int) -> bool:
 
 
 async def test_a_server_removed_by_the_cli_leaves_no_log_while_a_session_has_it_connected(
-    data: DataDir, canary: str
+    new_runtime, data: DataDir, canary: str
 ) -> None:
     sid = data.install(STUB, canary)
-    runtime = build_runtime(Settings())  # the "serve" side: the data fixture's environment
+    runtime = new_runtime(Settings(), keyring_backend=None)  # the "serve" side: the data fixture's environment
     try:
         await runtime.start(eager=True)
         with anyio.fail_after(scaled(30)):

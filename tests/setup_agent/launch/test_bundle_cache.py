@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.launch.bundle_cache import BundleCache
 from setup_agent.setup.service import CallContext
@@ -31,7 +31,7 @@ def bundle_server(tmp_path: Path, canary: str) -> Iterator[tuple[Path, list[str]
         yield served
 
 
-def runtime_for(tmp_path: Path, catalog: Path, keyring, **settings) -> Runtime:
+def runtime_for(new_runtime, tmp_path: Path, catalog: Path, keyring, **settings) -> Runtime:
     # No adoption: the install must unpack the bundle itself, so it reads the cache too.
     settings = Settings(
         home=tmp_path / "data",
@@ -42,7 +42,7 @@ def runtime_for(tmp_path: Path, catalog: Path, keyring, **settings) -> Runtime:
         adopt_tested_servers=False,
         **settings,
     )
-    return build_runtime(settings, keyring_backend=keyring)
+    return new_runtime(settings, keyring_backend=keyring)
 
 
 async def tool(runtime: Runtime, name: str, **args) -> dict:
@@ -51,10 +51,10 @@ async def tool(runtime: Runtime, name: str, **args) -> dict:
 
 @pytest.mark.anyio
 async def test_get_then_test_then_install_downloads_the_bundle_once(
-    tmp_path: Path, bundle_server, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, bundle_server, memory_keyring, canary: str
 ) -> None:
     catalog, hits, sha = bundle_server
-    runtime = runtime_for(tmp_path, catalog, memory_keyring)
+    runtime = runtime_for(new_runtime, tmp_path, catalog, memory_keyring)
     try:
         with anyio.fail_after(scaled(60)):
             got = await tool(runtime, "mcp_setup_get", qualified_name=STUB)
@@ -81,10 +81,10 @@ async def test_get_then_test_then_install_downloads_the_bundle_once(
 
 @pytest.mark.anyio
 async def test_a_corrupted_cache_entry_is_refused_by_its_sha256_and_fetched_again(
-    tmp_path: Path, bundle_server, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, bundle_server, memory_keyring, canary: str
 ) -> None:
     catalog, hits, sha = bundle_server
-    runtime = runtime_for(tmp_path, catalog, memory_keyring)
+    runtime = runtime_for(new_runtime, tmp_path, catalog, memory_keyring)
     try:
         with anyio.fail_after(scaled(60)):
             await tool(runtime, "mcp_setup_get", qualified_name=STUB)
@@ -104,10 +104,10 @@ async def test_a_corrupted_cache_entry_is_refused_by_its_sha256_and_fetched_agai
 
 @pytest.mark.anyio
 async def test_a_failed_prefetch_changes_nothing_and_the_test_downloads_itself(
-    tmp_path: Path, bundle_server, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, bundle_server, memory_keyring, canary: str
 ) -> None:
     catalog, hits, sha = bundle_server
-    runtime = runtime_for(tmp_path, catalog, memory_keyring)
+    runtime = runtime_for(new_runtime, tmp_path, catalog, memory_keyring)
     cache = runtime.service.bundle_cache
     assert cache is not None
     try:

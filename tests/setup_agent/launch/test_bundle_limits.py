@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.errors import BundleInvalid
 from setup_agent.launch.bundle import fetch_bundle, unpack_bundle
@@ -29,11 +29,11 @@ def _catalog_entry(catalog: Path, name: str, bundle: Path) -> None:
 
 
 @pytest.fixture
-async def runtime_over(tmp_path: Path, memory_keyring) -> AsyncIterator:
+async def runtime_over(new_runtime, tmp_path: Path, memory_keyring) -> AsyncIterator:
     made: list[Runtime] = []
 
     def build(**settings) -> Runtime:
-        runtime = build_runtime(
+        runtime = new_runtime(
             Settings(home=tmp_path / "data", probe_timeout_seconds=scaled(10), **settings),
             keyring_backend=memory_keyring,
         )

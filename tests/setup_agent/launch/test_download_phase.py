@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.launch.fetch import Fetcher, fetch_plan, npx_entry_name
 from setup_agent.launch.spec import LaunchSpec
@@ -72,10 +72,10 @@ def npx_spec(registry: NpmRegistry) -> LaunchSpec:
     )
 
 
-def make_runtime(tmp_path: Path, registry: NpmRegistry, memory_keyring, **settings: Any) -> Runtime:
+def make_runtime(new_runtime, tmp_path: Path, registry: NpmRegistry, memory_keyring, **settings: Any) -> Runtime:
     catalog_entry(tmp_path / "catalog", registry)
     host_env = private_host_env(tmp_path)
-    return build_runtime(
+    return new_runtime(
         Settings(
             home=tmp_path / "data",
             registries="local",
@@ -95,9 +95,9 @@ async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> 
 
 @needs_npx
 async def test_a_download_longer_than_the_probe_timeout_succeeds_and_reports_progress(
-    tmp_path: Path, registry: NpmRegistry, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, registry: NpmRegistry, memory_keyring, canary: str
 ) -> None:
-    runtime = make_runtime(tmp_path, registry, memory_keyring)
+    runtime = make_runtime(new_runtime, tmp_path, registry, memory_keyring)
     try:
         ref = runtime.refs.mint("STUB_API_KEY", canary)
         events: list[dict[str, Any]] = []
@@ -126,9 +126,9 @@ async def test_a_download_longer_than_the_probe_timeout_succeeds_and_reports_pro
 
 @needs_npx
 async def test_a_download_past_its_own_deadline_is_download_timeout_and_leaves_no_process(
-    tmp_path: Path, registry: NpmRegistry, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, registry: NpmRegistry, memory_keyring, canary: str
 ) -> None:
-    runtime = make_runtime(tmp_path, registry, memory_keyring, download_timeout_seconds=1.0)
+    runtime = make_runtime(new_runtime, tmp_path, registry, memory_keyring, download_timeout_seconds=1.0)
     try:
         ref = runtime.refs.mint("STUB_API_KEY", canary)
         events: list[dict[str, Any]] = []
@@ -236,10 +236,10 @@ def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
 
 @needs_npx
 async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_again(
-    tmp_path: Path, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
 ) -> None:
     with serve_npm_package(PACKAGE, "1.0.0") as registry:
-        runtime = make_runtime(tmp_path, registry, memory_keyring)
+        runtime = make_runtime(new_runtime, tmp_path, registry, memory_keyring)
         try:
             opened = await package_flow.open_prompt(runtime, NAME, settle_seconds=60)
             assert len(registry.tarball_requests) == 1
@@ -255,11 +255,13 @@ async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_a
 
 
 @needs_npx
-async def test_a_prefetch_runs_no_install_script_before_consent(tmp_path: Path, memory_keyring, canary: str) -> None:
+async def test_a_prefetch_runs_no_install_script_before_consent(
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
+) -> None:
     marker = tmp_path / "postinstall-ran"
     scripts = {"postinstall": f"node -e \"require('fs').writeFileSync('{marker}', 'x')\""}
     with serve_npm_package(PACKAGE, "1.0.0", scripts=scripts) as registry:
-        runtime = make_runtime(tmp_path, registry, memory_keyring)
+        runtime = make_runtime(new_runtime, tmp_path, registry, memory_keyring)
         try:
             opened = await package_flow.open_prompt(runtime, NAME, settle_seconds=60)
             fetched = len(registry.tarball_requests)
@@ -448,7 +450,7 @@ def Store_for(home: Path):  # noqa: N802 - reads like the class it opens
 
 @needs_npx
 async def test_a_package_npm_does_not_have_fails_its_download_row_saying_npm_has_no_such_package(
-    tmp_path: Path, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
 ) -> None:
     """#25 item 4: npx's E404 is the download's failure ("npm has no package X"), not a crash of a
     server that was downloaded."""
@@ -459,7 +461,7 @@ async def test_a_package_npm_does_not_have_fails_its_download_row_saying_npm_has
             "A package its registry does not have.",
             {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": "mcp-setup-npm-nope"},
         )
-        runtime = build_runtime(
+        runtime = new_runtime(
             Settings(
                 home=tmp_path / "data",
                 registries="local",

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.errors import InvalidInput
 from setup_agent.launch.repairs import apply_repair, diagnose
@@ -178,7 +178,7 @@ def host_env(tmp_path: Path) -> dict[str, str]:
 
 
 def make_runtime(
-    tmp_path: Path, index_url: str, identifier: str, memory_keyring, consent: str = "never-ask"
+    new_runtime, tmp_path: Path, index_url: str, identifier: str, memory_keyring, consent: str = "never-ask"
 ) -> Runtime:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
@@ -200,7 +200,7 @@ def make_runtime(
     }
     (catalog / "repairable.json").write_text(json.dumps(doc))
     env = host_env(tmp_path)
-    return build_runtime(
+    return new_runtime(
         Settings(
             home=tmp_path / "data",
             registries="local",
@@ -222,10 +222,10 @@ async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
 
 @needs_uv
 async def test_a_package_whose_executable_is_named_otherwise_is_repaired_tested_and_installed_as_tested(
-    tmp_path: Path, memory_keyring
+    new_runtime, tmp_path: Path, memory_keyring
 ) -> None:
     with serve_pypi_projects(executable_mismatch("wx-stub")) as index:
-        runtime = make_runtime(tmp_path, index.url, "wx-stub", memory_keyring)
+        runtime = make_runtime(new_runtime, tmp_path, index.url, "wx-stub", memory_keyring)
         try:
             failed = await call(runtime, "mcp_setup_test_connection")
             error = failed["error"]
@@ -247,10 +247,10 @@ async def test_a_package_whose_executable_is_named_otherwise_is_repaired_tested_
 
 @needs_uv
 async def test_an_unpinned_fastmcp_server_is_repaired_with_mcp_below_2_and_then_lists_its_tools(
-    tmp_path: Path, memory_keyring
+    new_runtime, tmp_path: Path, memory_keyring
 ) -> None:
     with serve_pypi_projects(fastmcp_projects("fmcp-stub")) as index:
-        runtime = make_runtime(tmp_path, index.url, "fmcp-stub", memory_keyring)
+        runtime = make_runtime(new_runtime, tmp_path, index.url, "fmcp-stub", memory_keyring)
         try:
             failed = await call(runtime, "mcp_setup_test_connection")
             error = failed["error"]
@@ -266,10 +266,10 @@ async def test_an_unpinned_fastmcp_server_is_repaired_with_mcp_below_2_and_then_
 
 @needs_uv
 async def test_a_package_needing_a_newer_python_names_the_runner_and_offers_that_python(
-    tmp_path: Path, memory_keyring
+    new_runtime, tmp_path: Path, memory_keyring
 ) -> None:
     with serve_pypi_projects(needs_python("newpy-stub", ">=3.12")) as index:
-        runtime = make_runtime(tmp_path, index.url, "newpy-stub", memory_keyring)
+        runtime = make_runtime(new_runtime, tmp_path, index.url, "newpy-stub", memory_keyring)
         try:
             failed = await call(runtime, "mcp_setup_test_connection")
         finally:
@@ -282,10 +282,10 @@ async def test_a_package_needing_a_newer_python_names_the_runner_and_offers_that
 
 @needs_uv
 async def test_the_consent_for_a_repaired_launch_shows_the_changed_command_as_a_warning_to_accept(
-    tmp_path: Path, memory_keyring
+    new_runtime, tmp_path: Path, memory_keyring
 ) -> None:
     with serve_pypi_projects(executable_mismatch("wx-stub")) as index:
-        runtime = make_runtime(tmp_path, index.url, "wx-stub", memory_keyring, consent="ask")
+        runtime = make_runtime(new_runtime, tmp_path, index.url, "wx-stub", memory_keyring, consent="ask")
         try:
             result = await call(runtime, "mcp_setup_test_connection", repair="uvx-executable:wx_stub")
             assert result["error"]["code"] == "consent_required", result
@@ -311,7 +311,7 @@ def _pypi_reachable() -> bool:
         return False
 
 
-def make_real_runtime(tmp_path: Path, memory_keyring) -> Runtime:
+def make_real_runtime(new_runtime, tmp_path: Path, memory_keyring) -> Runtime:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     doc = {  # as io.github.isdaniel/mcp_weather_server publishes it, at its current version
@@ -347,7 +347,7 @@ def make_real_runtime(tmp_path: Path, memory_keyring) -> Runtime:
             if (v := os.environ.get(k))
         }
     )  # how this machine reaches PyPI
-    return build_runtime(
+    return new_runtime(
         Settings(
             home=tmp_path / "data",
             registries="local",
@@ -365,11 +365,11 @@ def make_real_runtime(tmp_path: Path, memory_keyring) -> Runtime:
 @needs_uv
 @pytest.mark.skipif(not _pypi_reachable(), reason="needs pypi.org")
 async def test_the_real_mcp_weather_server_from_pypi_is_repaired_twice_and_then_lists_its_tools(
-    tmp_path: Path, memory_keyring
+    new_runtime, tmp_path: Path, memory_keyring
 ) -> None:
     """mcp-weather-server 0.6.1 as published: its executable is mcp_weather_server, and it imports
     McpError, which mcp 2.x (what its unpinned ``mcp[cli]>=1.12`` gets) no longer has."""
-    runtime = make_real_runtime(tmp_path, memory_keyring)
+    runtime = make_real_runtime(new_runtime, tmp_path, memory_keyring)
     try:
         first = (await call(runtime, "mcp_setup_test_connection"))["error"]
         assert first["details"]["repair"]["code"] == "uvx-executable:mcp_weather_server", first

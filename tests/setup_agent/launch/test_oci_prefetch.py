@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from tests.helpers import package_flow
 from tests.helpers.package_flow import write_catalog_entry
@@ -65,11 +65,11 @@ class Docker:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
 
-def make_runtime(tmp_path: Path, docker: Docker, memory_keyring) -> Runtime:
+def make_runtime(new_runtime, tmp_path: Path, docker: Docker, memory_keyring) -> Runtime:
     catalog = tmp_path / "catalog"
     write_catalog_entry(catalog, NAME, "The stub server as an OCI image.", {"registryType": "oci", "identifier": IMAGE})
     path = f"{docker.bin}{os.pathsep}{os.environ['PATH']}"
-    return build_runtime(
+    return new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, adopt_tested_servers=False),
         keyring_backend=memory_keyring,
         host_env={"PATH": path, "HOME": str(tmp_path), "LANG": "C.UTF-8"},
@@ -86,10 +86,10 @@ async def run_test(runtime: Runtime, ref: str, events: list[dict[str, Any]]) -> 
 
 
 async def test_an_image_is_pulled_while_the_prompt_is_open_and_the_test_does_not_pull_it_again(
-    tmp_path: Path, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
 ) -> None:
     docker = Docker(tmp_path)
-    runtime = make_runtime(tmp_path, docker, memory_keyring)
+    runtime = make_runtime(new_runtime, tmp_path, docker, memory_keyring)
     try:
         opened = await open_prompt_and_settle(runtime)
         assert docker.commands() == [f"pull {IMAGE}:1.0.0"]  # before any answer or consent: a pull runs nothing
@@ -107,10 +107,12 @@ async def test_an_image_is_pulled_while_the_prompt_is_open_and_the_test_does_not
         await runtime.aclose()
 
 
-async def test_a_failed_pull_while_the_user_types_changes_nothing(tmp_path: Path, memory_keyring, canary: str) -> None:
+async def test_a_failed_pull_while_the_user_types_changes_nothing(
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
+) -> None:
     docker = Docker(tmp_path)
     docker.fail.touch()  # no daemon while the user types
-    runtime = make_runtime(tmp_path, docker, memory_keyring)
+    runtime = make_runtime(new_runtime, tmp_path, docker, memory_keyring)
     try:
         opened = await open_prompt_and_settle(runtime)
         assert docker.commands() == [f"pull {IMAGE}:1.0.0"]

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.launch.fetch import Fetcher, fetch_plan, prefetch_plan
 from setup_agent.launch.spec import LaunchSpec
@@ -92,10 +92,10 @@ def catalog_entry(catalog: Path, index: PypiIndex) -> None:
     )
 
 
-def make_runtime(tmp_path: Path, index: PypiIndex, memory_keyring, **settings: Any) -> Runtime:
+def make_runtime(new_runtime, tmp_path: Path, index: PypiIndex, memory_keyring, **settings: Any) -> Runtime:
     catalog_entry(tmp_path / "catalog", index)
     env = host_env(tmp_path)
-    return build_runtime(
+    return new_runtime(
         Settings(
             home=tmp_path / "data",
             registries="local",
@@ -153,9 +153,9 @@ def test_a_pypi_prefetch_downloads_wheels_only_into_a_throw_away_dir() -> None:
 
 @needs_uv
 async def test_a_pypi_prefetch_fills_uvs_cache_so_the_test_downloads_no_wheel(
-    tmp_path: Path, index: PypiIndex, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, index: PypiIndex, memory_keyring, canary: str
 ) -> None:
-    runtime = make_runtime(tmp_path, index, memory_keyring)
+    runtime = make_runtime(new_runtime, tmp_path, index, memory_keyring)
     try:
         opened = await open_prompt(runtime)
         assert index.file_requests == [f"/files/{stub_wheel(PACKAGE, '1.0.0')[0]}"]  # during the prefetch
@@ -174,9 +174,9 @@ async def test_a_pypi_prefetch_fills_uvs_cache_so_the_test_downloads_no_wheel(
 
 @needs_uv
 async def test_get_naming_a_pypi_package_prefetches_its_wheels(
-    tmp_path: Path, index: PypiIndex, memory_keyring
+    new_runtime, tmp_path: Path, index: PypiIndex, memory_keyring
 ) -> None:
-    runtime = make_runtime(tmp_path, index, memory_keyring)
+    runtime = make_runtime(new_runtime, tmp_path, index, memory_keyring)
     try:
         detail = await runtime.service.call("mcp_setup_get", {"qualified_name": NAME})
         assert detail["detail"]["qualified_name"] == NAME, detail
@@ -215,9 +215,9 @@ async def test_a_pypi_prefetch_runs_no_code_of_the_package(tmp_path: Path, kind:
 
 @needs_uv
 async def test_a_failed_pypi_prefetch_changes_nothing(
-    tmp_path: Path, index: PypiIndex, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, index: PypiIndex, memory_keyring, canary: str
 ) -> None:
-    runtime = make_runtime(tmp_path, index, memory_keyring)
+    runtime = make_runtime(new_runtime, tmp_path, index, memory_keyring)
     try:
         index.down = True
         opened = await open_prompt(runtime)
@@ -238,10 +238,10 @@ async def test_a_failed_pypi_prefetch_changes_nothing(
 
 @needs_uv
 async def test_a_slow_pypi_download_longer_than_the_probe_timeout_is_not_a_timeout(
-    tmp_path: Path, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
 ) -> None:
     with serve_pypi_package(PACKAGE, stub_wheel(PACKAGE, "1.0.0"), trickle_seconds=TRICKLE) as index:
-        runtime = make_runtime(tmp_path, index, memory_keyring)
+        runtime = make_runtime(new_runtime, tmp_path, index, memory_keyring)
         try:
             ref = runtime.refs.mint("STUB_API_KEY", canary)
             events: list[dict[str, Any]] = []

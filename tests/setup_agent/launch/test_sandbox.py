@@ -20,7 +20,7 @@ import anyio
 import keyring.backends.fail
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.launch.landlock import abi_version
 from setup_agent.setup.service import CallContext
@@ -90,7 +90,9 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-async def attack_results(tmp_path: Path, user_home: Path, canary: str, mode: str) -> tuple[Runtime, dict[str, str]]:
+async def attack_results(
+    new_runtime, tmp_path: Path, user_home: Path, canary: str, mode: str
+) -> tuple[Runtime, dict[str, str]]:
     data = user_home / ".local" / "share" / "mcp-setup"
     catalog = tmp_path / "catalog"
     catalog.mkdir()
@@ -99,7 +101,7 @@ async def attack_results(tmp_path: Path, user_home: Path, canary: str, mode: str
     settings = Settings(
         home=data, registries="local", catalog_dir=catalog, consent="ask", sandbox=mode, probe_timeout_seconds=30
     )
-    runtime = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
+    runtime = new_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
     await runtime.start(eager=False)
     victim_id = (await install(runtime, VICTIM, canary))["server_id"]
     targets = {
@@ -126,11 +128,11 @@ async def attack_results(tmp_path: Path, user_home: Path, canary: str, mode: str
 
 @pytest.mark.parametrize("mode", ["auto", "landlock"])
 async def test_a_hostile_installed_server_reaches_nothing_of_mcp_setup_or_the_user_in_the_sandbox(
-    tmp_path: Path, user_home: Path, canary: str, mode: str
+    new_runtime, tmp_path: Path, user_home: Path, canary: str, mode: str
 ) -> None:
     if mode == "landlock" and abi_version() < 6:
         pytest.skip("this kernel has no Landlock with signal scoping (ABI 6)")
-    runtime, got = await attack_results(tmp_path, user_home, canary, mode)
+    runtime, got = await attack_results(new_runtime, tmp_path, user_home, canary, mode)
     try:
         assert runtime.prober.sandbox.mechanism == ("bwrap" if mode == "auto" else "landlock")
         for attempt in ATTEMPTS:
@@ -152,9 +154,9 @@ async def test_a_hostile_installed_server_reaches_nothing_of_mcp_setup_or_the_us
 
 
 async def test_with_the_sandbox_off_the_same_hostile_server_reaches_all_of_it(
-    tmp_path: Path, user_home: Path, canary: str
+    new_runtime, tmp_path: Path, user_home: Path, canary: str
 ) -> None:
-    runtime, got = await attack_results(tmp_path, user_home, canary, "off")
+    runtime, got = await attack_results(new_runtime, tmp_path, user_home, canary, "off")
     try:
         assert runtime.prober.sandbox.mechanism == "none"
         for attempt in ATTEMPTS:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import build_runtime
 from app.settings import Settings
 from setup_agent.errors import ServerRejected
 from setup_agent.launch.transport import minimal_environment, proxy_credentials
@@ -61,7 +60,7 @@ def test_the_credentials_in_a_proxy_url_are_what_gets_redacted() -> None:
 
 
 async def test_a_server_echoing_its_environment_shows_the_ca_path_but_not_the_proxy_password(
-    tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
+    new_runtime, tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     host = {
         "PATH": os.environ["PATH"],
@@ -69,7 +68,7 @@ async def test_a_server_echoing_its_environment_shows_the_ca_path_but_not_the_pr
         "NODE_EXTRA_CA_CERTS": "/etc/corp/ca.pem",
         "HTTPS_PROXY": f"http://alice:{canary}@proxy.corp:3128",
     }
-    runtime = build_runtime(
+    runtime = new_runtime(
         Settings(home=tmp_path / "home", registries="local"), keyring_backend=memory_keyring, host_env=host
     )
     try:

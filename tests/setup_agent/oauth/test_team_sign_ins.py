@@ -25,7 +25,7 @@ import mcp.client.auth.oauth2 as sdk_oauth
 import pytest
 from sqlalchemy import text
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from app.web.app import create_app
 from setup_agent.oauth.shared_exchange import finish_exchange
@@ -95,13 +95,15 @@ class Replicas:
 
 
 @pytest.fixture
-async def replicas(tmp_path: Path, pair: OAuthPair, postgres_url: str, memory_keyring: Any) -> AsyncIterator[Replicas]:
+async def replicas(
+    new_runtime, tmp_path: Path, pair: OAuthPair, postgres_url: str, memory_keyring: Any
+) -> AsyncIterator[Replicas]:
     key = tmp_path / "team.key"
     Vault.in_memory().export_key(key)
     made = []
     for name in ("a", "b"):
         settings = settings_for(tmp_path / name, pair, postgres_url, key)
-        rt = build_runtime(settings, keyring_backend=memory_keyring)
+        rt = new_runtime(settings, keyring_backend=memory_keyring)
         rt.sign_ins.timeout = scaled(20)
         if rt.feed is not None:
             rt.feed.start()  # A is woken by B's NOTIFY
@@ -220,9 +222,9 @@ def test_a_sign_in_row_takes_one_answer_once_and_none_after_its_deadline(postgre
 
 
 async def test_on_sqlite_a_sign_in_keeps_its_loopback_listener(
-    tmp_path: Path, pair: OAuthPair, memory_keyring: Any
+    new_runtime, tmp_path: Path, pair: OAuthPair, memory_keyring: Any
 ) -> None:
-    rt = build_runtime(settings_for(tmp_path, pair, None, None), keyring_backend=memory_keyring)
+    rt = new_runtime(settings_for(tmp_path, pair, None, None), keyring_backend=memory_keyring)
     try:
         assert rt.sign_ins.shared is None
 

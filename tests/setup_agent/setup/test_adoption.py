@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.errors import StoreError
 from setup_agent.setup.service import CallContext
@@ -39,10 +39,10 @@ def add_stub(catalog: Path, dist: Path, name: str, pid_file: Path, expected: str
     (catalog / (name.replace("/", "_") + ".json")).write_text(json.dumps(doc))
 
 
-async def make_runtime(tmp_path: Path, memory_keyring, canary: str, **settings) -> Runtime:
+async def make_runtime(new_runtime, tmp_path: Path, memory_keyring, canary: str, **settings) -> Runtime:
     add_stub(tmp_path / "catalog", tmp_path / "dist", "io.test/counted", tmp_path / "pids", canary)
     add_stub(tmp_path / "catalog", tmp_path / "dist", "io.test/any-key", tmp_path / "pids-any", None)
-    return build_runtime(
+    return new_runtime(
         # sandbox off: the stub writes its pid to a file beside the test (outside its folder), and
         # under bubblewrap that pid is one of its own PID namespace. tests/test_sandbox.py covers it.
         Settings(
@@ -57,8 +57,8 @@ async def make_runtime(tmp_path: Path, memory_keyring, canary: str, **settings) 
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, memory_keyring, canary: str) -> AsyncIterator[Runtime]:
-    rt = await make_runtime(tmp_path, memory_keyring, canary)
+async def runtime(new_runtime, tmp_path: Path, memory_keyring, canary: str) -> AsyncIterator[Runtime]:
+    rt = await make_runtime(new_runtime, tmp_path, memory_keyring, canary)
     yield rt
     await rt.aclose()
     assert not processes_mentioning(str(rt.settings.home))
@@ -149,9 +149,9 @@ async def test_a_failure_before_the_commit_ends_the_adopted_process_and_leaves_n
 
 
 async def test_a_tested_server_nobody_installs_ends_when_the_ref_ttl_is_up(
-    tmp_path: Path, memory_keyring, canary: str
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
 ) -> None:
-    rt = await make_runtime(tmp_path, memory_keyring, canary, secret_ttl_seconds=0.5)
+    rt = await make_runtime(new_runtime, tmp_path, memory_keyring, canary, secret_ttl_seconds=0.5)
     try:
         ref = rt.refs.mint("STUB_API_KEY", canary)
         tested = await call(
@@ -169,8 +169,10 @@ async def test_a_tested_server_nobody_installs_ends_when_the_ref_ttl_is_up(
         await rt.aclose()
 
 
-async def test_with_adoption_off_a_test_leaves_nothing_running(tmp_path: Path, memory_keyring, canary: str) -> None:
-    rt = await make_runtime(tmp_path, memory_keyring, canary, adopt_tested_servers=False)
+async def test_with_adoption_off_a_test_leaves_nothing_running(
+    new_runtime, tmp_path: Path, memory_keyring, canary: str
+) -> None:
+    rt = await make_runtime(new_runtime, tmp_path, memory_keyring, canary, adopt_tested_servers=False)
     try:
         ref = rt.refs.mint("STUB_API_KEY", canary)
         tested = await call(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.launch import local_command, materialize
 from setup_agent.setup import TestRequest
@@ -46,7 +46,7 @@ def argv_bundle(tmp_path: Path, name: str, command: str) -> tuple[Path, str]:
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(new_runtime, tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     for name, command in (("py-argv", "python3"), ("node-argv", "node")):
@@ -57,7 +57,7 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     settings = Settings(
         home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20)
     )
-    rt = build_runtime(settings, keyring_backend=memory_keyring)
+    rt = new_runtime(settings, keyring_backend=memory_keyring)
     yield rt
     await rt.aclose()
 

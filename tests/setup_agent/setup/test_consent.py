@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from registry_clients.models import RequiredKey
 from setup_agent.errors import InvalidInput
@@ -34,7 +34,7 @@ STUB = "io.test/stub"
 
 
 @pytest.fixture
-async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
+async def world(new_runtime, tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
@@ -43,7 +43,7 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Ru
     settings = Settings(
         home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask", probe_timeout_seconds=scaled(20)
     )
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring)
     yield runtime
     await runtime.aclose()
 
@@ -176,13 +176,13 @@ async def test_after_a_remove_the_same_server_is_asked_again(world, canary: str)
     assert asked["error"]["code"] == "consent_required", asked
 
 
-async def test_never_ask_skips_the_consent_step(tmp_path: Path, canary: str, memory_keyring) -> None:
+async def test_never_ask_skips_the_consent_step(new_runtime, tmp_path: Path, canary: str, memory_keyring) -> None:
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary)
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "stub.json").write_text(json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name=STUB)))
     settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="never-ask")
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring)
     try:
         ref = runtime.refs.mint("STUB_API_KEY", canary)
         result = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})

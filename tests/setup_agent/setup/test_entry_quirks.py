@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from registry_clients.local import LocalCatalog
 from registry_clients.serverjson import parse_server_json
@@ -68,7 +68,7 @@ def test_an_images_rm_flag_key_does_not_pass_rm_twice() -> None:
 
 # -- 8 -------------------------------------------------------------------------------------
 @pytest.fixture
-async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(new_runtime, tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     for status, name in (("deleted", "gone"), ("deprecated", "old")):
@@ -76,7 +76,7 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
         doc["server"]["name"] = f"io.github.example/{name}"
         doc.setdefault("_meta", {})["io.modelcontextprotocol.registry/official"] = {"status": status}
         (catalog / f"{name}.json").write_text(json.dumps(doc))
-    rt = build_runtime(
+    rt = new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog), keyring_backend=memory_keyring
     )
     yield rt

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.errors import ConfigInvalid, NotAdmitted
 from setup_agent.setup.providers import load_provider_config, normalize_provider_id, parse_provider_config
@@ -176,14 +176,14 @@ def bundle_server(tmp_path: Path, canary: str) -> Iterator[tuple[Path, list[str]
         yield catalog, hits
 
 
-def runtime_for(tmp_path: Path, catalog: Path, keyring, config: str | None) -> Runtime:
+def runtime_for(new_runtime, tmp_path: Path, catalog: Path, keyring, config: str | None) -> Runtime:
     path = tmp_path / "config.toml"
     if config is not None:
         path.write_text(config)
     settings = Settings(
         home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(10), config=path
     )
-    return build_runtime(settings, keyring_backend=keyring)
+    return new_runtime(settings, keyring_backend=keyring)
 
 
 async def tool(runtime: Runtime, name: str, **args) -> dict:
@@ -201,10 +201,10 @@ async def tool(runtime: Runtime, name: str, **args) -> dict:
     ],
 )
 async def test_admission_refuses_test_and_install_before_the_bundle_is_downloaded(
-    tmp_path: Path, bundle_server, memory_keyring, canary: str, config: str
+    new_runtime, tmp_path: Path, bundle_server, memory_keyring, canary: str, config: str
 ) -> None:
     catalog, hits = bundle_server
-    runtime = runtime_for(tmp_path, catalog, memory_keyring, config)
+    runtime = runtime_for(new_runtime, tmp_path, catalog, memory_keyring, config)
     try:
         ref = runtime.refs.mint("STUB_API_KEY", canary)
         with anyio.fail_after(scaled(20)):
@@ -236,10 +236,10 @@ async def test_admission_refuses_test_and_install_before_the_bundle_is_downloade
     ],
 )
 async def test_an_admitted_or_ungoverned_server_is_tested_as_before(
-    tmp_path: Path, bundle_server, memory_keyring, canary: str, config: str | None
+    new_runtime, tmp_path: Path, bundle_server, memory_keyring, canary: str, config: str | None
 ) -> None:
     catalog, hits = bundle_server
-    runtime = runtime_for(tmp_path, catalog, memory_keyring, config)
+    runtime = runtime_for(new_runtime, tmp_path, catalog, memory_keyring, config)
     try:
         assert (runtime.service.admit is None) is (config is None or "admission" not in config)
         ref = runtime.refs.mint("STUB_API_KEY", canary)

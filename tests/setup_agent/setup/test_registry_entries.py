@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from registry_clients.serverjson import parse_server_json
 from setup_agent.errors import InvalidEntry, NoRunnablePackage
@@ -157,7 +157,7 @@ def test_mustache_and_literal_placeholders_become_required_settings_with_a_warni
 
 # -- 9, 10, 15 through the service -------------------------------------------------------
 @pytest.fixture
-async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(new_runtime, tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     hf = entry("co.huggingface/hf-mcp-server")
@@ -165,7 +165,7 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     old.setdefault("_meta", {})["io.modelcontextprotocol.registry/official"] = {"status": "deprecated"}
     (catalog / "hf.json").write_text(json.dumps(hf))
     (catalog / "old.json").write_text(json.dumps(old))
-    rt = build_runtime(
+    rt = new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog), keyring_backend=memory_keyring
     )
     yield rt

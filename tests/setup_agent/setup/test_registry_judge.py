@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from registry_clients.serverjson import parse_server_json
 from setup_agent.errors import SetupError
@@ -85,12 +85,12 @@ class LoopbackOnly(httpx.AsyncHTTPTransport):
 
 
 @pytest.fixture
-async def local_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
+async def local_runtime(new_runtime, tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     for i, (fname, doc) in enumerate(ENTRIES):
         (catalog / f"{i:04d}-{fname}").write_text(json.dumps(doc))
-    runtime = build_runtime(
+    runtime = new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, prefetch_packages=False),
         keyring_backend=memory_keyring,
         http_transport=LoopbackOnly(),
@@ -100,9 +100,9 @@ async def local_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime
 
 
 @pytest.fixture
-async def official_runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
+async def official_runtime(new_runtime, tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     with FakeOfficialRegistry([d for _, d in ENTRIES]) as fake:
-        runtime = build_runtime(
+        runtime = new_runtime(
             Settings(
                 home=tmp_path / "data", registries="official", official_registry_url=fake.url, prefetch_packages=False
             ),

@@ -62,14 +62,13 @@ async def test_one_prompt_one_ref_installs_a_bundle_whose_manifest_maps_the_vari
 
 
 async def test_a_value_given_under_the_manifest_name_satisfies_the_registry_name_too(
-    tmp_path: Path, canary: str, memory_keyring
+    new_runtime, tmp_path: Path, canary: str, memory_keyring
 ) -> None:
-    from app.runtime import build_runtime
     from app.settings import Settings
     from setup_agent.setup.service import CallContext
 
     catalog = mapped_catalog(tmp_path, canary)
-    runtime = build_runtime(
+    runtime = new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(20)),
         keyring_backend=memory_keyring,
     )
@@ -90,13 +89,14 @@ async def test_a_value_given_under_the_manifest_name_satisfies_the_registry_name
         await runtime.aclose()
 
 
-async def test_get_reads_the_chosen_remote_bundle_once_and_lists_its_own_keys(tmp_path: Path, memory_keyring) -> None:
+async def test_get_reads_the_chosen_remote_bundle_once_and_lists_its_own_keys(
+    new_runtime, tmp_path: Path, memory_keyring
+) -> None:
     """A bundle whose manifest asks for a key the registry does not list, on a remote-looking
     host: get downloads the option install would choose (once: cached) and lists that key, so
     install never demands a key get did not list (#11 item 1)."""
     import json
 
-    from app.runtime import build_runtime
     from app.settings import Settings
     from tests.fakes.file_server import serve_file
     from tests.stub_server.bundle import build_stub_bundle, stub_server_json
@@ -109,7 +109,7 @@ async def test_get_reads_the_chosen_remote_bundle_once_and_lists_its_own_keys(tm
         catalog = tmp_path / "catalog"
         catalog.mkdir()
         (catalog / "stub.json").write_text(json.dumps(doc))
-        runtime = build_runtime(
+        runtime = new_runtime(
             Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog), keyring_backend=memory_keyring
         )
         try:

@@ -484,13 +484,12 @@ async def test_the_widened_search_asks_for_ten_names_at_most(the_same_data) -> N
 
 
 async def test_the_search_tool_says_did_you_mean_only_when_a_typo_was_read(
-    everything, tmp_path, memory_keyring
+    new_runtime, everything, tmp_path, memory_keyring
 ) -> None:
-    from app.runtime import build_runtime
     from app.settings import Settings
     from setup_agent.setup.service import CallContext
 
-    runtime = build_runtime(
+    runtime = new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=everything), keyring_backend=memory_keyring
     )
     try:

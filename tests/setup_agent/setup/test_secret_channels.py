@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from tests.helpers.timeouts import scaled
@@ -51,7 +51,7 @@ def _plain_bundle(dest: Path) -> tuple[Path, str]:
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(new_runtime, tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     for name in ("io.test/stub-a", "io.test/stub-b"):
@@ -64,7 +64,7 @@ async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[
     settings = Settings(
         home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(5)
     )
-    rt = build_runtime(settings, keyring_backend=memory_keyring)
+    rt = new_runtime(settings, keyring_backend=memory_keyring)
     yield rt
     await rt.aclose()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from tests.helpers.processes import processes_mentioning
@@ -48,7 +48,7 @@ def bundle_with_command(dest: Path, command: str) -> tuple[Path, str]:
 
 
 @pytest.fixture
-async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tuple[Runtime, Clock]]:
+async def world(new_runtime, tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tuple[Runtime, Clock]]:
     catalog = tmp_path / "catalog"
     dist = tmp_path / "dist"
     for mode in ("", "hang", "crash"):
@@ -60,7 +60,7 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tu
     add_to_catalog(catalog, "io.test/missing-command", bundle, sha)
     settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=3)
     clock = Clock()
-    runtime = build_runtime(settings, keyring_backend=memory_keyring, refs_timer=clock)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring, refs_timer=clock)
     yield runtime, clock
     await runtime.aclose()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from setup_agent.setup.tool_args import MAX_ARGUMENTS_CHARS, MAX_VALUE_CHARS
@@ -23,7 +23,7 @@ PIN = "4821"
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(new_runtime, tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary, mode="echo_env", name="stub-echo")
@@ -31,7 +31,7 @@ async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[
         json.dumps(stub_server_json(bundle.resolve().as_uri(), sha, name="io.test/stub-echo"))
     )
     settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=5)
-    rt = build_runtime(settings, keyring_backend=memory_keyring)
+    rt = new_runtime(settings, keyring_backend=memory_keyring)
     yield rt
     await rt.aclose()
 

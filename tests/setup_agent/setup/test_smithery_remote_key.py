@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from app.runtime import build_runtime
 from app.settings import Settings
 from registry_clients.serverjson import parse_server_json
 from registry_clients.smithery import smithery_detail
@@ -53,12 +52,12 @@ def test_a_host_that_only_ends_like_smithery_gets_no_smithery_key() -> None:
 
 
 async def test_a_smithery_remote_describes_the_smithery_key_and_the_configured_key_shows_nowhere(
-    tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
+    new_runtime, tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with FakeSmitheryRegistry(api_key=canary) as fake:
         settings = Settings(home=tmp_path, registries="smithery", smithery_url=fake.url, smithery_api_key=canary)
-        runtime = build_runtime(settings, keyring_backend=memory_keyring)
+        runtime = new_runtime(settings, keyring_backend=memory_keyring)
         try:
             detail = await runtime.service.call(
                 "mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext()
@@ -88,7 +87,7 @@ async def test_a_smithery_remote_describes_the_smithery_key_and_the_configured_k
 
 
 async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and_never_asked_for(
-    tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
+    new_runtime, tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     from setup_agent.launch import materialize, remote_endpoint
     from setup_agent.setup import TestRequest
@@ -96,7 +95,7 @@ async def test_with_a_smithery_key_configured_a_smithery_remote_is_filled_in_and
     caplog.set_level(logging.DEBUG)
     with FakeSmitheryRegistry(api_key=canary) as fake:
         settings = Settings(home=tmp_path, registries="smithery", smithery_url=fake.url, smithery_api_key=canary)
-        runtime = build_runtime(settings, keyring_backend=memory_keyring)
+        runtime = new_runtime(settings, keyring_backend=memory_keyring)
         try:
             detail = await runtime.service.call(
                 "mcp_setup_get", {"qualified_name": "smithery-ai/github"}, CallContext()
@@ -154,9 +153,9 @@ async def test_a_server_that_also_wants_a_setting_named_like_the_smithery_key_ge
 
 
 @pytest.fixture
-async def preparer(tmp_path: Path, memory_keyring, canary: str):
+async def preparer(new_runtime, tmp_path: Path, memory_keyring, canary: str):
     """The Preparer of a runtime whose configured Smithery key is ``canary``."""
-    runtime = build_runtime(
+    runtime = new_runtime(
         Settings(home=tmp_path, registries="local", smithery_api_key=canary), keyring_backend=memory_keyring
     )
     try:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import build_runtime
 from app.settings import Settings
 from setup_agent.store.data_dir import PRIVATE_SUBDIRS, prepare_data_dir
 
@@ -40,13 +39,13 @@ def test_an_existing_loose_home_is_tightened_and_reported(tmp_path: Path) -> Non
 
 
 async def test_the_runtime_makes_the_home_private_and_logs_that_it_was_loose(
-    tmp_path: Path, memory_keyring, caplog: pytest.LogCaptureFixture
+    new_runtime, tmp_path: Path, memory_keyring, caplog: pytest.LogCaptureFixture
 ) -> None:
     home = tmp_path / "data"
     home.mkdir(mode=0o755)
     os.chmod(home, 0o755)
     with caplog.at_level(logging.WARNING):
-        runtime = build_runtime(
+        runtime = new_runtime(
             Settings(home=home, registries="local", catalog_dir=tmp_path / "catalog"), keyring_backend=memory_keyring
         )
     try:

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.errors import ToolsChanged
 from setup_agent.gateway.router import UnknownTool
@@ -267,7 +267,7 @@ def _catalog_with_stub(tmp_path: Path, canary: str, flag: Path | str, mode: str 
 
 @pytest.fixture
 async def world(
-    request: pytest.FixtureRequest, tmp_path: Path, canary: str, memory_keyring
+    new_runtime, request: pytest.FixtureRequest, tmp_path: Path, canary: str, memory_keyring
 ) -> AsyncIterator[tuple[Runtime, Path, str]]:
     # Relative: in its working dir, the install dir, the one folder a sandboxed server sees (#23).
     flag_name = "stub-tools.json"
@@ -279,7 +279,7 @@ async def world(
         probe_timeout_seconds=scaled(20),
         consent="never-ask",  # installs run unasked; tool changes are still asked
     )
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring)
     await runtime.start(eager=False)
     ctx = CallContext(installed_by="agent")
     ref = runtime.refs.mint("STUB_API_KEY", canary)

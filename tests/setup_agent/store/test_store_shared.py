@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.secrets.vault import Vault
 from setup_agent.setup.service import CallContext
@@ -147,7 +147,9 @@ def bring_database_back(name: str) -> None:
 
 
 @pytest.fixture
-async def team_runtime(tmp_path: Path, canary: str, memory_keyring: Any, postgres_url: str) -> AsyncIterator[Runtime]:
+async def team_runtime(
+    new_runtime, tmp_path: Path, canary: str, memory_keyring: Any, postgres_url: str
+) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     bundle, sha = build_stub_bundle(tmp_path / "dist", expected_value=canary, name="stub-ok")
@@ -160,7 +162,7 @@ async def team_runtime(tmp_path: Path, canary: str, memory_keyring: Any, postgre
         probe_timeout_seconds=scaled(10),
         database_url=postgres_url,
     )
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring)
     yield runtime
     await runtime.aclose()
 

@@ -248,11 +248,10 @@ async def test_an_optional_secret_declined_is_left_unset_and_said_so(
 
 
 async def test_nothing_found_says_which_registry_could_not_be_searched(
-    tmp_path: Path, canary: str, memory_keyring
+    new_runtime, tmp_path: Path, canary: str, memory_keyring
 ) -> None:
     import socket
 
-    from app.runtime import build_runtime
     from app.settings import Settings
 
     with socket.socket() as sock:
@@ -265,7 +264,7 @@ async def test_nothing_found_says_which_registry_could_not_be_searched(
         catalog_dir=catalog,
         official_registry_url=f"http://127.0.0.1:{port}",
     )
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings, keyring_backend=memory_keyring)
     try:
         io = ScriptedIO(runtime, answers=[""])
         result = await run(runtime, io, "set up the Notion MCP server")
