@@ -97,7 +97,7 @@ class Root:
         }
 
     def face_env(self, data_dir: Path, **extra: str) -> dict[str, str]:
-        """Environment for an ``mcp-setup`` subprocess (like tests/mcp_face.py: face_env)."""
+        """Environment for an ``mcp-setup`` subprocess (like tests/helpers/mcp_face.py: face_env)."""
         env = {
             "PATH": os.environ.get("PATH", ""),
             "LANG": os.environ.get("LANG", "C.UTF-8"),

@@ -45,7 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _scale_the_test_timeout(config: pytest.Config) -> None:
     """pytest-timeout's per-test bound (``timeout`` in pyproject.toml, thread method: a stuck
     test ends with every thread's stack) grows with the tests' one scale factor
-    (tests/timeouts.py). A bound given on the command line or in PYTEST_TIMEOUT is taken as is."""
+    (tests/helpers/timeouts.py). A bound given on the command line or in PYTEST_TIMEOUT is taken as is."""
     if TIMEOUT_SCALE == 1.0 or config.getvalue("timeout") is not None or os.environ.get("PYTEST_TIMEOUT"):
         return
     base = getattr(config, "_env_timeout", None)  # pytest-timeout's setting, read in its own pytest_configure
@@ -107,7 +107,7 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         if var.startswith("MCP_SETUP_") and var != "MCP_SETUP_HOME":
             monkeypatch.delenv(var)
     monkeypatch.delenv("PYTHON_KEYRING_BACKEND", raising=False)  # keyring's own choice, not the host's
-    # Tests that are not about consent run without the consent step; tests/test_consent*.py and
+    # Tests that are not about consent run without the consent step; tests/**/test_consent*.py and
     # the consent face tests ask for it (Settings(consent="ask"), MCP_SETUP_CONSENT=ask).
     monkeypatch.setenv("MCP_SETUP_CONSENT", "never-ask")
     return base

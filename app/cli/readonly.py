@@ -1,6 +1,6 @@
 """The read-only commands' fast path: ``list``, ``show``, ``logs``, ``open`` and ``--help``
 (and ``audit`` without ``--verify``) answer without loading pydantic, SQLAlchemy, the vault, the MCP SDK, the web stack or the
-runtime, as the stdio face's ``tools/list`` does (tests/test_mcp_face_lazy_core.py).
+runtime, as the stdio face's ``tools/list`` does (tests/app/mcp/test_mcp_face_lazy_core.py).
 
 * :class:`LightSettings` reads ``MCP_SETUP_HOME``, ``MCP_SETUP_DATABASE_URL``, ``MCP_SETUP_DATA_KEY_FILE`` and
   ``MCP_SETUP_SANDBOX`` from the environment as :class:`app.settings.Settings` does (names in any case, same

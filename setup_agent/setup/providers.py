@@ -12,7 +12,7 @@
     trust_state = "trusted"            # trusted / untrusted / revoked / …
     enabled = true
 
-Rules (the tests in tests/test_providers.py hold them):
+Rules (the tests in tests/setup_agent/setup/test_providers.py hold them):
 
 * **ids** are normalized before any check: NFKC, case-folded, every run of characters that
   are not letters or digits (``str.isalnum``) becomes one ``-``, leading and trailing ``-``

@@ -5,7 +5,7 @@ update runs the core path ``mcp-setup update`` takes: the person approves it in 
 answers; one that does not answer leaves the installed version in place and working.
 
 Two versions of the local stub are published in a loopback catalog (``publish`` of
-tests/test_cli_update.py); version 1.0.0 is installed before the page opens. Screenshots at
+tests/app/cli/test_cli_update.py); version 1.0.0 is installed before the page opens. Screenshots at
 1280 and 390 wide.
 """
 

@@ -71,7 +71,7 @@ def test_the_download_row_shows_its_icon_and_counts_seconds_and_packages(
 def test_a_package_npm_does_not_have_is_drawn_as_a_failed_download_that_names_it(
     browser: Any, artifacts: Path, tmp_path: Path, canary: str
 ) -> None:
-    """#25 item 4: the events the core sends for npx's E404 (tests/test_download_phase.py) draw the
+    """#25 item 4: the events the core sends for npx's E404 (tests/setup_agent/launch/test_download_phase.py) draw the
     download row ✗, no row after it done, and the sentence says what npm answered."""
     served = start_serve(tmp_path, make_catalog(tmp_path, canary))
     try:

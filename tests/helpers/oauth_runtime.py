@@ -1,5 +1,5 @@
 """A runtime whose local catalog lists remote servers behind the fake OAuth pair
-(tests/fakes/oauth_server.py), shared by tests/test_oauth.py and tests/browser/test_oauth_browser.py."""
+(tests/fakes/oauth_server.py), shared by tests/setup_agent/oauth/test_oauth.py and tests/browser/test_oauth_browser.py."""
 
 from __future__ import annotations
 

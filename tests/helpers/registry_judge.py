@@ -1,8 +1,8 @@
 """The judge for real registry entries: what a server.json says, restated independently of
 ``registry_clients/serverjson.py`` and ``setup_agent/launch/packages.py``, and the listed exceptions.
 
-Used by tests/test_registry_judge.py (every entry of the three real fixture files, through the
-local catalog and the fake official registry) and tests/test_registry_serverjson.py.
+Used by tests/setup_agent/setup/test_registry_judge.py (every entry of the three real fixture files, through the
+local catalog and the fake official registry) and tests/registry_clients/test_registry_serverjson.py.
 
 * :func:`expected_options` — per option id, the keys the entry declares, with kind, required,
   secret, secret_guessed, in_argv, default (the rule, written again from its text).

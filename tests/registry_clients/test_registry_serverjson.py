@@ -10,7 +10,7 @@ from registry_clients.serverjson import parse_server_json
 from tests.helpers.registry_fixtures import SAMPLE_FILES, load_fixture
 from tests.helpers.registry_judge import expected_options
 
-# The rule, written again from its text, lives in tests/registry_judge.py.
+# The rule, written again from its text, lives in tests/helpers/registry_judge.py.
 
 
 ALL_ENTRIES = [

@@ -1,5 +1,5 @@
 """A would-be server that tries the network every way it can, run inside the sandbox by
-tests/test_netns.py (standard library only: it runs as ``python3 -I -S net_probe.py PLAN``).
+tests/setup_agent/launch/test_netns.py (standard library only: it runs as ``python3 -I -S net_probe.py PLAN``).
 
 PLAN (JSON): ``granted`` and ``refused`` (host loopback ports), ``forms`` (spellings of the refused
 destination to ask the proxy for), ``abstract`` (an abstract unix socket's name on the host),

@@ -1,7 +1,7 @@
 """#25 item 10: scripts can tell failure from cancel, and run ``add`` without a terminal.
 
 ``mcp-setup add`` as a real subprocess with piped or closed stdin: no match exits 3, a piped
-key into a crashing server exits 1 (130 stays for a real Ctrl-C: tests/test_cli_add_flow.py),
+key into a crashing server exits 1 (130 stays for a real Ctrl-C: tests/app/cli/test_cli_add_flow.py),
 ``--yes`` approves the consent it prints in full, and ``--secret KEY=-|@FILE`` hands the key
 over with the value in no process's argv, no output, no log and no clear database byte.
 """

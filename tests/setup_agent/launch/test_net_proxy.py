@@ -2,7 +2,7 @@
 
 Public-looking names resolve (through a test resolver) to public-looking addresses, and the
 test connector maps those addresses to origin servers on loopback: the proxy's own code path runs
-whole, and no packet leaves the machine. The sandbox and its namespace are tests/test_netns.py.
+whole, and no packet leaves the machine. The sandbox and its namespace are tests/setup_agent/launch/test_netns.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Real servers still work in the sandbox (issue #23): ``@modelcontextprotocol/server-everything``
 and ``@modelcontextprotocol/server-filesystem`` from the npm registry through the download phase
 and a sandboxed start (bubblewrap, and Landlock where the kernel has it). The uvx and MCPB python
-cases run sandboxed in tests/test_pypi_prefetch.py, tests/test_download_phase.py and every
+cases run sandboxed in tests/setup_agent/launch/test_pypi_prefetch.py, tests/setup_agent/launch/test_download_phase.py and every
 build_runtime test (``MCP_SETUP_SANDBOX`` defaults to ``auto``).
 
 The npm registry is the real one (this machine and CI reach it); without it these tests skip.

@@ -44,7 +44,7 @@ async def make_runtime(new_runtime, tmp_path: Path, memory_keyring, canary: str,
     add_stub(tmp_path / "catalog", tmp_path / "dist", "io.test/any-key", tmp_path / "pids-any", None)
     return new_runtime(
         # sandbox off: the stub writes its pid to a file beside the test (outside its folder), and
-        # under bubblewrap that pid is one of its own PID namespace. tests/test_sandbox.py covers it.
+        # under bubblewrap that pid is one of its own PID namespace. tests/setup_agent/launch/test_sandbox.py covers it.
         Settings(
             home=tmp_path / "data",
             registries="local",

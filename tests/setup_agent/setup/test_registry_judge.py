@@ -1,5 +1,5 @@
 """Every real registry entry, through the local catalog and the fake official registry:
-``mcp_setup_get`` and the launch-spec builder, judged by tests/registry_judge.py."""
+``mcp_setup_get`` and the launch-spec builder, judged by tests/helpers/registry_judge.py."""
 
 from __future__ import annotations
 
