@@ -26,6 +26,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from playwright.sync_api import expect
 
+from tests.browser.redraws import scroll_to
 from tests.browser.serve import start_serve, stop_serve
 from tests.browser.test_browser_flow import NARROW, WIDE, close_leaking_nothing, open_page, shot
 from tests.fakes.official_registry import FakeOfficialRegistry
@@ -118,7 +119,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         assert not claude.exists()
         apply = desktop.get_by_role("button", name="Apply this change")
         expect(apply).to_be_focused()
-        part.scroll_into_view_if_needed()
+        scroll_to(part)
         shot(page, artifacts, "25-clients-diff")
         shot(page, artifacts, "25-clients-diff-390px", narrow=True)
         apply.click()

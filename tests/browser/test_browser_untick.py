@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
 
+from tests.browser.redraws import scroll_to
 from tests.browser.serve import make_catalog, start_serve, stop_serve
 from tests.browser.test_browser_consent import _ask_for_the_stub
 from tests.browser.test_browser_flow import close_leaking_nothing, open_page
@@ -79,14 +80,14 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         expect(tools.locator("#consent-tools-note code")).to_have_text(
             "mcp-setup enable io.github.mcp-setup/stub --tool TOOL"
         )
-        tools.scroll_into_view_if_needed()
+        scroll_to(tools)
         page.screenshot(path=str(artifacts / "29-untick-modal-1280.png"))
         echo.uncheck()
         expect(consent.locator("#consent-tools-none")).to_be_visible()  # all unticked: said plainly
         echo.check()
         expect(consent.locator("#consent-tools-none")).to_be_hidden()
         page.set_viewport_size(PHONE)
-        tools.scroll_into_view_if_needed()
+        scroll_to(tools)
         page.screenshot(path=str(artifacts / "29-untick-modal-390x844.png"))
         width = page.evaluate("() => document.documentElement.scrollWidth")
         assert width <= PHONE["width"], width  # nothing wider than the phone
@@ -98,7 +99,7 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         card = page.locator("li.server", has_text="stub")
         expect(card.locator(".left-out")).to_contain_text("You left out: whoami")  # the installed list says so
         expect(card.locator("details.tools summary")).to_have_text("1 tool")
-        card.scroll_into_view_if_needed()
+        scroll_to(card)
         page.screenshot(path=str(artifacts / "29-untick-list-390x844.png"))
         sent = [json.loads(f) for f in watch.received if '"consent_request"' in f]
         assert [[t["name"] for t in f["consent"]["tools"]] for f in sent] == [[], ["echo", "whoami"]]
