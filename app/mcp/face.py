@@ -73,9 +73,10 @@ def _connection(ctx: Any) -> Any:
 
 
 def request_principal(ctx: Any) -> Principal:
-    """Who sent this request, from the credential: over ``/mcp`` the web guard's principal (a named
-    token is its member; this run's token is a client over HTTP), over stdio the local client.
-    What the client calls itself is only the hint beside it."""
+    """Who sent this request, from the credential: over ``/mcp`` the web guard's principal (a
+    client token is that client, a named token its member; the page link's key never gets here,
+    and were it to, it would count as an unnamed HTTP client, never the user), over stdio the
+    local client. What the client calls itself is only the hint beside it."""
     params = getattr(getattr(ctx, "session", None), "client_params", None)
     info = getattr(params, "client_info", None) if params is not None else None
     hint = client_hint(getattr(info, "name", None))
