@@ -149,7 +149,7 @@ def _serve_url(settings: Settings) -> tuple[str, str | None]:
     configured port's) and a note for the person when it is not running."""
     from urllib.parse import urlsplit
 
-    from app.web.running import running_serve
+    from app.web import running_serve
 
     running = running_serve(Path(settings.home).expanduser())
     if running is not None and running.url:
