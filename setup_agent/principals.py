@@ -81,6 +81,15 @@ class Principal:
         return f"{self.label} via {self.hint}" if self.hint else self.label
 
     @property
+    def provenance(self) -> str:
+        """What an install records as its ``installed_by`` (the host conventions): an MCP client is
+        ``mcp:<its name>`` (``mcp`` when it gives none); a member and the user their :attr:`display`.
+        The principal's own :attr:`display` stays in the audit beside it."""
+        if self.kind == "client":
+            return f"mcp:{self.hint}" if self.hint else "mcp"
+        return self.display
+
+    @property
     def may_approve(self) -> bool:
         """Only the user (and a team's ``--admin`` token) approves launches and tool changes."""
         return self.kind == "user" or (self.kind == "member" and self.admin)

@@ -90,8 +90,8 @@ def request_principal(ctx: Any) -> Principal:
 
 
 def provenance_label(client_name: str | None) -> str:
-    """A stdio client's provenance: ``Claude Desktop`` → ``client:stdio via claude-desktop``."""
-    return Principal.client("stdio", client_hint(client_name)).display
+    """A stdio client's provenance: ``Claude Desktop`` → ``mcp:claude-desktop``; none → ``mcp``."""
+    return Principal.client("stdio", client_hint(client_name)).provenance
 
 
 class McpFace:
@@ -215,7 +215,8 @@ class McpFace:
             return self._tool_result(resumed)
         asked: dict[str, Any] = {}  # a consent to ask through an input-required answer
         call_ctx = CallContext(
-            installed_by=request_principal(ctx).display,
+            installed_by=request_principal(ctx).provenance,  # mcp:<client>; the principal goes in the audit
+            audited_as=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
             principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
