@@ -510,6 +510,7 @@ def test_commands_for_people_print_no_info_log_lines_unless_verbose(data, canary
         ("mcp:claude-code", "installed by Claude Code"),
         ("mcp:vscode", "installed by VS Code"),
         ("mcp:some-new-client", "installed by some new client"),
+        ("mcp", "installed by an AI client"),
         ("token:alice via cursor", "installed by the token alice (Cursor)"),
         ("client:stdio via claude-desktop", "installed by an AI client (Claude Desktop)"),
     ],

@@ -102,7 +102,7 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
 
             listed = (await call(client, "mcp_setup_list_servers"))["servers"]
             assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [
-                (server_id, "connected", "client:stdio via claude-desktop")
+                (server_id, "connected", "mcp:claude-desktop")  # the host conventions' provenance
             ]
             assert {t["name"] for t in listed[0]["tools"]} >= {"echo", "whoami"}
 
@@ -207,7 +207,7 @@ async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usab
             )
             assert installed["status"] == "connected"
             listed = (await call(client, "mcp_setup_list_servers"))["servers"]
-            assert listed[0]["installed_by"] == "client:stdio"
+            assert listed[0]["installed_by"] == "mcp"  # an MCP client that gives no name
     assert canary not in recorder.text()
     assert os.path.exists(tmp_path / "err.log") and canary not in (tmp_path / "err.log").read_text()
 

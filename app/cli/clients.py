@@ -66,6 +66,13 @@ def add_client_parsers(sub: Any) -> None:
         p.add_argument("client", choices=list(CLIENTS))
         p.add_argument("--dry-run", action="store_true", help="print the change as a diff; write nothing")
         p.add_argument("--per-server", action="store_true", help="one entry per installed server (mcp-setup run)")
+        if verb == "connect":
+            p.add_argument(
+                "--http",
+                action="store_true",
+                help="reach `mcp-setup serve`'s /mcp over HTTP with a new client token of this client's own "
+                "(revocable: mcp-setup token revoke CLIENT); default: the client starts `mcp-setup mcp`",
+            )
         p.add_argument(
             "--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)"
         )
@@ -111,6 +118,8 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     if args.per_server and args.client_command != "disconnect":
         with _store(settings) as store:
             slugs = [s.slug for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
+    if getattr(args, "http", False):
+        return _connect_http(settings, args, config, launcher)
     plan = plan_connect(config, launcher, env, disconnect=args.client_command == "disconnect", per_server=slugs)
     if plan.edit is None:  # the file is left as it is (malformed); the person gets the entry to paste
         print(f"mcp-setup: {plan.error}", file=sys.stderr)
@@ -128,6 +137,68 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     backup = edit.write()
     print(f"Updated {config.path}" + (f" (the old file is {backup})" if backup else "") + ". Restart the client.")
+    return 0
+
+
+#: What the diff of ``--dry-run`` shows where the new client token would go (none is made).
+NEW_TOKEN_PLACEHOLDER = "<a new client token>"
+
+
+def _serve_url(settings: Settings) -> tuple[str, str | None]:
+    """The ``/mcp`` address of the serve on this data folder (the running one's, else the
+    configured port's) and a note for the person when it is not running."""
+    from urllib.parse import urlsplit
+
+    from app.web import running_serve
+
+    running = running_serve(Path(settings.home).expanduser())
+    if running is not None and running.url:
+        parts = urlsplit(running.url)
+        return f"{parts.scheme}://{parts.netloc}/mcp", None
+    return (
+        f"http://127.0.0.1:{settings.port}/mcp",
+        f"Start `mcp-setup serve` (port {settings.port}) for the client to reach it.",
+    )
+
+
+def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientConfig, launcher: list[str]) -> int:
+    """``client connect CLIENT --http``: a new client token named for the client (the old one of
+    that name, if any, revoked in the same step) in an HTTP entry; nothing is kept when the file
+    cannot be written."""
+    from setup_agent.store import Tokens
+
+    from .servers import _store
+
+    url, note = _serve_url(settings)
+    trial = plan_connect(config, launcher, {}, http=(url, NEW_TOKEN_PLACEHOLDER))
+    if trial.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
+        print(f"mcp-setup: {trial.error}", file=sys.stderr)
+        print(trial.paste_where, file=sys.stderr)
+        print(trial.snippet)
+        print(f"(make its token with `mcp-setup token create {config.client} --client`)", file=sys.stderr)
+        return 1
+    if args.dry_run:
+        print(trial.edit.diff(), end="")
+        return 0
+    with _store(settings) as store:
+        tokens = Tokens(store)
+        token = tokens.create(config.client, kind="client", replace=True)
+        try:
+            edit = plan_connect(config, launcher, {}, http=(url, token)).edit
+            if edit is None:  # the file changed since the trial read it, and cannot be merged now
+                raise ConfigError(f"{config.path} changed meanwhile and cannot be merged; nothing was written.")
+            backup = edit.write()
+        except BaseException:
+            tokens.revoke(config.client)  # a token no config holds is never left behind
+            raise
+    print(
+        f"Updated {config.path}"
+        + (f" (the old file is {backup})" if backup else "")
+        + f": {config.client} reaches {url} with a client token of its own (it cannot approve anything; "
+        f"`mcp-setup token revoke {config.client}` ends it). Restart the client."
+    )
+    if note:
+        print(note)
     return 0
 
 
@@ -162,8 +233,9 @@ def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
 def _http_hint(settings: Settings) -> dict[str, str]:
     url = f"http://127.0.0.1:{settings.port}/mcp"
     text = (
-        f"HTTP clients: {url} while `mcp-setup serve` runs, with the header 'Authorization: Bearer TOKEN' "
-        "(TOKEN: the ?t= part of the link serve prints, or one made with `mcp-setup token create NAME`)."
+        f"HTTP clients: {url} while `mcp-setup serve` runs: `mcp-setup client connect CLIENT --http` writes it "
+        "with a client token of that client's own (for another client: `mcp-setup token create NAME --client`, "
+        "sent as 'Authorization: Bearer TOKEN'). The key in the page link opens only your page."
     )
     return {"url": url, "text": text}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import CLIENTS, ClientConfig, ConfigError, Edit, client_config, entry_for, is_ours
+from .files import CLIENTS, ClientConfig, ConfigError, Edit, client_config, entry_for, http_entry_for, is_ours
 
 __all__ = ["GATEWAY_ENTRY", "ConnectPlan", "client_rows", "launcher_command", "launcher_env", "plan_connect"]
 
@@ -76,13 +76,18 @@ def plan_connect(
     *,
     disconnect: bool = False,
     per_server: Iterable[str] | None = None,
+    http: tuple[str, str] | None = None,
 ) -> ConnectPlan:
-    """The gateway entry (or one ``run SLUG`` entry per slug in ``per_server``) for ``config``;
-    entries ours from before that are no longer wanted are removed. Raises ConfigError only for
-    a disconnect from a file it cannot read (there is nothing to paste then)."""
+    """The gateway entry (or one ``run SLUG`` entry per slug in ``per_server``; or with ``http``,
+    ``(url, token)``, the entry that reaches a running serve's ``/mcp`` with that client token) for
+    ``config``; entries ours from before that are no longer wanted are removed. Raises ConfigError
+    for a disconnect from a file it cannot read (there is nothing to paste then), and for an
+    ``http`` entry the client cannot take."""
     entries: dict[str, dict[str, Any]] = {}
     if not disconnect:
-        if per_server is not None:
+        if http is not None:
+            entries = {GATEWAY_ENTRY: http_entry_for(config.client, *http)}
+        elif per_server is not None:
             entries = {slug: entry_for(config.client, [*launcher, "run", slug], env) for slug in per_server}
         else:
             entries = {GATEWAY_ENTRY: entry_for(config.client, [*launcher, "mcp"], env)}

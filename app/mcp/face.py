@@ -73,9 +73,10 @@ def _connection(ctx: Any) -> Any:
 
 
 def request_principal(ctx: Any) -> Principal:
-    """Who sent this request, from the credential: over ``/mcp`` the web guard's principal (a named
-    token is its member; this run's token is a client over HTTP), over stdio the local client.
-    What the client calls itself is only the hint beside it."""
+    """Who sent this request, from the credential: over ``/mcp`` the web guard's principal (a
+    client token is that client, a named token its member; the page link's key never gets here,
+    and were it to, it would count as an unnamed HTTP client, never the user), over stdio the
+    local client. What the client calls itself is only the hint beside it."""
     params = getattr(getattr(ctx, "session", None), "client_params", None)
     info = getattr(params, "client_info", None) if params is not None else None
     hint = client_hint(getattr(info, "name", None))
@@ -89,8 +90,8 @@ def request_principal(ctx: Any) -> Principal:
 
 
 def provenance_label(client_name: str | None) -> str:
-    """A stdio client's provenance: ``Claude Desktop`` → ``client:stdio via claude-desktop``."""
-    return Principal.client("stdio", client_hint(client_name)).display
+    """A stdio client's provenance: ``Claude Desktop`` → ``mcp:claude-desktop``; none → ``mcp``."""
+    return Principal.client("stdio", client_hint(client_name)).provenance
 
 
 class McpFace:
@@ -214,7 +215,8 @@ class McpFace:
             return self._tool_result(resumed)
         asked: dict[str, Any] = {}  # a consent to ask through an input-required answer
         call_ctx = CallContext(
-            installed_by=request_principal(ctx).display,
+            installed_by=request_principal(ctx).provenance,  # mcp:<client>; the principal goes in the audit
+            audited_as=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
             principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),

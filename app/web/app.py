@@ -359,7 +359,11 @@ def create_app(
 
             tokens.append(Tokens(face.runtime.store))
         found = tokens[0].lookup(raw)
-        return Principal.member(found.name, admin=found.admin) if found is not None else None
+        if found is None:
+            return None
+        if found.kind == "client":
+            return Principal.http_client(found.name)
+        return Principal.member(found.name, admin=found.admin)
 
     guarded = Guard(
         app,

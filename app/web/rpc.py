@@ -64,7 +64,7 @@ from setup_agent.setup import TOOL_NAMES, CallContext
 
 from .client_rpc import CLIENT_METHODS, call_clients
 from .member_rpc import MEMBER_METHODS, member_call
-from .security import current_principal
+from .security import current_principal, require_user
 from .server_details import DETAIL_METHODS, server_details
 from .ws import WebHub
 
@@ -161,7 +161,7 @@ def _shutting_down() -> Response:
 def _provenance() -> str:
     """``token:NAME`` for a team's named token, else ``ui`` (this run's token: the page or its user)."""
     principal = current_principal()
-    return principal.label if principal is not None and principal.kind == "member" else "ui"
+    return principal.label if principal is not None and principal.kind != "user" else "ui"
 
 
 class RpcDispatcher:
@@ -293,6 +293,7 @@ class RpcDispatcher:
             _only(params, {"server_id"})
             return await self._reconnect(params)
         if method in ("servers.enable", "servers.disable"):
+            require_user("turns a server on or off")  # the person's choice: never a client's or a member's
             _only(params, {"server_id"})
             return await self.runtime.service.set_enabled(
                 _server_id(params), method == "servers.enable", actor=_provenance()

@@ -181,6 +181,7 @@ class Installer:
                     package_type=prepared.package.type,
                     launch_spec=prepared.spec.model_dump(mode="json"),
                     installed_by=ctx.installed_by,
+                    audited_as=ctx.audited_as,
                     tools_hash=result.tools_hash,
                     env=env,
                     title=prepared.detail.display_name,

@@ -152,8 +152,12 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
         member_keys: Sequence[str] = (),
         artifact_digest: str | None = None,
         hidden_tools: Sequence[str] = (),
+        audited_as: str | None = None,
     ) -> InstalledServer:
         """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
+
+        ``audited_as``: the principal that authenticated, written in the audit beside
+        ``installed_by`` (``mcp:cursor (client:stdio via cursor)``).
 
         The server gets a gateway slug not used by any other installed server
         (:func:`~setup_agent.store.catalog.make_slug`); ``tools`` is the tool list its test saw.
@@ -204,7 +208,8 @@ class Store(ToolPins, ServerExtras, EncryptedValues, MemberValues):
                 s.add(row)
                 s.flush()
                 self._restore_members(s, row, carried)
-                self._audit(s, "installed", row, installed_by, new=row.pinned_hash)
+                actor = f"{installed_by} ({audited_as})" if audited_as and audited_as != installed_by else installed_by
+                self._audit(s, "installed", row, actor, new=row.pinned_hash)
                 if hidden_tools:
                     self._write_hidden(s, row, hidden_tools, installed_by)
                 self._bump(s)

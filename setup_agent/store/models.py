@@ -184,6 +184,7 @@ class TokenRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     admin: Mapped[bool | None] = mapped_column(Boolean)  # --admin: may approve (audited as token:NAME)
+    kind: Mapped[str | None] = mapped_column(String(16))  # member (NULL) or client: one of the person's AI clients
 
 
 class PendingRow(Base):

@@ -108,7 +108,8 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         expect(part.locator(".client[data-client=cursor]")).to_be_visible()
         expect(part).to_contain_text("Not found here: ")
         expect(part).to_contain_text(f"{served.base}/mcp")
-        expect(part).to_contain_text("mcp-setup token create NAME")
+        expect(part).to_contain_text("mcp-setup client connect CLIENT --http")
+        expect(part).to_contain_text("The key in this page's link opens only this page")
         expect(part.locator(".client-tools")).to_contain_text(ECHO)
 
         # Connect shows the exact change first; nothing is written until it is applied.

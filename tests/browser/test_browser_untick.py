@@ -29,11 +29,13 @@ PHONE = {"width": 390, "height": 844}
 
 
 def listed_and_refused(served: Any, tool: str) -> tuple[set[str], dict[str, Any]]:
-    """Through ``/mcp`` with the SDK's client: the tool names, and the result of calling ``tool``."""
+    """Through ``/mcp`` with the SDK's client and a client token: the tool names, and the result of
+    calling ``tool``."""
+    token = served.client_token()
 
     async def talk() -> tuple[set[str], dict[str, Any]]:
         with anyio.fail_after(scaled(60)):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=scaled(30))
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=scaled(30))
             async with (
                 http,
                 Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,

@@ -85,9 +85,10 @@ function render(card, result, notice, noticeFor) {
   if (missing.length) body.appendChild(el("p", { class: "small muted", text: "Not found here: " + missing.join(", ") + "." }));
   body.appendChild(el("p", { class: "small" }, [
     "Clients that take an address: ", el("code", { text: window.location.origin + "/mcp" }),
-    " while this page runs, with the header ", el("code", { text: "Authorization: Bearer TOKEN" }),
-    " (TOKEN: the part after ?t= of the link mcp-setup serve printed, or one made with ",
-    el("code", { text: "mcp-setup token create NAME" }), ")."
+    " while this page runs. Connect one with ", el("code", { text: "mcp-setup client connect CLIENT --http" }),
+    ": it gets a key of its own, which can use your servers and approves nothing (",
+    el("code", { text: "mcp-setup token create NAME --client" }),
+    " for another client). The key in this page's link opens only this page."
   ]));
   var tools = result.tools || [];
   if (tools.length) {
