@@ -278,7 +278,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     resolved = materialize(
         spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
     )
-    # The same launch as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
+    # The same launch as the gateway's start (docs/sandbox.md): bwrap or the Landlock launcher.
     command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ)
     sys.stdout.flush()
     command.exec()
