@@ -155,8 +155,9 @@ def _host_of(url: str | None) -> str | None:
         return None
 
 
-def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
-    """The consent's (and ``mcp-setup show``'s) words for what a local server can see."""
+def sandbox_profile(spec: LaunchSpec, mechanism: str, user_home: str | None = None) -> list[str]:
+    """The consent's (and ``mcp-setup show``'s) words for what a local server can see; files of
+    ``user_home`` its command line names are said to be kept from it (the sandbox does so)."""
     if not spec.command:
         return []
     container = (spec.runner or spec.command) in ("docker", "podman")
@@ -167,6 +168,7 @@ def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
         network=spec.sandbox_network,  # type: ignore[arg-type]
         container=container,
         reads=reads,
+        user_home=user_home,
     )
 
 
@@ -212,6 +214,7 @@ def build_consent_request(
     warnings: Iterable[ConsentWarning | Mapping[str, str]] = (),
     sandbox: str = "none",
     tools: Iterable[Mapping[str, Any]] = (),
+    user_home: str | None = None,
 ) -> ConsentRequest:
     """The request for running ``spec`` with ``values`` (only non-secret values are read).
     ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``);
@@ -272,7 +275,7 @@ def build_consent_request(
         secrets=secrets,
         destinations=destinations,
         warnings=warns,
-        sandbox=sandbox_profile(spec, sandbox),
+        sandbox=sandbox_profile(spec, sandbox, user_home),
         widenable=sandbox != "none"
         and spec.transport == "stdio"
         and (spec.runner or spec.command) not in ("docker", "podman"),
