@@ -308,7 +308,9 @@ def build_runtime(
         redactor,
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
         on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
-        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up
+        # Guesses add up in the database: over a team's replicas, and over a client's sessions here.
+        counts=SharedGuardCounts(store),
+        sync="every call" if team else "first call",
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
     shared_incident, shared_lockout = share_guard(guard, approvals)
