@@ -229,7 +229,8 @@ def build_runtime(
     refs.add_listener(redactor.invalidate)
     redactor.add_source(refs.live_values)
     broker = PromptBroker(refs)
-    consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent)
+    # Every answer to a consent is audited: who gave it, to which launch, granting what.
+    consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent, audit=store.record_event)
     http = httpx.AsyncClient(
         timeout=settings.registry_timeout_seconds,
         follow_redirects=True,
