@@ -90,3 +90,46 @@ def test_with_the_sandbox_off_the_same_reads_succeed(tmp_path: Path, home: Path,
 def test_the_deny_list_names_the_usual_credential_files() -> None:
     for name in (*CREDENTIAL_FILES, ".netrc", ".docker", ".kube", ".aws", ".azure", ".config", ".ssh"):
         assert name in USER_SECRETS, name
+
+
+@pytest.mark.parametrize("mode", ["auto", "landlock"])
+def test_a_home_file_the_person_ticked_is_readable_and_a_credential_file_never_is(
+    tmp_path: Path, home: Path, canary: str, mode: str
+) -> None:
+    sandbox = sandbox_of(mode, home, tmp_path)
+    script = home / "projects" / "notes.txt"
+    workdir = tmp_path / "server"
+    workdir.mkdir(exist_ok=True)
+    named = (script, home / ".git-credentials")
+    profile = Profile(workdir, (), False, (), named, chosen=named)  # both "ticked": only the first shows
+    command, args, env = sandbox.wrap("/usr/bin/cat", [str(p) for p in named], {"PATH": "/usr/bin:/bin"}, profile)
+    done = subprocess.run([command, *args], env=env, capture_output=True, text=True, timeout=scaled(30))
+    assert "my notes" in done.stdout and canary not in done.stdout + done.stderr
+
+
+def test_the_consent_offers_the_named_home_files_unticked_and_only_those(tmp_path: Path, home: Path) -> None:
+    from setup_agent.errors import InvalidInput
+    from setup_agent.launch import LaunchSpec
+    from setup_agent.setup import build_consent_request
+    from setup_agent.setup.sandbox_choice import apply_sandbox_choice, validated_sandbox_choice
+
+    script, credentials = str(home / "projects" / "notes.txt"), str(home / ".git-credentials")
+    spec = LaunchSpec(command="node", args=[script, credentials, "/opt/tool.js"], runner="node")
+    request = build_consent_request(
+        server="io.test/named", version="1", spec=spec, keys=[], values={}, sandbox="bwrap", user_home=str(home)
+    )
+    assert request.home_files == [script]  # a credential file is never offered
+    assert "It can read: /opt/tool.js (named in its command line)." in request.sandbox
+    assert any(line.startswith("Kept from it: ") and script in line and credentials in line for line in request.sandbox)
+    with pytest.raises(InvalidInput):
+        validated_sandbox_choice(True, {"reads": [credentials]}, request.home_files)
+    choice = validated_sandbox_choice(True, {"reads": [script]}, request.home_files)
+    ticked = apply_sandbox_choice(spec, choice)
+    assert ticked.sandbox_reads == [script]
+    again = build_consent_request(
+        server="io.test/named", version="1", spec=ticked, keys=[], values={}, sandbox="bwrap", user_home=str(home)
+    )
+    assert any(line.startswith("It can read: ") and script in line for line in again.sandbox)
+    assert any(
+        line.startswith("Kept from it: ") and credentials in line and script not in line for line in again.sandbox
+    )

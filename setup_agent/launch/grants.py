@@ -45,6 +45,7 @@ def profile_words(
     container: bool = False,
     reads: Sequence[str] = (),
     user_home: str | None = None,
+    chosen_reads: Sequence[str] = (),
 ) -> list[str]:
     """The profile in plain words, for the consent, ``mcp-setup show``, ``doctor`` and the page.
 
@@ -52,7 +53,7 @@ def profile_words(
     sandbox never shows a file of the person's home that an entry names), and said so."""
     home = os.path.normpath(user_home) if user_home else None
     kept = [r for r in reads if home is not None and (r == home or r.startswith(home.rstrip("/") + "/"))]
-    reads = [r for r in reads if r not in kept]
+    reads = [*(r for r in reads if r not in kept), *chosen_reads]
     if container:
         return ["It runs in its own container (Docker), which isolates it; mcp-setup adds no sandbox of its own."]
     if mechanism == "none":

@@ -122,6 +122,8 @@ class Profile:
     own: tuple[Path, ...] = ()
     #: Read-only: files its entry names literally (a local script), see :attr:`ResolvedLaunch.literal_paths`.
     reads: tuple[Path, ...] = ()
+    #: Read-only too: those of ``reads`` in the user's home that the user ticked in the consent.
+    chosen: tuple[Path, ...] = ()
 
     @property
     def home(self) -> Path:
@@ -289,13 +291,16 @@ class Sandbox:
                 return candidate
         return file
 
-    def _readable_literal(self, path: Path) -> bool:
+    def _readable_literal(self, path: Path, chosen: Sequence[Path] = ()) -> bool:
         """A file the entry names may be shown, but never one of mcp-setup's, nor one in the user's
-        home: what a registry entry names there (``~/.git-credentials``) is not the person's choice."""
+        home unless the user ticked it in the consent (what a registry entry names there is not the
+        person's choice), and never one of the usual credential files, ticked or not."""
         if any(_within(path, h) for h in self.hide):
             return False
         home = self.user_home
-        return home is None or not _within(path, home)
+        if home is None or not _within(path, home):
+            return True
+        return path in chosen and not any(_within(path, s) for s in self._user_secrets())
 
     def _user_secrets(self) -> list[Path]:
         """The credential files and folders of :data:`USER_SECRETS` that exist in the user's home."""
@@ -334,7 +339,7 @@ class Sandbox:
         inner.pop("XDG_RUNTIME_DIR", None)
         views = self._cache_views(Path(command).name, args, profile)
         inner.update(views.env)
-        reads = [p for p in profile.reads if self._readable_literal(p)]
+        reads = [p for p in profile.reads if self._readable_literal(p, profile.chosen)]
         read_only = sorted({*self.runtime_paths(command), *views.read, *reads})
         # The user's credential files are never shown: a grant inside one is dropped, and a grant
         # that holds one (or the data dir: the user's whole home) shows all of it but those.
@@ -426,7 +431,8 @@ def sandboxed(
     network = resolved.network or resolved.transport != "stdio"
     own = (Path(resolved.bundle_dir),) if resolved.bundle_dir and not _within(resolved.bundle_dir, resolved.cwd) else ()
     reads = tuple(Path(p) for p in resolved.literal_paths if os.path.isfile(p))
-    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads)
+    chosen = tuple(Path(p) for p in resolved.chosen_reads)
+    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, chosen)
     return sandbox.wrap(command, args, env, profile)
 
 
