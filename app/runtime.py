@@ -229,7 +229,8 @@ def build_runtime(
     refs.add_listener(redactor.invalidate)
     redactor.add_source(refs.live_values)
     broker = PromptBroker(refs)
-    consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent)
+    # Every answer to a consent is audited: who gave it, to which launch, granting what.
+    consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent, audit=store.record_event)
     http = httpx.AsyncClient(
         timeout=settings.registry_timeout_seconds,
         follow_redirects=True,
@@ -308,7 +309,9 @@ def build_runtime(
         redactor,
         on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
         on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
-        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up
+        # Guesses add up in the database: over a team's replicas, and over a client's sessions here.
+        counts=SharedGuardCounts(store),
+        sync="every call" if team else "first call",
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
     shared_incident, shared_lockout = share_guard(guard, approvals)

@@ -206,7 +206,13 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
     if request.widenable:  # the user's widening of the sandbox, asked once they said yes
         extra = _ask(answers, "  Another folder it may read and write (a full path; Enter for none): ")
         offline = _ask(answers, "  Run it with no network? [y/N] ").lower() in ("y", "yes")
-        sandbox = {"extra_paths": [extra] if extra else [], "network": not offline}
+        reads = [  # files of the home its command line names: kept from it unless the user says so
+            path
+            for path in request.home_files
+            if _ask(answers, f"  Let it read {_printable(path, 300)} (in your home folder)? [y/N] ").lower()
+            in ("y", "yes")
+        ]
+        sandbox = {"extra_paths": [extra] if extra else [], "network": not offline, "reads": reads}
     try:
         done = answer_shared(
             shared,

@@ -33,6 +33,7 @@ from app.clients import (
     ConfigError,
     client_config,
     client_rows,
+    connect_over_http,
     launcher_command,
     launcher_env,
     plan_connect,
@@ -140,10 +141,6 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-#: What the diff of ``--dry-run`` shows where the new client token would go (none is made).
-NEW_TOKEN_PLACEHOLDER = "<a new client token>"
-
-
 def _serve_url(settings: Settings) -> tuple[str, str | None]:
     """The ``/mcp`` address of the serve on this data folder (the running one's, else the
     configured port's) and a note for the person when it is not running."""
@@ -162,35 +159,23 @@ def _serve_url(settings: Settings) -> tuple[str, str | None]:
 
 
 def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientConfig, launcher: list[str]) -> int:
-    """``client connect CLIENT --http``: a new client token named for the client (the old one of
-    that name, if any, revoked in the same step) in an HTTP entry; nothing is kept when the file
-    cannot be written."""
+    """``client connect CLIENT --http`` (app.clients.connect_over_http, as the page's Connect)."""
     from setup_agent.store import Tokens
 
     from .servers import _store
 
     url, note = _serve_url(settings)
-    trial = plan_connect(config, launcher, {}, http=(url, NEW_TOKEN_PLACEHOLDER))
-    if trial.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
-        print(f"mcp-setup: {trial.error}", file=sys.stderr)
-        print(trial.paste_where, file=sys.stderr)
-        print(trial.snippet)
+    with _store(settings) as store:
+        plan, backup = connect_over_http(config, launcher, url, Tokens(store), apply=not args.dry_run)
+    if plan.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
+        print(f"mcp-setup: {plan.error}", file=sys.stderr)
+        print(plan.paste_where, file=sys.stderr)
+        print(plan.snippet)
         print(f"(make its token with `mcp-setup token create {config.client} --client`)", file=sys.stderr)
         return 1
     if args.dry_run:
-        print(trial.edit.diff(), end="")
+        print(plan.edit.diff(), end="")
         return 0
-    with _store(settings) as store:
-        tokens = Tokens(store)
-        token = tokens.create(config.client, kind="client", replace=True)
-        try:
-            edit = plan_connect(config, launcher, {}, http=(url, token)).edit
-            if edit is None:  # the file changed since the trial read it, and cannot be merged now
-                raise ConfigError(f"{config.path} changed meanwhile and cannot be merged; nothing was written.")
-            backup = edit.write()
-        except BaseException:
-            tokens.revoke(config.client)  # a token no config holds is never left behind
-            raise
     print(
         f"Updated {config.path}"
         + (f" (the old file is {backup})" if backup else "")

@@ -246,6 +246,7 @@ def _request(entry: Any, mechanism: str) -> Any:
         values=entry.settings,
         action="install",
         sandbox=mechanism,
+        user_home=str(Path.home()),
     )
 
 

@@ -197,7 +197,7 @@ def _sandbox_words(settings: Settings, spec: dict[str, Any]) -> list[str]:
     mechanism = Sandbox(
         settings.sandbox, hide=(Path(settings.home).expanduser(),), user_home=Path.home(), host_env=dict(os.environ)
     ).mechanism
-    return sandbox_profile(LaunchSpec.model_validate(spec), mechanism)
+    return sandbox_profile(LaunchSpec.model_validate(spec), mechanism, str(Path.home()))
 
 
 def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:

@@ -218,7 +218,7 @@ class McpFace:
             installed_by=request_principal(ctx).provenance,  # mcp:<client>; the principal goes in the audit
             audited_as=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
-            principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
+            principal=request_principal(ctx).guard_key,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p, asked),
             present_authorization=lambda info: self._present_sign_in(ctx, info, asked),
@@ -248,7 +248,7 @@ class McpFace:
 
         runtime = await self.runtime()
         # The guard counts per principal: a new session of the same credential goes on counting.
-        who, progress, caller = request_principal(ctx).label, progress_forwarder(ctx), ClientCaller(ctx)
+        who, progress, caller = request_principal(ctx).guard_key, progress_forwarder(ctx), ClientCaller(ctx)
         try:
             result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:

@@ -129,6 +129,16 @@ def _form(
             'autocomplete="off">\n'
             '<label><input type="checkbox" name="sandbox.no_network" value="yes"> Run it with no network</label>\n'
         )
+        if request.home_files:  # files of the home its command line names: kept from it unless ticked
+            files = "".join(
+                f'<li><label><input type="checkbox" name="sandbox.read.{i}" value="yes"> Let it read '
+                f"<code>{esc(path)}</code></label></li>"
+                for i, path in enumerate(request.home_files)
+            )
+            widen += (
+                '<p class="note">Its command line names these files in your home folder. It cannot read them '
+                f"unless you tick them:</p>\n<ul>{files}</ul>\n"
+            )
     alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
     boxes = "".join(
         f'<li><label><input type="checkbox" name="tool.{i}" value="keep"{"" if t["name"] in hidden else " checked"}> '
@@ -241,7 +251,12 @@ def add_consent_routes(
                 return message_page(400, "Unknown action", "Use the Approve or Deny button.")
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
             extra = (form.get("sandbox.extra_path") or "").strip()
-            sandbox = {"extra_paths": [extra] if extra else [], "network": form.get("sandbox.no_network") != "yes"}
+            reads = [p for i, p in enumerate(pending.request.home_files) if form.get(f"sandbox.read.{i}") == "yes"]
+            sandbox = {
+                "extra_paths": [extra] if extra else [],
+                "network": form.get("sandbox.no_network") != "yes",
+                "reads": reads,
+            }
             kept = {k.removeprefix("tool.") for k in form if k.startswith("tool.")}  # ticked boxes only
             hidden = [t["name"] for i, t in enumerate(pending.request.tools) if str(i) not in kept]
             broker.approve(

@@ -116,7 +116,9 @@ class WebFace:
             sign_ins.callback_base = self.public_base
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
-        self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
+        self.rpc = RpcDispatcher(
+            self.runtime, self.hub, page_url=self.secret_url, mcp_url=f"{self.secret_page_base}/mcp"
+        )
         if getattr(self.runtime.gateway, "members", None) is not None:  # a member's own key: their link
             self.runtime.gateway.members.prompts.page_url = self.secret_url
         if getattr(self.runtime, "approvals", None) is not None:  # other processes' consents, shown here

@@ -174,10 +174,12 @@ class RpcDispatcher:
         hub: WebHub,
         *,
         page_url: Callable[[str], str],
+        mcp_url: str,
     ) -> None:
         self.runtime = runtime
         self.hub = hub
         self.page_url = page_url
+        self.mcp_url = mcp_url  # this serve's /mcp: where a client connected over HTTP reaches it
         self.closing = False
         self._inflight: set[asyncio.Task[Any]] = set()
 
@@ -303,7 +305,7 @@ class RpcDispatcher:
         if method in MEMBER_METHODS:  # a member's own keys
             return await member_call(self.runtime, method, params)
         if method in CLIENT_METHODS:
-            return await call_clients(self.runtime, method, params)
+            return await call_clients(self.runtime, method, params, mcp_url=self.mcp_url)
         if method in DETAIL_METHODS:
             return await server_details(self.runtime, method, params, self._presenter(session_id), self.hub, session_id)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from .prefetch import Prefetches
     from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .repairs import apply_repair, explain_failure
-    from .sandbox import Sandbox
+    from .sandbox import USER_SECRETS, Sandbox
     from .scratch import make_scratch_dir, sweep_scratch
     from .spec import LaunchSpec, ResolvedLaunch, Value, Values, fill, materialize, template_keys
     from .start import local_command, remote_endpoint
@@ -107,6 +107,7 @@ __all__ = [
     "runner_availability",
     "RUNNERS",
     "Sandbox",
+    "USER_SECRETS",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
@@ -171,6 +172,7 @@ __getattr__, __dir__ = lazy_exports(
         "runner_availability": "package_choice",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
+        "USER_SECRETS": "sandbox",
         "spec_from_manifest": "manifest",
         "StderrLines": "stderr_lines",
         "sweep_install_dirs": "procs",

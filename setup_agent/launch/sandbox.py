@@ -41,7 +41,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -71,19 +71,38 @@ ETC_SECRETS = (
     "/etc/ssl/private",
     "/etc/mcp-setup",
 )
-#: In the user's home: what no file an entry names may lie in.
+#: In the user's home: the usual credential files and folders. Never shown to a server, not even
+#: when a server's settings name one as the folder it should use.
 USER_SECRETS = (
     ".ssh",
     ".aws",
+    ".azure",
     ".gnupg",
     ".config",
     ".kube",
     ".docker",
     ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
+    ".my.cnf",
+    ".terraform.d",
+    ".oci",
     ".local/share/keyrings",
     ".password-store",
     ".mozilla",
     ".pki",
+    ".bash_history",
+    ".zsh_history",
+    ".zhistory",
+    ".history",
+    ".sh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".node_repl_history",
+    ".local/share/fish/fish_history",
 )
 #: Runners whose process is a container engine: the container is the sandbox.
 CONTAINER_RUNNERS = ("docker", "podman")
@@ -103,6 +122,8 @@ class Profile:
     own: tuple[Path, ...] = ()
     #: Read-only: files its entry names literally (a local script), see :attr:`ResolvedLaunch.literal_paths`.
     reads: tuple[Path, ...] = ()
+    #: Read-only too: those of ``reads`` in the user's home that the user ticked in the consent.
+    chosen: tuple[Path, ...] = ()
 
     @property
     def home(self) -> Path:
@@ -270,12 +291,21 @@ class Sandbox:
                 return candidate
         return file
 
-    def _readable_literal(self, path: Path) -> bool:
-        """A file the entry names may be shown, but never one of mcp-setup's or of the user's keys."""
+    def _readable_literal(self, path: Path, chosen: Sequence[Path] = ()) -> bool:
+        """A file the entry names may be shown, but never one of mcp-setup's, nor one in the user's
+        home unless the user ticked it in the consent (what a registry entry names there is not the
+        person's choice), and never one of the usual credential files, ticked or not."""
         if any(_within(path, h) for h in self.hide):
             return False
         home = self.user_home
-        return home is None or not any(_within(path, home / d) for d in USER_SECRETS)
+        if home is None or not _within(path, home):
+            return True
+        return path in chosen and not any(_within(path, s) for s in self._user_secrets())
+
+    def _user_secrets(self) -> list[Path]:
+        """The credential files and folders of :data:`USER_SECRETS` that exist in the user's home."""
+        home = self.user_home
+        return [] if home is None else [home / d for d in USER_SECRETS if os.path.lexists(home / d)]
 
     def _safe_to_show(self, path: Path) -> bool:
         if path == Path(path.anchor):
@@ -309,10 +339,13 @@ class Sandbox:
         inner.pop("XDG_RUNTIME_DIR", None)
         views = self._cache_views(Path(command).name, args, profile)
         inner.update(views.env)
-        reads = [p for p in profile.reads if self._readable_literal(p)]
+        reads = [p for p in profile.reads if self._readable_literal(p, profile.chosen)]
         read_only = sorted({*self.runtime_paths(command), *views.read, *reads})
-        # A grant that holds the data dir (the user's whole home) shows all of it but the data dir.
-        masks = [str(h) for h in self.hide if any(_within(h, g) for g in (*profile.grants, *read_only))]
+        # The user's credential files are never shown: a grant inside one is dropped, and a grant
+        # that holds one (or the data dir: the user's whole home) shows all of it but those.
+        secrets = self._user_secrets()
+        profile = replace(profile, grants=tuple(g for g in profile.grants if not any(_within(g, s) for s in secrets)))
+        masks = [str(h) for h in (*self.hide, *secrets) if any(_within(h, g) for g in (*profile.grants, *read_only))]
         writable = [*profile.grants, profile.workdir, *profile.own, *views.write]
         if mechanism == "bwrap":
             inner["TMPDIR"] = "/tmp"
@@ -364,7 +397,7 @@ class Sandbox:
         for path in writable[:grants]:  # a granted folder removed since: the server starts without it
             argv += ["--bind-try", str(path), str(path)]
         for path in masks:  # over a grant that holds it; its own dirs are bound again below
-            argv += ["--tmpfs", path]
+            argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         for path in writable[grants:]:
             argv += ["--bind", str(path), str(path)]
         # The dirs bwrap made to hold the binds (the data dir's, the user's home's path) stay empty.
@@ -398,7 +431,8 @@ def sandboxed(
     network = resolved.network or resolved.transport != "stdio"
     own = (Path(resolved.bundle_dir),) if resolved.bundle_dir and not _within(resolved.bundle_dir, resolved.cwd) else ()
     reads = tuple(Path(p) for p in resolved.literal_paths if os.path.isfile(p))
-    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads)
+    chosen = tuple(Path(p) for p in resolved.chosen_reads)
+    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, chosen)
     return sandbox.wrap(command, args, env, profile)
 
 

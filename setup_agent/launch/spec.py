@@ -49,6 +49,9 @@ class LaunchSpec(BaseModel):
     #: the server may read and write besides its own folder, and whether it has a network.
     sandbox_grants: list[str] = Field(default_factory=list)
     sandbox_network: bool = True
+    #: Files of the user's home that the command line names and the user ticked in the consent:
+    #: read-only in the sandbox. Any other file of the home an entry names is kept from the server.
+    sandbox_reads: list[str] = Field(default_factory=list)
 
     def keys(self) -> set[str]:
         """Every user key the spec's templates name."""
@@ -103,6 +106,11 @@ class ResolvedLaunch:
     @property
     def network(self) -> bool:
         return self.spec.sandbox_network
+
+    @property
+    def chosen_reads(self) -> tuple[str, ...]:
+        """Files of the user's home the user let it read (ticked in the consent)."""
+        return tuple(self.spec.sandbox_reads)
 
     @property
     def literal_paths(self) -> tuple[str, ...]:

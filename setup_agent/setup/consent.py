@@ -21,13 +21,14 @@ The request and its builder are in ``consent_request.py`` (importable from here 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets as _random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
 from setup_agent.pulls import Pulls
@@ -86,17 +87,46 @@ class _State:
 _UNKNOWN = "This consent request is unknown (already closed, expired, or from before a restart)."
 
 
+class ConsentAudit(Protocol):
+    """Where answers to consents are audited (the store's ``record_event``)."""
+
+    def __call__(
+        self, event: str, *, actor: str, qualified_name: str | None = None, detail: str | None = None
+    ) -> None: ...
+
+
+def answer_detail(request: ConsentRequest, decision: ConsentDecision) -> str:
+    """What an approval granted, for the audit: the launch's fingerprint, the sandbox as approved
+    (the person's widening), the destinations chosen and the tools left out. Never a value."""
+    choice = decision.sandbox.public()
+    parts = [
+        f"launch {request.fingerprint}",
+        "sandbox " + (json.dumps(choice, sort_keys=True, separators=(",", ":")) if choice else "as shown"),
+    ]
+    if decision.settings:
+        parts.append("destinations " + ", ".join(f"{k}={v}" for k, v in sorted(decision.settings.items())))
+    if decision.hidden_tools:
+        parts.append("tools left out " + ", ".join(sorted(decision.hidden_tools)))
+    return "; ".join(parts)[:512]
+
+
 class ConsentBroker:
     """Pending consents, the user's answers, and remembered approvals (for ``ttl_seconds``)."""
 
     def __init__(
-        self, *, ttl_seconds: float, mode: ConsentMode = "ask", timer: Callable[[], float] = time.monotonic
+        self,
+        *,
+        ttl_seconds: float,
+        mode: ConsentMode = "ask",
+        timer: Callable[[], float] = time.monotonic,
+        audit: ConsentAudit | None = None,
     ) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
         if mode not in ("ask", "never-ask"):
             raise ValueError("mode must be 'ask' or 'never-ask'")
         self.mode = mode
+        self._audit = audit
         self._ttl = float(ttl_seconds)
         self._timer = timer
         self._lock = threading.RLock()
@@ -286,7 +316,7 @@ class ConsentBroker:
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
                 decision = ConsentDecision(
                     chosen,
-                    validated_sandbox_choice(request.widenable, sandbox),
+                    validated_sandbox_choice(request.widenable, sandbox, request.home_files),
                     validated_hidden_tools(request, hidden_tools),
                 )
                 state.decision = decision
@@ -298,6 +328,7 @@ class ConsentBroker:
         if self._shared is not None:
             self._shared.remember(request, decision, by)
         log.info("The user approved running %s", request.server)
+        self._record("consent_approved", request, by, answer_detail(request, decision))
         return decision
 
     def deny(self, consent_id: str, reason: str = "denied by the user", *, by: str | None = None) -> None:
@@ -310,6 +341,18 @@ class ConsentBroker:
             finally:
                 self._emit(events)
         log.info("The user denied running %s (%s)", state.pending.request.server, reason[:200])
+        request = state.pending.request
+        self._record("consent_denied", request, by, f"launch {request.fingerprint}; {reason[:200]}")
+
+    def _record(self, event: str, request: ConsentRequest, by: str | None, detail: str) -> None:
+        """The answer in the audit: who gave it, to which launch, granting what. A failing audit
+        is logged; the person's answer stands."""
+        if self._audit is None:
+            return
+        try:
+            self._audit(event, actor=by or "user", qualified_name=request.server, detail=detail)
+        except Exception:  # noqa: BLE001 - the answer was given; the log says the audit missed it
+            log.exception("could not audit the answer to the consent for %s", request.server)
 
     async def wait(self, consent_id: str, timeout: float) -> str:
         """Wait for the user's answer; returns the final status (approved | denied | expired).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from registry_clients.models import RequiredKey
-from setup_agent.launch import LaunchSpec, profile_words, template_keys
+from setup_agent.launch import USER_SECRETS, LaunchSpec, profile_words, template_keys
 from setup_agent.store import context_cost
 
 __all__ = [
@@ -94,6 +95,9 @@ class ConsentRequest:
     #: Whether the user may widen the sandbox here (an extra folder, no network): a local server
     #: in mcp-setup's own sandbox, not a remote or a container.
     widenable: bool = False
+    #: Files of the user's home that the command line names (credential files excepted: those are
+    #: never shown): kept from the server unless the user ticks them, each unticked by default.
+    home_files: list[str] = field(default_factory=list)
     #: The tools the server will add, when a test already listed them (an install after a test):
     #: ``[{name, title, description, estimated_tokens}]``, each drawn as a ticked box the user may
     #: untick. Empty when nothing has run yet (a first test): nothing to choose.
@@ -155,18 +159,41 @@ def _host_of(url: str | None) -> str | None:
         return None
 
 
-def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
-    """The consent's (and ``mcp-setup show``'s) words for what a local server can see."""
+def _named_files(spec: LaunchSpec) -> list[str]:
+    return [a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)]
+
+
+def home_files(spec: LaunchSpec, user_home: str | None) -> list[str]:
+    """The files of ``user_home`` that ``spec``'s command line names and the user may let it read
+    (never a credential file: those stay hidden whatever the user ticks)."""
+    if not spec.command or not user_home:
+        return []
+    home = os.path.normpath(user_home).rstrip("/") + "/"
+    secrets = tuple(home + d for d in USER_SECRETS)
+    return [
+        a
+        for a in _named_files(spec)
+        if a.startswith(home) and not any(a == s or a.startswith(s + "/") for s in secrets)
+    ]
+
+
+def sandbox_profile(spec: LaunchSpec, mechanism: str, user_home: str | None = None) -> list[str]:
+    """The consent's (and ``mcp-setup show``'s) words for what a local server can see; files of
+    ``user_home`` its command line names are said to be kept from it (the sandbox does so) unless
+    the user ticked them (``spec.sandbox_reads``)."""
     if not spec.command:
         return []
     container = (spec.runner or spec.command) in ("docker", "podman")
-    reads = [a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)]
+    ticked = set(spec.sandbox_reads)
+    reads = [a for a in _named_files(spec) if a not in ticked]
     return profile_words(
         mechanism,
         grants=spec.sandbox_grants,
         network=spec.sandbox_network,  # type: ignore[arg-type]
         container=container,
         reads=reads,
+        user_home=user_home,
+        chosen_reads=[a for a in _named_files(spec) if a in ticked],
     )
 
 
@@ -212,6 +239,7 @@ def build_consent_request(
     warnings: Iterable[ConsentWarning | Mapping[str, str]] = (),
     sandbox: str = "none",
     tools: Iterable[Mapping[str, Any]] = (),
+    user_home: str | None = None,
 ) -> ConsentRequest:
     """The request for running ``spec`` with ``values`` (only non-secret values are read).
     ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``);
@@ -272,10 +300,13 @@ def build_consent_request(
         secrets=secrets,
         destinations=destinations,
         warnings=warns,
-        sandbox=sandbox_profile(spec, sandbox),
-        widenable=sandbox != "none"
-        and spec.transport == "stdio"
-        and (spec.runner or spec.command) not in ("docker", "podman"),
+        sandbox=sandbox_profile(spec, sandbox, user_home),
+        widenable=(
+            widenable := sandbox != "none"
+            and spec.transport == "stdio"
+            and (spec.runner or spec.command) not in ("docker", "podman")
+        ),
+        home_files=home_files(spec, user_home) if widenable else [],
         tools=tool_choices(tools),
     )
     fp = fingerprint(

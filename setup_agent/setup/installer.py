@@ -233,6 +233,9 @@ class Installer:
                 warnings=prepared.warnings(),
                 sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
                 tools=tools,
+                user_home=str(home)
+                if self.prober.sandbox is not None and (home := self.prober.sandbox.user_home)
+                else None,
             )
 
         request = request_for([])

@@ -7,7 +7,7 @@ launch spec (``sandbox_grants``, ``sandbox_network``), so a remembered approval 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,16 +24,24 @@ _MAX_PATHS = 8
 class SandboxChoice:
     extra_paths: tuple[str, ...] = ()
     network: bool = True
+    #: Files of the user's home that the command line names and the user ticked: read-only.
+    reads: tuple[str, ...] = ()
 
     def public(self) -> dict[str, Any]:
-        return {"extra_paths": list(self.extra_paths), "network": self.network}
+        out: dict[str, Any] = {"extra_paths": list(self.extra_paths), "network": self.network}
+        if self.reads:
+            out["reads"] = list(self.reads)
+        return out
 
 
 NO_CHOICE = SandboxChoice()
 
 
-def validated_sandbox_choice(widenable: bool, raw: Mapping[str, Any] | None) -> SandboxChoice:
-    """``raw``: ``{"extra_paths": [PATH, …], "network": bool}`` from the consent's answer."""
+def validated_sandbox_choice(
+    widenable: bool, raw: Mapping[str, Any] | None, home_files: Sequence[str] = ()
+) -> SandboxChoice:
+    """``raw``: ``{"extra_paths": [PATH, …], "network": bool, "reads": [FILE, …]}`` from the
+    consent's answer; ``reads`` only from ``home_files`` (the ones the consent showed to tick)."""
     if not raw:
         return NO_CHOICE
     if not isinstance(raw, Mapping):
@@ -58,7 +66,10 @@ def validated_sandbox_choice(widenable: bool, raw: Mapping[str, Any] | None) -> 
             raise InvalidInput("An extra folder must exist on this computer.")
         if str(resolved) not in chosen:
             chosen.append(str(resolved))
-    choice = SandboxChoice(tuple(chosen), network)
+    reads = raw.get("reads") or []
+    if not isinstance(reads, list) or not all(isinstance(r, str) and r in home_files for r in reads):
+        raise InvalidInput("sandbox.reads may only name files the consent showed to tick.")
+    choice = SandboxChoice(tuple(chosen), network, tuple(dict.fromkeys(reads)))
     if choice != NO_CHOICE and not widenable:
         raise InvalidInput("This server does not run in mcp-setup's sandbox: there is nothing to widen.")
     return choice
@@ -69,4 +80,5 @@ def apply_sandbox_choice(spec: LaunchSpec, choice: SandboxChoice) -> LaunchSpec:
     if choice == NO_CHOICE:
         return spec
     grants = [*spec.sandbox_grants, *(p for p in choice.extra_paths if p not in spec.sandbox_grants)]
-    return spec.model_copy(update={"sandbox_grants": grants, "sandbox_network": choice.network})
+    reads = [*spec.sandbox_reads, *(p for p in choice.reads if p not in spec.sandbox_reads)]
+    return spec.model_copy(update={"sandbox_grants": grants, "sandbox_network": choice.network, "sandbox_reads": reads})

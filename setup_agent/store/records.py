@@ -87,7 +87,7 @@ class AuditEntry:
 
     id: int
     at: datetime
-    event: str  # installed | removed | enabled | disabled | pinned | tools_changed | tools_approved | tools_rejected
+    event: str  # installed | removed | enabled | disabled | pinned | tools_changed | tools_approved | tools_rejected | consent_approved | consent_denied
     server_id: str | None
     qualified_name: str | None
     actor: str

@@ -126,6 +126,21 @@ class ToolPins:
         new: str | None = None,
         detail: str | None = None,
     ) -> None:
+        """Append one row about ``row``'s server (see :meth:`_append_audit`)."""
+        self._append_audit(s, event, row.server_id, row.qualified_name, actor, old=old, new=new, detail=detail)
+
+    def _append_audit(
+        self,
+        s: Session,
+        event: str,
+        server_id: str | None,
+        qualified_name: str | None,
+        actor: str,
+        *,
+        old: str | None = None,
+        new: str | None = None,
+        detail: str | None = None,
+    ) -> None:
         """Append one row, chained to the last (its id and hash taken under a lock on PostgreSQL:
         two writers never chain to the same row; SQLite has one writer at a time)."""
         if s.get_bind().dialect.name == "postgresql":
@@ -136,8 +151,8 @@ class ToolPins:
             "id": next_id,
             "at": _aware(self._clock()),
             "event": event,
-            "server_id": row.server_id,
-            "qualified_name": row.qualified_name,
+            "server_id": server_id,
+            "qualified_name": qualified_name,
             "actor": (actor or "unknown")[:128],
             "old_hash": old,
             "new_hash": new,
@@ -145,6 +160,13 @@ class ToolPins:
         }
         s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_digest(prev, **fields)))
         s.flush()  # the next row of the same transaction chains to this one
+
+    def record_event(
+        self, event: str, *, actor: str, qualified_name: str | None = None, detail: str | None = None
+    ) -> None:
+        """Append one audit row that concerns no installed server (yet): a consent answered."""
+        with translated(f"audit {event}"), self._session() as s, s.begin():
+            self._append_audit(s, event, None, qualified_name, actor, detail=detail)
 
     def verify_audit(self) -> ChainReport:
         """Check the audit's hash chain from its first row (``mcp-setup audit --verify``)."""

@@ -147,6 +147,13 @@ function showNext() {
   $("consent-widen").hidden = !c.widenable;  // the user's widening of the sandbox
   $("consent-extra").value = "";
   $("consent-offline").checked = false;
+  var homeList = $("consent-home-list");  // files of the home its command line names: unticked
+  homeList.textContent = "";
+  (c.home_files || []).forEach(function (path) {
+    var box = el("input", { type: "checkbox", "data-home-file": path });
+    homeList.appendChild(el("li", {}, [el("label", { class: "check" }, [box, " Let it read " + path])]));
+  });
+  $("consent-home-files").hidden = !(c.home_files && c.home_files.length);
   showError($("consent-error"), "");
   setDisabled(false);
   var dialog = $("consent-dialog");
@@ -200,7 +207,9 @@ function approve(event) {
                  .map(function (b) { return b.getAttribute("data-tool"); }) };
   if (c.widenable) {
     var extra = $("consent-extra").value.trim();
-    body.sandbox = { extra_paths: extra ? [extra] : [], network: !$("consent-offline").checked };
+    var reads = Array.prototype.filter.call(document.querySelectorAll("#consent-home-list input[data-home-file]"),
+      function (box) { return box.checked; }).map(function (box) { return box.getAttribute("data-home-file"); });
+    body.sandbox = { extra_paths: extra ? [extra] : [], network: !$("consent-offline").checked, reads: reads };
   }
   send(body);
 }
