@@ -141,8 +141,7 @@ class Runtime:
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
         (concurrently, in the background); otherwise each starts on its first call."""
-        self.gateway.eager = eager
-        await self.gateway.start()
+        await self.gateway.start(eager=eager)
         if self.feed is not None:
             self.feed.start()
 
@@ -289,6 +288,14 @@ def build_runtime(
         http=http,
         prefetch=settings.prefetch_packages,
     )
+    fetcher = Fetcher(
+        host_env=host_env,
+        timeout=settings.download_timeout_seconds,
+        prefetch=settings.prefetch_packages,
+        workdir=scratch,
+        ledger=ledger,
+    )
+    review = ToolReview(store, consents)
     connections = ConnectionManager(
         store,
         redactor,
@@ -301,6 +308,8 @@ def build_runtime(
         logs_dir=home / "logs",
         max_result_chars=settings.max_result_chars,
         sandbox=sandbox,
+        fetcher=fetcher,  # a lazy start downloads as a test does
+        on_tools_changed=review.ask,
     )
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
     incident_listeners: list[Callable[[str], Any]] = [_log_incident]
@@ -330,20 +339,21 @@ def build_runtime(
         consents=consents,
         oauth=sign_ins,
         admit=providers.admit if providers.admission != "off" else None,
-        fetcher=Fetcher(
-            host_env=host_env,
-            timeout=settings.download_timeout_seconds,
-            prefetch=settings.prefetch_packages,
-            workdir=scratch,
-            ledger=ledger,
-        ),
+        fetcher=fetcher,
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
         guard=guard,
     )
-    review = ToolReview(store, consents)
-    connections.on_tools_changed = review.ask
-    connections.fetcher = service.fetcher  # a lazy start downloads as a test does
+    members = MemberSessions(  # each member's own keys and sessions
+        connections,
+        root=home / "members",
+        ttl_seconds=settings.secret_ttl_seconds,
+        wait_seconds=settings.secret_prompt_timeout_seconds,
+        # A team's: a member's link may be answered on any replica; the value is stored by the one that gets it.
+        pending=approvals if team else None,
+    )
+    if feed is not None:
+        feed.add_listener(PENDING_CHANNEL, members.prompts.kick)
     gateway = Gateway(
         store,
         connections,
@@ -352,19 +362,10 @@ def build_runtime(
         call_timeout=settings.probe_timeout_seconds,
         idle_stop_seconds=settings.idle_stop_seconds,
         check_arguments=guard.check,
+        members=members,
+        lockout_listeners=lockout_listeners,
+        incident_listeners=incident_listeners,  # a face adds its own (the page, the terminal)
     )
-    gateway.lockout_listeners = lockout_listeners
-    gateway.members = MemberSessions(  # each member's own keys and sessions
-        connections,
-        root=home / "members",
-        ttl_seconds=settings.secret_ttl_seconds,
-        wait_seconds=settings.secret_prompt_timeout_seconds,
-    )
-    if team:  # a member's link may be answered on any replica; the value is stored by the one that gets it
-        gateway.members.prompts.share(approvals)
-        if feed is not None:
-            feed.add_listener(PENDING_CHANNEL, gateway.members.prompts.kick)
-    gateway.incident_listeners = incident_listeners  # a face adds its own (the page, the terminal)
     tool_registry = ToolRegistry(
         servers=store.list,
         status=connections.status,

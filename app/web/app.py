@@ -118,7 +118,7 @@ class WebFace:
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)
         if getattr(self.runtime.gateway, "members", None) is not None:  # a member's own key: their link
-            self.runtime.gateway.members.prompts.page_url = self.secret_url
+            self.runtime.gateway.members.prompts.serve_page(self.secret_url)
         if getattr(self.runtime, "approvals", None) is not None:  # other processes' consents, shown here
             from .foreign import ForeignConsents
 
