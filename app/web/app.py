@@ -113,7 +113,7 @@ class WebFace:
         self.capabilities.shared = getattr(self.runtime, "shared_capabilities", None)  # a team's: any replica
         sign_ins = getattr(self.runtime, "sign_ins", None)
         if self.public_base and getattr(sign_ins, "shared", None) is not None:  # redirects to any replica
-            sign_ins.callback_base = self.public_base
+            sign_ins.serve_callbacks_at(self.public_base)
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(self.runtime, self.hub, page_url=self.secret_url)

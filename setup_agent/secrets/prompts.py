@@ -33,7 +33,14 @@ from setup_agent.errors import (
 from .refs import SecretRefStore, SecretValue
 from .weak import WEAK_VALUE_WARNING, is_weak_value
 
-__all__ = ["MAX_PROMPT_CHARS", "WEAK_VALUE_WARNING", "PendingPrompt", "PromptBroker", "is_weak_value"]
+__all__ = [
+    "MAX_PROMPT_CHARS",
+    "WEAK_VALUE_WARNING",
+    "PendingPrompt",
+    "PromptBroker",
+    "PromptsElsewhere",
+    "is_weak_value",
+]
 
 log = logging.getLogger(__name__)
 
