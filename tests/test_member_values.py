@@ -127,7 +127,7 @@ async def test_an_answer_to_a_member_s_prompt_is_stored_as_theirs_unless_their_t
     tokens.create("bob")
     redactor = Redactor()
     prompts = MemberPrompts(store, redactor, is_active=lambda m: any(t.name == m and t.active for t in tokens.list()))
-    prompts.page_url = lambda prompt_id: f"https://team.example/secrets/{prompt_id}?t=key"
+    prompts.serve_page(lambda prompt_id: f"https://team.example/secrets/{prompt_id}?t=key")
     server = store.get(server_id)
     links = {}
     for member in ("alice", "bob"):

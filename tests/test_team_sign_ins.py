@@ -107,7 +107,7 @@ async def replicas(tmp_path: Path, pair: OAuthPair, postgres_url: str, memory_ke
             rt.feed.start()  # A is woken by B's NOTIFY
         made.append((rt, settings))
     (a, settings), (b, settings_b) = made
-    a.sign_ins.callback_base = f"http://{PUBLIC}:{PORT}"  # what serve's WebFace sets from MCP_SETUP_PUBLIC_HOST
+    a.sign_ins.serve_callbacks_at(f"http://{PUBLIC}:{PORT}")  # what serve's WebFace sets from MCP_SETUP_PUBLIC_HOST
     b_web = create_app(settings_b, token="t" * 32, port=PORT, runtime_factory=lambda: b, public_hosts=[PUBLIC])
     b_web.face.runtime = b  # the callback needs only B's runtime (its lifespan is not run here)
     try:

@@ -78,6 +78,18 @@ class LiveConnection:
         #: ``await listener(elapsed, fetched)`` about once a second while its package downloads.
         self.download_listeners: list[Any] = []
 
+    def begin(self) -> None:
+        """Start :meth:`run` as the manager's task for this server."""
+        self.task = asyncio.create_task(self.run(), name=f"mcp-setup-conn-{self.server.server_id}")
+
+    def touch(self) -> None:
+        """A call used it now (the idle stop counts from here)."""
+        self.last_used = asyncio.get_running_loop().time()
+
+    def renew(self, server: InstalledServer) -> None:
+        """Its latest record from the store (e.g. a newly approved tool list), the same launch."""
+        self.server = server
+
     def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
         self.status.status = status
         self.status.reason = reason

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from setup_agent.secrets import SecretValue
-from setup_agent.store import InstalledServer, Store, Tokens
+from setup_agent.store import InstalledServer, PendingApprovals, Store, Tokens
 
 from .connections import ConnectionManager
 from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts, tool_error
@@ -107,17 +107,29 @@ class MemberSessions:
     """Members' own sessions and the asking for their values (see the module doc)."""
 
     def __init__(
-        self, shared: ConnectionManager, *, root: Path, ttl_seconds: float = 900.0, wait_seconds: float = 300.0
+        self,
+        shared: ConnectionManager,
+        *,
+        root: Path,
+        ttl_seconds: float = 900.0,
+        wait_seconds: float = 300.0,
+        pending: PendingApprovals | None = None,
     ) -> None:
+        """``pending``: a team's shared list, where a member's prompt is answerable on any replica."""
         self.shared = shared
         self.store: Store = shared.store
         self.redactor = shared.redactor
         self.root = root
         self._tokens = Tokens(self.store)
         self.prompts = MemberPrompts(
-            self.store, self.redactor, ttl_seconds=ttl_seconds, wait_seconds=wait_seconds, is_active=self._active
+            self.store,
+            self.redactor,
+            ttl_seconds=ttl_seconds,
+            wait_seconds=wait_seconds,
+            is_active=self._active,
+            on_stored=self._stored,
+            pending=pending,
         )
-        self.prompts.on_stored = self._stored
         self._members: dict[str, MemberConnections] = {}
         self._secrets: list[tuple[str, str]] = []
         self.redactor.add_source(lambda: self._secrets)

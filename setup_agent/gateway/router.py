@@ -28,7 +28,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
-from .members import member_of
+from .members import MemberSessions, member_of
 from .offers import MAPPED_PREFIX, OfferIndex, left_out_names, without_hidden
 from .passthrough import Progress
 from .relay import Caller
@@ -76,6 +76,9 @@ class Gateway:
         poll_interval: float = 0.5,
         idle_stop_seconds: float = 0.0,
         check_arguments: ArgumentCheck | None = None,
+        members: MemberSessions | None = None,
+        lockout_listeners: list[Callable[[str], Any]] | None = None,
+        incident_listeners: list[Callable[[str], Any]] | None = None,
     ) -> None:
         self.store = store
         self.connections = connections
@@ -96,16 +99,21 @@ class Gateway:
         self._refresh_lock = asyncio.Lock()
         self._ready = asyncio.Event()
         self._unsubscribe = store.add_change_listener(self._changed_here)
-        #: Called with a session id when the guard locks it (faces tell the user out of band).
-        self.lockout_listeners: list[Callable[[str], Any]] = []
+        #: Called with a session id when the guard locks it (faces tell the user out of band): the
+        #: list the guard's listener reads, given by the runtime; a face adds its own to it.
+        self.lockout_listeners = lockout_listeners if lockout_listeners is not None else []
         #: Called with a principal at its first refused call (an incident: faces tell the user at once).
-        self.incident_listeners: list[Callable[[str], Any]] = []
-        #: Each member's own sessions for servers with per-member keys (members.py; the runtime sets it).
-        self.members: Any = None
+        self.incident_listeners = incident_listeners if incident_listeners is not None else []
+        #: Each member's own sessions for servers with per-member keys (members.py); None: no members.
+        self.members = members
 
     # -- lifecycle --------------------------------------------------------------------
-    async def start(self) -> None:
-        """Read the catalog and the stored secrets, sync the sessions, then watch for changes."""
+    async def start(self, *, eager: bool | None = None) -> None:
+        """Read the catalog and the stored secrets, sync the sessions, then watch for changes.
+        ``eager`` (when given) is the face's choice: connect every enabled server, or each on its
+        first call."""
+        if eager is not None:
+            self.eager = eager
         self._loop = asyncio.get_running_loop()
         try:
             await self.refresh(force=True)

@@ -31,7 +31,7 @@ from .per_member import per_member_keys
 from .preparation import Prepared, Preparer
 from .probe import Prober, ProbeResult
 from .sandbox_choice import apply_sandbox_choice
-from .team_consents import consent_requester
+from .shared_consents import consent_requester
 from .tool_requests import InstallRequest, TestRequest
 
 __all__ = ["Installer"]
