@@ -176,7 +176,7 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     except OSError:
         logger.warning("could not sweep leftover server processes", exc_info=True)
     try:
-        committed = {s.server_id for s in store.list()}
+        committed = {s.server_id for s in store.servers.list()}
     except Exception:  # noqa: BLE001 - without the committed rows, no install dir may be removed
         logger.warning("could not list installed servers; install dirs are not swept", exc_info=True)
     else:
@@ -219,7 +219,7 @@ def build_runtime(
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
     # A team's database (PostgreSQL): refs, answers, approvals and link keys live there, so any
     # replica serves any step. SQLite: refs stay in this process's memory, lost at restart.
-    team = store.engine.dialect.name == "postgresql"
+    team = store.database.engine.dialect.name == "postgresql"
     shared_refs = SharedRefs(store, vault) if team else None
     ref_options: dict[str, Any] = {
         "ttl_seconds": settings.secret_ttl_seconds,
@@ -259,9 +259,9 @@ def build_runtime(
     # A team's: approvals shared, and a retry on another replica waits on the consent pending.
     share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds, remembered=shared_approvals)
     share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
-    feed = ChangeFeed(store.engine) if team and settings.listen_notify else None
+    feed = ChangeFeed(store.database.engine) if team and settings.listen_notify else None
     if feed is not None:
-        feed.add_listener(CHANGES_CHANNEL, store.remote_changed)  # the gateway reloads: list_changed, /ws
+        feed.add_listener(CHANGES_CHANNEL, store.database.changed)  # the gateway reloads: list_changed, /ws
         feed.add_listener(PENDING_CHANNEL, consents.pull)  # an answer given on another replica, applied now
         feed.add_listener(PENDING_CHANNEL, refs.pull)
     scratch = home / "scratch"
@@ -366,7 +366,7 @@ def build_runtime(
             feed.add_listener(PENDING_CHANNEL, gateway.members.prompts.kick)
     gateway.incident_listeners = incident_listeners  # a face adds its own (the page, the terminal)
     tool_registry = ToolRegistry(
-        servers=store.list,
+        servers=store.servers.list,
         status=connections.status,
         archetypes=load_archetypes,
         providers=providers,
@@ -374,8 +374,8 @@ def build_runtime(
         version=service_version(),
         policy={"consent": settings.consent},
     )
-    tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event, never values
-    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash
+    tool_registry.add_diagnostics("audit", store.audit.counts)  # rows per event, never values
+    tool_registry.add_diagnostics("audit_chain", store.audit.chain)  # rows, broken links, last hash
     tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings,

@@ -28,10 +28,10 @@ def set_tools_shown(settings: Any, name: str, tools: list[str], *, shown: bool) 
                 file=sys.stderr,
             )
             return 1
-        offers = store.offers().get(server.server_id)
+        offers = store.pins.offers().get(server.server_id)
         hidden = set(offers.hidden_tools if offers is not None else ())
         hidden = (hidden - set(tools)) if shown else (hidden | set(tools))
-        store.set_hidden_tools(server.server_id, sorted(hidden), actor="user:terminal")
+        store.pins.set_hidden_tools(server.server_id, sorted(hidden), actor="user:terminal")
     names = ", ".join(tools)
     if shown:
         print(f"{names}: back on for {server.qualified_name}; your AI clients' sessions list it at once.")

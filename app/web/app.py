@@ -349,16 +349,11 @@ def create_app(
         allowed_hosts=hosts,
         consents=lambda: getattr(face.runtime, "consents", None),
     )
-    tokens: list[Any] = []
 
     def bearer(raw: str) -> Principal | None:
         if face.runtime is None:
             return None
-        if not tokens:
-            from setup_agent.store import Tokens
-
-            tokens.append(Tokens(face.runtime.store))
-        found = tokens[0].lookup(raw)
+        found = face.runtime.store.tokens.lookup(raw)
         return Principal.member(found.name, admin=found.admin) if found is not None else None
 
     guarded = Guard(

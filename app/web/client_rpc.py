@@ -26,7 +26,8 @@ CLIENT_METHODS = ("clients.list", "clients.connect")
 def _list(runtime: Any) -> dict[str, Any]:
     rows = client_rows(Path.home(), launcher_command(), launcher_env(runtime.settings))
     tools = [
-        {"name": t.name, "server": t.server.title or t.server.qualified_name} for t in runtime.store.catalog().tools()
+        {"name": t.name, "server": t.server.title or t.server.qualified_name}
+        for t in runtime.store.servers.catalog().tools()
     ]
     return {"clients": rows, "tools": tools}
 

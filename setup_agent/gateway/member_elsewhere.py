@@ -73,7 +73,7 @@ class MemberPromptsElsewhere:
             return False
         if not self.shared.answer(prompt_id, "answered", by=by):  # answered on another replica meanwhile
             return False
-        self.store.set_member_value(server_id, member, key, value)
+        self.store.values.set_member_value(server_id, member, key, value)
         logger.info("stored the own %s of token:%s for server %s (a prompt of another replica)", key, member, server_id)
         return True
 

@@ -222,7 +222,7 @@ class MemberPrompts:
                     self.elsewhere.shared.answer, prompt_id, "answered", by=f"token:{ask.member}"
                 ):  # another replica took an answer first (and stored it): one answer is stored, once
                     return
-                await asyncio.to_thread(self.store.set_member_value, ask.server_id, ask.member, ask.key, value)
+                await asyncio.to_thread(self.store.values.set_member_value, ask.server_id, ask.member, ask.key, value)
             except SetupError as exc:
                 logger.warning("a member's value could not be stored (%s)", exc.code)
                 return

@@ -76,7 +76,7 @@ async def record_offers(client: Any, store: Any, redactor: Any, server_id: str, 
         except Exception as exc:  # noqa: BLE001 - a server that lists nothing well still serves its tools
             logger.info("%s of %s failed: %s", method, label, type(exc).__name__)
     try:
-        await asyncio.to_thread(lambda: store.set_offers(server_id, **lists))
+        await asyncio.to_thread(lambda: store.pins.set_offers(server_id, **lists))
     except Exception as exc:  # noqa: BLE001 - e.g. removed meanwhile
         logger.info("could not record the prompts and resources of %s: %s", server_id, getattr(exc, "code", exc))
 

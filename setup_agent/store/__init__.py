@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from .change_feed import CHANGES_CHANNEL, PENDING_CHANNEL, ChangeFeed
     from .data_dir import prepare_data_dir
     from .database import Store
-    from .member_values import member_label
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
     from .records import InstalledServer, read_sqlite_audit, read_sqlite_servers
     from .shared_sign_ins import SharedSignIns
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
+    from .values import member_label
 
 __all__ = [
     "CHANGES_CHANNEL",
@@ -91,7 +91,7 @@ __getattr__, __dir__ = lazy_exports(
         "gateway_name": "catalog",
         "GatewayTool": "catalog",
         "InstalledServer": "records",
-        "member_label": "member_values",
+        "member_label": "values",
         "names_too_long": "catalog",
         "prepare_data_dir": "data_dir",
         "read_sqlite_catalog": "catalog",

@@ -51,7 +51,7 @@ class _Taken(Exception):
 
 class _Repo:
     def __init__(self, store: Store, *, clock: Clock = utcnow) -> None:
-        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(store.database.engine, expire_on_commit=False)
         self._clock = clock
 
 

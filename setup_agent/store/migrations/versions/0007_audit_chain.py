@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from setup_agent.store.audit_chain import GENESIS, row_digest
+from setup_agent.store.audit import GENESIS, row_digest
 
 revision: str = "0007_audit_chain"
 down_revision: str | Sequence[str] | None = "0006_principals"
