@@ -109,7 +109,7 @@ class Values:
         done: set[int] = set()
         with translated("re-encrypt the stored values"), self._db.session() as s, s.begin():
             if s.get_bind().dialect.name == "postgresql":  # no install may slip in under the old key
-                s.execute(text("LOCK TABLE mcp_client_env IN SHARE ROW EXCLUSIVE MODE"))
+                s.execute(text(f"LOCK TABLE {ClientEnvRow.__tablename__} IN SHARE ROW EXCLUSIVE MODE"))
             while True:  # SQLite: rows inserted before our first write are caught on the next pass
                 rows = s.execute(
                     select(ClientEnvRow.id, ClientEnvRow.key, ClientEnvRow.value_encrypted, ServerRow.qualified_name)
