@@ -2,7 +2,7 @@
 
 * ``audit`` prints the append-only audit: installs, removals, enable/disable, tool-list
   changes, approvals and rejections, with time, actor and hashes (never values).
-  ``audit --verify`` checks the rows' hash chain (setup_agent/store/audit_chain.py) and names the
+  ``audit --verify`` checks the rows' hash chain (setup_agent/store/audit.py) and names the
   first broken link (exit code 1), or prints the number of rows and the last row's hash.
 * ``tools-review`` shows, in a terminal, each installed server whose tools changed since the
   user approved them (new texts escaped: no control character reaches the terminal) and asks

@@ -2,7 +2,7 @@
 tool they unticked in the install's consent, or leaves one out afterwards.
 
 A left-out tool is held back like an unapproved one: neither listed nor callable through the
-gateway (``Store.set_hidden_tools``; a call is refused with ``tool_left_out``, whose sentence names
+gateway (``store.pins.set_hidden_tools``; a call is refused with ``tool_left_out``, whose sentence names
 this command). Running mcp-setup sessions see the change within about a second.
 """
 

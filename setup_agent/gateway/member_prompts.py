@@ -7,7 +7,7 @@ one-time secret link (a capability that enters this one value, nothing else). Wh
 client takes URL-mode elicitation, the link goes to that member's own client and the call waits
 (bounded) for the answer; otherwise the call's result is a tool error ``member_secret_required``
 with the link, which can only enter a value. The answer goes from the page into this broker's
-ref, and from there, encrypted, into the store as that member's value (``Store.set_member_value``,
+ref, and from there, encrypted, into the store as that member's value (``store.values.set_member_value``,
 audited as ``token:NAME``); the ref is discarded at once. A prompt of a member whose token was
 revoked meanwhile stores nothing. On a team's database (:meth:`MemberPrompts.share`) the prompts
 are in ``mcp_pending`` too, so the link can be answered on any replica

@@ -3,7 +3,7 @@
 A server installed with per-member keys (``InstalledServer.member_keys``) is called by a member
 of a team gateway (a named token, ``token:NAME``) through a session of that member's own: one
 process (or connection) per (server, member), started with the shared settings overlaid with the
-member's own values (``Store.member_values``), in a working dir (and sandbox HOME) of its own, so
+member's own values (``store.values.member_values``), in a working dir (and sandbox HOME) of its own, so
 nothing one member's server keeps on disk reaches another's. Every other caller (the user, this
 run's clients) keeps the shared session of :class:`~setup_agent.gateway.connections.ConnectionManager`.
 

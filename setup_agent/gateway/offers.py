@@ -3,7 +3,7 @@ gateway.
 
 At each connect a server's prompts, resources and templates are listed (only what it
 declared), redacted and recorded in the store (:func:`record_offers`; prompts are pinned there
-like tools, setup_agent/store/server_extras.py), so listing never waits for a spawn. The
+like tools, setup_agent/store/tool_pins.py), so listing never waits for a spawn. The
 :class:`OfferIndex` is built from those records and the catalog (enabled servers only):
 
 * a prompt is listed as ``<slug>__<prompt>`` (the tools' naming, catalog.py), its description
@@ -82,7 +82,7 @@ async def record_offers(client: Any, store: Any, redactor: Any, server_id: str, 
 
 
 def without_hidden(entry: Any, offers: dict[str, Any]) -> Any:
-    """``entry`` (a catalog server) without the tools the user unticked (store/server_extras.py)."""
+    """``entry`` (a catalog server) without the tools the user unticked (store/tool_pins.py)."""
     hidden = getattr(offers.get(entry.server_id), "hidden_tools", None)
     if not hidden:
         return entry

@@ -1,9 +1,12 @@
-"""The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
-(``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
-settings and key rotation (``keys.py``), each member's own values (``member_values.py``), named tokens (``tokens.py``), approvals waiting for the
-user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
-read from the rows (``catalog.py``, standard library only), the records it hands out and their
-stdlib reader for the read-only commands (``records.py``) and the migrations (``migrations/``).
+"""The database: :class:`Store` (``database.py``), one session factory (``engine.py``) and the
+repositories that receive it: installed servers (``servers.py``), their encrypted values, each
+member's own values and key rotation (``values.py``), tool and prompt pins (``tool_pins.py``, rules
+in ``pins.py``), named tokens (``tokens.py``) and the hash-chained audit (``audit.py``). Also the
+table and column names (``schema.py``, standard library only), the models (``models.py``),
+approvals waiting for the user across processes (``approvals.py``), the data dir's permissions
+(``data_dir.py``), the gateway's catalog read from the rows (``catalog.py``, standard library
+only), the records it hands out and their stdlib reader for the read-only commands
+(``records.py``) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
 """

@@ -124,7 +124,7 @@ class ServerRow(Base):
     rejected_hash: Mapped[str | None] = mapped_column(String(64))
     # Its OAuth sign-in could not be renewed (connections.py): the user must sign in again.
     needs_sign_in: Mapped[bool | None] = mapped_column(Boolean)
-    # Keys every member enters for themselves (JSON list of names; member_values.py).
+    # Keys every member enters for themselves (JSON list of names; values.py).
     member_keys: Mapped[str | None] = mapped_column(Text)
     # The registry's digest of the artifact installed (setup_agent/launch/digests.py; migration 0010).
     artifact_digest: Mapped[str | None] = mapped_column(String(160))
@@ -153,7 +153,7 @@ class ClientEnvRow(Base):
 
 
 class MemberValueRow(Base):
-    """One member's own value of one key of one server, encrypted (see ``member_values.py``)."""
+    """One member's own value of one key of one server, encrypted (see ``values.py``)."""
 
     __tablename__ = schema.MEMBER_VALUES.name
     __table_args__ = (UniqueConstraint("server_id", "member", "key"),)
@@ -168,7 +168,7 @@ class MemberValueRow(Base):
 
 class AuditRow(Base):
     """One audited event; append-only (the migrations forbid UPDATE, DELETE, TRUNCATE and an insert
-    over a row) and chained: ``row_hash`` covers the row and ``prev_hash`` (audit_chain.py). No values."""
+    over a row) and chained: ``row_hash`` covers the row and ``prev_hash`` (audit.py). No values."""
 
     __tablename__ = schema.AUDIT.name
 

@@ -59,7 +59,7 @@ class InstalledServer:
     tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
     tools_diff: dict[str, Any] | None = None
     needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
-    member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (member_values.py)
+    member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (values.py)
     #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None for servers installed before digests were recorded.
     artifact_digest: str | None = None
 
@@ -163,7 +163,7 @@ def _migrated(db_path: Path) -> bool:
 
 
 def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
-    """The installed servers of a SQLite store, oldest first, as :meth:`Store.list` returns them;
+    """The installed servers of a SQLite store, oldest first, as :meth:`Servers.list` returns them;
     None when there is no store file, it is not migrated to the newest revision, or a row cannot be read."""
     if not _migrated(db_path):  # not migrated yet: the store migrates it
         return None
@@ -211,7 +211,7 @@ def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
 
 
 def read_sqlite_audit(db_path: Path, limit: int | None = None) -> tuple[list[AuditEntry], dict[str, int]] | None:
-    """The audit of a SQLite store as :meth:`Store.audit` and :meth:`Store.audit_counts` return it
+    """The audit of a SQLite store as :meth:`AuditLog.entries` and :meth:`AuditLog.counts` return it
     (oldest first; the last ``limit`` rows when given), for ``mcp-setup audit``; None as
     :func:`read_sqlite_servers` says."""
     if not _migrated(db_path):

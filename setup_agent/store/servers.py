@@ -71,7 +71,7 @@ class Servers:
         ``replaces``: the server id of the version this one replaces (``mcp-setup update``): its
         row and encrypted values are deleted in the same transaction, so a crash at
         any moment leaves exactly one of the two; its slug passes to the new row. ``member_keys``:
-        the keys each member enters for themselves (``member_values.py``).
+        the keys each member enters for themselves (``values.py``).
         ``artifact_digest``: the registry's digest of what was installed (setup_agent/launch/digests.py).
         ``hidden_tools``: the tools the user unticked in the consent, stored with the pin; an update keeps the ones of the
         version it replaces.

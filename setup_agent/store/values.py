@@ -128,7 +128,7 @@ class Values:
                     )
                     done.add(row_id)
             members = s.execute(select(MemberValueRow.id, MemberValueRow.key, MemberValueRow.value_encrypted)).all()
-            for row_id, key, token in members:  # each member's own values (member_values.py)
+            for row_id, key, token in members:  # each member's own values
                 value = self._decrypt(token, "a member's value", key)
                 s.execute(
                     update(MemberValueRow)
