@@ -113,14 +113,14 @@ def test_a_commit_that_fails_midway_leaves_the_old_row_and_values(tmp_path: Path
         "tools": [],
     }
     old = store.servers.install(version="1.0.0", env={"STUB_API_KEY": (canary, True)}, **common)
-    real = Store._audit
+    real = store.audit.append
 
-    def broken(self, s, event, row, actor, **kw):  # the commit dies after the old row's delete
+    def broken(s, event, row, actor, **kw):  # the commit dies after the old row's delete
         if event == "installed":
             raise StoreError("simulated crash inside the commit")
-        return real(self, s, event, row, actor, **kw)
+        return real(s, event, row, actor, **kw)
 
-    monkeypatch.setattr(Store, "_audit", broken)
+    monkeypatch.setattr(store.audit, "append", broken)
     with pytest.raises(StoreError):
         store.servers.install(version="2.0.0", env={"STUB_API_KEY": (canary, True)}, replaces=old.server_id, **common)
     monkeypatch.undo()
