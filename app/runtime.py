@@ -187,7 +187,7 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     except OSError:
         logger.warning("could not sweep leftover server processes", exc_info=True)
     try:
-        committed = {s.server_id for s in store.list()}
+        committed = {s.server_id for s in store.servers.list()}
     except Exception:  # noqa: BLE001 - without the committed rows, no install dir may be removed
         logger.warning("could not list installed servers; install dirs are not swept", exc_info=True)
     else:
@@ -239,7 +239,10 @@ def build_runtime(
     PublishedPrompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds)
     # Every answer to a consent is audited: who gave it, to which launch, granting what.
     consents = ConsentBroker(
-        ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent, sharing=team.consents, audit=store.record_event
+        ttl_seconds=settings.secret_ttl_seconds,
+        mode=settings.consent,
+        sharing=team.consents,
+        audit=store.audit.record_event,
     )
     http = httpx.AsyncClient(
         timeout=settings.registry_timeout_seconds,
@@ -263,9 +266,9 @@ def build_runtime(
         http=http,
     )
     hub = RegistryHub(sources, timeout=settings.registry_timeout_seconds, notes=notes)
-    feed = ChangeFeed(store.engine) if team.shared and settings.listen_notify else None
+    feed = ChangeFeed(store.database.engine) if team.shared and settings.listen_notify else None
     if feed is not None:
-        feed.add_listener(CHANGES_CHANNEL, store.remote_changed)  # the gateway reloads: list_changed, /ws
+        feed.add_listener(CHANGES_CHANNEL, store.database.changed)  # the gateway reloads: list_changed, /ws
         feed.add_listener(PENDING_CHANNEL, consents.pull)  # an answer given on another replica, applied now
         feed.add_listener(PENDING_CHANNEL, refs.pull)
     scratch = home / "scratch"
@@ -374,7 +377,7 @@ def build_runtime(
         incident_listeners=incident_listeners,  # a face adds its own (the page, the terminal)
     )
     tool_registry = ToolRegistry(
-        servers=store.list,
+        servers=store.servers.list,
         status=connections.status,
         archetypes=load_archetypes,
         providers=providers,
@@ -382,8 +385,8 @@ def build_runtime(
         version=service_version(),
         policy={"consent": settings.consent},
     )
-    tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event, never values
-    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash
+    tool_registry.add_diagnostics("audit", store.audit.counts)  # rows per event, never values
+    tool_registry.add_diagnostics("audit_chain", store.audit.chain)  # rows, broken links, last hash
     tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings,
@@ -439,7 +442,7 @@ def _team_backends(
     refs_timer: Callable[[], float] | None,
 ) -> TeamBackends:
     ref_options: dict[str, Any] = {"ttl_seconds": ttl_seconds, **({"timer": refs_timer} if refs_timer else {})}
-    if store.engine.dialect.name != "postgresql":
+    if store.database.engine.dialect.name != "postgresql":
         return TeamBackends(
             shared=False,
             refs=SecretRefStore(**ref_options),

@@ -173,7 +173,7 @@ async def test_a_first_call_that_must_download_goes_through_the_download_phase_a
         fetcher=Fetcher(host_env=host_env, workdir=tmp_path / "work", tick=0.2),
     )
     spec = npx_spec(registry).model_copy(update={"env": {"STUB_REQUIRE": "0"}})
-    store.install(
+    store.servers.install(
         qualified_name=NAME,
         source="local",
         version="1.0.0",

@@ -240,7 +240,7 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
         "args": [str(SERVER_PY), "--mode", "ignore_sigterm", "--marker", str(data_dir)],
         "env": {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)},
     }
-    store.install(
+    store.servers.install(
         qualified_name="io.test/stubborn",
         source="local",
         version="1",

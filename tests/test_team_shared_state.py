@@ -49,7 +49,7 @@ def replicas(postgres_url: str) -> Iterator[tuple[Replica, Replica]]:
 
 def every_cell(store: Store) -> str:
     out = []
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         for table in inspect(conn).get_table_names():
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):
                 out.append(repr(tuple(row)))
@@ -152,7 +152,7 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
 
     vault = Vault.in_memory()
     with Store(postgres_url, vault) as a, Store(postgres_url, vault) as b:
-        feed = ChangeFeed(b.engine)
+        feed = ChangeFeed(b.database.engine)
         changed, pending = threading.Event(), threading.Event()
         feed.add_listener(CHANGES_CHANNEL, changed.set)
         feed.add_listener(PENDING_CHANNEL, pending.set)
@@ -160,7 +160,7 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
         try:
             assert feed.listening.wait(10)
             changed.clear()  # the feed looks once when it starts listening
-            server = a.install(
+            server = a.servers.install(
                 qualified_name="io.test/x",
                 source="local",
                 version="1",

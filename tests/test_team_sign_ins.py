@@ -331,7 +331,7 @@ def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared
         assert rows.answer("state-1", {"code": "c", "iss": None}) is False
         assert rows.take("state-1") is None  # still being exchanged
         rows.finish("state-1", {"done": True})
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             assert conn.execute(text("SELECT exchange_encrypted FROM mcp_sign_ins")).scalar_one() is None  # cleared
         assert rows.take("state-1") == {"done": True}
         assert rows.take("state-1") is None

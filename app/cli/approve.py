@@ -61,7 +61,7 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
         vault = open_vault(settings)
         with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
             shared = PendingApprovals(store, owner=process_owner())
-            team = store.engine.dialect.name == "postgresql"  # a team's: answers usable on any replica
+            team = store.database.engine.dialect.name == "postgresql"  # a team's: answers usable on any replica
             refs = SharedRefs(store, vault) if team else None
             remembered = SharedApprovals(store) if team else None
             waiting = [item for item in shared.pending() if owner_alive(item.owner)]

@@ -118,7 +118,9 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     slugs = None
     if args.per_server and args.client_command != "disconnect":
         with _store(settings) as store:
-            slugs = [s.slug for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
+            slugs = [
+                s.slug for s in store.servers.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"
+            ]
     if getattr(args, "http", False):
         return _connect_http(settings, args, config, launcher)
     plan = plan_connect(config, launcher, env, disconnect=args.client_command == "disconnect", per_server=slugs)
@@ -160,13 +162,11 @@ def _serve_url(settings: Settings) -> tuple[str, str | None]:
 
 def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientConfig, launcher: list[str]) -> int:
     """``client connect CLIENT --http`` (app.clients.connect_over_http, as the page's Connect)."""
-    from setup_agent.store import Tokens
-
     from .servers import _store
 
     url, note = _serve_url(settings)
     with _store(settings) as store:
-        plan, backup = connect_over_http(config, launcher, url, Tokens(store), apply=not args.dry_run)
+        plan, backup = connect_over_http(config, launcher, url, store.tokens, apply=not args.dry_run)
     if plan.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
         print(f"mcp-setup: {plan.error}", file=sys.stderr)
         print(plan.paste_where, file=sys.stderr)
@@ -194,7 +194,7 @@ def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
     launcher, env = launcher_command(), launcher_env(settings)
     rows = client_rows(Path.home(), launcher, env)
     with reader(settings) as store:
-        tools = [t.name for t in store.catalog().tools()]
+        tools = [t.name for t in store.servers.catalog().tools()]
     if args.json:
         print(json.dumps({"clients": rows, "http": _http_hint(settings), "tools": tools}, indent=2))
         return 0
@@ -232,7 +232,7 @@ def _warn_long_names(settings: Settings, args: argparse.Namespace) -> None:
     from .servers import _store
 
     with _store(settings) as store:
-        long = names_too_long(store.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
+        long = names_too_long(store.servers.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
     if long:
         shown = ", ".join(long[:5]) + (f" and {len(long) - 5} more" if len(long) > 5 else "")
         print(f"mcp-setup: warning: {args.client} refuses tool names this long: {shown}.", file=sys.stderr)
@@ -244,7 +244,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     home = Path(settings.home).expanduser()
     with _store(settings) as store:
         server = _resolve(store, args.name)
-        values = store.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
+        values = store.values.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1

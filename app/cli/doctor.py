@@ -87,16 +87,20 @@ def unusable_checks(problems: list[SetupError], *, which: Callable[[str], str | 
 
 async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> list[dict[str, Any]]:
     settings, store = runtime.settings, runtime.store
-    servers = await asyncio.to_thread(store.list)
+    servers = await asyncio.to_thread(store.servers.list)
     used = {Path(str(s.launch_spec.get("command") or "")).name for s in servers if s.enabled}
     checks = _runtime_checks(which, used)
     home = Path(settings.home).expanduser()
     writable = home.is_dir() and os.access(home, os.W_OK)
     checks.append(_check("data dir", writable, str(home), f"make {home} a directory you can write to (MCP_SETUP_HOME)"))
     try:
-        revision = await asyncio.to_thread(store.current_revision)
+        revision = await asyncio.to_thread(store.database.current_revision)
         checks.append(
-            _check("database", True, f"{store.engine.url.render_as_string(hide_password=True)} (schema {revision})")
+            _check(
+                "database",
+                True,
+                f"{store.database.engine.url.render_as_string(hide_password=True)} (schema {revision})",
+            )
         )
     except SetupError as exc:
         checks.append(_check("database", False, exc.message, "check MCP_SETUP_DATABASE_URL and that the database runs"))

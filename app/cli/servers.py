@@ -131,7 +131,7 @@ def _print_json(obj: Any) -> None:
 
 def _list(settings: Settings, args: argparse.Namespace) -> int:
     with reader(settings) as store:
-        servers, out = store.list(), left_out(store)  # out: the tools the user left out
+        servers, out = store.servers.list(), left_out(store)  # out: the tools the user left out
     if args.json:
         _print_json({"servers": [server_json(s, out.get(s.server_id, frozenset())) for s in servers]})
         return 0
@@ -208,7 +208,7 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
         return set_tools_shown(settings, args.name, args.tool, shown=enabled)
     with _store(settings) as store:
         s = _resolve(store, args.name)
-        store.set_enabled(s.server_id, enabled, actor="cli")
+        store.servers.set_enabled(s.server_id, enabled, actor="cli")
     print(
         f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once."
     )
@@ -298,7 +298,7 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         _print_json(result)
         return 0
     with _store(settings) as store:
-        installed = {s.qualified_name: s.slug for s in store.list()}
+        installed = {s.qualified_name: s.slug for s in store.servers.list()}
     meant = " or ".join(f'"{reading}"' for reading in result.get("did_you_mean", []))
     if meant and result["servers"]:
         print(f"Did you mean {meant}?")
@@ -355,11 +355,11 @@ def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handl
 def _installed_as(store: Store, name: str) -> InstalledServer | None:
     """The installed server ``name`` (as typed to ``add``) means: its id, qualified name or slug,
     or, ignoring case, its slug or the last part of its qualified name when only one has it."""
-    found = store.catalog().server(name)
+    found = store.servers.catalog().server(name)
     if found is not None:
-        return store.get(found.server_id)
+        return store.servers.get(found.server_id)
     low = name.strip().lower()
-    hits = [s for s in store.list() if low in (s.slug.lower(), s.qualified_name.rsplit("/", 1)[-1].lower())]
+    hits = [s for s in store.servers.list() if low in (s.slug.lower(), s.qualified_name.rsplit("/", 1)[-1].lower())]
     return hits[0] if len(hits) == 1 else None
 
 

@@ -384,14 +384,16 @@ async def run_agent(
         try:
             result = await task
             if result.get("status") == "installed" and result.get("server_id"):
-                installed = await asyncio.to_thread(runtime.store.get, result["server_id"])
+                installed = await asyncio.to_thread(runtime.store.servers.get, result["server_id"])
                 slug = installed.slug if installed is not None else None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
                 raise
             # An install cancelled after its commit is there (all or nothing, but not nothing): say so.
-            saved = await asyncio.to_thread(runtime.store.get, io.saved_server_id) if io.saved_server_id else None
+            saved = (
+                await asyncio.to_thread(runtime.store.servers.get, io.saved_server_id) if io.saved_server_id else None
+            )
             if saved is not None:
                 names = f"{saved.qualified_name} (mcp-setup remove {saved.slug} takes it out)"
                 print(f"\nCancelled by the user, after the install was saved: {names}.", flush=True)

@@ -360,16 +360,11 @@ def create_app(
         allowed_hosts=hosts,
         consents=lambda: getattr(face.runtime, "consents", None),
     )
-    tokens: list[Any] = []
 
     def bearer(raw: str) -> Principal | None:
         if face.runtime is None:
             return None
-        if not tokens:
-            from setup_agent.store import Tokens
-
-            tokens.append(Tokens(face.runtime.store))
-        found = tokens[0].lookup(raw)
+        found = face.runtime.store.tokens.lookup(raw)
         if found is None:
             return None
         if found.kind == "client":

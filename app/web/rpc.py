@@ -401,7 +401,7 @@ class RpcDispatcher:
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = _server_id(params)
-        server = await asyncio.to_thread(self.runtime.store.get, server_id)
+        server = await asyncio.to_thread(self.runtime.store.servers.get, server_id)
         if server is None:
             raise NotFound("No installed server has this server_id. servers.list lists them.")
         status = await self.runtime.connections.connect(server, wait=False)

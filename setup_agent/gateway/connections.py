@@ -136,7 +136,7 @@ class ConnectionManager:
         """Connect every enabled installed server, concurrently; returns when all settled."""
         self._booting = True
         try:
-            servers = await asyncio.to_thread(self.store.list, enabled_only=True)
+            servers = await asyncio.to_thread(self.store.servers.list, enabled_only=True)
             for server in servers:
                 await self.connect(server, wait=False)
         finally:
@@ -216,11 +216,11 @@ class ConnectionManager:
 
     async def remove(self, server_id: str, *, actor: str = "user") -> None:
         """Disconnect, delete the rows and env, and delete the install dir (``actor`` is audited)."""
-        server = await asyncio.to_thread(self.store.get, server_id)
+        server = await asyncio.to_thread(self.store.servers.get, server_id)
         if server is None:
             raise NotFound(f"No installed server has the id {server_id!r}. mcp_setup_list_servers lists them.")
         await self.disconnect(server_id, removed=True)
-        await asyncio.to_thread(lambda: self.store.remove(server_id, actor=actor))
+        await asyncio.to_thread(lambda: self.store.servers.remove(server_id, actor=actor))
         await self._delete_files(server_id)
 
     async def retire(self, server_id: str) -> None:
@@ -241,7 +241,7 @@ class ConnectionManager:
     # -- the gateway's needs ---------------------------------------------------------
     async def learn_stored_secrets(self) -> None:
         """Teach the redactor every stored secret value of every installed server."""
-        rows = await asyncio.to_thread(self.store.secret_values)
+        rows = await asyncio.to_thread(self.store.values.secret_values)
         self._stored_secrets = [(f"[secret:{key}]", value.reveal()) for _sid, key, value in rows]
         self.redactor.invalidate()
 

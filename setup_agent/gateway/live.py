@@ -112,7 +112,7 @@ class LiveConnection:
 
     async def _values(self) -> dict[str, SecretValue]:
         """Its stored values, masked (the launch reveals them); the secret ones taught to the redactor."""
-        stored = await asyncio.to_thread(self.owner.store.env_values, self.server.server_id)
+        stored = await asyncio.to_thread(self.owner.store.values.env_values, self.server.server_id)
         secret_keys = {k.key for k in self.server.env_keys if k.secret}
         for key, value in stored.items():
             if key in secret_keys:
@@ -299,7 +299,7 @@ class LiveConnection:
 
     async def _remember_sign_in(self, server: InstalledServer, *, needed: bool) -> None:
         try:
-            await asyncio.to_thread(self.owner.store.set_needs_sign_in, server.server_id, needed)
+            await asyncio.to_thread(self.owner.store.servers.set_needs_sign_in, server.server_id, needed)
         except SetupError as exc:  # removed meanwhile, or the database is away: the status still says it
             logger.info("could not record the sign-in state of %s: %s", server.server_id, exc.code)
 
@@ -310,8 +310,8 @@ class LiveConnection:
         a tool the user has not approved reaches no face's tool list."""
         owner = self.owner
         try:
-            await asyncio.to_thread(owner.store.set_tools, self.server.server_id, self.status.tools)
-            server = await asyncio.to_thread(owner.store.get, self.server.server_id)
+            await asyncio.to_thread(owner.store.pins.set_tools, self.server.server_id, self.status.tools)
+            server = await asyncio.to_thread(owner.store.servers.get, self.server.server_id)
         except SetupError as exc:  # e.g. removed meanwhile: the session still works
             logger.info("could not record the tools of %s: %s", self.server.server_id, exc.code)
             self.status.tools = []

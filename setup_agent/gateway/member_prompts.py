@@ -7,7 +7,7 @@ one-time secret link (a capability that enters this one value, nothing else). Wh
 client takes URL-mode elicitation, the link goes to that member's own client and the call waits
 (bounded) for the answer; otherwise the call's result is a tool error ``member_secret_required``
 with the link, which can only enter a value. The answer goes from the page into this broker's
-ref, and from there, encrypted, into the store as that member's value (``Store.set_member_value``,
+ref, and from there, encrypted, into the store as that member's value (``store.values.set_member_value``,
 audited as ``token:NAME``); the ref is discarded at once. A prompt of a member whose token was
 revoked meanwhile stores nothing. On a team's database (``pending`` at construction) the prompts
 are in ``mcp_pending`` too, so the link can be answered on any replica
@@ -228,7 +228,7 @@ class MemberPrompts:
                     self.elsewhere.shared.answer, prompt_id, "answered", by=f"token:{ask.member}"
                 ):  # another replica took an answer first (and stored it): one answer is stored, once
                     return
-                await asyncio.to_thread(self.store.set_member_value, ask.server_id, ask.member, ask.key, value)
+                await asyncio.to_thread(self.store.values.set_member_value, ask.server_id, ask.member, ask.key, value)
             except SetupError as exc:
                 logger.warning("a member's value could not be stored (%s)", exc.code)
                 return

@@ -380,7 +380,7 @@ class SignIns:
             self.protect(new)
             if self.store is not None:
                 await asyncio.to_thread(
-                    self.store.set_env_value, server.server_id, GRANT_KEY, new.model_dump_json(), True
+                    self.store.values.set_env_value, server.server_id, GRANT_KEY, new.model_dump_json(), True
                 )
 
         return GrantAuth(

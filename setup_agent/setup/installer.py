@@ -173,7 +173,7 @@ class Installer:
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
                 self.connections.expect(server_id)  # a store sync must not start it meanwhile
                 server = await asyncio.to_thread(
-                    self.store.install,
+                    self.store.servers.install,
                     server_id=server_id,
                     qualified_name=prepared.detail.qualified_name,
                     source=prepared.detail.source,

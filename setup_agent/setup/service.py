@@ -225,7 +225,7 @@ class SetupService:
 
     async def get(self, request: GetRequest, ctx: CallContext) -> dict:
         detail = await self.preparer.detail(request.qualified_name, request.source)
-        existing = await asyncio.to_thread(self.store.get_by_name, detail.qualified_name)
+        existing = await asyncio.to_thread(self.store.servers.get_by_name, detail.qualified_name)
         try:
             chosen: PackageOption | None = choose_package(
                 detail.packages, None, preference=self.package_preference, which=self.which
@@ -268,7 +268,7 @@ class SetupService:
         if existing is not None:
             out["server_id"] = existing.server_id
             out["installed_as"] = existing.slug  # the short name the person's commands take
-            offers = await asyncio.to_thread(self.store.offers)  # store I/O off the event loop, as above
+            offers = await asyncio.to_thread(self.store.pins.offers)  # store I/O off the event loop, as above
             hidden = getattr(offers.get(existing.server_id), "hidden_tools", frozenset())
             kept = [t for t in existing.tools if t.get("name") not in hidden]
             out["context"] = context_cost(kept, existing.slug, existing.title or "")
@@ -327,8 +327,8 @@ class SetupService:
     async def list_servers(self, request: ListRequest, ctx: CallContext) -> dict:
         if request.wait_seconds:
             await self.connections.wait_all_settled(request.wait_seconds)
-        servers = await asyncio.to_thread(self.store.list)
-        offers = await asyncio.to_thread(self.store.offers)
+        servers = await asyncio.to_thread(self.store.servers.list)
+        offers = await asyncio.to_thread(self.store.pins.offers)
         out = []
         for s in servers:
             st = self.connections.status(s.server_id)
@@ -362,7 +362,7 @@ class SetupService:
         server_id = request.server_id
         revoked = await self._revoke_sign_in(server_id)
         try:
-            removed = await asyncio.to_thread(self.store.get, server_id)
+            removed = await asyncio.to_thread(self.store.servers.get, server_id)
             await self.connections.remove(server_id, actor=ctx.installed_by)
         except NotFound:
             raise NotFound("No installed server has this server_id. mcp_setup_list_servers lists them.") from None
@@ -393,7 +393,7 @@ class SetupService:
         if self.oauth is None:
             return False
         try:
-            values = await asyncio.to_thread(self.store.env_values, server_id)
+            values = await asyncio.to_thread(self.store.values.env_values, server_id)
             grant = values.get(GRANT_KEY)
             return bool(grant) and await self.oauth.revoke(grant.reveal())  # type: ignore[union-attr]
         except SetupError:
@@ -404,7 +404,7 @@ class SetupService:
 
         A disabled server keeps its rows and secrets; it stops and its tools leave every face's
         list (the gateway sees the change through the store)."""
-        server = await asyncio.to_thread(lambda: self.store.set_enabled(server_id, enabled, actor=actor))
+        server = await asyncio.to_thread(lambda: self.store.servers.set_enabled(server_id, enabled, actor=actor))
         if enabled:
             await self.connections.connect(server, wait=False)
         else:
