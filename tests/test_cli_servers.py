@@ -166,6 +166,17 @@ def test_disable_and_enable_change_the_store_every_face_watches(data, capsys, ca
         assert [t.name for t in store.servers.catalog().tools()] == ["stub-search__echo"]
 
 
+def test_disabling_twice_writes_one_audit_row_and_changes_nothing_the_second_time(data, capsys, canary) -> None:
+    sid = data.install(STUB, canary)
+    assert cli(capsys, "disable", "stub-search")[0] == 0
+    with data.store() as store:
+        counter = store.database.change_counter()
+    assert cli(capsys, "disable", "stub-search")[0] == 0
+    with data.store() as store:
+        assert [r.event for r in store.audit.entries(server_id=sid)].count("disabled") == 1
+        assert store.database.change_counter() == counter and store.servers.get(sid).enabled is False
+
+
 def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data, capsys, canary) -> None:
     """#29 item 10: the command a left-out tool's refusal names."""
     from setup_agent.store import read_sqlite_catalog
@@ -197,6 +208,8 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
     code, out, _ = cli(capsys, "show", "stub-search", "--json")
     shown = json.loads(out)
     assert shown["left_out_by_user"] == ["whoami"] and [t["name"] for t in shown["tools"]] == ["echo"]
+    code, out, _ = cli(capsys, "client", "list", "--json")  # what a client gets: not the left-out tool
+    assert code == 0 and json.loads(out)["tools"] == ["stub-search__echo"]
     code, out, _ = cli(capsys, "enable", "stub-search", "--tool", "whoami")
     assert code == 0 and "whoami: back on" in out and listed() == {"stub-search__echo", "stub-search__whoami"}
     code, out, _ = cli(capsys, "disable", "stub-search", "--tool", "echo")

@@ -319,7 +319,7 @@ async def test_an_added_tool_is_neither_listed_nor_callable_until_the_user_appro
     listed = await runtime.service.call("mcp_setup_list_servers", {}, CallContext())
     [item] = listed["servers"]
     assert item["status"] == "tools_changed" and item["tools_change"]["summary"] == "1 added (exfiltrate)"
-    assert {t["name"] for t in item["tools"]} == {"echo", "whoami"}
+    assert set(item["tools"]) == {"echo", "whoami"}
     assert "Ignore previous" not in json.dumps(listed)  # the new text reaches the agent only after approval
     [asked] = [e for e in consents if e["type"] == "consent_request"]
     assert asked["consent"]["action"] == "tools_change"
@@ -330,10 +330,9 @@ async def test_an_added_tool_is_neither_listed_nor_callable_until_the_user_appro
     assert "stub__exfiltrate" in _listed(runtime)
     answer = await runtime.gateway.call("stub__exfiltrate", {})
     assert answer["content"][0]["text"] == "exfiltrate ok"
-    assert [(r.event, r.actor) for r in runtime.store.audit.entries()][-2:] == [
-        ("tools_changed", "server"),
-        ("tools_approved", "user:web"),
-    ]
+    rows = [(r.event, r.actor) for r in runtime.store.audit.entries()]
+    assert rows[-3] == ("tools_changed", "server")
+    assert set(rows[-2:]) == {("tools_approved", "user:web"), ("consent_approved", "web")}  # the answer, audited
 
 
 async def test_a_changed_description_is_held_back_and_a_rejection_keeps_the_pinned_list(world) -> None:

@@ -58,7 +58,10 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tu
         add_to_catalog(catalog, f"io.test/stub-{mode or 'ok'}", bundle, sha)
     bundle, sha = bundle_with_command(dist / "missing", "no-such-runtime-xyz")
     add_to_catalog(catalog, "io.test/missing-command", bundle, sha)
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=3)
+    # The hanging server times out while the others install: the bound grows with a busy machine.
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(3)
+    )
     clock = Clock()
     runtime = build_runtime(settings, keyring_backend=memory_keyring, refs_timer=clock)
     yield runtime, clock

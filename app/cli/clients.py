@@ -189,12 +189,13 @@ def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientCo
 
 def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
     """``client list``: the clients found here, connected or not, and how an HTTP client connects."""
-    from .readonly import reader
+    from .readonly import left_out, reader
 
     launcher, env = launcher_command(), launcher_env(settings)
     rows = client_rows(Path.home(), launcher, env)
     with reader(settings) as store:
-        tools = [t.name for t in store.servers.catalog().tools()]
+        out = left_out(store)  # what the person left out, a client never gets
+        tools = [t.name for t in store.servers.catalog().tools() if t.tool_name not in out.get(t.server.server_id, ())]
     if args.json:
         print(json.dumps({"clients": rows, "http": _http_hint(settings), "tools": tools}, indent=2))
         return 0

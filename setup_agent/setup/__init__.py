@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .shared_consents import SharedDecisions, StoreConsents, TeamConsents, answer_shared, consent_requester
     from .shared_locks import PublishedLocks
     from .shared_prompts import PublishedPrompts, ReplicaPrompts, answer_secret_shared
-    from .tool_requests import InstallRequest, RemoveRequest, SearchRequest, TestRequest
+    from .tool_requests import InstallRequest, ListRequest, RemoveRequest, SearchRequest, TestRequest
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
     from .updates import UpdateOffer, update_offer, update_server
@@ -58,6 +58,7 @@ __all__ = [
     "consent_requester",
     "differences",
     "InstallRequest",
+    "ListRequest",
     "lock_document",
     "locked_server",
     "parse_lock",
@@ -122,6 +123,7 @@ __getattr__, __dir__ = lazy_exports(
         "sandbox_profile": "consent_request",
         "SetupService": "service",
         "InstallRequest": "tool_requests",
+        "ListRequest": "tool_requests",
         "RemoveRequest": "tool_requests",
         "SearchRequest": "tool_requests",
         "TestRequest": "tool_requests",

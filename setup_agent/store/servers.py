@@ -145,10 +145,15 @@ class Servers:
         s.flush()
 
     def set_enabled(self, server_id: str, enabled: bool, *, actor: str = "user") -> InstalledServer:
+        """Turn a server on or off. Asked for what it already is, nothing changes and nothing is
+        audited (``disable`` twice is one row)."""
         with translated(f"update server {server_id}"), self._db.session() as s, s.begin():
-            done = s.execute(update(ServerRow).where(ServerRow.server_id == server_id).values(enabled=bool(enabled)))
-            if not done.rowcount:
+            current = s.get(ServerRow, server_id)
+            if current is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
+            if bool(current.enabled) == bool(enabled):
+                return _record(current)
+            s.execute(update(ServerRow).where(ServerRow.server_id == server_id).values(enabled=bool(enabled)))
             self._db.bump(s)
             row = s.get_one(ServerRow, server_id, populate_existing=True)
             self._audit.append(s, "enabled" if enabled else "disabled", row, actor)
