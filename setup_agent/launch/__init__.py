@@ -6,7 +6,7 @@ server's values are revealed, to start it or to reach it (``start.py``), our std
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
 out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``; which mechanism
-holds it: ``net_isolation.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
+holds it: ``net_isolation.py``; one start's, owned with its process: ``server_net.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
 (``listeners.py``) and known start failures with their repairs (``repairs.py``).
 
 Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .repairs import apply_repair, explain_failure
     from .sandbox import Sandbox
     from .scratch import make_scratch_dir, sweep_scratch
+    from .server_net import ServerNet, refused_words
     from .spec import LaunchSpec, ResolvedLaunch, Value, Values, fill, materialize, template_keys
     from .start import local_command, remote_endpoint
     from .stderr_lines import StderrLines
@@ -101,12 +102,14 @@ __all__ = [
     "proxy_environment",
     "ProxyLimits",
     "read_manifest",
+    "refused_words",
     "remote_endpoint",
     "required_keys_from_manifest",
     "ResolvedLaunch",
     "runner_availability",
     "RUNNERS",
     "Sandbox",
+    "ServerNet",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
@@ -165,12 +168,14 @@ __getattr__, __dir__ = lazy_exports(
         "proxy_environment": "netns_bootstrap",
         "ProxyLimits": "net_proxy",
         "read_manifest": "manifest",
+        "refused_words": "server_net",
         "remote_endpoint": "start",
         "required_keys_from_manifest": "manifest",
         "ResolvedLaunch": "spec",
         "runner_availability": "package_choice",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
+        "ServerNet": "server_net",
         "spec_from_manifest": "manifest",
         "StderrLines": "stderr_lines",
         "sweep_install_dirs": "procs",
