@@ -5,7 +5,7 @@ package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle
 server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
-out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``; which mechanism
+out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``, in words in ``net_words.py``; which mechanism
 holds it: ``net_isolation.py``; one start's, owned with its process: ``server_net.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
 (``listeners.py``) and known start failures with their repairs (``repairs.py``).
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .net_policy import Endpoint, NetPolicy
     from .net_proxy import NetProxy, ProxyLimits
     from .net_record import NetRecord
+    from .net_words import allowing, network_words, seen_destinations, tested_words
     from .netns import NetnsBridge
     from .netns_bootstrap import proxy_environment
     from .package_choice import (
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from .transport import ProcessWatch, proxy_credentials
 
 __all__ = [
+    "allowing",
     "apply_repair",
     "argv_secret_keys",
     "build_spec",
@@ -91,6 +93,7 @@ __all__ = [
     "NetProxy",
     "NetRecord",
     "network_isolation",
+    "network_words",
     "NOT_ISOLATED",
     "open_client",
     "Owner",
@@ -109,12 +112,14 @@ __all__ = [
     "runner_availability",
     "RUNNERS",
     "Sandbox",
+    "seen_destinations",
     "ServerNet",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
     "sweep_scratch",
     "template_keys",
+    "tested_words",
     "tool_dicts",
     "unpack_bundle",
     "unset_keys",
@@ -126,6 +131,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "allowing": "net_words",
         "apply_repair": "repairs",
         "argv_secret_keys": "manifest",
         "build_spec": "packages",
@@ -157,6 +163,9 @@ __getattr__, __dir__ = lazy_exports(
         "NetProxy": "net_proxy",
         "NetRecord": "net_record",
         "network_isolation": "net_isolation",
+        "network_words": "net_words",
+        "seen_destinations": "net_words",
+        "tested_words": "net_words",
         "NOT_ISOLATED": "grants",
         "open_client": "connector",
         "Prefetches": "prefetch",

@@ -18,6 +18,7 @@ which of the sandbox's network mechanisms applies (:mod:`~setup_agent.launch.net
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import socket
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from .sandbox import Sandbox
     from .spec import ResolvedLaunch
 
-__all__ = ["HANDOUT_TIMEOUT", "ServerNet", "refused_words", "server_network"]
+__all__ = ["HANDOUT_TIMEOUT", "ServerNet", "refused_words", "server_network", "with_registries"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class ServerNet:
         timeout: float = HANDOUT_TIMEOUT,
     ) -> None:
         self.isolation, self.proxy, self.policy, self.record = isolation, proxy, policy, record
+        #: Granted loopback services by port: forwarded into its namespace (bwrap), or ports it may
+        #: connect to directly (Landlock).
         self._forwards = {e.port: e for e in forwards}
         self._timeout = timeout
         self._listeners: list[ProxyListener] = []
@@ -78,6 +81,13 @@ class ServerNet:
     def host_port(self) -> int | None:
         """Landlock: the proxy's port on the host's loopback (the one port the server may connect to)."""
         return int(self._host_socket.getsockname()[1]) if self._host_socket is not None else None
+
+    @property
+    def connect_ports(self) -> list[int] | None:
+        """Landlock: the TCP ports it may connect to (the proxy's, each granted loopback service's:
+        its clients reach those directly, as ``NO_PROXY`` says); None in a namespace of its own."""
+        port = self.host_port
+        return [port, *self._forwards] if port is not None else None
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -134,16 +144,37 @@ def server_network(
         return None
     if sandbox.mechanism == "none":
         return None
-    policy: NetPolicy = resolved.policy
+    policy = with_registries(resolved.policy, resolved.spec.args)
     if policy.mode == "none":
         return None  # the sandbox's own "no network"
     isolation = sandbox.network_isolation()
     if isolation.mechanism == "none":
         return None
-    forwards = policy.loopback_grants() if isolation.mechanism == "bwrap-netns" else []
+    forwards = policy.loopback_grants()
     return ServerNet(
         isolation, sandbox.net_proxy(), policy, record if record is not None else NetRecord(), forwards=forwards
     )
+
+
+#: A runner's options that name the package registry it reads from (npx, uvx).
+_REGISTRY_OPTIONS = ("--registry", "--default-index", "--index-url", "--index", "--extra-index-url")
+
+
+def with_registries(policy: NetPolicy, args: Sequence[str]) -> NetPolicy:
+    """``policy`` with the package registries the command line names granted: the consent showed
+    them (``npx --registry=URL``, ``uvx --default-index URL``), and the runner reads package
+    metadata there on a start (a registry on this computer or the person's network too)."""
+    if policy.mode == "none":
+        return policy
+    found: set[Endpoint] = set()
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name not in _REGISTRY_OPTIONS:
+            continue
+        url = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+        with contextlib.suppress(Exception):
+            found |= NetPolicy.only_urls([url]).only
+    return dataclasses.replace(policy, granted=policy.granted | found) if found else policy
 
 
 def refused_words(attempt: Attempt, server: str) -> str:

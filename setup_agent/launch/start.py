@@ -202,9 +202,8 @@ def local_command(
     found = check_command(filled.command, env)
     net = server_network(sandbox, found, resolved, record)
     try:
-        ports = None
-        if net is not None and net.host_port is not None:  # Landlock: the proxy's port, and granted loopback ones
-            ports = [net.host_port, *(e.port for e in resolved.policy.loopback_grants())]
+        ports = net.connect_ports if net is not None else None
+        if ports is not None and net is not None:  # Landlock: the proxy's variables, its port only
             env = {**env, **net.environment()}
         command, args, env = sandboxed(sandbox, found, filled.args, env, resolved, connect_ports=ports)
         if net is not None:

@@ -1,5 +1,6 @@
 """The user's widening of a server's sandbox, chosen in the consent: an extra folder it
-may read and write, or no network at all. Never the agent's choice: only the consent's answer
+may read and write, or no network at all; or its narrowing to "only these" destinations, the
+ones its test reached (``sandbox_net``, strict). Never the agent's choice: only the consent's answer
 (the page, the web modal, the terminal) carries one, and it is stored with the install in the
 launch spec (``sandbox_grants``, ``sandbox_network``), so a remembered approval brings it back.
 """
@@ -7,13 +8,13 @@ launch spec (``sandbox_grants``, ``sandbox_network``), so a remembered approval 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from setup_agent.errors import InvalidInput
-from setup_agent.launch import LaunchSpec
+from setup_agent.launch import LaunchSpec, NetPolicy
 
 __all__ = ["NO_CHOICE", "SandboxChoice", "apply_sandbox_choice", "validated_sandbox_choice"]
 
@@ -24,16 +25,24 @@ _MAX_PATHS = 8
 class SandboxChoice:
     extra_paths: tuple[str, ...] = ()
     network: bool = True
+    #: "Only these": the destinations its test reached, and no other (None: not chosen).
+    only_these: tuple[str, ...] | None = None
 
     def public(self) -> dict[str, Any]:
-        return {"extra_paths": list(self.extra_paths), "network": self.network}
+        out: dict[str, Any] = {"extra_paths": list(self.extra_paths), "network": self.network}
+        if self.only_these is not None:
+            out["only_these"] = True
+        return out
 
 
 NO_CHOICE = SandboxChoice()
 
 
-def validated_sandbox_choice(widenable: bool, raw: Mapping[str, Any] | None) -> SandboxChoice:
-    """``raw``: ``{"extra_paths": [PATH, …], "network": bool}`` from the consent's answer."""
+def validated_sandbox_choice(
+    widenable: bool, raw: Mapping[str, Any] | None, only_offered: Sequence[str] = ()
+) -> SandboxChoice:
+    """``raw``: ``{"extra_paths": [PATH, …], "network": bool, "only_these": bool}`` from the
+    consent's answer; "only these" is ``only_offered``, the destinations the consent listed."""
     if not raw:
         return NO_CHOICE
     if not isinstance(raw, Mapping):
@@ -58,10 +67,15 @@ def validated_sandbox_choice(widenable: bool, raw: Mapping[str, Any] | None) -> 
             raise InvalidInput("An extra folder must exist on this computer.")
         if str(resolved) not in chosen:
             chosen.append(str(resolved))
-    choice = SandboxChoice(tuple(chosen), network)
-    if choice != NO_CHOICE and not widenable:
+    only = raw.get("only_these", False)
+    if not isinstance(only, bool):
+        raise InvalidInput("sandbox.only_these must be true or false.")
+    if only and not only_offered:
+        raise InvalidInput("'Only these' needs the destinations a test reached, and this consent lists none.")
+    widening = SandboxChoice(tuple(chosen), network)
+    if widening != NO_CHOICE and not widenable:
         raise InvalidInput("This server does not run in mcp-setup's sandbox: there is nothing to widen.")
-    return choice
+    return SandboxChoice(tuple(chosen), network, tuple(only_offered) if only else None)
 
 
 def apply_sandbox_choice(spec: LaunchSpec, choice: SandboxChoice) -> LaunchSpec:
@@ -69,4 +83,9 @@ def apply_sandbox_choice(spec: LaunchSpec, choice: SandboxChoice) -> LaunchSpec:
     if choice == NO_CHOICE:
         return spec
     grants = [*spec.sandbox_grants, *(p for p in choice.extra_paths if p not in spec.sandbox_grants)]
-    return spec.model_copy(update={"sandbox_grants": grants, "sandbox_network": choice.network})
+    update: dict[str, Any] = {"sandbox_grants": grants, "sandbox_network": choice.network}
+    if choice.only_these is not None:  # strict: what the test reached, and what the person granted
+        earlier = NetPolicy.from_dict(spec.sandbox_net) if spec.sandbox_net else NetPolicy.default()
+        strict = NetPolicy.strict(choice.only_these, earlier.granted).to_dict()
+        update["sandbox_net"] = {**spec.sandbox_net, **strict}
+    return spec.model_copy(update=update)

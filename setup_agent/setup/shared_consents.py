@@ -101,7 +101,7 @@ def answer_shared(
     chosen = validated_settings(request, settings or {})
     if request.warnings and accept_warnings is not True:
         raise InvalidInput("Accept the warnings explicitly to approve, or deny.")
-    widening = validated_sandbox_choice(request.widenable, sandbox)
+    widening = validated_sandbox_choice(request.widenable, sandbox, request.only_these)
     decision = ConsentDecision(chosen, widening, validated_hidden_tools(request, hidden_tools)).public()
     if not shared.answer(item_id, "approved", by=by, decision=decision):
         return False
@@ -133,7 +133,7 @@ class SharedDecisions:
             found = self.remembered.decision(request.fingerprint)
             if found is None:
                 return None
-            sandbox = validated_sandbox_choice(request.widenable, found.get("sandbox") or None)
+            sandbox = validated_sandbox_choice(request.widenable, found.get("sandbox") or None, request.only_these)
             hidden = validated_hidden_tools(request, found.get("hidden_tools"))
             return ConsentDecision(validated_settings(request, found.get("settings") or {}), sandbox, hidden)
         except (SetupError, InvalidInput) as exc:
