@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .net_isolation import NetIsolation
@@ -138,13 +139,12 @@ def server_network(
 ) -> ServerNet | None:
     """The network for a start of ``resolved`` (``command``: the resolved runner), or None where
     nothing of ours stands between it and the network (module docstring)."""
-    from pathlib import Path
 
     if sandbox is None or Path(command).name in _CONTAINER_RUNNERS or resolved.transport != "stdio":
         return None
     if sandbox.mechanism == "none":
         return None
-    policy = with_registries(resolved.policy, resolved.spec.args)
+    policy = with_registries(resolved.policy, resolved.spec.args, Path(command).name)
     if policy.mode == "none":
         return None  # the sandbox's own "no network"
     isolation = sandbox.network_isolation()
@@ -158,15 +158,23 @@ def server_network(
 
 #: A runner's options that name the package registry it reads from (npx, uvx).
 _REGISTRY_OPTIONS = ("--registry", "--default-index", "--index-url", "--index", "--extra-index-url")
+#: The registries a runner reads from by default, by name (the consent shows the runner).
+RUNNER_REGISTRIES: dict[str, tuple[str, ...]] = {
+    "npx": ("registry.npmjs.org:443",),
+    "npm": ("registry.npmjs.org:443",),
+    "uvx": ("pypi.org:443", "files.pythonhosted.org:443"),
+    "uv": ("pypi.org:443", "files.pythonhosted.org:443"),
+}
 
 
-def with_registries(policy: NetPolicy, args: Sequence[str]) -> NetPolicy:
-    """``policy`` with the package registries the command line names granted: the consent showed
-    them (``npx --registry=URL``, ``uvx --default-index URL``), and the runner reads package
-    metadata there on a start (a registry on this computer or the person's network too)."""
+def with_registries(policy: NetPolicy, args: Sequence[str], runner: str = "") -> NetPolicy:
+    """``policy`` with the package registries of the start granted: the runner's default ones
+    by name, and those the command line names (``npx --registry=URL``, ``uvx --default-index
+    URL``): the consent showed them, and the runner reads package metadata there on a start (a
+    registry on this computer or the person's network too)."""
     if policy.mode == "none":
         return policy
-    found: set[Endpoint] = set()
+    found: set[Endpoint] = {Endpoint.parse(e) for e in RUNNER_REGISTRIES.get(runner, ())}
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
         if name not in _REGISTRY_OPTIONS:
