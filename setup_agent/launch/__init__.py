@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .net_policy import Endpoint, NetPolicy
     from .net_proxy import NetProxy, ProxyLimits
     from .net_record import NetRecord
-    from .net_words import allowing, network_words, seen_destinations, tested_words
+    from .net_words import after_test_words, allowing, network_words, seen_destinations
     from .netns import NetnsBridge
     from .netns_bootstrap import proxy_environment
     from .package_choice import (
@@ -119,7 +119,7 @@ __all__ = [
     "sweep_install_dirs",
     "sweep_scratch",
     "template_keys",
-    "tested_words",
+    "after_test_words",
     "tool_dicts",
     "unpack_bundle",
     "unset_keys",
@@ -165,7 +165,7 @@ __getattr__, __dir__ = lazy_exports(
         "network_isolation": "net_isolation",
         "network_words": "net_words",
         "seen_destinations": "net_words",
-        "tested_words": "net_words",
+        "after_test_words": "net_words",
         "NOT_ISOLATED": "grants",
         "open_client": "connector",
         "Prefetches": "prefetch",

@@ -14,7 +14,7 @@ from typing import Any
 from .net_policy import Endpoint, NetPolicy
 from .net_record import Attempt
 
-__all__ = ["allowing", "network_words", "seen_destinations", "tested_words"]
+__all__ = ["allowing", "network_words", "seen_destinations", "after_test_words"]
 
 _CONTAINER_RUNNERS = ("docker", "podman")
 
@@ -24,7 +24,7 @@ def seen_destinations(attempts: Iterable[Attempt]) -> list[str]:
     return [a.destination for a in attempts if a.allowed and a.reached]
 
 
-def tested_words(attempts: Sequence[Attempt]) -> list[str]:
+def after_test_words(attempts: Sequence[Attempt]) -> list[str]:
     """What a test-connect's proxy saw, for the consent after it."""
     reached = seen_destinations(attempts)
     refused = [a.destination for a in attempts if not a.allowed]

@@ -20,11 +20,11 @@ from urllib.parse import quote, urlsplit
 from registry_clients.models import RequiredKey
 from setup_agent.launch import (
     LaunchSpec,
+    after_test_words,
     network_words,
     profile_words,
     seen_destinations,
     template_keys,
-    tested_words,
 )
 from setup_agent.store import context_cost
 
@@ -299,7 +299,7 @@ def build_consent_request(
         tools=tool_choices(tools),
         network=[
             *network_words(spec.model_dump(mode="json"), net_mechanism),
-            *(tested_words(tested.attempts()) if tested is not None else []),
+            *(after_test_words(tested.attempts()) if tested is not None else []),
         ],
         only_these=seen_destinations(tested.attempts()) if tested is not None and spec.sandbox_network else [],
     )
