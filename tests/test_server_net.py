@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -162,3 +163,28 @@ def test_mcp_setup_run_keeps_the_proxy_alive_by_running_the_server_attached(tmp_
     assert done.returncode == 3, done.stderr
     got = json.loads(done.stdout)
     assert got["via_proxy"] == "HTTP/1.1 403 Forbidden" and got["direct"] == "failed: Connection refused"
+
+
+def test_links_a_server_planted_in_its_folder_are_removed_not_followed_when_its_next_start_is_prepared(
+    tmp_path: Path,
+) -> None:
+    """A server that replaced its ``home/.npm`` (or its ``home``) with a link to a folder outside
+    would have the host write through it (npx's ``_npx`` link) as the next start is prepared."""
+    from setup_agent.launch.sandbox import Profile
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cache = tmp_path / "npm-cache"
+    (cache / "_npx").mkdir(parents=True)
+    sandbox = Sandbox("bwrap", user_home=tmp_path / "user", host_env={"npm_config_cache": str(cache)})
+    work = tmp_path / "server"
+    (work / "home").mkdir(parents=True)
+    (work / "home" / ".npm").symlink_to(outside, target_is_directory=True)
+    (work / "tmp").symlink_to(outside, target_is_directory=True)
+    if sandbox.mechanism != "bwrap":
+        pytest.skip(sandbox.why)
+    sandbox.wrap(shutil.which("npx") or "/usr/bin/npx", ["-y", "some-server@1.0.0"], {}, Profile(work))
+    for planted in ("home/.npm", "tmp"):
+        assert (work / planted).is_dir() and not (work / planted).is_symlink(), planted
+    assert (work / "home" / ".npm" / "_npx").is_symlink()  # the shared cache, linked in its own folder
+    assert list(outside.iterdir()) == []  # nothing was written through the links

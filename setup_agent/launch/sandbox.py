@@ -248,7 +248,7 @@ class Sandbox:
 
             shared = caches["npm_config_cache"] / "_npx"
             private = profile.home / ".npm"
-            private.mkdir(parents=True, exist_ok=True)
+            _own_dir(private)
             views.env.update(
                 {
                     "npm_config_cache": str(private),
@@ -322,8 +322,8 @@ class Sandbox:
         mechanism = self.mechanism
         if mechanism == "none":
             return command, list(args), dict(env)
-        profile.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        profile.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _own_dir(profile.home)
+        _own_dir(profile.tmp)
         inner = dict(env)
         inner["HOME"] = str(profile.home)
         inner.update(
@@ -438,6 +438,15 @@ def sandboxed(
     ports = tuple(connect_ports) if connect_ports is not None else None
     profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, ports)
     return sandbox.wrap(command, args, env, profile)
+
+
+def _own_dir(path: Path) -> None:
+    """Make ``path`` (in a server's folder) a real directory: a link or file the server planted
+    there is removed, never followed, so preparing its next start writes nothing elsewhere."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        logger.warning("sandbox: %s was replaced by the server (a link or a file); made a folder again", path)
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def _link_chain(path: Path, hops: int = 16) -> list[Path]:
