@@ -250,7 +250,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
     from app.runtime import make_sandbox
-    from setup_agent.launch import LaunchSpec, local_command, materialize
+    from setup_agent.launch import LaunchSpec, NetRecord, local_command, materialize, refused_words
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
@@ -265,9 +265,13 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
     )
     # The same launch as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
-    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ)
+    # Its proxy, when it has one, runs in this process: a refusal is said on stderr (stdout is the client's).
+    record = NetRecord(
+        on_refused=lambda attempt: print(f"mcp-setup: {refused_words(attempt, server.slug)}", file=sys.stderr)
+    )
+    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ, record=record)
     sys.stdout.flush()
-    command.exec()
+    return command.become()
 
 
 def run_client_command(settings: Settings, args: argparse.Namespace, handler: Any) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from setup_agent.errors import SetupError
+from setup_agent.launch import network_words
 from setup_agent.translation import translate
 
 __all__ = ["RUNTIME_FIXES", "run_checks", "unusable_checks"]
@@ -56,6 +57,16 @@ def _sandbox_check(sandbox: Any) -> dict[str, Any]:
     detail = f"none — not isolated on this system ({why})"
     linux_without = sandbox.mode == "auto" and sandbox.platform.startswith("linux")
     return _check("sandbox", not linux_without, detail, fix)
+
+
+def _network_check(sandbox: Any) -> dict[str, Any]:
+    """What holds a sandboxed server's network to mcp-setup's proxy here, said plainly when nothing does."""
+    if sandbox is None or sandbox.mechanism == "none":
+        return _check("network", True, "not restricted on this system: a server reaches what you can reach")
+    isolation = sandbox.network_isolation()
+    if isolation.mechanism == "none":
+        return _check("network", True, f"not restricted on this system ({isolation.why})")
+    return _check("network", True, f"{isolation.mechanism} ({isolation.why}); `mcp-setup show NAME` lists a server's")
 
 
 def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict[str, Any]:
@@ -111,7 +122,9 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
     checks.append(
         _check("data key", location != "memory", key_detail, "set MCP_SETUP_DATA_KEY_FILE or install a keyring")
     )
-    checks.append(await asyncio.to_thread(_sandbox_check, getattr(runtime.prober, "sandbox", None)))
+    sandbox = getattr(runtime.prober, "sandbox", None)
+    checks.append(await asyncio.to_thread(_sandbox_check, sandbox))
+    checks.append(await asyncio.to_thread(_network_check, sandbox))
     for name in runtime.hub.sources:
         try:
             async with asyncio.timeout(settings.registry_timeout_seconds + 2):
@@ -139,6 +152,9 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
                 f"rejected key; `mcp-setup disable {server.slug}` stops it",
             )
         )
+        mechanism = sandbox.network_isolation().mechanism if sandbox is not None else "none"
+        if words := network_words(server.launch_spec, mechanism):  # its policy and the destinations it used
+            checks.append(_check(f"network {server.slug}", True, " ".join(words)))
     return checks
 
 

@@ -50,7 +50,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("add and use servers", ("serve", "open", "add", "search", "agent")),
     (
         "installed servers",
-        ("list", "show", "enable", "disable", "update", "rotate", "remove", "tools", "tools-review"),
+        ("list", "show", "enable", "disable", "allow", "update", "rotate", "remove", "tools", "tools-review"),
     ),
     ("AI clients", ("client", "import", "approve", "mcp", "run")),
     ("team", ("token", "settings", "export", "apply", "key")),
@@ -163,6 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     from .audit import add_audit_parser, add_tools_review_parser
 
     add_approve_parser(sub)
+    from .network import add_allow_parser
+
+    add_allow_parser(sub)
     from .member_keys import add_settings_parser
 
     add_settings_parser(sub)
@@ -327,6 +330,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: An
         from . import team as cli_team
 
         return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+    if args.command == "allow":
+        from .network import run_allow
+
+        return run_allow(settings, args)
     if args.command == "approve":
         from .approve import run_approve
 

@@ -28,6 +28,7 @@ from app.clients import installed_by_words
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
+from .network import network_lines
 from .readonly import NotFound as _NotFound
 from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
@@ -157,12 +158,14 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         out = left_out(store).get(s.server_id, frozenset())  # left out by the user
     spec = s.launch_spec  # templates like ${KEY}, never values
     sandbox = _sandbox_words(settings, spec)  # what the consent said it can see
+    network = network_lines(settings, spec)  # its policy, how it is held, what its test reached
     if args.json:
         _print_json(
             {
                 **server_json(s, out),
                 "launch": spec,
                 "sandbox": sandbox,
+                "network": network,
                 "tools": [t for t in s.tools if t.get("name") not in out],
             }
         )
@@ -181,6 +184,8 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  setting {k.key}{' (secret, stored encrypted)' if k.secret else ''}")
     for line in sandbox:
         print(f"  sandbox: {line}")
+    for line in network:
+        print(f"  network: {line}")
     for t in s.tools:
         print(
             f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}"

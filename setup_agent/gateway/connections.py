@@ -281,6 +281,10 @@ class ConnectionManager:
             live = self._live.get(server.server_id)
             if live is not None and live.server.launch_spec == server.launch_spec:
                 live.renew(server)  # its latest record (e.g. a newly approved tool list)
+            elif live is not None and self._born.get(server.server_id, 0) <= seen_at:
+                # Its launch changed since it started (a destination allowed with `mcp-setup allow`):
+                # stopped here, started anew with it (eagerly below, or by its next call).
+                await self.disconnect(server.server_id)
             # Lazy or not, a server whose tools were never recorded (installed by an older
             # mcp-setup) is started once so that they can be listed.
             if server.server_id in self._expected:

@@ -369,7 +369,7 @@ class ConsentBroker:
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
                 decision = ConsentDecision(
                     chosen,
-                    validated_sandbox_choice(request.widenable, sandbox, request.home_files),
+                    validated_sandbox_choice(request.widenable, sandbox, request.only_these, request.home_files),
                     validated_hidden_tools(request, hidden_tools),
                 )
                 state.decision = decision

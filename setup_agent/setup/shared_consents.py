@@ -301,7 +301,7 @@ def answer_shared(
     chosen = validated_settings(request, settings or {})
     if request.warnings and accept_warnings is not True:
         raise InvalidInput("Accept the warnings explicitly to approve, or deny.")
-    widening = validated_sandbox_choice(request.widenable, sandbox, request.home_files)
+    widening = validated_sandbox_choice(request.widenable, sandbox, request.only_these, request.home_files)
     decision = ConsentDecision(chosen, widening, validated_hidden_tools(request, hidden_tools)).public()
     if not shared.answer(item_id, "approved", by=by, decision=decision):
         return False
@@ -345,7 +345,9 @@ class SharedDecisions:
             found = self.remembered.decision(request.fingerprint)
             if found is None:
                 return None
-            sandbox = validated_sandbox_choice(request.widenable, found.get("sandbox") or None, request.home_files)
+            sandbox = validated_sandbox_choice(
+                request.widenable, found.get("sandbox") or None, request.only_these, request.home_files
+            )
             hidden = validated_hidden_tools(request, found.get("hidden_tools"))
             return ConsentDecision(validated_settings(request, found.get("settings") or {}), sandbox, hidden)
         except (SetupError, InvalidInput) as exc:

@@ -161,6 +161,21 @@ class Servers:
         self._db.changed()
         return result
 
+    def set_network(self, server_id: str, policy: Mapping[str, Any], *, actor: str = "user") -> InstalledServer:
+        """The person's network policy for the server (``NetPolicy.to_dict()``), kept in its launch
+        spec as ``sandbox_net``: its next start's proxy applies it. Audited as ``network``."""
+        with translated(f"update server {server_id}"), self._db.session() as s, s.begin():
+            row = s.get(ServerRow, server_id)
+            if row is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            spec = {**json.loads(row.launch_spec), "sandbox_net": dict(policy)}
+            row.launch_spec = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+            self._db.bump(s)
+            self._audit.append(s, "network", row, actor, detail=json.dumps(dict(policy), sort_keys=True)[:500])
+            result = _record(row)
+        self._db.changed()
+        return result
+
     def set_needs_sign_in(self, server_id: str, needed: bool) -> bool:
         """Remember that the server's sign-in could not be renewed (or works again); True when it
         changed. Not a change other processes act on (no counter bump): a face shows it."""
