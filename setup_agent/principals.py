@@ -81,6 +81,13 @@ class Principal:
         return f"{self.label} via {self.hint}" if self.hint else self.label
 
     @property
+    def guard_key(self) -> str:
+        """Whom the guessing guard counts: the credential (a token, the user), or for a stdio client,
+        which has none, its face and the name it gives, so that each session of the same client
+        goes on counting where the last one stopped."""
+        return self.display if self.kind == "client" and self.name == "stdio" else self.label
+
+    @property
     def provenance(self) -> str:
         """What an install records as its ``installed_by`` (the host conventions): an MCP client is
         ``mcp:<its name>`` (``mcp`` when it gives none); a member and the user their :attr:`display`.

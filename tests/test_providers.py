@@ -217,7 +217,7 @@ async def test_admission_refuses_test_and_install_before_the_bundle_is_downloade
             assert result["ok"] is False and result["error"]["code"] == "not_admitted", result
             assert "eligible-providers" in result["error"]["message"]
         assert hits == []  # the bundle server was never asked
-        assert runtime.store.list() == []
+        assert runtime.store.servers.list() == []
         assert not processes_mentioning(str(tmp_path / "data"))
         assert canary not in json.dumps([tested, installed])
         assert runtime.refs.resolve({"STUB_API_KEY": ref})["STUB_API_KEY"].reveal() == canary  # still usable

@@ -33,6 +33,7 @@ from app.clients import (
     ConfigError,
     client_config,
     client_rows,
+    connect_over_http,
     launcher_command,
     launcher_env,
     plan_connect,
@@ -117,7 +118,9 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     slugs = None
     if args.per_server and args.client_command != "disconnect":
         with _store(settings) as store:
-            slugs = [s.slug for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
+            slugs = [
+                s.slug for s in store.servers.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"
+            ]
     if getattr(args, "http", False):
         return _connect_http(settings, args, config, launcher)
     plan = plan_connect(config, launcher, env, disconnect=args.client_command == "disconnect", per_server=slugs)
@@ -140,10 +143,6 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-#: What the diff of ``--dry-run`` shows where the new client token would go (none is made).
-NEW_TOKEN_PLACEHOLDER = "<a new client token>"
-
-
 def _serve_url(settings: Settings) -> tuple[str, str | None]:
     """The ``/mcp`` address of the serve on this data folder (the running one's, else the
     configured port's) and a note for the person when it is not running."""
@@ -162,35 +161,21 @@ def _serve_url(settings: Settings) -> tuple[str, str | None]:
 
 
 def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientConfig, launcher: list[str]) -> int:
-    """``client connect CLIENT --http``: a new client token named for the client (the old one of
-    that name, if any, revoked in the same step) in an HTTP entry; nothing is kept when the file
-    cannot be written."""
-    from setup_agent.store import Tokens
-
+    """``client connect CLIENT --http`` (app.clients.connect_over_http, as the page's Connect)."""
     from .servers import _store
 
     url, note = _serve_url(settings)
-    trial = plan_connect(config, launcher, {}, http=(url, NEW_TOKEN_PLACEHOLDER))
-    if trial.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
-        print(f"mcp-setup: {trial.error}", file=sys.stderr)
-        print(trial.paste_where, file=sys.stderr)
-        print(trial.snippet)
+    with _store(settings) as store:
+        plan, backup = connect_over_http(config, launcher, url, store.tokens, apply=not args.dry_run)
+    if plan.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
+        print(f"mcp-setup: {plan.error}", file=sys.stderr)
+        print(plan.paste_where, file=sys.stderr)
+        print(plan.snippet)
         print(f"(make its token with `mcp-setup token create {config.client} --client`)", file=sys.stderr)
         return 1
     if args.dry_run:
-        print(trial.edit.diff(), end="")
+        print(plan.edit.diff(), end="")
         return 0
-    with _store(settings) as store:
-        tokens = Tokens(store)
-        token = tokens.create(config.client, kind="client", replace=True)
-        try:
-            edit = plan_connect(config, launcher, {}, http=(url, token)).edit
-            if edit is None:  # the file changed since the trial read it, and cannot be merged now
-                raise ConfigError(f"{config.path} changed meanwhile and cannot be merged; nothing was written.")
-            backup = edit.write()
-        except BaseException:
-            tokens.revoke(config.client)  # a token no config holds is never left behind
-            raise
     print(
         f"Updated {config.path}"
         + (f" (the old file is {backup})" if backup else "")
@@ -204,12 +189,13 @@ def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientCo
 
 def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
     """``client list``: the clients found here, connected or not, and how an HTTP client connects."""
-    from .readonly import reader
+    from .readonly import left_out, reader
 
     launcher, env = launcher_command(), launcher_env(settings)
     rows = client_rows(Path.home(), launcher, env)
     with reader(settings) as store:
-        tools = [t.name for t in store.catalog().tools()]
+        out = left_out(store)  # what the person left out, a client never gets
+        tools = [t.name for t in store.servers.catalog().tools() if t.tool_name not in out.get(t.server.server_id, ())]
     if args.json:
         print(json.dumps({"clients": rows, "http": _http_hint(settings), "tools": tools}, indent=2))
         return 0
@@ -247,7 +233,7 @@ def _warn_long_names(settings: Settings, args: argparse.Namespace) -> None:
     from .servers import _store
 
     with _store(settings) as store:
-        long = names_too_long(store.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
+        long = names_too_long(store.servers.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
     if long:
         shown = ", ".join(long[:5]) + (f" and {len(long) - 5} more" if len(long) > 5 else "")
         print(f"mcp-setup: warning: {args.client} refuses tool names this long: {shown}.", file=sys.stderr)
@@ -259,12 +245,12 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     home = Path(settings.home).expanduser()
     with _store(settings) as store:
         server = _resolve(store, args.name)
-        values = store.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
+        values = store.values.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
     from app.runtime import make_sandbox
-    from setup_agent.launch import LaunchSpec, local_command, materialize
+    from setup_agent.launch import LaunchSpec, NetRecord, local_command, materialize, refused_words
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
@@ -279,9 +265,13 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
     )
     # The same launch as the gateway's start (docs/sandbox.md): bwrap or the Landlock launcher.
-    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ)
+    # Its proxy, when it has one, runs in this process: a refusal is said on stderr (stdout is the client's).
+    record = NetRecord(
+        on_refused=lambda attempt: print(f"mcp-setup: {refused_words(attempt, server.slug)}", file=sys.stderr)
+    )
+    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ, record=record)
     sys.stdout.flush()
-    command.exec()
+    return command.become()
 
 
 def run_client_command(settings: Settings, args: argparse.Namespace, handler: Any) -> int:

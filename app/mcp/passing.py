@@ -38,11 +38,11 @@ class FaceServer(Server[Any]):
     client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it), and that
     client then hears installed servers' log messages sent outside calls (:meth:`server_log`)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, on_level: Callable[[str], Any] | None = None, **kwargs: Any) -> None:
         with warnings.catch_warnings():  # deprecated at 2026-07-28 only; 2025-era clients use it
             warnings.filterwarnings("ignore", message="The logging capability is deprecated")
             super().__init__(*args, on_set_logging_level=self._set_level, **kwargs)
-        self.on_level: Callable[[str], Any] | None = None
+        self.on_level = on_level
         #: The clients that asked for logs (``logging/setLevel``): connection -> its latest session.
         self.log_sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 

@@ -44,8 +44,16 @@ def profile_words(
     network: bool = True,
     container: bool = False,
     reads: Sequence[str] = (),
+    user_home: str | None = None,
+    chosen_reads: Sequence[str] = (),
 ) -> list[str]:
-    """The profile in plain words, for the consent, ``mcp-setup show``, ``doctor`` and the page."""
+    """The profile in plain words, for the consent, ``mcp-setup show``, ``doctor`` and the page.
+
+    ``reads``: files the command line names; those in ``user_home`` are kept from the server (the
+    sandbox never shows a file of the person's home that an entry names), and said so."""
+    home = os.path.normpath(user_home) if user_home else None
+    kept = [r for r in reads if home is not None and (r == home or r.startswith(home.rstrip("/") + "/"))]
+    reads = [*(r for r in reads if r not in kept), *chosen_reads]
     if container:
         return ["It runs in its own container (Docker), which isolates it; mcp-setup adds no sandbox of its own."]
     if mechanism == "none":
@@ -54,6 +62,7 @@ def profile_words(
     return [
         "It can read and write: its own folder" + (f", the folder you chose ({chosen})" if grants else "") + ".",
         *([f"It can read: {', '.join(reads)} (named in its command line)."] if reads else []),
+        *([f"Kept from it: {', '.join(kept)} (named in its command line, but in your home folder)."] if kept else []),
         "It cannot see: your home folder, other servers, mcp-setup's keys and database.",
         "Network: " + ("allowed." if network else "none."),
         f"Sandbox: {mechanism}.",

@@ -49,7 +49,7 @@ __all__ = [
 LOCK_FORMAT = "mcp-setup-lock"
 LOCK_VERSION = 1
 REGISTRIES = ("official", "smithery", "local")
-_SANDBOX_FIELDS = ("sandbox_grants", "sandbox_network")
+_SANDBOX_FIELDS = ("sandbox_grants", "sandbox_network", "sandbox_net")
 _MAX_SERVERS = 500
 _NO_DIGEST = {
     "oci": "an image named by a tag has no digest in its registry entry",

@@ -312,7 +312,7 @@ class Preparer:
 
     async def refuse_installed(self, name: str, replacing: str | None = None) -> None:
         """Refuse a name already installed (but the server an update replaces: ``replacing``)."""
-        existing = await asyncio.to_thread(self.store.get_by_name, name)
+        existing = await asyncio.to_thread(self.store.servers.get_by_name, name)
         if existing is not None and existing.server_id != replacing:
             raise AlreadyInstalled(
                 f"{existing.qualified_name} is already installed (server_id {existing.server_id}). "

@@ -45,6 +45,7 @@ from setup_agent.gateway import InFlight, relay_callbacks
 from setup_agent.launch import (
     HttpWatch,
     LaunchSpec,
+    NetRecord,
     ProcessLedger,
     ProcessWatch,
     Values,
@@ -82,6 +83,9 @@ class ProbeResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The session was parked for an install to adopt (``keep``): its dir now belongs to it.
     parked: bool = False
+    #: What the server reached or tried through its proxy during the test (None: not proxied);
+    #: the consent shows it and offers "only these".
+    net: NetRecord | None = None
 
     @property
     def tools_hash(self) -> str:
@@ -198,6 +202,7 @@ class Prober:
         # It declares what the gateway relays (sampling, elicitation, roots: refused while nobody
         # calls), so the tools it lists are the ones its live connection gets.
         inflight = InFlight()
+        record = NetRecord()
 
         async def stage(name: str, status: str) -> None:
             if on_stage is not None:
@@ -220,6 +225,7 @@ class Prober:
                     auth=auth,
                     sandbox=self.sandbox,
                     callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
+                    net_record=record,
                 ) as client:
                     await stage("handshake", "done")
                     tools = await list_all_tools(client)
@@ -229,6 +235,7 @@ class Prober:
                         protocol_version=client.protocol_version,
                         server_name=self.redactor.redact(info.name) if info else None,
                         server_version=self.redactor.redact(info.version) if info else None,
+                        net=record,
                     )
                     if keep is not None and not outcome.done():
                         parked = Parked(keep.key, keep.workdir, client, pwatch, result, inflight=inflight)

@@ -4,7 +4,7 @@ Revision ID: 0007_audit_chain
 Revises: 0006_principals
 Create Date: 2026-12-02
 
-``mcp_audit`` gets ``prev_hash`` and ``row_hash`` (setup_agent/store/audit_chain.py); the rows
+``mcp_audit`` gets ``prev_hash`` and ``row_hash`` (setup_agent/store/audit.py); the rows
 already there are chained in id order (the append-only rules are lifted for that one update and
 set again). Two more refusals:
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from setup_agent.store.audit_chain import GENESIS, row_digest
+from setup_agent.store.audit import GENESIS, row_digest
 
 revision: str = "0007_audit_chain"
 down_revision: str | Sequence[str] | None = "0006_principals"
