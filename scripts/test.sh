@@ -21,7 +21,7 @@ done
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
-command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)  # the servers' sandbox (README "Sandbox")
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)  # the servers' sandbox (docs/sandbox.md)
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || need_apt+=(nginx)  # the two-replica team test (#28)
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 [ -n "$(pg_bin)" ] || need_apt+=(postgresql)

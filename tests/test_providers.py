@@ -252,10 +252,10 @@ async def test_an_admitted_or_ungoverned_server_is_tested_as_before(
         await runtime.aclose()
 
 
-def test_the_readme_config_example_is_a_valid_config() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+def test_the_documented_config_example_is_a_valid_config() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "tool-registry.md").read_text()
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
-    config = parse_provider_config(example, Path("README.md"))
+    config = parse_provider_config(example, Path("docs/tool-registry.md"))
     assert config.admission == "eligible-providers"
     assert [p.id for p in config.providers] == ["acme-tools", "internal"]
     assert config.provider_for("io.github.acme/search").id == "acme-tools"

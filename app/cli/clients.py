@@ -264,7 +264,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     resolved = materialize(
         spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
     )
-    # The same launch as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
+    # The same launch as the gateway's start (docs/sandbox.md): bwrap or the Landlock launcher.
     # Its proxy, when it has one, runs in this process: a refusal is said on stderr (stdout is the client's).
     record = NetRecord(
         on_refused=lambda attempt: print(f"mcp-setup: {refused_words(attempt, server.slug)}", file=sys.stderr)

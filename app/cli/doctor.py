@@ -39,7 +39,7 @@ RUNTIME_FIXES = {
 
 
 def _sandbox_check(sandbox: Any) -> dict[str, Any]:
-    """Which mechanism isolates the local servers here (README "Sandbox")."""
+    """Which mechanism isolates the local servers here (docs/sandbox.md)."""
     fix = (
         "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed, "
         "or use a Linux kernel with Landlock (5.13 or later)"

@@ -23,7 +23,7 @@ into a chat. Secrets are typed into a local page or a hidden prompt; the agent o
 sees an opaque ref.
 
 Data lives in $MCP_SETUP_HOME (default ~/.local/share/mcp-setup). Every setting can be
-given as an environment variable MCP_SETUP_<NAME>; see README.md.
+given as an environment variable MCP_SETUP_<NAME>: docs/settings.md lists them.
 """
 
 
@@ -32,6 +32,13 @@ examples:
   mcp-setup serve                      open the web app and press "Add MCP server…"
   mcp-setup agent "set up the Notion MCP server"
   mcp-setup mcp                        as a stdio server for Claude Desktop, Cursor, VS Code
+  mcp-setup client connect cursor      put that stdio server into Cursor's config (a backup is kept)
+
+more, in the docs/ folder of mcp-setup's source:
+  docs/cli.md              every command and option
+  docs/clients.md          connecting Claude Desktop, Cursor, VS Code, Claude Code, Gemini CLI, Codex…
+  docs/troubleshooting.md  the errors people meet and what to do
+  docs/settings.md         the MCP_SETUP_* settings
 """
 
 

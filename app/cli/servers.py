@@ -6,7 +6,7 @@ command works on the data dir the running faces use; they see each change within
 second (the store's change counter), so a disabled or removed server leaves their tool
 lists and stops there.
 
-Exit codes (README "Command line"): 0 done; 1 failed (an error, a failed test, ``doctor``
+Exit codes (docs/troubleshooting.md): 0 done; 1 failed (an error, a failed test, ``doctor``
 found a problem); 2 usage; 3 no installed server has that NAME; 130 cancelled.
 Errors are one line on stderr, never a traceback. ``--json`` prints one JSON document.
 """
@@ -324,7 +324,7 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         again = f" Did you mean {meant}? `mcp-setup search {result['did_you_mean'][0]}`" if meant else ""
         print("Nothing found." + why + again)
         if "local" in settings.registry_names:
-            print(f"The local catalog is {settings.catalog_path}: add a server.json there (README: A local catalog).")
+            print(f"The local catalog is {settings.catalog_path}: add a server.json there (docs/tool-registry.md).")
     return 0
 
 

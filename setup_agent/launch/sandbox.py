@@ -261,7 +261,7 @@ class Sandbox:
         entry), so an npx server gets a private npm cache in its HOME whose ``_npx`` is a link to the
         shared one, read-only but for its own package's entry (npx names it by the spec): the
         package is not downloaded again, only its registry metadata on a first start. uv cannot
-        read a cache it cannot lock: its cache is shared read-write (README "Sandbox" says so)."""
+        read a cache it cannot lock: its cache is shared read-write (docs/sandbox.md says so)."""
         caches = self.caches()
         views = _Views()
         if name in ("npx", "npm"):

@@ -11,7 +11,7 @@ set again). Two more refusals:
 - SQLite: an insert whose id is not past the last row (``INSERT OR REPLACE`` over a row deletes it
   without firing the DELETE trigger);
 - PostgreSQL: ``TRUNCATE`` (the rules cover UPDATE and DELETE only), by a ``BEFORE TRUNCATE``
-  trigger. A role that does not own the table cannot drop the rules or triggers (README "Sandbox":
+  trigger. A role that does not own the table cannot drop the rules or triggers (docs/secrets-and-consent.md:
   the owner migrates, the service's role gets SELECT and INSERT).
 """
 
