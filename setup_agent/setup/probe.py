@@ -53,6 +53,7 @@ from setup_agent.launch import (
     list_all_tools,
     make_scratch_dir,
     materialize,
+    note_hidden_path,
     open_client,
     tool_dicts,
 )
@@ -282,7 +283,11 @@ class Prober:
             current = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and current is not None and current.cancelling():
                 raise  # the caller was cancelled (Ctrl-C, a closing face): not a failure of the server
-            raise self._classify(exc, pwatch, hwatch, deadline, auth) from None
+            failure = self._classify(exc, pwatch, hwatch, deadline, auth)
+            if self.sandbox is not None and resolved.local:  # a path it could not open may be hidden
+                shown = [resolved.cwd or "", resolved.bundle_dir or "", *resolved.grants, *resolved.literal_paths]
+                note_hidden_path(failure, [p for p in shown if p], self.sandbox.mechanism)
+            raise failure from None
 
     async def _await_outcome(
         self, outcome: asyncio.Future[ProbeResult], pwatch: ProcessWatch, deadline: float

@@ -40,6 +40,8 @@ and argument-free, `search`, read-only with a required argument, and `purge`, no
 read-only, all argument-free but search).
 
   STUB_CALLS_FILE      append the name of every tool called, one per line
+  STUB_OPEN            a file the stub reads at start, as a server reads its folder's files:
+                       when it cannot, it logs Python's own error and exits 2
 """
 
 import hashlib
@@ -524,6 +526,13 @@ def main(argv=None):
     protocol = args.get("protocol") or os.environ.get("STUB_PROTOCOL") or None
     record_pid(os.getpid())
     log("started pid %d modes=%s" % (os.getpid(), ",".join(sorted(modes)) or "-"))
+    if os.environ.get("STUB_OPEN"):
+        try:
+            with open(os.environ["STUB_OPEN"]) as f:
+                f.read(1)
+        except OSError as exc:
+            log("fatal: %s: %s" % (type(exc).__name__, exc))
+            return 2
     if "crash" in modes:
         log("fatal: simulated crash")
         sys.stderr.flush()
