@@ -203,7 +203,7 @@ class Preparer:
         secret = {k.name for k in keys if k.secret}
         spec = move_argv_secrets(spec, secret)
         # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
-        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
+        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values, spec.args)})
         repair = request.repair  # a known failure's repaired launch, shown at consent
         if repair is not None:
             spec = apply_repair(spec, repair)
