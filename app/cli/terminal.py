@@ -279,6 +279,11 @@ class TerminalIO:
         elif (stage, status) == ("tools_listed", "done") and testing:
             count = len(event.get("tools") or [])
             self._print(f"✓ test passed: {count} tool{'' if count == 1 else 's'}")
+            check = event.get("key_check") or {}
+            if check.get("checked"):
+                self._print(f"✓ the key works: the server answered its read-only tool `{check.get('tool')}`")
+            elif check.get("note"):
+                self._print(f"· {check['note']}")
         elif (stage, status) == ("installing", "done"):
             self.saved_server_id = event.get("server_id")
             self._print("✓ saved; connecting…")

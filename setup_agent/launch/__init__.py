@@ -4,7 +4,7 @@ package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle
 ``prefetch.py``), artifact digests for lock files (``digests.py``), the launch: the one place a
 server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
-``grants.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
+``grants.py``; a path it hid from a failing server: ``hidden_paths.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
 out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``, in words in ``net_words.py``; which mechanism
 holds it: ``net_isolation.py``; one start's, owned with its process: ``server_net.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
 (``listeners.py``) and known start failures with their repairs (``repairs.py``).
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .digests import ArtifactDigests, digest_kind
     from .fetch import Fetcher
     from .grants import NOT_ISOLATED, granted_paths, profile_words
+    from .hidden_paths import note_hidden_path
     from .manifest import (
         Manifest,
         argv_secret_keys,
@@ -95,6 +96,7 @@ __all__ = [
     "network_isolation",
     "network_words",
     "NOT_ISOLATED",
+    "note_hidden_path",
     "open_client",
     "Owner",
     "Prefetches",
@@ -168,6 +170,7 @@ __getattr__, __dir__ = lazy_exports(
         "seen_destinations": "net_words",
         "after_test_words": "net_words",
         "NOT_ISOLATED": "grants",
+        "note_hidden_path": "hidden_paths",
         "open_client": "connector",
         "Prefetches": "prefetch",
         "Owner": "procs",

@@ -103,6 +103,8 @@ class Installer:
             "package": prepared.package.id,
             "version": prepared.package.version,
             "protocol_version": result.protocol_version,
+            # Whether the key itself was checked (a read-only call), or said plainly that it was not.
+            **({"key_check": result.key_check.to_dict()} if result.key_check is not None else {}),
         }
 
     async def install(self, request: InstallRequest, ctx: CallContext, *, replaces: str | None = None) -> dict:
@@ -350,8 +352,12 @@ class Installer:
             result = await self._probe_explained(prepared, on_stage, lines, keep)
         finally:
             lines.close()
+        checked = {"key_check": result.key_check.to_dict()} if result.key_check is not None else {}
         await progress(
-            "tools_listed", "done", tools=[{"name": t["name"], "description": t["description"]} for t in result.tools]
+            "tools_listed",
+            "done",
+            tools=[{"name": t["name"], "description": t["description"]} for t in result.tools],
+            **checked,
         )
         return result
 

@@ -46,7 +46,14 @@ from .consent import ConsentWarning
 from .tool_args import scrub
 from .tool_requests import LaunchRequest
 
-__all__ = ["Prepared", "Preparer"]
+__all__ = ["ALLOW_ARGV_SECRET", "Prepared", "Preparer"]
+
+
+#: How a person allows a launch that puts a secret on the command line while consent is off.
+ALLOW_ARGV_SECRET = (
+    "To allow it, the user turns consent on (MCP_SETUP_CONSENT=ask, the default) and approves "
+    "this server's warning when asked: on the mcp-setup page, or with `mcp-setup approve` in a terminal."
+)
 
 
 @dataclass
@@ -104,10 +111,12 @@ class Prepared:
     def refuse_argv_secrets(self, ctx: CallContext, *, consented: bool = False) -> None:
         if self.argv_secret_keys and not (ctx.allow_argv_secret or consented):
             keys = ", ".join(self.argv_secret_keys)
+            # Only reached with consent turned off (an approval would have shown the warning).
             raise ArgvSecret(
                 f"This server takes {keys} on its command line, where other local users can see it, and "
-                "it cannot be moved into the environment. It runs only if the user consents to that.",
-                details={"keys": list(self.argv_secret_keys)},
+                "it cannot be moved into the environment. It runs only if the user consents to that, and "
+                f"consent is turned off here. {ALLOW_ARGV_SECRET}",
+                details={"keys": list(self.argv_secret_keys), "allow": ALLOW_ARGV_SECRET},
             )
 
 
@@ -194,7 +203,7 @@ class Preparer:
         secret = {k.name for k in keys if k.secret}
         spec = move_argv_secrets(spec, secret)
         # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
-        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
+        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values, spec.args)})
         repair = request.repair  # a known failure's repaired launch, shown at consent
         if repair is not None:
             spec = apply_repair(spec, repair)
