@@ -19,7 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.agent import ToolRegistry, load_archetypes
-from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions
+from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions, RelayRules
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     BundleCache,
@@ -289,6 +289,14 @@ def build_runtime(
         http=http,
         prefetch=settings.prefetch_packages,
     )
+    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
+    guard = GuessGuard(
+        redactor,
+        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
+        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
+        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up
+    )
     connections = ConnectionManager(
         store,
         redactor,
@@ -301,14 +309,13 @@ def build_runtime(
         logs_dir=home / "logs",
         max_result_chars=settings.max_result_chars,
         sandbox=sandbox,
-    )
-    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
-    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
-    guard = GuessGuard(
-        redactor,
-        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
-        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
-        counts=SharedGuardCounts(store) if team else None,  # guesses spread over replicas add up
+        # A server's requests relayed to a client: answers pass the guard as tool arguments do.
+        relay_rules=RelayRules(
+            redactor,
+            check=guard.check,
+            holds_secret=guard.holds_secret,
+            own_origins=[settings.public_url] if settings.public_url else (),
+        ),
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
     shared_incident, shared_lockout = share_guard(guard, approvals)

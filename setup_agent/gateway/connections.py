@@ -25,6 +25,7 @@ from .forwarding import Forwarding
 from .live import LiveConnection
 from .passthrough import Progress, ResourceLinks
 from .relay import IdleLogs, Updates
+from .relay_rules import RelayRules
 from .result_cap import DEFAULT_RESULT_CHARS
 from .server_logs import delete_log
 from .status import ServerStatus, Status
@@ -63,6 +64,7 @@ class ConnectionManager(Forwarding):
         max_result_chars: int = DEFAULT_RESULT_CHARS,
         max_call_notifications: int = DEFAULT_CALL_NOTIFICATIONS,
         sandbox: Sandbox | None = None,
+        relay_rules: RelayRules | None = None,
     ) -> None:
         self.store = store
         #: A proxied result is cut beyond this many characters, with a note (0: no cap).
@@ -75,6 +77,8 @@ class ConnectionManager(Forwarding):
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
         self.redactor = redactor
+        #: What a server's relayed requests are checked against (the guard, mcp-setup's own origins).
+        self.relay_rules = relay_rules or RelayRules(redactor)
         self.install_root = install_root
         self.host_env = host_env
         self.backoff = tuple(backoff)
