@@ -130,6 +130,10 @@ class ClientCaller:
 
     def __init__(self, ctx: Any, principal: str | None = None) -> None:
         self.ctx, self.principal = ctx, principal
+        # The client's connection (the SDK makes a session object per request; they share it):
+        # its calls are one client's (relay.py).
+        session = ctx.session
+        self.client = getattr(session, "_connection", None) or session
 
     def can(self, capability: str) -> bool:
         if str(getattr(self.ctx, "protocol_version", "")) >= "2026":

@@ -49,7 +49,9 @@ IDLE_LOGS_PER_MINUTE = 120
 
 
 class Caller(Protocol):
-    """The client of one proxied call, as the face sees it."""
+    """The client of one proxied call, as the face sees it. It may also say ``client`` (its
+    session: two calls of one session are one client's) and ``principal`` (who answers: the
+    guard counts a protected value in an answer against it)."""
 
     def can(self, capability: str) -> bool: ...
 
@@ -139,8 +141,9 @@ class InFlight:
     def match(self, meta: Any) -> Caller | None:
         """The caller of the one call a server's request (or log message) belongs to: the call
         its ``_meta`` names (the progress token that call was sent with, which is its request
-        id), else the single call in flight; None when
-        no call or more than one could have caused it (then nobody is asked)."""
+        id), else the single call in flight, or the oldest when every call in flight is the same
+        client's; None when no call, or calls of more than one client, could have caused it
+        (then nobody is asked)."""
         token = None
         if isinstance(meta, dict):
             token = meta.get("progressToken")
@@ -148,7 +151,15 @@ class InFlight:
             named = [scope for scope in self._calls if scope.token is not None and str(scope.token) == str(token)]
             if len(named) == 1:
                 return named[0].caller
-        return self._calls[0].caller if len(self._calls) == 1 else None
+        # A server that answers one call at a time asks during the oldest; while every call in
+        # flight is the same client's, that client is who caused it, whichever call it was.
+        clients = {id(_client_of(scope.caller)) for scope in self._calls}
+        return self._calls[0].caller if len(clients) == 1 else None
+
+
+def _client_of(caller: Caller | None) -> Any:
+    """Who answers for ``caller``: its client's session (``client``), else the caller itself."""
+    return getattr(caller, "client", caller) if caller is not None else None
 
 
 class _Scope:
