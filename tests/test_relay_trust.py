@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from app.mcp.face import McpFace
 from setup_agent.gateway.connections import ConnectionManager
@@ -307,3 +307,25 @@ async def test_a_request_no_single_client_could_have_caused_is_refused_and_nobod
             tg.start_soon(call, second)
     assert ada.elicited == [] and bob.elicited == []
     assert len(answers) == 2 and all("no client that can answer" in a["error"]["message"] for a in answers)
+
+
+async def test_a_url_elicitation_required_error_keeps_its_url_in_the_servers_name_and_drops_a_look_alike(
+    relayed: Relayed,
+) -> None:
+    person = Client_()
+    urls = ["https://auth.example.com/authorize?state=s", "http://127.0.0.1:8765/secrets/x?t=y"]
+    with anyio.fail_after(scaled(30)):
+        async with person.client(_face(relayed.gateway)) as client:
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("asking__need_url", {"urls": urls})
+            only_look_alike = await client.call_tool("asking__need_url", {"urls": urls[1:]})
+    error = raised.value.error
+    assert error.code == types.URL_ELICITATION_REQUIRED
+    (kept,) = error.data["elicitations"]
+    assert kept["url"] == urls[0] and kept["elicitationId"] == "need-0"
+    assert kept["message"] == (
+        "Asking (installed server `asking`) asks you to open a page at auth.example.com: Authorise access"
+    )
+    assert kept["_meta"][ORIGIN_KEY]["slug"] == "asking"
+    assert only_look_alike.is_error and "127.0.0.1" not in str(only_look_alike)  # nothing left to open
+    assert any("installed server `asking`" in text for text in relayed.told)

@@ -228,6 +228,29 @@ class RelayRules:
                 return "its URL points at a local address that is not the server's own (mcp-setup's pages live there)"
         return None
 
+    def url_required(self, data: Any, origin: Origin) -> dict[str, Any] | None:
+        """A ``-32042`` (URL elicitation required) error's ``data`` as its client gets it: each
+        URL elicitation in the server's name with its real host and origin, a refused one left
+        out (the user told); None when none is left."""
+        kept = []
+        for item in data.get("elicitations") or () if isinstance(data, dict) else ():
+            if not isinstance(item, dict):
+                continue
+            why = self.url_refusal(item.get("url"), origin)
+            if why is not None:
+                self.tell(origin.says(f"a page mcp-setup did not show, because {why}.", verb="asked to open"))
+                continue
+            verb = f"asks you to open a page at {real_host(item['url'])}"
+            meta = item.get("_meta") if isinstance(item.get("_meta"), dict) else {}
+            kept.append(
+                {
+                    **item,
+                    "message": origin.says(str(item.get("message") or ""), verb=verb),
+                    "_meta": {**meta, **origin.meta()},
+                }
+            )
+        return {**data, "elicitations": kept} if kept else None
+
     def answer(self, principal: str | None, value: Any, *, guarded: bool) -> Any:
         """An answer on its way back to a server: checked by the guard when ``guarded`` (a
         :class:`SetupError` refuses it; counted against ``principal``), then redacted."""

@@ -7,8 +7,11 @@ Each ``tools/call`` runs in its own thread, so several calls can be in flight at
   during the call and answers, as JSON text, what came back (``{"result": …}`` or
   ``{"error": …}``). ``related``: the request's ``_meta.progressToken`` names the call's own
   progress token (the call it belongs to). ``wait_for``: the request is sent only once that
-  many ``ask`` calls are in flight (two clients calling at once);
-* ``log`` ``{logger, data}``: a ``notifications/message`` during the call.
+  many ``ask`` calls are in flight, and the call answered once that many requests were
+  (two clients calling at once, both calls in flight until both were asked);
+* ``log`` ``{logger, data}``: a ``notifications/message`` during the call;
+* ``need_url`` ``{urls}``: answers the call with a ``-32042`` error (URL elicitation required)
+  listing one URL elicitation per URL.
 
 Every line it receives is appended to the file ``ASKING_RECORD`` (what it was ever told: a
 canary must never be in it).
@@ -36,6 +39,11 @@ TOOLS = [
         },
     },
     {
+        "name": "need_url",
+        "description": "Needs the user to open pages first.",
+        "inputSchema": {"type": "object", "properties": {"urls": {"type": "array", "items": {"type": "string"}}}},
+    },
+    {
         "name": "log",
         "description": "Logs a message during the call.",
         "inputSchema": {"type": "object", "properties": {"logger": {"type": "string"}, "data": {"type": "string"}}},
@@ -45,6 +53,7 @@ TOOLS = [
 _write = threading.Lock()
 _state = threading.Condition()
 _asking = [0]  # ask calls in flight
+_answered = [0]  # ask calls whose request was answered
 _waiting = {}  # request id -> [event, answer]
 _next = [0]
 
@@ -102,7 +111,12 @@ def call(msg):
         asked = dict(args.get("params") or {})
         if args.get("related") and token is not None:
             asked["_meta"] = dict(asked.get("_meta") or {}, progressToken=token)
-        return text(json.dumps(ask_client(args["method"], asked)))
+        answer = ask_client(args["method"], asked)
+        with _state:  # every ask of the round is answered before any call ends (so all stay in flight)
+            _answered[0] += 1
+            _state.notify_all()
+            _state.wait_for(lambda: _answered[0] >= int(args.get("wait_for") or 0), timeout=30)
+        return text(json.dumps(answer))
     finally:
         with _state:
             _asking[0] -= 1
@@ -128,6 +142,15 @@ def handle(msg):
         }
     elif method == "tools/list":
         result = {"tools": TOOLS}
+    elif method == "tools/call" and (msg.get("params") or {}).get("name") == "need_url":
+        urls = ((msg.get("params") or {}).get("arguments") or {}).get("urls") or []
+        elicitations = [
+            {"mode": "url", "elicitationId": "need-%d" % n, "url": url, "message": "Authorise access"}
+            for n, url in enumerate(urls)
+        ]
+        error = {"code": -32042, "message": "Authorisation required", "data": {"elicitations": elicitations}}
+        send({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+        return
     elif method == "tools/call":
         threading.Thread(target=lambda: send({"jsonrpc": "2.0", "id": msg["id"], "result": call(msg)})).start()
         return
