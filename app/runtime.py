@@ -19,7 +19,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.agent import ToolRegistry, load_archetypes
-from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions
+from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions, RelayRules
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     BundleCache,
@@ -304,6 +304,16 @@ def build_runtime(
         ledger=ledger,
     )
     review = ToolReview(store, consents)
+    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
+    guard = GuessGuard(
+        redactor,
+        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
+        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
+        # Guesses add up in the database: over a team's replicas, and over a client's sessions here.
+        counts=team.guard_counts,
+        sync="every call" if team.shared else "first call",
+    )
     connections = ConnectionManager(
         store,
         redactor,
@@ -318,16 +328,13 @@ def build_runtime(
         sandbox=sandbox,
         fetcher=fetcher,  # a lazy start downloads as a test does
         on_tools_changed=review.ask,
-    )
-    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
-    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
-    guard = GuessGuard(
-        redactor,
-        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
-        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
-        # Guesses add up in the database: over a team's replicas, and over a client's sessions here.
-        counts=team.guard_counts,
-        sync="every call" if team.shared else "first call",
+        # A server's requests relayed to a client: answers pass the guard as tool arguments do.
+        relay_rules=RelayRules(
+            redactor,
+            check=guard.check,
+            holds_secret=guard.holds_secret,
+            own_origins=[settings.public_url] if settings.public_url else (),
+        ),
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
     locks = PublishedLocks(guard, approvals)

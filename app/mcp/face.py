@@ -253,7 +253,8 @@ class McpFace:
 
         runtime = await self.runtime()
         # The guard counts per principal: a new session of the same credential goes on counting.
-        who, progress, caller = request_principal(ctx).guard_key, progress_forwarder(ctx), ClientCaller(ctx)
+        who, progress = request_principal(ctx).guard_key, progress_forwarder(ctx)
+        caller = ClientCaller(ctx, who)
         try:
             result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:

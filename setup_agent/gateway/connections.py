@@ -25,6 +25,7 @@ from .forwarding import Forwarding
 from .live import LiveConnection
 from .passthrough import Progress, ResourceLinks
 from .relay import Caller, IdleLogs, Updates
+from .relay_rules import RelayRules
 from .result_cap import DEFAULT_RESULT_CHARS
 from .server_logs import delete_log
 from .status import ServerStatus, Status
@@ -68,6 +69,7 @@ class ConnectionManager:
         sandbox: Sandbox | None = None,
         fetcher: Fetcher | None = None,
         on_tools_changed: Callable[[InstalledServer], None] | None = None,
+        relay_rules: RelayRules | None = None,
     ) -> None:
         self.store = store
         #: A proxied result is cut beyond this many characters, with a note (0: no cap).
@@ -80,6 +82,8 @@ class ConnectionManager:
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
         self.redactor = redactor
+        #: What a server's relayed requests are checked against (the guard, mcp-setup's own origins).
+        self.relay_rules = relay_rules or RelayRules(redactor)
         self.install_root = install_root
         self.host_env = host_env
         self.backoff = tuple(backoff)

@@ -82,8 +82,10 @@ class Forwarding:
             elif progress is not None and (not limit or heard <= limit):
                 await progress(value, total, message)
 
-        with live.inflight.add(caller):
-            call = asyncio.ensure_future(raw_call(live.client, name, arguments or {}, heard_progress, label=label))
+        with live.inflight.add(caller) as scope:
+            call = asyncio.ensure_future(
+                raw_call(live.client, name, arguments or {}, heard_progress, label=label, sent_as=scope.bind)
+            )
             try:
                 result = await asyncio.shield(call)
             except asyncio.CancelledError:

@@ -30,6 +30,7 @@ from setup_agent.translation import translate
 
 from .offers import record_offers
 from .relay import InFlight, relay_callbacks
+from .relay_rules import Origin
 from .server_logs import ServerLog
 from .status import ServerStatus, Status
 
@@ -60,6 +61,7 @@ class Owner(Protocol):
 
     def announce(self, status: ServerStatus) -> None: ...
 
+    relay_rules: Any  # what the relay checks (relay_rules.RelayRules)
     server_log: Any  # await server_log(server, params): a log message outside calls (relay.IdleLogs)
     resource_updated: Any  # await resource_updated(server_id, uri): a subscribed resource changed (relay.Updates)
 
@@ -81,7 +83,8 @@ class LiveConnection:
         self.adopted = adopted  # a tested session (setup_agent/adoption.Parked) to use as the first connection
         self.log: ServerLog | None = None  # the current attempt's stderr log file
         self.removed = False  # the server is removed: its log is not written again (discard_log)
-        self.inflight = InFlight()  # the clients of calls in flight: the server's requests go to them (relay.py)
+        #: The calls in flight: the server's requests go to the caller of the one that caused them (relay.py).
+        self.inflight = InFlight(Origin.of(server), owner.relay_rules)
         self.downloading = False  # its package is being fetched (the download phase)
         self.started_at: float | None = None  # when the latest start began (after any download)
         #: ``await listener(elapsed, fetched)`` about once a second while its package downloads.
@@ -168,6 +171,7 @@ class LiveConnection:
                         cm: Any = self.adopted.session()
                         if getattr(self.adopted, "inflight", None) is not None:  # its relay serves our calls
                             self.inflight = self.adopted.inflight
+                            self.inflight.speak_for(Origin.of(server), owner.relay_rules)
                         self.net_record = getattr(self.adopted.result, "net", None)
                         if self.net_record is not None:  # the tested process's proxy now tells the person
                             self.net_record.on_refused = self._refused

@@ -32,6 +32,7 @@ from .members import MemberSessions, member_of
 from .offers import MAPPED_PREFIX, OfferIndex, left_out_names, without_hidden
 from .passthrough import Progress
 from .relay import Caller
+from .relay_rules import Origin
 
 __all__ = ["Gateway", "UnknownPrompt", "UnknownResource", "UnknownTool"]
 
@@ -262,9 +263,26 @@ class Gateway:
         except SetupError as exc:
             return tool_error(self.redactor.redact(f"{label}: {exc.message}"), exc.code)
         except Exception as exc:  # the session broke during the call
+            needed = self._url_required(exc, server, label)
+            if needed is not None:
+                raise needed from None  # the client opens the page; its URL is kept
             logger.info("call to %s on %s failed: %s", entry.tool_name, server.server_id, type(exc).__name__)
             text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             return tool_error(self.redactor.redact(f"{label}: the call failed ({text})."), "call_failed")
+
+    def _url_required(self, exc: Exception, server: Any, label: str) -> Exception | None:
+        """A server's ``-32042`` (URL elicitation required) as its client gets it: in the
+        server's name, its URLs checked (relay_rules.py), redacted; None for any other error."""
+        from mcp import MCPError  # here: the stdio face lists tools before the SDK loads
+        from mcp_types import URL_ELICITATION_REQUIRED
+
+        error = getattr(exc, "error", None)
+        if not isinstance(exc, MCPError) or getattr(error, "code", None) != URL_ELICITATION_REQUIRED:
+            return None
+        data = self.connections.relay_rules.url_required(self.redactor.redact_obj(error.data), Origin.of(server))
+        if data is None:
+            return None
+        return MCPError(URL_ELICITATION_REQUIRED, self.redactor.redact(f"{label}: {error.message}"), data)
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` of a listed URI, or of one a tool result named (a ``resource_link``):
