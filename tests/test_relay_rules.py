@@ -50,6 +50,7 @@ def test_a_field_named_or_described_as_a_credential_is_found(field: dict) -> Non
         {"monkey": {"type": "string", "title": "Monkey name"}},
         {"tokenizer_model": {"type": "string", "description": "Which tokenizer to use"}},
         {"count": {"type": "integer", "description": "How many keyboards"}},
+        {"integer": {"type": "integer", "description": "Your favourite (not your phone number or PIN)"}},
     ],
 )
 def test_a_field_that_asks_for_no_credential_passes(field: dict) -> None:

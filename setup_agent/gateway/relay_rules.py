@@ -130,12 +130,15 @@ def _words(text: Any) -> set[str]:
 def credential_fields(schema: Any, holds_secret: Callable[[Any], bool] | None = None) -> list[str]:
     """The fields of a form's ``requestedSchema`` that ask for a credential: ``format:
     password``, a name, title or description with a word such as key, token, secret,
-    password or credential, or a default/enum value ``holds_secret`` recognises."""
+    password or credential (a description only of a text field), or a default/enum value
+    ``holds_secret`` recognises."""
     properties = schema.get("properties") if isinstance(schema, dict) else None
     found: list[str] = []
     for name, field in (properties or {}).items():
         field = field if isinstance(field, dict) else {}
-        words = _words(str(name)) | _words(field.get("title")) | _words(field.get("description"))
+        words = _words(str(name)) | _words(field.get("title"))
+        if field.get("type", "string") == "string":  # a number's description may warn "not your PIN"
+            words |= _words(field.get("description"))
         shaped = holds_secret is not None and holds_secret([field.get("default"), field.get("enum")])
         if str(field.get("format", "")).lower() == "password" or words & _CREDENTIAL_WORDS or shaped:
             found.append(str(name))
