@@ -164,7 +164,7 @@ def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
     return profile_words(
         mechanism,
         grants=spec.sandbox_grants,
-        network=spec.sandbox_network,  # type: ignore[arg-type]
+        network=spec.sandbox_network,
         container=container,
         reads=reads,
     )
