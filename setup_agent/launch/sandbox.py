@@ -422,15 +422,15 @@ class Sandbox:
         if not resolv.startswith("/etc/") and os.path.exists(resolv):
             argv += ["--ro-bind", resolv, resolv]
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        for path in read_only:
-            argv += ["--ro-bind-try", str(path), str(path)]
+        for ro in read_only:
+            argv += ["--ro-bind-try", str(ro), str(ro)]
         grants = len(profile.grants)
-        for path in writable[:grants]:  # a granted folder removed since: the server starts without it
-            argv += ["--bind-try", str(path), str(path)]
+        for rw in writable[:grants]:  # a granted folder removed since: the server starts without it
+            argv += ["--bind-try", str(rw), str(rw)]
         for path in masks:  # over a grant that holds it; its own dirs are bound again below
             argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
-        for path in writable[grants:]:
-            argv += ["--bind", str(path), str(path)]
+        for rw in writable[grants:]:
+            argv += ["--bind", str(rw), str(rw)]
         # The dirs bwrap made to hold the binds (the data dir's, the user's home's path) stay empty.
         argv += ["--remount-ro", "/", "--chdir", str(profile.workdir), "--", command, *args]
         return argv
@@ -493,7 +493,7 @@ def _link_chain(path: Path, hops: int = 16) -> list[Path]:
     return chain
 
 
-def _within(inner: Path, outer: Path) -> bool:
+def _within(inner: str | Path, outer: str | Path) -> bool:
     """``inner`` is ``outer`` or below it."""
     try:
         Path(inner).resolve().relative_to(Path(outer).resolve())

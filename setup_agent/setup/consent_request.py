@@ -206,7 +206,7 @@ def sandbox_profile(spec: LaunchSpec, mechanism: str, user_home: str | None = No
     return profile_words(
         mechanism,
         grants=spec.sandbox_grants,
-        network=spec.sandbox_network,  # type: ignore[arg-type]
+        network=spec.sandbox_network,
         container=container,
         reads=reads,
         user_home=user_home,

@@ -336,7 +336,9 @@ class Installer:
         # While it starts, the page shows the time spent against the deadline and the server's
         # latest stderr line, redacted.
         async def on_stage(stage: str, status: str) -> None:
-            late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            late: dict[str, object] = (
+                {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            )
             if stage == "queued":
                 late = {
                     "message": f"Waiting for another test to finish (at most {self.prober.max_concurrent} run at once)."
@@ -373,7 +375,7 @@ class Installer:
                 on_stage=on_stage,
                 on_stderr=lines,
                 keep=Keep(self._adoption_key(prepared), keep) if keep is not None else None,
-                **({"auth": prepared.auth} if prepared.auth is not None else {}),
+                auth=prepared.auth,
             )
         except ProbeError as exc:
             explain_failure(exc, prepared.spec, prior=prepared.repair)

@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from setup_agent.errors import LockFileInvalid, LockMismatch
 from setup_agent.launch import LaunchSpec, digest_kind
@@ -184,6 +184,10 @@ def _bad(where: str, what: str) -> LockFileInvalid:
     return LockFileInvalid(f"The lock file is not usable: {where}: {what}.")
 
 
+@overload
+def _str(obj: Mapping[str, Any], key: str, where: str) -> str: ...
+@overload
+def _str(obj: Mapping[str, Any], key: str, where: str, *, optional: bool) -> str | None: ...
 def _str(obj: Mapping[str, Any], key: str, where: str, *, optional: bool = False) -> str | None:
     value = obj.get(key)
     if value is None and optional:

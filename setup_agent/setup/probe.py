@@ -210,6 +210,8 @@ class Prober:
         # calls), so the tools it lists are the ones its live connection gets.
         inflight = InFlight()
         record = NetRecord()
+        parked: Parked | None = None  # set by run(), read again in its finally
+        adopted = False
 
         async def stage(name: str, status: str) -> None:
             if on_stage is not None:
@@ -269,8 +271,6 @@ class Prober:
                 # The scratch dir goes in the done callback below: an await here could be cut short
                 # by the cancel of a failed probe, leaving the removal to a thread nobody waits for.
 
-        parked: Parked | None = None
-        adopted = False
         task = asyncio.create_task(run(), name="mcp-setup-probe")
         self._teardowns.add(task)
         task.add_done_callback(self._teardowns.discard)

@@ -255,7 +255,9 @@ class SetupService:
                     )
             fill = self.preparer.fillable(pkg, keys)
             item["keys"] = [self._public_key(k, fill) for k in keys]
-        chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
+        chosen_keys: list[dict[str, Any]] = next(
+            (i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), []
+        )
         out: dict[str, Any] = {
             "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
             "installed": existing is not None,
@@ -269,7 +271,7 @@ class SetupService:
             out["server_id"] = existing.server_id
             out["installed_as"] = existing.slug  # the short name the person's commands take
             offers = await asyncio.to_thread(self.store.pins.offers)  # store I/O off the event loop, as above
-            hidden = getattr(offers.get(existing.server_id), "hidden_tools", frozenset())
+            hidden: frozenset[str] = getattr(offers.get(existing.server_id), "hidden_tools", frozenset())
             kept = [t for t in existing.tools if t.get("name") not in hidden]
             out["context"] = context_cost(kept, existing.slug, existing.title or "")
             if hidden:
@@ -338,7 +340,9 @@ class SetupService:
         out = []
         for s in servers:
             st = self.connections.status(s.server_id)
-            hidden = getattr(offers.get(s.server_id), "hidden_tools", frozenset())  # left out by the user
+            hidden: frozenset[str] = getattr(
+                offers.get(s.server_id), "hidden_tools", frozenset()
+            )  # left out by the user
             # Only the approved forms (pins.py): the live list may hold what the user has not seen.
             tools = [t for t in s.tools if t.get("name") not in hidden]
             item: dict[str, Any] = {

@@ -49,7 +49,7 @@ class UpdateOffer:
         return self.server.qualified_name
 
     @property
-    def installed(self) -> str:
+    def installed(self) -> str | None:
         return self.server.version
 
     @property
