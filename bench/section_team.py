@@ -29,7 +29,7 @@ from bench.section_load import Serve, make_catalog, rpc
 
 
 def database(base_url: str) -> Any:
-    from tests.postgres_databases import throwaway_database
+    from tests.helpers.postgres_databases import throwaway_database
 
     return throwaway_database(base_url, prefix="bench_")
 

@@ -36,6 +36,7 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── ProbeTimeout                timeout
     │   ├── ProtocolError               protocol_error
     │   ├── ServerRejected              rejected
+    │   ├── CredentialRejected          credential_rejected
     │   ├── Unreachable                 unreachable
     │   ├── PortInUse                   port_in_use
     │   ├── OAuthRequired               oauth_required
@@ -84,6 +85,7 @@ __all__ = [
     "BundleInvalid",
     "ConfigInvalid",
     "CommandNotFound",
+    "CredentialRejected",
     "DataDirUnusable",
     "ConsentDenied",
     "ConsentError",
@@ -290,6 +292,13 @@ class ProtocolError(ProbeError):
 
 class ServerRejected(ProbeError):
     code = "rejected"
+
+
+class CredentialRejected(ProbeError):
+    """The server started and listed its tools, then refused the key when the test called one of
+    its read-only, argument-free tools (a server that checks its key only when used)."""
+
+    code = "credential_rejected"
 
 
 class Unreachable(ProbeError):

@@ -7,10 +7,11 @@ and never by what the caller says about itself:
   (``user:web``), the terminal's TTY (``user:terminal``), a one-time page opened by URL
   elicitation or by mcp-setup in the user's browser (``user:consent-page``). Only the user
   approves: launch consents, tool-list changes, unlocking a locked client.
-* **a client** — an MCP session over stdio (``client:stdio``) or ``/mcp`` with this run's token
-  (``client:http``), a ``/rpc`` caller, the sub-agent. Clients call tools, request secrets, start
-  sign-ins and list things; they never approve, never open the user's page and never receive a
-  credential that can.
+* **a client** — an MCP session over stdio (``client:stdio``), an HTTP client on ``/mcp`` with
+  its own client token (``client:http:NAME``, made by ``mcp-setup client connect CLIENT --http``),
+  a ``/rpc`` caller, the sub-agent. Clients call tools, request secrets, start sign-ins and list
+  things; they never approve, never open the user's page and never receive a credential that
+  can. The page link's key is the user's: ``/mcp`` refuses it.
 * **a member** — a team gateway's named token (``token:NAME``): a client with its own credential.
   A token made with ``--admin`` may also approve, audited as ``token:NAME``.
 
@@ -60,6 +61,11 @@ class Principal:
         return cls("client", face, hint=hint)
 
     @classmethod
+    def http_client(cls, token_name: str, hint: str | None = None) -> Principal:
+        """An HTTP client authenticated by its own client token ``token_name``."""
+        return cls("client", f"http:{token_name}", hint=hint)
+
+    @classmethod
     def member(cls, token_name: str, *, admin: bool = False, hint: str | None = None) -> Principal:
         return cls("member", token_name, admin=admin, hint=hint)
 
@@ -73,6 +79,22 @@ class Principal:
     def display(self) -> str:
         """The label with the client's own name beside it: ``token:alice via cursor``."""
         return f"{self.label} via {self.hint}" if self.hint else self.label
+
+    @property
+    def guard_key(self) -> str:
+        """Whom the guessing guard counts: the credential (a token, the user), or for a stdio client,
+        which has none, its face and the name it gives, so that each session of the same client
+        goes on counting where the last one stopped."""
+        return self.display if self.kind == "client" and self.name == "stdio" else self.label
+
+    @property
+    def provenance(self) -> str:
+        """What an install records as its ``installed_by`` (the host conventions): an MCP client is
+        ``mcp:<its name>`` (``mcp`` when it gives none); a member and the user their :attr:`display`.
+        The principal's own :attr:`display` stays in the audit beside it."""
+        if self.kind == "client":
+            return f"mcp:{self.hint}" if self.hint else "mcp"
+        return self.display
 
     @property
     def may_approve(self) -> bool:

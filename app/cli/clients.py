@@ -33,6 +33,7 @@ from app.clients import (
     ConfigError,
     client_config,
     client_rows,
+    connect_over_http,
     launcher_command,
     launcher_env,
     plan_connect,
@@ -66,6 +67,13 @@ def add_client_parsers(sub: Any) -> None:
         p.add_argument("client", choices=list(CLIENTS))
         p.add_argument("--dry-run", action="store_true", help="print the change as a diff; write nothing")
         p.add_argument("--per-server", action="store_true", help="one entry per installed server (mcp-setup run)")
+        if verb == "connect":
+            p.add_argument(
+                "--http",
+                action="store_true",
+                help="reach `mcp-setup serve`'s /mcp over HTTP with a new client token of this client's own "
+                "(revocable: mcp-setup token revoke CLIENT); default: the client starts `mcp-setup mcp`",
+            )
         p.add_argument(
             "--config", type=Path, default=None, metavar="FILE", help="the config file (default: the client's)"
         )
@@ -110,7 +118,11 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     slugs = None
     if args.per_server and args.client_command != "disconnect":
         with _store(settings) as store:
-            slugs = [s.slug for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
+            slugs = [
+                s.slug for s in store.servers.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"
+            ]
+    if getattr(args, "http", False):
+        return _connect_http(settings, args, config, launcher)
     plan = plan_connect(config, launcher, env, disconnect=args.client_command == "disconnect", per_server=slugs)
     if plan.edit is None:  # the file is left as it is (malformed); the person gets the entry to paste
         print(f"mcp-setup: {plan.error}", file=sys.stderr)
@@ -131,14 +143,59 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_url(settings: Settings) -> tuple[str, str | None]:
+    """The ``/mcp`` address of the serve on this data folder (the running one's, else the
+    configured port's) and a note for the person when it is not running."""
+    from urllib.parse import urlsplit
+
+    from app.web import running_serve
+
+    running = running_serve(Path(settings.home).expanduser())
+    if running is not None and running.url:
+        parts = urlsplit(running.url)
+        return f"{parts.scheme}://{parts.netloc}/mcp", None
+    return (
+        f"http://127.0.0.1:{settings.port}/mcp",
+        f"Start `mcp-setup serve` (port {settings.port}) for the client to reach it.",
+    )
+
+
+def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientConfig, launcher: list[str]) -> int:
+    """``client connect CLIENT --http`` (app.clients.connect_over_http, as the page's Connect)."""
+    from .servers import _store
+
+    url, note = _serve_url(settings)
+    with _store(settings) as store:
+        plan, backup = connect_over_http(config, launcher, url, store.tokens, apply=not args.dry_run)
+    if plan.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
+        print(f"mcp-setup: {plan.error}", file=sys.stderr)
+        print(plan.paste_where, file=sys.stderr)
+        print(plan.snippet)
+        print(f"(make its token with `mcp-setup token create {config.client} --client`)", file=sys.stderr)
+        return 1
+    if args.dry_run:
+        print(plan.edit.diff(), end="")
+        return 0
+    print(
+        f"Updated {config.path}"
+        + (f" (the old file is {backup})" if backup else "")
+        + f": {config.client} reaches {url} with a client token of its own (it cannot approve anything; "
+        f"`mcp-setup token revoke {config.client}` ends it). Restart the client."
+    )
+    if note:
+        print(note)
+    return 0
+
+
 def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
     """``client list``: the clients found here, connected or not, and how an HTTP client connects."""
-    from .readonly import reader
+    from .readonly import left_out, reader
 
     launcher, env = launcher_command(), launcher_env(settings)
     rows = client_rows(Path.home(), launcher, env)
     with reader(settings) as store:
-        tools = [t.name for t in store.catalog().tools()]
+        out = left_out(store)  # what the person left out, a client never gets
+        tools = [t.name for t in store.servers.catalog().tools() if t.tool_name not in out.get(t.server.server_id, ())]
     if args.json:
         print(json.dumps({"clients": rows, "http": _http_hint(settings), "tools": tools}, indent=2))
         return 0
@@ -162,8 +219,9 @@ def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
 def _http_hint(settings: Settings) -> dict[str, str]:
     url = f"http://127.0.0.1:{settings.port}/mcp"
     text = (
-        f"HTTP clients: {url} while `mcp-setup serve` runs, with the header 'Authorization: Bearer TOKEN' "
-        "(TOKEN: the ?t= part of the link serve prints, or one made with `mcp-setup token create NAME`)."
+        f"HTTP clients: {url} while `mcp-setup serve` runs: `mcp-setup client connect CLIENT --http` writes it "
+        "with a client token of that client's own (for another client: `mcp-setup token create NAME --client`, "
+        "sent as 'Authorization: Bearer TOKEN'). The key in the page link opens only your page."
     )
     return {"url": url, "text": text}
 
@@ -175,7 +233,7 @@ def _warn_long_names(settings: Settings, args: argparse.Namespace) -> None:
     from .servers import _store
 
     with _store(settings) as store:
-        long = names_too_long(store.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
+        long = names_too_long(store.servers.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
     if long:
         shown = ", ".join(long[:5]) + (f" and {len(long) - 5} more" if len(long) > 5 else "")
         print(f"mcp-setup: warning: {args.client} refuses tool names this long: {shown}.", file=sys.stderr)
@@ -187,12 +245,12 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     home = Path(settings.home).expanduser()
     with _store(settings) as store:
         server = _resolve(store, args.name)
-        values = store.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
+        values = store.values.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
     from app.runtime import make_sandbox
-    from setup_agent.launch import LaunchSpec, local_command, materialize
+    from setup_agent.launch import LaunchSpec, NetRecord, local_command, materialize, refused_words
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
@@ -206,10 +264,14 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     resolved = materialize(
         spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
     )
-    # The same launch as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
-    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ)
+    # The same launch as the gateway's start (docs/sandbox.md): bwrap or the Landlock launcher.
+    # Its proxy, when it has one, runs in this process: a refusal is said on stderr (stdout is the client's).
+    record = NetRecord(
+        on_refused=lambda attempt: print(f"mcp-setup: {refused_words(attempt, server.slug)}", file=sys.stderr)
+    )
+    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ, record=record)
     sys.stdout.flush()
-    command.exec()
+    return command.become()
 
 
 def run_client_command(settings: Settings, args: argparse.Namespace, handler: Any) -> int:

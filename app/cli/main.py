@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ into a chat. Secrets are typed into a local page or a hidden prompt; the agent o
 sees an opaque ref.
 
 Data lives in $MCP_SETUP_HOME (default ~/.local/share/mcp-setup). Every setting can be
-given as an environment variable MCP_SETUP_<NAME>; see README.md.
+given as an environment variable MCP_SETUP_<NAME>: docs/settings.md lists them.
 """
 
 
@@ -31,6 +32,13 @@ examples:
   mcp-setup serve                      open the web app and press "Add MCP server…"
   mcp-setup agent "set up the Notion MCP server"
   mcp-setup mcp                        as a stdio server for Claude Desktop, Cursor, VS Code
+  mcp-setup client connect cursor      put that stdio server into Cursor's config (a backup is kept)
+
+more, in the docs/ folder of mcp-setup's source:
+  docs/cli.md              every command and option
+  docs/clients.md          connecting Claude Desktop, Cursor, VS Code, Claude Code, Gemini CLI, Codex…
+  docs/troubleshooting.md  the errors people meet and what to do
+  docs/settings.md         the MCP_SETUP_* settings
 """
 
 
@@ -49,7 +57,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("add and use servers", ("serve", "open", "add", "search", "agent")),
     (
         "installed servers",
-        ("list", "show", "enable", "disable", "update", "rotate", "remove", "tools", "tools-review"),
+        ("list", "show", "enable", "disable", "allow", "update", "rotate", "remove", "tools", "tools-review"),
     ),
     ("AI clients", ("client", "import", "approve", "mcp", "run")),
     ("team", ("token", "settings", "export", "apply", "key")),
@@ -73,6 +81,27 @@ def _setup_logging(verbose: bool, quiet: bool = True) -> logging.Handler:
     return handler
 
 
+class _Help(argparse.HelpFormatter):
+    """Wraps at spaces only: a command such as ``mcp-setup client connect`` in a sentence is never
+    split at its hyphen, so it can be read (and copied) whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser (and its actions'): help wrapped by :class:`_Help` unless it asks otherwise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-setup",
@@ -82,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show program's version number and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     serve = sub.add_parser(
         "serve",
         help="run the web app with the 'Add MCP server…' button (127.0.0.1)",
@@ -141,6 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     from .audit import add_audit_parser, add_tools_review_parser
 
     add_approve_parser(sub)
+    from .network import add_allow_parser
+
+    add_allow_parser(sub)
     from .member_keys import add_settings_parser
 
     add_settings_parser(sub)
@@ -305,6 +337,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: An
         from . import team as cli_team
 
         return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+    if args.command == "allow":
+        from .network import run_allow
+
+        return run_allow(settings, args)
     if args.command == "approve":
         from .approve import run_approve
 

@@ -52,10 +52,12 @@ def add_key_parser(sub: Any) -> None:
 def add_token_parser(sub: Any) -> None:
     token = sub.add_parser(
         "token",
-        help="named bearer tokens for people and agents using `serve`",
-        description="Clients send 'Authorization: Bearer TOKEN'. Installs made with a token are recorded as "
-        "installed by token:NAME. A token calls tools and asks for secrets; it cannot approve what runs (only "
-        "you can, on the page or with `mcp-setup approve`), unless it was made with --admin. A revoked token "
+        help="named bearer tokens for your HTTP AI clients and a team's members",
+        description="Clients send 'Authorization: Bearer TOKEN' to `serve`'s /mcp (the key in the page link "
+        "opens only your page). A client token (--client, or made by `mcp-setup client connect CLIENT --http`) "
+        "is one of your own AI clients: it uses your stored settings. A member token is a team member's, "
+        "recorded as token:NAME, with the member's own keys. Neither can approve what runs (only you can, on "
+        "the page or with `mcp-setup approve`), unless a member token was made with --admin. A revoked token "
         "is refused at once by every instance on the database, with every page session it opened.",
     )
     actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
@@ -65,6 +67,11 @@ def add_token_parser(sub: Any) -> None:
         "--admin",
         action="store_true",
         help="this token may also open the page and approve launches and tool changes (audited as token:NAME)",
+    )
+    create.add_argument(
+        "--client",
+        action="store_true",
+        help="a token for one of your own HTTP AI clients (it uses your stored settings; it approves nothing)",
     )
     actions.add_parser("list", help="list the tokens (names and dates, never the tokens)")
     revoke = actions.add_parser("revoke", help="refuse NAME's token from now on")
@@ -78,7 +85,7 @@ def rotate_data_key(vault: Vault, store: Store) -> tuple[int, Vault]:
     rotated = vault.with_new_key()
     rotated.save()
     try:
-        count = store.rotate_key(rotated.only_current_key())
+        count = store.values.rotate_key(rotated.only_current_key())
     except BaseException:
         vault.save()
         raise
@@ -108,18 +115,19 @@ def run_key(settings: Settings, args: argparse.Namespace) -> int:
 
 def run_token(settings: Settings, args: argparse.Namespace) -> int:
     def act(vault: Vault, store: Callable[[], Store]) -> str:
-        from setup_agent.store import Tokens
-
         with store() as s:
-            tokens = Tokens(s)
+            tokens = s.tokens
             if args.token_command == "create":
                 admin = bool(getattr(args, "admin", False))
-                token = tokens.create(args.name, admin=admin)
+                client = bool(getattr(args, "client", False))
+                token = tokens.create(args.name, admin=admin, kind="client" if client else "member")
                 may = (
                     "It may also open the page and approve what runs (an admin token)."
                     if admin
                     else "It can call tools and ask for secrets; it cannot approve what runs."
                 )
+                if client:
+                    may = "It is one of your AI clients: it uses your stored settings; it cannot approve what runs."
                 return (
                     f"{token}\n\nThis is the token for {args.name}; it is shown only now. Clients send it as "
                     f"'Authorization: Bearer <token>'. {may}"
@@ -134,6 +142,7 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
                 f"{t.name}\tcreated {t.created_at:%Y-%m-%d %H:%M}Z\t"
                 + ("active" if t.active else f"revoked {t.revoked_at:%Y-%m-%d %H:%M}Z")
                 + ("\tadmin" if t.admin else "")
+                + ("\tclient" if t.kind == "client" else "")
                 for t in rows
             )
 

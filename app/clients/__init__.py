@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .connect import GATEWAY_ENTRY, ConnectPlan, client_rows, launcher_command, launcher_env, plan_connect
+    from .connect import (
+        GATEWAY_ENTRY,
+        NEW_TOKEN_PLACEHOLDER,
+        ClientTokens,
+        ConnectPlan,
+        client_rows,
+        connect_over_http,
+        launcher_command,
+        launcher_env,
+        plan_connect,
+    )
     from .files import (
         CLIENTS,
         ClientConfig,
@@ -34,18 +44,21 @@ __all__ = [
     "CLIENT_NAMES",
     "ClientConfig",
     "ConfigError",
+    "ClientTokens",
     "ConnectPlan",
     "Edit",
     "GATEWAY_ENTRY",
     "client_config",
     "client_name",
     "client_rows",
+    "connect_over_http",
     "entry_for",
     "installed_by_words",
     "is_ours",
     "launcher_command",
     "launcher_env",
     "looks_secret",
+    "NEW_TOKEN_PLACEHOLDER",
     "plan_connect",
     "secret_reason",
 ]
@@ -62,7 +75,10 @@ __getattr__, __dir__ = lazy_exports(
         "is_ours": "files",
         "looks_secret": "files",
         "secret_reason": "files",
+        "ClientTokens": "connect",
         "ConnectPlan": "connect",
+        "connect_over_http": "connect",
+        "NEW_TOKEN_PLACEHOLDER": "connect",
         "GATEWAY_ENTRY": "connect",
         "client_rows": "connect",
         "launcher_command": "connect",

@@ -17,13 +17,35 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from .files import CLIENTS, ClientConfig, ConfigError, Edit, client_config, entry_for, is_ours
+from .files import CLIENTS, ClientConfig, ConfigError, Edit, client_config, entry_for, http_entry_for, is_ours
 
-__all__ = ["GATEWAY_ENTRY", "ConnectPlan", "client_rows", "launcher_command", "launcher_env", "plan_connect"]
+__all__ = [
+    "GATEWAY_ENTRY",
+    "NEW_TOKEN_PLACEHOLDER",
+    "ClientTokens",
+    "ConnectPlan",
+    "client_rows",
+    "connect_over_http",
+    "launcher_command",
+    "launcher_env",
+    "plan_connect",
+]
 
 GATEWAY_ENTRY = "mcp-setup"
+#: What a change shown before it is made holds where the new client token will go (none is made).
+NEW_TOKEN_PLACEHOLDER = "<a new client token>"
+
+
+class ClientTokens(Protocol):
+    """The store's named tokens (``setup_agent.store.Tokens``), as connecting a client uses them."""
+
+    def create(
+        self, name: str, *, admin: bool = False, kind: Literal["member", "client"] = "member", replace: bool = False
+    ) -> str: ...
+
+    def revoke(self, name: str) -> None: ...
 
 
 def launcher_command() -> list[str]:
@@ -76,13 +98,18 @@ def plan_connect(
     *,
     disconnect: bool = False,
     per_server: Iterable[str] | None = None,
+    http: tuple[str, str] | None = None,
 ) -> ConnectPlan:
-    """The gateway entry (or one ``run SLUG`` entry per slug in ``per_server``) for ``config``;
-    entries ours from before that are no longer wanted are removed. Raises ConfigError only for
-    a disconnect from a file it cannot read (there is nothing to paste then)."""
+    """The gateway entry (or one ``run SLUG`` entry per slug in ``per_server``; or with ``http``,
+    ``(url, token)``, the entry that reaches a running serve's ``/mcp`` with that client token) for
+    ``config``; entries ours from before that are no longer wanted are removed. Raises ConfigError
+    for a disconnect from a file it cannot read (there is nothing to paste then), and for an
+    ``http`` entry the client cannot take."""
     entries: dict[str, dict[str, Any]] = {}
     if not disconnect:
-        if per_server is not None:
+        if http is not None:
+            entries = {GATEWAY_ENTRY: http_entry_for(config.client, *http)}
+        elif per_server is not None:
             entries = {slug: entry_for(config.client, [*launcher, "run", slug], env) for slug in per_server}
         else:
             entries = {GATEWAY_ENTRY: entry_for(config.client, [*launcher, "mcp"], env)}
@@ -95,6 +122,30 @@ def plan_connect(
     ours = tuple(name for name, entry in current.items() if is_ours(entry, launcher))
     remove = ours if disconnect else tuple(n for n in ours if n not in entries)
     return ConnectPlan(config, entries, config.set_entries(entries, remove=remove))
+
+
+def connect_over_http(
+    config: ClientConfig, launcher: list[str], url: str, tokens: ClientTokens, *, apply: bool
+) -> tuple[ConnectPlan, Path | None]:
+    """``client connect CLIENT --http`` and the page's Connect over HTTP: the entry that reaches
+    ``url`` (a serve's ``/mcp``) with a client token of the client's own. Without ``apply``, the
+    change with :data:`NEW_TOKEN_PLACEHOLDER` where the token goes, nothing made. With it, a new
+    token named for the client (its previous one revoked in the same step) is written in, and
+    the backup returned; when the file cannot be written the new token is revoked again, so no
+    token is left that no config holds. The plan returned then holds the placeholder, never the token."""
+    trial = plan_connect(config, launcher, {}, http=(url, NEW_TOKEN_PLACEHOLDER))
+    if trial.edit is None or not apply:
+        return trial, None
+    token = tokens.create(config.client, kind="client", replace=True)
+    try:
+        edit = plan_connect(config, launcher, {}, http=(url, token)).edit
+        if edit is None:  # the file changed since the trial read it, and cannot be merged now
+            raise ConfigError(f"{config.path} changed meanwhile and cannot be merged; nothing was written.")
+        backup = edit.write()
+    except BaseException:
+        tokens.revoke(config.client)
+        raise
+    return trial, backup
 
 
 def client_rows(

@@ -50,6 +50,7 @@ from .jsonc import loads as jsonc_loads
 
 __all__ = [
     "CLIENTS",
+    "http_entry_for",
     "ClientConfig",
     "ConfigError",
     "Edit",
@@ -125,6 +126,34 @@ def entry_for(client: str, command: list[str], env: Mapping[str, str] | None = N
     if env:
         entry["env"] = dict(env)
     return entry
+
+
+#: An entry that reaches a local ``mcp-setup serve``'s ``/mcp`` (what ``client connect --http`` writes).
+_OUR_URL = re.compile(r"http://(127\.0\.0\.1|localhost):\d{1,5}/mcp")
+#: Where each kind of config file puts a streamable-HTTP server's address.
+_URL_KEYS = ("url", "httpUrl", "serverUrl")
+
+
+def http_entry_for(client: str, url: str, token: str) -> dict[str, Any]:
+    """The client's entry that reaches ``url`` (streamable HTTP) with ``token`` as its bearer.
+
+    Raises ConfigError for a client whose config file takes no HTTP servers."""
+    if client == "claude-desktop":
+        raise ConfigError(
+            "Claude Desktop's config file takes only local servers: connect it without --http "
+            "(it starts `mcp-setup mcp` itself)."
+        )
+    style = CLIENTS[client].style
+    headers = {"Authorization": f"Bearer {token}"}
+    if client == "gemini":
+        return {"httpUrl": url, "headers": headers}
+    if client == "windsurf":
+        return {"serverUrl": url, "headers": headers}
+    if style in ("vscode", "claude-code"):
+        return {"type": "http", "url": url, "headers": headers}
+    if style == "toml":
+        return {"url": url, "http_headers": headers}
+    return {"url": url, "headers": headers}
 
 
 @dataclass(frozen=True)
@@ -280,20 +309,28 @@ class ClientConfig:
 
 
 def _toml_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in entry.items() if k in ("command", "args", "env")}
+    return {k: v for k, v in entry.items() if k in ("command", "args", "env", "url", "http_headers")}
 
 
 def _toml_key(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
 
 
+def _toml_inline(table: Mapping[str, str]) -> str:
+    return "{ " + ", ".join(f"{_toml_key(k)} = {json.dumps(v)}" for k, v in table.items()) + " }"
+
+
 def _toml_table(name: str, entry: dict[str, Any]) -> str:
-    lines = [f"[mcp_servers.{_toml_key(name)}]", f"command = {json.dumps(entry['command'])}"]
+    lines = [f"[mcp_servers.{_toml_key(name)}]"]
+    if "url" in entry:  # streamable HTTP: the address and its headers
+        lines.append(f"url = {json.dumps(entry['url'])}")
+        if entry.get("http_headers"):
+            lines.append(f"http_headers = {_toml_inline(entry['http_headers'])}")
+        return "\n".join(lines) + "\n"
+    lines.append(f"command = {json.dumps(entry['command'])}")
     lines.append("args = [" + ", ".join(json.dumps(a) for a in entry.get("args", [])) + "]")
     if entry.get("env"):
-        lines.append(
-            "env = { " + ", ".join(f"{_toml_key(k)} = {json.dumps(v)}" for k, v in entry["env"].items()) + " }"
-        )
+        lines.append(f"env = {_toml_inline(entry['env'])}")
     return "\n".join(lines) + "\n"
 
 
@@ -347,6 +384,9 @@ def looks_secret(key: str, value: object) -> bool:
 
 
 def is_ours(entry: dict[str, Any], launcher: list[str]) -> bool:
-    """An entry that runs this launcher's ``mcp`` or ``run``: one that ``client connect`` wrote."""
+    """An entry that runs this launcher's ``mcp`` or ``run``, or reaches a local serve's ``/mcp``:
+    one that ``client connect`` wrote."""
+    if any(isinstance(entry.get(key), str) and _OUR_URL.fullmatch(entry[key]) for key in _URL_KEYS):
+        return True
     cmd = [entry.get("command"), *(entry.get("args") or [])]
     return cmd[: len(launcher)] == launcher and len(cmd) > len(launcher) and cmd[len(launcher)] in ("mcp", "run")

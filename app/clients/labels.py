@@ -39,7 +39,7 @@ def installed_by_words(label: str | None) -> str:
     if kind == "import":
         return f"imported from {client_name(rest)}"
     if kind == "mcp":
-        return f"installed by {client_name(rest)}"
+        return f"installed by {client_name(rest)}" if rest else "installed by an AI client"
     return "installed by " + _who(label)
 
 

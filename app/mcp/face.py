@@ -73,9 +73,10 @@ def _connection(ctx: Any) -> Any:
 
 
 def request_principal(ctx: Any) -> Principal:
-    """Who sent this request, from the credential: over ``/mcp`` the web guard's principal (a named
-    token is its member; this run's token is a client over HTTP), over stdio the local client.
-    What the client calls itself is only the hint beside it."""
+    """Who sent this request, from the credential: over ``/mcp`` the web guard's principal (a
+    client token is that client, a named token its member; the page link's key never gets here,
+    and were it to, it would count as an unnamed HTTP client, never the user), over stdio the
+    local client. What the client calls itself is only the hint beside it."""
     params = getattr(getattr(ctx, "session", None), "client_params", None)
     info = getattr(params, "client_info", None) if params is not None else None
     hint = client_hint(getattr(info, "name", None))
@@ -89,8 +90,8 @@ def request_principal(ctx: Any) -> Principal:
 
 
 def provenance_label(client_name: str | None) -> str:
-    """A stdio client's provenance: ``Claude Desktop`` → ``client:stdio via claude-desktop``."""
-    return Principal.client("stdio", client_hint(client_name)).display
+    """A stdio client's provenance: ``Claude Desktop`` → ``mcp:claude-desktop``; none → ``mcp``."""
+    return Principal.client("stdio", client_hint(client_name)).provenance
 
 
 class McpFace:
@@ -138,6 +139,7 @@ class McpFace:
             on_list_prompts=self.offered.list_prompts,
             on_get_prompt=self.offered.get_prompt,
             on_completion=self.offered.complete,
+            on_level=self._set_level,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
         self.server.middleware.append(self._track_session)
@@ -152,9 +154,13 @@ class McpFace:
         self._runtime.set_result(runtime)
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         runtime.gateway.add_listener(self.tools_changed)
-        self.server.on_level = runtime.gateway.set_logging_level  # type: ignore[attr-defined]
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
         runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
+
+    async def _set_level(self, level: str) -> None:
+        """A client's ``logging/setLevel``: the gateway forwards it (once the runtime is provided)."""
+        if self._runtime.done() and not self._runtime.exception():
+            await self._runtime.result().gateway.set_logging_level(level)
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
         connection = _connection(ctx)
@@ -214,9 +220,10 @@ class McpFace:
             return self._tool_result(resumed)
         asked: dict[str, Any] = {}  # a consent to ask through an input-required answer
         call_ctx = CallContext(
-            installed_by=request_principal(ctx).display,
+            installed_by=request_principal(ctx).provenance,  # mcp:<client>; the principal goes in the audit
+            audited_as=request_principal(ctx).display,
             on_progress=stage_progress(progress_forwarder(ctx)),
-            principal=request_principal(ctx).label,  # the guard counts setup and gateway calls together
+            principal=request_principal(ctx).guard_key,  # the guard counts setup and gateway calls together
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p, asked),
             present_authorization=lambda info: self._present_sign_in(ctx, info, asked),
@@ -246,7 +253,8 @@ class McpFace:
 
         runtime = await self.runtime()
         # The guard counts per principal: a new session of the same credential goes on counting.
-        who, progress, caller = request_principal(ctx).label, progress_forwarder(ctx), ClientCaller(ctx)
+        who, progress = request_principal(ctx).guard_key, progress_forwarder(ctx)
+        caller = ClientCaller(ctx, who)
         try:
             result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:

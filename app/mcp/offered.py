@@ -70,7 +70,7 @@ class Offered:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown prompt: prompts/list lists them.")
         async with _server_errors(gateway, "Unknown prompt: prompts/list lists them."):
             result = await gateway.get_prompt(
-                params.name, dict(params.arguments or {}), session=self.principal(ctx).label
+                params.name, dict(params.arguments or {}), session=self.principal(ctx).guard_key
             )
         return {**_COMPLETE, **result}
 

@@ -1,7 +1,7 @@
 """``clients.list`` and ``clients.connect`` at ``/rpc``: the page's "Use it in your AI client"
 part, through the same code as ``mcp-setup client list|connect`` (app/clients).
 
-``clients.connect {client, apply}``: without ``apply`` the diff (``client connect --dry-run``);
+``clients.connect {client, apply, http?}``: without ``apply`` the diff (``client connect --dry-run``);
 with it, the write (backup, idempotent); a file it cannot merge is left alone and the answer
 carries the entry to paste. Only the person at this computer (the page's own token) may write
 their clients' files: a team member's token is refused.
@@ -13,7 +13,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from app.clients import CLIENTS, client_config, client_rows, launcher_command, launcher_env, plan_connect
+from app.clients import (
+    CLIENTS,
+    client_config,
+    client_rows,
+    connect_over_http,
+    launcher_command,
+    launcher_env,
+    plan_connect,
+)
 from setup_agent.errors import InvalidInput, SetupError
 
 from .security import current_principal
@@ -26,15 +34,31 @@ CLIENT_METHODS = ("clients.list", "clients.connect")
 def _list(runtime: Any) -> dict[str, Any]:
     rows = client_rows(Path.home(), launcher_command(), launcher_env(runtime.settings))
     tools = [
-        {"name": t.name, "server": t.server.title or t.server.qualified_name} for t in runtime.store.catalog().tools()
+        {"name": t.name, "server": t.server.title or t.server.qualified_name}
+        for t in runtime.store.servers.catalog().tools()
     ]
     return {"clients": rows, "tools": tools}
 
 
-def _connect(runtime: Any, client: str, apply: bool) -> dict[str, Any]:
+def _connect(runtime: Any, client: str, apply: bool, mcp_url: str | None = None) -> dict[str, Any]:
+    """``mcp_url``: connect over HTTP to this serve's ``/mcp`` with a new client token of the
+    client's own (never sent to the page: the change shows a placeholder where it goes)."""
     config = client_config(client, Path.home())
-    plan = plan_connect(config, launcher_command(), launcher_env(runtime.settings))
-    out: dict[str, Any] = {"client": client, "path": str(config.path)}
+    out: dict[str, Any] = {"client": client, "path": str(config.path), "http": mcp_url is not None}
+    if mcp_url is not None:
+        plan, backup = connect_over_http(config, launcher_command(), mcp_url, runtime.store.tokens, apply=apply)
+        if plan.edit is not None and apply:
+            return {
+                **out,
+                "changed": True,
+                "written": True,
+                "backup": str(backup) if backup else None,
+                "message": f"Updated {config.path}"
+                + (f" (the old file is {backup})" if backup else "")
+                + f": it reaches {mcp_url} with a key of its own. Restart the client to see the tools.",
+            }
+    else:
+        plan = plan_connect(config, launcher_command(), launcher_env(runtime.settings))
     if plan.edit is None:
         return {
             **out,
@@ -59,12 +83,13 @@ def _connect(runtime: Any, client: str, apply: bool) -> dict[str, Any]:
     }
 
 
-async def call_clients(runtime: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+async def call_clients(runtime: Any, method: str, params: dict[str, Any], *, mcp_url: str) -> dict[str, Any]:
+    """``mcp_url``: this serve's ``/mcp``, for a client connected over HTTP (``http: true``)."""
     if method == "clients.list":
         return await asyncio.to_thread(_list, runtime)
-    client, apply = params.get("client"), params.get("apply", False)
-    if client not in CLIENTS or not isinstance(apply, bool):
-        raise InvalidInput(f"client must be one of {', '.join(CLIENTS)}; apply true or false.")
+    client, apply, http = params.get("client"), params.get("apply", False), params.get("http", False)
+    if client not in CLIENTS or not isinstance(apply, bool) or not isinstance(http, bool):
+        raise InvalidInput(f"client must be one of {', '.join(CLIENTS)}; apply and http true or false.")
     principal = current_principal()
     if principal is not None and principal.kind != "user":
         refused = SetupError(
@@ -72,4 +97,4 @@ async def call_clients(runtime: Any, method: str, params: dict[str, Any]) -> dic
         )
         refused.code = "tool_not_allowed"  # as a tool a token may not call
         raise refused
-    return await asyncio.to_thread(_connect, runtime, client, apply)
+    return await asyncio.to_thread(_connect, runtime, client, apply, mcp_url if http else None)

@@ -64,7 +64,7 @@ from setup_agent.setup import TOOL_NAMES, CallContext
 
 from .client_rpc import CLIENT_METHODS, call_clients
 from .member_rpc import MEMBER_METHODS, member_call
-from .security import current_principal
+from .security import current_principal, require_user
 from .server_details import DETAIL_METHODS, server_details
 from .ws import WebHub
 
@@ -161,7 +161,7 @@ def _shutting_down() -> Response:
 def _provenance() -> str:
     """``token:NAME`` for a team's named token, else ``ui`` (this run's token: the page or its user)."""
     principal = current_principal()
-    return principal.label if principal is not None and principal.kind == "member" else "ui"
+    return principal.label if principal is not None and principal.kind != "user" else "ui"
 
 
 class RpcDispatcher:
@@ -174,10 +174,12 @@ class RpcDispatcher:
         hub: WebHub,
         *,
         page_url: Callable[[str], str],
+        mcp_url: str,
     ) -> None:
         self.runtime = runtime
         self.hub = hub
         self.page_url = page_url
+        self.mcp_url = mcp_url  # this serve's /mcp: where a client connected over HTTP reaches it
         self.closing = False
         self._inflight: set[asyncio.Task[Any]] = set()
 
@@ -280,7 +282,7 @@ class RpcDispatcher:
             return await self._spawn(params, session_id)
         if method == "servers.list":
             _only(params, {"wait_seconds"})
-            listed = await self._tool("mcp_setup_list_servers", params, session_id)
+            listed = await self._page_list(params)
             # the cards say who installed each one in words; the stored label stays beside them
             servers = [
                 {**s, "installed_by_words": installed_by_words(s.get("installed_by"))} for s in listed["servers"]
@@ -293,6 +295,7 @@ class RpcDispatcher:
             _only(params, {"server_id"})
             return await self._reconnect(params)
         if method in ("servers.enable", "servers.disable"):
+            require_user("turns a server on or off")  # the person's choice: never a client's or a member's
             _only(params, {"server_id"})
             return await self.runtime.service.set_enabled(
                 _server_id(params), method == "servers.enable", actor=_provenance()
@@ -302,10 +305,24 @@ class RpcDispatcher:
         if method in MEMBER_METHODS:  # a member's own keys
             return await member_call(self.runtime, method, params)
         if method in CLIENT_METHODS:
-            return await call_clients(self.runtime, method, params)
+            return await call_clients(self.runtime, method, params, mcp_url=self.mcp_url)
         if method in DETAIL_METHODS:
             return await server_details(self.runtime, method, params, self._presenter(session_id), self.hub, session_id)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
+
+    async def _page_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The page's cards: every server with its tools' descriptions (an agent's list is smaller)."""
+        from pydantic import ValidationError
+
+        from setup_agent.setup import ListRequest
+        from setup_agent.translation import translate
+
+        try:
+            request = ListRequest.model_validate(params)
+        except ValidationError as exc:
+            raise translate(exc) from None  # invalid_input, in the tools' words
+        listed = await self.runtime.service.list_servers(request, CallContext(installed_by="ui"), full=True)
+        return self.runtime.redactor.redact_obj({"ok": True, **listed})
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         ctx = CallContext(
@@ -398,7 +415,7 @@ class RpcDispatcher:
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = _server_id(params)
-        server = await asyncio.to_thread(self.runtime.store.get, server_id)
+        server = await asyncio.to_thread(self.runtime.store.servers.get, server_id)
         if server is None:
             raise NotFound("No installed server has this server_id. servers.list lists them.")
         status = await self.runtime.connections.connect(server, wait=False)

@@ -16,13 +16,16 @@ Every request, in this order (see :class:`Guard`):
    A team's named bearer token (``Authorization: Bearer mcps_…``, see
    :mod:`setup_agent.store.tokens`) is accepted like the header token; it is looked up in the
    database on every request (one indexed query, off the event loop), so a revoked token is
-   refused at once by every instance. The per-process token is accepted as
-   ``Authorization: Bearer`` too (MCP clients of ``/mcp``).
+   refused at once by every instance. The per-process token is the person's page credential:
+   it is accepted as ``Authorization: Bearer`` too (the person's own scripts), but never on
+   ``/mcp``: an AI client gets a client token of its own (``mcp-setup client connect CLIENT
+   --http``), so no client holds the credential that approves.
    On ``/mcp`` a missing or wrong token is 401 with ``WWW-Authenticate: Bearer`` (what MCP
    clients expect), not 403; a foreign Origin stays 403.
 4. The principal (:class:`~setup_agent.principals.Principal`, :func:`current_principal`) is
    decided by the credential alone: this run's token is **the user** (``user:web``); a named
-   token is **a member** (``token:NAME``). The user's own places — the page ``/``, the websocket
+   token is **a member** (``token:NAME``) or, made for one of the person's AI clients, **a
+   client** (``client:http:NAME``). The user's own places — the page ``/``, the websocket
    ``/ws`` and the answers ``/api/consents/…`` (consents and tool reviews) — are the user's only: a
    member's bearer gets 403 there (no cookie, no consent event), unless the token was made with
    ``--admin``. An admin's page session is a cookie of its own, bound to that token and checked
@@ -78,6 +81,11 @@ PRINCIPAL_SCOPE_KEY = SCOPE_KEY
 #: Places only the user (or an ``--admin`` token) may reach: the websocket (consent and tool-review
 #: events) and the consent answers. (A member may enter a secret: ``/api/secrets``.)
 _USER_ONLY_PREFIXES = ("/ws", "/api/consents/")
+#: Why ``/mcp`` refused the page link's key, in the person's words.
+LINK_KEY_ON_MCP = (
+    "this is the key of your mcp-setup page link, which only opens your page; an AI client gets a key of "
+    "its own: run `mcp-setup client connect CLIENT --http` (or `mcp-setup token create NAME --client`)"
+)
 
 
 def current_principal() -> Principal | None:
@@ -138,6 +146,9 @@ class Guard:
         secret_app: ASGIApp | None = None,
         public_hosts: Iterable[str] = (),
         bearer: BearerCheck | None = None,
+        health: Any = None,
+        oauth_callback: Any = None,
+        face: Any = None,
     ) -> None:
         self.app = app
         self.token = token
@@ -152,9 +163,9 @@ class Guard:
         self.origins = {f"{scheme}://{h}" for h in self.hosts for scheme in ("http", "https")}
         self.cookie = cookie_name(port)
         self.headers = security_headers(port)
-        self.health: Any = None  # the /healthz, /readyz app (replicas.py), set by create_app
-        self.oauth_callback: Any = None  # a team's /oauth/callback (replicas.py), set by create_app
-        self.face: Any = None
+        self.health = health  # the /healthz, /readyz app (replicas.py)
+        self.oauth_callback = oauth_callback  # a team's /oauth/callback (replicas.py)
+        self.face = face
         #: Page sessions of ``--admin`` tokens: cookie value -> the raw token (re-checked per request).
         self.admin_sessions: dict[str, str] = {}
 
@@ -180,7 +191,7 @@ class Guard:
         if admin_token is not None:  # an admin's page session: its cookie stands for its token
             bearer = admin_token
             refusal = self._check_admin_session(kind, scope, headers)
-        elif bearer is not None and token_ok(bearer, self.token):  # this run's token as a bearer (/mcp clients)
+        elif bearer is not None and token_ok(bearer, self.token):  # this run's token as a bearer (the person's)
             bearer = None
             refusal = self._check_place(scope, headers)
         elif bearer is not None and self.bearer is None:
@@ -202,6 +213,8 @@ class Guard:
                     refusal = (403, "this place is the user's own: a member token cannot open it")
                 elif kind == "websocket" and "origin" not in headers:
                     refusal = (403, "missing Origin")
+        if refusal is None and principal is USER and _is_mcp(path):
+            refusal = (401, LINK_KEY_ON_MCP)  # the person's credential never drives an MCP client
         if refusal is not None:
             status, text = refusal
             log.warning("web: refused %s %s: %s", scope.get("method", "WS"), path, text)

@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from cachetools import LRUCache
 
@@ -50,7 +50,7 @@ from setup_agent.pulls import Pulls
 
 from .redact import Redactor
 
-__all__ = ["DEFAULT_LIMIT", "GuardIncident", "GuessGuard"]
+__all__ = ["DEFAULT_LIMIT", "GuardCounts", "GuardIncident", "GuessGuard"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,20 @@ _LOCKED = (
     "This agent's tool calls are blocked: its calls carried values that mcp-setup protects. The user "
     "has been told and can unblock it (mcp-setup approve)."
 )
+
+
+class GuardCounts(Protocol):
+    """Refused calls counted where every replica of a team sees them (the store's
+    ``SharedGuardCounts``); without one, each process counts its own."""
+
+    def add(self, principal: str, *, limit: int) -> tuple[int, bool]:
+        """One more refused call of ``principal``: ``(refusals, locked)`` after it."""
+
+    def get(self, principal: str) -> tuple[int, bool] | None:
+        """``(refusals, locked)`` of ``principal``; None when it has none."""
+
+    def clear(self, principal: str) -> None:
+        """The user unblocked ``principal``: its count starts again."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +118,8 @@ class GuessGuard:
         on_incident: Callable[[str], Any] | None = None,
         strict: bool = False,
         clock: Callable[[], float] = time.time,
-        counts: Any = None,
+        counts: GuardCounts | None = None,
+        sync: Literal["every call", "first call"] = "every call",
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a whole number of at least 1")
@@ -117,7 +132,12 @@ class GuessGuard:
         self._lock = threading.Lock()
         self._incidents: LRUCache[str, GuardIncident] = LRUCache(_MAX_PRINCIPALS)
         self._pulls = Pulls("unblocks given elsewhere", log)
-        self.counts = counts  # add(principal, limit=) -> (refusals, locked), get(principal), clear(principal)
+        self.counts = counts
+        #: When a principal's lock is read from ``counts``: on ``every call`` (replicas that lock and
+        #: unlock each other), or on its ``first call`` here and while it is locked (sessions one
+        #: after another: a lock left by an earlier session holds, and is told on this one's channel).
+        self.sync = sync
+        self._synced: LRUCache[str, bool] = LRUCache(_MAX_PRINCIPALS)
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before a locked principal is refused: it applies the user's unlock given
@@ -168,8 +188,10 @@ class GuessGuard:
         locked principal gets one answer whatever it sends)."""
         if self._pulls and self.is_locked(principal):
             self._pulls.run()  # the store failing keeps the lock, never a crash
-        if self.counts is not None:
-            self._sync(_key(principal))
+        key = _key(principal)
+        if self.counts is not None and (self.sync == "every call" or key not in self._synced or self.is_locked(key)):
+            self._synced[key] = True
+            self._sync(key)
         with self._lock:
             if (incident := self._incidents.get(_key(principal))) is not None and incident.locked:
                 raise SessionLocked(_LOCKED)
@@ -248,6 +270,7 @@ class GuessGuard:
         except SetupError:
             return
         now = self.clock()
+        loaded = False
         with self._lock:
             incident = self._incidents.get(key)
             if row is not None and row[1] and not (incident and incident.locked):
@@ -259,8 +282,12 @@ class GuessGuard:
                     now,
                     incident.last_where if incident else "gateway",
                 )
+                loaded = True
             elif row is None and incident is not None and incident.locked:
                 del self._incidents[key]
+        if loaded and self.sync == "first call":  # an earlier session's lock: told on this one's channel
+            log.warning("guard: principal %s is still blocked from an earlier session, until the user unblocks it", key)
+            self._tell(self.on_lockout, key, "lockout")
 
     def _tell(self, listener: Callable[[str], Any] | None, key: str, what: str) -> None:
         if listener is None:

@@ -40,6 +40,9 @@ class CallContext:
     #: Who calls, as the guessing guard counts them (one opaque key: a session id,
     #: ``token:NAME``, ``user:terminal``, a stdio client's key…); None: ``installed_by``.
     principal: str | None = None
+    #: Who authenticated, as the audit names it beside ``installed_by`` (``client:stdio via
+    #: cursor`` beside ``mcp:cursor``); None: ``installed_by`` alone.
+    audited_as: str | None = None
     present_prompt: Presenter | None = None
     on_progress: ProgressHook | None = None
     extra: dict[str, Any] = field(default_factory=dict)

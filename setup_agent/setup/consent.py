@@ -21,13 +21,14 @@ The request and its builder are in ``consent_request.py`` (importable from here 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets as _random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
 from setup_agent.pulls import Pulls
@@ -47,6 +48,8 @@ __all__ = [
     "ConsentBroker",
     "ConsentDecision",
     "ConsentMode",
+    "ConsentSharing",
+    "NotShared",
     "ConsentRequest",
     "ConsentWarning",
     "DestinationSetting",
@@ -86,17 +89,98 @@ class _State:
 _UNKNOWN = "This consent request is unknown (already closed, expired, or from before a restart)."
 
 
+class ConsentAudit(Protocol):
+    """Where answers to consents are audited (the store's ``record_event``)."""
+
+    def __call__(
+        self, event: str, *, actor: str, qualified_name: str | None = None, detail: str | None = None
+    ) -> None: ...
+
+
+def answer_detail(request: ConsentRequest, decision: ConsentDecision) -> str:
+    """What an approval granted, for the audit: the launch's fingerprint, the sandbox as approved
+    (the person's widening), the destinations chosen and the tools left out. Never a value."""
+    choice = decision.sandbox.public()
+    parts = [
+        f"launch {request.fingerprint}",
+        "sandbox " + (json.dumps(choice, sort_keys=True, separators=(",", ":")) if choice else "as shown"),
+    ]
+    if decision.settings:
+        parts.append("destinations " + ", ".join(f"{k}={v}" for k, v in sorted(decision.settings.items())))
+    if decision.hidden_tools:
+        parts.append("tools left out " + ", ".join(sorted(decision.hidden_tools)))
+    return "; ".join(parts)[:512]
+
+
+class ConsentSharing(Protocol):
+    """Where else a broker's consents live, chosen once when the broker is built: nowhere
+    (:class:`NotShared`), every process on one data dir, or a team's replicas
+    (``shared_consents.py``). The broker hands itself to the calls that answer in it."""
+
+    #: Whether answers may come from elsewhere: a waiting consent then looks every half second.
+    polls: bool
+
+    def event(self, broker: ConsentBroker, event: Event) -> None:
+        """Each value-free event of ``broker``, before its subscribers hear it."""
+
+    def pull(self, broker: ConsentBroker) -> None:
+        """Apply in ``broker`` the answers given elsewhere."""
+
+    def adopt(self, request: ConsentRequest) -> tuple[str, float] | None:
+        """``(id, age in seconds)`` of a consent pending elsewhere to wait on instead of a new one."""
+
+    def recall(self, request: ConsentRequest) -> ConsentDecision | None:
+        """An approval of ``request`` remembered elsewhere."""
+
+    def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None:
+        """``request`` was approved here: remember it elsewhere too."""
+
+    def forget(self, server: str) -> None:
+        """``server`` was removed: its approvals go elsewhere too."""
+
+
+class NotShared:
+    """One broker's consents, shared with no one."""
+
+    polls = False
+
+    def event(self, broker: ConsentBroker, event: Event) -> None:
+        pass
+
+    def pull(self, broker: ConsentBroker) -> None:
+        pass
+
+    def adopt(self, request: ConsentRequest) -> tuple[str, float] | None:
+        return None
+
+    def recall(self, request: ConsentRequest) -> ConsentDecision | None:
+        return None
+
+    def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None:
+        pass
+
+    def forget(self, server: str) -> None:
+        pass
+
+
 class ConsentBroker:
     """Pending consents, the user's answers, and remembered approvals (for ``ttl_seconds``)."""
 
     def __init__(
-        self, *, ttl_seconds: float, mode: ConsentMode = "ask", timer: Callable[[], float] = time.monotonic
+        self,
+        *,
+        ttl_seconds: float,
+        mode: ConsentMode = "ask",
+        timer: Callable[[], float] = time.monotonic,
+        sharing: ConsentSharing | None = None,
+        audit: ConsentAudit | None = None,
     ) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
         if mode not in ("ask", "never-ask"):
             raise ValueError("mode must be 'ask' or 'never-ask'")
         self.mode = mode
+        self._audit = audit
         self._ttl = float(ttl_seconds)
         self._timer = timer
         self._lock = threading.RLock()
@@ -104,22 +188,18 @@ class ConsentBroker:
         self._closed: dict[str, str] = {}  # consent_id -> final status (bounded)
         self._remembered: dict[str, tuple[ConsentDecision, float, str]] = {}  # fingerprint -> (.., at, server)
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
+        self._sharing: ConsentSharing = sharing if sharing is not None else NotShared()
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
         self._pulls = Pulls("consent answers given elsewhere", log)
-        self._shared: Any = None  # a team's remembered approvals (shared_consents.share_decisions)
-        self.adopt: Callable[[ConsentRequest], tuple[str, float] | None] | None = None  # team_consents.py
-
-    def share_decisions(self, shared: Any) -> None:
-        """Remember approvals in ``shared`` too (``recall(request)``, ``remember(request, decision, by)``,
-        ``forget(server)``): another replica of a team's gateway uses them without asking again."""
-        self._shared = shared
-
-    def add_pull(self, pull: Callable[[], None]) -> None:
-        """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
-        self._pulls.add(pull)
+        self._pulls.add(lambda: self._sharing.pull(self))
 
     def _pull(self) -> None:
         self._pulls.run()
+
+    @property
+    def sharing(self) -> ConsentSharing:
+        """Where else its consents live (chosen when it was built)."""
+        return self._sharing
 
     pull = _pull  # a team's feed heard an answer (store/change_feed.py): apply it now, waking the waiters
 
@@ -147,6 +227,10 @@ class ConsentBroker:
         with self._lock:
             subs = list(self._subscribers)
         for event in events:
+            try:
+                self._sharing.event(self, dict(event))
+            except Exception:  # noqa: BLE001 - sharing never breaks the broker
+                log.exception("Sharing a consent event failed")
             for callback, loop in subs:
                 try:
                     if loop is None:
@@ -201,7 +285,7 @@ class ConsentBroker:
             events = self._sweep()
             entry = self._remembered.get(request.fingerprint)
         self._emit(events)
-        if entry is None and self._shared is not None and (found := self._shared.recall(request)) is not None:
+        if entry is None and (found := self._sharing.recall(request)) is not None:
             with self._lock:
                 self._remembered[request.fingerprint] = (found, self._timer(), request.server)
             return found
@@ -215,8 +299,8 @@ class ConsentBroker:
                 if state.pending.request.fingerprint == request.fingerprint:
                     pending = state.pending
                     break
-            else:  # or another replica's, pending for the same request and asker (team_consents.py)
-                found = self.adopt(request) if self.adopt is not None else None
+            else:  # or another replica's, pending for the same request and asker (shared_consents.py)
+                found = self._sharing.adopt(request)
                 cid, age = found or (_random.token_urlsafe(24), 0.0)
                 pending = PendingConsent(cid, request, self._timer() - age)
                 self._pending[pending.consent_id] = _State(pending)
@@ -244,8 +328,7 @@ class ConsentBroker:
         with self._lock:
             for fp in [fp for fp, entry in self._remembered.items() if entry[2] == server]:
                 del self._remembered[fp]
-        if self._shared is not None:
-            self._shared.forget(server)
+        self._sharing.forget(server)
 
     def pending(self) -> list[PendingConsent]:
         """The consents waiting for the user, oldest first (for the user's channels)."""
@@ -286,7 +369,7 @@ class ConsentBroker:
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
                 decision = ConsentDecision(
                     chosen,
-                    validated_sandbox_choice(request.widenable, sandbox),
+                    validated_sandbox_choice(request.widenable, sandbox, request.only_these, request.home_files),
                     validated_hidden_tools(request, hidden_tools),
                 )
                 state.decision = decision
@@ -295,9 +378,9 @@ class ConsentBroker:
                 events.append(_done(consent_id, "approved", by))
             finally:
                 self._emit(events)
-        if self._shared is not None:
-            self._shared.remember(request, decision, by)
+        self._sharing.remember(request, decision, by)
         log.info("The user approved running %s", request.server)
+        self._record("consent_approved", request, by, answer_detail(request, decision))
         return decision
 
     def deny(self, consent_id: str, reason: str = "denied by the user", *, by: str | None = None) -> None:
@@ -310,6 +393,18 @@ class ConsentBroker:
             finally:
                 self._emit(events)
         log.info("The user denied running %s (%s)", state.pending.request.server, reason[:200])
+        request = state.pending.request
+        self._record("consent_denied", request, by, f"launch {request.fingerprint}; {reason[:200]}")
+
+    def _record(self, event: str, request: ConsentRequest, by: str | None, detail: str) -> None:
+        """The answer in the audit: who gave it, to which launch, granting what. A failing audit
+        is logged; the person's answer stands."""
+        if self._audit is None:
+            return
+        try:
+            self._audit(event, actor=by or "user", qualified_name=request.server, detail=detail)
+        except Exception:  # noqa: BLE001 - the answer was given; the log says the audit missed it
+            log.exception("could not audit the answer to the consent for %s", request.server)
 
     async def wait(self, consent_id: str, timeout: float) -> str:
         """Wait for the user's answer; returns the final status (approved | denied | expired).
@@ -329,9 +424,9 @@ class ConsentBroker:
             if remaining <= 0:
                 break
             try:  # with answers from elsewhere to pull, look every half second
-                await asyncio.wait_for(event.wait(), min(remaining, 0.5) if self._pulls else remaining)
+                await asyncio.wait_for(event.wait(), min(remaining, 0.5) if self._sharing.polls else remaining)
             except TimeoutError:
-                if self._pulls:
+                if self._sharing.polls:
                     await loop.run_in_executor(None, self._pull)
         with self._lock:
             if (loop, event) in state.waiters:

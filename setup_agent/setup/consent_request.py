@@ -11,15 +11,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from registry_clients.models import RequiredKey
-from setup_agent.launch import LaunchSpec, profile_words, template_keys
+from setup_agent.launch import (
+    USER_SECRETS,
+    LaunchSpec,
+    after_test_words,
+    network_words,
+    profile_words,
+    seen_destinations,
+    template_keys,
+)
 from setup_agent.store import context_cost
+
+if TYPE_CHECKING:
+    from setup_agent.launch import NetRecord
 
 __all__ = [
     "ConsentRequest",
@@ -94,6 +106,9 @@ class ConsentRequest:
     #: Whether the user may widen the sandbox here (an extra folder, no network): a local server
     #: in mcp-setup's own sandbox, not a remote or a container.
     widenable: bool = False
+    #: Files of the user's home that the command line names (credential files excepted: those are
+    #: never shown): kept from the server unless the user ticks them, each unticked by default.
+    home_files: list[str] = field(default_factory=list)
     #: The tools the server will add, when a test already listed them (an install after a test):
     #: ``[{name, title, description, estimated_tokens}]``, each drawn as a ticked box the user may
     #: untick. Empty when nothing has run yet (a first test): nothing to choose.
@@ -101,6 +116,12 @@ class ConsentRequest:
     #: The user approved this launch already (the test's consent): this ask is about the tools only,
     #: so faces show the server and the tool boxes, not the launch, destinations or widening again.
     launch_approved: bool = False
+    #: Its network in plain words (setup_agent/launch/net_words.py): how it is held, the policy,
+    #: and after a test "During the test it connected to api.notion.com:443".
+    network: list[str] = field(default_factory=list)
+    #: After a test through the proxy: the destinations it reached; the person may choose
+    #: "only these" (``sandbox.only_these``), a strict policy. Empty: nothing to choose.
+    only_these: list[str] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
@@ -155,18 +176,41 @@ def _host_of(url: str | None) -> str | None:
         return None
 
 
-def sandbox_profile(spec: LaunchSpec, mechanism: str) -> list[str]:
-    """The consent's (and ``mcp-setup show``'s) words for what a local server can see."""
+def _named_files(spec: LaunchSpec) -> list[str]:
+    return [a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)]
+
+
+def home_files(spec: LaunchSpec, user_home: str | None) -> list[str]:
+    """The files of ``user_home`` that ``spec``'s command line names and the user may let it read
+    (never a credential file: those stay hidden whatever the user ticks)."""
+    if not spec.command or not user_home:
+        return []
+    home = os.path.normpath(user_home).rstrip("/") + "/"
+    secrets = tuple(home + d for d in USER_SECRETS)
+    return [
+        a
+        for a in _named_files(spec)
+        if a.startswith(home) and not any(a == s or a.startswith(s + "/") for s in secrets)
+    ]
+
+
+def sandbox_profile(spec: LaunchSpec, mechanism: str, user_home: str | None = None) -> list[str]:
+    """The consent's (and ``mcp-setup show``'s) words for what a local server can see; files of
+    ``user_home`` its command line names are said to be kept from it (the sandbox does so) unless
+    the user ticked them (``spec.sandbox_reads``)."""
     if not spec.command:
         return []
     container = (spec.runner or spec.command) in ("docker", "podman")
-    reads = [a for a in spec.args if a.startswith("/") and not _TEMPLATE.search(a)]
+    ticked = set(spec.sandbox_reads)
+    reads = [a for a in _named_files(spec) if a not in ticked]
     return profile_words(
         mechanism,
         grants=spec.sandbox_grants,
-        network=spec.sandbox_network,  # type: ignore[arg-type]
+        network=spec.sandbox_network,
         container=container,
         reads=reads,
+        user_home=user_home,
+        chosen_reads=[a for a in _named_files(spec) if a in ticked],
     )
 
 
@@ -212,10 +256,15 @@ def build_consent_request(
     warnings: Iterable[ConsentWarning | Mapping[str, str]] = (),
     sandbox: str = "none",
     tools: Iterable[Mapping[str, Any]] = (),
+    user_home: str | None = None,
+    net_mechanism: str = "none",
+    tested: NetRecord | None = None,
 ) -> ConsentRequest:
     """The request for running ``spec`` with ``values`` (only non-secret values are read).
     ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``);
-    ``tools`` the server's tools when a test listed them (redacted): the user may untick some."""
+    ``tools`` the server's tools when a test listed them (redacted): the user may untick some.
+    ``net_mechanism`` holds its network here (``bwrap-netns``, ``landlock-net``, ``none``);
+    ``tested``: what its test reached or tried through the proxy (None: no proxied test)."""
     keys = list(keys)
     secret_names = {k.name for k in keys if k.secret}
     url_keys = template_keys(spec.url or "")
@@ -272,11 +321,19 @@ def build_consent_request(
         secrets=secrets,
         destinations=destinations,
         warnings=warns,
-        sandbox=sandbox_profile(spec, sandbox),
-        widenable=sandbox != "none"
-        and spec.transport == "stdio"
-        and (spec.runner or spec.command) not in ("docker", "podman"),
+        sandbox=sandbox_profile(spec, sandbox, user_home),
+        widenable=(
+            widenable := sandbox != "none"
+            and spec.transport == "stdio"
+            and (spec.runner or spec.command) not in ("docker", "podman")
+        ),
+        home_files=home_files(spec, user_home) if widenable else [],
         tools=tool_choices(tools),
+        network=[
+            *network_words(spec.model_dump(mode="json"), net_mechanism),
+            *(after_test_words(tested.attempts()) if tested is not None else []),
+        ],
+        only_these=seen_destinations(tested.attempts()) if tested is not None and spec.sandbox_network else [],
     )
     fp = fingerprint(
         {
@@ -289,6 +346,7 @@ def build_consent_request(
             # The tools shown are part of what is approved: an approval given before they were
             # known (the test's) does not answer the install that shows them.
             **({"tools": sorted(t["name"] for t in request.tools)} if request.tools else {}),
+            **({"only_these": request.only_these} if request.only_these else {}),
         }
     )
     return ConsentRequest(**{**request.__dict__, "fingerprint": fp})

@@ -46,7 +46,14 @@ from .consent import ConsentWarning
 from .tool_args import scrub
 from .tool_requests import LaunchRequest
 
-__all__ = ["Prepared", "Preparer"]
+__all__ = ["ALLOW_ARGV_SECRET", "Prepared", "Preparer"]
+
+
+#: How a person allows a launch that puts a secret on the command line while consent is off.
+ALLOW_ARGV_SECRET = (
+    "To allow it, the user turns consent on (MCP_SETUP_CONSENT=ask, the default) and approves "
+    "this server's warning when asked: on the mcp-setup page, or with `mcp-setup approve` in a terminal."
+)
 
 
 @dataclass
@@ -104,10 +111,12 @@ class Prepared:
     def refuse_argv_secrets(self, ctx: CallContext, *, consented: bool = False) -> None:
         if self.argv_secret_keys and not (ctx.allow_argv_secret or consented):
             keys = ", ".join(self.argv_secret_keys)
+            # Only reached with consent turned off (an approval would have shown the warning).
             raise ArgvSecret(
                 f"This server takes {keys} on its command line, where other local users can see it, and "
-                "it cannot be moved into the environment. It runs only if the user consents to that.",
-                details={"keys": list(self.argv_secret_keys)},
+                "it cannot be moved into the environment. It runs only if the user consents to that, and "
+                f"consent is turned off here. {ALLOW_ARGV_SECRET}",
+                details={"keys": list(self.argv_secret_keys), "allow": ALLOW_ARGV_SECRET},
             )
 
 
@@ -132,7 +141,7 @@ class Preparer:
 
     async def detail(self, name: str, source: str | None, version: str | None = None) -> Detail:
         try:  # a version is asked for only when given (``mcp-setup update --version``)
-            return await self.hub.get(name, source=source, **({"version": version} if version else {}))
+            return await self.hub.get(name, source=source, version=version or None)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         except Exception as exc:  # upstream text may reflect the name: keep only our own words
@@ -194,7 +203,7 @@ class Preparer:
         secret = {k.name for k in keys if k.secret}
         spec = move_argv_secrets(spec, secret)
         # The paths the user's settings name (a directory, a file): the sandbox's widening, in the consent.
-        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values)})
+        spec = spec.model_copy(update={"sandbox_grants": granted_paths(keys, values, spec.args)})
         repair = request.repair  # a known failure's repaired launch, shown at consent
         if repair is not None:
             spec = apply_repair(spec, repair)
@@ -262,9 +271,12 @@ class Preparer:
                 )
             given[canonical[key]] = key
         provided = {
-            k.name: SecretValue(self.provided_values[k.provided_by])  # type: ignore[index]
+            k.name: SecretValue(self.provided_values[k.provided_by])
             for k in keys
-            if k.name in fill and k.provided_by in self.provided_values and k.name not in given
+            if k.name in fill
+            and k.provided_by is not None
+            and k.provided_by in self.provided_values
+            and k.name not in given
         }
         missing = [
             k for k in keys if k.required and k.default is None and k.name not in given and k.name not in provided
@@ -282,9 +294,9 @@ class Preparer:
         values.update({canonical[k]: v for k, v in env.items()})
         values.update({canonical[k]: v for k, v in resolved.items()})
         values.update(provided)
-        for key in keys:  # one value, every name: the bundle's templates use the alias
-            if key.name in values:
-                values.update(dict.fromkeys(key.aliases, values[key.name]))
+        for setting in keys:  # one value, every name: the bundle's templates use the alias
+            if setting.name in values:
+                values.update(dict.fromkeys(setting.aliases, values[setting.name]))
         return values
 
     def refuse_foreign_destination(self, keys: list[RequiredKey], values: Values, spec: LaunchSpec) -> None:
@@ -293,7 +305,8 @@ class Preparer:
         filled = [
             k
             for k in keys
-            if k.provided_by in self.provided_values
+            if k.provided_by is not None
+            and k.provided_by in self.provided_values
             and _same(values.get(k.name), SecretValue(self.provided_values[k.provided_by]))
         ]
         if not filled:
@@ -312,7 +325,7 @@ class Preparer:
 
     async def refuse_installed(self, name: str, replacing: str | None = None) -> None:
         """Refuse a name already installed (but the server an update replaces: ``replacing``)."""
-        existing = await asyncio.to_thread(self.store.get_by_name, name)
+        existing = await asyncio.to_thread(self.store.servers.get_by_name, name)
         if existing is not None and existing.server_id != replacing:
             raise AlreadyInstalled(
                 f"{existing.qualified_name} is already installed (server_id {existing.server_id}). "

@@ -3,7 +3,9 @@
 ``Prober.probe`` starts the server through the launch (``setup_agent/launch/start.py``: its
 values stay masked until then) in a fresh scratch directory with a minimal environment
 (a short allowlist of the host's variables plus the resolved values), runs ``initialize`` +
-``tools/list`` under a deadline, and returns as soon as the tools are listed. Teardown
+``tools/list`` under a deadline, then, when the server offers a read-only tool that needs no
+arguments, calls it once to check the key (``key_check.py``: a refused key is
+``credential_rejected``), and returns. Teardown
 (process group, then the scratch dir) runs in the background: it never holds up the answer,
 and ``drain()`` waits for it, so nothing is left behind. Every string that leaves passes
 the redactor.
@@ -45,12 +47,14 @@ from setup_agent.gateway import InFlight, relay_callbacks
 from setup_agent.launch import (
     HttpWatch,
     LaunchSpec,
+    NetRecord,
     ProcessLedger,
     ProcessWatch,
     Values,
     list_all_tools,
     make_scratch_dir,
     materialize,
+    note_hidden_path,
     open_client,
     tool_dicts,
 )
@@ -58,6 +62,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.translation import translate
 
 from .adoption import Keep, Parked, ParkingLot
+from .key_check import CHECK_SECONDS, KeyCheck, check_key
 
 __all__ = ["ProbeResult", "Prober", "StageHook", "tools_hash"]
 
@@ -82,6 +87,11 @@ class ProbeResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The session was parked for an install to adopt (``keep``): its dir now belongs to it.
     parked: bool = False
+    #: What the server reached or tried through its proxy during the test (None: not proxied);
+    #: the consent shows it and offers "only these".
+    net: NetRecord | None = None
+    #: Whether the test checked the key with a read-only call, or why not (None: no key to check).
+    key_check: KeyCheck | None = None
 
     @property
     def tools_hash(self) -> str:
@@ -185,6 +195,7 @@ class Prober:
         on_stderr: Callable[[bytes], None] | None = None,
         keep: Keep | None = None,
     ) -> ProbeResult:
+        began = asyncio.get_running_loop().time()
         scratch = make_scratch_dir(self.scratch_root, "probe") if keep is None else None
         try:
             resolved = materialize(spec, values, dirname=dirname, cwd=str(scratch or keep.workdir))  # type: ignore[union-attr]
@@ -198,6 +209,9 @@ class Prober:
         # It declares what the gateway relays (sampling, elicitation, roots: refused while nobody
         # calls), so the tools it lists are the ones its live connection gets.
         inflight = InFlight()
+        record = NetRecord()
+        parked: Parked | None = None  # set by run(), read again in its finally
+        adopted = False
 
         async def stage(name: str, status: str) -> None:
             if on_stage is not None:
@@ -220,15 +234,21 @@ class Prober:
                     auth=auth,
                     sandbox=self.sandbox,
                     callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
+                    net_record=record,
                 ) as client:
                     await stage("handshake", "done")
-                    tools = await list_all_tools(client)
+                    tools = tool_dicts(await list_all_tools(client))
+                    # The key's own check: what is left of the deadline, at most CHECK_SECONDS.
+                    left = deadline - (asyncio.get_running_loop().time() - began) - 0.5
+                    checked = await check_key(client, tools, values, self.redactor, timeout=min(CHECK_SECONDS, left))
                     info = client.server_info
                     result = ProbeResult(
-                        tools=self.redactor.redact_obj(tool_dicts(tools)),
+                        tools=self.redactor.redact_obj(tools),
                         protocol_version=client.protocol_version,
                         server_name=self.redactor.redact(info.name) if info else None,
                         server_version=self.redactor.redact(info.version) if info else None,
+                        net=record,
+                        key_check=checked if checked.checked or checked.note else None,
                     )
                     if keep is not None and not outcome.done():
                         parked = Parked(keep.key, keep.workdir, client, pwatch, result, inflight=inflight)
@@ -251,8 +271,6 @@ class Prober:
                 # The scratch dir goes in the done callback below: an await here could be cut short
                 # by the cancel of a failed probe, leaving the removal to a thread nobody waits for.
 
-        parked: Parked | None = None
-        adopted = False
         task = asyncio.create_task(run(), name="mcp-setup-probe")
         self._teardowns.add(task)
         task.add_done_callback(self._teardowns.discard)
@@ -272,7 +290,11 @@ class Prober:
             current = asyncio.current_task()
             if isinstance(exc, asyncio.CancelledError) and current is not None and current.cancelling():
                 raise  # the caller was cancelled (Ctrl-C, a closing face): not a failure of the server
-            raise self._classify(exc, pwatch, hwatch, deadline, auth) from None
+            failure = self._classify(exc, pwatch, hwatch, deadline, auth)
+            if self.sandbox is not None and resolved.local:  # a path it could not open may be hidden
+                shown = [resolved.cwd or "", resolved.bundle_dir or "", *resolved.grants, *resolved.literal_paths]
+                note_hidden_path(failure, [p for p in shown if p], self.sandbox.mechanism)
+            raise failure from None
 
     async def _await_outcome(
         self, outcome: asyncio.Future[ProbeResult], pwatch: ProcessWatch, deadline: float
@@ -411,5 +433,8 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 
 def _redacted(exc: SetupError, redact: Any) -> SetupError:
-    clone = type(exc)(redact(exc.message), key=exc.key, details={k: redact(str(v)) for k, v in exc.details.items()})
+    def value(v: Any) -> Any:  # a list of names stays a list
+        return [redact(str(x)) for x in v] if isinstance(v, list) else redact(str(v))
+
+    clone = type(exc)(redact(exc.message), key=exc.key, details={k: value(v) for k, v in exc.details.items()})
     return clone

@@ -51,8 +51,9 @@ class _Taken(Exception):
 
 class _Repo:
     def __init__(self, store: Store, *, clock: Clock = utcnow) -> None:
-        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(store.database.engine, expire_on_commit=False)
         self._clock = clock
+        self._dialect = store.database.engine.dialect.name
 
 
 class SharedRefs(_Repo):
@@ -209,11 +210,16 @@ class SharedApprovals(_Repo):
 
 
 class SharedGuardCounts(_Repo):
-    """``mcp_guard_counts``: the guard's refused calls and locks, added up over every replica (PostgreSQL)."""
+    """``mcp_guard_counts``: the guard's refused calls and locks, kept in the database: added up
+    over every replica of a team (PostgreSQL), and over every session of a client on one machine
+    (SQLite), so neither a restart nor a new session gives a client its allowance back."""
 
     def add(self, principal: str, *, limit: int) -> tuple[int, bool]:
         """One more refused call of ``principal``: ``(refusals, locked)`` after it."""
-        from sqlalchemy.dialects.postgresql import insert
+        if self._dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
 
         now = self._clock()
         query = (

@@ -8,6 +8,7 @@ catalog holding the stub bundle, ``--no-browser --port 0``, and reads the printe
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -45,6 +46,9 @@ def make_catalog(root: Path, expected: str, *, extra: bool = False) -> Path:
     return catalog
 
 
+_CLIENT_NAMES = itertools.count(1)
+
+
 @dataclass
 class Served:
     proc: subprocess.Popen[bytes]
@@ -66,6 +70,21 @@ class Served:
 
     def headers(self, **extra: str) -> dict[str, str]:
         return {"X-MCP-Setup-Token": self.token, "Origin": self.origin, **extra}
+
+    def client_token(self, name: str | None = None) -> str:
+        """A new client token of this data dir (``mcp-setup token create NAME --client``; a new name
+        by default): what an HTTP MCP client sends on ``/mcp``, where the page link's key is refused."""
+        name = name or f"test-client-{next(_CLIENT_NAMES)}"
+        done = subprocess.run(
+            [*mcp_setup_argv(), "token", "create", name, "--client"],
+            env=self.env,
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=scaled(60),
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()[0]
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.base, timeout=kwargs.pop("timeout", 30), trust_env=False, **kwargs)

@@ -20,6 +20,7 @@ import anyio
 from playwright.sync_api import expect
 
 from tests.browser.page import NARROW, WIDE, close_leaking_nothing, open_page, shot
+from tests.browser.redraws import scroll_to
 from tests.browser.serve import start_serve, stop_serve
 from tests.helpers.timeouts import scaled
 from tests.helpers.updates import STUB, install_v1, publish
@@ -45,7 +46,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         expect(more.locator(".settings-list")).to_contain_text("STUB_API_KEY — secret, stored encrypted (not shown)")
         expect(more).to_contain_text("Replace tests the server with the new key first")
         expect(more.locator("pre.server-log")).to_contain_text("stub: started")
-        more.scroll_into_view_if_needed()
+        scroll_to(more)
         shot(page, artifacts, "25-card-settings-log", full_page=False)
         # Replace a key from the card: the secret box, then the test; a refused value changes nothing.
         wrong = "wrong-" + canary[::-1]
@@ -71,7 +72,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         status = card.locator(".update-status")
         expect(status).to_have_text("Version 2.0.0 is available (this is 1.0.0).")
         update = card.get_by_role("button", name=f"Update {STUB} to 2.0.0")
-        card.scroll_into_view_if_needed()
+        scroll_to(card)
         shot(page, artifacts, "25-card-update-offered", full_page=False)
 
         # A Deny is the person's own choice: nothing runs, the card says so without alarm.
@@ -94,7 +95,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         expect(card.locator(".meta")).to_contain_text("version 2.0.0")
         expect(card.locator(".badge")).to_have_text("Connected")
         expect(card.locator(".server-more")).to_have_attribute("open", "")  # still open on the card drawn again
-        card.scroll_into_view_if_needed()
+        scroll_to(card)
         shot(page, artifacts, "25-card-updated", full_page=False)
 
         # A version that does not answer with the stored key: said in the card, 2.0.0 stays and works.
@@ -117,7 +118,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         expect(card.locator(".meta")).to_contain_text("version 2.0.0")
         expect(card.locator(".badge")).to_have_text("Connected")
         page.set_viewport_size(NARROW)
-        card.scroll_into_view_if_needed()
+        scroll_to(card)
         card.screenshot(path=str(artifacts / "25-card-update-kept-390px.png"))
         assert page.evaluate("document.documentElement.scrollWidth") <= NARROW["width"]
         page.set_viewport_size(WIDE)

@@ -27,6 +27,7 @@ from mcp.client.stdio import stdio_client
 from playwright.sync_api import expect
 
 from tests.browser.page import NARROW, WIDE, close_leaking_nothing, open_page, shot
+from tests.browser.redraws import scroll_to
 from tests.browser.serve import start_serve, stop_serve
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.helpers.registry_entries import everything_entry
@@ -81,6 +82,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
     (home / ".config" / "Claude").mkdir(parents=True)
     (home / ".cursor").mkdir()
     (home / ".cursor" / "mcp.json").write_text(CURSOR_BROKEN)
+    (home / ".gemini").mkdir()
     claude = home / ".config" / "Claude" / "claude_desktop_config.json"
     try:
         context, page, watch = open_page(browser, served)
@@ -107,7 +109,8 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         expect(part.locator(".client[data-client=cursor]")).to_be_visible()
         expect(part).to_contain_text("Not found here: ")
         expect(part).to_contain_text(f"{served.base}/mcp")
-        expect(part).to_contain_text("mcp-setup token create NAME")
+        expect(part).to_contain_text("mcp-setup client connect CLIENT --http")
+        expect(part).to_contain_text("The key in this page's link opens only this page")
         expect(part.locator(".client-tools")).to_contain_text(ECHO)
 
         # Connect shows the exact change first; nothing is written until it is applied.
@@ -118,7 +121,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         assert not claude.exists()
         apply = desktop.get_by_role("button", name="Apply this change")
         expect(apply).to_be_focused()
-        part.scroll_into_view_if_needed()
+        scroll_to(part)
         shot(page, artifacts, "25-clients-diff")
         shot(page, artifacts, "25-clients-diff-390px", narrow=True)
         apply.click()
@@ -145,6 +148,36 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         assert page.evaluate("document.documentElement.scrollWidth") <= NARROW["width"]  # nothing wider than a phone
         page.set_viewport_size(WIDE)
         assert (home / ".cursor" / "mcp.json").read_text() == CURSOR_BROKEN
+
+        # Over HTTP: the change shows where a new key of the client's own goes, never the key.
+        gemini = part.locator(".client[data-client=gemini]")
+        gemini.get_by_role("button", name="Connect over HTTP…").click()
+        expect(gemini.locator("pre.diff")).to_contain_text("<a new client token>")
+        expect(gemini.locator("pre.diff")).to_contain_text(f"{served.base}/mcp")
+        gemini.get_by_role("button", name="Apply this change").click()
+        expect(gemini).to_contain_text("with a key of its own")
+        http_entry = json.loads((home / ".gemini" / "settings.json").read_text())["mcpServers"]["mcp-setup"]
+        assert http_entry["httpUrl"] == f"{served.base}/mcp"
+        client_key = http_entry["headers"]["Authorization"].removeprefix("Bearer ")
+        assert client_key.startswith("mcps_") and client_key not in page.content()
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "g", "version": "0"},
+            },
+        }
+        with served.client() as http:
+            answered = http.post(
+                "/mcp",
+                json=initialize,
+                headers={"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {client_key}"},
+            )
+            assert answered.status_code == 200, answered.text
+            assert http.get("/", headers={"Authorization": f"Bearer {client_key}"}).status_code == 403  # not the page
 
         assert canary not in page.content()
         close_leaking_nothing(context, page, watch, canary)

@@ -21,6 +21,7 @@ from playwright.sync_api import expect
 
 from tests.browser.consent_steps import _ask_for_the_stub
 from tests.browser.page import close_leaking_nothing, open_page
+from tests.browser.redraws import scroll_to
 from tests.browser.serve import make_catalog, start_serve, stop_serve
 from tests.helpers.timeouts import scaled
 
@@ -28,11 +29,13 @@ PHONE = {"width": 390, "height": 844}
 
 
 def listed_and_refused(served: Any, tool: str) -> tuple[set[str], dict[str, Any]]:
-    """Through ``/mcp`` with the SDK's client: the tool names, and the result of calling ``tool``."""
+    """Through ``/mcp`` with the SDK's client and a client token: the tool names, and the result of
+    calling ``tool``."""
+    token = served.client_token()
 
     async def talk() -> tuple[set[str], dict[str, Any]]:
         with anyio.fail_after(scaled(60)):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=scaled(30))
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=scaled(30))
             async with (
                 http,
                 Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
@@ -79,14 +82,14 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         expect(tools.locator("#consent-tools-note code")).to_have_text(
             "mcp-setup enable io.github.mcp-setup/stub --tool TOOL"
         )
-        tools.scroll_into_view_if_needed()
+        scroll_to(tools)
         page.screenshot(path=str(artifacts / "29-untick-modal-1280.png"))
         echo.uncheck()
         expect(consent.locator("#consent-tools-none")).to_be_visible()  # all unticked: said plainly
         echo.check()
         expect(consent.locator("#consent-tools-none")).to_be_hidden()
         page.set_viewport_size(PHONE)
-        tools.scroll_into_view_if_needed()
+        scroll_to(tools)
         page.screenshot(path=str(artifacts / "29-untick-modal-390x844.png"))
         width = page.evaluate("() => document.documentElement.scrollWidth")
         assert width <= PHONE["width"], width  # nothing wider than the phone
@@ -98,7 +101,7 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         card = page.locator("li.server", has_text="stub")
         expect(card.locator(".left-out")).to_contain_text("You left out: whoami")  # the installed list says so
         expect(card.locator("details.tools summary")).to_have_text("1 tool")
-        card.scroll_into_view_if_needed()
+        scroll_to(card)
         page.screenshot(path=str(artifacts / "29-untick-list-390x844.png"))
         sent = [json.loads(f) for f in watch.received if '"consent_request"' in f]
         assert [[t["name"] for t in f["consent"]["tools"]] for f in sent] == [[], ["echo", "whoami"]]

@@ -16,6 +16,7 @@ import pytest
 from playwright.async_api import async_playwright, expect
 
 from tests.browser.conftest import CHROMIUM_ARGS, _chromium
+from tests.browser.redraws import scroll_to_async
 from tests.browser.serve import STUB, make_catalog
 from tests.helpers.mcp_face import Browser, Recorder, call, face_env, mcp_setup_client
 from tests.helpers.timeouts import scaled
@@ -55,10 +56,10 @@ class Person:
                 "mcp-setup enable io.github.mcp-setup/stub --tool TOOL"
             )  # this server's name, not a placeholder
             await whoami.uncheck()
-            await tools.scroll_into_view_if_needed()
+            await scroll_to_async(tools)
             await tab.screenshot(path=str(self.artifacts / "29-untick-page-1280.png"))
             await tab.set_viewport_size(PHONE)
-            await tools.scroll_into_view_if_needed()
+            await scroll_to_async(tools)
             await tab.screenshot(path=str(self.artifacts / "29-untick-page-390x844.png"))
             assert await tab.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
         await tab.get_by_role("button", name="Approve").click()

@@ -83,8 +83,9 @@ async def test_a_classic_client_gets_list_changed_and_calls_the_installed_tools_
             assert locked.is_error and locked.structured_content["error"]["code"] == "session_locked"
             assert (await call(client, "mcp_setup_list_servers"))["error"]["code"] == "session_locked"
 
-            # Another client (another principal) removes the server; the locked one hears of it.
-            async with mcp_setup_client(tmp_path, stderr_path, Recorder(), env=env) as other:
+            # Another client (another principal: a session of the same client would stay locked)
+            # removes the server; the locked one hears of it.
+            async with mcp_setup_client(tmp_path, stderr_path, Recorder(), env=env, client_name="Cursor") as other:
                 assert (await call(other, "mcp_setup_remove", {"server_id": server_id})) == {
                     "ok": True,
                     "removed": True,

@@ -99,9 +99,9 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
 
             listed = (await call(client, "mcp_setup_list_servers"))["servers"]
             assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [
-                (server_id, "connected", "client:stdio via claude-desktop")
+                (server_id, "connected", "mcp:claude-desktop")  # the host conventions' provenance
             ]
-            assert {t["name"] for t in listed[0]["tools"]} >= {"echo", "whoami"}
+            assert set(listed[0]["tools"]) >= {"echo", "whoami"}
 
             # An installed server is refused before anything else (its ref was consumed too).
             reused = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": env_refs})
@@ -204,7 +204,7 @@ async def test_a_client_without_url_elicitation_gets_the_page_url_and_a_ref_usab
             )
             assert installed["status"] == "connected"
             listed = (await call(client, "mcp_setup_list_servers"))["servers"]
-            assert listed[0]["installed_by"] == "client:stdio"
+            assert listed[0]["installed_by"] == "mcp"  # an MCP client that gives no name
     assert canary not in recorder.text()
     assert os.path.exists(tmp_path / "err.log") and canary not in (tmp_path / "err.log").read_text()
 
@@ -237,7 +237,7 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
         "args": [str(SERVER_PY), "--mode", "ignore_sigterm", "--marker", str(data_dir)],
         "env": {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)},
     }
-    store.install(
+    store.servers.install(
         qualified_name="io.test/stubborn",
         source="local",
         version="1",

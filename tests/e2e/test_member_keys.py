@@ -112,6 +112,7 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
         return done
 
     alice, bob = (cli("token", "create", name).stdout.split()[0] for name in ("alice", "bob"))
+    mine = cli("token", "create", "my-laptop", "--client").stdout.split()[0]  # the user's own AI client
     shared, alice_value, bob_value = f"{canary}-shared", f"{canary}-alice", f"{canary}-bob"
     served = start_serve(tmp_path, member_catalog(tmp_path), **env)
     results: list[dict[str, Any]] = []
@@ -145,7 +146,7 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
             first = call_as(served, token)
             results.append(first)
             enter_on_page(served, pending_link(first), value)
-        alice_answer, bob_answer, user_answer = (call_as(served, t) for t in (alice, bob, served.token))
+        alice_answer, bob_answer, user_answer = (call_as(served, t) for t in (alice, bob, mine))
         results += [alice_answer, bob_answer, user_answer]
         (alice_hash, alice_run), (bob_hash, bob_run), (user_hash, user_run) = map(
             key_hash, (alice_answer, bob_answer, user_answer)
@@ -175,7 +176,7 @@ def test_each_member_calls_with_their_own_key_in_a_process_of_their_own_and_a_re
         results.append(asked_again := call_as(served, again))
         pending_link(asked_again)  # nothing of the old alice's is used
         assert key_hash(call_as(served, bob)) == (sha(bob_value), bob_run)
-        assert key_hash(call_as(served, served.token)) == (sha(shared), user_run)
+        assert key_hash(call_as(served, mine)) == (sha(shared), user_run)
 
         frames = []
         with contextlib.suppress(TimeoutError):

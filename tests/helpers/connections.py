@@ -17,7 +17,7 @@ def stub_launch(expected: str, mode: str = "", **extra: str) -> dict:
 def install(
     store: Store, name: str, value: str, expected: str | None = None, mode: str = "", enabled: bool = True, **extra: str
 ):
-    server = store.install(
+    server = store.servers.install(
         qualified_name=name,
         source="local",
         version="1.0.0",
@@ -28,5 +28,5 @@ def install(
         env={"STUB_API_KEY": (value, True)},
     )
     if not enabled:
-        store.set_enabled(server.server_id, False)
+        store.servers.set_enabled(server.server_id, False)
     return server

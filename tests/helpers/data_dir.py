@@ -41,7 +41,7 @@ class DataDir:
 
     def install(self, name: str, value: str, expected: str | None = None, mode: str = "") -> str:
         with self.store() as store:
-            return store.install(
+            return store.servers.install(
                 qualified_name=name,
                 source="local",
                 version="1.0.0",

@@ -9,7 +9,7 @@ from setup_agent.store.database import Store
 
 def every_cell(store: Store) -> str:
     out = []
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         for table in inspect(conn).get_table_names():
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):
                 out.append(repr(tuple(row)))

@@ -32,7 +32,16 @@ server/discover or unknown methods, like some legacy servers), flood (echo sends
 STUB_FLOOD_COUNT (5000) progress notifications before its answer), key_hash (a tool
 answering the sha256 of the key it was started with, and a random id of this
 process: a pid means little in a sandbox's own pid namespace), modern (answers
-server/discover for 2026-07-28, then answers as always: without resultType).
+server/discover for 2026-07-28, then answers as always: without resultType),
+key_on_call (starts and lists its tools with any key, checking it only when a tool is
+called: a wrong or missing key answers the call with an isError "401 Unauthorized"
+result, as real Notion and Brave servers do), readonly_tool (adds `account`, read-only
+and argument-free, `search`, read-only with a required argument, and `purge`, not
+read-only, all argument-free but search).
+
+  STUB_CALLS_FILE      append the name of every tool called, one per line
+  STUB_OPEN            a file the stub reads at start, as a server reads its folder's files:
+                       when it cannot, it logs Python's own error and exits 2
 """
 
 import hashlib
@@ -59,6 +68,8 @@ MODES = (
     "exit_on_eof_leave_grandchild",
     "flood",
     "modern",
+    "key_on_call",
+    "readonly_tool",
 )
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -155,6 +166,8 @@ class Stub:
                     "inputSchema": {"type": "object", "properties": {}},
                 }
             )
+        if "readonly_tool" in self.modes:  # a key checked by a read-only call (credential check tests)
+            tools.extend(READONLY_TOOLS)
         if "key_hash" in self.modes:  # which key it was started with, as a hash (per-member tests)
             tools.append(
                 {
@@ -196,7 +209,7 @@ class Stub:
         if method == "server/discover":
             if "ignore_unknown" in self.modes:
                 return None, None
-            err = self.auth_error()
+            err = None if "key_on_call" in self.modes else self.auth_error()
             if err:
                 return None, (AUTH_ERROR, err)
             if "modern" in self.modes:  # 2026-07-28, whose later answers lack resultType (a sloppy server)
@@ -228,7 +241,7 @@ class Stub:
         if "garbage" in self.modes:
             write_raw("this is not json\n{broken json\n<html>garbage</html>\n")
             return None, None
-        err = self.auth_error()
+        err = None if "key_on_call" in self.modes else self.auth_error()
         if err:
             log("rejecting initialize: %s" % err)
             return None, (AUTH_ERROR, err)
@@ -268,6 +281,14 @@ class Stub:
     def call_tool(self, params):
         name = params.get("name")
         args = params.get("arguments") or {}
+        record_call(name)
+        if "key_on_call" in self.modes:
+            err = self.auth_error()
+            if err:  # the key is checked only now, and said in a result, not a protocol error
+                log("refusing tool %s: %s" % (name, err))
+                return dict(text_result("Error: 401 Unauthorized (%s)" % err), isError=True), None
+        if name in READONLY_NAMES and "readonly_tool" in self.modes:
+            return text_result("%s ok" % name), None
         if name == "echo":
             text = str(args.get("text", ""))
             token = (params.get("_meta") or {}).get("progressToken")
@@ -359,6 +380,37 @@ class Stub:
                     ]
                 }, None
         return None, (INVALID_PARAMS, "unknown resource: %s" % uri)
+
+
+READONLY_TOOLS = [
+    {
+        "name": "account",
+        "description": "The account the key belongs to.",
+        "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "search",
+        "description": "Search the account's pages.",
+        "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "purge",
+        "description": "Delete every page of the account.",
+        "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"readOnlyHint": False, "destructiveHint": True},
+    },
+]
+READONLY_NAMES = {t["name"] for t in READONLY_TOOLS}
+
+
+def record_call(name) -> None:
+    """Append a called tool's name to STUB_CALLS_FILE when set."""
+    path = os.environ.get("STUB_CALLS_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write("%s\n" % name)
 
 
 OFFER_METHODS = {
@@ -474,6 +526,13 @@ def main(argv=None):
     protocol = args.get("protocol") or os.environ.get("STUB_PROTOCOL") or None
     record_pid(os.getpid())
     log("started pid %d modes=%s" % (os.getpid(), ",".join(sorted(modes)) or "-"))
+    if os.environ.get("STUB_OPEN"):
+        try:
+            with open(os.environ["STUB_OPEN"]) as f:
+                f.read(1)
+        except OSError as exc:
+            log("fatal: %s: %s" % (type(exc).__name__, exc))
+            return 2
     if "crash" in modes:
         log("fatal: simulated crash")
         sys.stderr.flush()

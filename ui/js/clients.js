@@ -24,19 +24,24 @@ function clientItem(row, refresh) {
   var panel = el("div", { class: "client-change", hidden: true });
   var button = el("button", { type: "button", class: row.up_to_date ? "quiet" : "primary",
                               "data-client": row.client, text: row.up_to_date ? "Check again" : "Connect…" });
+  // Over HTTP: the client reaches this page's /mcp with a key of its own (Claude Desktop's file takes none).
+  var http = row.client === "claude-desktop" ? null : el("button", {
+    type: "button", class: "quiet", "data-client-http": row.client, text: "Connect over HTTP…" });
   var item = el("li", { class: "client", "data-client": row.client }, [
-    el("div", { class: "client-head" }, [el("strong", { text: label(row.client) }), " ", state, button]),
+    el("div", { class: "client-head" }, [el("strong", { text: label(row.client) }), " ", state, button].concat(http ? [" ", http] : [])),
     el("div", { class: "small muted client-path" }, [el("code", { text: row.path })]),
     panel
   ]);
-  button.addEventListener("click", function () {
-    button.disabled = true;
-    rpc("clients.connect", { client: row.client, apply: false }).then(function (plan) {
+  function ask(overHttp, pressed) {
+    pressed.disabled = true;
+    rpc("clients.connect", { client: row.client, apply: false, http: overHttp }).then(function (plan) {
       showPlan(panel, plan, refresh);
     }, function (failure) {
       showPlan(panel, { problem: failure.message }, refresh);
-    }).then(function () { button.disabled = false; });
-  });
+    }).then(function () { pressed.disabled = false; });
+  }
+  button.addEventListener("click", function () { ask(false, button); });
+  if (http) http.addEventListener("click", function () { ask(true, http); });
   return item;
 }
 
@@ -59,7 +64,7 @@ function showPlan(panel, plan, refresh) {
   cancel.addEventListener("click", function () { panel.hidden = true; panel.textContent = ""; });
   apply.addEventListener("click", function () {
     apply.disabled = cancel.disabled = true;
-    rpc("clients.connect", { client: plan.client, apply: true }).then(function (done) {
+    rpc("clients.connect", { client: plan.client, apply: true, http: !!plan.http }).then(function (done) {
       refresh(el("p", { class: "small ok-line", role: "status", text: "✓ " + done.message }), plan.client);
     }, function (failure) {
       panel.appendChild(el("p", { class: "error", role: "alert", text: failure.message }));
@@ -85,9 +90,10 @@ function render(card, result, notice, noticeFor) {
   if (missing.length) body.appendChild(el("p", { class: "small muted", text: "Not found here: " + missing.join(", ") + "." }));
   body.appendChild(el("p", { class: "small" }, [
     "Clients that take an address: ", el("code", { text: window.location.origin + "/mcp" }),
-    " while this page runs, with the header ", el("code", { text: "Authorization: Bearer TOKEN" }),
-    " (TOKEN: the part after ?t= of the link mcp-setup serve printed, or one made with ",
-    el("code", { text: "mcp-setup token create NAME" }), ")."
+    " while this page runs. Connect over HTTP gives the client a key of its own, which can use your servers and ",
+    "approves nothing (in a terminal: ", el("code", { text: "mcp-setup client connect CLIENT --http" }),
+    "; for another client: ", el("code", { text: "mcp-setup token create NAME --client" }),
+    "). The key in this page's link opens only this page."
   ]));
   var tools = result.tools || [];
   if (tools.length) {

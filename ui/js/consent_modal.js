@@ -35,7 +35,8 @@ function toolRows(c) {
 function rows(c) {
   if (c.action === "tools_change") return toolRows(c);
   var server = ["Server", c.server + (c.version ? " (version " + c.version + ")" : "")];
-  if (c.launch_approved) return [server];  // approved at its test: only the tools are asked
+  var network = (c.network || []).map(function (line) { return ["Network", line]; });
+  if (c.launch_approved) return [server].concat(network);  // approved at its test: tools (and "only these")
   var out = [server, ["Package", c.package_type + ": " + c.package]];
   if (c.sha256) out.push(["sha256", c.sha256]);
   if (c.runner) out.push(["Runner", c.runner]);
@@ -49,7 +50,7 @@ function rows(c) {
               (s.host ? " — host " + s.host : "")]);
   });
   (c.sandbox || []).forEach(function (line) { out.push(["Sandbox", line]); });  // what it can see
-  return out;
+  return out.concat(network);
 }
 
 // One ticked box per tool a test listed; what they cost the assistant's context, kept up to date.
@@ -147,6 +148,17 @@ function showNext() {
   $("consent-widen").hidden = !c.widenable;  // the user's widening of the sandbox
   $("consent-extra").value = "";
   $("consent-offline").checked = false;
+  var homeList = $("consent-home-list");  // files of the home its command line names: unticked
+  homeList.textContent = "";
+  (c.home_files || []).forEach(function (path) {
+    var box = el("input", { type: "checkbox", "data-home-file": path });
+    homeList.appendChild(el("li", {}, [el("label", { class: "check" }, [box, " Let it read " + path])]));
+  });
+  $("consent-home-files").hidden = !(c.home_files && c.home_files.length);
+  var only = c.only_these || [];  // after a test: narrow it to the destinations it reached
+  $("consent-only").hidden = !only.length;
+  $("consent-only-these").checked = false;
+  $("consent-only-list").textContent = only.join(", ");
   showError($("consent-error"), "");
   setDisabled(false);
   var dialog = $("consent-dialog");
@@ -200,7 +212,12 @@ function approve(event) {
                  .map(function (b) { return b.getAttribute("data-tool"); }) };
   if (c.widenable) {
     var extra = $("consent-extra").value.trim();
-    body.sandbox = { extra_paths: extra ? [extra] : [], network: !$("consent-offline").checked };
+    var reads = Array.prototype.filter.call(document.querySelectorAll("#consent-home-list input[data-home-file]"),
+      function (box) { return box.checked; }).map(function (box) { return box.getAttribute("data-home-file"); });
+    body.sandbox = { extra_paths: extra ? [extra] : [], network: !$("consent-offline").checked, reads: reads };
+  }
+  if ((c.only_these || []).length && $("consent-only-these").checked) {
+    body.sandbox = Object.assign(body.sandbox || {}, { only_these: true });
   }
   send(body);
 }

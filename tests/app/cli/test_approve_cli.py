@@ -96,9 +96,9 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
     from setup_agent.store.database import Store
 
     with Store.for_data_dir(tmp_path / "data", Vault.in_memory()) as store:
-        (server,) = store.list()
+        (server,) = store.servers.list()
         assert str(granted.resolve()) in server.launch_spec["sandbox_grants"]  # the user's widening, stored
-        assert store.offers()[server.server_id].hidden_tools == {"whoami"}  # unticked in the second terminal
+        assert store.pins.offers()[server.server_id].hidden_tools == {"whoami"}  # unticked in the second terminal
     assert canary not in recorder.text() and "/consents/" not in recorder.text()
     nothing = subprocess.run(
         mcp_setup_argv("approve"),
@@ -243,3 +243,43 @@ async def test_approve_tells_of_a_guess_and_only_the_user_unblocks_the_client_it
             )
             assert "sent a value that mcp-setup protects" in shown and canary not in shown
             assert await echo("hello") == "hello"  # unblocked by the user
+
+
+async def test_a_clients_lock_outlives_its_session_until_the_user_unblocks_it_and_other_clients_are_not_held(
+    tmp_path: Path, canary: str
+) -> None:
+    catalog = make_catalog(tmp_path, canary)
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))  # consent off
+    env.pop("DISPLAY", None)
+
+    async def echo(client: object, text: str) -> str:
+        result = await client.call_tool("stub__echo", {"text": text})  # type: ignore[attr-defined]
+        return result.content[0].text  # type: ignore[union-attr]
+
+    def session(name: str):  # noqa: ANN202 - the SDK client's context manager
+        return mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env, client_name=name)
+
+    with anyio.fail_after(240):
+        async with session("Eval Client") as client:
+            secret = await call(
+                client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB}
+            )
+            await Browser().submit(secret["url"], canary)
+            installed = await call(
+                client,
+                "mcp_setup_install_and_connect",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": secret["ref"]}},
+            )
+            assert installed["status"] == "connected", installed
+            answers = [await echo(client, canary) for _ in range(2)]  # guesses of the stored value
+            assert "blocked" in answers[-1], answers
+        # The client restarts: a new session, a new process. Its allowance does not come back.
+        async with session("Eval Client") as again:
+            assert "blocked" in await echo(again, "hello")
+            async with session("Other Client") as other:  # another client is not held by it
+                assert await echo(other, "hello") == "hello"
+            shown = await anyio.to_thread.run_sync(
+                lambda: _approve_in_a_terminal(env, r"Unblock client:stdio via eval-client\? \[y/N\] ", "y")
+            )
+            assert canary not in shown
+            assert await echo(again, "hello") == "hello"  # unblocked by the user

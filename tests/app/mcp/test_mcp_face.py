@@ -96,17 +96,17 @@ def test_the_smoke_test_prints_the_same_lines_when_stdin_and_stdout_are_files(tm
 @pytest.mark.parametrize(
     ("client_name", "label"),
     [
-        ("Claude Desktop", "client:stdio via claude-desktop"),
-        ("  Cursor  ", "client:stdio via cursor"),
-        ("Visual Studio Code", "client:stdio via visual-studio-code"),
-        ("VS_Code--Insiders!!", "client:stdio via vs-code-insiders"),
-        ("Zed 0.150 (preview)", "client:stdio via zed-0-150-preview"),
-        ("Café Client", "client:stdio via caf-client"),
-        ("---", "client:stdio"),
-        ("", "client:stdio"),
-        ("   ", "client:stdio"),
-        ("日本語", "client:stdio"),
-        (None, "client:stdio"),
+        ("Claude Desktop", "mcp:claude-desktop"),
+        ("  Cursor  ", "mcp:cursor"),
+        ("Visual Studio Code", "mcp:visual-studio-code"),
+        ("VS_Code--Insiders!!", "mcp:vs-code-insiders"),
+        ("Zed 0.150 (preview)", "mcp:zed-0-150-preview"),
+        ("Café Client", "mcp:caf-client"),
+        ("---", "mcp"),
+        ("", "mcp"),
+        ("   ", "mcp"),
+        ("日本語", "mcp"),
+        (None, "mcp"),
     ],
 )
 def test_client_names_become_provenance_labels(client_name: str | None, label: str) -> None:

@@ -33,11 +33,13 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 def over_http(served: Any, tool: str, arguments: dict[str, Any]) -> tuple[set[str], str, str]:
-    """Through ``/mcp`` with the SDK's client: (tool names, the tool's text, list_servers' text)."""
+    """Through ``/mcp`` with the SDK's client and a client token of its own: (tool names, the
+    tool's text, list_servers' text)."""
+    token = served.client_token()
 
     async def talk() -> tuple[set[str], str, str]:
         with anyio.fail_after(scaled(60)):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.token}"}, timeout=scaled(30))
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=scaled(30))
             async with (
                 http,
                 Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
@@ -62,24 +64,34 @@ def test_an_http_client_lists_and_calls_an_installed_tool_at_mcp(tmp_path: Path,
         assert canary not in listed
 
 
-def test_mcp_refuses_no_token_or_a_wrong_one_with_401_and_a_foreign_origin_with_403(
+def test_mcp_refuses_no_token_a_wrong_one_and_the_page_links_key_with_401_and_a_foreign_origin_with_403(
     tmp_path: Path, canary: str
 ) -> None:
     with (
         serving(tmp_path, canary) as served,
         httpx.Client(base_url=served.base, timeout=scaled(10), trust_env=False) as http,
     ):
+        token = served.client_token()
         none = http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
         assert none.status_code == 401 and none.headers["www-authenticate"].startswith("Bearer")
         wrong = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer not-the-token"})
         assert wrong.status_code == 401
+        # The page link's key is the person's: in every form it is refused here, saying what to do.
+        for link_key in (
+            {"Authorization": f"Bearer {served.token}"},
+            {"X-MCP-Setup-Token": served.token},
+            {"Cookie": f"mcp_setup_{served.port}={served.token}", "Origin": served.origin},
+        ):
+            refused = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **link_key})
+            assert refused.status_code == 401, link_key
+            assert "mcp-setup client connect" in refused.json()["error"]["message"]
         foreign = http.post(
             "/mcp",
             json=INITIALIZE,
-            headers={**MCP_HEADERS, "Authorization": f"Bearer {served.token}", "Origin": "http://evil.example"},
+            headers={**MCP_HEADERS, "Authorization": f"Bearer {token}", "Origin": "http://evil.example"},
         )
         assert foreign.status_code == 403
-        right = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {served.token}"})
+        right = http.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"})
         assert right.status_code == 200, right.text
         assert "mcp-setup" in right.text
         # It sends notifications/tools/list_changed, so it says so (#29 item 1), as stdio does.

@@ -1,0 +1,47 @@
+"""Acting on parts of the page that the page may redraw under the test.
+
+The server list is re-rendered when the service reports a change (a status, a log line), so an
+element found a moment ago can be replaced by an equal one. Playwright retries most actions on a
+replaced element, but not ``scroll_into_view_if_needed``, which fails with "Element is not
+attached to the DOM". These helpers scroll again, to the element that is there now, until the
+test's bound.
+"""
+
+from __future__ import annotations
+
+import time
+
+from playwright.async_api import Locator as AsyncLocator
+from playwright.sync_api import Error, Locator
+
+from tests.helpers.timeouts import scaled
+
+__all__ = ["scroll_to", "scroll_to_async"]
+
+
+def _replaced(exc: Error) -> bool:
+    return "not attached" in str(exc)
+
+
+def scroll_to(locator: Locator, *, seconds: float = 15.0) -> None:
+    """Scroll ``locator`` into view, again when the page replaced it meanwhile."""
+    deadline = time.monotonic() + scaled(seconds)
+    while True:
+        try:
+            locator.scroll_into_view_if_needed(timeout=scaled(seconds) * 1000)
+            return
+        except Error as exc:
+            if not _replaced(exc) or time.monotonic() > deadline:
+                raise
+
+
+async def scroll_to_async(locator: AsyncLocator, *, seconds: float = 15.0) -> None:
+    """:func:`scroll_to` for the async API."""
+    deadline = time.monotonic() + scaled(seconds)
+    while True:
+        try:
+            await locator.scroll_into_view_if_needed(timeout=scaled(seconds) * 1000)
+            return
+        except Error as exc:
+            if not _replaced(exc) or time.monotonic() > deadline:
+                raise
