@@ -18,7 +18,7 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.agent import ToolRegistry, load_archetypes
-from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions
+from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions, RelayRules
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     BundleCache,
@@ -31,17 +31,29 @@ from setup_agent.launch import (
     sweep_scratch,
 )
 from setup_agent.oauth import SignIns
-from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore, SharedRefStore, Vault
+from setup_agent.secrets import (
+    GuardCounts,
+    GuessGuard,
+    PromptBroker,
+    PromptsElsewhere,
+    Redactor,
+    SecretRefStore,
+    SharedRefStore,
+    Vault,
+)
 from setup_agent.setup import (
     ConsentBroker,
+    ConsentSharing,
     Prober,
     ProviderConfig,
+    PublishedLocks,
+    PublishedPrompts,
+    ReplicaPrompts,
     SetupService,
+    StoreConsents,
+    TeamConsents,
     ToolReview,
     load_provider_config,
-    share_consents,
-    share_guard,
-    share_prompts,
 )
 from setup_agent.store import (
     CHANGES_CHANNEL,
@@ -141,8 +153,7 @@ class Runtime:
     async def start(self, *, eager: bool = True) -> None:
         """Read the catalog, then watch the store. ``eager``: connect every enabled server now
         (concurrently, in the background); otherwise each starts on its first call."""
-        self.gateway.eager = eager
-        await self.gateway.start()
+        await self.gateway.start(eager=eager)
         if self.feed is not None:
             self.feed.start()
 
@@ -176,7 +187,7 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     except OSError:
         logger.warning("could not sweep leftover server processes", exc_info=True)
     try:
-        committed = {s.server_id for s in store.list()}
+        committed = {s.server_id for s in store.servers.list()}
     except Exception:  # noqa: BLE001 - without the committed rows, no install dir may be removed
         logger.warning("could not list installed servers; install dirs are not swept", exc_info=True)
     else:
@@ -217,20 +228,22 @@ def build_runtime(
     redactor = Redactor()
     vault = open_vault(settings, keyring_backend=keyring_backend)
     store = Store.for_data_dir(home, vault, database_url=settings.database_url)
-    # A team's database (PostgreSQL): refs, answers, approvals and link keys live there, so any
-    # replica serves any step. SQLite: refs stay in this process's memory, lost at restart.
-    team = store.engine.dialect.name == "postgresql"
-    shared_refs = SharedRefs(store, vault) if team else None
-    ref_options: dict[str, Any] = {
-        "ttl_seconds": settings.secret_ttl_seconds,
-        **({"timer": refs_timer} if refs_timer else {}),
-    }
-    refs = SharedRefStore(shared_refs, **ref_options) if shared_refs is not None else SecretRefStore(**ref_options)
+    # Consents, tool reviews and secret prompts wait for the user in the store too: every process's
+    # user channels (another serve's page, `mcp-setup approve`) see and answer them.
+    approvals = PendingApprovals(store, owner=process_owner())
+    team = _team_backends(store, vault, approvals, ttl_seconds=settings.secret_ttl_seconds, refs_timer=refs_timer)
+    refs = team.refs
     refs.add_listener(redactor.invalidate)
     redactor.add_source(refs.live_values)
-    broker = PromptBroker(refs)
+    broker = PromptBroker(refs, elsewhere=team.prompts_elsewhere)
+    PublishedPrompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds)
     # Every answer to a consent is audited: who gave it, to which launch, granting what.
-    consents = ConsentBroker(ttl_seconds=settings.secret_ttl_seconds, mode=settings.consent, audit=store.record_event)
+    consents = ConsentBroker(
+        ttl_seconds=settings.secret_ttl_seconds,
+        mode=settings.consent,
+        sharing=team.consents,
+        audit=store.audit.record_event,
+    )
     http = httpx.AsyncClient(
         timeout=settings.registry_timeout_seconds,
         follow_redirects=True,
@@ -253,16 +266,9 @@ def build_runtime(
         http=http,
     )
     hub = RegistryHub(sources, timeout=settings.registry_timeout_seconds, notes=notes)
-    # Consents and tool reviews wait for the user in the store too: every process's user channels
-    # (another serve's page, `mcp-setup approve`) see and answer them.
-    approvals = PendingApprovals(store, owner=process_owner())
-    shared_approvals = SharedApprovals(store) if team else None
-    # A team's: approvals shared, and a retry on another replica waits on the consent pending.
-    share_consents(consents, approvals, ttl_seconds=settings.secret_ttl_seconds, remembered=shared_approvals)
-    share_prompts(broker, refs, approvals, vault, ttl_seconds=settings.secret_ttl_seconds, shared_refs=shared_refs)
-    feed = ChangeFeed(store.engine) if team and settings.listen_notify else None
+    feed = ChangeFeed(store.database.engine) if team.shared and settings.listen_notify else None
     if feed is not None:
-        feed.add_listener(CHANGES_CHANNEL, store.remote_changed)  # the gateway reloads: list_changed, /ws
+        feed.add_listener(CHANGES_CHANNEL, store.database.changed)  # the gateway reloads: list_changed, /ws
         feed.add_listener(PENDING_CHANNEL, consents.pull)  # an answer given on another replica, applied now
         feed.add_listener(PENDING_CHANNEL, refs.pull)
     scratch = home / "scratch"
@@ -279,16 +285,34 @@ def build_runtime(
         sandbox=sandbox,
         max_concurrent=settings.max_concurrent_probes,
     )
-    sign_ins = SignIns(refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds)
-    if team:  # a sign-in's redirect may reach any replica: its answer waits in the database
-        sign_ins.shared = SharedSignIns(store, vault)
-        if feed is not None:
-            feed.add_listener(PENDING_CHANNEL, sign_ins.kick)
+    sign_ins = SignIns(
+        refs, redactor, store=store, timeout=settings.secret_prompt_timeout_seconds, shared=team.sign_ins
+    )
+    if feed is not None:  # a sign-in's redirect may reach any replica: its answer waits in the database
+        feed.add_listener(PENDING_CHANNEL, sign_ins.kick)
     bundles = BundleCache(
         home / "cache" / "bundles",
         max_bytes=settings.bundle_cache_bytes,
         http=http,
         prefetch=settings.prefetch_packages,
+    )
+    fetcher = Fetcher(
+        host_env=host_env,
+        timeout=settings.download_timeout_seconds,
+        prefetch=settings.prefetch_packages,
+        workdir=scratch,
+        ledger=ledger,
+    )
+    review = ToolReview(store, consents)
+    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
+    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
+    guard = GuessGuard(
+        redactor,
+        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
+        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
+        # Guesses add up in the database: over a team's replicas, and over a client's sessions here.
+        counts=team.guard_counts,
+        sync="every call" if team.shared else "first call",
     )
     connections = ConnectionManager(
         store,
@@ -302,21 +326,20 @@ def build_runtime(
         logs_dir=home / "logs",
         max_result_chars=settings.max_result_chars,
         sandbox=sandbox,
-    )
-    lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
-    incident_listeners: list[Callable[[str], Any]] = [_log_incident]
-    guard = GuessGuard(
-        redactor,
-        on_lockout=lambda principal: _lockout_listeners_call(lockout_listeners, principal),
-        on_incident=lambda principal: _lockout_listeners_call(incident_listeners, principal),
-        # Guesses add up in the database: over a team's replicas, and over a client's sessions here.
-        counts=SharedGuardCounts(store),
-        sync="every call" if team else "first call",
+        fetcher=fetcher,  # a lazy start downloads as a test does
+        on_tools_changed=review.ask,
+        # A server's requests relayed to a client: answers pass the guard as tool arguments do.
+        relay_rules=RelayRules(
+            redactor,
+            check=guard.check,
+            holds_secret=guard.holds_secret,
+            own_origins=[settings.public_url] if settings.public_url else (),
+        ),
     )
     # Incidents and locks reach `mcp-setup approve` in any terminal, which can unblock (the user only).
-    shared_incident, shared_lockout = share_guard(guard, approvals)
-    incident_listeners.append(shared_incident)
-    lockout_listeners.append(shared_lockout)
+    locks = PublishedLocks(guard, approvals)
+    incident_listeners.append(locks.incident)
+    lockout_listeners.append(locks.lockout)
     service = SetupService(
         refs=refs,
         redactor=redactor,
@@ -333,20 +356,21 @@ def build_runtime(
         consents=consents,
         oauth=sign_ins,
         admit=providers.admit if providers.admission != "off" else None,
-        fetcher=Fetcher(
-            host_env=host_env,
-            timeout=settings.download_timeout_seconds,
-            prefetch=settings.prefetch_packages,
-            workdir=scratch,
-            ledger=ledger,
-        ),
+        fetcher=fetcher,
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
         guard=guard,
     )
-    review = ToolReview(store, consents)
-    connections.on_tools_changed = review.ask
-    connections.fetcher = service.fetcher  # a lazy start downloads as a test does
+    members = MemberSessions(  # each member's own keys and sessions
+        connections,
+        root=home / "members",
+        ttl_seconds=settings.secret_ttl_seconds,
+        wait_seconds=settings.secret_prompt_timeout_seconds,
+        # A team's: a member's link may be answered on any replica; the value is stored by the one that gets it.
+        pending=team.member_prompts,
+    )
+    if feed is not None:
+        feed.add_listener(PENDING_CHANNEL, members.prompts.kick)
     gateway = Gateway(
         store,
         connections,
@@ -355,21 +379,12 @@ def build_runtime(
         call_timeout=settings.probe_timeout_seconds,
         idle_stop_seconds=settings.idle_stop_seconds,
         check_arguments=guard.check,
+        members=members,
+        lockout_listeners=lockout_listeners,
+        incident_listeners=incident_listeners,  # a face adds its own (the page, the terminal)
     )
-    gateway.lockout_listeners = lockout_listeners
-    gateway.members = MemberSessions(  # each member's own keys and sessions
-        connections,
-        root=home / "members",
-        ttl_seconds=settings.secret_ttl_seconds,
-        wait_seconds=settings.secret_prompt_timeout_seconds,
-    )
-    if team:  # a member's link may be answered on any replica; the value is stored by the one that gets it
-        gateway.members.prompts.share(approvals)
-        if feed is not None:
-            feed.add_listener(PENDING_CHANNEL, gateway.members.prompts.kick)
-    gateway.incident_listeners = incident_listeners  # a face adds its own (the page, the terminal)
     tool_registry = ToolRegistry(
-        servers=store.list,
+        servers=store.servers.list,
         status=connections.status,
         archetypes=load_archetypes,
         providers=providers,
@@ -377,8 +392,8 @@ def build_runtime(
         version=service_version(),
         policy={"consent": settings.consent},
     )
-    tool_registry.add_diagnostics("audit", store.audit_counts)  # rows per event, never values
-    tool_registry.add_diagnostics("audit_chain", store.audit_chain)  # rows, broken links, last hash
+    tool_registry.add_diagnostics("audit", store.audit.counts)  # rows per event, never values
+    tool_registry.add_diagnostics("audit_chain", store.audit.chain)  # rows, broken links, last hash
     tool_registry.add_diagnostics("sandbox", lambda: {"mechanism": sandbox.mechanism, "setting": sandbox.mode})
     return Runtime(
         settings,
@@ -400,10 +415,63 @@ def build_runtime(
         review=review,
         approvals=approvals,
         guard=guard,
-        shared_refs=shared_refs,
-        shared_capabilities=SharedCapabilities(store) if team else None,
-        shared_approvals=shared_approvals,
+        shared_refs=team.shared_refs,
+        shared_capabilities=team.capabilities,
+        shared_approvals=team.approvals,
         feed=feed,
+    )
+
+
+@dataclass(frozen=True)
+class TeamBackends:
+    """The parts that differ on a team's database, chosen once by its dialect: each is the shared
+    implementation of its seam on PostgreSQL (any replica serves any step), this process's own
+    (or None where nothing is shared) on SQLite."""
+
+    shared: bool
+    refs: SecretRefStore  # refs any replica resolves, or this process's memory (lost at restart)
+    consents: ConsentSharing  # approvals remembered, a retry waiting on the consent pending, or one data dir's
+    prompts_elsewhere: PromptsElsewhere | None  # the prompts of other replicas, answered here
+    member_prompts: PendingApprovals | None  # a member's link answerable on any replica
+    sign_ins: SharedSignIns | None  # a sign-in's redirect may reach any replica
+    guard_counts: GuardCounts  # refused calls added up over every replica, or every session here
+    shared_refs: SharedRefs | None = None
+    capabilities: SharedCapabilities | None = None  # link keys any replica checks
+    approvals: SharedApprovals | None = None  # the user's approvals, remembered
+
+
+def _team_backends(
+    store: Store,
+    vault: Vault,
+    approvals: PendingApprovals,
+    *,
+    ttl_seconds: float,
+    refs_timer: Callable[[], float] | None,
+) -> TeamBackends:
+    ref_options: dict[str, Any] = {"ttl_seconds": ttl_seconds, **({"timer": refs_timer} if refs_timer else {})}
+    if store.database.engine.dialect.name != "postgresql":
+        return TeamBackends(
+            shared=False,
+            refs=SecretRefStore(**ref_options),
+            consents=StoreConsents(approvals, ttl_seconds=ttl_seconds),
+            prompts_elsewhere=None,
+            member_prompts=None,
+            sign_ins=None,
+            guard_counts=SharedGuardCounts(store),  # a client's guesses add up over its sessions
+        )
+    shared_refs = SharedRefs(store, vault)
+    remembered = SharedApprovals(store)
+    return TeamBackends(
+        shared=True,
+        refs=SharedRefStore(shared_refs, **ref_options),
+        consents=TeamConsents(approvals, remembered, ttl_seconds=ttl_seconds),
+        prompts_elsewhere=ReplicaPrompts(approvals, vault, shared_refs, ttl_seconds=ttl_seconds),
+        member_prompts=approvals,
+        sign_ins=SharedSignIns(store, vault),
+        guard_counts=SharedGuardCounts(store),
+        shared_refs=shared_refs,
+        capabilities=SharedCapabilities(store),
+        approvals=remembered,
     )
 
 

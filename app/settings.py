@@ -20,9 +20,11 @@ class Settings(BaseSettings):
 
     home: Path = Field(default_factory=_default_home, description="Data dir: database, key file, installs.")
     database_url: str | None = Field(default=None, description="Any SQLAlchemy URL; default SQLite in home.")
-    secret_ttl_seconds: float = Field(default=900.0, gt=0)
+    secret_ttl_seconds: float = Field(
+        default=900.0, gt=0, description="How long a secret ref and a remembered approval live (seconds)."
+    )
     catalog_dir: Path | None = Field(default=None, description="Local catalog; default <home>/catalog.")
-    probe_timeout_seconds: float = Field(default=60.0, gt=0)
+    probe_timeout_seconds: float = Field(default=60.0, gt=0, description="Deadline of a test-connect (seconds).")
     download_timeout_seconds: float = Field(
         default=300.0, gt=0, description="A first npx/uvx/docker run's download, before the probe's own deadline."
     )
@@ -39,17 +41,37 @@ class Settings(BaseSettings):
     listen_notify: bool = Field(
         default=True, description="PostgreSQL: hear other replicas' changes at once (LISTEN/NOTIFY); the polling stays."
     )
-    registries: str = "official,smithery,local"
-    official_registry_url: str = "https://registry.modelcontextprotocol.io"
-    smithery_url: str = "https://api.smithery.ai"  # the current Platform API host
-    smithery_api_key: SecretStr | None = None
-    registry_timeout_seconds: float = Field(default=8.0, gt=0)
-    package_preference: str = ""
+    registries: str = Field(
+        default="official,smithery,local", description="Which registries to search, comma-separated."
+    )
+    official_registry_url: str = Field(
+        default="https://registry.modelcontextprotocol.io",
+        description="The official MCP registry; a self-hosted one works too.",
+    )
+    smithery_url: str = Field(default="https://api.smithery.ai", description="Smithery's Platform API host.")
+    smithery_api_key: SecretStr | None = Field(
+        default=None,
+        description="Smithery is skipped without it; a server hosted by Smithery gets it as its bearer token.",
+    )
+    registry_timeout_seconds: float = Field(
+        default=8.0, gt=0, description="How long a search or lookup waits for one registry (seconds)."
+    )
+    package_preference: str = Field(
+        default="",
+        description="Order among npm, pypi, oci, nuget, mcpb, remote, comma-separated; "
+        "empty: npm,pypi,oci,nuget,mcpb,remote.",
+    )
     openai_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint for --driver openai.")
-    openai_model: str | None = None
-    openai_api_key: SecretStr | None = None
-    port: int = Field(default=8765, ge=0, le=65535)
-    secret_prompt_timeout_seconds: float = Field(default=600.0, gt=0)
+    openai_model: str | None = Field(default=None, description="The model name for --driver openai.")
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="The key for --driver openai; else the keyring entry mcp-setup/openai-api-key."
+    )
+    port: int = Field(default=8765, ge=0, le=65535, description="Port of `mcp-setup serve` (0 picks a free one).")
+    secret_prompt_timeout_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="How long a setup waits for you to enter a secret, approve a launch or sign in (seconds).",
+    )
     max_concurrent_probes: int = Field(
         default=4,
         ge=1,
@@ -78,10 +100,10 @@ class Settings(BaseSettings):
     )
     sandbox: Literal["auto", "bwrap", "landlock", "off"] = Field(
         default="auto",
-        description='Where local servers run (README "Sandbox"): auto = bubblewrap, else Landlock, else none; '
+        description="Where local servers run (docs/sandbox.md): auto = bubblewrap, else Landlock, else none; "
         "off runs them unisolated, as you (unsafe).",
     )
-    # A team's gateway (README "For a team"): one data key named explicitly, a public host name.
+    # A team's gateway (docs/team.md): one data key named explicitly, a public host name.
     data_key_file: Path | None = Field(default=None, description="The data key file (0600) shared by a team.")
     data_key_keyring_entry: str | None = Field(default=None, description="Keyring user name of the data key.")
     public_host: str | None = Field(default=None, description="Host name clients use for `serve` (Host check).")
@@ -90,7 +112,7 @@ class Settings(BaseSettings):
         description="The address clients reach `serve` at when a proxy in front terminates TLS "
         "(https://HOST[:PORT], no path): the links it hands out name it; set at start, never read from a request.",
     )
-    # Governance (README "Capability providers"): [[capability_providers]] and admission.
+    # Governance (docs/tool-registry.md): [[capability_providers]] and admission.
     config: Path | None = Field(default=None, description="config.toml; default <home>/config.toml.")
 
     @property

@@ -123,7 +123,7 @@ async def serve_face(data: Path, port: int, install: bool) -> Any:
             version=EVERYTHING.rsplit("@", 1)[1],
         )
         with Store.for_data_dir(data, Vault.open(data, keyring_backend=backend)) as store:
-            store.install(
+            store.servers.install(
                 qualified_name="io.github.modelcontextprotocol/server-everything",
                 source="local",
                 version=spec.version,

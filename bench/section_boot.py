@@ -43,7 +43,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         env = {k: ("${STUB_API_KEY}" if k == "STUB_API_KEY" else v) for k, v in stub_env().items()}
         spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=env, runner="python3")
         for i in range(args.servers):
-            store.install(
+            store.servers.install(
                 qualified_name=f"io.bench/stub-{i:02d}",
                 source="local",
                 version="1.0.0",
@@ -53,7 +53,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 tools_hash="0" * 64,
                 env={"STUB_API_KEY": (SECRET, True)},
             )
-        servers = store.list(enabled_only=True)
+        servers = store.servers.list(enabled_only=True)
 
         def manager() -> ConnectionManager:
             return ConnectionManager(store, Redactor(), install_root=root.path / "data" / "servers", connect_timeout=60)
@@ -135,7 +135,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         slow_env = dict(env, STUB_MODE="slow", STUB_SLOW_SECONDS=str(args.slow_seconds))
         slow_spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=slow_env, runner="python3")
         for i in range(args.servers):
-            store.install(
+            store.servers.install(
                 qualified_name=f"io.bench/slow-{i:02d}",
                 source="local",
                 version="1.0.0",
@@ -145,7 +145,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 tools_hash="0" * 64,
                 env={"STUB_API_KEY": (SECRET, True)},
             )
-        slow = [s for s in store.list() if s.qualified_name.startswith("io.bench/slow-")]
+        slow = [s for s in store.servers.list() if s.qualified_name.startswith("io.bench/slow-")]
         ts: dict[str, list[float]] = {"boot": [], "serial_sum": []}
         for i in range(args.slow_rounds):
             for kind in ("boot", "serial") if i % 2 == 0 else ("serial", "boot"):

@@ -29,7 +29,7 @@ def install(root: Root, count: int) -> Any:
     spec = LaunchSpec(command="python3", args=[str(root.stub)], env={"STUB_API_KEY": "${STUB_API_KEY}"})
     with Store.for_data_dir(data, vault) as store:
         for i in range(count):
-            store.install(
+            store.servers.install(
                 qualified_name=f"io.bench/stub-{i}",
                 source="local",
                 version="1.0.0",

@@ -62,7 +62,7 @@ def install_stubs(root: Root, data: Path, count: int, *, tools: list[dict[str, A
     spec = LaunchSpec(command=str(root.python), args=[str(root.stub)], env=env, runner="python3")
     with Store.for_data_dir(data, vault) as store:
         for i in range(count):
-            store.install(
+            store.servers.install(
                 qualified_name=f"io.bench/stub-{i:02d}",
                 source="local",
                 version="1.0.0",

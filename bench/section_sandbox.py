@@ -5,8 +5,10 @@ root's ``bin/python3``), ``Prober.probe(spec, values)`` timed to the tools liste
 background, drained untimed), with the prober's sandbox:
 
 * ``off``      — ``MCP_SETUP_SANDBOX=off``: the baseline, unisolated as before #23;
-* ``bwrap``    — bubblewrap (what ``auto`` picks where user namespaces work);
-* ``landlock`` — the Landlock launcher (``auto``'s fallback), where the kernel has it.
+* ``bwrap``    — bubblewrap (what ``auto`` picks where user namespaces work), since #40 with the
+  server in a network namespace of its own behind its proxy listener (``network``: the mechanism);
+* ``landlock`` — the Landlock launcher (``auto``'s fallback), where the kernel has it, with TCP held
+  to the proxy's port where it has TCP rules.
 
 Reported: the median of each round's sandboxed ÷ off, and the milliseconds added (target
 ≤ 1.15× or ≤ 50 ms added).
@@ -43,6 +45,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if kind != "off" and sandbox.mechanism != kind:
                 out.setdefault("unavailable", {})[kind] = sandbox.why
                 continue
+            out.setdefault("network", {})[kind] = sandbox.network_isolation().mechanism
             probers[kind] = Prober(
                 Redactor(), scratch_root=data / "scratch", host_env=host_env, timeout=30, sandbox=sandbox
             )

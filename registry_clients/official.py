@@ -143,6 +143,10 @@ class _Chain:
         self.end: int | None = None
         self.lock = anyio.Lock()
 
+    def ends_at(self, page: int | None) -> None:
+        """The last page is ``page`` (None: not known, the data grew since)."""
+        self.end = page
+
     def total(self) -> int:
         return self.end if self.end is not None else len(self.cursors)
 
@@ -326,11 +330,11 @@ class OfficialRegistry:
             while True:
                 servers, nxt = await self._fetch(q, page_size, chain.cursors[current - 1])
                 if nxt is None:
-                    chain.end = current if servers else current - 1
+                    chain.ends_at(current if servers else current - 1)
                     del chain.cursors[current:]
                 else:
                     if chain.end is not None and current >= chain.end:
-                        chain.end = None  # the data grew since the end was seen
+                        chain.ends_at(None)  # the data grew since the end was seen
                     if len(chain.cursors) == current:
                         chain.cursors.append(nxt)
                     else:

@@ -3,7 +3,7 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k probe).
 #   --under-load   keep every core busy meanwhile (stress-ng if installed, else a busy loop;
 #                  stopped at exit) and raise the hang guards' scale factor to 3 unless set.
-# Environment: MCP_SETUP_TEST_NO_INSTALL=1 (skip the pip install), MCP_SETUP_TEST_NO_STYLE=1 (skip ruff),
+# Environment: MCP_SETUP_TEST_NO_INSTALL=1 (skip the pip install), MCP_SETUP_TEST_NO_STYLE=1 (skip ruff and mypy),
 # MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
 # timeout, default 1), MCP_SETUP_TEST_WORKERS (pytest-xdist workers, default: one per core;
 # 0 runs in this process), MCP_SETUP_TEST_SUITE_TIMEOUT (seconds for the whole pytest run,
@@ -21,7 +21,7 @@ done
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
-command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)  # the servers' sandbox (README "Sandbox")
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)  # the servers' sandbox (docs/sandbox.md)
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || need_apt+=(nginx)  # the two-replica team test (#28)
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 [ -n "$(pg_bin)" ] || need_apt+=(postgresql)
@@ -109,12 +109,14 @@ fi
 # later what is left is killed. pytest-timeout bounds each test (pyproject.toml). The default
 # bound, 2400 s, grows with the scale factor like every other hang guard.
 suite_timeout="${MCP_SETUP_TEST_SUITE_TIMEOUT:-$(awk -v s="${MCP_SETUP_TEST_TIMEOUT_SCALE:-1}" 'BEGIN { t = 2400 * s; if (!(t >= 2400)) t = 2400; printf "%d", t }')}"
-# The style checks: the configured lint rules and the formatter (pyproject.toml). They run first and
-# quickly; a failure is reported and the suite still runs, so one run shows everything.
+# The style checks: the configured lint rules, the formatter and the type checker (pyproject.toml).
+# They run first and quickly (mypy keeps its incremental cache in .mypy_cache); a failure is
+# reported and the suite still runs, so one run shows everything.
 style_status=0
 if [ "${MCP_SETUP_TEST_NO_STYLE:-0}" != 1 ]; then
   .venv/bin/ruff check --quiet . || style_status=1
   .venv/bin/ruff format --check --quiet . || { echo "ruff format would change the files above: run .venv/bin/ruff format ." >&2; style_status=1; }
+  .venv/bin/mypy || { echo "mypy found the type errors above (the files and rules are in pyproject.toml)" >&2; style_status=1; }
 fi
 
 set +e

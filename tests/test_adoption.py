@@ -135,7 +135,7 @@ async def test_a_failure_before_the_commit_ends_the_adopted_process_and_leaves_n
     def broken_install(**_: object) -> None:
         raise StoreError("the disk is full")
 
-    monkeypatch.setattr(runtime.store, "install", broken_install)
+    monkeypatch.setattr(runtime.store.servers, "install", broken_install)
     failed = await call(
         runtime, "mcp_setup_install_and_connect", qualified_name="io.test/counted", env_refs={"STUB_API_KEY": ref}
     )

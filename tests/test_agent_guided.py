@@ -230,7 +230,7 @@ async def test_an_optional_secret_is_offered_and_stored_when_the_user_says_yes(
         assert result["status"] == "installed", (result["summary"], io.unexpected)
         ((question, choices),) = io.questions
         assert "STUB_EXTRA_TOKEN" in question and "optional" in question and choices == ["No", "Yes"]
-        assert runtime.store.env_values(result["server_id"])["STUB_EXTRA_TOKEN"].reveal() == optional
+        assert runtime.store.values.env_values(result["server_id"])["STUB_EXTRA_TOKEN"].reveal() == optional
         assert optional not in json.dumps(result) and canary not in json.dumps(result)
 
 
@@ -253,7 +253,7 @@ async def test_an_optional_secret_declined_is_left_unset_and_said_so(
         assert result["status"] == "installed", (result["summary"], io.unexpected)
         said = [m["arguments"]["text"] for m in tool_calls(result, "say")]
         assert "Optional settings left unset: STUB_EXTRA_TOKEN." in said
-        assert "STUB_EXTRA_TOKEN" not in runtime.store.env_values(result["server_id"])
+        assert "STUB_EXTRA_TOKEN" not in runtime.store.values.env_values(result["server_id"])
 
 
 async def test_nothing_found_says_which_registry_could_not_be_searched(

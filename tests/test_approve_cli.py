@@ -96,9 +96,9 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
     from setup_agent.store.database import Store
 
     with Store.for_data_dir(tmp_path / "data", Vault.in_memory()) as store:
-        (server,) = store.list()
+        (server,) = store.servers.list()
         assert str(granted.resolve()) in server.launch_spec["sandbox_grants"]  # the user's widening, stored
-        assert store.offers()[server.server_id].hidden_tools == {"whoami"}  # unticked in the second terminal
+        assert store.pins.offers()[server.server_id].hidden_tools == {"whoami"}  # unticked in the second terminal
     assert canary not in recorder.text() and "/consents/" not in recorder.text()
     nothing = subprocess.run(
         mcp_setup_argv("approve"),

@@ -19,7 +19,7 @@ from app.cli.audit import run_audit
 from app.settings import Settings
 from setup_agent.secrets import Vault
 from setup_agent.store import Store
-from setup_agent.store.audit_chain import GENESIS
+from setup_agent.store.audit import GENESIS
 
 
 def _store(tmp_path: Path, database_url: str | None = None) -> Store:
@@ -28,7 +28,7 @@ def _store(tmp_path: Path, database_url: str | None = None) -> Store:
 
 
 def _fill(store: Store) -> None:
-    first = store.install(
+    first = store.servers.install(
         qualified_name="io.test/s0",
         source="local",
         version="1.0.0",
@@ -38,8 +38,8 @@ def _fill(store: Store) -> None:
         tools_hash="sha256:x",
         env={},
     )
-    store.set_enabled(first.server_id, False)
-    store.set_enabled(first.server_id, True)
+    store.servers.set_enabled(first.server_id, False)
+    store.servers.set_enabled(first.server_id, True)
 
 
 def _verify(tmp_path: Path, database_url: str | None = None) -> tuple[int, str]:
@@ -52,9 +52,9 @@ def _verify(tmp_path: Path, database_url: str | None = None) -> tuple[int, str]:
 def test_each_audit_row_carries_the_hash_of_the_one_before_and_the_chain_verifies(tmp_path: Path, database_url) -> None:
     with _store(tmp_path, database_url) as store:
         _fill(store)
-        report = store.verify_audit()
+        report = store.audit.verify()
         assert report.ok and report.rows == 3 and report.last_hash != GENESIS
-        assert store.audit_chain()["broken_links"] == 0
+        assert store.audit.chain()["broken_links"] == 0
     code, text = _verify(tmp_path, database_url)
     assert code == 0 and "whole: 3 rows" in text and report.last_hash in text
 
@@ -62,7 +62,7 @@ def test_each_audit_row_carries_the_hash_of_the_one_before_and_the_chain_verifie
 def test_a_row_rewritten_through_sqlite_directly_is_named_by_audit_verify(tmp_path: Path) -> None:
     with _store(tmp_path) as store:
         _fill(store)
-        second = store.audit()[1].id
+        second = store.audit.entries()[1].id
     db = sqlite3.connect(tmp_path / "data" / "mcp-setup.db")
     with db:
         with pytest.raises(sqlite3.IntegrityError):  # the triggers refuse it as it is
@@ -78,13 +78,13 @@ def test_a_row_rewritten_through_sqlite_directly_is_named_by_audit_verify(tmp_pa
     code, text = _verify(tmp_path)
     assert code == 1 and f"broken at row {second}" in text and "rewritten" in text
     with _store(tmp_path) as store:
-        assert store.audit_chain()["broken_links"] == 1 and store.audit_chain()["first_broken"]["id"] == second
+        assert store.audit.chain()["broken_links"] == 1 and store.audit.chain()["first_broken"]["id"] == second
 
 
 def test_a_row_deleted_from_the_middle_breaks_the_link_of_the_next(tmp_path: Path) -> None:
     with _store(tmp_path) as store:
         _fill(store)
-        ids = [r.id for r in store.audit()]
+        ids = [r.id for r in store.audit.entries()]
     db = sqlite3.connect(tmp_path / "data" / "mcp-setup.db")
     with db:
         db.execute("DROP TRIGGER mcp_audit_no_delete")
@@ -107,4 +107,4 @@ def test_truncate_on_postgresql_is_refused(tmp_path: Path, postgres_url: str) ->
     finally:
         engine.dispose()
     with _store(tmp_path, postgres_url) as store:
-        assert store.verify_audit().ok
+        assert store.audit.verify().ok

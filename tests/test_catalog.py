@@ -101,7 +101,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def _install(store: Store, name: str, tools: list[dict] | None = None):
-    return store.install(
+    return store.servers.install(
         qualified_name=name,
         source="local",
         version="1",
@@ -121,21 +121,21 @@ def test_install_gives_each_server_a_unique_slug_and_records_its_tools(store: St
     assert (a.slug, b.slug) == ("notion", "notion-2")
     assert a.tools_recorded and [t["name"] for t in a.tools] == ["search"]
     assert not b.tools_recorded
-    assert [t.name for t in store.catalog().tools()] == ["notion__search"]
+    assert [t.name for t in store.servers.catalog().tools()] == ["notion__search"]
 
 
 def test_every_change_bumps_the_counter_and_an_unchanged_tool_list_does_not(store: Store) -> None:
     heard: list[int] = []
-    store.add_change_listener(lambda: heard.append(1))
-    start = store.change_counter()
+    store.database.add_change_listener(lambda: heard.append(1))
+    start = store.database.change_counter()
     server = _install(store, "io.a/x", [{"name": "t"}])
-    assert store.change_counter() == start + 1
-    assert store.set_tools(server.server_id, [{"name": "t"}]) is False
-    assert store.change_counter() == start + 1
-    assert store.set_tools(server.server_id, [{"name": "t"}, {"name": "u"}]) is True
-    store.set_enabled(server.server_id, False)
-    store.remove(server.server_id)
-    assert store.change_counter() == start + 4
+    assert store.database.change_counter() == start + 1
+    assert store.pins.set_tools(server.server_id, [{"name": "t"}]) is False
+    assert store.database.change_counter() == start + 1
+    assert store.pins.set_tools(server.server_id, [{"name": "t"}, {"name": "u"}]) is True
+    store.servers.set_enabled(server.server_id, False)
+    store.servers.remove(server.server_id)
+    assert store.database.change_counter() == start + 4
     assert len(heard) == 4
 
 
@@ -143,13 +143,13 @@ def test_the_stdlib_reader_sees_the_same_catalog_as_the_store(store: Store, tmp_
     _install(store, "io.a/one", [{"name": "echo", "description": "d", "inputSchema": {"type": "object"}}])
     quick = read_sqlite_catalog(tmp_path / "data" / DB_FILE_NAME)
     assert quick is not None
-    assert quick.wire_tools() == store.catalog().wire_tools()
+    assert quick.wire_tools() == store.servers.catalog().wire_tools()
     assert read_sqlite_catalog(tmp_path / "missing.db") is None
 
 
 def test_stored_secrets_of_every_server_are_known_for_redaction(store: Store) -> None:
     _install(store, "io.a/one")
-    assert [(k, v.reveal()) for _sid, k, v in store.secret_values()] == [("API_KEY", "value-123456789")]
+    assert [(k, v.reveal()) for _sid, k, v in store.values.secret_values()] == [("API_KEY", "value-123456789")]
 
 
 def test_upgrading_a_first_round_database_keeps_env_rows_and_gives_slugs(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_upgrading_a_first_round_database_keeps_env_rows_and_gives_slugs(tmp_pat
     _install(first, "io.b/weather")
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with first.engine.begin() as conn:
+    with first.database.engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "0001_initial")
     first.close()
@@ -174,9 +174,9 @@ def test_upgrading_a_first_round_database_keeps_env_rows_and_gives_slugs(tmp_pat
         assert raw.execute("SELECT count(*) FROM mcp_client_env").fetchone() == (2,)
     again = Store.for_data_dir(data, vault)  # migrates to head
     try:
-        servers = again.list()
+        servers = again.servers.list()
         assert sorted(s.slug for s in servers) == ["weather", "weather-2"]
-        assert all(again.env_values(s.server_id)["API_KEY"].reveal() == "value-123456789" for s in servers)
+        assert all(again.values.env_values(s.server_id)["API_KEY"].reveal() == "value-123456789" for s in servers)
         assert not any(s.tools_recorded for s in servers)
     finally:
         again.close()

@@ -242,7 +242,7 @@ def test_connect_warns_when_claude_code_would_refuse_a_per_server_tool_name_and_
 ) -> None:
     long_tool = "search_everything_in_the_workspace_with_filters_and_paging"  # 58: fine alone, not under a prefix
     with data.store() as store:
-        store.install(
+        store.servers.install(
             qualified_name="io.x/long-names",
             source="local",
             version="1",

@@ -108,12 +108,12 @@ def test_the_fast_list_says_what_the_store_says_for_every_state(data: DataDir, t
     first = data.install(STUB, canary)
     second = data.install(OTHER, "other-value-123")
     with data.store() as store:
-        store.set_enabled(second, False, actor="test")
-        store.set_tools(first, [{"name": "echo", "description": "Echo text"}])
-        store.set_tools(first, [{"name": "echo", "description": "Echo text"}, {"name": "new", "description": "x"}])
-        store.set_needs_sign_in(second, True)
-        expected = [server_json(s) for s in store.list()]
-        records = store.list()
+        store.servers.set_enabled(second, False, actor="test")
+        store.pins.set_tools(first, [{"name": "echo", "description": "Echo text"}])
+        store.pins.set_tools(first, [{"name": "echo", "description": "Echo text"}, {"name": "new", "description": "x"}])
+        store.servers.set_needs_sign_in(second, True)
+        expected = [server_json(s) for s in store.servers.list()]
+        records = store.servers.list()
     assert read_sqlite_servers(data.home / "mcp-setup.db") == records  # every field, as the store hands it out
     code, _, out, err = run(data, tmp_path, "list", "--json")
     assert code == 0 and json.loads(out)["servers"] == expected, err
@@ -134,9 +134,9 @@ def test_audit_answers_without_sqlalchemy_and_says_what_the_store_says(
     first = data.install(STUB, canary)
     data.install(OTHER, "other-value-123")
     with data.store() as store:
-        store.set_enabled(first, False, actor="test")
-        expected = {"audit": [r.public() for r in store.audit()], "counts": store.audit_counts()}
-        last_two = [r.public() for r in store.audit(limit=2)]
+        store.servers.set_enabled(first, False, actor="test")
+        expected = {"audit": [r.public() for r in store.audit.entries()], "counts": store.audit.counts()}
+        last_two = [r.public() for r in store.audit.entries(limit=2)]
     assert len(expected["audit"]) >= 3 and expected["counts"]["total"] == len(expected["audit"])
     code, modules, out, err = run(data, tmp_path, "audit", "--json")
     assert code == 0 and json.loads(out) == expected, err
@@ -162,7 +162,7 @@ def test_tools_answers_without_the_sdk_or_sqlalchemy_and_lists_what_the_store_ho
     first = data.install(STUB, canary)
     data.install(OTHER, "other-value-123")
     with data.store() as store:
-        store.set_enabled(first, False, actor="test")
+        store.servers.set_enabled(first, False, actor="test")
         tools, diagnostics = anyio.run(_read, _registry(Settings(home=data.home), store))
     code, modules, out, err = run(data, tmp_path, "tools", "--json")
     assert code == 0, err

@@ -52,7 +52,7 @@ class DataDir:
 
     def install(self, name: str, value: str, expected: str | None = None, mode: str = "") -> str:
         with self.store() as store:
-            return store.install(
+            return store.servers.install(
                 qualified_name=name,
                 source="local",
                 version="1.0.0",
@@ -153,17 +153,28 @@ def test_a_typo_in_a_name_is_answered_with_the_close_one(data, capsys, canary) -
 def test_disable_and_enable_change_the_store_every_face_watches(data, capsys, canary) -> None:
     sid = data.install(STUB, canary)
     with data.store() as store:
-        before = store.change_counter()
+        before = store.database.change_counter()
     code, out, _ = cli(capsys, "disable", "stub-search")
     assert code == 0 and "disabled" in out
     assert "running mcp-setup sessions (your AI clients, the web page) see it at once" in out and "faces" not in out
     with data.store() as store:
-        assert store.get(sid).enabled is False and store.change_counter() > before
-        assert not any(t for t in store.catalog().tools())
+        assert store.servers.get(sid).enabled is False and store.database.change_counter() > before
+        assert not any(t for t in store.servers.catalog().tools())
     code, _, _ = cli(capsys, "enable", STUB)
     with data.store() as store:
-        assert store.get(sid).enabled is True
-        assert [t.name for t in store.catalog().tools()] == ["stub-search__echo"]
+        assert store.servers.get(sid).enabled is True
+        assert [t.name for t in store.servers.catalog().tools()] == ["stub-search__echo"]
+
+
+def test_disabling_twice_writes_one_audit_row_and_changes_nothing_the_second_time(data, capsys, canary) -> None:
+    sid = data.install(STUB, canary)
+    assert cli(capsys, "disable", "stub-search")[0] == 0
+    with data.store() as store:
+        counter = store.database.change_counter()
+    assert cli(capsys, "disable", "stub-search")[0] == 0
+    with data.store() as store:
+        assert [r.event for r in store.audit.entries(server_id=sid)].count("disabled") == 1
+        assert store.database.change_counter() == counter and store.servers.get(sid).enabled is False
 
 
 def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data, capsys, canary) -> None:
@@ -171,7 +182,7 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
     from setup_agent.store import read_sqlite_catalog
 
     with data.store() as store:
-        sid = store.install(
+        sid = store.servers.install(
             qualified_name=STUB,
             source="local",
             version="1.0.0",
@@ -197,6 +208,8 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
     code, out, _ = cli(capsys, "show", "stub-search", "--json")
     shown = json.loads(out)
     assert shown["left_out_by_user"] == ["whoami"] and [t["name"] for t in shown["tools"]] == ["echo"]
+    code, out, _ = cli(capsys, "client", "list", "--json")  # what a client gets: not the left-out tool
+    assert code == 0 and json.loads(out)["tools"] == ["stub-search__echo"]
     code, out, _ = cli(capsys, "enable", "stub-search", "--tool", "whoami")
     assert code == 0 and "whoami: back on" in out and listed() == {"stub-search__echo", "stub-search__whoami"}
     code, out, _ = cli(capsys, "disable", "stub-search", "--tool", "echo")
@@ -204,8 +217,8 @@ def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data
     code, _, err = cli(capsys, "enable", "stub-search", "--tool", "nope")
     assert code == 1 and "no tool named 'nope'" in err and "echo, whoami" in err
     with data.store() as store:
-        assert store.get(sid).enabled is True  # the server itself stays as it was
-        assert [e.actor for e in store.audit(server_id=sid) if e.event == "tools_hidden"] == [
+        assert store.servers.get(sid).enabled is True  # the server itself stays as it was
+        assert [e.actor for e in store.audit.entries(server_id=sid) if e.event == "tools_hidden"] == [
             "agent",
             "user:terminal",
             "user:terminal",
@@ -221,7 +234,7 @@ def test_remove_deletes_the_rows_the_install_dir_and_the_log(data, capsys, canar
     assert code == 0, err
     assert "Removed" in out
     with data.store() as store:
-        assert store.list() == [] and store.secret_values() == []
+        assert store.servers.list() == [] and store.values.secret_values() == []
     assert not (data.home / "servers" / sid).exists() and not log_path(data.home / "logs", sid).exists()
 
 
@@ -241,7 +254,7 @@ async def test_logs_print_the_servers_stderr_redacted_from_the_file_the_connecti
         )
         try:
             with anyio.fail_after(scaled(30)):
-                status = await manager.connect(store.get(sid))
+                status = await manager.connect(store.servers.get(sid))
             assert status.status == "connected"
         finally:
             await manager.aclose()
@@ -327,7 +340,7 @@ def test_a_value_piped_into_rotate_is_taken_without_a_python_warning(data, canar
         "GetPassWarning" not in proc.stderr and "getpass" not in proc.stderr and right not in proc.stdout + proc.stderr
     )
     with data.store() as store:
-        assert store.env_values(sid)["STUB_API_KEY"].reveal() == right
+        assert store.values.env_values(sid)["STUB_API_KEY"].reveal() == right
 
 
 def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, canary) -> None:
@@ -336,12 +349,12 @@ def test_rotate_stores_a_new_value_only_when_the_server_answers_with_it(data, ca
     code, out = rotate(data, "a-wrong-value-5678")
     assert code == 1 and "old value of STUB_API_KEY stays" in out and "a-wrong-value-5678" not in out
     with data.store() as store:
-        assert store.env_values(sid)["STUB_API_KEY"].reveal() == canary
+        assert store.values.env_values(sid)["STUB_API_KEY"].reveal() == canary
     code, out = rotate(data, right)
     assert code == 0, out
     assert "answered with" in out and right not in out
     with data.store() as store:
-        assert store.env_values(sid)["STUB_API_KEY"].reveal() == right
+        assert store.values.env_values(sid)["STUB_API_KEY"].reveal() == right
 
 
 def test_add_runs_the_guided_setup_with_a_hidden_prompt_and_then_list_shows_the_server(
@@ -397,10 +410,10 @@ def test_list_and_show_say_clearly_which_server_is_disabled_and_which_has_change
     changed = data.install(STUB, canary)
     off = data.install(OTHER, "other-value-123")
     with data.store() as store:  # the server now offers one tool more than the user approved
-        store.set_tools(
+        store.pins.set_tools(
             changed, [{"name": "echo", "description": "Echo text"}, {"name": "exfiltrate\x1b[2J", "description": "x"}]
         )
-        store.set_enabled(off, False, actor="cli")
+        store.servers.set_enabled(off, False, actor="cli")
     code, out, _ = cli(capsys, "list")
     assert code == 0
     rows = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith(" ")}
@@ -522,7 +535,7 @@ def test_who_installed_a_server_is_said_in_words_and_json_keeps_the_stored_label
 
     assert installed_by_words(label) == words
     with data.store() as store:
-        store.install(
+        store.servers.install(
             qualified_name=STUB,
             source="local",
             version="1.0.0",

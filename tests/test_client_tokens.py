@@ -81,10 +81,10 @@ def test_reconnecting_a_client_revokes_its_old_token_and_a_dry_run_makes_none(tm
     second = bearer_of(json.loads(config.read_text())["mcpServers"]["mcp-setup"])
     assert first != second
     from setup_agent.secrets import Vault
-    from setup_agent.store import Store, Tokens
+    from setup_agent.store import Store
 
     with Store.for_data_dir(tmp_path / "data", Vault.in_memory()) as store:
-        tokens = Tokens(store)
+        tokens = store.tokens
         assert tokens.lookup(first) is None  # the old one is refused from now on
         found = tokens.lookup(second)
         assert found is not None and found.kind == "client" and not found.admin
@@ -103,10 +103,10 @@ def test_a_member_token_of_the_same_name_is_never_replaced_by_a_client_connect(t
     done = cli(tmp_path, "client", "connect", "cursor", "--http", "--config", str(tmp_path / "m.json"), ok=False)
     assert done.returncode == 1 and "already exists" in done.stderr
     from setup_agent.secrets import Vault
-    from setup_agent.store import Store, Tokens
+    from setup_agent.store import Store
 
     with Store.for_data_dir(tmp_path / "data", Vault.in_memory()) as store:
-        found = Tokens(store).lookup(member)
+        found = store.tokens.lookup(member)
         assert found is not None and found.kind == "member"
 
 

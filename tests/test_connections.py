@@ -52,7 +52,7 @@ async def setup(
 def install(
     store: Store, name: str, value: str, expected: str | None = None, mode: str = "", enabled: bool = True, **extra: str
 ):
-    server = store.install(
+    server = store.servers.install(
         qualified_name=name,
         source="local",
         version="1.0.0",
@@ -63,7 +63,7 @@ def install(
         env={"STUB_API_KEY": (value, True)},
     )
     if not enabled:
-        store.set_enabled(server.server_id, False)
+        store.servers.set_enabled(server.server_id, False)
     return server
 
 
@@ -138,9 +138,9 @@ async def test_remove_deletes_rows_env_install_dir_and_stops_the_process(setup, 
         pid = manager.pid(server.server_id)
         assert manager.install_dir(server.server_id).exists()
         await manager.remove(server.server_id)
-    assert store.get(server.server_id) is None
+    assert store.servers.get(server.server_id) is None
     with pytest.raises(NotFound):
-        store.env_values(server.server_id)
+        store.values.env_values(server.server_id)
     assert not manager.install_dir(server.server_id).exists()
     assert pid is not None and not process_alive(pid)
     assert manager.status(server.server_id).status == "stopped"
@@ -168,7 +168,7 @@ async def test_a_sync_with_a_store_snapshot_older_than_an_install_leaves_that_in
     stopped it and deleted its files. Forced here in that order, with no timing involved."""
     store, manager, _, _ = setup
     seen_at = manager.mark()
-    snapshot = store.list()  # read before the install commits: the new server is not in it
+    snapshot = store.servers.list()  # read before the install commits: the new server is not in it
     server = install(store, "io.test/fresh", canary)
     with anyio.fail_after(scaled(20)):
         assert (await manager.connect(server)).status == "connected"
@@ -177,8 +177,8 @@ async def test_a_sync_with_a_store_snapshot_older_than_an_install_leaves_that_in
     assert manager.install_dir(server.server_id).exists()
     # The next snapshot (read after the install) still decides: a later removal elsewhere stops it.
     seen_at = manager.mark()
-    store.remove(server.server_id)
+    store.servers.remove(server.server_id)
     with anyio.fail_after(scaled(20)):
-        await manager.sync(store.list(), eager=False, seen_at=seen_at)
+        await manager.sync(store.servers.list(), eager=False, seen_at=seen_at)
     assert manager.status(server.server_id).status == "stopped"
     assert not manager.install_dir(server.server_id).exists()

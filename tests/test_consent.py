@@ -120,7 +120,7 @@ async def test_a_test_or_install_without_consent_returns_consent_required_and_ru
         assert runtime.consents.get(pending.consent_id).request.server == STUB
         assert canary not in json.dumps(result)
     assert [e["type"] for e in events] == ["consent_request"]  # the same launch: one open request, not two
-    assert runtime.store.list() == []
+    assert runtime.store.servers.list() == []
     assert not processes_mentioning(str(runtime.settings.home))
     assert runtime.refs.is_ready(ref)  # nothing consumed
 
@@ -170,13 +170,13 @@ async def test_the_install_after_a_test_asks_once_more_with_its_tools_and_an_unt
     assert installed["status"] == "connected", installed
     assert installed["left_out_by_user"] == ["whoami"] and [t["name"] for t in installed["tools"]] == ["echo"]
     assert installed["context"]["tool_count"] == 1 and installed["context"]["left_out_by_user"] == 1
-    server = runtime.store.get_by_name(STUB)
-    assert server is not None and runtime.store.offers()[server.server_id].hidden_tools == {"whoami"}
-    assert [e.event for e in runtime.store.audit(server_id=server.server_id)] == ["installed", "tools_hidden"]
+    server = runtime.store.servers.get_by_name(STUB)
+    assert server is not None and runtime.store.pins.offers()[server.server_id].hidden_tools == {"whoami"}
+    assert [e.event for e in runtime.store.audit.entries(server_id=server.server_id)] == ["installed", "tools_hidden"]
     got = await call(runtime, "mcp_setup_get", qualified_name=STUB)
     assert got["left_out_by_user"] == ["whoami"] and got["context"]["tool_count"] == 1
     (listed,) = (await call(runtime, "mcp_setup_list_servers"))["servers"]
-    assert [t["name"] for t in listed["tools"]] == ["echo"] and listed["left_out_by_user"] == ["whoami"]
+    assert listed["tools"] == ["echo"] and listed["left_out_by_user"] == ["whoami"]
     with anyio.fail_after(scaled(30)):
         await runtime.gateway.start()
         assert {t.name for t in runtime.gateway.catalog.tools()} == {"stub__echo"}
@@ -205,8 +205,8 @@ async def test_an_agent_cannot_leave_out_tools_only_the_users_answer_can(world, 
     installed = await call(runtime, "mcp_setup_install_and_connect", **args)
     assert installed["status"] == "connected" and "left_out_by_user" not in installed, installed
     assert {t["name"] for t in installed["tools"]} == {"echo", "whoami"}
-    server = runtime.store.get_by_name(STUB)
-    offers = runtime.store.offers().get(server.server_id) if server is not None else None
+    server = runtime.store.servers.get_by_name(STUB)
+    offers = runtime.store.pins.offers().get(server.server_id) if server is not None else None
     assert server is not None and (offers is None or not offers.hidden_tools)
     assert canary not in json.dumps(pending.request.public()) and canary not in json.dumps(installed)
 
@@ -301,7 +301,7 @@ async def test_the_agent_chosen_jira_host_is_only_shown_and_the_users_edit_is_us
             installed = await call(runtime, "mcp_setup_install_and_connect", **args)
             assert installed["status"] == "connected", installed
             assert evil.connections == 0 and canary.encode() not in evil.received
-            assert runtime.store.get_by_name(JIRA) is not None
+            assert runtime.store.servers.get_by_name(JIRA) is not None
             listed = await call(runtime, "mcp_setup_list_servers")
             for text in (
                 json.dumps(first),

@@ -42,7 +42,7 @@ async def test_an_approval_and_a_denial_are_audited_with_who_what_and_the_grant(
         runtime.consents.deny(first.consent_id, "denied on the consent page", by="user:consent-page")
         second = await ask(runtime, ref)
         runtime.consents.approve(second.consent_id, by="user:terminal", sandbox={"network": False})
-        rows = [r for r in runtime.store.audit() if r.event.startswith("consent_")]
+        rows = [r for r in runtime.store.audit.entries() if r.event.startswith("consent_")]
         assert [(r.event, r.actor, r.qualified_name) for r in rows] == [
             ("consent_denied", "user:consent-page", STUB),
             ("consent_approved", "user:terminal", STUB),
@@ -51,6 +51,6 @@ async def test_an_approval_and_a_denial_are_audited_with_who_what_and_the_grant(
         assert f"launch {second.request.fingerprint}" in (rows[1].detail or "")
         assert '"network":false' in (rows[1].detail or "")  # what it granted: the sandbox as approved
         assert all(canary not in (r.detail or "") for r in rows)
-        assert runtime.store.verify_audit().ok
+        assert runtime.store.audit.verify().ok
     finally:
         await runtime.aclose()

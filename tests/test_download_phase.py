@@ -164,11 +164,16 @@ async def test_a_first_call_that_must_download_goes_through_the_download_phase_a
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     redactor = Redactor()
     manager = ConnectionManager(
-        store, redactor, install_root=tmp_path / "servers", host_env=host_env, backoff=(), connect_timeout=scaled(30)
+        store,
+        redactor,
+        install_root=tmp_path / "servers",
+        host_env=host_env,
+        backoff=(),
+        connect_timeout=scaled(30),
+        fetcher=Fetcher(host_env=host_env, workdir=tmp_path / "work", tick=0.2),
     )
-    manager.fetcher = Fetcher(host_env=host_env, workdir=tmp_path / "work", tick=0.2)
     spec = npx_spec(registry).model_copy(update={"env": {"STUB_REQUIRE": "0"}})
-    store.install(
+    store.servers.install(
         qualified_name=NAME,
         source="local",
         version="1.0.0",

@@ -66,7 +66,7 @@ async def world(tmp_path: Path) -> AsyncIterator[tuple[Store, ConnectionManager,
 
 
 def install(store: Store, name: str, value: str, mode: str = "") -> Any:
-    return store.install(
+    return store.servers.install(
         qualified_name=name,
         source="local",
         version="1",
@@ -147,7 +147,7 @@ async def test_an_unknown_or_disabled_tool_name_is_unknown(world, canary: str) -
     gw = await gateway()
     with pytest.raises(UnknownTool):
         await gw.call("nosuch__echo", {})
-    store.set_enabled(server.server_id, False)
+    store.servers.set_enabled(server.server_id, False)
     with anyio.fail_after(scaled(10)):
         await gw.refresh()
     with pytest.raises(UnknownTool):

@@ -70,7 +70,7 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, A
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     redactor = Redactor()
     manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=15)
-    server = store.install(
+    server = store.servers.install(
         qualified_name="io.test/stub",
         source="local",
         version="1",
@@ -255,7 +255,7 @@ async def test_a_2026_server_that_omits_result_type_is_read_leniently_where_its_
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     redactor = Redactor()
     manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=15)
-    server = store.install(
+    server = store.servers.install(
         qualified_name="io.test/sloppy",
         source="local",
         version="1",

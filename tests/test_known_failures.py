@@ -239,7 +239,7 @@ async def test_a_package_whose_executable_is_named_otherwise_is_repaired_tested_
             assert {t["name"] for t in repaired["tools"]} >= {"echo"}
             installed = await call(runtime, "mcp_setup_install_and_connect", repair=repair["code"])
             assert installed["ok"] is True, installed
-            stored = runtime.store.get_by_name(NAME)
+            stored = runtime.store.servers.get_by_name(NAME)
             assert stored is not None and stored.launch_spec["args"][-3:] == ["--from", "wx-stub==1.0.0", "wx_stub"]
         finally:
             await runtime.aclose()

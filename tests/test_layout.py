@@ -208,6 +208,48 @@ def test_no_line_is_kept_from_the_formatter_to_pack_it() -> None:
     assert packed == []
 
 
+def _sibling_bases(module: str, tree: ast.Module | None = None) -> dict[str, list[str]]:
+    """``{class name: [bases defined in other modules of the same package]}`` for ``module``'s
+    classes (``tree``: its syntax tree, when not the file's)."""
+    tree = tree or TREES[module]
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    origin: dict[str, tuple[str, str]] = {}  # a name bound by an import -> (defining module, its name)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            parts = package.split(".")
+            target = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        for alias in node.names:
+            if f"{target}.{alias.name}" in MODULES:
+                continue  # a module, not a class
+            defined = _lazy_map(target).get(alias.name, target) if target in MODULES else target
+            origin[alias.asname or alias.name] = (defined, alias.name)
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = [origin[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in origin]
+            siblings = [f"{m}.{name}" for m, name in bases if m != module and m.rpartition(".")[0] == package]
+            if len(siblings) >= 2:
+                out[node.name] = siblings
+    return out
+
+
+def test_no_class_is_assembled_from_classes_of_its_sibling_modules() -> None:
+    """A class whose methods come from two or more files of its own package (mixins sharing its
+    private helpers) is one idea spread over several files: compose collaborators instead."""
+    mixed = {f"{m}.{c}": bases for m in MODULES for c, bases in _sibling_bases(m).items()}
+    assert mixed == {}
+
+
+def test_the_mixin_check_names_a_class_built_from_two_sibling_modules() -> None:
+    tree = ast.parse("from .pins import ToolPins\nfrom .values import Values as V\nclass Store(ToolPins, V): ...")
+    found = _sibling_bases("setup_agent.store.database", tree)
+    assert found == {"Store": ["setup_agent.store.pins.ToolPins", "setup_agent.store.values.Values"]}
+
+
 def test_no_file_name_repeats_its_package_name() -> None:
     repeated = [m for m in MODULES if "." in m and m.rsplit(".", 1)[1].startswith(m.rsplit(".", 2)[-2] + "_")]
     assert repeated == []

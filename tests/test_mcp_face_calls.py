@@ -90,7 +90,7 @@ def _install(home: Path, canary: str, tools: list[dict[str, Any]] | None = None)
     data.mkdir(parents=True, exist_ok=True)
     vault = Vault.open(data, keyring_backend=keyring.backends.fail.Keyring())
     with Store.for_data_dir(data, vault) as store:
-        server = store.install(
+        server = store.servers.install(
             qualified_name="io.test/stub",
             source="local",
             version="1",
@@ -104,7 +104,7 @@ def _install(home: Path, canary: str, tools: list[dict[str, Any]] | None = None)
             title="Stub",
             tools=tools,
         )
-        store.set_hidden_tools(server.server_id, ["quiet"], actor="user:terminal")
+        store.pins.set_hidden_tools(server.server_id, ["quiet"], actor="user:terminal")
 
 
 def _call(request_id: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

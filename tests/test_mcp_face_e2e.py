@@ -104,7 +104,7 @@ async def test_full_setup_over_stdio_keeps_the_canary_out_of_everything(tmp_path
             assert [(s["server_id"], s["status"], s["installed_by"]) for s in listed] == [
                 (server_id, "connected", "mcp:claude-desktop")  # the host conventions' provenance
             ]
-            assert {t["name"] for t in listed[0]["tools"]} >= {"echo", "whoami"}
+            assert set(listed[0]["tools"]) >= {"echo", "whoami"}
 
             # An installed server is refused before anything else (its ref was consumed too).
             reused = await call(client, "mcp_setup_test_connection", {"qualified_name": STUB, "env_refs": env_refs})
@@ -240,7 +240,7 @@ def test_sigterm_stops_mcp_setup_and_every_server_it_started(tmp_path: Path, can
         "args": [str(SERVER_PY), "--mode", "ignore_sigterm", "--marker", str(data_dir)],
         "env": {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)},
     }
-    store.install(
+    store.servers.install(
         qualified_name="io.test/stubborn",
         source="local",
         version="1",

@@ -43,7 +43,7 @@ def install(data: Path, name: str, canary: str) -> None:
     env = {"STUB_API_KEY": "${STUB_API_KEY}", "STUB_EXPECTED_SHA256": sha256_hex(canary)}
     spec = LaunchSpec(command="python3", args=[str(SERVER_PY)], env=env, runner="python3")
     with Store.for_data_dir(data, vault) as store:
-        store.install(
+        store.servers.install(
             qualified_name=name,
             source="local",
             version="1.0.0",

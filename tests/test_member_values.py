@@ -13,7 +13,6 @@ from sqlalchemy import MetaData, select
 from setup_agent.errors import InvalidInput
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
-from setup_agent.store.tokens import Tokens
 
 
 @pytest.fixture
@@ -24,7 +23,7 @@ def store(tmp_path: Path, database_url: str | None) -> Iterator[Store]:
 
 
 def install(store: Store, **extra: object) -> str:
-    return store.install(
+    return store.servers.install(
         qualified_name="io.test/gh",
         source="local",
         version="1",
@@ -39,8 +38,8 @@ def install(store: Store, **extra: object) -> str:
 
 def everything(store: Store) -> str:
     meta = MetaData()
-    meta.reflect(store.engine)
-    with store.engine.connect() as conn:
+    meta.reflect(store.database.engine)
+    with store.database.engine.connect() as conn:
         return "\n".join(repr(tuple(r)) for t in meta.sorted_tables for r in conn.execute(select(t)))
 
 
@@ -48,70 +47,70 @@ def test_a_member_s_value_is_theirs_encrypted_audited_under_their_name_and_repla
     store: Store, canary: str
 ) -> None:
     server_id = install(store, member_keys=["GH_TOKEN"])
-    assert store.get(server_id).member_keys == ("GH_TOKEN",)
-    counter = store.change_counter()
-    store.set_member_value(server_id, "alice", "GH_TOKEN", canary + "-a")
-    store.set_member_value(server_id, "bob", "GH_TOKEN", canary + "-b")
-    assert store.change_counter() == counter + 2  # every process sees it
-    assert store.member_values(server_id, "alice")["GH_TOKEN"].reveal() == canary + "-a"
-    assert store.member_values(server_id, "carol") == {}
-    assert store.env_values(server_id)["GH_TOKEN"].reveal() == "shared-value-123"  # the shared one stays
-    stamp = store.member_stamps()[(server_id, "alice")]
-    store.set_member_value(server_id, "alice", "GH_TOKEN", canary + "-a2")
-    assert store.member_values(server_id, "alice")["GH_TOKEN"].reveal() == canary + "-a2"
-    assert store.member_stamps()[(server_id, "alice")] != stamp
-    assert store.members_of(server_id) == {"alice": ["GH_TOKEN"], "bob": ["GH_TOKEN"]}
-    events = [(e.event, e.actor, e.detail) for e in store.audit()]
+    assert store.servers.get(server_id).member_keys == ("GH_TOKEN",)
+    counter = store.database.change_counter()
+    store.values.set_member_value(server_id, "alice", "GH_TOKEN", canary + "-a")
+    store.values.set_member_value(server_id, "bob", "GH_TOKEN", canary + "-b")
+    assert store.database.change_counter() == counter + 2  # every process sees it
+    assert store.values.member_values(server_id, "alice")["GH_TOKEN"].reveal() == canary + "-a"
+    assert store.values.member_values(server_id, "carol") == {}
+    assert store.values.env_values(server_id)["GH_TOKEN"].reveal() == "shared-value-123"  # the shared one stays
+    stamp = store.values.member_stamps()[(server_id, "alice")]
+    store.values.set_member_value(server_id, "alice", "GH_TOKEN", canary + "-a2")
+    assert store.values.member_values(server_id, "alice")["GH_TOKEN"].reveal() == canary + "-a2"
+    assert store.values.member_stamps()[(server_id, "alice")] != stamp
+    assert store.values.members_of(server_id) == {"alice": ["GH_TOKEN"], "bob": ["GH_TOKEN"]}
+    events = [(e.event, e.actor, e.detail) for e in store.audit.entries()]
     assert ("member_value_set", "token:alice", "GH_TOKEN of token:alice") in events
     assert ("member_value_rotated", "token:alice", "GH_TOKEN of token:alice") in events
     dump = everything(store)
     assert canary not in dump and "shared-value-123" not in dump
     with pytest.raises(InvalidInput):
-        store.set_member_value(server_id, "alice", "OTHER", "x" * 12)  # not a per-member key
+        store.values.set_member_value(server_id, "alice", "OTHER", "x" * 12)  # not a per-member key
 
 
 def test_removing_a_member_s_value_and_revoking_their_token_leave_the_others_untouched(
     store: Store, canary: str
 ) -> None:
     server_id = install(store, member_keys=["GH_TOKEN"])
-    tokens = Tokens(store)
+    tokens = store.tokens
     tokens.create("alice")
     tokens.create("bob")
-    store.set_member_value(server_id, "alice", "GH_TOKEN", canary + "-a")
-    store.set_member_value(server_id, "bob", "GH_TOKEN", canary + "-b")
-    counter = store.change_counter()
+    store.values.set_member_value(server_id, "alice", "GH_TOKEN", canary + "-a")
+    store.values.set_member_value(server_id, "bob", "GH_TOKEN", canary + "-b")
+    counter = store.database.change_counter()
     tokens.revoke("alice")  # her values go in the same transaction
-    assert store.change_counter() > counter
-    assert store.member_values(server_id, "alice") == {}
-    assert store.member_values(server_id, "bob")["GH_TOKEN"].reveal() == canary + "-b"
-    assert any(e.event == "member_value_removed" and "token:alice" in (e.detail or "") for e in store.audit())
-    assert store.forget_member_values("bob", server_id, "GH_TOKEN") == 1
-    assert store.member_keys_set("bob") == {}
-    assert store.verify_audit().ok
+    assert store.database.change_counter() > counter
+    assert store.values.member_values(server_id, "alice") == {}
+    assert store.values.member_values(server_id, "bob")["GH_TOKEN"].reveal() == canary + "-b"
+    assert any(e.event == "member_value_removed" and "token:alice" in (e.detail or "") for e in store.audit.entries())
+    assert store.values.forget_member_values("bob", server_id, "GH_TOKEN") == 1
+    assert store.values.member_keys_set("bob") == {}
+    assert store.audit.verify().ok
 
 
 def test_per_member_keys_set_later_and_shared_again_delete_the_members_values_of_that_key(
     store: Store, canary: str
 ) -> None:
     server_id = install(store)
-    assert store.set_member_keys(server_id, ["GH_TOKEN"], actor="user:terminal") == ["GH_TOKEN"]
-    store.set_member_value(server_id, "alice", "GH_TOKEN", canary)
-    store.set_member_keys(server_id, [], actor="user:terminal")
-    assert store.get(server_id).member_keys == () and store.member_values(server_id, "alice") == {}
+    assert store.values.set_member_keys(server_id, ["GH_TOKEN"], actor="user:terminal") == ["GH_TOKEN"]
+    store.values.set_member_value(server_id, "alice", "GH_TOKEN", canary)
+    store.values.set_member_keys(server_id, [], actor="user:terminal")
+    assert store.servers.get(server_id).member_keys == () and store.values.member_values(server_id, "alice") == {}
     with pytest.raises(InvalidInput):
-        store.set_member_keys(server_id, ["no spaces"], actor="user:terminal")
+        store.values.set_member_keys(server_id, ["no spaces"], actor="user:terminal")
 
 
 def test_key_rotation_and_an_update_keep_every_member_s_value_readable(store: Store, canary: str) -> None:
     server_id = install(store, member_keys=["GH_TOKEN"])
-    store.set_member_value(server_id, "alice", "GH_TOKEN", canary)
-    assert store.rotate_key(Vault.in_memory()) == 2  # the shared value and alice's
-    assert store.member_values(server_id, "alice")["GH_TOKEN"].reveal() == canary
+    store.values.set_member_value(server_id, "alice", "GH_TOKEN", canary)
+    assert store.values.rotate_key(Vault.in_memory()) == 2  # the shared value and alice's
+    assert store.values.member_values(server_id, "alice")["GH_TOKEN"].reveal() == canary
     newer = install(store, replaces=server_id)  # `mcp-setup update`: the same slug, a new row
-    assert store.get(newer).member_keys == ("GH_TOKEN",)
-    assert store.member_values(newer, "alice")["GH_TOKEN"].reveal() == canary
-    store.remove(newer)
-    assert store.member_stamps() == {}  # gone with the server
+    assert store.servers.get(newer).member_keys == ("GH_TOKEN",)
+    assert store.values.member_values(newer, "alice")["GH_TOKEN"].reveal() == canary
+    store.servers.remove(newer)
+    assert store.values.member_stamps() == {}  # gone with the server
 
 
 @pytest.mark.anyio
@@ -122,13 +121,13 @@ async def test_an_answer_to_a_member_s_prompt_is_stored_as_theirs_unless_their_t
     from setup_agent.secrets import Redactor
 
     server_id = install(store, member_keys=["GH_TOKEN"])
-    tokens = Tokens(store)
+    tokens = store.tokens
     tokens.create("alice")
     tokens.create("bob")
     redactor = Redactor()
     prompts = MemberPrompts(store, redactor, is_active=lambda m: any(t.name == m and t.active for t in tokens.list()))
-    prompts.page_url = lambda prompt_id: f"https://team.example/secrets/{prompt_id}?t=key"
-    server = store.get(server_id)
+    prompts.serve_page(lambda prompt_id: f"https://team.example/secrets/{prompt_id}?t=key")
+    server = store.servers.get(server_id)
     links = {}
     for member in ("alice", "bob"):
         asked = await prompts.ask(server, member, "GH_TOKEN", None)
@@ -143,7 +142,7 @@ async def test_an_answer_to_a_member_s_prompt_is_stored_as_theirs_unless_their_t
     for member in ("alice", "bob"):
         prompts.broker.answer(links[member], f"{canary}-{member}")
         await prompts._settle(links[member])  # as the answer's event does
-    assert store.member_values(server_id, "alice") == {}  # revoked meanwhile: nothing stored
-    assert store.member_values(server_id, "bob")["GH_TOKEN"].reveal() == f"{canary}-bob"
+    assert store.values.member_values(server_id, "alice") == {}  # revoked meanwhile: nothing stored
+    assert store.values.member_values(server_id, "bob")["GH_TOKEN"].reveal() == f"{canary}-bob"
     assert list(prompts.refs.live_values()) == []  # the refs went with the answers
     prompts.close()

@@ -140,14 +140,14 @@ async def test_an_expiring_token_is_renewed_before_use_and_the_new_one_is_stored
     ref = await signed_in(runtime)
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=NAME, oauth_ref=ref)
     server_id = installed["server_id"]
-    before = json.loads(runtime.store.env_values(server_id)[GRANT_KEY].reveal())
+    before = json.loads(runtime.store.values.env_values(server_id)[GRANT_KEY].reveal())
     runtime.sign_ins.clock = lambda: time.time() + 7200  # the access token (1 h) is about to expire
-    server = runtime.store.get(server_id)
+    server = runtime.store.servers.get(server_id)
     assert server is not None
     status = await runtime.connections.connect(server)
     assert status.status == "connected"
     assert pair.provider.refreshes == 1  # renewed before it was used, not after a 401
-    after = json.loads(runtime.store.env_values(server_id)[GRANT_KEY].reveal())
+    after = json.loads(runtime.store.values.env_values(server_id)[GRANT_KEY].reveal())
     assert after["access_token"] != before["access_token"] and after["access_token"] == pair.provider.issued_access[-1]
 
 
@@ -177,7 +177,7 @@ async def test_a_revoked_refresh_token_makes_the_server_need_sign_in(
     from app.cli.server_view import server_json
     from app.cli.server_view import state_notes as _state_notes
 
-    stored = await asyncio.to_thread(runtime.store.get, server_id)
+    stored = await asyncio.to_thread(runtime.store.servers.get, server_id)
     assert server_json(stored)["status"] == "needs_sign_in"
     assert any("sign in again" in note for note in _state_notes(stored, NAME))
 

@@ -47,9 +47,9 @@ async def _install_then_change(data_dir: Path, catalog: Path, flag: str, canary:
             assert out.get("status") == "connected", out
             # In the server's own folder (its working dir): the one a sandboxed server sees (#23).
             (data_dir / "servers" / out["server_id"] / flag).write_text(json.dumps({"extra": [EVIL]}))
-            status = await runtime.connections.connect(runtime.store.get(out["server_id"]))
+            status = await runtime.connections.connect(runtime.store.servers.get(out["server_id"]))
             assert status.status == "connected"
-            assert runtime.store.get(out["server_id"]).tools_state == "changed"
+            assert runtime.store.servers.get(out["server_id"]).tools_state == "changed"
             return str(out["server_id"])
     finally:
         await runtime.aclose()

@@ -217,7 +217,7 @@ async def test_admission_refuses_test_and_install_before_the_bundle_is_downloade
             assert result["ok"] is False and result["error"]["code"] == "not_admitted", result
             assert "eligible-providers" in result["error"]["message"]
         assert hits == []  # the bundle server was never asked
-        assert runtime.store.list() == []
+        assert runtime.store.servers.list() == []
         assert not processes_mentioning(str(tmp_path / "data"))
         assert canary not in json.dumps([tested, installed])
         assert runtime.refs.resolve({"STUB_API_KEY": ref})["STUB_API_KEY"].reveal() == canary  # still usable
@@ -252,10 +252,10 @@ async def test_an_admitted_or_ungoverned_server_is_tested_as_before(
         await runtime.aclose()
 
 
-def test_the_readme_config_example_is_a_valid_config() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+def test_the_documented_config_example_is_a_valid_config() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "tool-registry.md").read_text()
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
-    config = parse_provider_config(example, Path("README.md"))
+    config = parse_provider_config(example, Path("docs/tool-registry.md"))
     assert config.admission == "eligible-providers"
     assert [p.id for p in config.providers] == ["acme-tools", "internal"]
     assert config.provider_for("io.github.acme/search").id == "acme-tools"

@@ -198,7 +198,7 @@ async def test_a_deprecated_entry_is_shown_as_such_and_refused_unless_allowed(ru
 async def test_an_installed_name_is_shown_installed_and_refused_before_any_prompt(runtime) -> None:
     name = "co.huggingface/hf-mcp-server"
     await __import__("asyncio").to_thread(
-        runtime.store.install,
+        runtime.store.servers.install,
         server_id="srv_x",
         qualified_name=name,
         source="local",

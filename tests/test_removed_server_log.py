@@ -73,7 +73,7 @@ async def test_a_server_removed_through_the_core_leaves_no_log(data: DataDir, ca
         )
         try:
             with anyio.fail_after(scaled(30)):
-                status = await manager.connect(store.get(sid))
+                status = await manager.connect(store.servers.get(sid))
             assert status.status == "connected"
             pid = manager.pid(sid)
             assert log_path(data.home / "logs", sid).exists()

@@ -41,7 +41,7 @@ async def world(tmp_path: Path) -> AsyncIterator[Any]:
             **options,
         )
         managers.append(manager)
-        store.install(
+        store.servers.install(
             qualified_name=f"io.test/cap{len(managers)}",
             source="local",
             version="1",

@@ -21,11 +21,11 @@ ALLOWED = {
     "setup_agent.launch.start:_filled": "the launch fills a server's templates as it starts it or reaches it",
     # The user's own storage: a value is encrypted (or checked, then encrypted) into the store.
     "setup_agent.secrets.vault:Vault.encrypt": "encrypting a value into the store",
-    "setup_agent.store.database:_spec_json": "checking that a launch spec stored in clear holds no secret value",
-    "setup_agent.store.member_values:MemberValues.set_member_value": "a member's value, checked then encrypted",
+    "setup_agent.store.servers:_spec_json": "checking that a launch spec stored in clear holds no secret value",
+    "setup_agent.store.values:Values.set_member_value": "a member's value, checked then encrypted",
     "setup_agent.store.shared_state:SharedRefs.put": "a team's ref, encrypted into its database",
     "setup_agent.store.shared_state:SharedRefs._fill": "a team's ref answered, encrypted into its database",
-    "setup_agent.setup.shared_prompts:_Elsewhere.answer": "a prompt of another replica answered into the database",
+    "setup_agent.setup.shared_prompts:ReplicaPrompts.answer": "a prompt of another replica answered into the database",
     "setup_agent.store.shared_sign_ins:SharedSignIns.claim": "a team's sign-in exchange, decrypted to finish it",
     "setup_agent.store.shared_sign_ins:SharedSignIns.take": "a team's sign-in outcome, decrypted for its replica",
     # The redactor must know a value's text to hide it.

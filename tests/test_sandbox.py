@@ -181,7 +181,7 @@ def test_mcp_setup_show_repeats_the_profile_of_the_consent(
     granted.mkdir()
     spec = LaunchSpec(command="npx", args=["-y", "some-server@1.0.0"], sandbox_grants=[str(granted)], runner="npx")
     with Store.for_data_dir(tmp_path / "data", Vault.from_key_file(key), None) as store:
-        store.install(
+        store.servers.install(
             qualified_name="io.test/fs",
             source="local",
             version="1.0.0",

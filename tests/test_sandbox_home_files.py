@@ -122,8 +122,8 @@ def test_the_consent_offers_the_named_home_files_unticked_and_only_those(tmp_pat
     assert "It can read: /opt/tool.js (named in its command line)." in request.sandbox
     assert any(line.startswith("Kept from it: ") and script in line and credentials in line for line in request.sandbox)
     with pytest.raises(InvalidInput):
-        validated_sandbox_choice(True, {"reads": [credentials]}, request.home_files)
-    choice = validated_sandbox_choice(True, {"reads": [script]}, request.home_files)
+        validated_sandbox_choice(True, {"reads": [credentials]}, home_files=request.home_files)
+    choice = validated_sandbox_choice(True, {"reads": [script]}, home_files=request.home_files)
     ticked = apply_sandbox_choice(spec, choice)
     assert ticked.sandbox_reads == [script]
     again = build_consent_request(

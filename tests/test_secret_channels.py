@@ -101,7 +101,7 @@ async def test_a_prompted_value_for_a_key_the_registry_calls_plain_is_never_show
     assert any(t["name"] == "leak" for t in installed["tools"])
     assert canary not in json.dumps(installed)
     assert canary not in json.dumps(events)
-    server = rt.store.get(installed["server_id"])
+    server = rt.store.servers.get(installed["server_id"])
     assert server is not None and [(k.key, k.secret) for k in server.env_keys] == [(PLAIN_KEY, True)]
     with anyio.fail_after(scaled(30)):
         listed = await call(rt, "mcp_setup_list_servers", wait_seconds=10)
@@ -230,7 +230,7 @@ async def test_two_concurrent_installs_cannot_use_one_ref(runtime: Runtime, cana
         a_result = await a
     assert b["ok"] is False and b["error"]["code"] == "secret_in_use", b
     assert a_result.get("status") == "connected", a_result
-    assert [s.qualified_name for s in runtime.store.list()] == ["io.test/stub-a"]
+    assert [s.qualified_name for s in runtime.store.servers.list()] == ["io.test/stub-a"]
 
 
 async def test_a_failed_install_releases_its_refs_for_the_next_one(runtime: Runtime, canary: str) -> None:
@@ -300,10 +300,12 @@ def test_a_short_secret_in_the_launch_spec_is_refused_from_disk(tmp_path: Path, 
     }
     try:
         with pytest.raises(InvalidInput):
-            store.install(
+            store.servers.install(
                 **fields, launch_spec={"command": "run", "args": ["--pin", "4821"]}, env={"PIN": ("4821", True)}
             )
         # a token that merely contains it is not the value
-        store.install(**fields, launch_spec={"command": "run", "args": ["--port=14821x"]}, env={"PIN": ("4821", True)})
+        store.servers.install(
+            **fields, launch_spec={"command": "run", "args": ["--port=14821x"]}, env={"PIN": ("4821", True)}
+        )
     finally:
         store.close()

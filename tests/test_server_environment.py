@@ -60,8 +60,9 @@ def test_the_credentials_in_a_proxy_url_are_what_gets_redacted() -> None:
     }
 
 
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
 async def test_a_server_echoing_its_environment_shows_the_ca_path_but_not_the_proxy_password(
-    tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, memory_keyring, canary: str, caplog: pytest.LogCaptureFixture, sandbox: str
 ) -> None:
     host = {
         "PATH": os.environ["PATH"],
@@ -70,14 +71,20 @@ async def test_a_server_echoing_its_environment_shows_the_ca_path_but_not_the_pr
         "HTTPS_PROXY": f"http://alice:{canary}@proxy.corp:3128",
     }
     runtime = build_runtime(
-        Settings(home=tmp_path / "home", registries="local"), keyring_backend=memory_keyring, host_env=host
+        Settings(home=tmp_path / "home", registries="local", sandbox=sandbox),
+        keyring_backend=memory_keyring,
+        host_env=host,
     )
     try:
         with pytest.raises(ServerRejected) as err:  # the stub wants another key: it fails, quoting its stderr
             await runtime.prober.probe(stub_spec("expected-other", mode="echo_env"), {"STUB_API_KEY": "wrong-value"})
         text = repr(err.value.to_dict())
         assert "env NODE_EXTRA_CA_CERTS=/etc/corp/ca.pem" in text
-        assert "env HTTPS_PROXY=http://[secret:HTTPS_PROXY]@proxy.corp:3128" in text
+        if runtime.prober.sandbox is not None and runtime.prober.sandbox.network_isolation().mechanism != "none":
+            # Sandboxed with a network of its own: its proxy is mcp-setup's, the host's is never handed in.
+            assert "env HTTPS_PROXY=http://127.0.0.1:" in text and "proxy.corp" not in text
+        else:  # the host's proxy is inherited, its password redacted
+            assert "env HTTPS_PROXY=http://[secret:HTTPS_PROXY]@proxy.corp:3128" in text
         assert canary not in text
         assert canary not in caplog.text
     finally:

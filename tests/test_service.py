@@ -58,7 +58,10 @@ async def world(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[tu
         add_to_catalog(catalog, f"io.test/stub-{mode or 'ok'}", bundle, sha)
     bundle, sha = bundle_with_command(dist / "missing", "no-such-runtime-xyz")
     add_to_catalog(catalog, "io.test/missing-command", bundle, sha)
-    settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=3)
+    # The hanging server times out while the others install: the bound grows with a busy machine.
+    settings = Settings(
+        home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=scaled(3)
+    )
     clock = Clock()
     runtime = build_runtime(settings, keyring_backend=memory_keyring, refs_timer=clock)
     yield runtime, clock
@@ -89,7 +92,7 @@ async def test_a_failed_install_leaves_refs_usable_no_rows_no_files_and_no_proce
         )
     assert result["ok"] is False and result["error"]["code"] == code, result
     assert canary not in json.dumps(result)
-    assert runtime.store.list() == []
+    assert runtime.store.servers.list() == []
     assert runtime.refs.resolve({"STUB_API_KEY": ref})["STUB_API_KEY"].reveal() == (value or canary)
     install_root = runtime.connections.install_root
     assert not install_root.exists() or not any(install_root.iterdir())
@@ -154,7 +157,7 @@ async def test_test_connection_succeeds_and_installs_nothing(world, canary: str)
         runtime, "mcp_setup_test_connection", qualified_name="io.test/stub-ok", env_refs={"STUB_API_KEY": ref}
     )
     assert result["ok"] is True and {t["name"] for t in result["tools"]} == {"echo", "whoami"}
-    assert runtime.store.list() == []
+    assert runtime.store.servers.list() == []
     assert runtime.refs.is_ready(ref)
 
 
@@ -174,7 +177,7 @@ async def test_the_test_the_install_and_get_say_how_many_tools_a_server_adds_and
     got = await call(runtime, "mcp_setup_get", qualified_name="io.test/stub-ok")
     assert installed["context"]["tool_count"] == got["context"]["tool_count"] == 2
     assert got["context"]["estimated_tokens"] == installed["context"]["estimated_tokens"] > 0
-    runtime.store.set_hidden_tools(got["server_id"], ["whoami"], actor="user:terminal")
+    runtime.store.pins.set_hidden_tools(got["server_id"], ["whoami"], actor="user:terminal")
     less = await call(runtime, "mcp_setup_get", qualified_name="io.test/stub-ok")
     assert less["context"]["tool_count"] == 1 and less["context"]["left_out_by_user"] == 1
 

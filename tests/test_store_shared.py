@@ -50,9 +50,9 @@ def pause(conn, cursor, statement, *args):
         print("at-insert", flush=True)
         assert sys.stdin.readline().strip() == "go"
 
-event.listen(store.engine, "before_cursor_execute", pause)
+event.listen(store.database.engine, "before_cursor_execute", pause)
 try:
-    server = store.install(
+    server = store.servers.install(
         qualified_name="io.test/raced", source="local", version="1", package_type="npm",
         launch_spec={"command": "x"}, installed_by=tag, tools_hash="h",
         env={"A": (tag + "-a", True), "B": (tag + "-b", False), "C": (tag + "-c", True)},
@@ -116,9 +116,9 @@ def test_two_processes_installing_the_same_name_one_wins_and_the_other_is_told_a
     assert len(winners) == 1 and len(losers) == 1, results
     assert losers[0]["code"] == "already_installed", results
     with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as store:
-        [server] = store.list()
+        [server] = store.servers.list()
         assert server.server_id == winners[0]["server_id"]
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             env_rows = conn.execute(text("SELECT server_id FROM mcp_client_env")).scalars().all()
     assert env_rows == [server.server_id] * 3  # the winner's rows, none of the loser's
 
@@ -202,7 +202,7 @@ async def test_a_database_that_goes_away_mid_install_fails_it_cleanly_and_the_se
         assert "error" not in listed and listed["servers"] == []
         again = await runtime.service.call("mcp_setup_install_and_connect", install_args, CallContext())
     assert "error" not in again and again["status"] == "connected", again
-    assert [s.qualified_name for s in runtime.store.list()] == ["io.test/stub-ok"]
+    assert [s.qualified_name for s in runtime.store.servers.list()] == ["io.test/stub-ok"]
 
 
 # --- a value stored under another data key ---------------------------------------------

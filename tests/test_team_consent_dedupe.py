@@ -16,7 +16,7 @@ import pytest
 
 from setup_agent.errors import ConsentDenied, ConsentRequired
 from setup_agent.secrets.vault import Vault
-from setup_agent.setup import ConsentBroker, answer_shared, consent_requester, share_consents
+from setup_agent.setup import ConsentBroker, TeamConsents, answer_shared, consent_requester
 from setup_agent.setup.consent import obtain_consent
 from setup_agent.setup.consent_request import ConsentRequest, DestinationSetting, SecretDestination, fingerprint
 from setup_agent.store import PendingApprovals, SharedApprovals
@@ -33,8 +33,9 @@ class Replica:
     def __init__(self, url: str, vault: Vault, owner: str) -> None:
         self.store = Store(url, vault)
         self.approvals = PendingApprovals(self.store, owner=owner)
-        self.consents = ConsentBroker(ttl_seconds=600)
-        share_consents(self.consents, self.approvals, ttl_seconds=600, remembered=SharedApprovals(self.store))
+        self.consents = ConsentBroker(
+            ttl_seconds=600, sharing=TeamConsents(self.approvals, SharedApprovals(self.store), ttl_seconds=600)
+        )
 
     def ask(self, request: ConsentRequest, who: str = ALICE) -> str:
         """The agent's call reaches this replica: consent required; the id of the consent it waits on."""

@@ -24,7 +24,6 @@ from app.cli.team import run_token
 from app.settings import Settings
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
-from setup_agent.store.tokens import Tokens
 from tests.browser.serve import STUB, Served, make_catalog, stop_serve
 from tests.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.timeouts import scaled
@@ -54,10 +53,10 @@ def test_a_token_is_printed_once_stored_only_as_a_hash_listed_by_name_and_revoke
     assert token.startswith("mcps_") and len(token) > 40
 
     with Store.for_data_dir(settings.home, Vault.from_key_file(key), database_url) as store:
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             rows = conn.execute(text("SELECT name, token_hash FROM mcp_tokens")).all()
         assert [r[0] for r in rows] == ["alice"] and token not in rows[0][1]
-        other_instance = Tokens(store)
+        other_instance = store.tokens
         assert other_instance.verify(token) == "alice"
         assert other_instance.verify(token + "x") is None
 
@@ -288,7 +287,7 @@ def test_key_export_then_rotate_through_the_cli_keeps_every_value_readable_with_
     assert exported.returncode == 0, exported.stderr
     assert oct(team_key.stat().st_mode & 0o777) == "0o600"
     with Store.for_data_dir(home, Vault.from_key_file(team_key), database_url) as store:
-        server = store.install(
+        server = store.servers.install(
             qualified_name="io.test/kept",
             source="local",
             version="1",
@@ -304,7 +303,7 @@ def test_key_export_then_rotate_through_the_cli_keeps_every_value_readable_with_
     assert "Re-encrypted 1 stored value" in rotated.stdout
     assert team_key.read_bytes() != before and oct(team_key.stat().st_mode & 0o777) == "0o600"
     with Store.for_data_dir(home, Vault.from_key_file(team_key), database_url) as store:
-        assert store.env_values(server.server_id)["API_KEY"].reveal() == canary
+        assert store.values.env_values(server.server_id)["API_KEY"].reveal() == canary
     assert canary not in rotated.stdout + rotated.stderr
 
     team_key.chmod(0o644)

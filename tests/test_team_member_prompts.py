@@ -175,8 +175,8 @@ def test_a_members_link_from_one_replica_is_answered_on_the_other_and_their_call
             assert bob.last_replica() == b
             assert "saved" not in refused.text, refused.text[:300]
             with Store(team.database_url, team.vault) as store:
-                assert store.member_keys_set("bob") == {}
-                assert store.member_keys_set("alice") == {server_id: ["STUB_API_KEY"]}
+                assert store.values.member_keys_set("bob") == {}
+                assert store.values.member_keys_set("alice") == {server_id: ["STUB_API_KEY"]}
         finally:
             for client in (admin, alice, bob, carol):
                 client.close()

@@ -277,7 +277,7 @@ def test_a_replica_killed_in_the_middle_of_a_setup_leaves_the_other_to_finish_it
 def test_tls_ended_at_nginx_with_plain_http_to_the_replicas_hands_out_https_links_that_work_through_it(
     team: Team, tmp_path: Path, canary: str
 ) -> None:
-    """README "Behind a load balancer": nginx ends TLS, the replicas speak plain HTTP behind it, and
+    """docs/team.md "Replicas behind a load balancer": nginx ends TLS, the replicas speak plain HTTP behind it, and
     ``MCP_SETUP_PUBLIC_URL`` (set at start, never taken from a request header) makes every link
     they hand out name the balancer's https address."""
     from tests.test_team_gateway import self_signed

@@ -16,7 +16,7 @@ from setup_agent.errors import SecretInUse, SecretMissing, SecretPending
 from setup_agent.secrets import Capabilities, PromptBroker, SharedRefStore
 from setup_agent.secrets.refs import SecretRefStore
 from setup_agent.secrets.vault import Vault
-from setup_agent.setup import ConsentBroker, SharedDecisions, share_prompts
+from setup_agent.setup import ConsentBroker, PublishedPrompts, ReplicaPrompts, SharedDecisions, StoreConsents
 from setup_agent.setup.consent_request import ConsentRequest, fingerprint
 from setup_agent.store import PendingApprovals, SharedApprovals, SharedCapabilities, SharedRefs
 from setup_agent.store.database import Store
@@ -28,14 +28,14 @@ class Replica:
     def __init__(self, url: str, vault: Vault, name: str) -> None:
         self.store = Store(url, vault)
         self.refs = SharedRefStore(SharedRefs(self.store, vault), ttl_seconds=600)
-        self.broker = PromptBroker(self.refs)
         self.approvals = PendingApprovals(self.store, owner=f"{name}:1")
-        share_prompts(
-            self.broker, self.refs, self.approvals, vault, ttl_seconds=600, shared_refs=SharedRefs(self.store, vault)
-        )
+        elsewhere = ReplicaPrompts(self.approvals, vault, SharedRefs(self.store, vault), ttl_seconds=600)
+        self.broker = PromptBroker(self.refs, elsewhere=elsewhere)
+        PublishedPrompts(self.broker, self.refs, self.approvals, vault, ttl_seconds=600)
         self.capabilities = Capabilities(ttl_seconds=600, shared=SharedCapabilities(self.store))
-        self.consents = ConsentBroker(ttl_seconds=600)
-        self.consents.share_decisions(SharedDecisions(SharedApprovals(self.store), ttl_seconds=600))
+        self.consents = ConsentBroker(
+            ttl_seconds=600, sharing=SharedDecisions(SharedApprovals(self.store), ttl_seconds=600)
+        )
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def replicas(postgres_url: str) -> Iterator[tuple[Replica, Replica]]:
 
 def every_cell(store: Store) -> str:
     out = []
-    with store.engine.connect() as conn:
+    with store.database.engine.connect() as conn:
         for table in inspect(conn).get_table_names():
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):
                 out.append(repr(tuple(row)))
@@ -129,8 +129,7 @@ def test_an_approval_given_on_one_replica_is_used_by_another_and_forgotten_with_
     assert b.consents.decision(request) is not None
     b.consents.forget("io.github.x/y")
     assert ConsentBroker(ttl_seconds=600).decision(request) is None
-    fresh = ConsentBroker(ttl_seconds=600)
-    fresh.share_decisions(SharedDecisions(SharedApprovals(a.store), ttl_seconds=600))
+    fresh = ConsentBroker(ttl_seconds=600, sharing=SharedDecisions(SharedApprovals(a.store), ttl_seconds=600))
     assert fresh.decision(request) is None
 
 
@@ -140,7 +139,8 @@ def test_on_sqlite_refs_stay_in_one_process_and_no_shared_part_is_built(tmp_path
     try:
         assert type(runtime.refs) is SecretRefStore
         assert runtime.shared_refs is None and runtime.shared_capabilities is None and runtime.shared_approvals is None
-        assert runtime.consents.adopt is None  # one process: no other replica's consent to wait on
+        # One process: no other replica's consent to wait on (its consents are only published to the data dir).
+        assert type(runtime.consents.sharing) is StoreConsents
     finally:
         runtime.store.close()
 
@@ -152,7 +152,7 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
 
     vault = Vault.in_memory()
     with Store(postgres_url, vault) as a, Store(postgres_url, vault) as b:
-        feed = ChangeFeed(b.engine)
+        feed = ChangeFeed(b.database.engine)
         changed, pending = threading.Event(), threading.Event()
         feed.add_listener(CHANGES_CHANNEL, changed.set)
         feed.add_listener(PENDING_CHANNEL, pending.set)
@@ -160,7 +160,7 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
         try:
             assert feed.listening.wait(10)
             changed.clear()  # the feed looks once when it starts listening
-            server = a.install(
+            server = a.servers.install(
                 qualified_name="io.test/x",
                 source="local",
                 version="1",

@@ -107,7 +107,7 @@ async def replicas(tmp_path: Path, pair: OAuthPair, postgres_url: str, memory_ke
             rt.feed.start()  # A is woken by B's NOTIFY
         made.append((rt, settings))
     (a, settings), (b, settings_b) = made
-    a.sign_ins.callback_base = f"http://{PUBLIC}:{PORT}"  # what serve's WebFace sets from MCP_SETUP_PUBLIC_HOST
+    a.sign_ins.serve_callbacks_at(f"http://{PUBLIC}:{PORT}")  # what serve's WebFace sets from MCP_SETUP_PUBLIC_HOST
     b_web = create_app(settings_b, token="t" * 32, port=PORT, runtime_factory=lambda: b, public_hosts=[PUBLIC])
     b_web.face.runtime = b  # the callback needs only B's runtime (its lifespan is not run here)
     try:
@@ -331,7 +331,7 @@ def test_a_sign_in_exchange_is_claimed_once_taken_only_when_finished_and_cleared
         assert rows.answer("state-1", {"code": "c", "iss": None}) is False
         assert rows.take("state-1") is None  # still being exchanged
         rows.finish("state-1", {"done": True})
-        with store.engine.connect() as conn:
+        with store.database.engine.connect() as conn:
             assert conn.execute(text("SELECT exchange_encrypted FROM mcp_sign_ins")).scalar_one() is None  # cleared
         assert rows.take("state-1") == {"done": True}
         assert rows.take("state-1") is None

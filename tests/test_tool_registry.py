@@ -89,28 +89,28 @@ def seed(data_dir: Path) -> dict[str, str]:
     common = {"source": "local", "version": "1.0.0", "package_type": "mcpb", "installed_by": "agent", "tools_hash": "x"}
     ids = {}
     try:
-        ids[CONNECTED] = store.install(
+        ids[CONNECTED] = store.servers.install(
             qualified_name=CONNECTED,
             launch_spec=stub,
             env={"STUB_API_KEY": (CANARY, True), "STUB_REGION": (REGION, False)},
             tools=offered_by_the_stub(),
             **common,
         ).server_id
-        ids[FAILED] = store.install(
+        ids[FAILED] = store.servers.install(
             qualified_name=FAILED,
             launch_spec={"command": "/nonexistent/mcp-stub-xyz", "args": []},
             env={"STUB_API_KEY": (CANARY, True)},
             tools=RECORDED_TOOLS,
             **{**common, "version": "2.1.0"},
         ).server_id
-        ids[DISABLED] = store.install(
+        ids[DISABLED] = store.servers.install(
             qualified_name=DISABLED,
             launch_spec={"transport": "streamable-http", "url": "https://mcp.example.com/mcp"},
             env={"STUB_REGION": (REGION, False)},
             tools=[{"name": "ping", "inputSchema": {"type": "object"}}],
             **common,
         ).server_id
-        store.set_enabled(ids[DISABLED], False)
+        store.servers.set_enabled(ids[DISABLED], False)
     finally:
         store.close()
     return ids
@@ -313,7 +313,7 @@ async def test_the_python_api_redacts_and_takes_diagnostics_sections_from_other_
 
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     try:
-        store.install(
+        store.servers.install(
             qualified_name=CONNECTED,
             source="local",
             version="1",
@@ -327,7 +327,7 @@ async def test_the_python_api_redacts_and_takes_diagnostics_sections_from_other_
         redactor = Redactor()
         redactor.register(canary, "[secret:K]")
         registry = ToolRegistry(
-            servers=store.list,
+            servers=store.servers.list,
             status=lambda sid: ServerStatus(sid, "failed", reason=canary, code="exited"),
             archetypes=load_archetypes,
             providers=ProviderConfig(),

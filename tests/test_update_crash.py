@@ -112,22 +112,22 @@ def test_a_commit_that_fails_midway_leaves_the_old_row_and_values(tmp_path: Path
         "tools_hash": "h",
         "tools": [],
     }
-    old = store.install(version="1.0.0", env={"STUB_API_KEY": (canary, True)}, **common)
-    real = Store._audit
+    old = store.servers.install(version="1.0.0", env={"STUB_API_KEY": (canary, True)}, **common)
+    real = store.audit.append
 
-    def broken(self, s, event, row, actor, **kw):  # the commit dies after the old row's delete
+    def broken(s, event, row, actor, **kw):  # the commit dies after the old row's delete
         if event == "installed":
             raise StoreError("simulated crash inside the commit")
-        return real(self, s, event, row, actor, **kw)
+        return real(s, event, row, actor, **kw)
 
-    monkeypatch.setattr(Store, "_audit", broken)
+    monkeypatch.setattr(store.audit, "append", broken)
     with pytest.raises(StoreError):
-        store.install(version="2.0.0", env={"STUB_API_KEY": (canary, True)}, replaces=old.server_id, **common)
+        store.servers.install(version="2.0.0", env={"STUB_API_KEY": (canary, True)}, replaces=old.server_id, **common)
     monkeypatch.undo()
-    [kept] = store.list()
+    [kept] = store.servers.list()
     assert (kept.server_id, kept.version) == (old.server_id, "1.0.0")
-    assert store.env_values(old.server_id)["STUB_API_KEY"].reveal() == canary
-    new = store.install(version="2.0.0", env={"STUB_API_KEY": (canary, True)}, replaces=old.server_id, **common)
-    [only] = store.list()
+    assert store.values.env_values(old.server_id)["STUB_API_KEY"].reveal() == canary
+    new = store.servers.install(version="2.0.0", env={"STUB_API_KEY": (canary, True)}, replaces=old.server_id, **common)
+    [only] = store.servers.list()
     assert (only.server_id, only.version, only.slug) == (new.server_id, "2.0.0", old.slug)
     store.close()

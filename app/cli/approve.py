@@ -61,7 +61,7 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
         vault = open_vault(settings)
         with Store.for_data_dir(Path(settings.home).expanduser(), vault, settings.database_url) as store:
             shared = PendingApprovals(store, owner=process_owner())
-            team = store.engine.dialect.name == "postgresql"  # a team's: answers usable on any replica
+            team = store.database.engine.dialect.name == "postgresql"  # a team's: answers usable on any replica
             refs = SharedRefs(store, vault) if team else None
             remembered = SharedApprovals(store) if team else None
             waiting = [item for item in shared.pending() if owner_alive(item.owner)]
@@ -155,7 +155,7 @@ def _answer_guard(shared: Any, item: Any, answers: TextIO) -> None:
 
 
 def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = None, ttl: float = 900.0) -> None:
-    from app.pages import describe_consent
+    from app.pages import ONLY_THESE, describe_consent, network_rows
     from setup_agent.setup import ConsentRequest, answer_shared
 
     from .tool_pick import pick_hidden, print_tools
@@ -172,6 +172,8 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
         verb = "install" if request.action == "install" else "test"
         if request.launch_approved:  # approved at its test: only the tools are asked
             print(f"An AI client asked to install {request.server}, which you allowed to run. Choose its tools.")
+            for label, text in network_rows(request):
+                print(f"  {label}: {text}")
         else:
             print(
                 f"An AI client asked to {verb} {request.server}. It runs third-party code on this computer or sends "
@@ -213,6 +215,10 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
             in ("y", "yes")
         ]
         sandbox = {"extra_paths": [extra] if extra else [], "network": not offline, "reads": reads}
+    if request.only_these:  # narrowed to what its test reached: the person's choice
+        question = "  " + ONLY_THESE.format(", ".join(request.only_these)) + "? [y/N] "
+        if _ask(answers, question).lower() in ("y", "yes"):
+            sandbox = {**(sandbox or {}), "only_these": True}
     try:
         done = answer_shared(
             shared,

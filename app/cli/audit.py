@@ -2,7 +2,7 @@
 
 * ``audit`` prints the append-only audit: installs, removals, enable/disable, tool-list
   changes, approvals and rejections, with time, actor and hashes (never values).
-  ``audit --verify`` checks the rows' hash chain (setup_agent/store/audit_chain.py) and names the
+  ``audit --verify`` checks the rows' hash chain (setup_agent/store/audit.py) and names the
   first broken link (exit code 1), or prints the number of rows and the last row's hash.
 * ``tools-review`` shows, in a terminal, each installed server whose tools changed since the
   user approved them (new texts escaped: no control character reaches the terminal) and asks
@@ -78,7 +78,7 @@ def run_audit(settings: Settings, args: argparse.Namespace, out: TextIO | None =
             return 0
 
     def act(store: Store) -> str:
-        return _audit_text(store.audit(limit=args.limit), store.audit_counts(), args.json)
+        return _audit_text(store.audit.entries(limit=args.limit), store.audit.counts(), args.json)
 
     return _run(settings, act, out)
 
@@ -114,7 +114,7 @@ def _verify(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
     found: dict[str, Any] = {}
 
     def act(store: Store) -> str:
-        report = store.verify_audit()
+        report = store.audit.verify()
         found.update(report.public())
         if args.json:
             return json.dumps(report.public(), indent=2)
@@ -137,11 +137,11 @@ def run_tools_review(
         return 1
 
     def act(store: Store) -> str:
-        servers = store.list()
+        servers = store.servers.list()
         if args.server is not None:
             servers = [s for s in servers if args.server in (s.server_id, s.qualified_name, s.slug)]
         waiting = [s for s in servers if s.tools_state == "changed"]
-        offers = store.offers()
+        offers = store.pins.offers()
         prompts = [s for s in servers if s.server_id in offers and offers[s.server_id].prompts_state == "changed"]
         if not waiting and not prompts:
             if args.server is not None:
@@ -180,10 +180,10 @@ def _review_one(store: Store, server: InstalledServer, stdin: TextIO, out: TextI
             return f"{name}: skipped (nothing decided)."
         answer = answer.strip().lower()
         if answer in ("a", "approve"):
-            store.approve_tools(server.server_id, server.live_hash or "", actor="user:terminal")
+            store.pins.approve_tools(server.server_id, server.live_hash or "", actor="user:terminal")
             return f"{name}: approved; agents get the new tool list."
         if answer in ("r", "reject"):
-            store.reject_tools(server.server_id, server.live_hash or "", actor="user:terminal")
+            store.pins.reject_tools(server.server_id, server.live_hash or "", actor="user:terminal")
             return f"{name}: rejected; agents keep the approved tools."
         if answer in ("s", "skip", ""):
             return f"{name}: skipped (nothing decided)."
@@ -201,7 +201,7 @@ def _review_prompts(store: Store, server: InstalledServer, offer: Any, stdin: Te
         print(f"  {state} prompt {escape(prompt['name'])}: {escape(str(prompt.get('description') or ''))}", file=out)
     print("Approve this prompt list? [a]pprove / [s]kip: ", end="", file=out, flush=True)
     if stdin.readline().strip().lower() in ("a", "approve"):
-        store.approve_prompts(server.server_id, offer.live_hash or "", actor="user:terminal")
+        store.pins.approve_prompts(server.server_id, offer.live_hash or "", actor="user:terminal")
         return f"{name}: prompts approved; agents get the new prompt list."
     return f"{name}: prompts skipped (nothing decided)."
 

@@ -140,7 +140,7 @@ async def _install(runtime: Any, client: str, name: str, entry: dict[str, Any], 
     )
     result = await runtime.prober.probe(spec, env)
     server = await asyncio.to_thread(
-        runtime.store.install,
+        runtime.store.servers.install,
         qualified_name=name,
         source=f"import:{client}",
         version=None,

@@ -118,7 +118,9 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
     slugs = None
     if args.per_server and args.client_command != "disconnect":
         with _store(settings) as store:
-            slugs = [s.slug for s in store.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"]
+            slugs = [
+                s.slug for s in store.servers.list() if s.enabled and s.launch_spec.get("transport", "stdio") == "stdio"
+            ]
     if getattr(args, "http", False):
         return _connect_http(settings, args, config, launcher)
     plan = plan_connect(config, launcher, env, disconnect=args.client_command == "disconnect", per_server=slugs)
@@ -160,13 +162,11 @@ def _serve_url(settings: Settings) -> tuple[str, str | None]:
 
 def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientConfig, launcher: list[str]) -> int:
     """``client connect CLIENT --http`` (app.clients.connect_over_http, as the page's Connect)."""
-    from setup_agent.store import Tokens
-
     from .servers import _store
 
     url, note = _serve_url(settings)
     with _store(settings) as store:
-        plan, backup = connect_over_http(config, launcher, url, Tokens(store), apply=not args.dry_run)
+        plan, backup = connect_over_http(config, launcher, url, store.tokens, apply=not args.dry_run)
     if plan.edit is None:  # malformed: nothing is made; the entry to paste names the token to make
         print(f"mcp-setup: {plan.error}", file=sys.stderr)
         print(plan.paste_where, file=sys.stderr)
@@ -189,12 +189,13 @@ def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientCo
 
 def _list_clients(settings: Settings, args: argparse.Namespace) -> int:
     """``client list``: the clients found here, connected or not, and how an HTTP client connects."""
-    from .readonly import reader
+    from .readonly import left_out, reader
 
     launcher, env = launcher_command(), launcher_env(settings)
     rows = client_rows(Path.home(), launcher, env)
     with reader(settings) as store:
-        tools = [t.name for t in store.catalog().tools()]
+        out = left_out(store)  # what the person left out, a client never gets
+        tools = [t.name for t in store.servers.catalog().tools() if t.tool_name not in out.get(t.server.server_id, ())]
     if args.json:
         print(json.dumps({"clients": rows, "http": _http_hint(settings), "tools": tools}, indent=2))
         return 0
@@ -232,7 +233,7 @@ def _warn_long_names(settings: Settings, args: argparse.Namespace) -> None:
     from .servers import _store
 
     with _store(settings) as store:
-        long = names_too_long(store.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
+        long = names_too_long(store.servers.catalog(), args.client, None if args.per_server else GATEWAY_ENTRY)
     if long:
         shown = ", ".join(long[:5]) + (f" and {len(long) - 5} more" if len(long) > 5 else "")
         print(f"mcp-setup: warning: {args.client} refuses tool names this long: {shown}.", file=sys.stderr)
@@ -244,12 +245,12 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     home = Path(settings.home).expanduser()
     with _store(settings) as store:
         server = _resolve(store, args.name)
-        values = store.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
+        values = store.values.env_values(server.server_id)  # masked: the launch reveals them as it starts the server
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
     from app.runtime import make_sandbox
-    from setup_agent.launch import LaunchSpec, local_command, materialize
+    from setup_agent.launch import LaunchSpec, NetRecord, local_command, materialize, refused_words
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
@@ -263,10 +264,14 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     resolved = materialize(
         spec, values, dirname=str(install_dir / "bundle") if spec.needs_install_dir else None, cwd=str(install_dir)
     )
-    # The same launch as the gateway's start (README "Sandbox"): bwrap or the Landlock launcher.
-    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ)
+    # The same launch as the gateway's start (docs/sandbox.md): bwrap or the Landlock launcher.
+    # Its proxy, when it has one, runs in this process: a refusal is said on stderr (stdout is the client's).
+    record = NetRecord(
+        on_refused=lambda attempt: print(f"mcp-setup: {refused_words(attempt, server.slug)}", file=sys.stderr)
+    )
+    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ, record=record)
     sys.stdout.flush()
-    command.exec()
+    return command.become()
 
 
 def run_client_command(settings: Settings, args: argparse.Namespace, handler: Any) -> int:

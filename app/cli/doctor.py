@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from setup_agent.errors import SetupError
+from setup_agent.launch import network_words
 from setup_agent.translation import translate
 
 __all__ = ["RUNTIME_FIXES", "run_checks", "unusable_checks"]
@@ -39,7 +40,7 @@ RUNTIME_FIXES = {
 
 
 def _sandbox_check(sandbox: Any) -> dict[str, Any]:
-    """Which mechanism isolates the local servers here (README "Sandbox")."""
+    """Which mechanism isolates the local servers here (docs/sandbox.md)."""
     fix = (
         "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) where user namespaces are allowed, "
         "or use a Linux kernel with Landlock (5.13 or later)"
@@ -57,6 +58,16 @@ def _sandbox_check(sandbox: Any) -> dict[str, Any]:
     detail = f"none — not isolated on this system ({why})"
     linux_without = sandbox.mode == "auto" and sandbox.platform.startswith("linux")
     return _check("sandbox", not linux_without, detail, fix)
+
+
+def _network_check(sandbox: Any) -> dict[str, Any]:
+    """What holds a sandboxed server's network to mcp-setup's proxy here, said plainly when nothing does."""
+    if sandbox is None or sandbox.mechanism == "none":
+        return _check("network", True, "not restricted on this system: a server reaches what you can reach")
+    isolation = sandbox.network_isolation()
+    if isolation.mechanism == "none":
+        return _check("network", True, f"not restricted on this system ({isolation.why})")
+    return _check("network", True, f"{isolation.mechanism} ({isolation.why}); `mcp-setup show NAME` lists a server's")
 
 
 def _check(name: str, ok: bool, detail: str, fix: str = "") -> dict[str, Any]:
@@ -88,16 +99,20 @@ def unusable_checks(problems: list[SetupError], *, which: Callable[[str], str | 
 
 async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> list[dict[str, Any]]:
     settings, store = runtime.settings, runtime.store
-    servers = await asyncio.to_thread(store.list)
+    servers = await asyncio.to_thread(store.servers.list)
     used = {Path(str(s.launch_spec.get("command") or "")).name for s in servers if s.enabled}
     checks = _runtime_checks(which, used)
     home = Path(settings.home).expanduser()
     writable = home.is_dir() and os.access(home, os.W_OK)
     checks.append(_check("data dir", writable, str(home), f"make {home} a directory you can write to (MCP_SETUP_HOME)"))
     try:
-        revision = await asyncio.to_thread(store.current_revision)
+        revision = await asyncio.to_thread(store.database.current_revision)
         checks.append(
-            _check("database", True, f"{store.engine.url.render_as_string(hide_password=True)} (schema {revision})")
+            _check(
+                "database",
+                True,
+                f"{store.database.engine.url.render_as_string(hide_password=True)} (schema {revision})",
+            )
         )
     except SetupError as exc:
         checks.append(_check("database", False, exc.message, "check MCP_SETUP_DATABASE_URL and that the database runs"))
@@ -108,7 +123,9 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
     checks.append(
         _check("data key", location != "memory", key_detail, "set MCP_SETUP_DATA_KEY_FILE or install a keyring")
     )
-    checks.append(await asyncio.to_thread(_sandbox_check, getattr(runtime.prober, "sandbox", None)))
+    sandbox = getattr(runtime.prober, "sandbox", None)
+    checks.append(await asyncio.to_thread(_sandbox_check, sandbox))
+    checks.append(await asyncio.to_thread(_network_check, sandbox))
     for name in runtime.hub.sources:
         try:
             async with asyncio.timeout(settings.registry_timeout_seconds + 2):
@@ -136,6 +153,9 @@ async def run_checks(runtime: Any, *, which: Callable[[str], str | None]) -> lis
                 f"rejected key; `mcp-setup disable {server.slug}` stops it",
             )
         )
+        mechanism = sandbox.network_isolation().mechanism if sandbox is not None else "none"
+        if words := network_words(server.launch_spec, mechanism):  # its policy and the destinations it used
+            checks.append(_check(f"network {server.slug}", True, " ".join(words)))
     return checks
 
 

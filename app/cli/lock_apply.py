@@ -166,7 +166,7 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
     from setup_agent.setup import check_digest, differences
 
     name = entry.qualified_name
-    existing = await asyncio.to_thread(runtime.store.get_by_name, name)
+    existing = await asyncio.to_thread(runtime.store.servers.get_by_name, name)
     if existing is not None:
         here = await asyncio.to_thread(entry_for, runtime.store, existing)
         diff = differences(entry, here)
@@ -367,9 +367,9 @@ async def _install(runtime: Any, plan: _Plan) -> None:
     )
     _say(f"· installing {_named(entry)}: test-connecting…")
     result = await runtime.service.install_and_connect(request, ctx)
-    server = await asyncio.to_thread(runtime.store.get, result["server_id"])
+    server = await asyncio.to_thread(runtime.store.servers.get, result["server_id"])
     if not entry.enabled and server is not None:
-        await asyncio.to_thread(runtime.store.set_enabled, server.server_id, False, actor="cli")
+        await asyncio.to_thread(runtime.store.servers.set_enabled, server.server_id, False, actor="cli")
     slug = server.slug if server is not None else result["server_id"]
     state = "installed, disabled as in the file" if not entry.enabled else f"installed, {result.get('status')}"
     _say(f"✓ {_named(entry)} {state} ({len(result.get('tools') or [])} tools) as {slug}")

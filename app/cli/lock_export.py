@@ -93,7 +93,7 @@ def entry_for(store: Store, server: InstalledServer) -> LockedServer:
     from setup_agent.oauth import GRANT_KEY
     from setup_agent.setup import locked_server
 
-    values = store.env_values(server.server_id)
+    values = store.values.env_values(server.server_id)
     keys = [k for k in server.env_keys if k.key != GRANT_KEY and k.key in values]
     templated = LaunchSpec.model_validate(server.launch_spec).keys()
     kept = [k for k in keys if k.key in templated]
@@ -108,7 +108,7 @@ def entry_for(store: Store, server: InstalledServer) -> LockedServer:
         seen.append(value)
     settings = {k.key: values[k.key].reveal() for k in kept if not k.secret}
     secrets = [k.key for k in kept if k.secret]
-    offers = store.offers().get(server.server_id)  # the tools the user left out
+    offers = store.pins.offers().get(server.server_id)  # the tools the user left out
     return locked_server(
         server,
         settings,
@@ -139,7 +139,7 @@ def run_export(settings: Settings, args: argparse.Namespace) -> int:
 
     try:
         with open_store(settings) as store:
-            entries = [entry_for(store, s) for s in store.list()]
+            entries = [entry_for(store, s) for s in store.servers.list()]
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1

@@ -23,7 +23,7 @@ into a chat. Secrets are typed into a local page or a hidden prompt; the agent o
 sees an opaque ref.
 
 Data lives in $MCP_SETUP_HOME (default ~/.local/share/mcp-setup). Every setting can be
-given as an environment variable MCP_SETUP_<NAME>; see README.md.
+given as an environment variable MCP_SETUP_<NAME>: docs/settings.md lists them.
 """
 
 
@@ -32,6 +32,13 @@ examples:
   mcp-setup serve                      open the web app and press "Add MCP server…"
   mcp-setup agent "set up the Notion MCP server"
   mcp-setup mcp                        as a stdio server for Claude Desktop, Cursor, VS Code
+  mcp-setup client connect cursor      put that stdio server into Cursor's config (a backup is kept)
+
+more, in the docs/ folder of mcp-setup's source:
+  docs/cli.md              every command and option
+  docs/clients.md          connecting Claude Desktop, Cursor, VS Code, Claude Code, Gemini CLI, Codex…
+  docs/troubleshooting.md  the errors people meet and what to do
+  docs/settings.md         the MCP_SETUP_* settings
 """
 
 
@@ -50,7 +57,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("add and use servers", ("serve", "open", "add", "search", "agent")),
     (
         "installed servers",
-        ("list", "show", "enable", "disable", "update", "rotate", "remove", "tools", "tools-review"),
+        ("list", "show", "enable", "disable", "allow", "update", "rotate", "remove", "tools", "tools-review"),
     ),
     ("AI clients", ("client", "import", "approve", "mcp", "run")),
     ("team", ("token", "settings", "export", "apply", "key")),
@@ -163,6 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     from .audit import add_audit_parser, add_tools_review_parser
 
     add_approve_parser(sub)
+    from .network import add_allow_parser
+
+    add_allow_parser(sub)
     from .member_keys import add_settings_parser
 
     add_settings_parser(sub)
@@ -327,6 +337,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: An
         from . import team as cli_team
 
         return (cli_team.run_key if args.command == "key" else cli_team.run_token)(settings, args)
+    if args.command == "allow":
+        from .network import run_allow
+
+        return run_allow(settings, args)
     if args.command == "approve":
         from .approve import run_approve
 

@@ -52,14 +52,14 @@ def run_settings(settings: Settings, args: argparse.Namespace) -> int:
                 )
                 return 1
             if wanted != set(server.member_keys):
-                store.set_member_keys(server.server_id, sorted(wanted), actor="user:terminal")
+                store.values.set_member_keys(server.server_id, sorted(wanted), actor="user:terminal")
             forgot = (
-                store.forget_member_values(args.forget_member, server.server_id, actor="user:terminal")
+                store.values.forget_member_values(args.forget_member, server.server_id, actor="user:terminal")
                 if args.forget_member
                 else 0
             )
-            server = store.get(server.server_id) or server
-            members = store.members_of(server.server_id)
+            server = store.servers.get(server.server_id) or server
+            members = store.values.members_of(server.server_id)
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1

@@ -91,12 +91,11 @@ class LightSettings:
         return getattr(self._real, name)
 
 
-class _SqliteReader:
-    """What ``list``/``show``/``logs`` ask of a store, from rows read once."""
+class _SqliteServers:
+    """The servers repository's reads, from rows read once."""
 
-    def __init__(self, servers: list[InstalledServer], hidden: dict[str, frozenset[str]] | None = None) -> None:
+    def __init__(self, servers: list[InstalledServer]) -> None:
         self._servers = servers
-        self.hidden = hidden or {}  # the tools the user left out, by server id
 
     def list(self) -> list[InstalledServer]:
         return list(self._servers)
@@ -108,11 +107,19 @@ class _SqliteReader:
         return Catalog.build(s.catalog_entry() for s in self._servers)
 
 
+class _SqliteReader:
+    """What ``list``/``show``/``logs`` ask of a store (``store.servers``), from rows read once."""
+
+    def __init__(self, servers: list[InstalledServer], hidden: dict[str, frozenset[str]] | None = None) -> None:
+        self.servers = _SqliteServers(servers)
+        self.hidden = hidden or {}  # the tools the user left out, by server id
+
+
 def left_out(store: Any) -> dict[str, frozenset[str]]:
     """The tools the user left out at install or later, by server id."""
     if isinstance(store, _SqliteReader):
         return store.hidden
-    return {sid: o.hidden_tools for sid, o in store.offers().items() if o.hidden_tools}
+    return {sid: o.hidden_tools for sid, o in store.pins.offers().items() if o.hidden_tools}
 
 
 @contextmanager
@@ -163,12 +170,12 @@ def translated(settings: Any) -> Iterator[None]:
 def resolve(store: Any, name: str) -> InstalledServer:
     """The installed server ``name`` means (id, qualified name or slug); :class:`NotFound` names
     the close ones (a typo: ``show tikets`` -> tickets)."""
-    found = store.catalog().server(name)
-    server = store.get(found.server_id) if found is not None else None
+    found = store.servers.catalog().server(name)
+    server = store.servers.get(found.server_id) if found is not None else None
     if server is None:
         import difflib
 
-        servers = store.list()
+        servers = store.servers.list()
         near = [s.slug for s in servers if name.lower() in s.slug.lower() or name.lower() in s.qualified_name.lower()]
         near += [
             n

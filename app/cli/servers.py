@@ -6,7 +6,7 @@ command works on the data dir the running faces use; they see each change within
 second (the store's change counter), so a disabled or removed server leaves their tool
 lists and stops there.
 
-Exit codes (README "Command line"): 0 done; 1 failed (an error, a failed test, ``doctor``
+Exit codes (docs/troubleshooting.md): 0 done; 1 failed (an error, a failed test, ``doctor``
 found a problem); 2 usage; 3 no installed server has that NAME; 130 cancelled.
 Errors are one line on stderr, never a traceback. ``--json`` prints one JSON document.
 """
@@ -27,6 +27,7 @@ from app.clients import installed_by_words
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
+from .network import network_lines
 from .readonly import NotFound as _NotFound
 from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
@@ -130,7 +131,7 @@ def _print_json(obj: Any) -> None:
 
 def _list(settings: Settings, args: argparse.Namespace) -> int:
     with reader(settings) as store:
-        servers, out = store.list(), left_out(store)  # out: the tools the user left out
+        servers, out = store.servers.list(), left_out(store)  # out: the tools the user left out
     if args.json:
         _print_json({"servers": [server_json(s, out.get(s.server_id, frozenset())) for s in servers]})
         return 0
@@ -156,12 +157,14 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         out = left_out(store).get(s.server_id, frozenset())  # left out by the user
     spec = s.launch_spec  # templates like ${KEY}, never values
     sandbox = _sandbox_words(settings, spec)  # what the consent said it can see
+    network = network_lines(settings, spec)  # its policy, how it is held, what its test reached
     if args.json:
         _print_json(
             {
                 **server_json(s, out),
                 "launch": spec,
                 "sandbox": sandbox,
+                "network": network,
                 "tools": [t for t in s.tools if t.get("name") not in out],
             }
         )
@@ -180,6 +183,8 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  setting {k.key}{' (secret, stored encrypted)' if k.secret else ''}")
     for line in sandbox:
         print(f"  sandbox: {line}")
+    for line in network:
+        print(f"  network: {line}")
     for t in s.tools:
         print(
             f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}"
@@ -207,7 +212,7 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
         return set_tools_shown(settings, args.name, args.tool, shown=enabled)
     with _store(settings) as store:
         s = _resolve(store, args.name)
-        store.set_enabled(s.server_id, enabled, actor="cli")
+        store.servers.set_enabled(s.server_id, enabled, actor="cli")
     print(
         f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once."
     )
@@ -297,7 +302,7 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         _print_json(result)
         return 0
     with _store(settings) as store:
-        installed = {s.qualified_name: s.slug for s in store.list()}
+        installed = {s.qualified_name: s.slug for s in store.servers.list()}
     meant = " or ".join(f'"{reading}"' for reading in result.get("did_you_mean", []))
     if meant and result["servers"]:
         print(f"Did you mean {meant}?")
@@ -318,7 +323,7 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
         again = f" Did you mean {meant}? `mcp-setup search {result['did_you_mean'][0]}`" if meant else ""
         print("Nothing found." + why + again)
         if "local" in settings.registry_names:
-            print(f"The local catalog is {settings.catalog_path}: add a server.json there (README: A local catalog).")
+            print(f"The local catalog is {settings.catalog_path}: add a server.json there (docs/tool-registry.md).")
     return 0
 
 
@@ -356,11 +361,11 @@ def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handl
 def _installed_as(store: Store, name: str) -> InstalledServer | None:
     """The installed server ``name`` (as typed to ``add``) means: its id, qualified name or slug,
     or, ignoring case, its slug or the last part of its qualified name when only one has it."""
-    found = store.catalog().server(name)
+    found = store.servers.catalog().server(name)
     if found is not None:
-        return store.get(found.server_id)
+        return store.servers.get(found.server_id)
     low = name.strip().lower()
-    hits = [s for s in store.list() if low in (s.slug.lower(), s.qualified_name.rsplit("/", 1)[-1].lower())]
+    hits = [s for s in store.servers.list() if low in (s.slug.lower(), s.qualified_name.rsplit("/", 1)[-1].lower())]
     return hits[0] if len(hits) == 1 else None
 
 

@@ -85,7 +85,7 @@ def rotate_data_key(vault: Vault, store: Store) -> tuple[int, Vault]:
     rotated = vault.with_new_key()
     rotated.save()
     try:
-        count = store.rotate_key(rotated.only_current_key())
+        count = store.values.rotate_key(rotated.only_current_key())
     except BaseException:
         vault.save()
         raise
@@ -115,10 +115,8 @@ def run_key(settings: Settings, args: argparse.Namespace) -> int:
 
 def run_token(settings: Settings, args: argparse.Namespace) -> int:
     def act(vault: Vault, store: Callable[[], Store]) -> str:
-        from setup_agent.store import Tokens
-
         with store() as s:
-            tokens = Tokens(s)
+            tokens = s.tokens
             if args.token_command == "create":
                 admin = bool(getattr(args, "admin", False))
                 client = bool(getattr(args, "client", False))

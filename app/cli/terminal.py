@@ -164,7 +164,7 @@ class TerminalIO:
 
     async def present_consent(self, pending: Any) -> dict:
         """Show what will run and where secrets go; the user may change destination settings, then approves."""
-        from app.pages import describe_consent
+        from app.pages import ONLY_THESE, describe_consent, network_rows
 
         from .tool_pick import pick_hidden, print_tools
 
@@ -174,6 +174,8 @@ class TerminalIO:
         self._print()
         if request.launch_approved:  # you approved running it at its test: only the tools are asked
             self._print(f"mcp-setup needs your approval to {request.action} {request.server}, with the tools you keep:")
+            for label, text in network_rows(request):
+                self._print(f"  {label}: {text}")
         else:
             self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
             for label, text in describe_consent(request):
@@ -201,6 +203,10 @@ class TerminalIO:
                     print(f"  ! {w.code}: {w.message}", file=self.out, flush=True)
                 accept = input('Type "accept" to accept these warnings: ').strip().lower() == "accept"
             hidden = pick_hidden(request, input, self.out)  # Enter: every tool stays
+            narrowed = None
+            if request.only_these:  # what its test reached, and nothing else: the person's choice
+                typed = input(ONLY_THESE.format(", ".join(request.only_these)) + "? [y/N]: ").strip().lower()
+                narrowed = {"only_these": True} if typed in ("y", "yes") else None
             while True:
                 answer = input("Allow this? [y/N]: ").strip().lower()
                 if answer in ("n", "no", ""):
@@ -209,7 +215,12 @@ class TerminalIO:
                 if answer in ("y", "yes"):
                     break
             consents.approve(
-                pending.consent_id, settings, accept_warnings=accept, by="user:terminal", hidden_tools=hidden
+                pending.consent_id,
+                settings,
+                accept_warnings=accept,
+                by="user:terminal",
+                hidden_tools=hidden,
+                sandbox=narrowed,
             )
 
         try:
@@ -389,14 +400,16 @@ async def run_agent(
         try:
             result = await task
             if result.get("status") == "installed" and result.get("server_id"):
-                installed = await asyncio.to_thread(runtime.store.get, result["server_id"])
+                installed = await asyncio.to_thread(runtime.store.servers.get, result["server_id"])
                 slug = installed.slug if installed is not None else None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
                 raise
             # An install cancelled after its commit is there (all or nothing, but not nothing): say so.
-            saved = await asyncio.to_thread(runtime.store.get, io.saved_server_id) if io.saved_server_id else None
+            saved = (
+                await asyncio.to_thread(runtime.store.servers.get, io.saved_server_id) if io.saved_server_id else None
+            )
             if saved is not None:
                 names = f"{saved.qualified_name} (mcp-setup remove {saved.slug} takes it out)"
                 print(f"\nCancelled by the user, after the install was saved: {names}.", flush=True)

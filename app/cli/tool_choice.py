@@ -2,7 +2,7 @@
 tool they unticked in the install's consent, or leaves one out afterwards.
 
 A left-out tool is held back like an unapproved one: neither listed nor callable through the
-gateway (``Store.set_hidden_tools``; a call is refused with ``tool_left_out``, whose sentence names
+gateway (``store.pins.set_hidden_tools``; a call is refused with ``tool_left_out``, whose sentence names
 this command). Running mcp-setup sessions see the change within about a second.
 """
 
@@ -28,10 +28,10 @@ def set_tools_shown(settings: Any, name: str, tools: list[str], *, shown: bool) 
                 file=sys.stderr,
             )
             return 1
-        offers = store.offers().get(server.server_id)
+        offers = store.pins.offers().get(server.server_id)
         hidden = set(offers.hidden_tools if offers is not None else ())
         hidden = (hidden - set(tools)) if shown else (hidden | set(tools))
-        store.set_hidden_tools(server.server_id, sorted(hidden), actor="user:terminal")
+        store.pins.set_hidden_tools(server.server_id, sorted(hidden), actor="user:terminal")
     names = ", ".join(tools)
     if shown:
         print(f"{names}: back on for {server.qualified_name}; your AI clients' sessions list it at once.")

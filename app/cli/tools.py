@@ -62,7 +62,7 @@ def _registry(settings: Settings, store: Store) -> ToolRegistry:
     from setup_agent.setup import load_provider_config
 
     return ToolRegistry(
-        servers=store.list,
+        servers=store.servers.list,
         status=lambda server_id: ServerStatus(server_id, status=NOT_CHECKED),  # type: ignore[arg-type]
         archetypes=load_archetypes,
         providers=load_provider_config(settings.config_path),

@@ -139,6 +139,7 @@ class McpFace:
             on_list_prompts=self.offered.list_prompts,
             on_get_prompt=self.offered.get_prompt,
             on_completion=self.offered.complete,
+            on_level=self._set_level,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
         self.server.middleware.append(self._track_session)
@@ -153,9 +154,13 @@ class McpFace:
         self._runtime.set_result(runtime)
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         runtime.gateway.add_listener(self.tools_changed)
-        self.server.on_level = runtime.gateway.set_logging_level  # type: ignore[attr-defined]
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
         runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
+
+    async def _set_level(self, level: str) -> None:
+        """A client's ``logging/setLevel``: the gateway forwards it (once the runtime is provided)."""
+        if self._runtime.done() and not self._runtime.exception():
+            await self._runtime.result().gateway.set_logging_level(level)
 
     async def _track_session(self, ctx: Any, call_next: Any) -> Any:
         connection = _connection(ctx)
@@ -248,7 +253,8 @@ class McpFace:
 
         runtime = await self.runtime()
         # The guard counts per principal: a new session of the same credential goes on counting.
-        who, progress, caller = request_principal(ctx).guard_key, progress_forwarder(ctx), ClientCaller(ctx)
+        who, progress = request_principal(ctx).guard_key, progress_forwarder(ctx)
+        caller = ClientCaller(ctx, who)
         try:
             result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:

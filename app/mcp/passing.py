@@ -38,11 +38,11 @@ class FaceServer(Server[Any]):
     client's ``logging/setLevel`` goes to :attr:`on_level` (the gateway forwards it), and that
     client then hears installed servers' log messages sent outside calls (:meth:`server_log`)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, on_level: Callable[[str], Any] | None = None, **kwargs: Any) -> None:
         with warnings.catch_warnings():  # deprecated at 2026-07-28 only; 2025-era clients use it
             warnings.filterwarnings("ignore", message="The logging capability is deprecated")
             super().__init__(*args, on_set_logging_level=self._set_level, **kwargs)
-        self.on_level: Callable[[str], Any] | None = None
+        self.on_level = on_level
         #: The clients that asked for logs (``logging/setLevel``): connection -> its latest session.
         self.log_sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
@@ -125,10 +125,15 @@ def stage_progress(forward: Forward | None) -> Any:
 class ClientCaller:
     """The client of one request, as the gateway's relay sees it (setup_agent/gateway/relay.py):
     what it declared, and the requests and log messages an installed server sends during the
-    call, sent to it as related to this request."""
+    call, sent to it as related to this request. ``principal`` is who the client is (the
+    guard counts a protected value in its answers to a server against it)."""
 
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
+    def __init__(self, ctx: Any, principal: str | None = None) -> None:
+        self.ctx, self.principal = ctx, principal
+        # The client's connection (the SDK makes a session object per request; they share it):
+        # its calls are one client's (relay.py).
+        session = ctx.session
+        self.client = getattr(session, "_connection", None) or session
 
     def can(self, capability: str) -> bool:
         if str(getattr(self.ctx, "protocol_version", "")) >= "2026":

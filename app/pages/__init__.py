@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .consent import consent_path, describe_consent, tools_note
+    from .consent import ONLY_THESE, consent_path, describe_consent, network_rows, tools_note
     from .secret import SECURITY_HEADERS, create_secret_app, token_ok
     from .server import SecretPageServer
 
 __all__ = [
+    "ONLY_THESE",
     "consent_path",
     "create_secret_app",
     "describe_consent",
+    "network_rows",
     "SecretPageServer",
     "SECURITY_HEADERS",
     "token_ok",
@@ -29,9 +31,11 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "ONLY_THESE": "consent",
         "consent_path": "consent",
         "create_secret_app": "secret",
         "describe_consent": "consent",
+        "network_rows": "consent",
         "SecretPageServer": "server",
         "SECURITY_HEADERS": "secret",
         "token_ok": "secret",

@@ -68,7 +68,17 @@ def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
         where = secret.destination + (f" — host {secret.host}" if secret.host else "")
         rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
     rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see
-    return rows
+    return rows + network_rows(request)
+
+
+def network_rows(request: ConsentRequest) -> list[tuple[str, str]]:
+    """Its network: how it is held, its policy and, after a test, where it connected (shown
+    also when only the tools are asked: "only these" is chosen there)."""
+    return [("Network", line) for line in getattr(request, "network", [])]
+
+
+#: The choice offered after a test through the proxy (the page, the terminals).
+ONLY_THESE = "Let it connect only to these from now on ({})"
 
 
 def _enable(request: ConsentRequest) -> str:
@@ -99,7 +109,9 @@ def _form(
     status: int = 200,
     hidden: frozenset[str] = frozenset(),  # re-shown after an error: the boxes the person unticked stay so
 ) -> HTMLResponse:
-    shown = describe_consent(request)[:1] if request.launch_approved else describe_consent(request)  # tools only
+    shown = (
+        describe_consent(request)[:1] + network_rows(request) if request.launch_approved else describe_consent(request)
+    )
     rows = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(text)}</code></dd>\n" for label, text in shown)
     fields = ""
     for d in [] if request.launch_approved else request.destinations:  # chosen at its test already
@@ -139,6 +151,11 @@ def _form(
                 '<p class="note">Its command line names these files in your home folder. It cannot read them '
                 f"unless you tick them:</p>\n<ul>{files}</ul>\n"
             )
+    if request.only_these:  # the person may narrow it to what its test reached
+        widen += (
+            '<label><input type="checkbox" name="sandbox.only_these" value="yes"> '
+            f"{esc(ONLY_THESE.format(', '.join(request.only_these)))}</label>\n"
+        )
     alert = f'<p class="error" role="alert">{esc(error)}</p>\n' if error else ""
     boxes = "".join(
         f'<li><label><input type="checkbox" name="tool.{i}" value="keep"{"" if t["name"] in hidden else " checked"}> '
@@ -252,11 +269,13 @@ def add_consent_routes(
             settings = {k.removeprefix("setting."): v for k, v in form.items() if k.startswith("setting.")}
             extra = (form.get("sandbox.extra_path") or "").strip()
             reads = [p for i, p in enumerate(pending.request.home_files) if form.get(f"sandbox.read.{i}") == "yes"]
-            sandbox = {
+            sandbox: dict[str, Any] = {
                 "extra_paths": [extra] if extra else [],
                 "network": form.get("sandbox.no_network") != "yes",
                 "reads": reads,
             }
+            if form.get("sandbox.only_these") == "yes":
+                sandbox["only_these"] = True
             kept = {k.removeprefix("tool.") for k in form if k.startswith("tool.")}  # ticked boxes only
             hidden = [t["name"] for i, t in enumerate(pending.request.tools) if str(i) not in kept]
             broker.approve(

@@ -85,6 +85,11 @@ class AgentRun:
         self.result: dict[str, Any] | None = None
 
     # -- events -----------------------------------------------------------------------
+
+    def hand_to(self, audience: str | None) -> None:
+        """A new session takes this run over: its events go there from now on."""
+        self.audience = audience
+
     def emit(self, event: dict[str, Any], *, keep: bool = True) -> None:
         event = {**event, "run_id": self.id}
         if keep:
@@ -296,7 +301,7 @@ class AgentRuns:
         for run in list(self.runs.values()):
             if run.audience is not None and run.audience in live and run.audience != session_id:
                 continue
-            run.audience = session_id if run.audience is not None else None
+            run.hand_to(session_id if run.audience is not None else None)
             replay.extend(run.log)
         return replay
 

@@ -81,7 +81,15 @@ _STATIC = {
 class WebFace:
     """The app's state: runtime, sessions, token. Built by :func:`create_app`."""
 
-    def __init__(self, settings: Settings, *, token: str, port: int, runtime_factory: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        token: str,
+        port: int,
+        runtime_factory: Callable[[], Any],
+        public_base: str | None = None,
+    ) -> None:
         self.settings = settings
         self.token = token
         self.port = port
@@ -96,7 +104,7 @@ class WebFace:
         self._mcp_stack = contextlib.AsyncExitStack()
         self._mcp_owners: dict[str, str] = {}  # MCP session id -> the principal that created it
         self.foreign: Any = None  # ForeignConsents (foreign.py), once started
-        self.public_base: str | None = None  # a team gateway's own address, for links it hands out
+        self.public_base = public_base  # a team gateway's own address, for links it hands out
         self.capabilities = Capabilities(ttl_seconds=settings.secret_ttl_seconds, on_issue=self._on_key)
 
     def _on_key(self, key: str, action: str) -> None:
@@ -113,14 +121,14 @@ class WebFace:
         self.capabilities.shared = getattr(self.runtime, "shared_capabilities", None)  # a team's: any replica
         sign_ins = getattr(self.runtime, "sign_ins", None)
         if self.public_base and getattr(sign_ins, "shared", None) is not None:  # redirects to any replica
-            sign_ins.callback_base = self.public_base
+            sign_ins.serve_callbacks_at(self.public_base)
         self.hub = WebHub(self.runtime)
         self.hub.attach(asyncio.get_running_loop())
         self.rpc = RpcDispatcher(
             self.runtime, self.hub, page_url=self.secret_url, mcp_url=f"{self.secret_page_base}/mcp"
         )
         if getattr(self.runtime.gateway, "members", None) is not None:  # a member's own key: their link
-            self.runtime.gateway.members.prompts.page_url = self.secret_url
+            self.runtime.gateway.members.prompts.serve_page(self.secret_url)
         if getattr(self.runtime, "approvals", None) is not None:  # other processes' consents, shown here
             from .foreign import ForeignConsents
 
@@ -267,15 +275,16 @@ def create_app(
         def runtime_factory() -> Any:
             return build_runtime(settings)
 
-    face = WebFace(settings, token=token, port=port, runtime_factory=runtime_factory)
     # TLS ends at a proxy in front (MCP_SETUP_PUBLIC_URL): links name its address, and its Host
     # (as the proxy passes it on) is accepted.
     public_netloc = public_url.split("://", 1)[1] if public_url else None
+    public_base: str | None = None
     if public_url:
-        face.public_base = public_url
+        public_base = public_url
         secure_cookie = secure_cookie or public_url.startswith("https://")
     elif public_hosts:
-        face.public_base = f"{'https' if secure_cookie else 'http'}://{public_hosts[0]}:{port}"
+        public_base = f"{'https' if secure_cookie else 'http'}://{public_hosts[0]}:{port}"
+    face = WebFace(settings, token=token, port=port, runtime_factory=runtime_factory, public_base=public_base)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -351,16 +360,11 @@ def create_app(
         allowed_hosts=hosts,
         consents=lambda: getattr(face.runtime, "consents", None),
     )
-    tokens: list[Any] = []
 
     def bearer(raw: str) -> Principal | None:
         if face.runtime is None:
             return None
-        if not tokens:
-            from setup_agent.store import Tokens
-
-            tokens.append(Tokens(face.runtime.store))
-        found = tokens[0].lookup(raw)
+        found = face.runtime.store.tokens.lookup(raw)
         if found is None:
             return None
         if found.kind == "client":
@@ -374,11 +378,11 @@ def create_app(
         secret_app=secret_app,
         bearer=bearer,
         public_hosts=[*public_hosts, *([public_netloc] if public_netloc else [])],
+        health=health_app(face),  # /healthz, /readyz for a load balancer (replicas.py)
+        oauth_callback=oauth_callback_app(face, hosts | {h.lower() for h in public_hosts if h}),
+        face=face,
     )
-    guarded.health = health_app(face)  # /healthz, /readyz for a load balancer (replicas.py)
-    guarded.oauth_callback = oauth_callback_app(face, hosts | {h.lower() for h in public_hosts if h})
     guarded.headers[REPLICA_HEADER] = replica_id()
-    guarded.face = face
     guard_box.append(guarded)
     return guarded
 

@@ -34,7 +34,8 @@ CLIENT_METHODS = ("clients.list", "clients.connect")
 def _list(runtime: Any) -> dict[str, Any]:
     rows = client_rows(Path.home(), launcher_command(), launcher_env(runtime.settings))
     tools = [
-        {"name": t.name, "server": t.server.title or t.server.qualified_name} for t in runtime.store.catalog().tools()
+        {"name": t.name, "server": t.server.title or t.server.qualified_name}
+        for t in runtime.store.servers.catalog().tools()
     ]
     return {"clients": rows, "tools": tools}
 
@@ -45,9 +46,7 @@ def _connect(runtime: Any, client: str, apply: bool, mcp_url: str | None = None)
     config = client_config(client, Path.home())
     out: dict[str, Any] = {"client": client, "path": str(config.path), "http": mcp_url is not None}
     if mcp_url is not None:
-        from setup_agent.store import Tokens
-
-        plan, backup = connect_over_http(config, launcher_command(), mcp_url, Tokens(runtime.store), apply=apply)
+        plan, backup = connect_over_http(config, launcher_command(), mcp_url, runtime.store.tokens, apply=apply)
         if plan.edit is not None and apply:
             return {
                 **out,

@@ -35,8 +35,8 @@ async def member_call(runtime: Any, method: str, params: dict[str, Any]) -> dict
     if any(k not in ("server_id", "key_name") for k in params):
         raise InvalidInput("Unknown parameter: these methods take server_id and key_name.")
     if method == "my_keys.list":
-        servers = await asyncio.to_thread(store.list)
-        have = await asyncio.to_thread(store.member_keys_set, member)
+        servers = await asyncio.to_thread(store.servers.list)
+        have = await asyncio.to_thread(store.values.member_keys_set, member)
         return {
             "servers": [
                 {
@@ -50,13 +50,13 @@ async def member_call(runtime: Any, method: str, params: dict[str, Any]) -> dict
             ]
         }
     server_id, key = params.get("server_id"), params.get("key_name")
-    server = await asyncio.to_thread(store.get, server_id) if isinstance(server_id, str) else None
+    server = await asyncio.to_thread(store.servers.get, server_id) if isinstance(server_id, str) else None
     if server is None or not server.member_keys:
         raise NotFound("No installed server with per-member keys has that id; my_keys.list lists them.")
     if key is not None and key not in server.member_keys:
         raise InvalidInput("That is not a per-member key of this server; my_keys.list lists them.")
     if method == "my_keys.remove":
-        done = await asyncio.to_thread(store.forget_member_values, member, server.server_id, key)
+        done = await asyncio.to_thread(store.values.forget_member_values, member, server.server_id, key)
         return {"removed": done}
     if key is None:
         raise InvalidInput("key_name is required: which of the server's per-member keys to set.")

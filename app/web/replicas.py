@@ -50,7 +50,7 @@ def health_app(face: Any) -> Any:
             ready = runtime is not None and face.rpc is not None
             if ready:
                 try:
-                    await anyio.to_thread.run_sync(runtime.store.change_counter)
+                    await anyio.to_thread.run_sync(runtime.store.database.change_counter)
                 except Exception:  # noqa: BLE001 - any failure: not ready
                     ready = False
             body["ok"], status = ready, 200 if ready else 503

@@ -282,7 +282,7 @@ class RpcDispatcher:
             return await self._spawn(params, session_id)
         if method == "servers.list":
             _only(params, {"wait_seconds"})
-            listed = await self._tool("mcp_setup_list_servers", params, session_id)
+            listed = await self._page_list(params)
             # the cards say who installed each one in words; the stored label stays beside them
             servers = [
                 {**s, "installed_by_words": installed_by_words(s.get("installed_by"))} for s in listed["servers"]
@@ -309,6 +309,20 @@ class RpcDispatcher:
         if method in DETAIL_METHODS:
             return await server_details(self.runtime, method, params, self._presenter(session_id), self.hub, session_id)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)
+
+    async def _page_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The page's cards: every server with its tools' descriptions (an agent's list is smaller)."""
+        from pydantic import ValidationError
+
+        from setup_agent.setup import ListRequest
+        from setup_agent.translation import translate
+
+        try:
+            request = ListRequest.model_validate(params)
+        except ValidationError as exc:
+            raise translate(exc) from None  # invalid_input, in the tools' words
+        listed = await self.runtime.service.list_servers(request, CallContext(installed_by="ui"), full=True)
+        return self.runtime.redactor.redact_obj({"ok": True, **listed})
 
     async def _tool(self, name: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         ctx = CallContext(
@@ -401,7 +415,7 @@ class RpcDispatcher:
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = _server_id(params)
-        server = await asyncio.to_thread(self.runtime.store.get, server_id)
+        server = await asyncio.to_thread(self.runtime.store.servers.get, server_id)
         if server is None:
             raise NotFound("No installed server has this server_id. servers.list lists them.")
         status = await self.runtime.connections.connect(server, wait=False)

@@ -146,6 +146,9 @@ class Guard:
         secret_app: ASGIApp | None = None,
         public_hosts: Iterable[str] = (),
         bearer: BearerCheck | None = None,
+        health: Any = None,
+        oauth_callback: Any = None,
+        face: Any = None,
     ) -> None:
         self.app = app
         self.token = token
@@ -160,9 +163,9 @@ class Guard:
         self.origins = {f"{scheme}://{h}" for h in self.hosts for scheme in ("http", "https")}
         self.cookie = cookie_name(port)
         self.headers = security_headers(port)
-        self.health: Any = None  # the /healthz, /readyz app (replicas.py), set by create_app
-        self.oauth_callback: Any = None  # a team's /oauth/callback (replicas.py), set by create_app
-        self.face: Any = None
+        self.health = health  # the /healthz, /readyz app (replicas.py)
+        self.oauth_callback = oauth_callback  # a team's /oauth/callback (replicas.py)
+        self.face = face
         #: Page sessions of ``--admin`` tokens: cookie value -> the raw token (re-checked per request).
         self.admin_sessions: dict[str, str] = {}
 

@@ -29,10 +29,10 @@ LOG_LINES = 40
 
 
 def _details(runtime: Any, server_id: str) -> dict[str, Any]:
-    server = runtime.store.get(server_id)
+    server = runtime.store.servers.get(server_id)
     if server is None:
         raise NotFound("No installed server has that id.")
-    values = runtime.store.env_values(server_id)
+    values = runtime.store.values.env_values(server_id)
     redact = runtime.redactor.redact
     settings = [
         {
@@ -71,7 +71,7 @@ async def server_details(
     if not isinstance(server_id, str) or not isinstance(key, str) or set(params) - {"server_id", "key"}:
         raise InvalidInput("servers.rotate takes a server_id and a key.")
     require_user("replaces a stored key")
-    server = await asyncio.to_thread(runtime.store.get, server_id)
+    server = await asyncio.to_thread(runtime.store.servers.get, server_id)
     if server is None or key not in {k.key for k in server.env_keys if k.secret}:
         raise InvalidInput("That server has no such secret setting.")
     label = server.title or server.qualified_name

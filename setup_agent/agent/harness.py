@@ -142,6 +142,11 @@ class AgentSession:
         self.record({"role": "user", "content": self.goal})
 
     # -- what the model may know ----------------------------------------------------------
+
+    def found(self, anything: bool) -> None:
+        """Whether the latest search found any server (a run that fails having found none ends ``not_found``)."""
+        self.not_found = not anything
+
     def tool_specs(self) -> list[dict[str, Any]]:
         """``{name, description, inputSchema}`` of each allowlisted tool, in allowlist order."""
         specs = {s["name"]: s for s in [*TOOL_SPECS, *CHAT_TOOL_SPECS]}

@@ -83,7 +83,7 @@ def _write_reasons(annotations: dict[str, Any] | None) -> list[str]:
 class ToolRegistry:
     """``list()``, ``get(tool_id)`` and ``diagnostics()`` over the store, live status and archetypes.
 
-    Seams: ``servers`` returns the installed servers (``Store.list``), ``status(server_id)``
+    Seams: ``servers`` returns the installed servers (``store.servers.list``), ``status(server_id)``
     the live connection status (``ConnectionManager.status``), ``archetypes`` the loaded
     agent archetypes (called each time, so an edited agents folder shows).
     """

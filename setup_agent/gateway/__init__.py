@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
     from .members import MemberSessions, member_of
     from .relay import Caller, InFlight, relay_callbacks
+    from .relay_rules import ORIGIN_KEY, Origin, RelayRules
     from .router import Gateway, UnknownPrompt, UnknownResource, UnknownTool
     from .server_logs import log_path, read_log
     from .status import ServerStatus
@@ -39,8 +40,11 @@ __all__ = [
     "member_of",
     "MemberPrompts",
     "MemberSessions",
+    "ORIGIN_KEY",
+    "Origin",
     "read_log",
     "relay_callbacks",
+    "RelayRules",
     "ServerStatus",
     "UnknownPrompt",
     "UnknownResource",
@@ -64,8 +68,11 @@ __getattr__, __dir__ = lazy_exports(
         "member_of": "members",
         "MemberPrompts": "member_prompts",
         "MemberSessions": "members",
+        "ORIGIN_KEY": "relay_rules",
+        "Origin": "relay_rules",
         "read_log": "server_logs",
         "relay_callbacks": "relay",
+        "RelayRules": "relay_rules",
         "ServerStatus": "status",
         "UnknownPrompt": "router",
         "UnknownResource": "router",

@@ -14,7 +14,7 @@ import logging
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound
 from setup_agent.launch import BundleCache, ProcessLedger, Sandbox
@@ -24,10 +24,14 @@ from setup_agent.store import InstalledServer, Store
 from .forwarding import Forwarding
 from .live import LiveConnection
 from .passthrough import Progress, ResourceLinks
-from .relay import IdleLogs, Updates
+from .relay import Caller, IdleLogs, Updates
+from .relay_rules import RelayRules
 from .result_cap import DEFAULT_RESULT_CHARS
 from .server_logs import delete_log
 from .status import ServerStatus, Status
+
+if TYPE_CHECKING:
+    from setup_agent.launch import Fetcher
 
 #: Progress notifications one proxied call may bring before it is ended (those before are relayed).
 DEFAULT_CALL_NOTIFICATIONS = 1_000
@@ -42,7 +46,7 @@ logger = logging.getLogger(__name__)
 AuthHook = Callable[[InstalledServer, dict[str, str]], Any]
 
 
-class ConnectionManager(Forwarding):
+class ConnectionManager:
     """Owns the live sessions. ``install_root/<server_id>`` is each server's install dir."""
 
     def __init__(
@@ -63,6 +67,9 @@ class ConnectionManager(Forwarding):
         max_result_chars: int = DEFAULT_RESULT_CHARS,
         max_call_notifications: int = DEFAULT_CALL_NOTIFICATIONS,
         sandbox: Sandbox | None = None,
+        fetcher: Fetcher | None = None,
+        on_tools_changed: Callable[[InstalledServer], None] | None = None,
+        relay_rules: RelayRules | None = None,
     ) -> None:
         self.store = store
         #: A proxied result is cut beyond this many characters, with a note (0: no cap).
@@ -70,11 +77,13 @@ class ConnectionManager(Forwarding):
         #: A call whose server sends more progress notifications than this is ended.
         self.max_call_notifications = max_call_notifications
         self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
-        self.fetcher: Any = None  # a start's download phase (setup_agent/launch/fetch.py Fetcher; runtime sets it)
+        self.fetcher = fetcher  # a start's download phase (a lazy start downloads as a test does); None: none
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)
         self.redactor = redactor
+        #: What a server's relayed requests are checked against (the guard, mcp-setup's own origins).
+        self.relay_rules = relay_rules or RelayRules(redactor)
         self.install_root = install_root
         self.host_env = host_env
         self.backoff = tuple(backoff)
@@ -97,10 +106,19 @@ class ConnectionManager(Forwarding):
         self._stored_secrets: list[tuple[str, str]] = []
         redactor.add_source(lambda: self._stored_secrets)
         #: Called with the store's record when a server's live tools differ from its pin beyond
-        #: whitespace (pins.py): the face asks the user out of band (runtime wires ToolReview).
-        self.on_tools_changed: Callable[[InstalledServer], None] | None = None
+        #: whitespace (pins.py): the face asks the user out of band (the runtime passes ToolReview's).
+        self.on_tools_changed = on_tools_changed
         #: Which server each resource URI a tool result named came from (resources/read routing).
         self.links = ResourceLinks()
+        #: What passes requests through the live sessions (forwarding.py): this manager's sessions.
+        self.forwarding = Forwarding(
+            self._get,
+            self._live.values,
+            redactor,
+            self.links,
+            max_call_notifications=max_call_notifications,
+            max_result_chars=max_result_chars,
+        )
         #: The log messages servers send outside calls, to its listeners (relay.py), bounded.
         self.server_log = IdleLogs()
         self.resource_updated = Updates()  # notifications/resources/updated, to the faces (relay.py)
@@ -122,7 +140,7 @@ class ConnectionManager(Forwarding):
         """Connect every enabled installed server, concurrently; returns when all settled."""
         self._booting = True
         try:
-            servers = await asyncio.to_thread(self.store.list, enabled_only=True)
+            servers = await asyncio.to_thread(self.store.servers.list, enabled_only=True)
             for server in servers:
                 await self.connect(server, wait=False)
         finally:
@@ -146,7 +164,7 @@ class ConnectionManager(Forwarding):
         self._born[server.server_id] = self._connects
         live = LiveConnection(self, server, adopted=adopt)
         self._live[server.server_id] = live
-        live.task = asyncio.create_task(live.run(), name=f"mcp-setup-conn-{server.server_id}")
+        live.begin()
         if wait:
             await self.wait_settled(server.server_id)
         return live.status
@@ -202,11 +220,11 @@ class ConnectionManager(Forwarding):
 
     async def remove(self, server_id: str, *, actor: str = "user") -> None:
         """Disconnect, delete the rows and env, and delete the install dir (``actor`` is audited)."""
-        server = await asyncio.to_thread(self.store.get, server_id)
+        server = await asyncio.to_thread(self.store.servers.get, server_id)
         if server is None:
             raise NotFound(f"No installed server has the id {server_id!r}. mcp_setup_list_servers lists them.")
         await self.disconnect(server_id, removed=True)
-        await asyncio.to_thread(lambda: self.store.remove(server_id, actor=actor))
+        await asyncio.to_thread(lambda: self.store.servers.remove(server_id, actor=actor))
         await self._delete_files(server_id)
 
     async def retire(self, server_id: str) -> None:
@@ -227,7 +245,7 @@ class ConnectionManager(Forwarding):
     # -- the gateway's needs ---------------------------------------------------------
     async def learn_stored_secrets(self) -> None:
         """Teach the redactor every stored secret value of every installed server."""
-        rows = await asyncio.to_thread(self.store.secret_values)
+        rows = await asyncio.to_thread(self.store.values.secret_values)
         self._stored_secrets = [(f"[secret:{key}]", value.reveal()) for _sid, key, value in rows]
         self.redactor.invalidate()
 
@@ -266,7 +284,11 @@ class ConnectionManager(Forwarding):
         for server in wanted.values():
             live = self._live.get(server.server_id)
             if live is not None and live.server.launch_spec == server.launch_spec:
-                live.server = server  # its latest record (e.g. a newly approved tool list)
+                live.renew(server)  # its latest record (e.g. a newly approved tool list)
+            elif live is not None and self._born.get(server.server_id, 0) <= seen_at:
+                # Its launch changed since it started (a destination allowed with `mcp-setup allow`):
+                # stopped here, started anew with it (eagerly below, or by its next call).
+                await self.disconnect(server.server_id)
             # Lazy or not, a server whose tools were never recorded (installed by an older
             # mcp-setup) is started once so that they can be listed.
             if server.server_id in self._expected:
@@ -287,7 +309,7 @@ class ConnectionManager(Forwarding):
         if live is None or live.task is None or live.task.done() or live.status.status in ("failed", "stopped"):
             await self.connect(server, wait=False)
         live = self._live[server.server_id]
-        live.last_used = asyncio.get_running_loop().time()
+        live.touch()
         return await live.wait_started(timeout, progress)
 
     async def stop_idle(self, idle_seconds: float) -> list[str]:
@@ -313,6 +335,35 @@ class ConnectionManager(Forwarding):
                 listener(status)
             except Exception:  # a listener must not break a connection
                 logger.exception("status listener failed")
+
+    # -- requests passed through a live session (forwarding.py) ---------------------
+    async def call_tool(
+        self,
+        server_id: str,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        progress: Progress | None = None,
+        caller: Caller | None = None,
+    ) -> dict[str, Any]:
+        """``tools/call`` on a connected server, as it answered, redacted and capped."""
+        return await self.forwarding.call_tool(server_id, name, arguments, progress=progress, caller=caller)
+
+    async def set_logging_level(self, level: str) -> None:
+        """``logging/setLevel`` on every connected server that declared ``logging``."""
+        await self.forwarding.set_logging_level(level)
+
+    async def subscribe(self, server_id: str, uri: str, on: bool) -> bool:
+        """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it."""
+        return await self.forwarding.subscribe(server_id, uri, on)
+
+    async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
+        """``resources/read`` on a connected server, as it answered, redacted."""
+        return await self.forwarding.read_resource(server_id, uri)
+
+    async def request(self, server_id: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted."""
+        return await self.forwarding.request(server_id, method, params)
 
     # -- queries ----------------------------------------------------------------------
     def status(self, server_id: str) -> ServerStatus:

@@ -1,7 +1,7 @@
 """What the connection manager forwards to a connected server, as the server sent it back.
 
-:class:`Forwarding` is the part of :class:`~setup_agent.gateway.connections.ConnectionManager`
-that passes a request through a live session: ``tools/call`` (progress relayed, a flood of
+:class:`Forwarding` is held by :class:`~setup_agent.gateway.connections.ConnectionManager` and
+passes a request through one of its live sessions: ``tools/call`` (progress relayed, a flood of
 notifications ended, the result redacted and capped), ``logging/setLevel``, resource
 subscriptions and reads, ``prompts/get`` and ``completion/complete``. It never starts or stops a
 session: that is the manager's.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound, ProtocolError
@@ -31,16 +32,27 @@ logger = logging.getLogger(__name__)
 
 
 class Forwarding:
-    """Requests passed through the live sessions (the manager provides ``_live`` and ``_get``)."""
+    """Requests passed through the live sessions the manager hands it: ``live(server_id)`` (raises
+    ``NotFound`` when it has none) and ``every()`` (the sessions now)."""
 
-    _live: dict[str, LiveConnection]
-    redactor: Redactor
-    links: ResourceLinks
-    max_call_notifications: int
-    max_result_chars: int
-
-    def _get(self, server_id: str) -> LiveConnection:  # the manager's
-        raise NotImplementedError
+    def __init__(
+        self,
+        live: Callable[[str], LiveConnection],
+        every: Callable[[], Iterable[LiveConnection]],
+        redactor: Redactor,
+        links: ResourceLinks,
+        *,
+        max_call_notifications: int,
+        max_result_chars: int,
+    ) -> None:
+        self._get = live
+        self._every = every
+        self.redactor = redactor
+        self.links = links
+        #: A call whose server sends more progress notifications than this is ended.
+        self.max_call_notifications = max_call_notifications
+        #: A proxied result is cut beyond this many characters, with a note (0: no cap).
+        self.max_result_chars = max_result_chars
 
     async def call_tool(
         self,
@@ -58,7 +70,7 @@ class Forwarding:
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
-        live.last_used = asyncio.get_running_loop().time()
+        live.touch()
         limit, heard = self.max_call_notifications, 0
         label = live.server.title or live.server.qualified_name
 
@@ -70,8 +82,10 @@ class Forwarding:
             elif progress is not None and (not limit or heard <= limit):
                 await progress(value, total, message)
 
-        with live.inflight.add(caller):
-            call = asyncio.ensure_future(raw_call(live.client, name, arguments or {}, heard_progress, label=label))
+        with live.inflight.add(caller) as scope:
+            call = asyncio.ensure_future(
+                raw_call(live.client, name, arguments or {}, heard_progress, label=label, sent_as=scope.bind)
+            )
             try:
                 result = await asyncio.shield(call)
             except asyncio.CancelledError:
@@ -82,7 +96,7 @@ class Forwarding:
                     f"The server sent more than {limit:,} notifications during one call; the call was ended."
                 ) from None
             finally:
-                live.last_used = asyncio.get_running_loop().time()
+                live.touch()
         self.links.remember(server_id, result)
         return cap_result(
             self.redactor.redact_obj(result), self.max_result_chars
@@ -90,7 +104,7 @@ class Forwarding:
 
     async def set_logging_level(self, level: str) -> None:
         """``logging/setLevel`` on every connected server that declared ``logging``."""
-        for live in list(self._live.values()):
+        for live in list(self._every()):
             client = live.client
             caps = getattr(client, "server_capabilities", None) if client is not None else None
             if caps is None or getattr(caps, "logging", None) is None:
@@ -114,7 +128,7 @@ class Forwarding:
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
-        live.last_used = asyncio.get_running_loop().time()
+        live.touch()
         result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
         return self.redactor.redact_obj(result)
 
@@ -123,6 +137,6 @@ class Forwarding:
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
-        live.last_used = asyncio.get_running_loop().time()
+        live.touch()
         result = await raw_request(live.client, method, params, label=live.server.title or live.server.qualified_name)
         return self.redactor.redact_obj(result)

@@ -14,13 +14,23 @@ import logging
 from typing import Any, Protocol
 
 from setup_agent.errors import SetupError
-from setup_agent.launch import LaunchSpec, ProcessWatch, list_all_tools, materialize, open_client, tool_dicts
+from setup_agent.launch import (
+    LaunchSpec,
+    NetRecord,
+    ProcessWatch,
+    list_all_tools,
+    materialize,
+    open_client,
+    refused_words,
+    tool_dicts,
+)
 from setup_agent.secrets import SecretValue
 from setup_agent.store import InstalledServer
 from setup_agent.translation import translate
 
 from .offers import record_offers
 from .relay import InFlight, relay_callbacks
+from .relay_rules import Origin
 from .server_logs import ServerLog
 from .status import ServerStatus, Status
 
@@ -51,6 +61,7 @@ class Owner(Protocol):
 
     def announce(self, status: ServerStatus) -> None: ...
 
+    relay_rules: Any  # what the relay checks (relay_rules.RelayRules)
     server_log: Any  # await server_log(server, params): a log message outside calls (relay.IdleLogs)
     resource_updated: Any  # await resource_updated(server_id, uri): a subscribed resource changed (relay.Updates)
 
@@ -72,11 +83,39 @@ class LiveConnection:
         self.adopted = adopted  # a tested session (setup_agent/adoption.Parked) to use as the first connection
         self.log: ServerLog | None = None  # the current attempt's stderr log file
         self.removed = False  # the server is removed: its log is not written again (discard_log)
-        self.inflight = InFlight()  # the clients of calls in flight: the server's requests go to them (relay.py)
+        #: The calls in flight: the server's requests go to the caller of the one that caused them (relay.py).
+        self.inflight = InFlight(Origin.of(server), owner.relay_rules)
         self.downloading = False  # its package is being fetched (the download phase)
         self.started_at: float | None = None  # when the latest start began (after any download)
         #: ``await listener(elapsed, fetched)`` about once a second while its package downloads.
         self.download_listeners: list[Any] = []
+        #: What its proxy saw in the current start (None: not proxied, or not started yet).
+        self.net_record: NetRecord | None = None
+        self._told: set[asyncio.Task[None]] = set()
+
+    def _refused(self, attempt: Any) -> None:
+        """Its proxy refused a new destination: the person hears it in ``mcp-setup logs`` and
+        through the gateway's log relay, with the one step that allows it."""
+        words = refused_words(attempt, self.server.slug)
+        logger.warning("%s", words)
+        if self.log is not None:
+            self.log.feed(f"mcp-setup: {words}\n".encode())
+        params = {"level": "warning", "logger": "mcp-setup", "data": words}
+        task = asyncio.get_running_loop().create_task(self.owner.server_log(self.server, params))
+        self._told.add(task)
+        task.add_done_callback(self._told.discard)
+
+    def begin(self) -> None:
+        """Start :meth:`run` as the manager's task for this server."""
+        self.task = asyncio.create_task(self.run(), name=f"mcp-setup-conn-{self.server.server_id}")
+
+    def touch(self) -> None:
+        """A call used it now (the idle stop counts from here)."""
+        self.last_used = asyncio.get_running_loop().time()
+
+    def renew(self, server: InstalledServer) -> None:
+        """Its latest record from the store (e.g. a newly approved tool list), the same launch."""
+        self.server = server
 
     def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
         self.status.status = status
@@ -100,7 +139,7 @@ class LiveConnection:
 
     async def _values(self) -> dict[str, SecretValue]:
         """Its stored values, masked (the launch reveals them); the secret ones taught to the redactor."""
-        stored = await asyncio.to_thread(self.owner.store.env_values, self.server.server_id)
+        stored = await asyncio.to_thread(self.owner.store.values.env_values, self.server.server_id)
         secret_keys = {k.key for k in self.server.env_keys if k.secret}
         for key, value in stored.items():
             if key in secret_keys:
@@ -132,6 +171,10 @@ class LiveConnection:
                         cm: Any = self.adopted.session()
                         if getattr(self.adopted, "inflight", None) is not None:  # its relay serves our calls
                             self.inflight = self.adopted.inflight
+                            self.inflight.speak_for(Origin.of(server), owner.relay_rules)
+                        self.net_record = getattr(self.adopted.result, "net", None)
+                        if self.net_record is not None:  # the tested process's proxy now tells the person
+                            self.net_record.on_refused = self._refused
                         pwatch, known, self.adopted = self.adopted.pwatch, self.adopted.result.tools, None
                     else:
                         if owner.fetcher is not None and not owner.fetcher.is_warm(spec):
@@ -147,6 +190,7 @@ class LiveConnection:
                             cwd=str(install_dir),
                         )
                         auth = owner.auth_for(server, values) if owner.auth_for is not None else None
+                        self.net_record = NetRecord(on_refused=self._refused)
                         cm = open_client(
                             resolved,
                             process_watch=pwatch,
@@ -154,6 +198,7 @@ class LiveConnection:
                             ledger=owner.ledger,
                             auth=auth,
                             sandbox=owner.sandbox,
+                            net_record=self.net_record,
                             callbacks=relay_callbacks(
                                 self.inflight,
                                 owner.redactor,
@@ -287,7 +332,7 @@ class LiveConnection:
 
     async def _remember_sign_in(self, server: InstalledServer, *, needed: bool) -> None:
         try:
-            await asyncio.to_thread(self.owner.store.set_needs_sign_in, server.server_id, needed)
+            await asyncio.to_thread(self.owner.store.servers.set_needs_sign_in, server.server_id, needed)
         except SetupError as exc:  # removed meanwhile, or the database is away: the status still says it
             logger.info("could not record the sign-in state of %s: %s", server.server_id, exc.code)
 
@@ -298,8 +343,8 @@ class LiveConnection:
         a tool the user has not approved reaches no face's tool list."""
         owner = self.owner
         try:
-            await asyncio.to_thread(owner.store.set_tools, self.server.server_id, self.status.tools)
-            server = await asyncio.to_thread(owner.store.get, self.server.server_id)
+            await asyncio.to_thread(owner.store.pins.set_tools, self.server.server_id, self.status.tools)
+            server = await asyncio.to_thread(owner.store.servers.get, self.server.server_id)
         except SetupError as exc:  # e.g. removed meanwhile: the session still works
             logger.info("could not record the tools of %s: %s", self.server.server_id, exc.code)
             self.status.tools = []

@@ -5,7 +5,7 @@ publishes each prompt it opens to ``mcp_pending`` as kind ``member_secret`` (ser
 key name, the prompt's text: never a value). Its one-time link is a shared capability (hash only),
 so the link can be opened on another replica; there :class:`MemberPromptsElsewhere` (the member
 broker's ``answer_elsewhere``) reads the row, and an answer is stored at once, encrypted, as that
-member's value (``Store.set_member_value``) by the replica that got it. The row is claimed first
+member's value (``store.values.set_member_value``) by the replica that got it. The row is claimed first
 (one conditional ``UPDATE``), so an answer is stored once; a revoked member's answer stores
 nothing and closes the row. The replica that asked learns it from the row (NOTIFY, or its bounded
 poll) while a call waits on URL elicitation; a retry on any replica reads the member's values.
@@ -73,7 +73,7 @@ class MemberPromptsElsewhere:
             return False
         if not self.shared.answer(prompt_id, "answered", by=by):  # answered on another replica meanwhile
             return False
-        self.store.set_member_value(server_id, member, key, value)
+        self.store.values.set_member_value(server_id, member, key, value)
         logger.info("stored the own %s of token:%s for server %s (a prompt of another replica)", key, member, server_id)
         return True
 

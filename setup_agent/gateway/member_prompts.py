@@ -2,14 +2,14 @@
 
 The first call a member (a named token, ``token:NAME``) makes to a server with per-member keys
 opens a secret prompt in a broker of its own (:class:`MemberPrompts`): no user page, tab or
-terminal sees it, so only that member is asked. The face's ``page_url`` makes the prompt's
+terminal sees it, so only that member is asked. The face's page (:meth:`MemberPrompts.serve_page`) makes the prompt's
 one-time secret link (a capability that enters this one value, nothing else). When the calling
 client takes URL-mode elicitation, the link goes to that member's own client and the call waits
 (bounded) for the answer; otherwise the call's result is a tool error ``member_secret_required``
 with the link, which can only enter a value. The answer goes from the page into this broker's
-ref, and from there, encrypted, into the store as that member's value (``Store.set_member_value``,
+ref, and from there, encrypted, into the store as that member's value (``store.values.set_member_value``,
 audited as ``token:NAME``); the ref is discarded at once. A prompt of a member whose token was
-revoked meanwhile stores nothing. On a team's database (:meth:`MemberPrompts.share`) the prompts
+revoked meanwhile stores nothing. On a team's database (``pending`` at construction) the prompts
 are in ``mcp_pending`` too, so the link can be answered on any replica
 (:mod:`~setup_agent.gateway.member_elsewhere`).
 """
@@ -55,32 +55,38 @@ class MemberPrompts:
         ttl_seconds: float = 900.0,
         wait_seconds: float = 300.0,
         is_active: Callable[[str], bool] | None = None,
+        on_stored: Callable[[str, str], Any] | None = None,
+        pending: PendingApprovals | None = None,
     ) -> None:
+        """``on_stored(server_id, member)``: after a member's value was stored (the sessions learn
+        it at once). ``pending``: a team's shared list (the prompts are answerable on any replica)."""
         self.store = store
         self.refs = SecretRefStore(ttl_seconds=ttl_seconds)
-        self.broker = PromptBroker(self.refs)
+        #: A team's database: prompts published there, other replicas' answered here (see module doc).
+        self.elsewhere = MemberPromptsElsewhere(pending, store, is_active) if pending is not None else None
+        self.broker = PromptBroker(self.refs, elsewhere=self.elsewhere)
         self.wait_seconds = wait_seconds
         self.is_active = is_active  # whether a member's token is still active (a revoked one stores nothing)
-        #: ``page_url(prompt_id)``: the one-time secret link of a prompt (set by the web face).
-        self.page_url: Callable[[str], str] | None = None
-        #: Called after a member's value was stored (the sessions learn it at once).
-        self.on_stored: Callable[[str, str], Any] | None = None
+        self._page_urls: list[Callable[[str], str]] = []  # the faces that serve the one-time secret page
+        self.on_stored = on_stored
         self._asks: dict[str, _Ask] = {}  # prompt id -> what it asks
         self._open: dict[_Ask, str] = {}  # what is asked -> its open prompt id
         self._refs: dict[str, str] = {}  # prompt id -> the ref its answer fills
         self._lock = asyncio.Lock()
         self.ttl_seconds = ttl_seconds
-        self.elsewhere: MemberPromptsElsewhere | None = None  # a team's: prompts in the shared database
         self.poll_seconds = 2.0  # a waiting call looks at its shared row this often (NOTIFY wakes it at once)
         self._kicked: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         redactor.add_source(lambda: ((f"[secret:{k}]", v) for k, v in self.refs.live_values()))
         self._unsubscribe: Callable[[], None] | None = None
 
-    def share(self, shared: PendingApprovals) -> None:
-        """A team's database: publish the prompts, answer other replicas' (see module doc)."""
-        self.elsewhere = MemberPromptsElsewhere(shared, self.store, self.is_active)
-        self.broker.answer_elsewhere(self.elsewhere)
+    def serve_page(self, page_url: Callable[[str], str]) -> None:
+        """A face serves the one-time secret page: ``page_url(prompt_id)`` is a prompt's link."""
+        self._page_urls.append(page_url)
+
+    def page_url(self, prompt_id: str) -> str | None:
+        """The one-time secret link of a prompt, from the first face that serves the page; None without one."""
+        return self._page_urls[0](prompt_id) if self._page_urls else None
 
     def holds(self, prompt_id: str) -> bool:
         """Whether ``prompt_id`` is one of these prompts (the secret page answers it here), also
@@ -149,7 +155,7 @@ class MemberPrompts:
                     "prompt": pending.prompt,
                 }
                 self.elsewhere.shared.publish(prompt_id, MEMBER_PROMPT_KIND, request, ttl_seconds=self.ttl_seconds)
-        return prompt_id, self.page_url(prompt_id) if self.page_url is not None else None
+        return prompt_id, self.page_url(prompt_id)
 
     async def _elicit(self, caller: Caller, url: str, prompt_id: str, label: str, key: str) -> bool:
         """URL-mode elicitation to the member's own client; True once the value is stored."""
@@ -222,7 +228,7 @@ class MemberPrompts:
                     self.elsewhere.shared.answer, prompt_id, "answered", by=f"token:{ask.member}"
                 ):  # another replica took an answer first (and stored it): one answer is stored, once
                     return
-                await asyncio.to_thread(self.store.set_member_value, ask.server_id, ask.member, ask.key, value)
+                await asyncio.to_thread(self.store.values.set_member_value, ask.server_id, ask.member, ask.key, value)
             except SetupError as exc:
                 logger.warning("a member's value could not be stored (%s)", exc.code)
                 return

@@ -3,7 +3,7 @@
 A server installed with per-member keys (``InstalledServer.member_keys``) is called by a member
 of a team gateway (a named token, ``token:NAME``) through a session of that member's own: one
 process (or connection) per (server, member), started with the shared settings overlaid with the
-member's own values (``Store.member_values``), in a working dir (and sandbox HOME) of its own, so
+member's own values (``store.values.member_values``), in a working dir (and sandbox HOME) of its own, so
 nothing one member's server keeps on disk reaches another's. Every other caller (the user, this
 run's clients) keeps the shared session of :class:`~setup_agent.gateway.connections.ConnectionManager`.
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from setup_agent.secrets import SecretValue
-from setup_agent.store import InstalledServer, Store, Tokens
+from setup_agent.store import InstalledServer, PendingApprovals, Store
 
 from .connections import ConnectionManager
 from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts, tool_error
@@ -47,28 +47,35 @@ def member_of(principal: str | None) -> str | None:
 class _MemberStore:
     """The store as one member's sessions see it: the server's settings with that member's own
     values over them (never another member's, never the shared value of a per-member key), and
-    no tool-list writes (the shared connection records the list)."""
+    no tool-list or sign-in writes (the shared connection records them)."""
 
     def __init__(self, store: Store, member: str) -> None:
-        self._store = store
-        self._member = member
+        self.database = store.database
+        self.audit = store.audit
+        self.tokens = store.tokens
+        self.servers = _Overlay(store.servers, set_needs_sign_in=lambda server_id, needed: False)
+        self.pins = _Overlay(store.pins, set_tools=lambda server_id, tools: False)
+        self.values = _Overlay(store.values, env_values=lambda server_id: _member_env(store, member, server_id))
 
-    def env_values(self, server_id: str) -> dict[str, SecretValue]:
-        values = self._store.env_values(server_id)
-        server = self._store.get(server_id)
-        for key in server.member_keys if server is not None else ():
-            values.pop(key, None)
-        values.update(self._store.member_values(server_id, self._member))
-        return values
 
-    def set_tools(self, server_id: str, tools: Any) -> bool:
-        return False
+class _Overlay:
+    """A repository with some of its methods replaced (the rest are the repository's own)."""
 
-    def set_needs_sign_in(self, server_id: str, needed: bool) -> bool:
-        return False
+    def __init__(self, repository: Any, **replaced: Callable[..., Any]) -> None:
+        self._repository = repository
+        self.__dict__.update(replaced)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        return getattr(self._repository, name)
+
+
+def _member_env(store: Store, member: str, server_id: str) -> dict[str, SecretValue]:
+    values = store.values.env_values(server_id)
+    server = store.servers.get(server_id)
+    for key in server.member_keys if server is not None else ():
+        values.pop(key, None)
+    values.update(store.values.member_values(server_id, member))
+    return values
 
 
 class MemberConnections(ConnectionManager):
@@ -107,17 +114,29 @@ class MemberSessions:
     """Members' own sessions and the asking for their values (see the module doc)."""
 
     def __init__(
-        self, shared: ConnectionManager, *, root: Path, ttl_seconds: float = 900.0, wait_seconds: float = 300.0
+        self,
+        shared: ConnectionManager,
+        *,
+        root: Path,
+        ttl_seconds: float = 900.0,
+        wait_seconds: float = 300.0,
+        pending: PendingApprovals | None = None,
     ) -> None:
+        """``pending``: a team's shared list, where a member's prompt is answerable on any replica."""
         self.shared = shared
         self.store: Store = shared.store
         self.redactor = shared.redactor
         self.root = root
-        self._tokens = Tokens(self.store)
+        self._tokens = self.store.tokens
         self.prompts = MemberPrompts(
-            self.store, self.redactor, ttl_seconds=ttl_seconds, wait_seconds=wait_seconds, is_active=self._active
+            self.store,
+            self.redactor,
+            ttl_seconds=ttl_seconds,
+            wait_seconds=wait_seconds,
+            is_active=self._active,
+            on_stored=self._stored,
+            pending=pending,
         )
-        self.prompts.on_stored = self._stored
         self._members: dict[str, MemberConnections] = {}
         self._secrets: list[tuple[str, str]] = []
         self.redactor.add_source(lambda: self._secrets)
@@ -139,7 +158,7 @@ class MemberSessions:
         """The member's own connection manager for a call to ``server``, once they have a value for
         every per-member key; else the tool error that says they were asked (out of band)."""
         for _ in range(2 * len(server.member_keys) + 2):
-            have = (await asyncio.to_thread(self.store.member_keys_set, member)).get(server.server_id, [])
+            have = (await asyncio.to_thread(self.store.values.member_keys_set, member)).get(server.server_id, [])
             missing = [k for k in server.member_keys if k not in have]
             if not missing:
                 break
@@ -150,7 +169,7 @@ class MemberSessions:
             text = f"{server.title or server.qualified_name}: your own settings could not be stored; call again."
             return tool_error(text, MEMBER_SECRET_REQUIRED)
         manager = self.manager(member)
-        stamps = await asyncio.to_thread(self.store.member_stamps)
+        stamps = await asyncio.to_thread(self.store.values.member_stamps)
         stamp = stamps.get((server.server_id, member))
         if server.server_id in manager.live_ids() and manager.stamps.get(server.server_id) != stamp:
             await manager.disconnect(server.server_id)  # rotated since it started: start with the new value
@@ -164,7 +183,7 @@ class MemberSessions:
 
     async def learn_secrets(self) -> None:
         """Teach the redactor every member's value (in every form), as it knows the shared ones."""
-        rows = await asyncio.to_thread(self.store.member_secrets)
+        rows = await asyncio.to_thread(self.store.values.member_secrets)
         self._secrets = [(f"[secret:{key}]", value.reveal()) for _member, key, value in rows]
         self.redactor.invalidate()
 
@@ -174,7 +193,7 @@ class MemberSessions:
         async with self._lock:
             seen_at = self._epoch  # a session begun after the stamps are read is not judged by them
             await self.learn_secrets()
-            stamps = await asyncio.to_thread(self.store.member_stamps)
+            stamps = await asyncio.to_thread(self.store.values.member_stamps)
             if not self._swept:  # what a crash left of members whose values went meanwhile
                 self._swept = True
                 await asyncio.to_thread(self._sweep, {m for _sid, m in stamps})

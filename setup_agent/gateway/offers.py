@@ -3,7 +3,7 @@ gateway.
 
 At each connect a server's prompts, resources and templates are listed (only what it
 declared), redacted and recorded in the store (:func:`record_offers`; prompts are pinned there
-like tools, setup_agent/store/server_extras.py), so listing never waits for a spawn. The
+like tools, setup_agent/store/tool_pins.py), so listing never waits for a spawn. The
 :class:`OfferIndex` is built from those records and the catalog (enabled servers only):
 
 * a prompt is listed as ``<slug>__<prompt>`` (the tools' naming, catalog.py), its description
@@ -76,13 +76,13 @@ async def record_offers(client: Any, store: Any, redactor: Any, server_id: str, 
         except Exception as exc:  # noqa: BLE001 - a server that lists nothing well still serves its tools
             logger.info("%s of %s failed: %s", method, label, type(exc).__name__)
     try:
-        await asyncio.to_thread(lambda: store.set_offers(server_id, **lists))
+        await asyncio.to_thread(lambda: store.pins.set_offers(server_id, **lists))
     except Exception as exc:  # noqa: BLE001 - e.g. removed meanwhile
         logger.info("could not record the prompts and resources of %s: %s", server_id, getattr(exc, "code", exc))
 
 
 def without_hidden(entry: Any, offers: dict[str, Any]) -> Any:
-    """``entry`` (a catalog server) without the tools the user unticked (store/server_extras.py)."""
+    """``entry`` (a catalog server) without the tools the user unticked (store/tool_pins.py)."""
     hidden = getattr(offers.get(entry.server_id), "hidden_tools", None)
     if not hidden:
         return entry

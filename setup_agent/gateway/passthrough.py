@@ -28,15 +28,32 @@ _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 async def raw_call(
-    client: Any, name: str, arguments: dict[str, Any], progress: Progress | None, *, label: str
+    client: Any,
+    name: str,
+    arguments: dict[str, Any],
+    progress: Progress | None,
+    *,
+    label: str,
+    sent_as: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
-    """``tools/call`` on ``client`` (an ``mcp.Client``): the result object as the server sent it."""
+    """``tools/call`` on ``client`` (an ``mcp.Client``): the result object as the server sent it.
+    ``sent_as(token)`` hears the progress token the call goes out with, when it can be known."""
     request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+    if sent_as is not None and progress is not None:
+        sent_as(_next_request_id(client))
     try:
         result = await client.session.send_request(request, _RAW, progress_callback=progress)
     except ValidationError as exc:
         raise _unreadable_call(label, name, exc) from None
     return result
+
+
+def _next_request_id(client: Any) -> int | None:
+    """The id the SDK gives the next request on ``client``'s session (its progress token too),
+    or None when this SDK does not say. Read just before ``send_request``: nothing awaits between
+    here and the id being taken, so no other request of this loop can take it first."""
+    counter = getattr(getattr(getattr(client, "session", None), "_dispatcher", None), "_next_id", None)
+    return counter + 1 if isinstance(counter, int) and not isinstance(counter, bool) else None
 
 
 def _unreadable_call(label: str, name: str, exc: ValidationError) -> ProtocolError:

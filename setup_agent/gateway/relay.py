@@ -1,15 +1,22 @@
 """An installed server's requests to the client (sampling, elicitation, roots) and its log
-messages, relayed to the client whose call caused them.
+messages, relayed to the one client whose call caused them, saying who asks.
 
 Each live connection's ``mcp.Client`` declares sampling, elicitation (form and URL) and roots,
-so a server shows the tools that need them; during a proxied call the face's :class:`Caller`
-(the client that made the call) is registered on the connection (:class:`InFlight`), and what
-the server asks meanwhile goes to that client: redacted on the way there (the server may quote
-a secret it holds), answered as the client answered. When no call is in flight, or the caller
+so a server shows the tools that need them. During a proxied call the face's :class:`Caller`
+(the client that made the call) is registered on the connection with the progress token the
+call went out with (:class:`InFlight`); a request the server sends meanwhile goes to the caller
+of the call it names by that token, or of the single call in flight; one that no call or
+several could have caused is refused, never guessed (on a shared connection one client never
+sees, nor answers, another's). What is relayed says its origin and is screened first
+(relay_rules.py: a form's message in the server's name and ``_meta``, a credential form or a
+look-alike of mcp-setup's pages refused and the user told, sampling without extra context),
+redacted on the way there (the server may quote a secret it holds); the answer goes back
+through the guard (an elicitation's, like a tool argument) and the redactor. When the caller
 did not declare the capability (or its session takes no server requests, 2026-07-28), the
-request is refused cleanly with a JSON-RPC error that says so. A log message sent while no
-call is in flight goes to the clients that asked for logs (``logging/setLevel``), bounded per
-server (:meth:`~setup_agent.gateway.connections.ConnectionManager.server_log`).
+request is refused cleanly with a JSON-RPC error that says so. A log message carries the
+server's slug as its logger; one no single call caused goes to the clients that asked for logs
+(``logging/setLevel``), bounded per server
+(:meth:`~setup_agent.gateway.connections.ConnectionManager.server_log`).
 
 What the servers are told the client can do is the same for every client: one connection per
 server is shared by all of them (the live connection is started before any call, and reused
@@ -23,6 +30,10 @@ import logging
 from typing import Any, Protocol
 
 import mcp_types as types
+
+from setup_agent.errors import SetupError
+
+from .relay_rules import ORIGIN_KEY, Origin, RelayRules, credential_fields, real_host, refused_answer, scoped_sampling
 
 __all__ = ["Caller", "IdleLogs", "InFlight", "Updates", "relay_callbacks"]
 
@@ -38,7 +49,9 @@ IDLE_LOGS_PER_MINUTE = 120
 
 
 class Caller(Protocol):
-    """The client of one proxied call, as the face sees it."""
+    """The client of one proxied call, as the face sees it. It may also say ``client`` (its
+    session: two calls of one session are one client's) and ``principal`` (who answers: the
+    guard counts a protected value in an answer against it)."""
 
     def can(self, capability: str) -> bool: ...
 
@@ -97,42 +110,80 @@ class Updates:
 
 
 class InFlight:
-    """The callers of one connection's calls in flight, newest last."""
+    """The calls in flight on one connection, oldest first, each with its caller (None: a call
+    whose client takes no server requests) and the progress token it was sent with; and who
+    the connection speaks for (:attr:`origin`, :attr:`rules`: relay_rules.py)."""
 
-    def __init__(self) -> None:
-        self._callers: list[Caller] = []
+    def __init__(self, origin: Origin | None = None, rules: RelayRules | None = None) -> None:
+        self._calls: list[_Scope] = []
         self._logs: dict[int, int] = {}  # id(caller) -> log messages relayed during its call
+        self.origin, self.rules = origin, rules
+
+    def speak_for(self, origin: Origin, rules: RelayRules | None) -> None:
+        """The installed server this connection's requests come from (a tested session adopted
+        by its install was relayed under the test's name until now)."""
+        self.origin, self.rules = origin, rules or self.rules
 
     def count_log(self, caller: Caller) -> int:
         """One more log message for ``caller``'s call; returns how many so far."""
         self._logs[id(caller)] = count = self._logs.get(id(caller), 0) + 1
         return count
 
-    def add(self, caller: Caller | None) -> Any:
-        """Register ``caller`` for the duration of a ``with`` block."""
+    def add(self, caller: Caller | None) -> _Scope:
+        """Register a call (and its ``caller``) for the duration of a ``with`` block."""
         return _Scope(self, caller)
 
     def newest(self) -> Caller | None:
-        return self._callers[-1] if self._callers else None
+        """The caller of the newest call in flight (never used to choose whom to ask)."""
+        callers = [scope.caller for scope in self._calls if scope.caller is not None]
+        return callers[-1] if callers else None
+
+    def match(self, meta: Any) -> Caller | None:
+        """The caller of the one call a server's request (or log message) belongs to: the call
+        its ``_meta`` names (the progress token that call was sent with, which is its request
+        id), else the single call in flight, or the oldest when every call in flight is the same
+        client's; None when no call, or calls of more than one client, could have caused it
+        (then nobody is asked)."""
+        token = None
+        if isinstance(meta, dict):
+            token = meta.get("progressToken")
+        if token is not None and not isinstance(token, bool):
+            named = [scope for scope in self._calls if scope.token is not None and str(scope.token) == str(token)]
+            if len(named) == 1:
+                return named[0].caller
+        # A server that answers one call at a time asks during the oldest; while every call in
+        # flight is the same client's, that client is who caused it, whichever call it was.
+        clients = {id(_client_of(scope.caller)) for scope in self._calls}
+        return self._calls[0].caller if len(clients) == 1 else None
+
+
+def _client_of(caller: Caller | None) -> Any:
+    """Who answers for ``caller``: its client's session (``client``), else the caller itself."""
+    return getattr(caller, "client", caller) if caller is not None else None
 
 
 class _Scope:
     """One call's registration in :class:`InFlight` (a class per call cost a proxied call ~8 µs)."""
 
-    __slots__ = ("caller", "owner")
+    __slots__ = ("caller", "owner", "token")
 
     def __init__(self, owner: InFlight, caller: Caller | None) -> None:
-        self.owner, self.caller = owner, caller
+        self.owner, self.caller, self.token = owner, caller, None
 
-    def __enter__(self) -> None:
-        if self.caller is not None:
-            self.owner._callers.append(self.caller)
+    def bind(self, token: Any) -> None:
+        """The progress token the call went out with (its server may name it in a request)."""
+        self.token = token
+
+    def __enter__(self) -> _Scope:
+        self.owner._calls.append(self)
+        return self
 
     def __exit__(self, *exc: Any) -> None:
-        owner, caller = self.owner, self.caller
-        if caller is not None and caller in owner._callers:
-            owner._callers.remove(caller)
-            owner._logs.pop(id(caller), None)
+        owner = self.owner
+        if self in owner._calls:
+            owner._calls.remove(self)
+        if self.caller is not None and not any(s.caller is self.caller for s in owner._calls):
+            owner._logs.pop(id(self.caller), None)
 
 
 def relay_callbacks(
@@ -140,8 +191,11 @@ def relay_callbacks(
 ) -> dict[str, Any]:
     """The ``mcp.Client`` callbacks of one server's connection (see the module doc).
 
-    ``idle_log(params)`` hears (redacted) the log messages sent while no call is in flight;
-    ``updated(uri)`` each ``notifications/resources/updated`` (a subscribed resource changed)."""
+    ``idle_log(params)`` hears (redacted) the log messages no single call caused;
+    ``updated(uri)`` each ``notifications/resources/updated`` (a subscribed resource changed).
+    Who speaks and what is checked are ``inflight``'s :attr:`~InFlight.origin` and
+    :attr:`~InFlight.rules` (``label`` and the redactor alone when it has none)."""
+    plain = RelayRules(redactor)
 
     def refuse(what: str) -> types.ErrorData:
         return types.ErrorData(
@@ -149,16 +203,26 @@ def relay_callbacks(
         )
 
     async def relay(capability: str, method: str, params: Any) -> Any:
-        caller = inflight.newest()
+        data = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params is not None else {}
+        meta = data.pop("_meta", None)
+        caller = inflight.match(meta)
         if caller is None or not caller.can(capability):
             return refuse(method)
-        data = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params is not None else {}
+        origin, rules = inflight.origin or Origin(label, label), inflight.rules or plain
+        kept = (
+            {k: v for k, v in meta.items() if k not in ("progressToken", ORIGIN_KEY)} if isinstance(meta, dict) else {}
+        )
+        data["_meta"] = {**kept, **origin.meta()}  # the server cannot say it is someone else
+        refusal = await _screen(method, data, origin, rules, caller)
+        if refusal is not None:
+            return refusal
         try:
-            return await caller.request(method, redactor.redact_obj(data))
+            answer = await caller.request(method, redactor.redact_obj(data))
         except Exception as exc:  # the client's error (it may quote what it was sent): its type only
             logger.info("relayed %s from %s failed: %s", method, label, type(exc).__name__)
             message = getattr(getattr(exc, "error", None), "message", None) or type(exc).__name__
             return types.ErrorData(code=getattr(exc, "code", REFUSED) or REFUSED, message=redactor.redact(str(message)))
+        return _answered(method, answer, rules, getattr(caller, "principal", None))
 
     async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
         return await relay("sampling", "sampling/createMessage", params)
@@ -171,13 +235,13 @@ def relay_callbacks(
         return await relay("roots", "roots/list", None)
 
     async def log(params: types.LoggingMessageNotificationParams) -> None:
-        caller = inflight.newest()
-        if caller is None:  # not caused by a call: to the clients that asked for logs (bounded there)
+        data = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data["logger"] = (inflight.origin or Origin(label, label)).logger(data.get("logger"))
+        caller = inflight.match(data.get("_meta"))
+        if caller is None:  # not caused by one call: to the clients that asked for logs (bounded there)
             if idle_log is not None:
                 try:
-                    await idle_log(
-                        redactor.redact_obj(params.model_dump(mode="json", by_alias=True, exclude_none=True))
-                    )
+                    await idle_log(redactor.redact_obj(data))
                 except Exception as exc:  # noqa: BLE001 - never break the connection
                     logger.debug("log message not delivered: %s", type(exc).__name__)
             return
@@ -191,7 +255,7 @@ def relay_callbacks(
                 )
             return
         try:
-            await caller.log(redactor.redact_obj(params.model_dump(mode="json", by_alias=True, exclude_none=True)))
+            await caller.log(redactor.redact_obj(data))
         except Exception as exc:  # noqa: BLE001 - a client that went away
             logger.debug("log message not delivered: %s", type(exc).__name__)
 
@@ -206,3 +270,67 @@ def relay_callbacks(
         "list_roots_callback": roots,
         "logging_callback": log,
     }
+
+
+async def _screen(method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, caller: Caller) -> Any:
+    """Make ``data`` (a request on its way to ``caller``) say who asks, scoped as the
+    specification wants; an :class:`ErrorData` for the server when it is refused."""
+    if method == "sampling/createMessage":
+        data.update(scoped_sampling(data))
+        return None
+    if method != "elicitation/create":
+        return None
+    message = str(data.get("message") or "")
+    if data.get("mode") == "url":
+        why = rules.url_refusal(data.get("url"), origin)
+        if why is not None:
+            await _tell(
+                rules, caller, origin.says(f"a page mcp-setup did not show, because {why}.", verb="asked to open")
+            )
+            return types.ErrorData(code=REFUSED, message=f"mcp-setup refused this URL elicitation: {why}.")
+        data["message"] = origin.says(message, verb=f"asks you to open a page at {real_host(data['url'])}")
+        return None
+    fields = credential_fields(data.get("requestedSchema"), rules.holds_secret)
+    if fields:
+        await _tell(
+            rules,
+            caller,
+            origin.says(
+                f"a credential by form ({', '.join(fields[:5])}). mcp-setup refused it: a server must never ask "
+                "for a secret in a form; it is entered on mcp-setup's page and given to the server at its start.",
+                verb="asked for",
+            ),
+        )
+        return types.ErrorData(
+            code=REFUSED,
+            message=(
+                "mcp-setup refused this form: it asks for a credential ("
+                f"{', '.join(fields[:5])}). Servers must not request sensitive information through form "
+                "elicitation; the user has been told."
+            ),
+        )
+    data["message"] = origin.says(message)
+    return None
+
+
+async def _tell(rules: RelayRules, caller: Caller, text: str) -> None:
+    """The user hears ``text`` in mcp-setup's voice: its log and the calling client's log."""
+    text = rules.redactor.redact(text)
+    rules.tell(text)
+    try:
+        await caller.log({"level": "warning", "logger": "mcp-setup", "data": text})
+    except Exception as exc:  # noqa: BLE001 - a client that went away
+        logger.debug("notice not delivered: %s", type(exc).__name__)
+
+
+def _answered(method: str, answer: Any, rules: RelayRules, principal: str | None) -> Any:
+    """The client's answer on its way back to the server: an elicitation's content passes the
+    guard like a tool argument (refused, and counted, when it holds a protected value), and
+    every answer the redactor."""
+    dump = getattr(answer, "model_dump", None)
+    data = dump(mode="json", by_alias=True, exclude_none=True) if dump is not None else answer
+    try:
+        cleaned = rules.answer(principal, data, guarded=method == "elicitation/create")
+    except SetupError as exc:
+        return types.ErrorData(code=REFUSED, message=refused_answer(exc))
+    return type(answer).model_validate(cleaned) if dump is not None else cleaned

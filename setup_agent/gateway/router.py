@@ -28,10 +28,11 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
-from .members import member_of
+from .members import MemberSessions, member_of
 from .offers import MAPPED_PREFIX, OfferIndex, left_out_names, without_hidden
 from .passthrough import Progress
 from .relay import Caller
+from .relay_rules import Origin
 
 __all__ = ["Gateway", "UnknownPrompt", "UnknownResource", "UnknownTool"]
 
@@ -76,6 +77,9 @@ class Gateway:
         poll_interval: float = 0.5,
         idle_stop_seconds: float = 0.0,
         check_arguments: ArgumentCheck | None = None,
+        members: MemberSessions | None = None,
+        lockout_listeners: list[Callable[[str], Any]] | None = None,
+        incident_listeners: list[Callable[[str], Any]] | None = None,
     ) -> None:
         self.store = store
         self.connections = connections
@@ -95,17 +99,22 @@ class Gateway:
         self._task: asyncio.Task[None] | None = None
         self._refresh_lock = asyncio.Lock()
         self._ready = asyncio.Event()
-        self._unsubscribe = store.add_change_listener(self._changed_here)
-        #: Called with a session id when the guard locks it (faces tell the user out of band).
-        self.lockout_listeners: list[Callable[[str], Any]] = []
+        self._unsubscribe = store.database.add_change_listener(self._changed_here)
+        #: Called with a session id when the guard locks it (faces tell the user out of band): the
+        #: list the guard's listener reads, given by the runtime; a face adds its own to it.
+        self.lockout_listeners = lockout_listeners if lockout_listeners is not None else []
         #: Called with a principal at its first refused call (an incident: faces tell the user at once).
-        self.incident_listeners: list[Callable[[str], Any]] = []
-        #: Each member's own sessions for servers with per-member keys (members.py; the runtime sets it).
-        self.members: Any = None
+        self.incident_listeners = incident_listeners if incident_listeners is not None else []
+        #: Each member's own sessions for servers with per-member keys (members.py); None: no members.
+        self.members = members
 
     # -- lifecycle --------------------------------------------------------------------
-    async def start(self) -> None:
-        """Read the catalog and the stored secrets, sync the sessions, then watch for changes."""
+    async def start(self, *, eager: bool | None = None) -> None:
+        """Read the catalog and the stored secrets, sync the sessions, then watch for changes.
+        ``eager`` (when given) is the face's choice: connect every enabled server, or each on its
+        first call."""
+        if eager is not None:
+            self.eager = eager
         self._loop = asyncio.get_running_loop()
         try:
             await self.refresh(force=True)
@@ -160,14 +169,14 @@ class Gateway:
     async def refresh(self, *, force: bool = False) -> bool:
         """Reload the catalog when the change counter moved; True when the listed tools changed."""
         async with self._refresh_lock:
-            counter = await asyncio.to_thread(self.store.change_counter)
+            counter = await asyncio.to_thread(self.store.database.change_counter)
             if not force and counter == self._counter:
                 return False
             seen_at = self.connections.mark()  # before the read: installs committed after it are spared
-            servers = await asyncio.to_thread(self.store.list)
+            servers = await asyncio.to_thread(self.store.servers.list)
             self._counter = counter
             before = (self._catalog.signature(), self.offers.signature())
-            offers = await asyncio.to_thread(self.store.offers)
+            offers = await asyncio.to_thread(self.store.pins.offers)
             entries = [s.catalog_entry() for s in servers]
             self._catalog = Catalog.build(without_hidden(e, offers) for e in entries)
             self._left_out = left_out_names(entries, offers)
@@ -226,14 +235,14 @@ class Gateway:
         # cost); a removal, a disable or a new approved list reaches the sessions through refresh.
         server = self.connections.connected_server(entry.server.server_id)
         if server is None:
-            server = await asyncio.to_thread(self.store.get, entry.server.server_id)
+            server = await asyncio.to_thread(self.store.servers.get, entry.server.server_id)
         if server is None or not server.enabled or not any(t.get("name") == entry.tool_name for t in server.tools):
             raise UnknownTool(name)  # gone, disabled, or no longer an approved tool (pins.py)
         connections = self.connections
         if self.members is not None and server.member_keys and member_of(session) is not None:
             # A member's call reads the record afresh: a key made shared again a moment ago (by
             # another process) is not asked of them before this process's next refresh.
-            server = await asyncio.to_thread(self.store.get, entry.server.server_id) or server
+            server = await asyncio.to_thread(self.store.servers.get, entry.server.server_id) or server
         if self.members is not None and server.member_keys and member_of(session) is not None:
             own = await self.members.connections_for(server, member_of(session), caller)  # the member's own session
             if isinstance(own, dict):
@@ -254,9 +263,26 @@ class Gateway:
         except SetupError as exc:
             return tool_error(self.redactor.redact(f"{label}: {exc.message}"), exc.code)
         except Exception as exc:  # the session broke during the call
+            needed = self._url_required(exc, server, label)
+            if needed is not None:
+                raise needed from None  # the client opens the page; its URL is kept
             logger.info("call to %s on %s failed: %s", entry.tool_name, server.server_id, type(exc).__name__)
             text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             return tool_error(self.redactor.redact(f"{label}: the call failed ({text})."), "call_failed")
+
+    def _url_required(self, exc: Exception, server: Any, label: str) -> Exception | None:
+        """A server's ``-32042`` (URL elicitation required) as its client gets it: in the
+        server's name, its URLs checked (relay_rules.py), redacted; None for any other error."""
+        from mcp import MCPError  # here: the stdio face lists tools before the SDK loads
+        from mcp_types import URL_ELICITATION_REQUIRED
+
+        error = getattr(exc, "error", None)
+        if not isinstance(exc, MCPError) or getattr(error, "code", None) != URL_ELICITATION_REQUIRED:
+            return None
+        data = self.connections.relay_rules.url_required(self.redactor.redact_obj(error.data), Origin.of(server))
+        if data is None:
+            return None
+        return MCPError(URL_ELICITATION_REQUIRED, self.redactor.redact(f"{label}: {error.message}"), data)
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` of a listed URI, or of one a tool result named (a ``resource_link``):
@@ -340,7 +366,9 @@ class Gateway:
 
     async def _connected(self, server_id: str, missing: LookupError) -> None:
         """Start the server unless it is live; ``missing`` is raised when it is gone or cannot start."""
-        server = self.connections.connected_server(server_id) or await asyncio.to_thread(self.store.get, server_id)
+        server = self.connections.connected_server(server_id) or await asyncio.to_thread(
+            self.store.servers.get, server_id
+        )
         if server is None or not server.enabled:
             raise missing
         status = await self.connections.ensure_connected(server, self.call_timeout)

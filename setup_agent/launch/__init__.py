@@ -5,8 +5,8 @@ package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle
 server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``; a path it hid from a failing server: ``hidden_paths.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
-out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``; which mechanism
-holds it: ``net_isolation.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
+out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``, in words in ``net_words.py``; which mechanism
+holds it: ``net_isolation.py``; one start's, owned with its process: ``server_net.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
 (``listeners.py``), known start failures with their repairs (``repairs.py``) and the runners that come
 with mcp-setup (``runners.py``).
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .net_policy import Endpoint, NetPolicy
     from .net_proxy import NetProxy, ProxyLimits
     from .net_record import NetRecord
+    from .net_words import after_test_words, allowing, network_words, seen_destinations
     from .netns import NetnsBridge
     from .netns_bootstrap import proxy_environment
     from .package_choice import (
@@ -56,12 +57,14 @@ if TYPE_CHECKING:
     from .runners import bundled_runner, runner_source, runner_which
     from .sandbox import USER_SECRETS, Sandbox
     from .scratch import make_scratch_dir, sweep_scratch
+    from .server_net import ServerNet, refused_words
     from .spec import LaunchSpec, ResolvedLaunch, Value, Values, fill, materialize, template_keys
     from .start import local_command, remote_endpoint
     from .stderr_lines import StderrLines
     from .transport import ProcessWatch, proxy_credentials
 
 __all__ = [
+    "allowing",
     "apply_repair",
     "argv_secret_keys",
     "build_spec",
@@ -94,6 +97,7 @@ __all__ = [
     "NetProxy",
     "NetRecord",
     "network_isolation",
+    "network_words",
     "NOT_ISOLATED",
     "note_hidden_path",
     "open_client",
@@ -106,6 +110,7 @@ __all__ = [
     "proxy_environment",
     "ProxyLimits",
     "read_manifest",
+    "refused_words",
     "remote_endpoint",
     "required_keys_from_manifest",
     "ResolvedLaunch",
@@ -115,11 +120,14 @@ __all__ = [
     "RUNNERS",
     "Sandbox",
     "USER_SECRETS",
+    "seen_destinations",
+    "ServerNet",
     "spec_from_manifest",
     "StderrLines",
     "sweep_install_dirs",
     "sweep_scratch",
     "template_keys",
+    "after_test_words",
     "tool_dicts",
     "unpack_bundle",
     "unset_keys",
@@ -131,6 +139,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "allowing": "net_words",
         "apply_repair": "repairs",
         "argv_secret_keys": "manifest",
         "build_spec": "packages",
@@ -163,6 +172,9 @@ __getattr__, __dir__ = lazy_exports(
         "NetProxy": "net_proxy",
         "NetRecord": "net_record",
         "network_isolation": "net_isolation",
+        "network_words": "net_words",
+        "seen_destinations": "net_words",
+        "after_test_words": "net_words",
         "NOT_ISOLATED": "grants",
         "note_hidden_path": "hidden_paths",
         "open_client": "connector",
@@ -175,6 +187,7 @@ __getattr__, __dir__ = lazy_exports(
         "proxy_environment": "netns_bootstrap",
         "ProxyLimits": "net_proxy",
         "read_manifest": "manifest",
+        "refused_words": "server_net",
         "remote_endpoint": "start",
         "required_keys_from_manifest": "manifest",
         "ResolvedLaunch": "spec",
@@ -184,6 +197,7 @@ __getattr__, __dir__ = lazy_exports(
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
         "USER_SECRETS": "sandbox",
+        "ServerNet": "server_net",
         "spec_from_manifest": "manifest",
         "StderrLines": "stderr_lines",
         "sweep_install_dirs": "procs",

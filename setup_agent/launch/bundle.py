@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import zipfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
@@ -83,7 +83,9 @@ def _local_source(url: str) -> Path:
     return src
 
 
-async def _chunks(url: str, http: httpx.AsyncClient | None, max_bytes: int, allow_file: bool) -> AsyncIterator[bytes]:
+async def _chunks(
+    url: str, http: httpx.AsyncClient | None, max_bytes: int, allow_file: bool
+) -> AsyncGenerator[bytes, None]:
     """The bundle's bytes, from a local file (read in a worker thread) or over HTTP."""
     parts = urlsplit(url)
     if parts.scheme == "file":

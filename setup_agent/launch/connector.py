@@ -32,10 +32,11 @@ from setup_agent.errors import ProtocolError
 
 from .lenient import read_leniently
 from .listeners import own_listener_up, refuse_taken_port
+from .net_record import NetRecord
 from .procs import ProcessLedger
 from .sandbox import Sandbox
 from .spec import ResolvedLaunch
-from .start import local_command, remote_endpoint
+from .start import LocalCommand, local_command, remote_endpoint
 from .transport import ProcessWatch, _read_stderr, _stop, _wait_exit, stdio_transport
 
 __all__ = [
@@ -87,12 +88,14 @@ async def open_client(
     port_timeout: float = 60.0,
     sandbox: Sandbox | None = None,
     callbacks: Mapping[str, Any] | None = None,
+    net_record: NetRecord | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
 
     With a ``sandbox``, a local process starts inside it (setup_agent/launch/sandbox.py), its
     working dir ``resolved.cwd`` the folder it may write. ``callbacks``: more ``mcp.Client``
-    arguments (the gateway's relay of the server's requests).
+    arguments (the gateway's relay of the server's requests). ``net_record``: where the proxy of a
+    sandboxed local server records what it reached or tried (the probe shows it in the consent).
 
     ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.sign_ins.GrantAuth`.
     A local package that serves HTTP (a command *and* a URL) is started first, and stopped
@@ -100,7 +103,31 @@ async def open_client(
     """
     # Both are made before anything starts: a missing runner or a forced sandbox that does not
     # work is an error of their own, not a failed connection.
-    local = local_command(resolved, sandbox=sandbox, host_env=host_env) if resolved.local else None
+    local = local_command(resolved, sandbox=sandbox, host_env=host_env, record=net_record) if resolved.local else None
+    try:
+        async with _client(
+            resolved, local, mode, process_watch, http_watch, grace, http_timeout, ledger, auth, port_timeout, callbacks
+        ) as client:
+            yield client
+    finally:
+        if local is not None:
+            await local.aclose()  # its proxy stops with the process
+
+
+@asynccontextmanager
+async def _client(
+    resolved: ResolvedLaunch,
+    local: LocalCommand | None,
+    mode: Literal["auto", "legacy"],
+    process_watch: ProcessWatch | None,
+    http_watch: HttpWatch | None,
+    grace: float,
+    http_timeout: float,
+    ledger: ProcessLedger | None,
+    auth: httpx2.Auth | None,
+    port_timeout: float,
+    callbacks: Mapping[str, Any] | None,
+) -> AsyncIterator[Client]:
     serving: AbstractAsyncContextManager[Any] = nullcontext()
     if resolved.transport == "stdio":
         assert local is not None

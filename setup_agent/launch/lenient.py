@@ -56,7 +56,7 @@ def read_leniently(client: Any, label: str) -> None:
     session = getattr(client, "session", None)
     dispatcher = getattr(session, "_dispatcher", None)
     send = getattr(dispatcher, "send_raw_request", None)
-    if send is None or getattr(dispatcher, "_mcp_setup_lenient", False):
+    if dispatcher is None or send is None or getattr(dispatcher, "_mcp_setup_lenient", False):
         return
     warned = False
 

@@ -46,7 +46,7 @@ class Prefetches:
         async def run() -> None:
             try:
                 detail = await self.hub.get(name)
-                if await asyncio.to_thread(self.store.get_by_name, detail.qualified_name) is None:
+                if await asyncio.to_thread(self.store.servers.get_by_name, detail.qualified_name) is None:
                     self.package(
                         choose_package(detail.packages, None, preference=self.package_preference, which=self.which)
                     )

@@ -143,7 +143,7 @@ class ProcessLedger:
             entry.unlink(missing_ok=True)
 
     def entries(self) -> list[tuple[Path, dict]]:
-        out = []
+        out: list[tuple[Path, dict]] = []
         if not self.directory.is_dir():
             return out
         for path in sorted(self.directory.glob("*.json")):

@@ -19,8 +19,9 @@ Mechanisms, chosen once (``MCP_SETUP_SANDBOX=auto|bwrap|landlock|off``, read in 
 
 - **bwrap** (bubblewrap, where user namespaces work): a new mount namespace holding only the
   paths above, its own PID, IPC, UTS and cgroup namespaces (so mcp-setup's ``/proc/<pid>`` does not
-  exist for it and cannot be signalled or traced), no capabilities, ``--die-with-parent``; the
-  network namespace is shared unless the profile says no network.
+  exist for it and cannot be signalled or traced), no capabilities, ``--die-with-parent``; its own
+  network namespace, reaching out only through mcp-setup's proxy (``server_net.py``; a local
+  package that serves HTTP shares the host's, as mcp-setup reaches it there).
 - **landlock** (Linux ≥ 5.13): the same filesystem rules applied by the kernel to the server
   and its children (:mod:`setup_agent.launch.landlock`, a small ctypes layer of ours); ptrace of
   processes outside the domain is refused by Landlock itself, signals and abstract sockets are
@@ -48,6 +49,8 @@ from typing import TYPE_CHECKING, Literal
 from setup_agent.errors import InvalidInput, SandboxUnavailable
 
 if TYPE_CHECKING:
+    from .net_isolation import NetIsolation
+    from .net_proxy import NetProxy
     from .spec import ResolvedLaunch
 
 __all__ = ["Mechanism", "Profile", "Sandbox", "SandboxMode", "sandboxed"]
@@ -124,6 +127,9 @@ class Profile:
     reads: tuple[Path, ...] = ()
     #: Read-only too: those of ``reads`` in the user's home that the user ticked in the consent.
     chosen: tuple[Path, ...] = ()
+    #: Landlock with a network: the only TCP ports it may connect to (mcp-setup's proxy on the
+    #: host's loopback, granted loopback ports); None: not restricted (``server_net.py``).
+    connect_ports: tuple[int, ...] | None = None
 
     @property
     def home(self) -> Path:
@@ -149,8 +155,12 @@ class Sandbox:
     host_env: Mapping[str, str] = field(default_factory=dict)
     which: Callable[[str], str | None] = shutil.which
     platform: str = sys.platform
+    #: The proxy every sandboxed server of this process reaches the network through (made on
+    #: first use; a test gives one whose resolver and connector stay on this machine).
+    proxy: NetProxy | None = field(default=None, repr=False)
     _mechanism: Mechanism | None = field(default=None, repr=False)
     _why: str = field(default="", repr=False)
+    _net: NetIsolation | None = field(default=None, repr=False)
 
     # --- which mechanism -----------------------------------------------------------------
 
@@ -206,6 +216,23 @@ class Sandbox:
             return False, "bwrap cannot make namespaces here" + (f": {err[-1][:200]}" if err else "")
         return True, f"bubblewrap at {path}"
 
+    def network_isolation(self) -> NetIsolation:
+        """What holds a sandboxed server's network to the proxy here (``net_isolation.py``), found once."""
+        if self._net is None:
+            from .net_isolation import network_isolation
+
+            self._net = network_isolation(self.mechanism)
+            logger.info("sandbox network: %s (%s)", self._net.mechanism, self._net.why)
+        return self._net
+
+    def net_proxy(self) -> NetProxy:
+        """The proxy of this process's sandboxed servers (one for all: one resolver, one bound)."""
+        if self.proxy is None:
+            from .net_proxy import NetProxy
+
+            self.proxy = NetProxy()
+        return self.proxy
+
     def required_but_missing(self) -> str | None:
         """A forced mechanism (``bwrap``, ``landlock``) that does not work: servers do not start."""
         if self.mode in ("bwrap", "landlock") and self.mechanism != self.mode:
@@ -234,7 +261,7 @@ class Sandbox:
         entry), so an npx server gets a private npm cache in its HOME whose ``_npx`` is a link to the
         shared one, read-only but for its own package's entry (npx names it by the spec): the
         package is not downloaded again, only its registry metadata on a first start. uv cannot
-        read a cache it cannot lock: its cache is shared read-write (README "Sandbox" says so)."""
+        read a cache it cannot lock: its cache is shared read-write (docs/sandbox.md says so)."""
         caches = self.caches()
         views = _Views()
         if name in ("npx", "npm"):
@@ -242,7 +269,7 @@ class Sandbox:
 
             shared = caches["npm_config_cache"] / "_npx"
             private = profile.home / ".npm"
-            private.mkdir(parents=True, exist_ok=True)
+            _own_dir(private)
             views.env.update(
                 {
                     "npm_config_cache": str(private),
@@ -325,8 +352,8 @@ class Sandbox:
         mechanism = self.mechanism
         if mechanism == "none":
             return command, list(args), dict(env)
-        profile.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        profile.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _own_dir(profile.home)
+        _own_dir(profile.tmp)
         inner = dict(env)
         inner["HOME"] = str(profile.home)
         inner.update(
@@ -359,6 +386,10 @@ class Sandbox:
             "deny": [p for p in ETC_SECRETS if os.path.exists(p)] + masks,
             "network": profile.network,
         }
+        if profile.network and profile.connect_ports is not None:
+            from .landlock import network_rules
+
+            rules.update(network_rules(list(profile.connect_ports)))
         from . import landlock
 
         launcher = [sys.executable, "-I", "-S", landlock.__file__, json.dumps(rules), command, *args]
@@ -391,15 +422,15 @@ class Sandbox:
         if not resolv.startswith("/etc/") and os.path.exists(resolv):
             argv += ["--ro-bind", resolv, resolv]
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        for path in read_only:
-            argv += ["--ro-bind-try", str(path), str(path)]
+        for ro in read_only:
+            argv += ["--ro-bind-try", str(ro), str(ro)]
         grants = len(profile.grants)
-        for path in writable[:grants]:  # a granted folder removed since: the server starts without it
-            argv += ["--bind-try", str(path), str(path)]
+        for rw in writable[:grants]:  # a granted folder removed since: the server starts without it
+            argv += ["--bind-try", str(rw), str(rw)]
         for path in masks:  # over a grant that holds it; its own dirs are bound again below
             argv += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
-        for path in writable[grants:]:
-            argv += ["--bind", str(path), str(path)]
+        for rw in writable[grants:]:
+            argv += ["--bind", str(rw), str(rw)]
         # The dirs bwrap made to hold the binds (the data dir's, the user's home's path) stay empty.
         argv += ["--remount-ro", "/", "--chdir", str(profile.workdir), "--", command, *args]
         return argv
@@ -413,7 +444,13 @@ class _Views:
 
 
 def sandboxed(
-    sandbox: Sandbox | None, command: str, args: Sequence[str], env: Mapping[str, str], resolved: ResolvedLaunch
+    sandbox: Sandbox | None,
+    command: str,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    resolved: ResolvedLaunch,
+    *,
+    connect_ports: Sequence[int] | None = None,
 ) -> tuple[str, list[str], dict[str, str]]:
     """``(command, args, env)`` of a local launch (``resolved``, filled as ``command`` and ``args``):
     through ``sandbox`` when there is one (its working dir is the folder it may write), as it is
@@ -428,12 +465,22 @@ def sandboxed(
     if resolved.cwd is None:
         raise InvalidInput("A sandboxed server needs its working dir, and none was given.")
     # A local package serving HTTP is reached on loopback: it keeps the network.
-    network = resolved.network or resolved.transport != "stdio"
+    network = resolved.policy.mode != "none" or resolved.transport != "stdio"
     own = (Path(resolved.bundle_dir),) if resolved.bundle_dir and not _within(resolved.bundle_dir, resolved.cwd) else ()
     reads = tuple(Path(p) for p in resolved.literal_paths if os.path.isfile(p))
     chosen = tuple(Path(p) for p in resolved.chosen_reads)
-    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, chosen)
+    ports = tuple(connect_ports) if connect_ports is not None else None
+    profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, chosen, ports)
     return sandbox.wrap(command, args, env, profile)
+
+
+def _own_dir(path: Path) -> None:
+    """Make ``path`` (in a server's folder) a real directory: a link or file the server planted
+    there is removed, never followed, so preparing its next start writes nothing elsewhere."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        logger.warning("sandbox: %s was replaced by the server (a link or a file); made a folder again", path)
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def _link_chain(path: Path, hops: int = 16) -> list[Path]:
@@ -446,7 +493,7 @@ def _link_chain(path: Path, hops: int = 16) -> list[Path]:
     return chain
 
 
-def _within(inner: Path, outer: Path) -> bool:
+def _within(inner: str | Path, outer: str | Path) -> bool:
     """``inner`` is ``outer`` or below it."""
     try:
         Path(inner).resolve().relative_to(Path(outer).resolve())

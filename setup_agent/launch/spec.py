@@ -14,13 +14,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 from pydantic import BaseModel, Field
 
 from setup_agent.errors import InvalidInput
 from setup_agent.secrets import SecretValue
+
+if TYPE_CHECKING:
+    from .net_policy import NetPolicy
 
 __all__ = ["Filled", "LaunchSpec", "ResolvedLaunch", "Value", "Values", "fill", "materialize", "template_keys"]
 
@@ -52,6 +55,10 @@ class LaunchSpec(BaseModel):
     #: Files of the user's home that the command line names and the user ticked in the consent:
     #: read-only in the sandbox. Any other file of the home an entry names is kept from the server.
     sandbox_reads: list[str] = Field(default_factory=list)
+    #: The person's network policy for it (``NetPolicy.to_dict()``: granted ``host:port``s, strict
+    #: "only these"); empty: the default (the public internet, nothing local). ``sandbox_network``
+    #: false is "no network" whatever this says.
+    sandbox_net: dict[str, Any] = Field(default_factory=dict)
 
     def keys(self) -> set[str]:
         """Every user key the spec's templates name."""
@@ -111,6 +118,15 @@ class ResolvedLaunch:
     def chosen_reads(self) -> tuple[str, ...]:
         """Files of the user's home the user let it read (ticked in the consent)."""
         return tuple(self.spec.sandbox_reads)
+
+    @property
+    def policy(self) -> NetPolicy:
+        """Where the server may connect, as the person decided (``none`` without a network)."""
+        from .net_policy import NetPolicy
+
+        if not self.spec.sandbox_network:
+            return NetPolicy.none()
+        return NetPolicy.from_dict(self.spec.sandbox_net) if self.spec.sandbox_net else NetPolicy.default()
 
     @property
     def literal_paths(self) -> tuple[str, ...]:

@@ -10,8 +10,10 @@ prints one (every ``repr`` names keys only).
   runner is ``runtime_missing``) and wraps it in the sandbox. The :class:`LocalCommand` it returns
   starts the process (:meth:`LocalCommand.spawn`, for the probe and live connections through our
   stdio transport, and for a local HTTP package through ``connector.serving_process``) or
-  replaces the calling process with it (:meth:`LocalCommand.exec`, ``mcp-setup run``). A step
-  every local start takes (a network namespace and its proxy) goes in :func:`local_command`.
+  replaces the calling process with it (:meth:`LocalCommand.become`, ``mcp-setup run``). Every
+  sandboxed start gets its network here too (``server_net.py``): its own namespace and a proxy
+  listener under the server's policy, which the :class:`LocalCommand` owns: the proxy serves from
+  the spawn and stops at :meth:`LocalCommand.aclose` (``async with`` it), after the process.
 - A remote (streamable HTTP or SSE), and the address a local HTTP package serves on:
   :func:`remote_endpoint`, its URL and headers filled; the connector opens the HTTP transport with
   them, and a sign-in (OAuth) is made for that URL.
@@ -20,20 +22,24 @@ prints one (every ``repr`` names keys only).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import IO, Any, NoReturn
 
 import anyio
 from anyio.abc import Process
 
-from setup_agent.errors import CommandNotFound, InvalidInput, RuntimeMissing
+from setup_agent.errors import CommandNotFound, InvalidInput, RuntimeMissing, SandboxUnavailable
 from setup_agent.secrets import SecretValue
 
+from .net_record import NetRecord
 from .runners import BUNDLED, MISSING_BUNDLE, bundled_runner, with_runner_dir
 from .sandbox import Sandbox, sandboxed
+from .server_net import ServerNet, server_network
 from .spec import Filled, ResolvedLaunch, fill
 from .transport import minimal_environment
 
@@ -83,7 +89,9 @@ def _filled(resolved: ResolvedLaunch) -> Filled:
 
 @dataclass(frozen=True)
 class LocalCommand:
-    """A local server's command line, environment and working dir, sandbox applied."""
+    """A local server's command line, environment and working dir, sandbox applied, with the
+    network it owns (None: nothing of ours between it and the network); ``async with`` it, or
+    :meth:`aclose` it once the process is gone."""
 
     command: str
     args: list[str]
@@ -91,21 +99,54 @@ class LocalCommand:
     cwd: str | None
     #: What the server sees as its ``argv[0]``: the entry's own command when it is not wrapped.
     argv0: str
+    net: ServerNet | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         return f"LocalCommand(command={self.command!r}, args=<{len(self.args)} items>, env=<keys {sorted(self.env)}>)"
 
+    @property
+    def record(self) -> NetRecord | None:
+        """What it reached or tried through the proxy (None: not proxied)."""
+        return self.net.record if self.net is not None else None
+
     async def spawn(self) -> Process:
-        """Start it in its own process group (the caller stops the group), with pipes for stdio."""
-        return await anyio.open_process(
+        """Start it in its own process group (the caller stops the group), with pipes for stdio;
+        its proxy serves from here on."""
+        return await self._open(subprocess.PIPE)
+
+    async def _open(self, stdio: int | IO[Any] | None) -> Process:
+        process = await anyio.open_process(
             [self.command, *self.args],
             env=dict(self.env),
             cwd=self.cwd,
             start_new_session=True,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdin=stdio,
+            stdout=stdio,
+            stderr=stdio,
+            pass_fds=self.net.pass_fds if self.net is not None else (),
         )
+        if self.net is not None:
+            try:
+                await self.net.started()
+            except BaseException as exc:
+                with anyio.CancelScope(shield=True):
+                    said = await _stopped(process)
+                if isinstance(exc, SandboxUnavailable) and said:
+                    raise SandboxUnavailable(f"{exc} It said: {said}") from None
+                raise
+        return process
+
+    async def aclose(self) -> None:
+        """Stop its proxy listener (and close the hand-off channel); safe more than once."""
+        if self.net is not None:
+            with anyio.CancelScope(shield=True):
+                await self.net.aclose()
+
+    async def __aenter__(self) -> LocalCommand:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def exec(self) -> NoReturn:
         """Replace this process with it (``mcp-setup run``: the client speaks to the server itself)."""
@@ -113,21 +154,74 @@ class LocalCommand:
             os.chdir(self.cwd)
         os.execve(self.command, [self.argv0, *self.args], self.env)
 
+    def become(self) -> int:
+        """``mcp-setup run``: replace this process with it (:meth:`exec`), or, when its proxy lives
+        in this process, run it on this process's stdin, stdout and stderr until it exits (signals
+        passed on to it) and return its exit code."""
+        if self.net is None:
+            self.exec()
+        return anyio.run(self._attached)
+
+    async def _attached(self) -> int:
+        async with self:
+            process = await self._open(None)
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+                async with anyio.create_task_group() as tg:
+
+                    async def pass_on() -> None:
+                        async for signum in signals:
+                            with suppress(ProcessLookupError, PermissionError):
+                                os.killpg(process.pid, signum)
+
+                    tg.start_soon(pass_on)
+                    code = await process.wait()
+                    tg.cancel_scope.cancel()
+        return code if code >= 0 else 128 - code
+
+
+async def _stopped(process: Process) -> str:
+    """Kill a start whose network could not be set up; what it said on stderr, if anything."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    await process.wait()
+    said = b""
+    if process.stderr is not None:
+        with anyio.move_on_after(1), suppress(anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+            said = await process.stderr.receive(4096)
+    return said.decode("utf-8", "replace").strip()[:500]
+
 
 def local_command(
-    resolved: ResolvedLaunch, *, sandbox: Sandbox | None, host_env: Mapping[str, str] | None = None
+    resolved: ResolvedLaunch,
+    *,
+    sandbox: Sandbox | None,
+    host_env: Mapping[str, str] | None = None,
+    record: NetRecord | None = None,
 ) -> LocalCommand:
     """The command line that starts ``resolved`` here: values filled, the exact environment, the
-    command found on its PATH, wrapped in ``sandbox`` (None: none). Raises ``runtime_missing`` /
-    ``command_not_found`` / ``sandbox_unavailable`` before anything starts."""
+    command found on its PATH, wrapped in ``sandbox`` (None: none) with its network (the proxy's
+    record is ``record``, or a new one). Raises ``runtime_missing`` / ``command_not_found`` /
+    ``sandbox_unavailable`` before anything starts."""
     filled = _filled(resolved)
     if not filled.command:
         raise InvalidInput("This server has no command to start here.")
     env = minimal_environment(filled.env, host_env=host_env)
     found = check_command(filled.command, env)
     env = with_runner_dir(env, found)  # a bundled npx finds the node beside it
-    command, args, env = sandboxed(sandbox, found, filled.args, env, resolved)
-    return LocalCommand(command, args, env, resolved.cwd, filled.command if command == found else command)
+    net = server_network(sandbox, found, resolved, record)
+    try:
+        ports = net.connect_ports if net is not None else None
+        if ports is not None and net is not None:  # Landlock: the proxy's variables, its port only
+            env = {**env, **net.environment()}
+        command, args, env = sandboxed(sandbox, found, filled.args, env, resolved, connect_ports=ports)
+        if net is not None:
+            command, *args = net.wrap([command, *args])
+    except BaseException:
+        if net is not None:
+            net.close()
+        raise
+    argv0 = filled.command if command == found else command
+    return LocalCommand(command, args, env, resolved.cwd, argv0, net)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,10 @@ class SharedCallback:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._kicked: asyncio.Event | None = None
 
+    def hand_exchange(self, exchange: dict[str, Any]) -> None:
+        """What the replica receiving the redirect needs to redeem the code (stored with the row)."""
+        self.exchange = exchange
+
     async def start(self) -> SharedCallback:
         self._loop = asyncio.get_running_loop()
         self._kicked = asyncio.Event()

@@ -88,7 +88,7 @@ class SharedProvider(OAuthClientProvider):
             params["scope"] = scope
             if "offline_access" in scope.split():
                 params["prompt"] = "consent"
-        self.listener.exchange = exchange_record(self, pkce.code_verifier, redirect_uri, send_resource)
+        self.listener.hand_exchange(exchange_record(self, pkce.code_verifier, redirect_uri, send_resource))
         await ctx.redirect_handler(f"{endpoint}?{urlencode(params)}")  # opens the row (SharedCallback.expect)
         if await ctx.callback_handler() is not None:  # a code for this replica: never, the row has an exchange
             raise OAuthFlowError("The sign-in's answer came without its exchange.")

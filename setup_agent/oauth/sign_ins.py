@@ -27,7 +27,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
@@ -42,6 +42,9 @@ from .checks import CheckedTransport, check_endpoint, check_issuer, translate
 from .grant import GRANT_KEY, Grant, GrantAuth, host_of, origin
 from .shared_callback import SharedCallback, callback_answer
 from .shared_exchange import ExchangedElsewhere, SharedProvider, finish_exchange
+
+if TYPE_CHECKING:
+    from setup_agent.store import SharedSignIns
 
 __all__ = ["GRANT_KEY", "Grant", "GrantAuth", "Presenter", "SignIns", "origin"]
 
@@ -96,7 +99,10 @@ class SignIns:
         http_timeout: float = 30.0,
         client_name: str = "mcp-setup",
         clock: Callable[[], float] = time.time,
+        shared: SharedSignIns | None = None,
     ) -> None:
+        """``shared``: a team's sign-ins in progress (the store's ``SharedSignIns``): once a face
+        serves the callback (:meth:`serve_callbacks_at`), the redirect may reach any replica."""
         self.refs = refs
         self.redactor = redactor
         self.store = store
@@ -110,7 +116,7 @@ class SignIns:
         self._cancelled: set[str] = set()
         #: A team's: the store's ``SharedSignIns`` and serve's public base; then the redirect
         #: comes to ``<base>/oauth/callback`` on any replica (shared_callback.py), not to loopback.
-        self.shared: Any = None
+        self.shared = shared
         self.callback_base: str | None = None
         self._waiting: set[SharedCallback] = set()
 
@@ -132,6 +138,10 @@ class SignIns:
             )
 
         return callback_answer(self.shared, query_string, exchange=exchange)
+
+    def serve_callbacks_at(self, base: str) -> None:
+        """A face serves ``<base>/oauth/callback`` for every replica (a team's public address)."""
+        self.callback_base = base
 
     def kick(self) -> None:
         """A sign-in's answer may have arrived on another replica (the change feed calls this)."""
@@ -370,7 +380,7 @@ class SignIns:
             self.protect(new)
             if self.store is not None:
                 await asyncio.to_thread(
-                    self.store.set_env_value, server.server_id, GRANT_KEY, new.model_dump_json(), True
+                    self.store.values.set_env_value, server.server_id, GRANT_KEY, new.model_dump_json(), True
                 )
 
         return GrantAuth(

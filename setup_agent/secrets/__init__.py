@@ -15,8 +15,8 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .capabilities import Capabilities
     from .chat import WITHHELD, looks_like_secret, scrub_secrets
-    from .guard import GuardIncident, GuessGuard
-    from .prompts import PendingPrompt, PromptBroker
+    from .guard import GuardCounts, GuardIncident, GuessGuard
+    from .prompts import PendingPrompt, PromptBroker, PromptsElsewhere
     from .redact import RedactingFilter, Redactor, install_log_redaction
     from .refs import SecretRefStore, SecretValue
     from .shared_refs import SharedRefStore
@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 __all__ = [
     "Capabilities",
     "GuardIncident",
+    "GuardCounts",
     "GuessGuard",
     "install_log_redaction",
     "is_weak_value",
     "looks_like_secret",
     "PendingPrompt",
     "PromptBroker",
+    "PromptsElsewhere",
     "RedactingFilter",
     "Redactor",
     "scrub_secrets",
@@ -48,12 +50,14 @@ __getattr__, __dir__ = lazy_exports(
     {
         "Capabilities": "capabilities",
         "GuardIncident": "guard",
+        "GuardCounts": "guard",
         "GuessGuard": "guard",
         "install_log_redaction": "redact",
         "is_weak_value": "weak",
         "looks_like_secret": "chat",
         "PendingPrompt": "prompts",
         "PromptBroker": "prompts",
+        "PromptsElsewhere": "prompts",
         "RedactingFilter": "redact",
         "Redactor": "redact",
         "scrub_secrets": "chat",

@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from cachetools import LRUCache
 
@@ -50,7 +50,7 @@ from setup_agent.pulls import Pulls
 
 from .redact import Redactor
 
-__all__ = ["DEFAULT_LIMIT", "GuardIncident", "GuessGuard"]
+__all__ = ["DEFAULT_LIMIT", "GuardCounts", "GuardIncident", "GuessGuard"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,20 @@ _LOCKED = (
     "This agent's tool calls are blocked: its calls carried values that mcp-setup protects. The user "
     "has been told and can unblock it (mcp-setup approve)."
 )
+
+
+class GuardCounts(Protocol):
+    """Refused calls counted where every replica of a team sees them (the store's
+    ``SharedGuardCounts``); without one, each process counts its own."""
+
+    def add(self, principal: str, *, limit: int) -> tuple[int, bool]:
+        """One more refused call of ``principal``: ``(refusals, locked)`` after it."""
+
+    def get(self, principal: str) -> tuple[int, bool] | None:
+        """``(refusals, locked)`` of ``principal``; None when it has none."""
+
+    def clear(self, principal: str) -> None:
+        """The user unblocked ``principal``: its count starts again."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +118,7 @@ class GuessGuard:
         on_incident: Callable[[str], Any] | None = None,
         strict: bool = False,
         clock: Callable[[], float] = time.time,
-        counts: Any = None,
+        counts: GuardCounts | None = None,
         sync: Literal["every call", "first call"] = "every call",
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -118,7 +132,7 @@ class GuessGuard:
         self._lock = threading.Lock()
         self._incidents: LRUCache[str, GuardIncident] = LRUCache(_MAX_PRINCIPALS)
         self._pulls = Pulls("unblocks given elsewhere", log)
-        self.counts = counts  # add(principal, limit=) -> (refusals, locked), get(principal), clear(principal)
+        self.counts = counts
         #: When a principal's lock is read from ``counts``: on ``every call`` (replicas that lock and
         #: unlock each other), or on its ``first call`` here and while it is locked (sessions one
         #: after another: a lock left by an earlier session holds, and is told on this one's channel).

@@ -33,7 +33,14 @@ from setup_agent.errors import (
 from .refs import SecretRefStore, SecretValue
 from .weak import WEAK_VALUE_WARNING, is_weak_value
 
-__all__ = ["MAX_PROMPT_CHARS", "WEAK_VALUE_WARNING", "PendingPrompt", "PromptBroker", "is_weak_value"]
+__all__ = [
+    "MAX_PROMPT_CHARS",
+    "WEAK_VALUE_WARNING",
+    "PendingPrompt",
+    "PromptBroker",
+    "PromptsElsewhere",
+    "is_weak_value",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +105,10 @@ class PromptBroker:
         *,
         timer: Callable[[], float] = time.monotonic,
         ttl_seconds: float | None = None,
+        elsewhere: PromptsElsewhere | None = None,
     ) -> None:
+        """``elsewhere``: prompts this broker does not know (another replica's, on a team's
+        database) are looked up, answered and cancelled there (``setup/shared_prompts.py``)."""
         self._refs = refs
         self._timer = timer
         self._ttl = float(refs.ttl_seconds if ttl_seconds is None else ttl_seconds)
@@ -108,11 +118,6 @@ class PromptBroker:
         self._prompts: dict[str, _State] = {}
         self._expired: OrderedDict[str, str] = OrderedDict()  # prompt_id -> key name
         self._subscribers: list[_Subscriber] = []
-        self._elsewhere: PromptsElsewhere | None = None
-
-    def answer_elsewhere(self, elsewhere: PromptsElsewhere) -> None:
-        """Prompts this broker does not know (another replica's, on a team's database) are looked up,
-        answered and cancelled through ``elsewhere`` (``setup/shared_prompts.py``)."""
         self._elsewhere = elsewhere
 
     def _foreign(self, prompt_id: str) -> PromptsElsewhere | None:

@@ -93,6 +93,11 @@ def _index(table: dict[str, str]) -> _Index:
     )
 
 
+def _literal(text: str) -> Callable[[re.Match[str]], str]:
+    """A replacement that is ``text`` as written (``re.sub`` would read a string's backslashes)."""
+    return lambda _match: text
+
+
 def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
@@ -188,7 +193,7 @@ class Redactor:
             if hits:
                 for i in sorted({h[0] for h in hits}, key=lambda i: -len(idx.long_keys[i])):
                     place = idx.long_places[i]
-                    text = self._loose_pattern(idx.long_keys[i]).sub(lambda _m, p=place: p, text)
+                    text = self._loose_pattern(idx.long_keys[i]).sub(_literal(place), text)
                 if (left := _long_hit(_utf8(text), idx)) is not None:  # not found again in the original
                     return _WITHHELD.format(placeholder=left)
         for view in decoded_views(text):

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 from cachetools import LRUCache, TTLCache
 
@@ -55,6 +56,7 @@ class SecretValue:
     """A secret string that masks itself (as starlette's ``Secret``). ``reveal()`` reads it."""
 
     __slots__ = ("_value",)
+    _value: str
 
     def __init__(self, value: str) -> None:
         if not isinstance(value, str):
@@ -96,7 +98,7 @@ class SecretValue:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("SecretValue is immutable")
 
-    def __reduce__(self) -> object:  # never pickled into a file or a message by accident
+    def __reduce__(self) -> NoReturn:  # never pickled into a file or a message by accident
         raise TypeError("SecretValue cannot be pickled")
 
 

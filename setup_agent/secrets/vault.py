@@ -20,7 +20,7 @@ import secrets as _random
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
@@ -217,7 +217,7 @@ class Vault:
     def __repr__(self) -> str:
         return f"Vault(key_location={self.key_location!r})"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("Vault cannot be pickled")
 
 

@@ -3,8 +3,8 @@ arguments (the typed request of each tool in ``tool_requests.py``, parsed once i
 ``SetupService.call``; their schemas in ``tool_specs.py``; bounds and the no-echo rule in
 ``tool_args.py``), preparation (``preparation.py``), the user's
 consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
-through the store in ``shared_consents.py``, one per request and asker among a team's replicas in
-``team_consents.py``; secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
+through the store, and one per request and asker among a team's replicas, in ``shared_consents.py``;
+secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),
 search cards (``search_cards.py``), lock files (``lock_file.py``), providers and admission
 (``providers.py``), replacing a stored secret, tested first (``rotation.py``), updating to a newer
@@ -22,7 +22,7 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .call_context import CallContext
-    from .consent import ConsentBroker
+    from .consent import ConsentBroker, ConsentSharing
     from .consent_request import ConsentRequest, build_consent_request, sandbox_profile
     from .lock_file import (
         LockedServer,
@@ -38,11 +38,10 @@ if TYPE_CHECKING:
     from .providers import ProviderConfig, load_provider_config
     from .rotation import rotate_secret
     from .service import SetupService
-    from .shared_consents import SharedDecisions, answer_shared, share_consents
-    from .shared_locks import share_guard
-    from .shared_prompts import answer_secret_shared, share_prompts
-    from .team_consents import consent_requester
-    from .tool_requests import InstallRequest, RemoveRequest, SearchRequest, TestRequest
+    from .shared_consents import SharedDecisions, StoreConsents, TeamConsents, answer_shared, consent_requester
+    from .shared_locks import PublishedLocks
+    from .shared_prompts import PublishedPrompts, ReplicaPrompts, answer_secret_shared
+    from .tool_requests import InstallRequest, ListRequest, RemoveRequest, SearchRequest, TestRequest
     from .tool_review import ToolReview, tools_change_request
     from .tool_specs import TOOL_NAMES, TOOL_SPECS
     from .updates import UpdateOffer, update_offer, update_server
@@ -59,10 +58,12 @@ __all__ = [
     "consent_requester",
     "differences",
     "InstallRequest",
+    "ListRequest",
     "lock_document",
     "locked_server",
     "parse_lock",
     "ConsentBroker",
+    "ConsentSharing",
     "ConsentRequest",
     "load_provider_config",
     "Prober",
@@ -73,10 +74,12 @@ __all__ = [
     "sandbox_profile",
     "SearchRequest",
     "SetupService",
-    "share_consents",
     "SharedDecisions",
-    "share_guard",
-    "share_prompts",
+    "StoreConsents",
+    "TeamConsents",
+    "PublishedLocks",
+    "PublishedPrompts",
+    "ReplicaPrompts",
     "TestRequest",
     "TOOL_NAMES",
     "TOOL_SPECS",
@@ -92,11 +95,13 @@ __getattr__, __dir__ = lazy_exports(
     {
         "answer_secret_shared": "shared_prompts",
         "answer_shared": "shared_consents",
-        "share_consents": "shared_consents",
         "SharedDecisions": "shared_consents",
-        "share_guard": "shared_locks",
-        "share_prompts": "shared_prompts",
-        "consent_requester": "team_consents",
+        "StoreConsents": "shared_consents",
+        "TeamConsents": "shared_consents",
+        "PublishedLocks": "shared_locks",
+        "PublishedPrompts": "shared_prompts",
+        "ReplicaPrompts": "shared_prompts",
+        "consent_requester": "shared_consents",
         "build_consent_request": "consent_request",
         "CallContext": "call_context",
         "LockedServer": "lock_file",
@@ -108,6 +113,7 @@ __getattr__, __dir__ = lazy_exports(
         "locked_server": "lock_file",
         "parse_lock": "lock_file",
         "ConsentBroker": "consent",
+        "ConsentSharing": "consent",
         "ConsentRequest": "consent_request",
         "load_provider_config": "providers",
         "Prober": "probe",
@@ -117,6 +123,7 @@ __getattr__, __dir__ = lazy_exports(
         "sandbox_profile": "consent_request",
         "SetupService": "service",
         "InstallRequest": "tool_requests",
+        "ListRequest": "tool_requests",
         "RemoveRequest": "tool_requests",
         "SearchRequest": "tool_requests",
         "TestRequest": "tool_requests",

@@ -48,6 +48,8 @@ __all__ = [
     "ConsentBroker",
     "ConsentDecision",
     "ConsentMode",
+    "ConsentSharing",
+    "NotShared",
     "ConsentRequest",
     "ConsentWarning",
     "DestinationSetting",
@@ -110,6 +112,57 @@ def answer_detail(request: ConsentRequest, decision: ConsentDecision) -> str:
     return "; ".join(parts)[:512]
 
 
+class ConsentSharing(Protocol):
+    """Where else a broker's consents live, chosen once when the broker is built: nowhere
+    (:class:`NotShared`), every process on one data dir, or a team's replicas
+    (``shared_consents.py``). The broker hands itself to the calls that answer in it."""
+
+    #: Whether answers may come from elsewhere: a waiting consent then looks every half second.
+    polls: bool
+
+    def event(self, broker: ConsentBroker, event: Event) -> None:
+        """Each value-free event of ``broker``, before its subscribers hear it."""
+
+    def pull(self, broker: ConsentBroker) -> None:
+        """Apply in ``broker`` the answers given elsewhere."""
+
+    def adopt(self, request: ConsentRequest) -> tuple[str, float] | None:
+        """``(id, age in seconds)`` of a consent pending elsewhere to wait on instead of a new one."""
+
+    def recall(self, request: ConsentRequest) -> ConsentDecision | None:
+        """An approval of ``request`` remembered elsewhere."""
+
+    def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None:
+        """``request`` was approved here: remember it elsewhere too."""
+
+    def forget(self, server: str) -> None:
+        """``server`` was removed: its approvals go elsewhere too."""
+
+
+class NotShared:
+    """One broker's consents, shared with no one."""
+
+    polls = False
+
+    def event(self, broker: ConsentBroker, event: Event) -> None:
+        pass
+
+    def pull(self, broker: ConsentBroker) -> None:
+        pass
+
+    def adopt(self, request: ConsentRequest) -> tuple[str, float] | None:
+        return None
+
+    def recall(self, request: ConsentRequest) -> ConsentDecision | None:
+        return None
+
+    def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None:
+        pass
+
+    def forget(self, server: str) -> None:
+        pass
+
+
 class ConsentBroker:
     """Pending consents, the user's answers, and remembered approvals (for ``ttl_seconds``)."""
 
@@ -119,6 +172,7 @@ class ConsentBroker:
         ttl_seconds: float,
         mode: ConsentMode = "ask",
         timer: Callable[[], float] = time.monotonic,
+        sharing: ConsentSharing | None = None,
         audit: ConsentAudit | None = None,
     ) -> None:
         if ttl_seconds <= 0:
@@ -134,22 +188,18 @@ class ConsentBroker:
         self._closed: dict[str, str] = {}  # consent_id -> final status (bounded)
         self._remembered: dict[str, tuple[ConsentDecision, float, str]] = {}  # fingerprint -> (.., at, server)
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
+        self._sharing: ConsentSharing = sharing if sharing is not None else NotShared()
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
         self._pulls = Pulls("consent answers given elsewhere", log)
-        self._shared: Any = None  # a team's remembered approvals (shared_consents.share_decisions)
-        self.adopt: Callable[[ConsentRequest], tuple[str, float] | None] | None = None  # team_consents.py
-
-    def share_decisions(self, shared: Any) -> None:
-        """Remember approvals in ``shared`` too (``recall(request)``, ``remember(request, decision, by)``,
-        ``forget(server)``): another replica of a team's gateway uses them without asking again."""
-        self._shared = shared
-
-    def add_pull(self, pull: Callable[[], None]) -> None:
-        """Run ``pull`` before reading a decision and while waiting: it applies answers from elsewhere."""
-        self._pulls.add(pull)
+        self._pulls.add(lambda: self._sharing.pull(self))
 
     def _pull(self) -> None:
         self._pulls.run()
+
+    @property
+    def sharing(self) -> ConsentSharing:
+        """Where else its consents live (chosen when it was built)."""
+        return self._sharing
 
     pull = _pull  # a team's feed heard an answer (store/change_feed.py): apply it now, waking the waiters
 
@@ -177,6 +227,10 @@ class ConsentBroker:
         with self._lock:
             subs = list(self._subscribers)
         for event in events:
+            try:
+                self._sharing.event(self, dict(event))
+            except Exception:  # noqa: BLE001 - sharing never breaks the broker
+                log.exception("Sharing a consent event failed")
             for callback, loop in subs:
                 try:
                     if loop is None:
@@ -231,7 +285,7 @@ class ConsentBroker:
             events = self._sweep()
             entry = self._remembered.get(request.fingerprint)
         self._emit(events)
-        if entry is None and self._shared is not None and (found := self._shared.recall(request)) is not None:
+        if entry is None and (found := self._sharing.recall(request)) is not None:
             with self._lock:
                 self._remembered[request.fingerprint] = (found, self._timer(), request.server)
             return found
@@ -245,8 +299,8 @@ class ConsentBroker:
                 if state.pending.request.fingerprint == request.fingerprint:
                     pending = state.pending
                     break
-            else:  # or another replica's, pending for the same request and asker (team_consents.py)
-                found = self.adopt(request) if self.adopt is not None else None
+            else:  # or another replica's, pending for the same request and asker (shared_consents.py)
+                found = self._sharing.adopt(request)
                 cid, age = found or (_random.token_urlsafe(24), 0.0)
                 pending = PendingConsent(cid, request, self._timer() - age)
                 self._pending[pending.consent_id] = _State(pending)
@@ -274,8 +328,7 @@ class ConsentBroker:
         with self._lock:
             for fp in [fp for fp, entry in self._remembered.items() if entry[2] == server]:
                 del self._remembered[fp]
-        if self._shared is not None:
-            self._shared.forget(server)
+        self._sharing.forget(server)
 
     def pending(self) -> list[PendingConsent]:
         """The consents waiting for the user, oldest first (for the user's channels)."""
@@ -316,7 +369,7 @@ class ConsentBroker:
                     raise InvalidInput(f"Accept the warnings ({codes}) explicitly to approve, or deny.")
                 decision = ConsentDecision(
                     chosen,
-                    validated_sandbox_choice(request.widenable, sandbox, request.home_files),
+                    validated_sandbox_choice(request.widenable, sandbox, request.only_these, request.home_files),
                     validated_hidden_tools(request, hidden_tools),
                 )
                 state.decision = decision
@@ -325,8 +378,7 @@ class ConsentBroker:
                 events.append(_done(consent_id, "approved", by))
             finally:
                 self._emit(events)
-        if self._shared is not None:
-            self._shared.remember(request, decision, by)
+        self._sharing.remember(request, decision, by)
         log.info("The user approved running %s", request.server)
         self._record("consent_approved", request, by, answer_detail(request, decision))
         return decision
@@ -372,9 +424,9 @@ class ConsentBroker:
             if remaining <= 0:
                 break
             try:  # with answers from elsewhere to pull, look every half second
-                await asyncio.wait_for(event.wait(), min(remaining, 0.5) if self._pulls else remaining)
+                await asyncio.wait_for(event.wait(), min(remaining, 0.5) if self._sharing.polls else remaining)
             except TimeoutError:
-                if self._pulls:
+                if self._sharing.polls:
                     await loop.run_in_executor(None, self._pull)
         with self._lock:
             if (loop, event) in state.waiters:

@@ -15,12 +15,23 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from registry_clients.models import RequiredKey
-from setup_agent.launch import USER_SECRETS, LaunchSpec, profile_words, template_keys
+from setup_agent.launch import (
+    USER_SECRETS,
+    LaunchSpec,
+    after_test_words,
+    network_words,
+    profile_words,
+    seen_destinations,
+    template_keys,
+)
 from setup_agent.store import context_cost
+
+if TYPE_CHECKING:
+    from setup_agent.launch import NetRecord
 
 __all__ = [
     "ConsentRequest",
@@ -105,6 +116,12 @@ class ConsentRequest:
     #: The user approved this launch already (the test's consent): this ask is about the tools only,
     #: so faces show the server and the tool boxes, not the launch, destinations or widening again.
     launch_approved: bool = False
+    #: Its network in plain words (setup_agent/launch/net_words.py): how it is held, the policy,
+    #: and after a test "During the test it connected to api.notion.com:443".
+    network: list[str] = field(default_factory=list)
+    #: After a test through the proxy: the destinations it reached; the person may choose
+    #: "only these" (``sandbox.only_these``), a strict policy. Empty: nothing to choose.
+    only_these: list[str] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""
@@ -189,7 +206,7 @@ def sandbox_profile(spec: LaunchSpec, mechanism: str, user_home: str | None = No
     return profile_words(
         mechanism,
         grants=spec.sandbox_grants,
-        network=spec.sandbox_network,  # type: ignore[arg-type]
+        network=spec.sandbox_network,
         container=container,
         reads=reads,
         user_home=user_home,
@@ -240,10 +257,14 @@ def build_consent_request(
     sandbox: str = "none",
     tools: Iterable[Mapping[str, Any]] = (),
     user_home: str | None = None,
+    net_mechanism: str = "none",
+    tested: NetRecord | None = None,
 ) -> ConsentRequest:
     """The request for running ``spec`` with ``values`` (only non-secret values are read).
     ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``);
-    ``tools`` the server's tools when a test listed them (redacted): the user may untick some."""
+    ``tools`` the server's tools when a test listed them (redacted): the user may untick some.
+    ``net_mechanism`` holds its network here (``bwrap-netns``, ``landlock-net``, ``none``);
+    ``tested``: what its test reached or tried through the proxy (None: no proxied test)."""
     keys = list(keys)
     secret_names = {k.name for k in keys if k.secret}
     url_keys = template_keys(spec.url or "")
@@ -308,6 +329,11 @@ def build_consent_request(
         ),
         home_files=home_files(spec, user_home) if widenable else [],
         tools=tool_choices(tools),
+        network=[
+            *network_words(spec.model_dump(mode="json"), net_mechanism),
+            *(after_test_words(tested.attempts()) if tested is not None else []),
+        ],
+        only_these=seen_destinations(tested.attempts()) if tested is not None and spec.sandbox_network else [],
     )
     fp = fingerprint(
         {
@@ -320,6 +346,7 @@ def build_consent_request(
             # The tools shown are part of what is approved: an approval given before they were
             # known (the test's) does not answer the install that shows them.
             **({"tools": sorted(t["name"] for t in request.tools)} if request.tools else {}),
+            **({"only_these": request.only_these} if request.only_these else {}),
         }
     )
     return ConsentRequest(**{**request.__dict__, "fingerprint": fp})

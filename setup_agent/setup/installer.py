@@ -18,7 +18,15 @@ from typing import Any
 
 from setup_agent.errors import DownloadTimeout, ProbeError
 from setup_agent.gateway import ConnectionManager
-from setup_agent.launch import ArtifactDigests, Fetcher, StderrLines, claim_dir, explain_failure, make_scratch_dir
+from setup_agent.launch import (
+    ArtifactDigests,
+    Fetcher,
+    StderrLines,
+    claim_dir,
+    explain_failure,
+    make_scratch_dir,
+    seen_destinations,
+)
 from setup_agent.oauth import GRANT_KEY
 from setup_agent.secrets import Redactor, SecretRefStore
 from setup_agent.store import Store, context_cost, relabel
@@ -31,7 +39,7 @@ from .per_member import per_member_keys
 from .preparation import Prepared, Preparer
 from .probe import Prober, ProbeResult
 from .sandbox_choice import apply_sandbox_choice
-from .team_consents import consent_requester
+from .shared_consents import consent_requester
 from .tool_requests import InstallRequest, TestRequest
 
 __all__ = ["Installer"]
@@ -63,6 +71,8 @@ class Installer:
     #: The tools a passing test listed (redacted), by its consent's fingerprint: the install of
     #: the same launch shows them in its consent, to be unticked. Bounded.
     _tested_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict, init=False, repr=False)
+    #: What a passing test's proxy saw, by the same fingerprint: the install's consent lists it.
+    _tested_net: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     async def test(self, request: TestRequest, ctx: CallContext) -> dict:
         progress = Progress(ctx, self.redactor, "mcp_setup_test_connection", request.qualified_name)
@@ -79,7 +89,7 @@ class Installer:
             launch = await self._consent(prepared, ctx, "test")
             result = await self._probe(prepared, progress, keep=reserved)
             parked = result.parked  # the parked session owns its dir now
-            self._remember_tools(launch, result.tools)
+            self._remember_tools(launch, result.tools, result.net)
         except BaseException as exc:
             await progress.failed(exc)
             raise
@@ -175,7 +185,7 @@ class Installer:
                     env[GRANT_KEY] = (prepared.auth.grant.model_dump_json(), True)
                 self.connections.expect(server_id)  # a store sync must not start it meanwhile
                 server = await asyncio.to_thread(
-                    self.store.install,
+                    self.store.servers.install,
                     server_id=server_id,
                     qualified_name=prepared.detail.qualified_name,
                     source=prepared.detail.source,
@@ -224,7 +234,10 @@ class Installer:
         Returns the launch's fingerprint (without tools) and the decision (None: consent off).
         An install whose launch a test listed the tools of shows them, to be unticked."""
 
-        def request_for(tools: list[dict[str, Any]]) -> Any:
+        sandbox = self.prober.sandbox
+        net_mechanism = sandbox.network_isolation().mechanism if sandbox is not None else "none"
+
+        def request_for(tools: list[dict[str, Any]], tested: Any = None) -> Any:
             return build_consent_request(
                 server=prepared.detail.qualified_name,
                 version=prepared.package.version or prepared.detail.version,
@@ -233,11 +246,13 @@ class Installer:
                 values=prepared.plain_values(),  # a secret's value is never part of a consent
                 action=action,
                 warnings=prepared.warnings(),
-                sandbox=self.prober.sandbox.mechanism if self.prober.sandbox is not None else "none",
+                sandbox=sandbox.mechanism if sandbox is not None else "none",
                 tools=tools,
                 user_home=str(home)
                 if self.prober.sandbox is not None and (home := self.prober.sandbox.user_home)
                 else None,
+                net_mechanism=net_mechanism,
+                tested=tested,
             )
 
         request = request_for([])
@@ -248,13 +263,16 @@ class Installer:
             earlier = self.consents.decision(request) if self.consents is not None and self.consents.ask else None
             if earlier is not None:
                 self._apply(prepared, earlier)
-            request = request_for(tested)
+            request = request_for(tested, self._tested_net.get(launch))
             if earlier is not None:  # the launch, its warnings and widening were answered at the test
                 request = dataclasses.replace(request, widenable=False, warnings=[], launch_approved=True)
         with consent_requester(ctx.principal or ctx.installed_by):  # a team's replicas: one consent per asker
             decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
             self._apply(prepared, decision)
+        if action == "install" and (net := self._tested_net.get(launch)) is not None:  # `show` says what it used
+            seen = {"seen": seen_destinations(net.attempts())}
+            prepared.spec = prepared.spec.model_copy(update={"sandbox_net": {**prepared.spec.sandbox_net, **seen}})
         # An approval means the user accepted every warning shown (the broker insists on it).
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
         return launch, decision
@@ -270,16 +288,21 @@ class Installer:
         decision = consented[1]
         return decision.hidden_tools if decision is not None else frozenset()
 
-    def _remember_tools(self, consented: tuple[str, Any], tools: list[dict[str, Any]]) -> None:
+    def _remember_tools(self, consented: tuple[str, Any], tools: list[dict[str, Any]], net: Any = None) -> None:
         launch = consented[0]
         self._tested_tools.pop(launch, None)
         self._tested_tools[launch] = self.redactor.redact_obj(tools)
+        self._tested_net.pop(launch, None)
+        if net is not None:
+            self._tested_net[launch] = net
         while len(self._tested_tools) > _TESTED_KEPT:
+            self._tested_net.pop(next(iter(self._tested_tools)), None)
             self._tested_tools.pop(next(iter(self._tested_tools)))
 
     def _adoption_key(self, prepared: Prepared) -> str:
         version = prepared.package.version or prepared.detail.version
         spec = prepared.spec.model_dump(mode="json")
+        spec["sandbox_net"] = {k: v for k, v in spec["sandbox_net"].items() if k != "seen"}  # words, not policy
         return self.prober.parking.key(prepared.detail.qualified_name, version, spec, prepared.values)
 
     def _adopt(self, prepared: Prepared) -> Parked | None:
@@ -313,7 +336,9 @@ class Installer:
         # While it starts, the page shows the time spent against the deadline and the server's
         # latest stderr line, redacted.
         async def on_stage(stage: str, status: str) -> None:
-            late = {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            late: dict[str, object] = (
+                {"deadline_seconds": self.prober.timeout} if (stage, status) == ("starting", "started") else {}
+            )
             if stage == "queued":
                 late = {
                     "message": f"Waiting for another test to finish (at most {self.prober.max_concurrent} run at once)."
@@ -350,7 +375,7 @@ class Installer:
                 on_stage=on_stage,
                 on_stderr=lines,
                 keep=Keep(self._adoption_key(prepared), keep) if keep is not None else None,
-                **({"auth": prepared.auth} if prepared.auth is not None else {}),
+                auth=prepared.auth,
             )
         except ProbeError as exc:
             explain_failure(exc, prepared.spec, prior=prepared.repair)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +96,7 @@ def secret_keys(values: Mapping[str, Any]) -> list[str]:
 
 
 async def check_key(
-    client: Any, tools: list[Mapping[str, Any]], values: Mapping[str, Any], redactor: Redactor, *, timeout: float
+    client: Any, tools: Sequence[Mapping[str, Any]], values: Mapping[str, Any], redactor: Redactor, *, timeout: float
 ) -> KeyCheck:
     """Call the server's read-only, argument-free tool once; raise ``CredentialRejected`` when its
     answer is an authentication failure. A launch with no secret has no key to check."""

@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from setup_agent.errors import LockFileInvalid, LockMismatch
 from setup_agent.launch import LaunchSpec, digest_kind
@@ -49,7 +49,7 @@ __all__ = [
 LOCK_FORMAT = "mcp-setup-lock"
 LOCK_VERSION = 1
 REGISTRIES = ("official", "smithery", "local")
-_SANDBOX_FIELDS = ("sandbox_grants", "sandbox_network")
+_SANDBOX_FIELDS = ("sandbox_grants", "sandbox_network", "sandbox_net")
 _MAX_SERVERS = 500
 _NO_DIGEST = {
     "oci": "an image named by a tag has no digest in its registry entry",
@@ -184,6 +184,10 @@ def _bad(where: str, what: str) -> LockFileInvalid:
     return LockFileInvalid(f"The lock file is not usable: {where}: {what}.")
 
 
+@overload
+def _str(obj: Mapping[str, Any], key: str, where: str) -> str: ...
+@overload
+def _str(obj: Mapping[str, Any], key: str, where: str, *, optional: bool) -> str | None: ...
 def _str(obj: Mapping[str, Any], key: str, where: str, *, optional: bool = False) -> str | None:
     value = obj.get(key)
     if value is None and optional:

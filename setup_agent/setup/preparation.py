@@ -141,7 +141,7 @@ class Preparer:
 
     async def detail(self, name: str, source: str | None, version: str | None = None) -> Detail:
         try:  # a version is asked for only when given (``mcp-setup update --version``)
-            return await self.hub.get(name, source=source, **({"version": version} if version else {}))
+            return await self.hub.get(name, source=source, version=version or None)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
         except Exception as exc:  # upstream text may reflect the name: keep only our own words
@@ -271,9 +271,12 @@ class Preparer:
                 )
             given[canonical[key]] = key
         provided = {
-            k.name: SecretValue(self.provided_values[k.provided_by])  # type: ignore[index]
+            k.name: SecretValue(self.provided_values[k.provided_by])
             for k in keys
-            if k.name in fill and k.provided_by in self.provided_values and k.name not in given
+            if k.name in fill
+            and k.provided_by is not None
+            and k.provided_by in self.provided_values
+            and k.name not in given
         }
         missing = [
             k for k in keys if k.required and k.default is None and k.name not in given and k.name not in provided
@@ -291,9 +294,9 @@ class Preparer:
         values.update({canonical[k]: v for k, v in env.items()})
         values.update({canonical[k]: v for k, v in resolved.items()})
         values.update(provided)
-        for key in keys:  # one value, every name: the bundle's templates use the alias
-            if key.name in values:
-                values.update(dict.fromkeys(key.aliases, values[key.name]))
+        for setting in keys:  # one value, every name: the bundle's templates use the alias
+            if setting.name in values:
+                values.update(dict.fromkeys(setting.aliases, values[setting.name]))
         return values
 
     def refuse_foreign_destination(self, keys: list[RequiredKey], values: Values, spec: LaunchSpec) -> None:
@@ -302,7 +305,8 @@ class Preparer:
         filled = [
             k
             for k in keys
-            if k.provided_by in self.provided_values
+            if k.provided_by is not None
+            and k.provided_by in self.provided_values
             and _same(values.get(k.name), SecretValue(self.provided_values[k.provided_by]))
         ]
         if not filled:
@@ -321,7 +325,7 @@ class Preparer:
 
     async def refuse_installed(self, name: str, replacing: str | None = None) -> None:
         """Refuse a name already installed (but the server an update replaces: ``replacing``)."""
-        existing = await asyncio.to_thread(self.store.get_by_name, name)
+        existing = await asyncio.to_thread(self.store.servers.get_by_name, name)
         if existing is not None and existing.server_id != replacing:
             raise AlreadyInstalled(
                 f"{existing.qualified_name} is already installed (server_id {existing.server_id}). "

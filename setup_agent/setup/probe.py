@@ -47,6 +47,7 @@ from setup_agent.gateway import InFlight, relay_callbacks
 from setup_agent.launch import (
     HttpWatch,
     LaunchSpec,
+    NetRecord,
     ProcessLedger,
     ProcessWatch,
     Values,
@@ -86,6 +87,9 @@ class ProbeResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The session was parked for an install to adopt (``keep``): its dir now belongs to it.
     parked: bool = False
+    #: What the server reached or tried through its proxy during the test (None: not proxied);
+    #: the consent shows it and offers "only these".
+    net: NetRecord | None = None
     #: Whether the test checked the key with a read-only call, or why not (None: no key to check).
     key_check: KeyCheck | None = None
 
@@ -205,6 +209,9 @@ class Prober:
         # It declares what the gateway relays (sampling, elicitation, roots: refused while nobody
         # calls), so the tools it lists are the ones its live connection gets.
         inflight = InFlight()
+        record = NetRecord()
+        parked: Parked | None = None  # set by run(), read again in its finally
+        adopted = False
 
         async def stage(name: str, status: str) -> None:
             if on_stage is not None:
@@ -227,6 +234,7 @@ class Prober:
                     auth=auth,
                     sandbox=self.sandbox,
                     callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
+                    net_record=record,
                 ) as client:
                     await stage("handshake", "done")
                     tools = tool_dicts(await list_all_tools(client))
@@ -239,6 +247,7 @@ class Prober:
                         protocol_version=client.protocol_version,
                         server_name=self.redactor.redact(info.name) if info else None,
                         server_version=self.redactor.redact(info.version) if info else None,
+                        net=record,
                         key_check=checked if checked.checked or checked.note else None,
                     )
                     if keep is not None and not outcome.done():
@@ -262,8 +271,6 @@ class Prober:
                 # The scratch dir goes in the done callback below: an await here could be cut short
                 # by the cancel of a failed probe, leaving the removal to a thread nobody waits for.
 
-        parked: Parked | None = None
-        adopted = False
         task = asyncio.create_task(run(), name="mcp-setup-probe")
         self._teardowns.add(task)
         task.add_done_callback(self._teardowns.discard)

@@ -20,7 +20,7 @@ __all__ = ["rotate_secret"]
 
 async def rotate_secret(service: Any, server_id: str, key: str, ref: str) -> dict[str, Any]:
     """``{server_id, key, tools, message}`` once the server answered with the new value."""
-    server = await asyncio.to_thread(service.store.get, server_id)
+    server = await asyncio.to_thread(service.store.servers.get, server_id)
     if server is None:
         raise NotFound("No installed server has that id.")
     if key not in {k.key for k in server.env_keys}:
@@ -28,14 +28,14 @@ async def rotate_secret(service: Any, server_id: str, key: str, ref: str) -> dic
     value = service.refs.resolve({key: ref})[key]  # masked: the probe's launch reveals it
     service.redactor.register(value, f"[secret:{key}]")
     await service.connections.learn_stored_secrets()
-    stored = await asyncio.to_thread(service.store.env_values, server_id)
+    stored = await asyncio.to_thread(service.store.values.env_values, server_id)
     values: dict[str, Value] = {**stored, key: value}
     spec = LaunchSpec.model_validate(server.launch_spec)
     dirname = str(service.connections.bundle_dir(server_id)) if spec.needs_install_dir else None
     try:
         result = await service.prober.probe(spec, values, dirname=dirname)  # raises (redacted) when it fails
         secret = next((k.secret for k in server.env_keys if k.key == key), True)
-        await asyncio.to_thread(service.store.set_env_value, server_id, key, value, secret)
+        await asyncio.to_thread(service.store.values.set_env_value, server_id, key, value, secret)
     finally:
         values.clear()
         service.refs.consume({key: ref})  # used once, kept or not

@@ -226,7 +226,7 @@ class SetupService:
 
     async def get(self, request: GetRequest, ctx: CallContext) -> dict:
         detail = await self.preparer.detail(request.qualified_name, request.source)
-        existing = await asyncio.to_thread(self.store.get_by_name, detail.qualified_name)
+        existing = await asyncio.to_thread(self.store.servers.get_by_name, detail.qualified_name)
         try:
             chosen: PackageOption | None = choose_package(
                 detail.packages, None, preference=self.package_preference, which=self.which
@@ -256,7 +256,9 @@ class SetupService:
                     )
             fill = self.preparer.fillable(pkg, keys)
             item["keys"] = [self._public_key(k, fill) for k in keys]
-        chosen_keys = next((i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), [])
+        chosen_keys: list[dict[str, Any]] = next(
+            (i["keys"] for i, p in zip(packages, detail.packages) if p is chosen), []
+        )
         out: dict[str, Any] = {
             "detail": detail.model_dump(mode="json", exclude={"raw", "packages"}, exclude_none=True),
             "installed": existing is not None,
@@ -269,8 +271,8 @@ class SetupService:
         if existing is not None:
             out["server_id"] = existing.server_id
             out["installed_as"] = existing.slug  # the short name the person's commands take
-            offers = await asyncio.to_thread(self.store.offers)  # store I/O off the event loop, as above
-            hidden = getattr(offers.get(existing.server_id), "hidden_tools", frozenset())
+            offers = await asyncio.to_thread(self.store.pins.offers)  # store I/O off the event loop, as above
+            hidden: frozenset[str] = getattr(offers.get(existing.server_id), "hidden_tools", frozenset())
             kept = [t for t in existing.tools if t.get("name") not in hidden]
             out["context"] = context_cost(kept, existing.slug, existing.title or "")
             if hidden:
@@ -325,29 +327,38 @@ class SetupService:
         the new one replaces in the same commit."""
         return await self.installer.install(request, ctx, replaces=replaces)
 
-    async def list_servers(self, request: ListRequest, ctx: CallContext) -> dict:
+    async def list_servers(self, request: ListRequest, ctx: CallContext, *, full: bool = False) -> dict:
+        """The installed servers, small enough for an agent's context: names, state and tool names.
+        ``request.server`` lists that one with its tools' descriptions and schemas; ``full`` (the
+        page's cards, never a tool call) every server so."""
         if request.wait_seconds:
             await self.connections.wait_all_settled(request.wait_seconds)
-        servers = await asyncio.to_thread(self.store.list)
-        offers = await asyncio.to_thread(self.store.offers)
+        servers = await asyncio.to_thread(self.store.servers.list)
+        if request.server is not None:
+            servers = [await asyncio.to_thread(self._installed, request.server)]
+            full = True
+        offers = await asyncio.to_thread(self.store.pins.offers)
         out = []
         for s in servers:
             st = self.connections.status(s.server_id)
-            hidden = getattr(offers.get(s.server_id), "hidden_tools", frozenset())  # left out by the user
+            hidden: frozenset[str] = getattr(
+                offers.get(s.server_id), "hidden_tools", frozenset()
+            )  # left out by the user
+            # Only the approved forms (pins.py): the live list may hold what the user has not seen.
+            tools = [t for t in s.tools if t.get("name") not in hidden]
             item: dict[str, Any] = {
                 "server_id": s.server_id,
                 "qualified_name": s.qualified_name,
                 "title": s.title,
                 "slug": s.slug,
-                "enabled": s.enabled,
-                "status": st.status if s.enabled else "disabled",
-                # Only the approved forms (pins.py): the live list may hold what the user has not seen.
-                "tools": [t for t in s.tools if t.get("name") not in hidden],
-                "installed_by": s.installed_by,
-                "installed_at": s.installed_at.isoformat(),
-                "version": s.version,
+                "status": st.status if s.enabled else "disabled",  # "disabled": turned off by the person
                 "package_type": s.package_type,
+                "installed_by": s.installed_by,
+                "tool_count": len(tools),
+                "tools": tools if full else [t.get("name") for t in tools],
             }
+            if full:
+                item.update(enabled=s.enabled, installed_at=s.installed_at.isoformat(), version=s.version)
             if st.reason:
                 item["reason"] = st.reason
             if hidden:
@@ -359,11 +370,22 @@ class SetupService:
             out.append(item)
         return {"servers": out}
 
+    def _installed(self, name: str) -> Any:
+        """The installed server ``name`` means (slug, qualified name or id)."""
+        found = self.store.servers.catalog().server(name)
+        server = self.store.servers.get(found.server_id) if found is not None else None
+        if server is None:
+            raise NotFound(
+                "No installed server has this slug, qualified name or server_id. mcp_setup_list_servers lists them."
+            )
+        return server
+
     async def remove(self, request: RemoveRequest, ctx: CallContext) -> dict:
-        server_id = request.server_id
+        server = await asyncio.to_thread(self._installed, request.name)
+        server_id = server.server_id
         revoked = await self._revoke_sign_in(server_id)
         try:
-            removed = await asyncio.to_thread(self.store.get, server_id)
+            removed = await asyncio.to_thread(self.store.servers.get, server_id)
             await self.connections.remove(server_id, actor=ctx.installed_by)
         except NotFound:
             raise NotFound("No installed server has this server_id. mcp_setup_list_servers lists them.") from None
@@ -394,7 +416,7 @@ class SetupService:
         if self.oauth is None:
             return False
         try:
-            values = await asyncio.to_thread(self.store.env_values, server_id)
+            values = await asyncio.to_thread(self.store.values.env_values, server_id)
             grant = values.get(GRANT_KEY)
             return bool(grant) and await self.oauth.revoke(grant.reveal())  # type: ignore[union-attr]
         except SetupError:
@@ -405,7 +427,7 @@ class SetupService:
 
         A disabled server keeps its rows and secrets; it stops and its tools leave every face's
         list (the gateway sees the change through the store)."""
-        server = await asyncio.to_thread(lambda: self.store.set_enabled(server_id, enabled, actor=actor))
+        server = await asyncio.to_thread(lambda: self.store.servers.set_enabled(server_id, enabled, actor=actor))
         if enabled:
             await self.connections.connect(server, wait=False)
         else:

@@ -3,7 +3,7 @@ prompts, the guard's locks: see ``shared_consents.py``, ``shared_prompts.py``, `
 
 :class:`Published` keeps the ids, publishes and closes them, and hands back the ones another
 process answered, each once (a team's consent rows are kept, listed nowhere, until their
-deadline: other replicas wait on them too, see ``team_consents.py``). The store failing is
+deadline: other replicas wait on them too, see ``shared_consents.py``). The store failing is
 logged by its code and never breaks the local channels, which go on as if nothing were shared.
 """
 

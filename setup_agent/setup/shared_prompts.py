@@ -1,13 +1,15 @@
 """Secret prompts shared through the store, so a person can answer one in any mcp-setup.
 
 A stdio face on a machine with no browser hands the agent a secret page link the person cannot
-open. :func:`share_prompts` publishes each prompt the process's
+open. :class:`PublishedPrompts` publishes each prompt the process's
 :class:`~setup_agent.secrets.PromptBroker` opens (key name, the agent's prompt text, the server:
 no value) to :class:`~setup_agent.store.PendingApprovals`; ``mcp-setup approve`` in a terminal
 answers it with a hidden prompt (:func:`answer_secret_shared`: the value is encrypted with the
 data key before it is written, and deleted once picked up). Before a ref is read, the owner
 picks up the values entered elsewhere and answers its own broker with them: from there the
-value is a live ref like any other, single use, never seen by the agent.
+value is a live ref like any other, single use, never seen by the agent. On a team's database a
+broker built with :class:`ReplicaPrompts` also answers the prompts of other replicas: the value
+goes into the prompt's shared ref (encrypted), usable on any replica.
 """
 
 from __future__ import annotations
@@ -23,48 +25,41 @@ from setup_agent.store import PendingApprovals, SharedRefs
 
 from .shared_items import Published
 
-__all__ = ["answer_secret_shared", "share_prompts"]
+__all__ = ["PublishedPrompts", "ReplicaPrompts", "answer_secret_shared"]
 
 log = logging.getLogger(__name__)
 
 
-def share_prompts(
-    broker: PromptBroker,
-    refs: SecretRefStore,
-    shared: PendingApprovals,
-    vault: Vault,
-    *,
-    ttl_seconds: float,
-    shared_refs: SharedRefs | None = None,
-) -> None:
-    """Publish ``broker``'s prompts to ``shared`` and fill their refs with values entered elsewhere.
+class PublishedPrompts:
+    """``broker``'s prompts published to ``shared``, their refs filled with the values entered
+    elsewhere (subscribed from construction on; ``refs`` pulls before every read)."""
 
-    With ``shared_refs`` (a team's database) ``broker`` also answers the prompts of other
-    replicas: the value goes into the prompt's shared ref (encrypted), usable on any replica."""
-    published = Published(shared, ttl_seconds=ttl_seconds)
-    if shared_refs is not None:
-        broker.answer_elsewhere(_Elsewhere(shared, vault, shared_refs, ttl_seconds=ttl_seconds))
+    def __init__(
+        self, broker: PromptBroker, refs: SecretRefStore, shared: PendingApprovals, vault: Vault, *, ttl_seconds: float
+    ) -> None:
+        self.broker = broker
+        self.vault = vault
+        self.published = Published(shared, ttl_seconds=ttl_seconds)
+        broker.subscribe(self._event)
+        refs.add_pull(self._pull)
 
-    def on_event(event: dict[str, Any]) -> None:
+    def _event(self, event: dict[str, Any]) -> None:
         pid = str(event.get("prompt_id"))
         if event.get("type") == "secret_request":
-            published.publish(pid, "secret", {k: event.get(k) for k in ("key_name", "prompt", "server")})
+            self.published.publish(pid, "secret", {k: event.get(k) for k in ("key_name", "prompt", "server")})
         elif event.get("type") == "secret_done":
-            published.closed(pid)
+            self.published.closed(pid)
 
-    def pull() -> None:
-        for item in published.answered():  # their rows (and the encrypted values) are gone now
+    def _pull(self) -> None:
+        for item in self.published.answered():  # their rows (and the encrypted values) are gone now
             try:
                 if item.status == "answered":
                     sealed = base64.b64decode((item.decision or {}).get("value_encrypted", ""))
-                    broker.answer(item.item_id, vault.decrypt(sealed))
+                    self.broker.answer(item.item_id, self.vault.decrypt(sealed))
                 else:
-                    broker.cancel(item.item_id, "cancelled by the user in a terminal")
+                    self.broker.cancel(item.item_id, "cancelled by the user in a terminal")
             except SetupError as exc:  # answered here meanwhile, expired, or a value it refused
                 log.info("a secret entered elsewhere was not used (%s)", exc.code)
-
-    broker.subscribe(on_event)
-    refs.add_pull(pull)
 
 
 def answer_secret_shared(
@@ -93,8 +88,9 @@ def answer_secret_shared(
     return shared.answer(item_id, "answered", by=by, decision={"value_encrypted": sealed}) or filled
 
 
-class _Elsewhere:
-    """The prompts of other replicas, for a :class:`PromptBroker` that does not know them."""
+class ReplicaPrompts:
+    """The prompts of other replicas on a team's database, for a :class:`PromptBroker` that does
+    not know them (its ``elsewhere``): it answers them into the prompt's shared ref."""
 
     def __init__(self, shared: PendingApprovals, vault: Vault, shared_refs: SharedRefs, *, ttl_seconds: float) -> None:
         self.shared, self.vault, self.shared_refs, self.ttl_seconds = shared, vault, shared_refs, ttl_seconds

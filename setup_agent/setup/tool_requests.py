@@ -250,13 +250,31 @@ class AuthorizeRequest(LaunchRequest):
     ] = None
 
 
+_ONE_SERVER = "An installed server: its slug, qualified name or server_id (as mcp_setup_list_servers shows)."
+
+
 class ListRequest(ToolRequest):
     wait_seconds: Annotated[
         float,
         Field(ge=0, le=_MAX_WAIT, description="Wait up to this long for servers that are still connecting."),
         WrapValidator(_seconds),
     ] = 0.0
+    server: Annotated[
+        OptName,
+        Field(description=_ONE_SERVER + " Lists that one server with its tools' descriptions and input schemas."),
+    ] = None
 
 
 class RemoveRequest(ToolRequest):
-    server_id: Name
+    server: Annotated[OptName, Field(description=_ONE_SERVER)] = None
+    server_id: Annotated[OptName, Field(description="The same as server (older name).")] = None
+
+    @model_validator(mode="after")
+    def _one(self) -> RemoveRequest:
+        if (self.server is None) == (self.server_id is None):
+            raise _refused("Give the server to remove: its slug, qualified name or server_id.")
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.server or self.server_id or ""

@@ -93,7 +93,7 @@ class ToolReview:
 
     def sync(self) -> list[str]:
         """Open a consent for every server with a change waiting; returns their consent ids."""
-        return [cid for s in self.store.list() if s.tools_state == "changed" and (cid := self.ask(s))]
+        return [cid for s in self.store.servers.list() if s.tools_state == "changed" and (cid := self.ask(s))]
 
     def ask(self, server: Any) -> str | None:
         """Open (or find) the consent for ``server``'s waiting change; None without a broker."""
@@ -122,9 +122,9 @@ class ToolReview:
         actor = by if ":" in by else "user:" + by  # the principal that answered (user:web, token:NAME)
         try:
             if event.get("status") == "approved":
-                self.store.approve_tools(server_id, live_hash, actor=actor)
+                self.store.pins.approve_tools(server_id, live_hash, actor=actor)
             elif event.get("status") == "denied":
-                self.store.reject_tools(server_id, live_hash, actor=actor)
+                self.store.pins.reject_tools(server_id, live_hash, actor=actor)
         except Exception as exc:  # noqa: BLE001 - e.g. the list changed again: a new consent follows
             log.warning(
                 "the answer to the tool-list change of %s was not applied (%s)",

@@ -49,7 +49,7 @@ class UpdateOffer:
         return self.server.qualified_name
 
     @property
-    def installed(self) -> str:
+    def installed(self) -> str | None:
         return self.server.version
 
     @property
@@ -70,7 +70,7 @@ def _where(hub: Any, source: str | None) -> str:
 
 
 async def update_offer(service: Any, server_id: str, version: str | None = None) -> UpdateOffer:
-    server = await asyncio.to_thread(service.store.get, server_id)
+    server = await asyncio.to_thread(service.store.servers.get, server_id)
     if server is None:
         raise NotFound("No installed server has that id.")
     source = server.source if server.source in service.hub.sources else None
@@ -101,7 +101,7 @@ async def update_server(service: Any, offer: UpdateOffer, ctx: CallContext) -> d
     if not offer.newer:
         return {"updated": False, "server_id": offer.server_id, "version": offer.installed, "message": _current(offer)}
     server = offer.server
-    stored = await asyncio.to_thread(service.store.env_values, offer.server_id)
+    stored = await asyncio.to_thread(service.store.values.env_values, offer.server_id)
     if GRANT_KEY in stored:
         stored.clear()
         raise UpdateRefused(f"{offer.name} signs in with OAuth: remove it and add it again to update it.")

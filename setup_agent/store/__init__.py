@@ -1,9 +1,12 @@
-"""The database: :class:`Store` (``database.py``) over SQLite or PostgreSQL, its models
-(``models.py``), the tool-pin rules (``pins.py``) and their tables (``tool_pins.py``), encrypted
-settings and key rotation (``keys.py``), each member's own values (``member_values.py``), named tokens (``tokens.py``), approvals waiting for the
-user across processes (``approvals.py``), the data dir's permissions (``data_dir.py``), the gateway's catalog
-read from the rows (``catalog.py``, standard library only), the records it hands out and their
-stdlib reader for the read-only commands (``records.py``) and the migrations (``migrations/``).
+"""The database: :class:`Store` (``database.py``), one session factory (``engine.py``) and the
+repositories that receive it: installed servers (``servers.py``), their encrypted values, each
+member's own values and key rotation (``values.py``), tool and prompt pins (``tool_pins.py``, rules
+in ``pins.py``), named tokens (``tokens.py``) and the hash-chained audit (``audit.py``). Also the
+table and column names (``schema.py``, standard library only), the models (``models.py``),
+approvals waiting for the user across processes (``approvals.py``), the data dir's permissions
+(``data_dir.py``), the gateway's catalog read from the rows (``catalog.py``, standard library
+only), the records it hands out and their stdlib reader for the read-only commands
+(``records.py``) and the migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
 """
@@ -30,12 +33,12 @@ if TYPE_CHECKING:
     from .change_feed import CHANGES_CHANNEL, PENDING_CHANNEL, ChangeFeed
     from .data_dir import prepare_data_dir
     from .database import Store
-    from .member_values import member_label
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
     from .records import InstalledServer, read_sqlite_audit, read_sqlite_servers
     from .shared_sign_ins import SharedSignIns
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
+    from .values import member_label
 
 __all__ = [
     "CHANGES_CHANNEL",
@@ -91,7 +94,7 @@ __getattr__, __dir__ = lazy_exports(
         "gateway_name": "catalog",
         "GatewayTool": "catalog",
         "InstalledServer": "records",
-        "member_label": "member_values",
+        "member_label": "values",
         "names_too_long": "catalog",
         "prepare_data_dir": "data_dir",
         "read_sqlite_catalog": "catalog",

@@ -76,7 +76,7 @@ class PendingApprovals:
     """The ``mcp_pending`` repository over a :class:`Store`'s database; ``owner`` names this process."""
 
     def __init__(self, store: Store, *, owner: str, clock: Clock = utcnow) -> None:
-        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(store.database.engine, expire_on_commit=False)
         self.owner = owner[:64]
         self._clock = clock
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .schema import CHANGES, SERVER_EXTRAS, SERVERS
+
 __all__ = [
     "Catalog",
     "CatalogServer",
@@ -217,9 +219,10 @@ def parse_tools(text: str | None) -> tuple[dict[str, Any], ...]:
     return tuple(t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
 
 
-def _read_only(db_path: Path, sql: str) -> list[tuple[Any, ...]] | None:
-    """The rows of ``sql`` from a SQLite store opened read-only; None when there is no store (or
-    not the expected schema yet)."""
+def _read_only(db_path: Path, query: tuple[str, tuple[object, ...]]) -> list[tuple[Any, ...]] | None:
+    """The rows of ``query`` (``(sql, parameters)`` as :meth:`~setup_agent.store.schema.Table.select`
+    makes it) from a SQLite store opened read-only; None when there is no store (or not the
+    expected schema yet)."""
     if not Path(db_path).is_file():
         return None
     try:
@@ -227,11 +230,24 @@ def _read_only(db_path: Path, sql: str) -> list[tuple[Any, ...]] | None:
     except sqlite3.Error:
         return None
     try:
-        return conn.execute(sql).fetchall()
+        return conn.execute(*query).fetchall()
     except sqlite3.Error:
         return None
     finally:
         conn.close()
+
+
+_CATALOG = SERVERS.select(
+    "server_id",
+    "qualified_name",
+    "slug",
+    "title",
+    "enabled",
+    "tools_json",
+    "package_type",
+    "version",
+    order_by=("installed_at", "qualified_name"),
+)
 
 
 def read_sqlite_catalog(db_path: Path) -> Catalog | None:
@@ -240,11 +256,7 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
     None when the file or the gateway columns are not there yet (a new data dir, or one not
     yet migrated): the caller then waits for the store.
     """
-    rows = _read_only(
-        db_path,
-        "SELECT server_id, qualified_name, slug, title, enabled, tools_json, package_type, version "
-        "FROM mcp_servers ORDER BY installed_at, qualified_name",
-    )
+    rows = _read_only(db_path, _CATALOG)
     if rows is None:
         return None
     hidden = read_sqlite_hidden(db_path)
@@ -266,7 +278,7 @@ def read_sqlite_catalog(db_path: Path) -> Catalog | None:
 def read_sqlite_hidden(db_path: Path) -> dict[str, frozenset[str]]:
     """The tools the user unticked, by server id; no table yet: none."""
     hidden: dict[str, frozenset[str]] = {}
-    for sid, text in _read_only(db_path, "SELECT server_id, hidden_tools_json FROM mcp_server_extras") or ():
+    for sid, text in _read_only(db_path, SERVER_EXTRAS.select("server_id", "hidden_tools_json")) or ():
         try:
             if names := frozenset(n for n in json.loads(text or "[]") if isinstance(n, str)):
                 hidden[sid] = names
@@ -277,7 +289,7 @@ def read_sqlite_hidden(db_path: Path) -> dict[str, frozenset[str]]:
 
 def read_sqlite_counter(db_path: Path) -> int | None:
     """The store's change counter, read with the standard library (None: no store yet)."""
-    rows = _read_only(db_path, "SELECT counter FROM mcp_setup_changes WHERE id = 1")
+    rows = _read_only(db_path, CHANGES.select("counter", where={"id": 1}))
     if rows is None:
         return None
     return int(rows[0][0]) if rows else 0

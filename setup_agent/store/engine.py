@@ -1,5 +1,8 @@
-"""The database under the store: the engine for a URL, the schema migrations, the error text.
+"""The database under the store: the session factory every repository receives, the engine for
+a URL, the schema migrations, the error text.
 
+:class:`Database` is the one session factory: the engine, its migrations, a :meth:`Database.session`
+per unit of work, and the change counter other processes watch (with this process's listeners).
 :func:`open_engine` makes the SQLAlchemy engine (SQLite by default, any URL; parameters hidden
 from errors and logs); :func:`migrate` runs the Alembic migrations in ``migrations/`` from code
 (PostgreSQL: under an advisory lock, so instances starting together migrate one at a time);
@@ -9,19 +12,26 @@ from errors and logs); :func:`migrate` runs the Alembic migrations in ``migratio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, select, text, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from setup_agent.errors import StoreError
 
+from .change_feed import CHANGES_CHANNEL, notify
+from .models import ChangeRow, Clock, utcnow
+from .schema import VERSION_TABLE
+
 __all__ = [
+    "Database",
     "HEAD_REVISION",
     "MIGRATIONS_DIR",
     "VERSION_TABLE",
@@ -33,8 +43,6 @@ __all__ = [
 ]
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-#: Our own Alembic version table, so a shared (team) database can host other apps too.
-VERSION_TABLE = "mcp_setup_alembic_version"
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
 HEAD_REVISION = "0015_token_kind"
@@ -64,6 +72,76 @@ def translated(action: str) -> Iterator[None]:
         yield
     except sa_exc.SQLAlchemyError as exc:
         raise store_error(exc, action) from exc
+
+
+class Database:
+    """The session factory over one database: migrated on open, one session per unit of work.
+
+    Every repository of the store receives it. Its change counter is bumped (:meth:`bump`) inside
+    the transaction of every change other processes must see; after the commit the writer calls
+    :meth:`changed` so this process's listeners look at once.
+    """
+
+    def __init__(self, database_url: str | URL, *, clock: Clock = utcnow) -> None:
+        self.clock = clock
+        self._closed = False
+        self._listeners: list[Callable[[], None]] = []
+        self.engine = open_engine(database_url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        try:
+            self.migrate()
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    def session(self) -> Session:
+        """A new session (use it as a context manager; ``session.begin()`` for a transaction)."""
+        if self._closed:
+            raise StoreError("The store is closed.")
+        return self._sessions()
+
+    def current_revision(self) -> str | None:
+        """The schema revision recorded in the database (None when it has none yet)."""
+        return current_revision(self.engine)
+
+    def migrate(self) -> None:
+        """Run ``alembic upgrade head`` on this database (nothing to do at head)."""
+        migrate(self.engine)
+
+    def close(self) -> None:
+        """Dispose of the engine's connections. No session can be opened afterwards."""
+        self._closed = True
+        self.engine.dispose()
+
+    # -- the change counter ----------------------------------------------------------
+    def change_counter(self) -> int:
+        """The change counter: bumped by every install, removal, enable/disable, tool change."""
+        with translated("read the change counter"), self.session() as s:
+            return int(s.scalar(select(ChangeRow.counter).where(ChangeRow.id == 1)) or 0)
+
+    def bump(self, s: Session) -> None:
+        """Bump the counter in ``s``'s transaction (PostgreSQL: other replicas hear it at commit)."""
+        done = s.execute(update(ChangeRow).where(ChangeRow.id == 1).values(counter=ChangeRow.counter + 1))
+        if not done.rowcount:
+            s.add(ChangeRow(id=1, counter=1))
+        notify(s, CHANGES_CHANNEL)
+
+    def add_change_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Called (in the writing thread) after each change this process committed."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def changed(self) -> None:
+        """A change was committed (here, or another process's that a team's feed heard): the
+        listeners look."""
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # a listener must not undo a committed change
+                logging.getLogger(__name__).exception("store change listener failed")
+
+    def __repr__(self) -> str:
+        return f"Database(url={self.engine.url!r})"  # URL repr hides a password
 
 
 def open_engine(database_url: str | URL) -> Engine:

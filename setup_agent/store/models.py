@@ -29,6 +29,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from setup_agent.errors import InvalidInput
 
+from . import schema
 from .catalog import parse_tools
 from .records import AuditEntry, EnvKey, InstalledServer
 
@@ -40,6 +41,7 @@ __all__ = [
     "ClientEnvRow",
     "Clock",
     "EnvKey",
+    "ExtrasRow",
     "InstalledServer",
     "MemberValueRow",
     "PendingRow",
@@ -84,9 +86,18 @@ class Base(DeclarativeBase):
         }
     )
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A model declares exactly the columns ``schema.py`` names for its table (the stdlib
+        readers build their SQL from there)."""
+        super().__init_subclass__(**kwargs)
+        declared = tuple(cls.__table__.columns.keys())  # type: ignore[attr-defined]
+        expected = schema.TABLES[cls.__tablename__].columns  # type: ignore[attr-defined]
+        if set(declared) != set(expected):
+            raise TypeError(f"{cls.__name__} declares {declared}; schema.py says {expected}")
+
 
 class ServerRow(Base):
-    __tablename__ = "mcp_servers"
+    __tablename__ = schema.SERVERS.name
 
     server_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     qualified_name: Mapped[str] = mapped_column(String(512), unique=True)
@@ -113,7 +124,7 @@ class ServerRow(Base):
     rejected_hash: Mapped[str | None] = mapped_column(String(64))
     # Its OAuth sign-in could not be renewed (connections.py): the user must sign in again.
     needs_sign_in: Mapped[bool | None] = mapped_column(Boolean)
-    # Keys every member enters for themselves (JSON list of names; member_values.py).
+    # Keys every member enters for themselves (JSON list of names; values.py).
     member_keys: Mapped[str | None] = mapped_column(Text)
     # The registry's digest of the artifact installed (setup_agent/launch/digests.py; migration 0010).
     artifact_digest: Mapped[str | None] = mapped_column(String(160))
@@ -124,14 +135,14 @@ class ServerRow(Base):
 class ChangeRow(Base):
     """One row (id 1) whose counter is bumped with every change other processes must see."""
 
-    __tablename__ = "mcp_setup_changes"
+    __tablename__ = schema.CHANGES.name
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     counter: Mapped[int] = mapped_column(Integer)
 
 
 class ClientEnvRow(Base):
-    __tablename__ = "mcp_client_env"
+    __tablename__ = schema.CLIENT_ENV.name
     __table_args__ = (UniqueConstraint("server_id", "key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -142,9 +153,9 @@ class ClientEnvRow(Base):
 
 
 class MemberValueRow(Base):
-    """One member's own value of one key of one server, encrypted (see ``member_values.py``)."""
+    """One member's own value of one key of one server, encrypted (see ``values.py``)."""
 
-    __tablename__ = "mcp_member_values"
+    __tablename__ = schema.MEMBER_VALUES.name
     __table_args__ = (UniqueConstraint("server_id", "member", "key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -157,9 +168,9 @@ class MemberValueRow(Base):
 
 class AuditRow(Base):
     """One audited event; append-only (the migrations forbid UPDATE, DELETE, TRUNCATE and an insert
-    over a row) and chained: ``row_hash`` covers the row and ``prev_hash`` (audit_chain.py). No values."""
+    over a row) and chained: ``row_hash`` covers the row and ``prev_hash`` (audit.py). No values."""
 
-    __tablename__ = "mcp_audit"
+    __tablename__ = schema.AUDIT.name
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
@@ -177,7 +188,7 @@ class AuditRow(Base):
 class TokenRow(Base):
     """A named bearer token of a team gateway: only its SHA-256 is stored (see ``tokens.py``)."""
 
-    __tablename__ = "mcp_tokens"
+    __tablename__ = schema.TOKENS.name
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
@@ -190,7 +201,7 @@ class TokenRow(Base):
 class PendingRow(Base):
     """A consent or tool review waiting for the user, shared by every process (see ``approvals.py``)."""
 
-    __tablename__ = "mcp_pending"
+    __tablename__ = schema.PENDING.name
 
     item_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16))  # consent
@@ -203,6 +214,27 @@ class PendingRow(Base):
     answered_by: Mapped[str | None] = mapped_column(String(128))
     fingerprint: Mapped[str | None] = mapped_column(String(64))  # a consent's (0008): remembered on any replica
     requester: Mapped[str | None] = mapped_column(String(64))  # a consent's asker, hashed (0014): one per team
+
+
+class ExtrasRow(Base):
+    """What a server offers besides tools, and the tools the user unticked (see ``offers`` in
+    ``tool_pins.py``); one row per server, removed with it."""
+
+    __tablename__ = schema.SERVER_EXTRAS.name
+
+    server_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey(ServerRow.server_id, ondelete="CASCADE"), primary_key=True
+    )
+    prompts_json: Mapped[str | None] = mapped_column(Text)  # the exposed (approved) prompts
+    pinned_prompts_json: Mapped[str | None] = mapped_column(Text)
+    pinned_hash: Mapped[str | None] = mapped_column(String(64))
+    live_prompts_json: Mapped[str | None] = mapped_column(Text)
+    live_hash: Mapped[str | None] = mapped_column(String(64))
+    prompts_state: Mapped[str | None] = mapped_column(String(16))  # pinned | changed
+    resources_json: Mapped[str | None] = mapped_column(Text)
+    templates_json: Mapped[str | None] = mapped_column(Text)
+    hidden_tools_json: Mapped[str | None] = mapped_column(Text)  # tool names the user unticked
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 # --- public records ---------------------------------------------------------------------

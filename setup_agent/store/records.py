@@ -19,6 +19,7 @@ from typing import Any
 
 from .catalog import CatalogServer, _read_only, parse_tools
 from .pins import summarize
+from .schema import AUDIT, CLIENT_ENV, SERVERS, VERSIONS
 
 __all__ = ["AuditEntry", "EnvKey", "InstalledServer", "read_sqlite_audit", "read_sqlite_servers"]
 
@@ -58,7 +59,7 @@ class InstalledServer:
     tools_state: str = "pinned"  # pinned | changed (waiting for the user) | rejected
     tools_diff: dict[str, Any] | None = None
     needs_sign_in: bool = False  # its OAuth sign-in could not be renewed
-    member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (member_values.py)
+    member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (values.py)
     #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None for servers installed before digests were recorded.
     artifact_digest: str | None = None
 
@@ -109,12 +110,36 @@ class AuditEntry:
         }
 
 
-_SERVER_SQL = (
-    "SELECT server_id, qualified_name, source, version, package_type, launch_spec, enabled, installed_at, "
-    "installed_by, tools_hash, slug, title, tools_json, pinned_tools_json, live_tools_json, pinned_hash, "
-    "live_hash, pinned_at, pinned_version, tools_state, tools_diff, needs_sign_in, member_keys, artifact_digest "
-    "FROM mcp_servers ORDER BY installed_at, qualified_name"
+_SERVERS = SERVERS.select(
+    "server_id",
+    "qualified_name",
+    "source",
+    "version",
+    "package_type",
+    "launch_spec",
+    "enabled",
+    "installed_at",
+    "installed_by",
+    "tools_hash",
+    "slug",
+    "title",
+    "tools_json",
+    "pinned_tools_json",
+    "live_tools_json",
+    "pinned_hash",
+    "live_hash",
+    "pinned_at",
+    "pinned_version",
+    "tools_state",
+    "tools_diff",
+    "needs_sign_in",
+    "member_keys",
+    "artifact_digest",
+    order_by=("installed_at", "qualified_name"),
 )
+_ENV_KEYS = CLIENT_ENV.select("server_id", "key", "secret")
+_AUDIT_COLUMNS = ("id", "at", "event", "server_id", "qualified_name", "actor", "old_hash", "new_hash", "detail")
+_AUDIT_COUNTS = AUDIT.select("event", group_by=("event",), count=True)
 
 
 def _utc(value: Any) -> datetime | None:
@@ -133,17 +158,17 @@ def newest_migration() -> str:
 
 def _migrated(db_path: Path) -> bool:
     """The SQLite store exists and is at the newest revision (what these readers know how to read)."""
-    version = _read_only(db_path, "SELECT version_num FROM mcp_setup_alembic_version")
+    version = _read_only(db_path, VERSIONS.select("version_num"))
     return bool(version) and version[0][0] == newest_migration()
 
 
 def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
-    """The installed servers of a SQLite store, oldest first, as :meth:`Store.list` returns them;
+    """The installed servers of a SQLite store, oldest first, as :meth:`Servers.list` returns them;
     None when there is no store file, it is not migrated to the newest revision, or a row cannot be read."""
     if not _migrated(db_path):  # not migrated yet: the store migrates it
         return None
-    rows = _read_only(db_path, _SERVER_SQL)
-    env_rows = _read_only(db_path, "SELECT server_id, key, secret FROM mcp_client_env")
+    rows = _read_only(db_path, _SERVERS)
+    env_rows = _read_only(db_path, _ENV_KEYS)
     if rows is None or env_rows is None:
         return None
     env: dict[str, list[EnvKey]] = {}
@@ -186,18 +211,13 @@ def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
 
 
 def read_sqlite_audit(db_path: Path, limit: int | None = None) -> tuple[list[AuditEntry], dict[str, int]] | None:
-    """The audit of a SQLite store as :meth:`Store.audit` and :meth:`Store.audit_counts` return it
+    """The audit of a SQLite store as :meth:`AuditLog.entries` and :meth:`AuditLog.counts` return it
     (oldest first; the last ``limit`` rows when given), for ``mcp-setup audit``; None as
     :func:`read_sqlite_servers` says."""
     if not _migrated(db_path):
         return None
-    cut = f" LIMIT {max(int(limit), 0)}" if limit is not None else ""
-    rows = _read_only(
-        db_path,
-        "SELECT id, at, event, server_id, qualified_name, actor, old_hash, new_hash, detail "
-        f"FROM mcp_audit ORDER BY id DESC{cut}",
-    )
-    pairs = _read_only(db_path, "SELECT event, COUNT(*) FROM mcp_audit GROUP BY event")
+    rows = _read_only(db_path, AUDIT.select(*_AUDIT_COLUMNS, order_by=("id DESC",), limit=limit))
+    pairs = _read_only(db_path, _AUDIT_COUNTS)
     if rows is None or pairs is None:
         return None
     try:

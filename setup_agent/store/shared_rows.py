@@ -24,13 +24,14 @@ from datetime import datetime
 from sqlalchemy import Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from . import schema
 from .models import Base, UTCDateTime
 
 __all__ = ["ApprovalRow", "CapabilityRow", "GuardCountRow", "SecretRefRow", "SignInRow"]
 
 
 class SecretRefRow(Base):
-    __tablename__ = "mcp_secret_refs"
+    __tablename__ = schema.SECRET_REFS.name
 
     ref_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     key_name: Mapped[str] = mapped_column(String(128))
@@ -42,7 +43,7 @@ class SecretRefRow(Base):
 
 
 class CapabilityRow(Base):
-    __tablename__ = "mcp_capabilities"
+    __tablename__ = schema.CAPABILITIES.name
 
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
     item_id: Mapped[str] = mapped_column(String(128))
@@ -52,7 +53,7 @@ class CapabilityRow(Base):
 
 
 class ApprovalRow(Base):
-    __tablename__ = "mcp_consent_approvals"
+    __tablename__ = schema.CONSENT_APPROVALS.name
 
     fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
     server: Mapped[str] = mapped_column(String(256), index=True)
@@ -62,7 +63,7 @@ class ApprovalRow(Base):
 
 
 class GuardCountRow(Base):
-    __tablename__ = "mcp_guard_counts"
+    __tablename__ = schema.GUARD_COUNTS.name
 
     principal: Mapped[str] = mapped_column(String(256), primary_key=True)
     refusals: Mapped[int] = mapped_column(Integer)
@@ -74,7 +75,7 @@ class SignInRow(Base):
     """An OAuth sign-in in progress: its ``state`` (SHA-256 only), the replica waiting for it,
     and the authorization response once it arrived on any replica (encrypted with the data key)."""
 
-    __tablename__ = "mcp_sign_ins"
+    __tablename__ = schema.SIGN_INS.name
 
     state_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     owner: Mapped[str] = mapped_column(String(128))

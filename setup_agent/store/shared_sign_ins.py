@@ -47,7 +47,7 @@ class SharedSignIns:
     """``mcp_sign_ins``: the redirect of a sign-in, received by any replica, taken by the one waiting."""
 
     def __init__(self, store: Store, vault: Vault, *, clock: Clock = utcnow) -> None:
-        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(store.database.engine, expire_on_commit=False)
         self._vault = vault
         self._clock = clock
 

@@ -51,9 +51,9 @@ class _Taken(Exception):
 
 class _Repo:
     def __init__(self, store: Store, *, clock: Clock = utcnow) -> None:
-        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(store.database.engine, expire_on_commit=False)
         self._clock = clock
-        self._dialect = store.engine.dialect.name
+        self._dialect = store.database.engine.dialect.name
 
 
 class SharedRefs(_Repo):

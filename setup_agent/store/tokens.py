@@ -17,13 +17,12 @@ from datetime import datetime
 from typing import Literal
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import sessionmaker
 
 from setup_agent.errors import InvalidInput, NotFound
 
-from .database import Store
-from .engine import translated
-from .models import Clock, TokenRow, utcnow
+from .engine import Database, translated
+from .models import TokenRow
+from .values import Values
 
 __all__ = ["TOKEN_PREFIX", "TokenInfo", "TokenKind", "Tokens", "hash_token"]
 
@@ -57,12 +56,11 @@ def _info(row: TokenRow) -> TokenInfo:
 
 
 class Tokens:
-    """The token repository over a :class:`Store`'s database."""
+    """The token repository; a revocation forgets the member's own values (``values.py``)."""
 
-    def __init__(self, store: Store, *, clock: Clock = utcnow) -> None:
-        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
-        self._clock = clock
-        self._store = store
+    def __init__(self, database: Database, values: Values) -> None:
+        self._db = database
+        self._values = values
 
     def create(self, name: str, *, admin: bool = False, kind: TokenKind = "member", replace: bool = False) -> str:
         """A new token for ``name`` (returned once; only its hash is kept). A revoked name can be reused.
@@ -78,7 +76,7 @@ class Tokens:
         if kind == "client" and admin:
             raise InvalidInput("A client's token never approves: it cannot be an admin token.")
         token = TOKEN_PREFIX + _random.token_urlsafe(32)
-        with translated(f"create the token {name}"), self._sessions() as s, s.begin():
+        with translated(f"create the token {name}"), self._db.session() as s, s.begin():
             row = s.get(TokenRow, name, with_for_update=True)
             if row is not None and row.revoked_at is None:
                 same_kind = (row.kind or "member") == kind
@@ -92,35 +90,35 @@ class Tokens:
                     TokenRow(
                         name=name,
                         token_hash=hash_token(token),
-                        created_at=self._clock(),
+                        created_at=self._db.clock(),
                         admin=bool(admin),
                         kind=stored_kind,
                     )
                 )
             else:
-                row.token_hash, row.created_at, row.revoked_at = hash_token(token), self._clock(), None
+                row.token_hash, row.created_at, row.revoked_at = hash_token(token), self._db.clock(), None
                 row.admin, row.kind = bool(admin), stored_kind
         return token
 
     def list(self) -> list[TokenInfo]:
-        with translated("list the tokens"), self._sessions() as s:
+        with translated("list the tokens"), self._db.session() as s:
             rows = s.scalars(select(TokenRow).order_by(TokenRow.name)).all()
             return [_info(r) for r in rows]
 
     def revoke(self, name: str) -> None:
         """Refuse ``name``'s token from now on, on every instance; in the same transaction the
         member's own values are deleted (audited), so every instance ends their sessions."""
-        with translated(f"revoke the token {name}"), self._sessions() as s, s.begin():
+        with translated(f"revoke the token {name}"), self._db.session() as s, s.begin():
             done = s.execute(
                 update(TokenRow)
                 .where(TokenRow.name == name, TokenRow.revoked_at.is_(None))
-                .values(revoked_at=self._clock())
+                .values(revoked_at=self._db.clock())
             )
             if not done.rowcount:
                 raise NotFound(f"No active token is named {name} (mcp-setup token list lists them).")
-            forgot = self._store._forget_member_in(s, name, actor=f"token:{name} (revoked)")
+            forgot = self._values.forget_member_in(s, name, actor=f"token:{name} (revoked)")
         if forgot:
-            self._store._changed()
+            self._db.changed()
 
     def verify(self, token: str | None) -> str | None:
         """The name of the active token ``token``, or None."""
@@ -132,6 +130,6 @@ class Tokens:
         if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
         query = select(TokenRow).where(TokenRow.token_hash == hash_token(token), TokenRow.revoked_at.is_(None))
-        with translated("check a token"), self._sessions() as s:
+        with translated("check a token"), self._db.session() as s:
             row = s.scalars(query).first()
             return _info(row) if row is not None else None

@@ -35,7 +35,8 @@ function toolRows(c) {
 function rows(c) {
   if (c.action === "tools_change") return toolRows(c);
   var server = ["Server", c.server + (c.version ? " (version " + c.version + ")" : "")];
-  if (c.launch_approved) return [server];  // approved at its test: only the tools are asked
+  var network = (c.network || []).map(function (line) { return ["Network", line]; });
+  if (c.launch_approved) return [server].concat(network);  // approved at its test: tools (and "only these")
   var out = [server, ["Package", c.package_type + ": " + c.package]];
   if (c.sha256) out.push(["sha256", c.sha256]);
   if (c.runner) out.push(["Runner", c.runner]);
@@ -49,7 +50,7 @@ function rows(c) {
               (s.host ? " — host " + s.host : "")]);
   });
   (c.sandbox || []).forEach(function (line) { out.push(["Sandbox", line]); });  // what it can see
-  return out;
+  return out.concat(network);
 }
 
 // One ticked box per tool a test listed; what they cost the assistant's context, kept up to date.
@@ -154,6 +155,10 @@ function showNext() {
     homeList.appendChild(el("li", {}, [el("label", { class: "check" }, [box, " Let it read " + path])]));
   });
   $("consent-home-files").hidden = !(c.home_files && c.home_files.length);
+  var only = c.only_these || [];  // after a test: narrow it to the destinations it reached
+  $("consent-only").hidden = !only.length;
+  $("consent-only-these").checked = false;
+  $("consent-only-list").textContent = only.join(", ");
   showError($("consent-error"), "");
   setDisabled(false);
   var dialog = $("consent-dialog");
@@ -210,6 +215,9 @@ function approve(event) {
     var reads = Array.prototype.filter.call(document.querySelectorAll("#consent-home-list input[data-home-file]"),
       function (box) { return box.checked; }).map(function (box) { return box.getAttribute("data-home-file"); });
     body.sandbox = { extra_paths: extra ? [extra] : [], network: !$("consent-offline").checked, reads: reads };
+  }
+  if ((c.only_these || []).length && $("consent-only-these").checked) {
+    body.sandbox = Object.assign(body.sandbox || {}, { only_these: true });
   }
   send(body);
 }

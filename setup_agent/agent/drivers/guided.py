@@ -166,7 +166,7 @@ class GuidedDriver:
                 if not query:
                     return None
             servers, unreachable = await self._search(s, query)
-            s.not_found = not servers
+            s.found(bool(servers))
             if servers:
                 chosen = await self._pick(s, query, servers)
                 if chosen is not None:

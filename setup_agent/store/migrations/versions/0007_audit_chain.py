@@ -4,14 +4,14 @@ Revision ID: 0007_audit_chain
 Revises: 0006_principals
 Create Date: 2026-12-02
 
-``mcp_audit`` gets ``prev_hash`` and ``row_hash`` (setup_agent/store/audit_chain.py); the rows
+``mcp_audit`` gets ``prev_hash`` and ``row_hash`` (setup_agent/store/audit.py); the rows
 already there are chained in id order (the append-only rules are lifted for that one update and
 set again). Two more refusals:
 
 - SQLite: an insert whose id is not past the last row (``INSERT OR REPLACE`` over a row deletes it
   without firing the DELETE trigger);
 - PostgreSQL: ``TRUNCATE`` (the rules cover UPDATE and DELETE only), by a ``BEFORE TRUNCATE``
-  trigger. A role that does not own the table cannot drop the rules or triggers (README "Sandbox":
+  trigger. A role that does not own the table cannot drop the rules or triggers (docs/secrets-and-consent.md:
   the owner migrates, the service's role gets SELECT and INSERT).
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from setup_agent.store.audit_chain import GENESIS, row_digest
+from setup_agent.store.audit import GENESIS, row_digest
 
 revision: str = "0007_audit_chain"
 down_revision: str | Sequence[str] | None = "0006_principals"

@@ -8,7 +8,7 @@ Create Date: 2026-12-02
 (approved) prompts, the pinned list and its hash, what the server lists now and the verdict
 (``prompts_state``: pinned | changed), the resources and resource templates of its last
 connect, and the names of the tools the user unticked in the consent (held back like
-unapproved ones). Rules in setup_agent/store/server_extras.py.
+unapproved ones). Rules in setup_agent/store/tool_pins.py.
 """
 
 from collections.abc import Sequence

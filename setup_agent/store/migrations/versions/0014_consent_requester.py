@@ -7,7 +7,7 @@ Create Date: 2026-12-02
 ``mcp_pending.requester``: the SHA-256 of the principal that asked for a consent (never the
 principal itself), so a retry that reaches another replica waits on the consent already pending
 for the same request and requester instead of opening a second one
-(setup_agent/setup/team_consents.py).
+(setup_agent/setup/shared_consents.py).
 """
 
 from collections.abc import Sequence

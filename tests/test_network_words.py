@@ -1,0 +1,73 @@
+"""A server's network in words (setup_agent/launch/net_words.py) and what `mcp-setup allow`
+stores: the consent, `show` and `doctor` say the policy, the mechanism and the destinations a
+test used, and say plainly where nothing restricts the network."""
+
+from __future__ import annotations
+
+from setup_agent.launch import NetPolicy, NetRecord, after_test_words, allowing, network_words
+from setup_agent.launch.net_policy import Verdict
+
+
+def _spec(**extra: object) -> dict[str, object]:
+    return {"command": "npx", "runner": "npx", "transport": "stdio", **extra}
+
+
+def test_the_default_policy_in_words_names_the_mechanism_and_what_is_refused() -> None:
+    assert network_words(_spec(), "bwrap-netns") == [
+        "Network: its own, out only through mcp-setup's proxy (bwrap-netns).",
+        "Network policy: the public internet; nothing on this computer or your local network.",
+    ]
+    assert network_words(_spec(), "none")[0] == "Network: not restricted on this system (no network sandbox here)."
+    assert "DNS and UDP are not restricted" in network_words(_spec(), "landlock-net")[0]
+
+
+def test_a_strict_server_lists_its_destinations_what_was_allowed_and_what_its_test_used() -> None:
+    net = {**NetPolicy.strict(["api.notion.com:443"], ["127.0.0.1:5432"]).to_dict(), "seen": ["api.notion.com:443"]}
+    assert network_words(_spec(sandbox_net=net), "bwrap-netns")[1:] == [
+        "Network policy: only these: api.notion.com:443.",
+        "You allowed: 127.0.0.1:5432.",
+        "During its test it connected to api.notion.com:443.",
+    ]
+
+
+def test_no_network_a_container_a_remote_and_an_http_package_say_what_holds_instead() -> None:
+    assert network_words(_spec(sandbox_network=False), "bwrap-netns") == ["Network: none."]
+    assert network_words({"command": "docker", "runner": "docker"}, "bwrap-netns") == [
+        "Network: its container's (Docker decides it)."
+    ]
+    assert network_words({"url": "https://mcp.example.com/mcp", "transport": "streamable-http"}, "bwrap-netns") == []
+    served = network_words(_spec(transport="streamable-http", url="http://127.0.0.1:8080/mcp"), "bwrap-netns")
+    assert served[0].startswith("Network: not restricted (it serves HTTP on this computer")
+
+
+def test_a_test_says_where_it_connected_and_what_was_refused() -> None:
+    record = NetRecord()
+    reached = record.note("api.notion.com:443", Verdict(True, "public"))
+    record.outcome(reached, True)
+    record.note("127.0.0.1:6379", Verdict(False, "loopback"))
+    assert after_test_words(record.attempts()) == [
+        "During the test it connected to api.notion.com:443.",
+        "mcp-setup refused it: 127.0.0.1:6379.",
+    ]
+    assert after_test_words([]) == ["During the test it connected to nothing on the network."]
+
+
+def test_allowing_grants_the_destination_and_adds_it_to_a_strict_servers_list_keeping_what_its_test_saw() -> None:
+    assert allowing(_spec(), "127.0.0.1:5432") == {"mode": "default", "granted": ["127.0.0.1:5432"], "only": []}
+    strict = {**NetPolicy.strict(["api.notion.com:443"]).to_dict(), "seen": ["api.notion.com:443"]}
+    after = allowing(_spec(sandbox_net=strict), "localhost:8080")
+    assert after["mode"] == "strict" and after["only"] == ["api.notion.com:443", "localhost:8080"]
+    assert after["granted"] == ["localhost:8080"] and after["seen"] == ["api.notion.com:443"]
+
+
+def test_doctor_says_which_mechanism_holds_the_network_or_plainly_that_nothing_does(tmp_path: object) -> None:
+    from app.cli.doctor import _network_check
+    from setup_agent.launch import Sandbox
+
+    off = _network_check(Sandbox("off"))
+    assert off["ok"] and off["detail"].startswith("not restricted on this system")
+    mac = _network_check(Sandbox("auto", platform="darwin"))
+    assert mac["detail"].startswith("not restricted on this system")
+    here = Sandbox("auto")
+    if here.network_isolation().mechanism != "none":
+        assert _network_check(here)["detail"].startswith(here.network_isolation().mechanism)
