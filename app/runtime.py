@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from setup_agent.launch import (
     ProcessLedger,
     Sandbox,
     proxy_credentials,
+    runner_which,
     sweep_install_dirs,
     sweep_scratch,
 )
@@ -208,7 +208,7 @@ def build_runtime(
     settings: Settings,
     *,
     keyring_backend: Any = None,
-    which: Callable[[str], str | None] = shutil.which,
+    which: Callable[[str], str | None] = runner_which,
     host_env: Mapping[str, str] | None = None,
     refs_timer: Callable[[], float] | None = None,
     http_transport: httpx.AsyncBaseTransport | None = None,

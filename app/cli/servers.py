@@ -17,7 +17,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -329,17 +328,19 @@ def _search(settings: Settings, args: argparse.Namespace, handler: logging.Handl
 
 
 def _doctor(settings: Settings, args: argparse.Namespace, handler: logging.Handler) -> int:
+    from setup_agent.launch import runner_source  # the system's runner, or the one bundled
+
     from .data_dir import problems as data_dir_problems
     from .doctor import run_checks, unusable_checks
 
     found: list[SetupError] = list(data_dir_problems(settings))
     if not found:
         try:
-            checks = _with_runtime(settings, handler, lambda runtime: run_checks(runtime, which=shutil.which))
+            checks = _with_runtime(settings, handler, lambda runtime: run_checks(runtime, which=runner_source))
         except SetupError as exc:  # the runtime cannot start (a team's key, config.toml): said as a check
             found = [exc]
     if found:
-        checks = unusable_checks(found, which=shutil.which)
+        checks = unusable_checks(found, which=runner_source)
     problems = [c for c in checks if not c["ok"]]
     if args.json:
         _print_json(

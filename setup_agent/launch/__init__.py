@@ -7,7 +7,8 @@ scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``l
 ``grants.py``; a path it hid from a failing server: ``hidden_paths.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
 out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``, in words in ``net_words.py``; which mechanism
 holds it: ``net_isolation.py``; one start's, owned with its process: ``server_net.py``), crash safety (``procs.py``), stderr lines (``stderr_lines.py``), who holds a local port
-(``listeners.py``) and known start failures with their repairs (``repairs.py``).
+(``listeners.py``), known start failures with their repairs (``repairs.py``) and the runners that come
+with mcp-setup (``runners.py``).
 
 Imports store, secrets, errors and :mod:`registry_clients`; never gateway, oauth, setup or agent.
 """
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from .prefetch import Prefetches
     from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .repairs import apply_repair, explain_failure
+    from .runners import bundled_runner, runner_source, runner_which
     from .sandbox import USER_SECRETS, Sandbox
     from .scratch import make_scratch_dir, sweep_scratch
     from .server_net import ServerNet, refused_words
@@ -66,6 +68,7 @@ __all__ = [
     "apply_repair",
     "argv_secret_keys",
     "build_spec",
+    "bundled_runner",
     "BundleCache",
     "choose_package",
     "claim_dir",
@@ -112,6 +115,8 @@ __all__ = [
     "required_keys_from_manifest",
     "ResolvedLaunch",
     "runner_availability",
+    "runner_source",
+    "runner_which",
     "RUNNERS",
     "Sandbox",
     "USER_SECRETS",
@@ -139,6 +144,7 @@ __getattr__, __dir__ = lazy_exports(
         "argv_secret_keys": "manifest",
         "build_spec": "packages",
         "BundleCache": "bundle_cache",
+        "bundled_runner": "runners",
         "choose_package": "package_choice",
         "claim_dir": "procs",
         "DEFAULT_PREFERENCE": "package_choice",
@@ -186,6 +192,8 @@ __getattr__, __dir__ = lazy_exports(
         "required_keys_from_manifest": "manifest",
         "ResolvedLaunch": "spec",
         "runner_availability": "package_choice",
+        "runner_source": "runners",
+        "runner_which": "runners",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
         "USER_SECRETS": "sandbox",

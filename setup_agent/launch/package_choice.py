@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import platform as _platform
 import re
-import shutil
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from registry_clients.models import PackageOption
 from setup_agent.errors import NoRunnablePackage, PackageNotFound
+
+from .runners import runner_which
 
 __all__ = [
     "DEFAULT_PREFERENCE",
@@ -45,14 +46,15 @@ RUNNERS: dict[str, str | None] = {
 
 #: One sentence per runner telling a person how to get it.
 INSTALL_HINTS: dict[str, str] = {
-    "npx": "install Node.js (which brings npx) from your package manager or nodejs.org",
-    "uvx": "install uv (`pip install uv`, or see docs.astral.sh/uv), which brings uvx",
+    # Node and uv come with mcp-setup (setup_agent/launch/runners.py): missing only from a broken install.
+    "npx": "Node.js with npx comes with mcp-setup, but is missing from this install: reinstall mcp-setup",
+    "uvx": "uv with uvx comes with mcp-setup, but is missing from this install: reinstall mcp-setup",
     "docker": "install Docker (Docker Desktop or Docker Engine from docs.docker.com) and start its daemon",
     "dnx": "install the .NET 10 SDK (which brings dnx) from dot.net",
-    "node": "install Node.js from your package manager or nodejs.org",
+    "node": "Node.js comes with mcp-setup, but is missing from this install: reinstall mcp-setup",
     "python3": "install Python 3 from your package manager or python.org",
     "python": "install Python 3 from your package manager or python.org",
-    "uv": "install uv (`pip install uv`, or see docs.astral.sh/uv)",
+    "uv": "uv comes with mcp-setup, but is missing from this install: reinstall mcp-setup",
 }
 
 #: Default order for picking a package when the caller names none.
@@ -141,7 +143,7 @@ def _platform_fits(package: PackageOption, here: tuple[str, str]) -> bool:
 # --- availability and choice ----------------------------------------------------------
 
 
-def runner_availability(runner: str | None, *, which: Which = shutil.which) -> tuple[bool, str | None]:
+def runner_availability(runner: str | None, *, which: Which = runner_which) -> tuple[bool, str | None]:
     """``(True, None)`` when ``runner`` is None or on PATH, else ``(False, reason)``."""
     if runner is None or which(runner):
         return True, None
@@ -150,7 +152,7 @@ def runner_availability(runner: str | None, *, which: Which = shutil.which) -> t
 
 
 def package_availability(
-    package: PackageOption, *, which: Which = shutil.which, platform: tuple[str, str] | None = None
+    package: PackageOption, *, which: Which = runner_which, platform: tuple[str, str] | None = None
 ) -> tuple[bool, str | None]:
     """Whether this machine can run ``package`` now, and why not.
 
@@ -167,7 +169,7 @@ def package_availability(
 
 
 def describe_packages(
-    packages: Sequence[PackageOption], *, which: Which = shutil.which, platform: tuple[str, str] | None = None
+    packages: Sequence[PackageOption], *, which: Which = runner_which, platform: tuple[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """``[{id, type, available, reason?}]`` for ``mcp_setup_get``."""
     out: list[dict[str, Any]] = []
@@ -193,7 +195,7 @@ def choose_package(
     package: str | None = None,
     *,
     preference: Sequence[str] = DEFAULT_PREFERENCE,
-    which: Which = shutil.which,
+    which: Which = runner_which,
     platform: tuple[str, str] | None = None,
 ) -> PackageOption:
     """The package to run.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,6 +19,7 @@ from setup_agent.store import Store
 from .bundle_cache import BundleCache
 from .fetch import Fetcher
 from .packages import DEFAULT_PREFERENCE, build_spec, choose_package
+from .runners import runner_which
 
 __all__ = ["Prefetches"]
 
@@ -35,7 +35,7 @@ class Prefetches:
     fetcher: Fetcher | None = None
     bundle_cache: BundleCache | None = None
     package_preference: tuple[str, ...] = DEFAULT_PREFERENCE
-    which: Callable[[str], str | None] = shutil.which
+    which: Callable[[str], str | None] = runner_which
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
 
     def server(self, name: str) -> None:

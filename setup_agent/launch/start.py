@@ -37,6 +37,7 @@ from setup_agent.errors import CommandNotFound, InvalidInput, RuntimeMissing, Sa
 from setup_agent.secrets import SecretValue
 
 from .net_record import NetRecord
+from .runners import BUNDLED, MISSING_BUNDLE, bundled_runner, with_runner_dir
 from .sandbox import Sandbox, sandboxed
 from .server_net import ServerNet, server_network
 from .spec import Filled, ResolvedLaunch, fill
@@ -59,13 +60,19 @@ RUNTIME_HINTS = {
 
 
 def check_command(command: str, env: Mapping[str, str]) -> str:
-    """Resolve ``command`` on the child's PATH, or raise RuntimeMissing / CommandNotFound."""
+    """Resolve ``command`` on the child's PATH (else the runner bundled with mcp-setup), or raise
+    RuntimeMissing / CommandNotFound."""
     import shutil
 
-    found = shutil.which(command, path=env.get("PATH"))
+    found = shutil.which(command, path=env.get("PATH")) or bundled_runner(command)
     if found:
         return found
     name = Path(command).name
+    if name in BUNDLED:  # none on the system, and mcp-setup's own is missing
+        raise RuntimeMissing(
+            f"This server needs {name}, which is not on this machine. {MISSING_BUNDLE[BUNDLED[name]]}.",
+            details={"runtime": name},
+        )
     if name in RUNTIME_HINTS:
         raise RuntimeMissing(
             f"This server needs {name}, which is not installed on this machine. {RUNTIME_HINTS[name]}",
@@ -200,6 +207,7 @@ def local_command(
         raise InvalidInput("This server has no command to start here.")
     env = minimal_environment(filled.env, host_env=host_env)
     found = check_command(filled.command, env)
+    env = with_runner_dir(env, found)  # a bundled npx finds the node beside it
     net = server_network(sandbox, found, resolved, record)
     try:
         ports = net.connect_ports if net is not None else None

@@ -9,7 +9,6 @@ the command line where they can be) and an OAuth sign-in. The result is a :class
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from setup_agent.launch import (
     move_argv_secrets,
     remote_endpoint,
     required_keys_from_manifest,
+    runner_which,
     spec_from_manifest,
     unset_keys,
 )
@@ -129,7 +129,7 @@ class Preparer:
     store: Store
     manifests: BundleManifests
     package_preference: tuple[str, ...] = DEFAULT_PREFERENCE
-    which: Callable[[str], str | None] = shutil.which
+    which: Callable[[str], str | None] = runner_which
     user_home: Path | None = None
     oauth: SignIns | None = None
     #: Admission (setup_agent/setup/providers.py): ``admit(qualified_name, repository_url)`` raises

@@ -36,6 +36,7 @@ from setup_agent.launch import (
     describe_packages,
     make_scratch_dir,
     required_keys_from_manifest,
+    runner_which,
 )
 from setup_agent.oauth import GRANT_KEY, SignIns
 from setup_agent.secrets import GuessGuard, PromptBroker, Redactor, SecretRefStore
@@ -79,7 +80,7 @@ class SetupService:
         prober: Prober,
         connections: ConnectionManager,
         package_preference: tuple[str, ...] = DEFAULT_PREFERENCE,
-        which: Callable[[str], str | None] = shutil.which,
+        which: Callable[[str], str | None] = runner_which,
         http: Any = None,
         scratch_root: Path | None = None,
         user_home: Path | None = None,
