@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from cachetools import LRUCache
 
@@ -68,6 +68,19 @@ _LOCKED = (
     "This agent's tool calls are blocked: its calls carried values that mcp-setup protects. The user "
     "has been told and can unblock it (mcp-setup approve)."
 )
+
+
+class GuessCounts(Protocol):
+    """A team's refusal counts, shared by its replicas (setup_agent/store/shared_state.py). Each
+    method may raise a :class:`SetupError` when the database cannot be reached."""
+
+    def add(self, principal: str, *, limit: int) -> tuple[int, bool]:
+        """One more refusal: ``(refusals, locked)`` after it."""
+        ...
+
+    def get(self, principal: str) -> tuple[int, bool] | None: ...
+
+    def clear(self, principal: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -100,11 +113,11 @@ class GuessGuard:
         redactor: Redactor,
         *,
         limit: int = DEFAULT_LIMIT,
-        on_lockout: Callable[[str], Any] | None = None,
-        on_incident: Callable[[str], Any] | None = None,
+        on_lockout: Callable[[str], object] | None = None,
+        on_incident: Callable[[str], object] | None = None,
         strict: bool = False,
         clock: Callable[[], float] = time.time,
-        counts: Any = None,
+        counts: GuessCounts | None = None,
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a whole number of at least 1")
@@ -117,7 +130,7 @@ class GuessGuard:
         self._lock = threading.Lock()
         self._incidents: LRUCache[str, GuardIncident] = LRUCache(_MAX_PRINCIPALS)
         self._pulls = Pulls("unblocks given elsewhere", log)
-        self.counts = counts  # add(principal, limit=) -> (refusals, locked), get(principal), clear(principal)
+        self.counts = counts  # None: this process counts alone
 
     def add_pull(self, pull: Callable[[], None]) -> None:
         """Run ``pull`` before a locked principal is refused: it applies the user's unlock given
@@ -262,7 +275,7 @@ class GuessGuard:
             elif row is None and incident is not None and incident.locked:
                 del self._incidents[key]
 
-    def _tell(self, listener: Callable[[str], Any] | None, key: str, what: str) -> None:
+    def _tell(self, listener: Callable[[str], object] | None, key: str, what: str) -> None:
         if listener is None:
             return
         try:
