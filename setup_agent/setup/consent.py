@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
 from setup_agent.pulls import Pulls
@@ -61,6 +61,17 @@ log = logging.getLogger(__name__)
 
 ConsentMode = Literal["ask", "never-ask"]
 _TOMBSTONES = 10_000
+
+
+class DecisionsElsewhere(Protocol):
+    """Approvals remembered where every replica of a team's gateway reads them
+    (setup_agent/setup/shared_consents.py ``SharedDecisions``)."""
+
+    def recall(self, request: ConsentRequest) -> ConsentDecision | None: ...
+
+    def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None: ...
+
+    def forget(self, server: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -106,12 +117,11 @@ class ConsentBroker:
         self._subscribers: list[tuple[Callable[[Event], Any], asyncio.AbstractEventLoop | None]] = []
         #: Pull answers given elsewhere (another process's user channel, see shared_consents.py).
         self._pulls = Pulls("consent answers given elsewhere", log)
-        self._shared: Any = None  # a team's remembered approvals (shared_consents.share_decisions)
+        self._shared: DecisionsElsewhere | None = None  # a team's (shared_consents.share_decisions)
         self.adopt: Callable[[ConsentRequest], tuple[str, float] | None] | None = None  # team_consents.py
 
-    def share_decisions(self, shared: Any) -> None:
-        """Remember approvals in ``shared`` too (``recall(request)``, ``remember(request, decision, by)``,
-        ``forget(server)``): another replica of a team's gateway uses them without asking again."""
+    def share_decisions(self, shared: DecisionsElsewhere) -> None:
+        """Remember approvals in ``shared`` too: another replica of a team's gateway uses them without asking again."""
         self._shared = shared
 
     def add_pull(self, pull: Callable[[], None]) -> None:
@@ -182,7 +192,7 @@ class ConsentBroker:
                 pass
         state.waiters.clear()
 
-    def _open_state(self, consent_id: Any) -> _State:
+    def _open_state(self, consent_id: object) -> _State:
         state = self._pending.get(consent_id) if isinstance(consent_id, str) else None
         if state is None:
             status = self._closed.get(consent_id) if isinstance(consent_id, str) else None
