@@ -137,7 +137,7 @@ def _choices(value: Any) -> list[str] | None:
     return out or None
 
 
-def _dicts(value: Any) -> list[dict[str, Any]]:
+def _dicts(value: Any) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 

@@ -97,13 +97,14 @@ RUNNER_FLAGS = {
 }
 
 
-def _without_runner_flags(raw: Any, pkg_type: str) -> list[dict[str, Any]]:
+def _without_runner_flags(raw: Any, pkg_type: str) -> list[Mapping[str, Any]]:
     own = RUNNER_FLAGS.get(pkg_type, frozenset())
     return [a for a in _dicts(raw) if not (_str(_get(a, "name")) in own and _str(_get(a, "value")) in (None, ""))]
 
 
 def _package(pkg: Mapping[str, Any], pkg_type: str, pkg_id: str) -> PackageOption:
-    keys, env, fixed = KeySet(), {}, {}
+    keys, env = KeySet(), {}
+    fixed: dict[str, str] = {}
     inputs: dict[str, Mapping[str, Any]] = {}
     for ev in _dicts(_get(pkg, "environmentVariables")):
         name = _str(_get(ev, "name"))

@@ -26,7 +26,7 @@ import anyio
 import httpx2
 from anyio.abc import Process
 from mcp import Client
-from mcp_types import Implementation
+from mcp_types import Implementation, Tool
 
 from setup_agent.errors import ProtocolError
 
@@ -172,8 +172,9 @@ async def _client(
             yield client
 
 
-async def _read_stdout(process: Any, watch: ProcessWatch) -> None:
+async def _read_stdout(process: Process, watch: ProcessWatch) -> None:
     """An HTTP server's stdout is only log output: kept with its stderr tail, never parsed."""
+    assert process.stdout is not None  # spawned with pipes, as _read_stderr's stderr
     with suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         async for chunk in process.stdout:
             watch.add_stderr(chunk)
@@ -230,12 +231,12 @@ async def _owned(transport: Any, http: httpx2.AsyncClient) -> AsyncIterator[Any]
             yield streams
 
 
-async def list_all_tools(client: Client, *, max_pages: int = 100) -> list[Any]:
+async def list_all_tools(client: Client, *, max_pages: int = 100) -> list[Tool]:
     """Every page of ``tools/list``; an answer the SDK cannot read is a
     :class:`~setup_agent.errors.ProtocolError` in words (the fields, never the answer's text)."""
     from pydantic import ValidationError
 
-    tools: list[Any] = []
+    tools: list[Tool] = []
     cursor: str | None = None
     for _ in range(max_pages):
         try:

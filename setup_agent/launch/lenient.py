@@ -15,9 +15,12 @@ attribute of the SDK's ``ClientSession``); when the SDK has no such attribute no
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 __all__ = ["fill_result", "read_leniently"]
 
@@ -51,7 +54,7 @@ def fill_result(method: str, raw: Any, version: str | None) -> Any:
     return out
 
 
-def read_leniently(client: Any, label: str) -> None:
+def read_leniently(client: Client, label: str) -> None:
     """Fill in what a sloppy 2026-07-28 server leaves out, on every answer ``client`` reads."""
     session = getattr(client, "session", None)
     dispatcher = getattr(session, "_dispatcher", None)

@@ -114,8 +114,8 @@ class GuessGuard:
         redactor: Redactor,
         *,
         limit: int = DEFAULT_LIMIT,
-        on_lockout: Callable[[str], Any] | None = None,
-        on_incident: Callable[[str], Any] | None = None,
+        on_lockout: Callable[[str], object] | None = None,
+        on_incident: Callable[[str], object] | None = None,
         strict: bool = False,
         clock: Callable[[], float] = time.time,
         counts: GuardCounts | None = None,
@@ -289,7 +289,7 @@ class GuessGuard:
             log.warning("guard: principal %s is still blocked from an earlier session, until the user unblocks it", key)
             self._tell(self.on_lockout, key, "lockout")
 
-    def _tell(self, listener: Callable[[str], Any] | None, key: str, what: str) -> None:
+    def _tell(self, listener: Callable[[str], object] | None, key: str, what: str) -> None:
         if listener is None:
             return
         try:

@@ -57,10 +57,10 @@ _SMALL_CHARS = (
 class _Index(NamedTuple):
     """One mode's search: long forms by skeleton (anywhere), short forms exactly (whole tokens)."""
 
-    long: Any  # ac.BytesAhoCorasick over the skeletons' UTF-8, or None
+    long: ac.BytesAhoCorasick | None  # over the skeletons' UTF-8
     long_keys: list[str]
     long_places: list[str]
-    short: Any  # ac.BytesAhoCorasick over exact short forms' UTF-8 (overlapping search), or None
+    short: ac.BytesAhoCorasick | None  # over exact short forms' UTF-8 (overlapping search)
     short_forms: list[str]
     short_places: list[str]
     width: int  # the longest skeleton
@@ -247,7 +247,9 @@ def _is_word(byte: int) -> bool:
 
 def _short_matches(raw: bytes, idx: _Index) -> list[tuple[int, int, int]]:
     """Exact short forms in ``raw`` that stand as whole tokens, leftmost-longest, not overlapping."""
-    found = []
+    found: list[tuple[int, int, int]] = []
+    if idx.short is None:
+        return found
     for i, start, end in idx.short.find_matches_as_indexes(raw, overlapping=True):
         if (start and _is_word(raw[start - 1])) or (end < len(raw) and _is_word(raw[end])):
             continue
@@ -344,7 +346,7 @@ def _cut_across(out: list[str], joinable: list[int], idx: _Index) -> None:
                 pos += len(head) + 1 + len(tail)
         flat = "".join(joined)
         encoded = _utf8(flat)
-        hits = idx.long.find_matches_as_indexes(encoded) if len(spans) > 1 else []
+        hits = idx.long.find_matches_as_indexes(encoded) if idx.long is not None and len(spans) > 1 else []
         if not hits:
             return
         i, a, b = hits[0]

@@ -26,9 +26,15 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from setup_agent.launch import Values
+
+if TYPE_CHECKING:  # types only: the SDK's client and the gateway load with the probe that parks
+    from mcp import Client
+
+    from setup_agent.gateway import InFlight
+    from setup_agent.launch import ProcessWatch
 
 __all__ = ["Keep", "Parked", "ParkingLot"]
 
@@ -43,20 +49,29 @@ class Keep:
     workdir: Path
 
 
+class ListedTools(Protocol):
+    """What the test found (setup_agent/setup/probe.py ``ProbeResult``, which imports this module)."""
+
+    tools: list[dict[str, Any]]
+
+    @property
+    def tools_hash(self) -> str: ...
+
+
 @dataclass
 class Parked:
     """A tested session waiting for its install. ``workdir.name`` is the reserved server id."""
 
     key: str
     workdir: Path
-    client: Any
-    pwatch: Any
-    result: Any
+    client: Client
+    pwatch: ProcessWatch
+    result: ListedTools
     claimed: asyncio.Event = field(default_factory=asyncio.Event)
     released: asyncio.Event = field(default_factory=asyncio.Event)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Whose calls the session's relay serves (setup_agent/gateway/relay.py): the adopter's.
-    inflight: Any = None
+    inflight: InFlight | None = None
 
     @property
     def server_id(self) -> str:
@@ -66,7 +81,7 @@ class Parked:
         return not self.pwatch.exited.is_set()
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[Any]:
+    async def session(self) -> AsyncIterator[Client]:
         """The client, for the adopter; leaving the block ends the session (like ``open_client``)."""
         try:
             yield self.client

@@ -10,7 +10,7 @@ import asyncio
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry_clients.models import PackageOption, RequiredKey
 from setup_agent.errors import SetupError
@@ -30,6 +30,9 @@ from setup_agent.launch import (
 
 from .call_context import Progress
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = ["BundleManifests"]
 
 
@@ -38,7 +41,7 @@ class BundleManifests:
     """Fetches and unpacks bundles, and remembers each manifest read (by url and sha256)."""
 
     bundle_cache: BundleCache | None = None
-    http: Any = None
+    http: httpx.AsyncClient | None = None  # None: fetch_bundle makes its own
     scratch_root: Path | None = None
     user_home: Path | None = None
     # MCPB manifests already fetched (and sha256-checked), by (url, sha256): `get` reports

@@ -66,6 +66,17 @@ ConsentMode = Literal["ask", "never-ask"]
 _TOMBSTONES = 10_000
 
 
+class DecisionsElsewhere(Protocol):
+    """Approvals remembered where every replica of a team's gateway reads them
+    (setup_agent/setup/shared_consents.py ``SharedDecisions``)."""
+
+    def recall(self, request: ConsentRequest) -> ConsentDecision | None: ...
+
+    def remember(self, request: ConsentRequest, decision: ConsentDecision, by: str | None) -> None: ...
+
+    def forget(self, server: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class PendingConsent:
     consent_id: str
@@ -266,7 +277,7 @@ class ConsentBroker:
                 pass
         state.waiters.clear()
 
-    def _open_state(self, consent_id: Any) -> _State:
+    def _open_state(self, consent_id: object) -> _State:
         state = self._pending.get(consent_id) if isinstance(consent_id, str) else None
         if state is None:
             status = self._closed.get(consent_id) if isinstance(consent_id, str) else None

@@ -34,10 +34,10 @@ from setup_agent.store import Store, context_cost, relabel
 from .adoption import Keep, Parked
 from .bundle_manifests import BundleManifests
 from .call_context import CallContext, Progress
-from .consent import ConsentBroker, build_consent_request, obtain_consent
+from .consent import ConsentBroker, ConsentDecision, build_consent_request, obtain_consent
 from .per_member import per_member_keys
 from .preparation import Prepared, Preparer
-from .probe import Prober, ProbeResult
+from .probe import Prober, ProbeResult, StageHook
 from .sandbox_choice import apply_sandbox_choice
 from .shared_consents import consent_requester
 from .tool_requests import InstallRequest, TestRequest
@@ -229,7 +229,7 @@ class Installer:
             out["reason"] = status.reason
         return out
 
-    async def _consent(self, prepared: Prepared, ctx: CallContext, action: str) -> tuple[str, Any]:
+    async def _consent(self, prepared: Prepared, ctx: CallContext, action: str) -> tuple[str, ConsentDecision | None]:
         """The user's out-of-band approval; their destination settings replace the agent's.
         Returns the launch's fingerprint (without tools) and the decision (None: consent off).
         An install whose launch a test listed the tools of shows them, to be unticked."""
@@ -277,13 +277,13 @@ class Installer:
         prepared.refuse_argv_secrets(ctx, consented=decision is not None)
         return launch, decision
 
-    def _apply(self, prepared: Prepared, decision: Any) -> None:
+    def _apply(self, prepared: Prepared, decision: ConsentDecision) -> None:
         prepared.values.update(decision.settings)
         prepared.spec = apply_sandbox_choice(prepared.spec, decision.sandbox)  # the user's widening, stored
         self.preparer.refuse_foreign_destination(prepared.keys, prepared.values, prepared.spec)  # edited there too
 
     @staticmethod
-    def left_out(consented: tuple[str, Any]) -> frozenset[str]:
+    def left_out(consented: tuple[str, ConsentDecision | None]) -> frozenset[str]:
         """The tools the user unticked in the consent (its decision only: no agent argument)."""
         decision = consented[1]
         return decision.hidden_tools if decision is not None else frozenset()
@@ -364,7 +364,7 @@ class Installer:
         return result
 
     async def _probe_explained(
-        self, prepared: Prepared, on_stage: Any, lines: StderrLines, keep: Path | None
+        self, prepared: Prepared, on_stage: StageHook, lines: StderrLines, keep: Path | None
     ) -> ProbeResult:
         """The probe; a failed start says what was launched, which part failed, and a known repair."""
         try:

@@ -50,6 +50,7 @@ from setup_agent.launch import (
     NetRecord,
     ProcessLedger,
     ProcessWatch,
+    Sandbox,
     Values,
     list_all_tools,
     make_scratch_dir,
@@ -116,7 +117,7 @@ class Prober:
         ledger: ProcessLedger | None = None,
         keep_for: float = 0.0,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-        sandbox: Any = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.redactor = redactor
         #: Probes that run at once; the rest wait their turn (stage ``queued``).
@@ -142,7 +143,7 @@ class Prober:
         dirname: str | None = None,
         timeout: float | None = None,
         on_stage: StageHook | None = None,
-        auth: Any = None,
+        auth: httpx2.Auth | None = None,
         on_stderr: Callable[[bytes], None] | None = None,
         keep: Keep | None = None,
     ) -> ProbeResult:
@@ -191,7 +192,7 @@ class Prober:
         deadline: float,
         mode: Literal["auto", "legacy"],
         on_stage: StageHook | None = None,
-        auth: Any = None,
+        auth: httpx2.Auth | None = None,
         on_stderr: Callable[[bytes], None] | None = None,
         keep: Keep | None = None,
     ) -> ProbeResult:
@@ -321,11 +322,18 @@ class Prober:
             # a first bad line arrived: loop with the shorter grace
 
     def _classify(
-        self, exc: BaseException, pwatch: ProcessWatch, hwatch: HttpWatch, deadline: float, auth: Any = None
+        self,
+        exc: BaseException,
+        pwatch: ProcessWatch,
+        hwatch: HttpWatch,
+        deadline: float,
+        auth: httpx2.Auth | None = None,
     ) -> SetupError:
         redact = self.redactor.redact
-        if auth is not None and getattr(auth, "signed_out", None) is not None and auth.signed_out.is_set():
-            return NeedsSignIn(auth.signed_out_reason)
+        # a stored sign-in (setup_agent/oauth/grant.py GrantAuth) says when its refresh was refused
+        signed_out: asyncio.Event | None = getattr(auth, "signed_out", None)
+        if signed_out is not None and signed_out.is_set():
+            return NeedsSignIn(getattr(auth, "signed_out_reason", ""))
         if auth is None and hwatch.resource_metadata and 401 in hwatch.statuses:
             return OAuthRequired(
                 "This server signs in with OAuth. Call mcp_setup_authorize with this qualified_name (and package, "
@@ -432,7 +440,7 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def _redacted(exc: SetupError, redact: Any) -> SetupError:
+def _redacted(exc: SetupError, redact: Callable[[str], str]) -> SetupError:
     def value(v: Any) -> Any:  # a list of names stays a list
         return [redact(str(x)) for x in v] if isinstance(v, list) else redact(str(v))
 

@@ -20,7 +20,7 @@ import logging
 import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry_clients.hub import RegistryHub
 from registry_clients.models import PackageOption, RequiredKey
@@ -63,6 +63,9 @@ from .tool_requests import (
 )
 from .tool_specs import TOOL_NAMES, TOOL_REQUESTS
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = ["CallContext", "SetupService", "TOOL_NAMES"]
 
 logger = logging.getLogger(__name__)
@@ -81,7 +84,7 @@ class SetupService:
         connections: ConnectionManager,
         package_preference: tuple[str, ...] = DEFAULT_PREFERENCE,
         which: Callable[[str], str | None] = runner_which,
-        http: Any = None,
+        http: httpx.AsyncClient | None = None,
         scratch_root: Path | None = None,
         user_home: Path | None = None,
         consents: ConsentBroker | None = None,

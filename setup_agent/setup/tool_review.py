@@ -9,11 +9,16 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from setup_agent.store import diff_tools
 
 from .consent_request import ConsentRequest, fingerprint
+
+if TYPE_CHECKING:
+    from setup_agent.store import InstalledServer
+
+    from .consent import ConsentBroker, PendingConsent
 
 __all__ = ["ToolReview", "tools_change_request"]
 
@@ -22,7 +27,31 @@ log = logging.getLogger(__name__)
 _SHOWN_TEXT = 2000
 
 
-def tools_change_request(server: Any) -> Any:
+class InstalledList(Protocol):
+    """The installed servers (the store's ``servers`` repository)."""
+
+    def list(self) -> list[InstalledServer]: ...
+
+
+class PinAnswers(Protocol):
+    """The user's answer to a changed tool list (the store's ``pins`` repository)."""
+
+    def approve_tools(self, server_id: str, live_hash: str, *, actor: str) -> object: ...
+
+    def reject_tools(self, server_id: str, live_hash: str, *, actor: str) -> object: ...
+
+
+class PinDecisions(Protocol):
+    """The store's side of a review: the installed servers and the user's answer to a change."""
+
+    @property
+    def servers(self) -> InstalledList: ...
+
+    @property
+    def pins(self) -> PinAnswers: ...
+
+
+def tools_change_request(server: InstalledServer) -> ConsentRequest:
     """The :class:`~setup_agent.setup.consent_request.ConsentRequest` (action ``tools_change``) for an installed
     server's changed tool list (``server``: a store record)."""
     pinned = {t.get("name"): t for t in server.pinned_tools}
@@ -80,7 +109,13 @@ class ToolReview:
     with the answering face as the actor. The agent has no tool that reaches this.
     """
 
-    def __init__(self, store: Any, consents: Any, *, on_request: Callable[[Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: PinDecisions,
+        consents: ConsentBroker | None,
+        *,
+        on_request: Callable[[PendingConsent], None] | None = None,
+    ) -> None:
         self.store = store
         self.consents = consents
         self.on_request = on_request
@@ -95,7 +130,7 @@ class ToolReview:
         """Open a consent for every server with a change waiting; returns their consent ids."""
         return [cid for s in self.store.servers.list() if s.tools_state == "changed" and (cid := self.ask(s))]
 
-    def ask(self, server: Any) -> str | None:
+    def ask(self, server: InstalledServer) -> str | None:
         """Open (or find) the consent for ``server``'s waiting change; None without a broker."""
         if self.consents is None or server.tools_state != "changed" or not server.live_hash:
             return None

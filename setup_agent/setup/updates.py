@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from registry_clients.errors import RegistryNotFound
 from setup_agent.errors import NotFound, SetupError, UpdateRefused
@@ -30,13 +30,18 @@ from setup_agent.store import InstalledServer
 from .call_context import CallContext
 from .tool_requests import InstallRequest
 
+if TYPE_CHECKING:
+    from registry_clients.hub import RegistryHub
+
+    from .service import SetupService
+
 __all__ = ["UpdateOffer", "update_offer", "update_server"]
 
 
 @dataclass(frozen=True)
 class UpdateOffer:
     server: InstalledServer  # as read when the registry was asked
-    latest: str
+    latest: str | None  # None: the registry names no version
     source: str | None  # the hub source it came from, when still configured
     asked: bool  # a version was asked for (else: the registry's latest)
 
@@ -60,7 +65,7 @@ class UpdateOffer:
         return {"server_id": self.server_id, "installed": self.installed, "latest": self.latest, "newer": self.newer}
 
 
-def _where(hub: Any, source: str | None) -> str:
+def _where(hub: RegistryHub, source: str | None) -> str:
     if source == "local":
         directory = getattr(hub.sources.get("local"), "directory", None)
         return f"the local catalog ({directory})" if directory is not None else "the local catalog"
@@ -69,7 +74,7 @@ def _where(hub: Any, source: str | None) -> str:
     )
 
 
-async def update_offer(service: Any, server_id: str, version: str | None = None) -> UpdateOffer:
+async def update_offer(service: SetupService, server_id: str, version: str | None = None) -> UpdateOffer:
     server = await asyncio.to_thread(service.store.servers.get, server_id)
     if server is None:
         raise NotFound("No installed server has that id.")
@@ -95,7 +100,7 @@ def _current(offer: UpdateOffer) -> str:
     return f"{offer.name} is already at {offer.installed}, {which}."
 
 
-async def update_server(service: Any, offer: UpdateOffer, ctx: CallContext) -> dict[str, Any]:
+async def update_server(service: SetupService, offer: UpdateOffer, ctx: CallContext) -> dict[str, Any]:
     """``{updated, server_id, version, tools, message}``; raises (redacted) when the new one does not
     answer, the old one still installed and running."""
     if not offer.newer:
