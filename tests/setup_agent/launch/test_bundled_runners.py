@@ -17,8 +17,8 @@ from setup_agent.launch.runners import bundled_runner, runner_source, runner_whi
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY
-from tests.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 

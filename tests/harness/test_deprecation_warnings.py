@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.mcp_face import REPO
-from tests.timeouts import scaled
+from tests.helpers.paths import REPO
+from tests.helpers.timeouts import scaled
 
 # Each test runs code whose module is named as one of ours (or a library's): the warnings
 # machinery attributes a warning to the ``__name__`` of the frame that raises it.
