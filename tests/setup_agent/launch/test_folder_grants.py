@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from registry_clients.models import RequiredKey
 from registry_clients.serverjson import parse_server_json
@@ -69,12 +69,12 @@ def test_a_folder_is_granted_by_its_name_its_flag_or_its_value_and_never_a_secre
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(tmp_path: Path, new_runtime) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "mcp-obsidian.json").write_text(json.dumps(obsidian_entry()))
     settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, consent="ask")
-    rt = build_runtime(settings, keyring_backend=memory_keyring)
+    rt = new_runtime(settings)
     yield rt
     await rt.aclose()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.errors import ServerExited
 from setup_agent.launch.hidden_paths import hidden_path
@@ -49,7 +49,7 @@ def node_argv_entry(root: Path) -> Path:
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(tmp_path: Path, new_runtime) -> AsyncIterator[Runtime]:
     settings = Settings(
         home=tmp_path / "data",
         registries="local",
@@ -57,7 +57,7 @@ async def runtime(tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
         consent="never-ask",
         probe_timeout_seconds=scaled(10),
     )
-    rt = build_runtime(settings, keyring_backend=memory_keyring)
+    rt = new_runtime(settings)
     yield rt
     await rt.aclose()
 

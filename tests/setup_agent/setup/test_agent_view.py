@@ -14,7 +14,7 @@ from typing import Any
 import keyring.backends.fail
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.setup import CallContext
 
@@ -34,8 +34,8 @@ def _tool(server: int, n: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path) -> Any:
-    runtime = build_runtime(
+async def runtime(tmp_path: Path, new_runtime) -> Any:
+    runtime = new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=tmp_path),
         keyring_backend=keyring.backends.fail.Keyring(),
     )

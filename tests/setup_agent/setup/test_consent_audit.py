@@ -11,7 +11,7 @@ import anyio
 import keyring.backends.fail
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.setup.service import CallContext
 from tests.helpers.timeouts import scaled
@@ -30,11 +30,13 @@ async def ask(runtime: Runtime, ref: str) -> Any:
     return runtime.consents.pending()[-1]
 
 
-async def test_an_approval_and_a_denial_are_audited_with_who_what_and_the_grant(tmp_path: Path, canary: str) -> None:
+async def test_an_approval_and_a_denial_are_audited_with_who_what_and_the_grant(
+    tmp_path: Path, canary: str, new_runtime
+) -> None:
     settings = Settings(
         home=tmp_path / "data", registries="local", catalog_dir=stub_catalog(tmp_path, canary), consent="ask"
     )
-    runtime = build_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
+    runtime = new_runtime(settings, keyring_backend=keyring.backends.fail.Keyring())
     await runtime.start(eager=False)
     try:
         ref = runtime.refs.mint("STUB_API_KEY", canary)

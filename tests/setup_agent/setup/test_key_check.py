@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.runtime import Runtime, build_runtime
+from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.errors import CredentialRejected
 from setup_agent.launch.spec import LaunchSpec
@@ -117,7 +117,7 @@ def test_authentication_failures_are_told_from_other_errors_in_the_servers_own_w
 
 
 @pytest.fixture
-async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[Runtime]:
+async def runtime(tmp_path: Path, canary: str, new_runtime) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     for name, mode in (("checks-key", "key_on_call,readonly_tool"), ("unchecked-key", "key_on_call")):
@@ -125,7 +125,7 @@ async def runtime(tmp_path: Path, canary: str, memory_keyring) -> AsyncIterator[
         doc = stub_server_json(bundle.resolve().as_uri(), sha, name=f"io.test/{name}")
         (catalog / f"{name}.json").write_text(json.dumps(doc))
     settings = Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, probe_timeout_seconds=10)
-    runtime = build_runtime(settings, keyring_backend=memory_keyring)
+    runtime = new_runtime(settings)
     yield runtime
     await runtime.aclose()
 
