@@ -18,7 +18,15 @@ import httpx
 
 from registry_clients.hub import RegistryHub, build_sources
 from setup_agent.agent import ToolRegistry, load_archetypes
-from setup_agent.gateway import ConnectionManager, Gateway, MemberSessions, RelayRules
+from setup_agent.gateway import (
+    ConnectionManager,
+    Gateway,
+    MemberPromptReplicas,
+    MemberPromptsElsewhere,
+    MemberSessions,
+    OnlyHere,
+    RelayRules,
+)
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     BundleCache,
@@ -367,7 +375,7 @@ def build_runtime(
         ttl_seconds=settings.secret_ttl_seconds,
         wait_seconds=settings.secret_prompt_timeout_seconds,
         # A team's: a member's link may be answered on any replica; the value is stored by the one that gets it.
-        pending=team.member_prompts,
+        replicas=team.member_prompts,
     )
     if feed is not None:
         feed.add_listener(PENDING_CHANNEL, members.prompts.kick)
@@ -432,7 +440,7 @@ class TeamBackends:
     refs: SecretRefStore  # refs any replica resolves, or this process's memory (lost at restart)
     consents: ConsentSharing  # approvals remembered, a retry waiting on the consent pending, or one data dir's
     prompts_elsewhere: PromptsElsewhere | None  # the prompts of other replicas, answered here
-    member_prompts: PendingApprovals | None  # a member's link answerable on any replica
+    member_prompts: MemberPromptReplicas  # a member's link answerable here only, or on any replica
     sign_ins: SharedSignIns | None  # a sign-in's redirect may reach any replica
     guard_counts: GuardCounts  # refused calls added up over every replica, or every session here
     shared_refs: SharedRefs | None = None
@@ -455,7 +463,7 @@ def _team_backends(
             refs=SecretRefStore(**ref_options),
             consents=StoreConsents(approvals, ttl_seconds=ttl_seconds),
             prompts_elsewhere=None,
-            member_prompts=None,
+            member_prompts=OnlyHere(),
             sign_ins=None,
             guard_counts=SharedGuardCounts(store),  # a client's guesses add up over its sessions
         )
@@ -466,7 +474,7 @@ def _team_backends(
         refs=SharedRefStore(shared_refs, **ref_options),
         consents=TeamConsents(approvals, remembered, ttl_seconds=ttl_seconds),
         prompts_elsewhere=ReplicaPrompts(approvals, vault, shared_refs, ttl_seconds=ttl_seconds),
-        member_prompts=approvals,
+        member_prompts=MemberPromptsElsewhere(approvals, store),
         sign_ins=SharedSignIns(store, vault),
         guard_counts=SharedGuardCounts(store),
         shared_refs=shared_refs,

@@ -3,7 +3,7 @@ connection (``live.py``; its status record, ``status.py``) and its relay of the 
 as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
 for clients that never re-list (``discover.py``), each server's redacted log (``server_logs.py``)
 and each member's own sessions and the asking for their own keys (``members.py``,
-``member_prompts.py``).
+``member_prompts.py``; where else such a prompt is answered, ``member_elsewhere.py``).
 
 Imports launch, store, secrets and errors; never oauth, setup or agent.
 """
@@ -17,6 +17,7 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .connections import ConnectionManager
     from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
+    from .member_elsewhere import MemberPromptReplicas, MemberPromptsElsewhere, OnlyHere
     from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
     from .members import MemberSessions, member_of
     from .relay import Caller, InFlight, relay_callbacks
@@ -38,8 +39,11 @@ __all__ = [
     "log_path",
     "MEMBER_SECRET_REQUIRED",
     "member_of",
+    "MemberPromptReplicas",
     "MemberPrompts",
+    "MemberPromptsElsewhere",
     "MemberSessions",
+    "OnlyHere",
     "ORIGIN_KEY",
     "Origin",
     "read_log",
@@ -66,8 +70,11 @@ __getattr__, __dir__ = lazy_exports(
         "log_path": "server_logs",
         "MEMBER_SECRET_REQUIRED": "member_prompts",
         "member_of": "members",
+        "MemberPromptReplicas": "member_elsewhere",
         "MemberPrompts": "member_prompts",
+        "MemberPromptsElsewhere": "member_elsewhere",
         "MemberSessions": "members",
+        "OnlyHere": "member_elsewhere",
         "ORIGIN_KEY": "relay_rules",
         "Origin": "relay_rules",
         "read_log": "server_logs",

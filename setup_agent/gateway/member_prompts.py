@@ -9,9 +9,9 @@ client takes URL-mode elicitation, the link goes to that member's own client and
 with the link, which can only enter a value. The answer goes from the page into this broker's
 ref, and from there, encrypted, into the store as that member's value (``store.values.set_member_value``,
 audited as ``token:NAME``); the ref is discarded at once. A prompt of a member whose token was
-revoked meanwhile stores nothing. On a team's database (``pending`` at construction) the prompts
-are in ``mcp_pending`` too, so the link can be answered on any replica
-(:mod:`~setup_agent.gateway.member_elsewhere`).
+revoked meanwhile stores nothing. Where else a prompt is answered is the ``replicas`` given at
+construction (:mod:`~setup_agent.gateway.member_elsewhere`): nowhere on SQLite; on a team's
+database the prompts are in ``mcp_pending`` too, so the link can be answered on any replica.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import Any
 
 from setup_agent.errors import SetupError
 from setup_agent.secrets import PromptBroker, Redactor, SecretRefStore
-from setup_agent.store import InstalledServer, PendingApprovals, Store
+from setup_agent.store import InstalledServer, Store
 
-from .member_elsewhere import MEMBER_PROMPT_KIND, MemberPromptsElsewhere
+from .member_elsewhere import MemberPromptReplicas, OnlyHere
 from .relay import Caller
 
 __all__ = ["MEMBER_SECRET_REQUIRED", "MemberPrompts", "tool_error"]
@@ -56,15 +56,15 @@ class MemberPrompts:
         wait_seconds: float = 300.0,
         is_active: Callable[[str], bool] | None = None,
         on_stored: Callable[[str, str], Any] | None = None,
-        pending: PendingApprovals | None = None,
+        replicas: MemberPromptReplicas | None = None,
     ) -> None:
         """``on_stored(server_id, member)``: after a member's value was stored (the sessions learn
-        it at once). ``pending``: a team's shared list (the prompts are answerable on any replica)."""
+        it at once). ``replicas``: where else a prompt is answered (default: nowhere, one process)."""
         self.store = store
         self.refs = SecretRefStore(ttl_seconds=ttl_seconds)
-        #: A team's database: prompts published there, other replicas' answered here (see module doc).
-        self.elsewhere = MemberPromptsElsewhere(pending, store, is_active) if pending is not None else None
-        self.broker = PromptBroker(self.refs, elsewhere=self.elsewhere)
+        #: Where else a prompt is published and answered (see module doc).
+        self.replicas: MemberPromptReplicas = OnlyHere() if replicas is None else replicas
+        self.broker = PromptBroker(self.refs, elsewhere=self.replicas.broker_side)
         self.wait_seconds = wait_seconds
         self.is_active = is_active  # whether a member's token is still active (a revoked one stores nothing)
         self._page_urls: list[Callable[[str], str]] = []  # the faces that serve the one-time secret page
@@ -74,7 +74,6 @@ class MemberPrompts:
         self._refs: dict[str, str] = {}  # prompt id -> the ref its answer fills
         self._lock = asyncio.Lock()
         self.ttl_seconds = ttl_seconds
-        self.poll_seconds = 2.0  # a waiting call looks at its shared row this often (NOTIFY wakes it at once)
         self._kicked: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         redactor.add_source(lambda: ((f"[secret:{k}]", v) for k, v in self.refs.live_values()))
@@ -93,7 +92,7 @@ class MemberPrompts:
         another replica's on a team's database."""
         if not isinstance(prompt_id, str):
             return False
-        return prompt_id in self._asks or (self.elsewhere is not None and self.elsewhere.row(prompt_id) is not None)
+        return prompt_id in self._asks or self.replicas.holds(prompt_id)
 
     def kick(self) -> None:
         """A shared row changed (NOTIFY, any thread): a waiting call looks at once."""
@@ -146,15 +145,14 @@ class MemberPrompts:
             )
             prompt_id = pending.prompt_id
             self._asks[prompt_id], self._open[ask], self._refs[prompt_id] = ask, prompt_id, pending.ref
-            if self.elsewhere is not None:  # the link may reach another replica: the prompt (no value) is shared
-                request = {
-                    "server_id": server.server_id,
-                    "member": member,
-                    "key_name": key,
-                    "server": label,
-                    "prompt": pending.prompt,
-                }
-                self.elsewhere.shared.publish(prompt_id, MEMBER_PROMPT_KIND, request, ttl_seconds=self.ttl_seconds)
+            request = {  # the link may reach another replica: the prompt (no value) is shared
+                "server_id": server.server_id,
+                "member": member,
+                "key_name": key,
+                "server": label,
+                "prompt": pending.prompt,
+            }
+            self.replicas.publish(prompt_id, request, ttl_seconds=self.ttl_seconds)
         return prompt_id, self.page_url(prompt_id)
 
     async def _elicit(self, caller: Caller, url: str, prompt_id: str, label: str, key: str) -> bool:
@@ -184,7 +182,7 @@ class MemberPrompts:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_seconds
         while True:
-            step = deadline - loop.time() if self.elsewhere is None else min(self.poll_seconds, deadline - loop.time())
+            step = min(self.replicas.poll_seconds, deadline - loop.time())
             if step <= 0:
                 return False
             waiter = asyncio.ensure_future(self.broker.wait(prompt_id, timeout=step))
@@ -201,7 +199,7 @@ class MemberPrompts:
                     return False  # cancelled, expired (or the other replica took it: looked at below)
             else:
                 waiter.cancel()
-            if self.elsewhere is not None and await asyncio.to_thread(self.elsewhere.answered, prompt_id):
+            if await asyncio.to_thread(self.replicas.answered, prompt_id):
                 with contextlib.suppress(SetupError):  # stored by the replica that got the answer
                     self.broker.cancel(prompt_id, "answered on another replica")
                 self._drop(prompt_id)
@@ -224,8 +222,8 @@ class MemberPrompts:
                 if self.is_active is not None and not await asyncio.to_thread(self.is_active, ask.member):
                     logger.warning("a revoked member's answer was not stored")
                     return
-                if self.elsewhere is not None and not await asyncio.to_thread(
-                    self.elsewhere.shared.answer, prompt_id, "answered", by=f"token:{ask.member}"
+                if not await asyncio.to_thread(
+                    self.replicas.claim, prompt_id, ask.member
                 ):  # another replica took an answer first (and stored it): one answer is stored, once
                     return
                 await asyncio.to_thread(self.store.values.set_member_value, ask.server_id, ask.member, ask.key, value)
@@ -244,9 +242,8 @@ class MemberPrompts:
         self._refs.pop(prompt_id, None)
         if ask is not None and self._open.get(ask) == prompt_id:
             del self._open[ask]
-        if ask is not None and self.elsewhere is not None:
-            with contextlib.suppress(SetupError):
-                self.elsewhere.shared.close(prompt_id)
+        if ask is not None:
+            self.replicas.close(prompt_id)
 
     def forget_member(self, member: str) -> None:
         """A revoked member: their open prompts are cancelled."""

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from setup_agent.secrets import SecretValue
-from setup_agent.store import InstalledServer, PendingApprovals, Store
+from setup_agent.store import InstalledServer, Store
 
 from .connections import ConnectionManager
+from .member_elsewhere import MemberPromptReplicas
 from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts, tool_error
 from .relay import Caller
 
@@ -120,9 +121,9 @@ class MemberSessions:
         root: Path,
         ttl_seconds: float = 900.0,
         wait_seconds: float = 300.0,
-        pending: PendingApprovals | None = None,
+        replicas: MemberPromptReplicas | None = None,
     ) -> None:
-        """``pending``: a team's shared list, where a member's prompt is answerable on any replica."""
+        """``replicas``: where else a member's prompt is answered (a team's other replicas; default none)."""
         self.shared = shared
         self.store: Store = shared.store
         self.redactor = shared.redactor
@@ -135,7 +136,7 @@ class MemberSessions:
             wait_seconds=wait_seconds,
             is_active=self._active,
             on_stored=self._stored,
-            pending=pending,
+            replicas=replicas,
         )
         self._members: dict[str, MemberConnections] = {}
         self._secrets: list[tuple[str, str]] = []
