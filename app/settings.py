@@ -82,10 +82,14 @@ class Settings(BaseSettings):
         ge=0,
         description="A proxied tool result is cut beyond this many characters, with a note (0: no cap).",
     )
+    # 15 minutes: a warm server restarts in about a second (a stub's cold start is under 1 s; an
+    # npm server from a warm cache 1-2 s), a pause nobody notices after a quarter of an hour away,
+    # while twenty servers left running hold hundreds of MB for the rest of the day.
     idle_stop_seconds: float = Field(
-        default=0.0,
+        default=900.0,
         ge=0,
-        description="Stop an installed server idle this long (0 = never); it restarts on its next call.",
+        description="Stop an installed server unused this long (0 = never); it starts again on its next call. "
+        "A server marked keep-running, one with an open subscription or a call in flight is never stopped.",
     )
     mcp_core: Literal["first-call", "after-initialize"] = Field(
         default="first-call",

@@ -11,7 +11,7 @@ from .audit import escape
 if TYPE_CHECKING:
     from setup_agent.store import InstalledServer
 
-__all__ = ["STATE_WORDS", "server_json", "state", "state_notes"]
+__all__ = ["STATE_WORDS", "idle_words", "server_json", "state", "state_notes"]
 
 
 def server_json(s: InstalledServer, left_out: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -79,3 +79,14 @@ def state_notes(s: InstalledServer, name: str, left_out: frozenset[str] = frozen
     elif change is not None:
         notes.append(f"you rejected its changed tools ({escape(change['summary'])}); the approved ones stay.")
     return notes
+
+
+def idle_words(keep_running: bool, idle_stop_seconds: float) -> str:
+    """What happens to the server when nobody uses it, in a person's words."""
+    if keep_running:
+        return "it keeps running when idle (you chose so; `mcp-setup enable NAME --stop-when-idle` undoes it)"
+    if idle_stop_seconds <= 0:
+        return "it keeps running when idle (MCP_SETUP_IDLE_STOP_SECONDS is 0)"
+    minutes = idle_stop_seconds / 60
+    after = f"{minutes:.0f} minutes" if minutes >= 2 else f"{idle_stop_seconds:.0f} seconds"
+    return f"it stops after {after} unused and starts again on its next call (`--keep-running` on `enable` keeps it)"

@@ -32,7 +32,7 @@ from .readonly import NotFound as _NotFound
 from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
 from .readonly import resolve as _resolve
-from .server_view import STATE_WORDS, server_json, state_notes
+from .server_view import STATE_WORDS, idle_words, server_json, state_notes
 from .server_view import state as server_state
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads when a command runs, not when `mcp-setup mcp` parses
@@ -64,6 +64,22 @@ def add_server_parsers(sub: Any) -> None:
         p = sub.add_parser(verb, help=f"{verb} an installed server ({text})")
         p.add_argument("name", help="server id, qualified name or slug")
         p.add_argument("--tool", action="append", default=[], metavar="TOOL", help=f"{verb} only this tool of it")
+        if verb == "enable":
+            idle = p.add_mutually_exclusive_group()
+            idle.add_argument(
+                "--keep-running",
+                dest="keep_running",
+                action="store_const",
+                const=True,
+                help="never stop it when it is idle (it keeps its memory; calls never wait for a start)",
+            )
+            idle.add_argument(
+                "--stop-when-idle",
+                dest="keep_running",
+                action="store_const",
+                const=False,
+                help="stop it after MCP_SETUP_IDLE_STOP_SECONDS unused, as by default; it starts on its next call",
+            )
     p = sub.add_parser("remove", help="remove an installed server, its stored settings and sign-in")
     p.add_argument("name", help="server id, qualified name or slug")
     p = sub.add_parser("logs", help="the server's recent stderr (redacted)")
@@ -165,6 +181,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
                 "launch": spec,
                 "sandbox": sandbox,
                 "network": network,
+                "when_idle": idle_words(bool(spec.get("keep_running")), settings.idle_stop_seconds),
                 "tools": [t for t in s.tools if t.get("name") not in out],
             }
         )
@@ -185,6 +202,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  sandbox: {line}")
     for line in network:
         print(f"  network: {line}")
+    print(f"  when idle: {idle_words(bool(spec.get('keep_running')), settings.idle_stop_seconds)}")
     for t in s.tools:
         print(
             f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}"
@@ -210,12 +228,18 @@ def _set_enabled(settings: Settings, args: argparse.Namespace) -> int:
         from .tool_choice import set_tools_shown
 
         return set_tools_shown(settings, args.name, args.tool, shown=enabled)
+    keep_running = getattr(args, "keep_running", None)
     with _store(settings) as store:
         s = _resolve(store, args.name)
         store.servers.set_enabled(s.server_id, enabled, actor="cli")
+        if keep_running is not None:
+            store.servers.set_keep_running(s.server_id, keep_running, actor="cli")
     print(
         f"{s.qualified_name} is {'enabled' if enabled else 'disabled'}; running mcp-setup sessions (your AI clients, the web page) see it at once."
     )
+    if keep_running is not None:
+        words = idle_words(keep_running, settings.idle_stop_seconds)
+        print(f"{s.slug}: {words}.")
     return 0
 
 

@@ -21,7 +21,9 @@ Methods:
   ``servers.remove`` (``{server_id}`` → ``{removed: true}``), ``servers.reconnect``
   (``{server_id}`` → ``{server_id, status}``; the outcome arrives as ``server_status`` events),
   ``servers.enable`` / ``servers.disable`` (``{server_id}`` → ``{server_id, enabled}``: a disabled
-  server keeps its settings, stops, and its tools leave every face's list).
+  server keeps its settings, stops, and its tools leave every face's list),
+  ``servers.keep_running`` (``{server_id, keep_running}`` → ``{server_id, keep_running}``: never
+  stopped when idle, or stopped after the idle time again).
 * ``tool_registry_list`` (``{}`` → ``{tools: [...]}``), ``tool_registry_get`` (``{tool_id}`` →
   ``{tool}``; an unknown id is ``-32000`` with ``data.code: "not_found"``) and
   ``tool_registry_diagnostics`` (``{}`` → counts, write surface, policy surfaces, providers):
@@ -83,6 +85,7 @@ METHODS = (
     "servers.reconnect",
     "servers.enable",
     "servers.disable",
+    "servers.keep_running",
     "tool_registry_list",
     "tool_registry_get",
     "tool_registry_diagnostics",
@@ -300,6 +303,13 @@ class RpcDispatcher:
             return await self.runtime.service.set_enabled(
                 _server_id(params), method == "servers.enable", actor=_provenance()
             )
+        if method == "servers.keep_running":
+            require_user("chooses whether a server keeps running")  # the person's choice, as enable is
+            _only(params, {"server_id", "keep_running"})
+            keep = params.get("keep_running")
+            if not isinstance(keep, bool):
+                raise _bad_params("keep_running is required and must be true or false.")
+            return await self.runtime.service.set_keep_running(_server_id(params), keep, actor=_provenance())
         if method.startswith("tool_registry_"):
             return await self._registry(method, params)
         if method in MEMBER_METHODS:  # a member's own keys

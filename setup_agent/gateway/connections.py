@@ -283,8 +283,8 @@ class ConnectionManager:
                 await self._delete_files(sid)
         for server in wanted.values():
             live = self._live.get(server.server_id)
-            if live is not None and live.server.launch_spec == server.launch_spec:
-                live.renew(server)  # its latest record (e.g. a newly approved tool list)
+            if live is not None and _same_start(live.server.launch_spec, server.launch_spec):
+                live.renew(server)  # its latest record (e.g. a newly approved tool list, keep-running)
             elif live is not None and self._born.get(server.server_id, 0) <= seen_at:
                 # Its launch changed since it started (a destination allowed with `mcp-setup allow`):
                 # stopped here, started anew with it (eagerly below, or by its next call).
@@ -313,12 +313,17 @@ class ConnectionManager:
         return await live.wait_started(timeout, progress)
 
     async def stop_idle(self, idle_seconds: float) -> list[str]:
-        """Stop connected servers unused for ``idle_seconds``; they start again on their next call."""
+        """Stop connected servers unused for ``idle_seconds``; they start again on their next call.
+        Never one the person marked keep-running, one with a call in flight (a relayed request
+        waits inside its call), or one a client subscribed to a resource of."""
         now = asyncio.get_running_loop().time()
         idle = [
             sid
             for sid, live in self._live.items()
-            if live.status.status == "connected" and now - (live.last_used or now) >= idle_seconds
+            if live.status.status == "connected"
+            and now - (live.last_used or now) >= idle_seconds
+            and not live.busy()
+            and not live.server.launch_spec.get("keep_running")
         ]
         for sid in idle:
             logger.info("server %s idle for %.0f s: stopping it until its next call", sid, idle_seconds)
@@ -388,3 +393,14 @@ class ConnectionManager:
         if live is None:
             raise NotFound(f"Server {server_id} is not running.")
         return live
+
+
+#: Launch-spec keys that say how long it runs, not how it starts: a change of them never restarts it.
+_NOT_THE_START = frozenset({"keep_running"})
+
+
+def _same_start(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether two launch specs start the same process (what only says how long it runs aside)."""
+    return {k: v for k, v in old.items() if k not in _NOT_THE_START} == {
+        k: v for k, v in new.items() if k not in _NOT_THE_START
+    }

@@ -121,6 +121,10 @@ class Forwarding:
         if not getattr(getattr(caps, "resources", None), "subscribe", False):
             return False
         await (live.client.subscribe_resource(uri) if on else live.client.unsubscribe_resource(uri))
+        if on:
+            live.subscriptions.add(uri)
+        else:
+            live.subscriptions.discard(uri)
         return True
 
     async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:

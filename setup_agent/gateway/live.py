@@ -91,6 +91,8 @@ class LiveConnection:
         self.download_listeners: list[Any] = []
         #: What its proxy saw in the current start (None: not proxied, or not started yet).
         self.net_record: NetRecord | None = None
+        #: The resources clients subscribed to at it (the idle stop spares it while there are any).
+        self.subscriptions: set[str] = set()
         self._told: set[asyncio.Task[None]] = set()
 
     def _refused(self, attempt: Any) -> None:
@@ -112,6 +114,11 @@ class LiveConnection:
     def touch(self) -> None:
         """A call used it now (the idle stop counts from here)."""
         self.last_used = asyncio.get_running_loop().time()
+
+    def busy(self) -> bool:
+        """Whether stopping it now would break something a client waits on: a call in flight, or a
+        resource a client subscribed to (its updates would stop)."""
+        return self.inflight.busy() or bool(self.subscriptions)
 
     def renew(self, server: InstalledServer) -> None:
         """Its latest record from the store (e.g. a newly approved tool list), the same launch."""

@@ -133,6 +133,10 @@ class InFlight:
         """Register a call (and its ``caller``) for the duration of a ``with`` block."""
         return _Scope(self, caller)
 
+    def busy(self) -> bool:
+        """Whether a call is in flight."""
+        return bool(self._calls)
+
     def newest(self) -> Caller | None:
         """The caller of the newest call in flight (never used to choose whom to ask)."""
         callers = [scope.caller for scope in self._calls if scope.caller is not None]

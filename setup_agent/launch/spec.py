@@ -59,6 +59,8 @@ class LaunchSpec(BaseModel):
     #: "only these"); empty: the default (the public internet, nothing local). ``sandbox_network``
     #: false is "no network" whatever this says.
     sandbox_net: dict[str, Any] = Field(default_factory=dict)
+    #: The person's choice that it is never stopped when idle (``mcp-setup enable NAME --keep-running``).
+    keep_running: bool = False
 
     def keys(self) -> set[str]:
         """Every user key the spec's templates name."""

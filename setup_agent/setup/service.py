@@ -361,7 +361,12 @@ class SetupService:
                 "tools": tools if full else [t.get("name") for t in tools],
             }
             if full:
-                item.update(enabled=s.enabled, installed_at=s.installed_at.isoformat(), version=s.version)
+                item.update(
+                    enabled=s.enabled,
+                    installed_at=s.installed_at.isoformat(),
+                    version=s.version,
+                    keep_running=bool(s.launch_spec.get("keep_running")),  # never stopped when idle
+                )
             if st.reason:
                 item["reason"] = st.reason
             if hidden:
@@ -436,3 +441,9 @@ class SetupService:
         else:
             await self.connections.disconnect(server_id)
         return {"server_id": server_id, "enabled": server.enabled}
+
+    async def set_keep_running(self, server_id: str, keep: bool, *, actor: str = "user") -> dict:
+        """Whether an installed server is never stopped when idle (not an agent tool: faces for
+        people call it). The gateway reads it from the store at its next idle check."""
+        server = await asyncio.to_thread(lambda: self.store.servers.set_keep_running(server_id, keep, actor=actor))
+        return {"server_id": server_id, "keep_running": bool(server.launch_spec.get("keep_running"))}

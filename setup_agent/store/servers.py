@@ -176,6 +176,24 @@ class Servers:
         self._db.changed()
         return result
 
+    def set_keep_running(self, server_id: str, keep: bool, *, actor: str = "user") -> InstalledServer:
+        """The person's choice that the server is never stopped when idle (or is again), kept in its
+        launch spec as ``keep_running``. Asked for what it already is, nothing is audited."""
+        with translated(f"update server {server_id}"), self._db.session() as s, s.begin():
+            row = s.get(ServerRow, server_id)
+            if row is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            spec = json.loads(row.launch_spec)
+            if bool(spec.get("keep_running")) == bool(keep):
+                return _record(row)
+            spec["keep_running"] = bool(keep)
+            row.launch_spec = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+            self._db.bump(s)
+            self._audit.append(s, "keep_running" if keep else "stop_when_idle", row, actor)
+            result = _record(row)
+        self._db.changed()
+        return result
+
     def set_needs_sign_in(self, server_id: str, needed: bool) -> bool:
         """Remember that the server's sign-in could not be renewed (or works again); True when it
         changed. Not a change other processes act on (no counter bump): a face shows it."""

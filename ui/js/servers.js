@@ -5,7 +5,8 @@ import { $, el, showError } from "./dom.js";
 import { rpc } from "./api.js";
 import { detailsPart } from "./server_card.js";
 
-var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Stopped",
+// "stopped": not running now; the gateway starts it on its next use (after an idle stop, or not yet used).
+var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Idle (starts on next use)",
                      disabled: "Disabled", tools_changed: "Tools changed: review", needs_sign_in: "Sign-in expired" };
 
 function capitalized(text) {
@@ -64,6 +65,20 @@ function renderServers(servers) {
       });
     });
     var toggleLabel = el("label", { class: "enable" }, [toggle, " Enabled"]);
+    // Kept running: never stopped when idle (by default an unused server stops and starts on its next use).
+    var keep = el("input", { type: "checkbox", class: "keep-running-toggle",
+                             "aria-label": "Keep " + name + " running when it is idle",
+                             "data-focus-key": "keep:" + server.server_id });
+    keep.checked = server.keep_running === true;
+    keep.addEventListener("change", function () {
+      showError(itemError, "");
+      rpc("servers.keep_running", { server_id: server.server_id, keep_running: keep.checked }).then(loadServers, function (err) {
+        keep.checked = !keep.checked;
+        showError(itemError, "Could not change it. " + err.message);
+      });
+    });
+    var keepLabel = el("label", { class: "keep-running", title: "Otherwise it stops when unused for a while and starts again on its next use" },
+                       [keep, " Keep running"]);
     reconnect.addEventListener("click", function () {
       // Not `disabled`: that would drop keyboard focus; the list refresh keeps it on this button.
       if (reconnect.getAttribute("aria-disabled") === "true") return;
@@ -109,7 +124,7 @@ function renderServers(servers) {
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
       detailsPart(server, openMore[server.slug]),  // by slug: an update gives it a new id
-      el("div", { class: "row" }, [toggleLabel, enabled ? reconnect : null, remove]),
+      el("div", { class: "row" }, [toggleLabel, enabled ? keepLabel : null, enabled ? reconnect : null, remove]),
       itemError
     ]);
     list.appendChild(item);

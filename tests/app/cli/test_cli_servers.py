@@ -115,6 +115,25 @@ def test_disabling_twice_writes_one_audit_row_and_changes_nothing_the_second_tim
         assert store.database.change_counter() == counter and store.servers.get(sid).enabled is False
 
 
+def test_enable_keep_running_is_shown_audited_and_undone_by_stop_when_idle(data, capsys, canary) -> None:
+    sid = data.install(STUB, canary)
+    code, out, _ = cli(capsys, "show", "stub-search")
+    assert code == 0 and "when idle: it stops after 15 minutes unused and starts again on its next call" in out
+    code, out, _ = cli(capsys, "enable", "stub-search", "--keep-running")
+    assert code == 0 and "stub-search: it keeps running when idle (you chose so;" in out
+    code, out, _ = cli(capsys, "show", "stub-search", "--json")
+    assert json.loads(out)["when_idle"].startswith("it keeps running when idle")
+    assert cli(capsys, "enable", "stub-search", "--keep-running")[0] == 0  # again: nothing changes
+    assert cli(capsys, "enable", "stub-search", "--stop-when-idle")[0] == 0
+    with data.store() as store:
+        events = [(r.event, r.actor) for r in store.audit.entries(server_id=sid)]
+        assert events.count(("keep_running", "cli")) == 1 and events.count(("stop_when_idle", "cli")) == 1
+        assert store.servers.get(sid).launch_spec.get("keep_running") is False
+    with pytest.raises(SystemExit) as stopped:
+        cli(capsys, "enable", "stub-search", "--keep-running", "--stop-when-idle")
+    assert stopped.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
 def test_enable_and_disable_with_tool_turn_one_tool_back_on_or_leave_it_out(data, capsys, canary) -> None:
     """#29 item 10: the command a left-out tool's refusal names."""
     from setup_agent.store import read_sqlite_catalog

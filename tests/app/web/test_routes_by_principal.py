@@ -33,6 +33,7 @@ TABLE: dict[tuple[str, str], tuple[str, ...]] = {
     ("POST", "/rpc"): (ALLOWED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
     ("POST", "/rpc servers.enable"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc servers.disable"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc servers.keep_running"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/api/secrets/{prompt_id}"): (ALLOWED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
     ("POST", "/api/consents/{consent_id}"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/mcp"): (REFUSED, ALLOWED, ALLOWED, ALLOWED, REFUSED),

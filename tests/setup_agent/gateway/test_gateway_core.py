@@ -3,6 +3,8 @@ with a tool error (never a hang), unknown names, over a real store and real stub
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -152,3 +154,62 @@ async def test_an_unknown_or_disabled_tool_name_is_unknown(world, canary: str) -
         await gw.refresh()
     with pytest.raises(UnknownTool):
         await gw.call("off__echo", {"text": "x"})
+
+
+async def until_listed(gw: Gateway, store: Store, uri: str) -> None:
+    """Wait until the gateway lists ``uri`` (its server's offers are recorded after it connects)."""
+    loop = asyncio.get_running_loop()
+    wrote = asyncio.Event()
+    stop = store.database.add_change_listener(lambda: loop.call_soon_threadsafe(wrote.set))
+    try:
+        with anyio.fail_after(scaled(20)):
+            while gw.offers.route_uri(uri, None) is None:
+                await gw.refresh(force=True)
+                if gw.offers.route_uri(uri, None) is None:
+                    await wrote.wait()  # the next store write may be its offers
+                    wrote.clear()
+    finally:
+        stop()
+
+
+async def test_idle_servers_stop_keep_their_tools_listed_and_answer_again_but_a_kept_or_subscribed_one_runs_on(
+    world, canary: str, tmp_path: Path
+) -> None:
+    store, manager, statuses, gateway = world
+    idle = [install(store, f"io.test/idle-{i:02d}", canary) for i in range(20)]
+    kept = install(store, "io.test/kept", canary)
+    store.servers.set_keep_running(kept.server_id, True, actor="user:terminal")
+    offers = tmp_path / "watched.json"
+    offers.write_text(json.dumps({"resources": [{"uri": "watched://notes", "name": "notes", "_stubText": "n"}]}))
+    watched = store.servers.install(
+        qualified_name="io.test/watched",
+        source="local",
+        version="1",
+        package_type="stdio",
+        launch_spec=stub_launch(canary, STUB_TOOLS_FILE=str(offers)),
+        installed_by="agent",
+        tools_hash="x",
+        env={"STUB_API_KEY": (canary, True)},
+        tools=Stub(set(), None).tools,
+    )
+    # Long enough that no server stops before every one was called (the calls start 22 processes).
+    gw = await gateway(idle_stop_seconds=scaled(3))
+    everyone = [kept, watched, *idle]  # the spared two first: their idle time is up before any other's
+    with anyio.fail_after(scaled(90)):
+        for server in everyone:
+            answer = await gw.call(f"{server.slug}__echo", {"text": server.slug})
+            assert answer["content"][0]["text"] == server.slug
+            if server is watched:
+                await until_listed(gw, store, "watched://notes")
+                await gw.subscribe("watched://notes")
+    listed = {t["name"] for t in gw.catalog.wire_tools()}
+    for server in idle:
+        await statuses.until(server.server_id, "stopped", timeout=scaled(60))
+        assert manager.pid(server.server_id) is None
+    assert {f"{s.slug}__echo" for s in everyone} <= {t["name"] for t in gw.catalog.wire_tools()} == listed
+    assert manager.status(kept.server_id).status == "connected"  # the person chose: it keeps running
+    assert manager.status(watched.server_id).status == "connected"  # a client waits on its updates
+    with anyio.fail_after(scaled(90)):
+        for server in idle:  # each starts again on its next call
+            again = await gw.call(f"{server.slug}__echo", {"text": "again"})
+            assert again["content"][0]["text"] == "again"
