@@ -91,6 +91,15 @@ class Settings(BaseSettings):
         description="Stop an installed server unused this long (0 = never); it starts again on its next call. "
         "A server marked keep-running, one with an open subscription or a call in flight is never stopped.",
     )
+    # 8,000 tokens: mcp-setup's own tools take about 2,200, which leaves room for 30 to 60 tools of
+    # the installed servers (100 to 200 tokens each is typical) before anything is held back.
+    tools_budget: int = Field(
+        default=8000,
+        ge=0,
+        description="How many tokens of tool definitions `tools/list` may take (0 = list every tool). Over it, "
+        "the tools used most recently are listed; the rest are found and called with mcp_setup_find_tools "
+        "and mcp_setup_call_tool.",
+    )
     mcp_core: Literal["first-call", "after-initialize"] = Field(
         default="first-call",
         description="When `mcp-setup mcp` loads its core: on the first tool call (less memory idle) or at once.",

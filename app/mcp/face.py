@@ -106,8 +106,11 @@ class McpFace:
         page_url: Callable[[str], str] | None = None,
         consent_url: Callable[[str], str] | None = None,
         gateway_tools: str | None = None,
+        tools_budget: int | None = None,
     ) -> None:
         self.gateway_tools = gateway_tools  # all | discover; None: the runtime's MCP_SETUP_GATEWAY_TOOLS
+        self.tools_budget = tools_budget  # tokens; None: the runtime's MCP_SETUP_TOOLS_BUDGET
+        self._listed: frozenset[str] | None = None  # the installed tools the last tools/list showed
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
         #: Set by the first request that needs the core (see app/mcp/stdio.py: run_stdio).
         self.core_wanted = asyncio.Event()
@@ -153,6 +156,8 @@ class McpFace:
         """Hand over the runtime once it is built; waiting tool calls go on."""
         self._runtime.set_result(runtime)
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
+        if self.tools_budget is None:
+            self.tools_budget = getattr(runtime.settings, "tools_budget", 0)
         runtime.gateway.add_listener(self.tools_changed)
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
         runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
@@ -202,7 +207,24 @@ class McpFace:
         return await (await self.runtime()).gateway.ready()
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return {**LIST_ENVELOPE, "tools": listed_tools(self.gateway_tools, await self.catalog())}
+        tools = self._listing(await self.catalog())
+        self._listed = frozenset(t["name"] for t in tools)
+        return {**LIST_ENVELOPE, "tools": tools}
+
+    def _listing(self, catalog: Catalog) -> list[dict[str, Any]]:
+        ready = self._runtime.done() and not self._runtime.exception()
+        recent = self._runtime.result().gateway.recent.newest_first() if ready else []
+        return listed_tools(self.gateway_tools, catalog, budget=self.tools_budget or 0, recent=recent)
+
+    async def _listing_moved(self) -> None:
+        """A call changed which tools fit the budget (a tool used now is listed first): clients
+        re-list once."""
+        if self._listed is None or not self.tools_budget:
+            return
+        now = frozenset(t["name"] for t in self._listing(await self.catalog()))
+        if now != self._listed:
+            self._listed = now
+            await self.tools_changed()
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments or {}
@@ -261,6 +283,7 @@ class McpFace:
             raise MCPError(
                 JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name."
             ) from None
+        await self._listing_moved()
         # 2026-07-28 wants resultType (a 2025-era server sends none; older sessions drop it).
         return {"resultType": "complete", **result}
 

@@ -1,6 +1,7 @@
 """The gateway's own tools in the MCP face: which tools ``tools/list`` shows
-(``MCP_SETUP_GATEWAY_TOOLS``: ``all`` lists every installed tool, ``discover`` only the setup
-tools and the find/call pair), the pair's calls (see :mod:`setup_agent.gateway.discover`), and
+(``MCP_SETUP_GATEWAY_TOOLS``: ``all`` lists every installed tool that fits the context budget,
+``MCP_SETUP_TOOLS_BUDGET``, the most recently used first; ``discover`` only the setup tools and the
+find/call pair), the pair's calls (see :mod:`setup_agent.gateway.discover`), and
 the install result's sentence that the pair works at once, and reads of the resources that
 installed servers' tool results link to.
 """
@@ -8,9 +9,17 @@ installed servers' tool results link to.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from setup_agent.gateway import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS
+from setup_agent.gateway import (
+    CALL_TOOL,
+    DISCOVER_NAMES,
+    DISCOVER_SPECS,
+    FIND_TOOLS,
+    estimated_tokens,
+    within_budget,
+)
 from setup_agent.setup import TOOL_SPECS
 
 from .passing import LIST_ENVELOPE
@@ -22,11 +31,22 @@ if TYPE_CHECKING:
 __all__ = ["call_installed", "install_hint", "listed_tools", "read_installed"]
 
 
-def listed_tools(mode: str | None, catalog: Catalog) -> list[dict[str, Any]]:
+#: What the face's own tools take of a model's context (the setup tools and the find/call pair).
+OWN_TOKENS = estimated_tokens([*TOOL_SPECS, *DISCOVER_SPECS])
+
+
+def listed_tools(
+    mode: str | None, catalog: Catalog, *, budget: int = 0, recent: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """What ``tools/list`` shows: the setup tools, the find/call pair and (``all``, the default)
-    every installed tool as its server sent it."""
-    own = [*TOOL_SPECS, *DISCOVER_SPECS]
-    return own if mode == "discover" else [*own, *catalog.wire_tools()]
+    the installed tools as their servers sent them, as many as fit ``budget`` tokens (0: every
+    one), the ``recent``ly used first; the pair then says how many more there are, of which servers."""
+    if mode == "discover":
+        return [*TOOL_SPECS, *DISCOVER_SPECS]
+    listing = within_budget(catalog, OWN_TOKENS, budget, recent)
+    note = listing.note()
+    pair = [{**spec, "description": spec["description"] + note} for spec in DISCOVER_SPECS] if note else DISCOVER_SPECS
+    return [*TOOL_SPECS, *pair, *listing.tools]
 
 
 def _json_result(result: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,17 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .connections import ConnectionManager
-    from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
+    from .discover import (
+        CALL_TOOL,
+        DISCOVER_NAMES,
+        DISCOVER_SPECS,
+        FIND_TOOLS,
+        Listing,
+        RecentTools,
+        estimated_tokens,
+        find_tools,
+        within_budget,
+    )
     from .member_elsewhere import MemberPromptReplicas, MemberPromptsElsewhere, OnlyHere
     from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
     from .members import MemberSessions, member_of
@@ -33,9 +43,11 @@ __all__ = [
     "DISCOVER_NAMES",
     "DISCOVER_SPECS",
     "FIND_TOOLS",
+    "estimated_tokens",
     "find_tools",
     "Gateway",
     "InFlight",
+    "Listing",
     "log_path",
     "MEMBER_SECRET_REQUIRED",
     "member_of",
@@ -47,12 +59,14 @@ __all__ = [
     "ORIGIN_KEY",
     "Origin",
     "read_log",
+    "RecentTools",
     "relay_callbacks",
     "RelayRules",
     "ServerStatus",
     "UnknownPrompt",
     "UnknownResource",
     "UnknownTool",
+    "within_budget",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -64,9 +78,12 @@ __getattr__, __dir__ = lazy_exports(
         "DISCOVER_NAMES": "discover",
         "DISCOVER_SPECS": "discover",
         "FIND_TOOLS": "discover",
+        "estimated_tokens": "discover",
         "find_tools": "discover",
         "Gateway": "router",
         "InFlight": "relay",
+        "Listing": "discover",
+        "RecentTools": "discover",
         "log_path": "server_logs",
         "MEMBER_SECRET_REQUIRED": "member_prompts",
         "member_of": "members",
@@ -84,5 +101,6 @@ __getattr__, __dir__ = lazy_exports(
         "UnknownPrompt": "router",
         "UnknownResource": "router",
         "UnknownTool": "router",
+        "within_budget": "discover",
     },
 )

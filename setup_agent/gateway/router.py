@@ -28,6 +28,7 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
 from .connections import ConnectionManager
+from .discover import RecentTools
 from .members import MemberSessions, member_of
 from .offers import MAPPED_PREFIX, OfferIndex, left_out_names, without_hidden
 from .passthrough import Progress
@@ -80,6 +81,7 @@ class Gateway:
         members: MemberSessions | None = None,
         lockout_listeners: list[Callable[[str], Any]] | None = None,
         incident_listeners: list[Callable[[str], Any]] | None = None,
+        recent: RecentTools | None = None,
     ) -> None:
         self.store = store
         self.connections = connections
@@ -89,6 +91,8 @@ class Gateway:
         self.poll_interval = poll_interval
         self.idle_stop_seconds = idle_stop_seconds
         self.check_arguments = check_arguments
+        #: The installed tools called through it, newest first: what a tools budget lists first.
+        self.recent = RecentTools() if recent is None else recent
         self._catalog = Catalog()
         self._left_out: dict[str, str] = {}  # gateway name of an unticked tool -> the refusal
         self.offers = OfferIndex()  # prompts, resources, templates (offers.py)
@@ -226,6 +230,7 @@ class Gateway:
         except ToolLeftOut as exc:
             return tool_error(exc.message, exc.code)
         label = entry.server.title or entry.server.qualified_name
+        self.recent.used(entry.name)
         if self.check_arguments is not None:
             try:
                 self.check_arguments(session, arguments)
