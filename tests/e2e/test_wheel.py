@@ -12,6 +12,7 @@ the page and names the agent it would run (the libraries come from the test venv
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,7 @@ def test_an_installed_wheel_serves_the_page_and_finds_the_setup_agent(wheel: Pat
         text=True,
         timeout=scaled(60),
         cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # a checkout on the path would win
     )
     assert helped.returncode == 0, helped.stderr
     assert "mcp_setup (guided driver)" in helped.stdout

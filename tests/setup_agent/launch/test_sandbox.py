@@ -273,8 +273,11 @@ def test_a_sandboxed_server_dies_with_a_killed_mcp_setup(tmp_path: Path, mode: s
     )
     try:
         assert parent.stdout is not None
-        sandboxed = int(parent.stdout.readline())
-        assert parent.stdout.readline().strip() == "started"  # the sandbox is in place (the launcher ran)
+        # The parent prints its child's pid, the sandboxed shell "started" (the launcher ran): the two
+        # share the pipe, so either comes first.
+        lines = {parent.stdout.readline().strip(), parent.stdout.readline().strip()}
+        assert "started" in lines, lines
+        sandboxed = int(next(line for line in lines if line != "started"))
         assert process_alive(sandboxed)
         parent.send_signal(signal.SIGKILL)  # no cleanup of any kind runs
         parent.wait(10)
