@@ -17,6 +17,7 @@ description then says how many there are and of which servers.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
@@ -82,51 +83,144 @@ DISCOVER_SPECS: list[dict[str, Any]] = [
 
 _WORD = re.compile(r"[a-z0-9]+")
 
+#: Words of a request that say nothing about which tool ("show me the …").
+_STOP = frozenset(
+    "a an and any are as at be by can do does for from give i in into is it its me my of on or our "
+    "please that the their them then there this to up us we what when where which who with you your".split()
+)
+
+#: Everyday words and the words tools use for the same thing (both ways where it reads so).
+_SAME = {
+    "folder": ("directory",),
+    "directory": ("folder",),
+    "photo": ("image", "media"),
+    "picture": ("image", "media"),
+    "image": ("media",),
+    "website": ("url", "web", "internet"),
+    "site": ("url", "web", "internet"),
+    "page": ("url", "web"),
+    "article": ("url", "web", "internet"),
+    "web": ("url", "internet"),
+    "download": ("fetch",),
+    "url": ("fetch", "internet"),
+    "remember": ("memory", "knowledge", "entity", "observation"),
+    "memory": ("knowledge", "graph"),
+    "fact": ("observation",),
+    "forget": ("delete", "remove"),
+    "remove": ("delete",),
+    "delete": ("remove",),
+    "rename": ("move",),
+    "repeat": ("echo",),
+    "history": ("log",),
+    "modified": ("info", "metadata", "time"),
+    "size": ("info", "metadata"),
+    "link": ("relation",),
+    "save": ("write", "create"),
+    "add": ("create", "sum"),
+    "new": ("create",),
+    "make": ("create",),
+    "show": ("list", "read", "get"),
+    "look": ("read", "view"),
+    "find": ("search",),
+    "switch": ("checkout",),
+    "unstage": ("reset",),
+    "clean": ("status",),
+    "compare": ("diff",),
+    "changed": ("diff",),
+    "change": ("diff", "edit"),
+    "replace": ("edit",),
+    "structure": ("tree",),
+    "logging": ("log",),
+    "timezone": ("time",),
+    "open": ("read",),
+    "undo": ("reset",),
+    "recent": ("log",),
+    "last": ("log",),
+    "connect": ("relation", "link"),
+    "person": ("entity",),
+    "people": ("entity",),
+    "know": ("search", "knowledge"),
+    "stage": ("add",),
+}
+
+#: How much a word found in each part of a tool counts (before its rarity).
+_WEIGHTS = {"name": 3.0, "title": 2.0, "server": 1.5, "description": 1.0}
+
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _score(entry: GatewayTool, words: list[str], phrase: str) -> float:
+def _stem(word: str) -> str:
+    """A word without its plural or tense ("branches", "changed", "files" → "branch", "chang", "fil"),
+    so the forms of a word meet; short words stay as they are."""
+    if len(word) <= 3:
+        return word
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", "e"), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            word = word[: -len(suffix)] + keep
+            break
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+def _fields(entry: GatewayTool) -> dict[str, set[str]]:
+    """Each part of a tool as a set of stemmed words."""
     tool = entry.tool
-    name = " ".join(_words(f"{entry.name} {tool.get('name', '')}"))
-    title = " ".join(_words(str(tool.get("title") or (tool.get("annotations") or {}).get("title") or "")))
-    server = " ".join(_words(f"{entry.server.slug} {entry.server.title or ''} {entry.server.qualified_name}"))
-    description = " ".join(_words(str(tool.get("description") or "")))
+    title = str(tool.get("title") or (tool.get("annotations") or {}).get("title") or "")
+    texts = {
+        "name": f"{entry.name} {tool.get('name', '')}",
+        "title": title,
+        "server": f"{entry.server.slug} {entry.server.title or ''} {entry.server.qualified_name}",
+        "description": str(tool.get("description") or ""),
+    }
+    return {part: {_stem(w) for w in _words(text)} for part, text in texts.items()}
+
+
+def _query(query: str) -> list[set[str]]:
+    """The request as groups of stemmed words: each word of it with the words tools use for it."""
+    words = _words(query)
+    groups = []
+    for i, word in enumerate(words):
+        if word in _STOP:
+            continue
+        group = {_stem(word), *(_stem(w) for w in _SAME.get(word, ()))}
+        if i + 1 < len(words):  # "check out", "log in": also as one word
+            group.add(_stem(word + words[i + 1]))
+        groups.append(group)
+    return groups
+
+
+def _score(fields: dict[str, set[str]], groups: list[set[str]], rarity: dict[str, float]) -> float:
+    """Each word of the request counts once, where it weighs most (a name over a description),
+    by how rare it is among the tools (a word every tool has tells little)."""
     score = 0.0
-    name_words, title_words, server_words, description_words = (
-        set(text.split()) for text in (name, title, server, description)
-    )
-    for word in words:
-        part = len(word) >= 3  # a part of a word counts from three letters on ("issu" in "issues")
-        if word in name_words:
-            score += 4
-        elif part and word in name:
-            score += 2.5
-        if word in title_words:
-            score += 2
-        elif part and word in title:
-            score += 1
-        if word in server_words or (part and word in server):
-            score += 1
-        if word in description_words:
-            score += 1
-        elif part and word in description:
-            score += 0.5
-    if phrase and (phrase in name or phrase in description):
-        score += 2
+    for group in groups:
+        best = 0.0
+        for word in group:
+            for part, words in fields.items():
+                if word in words:
+                    best = max(best, _WEIGHTS[part] * rarity.get(word, 0.0))
+                elif part == "name" and len(word) >= 4 and any(w.startswith(word) for w in words):
+                    best = max(best, 1.5 * rarity.get(word, 1.0))  # "dir" in "directory"
+        score += best
     return score
 
 
 def find_tools(catalog: Catalog, query: str, limit: int = 10) -> list[dict[str, Any]]:
-    """The catalog's tools that match ``query`` (every word counts; names weigh most), ranked;
-    an empty query lists them all (up to ``limit``)."""
+    """The catalog's tools that match ``query`` (in a person's words: every word counts, in any
+    form, with the words tools use for it; names weigh most, rare words more than common ones),
+    ranked; an empty query lists them all (up to ``limit``)."""
     limit = max(1, min(int(limit), MAX_LIMIT))
-    words = _words(query)
-    phrase = " ".join(words)
+    entries = catalog.tools()
+    groups = _query(query)
+    fields = [_fields(entry) for entry in entries]
+    seen: Counter[str] = Counter()
+    for parts in fields:
+        seen.update(set().union(*parts.values()))
+    rarity = {word: math.log(1 + len(entries) / count) for word, count in seen.items()}
     ranked: list[tuple[float, str, GatewayTool]] = []
-    for entry in catalog.tools():
-        score = _score(entry, words, phrase) if words else 1.0
+    for entry, parts in zip(entries, fields, strict=True):
+        score = _score(parts, groups, rarity) if groups else (0.0 if query.strip() else 1.0)
         if score > 0:
             ranked.append((score, entry.name, entry))
     ranked.sort(key=lambda r: (-r[0], r[1]))
