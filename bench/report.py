@@ -797,6 +797,69 @@ def render(results: dict[str, Any]) -> str:
             ]
         )
 
+    # 17-19: what each installed server costs ----------------------------------------------
+    if (e := err("costs")) is None:
+        c = s["costs"]
+        i, b, f = c["idle"], c["budget"], c["find"]
+        rows.append(
+            [
+                "17",
+                f"`mcp-setup mcp` and its children after {i['servers']} stub servers were each called once and "
+                f"left idle past `MCP_SETUP_IDLE_STOP_SECONDS` ({i['after_idle_children']} still running; "
+                f"{i['running_kib'] / 1024:.0f} MiB while all {i['running_children']} ran) vs nothing installed",
+                f"{i['after_idle_kib'] / 1024:.0f} MiB",
+                f"{i['nothing_kib'] / 1024:.0f} MiB",
+                _ratio(i["ratio_after_idle"]),
+                "≤ 1.10×",
+                _ok(i["ratio_after_idle"] <= 1.10),
+            ]
+        )
+        rows.append(
+            [
+                "17",
+                "… a server's first call after its idle stop vs its first call ever (a cold start), median of each",
+                _ms(i["after_idle_s"]),
+                _ms(i["cold_s"]),
+                _ratio(i["ratio_first_call"]),
+                "≤ 1.10×",
+                _ok(i["ratio_first_call"] <= 1.10),
+            ]
+        )
+        rows.append(
+            [
+                "18",
+                f"tokens of `tools/list` with 20 servers × 20 tools under the default budget ({b['budget']:,}) vs listing all",
+                f"{b['listed_tokens']:,}",
+                f"{b['all_tokens']:,}",
+                _ratio(b["ratio"]),
+                f"≤ {b['budget']:,} tokens",
+                _ok(b["listed_tokens"] <= b["budget"]),
+            ]
+        )
+        rows.append(
+            [
+                "19",
+                f"`mcp_setup_find_tools`: the right tool in the top 3, over {f['tasks']} task phrases and 7 real servers' tools",
+                f"{f['rate']:.0%}",
+                "—",
+                "—",
+                "≥ 90%",
+                _ok(f["rate"] >= 0.90),
+            ]
+        )
+    else:
+        rows.append(
+            [
+                "17",
+                "what each installed server costs (idle stop, budget, find)",
+                "—",
+                "—",
+                "—",
+                "",
+                f"not measured: {e}",
+            ]
+        )
+
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")
     lines = [

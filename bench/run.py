@@ -88,7 +88,13 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
         ["--rounds", "4", "--request-rounds", "10"],
         60,
     ),
-    "team": ("bench.section_team", ["--rounds", "20"], ["--rounds", "4"], 90),  # needs MCP_SETUP_BENCH_POSTGRES_URL
+    "costs": ("bench.section_costs", ["--servers", "20"], ["--servers", "5"], 240),
+    "team": (
+        "bench.section_team",
+        ["--rounds", "20"],
+        ["--rounds", "4"],
+        120,
+    ),  # its own PostgreSQL unless one is given
     "cli": ("bench.section_cli", ["--rounds", "15"], ["--rounds", "3"], 60),
 }
 

@@ -10,8 +10,9 @@ it in the background — timed from the request to B's client getting
 ``notifications/tools/list_changed`` (the headline: the enables). The two pairs' rounds are interleaved. B's gateway
 sends it after syncing its connections: a disable waits for B to stop the server first, so the
 disables are reported apart. The database
-URL: ``MCP_SETUP_BENCH_POSTGRES_URL`` (or ``MCP_SETUP_TEST_POSTGRES_URL``; ``scripts/test.sh``
-shows how to start a throwaway cluster); each pair gets a fresh database there, dropped after.
+URL: ``MCP_SETUP_BENCH_POSTGRES_URL`` (or ``MCP_SETUP_TEST_POSTGRES_URL``); without either the
+section starts a throwaway cluster of its own (``bench/postgres.py``, as ``scripts/test.sh`` does).
+Each pair gets a fresh database there, dropped after.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import argparse
 import asyncio
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bench.common import SECRET, Root, emit, median, summary
+from bench.common import SECRET, Root, emit, mcp_setup_argv, median, summary
 from bench.section_load import Serve, make_catalog, rpc
 
 
@@ -43,6 +45,16 @@ class Pair:
         }
         self.a = Serve(root, root.path / f"{name}-a", catalog, extra_env=env)
         self.b = Serve(root, root.path / f"{name}-b", catalog, extra_env=env)
+        # B's /mcp client has a client token of its own (the page link's token is refused on /mcp).
+        made = subprocess.run(
+            mcp_setup_argv("token", "create", f"bench-{name}", "--client"),
+            env=root.face_env(root.path / f"{name}-a", **env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        self.client_token = made.stdout.split()[0]
         self.heard: asyncio.Queue[float] = asyncio.Queue()
         self.server_id = ""
         self.enabled = True
@@ -63,7 +75,7 @@ async def session_on_b(pair: Pair) -> AsyncIterator[Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {pair.b.token}"}, timeout=30)
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {pair.client_token}"}, timeout=30)
     async with (
         http,
         Client(
@@ -107,13 +119,22 @@ async def one_round(http: Any, pair: Pair) -> float:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+
+
+    base = os.environ.get("MCP_SETUP_BENCH_POSTGRES_URL") or os.environ.get("MCP_SETUP_TEST_POSTGRES_URL")
+    if not base:
+        from bench.postgres import throwaway_cluster
+
+        with throwaway_cluster() as own:
+            return await measure(args, own)
+    return await measure(args, base)
+
+
+async def measure(args: argparse.Namespace, base: str) -> dict[str, Any]:
     import httpx
 
     from setup_agent.secrets.vault import Vault
 
-    base = os.environ.get("MCP_SETUP_BENCH_POSTGRES_URL") or os.environ.get("MCP_SETUP_TEST_POSTGRES_URL")
-    if not base:
-        raise RuntimeError("no PostgreSQL: set MCP_SETUP_BENCH_POSTGRES_URL (see scripts/test.sh)")
     root = Root("team")
     catalog = make_catalog(root, 1)
     key_file = root.path / "team.key"

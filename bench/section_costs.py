@@ -1,0 +1,174 @@
+"""What each installed server costs a person, measured against its baseline in the same run.
+
+* ``idle``  — ``mcp-setup mcp`` with 20 installed stub servers, each called once, then left alone
+  past ``MCP_SETUP_IDLE_STOP_SECONDS`` (short here): resident memory of the face and its children
+  while they run, after the idle stop, and of the same face with nothing installed after one
+  tool call (the baseline: target ≤ 1.10×). The first call of each server after its idle stop
+  against its first call ever (a cold start: target ≤ 1.10×).
+* ``budget`` — the tokens of ``tools/list`` for 20 servers × 20 tools under the default
+  ``MCP_SETUP_TOOLS_BUDGET`` against listing everything (target: ≤ the budget).
+* ``find``  — how often ``mcp_setup_find_tools`` puts the right tool in its top 3 over the task
+  phrases of tests/setup_agent/gateway/test_find_tools_ranking.py (target ≥ 90%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+from bench.common import REPO, Root, children_of, emit, mcp_setup_argv, median, rss_kib
+from bench.section_coldstart import INIT
+from bench.section_gateway import install_stubs
+
+IDLE_SECONDS = 2.0
+
+
+class Face:
+    """``mcp-setup mcp`` driven line by line (newline-delimited JSON-RPC)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            mcp_setup_argv("mcp"),
+            env=env,
+            cwd=str(REPO),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._id = 1
+        self.send(INIT)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+        if "id" not in message:
+            return None
+        while True:  # notifications (list_changed, logs) may come first
+            answer = json.loads(self.proc.stdout.readline())
+            if answer.get("id") == message["id"]:
+                return answer
+
+    def call(self, name: str, arguments: dict[str, Any]) -> float:
+        """Seconds until the call's answer."""
+        self._id += 1
+        started = time.perf_counter()
+        answer = self.send(
+            {"jsonrpc": "2.0", "id": self._id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        )
+        took = time.perf_counter() - started
+        assert answer is not None and "result" in answer and not answer["result"].get("isError"), answer
+        return took
+
+    def tree_kib(self) -> int:
+        """Resident memory of the face and its children, after a second of quiet (median of 5 reads)."""
+        time.sleep(1.0)
+        reads = []
+        for _ in range(5):
+            pids = [self.proc.pid, *children_of(self.proc.pid)]
+            reads.append(sum(rss_kib(p) for p in pids if os.path.exists(f"/proc/{p}")))
+            time.sleep(0.2)
+        return int(median(reads))
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+
+def idle(root: Root, servers: int) -> dict[str, Any]:
+    empty = root.path / "empty"
+    install_stubs(root, empty, 0)
+    base = Face(root.face_env(empty, MCP_SETUP_REGISTRIES="local"))
+    try:
+        base.call("mcp_setup_list_servers", {})
+        nothing_kib = base.tree_kib()
+    finally:
+        base.close()
+    data = root.path / "twenty"
+    install_stubs(root, data, servers)
+    names = [f"stub-{i:02d}__echo" for i in range(servers)]
+    kept = Face(root.face_env(data, MCP_SETUP_REGISTRIES="local", MCP_SETUP_IDLE_STOP_SECONDS="0"))
+    try:  # every server called and kept running: what the idle stop saves
+        for name in names:
+            kept.call(name, {"text": "x"})
+        running_kib = kept.tree_kib()
+        running_children = len(children_of(kept.proc.pid))
+    finally:
+        kept.close()
+    face = Face(root.face_env(data, MCP_SETUP_REGISTRIES="local", MCP_SETUP_IDLE_STOP_SECONDS=str(IDLE_SECONDS)))
+    try:
+        face.call("mcp_setup_list_servers", {})
+        cold = [face.call(name, {"text": "x"}) for name in names]
+        deadline = time.monotonic() + 60
+        while children_of(face.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the bench may wait on wall time: the idle stop is what it measures
+        stopped_children = len(children_of(face.proc.pid))
+        after_idle_kib = face.tree_kib()
+        again = [face.call(name, {"text": "y"}) for name in names]
+    finally:
+        face.close()
+    return {
+        "servers": servers,
+        "nothing_kib": nothing_kib,
+        "running_kib": running_kib,
+        "running_children": running_children,
+        "after_idle_kib": after_idle_kib,
+        "after_idle_children": stopped_children,
+        "ratio_after_idle": after_idle_kib / nothing_kib,
+        "cold_s": median(cold),
+        "after_idle_s": median(again),
+        "ratio_first_call": median(again) / median(cold),
+    }
+
+
+def budget() -> dict[str, Any]:
+    from app.mcp.gateway_tools import listed_tools
+    from app.settings import Settings
+    from setup_agent.gateway import estimated_tokens
+    from tests.app.mcp.test_gateway_tools import catalog_of
+
+    default = Settings.model_fields["tools_budget"].default
+    catalog = catalog_of(20, 20)
+    everything = estimated_tokens(listed_tools("all", catalog, budget=0))
+    listed = estimated_tokens(listed_tools("all", catalog, budget=default))
+    return {"budget": default, "all_tokens": everything, "listed_tokens": listed, "ratio": listed / everything}
+
+
+def find() -> dict[str, Any]:
+    from setup_agent.gateway import find_tools
+    from tests.setup_agent.gateway.test_find_tools_ranking import TASKS, real_catalog
+
+    catalog = real_catalog()
+    hits = sum(1 for task, right in TASKS.items() if right & {t["name"] for t in find_tools(catalog, task, 3)})
+    return {"tasks": len(TASKS), "top3": hits, "rate": hits / len(TASKS)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--servers", type=int, default=20)
+    args = parser.parse_args()
+    root = Root("costs")
+    out: dict[str, Any] = {"section": "costs"}
+    try:
+        out["idle"] = idle(root, args.servers)
+        out["budget"] = budget()
+        out["find"] = find()
+    finally:
+        out["leftover_processes"] = len(root.cleanup())
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()
