@@ -120,7 +120,6 @@ async def one_round(http: Any, pair: Pair) -> float:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
-
     base = os.environ.get("MCP_SETUP_BENCH_POSTGRES_URL") or os.environ.get("MCP_SETUP_TEST_POSTGRES_URL")
     if not base:
         from bench.postgres import throwaway_cluster
