@@ -100,7 +100,8 @@ class Values:
         return {key: self._decrypt(token, name, key) for key, token in rows}
 
     def rotate_key(self, new_vault: Vault) -> int:
-        """Re-encrypt every stored value with ``new_vault`` in one transaction; returns how many.
+        """Re-encrypt every stored value, and the audit chain's key, with ``new_vault`` in one
+        transaction; returns how many values.
 
         Nothing changes unless all of them were re-encrypted: a failure midway (a value this
         store's vault cannot decrypt, the database) rolls back and leaves the old values intact.
@@ -135,7 +136,9 @@ class Values:
                     .where(MemberValueRow.id == row_id)
                     .values(value_encrypted=new_vault.encrypt(value))
                 )
+            self._audit.reencrypt_key(s, new_vault)  # the audit chain's key too: the chain stays valid
         self._vault = new_vault
+        self._audit.use_vault(new_vault)
         return len(done) + len(members)
 
     def _decrypt(self, token: bytes, server_name: str, key: str) -> SecretValue:
