@@ -44,7 +44,7 @@ def add_audit_parser(sub: Any) -> None:
     audit.add_argument(
         "--verify",
         action="store_true",
-        help="check the hash chain from the first row; name the first broken link (exit code 1)",
+        help="check the keyed chain from the first row; name the first bad row: id, time, event (exit code 1)",
     )
 
 
