@@ -282,6 +282,10 @@ class AuditLog:
 
         Called under the audit's lock in ``s``'s transaction. A key made here is kept for the
         transaction only (``s.info``): if it rolls back, the next one seals again."""
+        return self._known_key(s) or self._seal(s)
+
+    def _known_key(self, s: Session) -> ChainKey | None:
+        """The chain's key if it has one: this process's copy, this transaction's, or the database's."""
         if self._key is not None:
             return self._key
         made: ChainKey | None = s.info.get(_SEALING)
@@ -290,8 +294,7 @@ class AuditLog:
         found = read_chain_key(s, self._vault)
         if found is not None:
             self._key = found
-            return found
-        return self._seal(s)
+        return found
 
     def _seal(self, s: Session) -> ChainKey:
         """Key the chain: a new key for the rows from the next one on, stored encrypted, and (when
@@ -312,11 +315,21 @@ class AuditLog:
             )
         return key
 
+    def ensure_key(self) -> ChainKey:
+        """The chain's key, in a transaction of its own: the chain sealed first if it has none yet."""
+        with translated("key the audit"), self._db.session() as s, s.begin():
+            _lock(s)
+            return self._key_in(s)
+
     def reencrypt_key(self, s: Session, new_vault: Vault) -> None:
-        """In a rotation's transaction (``Values.rotate_key``): the chain's key stored under
-        ``new_vault`` (the chain sealed first if it had no key). The same key: every link stays valid."""
-        _lock(s)
-        reencrypt_chain_key(s, self._key_in(s), new_vault)
+        """In a rotation's transaction (``Values.rotate_key``, after :meth:`ensure_key`): the chain's
+        key stored under ``new_vault``. The same key: every link stays valid. Without the audit's
+        lock (the key's row is all it writes): the rotation locks the values' table first, which a
+        writer holding that lock may be waiting for."""
+        key = self._known_key(s)
+        if key is None:
+            raise StoreError("The audit's chain key went missing during the rotation; nothing was changed.")
+        reencrypt_chain_key(s, key, new_vault)
 
     def use_vault(self, vault: Vault) -> None:
         """After a rotation committed: the chain's key is read with ``vault`` from now on."""
@@ -325,10 +338,8 @@ class AuditLog:
     def verify(self) -> ChainReport:
         """Check the audit's chain from its first row (``mcp-setup audit --verify``); a chain
         without a key yet (rows from before the upgrade) is sealed first."""
+        key = self.ensure_key()
         with translated("verify the audit"), self._db.session() as s:
-            with s.begin():
-                _lock(s)
-                key = self._key_in(s)
             return verify_chain(s.scalars(select(AuditRow).order_by(AuditRow.id)), key)
 
     def chain(self) -> dict[str, Any]:

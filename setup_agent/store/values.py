@@ -108,6 +108,7 @@ class Values:
         Afterwards this store uses ``new_vault``.
         """
         done: set[int] = set()
+        self._audit.ensure_key()  # a chain not keyed yet is sealed first, under the audit's own lock
         with translated("re-encrypt the stored values"), self._db.session() as s, s.begin():
             if s.get_bind().dialect.name == "postgresql":  # no install may slip in under the old key
                 s.execute(text(f"LOCK TABLE {ClientEnvRow.__tablename__} IN SHARE ROW EXCLUSIVE MODE"))
