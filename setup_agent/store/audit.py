@@ -164,9 +164,11 @@ def verify_chain(rows: Iterable[Any], key: ChainKey) -> ChainReport:
     against its plain hash. A link is broken where a row's ``prev_hash`` is not its
     predecessor's ``row_hash`` (a row deleted or inserted; at the sealed row: the unkeyed rows
     before it changed), or its ``row_hash`` is not the link of its own content (rewritten, or
-    recomputed without the key)."""
+    recomputed without the key). A chain sealed after earlier rows whose sealing row is gone,
+    with nothing after it, was cut from the end: that row is named too."""
     report = ChainReport(keyed_from=key.keyed_from, sealed_at=key.sealed_at)
     expected = GENESIS
+    last = 0
     for row in rows:
         report.rows += 1
         content = (
@@ -195,6 +197,16 @@ def verify_chain(rows: Iterable[Any], key: ChainKey) -> ChainReport:
             report.broken.append({"id": row.id, "at": _at(row.at) + "Z", "event": row.event, "reason": reason})
         expected = row.row_hash or actual
         report.last_hash = expected
+        last = row.id
+    if key.keyed_from > 1 and last < key.keyed_from:  # the sealing row and all after it cut off
+        report.broken.append(
+            {
+                "id": key.keyed_from,
+                "at": _at(key.sealed_at) + "Z",
+                "event": SEALED,
+                "reason": "it is missing: the rows from it to the end were removed",
+            }
+        )
     return report
 
 
@@ -273,8 +285,8 @@ class AuditLog:
             "new_hash": new,
             "detail": detail and detail[:512],
         }
-        link = row_mac(key, prev, **fields) if next_id >= key.keyed_from else row_digest(prev, **fields)
-        s.add(AuditRow(**fields, prev_hash=prev, row_hash=link))
+        # Keyed even below the key's first row (rows cut from the end past it): verify names it.
+        s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_mac(key, prev, **fields)))
         s.flush()  # the next row of the same transaction chains to this one
 
     def _key_in(self, s: Session) -> ChainKey:

@@ -308,6 +308,22 @@ def test_an_unkeyed_row_rewritten_and_rechained_after_the_seal_breaks_the_seal_s
     assert code == 1 and "broken at row 4 (" in text and f", {SEALED}): the rows before it" in text, text
 
 
+def test_rows_cut_from_the_end_back_past_the_seal_are_named_and_a_row_written_after_is_keyed(
+    tmp_path: Path, database_url: str | None, raw: sa.Engine
+) -> None:
+    _unkeyed_database(tmp_path, database_url)
+    assert _verify(tmp_path, database_url)[0] == 0  # sealed: row 4
+    _drop_the_rules(raw)
+    with Session(raw) as s, s.begin():
+        s.execute(sa.delete(AuditRow).where(AuditRow.id >= 4))
+    code, text = _verify(tmp_path, database_url)
+    assert code == 1 and "broken at row 4 (" in text and f"{SEALED}): it is missing" in text, text
+    with _store(tmp_path, database_url) as store:
+        store.audit.record_event("consent_denied", actor="user:web")  # row 4 again, under the key
+        entries = store.audit.entries()
+        assert [e.id for e in entries][-1] == 4 and store.audit.verify().ok  # the tail cut: the last hash shows it
+
+
 def test_a_rotation_of_the_data_key_re_encrypts_the_chain_key_and_the_chain_stays_valid(
     tmp_path: Path, database_url: str | None
 ) -> None:
