@@ -106,14 +106,16 @@ def outcome(status: int) -> str:
 
 def call(served: Served, who: str, tokens: dict[str, str], method: str, path: str) -> str:
     if method == "WS":
+        from websockets.exceptions import InvalidStatus
+
         try:
             headers = headers_for(who, served, tokens, browser=True)
             headers.pop("Origin", None)
             if who != "user":
                 headers["X-MCP-Setup-Token"] = ""
             served.websocket(**headers).close()
-        except Exception:  # noqa: BLE001 - a refused handshake, however the library words it
-            return REFUSED
+        except InvalidStatus as refused:  # the handshake answered with a status: the guard's
+            return outcome(refused.response.status_code)
         return ALLOWED
     with httpx.Client(base_url=served.base, timeout=scaled(30), trust_env=False) as http:
         if path == "/":
