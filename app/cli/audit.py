@@ -2,8 +2,9 @@
 
 * ``audit`` prints the append-only audit: installs, removals, enable/disable, tool-list
   changes, approvals and rejections, with time, actor and hashes (never values).
-  ``audit --verify`` checks the rows' hash chain (setup_agent/store/audit.py) and names the
-  first broken link (exit code 1), or prints the number of rows and the last row's hash.
+  ``audit --verify`` checks the rows' keyed chain (setup_agent/store/audit.py) and names the
+  first broken link, its row's id, time and event (exit code 1), or prints the number of rows,
+  from which row the chain is keyed and the last row's hash.
 * ``tools-review`` shows, in a terminal, each installed server whose tools changed since the
   user approved them (new texts escaped: no control character reaches the terminal) and asks
   approve / reject / skip. It refuses to run without a terminal on stdin: an approval is the
@@ -43,7 +44,7 @@ def add_audit_parser(sub: Any) -> None:
     audit.add_argument(
         "--verify",
         action="store_true",
-        help="check the hash chain from the first row; name the first broken link (exit code 1)",
+        help="check the keyed chain from the first row; name the first bad row: id, time, event (exit code 1)",
     )
 
 
@@ -118,11 +119,21 @@ def _verify(settings: Settings, args: argparse.Namespace, out: TextIO) -> int:
         found.update(report.public())
         if args.json:
             return json.dumps(report.public(), indent=2)
+        keyed = (
+            f"keyed from row {report.keyed_from} (sealed {report.sealed_at:%Y-%m-%d %H:%M:%S}Z)"
+            if report.keyed_from > 1
+            else "keyed from its first row"
+        )
         if report.ok:
-            return f"The audit's chain is whole: {report.rows} rows; the last row's hash is {report.last_hash}."
+            return (
+                f"The audit's chain is whole: {report.rows} rows, {keyed}; the last row's hash is {report.last_hash}."
+            )
         first = report.broken[0]
         more = f" ({len(report.broken)} broken links in all)" if len(report.broken) > 1 else ""
-        return f"The audit's chain is broken at row {first['id']}: {first['reason']}{more}."
+        return (
+            f"The audit's chain is broken at row {first['id']} ({first['at']}, {escape(first['event'])}): "
+            f"{first['reason']}{more}. The chain is {keyed}."
+        )
 
     status = _run(settings, act, out)
     return status if status or found.get("ok") else 1

@@ -46,6 +46,22 @@ __all__ = ["Installer"]
 
 _TESTED_KEPT = 64  # launches whose tested tools an install's consent can show
 
+#: Why a file of the home its command line names is not readable with consent off, and how to grant it.
+KEPT_HOME = (
+    "It cannot read {files}: its command line names them, but they are in the person's home folder and, "
+    "with consent off (MCP_SETUP_CONSENT=never-ask), nobody let it. To let it, the person turns consent on "
+    "(MCP_SETUP_CONSENT=ask), installs it again (removing it first if it is installed) and ticks them in "
+    "the consent."
+)
+
+
+def kept_home(prepared: Prepared) -> dict[str, Any]:
+    """A result's ``home_files_kept`` (none when nothing was kept)."""
+    if not prepared.kept_home_files:
+        return {}
+    files = prepared.kept_home_files
+    return {"home_files_kept": {"files": files, "message": KEPT_HOME.format(files=", ".join(files))}}
+
 
 @dataclass(kw_only=True, eq=False)
 class Installer:
@@ -105,6 +121,7 @@ class Installer:
             "protocol_version": result.protocol_version,
             # Whether the key itself was checked (a read-only call), or said plainly that it was not.
             **({"key_check": result.key_check.to_dict()} if result.key_check is not None else {}),
+            **kept_home(prepared),
         }
 
     async def install(self, request: InstallRequest, ctx: CallContext, *, replaces: str | None = None) -> dict:
@@ -222,6 +239,7 @@ class Installer:
             "tools": [t for t in tools if t.get("name") not in hidden],
         }
         out["context"] = context_cost(out["tools"], server.slug, server.title or "")  # what its tools cost a client
+        out.update(kept_home(prepared))
         if left := sorted(n for n in hidden if any(t.get("name") == n for t in tools)):
             out["left_out_by_user"] = left  # the user unticked them: neither listed nor callable
             out["context"]["left_out_by_user"] = len(left)
@@ -270,6 +288,8 @@ class Installer:
             decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:
             self._apply(prepared, decision)
+        else:  # nobody was asked: a file of the home it names stays unbound, and the result says so
+            prepared.kept_home_files = [f for f in request.home_files if f not in prepared.spec.sandbox_reads]
         if action == "install" and (net := self._tested_net.get(launch)) is not None:  # `show` says what it used
             seen = {"seen": seen_destinations(net.attempts())}
             prepared.spec = prepared.spec.model_copy(update={"sandbox_net": {**prepared.spec.sandbox_net, **seen}})

@@ -73,6 +73,9 @@ class Prepared:
     argv_secret_keys: list[str] = field(default_factory=list)
     #: The repair code applied to the launch (a known failure's fix), or None.
     repair: str | None = None
+    #: Files of the person's home its command line names that nobody let it read (consent off):
+    #: the sandbox keeps them from it, and the result says how the person can grant them.
+    kept_home_files: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (

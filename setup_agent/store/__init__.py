@@ -1,7 +1,8 @@
 """The database: :class:`Store` (``database.py``), one session factory (``engine.py``) and the
 repositories that receive it: installed servers (``servers.py``), their encrypted values, each
 member's own values and key rotation (``values.py``), tool and prompt pins (``tool_pins.py``, rules
-in ``pins.py``), named tokens (``tokens.py``) and the hash-chained audit (``audit.py``). Also the
+in ``pins.py``), named tokens (``tokens.py``) and the audit, chained under a key the data key
+encrypts (``audit.py``, the key in ``audit_key.py``). Also the
 table and column names (``schema.py``, standard library only), the models (``models.py``),
 approvals waiting for the user across processes (``approvals.py``), the data dir's permissions
 (``data_dir.py``), the gateway's catalog read from the rows (``catalog.py``, standard library

@@ -5,7 +5,7 @@ repositories that receive it, built together in :class:`Store`'s constructor.
 - ``store.values`` (``values.py``): their encrypted settings, each member's own values, key rotation;
 - ``store.pins`` (``tool_pins.py``): the tools and prompts each server offers and what was approved;
 - ``store.tokens`` (``tokens.py``): a team gateway's named bearer tokens;
-- ``store.audit`` (``audit.py``): the append-only, hash-chained audit;
+- ``store.audit`` (``audit.py``): the append-only audit, chained under a key the data key encrypts (``audit_key.py``);
 - ``store.database`` (``engine.py``): sessions, migrations and the change counter other processes watch.
 
 Tables come from the Alembic migrations in ``migrations/`` (no ``alembic.ini``); their names are
@@ -70,7 +70,7 @@ class Store:
 
     def __init__(self, database_url: str | URL, vault: Vault, *, clock: Clock = utcnow) -> None:
         self.database = Database(database_url, clock=clock)
-        self.audit = AuditLog(self.database)
+        self.audit = AuditLog(self.database, vault)
         self.values = Values(self.database, vault, self.audit)
         self.pins = Pins(self.database, self.audit)
         self.servers = Servers(self.database, self.values, self.pins, self.audit)

@@ -35,6 +35,7 @@ from .records import AuditEntry, EnvKey, InstalledServer
 
 __all__ = [
     "AuditEntry",
+    "AuditKeyRow",
     "AuditRow",
     "Base",
     "ChangeRow",
@@ -183,6 +184,17 @@ class AuditRow(Base):
     detail: Mapped[str | None] = mapped_column(String(512))
     prev_hash: Mapped[str | None] = mapped_column(String(64))
     row_hash: Mapped[str | None] = mapped_column(String(64))
+
+
+class AuditKeyRow(Base):
+    """The audit chain's key (one row, id 1), only as a token of the data key's vault: the key
+    and the first row keyed under it, authenticated together (``audit_key.py``)."""
+
+    __tablename__ = schema.AUDIT_KEY.name
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    key_encrypted: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class TokenRow(Base):

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "AUDIT",
+    "AUDIT_KEY",
     "CAPABILITIES",
     "CHANGES",
     "CLIENT_ENV",
@@ -127,6 +128,8 @@ AUDIT = Table(
     "prev_hash",
     "row_hash",
 )
+#: One row (id 1): the audit chain's key, encrypted under the data key (audit_key.py).
+AUDIT_KEY = Table("mcp_audit_key", "id", "key_encrypted", "created_at")
 TOKENS = Table("mcp_tokens", "name", "token_hash", "created_at", "revoked_at", "admin", "kind")
 PENDING = Table(
     "mcp_pending",
@@ -185,6 +188,7 @@ TABLES: dict[str, Table] = {
         CLIENT_ENV,
         MEMBER_VALUES,
         AUDIT,
+        AUDIT_KEY,
         TOKENS,
         PENDING,
         SERVER_EXTRAS,

@@ -100,13 +100,15 @@ class Values:
         return {key: self._decrypt(token, name, key) for key, token in rows}
 
     def rotate_key(self, new_vault: Vault) -> int:
-        """Re-encrypt every stored value with ``new_vault`` in one transaction; returns how many.
+        """Re-encrypt every stored value, and the audit chain's key, with ``new_vault`` in one
+        transaction; returns how many values.
 
         Nothing changes unless all of them were re-encrypted: a failure midway (a value this
         store's vault cannot decrypt, the database) rolls back and leaves the old values intact.
         Afterwards this store uses ``new_vault``.
         """
         done: set[int] = set()
+        self._audit.ensure_key()  # a chain not keyed yet is sealed first, under the audit's own lock
         with translated("re-encrypt the stored values"), self._db.session() as s, s.begin():
             if s.get_bind().dialect.name == "postgresql":  # no install may slip in under the old key
                 s.execute(text(f"LOCK TABLE {ClientEnvRow.__tablename__} IN SHARE ROW EXCLUSIVE MODE"))
@@ -135,7 +137,9 @@ class Values:
                     .where(MemberValueRow.id == row_id)
                     .values(value_encrypted=new_vault.encrypt(value))
                 )
+            self._audit.reencrypt_key(s, new_vault)  # the audit chain's key too: the chain stays valid
         self._vault = new_vault
+        self._audit.use_vault(new_vault)
         return len(done) + len(members)
 
     def _decrypt(self, token: bytes, server_name: str, key: str) -> SecretValue:

@@ -43,6 +43,7 @@ def stub_manifest(
     version: str = "1.0.0",
     user_config_key: str | None = None,
     extra_env: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> dict[str, Any]:
     """The MCPB `manifest.json` for the stub (expected value only as its hash).
 
@@ -70,7 +71,7 @@ def stub_manifest(
             "entry_point": "server/server.py",
             "mcp_config": {
                 "command": "python3",
-                "args": ["${__dirname}/server/server.py"],
+                "args": ["${__dirname}/server/server.py", *(extra_args or [])],  # the stub ignores the extra ones
                 "env": env,
             },
         },
@@ -107,6 +108,7 @@ def build_stub_bundle(
     version: str = "1.0.0",
     user_config_key: str | None = None,
     extra_env: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
     server_py: Path = SERVER_PY,
 ) -> tuple[Path, str]:
     """Write `<dest_dir>/<name>-<version>.mcpb`; return (path, sha256 hex of the file).
@@ -123,6 +125,7 @@ def build_stub_bundle(
         version=version,
         user_config_key=user_config_key,
         extra_env=extra_env,
+        extra_args=extra_args,
     )
     path = dest_dir / f"{name}-{version}.mcpb"
     tmp = path.with_suffix(".mcpb.tmp")

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from app.cli.readonly import LightSettings
 from app.cli.server_view import server_json
 from app.settings import Settings
 from setup_agent.gateway.server_logs import log_path
+from setup_agent.store.audit import row_digest
 from setup_agent.store.engine import HEAD_REVISION
 from setup_agent.store.records import newest_migration, read_sqlite_servers
 from tests.helpers.data_dir import OTHER, STUB, DataDir
@@ -45,6 +47,21 @@ HEAVY = (
 )
 #: Not loaded by ``list``, ``logs`` and ``--help`` either (``show`` needs the launch spec's model).
 LIGHT_ONLY = ("pydantic", "pydantic_settings", "httpx", "asyncio", "registry_clients", "importlib.metadata")
+
+#: The audit's columns a link covers, in the digest's order, then the link's own two.
+CHAINED = (
+    "id",
+    "at",
+    "event",
+    "server_id",
+    "qualified_name",
+    "actor",
+    "old_hash",
+    "new_hash",
+    "detail",
+    "prev_hash",
+    "row_hash",
+)
 
 RUN = """
 import json, sys
@@ -148,6 +165,40 @@ def test_audit_answers_without_sqlalchemy_and_says_what_the_store_says(
     assert "sqlalchemy" not in modules
     code, modules, out, _ = run(data, tmp_path, "audit", "--verify")  # the chain check is the store's
     assert code == 0 and "chain is whole" in out and "sqlalchemy" in modules
+
+
+def test_a_chain_recomputed_without_the_data_key_is_read_alike_by_both_readers_and_named_by_verify(
+    data: DataDir, tmp_path: Path
+) -> None:
+    """The fast ``audit`` and the store read the same rewritten rows; ``audit --verify`` (the
+    store, with the data key) names the first row whose link was made without the key."""
+    first = data.install(STUB, "value-1")
+    with data.store() as store:
+        store.servers.set_enabled(first, False, actor="test")
+        store.servers.set_enabled(first, True, actor="test")
+    db = data.home / "mcp-setup.db"
+    with sqlite3.connect(db) as conn:  # triggers dropped, row 2 rewritten, the chain recomputed unkeyed
+        conn.execute("DROP TRIGGER mcp_audit_no_update")
+        conn.execute("UPDATE mcp_audit SET actor = 'someone else' WHERE id = 2")
+        rows = conn.execute(f"SELECT {', '.join(CHAINED)} FROM mcp_audit ORDER BY id").fetchall()
+        prev = rows[0][-1]
+        for row in rows[1:]:
+            fields = dict(zip(CHAINED[:-2], row[:-2], strict=True))
+            fields["at"] = datetime.fromisoformat(fields["at"])
+            digest = row_digest(prev, **fields)
+            conn.execute("UPDATE mcp_audit SET prev_hash = ?, row_hash = ? WHERE id = ?", (prev, digest, row[0]))
+            prev = digest
+    conn.close()
+    with data.store() as store:
+        expected = {"audit": [r.public() for r in store.audit.entries()], "counts": store.audit.counts()}
+        second = store.audit.entries()[1]
+    code, modules, out, err = run(data, tmp_path, "audit", "--json")
+    assert code == 0 and json.loads(out) == expected and "sqlalchemy" not in modules, err
+    code, _, out, _ = run(data, tmp_path, "audit", "--verify")
+    assert code == 1 and f"broken at row 2 ({second.at:%Y-%m-%dT%H:%M:%S.%f}Z, {second.event}):" in out, out
+    code, _, out, _ = run(data, tmp_path, "audit", "--verify", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False and report["first_broken"]["id"] == 2 and report["keyed_from"] == 1
 
 
 def test_tools_answers_without_the_sdk_or_sqlalchemy_and_lists_what_the_store_holds(

@@ -19,6 +19,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from websockets.exceptions import InvalidStatus
 
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
@@ -189,8 +190,9 @@ def test_an_agent_with_a_client_token_cannot_approve_its_own_launch_at_any_step(
         received.append(_over_mcp(served, token, "mcp_setup_list_servers", {}))  # /mcp takes its token
 
         # Step by step, what the review's agent did with the printed link's key:
-        with pytest.raises(Exception):  # the person's websocket, with a hand-set Origin
+        with pytest.raises(InvalidStatus) as refused_ws:  # the person's websocket, with a hand-set Origin
             served.websocket(Authorization=f"Bearer {token}", **{"X-MCP-Setup-Token": ""}).close()
+        assert refused_ws.value.response.status_code == 403
         page = http.get("/", headers=agent)
         assert page.status_code == 403 and "set-cookie" not in page.headers
         approve = {"approve": True, "accept_warnings": True, "paths": [str(Path.home())]}

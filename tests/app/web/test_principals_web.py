@@ -136,6 +136,57 @@ def test_an_admin_token_opens_the_page_with_a_session_of_its_own_that_ends_when_
         assert http.post("/rpc", json=body, headers={"Origin": served.origin}).status_code == 403
 
 
+def test_an_approval_on_the_web_is_audited_as_the_admin_token_or_the_user_with_the_launch_it_approved(
+    team, canary: str, tmp_path: Path
+) -> None:
+    """An admin token's answer is recorded as ``token:NAME``, the page's as ``user:web``; each row
+    names the launch approved (the consent's fingerprint) and what it granted (a folder, the
+    network, the tools left out); the chain holds."""
+    served, token = team
+    folder = tmp_path / "shared-notes"
+    folder.mkdir()
+    alice, boss = token("create", "alice"), token("create", "boss", "--admin")
+    with served.websocket() as user_ws, served.client() as http:
+        asked = rpc(
+            http, alice, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB}
+        )
+        prompt = asked["result"]
+        key = prompt["url"].rsplit("?t=", 1)[1]
+        assert http.post(f"/secrets/{prompt['prompt_id']}", data={"t": key, "value": canary}).status_code == 200
+        args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": prompt["ref"]}}
+        # The test's launch, approved by the admin token (with a sandbox choice: what it granted).
+        tested = rpc(http, alice, "mcp_setup_test_connection", args)
+        assert tested["error"]["data"]["code"] == "consent_required", tested
+        consent = _next(user_ws, "consent_request")["consent_id"]
+        answer = {"approve": True, "accept_warnings": True, "sandbox": {"network": False, "extra_paths": [str(folder)]}}
+        admin = {"Authorization": f"Bearer {boss}", "Origin": served.origin}
+        assert http.post(f"/api/consents/{consent}", json=answer, headers=admin).status_code == 200
+        assert "result" in rpc(http, alice, "mcp_setup_test_connection", args)  # it ran
+        # The install's tools, approved by the person on the page.
+        installing = rpc(http, alice, "mcp_setup_install_and_connect", args)
+        assert installing["error"]["data"]["code"] == "consent_required", installing
+        event = _next(user_ws, "consent_request")
+        left_out = [t["name"] for t in event["consent"]["tools"]][:1]
+        assert left_out, event
+        answer = {"approve": True, "hidden_tools": left_out}
+        approved = http.post(f"/api/consents/{event['consent_id']}", json=answer, headers=served.headers())
+        assert approved.status_code == 200, approved.text
+    env = served.env
+    audit = subprocess.run(
+        mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    rows = [r for r in json.loads(audit.stdout)["audit"] if r["event"] == "consent_approved"]
+    assert [r["actor"] for r in rows] == ["token:boss", "user:web"], rows
+    assert all("launch " in (r["detail"] or "") for r in rows), rows
+    assert '"network":false' in rows[0]["detail"] and str(folder.resolve()) in rows[0]["detail"], rows
+    assert f"tools left out {left_out[0]}" in rows[1]["detail"], rows
+    assert canary not in audit.stdout and boss not in audit.stdout
+    verified = subprocess.run(
+        mcp_setup_argv("audit", "--verify"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert verified.returncode == 0 and "chain is whole" in verified.stdout, verified.stdout + verified.stderr
+
+
 def _next(ws: Any, kind: str) -> dict[str, Any]:
     while True:
         event = json.loads(ws.recv(timeout=60))

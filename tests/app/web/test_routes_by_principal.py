@@ -34,6 +34,9 @@ TABLE: dict[tuple[str, str], tuple[str, ...]] = {
     ("POST", "/rpc servers.enable"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc servers.disable"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc servers.keep_running"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc servers.update"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc servers.rotate"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc clients.connect"): (ALLOWED, REFUSED, REFUSED, REFUSED, REFUSED),  # this computer's files
     ("POST", "/api/secrets/{prompt_id}"): (ALLOWED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
     ("POST", "/api/consents/{consent_id}"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/mcp"): (REFUSED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
@@ -43,6 +46,16 @@ TABLE: dict[tuple[str, str], tuple[str, ...]] = {
 #: Routes outside the guard's credentials: their own key (the one-time pages, a sign-in's state)
 #: or nothing in them (a load balancer's probes). Not part of the app's own router.
 OWN_KEY = ("/secrets/…", "/oauth/callback", "/healthz", "/readyz")
+#: The parameters each state-changing method gets: enough to reach its principal check (an unknown
+#: server past it is an error of its own, not a refusal).
+RPC_PARAMS: dict[str, dict[str, Any]] = {
+    "servers.list": {},
+    "servers.enable": {"server_id": "srv_missing"},
+    "servers.disable": {"server_id": "srv_missing"},
+    "servers.update": {"server_id": "srv_missing"},
+    "servers.rotate": {"server_id": "srv_missing", "key": "API_KEY"},
+    "clients.connect": {"client": "cursor", "apply": False},  # a dry run: nothing is written
+}
 
 
 def test_the_table_names_every_route_of_the_app(tmp_path: Path) -> None:
@@ -94,14 +107,16 @@ def outcome(status: int) -> str:
 
 def call(served: Served, who: str, tokens: dict[str, str], method: str, path: str) -> str:
     if method == "WS":
+        from websockets.exceptions import InvalidStatus
+
         try:
             headers = headers_for(who, served, tokens, browser=True)
             headers.pop("Origin", None)
             if who != "user":
                 headers["X-MCP-Setup-Token"] = ""
             served.websocket(**headers).close()
-        except Exception:  # noqa: BLE001 - a refused handshake, however the library words it
-            return REFUSED
+        except InvalidStatus as refused:  # the handshake answered with a status: the guard's
+            return outcome(refused.response.status_code)
         return ALLOWED
     with httpx.Client(base_url=served.base, timeout=scaled(30), trust_env=False) as http:
         if path == "/":
@@ -112,9 +127,7 @@ def call(served: Served, who: str, tokens: dict[str, str], method: str, path: st
             )
         if path.startswith("/rpc"):
             rpc_method = path.split(" ")[1] if " " in path else "servers.list"
-            body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": rpc_method, "params": {}}
-            if rpc_method != "servers.list":
-                body["params"] = {"server_id": "srv_missing"}
+            body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": rpc_method, "params": RPC_PARAMS[rpc_method]}
             answer = http.post("/rpc", json=body, headers=headers_for(who, served, tokens, browser=True))
             if answer.status_code in (401, 403):
                 return REFUSED

@@ -27,6 +27,7 @@ ALLOWED = {
     "setup_agent.store.shared_state:SharedRefs.put": "a team's ref, encrypted into its database",
     "setup_agent.store.shared_state:SharedRefs._fill": "a team's ref answered, encrypted into its database",
     "setup_agent.setup.shared_prompts:ReplicaPrompts.answer": "a prompt of another replica answered into the database",
+    "setup_agent.store.audit_key:read_chain_key": "the audit chain's key, decrypted to make and check its links",
     "setup_agent.store.shared_sign_ins:SharedSignIns.claim": "a team's sign-in exchange, decrypted to finish it",
     "setup_agent.store.shared_sign_ins:SharedSignIns.take": "a team's sign-in outcome, decrypted for its replica",
     # The redactor must know a value's text to hide it.

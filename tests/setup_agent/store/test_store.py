@@ -441,9 +441,10 @@ def test_a_rotation_that_fails_midway_leaves_every_value_and_the_key_as_they_wer
     key_before = team_key.read_bytes()
     with Store.for_data_dir(data_dir, vault, database_url) as store:
         servers = [install(store, "a/one"), install(store, "b/two"), install(store, "c/three")]
-        if failure == "undecryptable-value":  # stored by a machine with another key
+        if failure == "undecryptable-value":  # stored by a machine with another key (which cannot audit: a value)
+            strange = install(store, "z/stranger")
             with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as stranger:
-                install(stranger, "z/stranger")
+                stranger.values.set_env_value(strange.server_id, "API_KEY", "key-123456", True)
         before = env_blobs(store)
         updates: list[str] = []
         dbapi_error = store.database.engine.dialect.dbapi.OperationalError

@@ -220,9 +220,12 @@ async def test_a_server_stored_under_another_key_fails_with_its_name_and_a_fix_a
     from tests.helpers.connections import install as install_stub
 
     data_dir = tmp_path / "data"
-    with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as elsewhere:  # another machine's key
-        stranger = install_stub(elsewhere, "io.test/from-elsewhere", canary)
     store = Store.for_data_dir(data_dir, Vault.in_memory(), database_url)
+    stranger = install_stub(store, "io.test/from-elsewhere", canary)
+    # Its value written again by a machine with another key (such a machine cannot chain an audit
+    # row, so it writes no install: a renewed value, as a sign-in's).
+    with Store.for_data_dir(data_dir, Vault.in_memory(), database_url) as elsewhere:
+        elsewhere.values.set_env_value(stranger.server_id, "STUB_API_KEY", canary, True)
     good = install_stub(store, "io.test/ours", canary)
     manager = ConnectionManager(
         store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(10)
