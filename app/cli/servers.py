@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -409,6 +410,10 @@ def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler)
             installed_by="cli",
             assume_yes=args.yes,
             secrets=secrets,
+            retry=shlex.join(
+                ["mcp-setup", "add", args.name, *(["--yes"] if args.yes else [])]
+                + [part for given in args.secret or () for part in ("--secret", given)]
+            ),
         )
     )
 

@@ -304,7 +304,9 @@ class LiveConnection:
                 await listener(elapsed, fetched)
 
         try:
-            await fetcher.fetch(spec, tick)
+            state = await fetcher.fetch(spec, tick)
+            if state is not None and (error := state.error()) is not None:
+                raise error  # the runner named why (no network, no such package…): said now, not as a crash
         except TimeoutError:
             raise DownloadTimeout(
                 f"Downloading the package took longer than {fetcher.timeout:g} seconds "
