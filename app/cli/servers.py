@@ -96,7 +96,7 @@ def add_server_parsers(sub: Any) -> None:
         "rotate",
         help="replace one stored secret: hidden prompt, test, then swap",
         description="Ask for KEY's new value at a hidden prompt, test the server with it, and store it only if "
-        "the server answers; otherwise the old value stays. Running faces use it from the server's next start.",
+        "the server answers; otherwise the old value stays. Wherever the server runs (a serve, an AI client's mcp-setup), it restarts with it.",
     )
     p.add_argument("name", help="server id, qualified name or slug")
     p.add_argument("key", help="the setting's name, e.g. NOTION_API_KEY")

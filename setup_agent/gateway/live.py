@@ -91,6 +91,9 @@ class LiveConnection:
         self.download_listeners: list[Any] = []
         #: What its proxy saw in the current start (None: not proxied, or not started yet).
         self.net_record: NetRecord | None = None
+        #: The stamp of its stored settings when its latest start read them (None: not read yet):
+        #: a sync that finds another one restarts it with the new values (a replaced key).
+        self.values_stamp: str | None = None
         self._told: set[asyncio.Task[None]] = set()
 
     def _refused(self, attempt: Any) -> None:
@@ -138,8 +141,11 @@ class LiveConnection:
         self.secrets.clear()
 
     async def _values(self) -> dict[str, SecretValue]:
-        """Its stored values, masked (the launch reveals them); the secret ones taught to the redactor."""
-        stored = await asyncio.to_thread(self.owner.store.values.env_values, self.server.server_id)
+        """Its stored values, masked (the launch reveals them); the secret ones taught to the redactor.
+        Their stamp is read first: a value written in between only means one more restart."""
+        sid = self.server.server_id
+        self.values_stamp = (await asyncio.to_thread(self.owner.store.values.env_stamps, sid)).get(sid, "")
+        stored = await asyncio.to_thread(self.owner.store.values.env_values, sid)
         secret_keys = {k.key for k in self.server.env_keys if k.secret}
         for key, value in stored.items():
             if key in secret_keys:
