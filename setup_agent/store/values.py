@@ -16,6 +16,7 @@ import builtins
 import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -48,6 +49,8 @@ class Values:
         self._db = database
         self._vault = vault
         self._audit = audit
+        #: Keys this process's settings stamps (:meth:`env_stamps`): a stamp says nothing of a value elsewhere.
+        self._stamp_key = os.urandom(32)
 
     @property
     def vault(self) -> Vault:
@@ -98,9 +101,11 @@ class Values:
 
     def env_stamps(self, server_id: str | None = None) -> dict[str, str]:
         """``{server_id: stamp}``: the stamp changes whenever one of that server's stored settings
-        is written (no decryption: the gateway's sync reads it at every change, and restarts a
-        running server whose stamp moved). Internal values (named ``__…``: a sign-in's grant,
-        renewed in place by the running server's own refresh) are not counted."""
+        changes value (the gateway's sync reads it at every change, and restarts a running server
+        whose stamp moved); a data key rotation, which re-encrypts every value, moves none. Each
+        value counts by its digest under this process's own random key, never read in clear.
+        Internal values (named ``__…``: a sign-in's grant, renewed in place by the running
+        server's own refresh) are not counted."""
         query = select(ClientEnvRow.server_id, ClientEnvRow.key, ClientEnvRow.value_encrypted)
         if server_id is not None:
             query = query.where(ClientEnvRow.server_id == server_id)
@@ -108,8 +113,12 @@ class Values:
             rows = [r for r in s.execute(query).all() if not r[1].startswith("__")]
         digests: dict[str, Any] = {}
         for sid, key, token in sorted(rows, key=lambda r: (r[0], r[1])):
+            try:
+                value = self._vault.decrypt(token).keyed_digest(self._stamp_key)
+            except StoreError:  # stored under another data key: its bytes stand for it
+                value = hashlib.sha256(bytes(token)).hexdigest()
             digest = digests.setdefault(sid, hashlib.sha256())
-            digest.update(key.encode() + b"\0" + bytes(token) + b"\0")
+            digest.update(f"{key}\0{value}\0".encode())
         return {sid: digest.hexdigest()[:32] for sid, digest in digests.items()}
 
     def secret_values(self) -> builtins.list[tuple[str, str, SecretValue]]:

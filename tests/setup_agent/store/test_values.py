@@ -1,6 +1,7 @@
 """A server's stored settings: a person's replaced key is written, audited by name only and
 announced to every process (the change counter, and a settings stamp the gateway restarts a
-running server by); an internal value renewed in place (a sign-in's grant) moves no stamp."""
+running server by); an internal value renewed in place (a sign-in's grant) or a data key rotation
+moves no stamp."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def test_a_replaced_key_moves_its_server_s_stamp_and_the_change_counter_and_is_a
     assert ("secret_replaced", "cli", "GH_TOKEN") in [(e.event, e.actor, e.detail) for e in store.audit.entries()]
     store.values.set_env_value(mine, "__oauth_grant", "renewed-grant-789", True)  # a sign-in renewed in place
     assert store.values.env_stamps()[mine] == now[mine]
+    store.values.rotate_key(Vault.in_memory())  # every value re-encrypted, none changed
+    assert store.values.env_stamps() == now
     meta = MetaData()
     meta.reflect(store.database.engine)
     with store.database.engine.connect() as conn:
