@@ -41,6 +41,7 @@ Messages never hold a secret value; faces still pass them through the redactor.
     │   ├── PortInUse                   port_in_use
     │   ├── OAuthRequired               oauth_required
     │   ├── DownloadTimeout             download_timeout
+    │   ├── DownloadFailed              download_failed
     │   └── SandboxUnavailable          sandbox_unavailable
     ├── RegistryUnavailable             registry_unavailable
     │   └── RegistryAuthError           registry_auth
@@ -92,6 +93,7 @@ __all__ = [
     "ConsentNotFound",
     "ConsentRequired",
     "DeprecatedEntry",
+    "DownloadFailed",
     "DownloadTimeout",
     "GuardError",
     "InvalidEntry",
@@ -322,6 +324,14 @@ class DownloadTimeout(ProbeError):
     """The package download (npx/uvx/docker's first run) passed MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS."""
 
     code = "download_timeout"
+
+
+class DownloadFailed(ProbeError):
+    """The runner said the package could not be downloaded (no network, nothing answering, a
+    certificate not trusted, no such package or version): ``details`` holds ``cause`` (in words),
+    ``package``, ``registry`` and ``runner_code`` (the runner's own, e.g. ``ECONNREFUSED``)."""
+
+    code = "download_failed"
 
 
 class SandboxUnavailable(ProbeError):

@@ -1,11 +1,14 @@
 """``mcp-setup apply FILE``: install the servers of a lock file here, exactly.
 
-1. The file is read (setup_agent/setup/lock_file.py: a malformed file, a newer version, an
-   unknown registry are refused with what is wrong). A server already installed identically is
-   reported and left alone; one installed differently is refused (remove it first).
+1. The file is read (setup_agent/setup/lock_file.py: a file that is not a lock file, or of a newer
+   version, is refused with what is wrong; an entry that cannot be used, such as one naming an
+   unknown registry, is reported and left out, and the others go on). A server already installed
+   identically is reported and left alone; one installed differently is refused (remove it first).
 2. Before anything runs, each server is looked up in the file's registry at the file's exact
    version, its package found, and the registry's artifact digest compared with the file's
-   (setup_agent/launch/digests.py): a difference is refused, saying expected and found.
+   (setup_agent/launch/digests.py): a difference is refused, saying expected and found. A
+   launch-spec entry (a server imported from a client's config, or written by hand) has no
+   registry: its launch is what the consent shows and what runs.
 3. The user approves the whole file once, in this terminal (the consent the terminal shows for
    ``add``, for every server at once). With ``MCP_SETUP_CONSENT=never-ask`` it is not asked.
 4. Each secret slot is asked at a hidden prompt; its value becomes a ref like any typed secret.
@@ -13,7 +16,12 @@
    works out is checked against the file's before the consent step (``check_prepared``), the
    user's per-server consent is answered from the approval of step 3 only when it matches, and
    the tool list the test saw is checked against the file's before the commit (``check_tools``):
-   a refusal leaves nothing of that server.
+   a refusal leaves nothing of that server. A launch-spec entry is test-connected with its
+   values in the child's environment only, its tool list checked the same way, and installed
+   in one transaction, its source (``import:claude-desktop``) kept.
+
+One entry that cannot be installed never stops the others: each is reported with why, and the
+exit code says that something failed.
 
 Exit codes: 0 all installed (or already there), 1 something failed, 3 FILE or a server/version
 not found, 130 cancelled.
@@ -80,13 +88,16 @@ def run_apply(settings: Settings, args: argparse.Namespace, handler: logging.Han
         print(f"mcp-setup: cannot read {path}: {getattr(exc, 'strerror', None) or exc}.", file=sys.stderr)
         return EXIT_FAILED
     try:
-        entries = parse_lock(text)
+        parsed = parse_lock(text)
     except SetupError as exc:
         print(f"mcp-setup: {path}: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
+    for problem in parsed.problems:
+        _say(f"✗ {problem}", err=True)
     done: list[str] = []
     try:
-        return asyncio.run(_run(settings, handler, entries, done))
+        code = asyncio.run(_run(settings, handler, parsed.servers, done, len(parsed.problems)))
+        return EXIT_FAILED if parsed.problems and code == 0 else code
     except (KeyboardInterrupt, EOFError):
         said = "Cancelled: nothing was installed."
         if done:
@@ -98,14 +109,16 @@ def run_apply(settings: Settings, args: argparse.Namespace, handler: logging.Han
         return EXIT_FAILED
 
 
-async def _run(settings: Settings, handler: logging.Handler, entries: list[Any], done: list[str]) -> int:
+async def _run(
+    settings: Settings, handler: logging.Handler, entries: list[Any], done: list[str], unusable: int = 0
+) -> int:
     from app.runtime import build_runtime
     from setup_agent.secrets import install_log_redaction
 
     runtime = build_runtime(settings)
     install_log_redaction(runtime.redactor, handler)
     try:
-        return await _apply(runtime, entries, done)
+        return await _apply(runtime, entries, done, unusable)
     finally:
         await runtime.aclose()
 
@@ -114,8 +127,10 @@ def _say(text: str = "", *, err: bool = False) -> None:
     print(text, file=sys.stderr if err else sys.stdout, flush=True)
 
 
-async def _apply(runtime: Any, entries: list[Any], installed: list[str]) -> int:
-    failures: list[tuple[str, int]] = []
+async def _apply(runtime: Any, entries: list[Any], installed: list[str], unusable: int = 0) -> int:
+    """Install what can be installed; each entry that cannot is said with why (``unusable``: the
+    entries the file's reading left out, already said)."""
+    failures: list[tuple[str, int]] = [("", EXIT_FAILED)] * unusable
     todo: list[_Plan] = []
     same = 0
     for entry in entries:
@@ -130,9 +145,6 @@ async def _apply(runtime: Any, entries: list[Any], installed: list[str]) -> int:
             _say(f"= {_named(entry)} is already installed as the file says.")
         else:
             todo.append(plan)
-    if todo and failures:
-        _say(f"{len(failures)} server(s) of the file cannot be installed (above); nothing was installed.", err=True)
-        return _exit(failures)
     if todo:
         if not await _consent(runtime, todo):
             _say("Not approved: nothing was installed.", err=True)
@@ -140,7 +152,7 @@ async def _apply(runtime: Any, entries: list[Any], installed: list[str]) -> int:
         await _ask_secrets(runtime, todo)
         for plan in todo:
             try:
-                await _install(runtime, plan)
+                await (_install_launch if plan.entry.from_launch else _install)(runtime, plan)
                 installed.append(plan.entry.qualified_name)
             except (SetupError, _Failed) as exc:
                 message = exc.message
@@ -178,6 +190,8 @@ async def _preflight(runtime: Any, entry: Any) -> _Plan | None:
         )
     if entry.oauth:
         raise _Failed(f"{name} signs in with OAuth, which apply cannot do for you: mcp-setup add {name}.")
+    if entry.from_launch:  # nothing to look up: its launch is what the consent shows and what runs
+        return _Plan(entry)
     if entry.registry not in runtime.hub.sources:
         raise _Failed(
             f"{name} comes from the registry {entry.registry!r}, which this mcp-setup does not search "
@@ -263,11 +277,13 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
     warnings: list[str] = []
     for plan in todo:
         e = plan.entry
-        _say(f"\n  {_named(e)} from the registry {e.registry}")
+        where = f"the registry {e.registry}" if not e.from_launch else f"its own launch command ({e.source})"
+        _say(f"\n  {_named(e)} from {where}")
         for label, text in describe_consent(_request(e, mechanism)):  # the rows `add`'s consent shows
             _say(f"    {label}: " + text.replace("\n", "\n      "))
-        digest = e.digest or f"not in the file; the registry's now: {plan.found_digest or 'none'}"
-        _say(f"    Artifact: {digest_kind(e.package_type)} {digest}")
+        if not e.from_launch:
+            digest = e.digest or f"not in the file; the registry's now: {plan.found_digest or 'none'}"
+            _say(f"    Artifact: {digest_kind(e.package_type)} {digest}")
         for k, v in sorted(e.settings.items()):
             _say(f"    Setting {k}: {v}")
         if e.secrets:
@@ -373,3 +389,54 @@ async def _install(runtime: Any, plan: _Plan) -> None:
     slug = server.slug if server is not None else result["server_id"]
     state = "installed, disabled as in the file" if not entry.enabled else f"installed, {result.get('status')}"
     _say(f"✓ {_named(entry)} {state} ({len(result.get('tools') or [])} tools) as {slug}")
+
+
+async def _install_launch(runtime: Any, plan: _Plan) -> None:
+    """A launch-spec entry (imported, hand-made): test its launch with the file's settings and the
+    typed secrets (in the child's environment only), check the tool list against the file's,
+    then install it in one transaction, its source kept, and connect it."""
+    import secrets as _random
+
+    from setup_agent.secrets import SecretValue
+    from setup_agent.setup import check_tools
+
+    entry = plan.entry
+    spec = entry.spec()
+    secret_values: dict[str, SecretValue] = runtime.refs.resolve(plan.refs)
+    values: dict[str, Any] = {**entry.settings, **secret_values}
+    _say(f"· installing {_named(entry)}: test-connecting…")
+    result = await runtime.prober.probe(spec, values)
+    check_tools(entry, result.tools)
+    server_id = "srv_" + _random.token_hex(6)
+    runtime.connections.expect(server_id)  # a store sync must not start it before it is connected here
+    try:
+        server = await asyncio.to_thread(
+            runtime.store.servers.install,
+            server_id=server_id,
+            qualified_name=entry.qualified_name,
+            source=entry.source,
+            version=entry.version,
+            package_type=entry.package_type,
+            launch_spec=spec.model_dump(mode="json"),
+            installed_by="cli",
+            tools_hash=result.tools_hash,
+            env={
+                **{k: (v, False) for k, v in entry.settings.items()},
+                **{k: (v, True) for k, v in secret_values.items()},
+            },
+            title=entry.title,
+            tools=result.tools,
+            hidden_tools=sorted(entry.left_out),
+        )
+    except BaseException:
+        runtime.connections.expect(server_id, False)
+        raise
+    runtime.refs.consume(plan.refs)
+    if not entry.enabled:
+        await asyncio.to_thread(runtime.store.servers.set_enabled, server.server_id, False, actor="cli")
+        runtime.connections.expect(server_id, False)
+        _say(f"✓ {_named(entry)} installed, disabled as in the file ({len(result.tools)} tools) as {server.slug}")
+        return
+    status = await runtime.connections.connect(server)
+    shown = [t for t in result.tools if t.get("name") not in entry.left_out]
+    _say(f"✓ {_named(entry)} installed, {status.status} ({len(shown)} tools) as {server.slug}")

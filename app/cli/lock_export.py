@@ -35,8 +35,9 @@ EXPORT_HELP = """\
 Write every installed server as a lock file: registry and name, exact version, the artifact's
 digest (npm integrity, PyPI sha256, OCI digest, MCPB sha256), the launch command with ${KEY}
 templates, the sandbox, the approved tools and their pinned hash, the secret settings' NAMES
-(never their values) and the other settings' values. `mcp-setup apply FILE` installs the same
-servers on another machine, asking only for the secrets.
+(never their values) and the other settings' values; a server imported from a client's config
+as its launch command and where it came from. `mcp-setup apply FILE` installs the same servers
+on another machine, asking only for the secrets.
 
 Exit code: 0 written, 1 failed.
 """
@@ -50,6 +51,11 @@ Install the servers a lock file (from `mcp-setup export`) lists, exactly as it s
   3. each secret setting is asked for at a hidden prompt (the file holds names only);
   4. each server is test-connected; a tool list that differs from the file's is refused and
      that server is not installed (nothing half-installed: each install is one transaction).
+
+A server from no registry (imported from a client's config, or written by hand) is in the
+file as its launch command ("registry": null, "source": "import:claude-desktop"): step 1 has
+nothing to look up, and step 4 tests that command. An entry that cannot be used or installed is
+reported with why; the others are installed all the same.
 
 Servers already installed identically are reported and left alone; one installed here
 differently is refused (remove it first). MCP_SETUP_CONSENT=never-ask skips step 2 (CI).

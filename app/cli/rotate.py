@@ -17,4 +17,4 @@ __all__ = ["rotate"]
 
 async def rotate(runtime: Any, server: InstalledServer, key: str, value: str) -> str:
     ref = runtime.refs.mint(key, value)
-    return (await rotate_secret(runtime.service, server.server_id, key, ref))["message"]
+    return (await rotate_secret(runtime.service, server.server_id, key, ref, actor="cli"))["message"]

@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -111,7 +112,7 @@ def add_server_parsers(sub: Any) -> None:
         "rotate",
         help="replace one stored secret: hidden prompt, test, then swap",
         description="Ask for KEY's new value at a hidden prompt, test the server with it, and store it only if "
-        "the server answers; otherwise the old value stays. Running faces use it from the server's next start.",
+        "the server answers; otherwise the old value stays. Wherever the server runs (a serve, an AI client's mcp-setup), it restarts with it.",
     )
     p.add_argument("name", help="server id, qualified name or slug")
     p.add_argument("key", help="the setting's name, e.g. NOTION_API_KEY")
@@ -433,6 +434,10 @@ def _add(settings: Settings, args: argparse.Namespace, handler: logging.Handler)
             installed_by="cli",
             assume_yes=args.yes,
             secrets=secrets,
+            retry=shlex.join(
+                ["mcp-setup", "add", args.name, *(["--yes"] if args.yes else [])]
+                + [part for given in args.secret or () for part in ("--secret", given)]
+            ),
         )
     )
 

@@ -51,8 +51,12 @@ class TerminalIO:
         consents: Any = None,
         assume_yes: bool = False,
         secrets: dict[str, str] | None = None,
+        retry: str | None = None,
     ) -> None:
         self.broker = broker
+        #: The exact command that runs this again (``mcp-setup add NAME``): said after a failed download.
+        self.retry = retry
+        self.download_failed = False
         self.consents = consents
         self.out = out or sys.stdout
         self._pending: asyncio.Future[Any] | None = None
@@ -310,9 +314,18 @@ class TerminalIO:
                 self._open_line = True
             else:
                 self._print(text)
-        elif status == "done":
+        elif status == "done" and event.get("ok") is not False:  # done only when the runner says so
             fetched = event.get("fetched")
             self._print("· downloaded" + (f" ({fetched} package{'' if fetched == 1 else 's'})" if fetched else ""))
+        elif status == "failed":
+            self.download_failed = self.download_failed or event.get("code") == "download_failed"
+            self._print("✗ the download failed")
+
+    def retry_hint(self) -> str | None:
+        """After a failed download: the command that tries again, once the registry answers."""
+        if not (self.download_failed and self.retry):
+            return None
+        return f"Once the network or the registry answers, try again: {self.retry}"
 
 
 def next_steps(slug: str) -> str:
@@ -365,14 +378,16 @@ async def run_agent(
     *,
     assume_yes: bool = False,
     secrets: dict[str, str] | None = None,
+    retry: str | None = None,
 ) -> int:
     """Run the ``mcp_setup`` agent for ``goal`` here; returns the exit code. ``installed_by``:
-    the install's actor (``cli`` for ``mcp-setup add``, the person's own command)."""
+    the install's actor (``cli`` for ``mcp-setup add``, the person's own command); ``retry``:
+    the command that runs this again, printed after a failed download."""
     if logging.getLogger().level > logging.DEBUG:
         log_handler.setLevel(logging.WARNING)  # keep the conversation readable; --verbose shows all
     runtime = build_runtime(settings)
     install_log_redaction(runtime.redactor, log_handler)
-    io = TerminalIO(runtime.broker, consents=runtime.consents, assume_yes=assume_yes, secrets=secrets)
+    io = TerminalIO(runtime.broker, consents=runtime.consents, assume_yes=assume_yes, secrets=secrets, retry=retry)
     secrets = None  # the values live in io only, until their prompt takes them
     options = openai_options(settings) if driver == "openai" else {}
     loop = asyncio.get_running_loop()
@@ -427,4 +442,6 @@ async def run_agent(
         print(f"\n{result['summary']}", flush=True)
     if slug:
         print(next_steps(slug), flush=True)
+    if hint := io.retry_hint():
+        print(hint, flush=True)
     return EXIT_CODES[result.get("reason") if result.get("reason") == "not_found" else result["status"]]

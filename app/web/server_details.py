@@ -87,4 +87,4 @@ async def server_details(
     except TimeoutError:
         runtime.broker.cancel(pending.prompt_id, "not answered in time")
         raise SetupError(f"No new value of {key} was entered in time; the old one stays.") from None
-    return await rotate_secret(runtime.service, server_id, key, ref)
+    return await rotate_secret(runtime.service, server_id, key, ref, actor="ui")

@@ -281,13 +281,20 @@ class ConnectionManager:
             self._set_stopped(sid)
             if sid not in installed:  # removed by another process: its files here go too
                 await self._delete_files(sid)
+        stamps = await asyncio.to_thread(self.store.values.env_stamps) if self._live else {}
         for server in wanted.values():
             live = self._live.get(server.server_id)
-            if live is not None and _same_start(live.server.launch_spec, server.launch_spec):
+            # A setting stored since its start read them (a key replaced with `mcp-setup rotate` or
+            # the page's Replace, in any process): it must not keep running with the old value.
+            restamped = live is not None and live.values_stamp not in (None, stamps.get(server.server_id, ""))
+            if live is not None and _same_start(live.server.launch_spec, server.launch_spec) and not restamped:
                 live.renew(server)  # its latest record (e.g. a newly approved tool list, keep-running)
             elif live is not None and self._born.get(server.server_id, 0) <= seen_at:
-                # Its launch changed since it started (a destination allowed with `mcp-setup allow`):
-                # stopped here, started anew with it (eagerly below, or by its next call).
+                # Its launch changed since it started (a destination allowed with `mcp-setup allow`),
+                # or its values did: stopped here, started anew with them (eagerly below, or by its
+                # next call).
+                if restamped:
+                    logger.info("server %s: a stored setting was replaced; restarting it", server.server_id)
                 await self.disconnect(server.server_id)
             # Lazy or not, a server whose tools were never recorded (installed by an older
             # mcp-setup) is started once so that they can be listed.

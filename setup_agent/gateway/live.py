@@ -93,6 +93,9 @@ class LiveConnection:
         self.net_record: NetRecord | None = None
         #: The resources clients subscribed to at it (the idle stop spares it while there are any).
         self.subscriptions: set[str] = set()
+        #: The stamp of its stored settings when its latest start read them (None: not read yet):
+        #: a sync that finds another one restarts it with the new values (a replaced key).
+        self.values_stamp: str | None = None
         self._told: set[asyncio.Task[None]] = set()
 
     def _refused(self, attempt: Any) -> None:
@@ -145,8 +148,11 @@ class LiveConnection:
         self.secrets.clear()
 
     async def _values(self) -> dict[str, SecretValue]:
-        """Its stored values, masked (the launch reveals them); the secret ones taught to the redactor."""
-        stored = await asyncio.to_thread(self.owner.store.values.env_values, self.server.server_id)
+        """Its stored values, masked (the launch reveals them); the secret ones taught to the redactor.
+        Their stamp is read first: a value written in between only means one more restart."""
+        sid = self.server.server_id
+        self.values_stamp = (await asyncio.to_thread(self.owner.store.values.env_stamps, sid)).get(sid, "")
+        stored = await asyncio.to_thread(self.owner.store.values.env_values, sid)
         secret_keys = {k.key for k in self.server.env_keys if k.secret}
         for key, value in stored.items():
             if key in secret_keys:
@@ -311,7 +317,9 @@ class LiveConnection:
                 await listener(elapsed, fetched)
 
         try:
-            await fetcher.fetch(spec, tick)
+            state = await fetcher.fetch(spec, tick)
+            if state is not None and (error := state.error()) is not None:
+                raise error  # the runner named why (no network, no such package…): said now, not as a crash
         except TimeoutError:
             raise DownloadTimeout(
                 f"Downloading the package took longer than {fetcher.timeout:g} seconds "

@@ -1,6 +1,6 @@
 """From a registry entry to a running process: the launch spec (``spec.py``), registry
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
-``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
+``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``, its failures read from the runner: ``fetch_errors.py``,
 ``prefetch.py``), artifact digests for lock files (``digests.py``), the launch: the one place a
 server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:

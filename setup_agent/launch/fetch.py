@@ -20,8 +20,10 @@ A *prefetch* (before the user consented) may download but never run the package'
 --no-build --target <throw-away dir>``, into the same uv cache the later ``uvx`` reads; a
 package that needs an sdist build is not prefetched), OCI by ``docker pull``.
 
-A fetch that fails changes nothing: the server's own start reports what is wrong. A fetch
-that succeeded is remembered for the life of the process (no second check), and a fetch of
+A fetch that fails changes nothing. When the runner's output names why (setup_agent/launch/fetch_errors.py:
+nothing answers, no such host, a certificate, no such package…) the fetch stops at that line, even
+while the runner would still retry, and the caller reports it as ``download_failed``; otherwise the
+server's own start reports what is wrong. A fetch that succeeded is remembered for the life of the process (no second check), and a fetch of
 the same package already running (a prefetch) is joined, not repeated.
 :meth:`Fetcher.prefetch` starts one in the background (when a secret prompt opens, or when
 ``get`` names the package an install would choose).
@@ -52,6 +54,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .fetch_errors import DownloadFailure, download_failed, read_failure
 from .fetch_plans import PREFIX, FetchPlan, fetch_plan, prefetch_plan
 from .procs import ProcessLedger
 from .scratch import ALSO_REMOVE, make_scratch_dir
@@ -87,7 +90,16 @@ class FetchState:
     ok: bool | None = None
     returncode: int | None = None
     tail: bytes = b""
+    #: What the runner said failed (the first final cause, else the last one it named).
+    failure: DownloadFailure | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def error(self) -> Exception | None:
+        """The ``download_failed`` error of a fetch that failed for a reason its runner named
+        (None: it worked, or the runner named none and the start will say what is wrong)."""
+        if self.ok is not False or self.failure is None or self.plan is None:
+            return None
+        return download_failed(self.plan.runner, self.package, self.failure, self.tail.decode(errors="replace"))
 
 
 class Fetcher:
@@ -139,8 +151,9 @@ class Fetcher:
     async def fetch(self, spec: LaunchSpec, on_tick: FetchHook | None = None) -> FetchState | None:
         """Download ``spec``'s package (or join the download under way), up to ``timeout``.
 
-        Returns the finished state (``ok`` False when it failed: the start will say why), or
-        None when there was nothing to fetch. Raises TimeoutError past the deadline (the fetch
+        Returns the finished state (``ok`` True only when the runner said it worked; when it
+        failed, :meth:`FetchState.error` is the cause the runner named, if any), or None when
+        there was nothing to fetch. Raises TimeoutError past the deadline (the fetch
         is stopped; a later try resumes from what the cache has)."""
         plan = fetch_plan(spec)
         if plan is None or plan.key in self._warm or not self._runnable(plan):
@@ -150,6 +163,8 @@ class Fetcher:
         )
         if ahead is not None:  # a prefetch of this package runs: the fetch goes on from where it is
             await self._wait(ahead, None, ahead.started + self.timeout, on_tick, ahead.started)
+            if ahead.failure is not None and ahead.failure.final:
+                return ahead  # the registry already said no: asking again at once changes nothing
         state, task = self._start(plan)
         return await self._wait(
             state, task, state.started + self.timeout, on_tick, ahead.started if ahead else state.started
@@ -294,6 +309,12 @@ class Fetcher:
                 if in_all is not None and (m := in_all.search(line)):
                     state.fetched = max(state.fetched, int(m.group(1)))
                 state.tail = (state.tail + line)[-4096:]
+                failure = read_failure(plan.runner, line.decode(errors="replace"))
+                if failure is not None and (state.failure is None or not state.failure.final):
+                    state.failure = failure
+                    if failure.final:  # no retry of the runner's changes it: stop now (the group is ended below)
+                        logger.info("%s fetch failed: %s", plan.runner, failure.code)
+                        return -1
             return await proc.wait()
         finally:
             if proc.returncode is None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .consent_request import ConsentRequest, build_consent_request, sandbox_profile
     from .lock_file import (
         LockedServer,
+        ParsedLock,
         check_digest,
         check_launch,
         check_tools,
@@ -52,6 +53,7 @@ __all__ = [
     "build_consent_request",
     "CallContext",
     "LockedServer",
+    "ParsedLock",
     "check_digest",
     "check_launch",
     "check_tools",
@@ -105,6 +107,7 @@ __getattr__, __dir__ = lazy_exports(
         "build_consent_request": "consent_request",
         "CallContext": "call_context",
         "LockedServer": "lock_file",
+        "ParsedLock": "lock_file",
         "check_digest": "lock_file",
         "check_launch": "lock_file",
         "check_tools": "lock_file",

@@ -333,7 +333,8 @@ class Installer:
 
     async def _fetch(self, prepared: Prepared, progress: Progress) -> None:
         """The download phase: its own deadline and progress; the start's deadline
-        then counts from its end. A failed fetch is not an error: the start says what is wrong."""
+        then counts from its end. A fetch whose runner said why it failed (no network, no such
+        package…) is ``download_failed`` at once; one that failed otherwise lets the start say why."""
         if self.fetcher is None or self.fetcher.is_warm(prepared.spec):
             return
         await progress("downloading", "started")
@@ -348,6 +349,8 @@ class Installer:
                 f"Downloading the package took longer than {self.fetcher.timeout:g} seconds "
                 "(MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS). Try again: what arrived stays in the cache."
             ) from None
+        if state is not None and (error := state.error()) is not None:
+            raise error  # the runner named why: the step fails now, not the start after it
         await progress("downloading", "done", **({"fetched": state.fetched, "ok": state.ok} if state else {}))
 
     async def _probe(self, prepared: Prepared, progress: Progress, keep: Path | None = None) -> ProbeResult:

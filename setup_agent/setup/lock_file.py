@@ -14,6 +14,15 @@ The file is JSON (``"format": "mcp-setup-lock", "version": 1``), one entry per s
      "settings": {"ACME_URL": "https://notes.acme.example"},            # the non-secret values
      "enabled": true}
 
+A server that came from no registry (imported from a client's config, or written by hand) is a
+*launch-spec entry*: ``"registry": null`` and ``"source"`` saying where it came from
+(``"import:claude-desktop"``); its ``launch`` is what runs, and ``package`` may be left out.
+``apply`` tests and installs it from that launch. A file written before this (its ``registry``
+holding such a source) reads the same way.
+
+Reading never refuses the whole file for one entry: :func:`parse_lock` returns the entries it
+can use and, for each one it cannot, a sentence naming it and what is wrong.
+
 Secret values are never in it: secret slots are names, and ``settings`` holds only the values
 stored as not secret. Everything here is pure (no store, no network): the faces read and write
 the file, and compare what the registry and the server offer with it through these functions.
@@ -36,6 +45,7 @@ __all__ = [
     "LOCK_VERSION",
     "REGISTRIES",
     "LockedServer",
+    "ParsedLock",
     "check_digest",
     "check_launch",
     "check_tools",
@@ -63,7 +73,7 @@ class LockedServer:
     """One server of a lock file."""
 
     qualified_name: str
-    registry: str
+    registry: str | None  # None: a launch-spec entry (imported, hand-made), installed from ``launch``
     version: str | None
     package_type: str
     identifier: str
@@ -80,6 +90,13 @@ class LockedServer:
     oauth: bool = False  # signs in with OAuth: apply cannot do that step for the user
     title: str | None = None
     digest_note: str | None = None
+    #: Where a launch-spec entry came from (``import:claude-desktop``); None for a registry's.
+    source: str | None = None
+
+    @property
+    def from_launch(self) -> bool:
+        """Installed from its own launch spec, not looked up in a registry."""
+        return self.registry is None
 
     def spec(self) -> LaunchSpec:
         """The launch spec as installed (sandbox fields included)."""
@@ -90,11 +107,13 @@ class LockedServer:
         artifact: dict[str, Any] = {"kind": digest_kind(self.package_type), "digest": self.digest}
         if self.digest is None:
             artifact["note"] = self.digest_note or _NO_DIGEST.get(self.package_type, "not recorded at install")
+        package = {"type": self.package_type, **({"identifier": self.identifier} if self.identifier else {})}
         out: dict[str, Any] = {
             "qualified_name": self.qualified_name,
             "registry": self.registry,
+            **({"source": self.source} if self.from_launch else {}),
             "version": self.version,
-            "package": {"type": self.package_type, "identifier": self.identifier},
+            "package": package,
             "artifact": artifact,
             "launch": self.launch,
             "sandbox": {"grants": list(self.grants), "network": self.network},
@@ -145,9 +164,11 @@ def locked_server(
             "not recorded: installed before mcp-setup recorded digests; apply takes this exact version and records it"
         )
     pinned = server.pinned_tools
+    registry = server.source if server.source in REGISTRIES else None  # else: a launch-spec entry
     return LockedServer(
         qualified_name=server.qualified_name,
-        registry=server.source,
+        registry=registry,
+        source=None if registry else server.source,
         version=server.version,
         package_type=server.package_type,
         identifier=str(spec.get("identifier") or ""),
@@ -184,6 +205,11 @@ def _bad(where: str, what: str) -> LockFileInvalid:
     return LockFileInvalid(f"The lock file is not usable: {where}: {what}.")
 
 
+def _unusable(where: str, what: str) -> LockFileInvalid:
+    """One entry that cannot be used (the others still are)."""
+    return LockFileInvalid(f"The lock file's {where} cannot be used: {what}; it was left out.")
+
+
 @overload
 def _str(obj: Mapping[str, Any], key: str, where: str) -> str: ...
 @overload
@@ -193,7 +219,7 @@ def _str(obj: Mapping[str, Any], key: str, where: str, *, optional: bool = False
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value or len(value) > 2000:
-        raise _bad(where, f'"{key}" must be a non-empty string')
+        raise _unusable(where, f'"{key}" must be a non-empty string')
     return value
 
 
@@ -201,12 +227,21 @@ def _str_map(value: Any, where: str, key: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise _bad(where, f'"{key}" must be an object of strings')
+        raise _unusable(where, f'"{key}" must be an object of strings')
     return dict(value)
 
 
-def parse_lock(text: str) -> list[LockedServer]:
-    """The servers of a lock file; :class:`LockFileInvalid` naming what is wrong otherwise."""
+@dataclass(frozen=True)
+class ParsedLock:
+    """What a lock file holds: the entries apply can use, and a sentence for each it cannot."""
+
+    servers: list[LockedServer]
+    problems: list[str] = field(default_factory=list)
+
+
+def parse_lock(text: str) -> ParsedLock:
+    """The servers of a lock file, and a sentence for each entry that cannot be used (the others
+    still can); :class:`LockFileInvalid` naming what is wrong when the file as a whole is not one."""
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -227,62 +262,77 @@ def parse_lock(text: str) -> list[LockedServer]:
     servers = doc.get("servers")
     if not isinstance(servers, list) or len(servers) > _MAX_SERVERS:
         raise _bad("the top level", f'"servers" must be a list of at most {_MAX_SERVERS} servers')
-    out = [_entry(item, i) for i, item in enumerate(servers, 1)]
-    names = [e.qualified_name for e in out]
-    if len(set(names)) != len(names):
-        raise _bad("servers", "a server is listed twice")
-    return out
+    out: list[LockedServer] = []
+    problems: list[str] = []
+    for i, item in enumerate(servers, 1):
+        try:
+            entry = _entry(item, i)
+        except LockFileInvalid as exc:
+            problems.append(exc.message)
+            continue
+        if any(e.qualified_name == entry.qualified_name for e in out):
+            problems.append(f"The lock file lists {entry.qualified_name} twice: server {i} was left out.")
+            continue
+        out.append(entry)
+    return ParsedLock(out, problems)
 
 
 def _entry(item: Any, n: int) -> LockedServer:
     where = f"server {n}"
     if not isinstance(item, dict):
-        raise _bad(where, "must be an object")
+        raise _unusable(where, "must be an object")
     name = _str(item, "qualified_name", where)
     where = f"server {n} ({name})"
-    registry = _str(item, "registry", where)
-    if registry not in REGISTRIES:
+    registry = _str(item, "registry", where, optional=True)
+    source = _str(item, "source", where, optional=True)
+    if registry is not None and registry not in REGISTRIES and ":" in registry:
+        registry, source = None, registry  # written before launch-spec entries had a "source" of their own
+    if registry is not None and registry not in REGISTRIES:
         raise LockFileInvalid(
             f"The lock file names an unknown registry for {name}: {registry!r} "
-            f"(mcp-setup knows {', '.join(REGISTRIES)})."
+            f"(mcp-setup knows {', '.join(REGISTRIES)}); it was left out."
         )
+    if registry is None:
+        source = source or "hand-made"
     package = item.get("package")
+    if package is None and registry is None:
+        package = {"type": "stdio"}
     if not isinstance(package, dict):
-        raise _bad(where, '"package" must be an object')
+        raise _unusable(where, '"package" must be an object')
     artifact = item.get("artifact") or {}
     if not isinstance(artifact, dict):
-        raise _bad(where, '"artifact" must be an object')
+        raise _unusable(where, '"artifact" must be an object')
     launch = item.get("launch")
     if not isinstance(launch, dict):
-        raise _bad(where, '"launch" must be an object')
+        raise _unusable(where, '"launch" must be an object')
     launch = {k: v for k, v in launch.items() if k not in _SANDBOX_FIELDS}
     sandbox = item.get("sandbox") or {}
     grants = sandbox.get("grants", []) if isinstance(sandbox, dict) else None
     network = sandbox.get("network", True) if isinstance(sandbox, dict) else None
     if not isinstance(grants, list) or not all(isinstance(g, str) for g in grants) or not isinstance(network, bool):
-        raise _bad(where, '"sandbox" must be {"grants": [folders], "network": true|false}')
+        raise _unusable(where, '"sandbox" must be {"grants": [folders], "network": true|false}')
     try:
         LaunchSpec.model_validate({**launch, "sandbox_grants": grants, "sandbox_network": network})
     except ValueError:
-        raise _bad(where, '"launch" is not a launch spec mcp-setup can run') from None
+        raise _unusable(where, '"launch" is not a launch spec mcp-setup can run') from None
     tools = item.get("tools") or {}
     if not isinstance(tools, dict):
-        raise _bad(where, '"tools" must be an object')
+        raise _unusable(where, '"tools" must be an object')
     left_out = tools.get("left_out") or []
     if not isinstance(left_out, list) or not all(isinstance(n, str) and n for n in left_out):
-        raise _bad(where, '"tools.left_out" must be a list of tool names')
+        raise _unusable(where, '"tools.left_out" must be a list of tool names')
     secrets = item.get("secrets") or []
     if not isinstance(secrets, list) or not all(isinstance(s, str) and s for s in secrets):
-        raise _bad(where, '"secrets" must be a list of setting names')
+        raise _unusable(where, '"secrets" must be a list of setting names')
     enabled = item.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise _bad(where, '"enabled" must be true or false')
+        raise _unusable(where, '"enabled" must be true or false')
     return LockedServer(
         qualified_name=name,
         registry=registry,
         version=_str(item, "version", where, optional=True),
         package_type=_str(package, "type", where) or "",
-        identifier=_str(package, "identifier", where) or "",
+        identifier=_str(package, "identifier", where, optional=registry is None) or "",
         digest=_str(artifact, "digest", where, optional=True),
         launch=launch,
         grants=tuple(grants),
@@ -295,6 +345,7 @@ def _entry(item: Any, n: int) -> LockedServer:
         enabled=enabled,
         oauth=item.get("oauth") is True,
         title=_str(item, "title", where, optional=True),
+        source=source,
     )
 
 

@@ -13,8 +13,10 @@ a process is started or the redactor needs it. The key itself lives in
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -47,6 +49,8 @@ class Values:
         self._db = database
         self._vault = vault
         self._audit = audit
+        #: Keys this process's settings stamps (:meth:`env_stamps`): a stamp says nothing of a value elsewhere.
+        self._stamp_key = os.urandom(32)
 
     @property
     def vault(self) -> Vault:
@@ -70,6 +74,52 @@ class Values:
             )
             if not done.rowcount:
                 s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
+
+    def replace_env_value(
+        self, server_id: str, key: str, value: str | SecretValue, secret: bool, *, actor: str
+    ) -> None:
+        """A person replaced one setting of an installed server (``mcp-setup rotate``, the page's
+        Replace): written, audited (``secret_replaced``, the key's name only) and the change counter
+        bumped in one transaction, so every process running the server restarts it with the new
+        value (:meth:`env_stamps`)."""
+        _check_text("An env key", key, 128)
+        token = self._vault.encrypt(value)
+        with translated(f"update the env of server {server_id}"), self._db.session() as s, s.begin():
+            row = s.get(ServerRow, server_id)
+            if row is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            done = s.execute(
+                update(ClientEnvRow)
+                .where(ClientEnvRow.server_id == server_id, ClientEnvRow.key == key)
+                .values(value_encrypted=token, secret=secret)
+            )
+            if not done.rowcount:
+                s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
+            self._audit.append(s, "secret_replaced" if secret else "setting_replaced", row, actor, detail=key)
+            self._db.bump(s)
+        self._db.changed()
+
+    def env_stamps(self, server_id: str | None = None) -> dict[str, str]:
+        """``{server_id: stamp}``: the stamp changes whenever one of that server's stored settings
+        changes value (the gateway's sync reads it at every change, and restarts a running server
+        whose stamp moved); a data key rotation, which re-encrypts every value, moves none. Each
+        value counts by its digest under this process's own random key, never read in clear.
+        Internal values (named ``__…``: a sign-in's grant, renewed in place by the running
+        server's own refresh) are not counted."""
+        query = select(ClientEnvRow.server_id, ClientEnvRow.key, ClientEnvRow.value_encrypted)
+        if server_id is not None:
+            query = query.where(ClientEnvRow.server_id == server_id)
+        with translated("read the settings' stamps"), self._db.session() as s:
+            rows = [r for r in s.execute(query).all() if not r[1].startswith("__")]
+        digests: dict[str, Any] = {}
+        for sid, key, token in sorted(rows, key=lambda r: (r[0], r[1])):
+            try:
+                value = self._vault.decrypt(token).keyed_digest(self._stamp_key)
+            except StoreError:  # stored under another data key: its bytes stand for it
+                value = hashlib.sha256(bytes(token)).hexdigest()
+            digest = digests.setdefault(sid, hashlib.sha256())
+            digest.update(f"{key}\0{value}\0".encode())
+        return {sid: digest.hexdigest()[:32] for sid, digest in digests.items()}
 
     def secret_values(self) -> builtins.list[tuple[str, str, SecretValue]]:
         """``(server_id, key, value)`` of every stored secret; one that cannot be decrypted is skipped."""

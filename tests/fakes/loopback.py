@@ -38,15 +38,17 @@ class TrickleHandler(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve_loopback(handler: type[TrickleHandler], host: str = "127.0.0.1") -> Iterator[int]:
-    """Serve ``handler`` on a free port of ``host`` (``127.0.0.1`` or ``::1``; the port is
-    yielded) until the block ends."""
+def serve_loopback(handler: type[TrickleHandler], host: str = "127.0.0.1", port: int = 0) -> Iterator[int]:
+    """Serve ``handler`` on ``port`` of ``host`` (``127.0.0.1`` or ``::1``; 0: a free port; the
+    port is yielded) until the block ends. A given port is where a runner was pointed before
+    anything answered there: a registry that comes back."""
 
     class Server(http.server.ThreadingHTTPServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        allow_reuse_address = True
 
     handler.stop = threading.Event()
-    server = Server((host, 0), handler)
+    server = Server((host, port), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -74,7 +74,9 @@ def serve_npm_package(
     trickle_seconds: float = 0.0,
     scripts: dict[str, str] | None = None,
     bins: dict[str, str] | None = None,
+    port: int = 0,
 ) -> Iterator[NpmRegistry]:
+    """Serve the package on ``port`` of 127.0.0.1 (0: a free one)."""
     tarball = stub_npm_package(name, version, scripts, bins)
     integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
     shasum = hashlib.sha1(tarball).hexdigest()
@@ -108,6 +110,6 @@ def serve_npm_package(
             else:
                 self.send_body(b'{"error":"not found"}', "application/json", status=404)
 
-    with serve_loopback(Handler) as port:
-        holder["r"] = NpmRegistry(f"http://127.0.0.1:{port}")
+    with serve_loopback(Handler, port=port) as bound:
+        holder["r"] = NpmRegistry(f"http://127.0.0.1:{bound}")
         yield holder["r"]

@@ -9,6 +9,8 @@ var PLAIN = {
   exited: "The server stopped right after it started.",
   protocol_error: "The server answered in a way mcp-setup does not understand.",
   unreachable: "The server could not be reached.",
+  download_failed: "The server's package could not be downloaded. Check the internet connection (or the proxy), then try again.",
+  download_timeout: "Downloading the server's package took too long. Check the internet connection, then try again.",
   secret_pending: "A key you were asked for has not been entered yet.",
   secret_missing: "A key is missing or was already used. Please enter it again.",
   secret_expired: "The key you entered has expired (they are kept only for a while). Please enter it again.",

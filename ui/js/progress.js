@@ -8,7 +8,7 @@ import { el } from "./dom.js";
 import { plain } from "./errors.js";
 import { openSignIn } from "./oauth_modal.js";
 import { toolList } from "./servers.js";
-import { addToThread, noteOwnChoice, setBusy } from "./thread.js";
+import { addToThread, currentGoal, note, noteOwnChoice, runDone, sendToAgent, setBusy } from "./thread.js";
 
 var ACTIVITY = {
   mcp_setup_search: "Searching the server directories…",
@@ -18,8 +18,8 @@ var ACTIVITY = {
   mcp_setup_install_and_connect: "Installing and connecting the server…"
 };
 
-// The core's stages of a test or install. "downloading" only happens for MCPB bundles: its
-// row is added when the first downloading event arrives. "installing" and "connected" are
+// The core's stages of a test or install. "downloading" happens for packages fetched first
+// (npm, PyPI, Docker, MCPB bundles): its row is added when the first downloading event arrives. "installing" and "connected" are
 // the install's own steps after the test.
 var STAGE_WORDS = {
   resolving: "Look up the server",
@@ -118,7 +118,8 @@ function countDownload(event) {
   var parts = [];
   if (typeof event.elapsed_seconds === "number") parts.push(Math.round(event.elapsed_seconds) + " s");
   if (typeof event.fetched === "number" && event.fetched > 0) parts.push(event.fetched + (event.fetched === 1 ? " package" : " packages"));
-  if (parts.length) counter.textContent = " · " + parts.join(", ") + (event.status === "done" ? "" : " so far");
+  if (event.status === "failed") counter.textContent = counter.textContent.replace(/ so far$/, "");
+  else if (parts.length) counter.textContent = " · " + parts.join(", ") + (event.status === "done" ? "" : " so far");
 }
 
 function setStep(stage, status) {
@@ -157,6 +158,7 @@ export function offerSignIn(request) {
 function problemText(event) {
   if (event.stage === "connected" && !event.code)
     return "It was installed, but it did not connect. The list of installed servers above says why; you can press Reconnect there.";
+  if (event.code === "download_failed") return event.message;  // the package, the registry and why, in one sentence
   if (event.reason) {
     if (event.stage === "downloading") return "It could not be downloaded: " + event.reason + ".";
     return event.reason.charAt(0).toUpperCase() + event.reason.slice(1) + ".";
@@ -164,11 +166,25 @@ function problemText(event) {
   return plain(event.code, event.message);
 }
 
+// A download that failed (no network, the registry not answering): the same setup again, once
+// the assistant has finished this one.
+function tryAgainButton() {
+  var goal = currentGoal();
+  if (!goal) return null;
+  var button = el("button", { type: "button", class: "try-again", text: "Try again" });
+  button.addEventListener("click", function () {
+    if (!runDone()) { note("The assistant is still on this setup: press Try again once it has finished."); return; }
+    sendToAgent({ type: "start_agent", goal: goal });
+  });
+  return button;
+}
+
 function showProblem(event) {
   var text = problemText(event);
   steps.block.appendChild(el("div", { class: "problem", role: "alert" }, [
     el("strong", { text: "It did not work. " }), text,
-    event.message ? el("details", null, [el("summary", { text: "Technical details" }), el("p", { text: event.message })]) : null
+    event.message && event.message !== text ? el("details", null, [el("summary", { text: "Technical details" }), el("p", { text: event.message })]) : null,
+    event.code === "download_failed" ? tryAgainButton() : null
   ]));
 }
 

@@ -14,6 +14,7 @@ var questionNodes = {}; // question_id → {node, controls}
 export function hasRun() { return !!run; }
 export function runDone() { return !!run && run.done; }
 export function currentRunId() { return run && run.id; }
+export function currentGoal() { return run ? run.goal : ""; }
 export function isThisRun(runId) { return !!run && run.id === runId; }
 
 // Send a message to the assistant; if the websocket is down, say so in the thread.
@@ -52,7 +53,7 @@ export function focusThreadAction() {
 export function noteOwnChoice(text) { if (run) run.ownChoice = text; }
 
 export function beginThread(runId, goal) {
-  run = { id: runId, done: false, ownChoice: null };
+  run = { id: runId, done: false, ownChoice: null, goal: goal };
   questionNodes = {};
   $("setup").hidden = false;
   $("add-server").setAttribute("aria-expanded", "true");

@@ -6,6 +6,9 @@
 * **Try again** and **Show the log** after a crash (``exited``): a start can fail once; the
   log is the server's last output, already redacted by the probe (``details.stderr_tail``).
 * **Try the X package instead** for each package not tried yet with these settings.
+
+A download that failed is said by its step (the page's row, the terminal's line) and by the run's
+summary: the driver says it again only before asking what to do.
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ _NOT_A_VALUE = {
     "oauth_refused",
     "oauth_denied",
     "oauth_error",
+    "download_failed",
+    "download_timeout",
 }
+#: The package did not arrive: the message names it, the registry and why.
+_DOWNLOAD = {"download_failed", "download_timeout"}
 #: A crash: it may start the next time, and its log says why it did not.
 _CRASH = {"exited"}
 
@@ -80,6 +87,8 @@ async def on_failure(
     code, message = error.get("code", ""), error.get("message", "")
     if code == "runtime_missing":
         await driver._say(s, f"This server cannot start here yet. {message}")
+    elif code in _DOWNLOAD:
+        pass  # the failed step says it, and the run's summary; said below only before a question
     else:
         await driver._say(s, f"The connection test failed. {message}")
     choices: list[str] = []
@@ -93,6 +102,8 @@ async def on_failure(
     choices += packages
     if not choices:
         return None
+    if code in _DOWNLOAD:
+        await driver._say(s, message)  # what could not be downloaded, from where, and why
     while True:
         answer = await driver._choose(s, "What would you like to do?", [*choices, CANCEL])
         if answer == SHOW_LOG:  # said, then asked again without it

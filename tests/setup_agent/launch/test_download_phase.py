@@ -457,8 +457,8 @@ def Store_for(home: Path):  # noqa: N802 - reads like the class it opens
 async def test_a_package_npm_does_not_have_fails_its_download_row_saying_npm_has_no_such_package(
     new_runtime, tmp_path: Path, memory_keyring, canary: str
 ) -> None:
-    """#25 item 4: npx's E404 is the download's failure ("npm has no package X"), not a crash of a
-    server that was downloaded."""
+    """npx's E404 is the download's failure, said as soon as npm says it, not a crash of a server
+    that was downloaded: nothing is started."""
     with serve_npm_package(PACKAGE, "1.0.0") as registry:  # it has mcp-setup-npm-stub only
         write_catalog_entry(
             tmp_path / "catalog",
@@ -482,11 +482,13 @@ async def test_a_package_npm_does_not_have_fails_its_download_row_saying_npm_has
             result = await run_test(runtime, runtime.refs.mint("STUB_API_KEY", canary), events)
         finally:
             await runtime.aclose()
-    assert result["ok"] is False and result["error"]["details"]["failed"] == "package", result
-    assert result["error"]["details"]["reason"] == "npm has no package mcp-setup-npm-nope"
-    downloading = [e for e in events if e["stage"] == "downloading"]
-    assert downloading[-2]["status"] == "done" and downloading[-2]["ok"] is False  # the fetch got nothing
+    assert result["ok"] is False and result["error"]["code"] == "download_failed", result
+    assert result["error"]["message"] == (
+        f"Could not download mcp-setup-npm-nope@1.0.0 from {registry.url}: it has no such package."
+    )
+    assert result["error"]["details"]["failed"] == "package"
+    assert "done" not in [e["status"] for e in events if e["stage"] == "downloading"]  # the fetch got nothing
+    assert "starting" not in [e["stage"] for e in events]
     last = events[-1]
-    assert (last["stage"], last["status"], last["code"]) == ("downloading", "failed", "exited")
-    assert last["reason"] == "npm has no package mcp-setup-npm-nope"
+    assert (last["stage"], last["status"], last["code"]) == ("downloading", "failed", "download_failed")
     assert canary not in json.dumps([result, events])

@@ -346,15 +346,18 @@ def test_a_tool_list_that_differs_from_the_file_is_refused_naming_the_tools_and_
         ),
         (
             '{"format": "mcp-setup-lock", "version": 1, "servers": [{"qualified_name": "a/b", "registry": "npmjs"}]}',
-            "The lock file names an unknown registry for a/b: 'npmjs' (mcp-setup knows official, smithery, local)",
+            "The lock file names an unknown registry for a/b: 'npmjs' (mcp-setup knows official, smithery, local); "
+            "it was left out.",
         ),
         (
             '{"format": "mcp-setup-lock", "version": 1, "servers": [{"qualified_name": "a/b", "registry": "local"}]}',
-            'The lock file is not usable: server 1 (a/b): "package" must be an object',
+            'The lock file\'s server 1 (a/b) cannot be used: "package" must be an object; it was left out.',
         ),
     ],
 )
-def test_a_file_apply_cannot_use_is_refused_with_what_is_wrong_and_exit_1(tmp_path: Path, text: str, said: str) -> None:
+def test_a_file_or_entry_apply_cannot_use_is_said_with_what_is_wrong_and_exit_1(
+    tmp_path: Path, text: str, said: str
+) -> None:
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local")
     lock = tmp_path / "bad.json"
     lock.write_text(text)

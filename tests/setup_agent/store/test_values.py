@@ -1,0 +1,58 @@
+"""A server's stored settings: a person's replaced key is written, audited by name only and
+announced to every process (the change counter, and a settings stamp the gateway restarts a
+running server by); an internal value renewed in place (a sign-in's grant) or a data key rotation
+moves no stamp."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import MetaData, select
+
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import Store
+
+
+@pytest.fixture
+def store(tmp_path: Path, database_url: str | None) -> Iterator[Store]:
+    s = Store.for_data_dir(tmp_path / "data", Vault.in_memory(), database_url)
+    yield s
+    s.close()
+
+
+def install(store: Store, name: str, value: str) -> str:
+    return store.servers.install(
+        qualified_name=name,
+        source="local",
+        version="1",
+        package_type="npm",
+        launch_spec={"command": "x"},
+        installed_by="cli",
+        tools_hash="h",
+        env={"GH_TOKEN": (value, True), "REGION": ("eu", False)},
+    ).server_id
+
+
+def test_a_replaced_key_moves_its_server_s_stamp_and_the_change_counter_and_is_audited_by_name_only(
+    store: Store, canary: str
+) -> None:
+    mine, other = install(store, "io.test/gh", "old-value-123"), install(store, "io.test/other", "other-value-456")
+    stamps, counter = store.values.env_stamps(), store.database.change_counter()
+    assert set(stamps) == {mine, other} and store.values.env_stamps(mine) == {mine: stamps[mine]}
+    store.values.replace_env_value(mine, "GH_TOKEN", canary, True, actor="cli")
+    assert store.values.env_values(mine)["GH_TOKEN"].reveal() == canary
+    assert store.database.change_counter() == counter + 1  # every process hears of it
+    now = store.values.env_stamps()
+    assert now[mine] != stamps[mine] and now[other] == stamps[other]
+    assert ("secret_replaced", "cli", "GH_TOKEN") in [(e.event, e.actor, e.detail) for e in store.audit.entries()]
+    store.values.set_env_value(mine, "__oauth_grant", "renewed-grant-789", True)  # a sign-in renewed in place
+    assert store.values.env_stamps()[mine] == now[mine]
+    store.values.rotate_key(Vault.in_memory())  # every value re-encrypted, none changed
+    assert store.values.env_stamps() == now
+    meta = MetaData()
+    meta.reflect(store.database.engine)
+    with store.database.engine.connect() as conn:
+        dump = "\n".join(repr(tuple(r)) for t in meta.sorted_tables for r in conn.execute(select(t)))
+    assert canary not in dump
