@@ -114,8 +114,10 @@ class LiveConnection:
         self.last_used = asyncio.get_running_loop().time()
 
     def renew(self, server: InstalledServer) -> None:
-        """Its latest record from the store (e.g. a newly approved tool list), the same launch."""
+        """Its latest record from the store (e.g. a newly approved tool list, or the person's
+        sampling setting: its next request is judged by it), the same launch."""
         self.server = server
+        self.inflight.speak_for(Origin.of(server), None)
 
     def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
         self.status.status = status
