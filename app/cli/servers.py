@@ -27,7 +27,7 @@ from app.clients import installed_by_words
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
-from .network import network_lines
+from .network import network_lines, sampling_line
 from .readonly import NotFound as _NotFound
 from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
@@ -185,6 +185,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  sandbox: {line}")
     for line in network:
         print(f"  network: {line}")
+    print(f"  {sampling_line(s)}")
     for t in s.tools:
         print(
             f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}"
