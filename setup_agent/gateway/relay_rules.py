@@ -32,7 +32,7 @@ import logging
 import re
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -81,6 +81,8 @@ _CREDENTIAL_WORDS = frozenset(
 )
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+[a-z]*", re.ASCII)
 _RESERVED = "mcpsetup"  # a logger whose letters spell this is mcp-setup's voice
+_INLINE_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=]+\Z")
+_MAX_ICON = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class Origin:
     url: str | None = None  # a remote's own URL: its loopback host may be named by a URL elicitation
     #: What the person allowed it to ask their AI (setup_agent/store/sampling.py).
     sampling: Sampling = SAMPLING_DEFAULT
+    #: Its icon as its own answer gave it (an image ``data:`` URI only: nothing to fetch), or None.
+    icon: str | None = None
 
     @classmethod
     def of(cls, server: Any) -> Origin:
@@ -103,8 +107,19 @@ class Origin:
         sampling = getattr(server, "sampling", SAMPLING_DEFAULT)
         return cls(server.slug or name, server.title or name, name, url if isinstance(url, str) else None, sampling)
 
+    def with_icon(self, info: Any) -> Origin:
+        """This origin with the first image icon of the server's ``serverInfo`` (``Implementation``),
+        if it carries one inline (``data:image/…;base64,``, at most 64 KiB): a page shows it beside
+        the server's name, and nothing is fetched from an address the server chose."""
+        for icon in getattr(info, "icons", None) or ():
+            src = getattr(icon, "src", None)
+            if isinstance(src, str) and _INLINE_IMAGE.match(src) and len(src) <= _MAX_ICON:
+                return replace(self, icon=src)
+        return self
+
     def meta(self) -> dict[str, Any]:
-        return {ORIGIN_KEY: {"slug": self.slug, "title": self.title, "server": self.server or self.slug}}
+        said = {"slug": self.slug, "title": self.title, "server": self.server or self.slug}
+        return {ORIGIN_KEY: {**said, "icon": self.icon} if self.icon else said}
 
     def says(self, message: str, *, verb: str = "asks") -> str:
         """``message`` in the server's voice, for a person to read."""
