@@ -362,6 +362,7 @@ class SetupService:
             }
             if full:
                 item.update(enabled=s.enabled, installed_at=s.installed_at.isoformat(), version=s.version)
+                item["sampling"] = s.sampling  # may it ask the person's AI to write text (the card's control)
             if st.reason:
                 item["reason"] = st.reason
             if hidden:

@@ -1,0 +1,43 @@
+// "Try" on a server card's tool: the person runs the tool from the page with the inputs they
+// type (JSON), and sees its answer. The page is the tool's client, so a form or page the server
+// asks for meanwhile opens in this tab, framed as the server's (relayed_modal.js). /rpc servers.try_tool.
+
+import { el, showError } from "./dom.js";
+import { rpc } from "./api.js";
+
+function resultText(result) {
+  return (result.content || []).map(function (block) {
+    return block.type === "text" ? block.text : "[" + block.type + "]";
+  }).join("\n") || JSON.stringify(result.structuredContent || {});
+}
+
+export function tryPart(server, tool) {
+  var name = server.slug + "__" + tool.name;
+  var inputs = el("textarea", { class: "try-inputs", rows: 2, "aria-label": "Inputs for " + tool.name + " (JSON)" });
+  inputs.value = "{}";
+  inputs.spellcheck = false;
+  var run = el("button", { type: "button", class: "small-button", text: "Run", "aria-label": "Run " + tool.name });
+  var said = el("pre", { class: "try-result", role: "status", hidden: true });
+  var error = el("p", { class: "error", role: "alert", hidden: true });
+  run.addEventListener("click", function () {
+    var args;
+    try { args = JSON.parse(inputs.value || "{}"); } catch (err) {
+      showError(error, "The inputs are not JSON: write them as {\"name\": \"value\"}.");
+      return;
+    }
+    showError(error, "");
+    run.disabled = true;
+    said.hidden = false;
+    said.textContent = "Running…";
+    rpc("servers.try_tool", { name: name, arguments: args }).then(function (result) {
+      said.textContent = (result.isError ? "It answered with an error: " : "") + resultText(result);
+    }, function (failure) {
+      said.hidden = true;
+      showError(error, failure.message);
+    }).then(function () { run.disabled = false; });
+  });
+  return el("details", { class: "try", "data-tool": tool.name }, [
+    el("summary", { text: "Try", "aria-label": "Try " + tool.name }),
+    el("label", { class: "small", text: "Inputs (JSON)" }), inputs, run, error, said
+  ]);
+}
