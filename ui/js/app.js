@@ -18,6 +18,7 @@ import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.j
 import { initConsentModal, onConsentDone, onConsentRequest } from "./consent_modal.js";
 import { initOAuthModal, onOAuthRequest } from "./oauth_modal.js";
 import { initRelayedModal, onRelayedDone, onRelayedRequest } from "./relayed_modal.js";
+import { onTryNotice } from "./try_tool.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -42,6 +43,7 @@ on("consent_request", onConsentRequest);
 on("consent_done", onConsentDone);
 on("relayed_request", onRelayedRequest);
 on("relayed_done", onRelayedDone);
+on("relayed_notice", onTryNotice);
 on("oauth_request", function (event) { onOAuthRequest(event); offerSignIn(event); });
 on("server_status", function () { loadServersSoon(); });
 on("servers_changed", function () { loadServersSoon(); });

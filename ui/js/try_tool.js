@@ -1,9 +1,17 @@
 // "Try" on a server card's tool: the person runs the tool from the page with the inputs they
-// type (JSON), and sees its answer. The page is the tool's client, so a form or page the server
+// type (JSON), and sees its answer, and any notice of mcp-setup's about it (a form it refused). The page is the tool's client, so a form or page the server
 // asks for meanwhile opens in this tab, framed as the server's (relayed_modal.js). /rpc servers.try_tool.
 
 import { el, showError } from "./dom.js";
 import { rpc } from "./api.js";
+
+var running = null;  // the error line of the tool running now: where mcp-setup's notices go
+
+// mcp-setup's own notice during a tool run from the page (a server's form it refused, and why),
+// in mcp-setup's voice under that tool.
+export function onTryNotice(event) {
+  if (running) showError(running, event.text);
+}
 
 function resultText(result) {
   return (result.content || []).map(function (block) {
@@ -26,6 +34,7 @@ export function tryPart(server, tool) {
       return;
     }
     showError(error, "");
+    running = error;
     run.disabled = true;
     said.hidden = false;
     said.textContent = "Running…";
@@ -34,7 +43,10 @@ export function tryPart(server, tool) {
     }, function (failure) {
       said.hidden = true;
       showError(error, failure.message);
-    }).then(function () { run.disabled = false; });
+    }).then(function () {
+      run.disabled = false;
+      if (running === error) running = null;
+    });
   });
   return el("details", { class: "try", "data-tool": tool.name }, [
     el("summary", { text: "Try", "aria-label": "Try " + tool.name }),

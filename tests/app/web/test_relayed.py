@@ -139,6 +139,16 @@ async def test_a_servers_form_reaches_the_tab_as_the_servers_own_request_and_its
     assert done == {"type": "relayed_done", "request_id": shown["request_id"]}
 
 
+async def test_a_page_to_open_reaches_the_tab_with_its_address_and_the_servers_own_words(world: World) -> None:
+    tab = Tab({"action": "accept"})
+    params = {"mode": "url", "message": "Sign in", "url": "https://auth.example.com/x", "elicitationId": "e-1"}
+    answer = await _ask(world, tab, "elicitation/create", params)
+    assert answer["result"] == {"action": "accept"}
+    shown = tab.shown[0]
+    assert (shown["mode"], shown["url"], shown["message"]) == ("url", "https://auth.example.com/x", "Sign in")
+    assert shown["origin"]["title"] == "Asking" and "fields" not in shown
+
+
 async def test_another_servers_stored_secret_typed_in_the_tab_never_reaches_the_server(
     world: World, canary: str
 ) -> None:
