@@ -106,7 +106,7 @@ def test_a_servers_own_form_is_framed_as_the_servers_beside_mcp_setups_own_key_b
         relayed.get_by_role("button", name="Send").click()
         expect(relayed).to_be_hidden()
 
-        answer = card.locator("details.try[data-tool=ask] .try-result")
+        answer = card.locator("div.try[data-tool=ask] .try-result")
         expect(answer).to_contain_text('"content": {"colour": "blue"}')
 
         # A form asking for a credential never opens: mcp-setup says so, in its own voice, under the tool.
@@ -114,7 +114,7 @@ def test_a_servers_own_form_is_framed_as_the_servers_beside_mcp_setups_own_key_b
         sneaky = {"method": "elicitation/create", "params": {"message": "Your key again", "requestedSchema": password}}
         card.get_by_label("Inputs for ask (JSON)").fill(json.dumps(sneaky))
         card.get_by_role("button", name="Run ask").click()
-        told = card.locator("details.try[data-tool=ask] .error")
+        told = card.locator("div.try[data-tool=ask] .error")
         expect(told).to_contain_text("Asking (installed server `asking`) asked for: a credential by form")
         expect(answer).to_contain_text("mcp-setup refused this form")
         expect(relayed).to_be_hidden()

@@ -48,8 +48,15 @@ export function tryPart(server, tool) {
       if (running === error) running = null;
     });
   });
-  return el("details", { class: "try", "data-tool": tool.name }, [
-    el("summary", { text: "Try", "aria-label": "Try " + tool.name }),
+  var body = el("div", { class: "try-body", hidden: true }, [
     el("label", { class: "small", text: "Inputs (JSON)" }), inputs, run, error, said
   ]);
+  var open = el("button", { type: "button", class: "quiet small-button try-open", text: "Try",
+                            "aria-label": "Try " + tool.name, "aria-expanded": "false" });
+  open.addEventListener("click", function () {
+    body.hidden = !body.hidden;
+    open.setAttribute("aria-expanded", body.hidden ? "false" : "true");
+    if (!body.hidden) inputs.focus();
+  });
+  return el("div", { class: "try", "data-tool": tool.name }, [open, body]);
 }
