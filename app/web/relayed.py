@@ -7,8 +7,8 @@ request, never in mcp-setup's voice.
 (relay_rules.py: no credential form, no look-alike of mcp-setup's pages) and redacted it. The
 caller sends the tab a ``relayed_request`` event (who asks: the server's title, slug and icon;
 the form's fields or the page it asks to open) and waits for the person's answer, posted to
-``POST /api/relayed/{request_id}`` (:meth:`RelayedRequests.answer`); the answer goes back
-through the relay's guard and redactor. The page takes no sampling or roots requests: it has no
+``POST /api/relayed/{request_id}`` (:meth:`RelayedRequests.answer`), at most
+:data:`WAIT_SECONDS` (then "cancel"); the answer goes back through the relay's guard and redactor. The page takes no sampling or roots requests: it has no
 AI of its own and shares no folders, so those are refused as for any client that did not
 declare them.
 """
@@ -42,6 +42,9 @@ _ICON_PREFIXES = (
     "data:image/webp;base64,",
 )
 _MAX_ICON = 64 * 1024
+#: How long a server's request waits for the person in the tab; then it is answered "cancel"
+#: (a tab closed meanwhile must not hold the call, nor the server, for ever).
+WAIT_SECONDS = 600.0
 
 
 class RelayedRequests:
@@ -148,11 +151,17 @@ class PageCaller:
     answers against it)."""
 
     def __init__(
-        self, requests: RelayedRequests, emit: Callable[[dict[str, Any]], None], *, principal: str = "user:web"
+        self,
+        requests: RelayedRequests,
+        emit: Callable[[dict[str, Any]], None],
+        *,
+        principal: str = "user:web",
+        wait_seconds: float = WAIT_SECONDS,
     ) -> None:
         self.requests = requests
         self.emit = emit
         self.principal = principal
+        self.wait_seconds = wait_seconds
 
     def can(self, capability: str) -> bool:
         return capability in ("elicitation.form", "elicitation.url")
@@ -176,7 +185,10 @@ class PageCaller:
         event["request_id"] = request_id
         self.emit(event)
         try:
-            answer = await future
+            answer = await asyncio.wait_for(future, self.wait_seconds)
+        except TimeoutError:
+            log.info("a request of %s waited %.0f s in the page: cancelled", origin.get("slug"), self.wait_seconds)
+            answer = {"action": "cancel"}
         finally:
             self.requests.close(request_id)
             self.emit({"type": "relayed_done", "request_id": request_id})

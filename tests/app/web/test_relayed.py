@@ -167,6 +167,19 @@ async def test_the_page_answers_no_sampling_and_is_never_asked(world: World) -> 
     assert "no client that can answer" in answer["error"]["message"] and tab.shown == []
 
 
+async def test_a_request_nobody_answers_in_the_tab_is_cancelled_after_its_wait_and_the_tab_told(
+    world: World,
+) -> None:
+    shown: list[dict[str, Any]] = []  # a tab that never answers (closed)
+    caller = PageCaller(RelayedRequests(), shown.append, wait_seconds=0.2)
+    with anyio.fail_after(scaled(30)):
+        result = await world.gateway.call(
+            ASK, {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": FORM}}, caller=caller
+        )
+    assert json.loads(result["content"][0]["text"])["result"] == {"action": "cancel"}
+    assert [e["type"] for e in shown] == ["relayed_request", "relayed_done"]
+
+
 async def test_an_answer_holding_a_field_the_form_did_not_ask_for_or_of_another_type_is_refused() -> None:
     requests = RelayedRequests()
     fields = [{"name": "age", "type": "integer", "required": True}]
