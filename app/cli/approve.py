@@ -158,6 +158,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
     from app.pages import ONLY_THESE, describe_consent, network_rows
     from setup_agent.setup import ConsentRequest, answer_shared
 
+    from .choice_pick import pick_choices
     from .tool_pick import pick_hidden, print_tools
 
     request = ConsentRequest.from_public(item.request)
@@ -204,6 +205,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
             print("Denied (the warnings were not accepted). Nothing runs.\n")
             return
     hidden = pick_hidden(request, lambda question: _ask(answers, question), sys.stdout)  # Enter: all stay
+    choices = pick_choices(request, lambda question: _ask(answers, question), sys.stdout)  # Enter: the defaults
     sandbox: dict[str, Any] | None = None
     if request.widenable:  # the user's widening of the sandbox, asked once they said yes
         extra = _ask(answers, "  Another folder it may read and write (a full path; Enter for none): ")
@@ -229,6 +231,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
             accept_warnings=accept,
             sandbox=sandbox,
             hidden_tools=hidden,
+            choices=choices,
             remembered=remembered,
             ttl_seconds=ttl,
         )

@@ -1,6 +1,9 @@
 """``mcp-setup allow SERVER HOST:PORT``: the one step that lets a server reach a destination its
 proxy refused (a loopback or private service, or a new one of a strict server), and the
-network lines ``mcp-setup show`` and ``doctor`` print (setup_agent/launch/net_words.py)."""
+network lines ``mcp-setup show`` and ``doctor`` print (setup_agent/launch/net_words.py).
+
+``mcp-setup allow SERVER --sampling no|text|tools``: whether the server may ask your AI to write
+text, and with tools (setup_agent/store/sampling.py); audited as the person at the terminal."""
 
 from __future__ import annotations
 
@@ -16,22 +19,35 @@ from .readonly import NotFound, open_store, resolve
 
 if TYPE_CHECKING:
     from app.settings import Settings
+    from setup_agent.store import InstalledServer, Sampling
 
-__all__ = ["add_allow_parser", "network_lines", "run_allow"]
+__all__ = ["add_allow_parser", "network_lines", "run_allow", "sampling_line"]
 
 
 def add_allow_parser(sub: Any) -> None:
     p = sub.add_parser(
         "allow",
-        help="let an installed server reach HOST:PORT (a refused destination)",
+        help="let an installed server reach HOST:PORT, or choose whether it may ask your AI to write text",
         description="Allow a sandboxed server to connect to HOST:PORT: a service on this computer or your "
-        "network, or a new destination of a server limited to 'only these'. It restarts with it allowed.",
+        "network, or a new destination of a server limited to 'only these'. It restarts with it allowed. "
+        "With --sampling: whether the server may ask your AI to write text (no; text: yes, without tools; "
+        "tools: yes, with tools). That takes effect at its next request, without a restart.",
     )
     p.add_argument("name", help="server id, qualified name or slug")
-    p.add_argument("destination", help="HOST:PORT, e.g. 127.0.0.1:5432 or api.example.com:443")
+    p.add_argument("destination", nargs="?", help="HOST:PORT, e.g. 127.0.0.1:5432 or api.example.com:443")
+    p.add_argument(
+        "--sampling",
+        choices=("no", "text", "tools"),
+        help="may it ask your AI to write text: no, text (yes, without tools) or tools (yes, with tools)",
+    )
 
 
 def run_allow(settings: Settings, args: argparse.Namespace) -> int:
+    if (args.destination is None) == (args.sampling is None):
+        print("mcp-setup: give either HOST:PORT or --sampling no|text|tools.", file=sys.stderr)
+        return 2
+    if args.sampling is not None:
+        return _allow_sampling(settings, args.name, args.sampling)
     from setup_agent.launch import allowing
 
     try:
@@ -50,6 +66,33 @@ def run_allow(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     print(f"{server.qualified_name} may now connect to {args.destination}; running mcp-setup sessions restart it.")
     return 0
+
+
+def _allow_sampling(settings: Settings, name: str, sampling: Sampling) -> int:
+    from setup_agent.store import SAMPLING_LABEL, SAMPLING_WORDS
+
+    try:
+        with open_store(settings) as store:
+            server = resolve(store, name)
+            store.servers.set_sampling(server.server_id, sampling, actor="user:terminal")
+    except NotFound as exc:
+        print(f"mcp-setup: {exc}", file=sys.stderr)
+        return 4
+    except SetupError as exc:
+        print(f"mcp-setup: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"{server.title or server.qualified_name}: {SAMPLING_LABEL}: {SAMPLING_WORDS[sampling].lower()}.")
+    return 0
+
+
+def sampling_line(server: InstalledServer) -> str:
+    """The setting as ``show`` prints it, with the command that changes it."""
+    from setup_agent.store import SAMPLING_LABEL, SAMPLING_WORDS
+
+    return (
+        f"{SAMPLING_LABEL}: {SAMPLING_WORDS[server.sampling].lower()} "
+        f"(change it: mcp-setup allow {server.slug} --sampling no|text|tools)"
+    )
 
 
 def net_mechanism(settings: Settings) -> tuple[str, str]:

@@ -32,6 +32,7 @@ def server_json(s: InstalledServer, left_out: frozenset[str] = frozenset()) -> d
         "tools": [t.get("name") for t in s.tools if t.get("name") not in left_out],
         **({"left_out_by_user": sorted(left_out)} if left_out else {}),
         "status": state(s),
+        "sampling": s.sampling,  # may it ask your AI to write text: no | text | tools
         **({"tools_change": {"state": c["state"], "summary": c["summary"]}} if (c := s.tools_change()) else {}),
     }
 

@@ -28,7 +28,7 @@ from app.clients import installed_by_words
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
-from .network import network_lines
+from .network import network_lines, sampling_line
 from .readonly import NotFound as _NotFound
 from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
@@ -204,6 +204,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     for line in network:
         print(f"  network: {line}")
     print(f"  when idle: {idle_words(bool(spec.get('keep_running')), settings.idle_stop_seconds)}")
+    print(f"  {sampling_line(s)}")
     for t in s.tools:
         print(
             f"  tool {t.get('name')}{' (left out by you)' * (t.get('name') in out)}: {str(t.get('description') or '').strip()[:100]}"

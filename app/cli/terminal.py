@@ -170,6 +170,7 @@ class TerminalIO:
         """Show what will run and where secrets go; the user may change destination settings, then approves."""
         from app.pages import ONLY_THESE, describe_consent, network_rows
 
+        from .choice_pick import pick_choices
         from .tool_pick import pick_hidden, print_tools
 
         request, consents = pending.request, self.consents
@@ -207,6 +208,7 @@ class TerminalIO:
                     print(f"  ! {w.code}: {w.message}", file=self.out, flush=True)
                 accept = input('Type "accept" to accept these warnings: ').strip().lower() == "accept"
             hidden = pick_hidden(request, input, self.out)  # Enter: every tool stays
+            choices = pick_choices(request, input, self.out)  # Enter: each keeps its default
             narrowed = None
             if request.only_these:  # what its test reached, and nothing else: the person's choice
                 typed = input(ONLY_THESE.format(", ".join(request.only_these)) + "? [y/N]: ").strip().lower()
@@ -225,6 +227,7 @@ class TerminalIO:
                 by="user:terminal",
                 hidden_tools=hidden,
                 sandbox=narrowed,
+                choices=choices,
             )
 
         try:

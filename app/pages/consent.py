@@ -187,6 +187,7 @@ def _form(
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
         + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
         + tools
+        + _choices(request)
         + widen
         + warnings
         # Deny is the safe default: first (Enter in a field submits it), focused, and drawn as the main button.
@@ -196,6 +197,20 @@ def _form(
         "</div>\n</form>"
     )
     return _page(f"Allow {request.server}?", body, status)
+
+
+def _choices(request: ConsentRequest) -> str:
+    """Each of the consent's choices (setup_agent/setup/consent_choices.py) as a group of radio
+    buttons, its default picked; sent as ``choice.<name>``."""
+    out = ""
+    for choice in request.choices:
+        radios = "".join(
+            f'<label><input type="radio" name="choice.{esc(choice["name"])}" value="{esc(o["value"])}"'
+            f"{' checked' if o['value'] == choice['default'] else ''}> {esc(o['label'])}</label>\n"
+            for o in choice["options"]
+        )
+        out += f'<fieldset class="choice"><legend>{esc(choice["label"])}</legend>\n{radios}</fieldset>\n'
+    return out
 
 
 def add_consent_routes(
@@ -285,6 +300,7 @@ def add_consent_routes(
                 by="user:consent-page",
                 sandbox=sandbox,
                 hidden_tools=hidden,
+                choices={k.removeprefix("choice."): v for k, v in form.items() if k.startswith("choice.")},
             )
             capabilities.consume(key, consent_id, "consent")
         except InvalidInput as exc:

@@ -11,6 +11,8 @@ Origin and the per-process token; CSP and no-store on every response):
 * ``POST /api/secrets/{prompt_id}`` — the secret modal's answer, handed straight to the broker
   (see :mod:`app.web.secrets`);
 * ``POST /api/consents/{consent_id}`` — the consent modal's answer (see :mod:`app.web.consents`);
+* ``POST /api/relayed/{request_id}`` — the person's answer to an installed server's form or page
+  shown in the tab that ran its tool (see :mod:`app.web.relayed`);
 * ``/secrets/{prompt_id}?t=KEY`` — the one-time secret page of :mod:`app.pages.secret`, for
   clients that have no browser session (it runs its own guards); and
   ``/secrets/consents/{consent_id}?t=KEY``, the one-time consent page (:mod:`app.pages.consent`).
@@ -50,6 +52,7 @@ from setup_agent.principals import Principal
 from setup_agent.secrets import Capabilities
 
 from .consents import answer_consent
+from .relayed import answer_relayed
 from .replicas import REPLICA_HEADER, health_app, oauth_callback_app, replica_id, wants_stateless
 from .rpc import RpcDispatcher
 from .secrets import BrokerView, answer_secret
@@ -345,6 +348,11 @@ def create_app(
     @app.post("/api/consents/{consent_id}")
     async def consent_answer(request: Request, consent_id: str) -> Response:
         return await answer_consent(face.runtime, request, consent_id, foreign=face.foreign)
+
+    @app.post("/api/relayed/{request_id}")
+    async def relayed_answer(request: Request, request_id: str) -> Response:
+        assert face.hub is not None
+        return await answer_relayed(face.hub, request, request_id)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:  # never a traceback to the client

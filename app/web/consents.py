@@ -1,8 +1,9 @@
 """The consent modal's answers: ``POST /api/consents/{consent_id}`` of the web face.
 
 The body is JSON ``{"approve": true, "settings": {NAME: value}, "accept_warnings": bool, "sandbox":
-{"extra_paths": [FOLDER], "network": bool}, "hidden_tools": [TOOL]}`` (``sandbox``: the user's
-widening, optional; ``hidden_tools``: the tools shown that the user unticked) or
+{"extra_paths": [FOLDER], "network": bool}, "hidden_tools": [TOOL], "choices": {NAME: VALUE}}``
+(``sandbox``: the user's widening, optional; ``hidden_tools``: the tools shown that the user
+unticked; ``choices``: an option of each choice shown, its default where left out) or
 ``{"deny": true}``; it goes straight to the :class:`~setup_agent.setup.consent.ConsentBroker`
 (another process's consent, shown by ``foreign.py``: to the store, for its owner to apply). The
 answer is recorded under the principal that gave it (``user:web``, or an admin's ``token:NAME``).
@@ -52,6 +53,7 @@ async def answer_consent(runtime: Any, request: Request, consent_id: str, *, for
         accept = data.get("accept_warnings") is True
         sandbox = data.get("sandbox") or None  # the user's widening: {extra_paths: [...], network: bool}
         hidden = data.get("hidden_tools") or None  # the tools the user unticked (names of those shown)
+        choices = data.get("choices") or None  # the person's answer to each choice shown (consent_choices.py)
         if foreign is not None and foreign.owns(consent_id):  # another process's: answered through the store
             done = answer_shared(
                 runtime.approvals,
@@ -62,6 +64,7 @@ async def answer_consent(runtime: Any, request: Request, consent_id: str, *, for
                 accept_warnings=accept,
                 sandbox=sandbox,
                 hidden_tools=hidden,
+                choices=choices,
                 remembered=getattr(runtime, "shared_approvals", None),
                 ttl_seconds=runtime.refs.ttl_seconds,
             )
@@ -71,7 +74,9 @@ async def answer_consent(runtime: Any, request: Request, consent_id: str, *, for
         if deny:
             consents.deny(consent_id, "denied in the web page", by=by)
             return JSONResponse({"ok": True, "status": "denied"})
-        consents.approve(consent_id, settings, accept_warnings=accept, by=by, sandbox=sandbox, hidden_tools=hidden)
+        consents.approve(
+            consent_id, settings, accept_warnings=accept, by=by, sandbox=sandbox, hidden_tools=hidden, choices=choices
+        )
         return JSONResponse({"ok": True, "status": "approved"})
     except InvalidInput as exc:
         return json_error(400, exc.code, runtime.redactor.redact(exc.message))

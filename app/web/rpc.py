@@ -23,7 +23,12 @@ Methods:
   ``servers.enable`` / ``servers.disable`` (``{server_id}`` → ``{server_id, enabled}``: a disabled
   server keeps its settings, stops, and its tools leave every face's list),
   ``servers.keep_running`` (``{server_id, keep_running}`` → ``{server_id, keep_running}``: never
-  stopped when idle, or stopped after the idle time again).
+  stopped when idle, or stopped after the idle time again),
+  ``servers.sampling`` (``{server_id, sampling: "no" | "text" | "tools"}`` → ``{server_id,
+  sampling}``: whether the server may ask your AI to write text; the person only, audited under
+  their principal), ``servers.try_tool`` (``{name: "<slug>__<tool>", arguments}`` → the tool's
+  result: the person runs a tool from the page, which is its client; a form or page the server
+  asks for during the call is shown in this tab, framed as the server's, see :mod:`app.web.relayed`).
 * ``tool_registry_list`` (``{}`` → ``{tools: [...]}``), ``tool_registry_get`` (``{tool_id}`` →
   ``{tool}``; an unknown id is ``-32000`` with ``data.code: "not_found"``) and
   ``tool_registry_diagnostics`` (``{}`` → counts, write surface, policy surfaces, providers):
@@ -66,6 +71,7 @@ from setup_agent.setup import TOOL_NAMES, CallContext
 
 from .client_rpc import CLIENT_METHODS, call_clients
 from .member_rpc import MEMBER_METHODS, member_call
+from .relayed import try_tool
 from .security import current_principal, require_user
 from .server_details import DETAIL_METHODS, server_details
 from .ws import WebHub
@@ -86,6 +92,8 @@ METHODS = (
     "servers.enable",
     "servers.disable",
     "servers.keep_running",
+    "servers.sampling",
+    "servers.try_tool",
     "tool_registry_list",
     "tool_registry_get",
     "tool_registry_diagnostics",
@@ -310,6 +318,18 @@ class RpcDispatcher:
             if not isinstance(keep, bool):
                 raise _bad_params("keep_running is required and must be true or false.")
             return await self.runtime.service.set_keep_running(_server_id(params), keep, actor=_provenance())
+        if method == "servers.sampling":
+            require_user("chooses what a server may ask your AI")  # the person's choice only
+            _only(params, {"server_id", "sampling"})
+            principal = current_principal()
+            by = principal.label if principal is not None else "user:web"
+            return await self._sampling(_server_id(params), params.get("sampling"), by)
+        if method == "servers.try_tool":  # the page is the client: a server's request is shown in this tab
+            require_user("runs a tool from the page")
+            _only(params, {"name", "arguments"})
+            principal = current_principal()
+            by = principal.label if principal is not None else "user:web"
+            return await try_tool(self.runtime, self.hub, params, session_id, by)
         if method.startswith("tool_registry_"):
             return await self._registry(method, params)
         if method in MEMBER_METHODS:  # a member's own keys
@@ -422,6 +442,16 @@ class RpcDispatcher:
         if method == "tool_registry_list":
             return {"tools": await registry.list()}
         return await registry.diagnostics()
+
+    async def _sampling(self, server_id: str, sampling: Any, by: str) -> dict[str, Any]:
+        """The card's "May ask your AI to write text": stored, audited under ``by``; every gateway
+        judges the server's next sampling request by it."""
+        from setup_agent.store import SAMPLING
+
+        if sampling not in SAMPLING:
+            raise _bad_params(f"sampling must be one of: {', '.join(SAMPLING)}.")
+        server = await asyncio.to_thread(self.runtime.store.servers.set_sampling, server_id, sampling, actor=by)
+        return {"server_id": server_id, "sampling": server.sampling}
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = _server_id(params)

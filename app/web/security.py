@@ -80,7 +80,7 @@ USER = Principal.user("web")
 PRINCIPAL_SCOPE_KEY = SCOPE_KEY
 #: Places only the user (or an ``--admin`` token) may reach: the websocket (consent and tool-review
 #: events) and the consent answers. (A member may enter a secret: ``/api/secrets``.)
-_USER_ONLY_PREFIXES = ("/ws", "/api/consents/")
+_USER_ONLY_PREFIXES = ("/ws", "/api/consents/", "/api/relayed/")
 #: Why ``/mcp`` refused the page link's key, in the person's words.
 LINK_KEY_ON_MCP = (
     "this is the key of your mcp-setup page link, which only opens your page; an AI client gets a key of "

@@ -50,6 +50,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from setup_agent.errors import SetupError
 
 from .agent_runs import AgentRuns, oauth_request_event
+from .relayed import RelayedRequests
 
 __all__ = ["WebHub"]
 
@@ -158,6 +159,8 @@ class WebHub:
                 pending, audience=audience, run_id=run_id
             ),
         )
+        #: Installed servers' requests shown in a tab that ran their tool, waiting for an answer (relayed.py).
+        self.relayed = RelayedRequests()
         self._unsubscribe: list[Callable[[], None]] = []
         self.closing = False
 

@@ -303,6 +303,13 @@ class ConnectionManager:
             if server.server_id not in self._live and (eager or not server.tools_recorded):
                 await self.connect(server, wait=False)
 
+    def renew(self, server: InstalledServer) -> None:
+        """A live session's latest record from the store, its launch unchanged (what the person
+        allowed it since, such as sampling, holds from its next request)."""
+        live = self._live.get(server.server_id)
+        if live is not None and live.server.launch_spec == server.launch_spec:
+            live.renew(server)
+
     async def ensure_connected(
         self, server: InstalledServer, timeout: float, *, progress: Progress | None = None
     ) -> ServerStatus:

@@ -84,6 +84,7 @@ class LiveConnection:
         self.log: ServerLog | None = None  # the current attempt's stderr log file
         self.removed = False  # the server is removed: its log is not written again (discard_log)
         #: The calls in flight: the server's requests go to the caller of the one that caused them (relay.py).
+        self.icon_of: Any = None  # the serverInfo of its latest start (its icon), None before
         self.inflight = InFlight(Origin.of(server), owner.relay_rules)
         self.downloading = False  # its package is being fetched (the download phase)
         self.started_at: float | None = None  # when the latest start began (after any download)
@@ -124,8 +125,14 @@ class LiveConnection:
         return self.inflight.busy() or bool(self.subscriptions)
 
     def renew(self, server: InstalledServer) -> None:
-        """Its latest record from the store (e.g. a newly approved tool list), the same launch."""
+        """Its latest record from the store (e.g. a newly approved tool list, or the person's
+        sampling setting: its next request is judged by it), the same launch."""
         self.server = server
+        self.inflight.speak_for(self._origin(), None)
+
+    def _origin(self) -> Origin:
+        """Who its relayed requests come from: its latest record, with its icon once it answered."""
+        return Origin.of(self.server).with_icon(self.icon_of)
 
     def set(self, status: Status, reason: str | None = None, code: str | None = None) -> None:
         self.status.status = status
@@ -184,7 +191,7 @@ class LiveConnection:
                         cm: Any = self.adopted.session()
                         if getattr(self.adopted, "inflight", None) is not None:  # its relay serves our calls
                             self.inflight = self.adopted.inflight
-                            self.inflight.speak_for(Origin.of(server), owner.relay_rules)
+                            self.inflight.speak_for(self._origin(), owner.relay_rules)
                         self.net_record = getattr(self.adopted.result, "net", None)
                         if self.net_record is not None:  # the tested process's proxy now tells the person
                             self.net_record.on_refused = self._refused
@@ -224,6 +231,8 @@ class LiveConnection:
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
                 try:
+                    self.icon_of = getattr(client, "server_info", None)  # its icon, beside its name in a page
+                    self.inflight.speak_for(self._origin(), None)
                     if known is None:
                         async with asyncio.timeout(owner.connect_timeout):
                             tools = await list_all_tools(client)

@@ -98,6 +98,7 @@ class MemberConnections(ConnectionManager):
             max_result_chars=shared.max_result_chars,
             max_call_notifications=shared.max_call_notifications,
             sandbox=shared.sandbox,
+            relay_rules=shared.relay_rules,  # a member's answers to a server pass the same guard
         )
         self.member = member
         self._shared = shared
@@ -198,13 +199,14 @@ class MemberSessions:
             if not self._swept:  # what a crash left of members whose values went meanwhile
                 self._swept = True
                 await asyncio.to_thread(self._sweep, {m for _sid, m in stamps})
-            wanted = {s.server_id for s in servers if s.enabled and s.member_keys}
+            wanted = {s.server_id: s for s in servers if s.enabled and s.member_keys}
             for member, manager in list(self._members.items()):
                 for server_id in manager.live_ids():
                     if manager.born.get(server_id, 0) > seen_at:
                         continue
                     stamp = stamps.get((server_id, member))
                     if server_id in wanted and stamp is not None and stamp == manager.stamps.get(server_id):
+                        manager.renew(wanted[server_id])  # e.g. what it may ask the person's AI
                         continue
                     logger.info("ending the own session of token:%s with server %s", member, server_id)
                     await manager.disconnect(server_id)

@@ -9,7 +9,8 @@ of the call it names by that token, or of the single call in flight; one that no
 several could have caused is refused, never guessed (on a shared connection one client never
 sees, nor answers, another's). What is relayed says its origin and is screened first
 (relay_rules.py: a form's message in the server's name and ``_meta``, a credential form or a
-look-alike of mcp-setup's pages refused and the user told, sampling without extra context),
+look-alike of mcp-setup's pages refused and the user told, sampling without extra context and
+only as far as the person allowed it for that server),
 redacted on the way there (the server may quote a secret it holds); the answer goes back
 through the guard (an elicitation's, like a tool argument) and the redactor. When the caller
 did not declare the capability (or its session takes no server requests, 2026-07-28), the
@@ -33,7 +34,16 @@ import mcp_types as types
 
 from setup_agent.errors import SetupError
 
-from .relay_rules import ORIGIN_KEY, Origin, RelayRules, credential_fields, real_host, refused_answer, scoped_sampling
+from .relay_rules import (
+    ORIGIN_KEY,
+    Origin,
+    RelayRules,
+    credential_fields,
+    real_host,
+    refused_answer,
+    sampling_refusal,
+    scoped_sampling,
+)
 
 __all__ = ["Caller", "IdleLogs", "InFlight", "Updates", "relay_callbacks"]
 
@@ -280,6 +290,10 @@ async def _screen(method: str, data: dict[str, Any], origin: Origin, rules: Rela
     """Make ``data`` (a request on its way to ``caller``) say who asks, scoped as the
     specification wants; an :class:`ErrorData` for the server when it is refused."""
     if method == "sampling/createMessage":
+        why = sampling_refusal(data, origin)
+        if why is not None:
+            logger.info("%s", why)
+            return types.ErrorData(code=REFUSED, message=why)
         data.update(scoped_sampling(data))
         return None
     if method != "elicitation/create":

@@ -17,7 +17,9 @@ name ``mcp-setup`` (:meth:`Origin.logger`).
   real host (:meth:`RelayRules.url_refusal`, :func:`real_host`);
 * sampling asks for no context beyond the request (``includeContext`` becomes ``none``:
   behind one gateway "this server" and "all servers" would mean every installed server and
-  mcp-setup itself; :func:`scoped_sampling`);
+  mcp-setup itself; :func:`scoped_sampling`), and is relayed only as far as the person allowed
+  it for that server: not at all, without tools (the default) or with tools
+  (:attr:`Origin.sampling`, setup_agent/store/sampling.py; :func:`sampling_refusal`);
 * every answer going back to a server passes the guard like a tool argument (a protected
   value is refused and counted against the principal who answered) and then the redactor
   (:meth:`RelayRules.answer`).
@@ -30,11 +32,12 @@ import logging
 import re
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from setup_agent.errors import SetupError
+from setup_agent.store import SAMPLING_DEFAULT, SAMPLING_LABEL, SAMPLING_WORDS, Sampling
 
 __all__ = [
     "ORIGIN_KEY",
@@ -43,6 +46,7 @@ __all__ = [
     "credential_fields",
     "real_host",
     "refused_answer",
+    "sampling_refusal",
     "scoped_sampling",
 ]
 
@@ -77,6 +81,8 @@ _CREDENTIAL_WORDS = frozenset(
 )
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+[a-z]*", re.ASCII)
 _RESERVED = "mcpsetup"  # a logger whose letters spell this is mcp-setup's voice
+_INLINE_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=]+\Z")
+_MAX_ICON = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,10 @@ class Origin:
     title: str
     server: str = ""  # its qualified name
     url: str | None = None  # a remote's own URL: its loopback host may be named by a URL elicitation
+    #: What the person allowed it to ask their AI (setup_agent/store/sampling.py).
+    sampling: Sampling = SAMPLING_DEFAULT
+    #: Its icon as its own answer gave it (an image ``data:`` URI only: nothing to fetch), or None.
+    icon: str | None = None
 
     @classmethod
     def of(cls, server: Any) -> Origin:
@@ -94,10 +104,22 @@ class Origin:
         spec = getattr(server, "launch_spec", None) or {}
         url = spec.get("url") if isinstance(spec, dict) else None
         name = server.qualified_name
-        return cls(server.slug or name, server.title or name, name, url if isinstance(url, str) else None)
+        sampling = getattr(server, "sampling", SAMPLING_DEFAULT)
+        return cls(server.slug or name, server.title or name, name, url if isinstance(url, str) else None, sampling)
+
+    def with_icon(self, info: Any) -> Origin:
+        """This origin with the first image icon of the server's ``serverInfo`` (``Implementation``),
+        if it carries one inline (``data:image/…;base64,``, at most 64 KiB): a page shows it beside
+        the server's name, and nothing is fetched from an address the server chose."""
+        for icon in getattr(info, "icons", None) or ():
+            src = getattr(icon, "src", None)
+            if isinstance(src, str) and _INLINE_IMAGE.match(src) and len(src) <= _MAX_ICON:
+                return replace(self, icon=src)
+        return self
 
     def meta(self) -> dict[str, Any]:
-        return {ORIGIN_KEY: {"slug": self.slug, "title": self.title, "server": self.server or self.slug}}
+        said = {"slug": self.slug, "title": self.title, "server": self.server or self.slug}
+        return {ORIGIN_KEY: {**said, "icon": self.icon} if self.icon else said}
 
     def says(self, message: str, *, verb: str = "asks") -> str:
         """``message`` in the server's voice, for a person to read."""
@@ -150,6 +172,21 @@ def scoped_sampling(params: dict[str, Any]) -> dict[str, Any]:
     if params.get("includeContext", "none") != "none":
         params = {**params, "includeContext": "none"}
     return params
+
+
+def sampling_refusal(params: dict[str, Any], origin: Origin) -> str | None:
+    """Why a sampling request of ``origin`` is refused by the person's setting for it (the words
+    name the server and the setting a person changes to allow it), or None when it may pass."""
+    wanted: Sampling = "tools" if params.get("tools") else "text"
+    if origin.sampling == "tools" or origin.sampling == wanted:
+        return None
+    now = SAMPLING_WORDS[origin.sampling].lower()
+    asked = "to write text using tools" if wanted == "tools" else "to write text"
+    return (
+        f"mcp-setup refused {origin.title}'s request to ask your AI {asked}: its setting "
+        f'"{SAMPLING_LABEL}" is "{now}". To allow it, change that setting on {origin.title}\'s card in the '
+        f"mcp-setup page, or run: mcp-setup allow {origin.slug} --sampling {wanted}"
+    )
 
 
 def real_host(url: str) -> str:

@@ -2,7 +2,8 @@
 arguments (the typed request of each tool in ``tool_requests.py``, parsed once in
 ``SetupService.call``; their schemas in ``tool_specs.py``; bounds and the no-echo rule in
 ``tool_args.py``), preparation (``preparation.py``), the user's
-consent (``consent.py``, ``consent_request.py``, ``tool_review.py``; shared with every process
+consent (``consent.py``, ``consent_request.py``, its choices in ``consent_choices.py``,
+``tool_review.py``; shared with every process
 through the store, and one per request and asker among a team's replicas, in ``shared_consents.py``;
 secret prompts and the guard's locks likewise in ``shared_prompts.py``, ``shared_locks.py``), test-connect (``probe.py``,
 ``adoption.py``), install (``installer.py``), bundles for get/test (``bundle_manifests.py``),

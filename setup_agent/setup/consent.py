@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol
 from setup_agent.errors import ConsentDenied, ConsentNotFound, ConsentRequired, InvalidInput
 from setup_agent.pulls import Pulls
 
+from .consent_choices import choice_words, validated_choices
 from .consent_decision import ConsentDecision, validated_hidden_tools, validated_settings
 from .consent_request import (
     ConsentRequest,
@@ -120,6 +121,7 @@ def answer_detail(request: ConsentRequest, decision: ConsentDecision) -> str:
         parts.append("destinations " + ", ".join(f"{k}={v}" for k, v in sorted(decision.settings.items())))
     if decision.hidden_tools:
         parts.append("tools left out " + ", ".join(sorted(decision.hidden_tools)))
+    parts += choice_words(request, decision.choices)
     return "; ".join(parts)[:512]
 
 
@@ -365,10 +367,12 @@ class ConsentBroker:
         by: str | None = None,
         sandbox: Mapping[str, Any] | None = None,
         hidden_tools: Any = None,
+        choices: Any = None,
     ) -> ConsentDecision:
         """The user approves, with their values for the destination settings (others keep the
-        suggestion), their widening of the sandbox (an extra folder, no network) and the tools
-        they unticked (names of the tools shown). Called by user channels only."""
+        suggestion), their widening of the sandbox (an extra folder, no network), the tools
+        they unticked (names of the tools shown) and their answer to each choice shown (the
+        default where none). Called by user channels only."""
         with self._lock:
             events = self._sweep()
             try:
@@ -382,6 +386,7 @@ class ConsentBroker:
                     chosen,
                     validated_sandbox_choice(request.widenable, sandbox, request.only_these, request.home_files),
                     validated_hidden_tools(request, hidden_tools),
+                    validated_choices(request, choices),
                 )
                 state.decision = decision
                 self._remembered[request.fingerprint] = (decision, self._timer(), request.server)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from setup_agent.errors import InvalidInput
@@ -28,15 +28,22 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 @dataclass(frozen=True)
 class ConsentDecision:
     """An approval: the destination settings' values the user chose (these are used), their
-    widening of the sandbox, if any, and the tools they unticked (held back once installed)."""
+    widening of the sandbox, if any, the tools they unticked (held back once installed) and
+    their answer to each of the consent's choices (consent_choices.py)."""
 
     settings: dict[str, str]
     sandbox: SandboxChoice = NO_CHOICE
     hidden_tools: frozenset[str] = frozenset()
+    choices: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         """The JSON kept in the store for another process (shared_consents.py)."""
-        return {"settings": self.settings, "sandbox": self.sandbox.public(), "hidden_tools": sorted(self.hidden_tools)}
+        return {
+            "settings": self.settings,
+            "sandbox": self.sandbox.public(),
+            "hidden_tools": sorted(self.hidden_tools),
+            "choices": self.choices,
+        }
 
 
 def validated_settings(request: ConsentRequest, settings: Mapping[str, Any]) -> dict[str, str]:

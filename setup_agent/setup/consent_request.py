@@ -122,6 +122,9 @@ class ConsentRequest:
     #: After a test through the proxy: the destinations it reached; the person may choose
     #: "only these" (``sandbox.only_these``), a strict policy. Empty: nothing to choose.
     only_these: list[str] = field(default_factory=list)
+    #: Lines the person answers by picking an option (consent_choices.py): ``[{name, label,
+    #: options: [{value, label}], default}]``. An answer, not part of what is approved.
+    choices: list[dict[str, Any]] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key)."""

@@ -29,12 +29,13 @@ from setup_agent.launch import (
 )
 from setup_agent.oauth import GRANT_KEY
 from setup_agent.secrets import Redactor, SecretRefStore
-from setup_agent.store import Store, context_cost, relabel
+from setup_agent.store import Store, context_cost, relabel, sampling_of
 
 from .adoption import Keep, Parked
 from .bundle_manifests import BundleManifests
 from .call_context import CallContext, Progress
 from .consent import ConsentBroker, ConsentDecision, build_consent_request, obtain_consent
+from .consent_choices import choices_for
 from .per_member import per_member_keys
 from .preparation import Prepared, Preparer
 from .probe import Prober, ProbeResult, StageHook
@@ -168,7 +169,9 @@ class Installer:
                 )
                 if ctx.check_prepared is not None:
                     await ctx.check_prepared(prepared)
-                hidden = self.left_out(await self._consent(prepared, ctx, "install")) | ctx.left_out
+                consented = await self._consent(prepared, ctx, "install")
+                hidden = self.left_out(consented) | ctx.left_out
+                sampling = sampling_of((consented[1].choices if consented[1] is not None else {}).get("sampling"))
                 adopted = self._adopt(prepared)
                 if adopted is not None:  # the tested process goes on, in the dir it was tested in
                     await asyncio.to_thread(shutil.rmtree, install_dir, True)
@@ -219,6 +222,7 @@ class Installer:
                     member_keys=member_keys,  # each member's own
                     artifact_digest=digest,
                     hidden_tools=sorted(hidden),  # unticked in the consent: stored with the pin
+                    sampling=sampling,  # may it ask the person's AI to write text (the consent's choice)
                 )
             except BaseException:
                 self.refs.release(claim)
@@ -284,6 +288,7 @@ class Installer:
             request = request_for(tested, self._tested_net.get(launch))
             if earlier is not None:  # the launch, its warnings and widening were answered at the test
                 request = dataclasses.replace(request, widenable=False, warnings=[], launch_approved=True)
+        request = dataclasses.replace(request, choices=choices_for(action))  # answers, not what is approved
         with consent_requester(ctx.principal or ctx.installed_by):  # a team's replicas: one consent per asker
             decision = await obtain_consent(self.consents, request, ctx.present_consent)
         if decision is not None:

@@ -366,6 +366,7 @@ class SetupService:
                     installed_at=s.installed_at.isoformat(),
                     version=s.version,
                     keep_running=bool(s.launch_spec.get("keep_running")),  # never stopped when idle
+                    sampling=s.sampling,  # may it ask the person's AI to write text (the card's control)
                 )
             if st.reason:
                 item["reason"] = st.reason

@@ -59,6 +59,7 @@ from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput, Set
 from setup_agent.store import PendingApproval, PendingApprovals, SharedApprovals, owner_alive
 
 from .consent import ConsentBroker, ConsentDecision, Event
+from .consent_choices import validated_choices
 from .consent_decision import validated_hidden_tools, validated_settings
 from .consent_request import ConsentRequest
 from .sandbox_choice import validated_sandbox_choice
@@ -115,6 +116,7 @@ def apply_answer(broker: ConsentBroker, item: PendingApproval) -> None:
                 by=by,
                 sandbox=decision.get("sandbox") or None,
                 hidden_tools=decision.get("hidden_tools"),
+                choices=decision.get("choices"),
             )
         else:
             broker.deny(item.item_id, "denied elsewhere", by=by)
@@ -284,6 +286,7 @@ def answer_shared(
     accept_warnings: bool = False,
     sandbox: dict[str, Any] | None = None,
     hidden_tools: Any = None,
+    choices: Any = None,
     remembered: SharedApprovals | None = None,
     ttl_seconds: float = 900.0,
 ) -> bool:
@@ -302,7 +305,8 @@ def answer_shared(
     if request.warnings and accept_warnings is not True:
         raise InvalidInput("Accept the warnings explicitly to approve, or deny.")
     widening = validated_sandbox_choice(request.widenable, sandbox, request.only_these, request.home_files)
-    decision = ConsentDecision(chosen, widening, validated_hidden_tools(request, hidden_tools)).public()
+    picked = validated_choices(request, choices)
+    decision = ConsentDecision(chosen, widening, validated_hidden_tools(request, hidden_tools), picked).public()
     if not shared.answer(item_id, "approved", by=by, decision=decision):
         return False
     if remembered is not None and item.fingerprint:
@@ -349,7 +353,8 @@ class SharedDecisions:
                 request.widenable, found.get("sandbox") or None, request.only_these, request.home_files
             )
             hidden = validated_hidden_tools(request, found.get("hidden_tools"))
-            return ConsentDecision(validated_settings(request, found.get("settings") or {}), sandbox, hidden)
+            picked = validated_choices(request, found.get("choices"))
+            return ConsentDecision(validated_settings(request, found.get("settings") or {}), sandbox, hidden, picked)
         except (SetupError, InvalidInput) as exc:
             log.warning("a shared approval could not be read (%s)", exc.code)
             return None

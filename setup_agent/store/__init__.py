@@ -7,7 +7,8 @@ table and column names (``schema.py``, standard library only), the models (``mod
 approvals waiting for the user across processes (``approvals.py``), the data dir's permissions
 (``data_dir.py``), the gateway's catalog read from the rows (``catalog.py``, standard library
 only), the records it hands out and their stdlib reader for the read-only commands
-(``records.py``) and the migrations (``migrations/``).
+(``records.py``), the person's sampling setting per server (``sampling.py``) and the
+migrations (``migrations/``).
 
 Imports :mod:`setup_agent.secrets` and :mod:`setup_agent.errors` only.
 """
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .database import Store
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
     from .records import InstalledServer, read_sqlite_audit, read_sqlite_servers
+    from .sampling import SAMPLING, SAMPLING_DEFAULT, SAMPLING_LABEL, SAMPLING_WORDS, Sampling, sampling_of
     from .shared_sign_ins import SharedSignIns
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
@@ -66,6 +68,12 @@ __all__ = [
     "read_sqlite_servers",
     "ref_digest",
     "relabel",
+    "SAMPLING",
+    "SAMPLING_DEFAULT",
+    "SAMPLING_LABEL",
+    "SAMPLING_WORDS",
+    "Sampling",
+    "sampling_of",
     "SharedApprovals",
     "SharedCapabilities",
     "SharedGuardCounts",
@@ -105,6 +113,12 @@ __getattr__, __dir__ = lazy_exports(
         "read_sqlite_audit": "records",
         "read_sqlite_servers": "records",
         "relabel": "pins",
+        "SAMPLING": "sampling",
+        "SAMPLING_DEFAULT": "sampling",
+        "SAMPLING_LABEL": "sampling",
+        "SAMPLING_WORDS": "sampling",
+        "Sampling": "sampling",
+        "sampling_of": "sampling",
         "SharedApprovals": "shared_state",
         "SharedCapabilities": "shared_state",
         "SharedGuardCounts": "shared_state",

@@ -32,6 +32,7 @@ from setup_agent.errors import InvalidInput
 from . import schema
 from .catalog import parse_tools
 from .records import AuditEntry, EnvKey, InstalledServer
+from .sampling import sampling_of
 
 __all__ = [
     "AuditEntry",
@@ -129,6 +130,8 @@ class ServerRow(Base):
     member_keys: Mapped[str | None] = mapped_column(Text)
     # The registry's digest of the artifact installed (setup_agent/launch/digests.py; migration 0010).
     artifact_digest: Mapped[str | None] = mapped_column(String(160))
+    # May it ask the person's AI to write text (sampling.py: no | text | tools; NULL: the default).
+    sampling: Mapped[str | None] = mapped_column(String(8))
 
     env: Mapped[list[ClientEnvRow]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 
@@ -284,6 +287,7 @@ def _record(row: ServerRow) -> InstalledServer:
         tools_diff=json.loads(row.tools_diff) if row.tools_diff else None,
         needs_sign_in=bool(row.needs_sign_in),
         member_keys=tuple(json.loads(row.member_keys)) if row.member_keys else (),
+        sampling=sampling_of(row.sampling),
         env_keys=tuple(EnvKey(e.key, e.secret) for e in sorted(row.env, key=lambda e: e.key)),
     )
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from .catalog import CatalogServer, _read_only, parse_tools
 from .pins import summarize
+from .sampling import SAMPLING_DEFAULT, Sampling, sampling_of
 from .schema import AUDIT, CLIENT_ENV, SERVERS, VERSIONS
 
 __all__ = ["AuditEntry", "EnvKey", "InstalledServer", "read_sqlite_audit", "read_sqlite_servers"]
@@ -62,6 +63,8 @@ class InstalledServer:
     member_keys: tuple[str, ...] = ()  # keys each member enters for themselves (values.py)
     #: The artifact's digest recorded at install (npm integrity, ``sha256:…``); None for servers installed before digests were recorded.
     artifact_digest: str | None = None
+    #: May it ask the person's AI to write text (sampling.py); the gateway's relay enforces it.
+    sampling: Sampling = SAMPLING_DEFAULT
 
     def tools_change(self) -> dict[str, Any] | None:
         """The waiting or rejected change for a face: ``{state, summary, diff}`` (names only)."""
@@ -135,6 +138,7 @@ _SERVERS = SERVERS.select(
     "needs_sign_in",
     "member_keys",
     "artifact_digest",
+    "sampling",
     order_by=("installed_at", "qualified_name"),
 )
 _ENV_KEYS = CLIENT_ENV.select("server_id", "key", "secret")
@@ -202,6 +206,7 @@ def read_sqlite_servers(db_path: Path) -> list[InstalledServer] | None:
                 needs_sign_in=bool(r[21]),
                 member_keys=tuple(json.loads(r[22])) if r[22] else (),
                 artifact_digest=r[23],
+                sampling=sampling_of(r[24]),
                 env_keys=tuple(sorted(env.get(r[0], ()), key=lambda e: e.key)),
             )
             for r in rows

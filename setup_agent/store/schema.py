@@ -110,6 +110,7 @@ SERVERS = Table(
     "needs_sign_in",
     "member_keys",
     "artifact_digest",
+    "sampling",
 )
 CHANGES = Table("mcp_setup_changes", "id", "counter")
 CLIENT_ENV = Table("mcp_client_env", "id", "server_id", "key", "value_encrypted", "secret")

@@ -25,6 +25,7 @@ from .catalog import Catalog, make_slug
 from .engine import Database, translated
 from .models import ClientEnvRow, InstalledServer, ServerRow, _aware, _check_text, _record, _tools_json
 from .pins import tools_hash as _pin_hash
+from .sampling import SAMPLING, SAMPLING_DEFAULT, Sampling, sampling_of
 from .tool_pins import Pins
 from .values import Values
 
@@ -64,6 +65,7 @@ class Servers:
         artifact_digest: str | None = None,
         hidden_tools: Sequence[str] = (),
         audited_as: str | None = None,
+        sampling: Sampling = SAMPLING_DEFAULT,
     ) -> InstalledServer:
         """Record a server and its env (``{KEY: (value, secret)}``) in one transaction.
 
@@ -78,8 +80,11 @@ class Servers:
         the keys each member enters for themselves (``values.py``).
         ``artifact_digest``: the registry's digest of what was installed (setup_agent/launch/digests.py).
         ``hidden_tools``: the tools the user unticked in the consent, stored with the pin; an update keeps the ones of the
-        version it replaces.
+        version it replaces. ``sampling``: whether it may ask the person's AI to write text, as chosen
+        in the consent (sampling.py); an update keeps the choice of the version it replaces.
         """
+        if sampling not in SAMPLING:
+            raise InvalidInput(f"sampling must be one of {', '.join(SAMPLING)}.")
         server_id = server_id or "srv_" + _random.token_hex(6)
         _check_fields(server_id=server_id, qualified_name=qualified_name, source=source, version=version)
         _check_fields(package_type=package_type, installed_by=installed_by, tools_hash=tools_hash)
@@ -102,6 +107,7 @@ class Servers:
             tools_json=_tools_json(tools),
             member_keys=json.dumps(sorted(set(member_keys))) if member_keys else None,
             artifact_digest=(artifact_digest or None) and artifact_digest[:160],
+            sampling=sampling,
         )
         if tools is not None:  # pinned: what the install test saw is what the user approved
             digest = _pin_hash(tools)
@@ -115,6 +121,9 @@ class Servers:
                 )  # members' own keys
                 if replaces is not None:
                     hidden_tools = [*hidden_tools, *self._pins.hidden_of(s, replaces)]
+                    replaced = s.get(ServerRow, replaces)
+                    if replaced is not None and replaced.sampling is not None:  # the person's choice stays
+                        row.sampling = replaced.sampling
                     self._delete_replaced(s, replaces, qualified_name, installed_by)
                 self._refuse_duplicate(s, qualified_name, server_id)
                 row.slug = make_slug(qualified_name, set(s.scalars(select(ServerRow.slug))))
@@ -190,6 +199,27 @@ class Servers:
             row.launch_spec = json.dumps(spec, sort_keys=True, separators=(",", ":"))
             self._db.bump(s)
             self._audit.append(s, "keep_running" if keep else "stop_when_idle", row, actor)
+            result = _record(row)
+        self._db.changed()
+        return result
+
+    def set_sampling(self, server_id: str, sampling: Sampling, *, actor: str) -> InstalledServer:
+        """Whether the server may ask the person's AI to write text (sampling.py), audited as
+        ``sampling`` with who changed it. Every gateway hears it through the change counter (its
+        next sampling request is judged by it; the server is not restarted). The same choice
+        again changes nothing and audits nothing."""
+        if sampling not in SAMPLING:
+            raise InvalidInput(f"sampling must be one of {', '.join(SAMPLING)}.")
+        with translated(f"update server {server_id}"), self._db.session() as s, s.begin():
+            row = s.get(ServerRow, server_id)
+            if row is None:
+                raise NotFound(f"No installed server has the id {server_id}.")
+            before = sampling_of(row.sampling)
+            if before == sampling and row.sampling is not None:
+                return _record(row)
+            row.sampling = sampling
+            self._db.bump(s)
+            self._audit.append(s, "sampling", row, actor, detail=f"{before} -> {sampling}")
             result = _record(row)
         self._db.changed()
         return result

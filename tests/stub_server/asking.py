@@ -15,6 +15,7 @@ Each ``tools/call`` runs in its own thread, so several calls can be in flight at
 
 Every line it receives is appended to the file ``ASKING_RECORD`` (what it was ever told: a
 canary must never be in it).
+``ASKING_ICON``: an icon ``src`` its ``serverInfo`` carries (a page shows it beside its name).
 """
 
 import json
@@ -138,7 +139,10 @@ def handle(msg):
         result = {
             "protocolVersion": asked if asked in SUPPORTED else SUPPORTED[-1],
             "capabilities": {"tools": {}, "logging": {}},
-            "serverInfo": {"name": "asking", "version": "1"},
+            "serverInfo": dict(
+                {"name": "asking", "version": "1"},
+                **({"icons": [{"src": os.environ["ASKING_ICON"]}]} if os.environ.get("ASKING_ICON") else {}),
+            ),
         }
     elif method == "tools/list":
         result = {"tools": TOOLS}

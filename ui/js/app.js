@@ -4,7 +4,8 @@
 //   dom.js · errors.js · api.js (fetch, JSON-RPC, websocket) · servers.js (installed list)
 //   thread.js (conversation) · progress.js (test/install steps) · setup.js (the pane, search)
 //   clients.js (connect an AI client) · secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
-//   oauth_modal.js (the sign-in box)
+//   oauth_modal.js (the sign-in box) · relayed_modal.js (an installed server's own request, framed as its)
+//   try_tool.js (run a tool from its card) · consent_choices.js (the consent's choices)
 
 import { on, connect } from "./api.js";
 import { $, showError } from "./dom.js";
@@ -16,6 +17,8 @@ import { initSetup, onRunError } from "./setup.js";
 import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.js";
 import { initConsentModal, onConsentDone, onConsentRequest } from "./consent_modal.js";
 import { initOAuthModal, onOAuthRequest } from "./oauth_modal.js";
+import { initRelayedModal, onRelayedDone, onRelayedRequest } from "./relayed_modal.js";
+import { onTryNotice } from "./try_tool.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -38,6 +41,9 @@ on("secret_request", onSecretRequest);
 on("secret_done", onSecretDone);
 on("consent_request", onConsentRequest);
 on("consent_done", onConsentDone);
+on("relayed_request", onRelayedRequest);
+on("relayed_done", onRelayedDone);
+on("relayed_notice", onTryNotice);
 on("oauth_request", function (event) { onOAuthRequest(event); offerSignIn(event); });
 on("server_status", function () { loadServersSoon(); });
 on("servers_changed", function () { loadServersSoon(); });
@@ -52,5 +58,6 @@ document.addEventListener("DOMContentLoaded", function () {
   initSecretModal();
   initConsentModal();
   initOAuthModal();
+  initRelayedModal();
   connect();
 });

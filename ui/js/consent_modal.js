@@ -9,6 +9,7 @@ import { $, el, showError } from "./dom.js";
 import { postConsent } from "./api.js";
 import { isThisRun, note, setBusy } from "./thread.js";
 import { loadServersSoon } from "./servers.js";
+import { chosen, drawChoices } from "./consent_choices.js";
 
 var queue = [];
 var current = null;
@@ -138,6 +139,7 @@ function showNext() {
     settings.appendChild(input);
   });
   drawTools(c);
+  drawChoices($("consent-choices"), c.choices);
   var list = $("consent-warning-list");
   list.textContent = "";
   (c.warnings || []).forEach(function (w) {
@@ -209,7 +211,8 @@ function approve(event) {
   });
   var body = { approve: true, settings: settings, accept_warnings: $("consent-accept").checked,
                hidden_tools: toolBoxes().filter(function (b) { return !b.checked; })
-                 .map(function (b) { return b.getAttribute("data-tool"); }) };
+                 .map(function (b) { return b.getAttribute("data-tool"); }),
+               choices: chosen($("consent-choices")) };
   if (c.widenable) {
     var extra = $("consent-extra").value.trim();
     var reads = Array.prototype.filter.call(document.querySelectorAll("#consent-home-list input[data-home-file]"),

@@ -4,6 +4,7 @@
 import { $, el, showError } from "./dom.js";
 import { rpc } from "./api.js";
 import { detailsPart } from "./server_card.js";
+import { tryPart } from "./try_tool.js";
 
 // "stopped": not running now; the gateway starts it on its next use (after an idle stop, or not yet used).
 var STATUS_WORDS = { connected: "Connected", connecting: "Starting…", failed: "Not working", stopped: "Idle (starts on next use)",
@@ -13,11 +14,13 @@ function capitalized(text) {
   return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
-export function toolList(tools) {
+// server: a connected installed server's card, whose tools can be tried from the page (try_tool.js).
+export function toolList(tools, server) {
   return el("ul", { class: "tool-list" }, tools.map(function (tool) {
     return el("li", null, [
       el("span", { class: "tool-name", text: tool.name || "?" }),
-      tool.description ? " — " + tool.description : ""
+      tool.description ? " — " + tool.description : "",
+      server ? tryPart(server, tool) : null
     ]);
   }));
 }
@@ -42,7 +45,7 @@ function renderServers(servers) {
     if (tools.length) {
       details = el("details", { class: "tools", "data-server": server.server_id }, [
         el("summary", { text: tools.length === 1 ? "1 tool" : tools.length + " tools", "data-focus-key": "tools:" + server.server_id }),
-        toolList(tools)
+        toolList(tools, status === "connected" ? server : null)
       ]);
       if (open[server.server_id]) details.open = true;
     }
@@ -79,6 +82,7 @@ function renderServers(servers) {
     });
     var keepLabel = el("label", { class: "keep-running", title: "Otherwise it stops when unused for a while and starts again on its next use" },
                        [keep, " Keep running"]);
+    var sampling = samplingControl(server, itemError);
     reconnect.addEventListener("click", function () {
       // Not `disabled`: that would drop keyboard focus; the list refresh keeps it on this button.
       if (reconnect.getAttribute("aria-disabled") === "true") return;
@@ -123,6 +127,7 @@ function renderServers(servers) {
         " --tool TOOL turns one back on)." }) : null,  // unticked at install
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
+      sampling,
       detailsPart(server, openMore[server.slug]),  // by slug: an update gives it a new id
       el("div", { class: "row" }, [toggleLabel, enabled ? keepLabel : null, enabled ? reconnect : null, remove]),
       itemError
@@ -133,6 +138,26 @@ function renderServers(servers) {
     var again = list.querySelector('[data-focus-key="' + focusKey.replace(/"/g, "") + '"]');
     if (again) again.focus();
   }
+}
+
+// "May ask your AI to write text": the person's choice for this server (mcp-setup allow NAME
+// --sampling), changed here at once (/rpc servers.sampling); its next request is judged by it.
+var SAMPLING_WORDS = [["no", "No"], ["text", "Yes, without tools"], ["tools", "Yes, with tools"]];
+
+function samplingControl(server, itemError) {
+  var id = "sampling-" + server.server_id;
+  var select = el("select", { id: id, class: "sampling-choice", "data-focus-key": "sampling:" + server.server_id },
+    SAMPLING_WORDS.map(function (w) { return el("option", { value: w[0], text: w[1] }); }));
+  select.value = server.sampling || "text";
+  select.addEventListener("change", function () {
+    showError(itemError, "");
+    var before = server.sampling || "text";
+    rpc("servers.sampling", { server_id: server.server_id, sampling: select.value }).then(loadServers, function (err) {
+      select.value = before;
+      showError(itemError, "Could not change what it may ask your AI. " + err.message);
+    });
+  });
+  return el("p", { class: "sampling-line small" }, [el("label", { for: id, text: "May ask your AI to write text" }), " ", select]);
 }
 
 export function loadServers() {

@@ -83,7 +83,9 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
             assert asked["error"]["code"] == "consent_required", asked
             chosen = await anyio.to_thread.run_sync(
                 lambda: _approve_in_a_terminal(
-                    env, r"Allow mcp-setup to install .*\? \[y/N\] ", "y", r"Untick which tools\?.*: ", "2"
+                    env,
+                    *(r"Allow mcp-setup to install .*\? \[y/N\] ", "y", r"Untick which tools\?.*: ", "2"),
+                    *(r"Pick 1-3 \[2\]: ", "3"),  # may ask your AI to write text: yes, with tools
                 )  # widened at the test
             )
             assert "[1] echo" in chosen and "[2] whoami" in chosen and "Left out: whoami." in chosen
@@ -99,6 +101,7 @@ async def test_the_user_approves_a_stdio_clients_pending_consent_from_another_te
         (server,) = store.servers.list()
         assert str(granted.resolve()) in server.launch_spec["sandbox_grants"]  # the user's widening, stored
         assert store.pins.offers()[server.server_id].hidden_tools == {"whoami"}  # unticked in the second terminal
+        assert server.sampling == "tools"  # chosen in the second terminal
     assert canary not in recorder.text() and "/consents/" not in recorder.text()
     nothing = subprocess.run(
         mcp_setup_argv("approve"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pexpect
 
-from setup_agent.store import read_sqlite_catalog
+from setup_agent.store import read_sqlite_catalog, read_sqlite_servers
 from tests.helpers.agent import STUB, make_catalog
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.helpers.terminal import HIDDEN, finish, installed_servers
@@ -51,6 +51,9 @@ def test_the_terminal_asks_to_test_then_to_install_with_numbered_tools_and_an_un
     child.expect(UNTICK)
     child.sendline("2")
     child.expect("Left out: whoami.")
+    child.expect(r"May ask your AI to write text:\s+\[1\] No\s+\[2\] Yes, without tools \(default\)")
+    child.expect(r"Pick 1-3 \[2\]: ")
+    child.sendline("1")  # the person's choice, stored with the server
     child.expect(ALLOW)
     child.sendline("y")
     child.expect("Tools now available: echo")
@@ -60,6 +63,7 @@ def test_the_terminal_asks_to_test_then_to_install_with_numbered_tools_and_an_un
     home = Path(env["MCP_SETUP_HOME"])
     servers = anyio.run(installed_servers, home, catalog)
     assert [s["qualified_name"] for s in servers] == [STUB]
+    assert [s.sampling for s in read_sqlite_servers(home / "mcp-setup.db") or []] == ["no"]  # picked [1]
     early = read_sqlite_catalog(home / "mcp-setup.db")  # what every face lists: whoami held back
     assert early is not None and {t.name for t in early.tools()} == {"stub__echo"}
 

@@ -37,8 +37,11 @@ TABLE: dict[tuple[str, str], tuple[str, ...]] = {
     ("POST", "/rpc servers.update"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc servers.rotate"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc clients.connect"): (ALLOWED, REFUSED, REFUSED, REFUSED, REFUSED),  # this computer's files
+    ("POST", "/rpc servers.sampling"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc servers.try_tool"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/api/secrets/{prompt_id}"): (ALLOWED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
     ("POST", "/api/consents/{consent_id}"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/api/relayed/{request_id}"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/mcp"): (REFUSED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
     ("GET", "/mcp"): (REFUSED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
     ("DELETE", "/mcp"): (REFUSED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
@@ -134,6 +137,7 @@ def call(served: Served, who: str, tokens: dict[str, str], method: str, path: st
             return REFUSED if "tool_not_allowed" in answer.text else ALLOWED
         if path.startswith("/api/"):
             concrete = path.replace("{prompt_id}", "p" * 32).replace("{consent_id}", "c" * 32)
+            concrete = concrete.replace("{request_id}", "r" * 32)
             answer = http.post(concrete, json={"approve": True}, headers=headers_for(who, served, tokens, browser=True))
             return outcome(answer.status_code)  # past the guard: 404 for an unknown id
         if path == "/mcp" and method != "POST":  # no session: the SDK answers 400 past the guard
