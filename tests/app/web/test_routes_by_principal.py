@@ -58,6 +58,9 @@ RPC_PARAMS: dict[str, dict[str, Any]] = {
     "servers.update": {"server_id": "srv_missing"},
     "servers.rotate": {"server_id": "srv_missing", "key": "API_KEY"},
     "clients.connect": {"client": "cursor", "apply": False},  # a dry run: nothing is written
+    "servers.keep_running": {"server_id": "srv_missing", "keep_running": True},
+    "servers.sampling": {"server_id": "srv_missing", "sampling": "no"},
+    "servers.try_tool": {"name": "missing__tool", "arguments": {}},
 }
 
 
