@@ -3,7 +3,7 @@
 // that shows it, the page's controls, then the websocket itself.
 //   dom.js · errors.js · api.js (fetch, JSON-RPC, websocket) · servers.js (installed list)
 //   thread.js (conversation) · progress.js (test/install steps) · setup.js (the pane, search)
-//   clients.js (connect an AI client) · secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
+//   clients.js (the AI clients section: connect a client) · secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
 //   oauth_modal.js (the sign-in box)
 
 import { on, connect } from "./api.js";
@@ -16,6 +16,7 @@ import { initSetup, onRunError } from "./setup.js";
 import { initSecretModal, onSecretDone, onSecretRequest } from "./secret_modal.js";
 import { initConsentModal, onConsentDone, onConsentRequest } from "./consent_modal.js";
 import { initOAuthModal, onOAuthRequest } from "./oauth_modal.js";
+import { initClientsSection } from "./clients.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -52,5 +53,6 @@ document.addEventListener("DOMContentLoaded", function () {
   initSecretModal();
   initConsentModal();
   initOAuthModal();
+  initClientsSection();
   connect();
 });
