@@ -364,8 +364,8 @@ def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are
 
 def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_launch() -> None:
     """#25 item 7: the directory a filesystem server may read is shown, not ${allowed_directory};
-    another directory is another approval; the env vars are one row."""
-    from app.pages.consent import describe_consent
+    another directory is another approval; the env vars are one row of the technical details."""
+    from setup_agent.setup import consent_document
 
     spec = LaunchSpec(
         command="npx",
@@ -398,5 +398,7 @@ def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_l
         values={"allowed_directory": "/", "LOG_LEVEL": "info", "API_TOKEN": "x"},
     )
     assert other.fingerprint != mine.fingerprint
-    rows = [row for row in describe_consent(mine) if row[0] == "Environment"]
-    assert rows == [("Environment", "LOG=info\nTOKEN=${API_TOKEN}")]
+    technical = consent_document(mine).section("technical")
+    assert technical is not None
+    rows = [line.text for line in technical.lines if line.label == "Environment"]
+    assert rows == ["LOG=info\nTOKEN=<your API_TOKEN>"]
