@@ -116,7 +116,7 @@ def take(out: Path) -> None:
                 secret = page.get_by_role("dialog", name=re.compile(f"Enter your {KEY}"))
                 secret.get_by_label(f"Your {KEY}").fill(key_value)
                 secret.get_by_role("button", name="Save").click()
-                consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+                consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to test"))
                 expect(consent).to_be_visible()
                 expect(consent).to_contain_text(NAME)
                 # The bundle's file:// address names the temp folder: show a steady one instead.
@@ -126,6 +126,7 @@ def take(out: Path) -> None:
                     [tmp],
                 )
                 assert key_value not in page.content()
+                consent.evaluate("d => { d.scrollTop = 0; }")  # its title, not the focused button, in view
                 out.parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(out))
                 browser.close()

@@ -16,7 +16,9 @@ and never by what the caller says about itself:
   A token made with ``--admin`` may also approve, audited as ``token:NAME``.
 
 What a client says about itself (MCP ``clientInfo.name``) is only a display *hint* beside the
-principal: ``client:stdio via claude-desktop``.
+principal: ``client:stdio via claude-desktop``. The clients' own names (:data:`CLIENT_NAMES`)
+and who asked for something, in a person's words (:func:`asker_words`), are here too: the
+consent names its asker, the page and the terminal who installed a server.
 """
 
 from __future__ import annotations
@@ -25,13 +27,55 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["SCOPE_KEY", "Principal", "client_hint"]
+__all__ = ["CLIENT_NAMES", "SCOPE_KEY", "Principal", "asker_words", "client_hint", "client_name"]
 
 PrincipalKind = Literal["user", "client", "member"]
 #: The ASGI scope key under which the web face's guard hands a request's principal on (to
 #: handlers that run in another task, such as the MCP sessions of ``/mcp``).
 SCOPE_KEY = "mcp_setup.principal"
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+#: The clients' own names, by the word mcp-setup knows them by (``client connect CLIENT``, labels).
+CLIENT_NAMES = {
+    "claude-desktop": "Claude Desktop",
+    "claude-code": "Claude Code",
+    "cursor": "Cursor",
+    "vscode": "VS Code",
+    "windsurf": "Windsurf",
+    "zed": "Zed",
+    "gemini": "Gemini CLI",
+    "codex": "Codex",
+}
+
+
+def client_name(client: str) -> str:
+    """``claude-desktop`` -> ``Claude Desktop``; a client mcp-setup does not know, as written (dashes as spaces)."""
+    return CLIENT_NAMES.get(client.strip().lower()) or client.strip().replace("-", " ") or "an AI client"
+
+
+def asker_words(label: str | None) -> str:
+    """Who asked, as the subject of a sentence a person reads ("… asked to install X"), from an
+    ``installed_by`` label: ``cli``/``ui``/``user:…`` -> ``You``; ``mcp:claude-desktop`` ->
+    ``Claude Desktop``; ``mcp`` or ``client:…`` -> ``An AI client`` (its name when it gave one);
+    ``agent`` -> ``The setup assistant``; ``token:NAME`` -> ``The token NAME``."""
+    if not label:
+        return "An AI client"
+    principal, _, via = label.partition(" via ")
+    kind, _, rest = principal.partition(":")
+    if principal in ("cli", "ui") or kind == "user":
+        return "You"
+    if kind == "mcp":
+        return client_name(rest) if rest else "An AI client"
+    if kind == "import":
+        return "You"  # `mcp-setup import`: the person's own command
+    if principal == "agent":
+        return "The setup assistant"
+    if kind == "token":
+        return f"The token {rest}" + (f" ({client_name(via)})" if via else "")
+    if kind == "client":
+        return client_name(via) if via else "An AI client"
+    return "An AI client"
 
 
 def client_hint(client_name: object) -> str | None:

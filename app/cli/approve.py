@@ -5,7 +5,8 @@ ask: its consent waits in the store (see :mod:`setup_agent.setup.shared_consents
 lists every such consent and tool-list change opened by any mcp-setup process on the data dir (or
 the team's database), shows each exactly as the consent page does, and records your answer as
 ``user:terminal``; the waiting process applies it within a second. A secret prompt waiting the
-same way is answered at a hidden prompt (the value is encrypted with the data key on its way).
+same way is answered at a hidden prompt (the value is encrypted with the data key on its way),
+after the consents: you see what will run before you type the key it gets.
 It also tells of every refused guess at a secret (the guard's incidents), and unblocks a client
 the guard blocked, if you say so: only you can.
 
@@ -65,6 +66,8 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
             refs = SharedRefs(store, vault) if team else None
             remembered = SharedApprovals(store) if team else None
             waiting = [item for item in shared.pending() if owner_alive(item.owner)]
+            # What will run comes before the keys it would get: a key is asked once you have seen it.
+            waiting.sort(key=lambda item: item.kind == "secret")
             if not waiting:
                 print("Nothing is waiting for your approval.")
                 return 0
@@ -155,8 +158,8 @@ def _answer_guard(shared: Any, item: Any, answers: TextIO) -> None:
 
 
 def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = None, ttl: float = 900.0) -> None:
-    from app.pages import ONLY_THESE, describe_consent, network_rows
-    from setup_agent.setup import ConsentRequest, answer_shared
+    from app.pages import ONLY_THESE, consent_lines
+    from setup_agent.setup import ConsentRequest, answer_shared, consent_document
 
     from .choice_pick import pick_choices
     from .tool_pick import pick_hidden, print_tools
@@ -170,20 +173,10 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
                 print(f"      {tool['description'][:500]}")
         question = "Approve the new tool list? [y/N] "
     else:
-        verb = "install" if request.action == "install" else "test"
-        if request.launch_approved:  # approved at its test: only the tools are asked
-            print(f"An AI client asked to install {request.server}, which you allowed to run. Choose its tools.")
-            for label, text in network_rows(request):
-                print(f"  {label}: {text}")
-        else:
-            print(
-                f"An AI client asked to {verb} {request.server}. It runs third-party code on this computer or sends "
-                "your secrets to the host shown."
-            )
-            for label, text in describe_consent(request):
-                print(f"  {label}: {text}")
+        for line in consent_lines(request, tools=False):  # the document the page shows, as text
+            print(_printable(line, 4000))
         print_tools(request, sys.stdout)  # the tools a test listed, numbered
-        question = f"Allow mcp-setup to {verb} {request.server}? [y/N] "
+        question = consent_document(request).title.removesuffix("?") + "? [y/N] "
     settings: dict[str, str] = {}
     for destination in [] if request.launch_approved else request.destinations:
         typed = _ask(answers, f"  {destination.name} [{destination.suggested}] (Enter keeps it): ")

@@ -266,7 +266,7 @@ def _request(entry: Any, mechanism: str) -> Any:
 
 async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
     """The whole file, shown once; the user's yes or no (True when consent is off)."""
-    from app.pages import describe_consent
+    from app.pages import consent_lines
     from setup_agent.launch import digest_kind
 
     if runtime.consents is None or not runtime.consents.ask:
@@ -279,8 +279,8 @@ async def _consent(runtime: Any, todo: list[_Plan]) -> bool:
         e = plan.entry
         where = f"the registry {e.registry}" if not e.from_launch else f"its own launch command ({e.source})"
         _say(f"\n  {_named(e)} from {where}")
-        for label, text in describe_consent(_request(e, mechanism)):  # the rows `add`'s consent shows
-            _say(f"    {label}: " + text.replace("\n", "\n      "))
+        for line in consent_lines(_request(e, mechanism))[2:]:  # the sections `add`'s consent shows
+            _say(f"    {line}")
         if not e.from_launch:
             digest = e.digest or f"not in the file; the registry's now: {plan.found_digest or 'none'}"
             _say(f"    Artifact: {digest_kind(e.package_type)} {digest}")

@@ -168,7 +168,8 @@ class TerminalIO:
 
     async def present_consent(self, pending: Any) -> dict:
         """Show what will run and where secrets go; the user may change destination settings, then approves."""
-        from app.pages import ONLY_THESE, describe_consent, network_rows
+        from app.pages import ONLY_THESE, consent_lines
+        from setup_agent.setup import consent_document
 
         from .choice_pick import pick_choices
         from .tool_pick import pick_hidden, print_tools
@@ -177,14 +178,10 @@ class TerminalIO:
         if consents is None:
             return {}
         self._print()
-        if request.launch_approved:  # you approved running it at its test: only the tools are asked
-            self._print(f"mcp-setup needs your approval to {request.action} {request.server}, with the tools you keep:")
-            for label, text in network_rows(request):
-                self._print(f"  {label}: {text}")
-        else:
-            self._print(f"mcp-setup needs your approval to {request.action} {request.server}:")
-            for label, text in describe_consent(request):
-                self._print(f"  {label}: {text}")
+        title = consent_document(request).title.removeprefix("Allow mcp-setup to ").removesuffix("?")
+        self._print(f"mcp-setup needs your approval to {title}:")
+        for line in consent_lines(request, tools=False):  # the document the page shows, as text
+            self._print(line)
         print_tools(request, self.out)  # the tools a test listed, numbered
 
         if self.assume_yes:

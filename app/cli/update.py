@@ -23,7 +23,9 @@ async def update(runtime: Any, server: InstalledServer, version: str | None) -> 
     except NotFound as exc:
         return 1, exc.message
     io = TerminalIO(runtime.broker, consents=runtime.consents)
-    ctx = CallContext(installed_by=server.installed_by, present_consent=io.present_consent)
+    ctx = CallContext(  # it stays installed by whoever installed it; you asked for the update
+        installed_by=server.installed_by, asked_by="cli", present_consent=io.present_consent
+    )
     try:
         result = await update_server(runtime.service, offer, ctx)
     except SetupError as exc:

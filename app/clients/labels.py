@@ -4,29 +4,14 @@ The stored label (``installed_by``) stays as it is, for ``--json``, the audit an
 ``cli`` (the terminal), ``ui`` (the page), ``agent``, ``import:<client>``, ``mcp:<client>`` (an AI
 client over MCP), and a principal's ``token:NAME`` / ``client:…`` / ``user:…``, maybe with
 `` via <client>``. :func:`installed_by_words` is the one place they become words; a client's
-name is the one its maker uses (:data:`CLIENT_NAMES`).
+name is the one its maker uses (:data:`CLIENT_NAMES`, kept with the principals in the core).
 """
 
 from __future__ import annotations
 
+from setup_agent.principals import CLIENT_NAMES, client_name
+
 __all__ = ["CLIENT_NAMES", "client_name", "installed_by_words"]
-
-#: The clients' own names, by the word mcp-setup knows them by (``client connect CLIENT``, labels).
-CLIENT_NAMES = {
-    "claude-desktop": "Claude Desktop",
-    "claude-code": "Claude Code",
-    "cursor": "Cursor",
-    "vscode": "VS Code",
-    "windsurf": "Windsurf",
-    "zed": "Zed",
-    "gemini": "Gemini CLI",
-    "codex": "Codex",
-}
-
-
-def client_name(client: str) -> str:
-    """``claude-desktop`` -> ``Claude Desktop``; a client mcp-setup does not know, as written (dashes as spaces)."""
-    return CLIENT_NAMES.get(client.strip().lower()) or client.strip().replace("-", " ") or "an AI client"
 
 
 def installed_by_words(label: str | None) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .consent import ONLY_THESE, consent_path, describe_consent, network_rows, tools_note
+    from .consent import ONLY_THESE, consent_lines, consent_path, tools_note
     from .secret import SECURITY_HEADERS, create_secret_app, token_ok
     from .server import SecretPageServer
 
@@ -20,8 +20,7 @@ __all__ = [
     "ONLY_THESE",
     "consent_path",
     "create_secret_app",
-    "describe_consent",
-    "network_rows",
+    "consent_lines",
     "SecretPageServer",
     "SECURITY_HEADERS",
     "token_ok",
@@ -34,8 +33,7 @@ __getattr__, __dir__ = lazy_exports(
         "ONLY_THESE": "consent",
         "consent_path": "consent",
         "create_secret_app": "secret",
-        "describe_consent": "consent",
-        "network_rows": "consent",
+        "consent_lines": "consent",
         "SecretPageServer": "server",
         "SECURITY_HEADERS": "secret",
         "token_ok": "secret",

@@ -1,10 +1,11 @@
 """The one-time consent page: the user approves (or denies) what will run, out of band.
 
 ``GET /secrets/consents/{consent_id}?t=KEY`` shows the :class:`~setup_agent.setup.consent.
-ConsentRequest`: runner, package, exact version or sha256, the command line with ``${KEY}``
-templates (never values), where each secret goes, the destination settings as editable
-fields (the agent's value is only a suggestion), and warnings with a checkbox the user must
-tick. ``POST /secrets/consents/{consent_id}`` (form fields ``t``, ``action=approve|deny``,
+ConsentRequest` as its document (``consent_document``, which the page's modal and the terminals
+draw too): who asked, the person's settings first (where each secret goes, the destination
+settings as editable fields: the agent's value is only a suggestion), what runs, one sandbox
+block, the network, the tools a test listed, the package's internals folded under "Technical
+details", and warnings with a checkbox the user must tick. ``POST /secrets/consents/{consent_id}`` (form fields ``t``, ``action=approve|deny``,
 ``setting.<NAME>``, ``accept_warnings``, ``tool.<N>=keep`` for each tool box left ticked: the
 tools a test listed) hands the answer to the :class:`~setup_agent.setup.consent.ConsentBroker`.
 
@@ -31,11 +32,11 @@ from starlette.responses import HTMLResponse, Response
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
 from setup_agent.secrets import Capabilities
-from setup_agent.setup import ConsentBroker, ConsentRequest
+from setup_agent.setup import ConsentBroker, ConsentRequest, consent_document
 
 from .html import document, esc, message_page
 
-__all__ = ["add_consent_routes", "consent_path", "describe_consent", "tools_note"]
+__all__ = ["ONLY_THESE", "add_consent_routes", "consent_lines", "consent_path", "tools_note"]
 
 log = logging.getLogger(__name__)
 
@@ -48,33 +49,23 @@ def consent_path(consent_id: str, key: str) -> str:
     return f"/secrets/consents/{quote(consent_id, safe='')}?t={quote(key, safe='')}"
 
 
-def describe_consent(request: ConsentRequest) -> list[tuple[str, str]]:
-    """(label, text) rows of what will run: shared by the page and the terminal prompt."""
-    rows = [("Server", request.server + (f" (version {request.version})" if request.version else ""))]
-    rows.append(("Package", f"{request.package_type}: {request.package}"))
-    if request.sha256:
-        rows.append(("sha256", request.sha256))
-    if request.runner:
-        rows.append(("Runner", request.runner))
-    if request.command_line:
-        rows.append(("Command line", " ".join(request.command_line)))
-    if request.url:
-        rows.append(("URL", f"{request.url} ({request.transport})"))
-    if request.env:  # one row for all of them, a line each
-        rows.append(("Environment", "\n".join(f"{name}={template}" for name, template in request.env.items())))
-    for name, template in request.headers.items():
-        rows.append(("Header", f"{name}: {template}"))
-    for secret in request.secrets:
-        where = secret.destination + (f" — host {secret.host}" if secret.host else "")
-        rows.append((f"Secret {secret.key}", f"sent as {', '.join(secret.how) or 'a setting'} to {where}"))
-    rows += [("Sandbox", line) for line in getattr(request, "sandbox", [])]  # what it can see
-    return rows + network_rows(request)
-
-
-def network_rows(request: ConsentRequest) -> list[tuple[str, str]]:
-    """Its network: how it is held, its policy and, after a test, where it connected (shown
-    also when only the tools are asked: "only these" is chosen there)."""
-    return [("Network", line) for line in getattr(request, "network", [])]
+def consent_lines(request: ConsentRequest, *, tools: bool = True) -> list[str]:
+    """The consent's document (:func:`~setup_agent.setup.consent_document`) as a terminal prints
+    it: who asked, what approving means, then each section's title and its lines, indented; the
+    technical details last, as in the page. ``tools=False`` leaves out the tools (a terminal that
+    numbers them to untick prints them itself)."""
+    doc = consent_document(request)
+    out = [doc.asked, doc.intro]
+    for section in doc.sections:
+        if section.key == "tools" and not tools:
+            continue
+        out.append(f"{section.title}:")
+        for line in section.lines:
+            first, *more = line.text.split("\n")
+            lead = f"  {line.label}: " if line.label else "  - "
+            out.append(lead + first)
+            out += [" " * len(lead) + rest for rest in more]
+    return out
 
 
 #: The choice offered after a test through the proxy (the page, the terminals).
@@ -100,6 +91,18 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(document(f"{title} — mcp-setup", body), status_code=status)
 
 
+def _rows(section: Any) -> str:
+    items = "".join(
+        (  # a setting's value or a command in code; a sentence (no label) as words
+            f"<dt>{esc(line.label)}</dt><dd><code>{esc(line.text)}</code></dd>\n"
+            if line.label
+            else f'<dd class="whole">{esc(line.text)}</dd>\n'
+        )
+        for line in section.lines
+    )
+    return f'<dl class="{esc(section.key)}">\n{items}</dl>\n'
+
+
 def _form(
     consent_id: str,
     request: ConsentRequest,
@@ -109,14 +112,11 @@ def _form(
     status: int = 200,
     hidden: frozenset[str] = frozenset(),  # re-shown after an error: the boxes the person unticked stay so
 ) -> HTMLResponse:
-    shown = (
-        describe_consent(request)[:1] + network_rows(request) if request.launch_approved else describe_consent(request)
-    )
-    rows = "".join(f"<dt>{esc(label)}</dt><dd><code>{esc(text)}</code></dd>\n" for label, text in shown)
+    doc = consent_document(request)
     fields = ""
     for d in [] if request.launch_approved else request.destinations:  # chosen at its test already
         fields += (
-            f'<label for="setting-{esc(d.name)}">{esc(d.name)}</label>\n'
+            f'<label for="setting-{esc(d.name)}">Where it connects: {esc(d.name)}</label>\n'
             + (f'<p class="note">{esc(d.description)}</p>\n' if d.description else "")
             + f'<p class="note">The assistant suggested <code>{esc(d.suggested)}</code>. Change it if that is not '
             "where you want your secrets sent; the value here is the one used.</p>\n"
@@ -134,7 +134,6 @@ def _form(
     widen = ""
     if request.widenable:  # the user's widening of the sandbox: never the agent's
         widen = (
-            "<h2>What it may use</h2>\n"
             '<label for="sandbox-extra">Another folder it may read and write (optional)</label>\n'
             '<p class="note">A full path such as /home/you/notes. Leave it empty to give it only its own folder.</p>\n'
             '<input type="text" id="sandbox-extra" name="sandbox.extra_path" spellcheck="false" autocapitalize="off" '
@@ -151,8 +150,9 @@ def _form(
                 '<p class="note">Its command line names these files in your home folder. It cannot read them '
                 f"unless you tick them:</p>\n<ul>{files}</ul>\n"
             )
+    only = ""
     if request.only_these:  # the person may narrow it to what its test reached
-        widen += (
+        only = (
             '<label><input type="checkbox" name="sandbox.only_these" value="yes"> '
             f"{esc(ONLY_THESE.format(', '.join(request.only_these)))}</label>\n"
         )
@@ -168,27 +168,26 @@ def _form(
     )
     enable = esc(_enable(request))
     note = esc(tools_note(request)).replace(enable, f"<code>{enable}</code>")
-    tools = (
-        (f'<h2>Tools it gives your assistant</h2>\n<p>{note}</p>\n<ul id="tools" class="tools">\n{boxes}</ul>\n')
-        if boxes
-        else ""
-    )
+    # Each section of the document, and under it what the person may change there.
+    controls = {"settings": fields, "sandbox": widen, "network": only}
+    parts = ""
+    for section in doc.sections:
+        if section.key == "tools":
+            parts += f'<h2>{esc(section.title)}</h2>\n<p>{note}</p>\n<ul id="tools" class="tools">\n{boxes}</ul>\n'
+        elif section.folded:
+            parts += f"<details><summary>{esc(section.title)}</summary>\n{_rows(section)}</details>\n"
+        else:
+            parts += f"<h2>{esc(section.title)}</h2>\n{_rows(section)}"
+        parts += controls.pop(section.key, "")
+    parts += "".join(controls.values())  # a control whose section has no line to show
     body = (
-        f"<h1>Allow mcp-setup to {'install' if request.action == 'install' else 'test'} {esc(request.server)}?</h1>\n"
-        + (
-            "<p>You allowed it to run when your assistant tested it. Now choose the tools it gives your "
-            "assistant, then approve the install.</p>\n"
-            if request.launch_approved
-            else "<p>Your assistant asked to run this server. It runs third-party code on this computer or sends your "
-            "secrets to the host shown. Only approve it if it is what you expect.</p>\n"
-        )
-        + f'<dl id="launch">\n{rows}</dl>\n{alert}'
+        f"<h1>{esc(doc.title)}</h1>\n"
+        f'<p id="asked"><strong>{esc(doc.asked)}</strong></p>\n<p>{esc(doc.intro)}</p>\n'
+        f"{alert}"
         f'<form method="post" action="/secrets/consents/{esc(consent_id)}" autocomplete="off">\n'
         f'<input type="hidden" name="t" value="{esc(token)}">\n'
-        + (f"<h2>Where it connects</h2>\n{fields}" if fields else "")
-        + tools
+        f'<div id="launch">\n{parts}</div>\n'
         + _choices(request)
-        + widen
         + warnings
         # Deny is the safe default: first (Enter in a field submits it), focused, and drawn as the main button.
         + '<div class="buttons">\n'

@@ -43,6 +43,8 @@ dl { display: grid; grid-template-columns: minmax(7rem, max-content) 1fr; gap: .
 dt { font-weight: 600; color: var(--muted); }
 dd { margin: 0; min-width: 0; }
 dd code { white-space: pre-line; }
+dd.whole { grid-column: 1 / -1; } /* a sentence with no label spans the row */
+details { margin: 1rem 0; } summary { cursor: pointer; font-weight: 600; }
 label { display: block; font-weight: 600; margin: 1rem 0 .35rem; }
 input[type=password], input[type=text] { width: 100%; font: inherit; font-size: 1.05rem; padding: .55rem .7rem;
   border: 1px solid #a9b0bc; border-radius: 8px; background: #fff; color: var(--text); }

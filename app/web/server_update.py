@@ -44,7 +44,10 @@ async def server_update(
             return {"status": "pending"}
         return {}
 
-    ctx = CallContext(
-        installed_by=offer.server.installed_by, on_progress=hub.progress_to(audience), present_consent=present
+    ctx = CallContext(  # it stays installed by whoever installed it; the person pressed Update
+        installed_by=offer.server.installed_by,
+        asked_by="ui",
+        on_progress=hub.progress_to(audience),
+        present_consent=present,
     )
     return await update_server(runtime.service, offer, ctx)

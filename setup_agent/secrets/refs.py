@@ -253,6 +253,19 @@ class SecretRefStore:
             )
         return entry
 
+    def unanswered(self, env_refs: Mapping[str, str]) -> set[str]:
+        """The keys of ``env_refs`` whose ref is live and bound to it, its prompt not answered yet
+        (a consent may be asked before them). Other problems are left for :meth:`resolve`."""
+        self._pull()
+        out = set()
+        with self._lock:
+            self._sweep()
+            for key, ref in env_refs.items():
+                entry = self._cache.get(ref) if is_ref(ref) else None
+                if entry is not None and entry.value is None and entry.key_name == key:
+                    out.add(key)
+        return out
+
     def resolve(self, env_refs: Mapping[str, str]) -> dict[str, SecretValue]:
         """Map ``{KEY: ref}`` to ``{KEY: SecretValue}``; every ref must be live and bound to its key."""
         self._pull()

@@ -83,6 +83,11 @@ class SharedRefStore(SecretRefStore):
         self._sync(ref)
         return super().is_ready(ref)
 
+    def unanswered(self, env_refs: Mapping[str, str]) -> set[str]:
+        for ref in env_refs.values():
+            self._sync(ref)
+        return super().unanswered(env_refs)
+
     def resolve(self, env_refs: Mapping[str, str]) -> dict[str, SecretValue]:
         self._pull()
         for ref in env_refs.values():

@@ -24,7 +24,13 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .call_context import CallContext
     from .consent import ConsentBroker, ConsentSharing
-    from .consent_request import ConsentRequest, build_consent_request, sandbox_profile
+    from .consent_request import (
+        ConsentDocument,
+        ConsentRequest,
+        build_consent_request,
+        consent_document,
+        sandbox_profile,
+    )
     from .lock_file import (
         LockedServer,
         ParsedLock,
@@ -49,6 +55,8 @@ if TYPE_CHECKING:
     from .updates import UpdateOffer, update_offer, update_server
 
 __all__ = [
+    "ConsentDocument",
+    "consent_document",
     "answer_secret_shared",
     "answer_shared",
     "build_consent_request",
@@ -119,6 +127,8 @@ __getattr__, __dir__ = lazy_exports(
         "ConsentBroker": "consent",
         "ConsentSharing": "consent",
         "ConsentRequest": "consent_request",
+        "ConsentDocument": "consent_request",
+        "consent_document": "consent_request",
         "load_provider_config": "providers",
         "Prober": "probe",
         "ProbeResult": "probe",

@@ -5,6 +5,12 @@ values), the host each secret is sent to, the *destination settings* (URL templa
 ``*_URL``/``*_HOST``-like settings, whose values the agent only suggests), and warnings the user
 must accept explicitly (e.g. ``argv_secret``). The broker that holds it open is
 :class:`~setup_agent.setup.consent.ConsentBroker`.
+
+What a person reads is one document built from it, :func:`consent_document`: who asked, then
+sections in order (the person's settings first, what runs, one sandbox block, the network, the
+tools a test listed, and the package's internals folded under "Technical details"), every
+template resolved into words. The page's modal, the consent page and the terminals draw that
+same document; a line is added to a section here, once, for all of them.
 """
 
 from __future__ import annotations
@@ -34,11 +40,15 @@ if TYPE_CHECKING:
     from setup_agent.launch import NetRecord
 
 __all__ = [
+    "ConsentDocument",
+    "ConsentLine",
     "ConsentRequest",
+    "ConsentSection",
     "ConsentWarning",
     "DestinationSetting",
     "SecretDestination",
     "build_consent_request",
+    "consent_document",
     "fingerprint",
     "is_destination_setting",
     "sandbox_profile",
@@ -75,6 +85,9 @@ class SecretDestination:
     how: list[str]
     destination: str
     host: str | None = None
+    #: The names the launch's templates give it (the key's own and its aliases, e.g. a bundle's
+    #: ``api_key`` for ``WEATHER_API_KEY``): each is shown as "<your KEY>".
+    templates: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -125,17 +138,30 @@ class ConsentRequest:
     #: Lines the person answers by picking an option (consent_choices.py): ``[{name, label,
     #: options: [{value, label}], default}]``. An answer, not part of what is approved.
     choices: list[dict[str, Any]] = field(default_factory=list)
+    #: Who asked, in words that begin a sentence: "You", "Claude Desktop", "The setup assistant"
+    #: (``setup_agent.principals.asker_words``); empty: not known.
+    asker: str = ""
+    #: An update of an installed server (the person pressed Update, or ran ``mcp-setup update``).
+    update: bool = False
+    #: The non-secret values the launch uses (a folder, a region), as given: the person's settings.
+    values: dict[str, str] = field(default_factory=dict)
+    #: A test's approval that also covers the install of the same launch, with every tool the
+    #: test lists: one approval per install where the person would otherwise come back for a second.
+    covers_install: bool = False
 
     def public(self) -> dict[str, Any]:
-        """The JSON a face shows (no fingerprint: it is an internal key)."""
+        """The JSON a face shows (no fingerprint: it is an internal key), with the document a
+        person reads (:func:`consent_document`), which every face draws."""
         out = asdict(self)
         out.pop("fingerprint", None)
+        out["document"] = consent_document(self).public()
         return out
 
     @classmethod
     def from_public(cls, data: Mapping[str, Any]) -> ConsentRequest:
         """The request back from :meth:`public`'s JSON (another process shows and checks it)."""
         fields = dict(data)
+        fields.pop("document", None)  # drawn from the request again
         fields["secrets"] = [SecretDestination(**d) for d in fields.get("secrets") or []]
         fields["destinations"] = [DestinationSetting(**d) for d in fields.get("destinations") or []]
         fields["warnings"] = [ConsentWarning(**d) for d in fields.get("warnings") or []]
@@ -262,14 +288,19 @@ def build_consent_request(
     user_home: str | None = None,
     net_mechanism: str = "none",
     tested: NetRecord | None = None,
+    asker: str = "",
+    update: bool = False,
+    covers_install: bool = False,
 ) -> ConsentRequest:
     """The request for running ``spec`` with ``values`` (only non-secret values are read).
     ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``);
     ``tools`` the server's tools when a test listed them (redacted): the user may untick some.
     ``net_mechanism`` holds its network here (``bwrap-netns``, ``landlock-net``, ``none``);
-    ``tested``: what its test reached or tried through the proxy (None: no proxied test)."""
+    ``tested``: what its test reached or tried through the proxy (None: no proxied test).
+    ``asker``: who asked, in words; ``update``: it updates an installed server; ``covers_install``:
+    a test's approval that also approves the install of the same launch (none of them change
+    what is approved, only how it is said)."""
     keys = list(keys)
-    secret_names = {k.name for k in keys if k.secret}
     url_keys = template_keys(spec.url or "")
     destinations = [
         DestinationSetting(k.name, values[k.name], k.description or "")
@@ -288,22 +319,27 @@ def build_consent_request(
     }
     filled_url = _fill_public(spec.url, public_values, in_url=True) if spec.url else None
     secrets: list[SecretDestination] = []
-    for name in sorted(secret_names & spec.keys()):
+    for key in sorted((k for k in keys if k.secret), key=lambda k: k.name):
+        names = {key.name, *key.aliases} & spec.keys()  # a bundle's template may use an alias
+        if not names:
+            continue
         how: list[str] = []
-        how += [f"environment variable {env}" for env, t in spec.env.items() if name in template_keys(t)]
-        how += [f"header {h}" for h, t in spec.headers.items() if name in template_keys(t)]
-        if any(name in template_keys(a) for a in spec.args) or name in template_keys(spec.command or ""):
+        how += [f"environment variable {env}" for env, t in spec.env.items() if names & template_keys(t)]
+        how += [f"header {h}" for h, t in spec.headers.items() if names & template_keys(t)]
+        if any(names & template_keys(a) for a in spec.args) or names & template_keys(spec.command or ""):
             how.append("command-line argument")
-        if name in url_keys:
+        if names & url_keys:
             how.append("URL")
         if spec.transport == "stdio":
             where = "this computer: the server process started by " + (spec.runner or spec.command or "its runtime")
             if destinations:
                 where += " (it may send it on to " + ", ".join(d.name for d in destinations) + ")"
-            secrets.append(SecretDestination(name, how, where, None))
+            secrets.append(SecretDestination(key.name, how, where, None, sorted(names)))
         else:
             host = _host_of(filled_url)
-            secrets.append(SecretDestination(name, how, f"{spec.transport} server at {filled_url}", host))
+            secrets.append(
+                SecretDestination(key.name, how, f"{spec.transport} server at {filled_url}", host, sorted(names))
+            )
     warns = [
         w if isinstance(w, ConsentWarning) else ConsentWarning(str(w["code"]), str(w["message"])) for w in warnings
     ]
@@ -337,6 +373,10 @@ def build_consent_request(
             *(after_test_words(tested.attempts()) if tested is not None else []),
         ],
         only_these=seen_destinations(tested.attempts()) if tested is not None and spec.sandbox_network else [],
+        values=dict(shown),
+        asker=asker,
+        update=update,
+        covers_install=covers_install,
     )
     fp = fingerprint(
         {
@@ -353,3 +393,210 @@ def build_consent_request(
         }
     )
     return ConsentRequest(**{**request.__dict__, "fingerprint": fp})
+
+
+# -- the document a person reads ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsentLine:
+    """One line of a section: a ``label`` (a setting's name, "Command line"; empty for a plain
+    sentence) and its ``text``."""
+
+    label: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ConsentSection:
+    """One part of the document. ``key`` names it for the faces (``settings``, ``runs``,
+    ``sandbox``, ``network``, ``tools``, ``technical``); ``folded``: drawn closed where a face
+    can fold (the page), printed last and indented in a terminal."""
+
+    key: str
+    title: str
+    lines: tuple[ConsentLine, ...]
+    folded: bool = False
+
+
+@dataclass(frozen=True)
+class ConsentDocument:
+    """What a person reads before approving: the question, who asked, what approving means, and
+    the sections in order. Every face draws this (the page's modal, the consent page, the
+    terminals), so each says the same."""
+
+    title: str
+    asked: str
+    intro: str
+    sections: tuple[ConsentSection, ...]
+
+    def section(self, key: str) -> ConsentSection | None:
+        return next((s for s in self.sections if s.key == key), None)
+
+    def public(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_PACKAGE_WORDS = {
+    "npm": "the npm package",
+    "pypi": "the Python package",
+    "oci": "the Docker image",
+    "nuget": "the .NET package",
+    "mcpb": "the MCPB bundle",
+    "remote": "the remote server",
+}
+#: Any template a launch may hold: ``${NAME}``, ``${user_config.NAME}``, ``${input:NAME}``,
+#: ``${__dirname}``, a URL's ``{NAME}``, and ``$$`` for a dollar sign.
+_ANY_TEMPLATE = re.compile(r"\$\$|\$\{([^}]*)\}|\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
+
+
+def _resolved(text: str, request: ConsentRequest) -> str:
+    """``text`` with every template in words: a value the person gave, "<your KEY>" for a secret
+    (never its value), "<its own folder>" for a bundle's folder."""
+    secrets = {name: s.key for s in request.secrets for name in (s.key, *s.templates)}
+    known = {**{d.name: d.suggested for d in request.destinations}, **request.values}
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = (m.group(1) if m.group(1) is not None else m.group(2)).strip()
+        for prefix in ("user_config.", "input:", "env:"):
+            name = name.removeprefix(prefix)
+        if name == "__dirname":
+            return "<its own folder>"
+        if name in known and name not in secrets:
+            return known[name]
+        return f"<your {secrets.get(name, name)}>"
+
+    return _ANY_TEMPLATE.sub(sub, text)
+
+
+def _verb(request: ConsentRequest) -> str:
+    if request.update:
+        return "update"
+    return "install" if request.action == "install" else "test"
+
+
+def _settings(request: ConsentRequest) -> tuple[ConsentLine, ...]:
+    """The person's own settings: each secret and where it goes, the values given, the
+    destinations (editable where a face can)."""
+    lines = []
+    for secret in request.secrets:
+        where = _resolved(secret.destination, request) + (f" (host {secret.host})" if secret.host else "")
+        how = ", ".join(secret.how) or "a setting"
+        lines.append(ConsentLine(secret.key, f"your secret, never shown here: sent as {how} to {where}"))
+    for name, value in request.values.items():
+        lines.append(ConsentLine(name, value))
+    for d in request.destinations:
+        lines.append(ConsentLine(d.name, f"{d.suggested} (where it connects: the assistant suggested it)"))
+    return tuple(lines)
+
+
+def _runs(request: ConsentRequest) -> tuple[ConsentLine, ...]:
+    package = f"{_PACKAGE_WORDS.get(request.package_type, request.package_type)} {_resolved(request.package, request)}"
+    lines = [
+        ConsentLine("Server", request.server + (f", version {request.version}" if request.version else "")),
+        ConsentLine("From", package),
+    ]
+    if request.command_line:
+        lines.append(
+            ConsentLine("Where", "on this computer, started by " + (request.runner or request.command_line[0]))
+        )
+    elif request.url:
+        lines.append(ConsentLine("Where", f"at {_resolved(request.url, request)}"))
+    return tuple(lines)
+
+
+def _sandbox(request: ConsentRequest) -> tuple[ConsentLine, ...]:
+    """One block: what it can see and use ("Sandbox: bwrap." becomes "Held by bwrap."); its
+    network is said once, in the network section."""
+    lines = []
+    for line in request.sandbox:
+        if line.startswith("Network: ") and request.network:
+            continue
+        if line.startswith("Sandbox: none"):
+            line = "None" + line.removeprefix("Sandbox: none")
+        elif line.startswith("Sandbox: "):
+            line = "Held by " + line.removeprefix("Sandbox: ")
+        lines.append(ConsentLine("", line))
+    return tuple(lines)
+
+
+def _sentence(line: str, prefix: str) -> str:
+    """``Network: none.`` -> ``None.``: the section's title says what the prefix said."""
+    if not line.startswith(prefix):
+        return line
+    rest = line.removeprefix(prefix)
+    return rest[:1].upper() + rest[1:]
+
+
+def _network(request: ConsentRequest) -> tuple[ConsentLine, ...]:
+    policy = "Network policy: "
+    lines = ("Policy: " + line.removeprefix(policy) if line.startswith(policy) else line for line in request.network)
+    return tuple(ConsentLine("", _sentence(line, "Network: ")) for line in lines)
+
+
+def _tools(request: ConsentRequest) -> tuple[ConsentLine, ...]:
+    return tuple(
+        ConsentLine(t["name"], (t.get("description") or "") + f" (about {t.get('estimated_tokens', 0)} tokens)")
+        for t in request.tools
+    )
+
+
+def _technical(request: ConsentRequest) -> tuple[ConsentLine, ...]:
+    """The package's internals: what a person rarely needs, folded."""
+    lines = [ConsentLine("Package", f"{request.package_type}: {_resolved(request.package, request)}")]
+    if request.sha256:
+        lines.append(ConsentLine("sha256", request.sha256))
+    if request.runner:
+        lines.append(ConsentLine("Runner", request.runner))
+    if request.command_line:
+        lines.append(ConsentLine("Command line", " ".join(_resolved(c, request) for c in request.command_line)))
+    if request.url:
+        lines.append(ConsentLine("Address", f"{_resolved(request.url, request)} ({request.transport})"))
+    if request.env:
+        text = "\n".join(f"{name}={_resolved(template, request)}" for name, template in request.env.items())
+        lines.append(ConsentLine("Environment", text))
+    for name, template in request.headers.items():
+        lines.append(ConsentLine("Header", f"{name}: {_resolved(template, request)}"))
+    return tuple(lines)
+
+
+def _intro(request: ConsentRequest) -> str:
+    if request.launch_approved:
+        return "You allowed it to run when it was tested. Now choose the tools it gives your assistant, then approve."
+    if request.covers_install:
+        return (
+            "It runs third-party code on this computer or sends your secrets to the host shown. It is tested "
+            "first; if the test passes it is installed with the tools the test lists, with no second question. "
+            "Approve only what you expect."
+        )
+    return (
+        "It runs third-party code on this computer or sends your secrets to the host shown. "
+        "Approve only what you expect."
+    )
+
+
+def consent_document(request: ConsentRequest) -> ConsentDocument:
+    """The document a person reads for ``request`` (see :class:`ConsentDocument`). A launch
+    approved at its test shows only the server, its network and the tools (chosen now)."""
+    verb = _verb(request)
+    asker = request.asker or "Your assistant"
+    doing = "install" if request.covers_install else verb
+    asked = f"{asker} asked to {doing} {request.server}."
+    parts: list[ConsentSection] = []
+    if not request.launch_approved:
+        parts.append(ConsentSection("settings", "Your settings", _settings(request)))
+    parts.append(ConsentSection("runs", "What runs", _runs(request)[: 1 if request.launch_approved else None]))
+    if not request.launch_approved:
+        parts.append(ConsentSection("sandbox", "Sandbox", _sandbox(request)))
+    parts.append(ConsentSection("network", "Network", _network(request)))
+    parts.append(ConsentSection("tools", "Tools it gives your assistant", _tools(request)))
+    if not request.launch_approved:
+        parts.append(ConsentSection("technical", "Technical details", _technical(request), folded=True))
+    return ConsentDocument(
+        title=f"Allow mcp-setup to {verb} {request.server}?",
+        asked=asked,
+        intro=_intro(request),
+        sections=tuple(p for p in parts if p.lines),
+    )

@@ -12,6 +12,7 @@ import dataclasses
 import secrets as _random
 import shutil
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from setup_agent.launch import (
     seen_destinations,
 )
 from setup_agent.oauth import GRANT_KEY
+from setup_agent.principals import asker_words
 from setup_agent.secrets import Redactor, SecretRefStore
 from setup_agent.store import Store, context_cost, relabel, sampling_of
 
@@ -104,6 +106,7 @@ class Installer:
             if ctx.check_prepared is not None:
                 await ctx.check_prepared(prepared)
             launch = await self._consent(prepared, ctx, "test")
+            self._answered(prepared, request.env_refs)  # asked after the consent: the person saw what runs first
             result = await self._probe(prepared, progress, keep=reserved)
             parked = result.parked  # the parked session owns its dir now
             self._remember_tools(launch, result.tools, result.net)
@@ -169,7 +172,8 @@ class Installer:
                 )
                 if ctx.check_prepared is not None:
                     await ctx.check_prepared(prepared)
-                consented = await self._consent(prepared, ctx, "install")
+                consented = await self._consent(prepared, ctx, "install", update=replaces is not None)
+                self._answered(prepared, env_refs)  # asked after the consent: the person saw what runs first
                 hidden = self.left_out(consented) | ctx.left_out
                 sampling = sampling_of((consented[1].choices if consented[1] is not None else {}).get("sampling"))
                 adopted = self._adopt(prepared)
@@ -251,10 +255,19 @@ class Installer:
             out["reason"] = status.reason
         return out
 
-    async def _consent(self, prepared: Prepared, ctx: CallContext, action: str) -> tuple[str, ConsentDecision | None]:
+    def _answered(self, prepared: Prepared, env_refs: dict[str, str]) -> None:
+        """A key whose prompt the person has not answered yet stops the call here, after its
+        consent: the consent showed what will run with it, before the key is asked."""
+        if prepared.unanswered:
+            self.refs.resolve({k: r for k, r in env_refs.items() if k in prepared.unanswered})  # SecretPending
+
+    async def _consent(
+        self, prepared: Prepared, ctx: CallContext, action: str, *, update: bool = False
+    ) -> tuple[str, ConsentDecision | None]:
         """The user's out-of-band approval; their destination settings replace the agent's.
         Returns the launch's fingerprint (without tools) and the decision (None: consent off).
-        An install whose launch a test listed the tools of shows them, to be unticked."""
+        An install whose launch a test listed the tools of shows them, to be unticked; where the
+        person answers elsewhere (``ctx.answers_elsewhere``), the test's approval covers it."""
 
         sandbox = self.prober.sandbox
         net_mechanism = sandbox.network_isolation().mechanism if sandbox is not None else "none"
@@ -275,6 +288,9 @@ class Installer:
                 else None,
                 net_mechanism=net_mechanism,
                 tested=tested,
+                asker=asker_words(ctx.asked_by or ctx.installed_by),
+                update=update,
+                covers_install=action == "test" and ctx.answers_elsewhere,
             )
 
         request = request_for([])
@@ -288,13 +304,32 @@ class Installer:
             request = request_for(tested, self._tested_net.get(launch))
             if earlier is not None:  # the launch, its warnings and widening were answered at the test
                 request = dataclasses.replace(request, widenable=False, warnings=[], launch_approved=True)
-        request = dataclasses.replace(request, choices=choices_for(action))  # answers, not what is approved
+            if earlier is not None and ctx.answers_elsewhere:  # one approval per install: the test's
+                return self._approved(prepared, ctx, launch, earlier, applied=True)
+        # The choices an install asks (answers, not what is approved); a test's approval that
+        # covers the install asks them there.
+        request = dataclasses.replace(request, choices=choices_for("install" if request.covers_install else action))
         with consent_requester(ctx.principal or ctx.installed_by):  # a team's replicas: one consent per asker
             decision = await obtain_consent(self.consents, request, ctx.present_consent)
-        if decision is not None:
+        return self._approved(prepared, ctx, launch, decision, action, home_files=request.home_files)
+
+    def _approved(
+        self,
+        prepared: Prepared,
+        ctx: CallContext,
+        launch: str,
+        decision: ConsentDecision | None,
+        action: str = "install",
+        *,
+        applied: bool = False,
+        home_files: Sequence[str] = (),
+    ) -> tuple[str, ConsentDecision | None]:
+        """Apply the person's ``decision`` (None: consent off) to the launch (``applied``: it was);
+        ``home_files``: the files of the person's home its command line names."""
+        if decision is not None and not applied:
             self._apply(prepared, decision)
-        else:  # nobody was asked: a file of the home it names stays unbound, and the result says so
-            prepared.kept_home_files = [f for f in request.home_files if f not in prepared.spec.sandbox_reads]
+        if decision is None:  # nobody was asked: a file of the home it names stays unbound, and the result says so
+            prepared.kept_home_files = [f for f in home_files if f not in prepared.spec.sandbox_reads]
         if action == "install" and (net := self._tested_net.get(launch)) is not None:  # `show` says what it used
             seen = {"seen": seen_destinations(net.attempts())}
             prepared.spec = prepared.spec.model_copy(update={"sandbox_net": {**prepared.spec.sandbox_net, **seen}})

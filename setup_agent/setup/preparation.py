@@ -76,6 +76,10 @@ class Prepared:
     #: Files of the person's home its command line names that nobody let it read (consent off):
     #: the sandbox keeps them from it, and the result says how the person can grant them.
     kept_home_files: list[str] = field(default_factory=list)
+    #: Secret keys whose prompt the person has not answered yet: the consent is asked first (it
+    #: shows what will run with them), then the call stops with ``secret_pending`` until they have.
+    #: Their values here are blank placeholders, never launched.
+    unanswered: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (
@@ -197,7 +201,10 @@ class Preparer:
                     package, workdir, progress, allow_file=detail.source == "local"
                 )
             keys = required_keys_from_manifest(manifest, keys, home=self.user_home)
-        values = self.values(keys, request.env_refs, request.env, fill=self.fillable(package, keys))
+        unanswered = self.refs.unanswered(request.env_refs)  # asked after the consent, which shows what runs
+        values = self.values(
+            keys, request.env_refs, request.env, fill=self.fillable(package, keys), unanswered=unanswered
+        )
         # Optional settings left unset (and flags set false): their inputs are left out entirely.
         omit = unset_keys(keys, values)
         spec = build_spec(package, omit=omit)
@@ -226,6 +233,7 @@ class Preparer:
             auth=auth,
             argv_secret_keys=argv_secret_keys(spec, secret),
             repair=repair,
+            unanswered=sorted(unanswered),
         )
 
     def fillable(self, package: PackageOption, keys: list[RequiredKey]) -> set[str]:
@@ -243,10 +251,17 @@ class Preparer:
         return {key.name for key in wanted if _bearer_only(spec, key)}
 
     def values(
-        self, keys: list[RequiredKey], env_refs: dict[str, str], env: dict[str, str], *, fill: Collection[str] = ()
+        self,
+        keys: list[RequiredKey],
+        env_refs: dict[str, str],
+        env: dict[str, str],
+        *,
+        fill: Collection[str] = (),
+        unanswered: Collection[str] = (),
     ) -> dict[str, Value]:
         """The launch's values: the agent's plain ``env``, its refs resolved to masked values,
-        mcp-setup's own for ``fill``, each under every alias of its key."""
+        mcp-setup's own for ``fill``, each under every alias of its key. A ref of ``unanswered``
+        (its prompt not answered yet) counts as given, with a blank placeholder."""
         by_name = {k.name: k for k in keys}
         canonical = {k.name: k.name for k in keys} | {a: k.name for k in keys for a in k.aliases}
         unknown = sorted((set(env_refs) | set(env)) - set(canonical))
@@ -291,7 +306,8 @@ class Preparer:
             raise InvalidInput(
                 f"Missing required settings: {', '.join(parts)}.", details={"missing": [k.name for k in missing]}
             )
-        resolved = self.refs.resolve(env_refs)
+        resolved = self.refs.resolve({k: r for k, r in env_refs.items() if k not in unanswered})
+        resolved.update({k: SecretValue("") for k in env_refs if k in unanswered})
         # An optional argument's default is the server's own: it is shown, never passed.
         values: dict[str, Value] = {k.name: k.default for k in keys if k.default is not None and not k.off_unless_set}
         values.update({canonical[k]: v for k, v in env.items()})

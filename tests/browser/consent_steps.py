@@ -18,4 +18,4 @@ def _ask_for_the_stub(page: Any, key: str) -> Any:
     expect(secret).to_be_visible()
     secret.get_by_label("Your STUB_API_KEY").fill(key)
     secret.get_by_role("button", name="Save").click()
-    return page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+    return page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to test"))

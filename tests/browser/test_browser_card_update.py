@@ -77,8 +77,8 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
 
         # A Deny is the person's own choice: nothing runs, the card says so without alarm.
         update.click()
-        consent = page.get_by_role("dialog", name=re.compile("Allow mcp-setup to run"))
-        expect(consent).to_contain_text(STUB)
+        consent = page.get_by_role("dialog", name=re.compile("Allow mcp-setup to update"))
+        expect(consent).to_contain_text(f"You asked to update {STUB}.")  # the person pressed Update
         expect(status).to_contain_text("approve it in the box that opens")
         consent.get_by_role("button", name="Deny").click()
         expect(status).to_have_text("You did not allow it. Nothing was run, and the installed version stays.")
@@ -87,7 +87,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
 
         # Approved: tested with the stored key, swapped in; the card is drawn again with the new version.
         update.click()
-        consent = page.get_by_role("dialog", name=re.compile("Allow mcp-setup to run"))
+        consent = page.get_by_role("dialog", name=re.compile("Allow mcp-setup to update"))
         consent.get_by_role("button", name="Approve").click()
         expect(status).to_have_text(
             re.compile(rf"✓ Updated {re.escape(STUB)} from 1\.0\.0 to 2\.0\.0 \(\d+ tools\)\."), timeout=scaled(60_000)
@@ -107,7 +107,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         status = card.locator(".update-status")
         expect(status).to_have_text("Version 3.0.0 is available (this is 2.0.0).")
         card.get_by_role("button", name=f"Update {STUB} to 3.0.0").click()
-        page.get_by_role("dialog", name=re.compile("Allow mcp-setup to run")).get_by_role(
+        page.get_by_role("dialog", name=re.compile("Allow mcp-setup to update")).get_by_role(
             "button", name="Approve"
         ).click()
         expect(status).to_contain_text(

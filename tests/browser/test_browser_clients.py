@@ -107,7 +107,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         expect(desktop).to_contain_text("Claude Desktop")
         expect(desktop).to_contain_text("Not connected")
         expect(part.locator(".client[data-client=cursor]")).to_be_visible()
-        expect(part).to_contain_text("Not found here: ")
+        expect(part.locator(".client[data-client=codex] .client-state")).to_have_text("Not found on this computer")
         expect(part).to_contain_text(f"{served.base}/mcp")
         expect(part).to_contain_text("mcp-setup client connect CLIENT --http")
         expect(part).to_contain_text("The key in this page's link opens only this page")

@@ -1,7 +1,8 @@
 """Consent in the web modal, in Debian's Chromium, against ``mcp-setup serve`` (MCP_SETUP_CONSENT=ask).
 
-A person asks for the stub server, enters the key, then sees what will run (package, sha256,
-the command line with ${KEY} templates) and approves; the install asks once more, with the tools
+A person asks for the stub server, enters the key, then reads the consent's document (who asked,
+their settings first, one sandbox block, the package, sha256 and command line folded under
+"Technical details", templates in words) and approves; the install asks once more, with the tools
 the test listed (#29 item 10). A
 direct JSON-RPC test call gets ``consent_required`` with the prompt id, and the modal opens in
 the tab, where Deny ends it. The canary is in no frame, no page and no log.
@@ -31,11 +32,25 @@ def test_a_person_approves_the_launch_then_the_tools_in_the_consent_modal_and_th
         consent = _ask_for_the_stub(page, canary)
         expect(consent).to_be_visible()
         expect(consent).to_contain_text(STUB)
-        expect(consent).to_contain_text("mcpb: file://")
-        expect(consent).to_contain_text("sha256")
-        expect(consent).to_contain_text("python3 ${__dirname}/server/server.py")
-        expect(consent).to_contain_text("STUB_API_KEY=${STUB_API_KEY}")
-        expect(consent).to_contain_text("this computer")
+        # One document: who asked, the person's settings first, one sandbox block, the internals folded.
+        expect(consent.locator("#consent-asked")).to_have_text(
+            f"You asked to test {STUB}."
+        )  # the person started the setup on the page
+        headings = consent.locator("#consent-launch > h3")
+        expect(headings.first).to_have_text("Your settings")
+        expect(consent.locator("#consent-launch")).to_contain_text("STUB_API_KEY")
+        expect(consent.locator("#consent-launch")).to_contain_text("this computer")
+        expect(consent.locator("#consent-launch > h3", has_text="Sandbox")).to_have_count(1)
+        expect(consent.locator("#consent-launch dt", has_text="Sandbox")).to_have_count(0)
+        technical = consent.locator("details.technical")
+        expect(technical.locator("summary")).to_have_text("Technical details")
+        expect(technical.get_by_text("python3 <its own folder>/server/server.py")).to_be_hidden()  # folded
+        technical.locator("summary").click()
+        expect(technical).to_contain_text("mcpb: file://")
+        expect(technical).to_contain_text("sha256")
+        expect(technical).to_contain_text("python3 <its own folder>/server/server.py")
+        expect(technical).to_contain_text("STUB_API_KEY=<your STUB_API_KEY>")
+        expect(consent).not_to_contain_text("${")
         assert canary not in page.content()
         shot(page, artifacts, "consent-01-modal", full_page=False)
         consent.get_by_role("button", name="Approve").click()
@@ -83,7 +98,7 @@ def test_a_json_rpc_caller_gets_consent_required_and_the_modal_opens_in_the_tab(
         data = first["error"]["data"]
         assert data["code"] == "consent_required", first
         assert data["details"] == {"status": "pending"} and "/consents/" not in json.dumps(first)  # no link: a client
-        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to run"))
+        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to test"))
         expect(consent).to_be_visible()
         consent.get_by_role("button", name="Deny").click()
         expect(consent).to_be_hidden()

@@ -6,6 +6,8 @@
 //   clients.js (connect an AI client) · secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
 //   oauth_modal.js (the sign-in box) · relayed_modal.js (an installed server's own request, framed as its)
 //   try_tool.js (run a tool from its card) · consent_choices.js (the consent's choices)
+//   clients.js (the AI clients section: connect a client) · secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
+//   oauth_modal.js (the sign-in box)
 
 import { on, connect } from "./api.js";
 import { $, showError } from "./dom.js";
@@ -19,6 +21,7 @@ import { initConsentModal, onConsentDone, onConsentRequest } from "./consent_mod
 import { initOAuthModal, onOAuthRequest } from "./oauth_modal.js";
 import { initRelayedModal, onRelayedDone, onRelayedRequest } from "./relayed_modal.js";
 import { onTryNotice } from "./try_tool.js";
+import { initClientsSection } from "./clients.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -59,5 +62,6 @@ document.addEventListener("DOMContentLoaded", function () {
   initConsentModal();
   initOAuthModal();
   initRelayedModal();
+  initClientsSection();
   connect();
 });

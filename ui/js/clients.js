@@ -1,10 +1,12 @@
-// "Use it in your AI client": the clients found on this computer, each with a
-// Connect button that shows the exact change (the diff `mcp-setup client connect --dry-run`
-// prints) and writes it only when confirmed (backup, idempotent; a file mcp-setup cannot
-// merge is left alone and the entry to paste is shown); the gateway's /mcp address for clients
-// that take one; and the tools as a client names them. Same code as the CLI: /rpc clients.*.
+// The AI clients: every client mcp-setup supports, found on this computer or not, its state
+// (connected to this mcp-setup or not) and a Connect button that shows the exact change (the
+// diff `mcp-setup client connect --dry-run` prints) and writes it only when confirmed (backup,
+// idempotent; a file mcp-setup cannot merge is left alone and the entry to paste is shown); the
+// gateway's /mcp address for clients that take one. Drawn in the home page's "AI clients"
+// section, always there, and after an install as "Use it in your AI client" with the tools as a
+// client names them. Same code as the CLI: /rpc clients.*.
 
-import { el } from "./dom.js";
+import { $, el } from "./dom.js";
 import { rpc } from "./api.js";
 
 var NAMES = { "claude-desktop": "Claude Desktop", "claude-code": "Claude Code", cursor: "Cursor", vscode: "VS Code",
@@ -16,18 +18,30 @@ function stateWords(row) {
   if (row.problem) return "mcp-setup cannot read its settings file";
   if (row.up_to_date) return "Connected";
   if (row.connected) return "Connected (an older entry: Connect updates it)";
+  if (!row.found) return "Not found on this computer";
   return "Not connected";
 }
 
+// Every part that lists the clients (the home section, an install's card): a change made in
+// one is drawn again in all of them.
+var parts = [];
+
+function reloadAll(notice, noticeFor) {
+  parts = parts.filter(function (part) { return part.card.isConnected; });
+  parts.forEach(function (part) { load(part, part.card === notice.owner ? notice.line : null, noticeFor); });
+}
+
 function clientItem(row, refresh) {
-  var state = el("span", { class: "client-state" + (row.up_to_date ? " ok" : ""), text: stateWords(row) });
+  var state = el("span", { class: "client-state" + (row.up_to_date ? " ok" : "") + (row.found || row.connected ? "" : " absent"),
+                           text: stateWords(row) });
   var panel = el("div", { class: "client-change", hidden: true });
-  var button = el("button", { type: "button", class: row.up_to_date ? "quiet" : "primary",
+  // Quiet where nothing is needed (connected) or nothing is found (a client to install first).
+  var button = el("button", { type: "button", class: row.up_to_date || !(row.found || row.connected) ? "quiet" : "primary",
                               "data-client": row.client, text: row.up_to_date ? "Check again" : "Connect…" });
   // Over HTTP: the client reaches this page's /mcp with a key of its own (Claude Desktop's file takes none).
   var http = row.client === "claude-desktop" ? null : el("button", {
     type: "button", class: "quiet", "data-client-http": row.client, text: "Connect over HTTP…" });
-  var item = el("li", { class: "client", "data-client": row.client }, [
+  var item = el("li", { class: "client", "data-client": row.client, "data-found": String(!!row.found) }, [
     el("div", { class: "client-head" }, [el("strong", { text: label(row.client) }), " ", state, button].concat(http ? [" ", http] : [])),
     el("div", { class: "small muted client-path" }, [el("code", { text: row.path })]),
     panel
@@ -74,20 +88,24 @@ function showPlan(panel, plan, refresh) {
   apply.focus();
 }
 
-function render(card, result, notice, noticeFor) {
+// The clients found here first, then the others: each can be connected (a client installed
+// later finds its entry waiting).
+function render(part, result, notice, noticeFor) {
+  var card = part.card;
   var body = card.querySelector(".clients-body");
   body.textContent = "";
   var rows = result.clients || [];
-  var here = rows.filter(function (r) { return r.found || r.connected; });
-  var list = el("ul", { class: "clients", "aria-label": "AI clients on this computer" });
-  here.forEach(function (row) {
-    var item = clientItem(row, function (message, client) { load(card, message, client); });
+  var here = function (r) { return r.found || r.connected; };
+  var ordered = rows.filter(here).concat(rows.filter(function (r) { return !here(r); }));
+  var list = el("ul", { class: "clients", "aria-label": "AI clients" });
+  ordered.forEach(function (row) {
+    var item = clientItem(row, function (message, client) { reloadAll({ owner: card, line: message }, client); });
     if (notice && row.client === noticeFor) item.appendChild(notice);
     list.appendChild(item);
   });
-  body.appendChild(here.length ? list : el("p", { class: "muted", text: "No AI client was found on this computer." }));
-  var missing = rows.filter(function (r) { return !(r.found || r.connected); }).map(function (r) { return label(r.client); });
-  if (missing.length) body.appendChild(el("p", { class: "small muted", text: "Not found here: " + missing.join(", ") + "." }));
+  if (!rows.some(here)) body.appendChild(el("p", { class: "muted small", text: "No AI client was found on this computer. " +
+    "You can still connect one: mcp-setup writes its settings file, ready for when you install it." }));
+  body.appendChild(list);
   body.appendChild(el("p", { class: "small" }, [
     "Clients that take an address: ", el("code", { text: window.location.origin + "/mcp" }),
     " while this page runs. Connect over HTTP gives the client a key of its own, which can use your servers and ",
@@ -95,7 +113,7 @@ function render(card, result, notice, noticeFor) {
     "; for another client: ", el("code", { text: "mcp-setup token create NAME --client" }),
     "). The key in this page's link opens only this page."
   ]));
-  var tools = result.tools || [];
+  var tools = part.tools ? result.tools || [] : [];
   if (tools.length) {
     body.appendChild(el("p", { class: "small", text: "The client lists these tools under these names:" }));
     body.appendChild(el("ul", { class: "client-tools" }, tools.map(function (t) {
@@ -104,9 +122,9 @@ function render(card, result, notice, noticeFor) {
   }
 }
 
-function load(card, notice, noticeFor) {
-  return rpc("clients.list", {}).then(function (result) { render(card, result, notice, noticeFor); }, function (failure) {
-    var body = card.querySelector(".clients-body");
+function load(part, notice, noticeFor) {
+  return rpc("clients.list", {}).then(function (result) { render(part, result, notice, noticeFor); }, function (failure) {
+    var body = part.card.querySelector(".clients-body");
     body.textContent = "";
     body.appendChild(el("p", { class: "error", role: "alert", text: failure.message }));
   });
@@ -119,6 +137,15 @@ export function clientsCard() {
               "through mcp-setup. Restart the client after connecting." }),
     el("div", { class: "clients-body" }, [el("p", { class: "muted small", text: "Looking for AI clients on this computer…" })])
   ]);
-  load(card);
+  var part = { card: card, tools: true };
+  parts.push(part);
+  load(part);
   return card;
+}
+
+// The home page's "AI clients" section: always there, whatever is installed and however.
+export function initClientsSection() {
+  var part = { card: $("clients-section"), tools: false };
+  parts.push(part);
+  load(part);
 }

@@ -1,9 +1,9 @@
-// The consent modal: before a server is tested or installed, the user sees what will run (runner,
-// package, version or sha256, the command line with ${KEY} templates), where each secret goes,
-// the destination settings (editable: the assistant's values are only suggestions) and any
-// warnings (which must be ticked), and the tools a test listed, one ticked box each: the ones the
-// user unticks are left out once installed. Approve / Deny are POSTed to
-// /api/consents/<consent_id>.
+// The consent modal: before a server is tested or installed, the person reads the consent's document
+// (who asked; their settings first, where each secret goes, the destination settings editable:
+// the assistant's values are only suggestions; what runs; the sandbox; the network; the tools a
+// test listed, one ticked box each, the ones unticked left out once installed; the package's
+// internals folded under "Technical details") and any warnings (which must be ticked). Approve /
+// Deny are POSTed to /api/consents/<consent_id>.
 
 import { $, el, showError } from "./dom.js";
 import { postConsent } from "./api.js";
@@ -33,25 +33,38 @@ function toolRows(c) {
   return out;
 }
 
-function rows(c) {
-  if (c.action === "tools_change") return toolRows(c);
-  var server = ["Server", c.server + (c.version ? " (version " + c.version + ")" : "")];
-  var network = (c.network || []).map(function (line) { return ["Network", line]; });
-  if (c.launch_approved) return [server].concat(network);  // approved at its test: tools (and "only these")
-  var out = [server, ["Package", c.package_type + ": " + c.package]];
-  if (c.sha256) out.push(["sha256", c.sha256]);
-  if (c.runner) out.push(["Runner", c.runner]);
-  if (c.command_line && c.command_line.length) out.push(["Command line", c.command_line.join(" ")]);
-  if (c.url) out.push(["URL", c.url + " (" + c.transport + ")"]);
-  var env = Object.keys(c.env || {}).map(function (k) { return k + "=" + c.env[k]; });
-  if (env.length) out.push(["Environment", env.join("\n")]);  // one row, a line each
-  Object.keys(c.headers || {}).forEach(function (k) { out.push(["Header", k + ": " + c.headers[k]]); });
-  (c.secrets || []).forEach(function (s) {
-    out.push(["Secret " + s.key, "sent as " + (s.how.join(", ") || "a setting") + " to " + s.destination +
-              (s.host ? " — host " + s.host : "")]);
+function dl(lines) {
+  var list = el("dl", { class: "consent-launch" });
+  lines.forEach(function (line) {
+    if (line.label) list.appendChild(el("dt", { text: line.label }));
+    // a setting's value or a command in code; a sentence (no label) as words
+    list.appendChild(line.label ? el("dd", {}, [el("code", { text: line.text })]) : el("dd", { class: "whole", text: line.text }));
   });
-  (c.sandbox || []).forEach(function (line) { out.push(["Sandbox", line]); });  // what it can see
-  return out.concat(network);
+  return list;
+}
+
+// The consent's document (consent_request.py's consent_document, the same the consent page and the
+// terminals draw): its sections in order, each followed by what the person may change there (the
+// destinations under their settings, the widening under the sandbox, "only these" under the network,
+// the tool boxes as the tools); the technical details folded.
+function drawDocument(c) {
+  var box = $("consent-launch");
+  var controls = { settings: $("consent-settings"), sandbox: $("consent-widen"), network: $("consent-only"),
+                   tools: $("consent-tools") };  // taken before the box is emptied: they move into it
+  box.textContent = "";
+  if (c.action === "tools_change") {
+    box.appendChild(dl(toolRows(c).map(function (r) { return { label: r[0], text: r[1] }; })));
+  } else {
+    ((c.document || {}).sections || []).forEach(function (section) {
+      if (section.key !== "tools") {
+        var lines = dl(section.lines || []);
+        if (section.folded) box.appendChild(el("details", { class: "technical" }, [el("summary", { text: section.title }), lines]));
+        else { box.appendChild(el("h3", { text: section.title })); box.appendChild(lines); }
+      }
+      if (controls[section.key]) { box.appendChild(controls[section.key]); delete controls[section.key]; }
+    });
+  }
+  Object.keys(controls).forEach(function (key) { box.appendChild(controls[key]); });  // none to show, kept in place
 }
 
 // One ticked box per tool a test listed; what they cost the assistant's context, kept up to date.
@@ -111,25 +124,23 @@ function showNext() {
   current = queue.shift();
   var c = current.consent;
   var tools = c.action === "tools_change";
+  var doc = c.document || { title: "", asked: "", intro: "" };
   $("consent-server").textContent = c.server;
+  // "Allow mcp-setup to install" of "Allow mcp-setup to install <server>?"
   $("consent-verb").textContent = tools ? "Approve the changed tools of" :
-    (c.tools && c.tools.length) ? "Allow mcp-setup to install" : "Allow mcp-setup to run";  // the tools: an install's
-  $("consent-intro").hidden = tools || !!c.launch_approved;
-  $("consent-tools-only").hidden = !c.launch_approved;
+    doc.title.slice(0, Math.max(0, doc.title.length - c.server.length - 1)).trim();
+  $("consent-asked").textContent = tools ? "" : doc.asked;
+  $("consent-asked").hidden = tools;
+  $("consent-intro").textContent = tools ? "" : doc.intro;
+  $("consent-intro").hidden = tools;
   $("consent-tools-intro").hidden = !tools;
-  var launch = $("consent-launch");
-  launch.textContent = "";
-  rows(c).forEach(function (r) {
-    launch.appendChild(el("dt", { text: r[0] }));
-    launch.appendChild(el("dd", {}, [el("code", { text: r[1] })]));
-  });
+  drawDocument(c);
   var settings = $("consent-settings");
   settings.textContent = "";
   var destinations = c.launch_approved ? [] : (c.destinations || []);  // chosen at its test already
-  if (destinations.length) settings.appendChild(el("h3", { text: "Where it connects" }));
   destinations.forEach(function (d) {
     var id = "consent-setting-" + d.name;
-    settings.appendChild(el("label", { for: id, text: d.name }));
+    settings.appendChild(el("label", { for: id, text: "Where it connects: " + d.name }));
     if (d.description) settings.appendChild(el("p", { class: "note", text: d.description }));
     settings.appendChild(el("p", { class: "note", text: "The assistant suggested " + d.suggested +
       ". Change it if that is not where your secrets should go; the value here is the one used." }));

@@ -102,7 +102,7 @@ def test_yes_and_a_secret_from_a_file_install_with_the_value_in_no_argv_output_l
     assert proc.returncode == 0, out
     assert not seen_in_argv
     # the consent is printed in full, then approved by --yes
-    assert "mcp-setup needs your approval to" in out and "Command line:" in out and "Secret STUB_API_KEY" in out
+    assert "mcp-setup needs your approval to" in out and "Command line:" in out and "STUB_API_KEY: your secret" in out
     assert "Approved (--yes)." in out and "Allow this?" not in out
     # the install's consent lists the tools the test found; --yes keeps every one (#29 item 10)
     assert "[1] echo" in out and "Approved (--yes), with all 2 tools." in out and "Untick which" not in out

@@ -37,8 +37,12 @@ def test_the_terminal_asks_to_test_then_to_install_with_numbered_tools_and_an_un
     child.expect(HIDDEN)
     child.sendline(canary)
     child.expect(f"mcp-setup needs your approval to test {STUB}")
-    child.expect(r"Command line: python3 \$\{__dirname\}/server/server\.py")
-    child.expect(r"Secret STUB_API_KEY: sent as environment variable STUB_API_KEY to this computer")
+    child.expect(r"The setup assistant asked to test " + STUB.replace(".", r"\."))  # the asker named
+    child.expect(r"Your settings:")  # the person's settings first, the package's internals last
+    child.expect(r"STUB_API_KEY: your secret, never shown here: sent as environment variable STUB_API_KEY to this")
+    child.expect(r"Sandbox:")
+    child.expect(r"Technical details:")
+    child.expect(r"Command line: python3 <its own folder>/server/server\.py")
     child.expect(ALLOW)  # nothing has run yet: no tools to choose
     child.sendline("y")
     child.expect(f"mcp-setup needs your approval to install {STUB}")  # now the test listed its tools (#29 item 10)

@@ -100,7 +100,7 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
     asked, done = elicitation_ids(recorder)
     assert (len(asked), done) == ((0, []) if mode == "auto" else (3, asked))
     page = user.consent_pages[0]
-    assert evil.host in page and "Bearer ${JIRA_TOKEN}" in page and "http://{jira_host}/mcp".replace("{", "${") in page
+    assert "Bearer &lt;your JIRA_TOKEN&gt;" in page and f"http://{evil.host}/mcp" in page  # templates in words
     assert evil.connections == 0 and canary.encode() not in evil.received
     for text in (*user.pages, recorder.text(), stderr.read_text()):
         assert canary not in text

@@ -8,9 +8,11 @@ import httpx
 import pytest
 
 from app.pages.server import SecretPageServer
+from registry_clients.models import RequiredKey
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.prompts import PromptBroker
 from setup_agent.secrets.refs import SecretRefStore
+from setup_agent.setup import consent_document
 from setup_agent.setup.consent import ConsentBroker, ConsentWarning, PendingConsent, build_consent_request
 from tests.helpers.consent_page import open_remote
 from tests.helpers.timeouts import scaled
@@ -35,7 +37,9 @@ def test_the_page_shows_the_launch_the_secret_host_and_the_suggested_destination
     pending = open_remote(consents)
     page = http.get(server.consent_url(pending.consent_id))
     assert page.status_code == 200
-    assert "Bearer ${TOKEN}" in page.text and "https://${tenant_host}/mcp" in page.text
+    # templates in words: a secret as "<your TOKEN>" (never its value), the address with the suggestion
+    assert "Bearer &lt;your TOKEN&gt;" in page.text and "https://evil.example/mcp" in page.text
+    assert "${" not in page.text and "{tenant_host}" not in page.text
     assert "host evil.example" in page.text
     assert 'name="setting.tenant_host" value="evil.example"' in page.text
     assert "<b>tenant</b>" not in page.text and "&lt;b&gt;tenant&lt;/b&gt;" in page.text
@@ -180,3 +184,38 @@ def test_a_form_shown_again_after_an_error_keeps_the_tools_the_person_unticked(s
     assert 'name="tool.1" value="keep">' in refused.text  # still unticked, as the person left it
     assert post(server, http, pending, action="approve", accept_warnings="yes", **{"tool.0": "keep"}).status_code == 200
     assert consents.decision(request).hidden_tools == {"wipe"}
+
+
+def test_the_page_draws_the_consents_document_settings_first_one_sandbox_block_and_the_internals_folded(
+    served,
+) -> None:
+    server, consents, http = served
+    spec = LaunchSpec(
+        command="python3",
+        args=["${__dirname}/server.py"],
+        package_type="mcpb",
+        identifier="io.test/notes",
+        version="1.0.0",
+        env={"NOTES_KEY": "${NOTES_KEY}", "BUNDLE_MODE": "quiet"},
+    )
+    request = build_consent_request(
+        server="io.test/notes",
+        version="1.0.0",
+        spec=spec,
+        keys=[RequiredKey(name="NOTES_KEY", secret=True)],
+        values={},
+        action="install",
+        sandbox="bwrap",
+        asker="Claude Desktop",
+    )
+    pending = consents.open(request)
+    page = http.get(server.consent_url(pending.consent_id)).text
+    assert "Claude Desktop asked to install io.test/notes." in page
+    titles = [s.title for s in consent_document(request).sections]
+    assert titles[0] == "Your settings" and titles[-1] == "Technical details"
+    at = [page.index(f"<h2>{t}</h2>") for t in titles[:-1]] + [page.index("<summary>Technical details</summary>")]
+    assert at == sorted(at)  # the document's order
+    folded = page[page.index("<details>") : page.index("</details>")]
+    assert "BUNDLE_MODE=quiet" in folded and "BUNDLE_MODE" not in page[: page.index("<details>")]
+    assert page.count("<h2>Sandbox</h2>") == 1 and "<dt>Sandbox</dt>" not in page
+    assert "&lt;its own folder&gt;/server.py" in page and "${" not in page

@@ -119,3 +119,14 @@ def test_the_store_is_safe_under_concurrent_minting(canary: str) -> None:
         t.join(timeout=scaled(10))
     assert len(set(out)) == 800 == len(refs)
     assert canary not in repr(refs)
+
+
+def test_unanswered_names_the_keys_whose_prompt_waits_and_leaves_every_other_problem_to_resolve(canary: str) -> None:
+    refs = SecretRefStore(ttl_seconds=60)
+    waiting = refs.reserve("API_KEY")
+    given = refs.mint("OTHER", canary)
+    wrong = refs.reserve("THIRD")
+    assert refs.unanswered({"API_KEY": waiting, "OTHER": given, "FOURTH": wrong, "BAD": "nope"}) == {"API_KEY"}
+    refs.fulfil(waiting, canary)
+    assert refs.unanswered({"API_KEY": waiting}) == set()
+    assert refs.resolve({"API_KEY": waiting})["API_KEY"].reveal() == canary

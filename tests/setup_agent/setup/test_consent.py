@@ -362,10 +362,38 @@ def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are
     assert "JIRA_URL" in request.secrets[0].destination  # the process may send it on there
 
 
+async def test_where_the_person_answers_elsewhere_the_tests_approval_covers_the_install_with_every_tool(
+    world, canary: str
+) -> None:
+    """A client with no page (``mcp-setup approve``): one approval, given before the key is typed."""
+    runtime = world
+    ctx = CallContext(installed_by="mcp:claude-code", answers_elsewhere=True)
+    ref = runtime.refs.reserve("STUB_API_KEY")  # its prompt not answered yet
+    args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
+    first = await call(runtime, "mcp_setup_test_connection", ctx, **args)
+    assert first["error"]["code"] == "consent_required", first  # what runs is shown before the key
+    (pending,) = runtime.consents.pending()
+    doc = pending.request.public()["document"]
+    assert doc["asked"] == f"Claude Code asked to install {STUB}." and "no second question" in doc["intro"]
+    runtime.consents.approve(pending.consent_id, by="user:terminal")
+    waiting = await call(runtime, "mcp_setup_test_connection", ctx, **args)
+    assert waiting["error"]["code"] == "secret_pending", waiting  # approved; the key comes next
+    runtime.refs.fulfil(ref, canary)
+    events: list[dict] = []
+    runtime.consents.subscribe(events.append)
+    tested = await call(runtime, "mcp_setup_test_connection", ctx, **args)
+    assert tested.get("ok") is True, tested
+    installed = await call(runtime, "mcp_setup_install_and_connect", ctx, **args)
+    assert installed["status"] == "connected", installed
+    assert [t["name"] for t in installed["tools"]] == ["echo", "whoami"] and "left_out_by_user" not in installed
+    assert events == [] and runtime.consents.pending() == []  # never asked again
+    assert canary not in json.dumps([first, waiting, tested, installed, doc])
+
+
 def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_launch() -> None:
     """#25 item 7: the directory a filesystem server may read is shown, not ${allowed_directory};
-    another directory is another approval; the env vars are one row."""
-    from app.pages.consent import describe_consent
+    another directory is another approval; the env vars are one row of the technical details."""
+    from setup_agent.setup import consent_document
 
     spec = LaunchSpec(
         command="npx",
@@ -398,5 +426,7 @@ def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_l
         values={"allowed_directory": "/", "LOG_LEVEL": "info", "API_TOKEN": "x"},
     )
     assert other.fingerprint != mine.fingerprint
-    rows = [row for row in describe_consent(mine) if row[0] == "Environment"]
-    assert rows == [("Environment", "LOG=info\nTOKEN=${API_TOKEN}")]
+    technical = consent_document(mine).section("technical")
+    assert technical is not None
+    rows = [line.text for line in technical.lines if line.label == "Environment"]
+    assert rows == ["LOG=info\nTOKEN=<your API_TOKEN>"]
