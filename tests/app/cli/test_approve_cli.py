@@ -73,12 +73,12 @@ async def test_an_agent_driven_install_over_stdio_takes_one_approve_which_shows_
                     env,
                     r"Allow mcp-setup to test .*\? \[y/N\] ",
                     "y",
+                    r"Pick 1-3 \[2\]: ",
+                    "3",  # may ask your AI to write text: yes, with tools
                     r"Another folder it may read and write",
                     str(granted),
                     r"no network\? \[y/N\] ",
                     "n",
-                    r"Pick 1-3 \[2\]: ",
-                    "3",  # may ask your AI to write text: yes, with tools
                     r"Your STUB_API_KEY \(hidden",
                     canary,
                 )
