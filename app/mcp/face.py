@@ -54,6 +54,7 @@ from setup_agent.store import Catalog
 from .gateway_tools import call_installed, install_hint, listed_tools
 from .mrtr import Mrtr
 from .offered import PROMPT_URI_PREFIX, Offered
+from .paging import DEFAULT_PAGE_SIZE, page
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 from .user_channel import has_browser, open_in_browser
 
@@ -106,8 +107,11 @@ class McpFace:
         page_url: Callable[[str], str] | None = None,
         consent_url: Callable[[str], str] | None = None,
         gateway_tools: str | None = None,
+        tools_page_size: int | None = None,
     ) -> None:
         self.gateway_tools = gateway_tools  # all | discover; None: the runtime's MCP_SETUP_GATEWAY_TOOLS
+        #: Tools per tools/list page (paging.py); None: the runtime's MCP_SETUP_TOOLS_PAGE_SIZE.
+        self.tools_page_size = tools_page_size
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
         #: Set by the first request that needs the core (see app/mcp/stdio.py: run_stdio).
         self.core_wanted = asyncio.Event()
@@ -153,6 +157,7 @@ class McpFace:
         """Hand over the runtime once it is built; waiting tool calls go on."""
         self._runtime.set_result(runtime)
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
+        self.tools_page_size = self.tools_page_size or getattr(runtime.settings, "tools_page_size", None)
         runtime.gateway.add_listener(self.tools_changed)
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
         runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
@@ -202,7 +207,11 @@ class McpFace:
         return await (await self.runtime()).gateway.ready()
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return {**LIST_ENVELOPE, "tools": listed_tools(self.gateway_tools, await self.catalog())}
+        """One page of the tools (paging.py: an invalid cursor is ``-32602``)."""
+        cursor = getattr(params, "cursor", None) if params is not None else None
+        tools = listed_tools(self.gateway_tools, await self.catalog())
+        shown, after = page(tools, cursor, self.tools_page_size or DEFAULT_PAGE_SIZE)
+        return {**LIST_ENVELOPE, "tools": shown, **({"nextCursor": after} if after else {})}
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments or {}

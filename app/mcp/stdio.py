@@ -345,6 +345,7 @@ async def run_stdio(
     face = McpFace(
         early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None,
         gateway_tools=settings.gateway_tools,
+        tools_page_size=settings.tools_page_size,
     )
     answered_once = anyio.Event()
     holder: list[Runtime] = []
