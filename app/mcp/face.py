@@ -26,7 +26,7 @@ import json
 import logging
 import secrets
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -158,7 +158,7 @@ class McpFace:
         self._runtime.set_result(runtime)
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         self.tools_page_size = self.tools_page_size or getattr(runtime.settings, "tools_page_size", None)
-        runtime.gateway.add_listener(self.tools_changed)
+        runtime.gateway.add_listener(lambda: self.tools_changed(runtime.gateway.last_changes))
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
         runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
 
@@ -173,15 +173,20 @@ class McpFace:
             self._sessions[connection] = ctx.session
         return await call_next(ctx)
 
-    async def tools_changed(self) -> None:
-        """Tell every client the tool, prompt and resource lists changed, in both protocol eras."""
-        for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
-            await self._bus.publish(event)  # 2026-07-28: subscriptions/listen streams
+    async def tools_changed(self, kinds: Collection[str] = ("tools", "prompts", "resources")) -> None:
+        """Tell every client, once, which of its lists changed (``tools``, ``prompts``,
+        ``resources``), in both protocol eras."""
+        events = {"tools": ToolsListChanged(), "prompts": PromptsListChanged(), "resources": ResourcesListChanged()}
+        for kind in kinds:
+            await self._bus.publish(events[kind])  # 2026-07-28: subscriptions/listen streams
         for connection, session in list(self._sessions.items()):  # 2025-11-25 (dropped on modern ones)
             try:
-                await session.send_tool_list_changed()
-                await session.send_prompt_list_changed()
-                await session.send_resource_list_changed()
+                if "tools" in kinds:
+                    await session.send_tool_list_changed()
+                if "prompts" in kinds:
+                    await session.send_prompt_list_changed()
+                if "resources" in kinds:
+                    await session.send_resource_list_changed()
             except Exception as exc:  # a client that went away
                 logger.debug("list_changed not delivered: %s", type(exc).__name__)
                 self._sessions.pop(connection, None)

@@ -1,0 +1,125 @@
+"""Lists stay live across processes: an installed server adds a tool while it runs.
+
+The growing stub (tests/stub_server/growing.py) is installed in a data dir; ``mcp-setup
+serve`` runs on it and a client talks to its ``/mcp``, while another client runs ``mcp-setup
+mcp`` over stdio. The stdio client's call makes the server add a tool: the new tool waits for
+the user (pinning), and when they approve it (as ``mcp-setup tools-review`` does) each client
+hears ``notifications/tools/list_changed`` once and calls the new tool through its gateway.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import Store
+from tests.browser.serve import start_serve, stop_serve
+from tests.helpers.gateway import ListChanges, lists_tool
+from tests.helpers.mcp_face import REPO, Recorder, face_env, mcp_setup_client
+from tests.helpers.processes import no_process_left
+from tests.helpers.timeouts import scaled
+
+pytestmark = pytest.mark.anyio
+
+GROWING = REPO / "tests" / "stub_server" / "growing.py"
+
+
+def _install_growing(home: Path, key: Path) -> tuple[str, Store]:
+    """The stub installed as a person's install leaves it, before its first list (pinned at its first start)."""
+    store = Store.for_data_dir(home, Vault.from_key_file(key), None)
+    # Relative: the server's working dir is its install dir, the one folder a sandboxed server
+    # writes, shared by every process on the data dir.
+    spec = LaunchSpec(command=sys.executable, args=[str(GROWING)], env={"STUB_GROWN_FILE": "grown"})
+    server = store.servers.install(
+        qualified_name="io.test/growing",
+        source="local",
+        version="1.0.0",
+        package_type="stdio",
+        launch_spec=spec.model_dump(mode="json"),
+        installed_by="agent",
+        tools_hash="x",
+        env={},
+        title="Growing",
+        tools=None,
+    )
+    return server.server_id, store
+
+
+async def test_a_tool_a_server_adds_reaches_a_stdio_and_an_http_client_once_each_after_the_user_approves_it(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "data.key"
+    Vault.in_memory().export_key(key)
+    env = face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key))
+    home = Path(env["MCP_SETUP_HOME"])
+    server_id, store = _install_growing(home, key)
+    served = start_serve(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key))
+    heard_stdio, heard_http = ListChanges(), ListChanges()
+    try:
+        token = served.client_token("http-client")
+        with anyio.fail_after(scaled(120)):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=scaled(60))
+            transport = streamable_http_client(f"{served.base}/mcp", http_client=http)
+            async with (
+                http,
+                Client(transport, mode="legacy", message_handler=heard_http) as over_http,
+                mcp_setup_client(
+                    tmp_path, tmp_path / "stdio.log", Recorder(), env=env, message_handler=heard_stdio
+                ) as over_stdio,
+            ):
+                # serve started the server and pinned its first list; both clients list it.
+                await heard_http.until(lambda: lists_tool(over_http, "growing__grow"), scaled(60))
+                await heard_stdio.until(lambda: lists_tool(over_stdio, "growing__grow"), scaled(60))
+                heard_stdio.count = heard_http.count = 0
+
+                with served.websocket() as page:  # the person's page: it shows the change to approve
+                    grew = await over_stdio.call_tool("growing__grow", {})
+                    assert grew.content[0].text == "grew"
+                    shown = await anyio.to_thread.run_sync(_tools_change_shown, page, abandon_on_cancel=True)
+                assert shown["consent"]["tools_change"]["diff"]["added"] == ["grown"]
+                record = store.servers.get(server_id)
+                assert record is not None and record.tools_state == "changed"
+                assert not await lists_tool(over_stdio, "growing__grown")  # held for the user
+                assert not await lists_tool(over_http, "growing__grown")
+                with pytest.raises(MCPError, match="Unknown tool"):
+                    await over_http.call_tool("growing__grown", {})
+
+                store.pins.approve_tools(server_id, record.live_hash, actor="user:terminal")
+                await heard_stdio.until(lambda: lists_tool(over_stdio, "growing__grown"))
+                await heard_http.until(lambda: lists_tool(over_http, "growing__grown"))
+                by_stdio = await over_stdio.call_tool("growing__grown", {})
+                by_http = await over_http.call_tool("growing__grown", {})
+                assert by_stdio.content[0].text == by_http.content[0].text == "grown"
+                assert (await over_stdio.call_tool("growing__grow", {})).content[0].text == "grew"  # nothing new
+                await over_http.list_tools()  # a round trip after anything either gateway could still send
+            assert (heard_stdio.count, heard_http.count) == (1, 1)
+    except BaseException:
+        print((tmp_path / "stdio.log").read_text(errors="replace")[-4000:])
+        for log in home.glob("logs/*"):
+            print(log, log.read_text(errors="replace")[-2000:])
+        print(served.stderr()[-3000:])
+        raise
+    finally:
+        store.close()
+        code = stop_serve(served)
+    assert code == 0, served.stderr()
+    assert "Traceback" not in served.stderr()
+    assert no_process_left(str(home))
+
+
+def _tools_change_shown(page: Any) -> dict[str, Any]:
+    """The page's next ``consent_request`` for a changed tool list (the stdio process opened it)."""
+    while True:
+        event = json.loads(page.recv(timeout=scaled(10)))
+        if event.get("type") == "consent_request" and event["consent"].get("action") == "tools_change":
+            return event
