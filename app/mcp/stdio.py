@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
     from app.settings import Settings
 
-__all__ = ["run_stdio"]
+__all__ = ["end_servers_now", "run_stdio"]
 
 logger = logging.getLogger("app.mcp.face")  # the face's logger, as before the split
 
@@ -324,6 +324,14 @@ def _answered_streams(
     pending = _Pending()
     answers = _Answers(write_stream, pending, answered_once)
     return _Requests(read_stream, answers, pending, lines if lines is not None else deque(), grace), answers
+
+
+def end_servers_now(settings: Settings) -> None:
+    """End every installed server this process started, at once (an interrupt: no time to ask
+    them to stop). What it recorded in the process ledger is what it started."""
+    from setup_agent.launch import ProcessLedger
+
+    ProcessLedger(Path(settings.home).expanduser() / "procs").end_mine()
 
 
 async def run_stdio(

@@ -10,7 +10,6 @@ hears ``notifications/tools/list_changed`` once and calls the new tool through i
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,39 +19,15 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.vault import Vault
-from setup_agent.store.database import Store
 from tests.browser.serve import start_serve, stop_serve
 from tests.helpers.gateway import ListChanges, lists_tool
-from tests.helpers.mcp_face import REPO, Recorder, face_env, mcp_setup_client
+from tests.helpers.growing import install_growing
+from tests.helpers.mcp_face import Recorder, face_env, mcp_setup_client
 from tests.helpers.processes import no_process_left
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
-
-GROWING = REPO / "tests" / "stub_server" / "growing.py"
-
-
-def _install_growing(home: Path, key: Path) -> tuple[str, Store]:
-    """The stub installed as a person's install leaves it, before its first list (pinned at its first start)."""
-    store = Store.for_data_dir(home, Vault.from_key_file(key), None)
-    # Relative: the server's working dir is its install dir, the one folder a sandboxed server
-    # writes, shared by every process on the data dir.
-    spec = LaunchSpec(command=sys.executable, args=[str(GROWING)], env={"STUB_GROWN_FILE": "grown"})
-    server = store.servers.install(
-        qualified_name="io.test/growing",
-        source="local",
-        version="1.0.0",
-        package_type="stdio",
-        launch_spec=spec.model_dump(mode="json"),
-        installed_by="agent",
-        tools_hash="x",
-        env={},
-        title="Growing",
-        tools=None,
-    )
-    return server.server_id, store
 
 
 async def test_a_tool_a_server_adds_reaches_a_stdio_and_an_http_client_once_each_after_the_user_approves_it(
@@ -62,7 +37,7 @@ async def test_a_tool_a_server_adds_reaches_a_stdio_and_an_http_client_once_each
     Vault.in_memory().export_key(key)
     env = face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key))
     home = Path(env["MCP_SETUP_HOME"])
-    server_id, store = _install_growing(home, key)
+    server_id, store = install_growing(home, key)
     served = start_serve(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key))
     heard_stdio, heard_http = ListChanges(), ListChanges()
     try:

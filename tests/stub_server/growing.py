@@ -1,8 +1,8 @@
 """SDK-based stdio stub (low-level `mcp.server.Server`) whose tool list grows at runtime; both eras.
 
 Tools: `grow` adds the tool `grown` and says the list changed (2025 era:
-`notifications/tools/list_changed`; 2026-07-28: a `subscriptions/listen` event), `nap` sleeps
-`STUB_NAP_SECONDS` (300) before answering (a slow call to interrupt), and once grown `grown`
+`notifications/tools/list_changed`; 2026-07-28: a `subscriptions/listen` event), `nap` reports
+progress "napping" and sleeps `STUB_NAP_SECONDS` (300) before answering (a slow call to interrupt), and once grown `grown`
 answers "grown". Whether it grew is a file (`STUB_GROWN_FILE`), so every process of the stub
 on one data dir (a stdio gateway's and `serve`'s) lists the same tools. Its pid goes to
 `STUB_PID_FILE` when set; it logs only to stderr. `STUB_ERA=2025` refuses `server/discover`, so
@@ -56,6 +56,7 @@ def build_server() -> Server[Any]:
                 await ctx.session.send_tool_list_changed()
             return _text("grew")
         if params.name == "nap":
+            await ctx.session.report_progress(0, None, "napping")  # the caller knows it is in flight
             await anyio.sleep(float(os.environ.get("STUB_NAP_SECONDS") or 300))
             return _text("rested")
         if params.name == "grown" and _grown_file().exists():
