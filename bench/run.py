@@ -90,6 +90,7 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     ),
     "team": ("bench.section_team", ["--rounds", "20"], ["--rounds", "4"], 90),  # needs MCP_SETUP_BENCH_POSTGRES_URL
     "cli": ("bench.section_cli", ["--rounds", "15"], ["--rounds", "3"], 60),
+    "interrupt": ("bench.section_interrupt", ["--rounds", "6"], ["--rounds", "2"], 180),
 }
 
 #: The whole run (npm included) stays under ten minutes: a section gets at most what is left.

@@ -331,7 +331,8 @@ def end_servers_now(settings: Settings) -> None:
     them to stop). What it recorded in the process ledger is what it started."""
     from setup_agent.launch import ProcessLedger
 
-    ProcessLedger(Path(settings.home).expanduser() / "procs").end_mine()
+    # No wait: a killed group is gone in a moment, and the teardown that follows waits on each.
+    ProcessLedger(Path(settings.home).expanduser() / "procs").end_mine(timeout=0)
 
 
 async def run_stdio(
