@@ -34,7 +34,6 @@ from mcp import MCPError
 from mcp.server import Server
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
-    ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
     ToolsListChanged,
@@ -52,6 +51,7 @@ from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
 from .gateway_tools import call_installed, install_hint, listed_tools
+from .listening import Listen
 from .mrtr import Mrtr
 from .offered import PROMPT_URI_PREFIX, Offered
 from .paging import DEFAULT_PAGE_SIZE, page
@@ -124,7 +124,7 @@ class McpFace:
         self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()
         self._page: Any = None
-        self.offered = Offered(self, request_principal)  # prompts, resources, completions (offered.py)
+        self.offered = Offered(self, request_principal, self._bus.publish)  # prompts, resources, completions
         self.mrtr = Mrtr()  # secret prompts on 2026-07-28 sessions (mrtr.py)
         self.server: Server[Any] = FaceServer(
             "mcp-setup",
@@ -144,7 +144,7 @@ class McpFace:
             on_get_prompt=self.offered.get_prompt,
             on_completion=self.offered.complete,
             on_level=self._set_level,
-            on_subscriptions_listen=ListenHandler(self._bus),
+            on_subscriptions_listen=Listen(self._bus, self.offered),  # resource URIs too (listening.py)
         )
         self.server.middleware.append(self._track_session)
         if runtime is not None:
