@@ -131,6 +131,7 @@ def install(root: Root) -> Path:
         "inputSchema": {"type": "object", "properties": {}},
     }
     grow = {"name": "grow", "description": "Add the tool grown.", "inputSchema": {"type": "object", "properties": {}}}
+    touch = {"name": "touch", "description": "Change the notes.", "inputSchema": {"type": "object", "properties": {}}}
     with Store.for_data_dir(data, vault) as store:
         store.servers.install(
             qualified_name="io.bench/growing",
@@ -142,7 +143,7 @@ def install(root: Root) -> Path:
             tools_hash="0" * 64,
             env={},
             title="Growing",
-            tools=[grow, nap],
+            tools=[grow, nap, touch],
         )
     return data
 

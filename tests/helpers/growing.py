@@ -17,6 +17,7 @@ GROWING = REPO / "tests" / "stub_server" / "growing.py"
 BASE_TOOLS = [
     {"name": "grow", "description": "Add the tool grown.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "nap", "description": "Answer after a long nap.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "touch", "description": "Change the notes.", "inputSchema": {"type": "object", "properties": {}}},
 ]
 
 

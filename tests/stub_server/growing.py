@@ -2,7 +2,8 @@
 
 Tools: `grow` adds the tool `grown` and says the list changed (2025 era:
 `notifications/tools/list_changed`; 2026-07-28: a `subscriptions/listen` event), `nap` reports
-progress "napping" and sleeps `STUB_NAP_SECONDS` (300) before answering (a slow call to interrupt), and once grown `grown`
+progress "napping" and sleeps `STUB_NAP_SECONDS` (300) before answering (a slow call to interrupt),
+`touch` says its resource `growing://notes` changed (2026-07-28: to the listen streams that name it), and once grown `grown`
 answers "grown". Whether it grew is a file (`STUB_GROWN_FILE`), so every process of the stub
 on one data dir (a stdio gateway's and `serve`'s) lists the same tools. Its pid goes to
 `STUB_PID_FILE` when set; it logs only to stderr. `STUB_ERA=2025` refuses `server/discover`, so
@@ -23,13 +24,16 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.stdio import stdio_server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+NOTES = "growing://notes"
+TOUCH = types.Tool(name="touch", description="Change the notes.", input_schema={"type": "object", "properties": {}})
 BASE = [
     types.Tool(name="grow", description="Add the tool grown.", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="nap", description="Answer after a long nap.", input_schema={"type": "object", "properties": {}}),
+    TOUCH,
 ]
 GROWN = types.Tool(name="grown", description="A tool added at runtime.", input_schema={"type": "object"})
 
@@ -59,15 +63,26 @@ def build_server() -> Server[Any]:
             await ctx.session.report_progress(0, None, "napping")  # the caller knows it is in flight
             await anyio.sleep(float(os.environ.get("STUB_NAP_SECONDS") or 300))
             return _text("rested")
+        if params.name == "touch":
+            await bus.publish(ResourceUpdated(uri=NOTES))  # to the 2026-07-28 streams that named it
+            return _text("touched")
         if params.name == "grown" and _grown_file().exists():
             return _text("grown")
         raise MCPError(types.INVALID_PARAMS, f"unknown tool: {params.name}")
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(uri=NOTES, name="notes")])
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=NOTES, text="notes")])
 
     server: Server[Any] = Server(
         "mcp-setup-growing-stub",
         version="1.0.0",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
         on_subscriptions_listen=ListenHandler(bus),
     )
     return server

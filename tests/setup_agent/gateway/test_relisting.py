@@ -75,7 +75,7 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     gw.add_listener(world.on_change)
     with anyio.fail_after(scaled(40)):
         await gw.start()
-        while "growing__grow" not in {t["name"] for t in gw.catalog.wire_tools()}:  # its first list, pinned
+        while not _listed(gw):  # its first lists (tools, then its resource), recorded
             await world.announced.wait()
             world.announced = anyio.Event()
         await manager.wait_all_settled(scaled(30))
@@ -88,6 +88,11 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         store.close()
 
 
+def _listed(gw: Gateway) -> bool:
+    tools = {t["name"] for t in gw.catalog.wire_tools()}
+    return "growing__grow" in tools and "growing://notes" in {r.get("uri") for r in gw.offers.resources}
+
+
 async def test_a_tool_added_at_runtime_is_held_until_approved_then_announced_once_and_callable(world: World) -> None:
     gw = world.gateway
     assert gw.connections.status(world.server_id).status == "connected"
@@ -97,7 +102,7 @@ async def test_a_tool_added_at_runtime_is_held_until_approved_then_announced_onc
         await world.held.wait()  # listed again at once: the new tool waits for the user
     record = world.store.servers.get(world.server_id)
     assert record is not None and record.tools_state == "changed"
-    assert {t["name"] for t in record.live_tools} == {"grow", "nap", "grown"}
+    assert {t["name"] for t in record.live_tools} == {"grow", "nap", "touch", "grown"}
     assert "growing__grown" not in {t["name"] for t in gw.catalog.wire_tools()}
     with pytest.raises(UnknownTool):
         await gw.call("growing__grown", {})
@@ -109,3 +114,27 @@ async def test_a_tool_added_at_runtime_is_held_until_approved_then_announced_onc
         answer = await gw.call("growing__grown", {})
     assert answer["content"][0]["text"] == "grown" and not answer.get("isError")
     assert world.heard == [frozenset({"tools"})]  # once, and only the tool list
+
+
+@pytest.mark.parametrize("world", ["2026"], indirect=True)  # 2025: resources/subscribe (test_gateway_offers.py)
+async def test_a_2026_server_s_resource_a_client_subscribes_to_is_followed_on_its_listen_stream(world: World) -> None:
+    gw, heard = world.gateway, anyio.Event()
+    updates: list[tuple[str, str]] = []
+
+    async def updated(server_id: str, uri: str) -> None:
+        updates.append((server_id, uri))
+        heard.set()
+
+    gw.connections.resource_updated.listeners.append(updated)
+    with anyio.fail_after(scaled(30)):
+        assert await gw.subscribe("growing://notes") == (world.server_id, "growing://notes")
+        for _ in range(3):
+            await gw.call("growing__touch", {})
+            await heard.wait()
+            heard = anyio.Event()
+        await gw.subscribe("growing://notes", on=False)
+        touched = await gw.call("growing__touch", {})
+        await gw.call("growing__grow", {})  # a later event on the same stream: the touch's update was not sent
+        await world.held.wait()
+    assert updates == [(world.server_id, "growing://notes")] * 3
+    assert touched["content"][0]["text"] == "touched"
