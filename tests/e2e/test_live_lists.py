@@ -5,6 +5,7 @@ serve`` runs on it and a client talks to its ``/mcp``, while another client runs
 mcp`` over stdio. The stdio client's call makes the server add a tool: the new tool waits for
 the user (pinning), and when they approve it (as ``mcp-setup tools-review`` does) each client
 hears ``notifications/tools/list_changed`` once and calls the new tool through its gateway.
+An install through the setup tools is announced once too, as a tool-list change only.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from setup_agent.secrets.vault import Vault
 from tests.browser.serve import start_serve, stop_serve
-from tests.helpers.gateway import ListChanges, lists_tool
+from tests.helpers.gateway import STUB, ListChanges, lists_tool, make_catalog
 from tests.helpers.growing import install_growing
-from tests.helpers.mcp_face import Recorder, face_env, mcp_setup_client
+from tests.helpers.mcp_face import Browser, Recorder, call, elicitation_answering, face_env, mcp_setup_client
 from tests.helpers.processes import no_process_left
 from tests.helpers.timeouts import scaled
 
@@ -98,3 +99,32 @@ def _tools_change_shown(page: Any) -> dict[str, Any]:
         event = json.loads(page.recv(timeout=scaled(10)))
         if event.get("type") == "consent_request" and event["consent"].get("action") == "tools_change":
             return event
+
+
+async def test_an_install_is_announced_to_the_client_once_and_only_as_a_tool_list_change(
+    tmp_path: Path, canary: str
+) -> None:
+    env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(make_catalog(tmp_path, canary)))
+    recorder, changes = Recorder(), ListChanges()
+    with anyio.fail_after(scaled(90)):
+        async with mcp_setup_client(
+            tmp_path,
+            tmp_path / "stdio.log",
+            recorder,
+            env=env,
+            message_handler=changes,
+            elicitation_callback=elicitation_answering(Browser(), [canary]),
+        ) as client:
+            await client.list_tools()
+            asked = await call(client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "key"})
+            installed = await call(
+                client,
+                "mcp_setup_install_and_connect",
+                {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": asked["ref"]}},
+            )
+            assert installed["status"] == "connected", installed
+            await changes.until(lambda: lists_tool(client, "stub__echo"))
+            for _ in range(3):  # round trips after anything the gateway could still send
+                await client.call_tool("stub__echo", {"text": "after"})
+    methods = [json.loads(m).get("method") for m in recorder.messages]
+    assert [m for m in methods if m and m.endswith("/list_changed")] == ["notifications/tools/list_changed"]
