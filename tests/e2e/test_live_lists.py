@@ -128,3 +128,36 @@ async def test_an_install_is_announced_to_the_client_once_and_only_as_a_tool_lis
                 await client.call_tool("stub__echo", {"text": "after"})
     methods = [json.loads(m).get("method") for m in recorder.messages]
     assert [m for m in methods if m and m.endswith("/list_changed")] == ["notifications/tools/list_changed"]
+
+
+async def test_a_2026_http_client_hears_every_update_of_a_resource_it_names_on_its_listen_stream(
+    tmp_path: Path,
+) -> None:
+    key = tmp_path / "data.key"
+    Vault.in_memory().export_key(key)
+    home = Path(face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key))["MCP_SETUP_HOME"])
+    _server_id, store = install_growing(home, key, listed=True)
+    store.close()
+    served = start_serve(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key))
+    heard: list[Any] = []
+    try:
+        token = served.client_token("http-client")
+        with anyio.fail_after(scaled(120)):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=scaled(60))
+            transport = streamable_http_client(f"{served.base}/mcp", http_client=http)
+            async with http, Client(transport, mode="auto") as client:
+                assert client.protocol_version >= "2026"
+                while "growing://notes" not in {str(r.uri) for r in (await client.list_resources()).resources}:
+                    async with client.listen(resources_list_changed=True) as changes:  # serve is still connecting
+                        if "growing://notes" not in {str(r.uri) for r in (await client.list_resources()).resources}:
+                            await changes.__anext__()
+                async with client.listen(resource_subscriptions=["growing://notes"]) as stream:
+                    for _ in range(3):
+                        await client.call_tool("growing__touch", {})
+                        with anyio.fail_after(scaled(15)):
+                            heard.append(await stream.__anext__())
+    finally:
+        code = stop_serve(served)
+    assert [getattr(event, "uri", None) for event in heard] == ["growing://notes"] * 3
+    assert code == 0, served.stderr()
+    assert no_process_left(str(home))
