@@ -69,7 +69,7 @@ async def _watch_until_core_wanted(face: McpFace, db_file: Path) -> None:
         new = catalog.signature() if catalog is not None else None
         if new != signature:
             signature = new
-            await face.tools_changed()
+            await face.tools_changed(("tools",))  # the only list read before the core
 
 
 class _PipeLines:
