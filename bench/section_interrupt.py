@@ -132,6 +132,7 @@ def install(root: Root) -> Path:
     }
     grow = {"name": "grow", "description": "Add the tool grown.", "inputSchema": {"type": "object", "properties": {}}}
     touch = {"name": "touch", "description": "Change the notes.", "inputSchema": {"type": "object", "properties": {}}}
+    more = {"name": "more", "description": "Add a resource.", "inputSchema": {"type": "object", "properties": {}}}
     with Store.for_data_dir(data, vault) as store:
         store.servers.install(
             qualified_name="io.bench/growing",
@@ -143,7 +144,7 @@ def install(root: Root) -> Path:
             tools_hash="0" * 64,
             env={},
             title="Growing",
-            tools=[grow, nap, touch],
+            tools=[grow, nap, touch, more],
         )
     return data
 

@@ -18,6 +18,7 @@ BASE_TOOLS = [
     {"name": "grow", "description": "Add the tool grown.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "nap", "description": "Answer after a long nap.", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "touch", "description": "Change the notes.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "more", "description": "Add a resource.", "inputSchema": {"type": "object", "properties": {}}},
 ]
 
 

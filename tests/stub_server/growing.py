@@ -3,7 +3,8 @@
 Tools: `grow` adds the tool `grown` and says the list changed (2025 era:
 `notifications/tools/list_changed`; 2026-07-28: a `subscriptions/listen` event), `nap` reports
 progress "napping" and sleeps `STUB_NAP_SECONDS` (300) before answering (a slow call to interrupt),
-`touch` says its resource `growing://notes` changed (2026-07-28: to the listen streams that name it), and once grown `grown`
+`touch` says its resource `growing://notes` changed (2026-07-28: to the listen streams that name it),
+`more` adds the resource `growing://more` (in a file beside the grown one) and says the resource list changed, and once grown `grown`
 answers "grown". Whether it grew is a file (`STUB_GROWN_FILE`), so every process of the stub
 on one data dir (a stdio gateway's and `serve`'s) lists the same tools. Its pid goes to
 `STUB_PID_FILE` when set; it logs only to stderr. `STUB_ERA=2025` refuses `server/discover`, so
@@ -24,22 +25,35 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.stdio import stdio_server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated, ToolsListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 NOTES = "growing://notes"
+MORE_URI = "growing://more"
 TOUCH = types.Tool(name="touch", description="Change the notes.", input_schema={"type": "object", "properties": {}})
+MORE = types.Tool(name="more", description="Add a resource.", input_schema={"type": "object", "properties": {}})
 BASE = [
     types.Tool(name="grow", description="Add the tool grown.", input_schema={"type": "object", "properties": {}}),
     types.Tool(name="nap", description="Answer after a long nap.", input_schema={"type": "object", "properties": {}}),
     TOUCH,
+    MORE,
 ]
 GROWN = types.Tool(name="grown", description="A tool added at runtime.", input_schema={"type": "object"})
 
 
 def _grown_file() -> Path:
     return Path(os.environ.get("STUB_GROWN_FILE") or f"/tmp/mcp-setup-stub-grown-{os.getpid()}")
+
+
+def _more_file() -> Path:
+    return _grown_file().with_name(_grown_file().name + ".more")
 
 
 def _text(text: str) -> types.CallToolResult:
@@ -63,6 +77,12 @@ def build_server() -> Server[Any]:
             await ctx.session.report_progress(0, None, "napping")  # the caller knows it is in flight
             await anyio.sleep(float(os.environ.get("STUB_NAP_SECONDS") or 300))
             return _text("rested")
+        if params.name == "more":
+            _more_file().write_text("more\n")
+            await bus.publish(ResourcesListChanged())
+            if str(ctx.session.protocol_version) < "2026":
+                await ctx.session.send_resource_list_changed()
+            return _text("more")
         if params.name == "touch":
             await bus.publish(ResourceUpdated(uri=NOTES))  # to the 2026-07-28 streams that named it
             return _text("touched")
@@ -71,7 +91,8 @@ def build_server() -> Server[Any]:
         raise MCPError(types.INVALID_PARAMS, f"unknown tool: {params.name}")
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(uri=NOTES, name="notes")])
+        more = [types.Resource(uri=MORE_URI, name="more")] if _more_file().exists() else []
+        return types.ListResourcesResult(resources=[types.Resource(uri=NOTES, name="notes"), *more])
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=NOTES, text="notes")])

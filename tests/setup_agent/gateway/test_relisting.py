@@ -102,7 +102,7 @@ async def test_a_tool_added_at_runtime_is_held_until_approved_then_announced_onc
         await world.held.wait()  # listed again at once: the new tool waits for the user
     record = world.store.servers.get(world.server_id)
     assert record is not None and record.tools_state == "changed"
-    assert {t["name"] for t in record.live_tools} == {"grow", "nap", "touch", "grown"}
+    assert {t["name"] for t in record.live_tools} == {"grow", "nap", "touch", "more", "grown"}
     assert "growing__grown" not in {t["name"] for t in gw.catalog.wire_tools()}
     with pytest.raises(UnknownTool):
         await gw.call("growing__grown", {})
@@ -138,3 +138,16 @@ async def test_a_2026_server_s_resource_a_client_subscribes_to_is_followed_on_it
         await world.held.wait()
     assert updates == [(world.server_id, "growing://notes")] * 3
     assert touched["content"][0]["text"] == "touched"
+
+
+async def test_a_resource_added_at_runtime_is_listed_again_and_announced_once_as_a_resource_list_change(
+    world: World,
+) -> None:
+    gw = world.gateway
+    with anyio.fail_after(scaled(30)):
+        assert (await gw.call("growing__more", {}))["content"][0]["text"] == "more"
+        while "growing://more" not in {r.get("uri") for r in gw.offers.resources}:
+            await world.announced.wait()
+            world.announced = anyio.Event()
+        await gw.call("growing__touch", {})  # a round trip after anything still on its way
+    assert world.heard == [frozenset({"resources"})]
