@@ -108,6 +108,12 @@ class Settings(BaseSettings):
         default="all",
         description="discover: the MCP face lists only the setup tools and mcp_setup_find_tools / mcp_setup_call_tool.",
     )
+    tools_page_size: int = Field(
+        default=1000,
+        ge=1,
+        description="Tools per `tools/list` answer of the MCP face; a client that follows nextCursor gets the rest "
+        "(some clients read only the first page: docs/gateway.md).",
+    )
     consent: Literal["ask", "never-ask"] = Field(
         default="ask", description="never-ask: no consent step before test/install (CI, scripted use)."
     )

@@ -797,6 +797,37 @@ def render(results: dict[str, Any]) -> str:
             ]
         )
 
+    # 16 (#38): SIGINT to exit with a call in flight -----------------------------------------
+    if (e := err("interrupt")) is None:
+        i = s["interrupt"]
+        t = i["times"]
+        mc = _med(t, "mcp")
+        clean = i["codes"]["mcp"] == [130] and i["left"] == 0 and i["tracebacks"] == 0
+        rows.append(
+            [
+                "16",
+                f"SIGINT → exit of `mcp-setup mcp` with a call in flight at an installed (sandboxed) server vs a minimal SDK stdio server, idle, SIGINT + stdin closed (SIGINT alone never ends it) ({t['mcp']['n']} interleaved rounds; min–max {_ms(t['mcp']['min'])}–{_ms(t['mcp']['max'])})",
+                _ms(mc),
+                _ms(_med(t, "sdk")),
+                _ratio(i["ratio"]),
+                "≤ 100 ms",
+                _ok(mc is not None and mc <= 0.1 and clean),
+            ]
+        )
+        rows.append(
+            [
+                "16",
+                "… exit codes (`mcp-setup mcp` / SDK server); processes left; tracebacks in its log",
+                ", ".join(map(str, i["codes"]["mcp"])),
+                ", ".join(map(str, i["codes"]["sdk"])),
+                "—",
+                "130; 0; 0",
+                f"{i['left']} left; {i['tracebacks']} tracebacks",
+            ]
+        )
+    else:
+        rows.append(["16", "SIGINT → exit of `mcp-setup mcp`", "—", "—", "—", "≤ 100 ms", f"not measured: {e}"])
+
     # 17-19: what each installed server costs ----------------------------------------------
     if (e := err("costs")) is None:
         c = s["costs"]

@@ -313,7 +313,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: An
     if args.command == "mcp":
         import asyncio
 
-        return asyncio.run(_run_mcp(settings, handler))
+        code = asyncio.run(_run_mcp(settings, handler))
+        if code == 130:  # interrupted: everything is closed; skip the interpreter's teardown
+            _exit_now(code)  # of the whole core (over a second here), past a client's grace
+        return code
     if args.command == "serve":
         from app.web import run_serve
 
@@ -381,21 +384,46 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, settings: An
     return 2
 
 
+def _exit_now(code: int) -> None:
+    """Exit at once with ``code``, the logs and standard streams flushed first."""
+    import os
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 async def _run_mcp(settings: Settings, handler: logging.Handler) -> int:
     import asyncio
     import signal
 
-    from app.mcp import run_stdio
+    from app.mcp import end_servers_now, run_stdio
 
-    # SIGTERM (a client giving up on us) still stops every server we started.
+    # SIGTERM (a client giving up on us) still stops every server we started, each asked first.
+    # SIGINT is a client closing us with a short grace (Claude Code waits 100 ms, then kills):
+    # the servers we started are ended at once, then the calls in flight are cancelled and the
+    # rest unwinds; the exit code says "interrupted", with no traceback.
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
+    interrupted: list[bool] = []
+
+    def interrupt() -> None:
+        interrupted.append(True)
+        end_servers_now(settings)
+        if task is not None:
+            task.cancel()
+
     if task is not None:
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        loop.add_signal_handler(signal.SIGINT, interrupt)
     try:
         await run_stdio(settings, handler)
     except asyncio.CancelledError:
-        return 143
+        return 130 if interrupted else 143
     return 0
 
 

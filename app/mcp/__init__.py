@@ -12,10 +12,11 @@ from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .face import McpFace
-    from .stdio import run_stdio
+    from .stdio import end_servers_now, run_stdio
 
 __all__ = [
     "McpFace",
+    "end_servers_now",
     "run_stdio",
 ]
 
@@ -23,6 +24,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "McpFace": "face",
+        "end_servers_now": "stdio",
         "run_stdio": "stdio",
     },
 )

@@ -26,7 +26,7 @@ import json
 import logging
 import secrets
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -34,7 +34,6 @@ from mcp import MCPError
 from mcp.server import Server
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
-    ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
     ToolsListChanged,
@@ -52,8 +51,10 @@ from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
 from .gateway_tools import call_installed, install_hint, listed_tools
+from .listening import Listen
 from .mrtr import Mrtr
 from .offered import PROMPT_URI_PREFIX, Offered
+from .paging import DEFAULT_PAGE_SIZE, page
 from .passing import LIST_ENVELOPE, NOTIFICATIONS, ClientCaller, FaceServer, progress_forwarder, stage_progress
 from .user_channel import has_browser, open_in_browser
 
@@ -107,10 +108,13 @@ class McpFace:
         consent_url: Callable[[str], str] | None = None,
         gateway_tools: str | None = None,
         tools_budget: int | None = None,
+        tools_page_size: int | None = None,
     ) -> None:
         self.gateway_tools = gateway_tools  # all | discover; None: the runtime's MCP_SETUP_GATEWAY_TOOLS
         self.tools_budget = tools_budget  # tokens; None: the runtime's MCP_SETUP_TOOLS_BUDGET
         self._listed: frozenset[str] | None = None  # the installed tools the last tools/list showed
+        #: Tools per tools/list page (paging.py); None: the runtime's MCP_SETUP_TOOLS_PAGE_SIZE.
+        self.tools_page_size = tools_page_size
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
         #: Set by the first request that needs the core (see app/mcp/stdio.py: run_stdio).
         self.core_wanted = asyncio.Event()
@@ -123,7 +127,7 @@ class McpFace:
         self._sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._bus = InMemorySubscriptionBus()
         self._page: Any = None
-        self.offered = Offered(self, request_principal)  # prompts, resources, completions (offered.py)
+        self.offered = Offered(self, request_principal, self._bus.publish)  # prompts, resources, completions
         self.mrtr = Mrtr()  # secret prompts on 2026-07-28 sessions (mrtr.py)
         self.server: Server[Any] = FaceServer(
             "mcp-setup",
@@ -143,7 +147,7 @@ class McpFace:
             on_get_prompt=self.offered.get_prompt,
             on_completion=self.offered.complete,
             on_level=self._set_level,
-            on_subscriptions_listen=ListenHandler(self._bus),
+            on_subscriptions_listen=Listen(self._bus, self.offered),  # resource URIs too (listening.py)
         )
         self.server.middleware.append(self._track_session)
         if runtime is not None:
@@ -158,7 +162,8 @@ class McpFace:
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
         if self.tools_budget is None:
             self.tools_budget = getattr(runtime.settings, "tools_budget", 0)
-        runtime.gateway.add_listener(self.tools_changed)
+        self.tools_page_size = self.tools_page_size or getattr(runtime.settings, "tools_page_size", None)
+        runtime.gateway.add_listener(lambda: self.tools_changed(runtime.gateway.last_changes))
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
         runtime.gateway.connections.resource_updated.listeners.append(self.offered.updated)
 
@@ -173,15 +178,20 @@ class McpFace:
             self._sessions[connection] = ctx.session
         return await call_next(ctx)
 
-    async def tools_changed(self) -> None:
-        """Tell every client the tool, prompt and resource lists changed, in both protocol eras."""
-        for event in (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged()):
-            await self._bus.publish(event)  # 2026-07-28: subscriptions/listen streams
+    async def tools_changed(self, kinds: Collection[str] = ("tools", "prompts", "resources")) -> None:
+        """Tell every client, once, which of its lists changed (``tools``, ``prompts``,
+        ``resources``), in both protocol eras."""
+        events = {"tools": ToolsListChanged(), "prompts": PromptsListChanged(), "resources": ResourcesListChanged()}
+        for kind in kinds:
+            await self._bus.publish(events[kind])  # 2026-07-28: subscriptions/listen streams
         for connection, session in list(self._sessions.items()):  # 2025-11-25 (dropped on modern ones)
             try:
-                await session.send_tool_list_changed()
-                await session.send_prompt_list_changed()
-                await session.send_resource_list_changed()
+                if "tools" in kinds:
+                    await session.send_tool_list_changed()
+                if "prompts" in kinds:
+                    await session.send_prompt_list_changed()
+                if "resources" in kinds:
+                    await session.send_resource_list_changed()
             except Exception as exc:  # a client that went away
                 logger.debug("list_changed not delivered: %s", type(exc).__name__)
                 self._sessions.pop(connection, None)
@@ -207,9 +217,12 @@ class McpFace:
         return await (await self.runtime()).gateway.ready()
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        """One page of the tools that fit the budget (paging.py: an invalid cursor is ``-32602``)."""
+        cursor = getattr(params, "cursor", None) if params is not None else None
         tools = self._listing(await self.catalog())
         self._listed = frozenset(t["name"] for t in tools)
-        return {**LIST_ENVELOPE, "tools": tools}
+        shown, after = page(tools, cursor, self.tools_page_size or DEFAULT_PAGE_SIZE)
+        return {**LIST_ENVELOPE, "tools": shown, **({"nextCursor": after} if after else {})}
 
     def _listing(self, catalog: Catalog) -> list[dict[str, Any]]:
         ready = self._runtime.done() and not self._runtime.exception()
@@ -224,7 +237,7 @@ class McpFace:
         now = frozenset(t["name"] for t in self._listing(await self.catalog()))
         if now != self._listed:
             self._listed = now
-            await self.tools_changed()
+            await self.tools_changed(("tools",))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments or {}

@@ -10,11 +10,13 @@ of a server comes back redacted; its own errors come back with their code, redac
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
 from mcp import MCPError
+from mcp.server.subscriptions import ResourceUpdated
 
 from setup_agent.agent import load_archetypes
 from setup_agent.errors import JSONRPC_INVALID_PARAMS, SetupError
@@ -25,7 +27,11 @@ from .passing import LIST_ENVELOPE
 __all__ = ["Offered", "PROMPT_URI_PREFIX"]
 
 PROMPT_URI_PREFIX = "mcp-setup://prompts/agents/"
+#: A listen stream's subscription of one URI: (server id, URI at the server), its token, the URI it named.
+Hold = tuple[tuple[str, str], object, str]
 _COMPLETE = {"resultType": "complete"}
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.asynccontextmanager
@@ -47,11 +53,17 @@ async def _server_errors(gateway: Any, unknown: str) -> AsyncIterator[None]:
 class Offered:
     """The face's handlers for prompts, resources and completions."""
 
-    def __init__(self, face: Any, principal: Callable[[Any], Any]) -> None:
+    def __init__(
+        self, face: Any, principal: Callable[[Any], Any], publish: Callable[[Any], Awaitable[None]] | None = None
+    ) -> None:
         self.face = face  # the McpFace (face.py): its catalog and runtime
         self.principal = principal  # request -> its Principal (face.request_principal)
         #: (server id, URI at the server) -> {client connection: (its session, the URI it subscribed to)}
         self.subscribers: dict[tuple[str, str], dict[Any, tuple[Any, str]]] = {}
+        #: ``await publish(event)``: an event to the 2026-07-28 listen streams (listening.py).
+        self.publish = publish
+        #: (server id, URI at the server) -> {a listen stream's hold: the URI it named}
+        self.listened: dict[tuple[str, str], dict[object, str]] = {}
 
     async def _gateway(self) -> Any:
         """The gateway, or None while no enabled server is installed (no core started for it)."""
@@ -116,12 +128,50 @@ class Offered:
 
     async def updated(self, server_id: str, uri: str) -> None:
         """A subscribed resource changed at its server: each subscribed client hears it, by the
-        URI it subscribed to."""
+        URI it subscribed to (2025-11-25: a notification; 2026-07-28: an event on its stream)."""
         for connection, (session, listed) in list(self.subscribers.get((server_id, uri), {}).items()):
             try:
                 await session.send_resource_updated(listed)
             except Exception:  # noqa: BLE001 - a client that went away
                 self.subscribers[(server_id, uri)].pop(connection, None)
+        if self.publish is not None:
+            for listed in sorted(set(self.listened.get((server_id, uri), {}).values())):
+                await self.publish(ResourceUpdated(uri=listed))
+
+    async def listen_to(self, uris: list[str]) -> list[Hold]:
+        """A 2026-07-28 stream names ``uris``: each is subscribed at the server that has it (one
+        no server has, or whose server takes no subscriptions, is never updated). Returns the
+        holds to give :meth:`stop_listening` when the stream ends."""
+        gateway = await self._gateway() if uris else None
+        holds: list[Hold] = []
+        for uri in uris if gateway is not None else ():
+            try:
+                async with _server_errors(gateway, "unknown"):
+                    key = await gateway.subscribe(uri, True)
+            except MCPError as exc:
+                if exc.error.message != "unknown":
+                    logger.info("subscribing %s for a listen stream failed: %s", uri, exc.error.message)
+                continue
+            hold = object()
+            self.listened.setdefault(key, {})[hold] = uri
+            holds.append((key, hold, uri))
+        return holds
+
+    async def stop_listening(self, holds: list[Hold]) -> None:
+        """A stream ended: its URIs are unsubscribed at their servers, unless another client still
+        follows them."""
+        gateway = await self._gateway() if holds else None
+        for key, hold, uri in holds:
+            followers = self.listened.get(key, {})
+            followers.pop(hold, None)
+            if not followers:
+                self.listened.pop(key, None)
+            if followers or self.subscribers.get(key) or gateway is None:
+                continue
+            try:
+                await gateway.subscribe(uri, False)
+            except Exception as exc:  # noqa: BLE001 - a server gone meanwhile: nothing to undo
+                logger.debug("unsubscribing after a listen stream failed: %s", type(exc).__name__)
 
     async def list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
         own = [

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
     from app.settings import Settings
 
-__all__ = ["run_stdio"]
+__all__ = ["end_servers_now", "run_stdio"]
 
 logger = logging.getLogger("app.mcp.face")  # the face's logger, as before the split
 
@@ -69,7 +69,7 @@ async def _watch_until_core_wanted(face: McpFace, db_file: Path) -> None:
         new = catalog.signature() if catalog is not None else None
         if new != signature:
             signature = new
-            await face.tools_changed()
+            await face.tools_changed(("tools",))  # the only list read before the core
 
 
 class _PipeLines:
@@ -326,6 +326,15 @@ def _answered_streams(
     return _Requests(read_stream, answers, pending, lines if lines is not None else deque(), grace), answers
 
 
+def end_servers_now(settings: Settings) -> None:
+    """End every installed server this process started, at once (an interrupt: no time to ask
+    them to stop). What it recorded in the process ledger is what it started."""
+    from setup_agent.launch import ProcessLedger
+
+    # No wait: a killed group is gone in a moment, and the teardown that follows waits on each.
+    ProcessLedger(Path(settings.home).expanduser() / "procs").end_mine(timeout=0)
+
+
 async def run_stdio(
     settings: Settings,
     log_handler: logging.Handler | None = None,
@@ -346,6 +355,7 @@ async def run_stdio(
         early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None,
         gateway_tools=settings.gateway_tools,
         tools_budget=settings.tools_budget,
+        tools_page_size=settings.tools_page_size,
     )
     answered_once = anyio.Event()
     holder: list[Runtime] = []

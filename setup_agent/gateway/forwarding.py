@@ -18,6 +18,7 @@ from setup_agent.errors import NotFound, ProtocolError
 
 from .passthrough import Progress, raw_call, raw_read, raw_request
 from .relay import Caller
+from .relisting import modern
 from .result_cap import cap_result
 
 if TYPE_CHECKING:
@@ -120,6 +121,8 @@ class Forwarding:
         caps = getattr(live.client, "server_capabilities", None) if live.client is not None else None
         if not getattr(getattr(caps, "resources", None), "subscribe", False):
             return False
+        if modern(live.client):  # 2026-07-28: on the connection's listen stream (relisting.py)
+            return await live.relisting.follow(uri, on)
         await (live.client.subscribe_resource(uri) if on else live.client.unsubscribe_resource(uri))
         if on:
             live.subscriptions.add(uri)

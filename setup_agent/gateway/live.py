@@ -31,6 +31,7 @@ from setup_agent.translation import translate
 from .offers import record_offers
 from .relay import InFlight, relay_callbacks
 from .relay_rules import Origin
+from .relisting import Relisting
 from .server_logs import ServerLog
 from .status import ServerStatus, Status
 
@@ -85,7 +86,9 @@ class LiveConnection:
         self.removed = False  # the server is removed: its log is not written again (discard_log)
         #: The calls in flight: the server's requests go to the caller of the one that caused them (relay.py).
         self.icon_of: Any = None  # the serverInfo of its latest start (its icon), None before
-        self.inflight = InFlight(Origin.of(server), owner.relay_rules)
+        #: Reads its lists again when the server says they changed (relisting.py).
+        self.relisting = Relisting(server.title or server.qualified_name)
+        self.inflight = InFlight(Origin.of(server), owner.relay_rules, self.relisting)
         self.downloading = False  # its package is being fetched (the download phase)
         self.started_at: float | None = None  # when the latest start began (after any download)
         #: ``await listener(elapsed, fetched)`` about once a second while its package downloads.
@@ -191,7 +194,7 @@ class LiveConnection:
                         cm: Any = self.adopted.session()
                         if getattr(self.adopted, "inflight", None) is not None:  # its relay serves our calls
                             self.inflight = self.adopted.inflight
-                            self.inflight.speak_for(self._origin(), owner.relay_rules)
+                            self.inflight.speak_for(self._origin(), owner.relay_rules, self.relisting)
                         self.net_record = getattr(self.adopted.result, "net", None)
                         if self.net_record is not None:  # the tested process's proxy now tells the person
                             self.net_record.on_refused = self._refused
@@ -249,7 +252,7 @@ class LiveConnection:
                     self.set("connected")
                     if server.needs_sign_in:
                         await self._remember_sign_in(server, needed=False)
-                    await self._hold(pwatch, getattr(auth, "signed_out", None))
+                    await self._hold(client, pwatch, getattr(auth, "signed_out", None))
                 finally:
                     self.client = None
                     await cm.__aexit__(None, None, None)
@@ -391,9 +394,24 @@ class LiveConnection:
                 except Exception:  # noqa: BLE001 - never break a connection
                     logger.exception("tools-changed listener failed")
 
-    async def _hold(self, pwatch: ProcessWatch, signed_out: asyncio.Event | None = None) -> None:
-        """Wait until asked to stop, until the server process dies, or until its sign-in is gone."""
+    async def _relist(self, client: Any, kinds: frozenset[str]) -> None:
+        """The server said these lists changed: read and record them again (the pins hold a
+        changed or new tool for the user; the store's change counter tells the gateways)."""
+        owner = self.owner
+        if "tools" in kinds:
+            async with asyncio.timeout(owner.connect_timeout):
+                tools = await list_all_tools(client)
+            self.status.tools = owner.redactor.redact_obj(tool_dicts(tools))
+            await self._record_tools()
+        if kinds & {"prompts", "resources"}:
+            label = self.server.title or self.server.qualified_name
+            await record_offers(client, owner.store, owner.redactor, self.server.server_id, label)
+
+    async def _hold(self, client: Any, pwatch: ProcessWatch, signed_out: asyncio.Event | None = None) -> None:
+        """Wait until asked to stop, until the server process dies, or until its sign-in is gone;
+        meanwhile its lists are read again when it says they changed."""
         waiters = [asyncio.ensure_future(self.stop.wait())]
+        relisting = asyncio.ensure_future(self.relisting.serve(client, lambda kinds: self._relist(client, kinds)))
         if pwatch.pid is not None:
             waiters.append(asyncio.ensure_future(pwatch.exited.wait()))
         if signed_out is not None:
@@ -403,6 +421,9 @@ class LiveConnection:
         finally:
             for w in waiters:
                 w.cancel()
+            relisting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await relisting
 
 
 def _code(exc: BaseException) -> str:

@@ -181,8 +181,16 @@ class OfferIndex:
         return out
 
     def signature(self) -> str:
+        return json.dumps([self.prompts_signature(), self.resources_signature()], sort_keys=True)
+
+    def prompts_signature(self) -> str:
+        """Equal for two indexes that list the same prompts (prompts/list_changed)."""
         prompts = sorted((n, r.server_id, json.dumps(r.prompt, sort_keys=True)) for n, r in self.prompts.items())
-        return json.dumps([prompts, self.resources, self.templates], sort_keys=True)
+        return json.dumps(prompts, sort_keys=True)
+
+    def resources_signature(self) -> str:
+        """Equal for two indexes that list the same resources and templates (resources/list_changed)."""
+        return json.dumps([self.resources, self.templates], sort_keys=True)
 
     def route_uri(self, uri: str, linked: str | None) -> tuple[str, str] | None:
         """``(server_id, the URI at that server)`` for a read (or a completion's template)."""

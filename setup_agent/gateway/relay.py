@@ -44,6 +44,7 @@ from .relay_rules import (
     sampling_refusal,
     scoped_sampling,
 )
+from .relisting import Relisting
 
 __all__ = ["Caller", "IdleLogs", "InFlight", "Updates", "relay_callbacks"]
 
@@ -124,15 +125,24 @@ class InFlight:
     whose client takes no server requests) and the progress token it was sent with; and who
     the connection speaks for (:attr:`origin`, :attr:`rules`: relay_rules.py)."""
 
-    def __init__(self, origin: Origin | None = None, rules: RelayRules | None = None) -> None:
+    def __init__(
+        self, origin: Origin | None = None, rules: RelayRules | None = None, relisting: Relisting | None = None
+    ) -> None:
         self._calls: list[_Scope] = []
         self._logs: dict[int, int] = {}  # id(caller) -> log messages relayed during its call
         self.origin, self.rules = origin, rules
+        self._relisting = relisting  # who reads the lists again when the server says they changed
 
-    def speak_for(self, origin: Origin, rules: RelayRules | None) -> None:
+    def speak_for(self, origin: Origin, rules: RelayRules | None, relisting: Relisting | None = None) -> None:
         """The installed server this connection's requests come from (a tested session adopted
-        by its install was relayed under the test's name until now)."""
+        by its install was relayed under the test's name until now), and who relists it."""
         self.origin, self.rules = origin, rules or self.rules
+        self._relisting = relisting or self._relisting
+
+    def lists_changed(self, kind: str) -> None:
+        """The server said its ``kind`` list changed (a test's session: nobody relists it)."""
+        if self._relisting is not None:
+            self._relisting.want(kind)
 
     def count_log(self, caller: Caller) -> int:
         """One more log message for ``caller``'s call; returns how many so far."""
@@ -200,13 +210,22 @@ class _Scope:
             owner._logs.pop(id(self.caller), None)
 
 
+#: A server's change notifications (2025 era) and the list each one names.
+LIST_CHANGES: dict[type, str] = {
+    types.ToolListChangedNotification: "tools",
+    types.PromptListChangedNotification: "prompts",
+    types.ResourceListChangedNotification: "resources",
+}
+
+
 def relay_callbacks(
     inflight: InFlight, redactor: Any, label: str, idle_log: Any = None, updated: Any = None
 ) -> dict[str, Any]:
     """The ``mcp.Client`` callbacks of one server's connection (see the module doc).
 
     ``idle_log(params)`` hears (redacted) the log messages no single call caused;
-    ``updated(uri)`` each ``notifications/resources/updated`` (a subscribed resource changed).
+    ``updated(uri)`` each ``notifications/resources/updated`` (a subscribed resource changed);
+    each ``notifications/*/list_changed`` goes to ``inflight``'s :meth:`~InFlight.lists_changed`.
     Who speaks and what is checked are ``inflight``'s :attr:`~InFlight.origin` and
     :attr:`~InFlight.rules` (``label`` and the redactor alone when it has none)."""
     plain = RelayRules(redactor)
@@ -276,6 +295,9 @@ def relay_callbacks(
     async def notified(message: Any) -> None:
         if updated is not None and isinstance(message, types.ResourceUpdatedNotification):
             await updated(message.params.uri)
+        kind = LIST_CHANGES.get(type(message))
+        if kind is not None:
+            inflight.lists_changed(kind)
 
     return {
         "message_handler": notified,

@@ -98,6 +98,9 @@ class Gateway:
         self.offers = OfferIndex()  # prompts, resources, templates (offers.py)
         self._counter: int | None = None
         self._listeners: list[Listener] = []
+        #: The lists the latest change changed (``tools``, ``prompts``, ``resources``): what the
+        #: listeners announce (each client hears of each list once).
+        self.last_changes: frozenset[str] = frozenset(("tools", "prompts", "resources"))
         self._kick = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -134,7 +137,8 @@ class Gateway:
                 await self._task
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
-        """``await listener()`` after every change of the listed tools."""
+        """``await listener()`` after every change of the listed tools, prompts or resources
+        (which ones: :attr:`last_changes`)."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
@@ -179,7 +183,7 @@ class Gateway:
             seen_at = self.connections.mark()  # before the read: installs committed after it are spared
             servers = await asyncio.to_thread(self.store.servers.list)
             self._counter = counter
-            before = (self._catalog.signature(), self.offers.signature())
+            before = self._signatures()
             offers = await asyncio.to_thread(self.store.pins.offers)
             entries = [s.catalog_entry() for s in servers]
             self._catalog = Catalog.build(without_hidden(e, offers) for e in entries)
@@ -189,10 +193,20 @@ class Gateway:
             await self.connections.sync(servers, eager=self.eager, seen_at=seen_at)
             if self.members is not None:
                 await self.members.sync(servers)
-            changed = (self._catalog.signature(), self.offers.signature()) != before
-        if changed and not force:
+            after = self._signatures()
+            kinds = frozenset(kind for kind in after if after[kind] != before[kind])
+        if kinds and not force:
+            self.last_changes = kinds
             await self._notify()
-        return changed
+        return bool(kinds)
+
+    def _signatures(self) -> dict[str, Any]:
+        """What the clients are listed, by list: the changed ones are announced."""
+        return {
+            "tools": self._catalog.signature(),
+            "prompts": self.offers.prompts_signature(),
+            "resources": self.offers.resources_signature(),
+        }
 
     async def _notify(self) -> None:
         for listener in list(self._listeners):

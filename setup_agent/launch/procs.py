@@ -158,6 +158,21 @@ class ProcessLedger:
             stale.unlink(missing_ok=True)
         return out
 
+    def end_mine(self, *, timeout: float = 0.05) -> list[int]:
+        """End every group this process recorded and has not forgotten, at once (SIGKILL, then a
+        wait of at most ``timeout``): an interrupt, when no grace is left for a stop that asks
+        first. Returns the pids that were signalled; the entries go with the groups."""
+        me = self._me()
+        ended: list[int] = []
+        for path, data in self.entries():
+            if me is None or Owner(int(data["owner_pid"]), int(data["owner_start"])) != me:
+                continue
+            ended += end_group(int(data["pgid"]), int(data["leader_start"]), timeout=timeout)
+            path.unlink(missing_ok=True)
+        if ended:
+            logger.info("ended %d server process(es) at once (interrupted)", len(ended))
+        return ended
+
     def sweep(self, *, timeout: float = 5.0) -> list[int]:
         """End every recorded group whose owner is dead; returns the pids that were signalled."""
         ended: list[int] = []
@@ -167,6 +182,8 @@ class ProcessLedger:
             ended += end_group(int(data["pgid"]), int(data["leader_start"]), timeout=timeout)
             if not _members(int(data["pgid"]), int(data["leader_start"])):
                 path.unlink(missing_ok=True)
+        if ended:
+            logger.info("ended %d leftover process(es) of a server group from a previous run", len(ended))
         return ended
 
 
@@ -215,8 +232,6 @@ def end_group(pgid: int, leader_start: int, *, timeout: float = 5.0) -> list[int
     finally:
         for _pid, fd in fds:
             os.close(fd)
-    if fds:
-        logger.info("ended %d leftover process(es) of a server group from a previous run", len(fds))
     return [pid for pid, _ in fds]
 
 

@@ -267,3 +267,22 @@ def test_a_ledger_entry_whose_pid_now_belongs_to_another_process_is_never_signal
         if victim.poll() is None:
             victim.kill()
             victim.wait(scaled(5))
+
+
+def test_an_interrupt_ends_the_groups_this_process_recorded_at_once_and_no_other_owners(tmp_path: Path) -> None:
+    mine = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    theirs = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        ledger = ProcessLedger(tmp_path / "procs")
+        ledger.record(mine.pid)
+        other = Owner(os.getpid(), (start_time(os.getpid()) or 0) + 1)  # another (dead) owner's entry
+        ProcessLedger(tmp_path / "procs", owner=other).record(theirs.pid)
+        assert ledger.end_mine(timeout=scaled(10)) == [mine.pid]
+        assert mine.wait(scaled(10)) == -signal.SIGKILL
+        assert theirs.poll() is None and process_alive(theirs.pid)  # left to the next start's sweep
+        assert [p.name.split(".")[0] for p in ledger.directory.glob("*.json")] == [str(theirs.pid)]
+    finally:
+        for proc in (mine, theirs):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(scaled(5))
