@@ -1,14 +1,18 @@
 """The MCP conformance suite against server-everything, directly and through the gateway (#29).
 
     python -m bench.conformance [--version 0.1.16] [--requirements REV ...] [--tools DIR] [--json OUT]
+                                [--reference DIR]
 
 Needs the network once (npm): ``@modelcontextprotocol/conformance`` and Node 22 (npm's
 ``node@22``; the system Node may be older) are installed into ``--tools`` (default
 ``~/.cache/mcp-setup-conformance/<version>``). Not part of the test run.
 
 1. **direct**: ``@modelcontextprotocol/server-everything`` (``EVERYTHING``, from npm through npx)
-   over streamable HTTP on a loopback port; ``conformance server --url`` against it.
-2. **gateway**: the same package installed in a fresh data dir (stdio, as ``mcp-setup`` runs it),
+   over streamable HTTP on a loopback port; ``conformance server --url`` against it. With
+   ``--reference DIR``: the suite's reference server instead, the Python SDK's
+   ``examples/servers/everything-server`` (a checkout of it in ``DIR``, run on this ``.venv``'s
+   SDK; it implements every scenario's tools, prompts and resources, in both eras).
+2. **gateway**: the same server installed in a fresh data dir (stdio, as ``mcp-setup`` runs it),
    the MCP face served over streamable HTTP on a loopback port (the SDK's session manager, as
    ``mcp-setup serve``'s ``/mcp`` but without its token check: the suite's CLI sends no
    Authorization header); the suite against that.
@@ -97,11 +101,23 @@ async def wait_port(port: int, timeout: float = 120.0) -> None:
                 await asyncio.sleep(0.2)
 
 
-async def serve_face(data: Path, port: int, install: bool) -> Any:
+def reference_commands(reference: Path | None, port: int) -> tuple[list[str], dict[str, str], list[str]]:
+    """How to run the server under test: (its HTTP command, that command's environment, its stdio
+    argv as the gateway starts it)."""
+    if reference is None:
+        return ["npx", "-y", EVERYTHING, "streamableHttp"], {"PORT": str(port)}, ["npx", "-y", EVERYTHING]
+    path = f"import sys; sys.path.insert(0, {str(reference)!r}); from mcp_everything_server.server import "
+    http = [sys.executable, "-c", path + "main; main()", "--port", str(port), "--log-level", "WARNING"]
+    stdio = [sys.executable, "-c", path + "mcp; mcp.run(transport='stdio')"]
+    return http, {}, stdio
+
+
+async def serve_face(data: Path, port: int, install: list[str] | None) -> Any:
     """The MCP face of a runtime on ``data`` at ``http://127.0.0.1:port/mcp``; returns a stopper."""
     import keyring.backends.fail
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.routing import Route
 
@@ -113,17 +129,18 @@ async def serve_face(data: Path, port: int, install: bool) -> Any:
     from setup_agent.store.database import Store
 
     backend = keyring.backends.fail.Keyring()
+    slug = None
     if install:
         spec = LaunchSpec(
-            command="npx",
-            args=["-y", EVERYTHING],
-            package_type="npm",
-            runner="npx",
+            command=install[0],
+            args=install[1:],
+            package_type="npm" if install[0] == "npx" else "stdio",
+            runner=Path(install[0]).name,
             identifier=EVERYTHING.rsplit("@", 1)[0],
             version=EVERYTHING.rsplit("@", 1)[1],
         )
         with Store.for_data_dir(data, Vault.open(data, keyring_backend=backend)) as store:
-            store.servers.install(
+            slug = store.servers.install(
                 qualified_name="io.github.modelcontextprotocol/server-everything",
                 source="local",
                 version=spec.version,
@@ -134,17 +151,24 @@ async def serve_face(data: Path, port: int, install: bool) -> Any:
                 env={},
                 title="Everything",
                 tools=None,
-            )
+            ).slug
     runtime = build_runtime(
         Settings(home=data, registries="local", sandbox="off"), keyring_backend=backend, host_env=dict(os.environ)
     )
     await runtime.start(eager=True)
     await runtime.connections.wait_all_settled(120)
     face = McpFace(runtime)
-    manager = StreamableHTTPSessionManager(app=face.server)
+    # The Host and Origin checks of ``serve`` (app/web/security.py), here the SDK's own.
+    guard = TransportSecuritySettings(
+        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
+        allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
+    )
+    manager = StreamableHTTPSessionManager(app=face.server, security_settings=guard)
     stack = manager.run()
     await stack.__aenter__()
-    asgi = StreamableHTTPASGIApp(manager)
+    asgi: Any = StreamableHTTPASGIApp(manager)
+    if slug is not None:
+        asgi = BareNames(asgi, slug)
     app = Starlette(routes=[Route("/mcp", endpoint=asgi, methods=["GET", "POST", "DELETE"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
@@ -160,6 +184,110 @@ async def serve_face(data: Path, port: int, install: bool) -> Any:
     return stop
 
 
+class BareNames:
+    """The suite calls the reference's tools and prompts by their own names (``test_simple_text``)
+    and looks for them by those names in the lists; the gateway names them ``<slug>__<name>``
+    (``gateway_name``: shortened with a digest past 48 characters), its one renaming. This ASGI
+    wrapper stands for a client that knows the gateway's names: a ``tools/call``, ``prompts/get``
+    or prompt completion of a bare name (and its ``Mcp-Name`` header) gets the gateway's name, and
+    a ``tools/list`` or ``prompts/list`` answer shows the installed server's own names again. It
+    changes nothing else."""
+
+    def __init__(self, app: Any, slug: str) -> None:
+        from setup_agent.store.catalog import gateway_name
+
+        self.app, self.slug, self.gateway_name = app, slug, gateway_name
+        self.bare: dict[str, str] = {}  # gateway name -> the server's own
+
+    def to_gateway(self, name: str) -> str:
+        if name.startswith("mcp_setup_") or name in self.bare:
+            return name
+        gateway = self.gateway_name(self.slug, name)
+        self.bare[gateway] = name
+        return gateway
+
+    def request(self, body: bytes) -> tuple[bytes, tuple[str, str] | None]:
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return body, None
+        renamed = None
+        for one in message if isinstance(message, list) else [message]:
+            params = one.get("params") if isinstance(one, dict) else None
+            if not isinstance(params, dict):
+                continue
+            if one.get("method") in ("tools/call", "prompts/get") and isinstance(params.get("name"), str):
+                renamed = (params["name"], self.to_gateway(params["name"]))
+                params["name"] = renamed[1]
+            ref = params.get("ref")
+            if one.get("method") == "completion/complete" and isinstance(ref, dict) and ref.get("type") == "ref/prompt":
+                ref["name"] = self.to_gateway(str(ref.get("name")))
+        return json.dumps(message).encode(), renamed
+
+    def answer(self, body: bytes) -> bytes:
+        """Each JSON message of an answer (plain, or an SSE ``data:`` line) with the lists' names
+        back to the server's own."""
+
+        def one(text: bytes) -> bytes:
+            try:
+                message = json.loads(text)
+            except ValueError:
+                return text
+            result = message.get("result") if isinstance(message, dict) else None
+            for key in ("tools", "prompts"):
+                for item in result.get(key, []) if isinstance(result, dict) else []:
+                    name = item.get("name") if isinstance(item, dict) else None
+                    prefix = f"{self.slug}__"
+                    if isinstance(name, str) and name.startswith(prefix):
+                        item["name"] = self.bare.get(name, name[len(prefix) :])
+                        self.bare[name] = item["name"]
+            return json.dumps(message).encode()
+
+        if body.lstrip().startswith((b"{", b"[")):
+            return one(body)
+        return b"\n".join(
+            b"data: " + one(line[6:]) if line.startswith(b"data: ") else line for line in body.split(b"\n")
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = list(scope["headers"])
+        replay: Any = receive
+        if scope["method"] == "POST":
+            chunks = []
+            while True:
+                event = await receive()
+                chunks.append(event.get("body", b""))
+                if not event.get("more_body"):
+                    break
+            body, renamed = self.request(b"".join(chunks))
+            headers = [(k, v) for k, v in headers if k != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            if renamed is not None:
+                # The header follows the body only where it matched it (the suite also sends
+                # mismatched ones, which the face must refuse).
+                bare, gateway = (n.encode() for n in renamed)
+                headers = [(k, gateway if k == b"mcp-name" and v == bare else v) for k, v in headers]
+            sent = False
+
+            async def replay() -> Any:
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+        async def relabel(event: Any) -> None:
+            if event["type"] == "http.response.start":
+                event = {**event, "headers": [(k, v) for k, v in event["headers"] if k != b"content-length"]}
+            elif event["type"] == "http.response.body" and event.get("body"):
+                event = {**event, "body": self.answer(event["body"])}
+            await send(event)
+
+        await self.app({**scope, "headers": headers}, replay, relabel)
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     tools = tools_dir(
         Path(args.tools).expanduser()
@@ -170,9 +298,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="mcp-setup-conformance-"))
     columns: dict[str, dict[str, tuple[int, int]]] = {}
     port = free_port()
+    reference = Path(args.reference).resolve() if args.reference else None
+    http, http_env, stdio = reference_commands(reference, port)
     direct = subprocess.Popen(
-        ["npx", "-y", EVERYTHING, "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
+        http,
+        env={**os.environ, **http_env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -191,7 +321,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         os.killpg(direct.pid, 15)
         direct.wait(10)
-    for target, install in (("gateway", True), ("empty", False)):
+    targets: list[tuple[str, list[str] | None]] = [("gateway", stdio)]
+    if not args.no_empty:
+        targets.append(("empty", None))
+    for target, install in targets:
         port = free_port()
         stop = await serve_face(work / target, port, install)
         try:
@@ -201,7 +334,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 )
         finally:
             await stop()
-    return {"version": args.version, "requirements": args.requirements, "everything": EVERYTHING, "results": columns}
+    server = str(reference) if reference is not None else EVERYTHING
+    return {"version": args.version, "requirements": args.requirements, "server": server, "results": columns}
 
 
 def table(report: dict[str, Any]) -> str:
@@ -222,6 +356,11 @@ def main() -> None:
     )
     parser.add_argument("--tools", help="where Node 22 and the suite are installed")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--reference",
+        help="a checkout of the Python SDK's examples/servers/everything-server (default: server-everything)",
+    )
+    parser.add_argument("--no-empty", action="store_true", help="leave out the face with nothing installed")
     args = parser.parse_args()
     report = asyncio.run(main_async(args))
     if args.json:
