@@ -1,5 +1,6 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
-connection (``live.py``; its status record, ``status.py``) and its relay of the server's requests to the calling client (``relay.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
+connection (``live.py``; its status record, ``status.py``) and its relay of the server's requests to the calling client (``relay.py``) and of its input-required
+results in the client's era (``input_required.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
 as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
 for clients that never re-list (``discover.py``), each server's redacted log (``server_logs.py``)
 and each member's own sessions and the asking for their own keys (``members.py``,
@@ -17,6 +18,7 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .connections import ConnectionManager
     from .discover import CALL_TOOL, DISCOVER_NAMES, DISCOVER_SPECS, FIND_TOOLS, find_tools
+    from .input_required import InputRetry
     from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
     from .members import MemberSessions, member_of
     from .relay import Caller, InFlight, relay_callbacks
@@ -35,6 +37,7 @@ __all__ = [
     "find_tools",
     "Gateway",
     "InFlight",
+    "InputRetry",
     "log_path",
     "MEMBER_SECRET_REQUIRED",
     "member_of",
@@ -63,6 +66,7 @@ __getattr__, __dir__ = lazy_exports(
         "find_tools": "discover",
         "Gateway": "router",
         "InFlight": "relay",
+        "InputRetry": "input_required",
         "log_path": "server_logs",
         "MEMBER_SECRET_REQUIRED": "member_prompts",
         "member_of": "members",

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound, ProtocolError
 
-from .passthrough import Progress, raw_call, raw_read, raw_request
+from .input_required import InputRelay
+from .passthrough import Envelope, Progress, raw_call, raw_read, raw_request
 from .relay import Caller
+from .relay_rules import Origin, RelayRules
 from .result_cap import cap_result
 
 if TYPE_CHECKING:
@@ -26,9 +28,19 @@ if TYPE_CHECKING:
     from .live import LiveConnection
     from .passthrough import ResourceLinks
 
-__all__ = ["Forwarding"]
+__all__ = ["Forwarding", "envelope_for"]
 
 logger = logging.getLogger(__name__)
+
+
+def envelope_for(caller: Caller | None) -> Envelope:
+    """What a request sent for ``caller`` carries (passthrough.py): the capabilities it declared,
+    and the log level a 2025-era client gets without asking (all of them; on a 2026-07-28
+    connection a server sends log messages only to a request that names a level)."""
+    declared = getattr(caller, "capabilities", None)
+    capabilities = declared() if callable(declared) else None
+    level = None if caller is None or getattr(caller, "modern", False) else "debug"
+    return Envelope(capabilities, log_level=level)
 
 
 class Forwarding:
@@ -44,11 +56,17 @@ class Forwarding:
         *,
         max_call_notifications: int,
         max_result_chars: int,
+        rules: RelayRules | None = None,
+        inputs: InputRelay | None = None,
     ) -> None:
         self._get = live
         self._every = every
         self.redactor = redactor
         self.links = links
+        #: What a relayed request is held to when its connection names no rules of its own.
+        self.rules = rules or RelayRules(redactor)
+        #: Servers' input-required results, relayed in each client's era (input_required.py).
+        self.inputs = inputs or InputRelay()
         #: A call whose server sends more progress notifications than this is ended.
         self.max_call_notifications = max_call_notifications
         #: A proxied result is cut beyond this many characters, with a note (0: no cap).
@@ -77,26 +95,54 @@ class Forwarding:
         async def heard_progress(value: float, total: float | None, message: str | None) -> None:
             nonlocal heard
             heard += 1
-            if limit and heard == limit + 1:
+            if limit and heard == limit + 1 and call is not None:
                 call.cancel()  # a flood: end the call rather than spend the loop on it
             elif progress is not None and (not limit or heard <= limit):
                 await progress(value, total, message)
 
-        with live.inflight.add(caller) as scope:
-            call = asyncio.ensure_future(
-                raw_call(live.client, name, arguments or {}, heard_progress, label=label, sent_as=scope.bind)
-            )
-            try:
-                result = await asyncio.shield(call)
-            except asyncio.CancelledError:
-                if heard <= limit or not call.cancelled():
-                    call.cancel()
-                    raise
-                raise ProtocolError(
-                    f"The server sent more than {limit:,} notifications during one call; the call was ended."
-                ) from None
-            finally:
-                live.touch()
+        client = live.client
+        origin = live.inflight.origin or Origin(label, label)
+        rules = live.inflight.rules or self.rules
+        where = f"{server_id}\ntools/call\n{name}"
+        responses, server_state = self.inputs.responses(caller, where, rules)
+        envelope = envelope_for(caller).retry(responses or None, server_state)
+
+        async def once(envelope: Envelope) -> dict[str, Any]:
+            nonlocal call
+            with live.inflight.add(caller) as scope:
+                call = asyncio.ensure_future(
+                    raw_call(
+                        client,
+                        name,
+                        arguments or {},
+                        heard_progress,
+                        label=label,
+                        sent_as=scope.bind,
+                        envelope=envelope,
+                    )
+                )
+                try:
+                    return await asyncio.shield(call)
+                except asyncio.CancelledError:
+                    if heard <= limit or not call.cancelled():
+                        call.cancel()
+                        raise
+                    raise ProtocolError(
+                        f"The server sent more than {limit:,} notifications during one call; the call was ended."
+                    ) from None
+                finally:
+                    live.touch()
+
+        call: asyncio.Future[dict[str, Any]] | None = None
+        result = await self.inputs.settle(
+            await once(envelope),
+            caller=caller,
+            where=where,
+            origin=origin,
+            rules=rules,
+            redactor=self.redactor,
+            again=lambda answers, state: once(envelope.retry(answers, state)),
+        )
         self.links.remember(server_id, result)
         return cap_result(
             self.redactor.redact_obj(result), self.max_result_chars
@@ -132,11 +178,35 @@ class Forwarding:
         result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
         return self.redactor.redact_obj(result)
 
-    async def request(self, server_id: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted."""
+    async def request(
+        self, server_id: str, method: str, params: dict[str, Any] | None, *, caller: Caller | None = None
+    ) -> dict[str, Any]:
+        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered,
+        redacted; a prompt's input-required answer relayed to ``caller`` (input_required.py)."""
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.touch()
-        result = await raw_request(live.client, method, params, label=live.server.title or live.server.qualified_name)
+        client, label = live.client, live.server.title or live.server.qualified_name
+        if method != "prompts/get" or params is None:
+            return self.redactor.redact_obj(await raw_request(client, method, params, label=label))
+        origin = live.inflight.origin or Origin(label, label)
+        rules = live.inflight.rules or self.rules
+        where = f"{server_id}\nprompts/get\n{params.get('name')}"
+        responses, server_state = self.inputs.responses(caller, where, rules)
+        envelope = envelope_for(caller).retry(responses or None, server_state)
+
+        async def once(envelope: Envelope) -> dict[str, Any]:
+            with live.inflight.add(caller):
+                return await raw_request(client, method, params, label=label, envelope=envelope)
+
+        result = await self.inputs.settle(
+            await once(envelope),
+            caller=caller,
+            where=where,
+            origin=origin,
+            rules=rules,
+            redactor=self.redactor,
+            again=lambda answers, state: once(envelope.retry(answers, state)),
+        )
         return self.redactor.redact_obj(result)

@@ -35,7 +35,18 @@ from setup_agent.errors import SetupError
 
 from .relay_rules import ORIGIN_KEY, Origin, RelayRules, credential_fields, real_host, refused_answer, scoped_sampling
 
-__all__ = ["Caller", "IdleLogs", "InFlight", "Updates", "relay_callbacks"]
+__all__ = [
+    "Caller",
+    "IdleLogs",
+    "InFlight",
+    "Updates",
+    "answered",
+    "ask",
+    "capability_of",
+    "labelled",
+    "relay_callbacks",
+    "screen",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -204,25 +215,11 @@ def relay_callbacks(
 
     async def relay(capability: str, method: str, params: Any) -> Any:
         data = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params is not None else {}
-        meta = data.pop("_meta", None)
-        caller = inflight.match(meta)
+        caller = inflight.match(data.get("_meta"))
         if caller is None or not caller.can(capability):
             return refuse(method)
         origin, rules = inflight.origin or Origin(label, label), inflight.rules or plain
-        kept = (
-            {k: v for k, v in meta.items() if k not in ("progressToken", ORIGIN_KEY)} if isinstance(meta, dict) else {}
-        )
-        data["_meta"] = {**kept, **origin.meta()}  # the server cannot say it is someone else
-        refusal = await _screen(method, data, origin, rules, caller)
-        if refusal is not None:
-            return refusal
-        try:
-            answer = await caller.request(method, redactor.redact_obj(data))
-        except Exception as exc:  # the client's error (it may quote what it was sent): its type only
-            logger.info("relayed %s from %s failed: %s", method, label, type(exc).__name__)
-            message = getattr(getattr(exc, "error", None), "message", None) or type(exc).__name__
-            return types.ErrorData(code=getattr(exc, "code", REFUSED) or REFUSED, message=redactor.redact(str(message)))
-        return _answered(method, answer, rules, getattr(caller, "principal", None))
+        return await ask(caller, method, data, origin, rules, redactor, label)
 
     async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
         return await relay("sampling", "sampling/createMessage", params)
@@ -272,7 +269,42 @@ def relay_callbacks(
     }
 
 
-async def _screen(method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, caller: Caller) -> Any:
+def labelled(data: dict[str, Any], origin: Origin) -> dict[str, Any]:
+    """A server's request (its params) saying who asks in ``_meta``: the server's own ``_meta``
+    without a progress token or an origin of its own (it cannot say it is someone else)."""
+    meta = data.pop("_meta", None)
+    kept = {k: v for k, v in meta.items() if k not in ("progressToken", ORIGIN_KEY)} if isinstance(meta, dict) else {}
+    data["_meta"] = {**kept, **origin.meta()}
+    return data
+
+
+async def ask(
+    caller: Caller, method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, redactor: Any, label: str
+) -> Any:
+    """Send a server's request (``data``, its params) to ``caller``, who can take it: labelled
+    and screened (:func:`screen`), redacted; the answer back through the guard and the redactor,
+    or an :class:`ErrorData` for the server."""
+    labelled(data, origin)
+    refusal = await screen(method, data, origin, rules, caller)
+    if refusal is not None:
+        return refusal
+    try:
+        answer = await caller.request(method, redactor.redact_obj(data))
+    except Exception as exc:  # the client's error (it may quote what it was sent): its type only
+        logger.info("relayed %s from %s failed: %s", method, label, type(exc).__name__)
+        message = getattr(getattr(exc, "error", None), "message", None) or type(exc).__name__
+        return types.ErrorData(code=getattr(exc, "code", REFUSED) or REFUSED, message=redactor.redact(str(message)))
+    return answered(method, answer, rules, getattr(caller, "principal", None))
+
+
+def capability_of(method: str, params: dict[str, Any]) -> str | None:
+    """The capability (of :data:`CAPABILITIES`) a client needs to answer ``method``."""
+    if method == "elicitation/create":
+        return "elicitation.url" if params.get("mode") == "url" else "elicitation.form"
+    return {"sampling/createMessage": "sampling", "roots/list": "roots"}.get(method)
+
+
+async def screen(method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, caller: Caller) -> Any:
     """Make ``data`` (a request on its way to ``caller``) say who asks, scoped as the
     specification wants; an :class:`ErrorData` for the server when it is refused."""
     if method == "sampling/createMessage":
@@ -323,7 +355,7 @@ async def _tell(rules: RelayRules, caller: Caller, text: str) -> None:
         logger.debug("notice not delivered: %s", type(exc).__name__)
 
 
-def _answered(method: str, answer: Any, rules: RelayRules, principal: str | None) -> Any:
+def answered(method: str, answer: Any, rules: RelayRules, principal: str | None) -> Any:
     """The client's answer on its way back to the server: an elicitation's content passes the
     guard like a tool argument (refused, and counted, when it holds a protected value), and
     every answer the redactor."""
