@@ -30,41 +30,22 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.conformance import free_port, install_command, serve_face, suite_env, tools_dir, wait_port
+
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 _LINE = re.compile(r"^([✓✗]) (\S+): (\d+) passed, (\d+) failed")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def tools_dir(root: Path, version: str) -> Path:
-    """Node 22 and the suite, installed once with npm into ``root``."""
-    if not (root / "node_modules" / ".bin" / "conformance").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "package.json").write_text('{"name": "mcp-setup-conformance", "private": true}\n')
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "node@22", f"@modelcontextprotocol/conformance@{version}"],
-            cwd=root,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return root
 
 
 def run_suite(tools: Path, url: str, out: Path, requirements: str | None = None) -> dict[str, tuple[int, int]]:
     """``conformance server --url`` (0.2: ``--requirements REV``, a revision's frozen set):
     {scenario: (passed, failed)} from its summary."""
-    env = {**os.environ, "PATH": f"{tools / 'node_modules' / 'node' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env = suite_env(tools)
     proc = subprocess.run(
         [
             str(tools / "node_modules" / ".bin" / "conformance"),
@@ -90,17 +71,6 @@ def run_suite(tools: Path, url: str, out: Path, requirements: str | None = None)
     return results
 
 
-async def wait_port(port: int, timeout: float = 120.0) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            try:
-                _r, w = await asyncio.open_connection("127.0.0.1", port)
-                w.close()
-                return
-            except OSError:
-                await asyncio.sleep(0.2)
-
-
 def reference_commands(reference: Path | None, port: int) -> tuple[list[str], dict[str, str], list[str]]:
     """How to run the server under test: (its HTTP command, that command's environment, its stdio
     argv as the gateway starts it)."""
@@ -112,180 +82,29 @@ def reference_commands(reference: Path | None, port: int) -> tuple[list[str], di
     return http, {}, stdio
 
 
-async def serve_face(data: Path, port: int, install: list[str] | None) -> Any:
-    """The MCP face of a runtime on ``data`` at ``http://127.0.0.1:port/mcp``; returns a stopper."""
+async def face_with(data: Path, port: int, install: list[str] | None) -> Any:
+    """The MCP face of a runtime on ``data`` (with ``install`` installed) at
+    ``http://127.0.0.1:port/mcp`` (tests/helpers/conformance.py); returns a stopper."""
     import keyring.backends.fail
-    import uvicorn
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.applications import Starlette
-    from starlette.routing import Route
 
-    from app.mcp import McpFace
     from app.runtime import build_runtime
     from app.settings import Settings
-    from setup_agent.launch.spec import LaunchSpec
-    from setup_agent.secrets.vault import Vault
-    from setup_agent.store.database import Store
 
     backend = keyring.backends.fail.Keyring()
     slug = None
     if install:
-        spec = LaunchSpec(
-            command=install[0],
-            args=install[1:],
-            package_type="npm" if install[0] == "npx" else "stdio",
-            runner=Path(install[0]).name,
-            identifier=EVERYTHING.rsplit("@", 1)[0],
-            version=EVERYTHING.rsplit("@", 1)[1],
-        )
-        with Store.for_data_dir(data, Vault.open(data, keyring_backend=backend)) as store:
-            slug = store.servers.install(
-                qualified_name="io.github.modelcontextprotocol/server-everything",
-                source="local",
-                version=spec.version,
-                package_type="npm",
-                launch_spec=spec.model_dump(mode="json"),
-                installed_by="bench",
-                tools_hash="0" * 64,
-                env={},
-                title="Everything",
-                tools=None,
-            ).slug
+        name, version = EVERYTHING.rsplit("@", 1)
+        slug = install_command(data, backend, install, identifier=name, version=version)
     runtime = build_runtime(
         Settings(home=data, registries="local", sandbox="off"), keyring_backend=backend, host_env=dict(os.environ)
     )
-    await runtime.start(eager=True)
-    await runtime.connections.wait_all_settled(120)
-    face = McpFace(runtime)
-    # The Host and Origin checks of ``serve`` (app/web/security.py), here the SDK's own.
-    guard = TransportSecuritySettings(
-        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
-        allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
-    )
-    manager = StreamableHTTPSessionManager(app=face.server, security_settings=guard)
-    stack = manager.run()
-    await stack.__aenter__()
-    asgi: Any = StreamableHTTPASGIApp(manager)
-    if slug is not None:
-        asgi = BareNames(asgi, slug)
-    app = Starlette(routes=[Route("/mcp", endpoint=asgi, methods=["GET", "POST", "DELETE"])])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    await wait_port(port)
+    stop_face = await serve_face(runtime, port, slug)
 
     async def stop() -> None:
-        server.should_exit = True
-        await task
-        await stack.__aexit__(None, None, None)
-        face.close()
+        await stop_face()
         await runtime.aclose()
 
     return stop
-
-
-class BareNames:
-    """The suite calls the reference's tools and prompts by their own names (``test_simple_text``)
-    and looks for them by those names in the lists; the gateway names them ``<slug>__<name>``
-    (``gateway_name``: shortened with a digest past 48 characters), its one renaming. This ASGI
-    wrapper stands for a client that knows the gateway's names: a ``tools/call``, ``prompts/get``
-    or prompt completion of a bare name (and its ``Mcp-Name`` header) gets the gateway's name, and
-    a ``tools/list`` or ``prompts/list`` answer shows the installed server's own names again. It
-    changes nothing else."""
-
-    def __init__(self, app: Any, slug: str) -> None:
-        from setup_agent.store.catalog import gateway_name
-
-        self.app, self.slug, self.gateway_name = app, slug, gateway_name
-        self.bare: dict[str, str] = {}  # gateway name -> the server's own
-
-    def to_gateway(self, name: str) -> str:
-        if name.startswith("mcp_setup_") or name in self.bare:
-            return name
-        gateway = self.gateway_name(self.slug, name)
-        self.bare[gateway] = name
-        return gateway
-
-    def request(self, body: bytes) -> tuple[bytes, tuple[str, str] | None]:
-        try:
-            message = json.loads(body)
-        except ValueError:
-            return body, None
-        renamed = None
-        for one in message if isinstance(message, list) else [message]:
-            params = one.get("params") if isinstance(one, dict) else None
-            if not isinstance(params, dict):
-                continue
-            if one.get("method") in ("tools/call", "prompts/get") and isinstance(params.get("name"), str):
-                renamed = (params["name"], self.to_gateway(params["name"]))
-                params["name"] = renamed[1]
-            ref = params.get("ref")
-            if one.get("method") == "completion/complete" and isinstance(ref, dict) and ref.get("type") == "ref/prompt":
-                ref["name"] = self.to_gateway(str(ref.get("name")))
-        return json.dumps(message).encode(), renamed
-
-    def answer(self, body: bytes) -> bytes:
-        """Each JSON message of an answer (plain, or an SSE ``data:`` line) with the lists' names
-        back to the server's own."""
-
-        def one(text: bytes) -> bytes:
-            try:
-                message = json.loads(text)
-            except ValueError:
-                return text
-            result = message.get("result") if isinstance(message, dict) else None
-            for key in ("tools", "prompts"):
-                for item in result.get(key, []) if isinstance(result, dict) else []:
-                    name = item.get("name") if isinstance(item, dict) else None
-                    prefix = f"{self.slug}__"
-                    if isinstance(name, str) and name.startswith(prefix):
-                        item["name"] = self.bare.get(name, name[len(prefix) :])
-                        self.bare[name] = item["name"]
-            return json.dumps(message).encode()
-
-        if body.lstrip().startswith((b"{", b"[")):
-            return one(body)
-        return b"\n".join(
-            b"data: " + one(line[6:]) if line.startswith(b"data: ") else line for line in body.split(b"\n")
-        )
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        headers = list(scope["headers"])
-        replay: Any = receive
-        if scope["method"] == "POST":
-            chunks = []
-            while True:
-                event = await receive()
-                chunks.append(event.get("body", b""))
-                if not event.get("more_body"):
-                    break
-            body, renamed = self.request(b"".join(chunks))
-            headers = [(k, v) for k, v in headers if k != b"content-length"]
-            headers.append((b"content-length", str(len(body)).encode()))
-            if renamed is not None:
-                # The header follows the body only where it matched it (the suite also sends
-                # mismatched ones, which the face must refuse).
-                bare, gateway = (n.encode() for n in renamed)
-                headers = [(k, gateway if k == b"mcp-name" and v == bare else v) for k, v in headers]
-            sent = False
-
-            async def replay() -> Any:
-                nonlocal sent
-                if not sent:
-                    sent = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-        async def relabel(event: Any) -> None:
-            if event["type"] == "http.response.start":
-                event = {**event, "headers": [(k, v) for k, v in event["headers"] if k != b"content-length"]}
-            elif event["type"] == "http.response.body" and event.get("body"):
-                event = {**event, "body": self.answer(event["body"])}
-            await send(event)
-
-        await self.app({**scope, "headers": headers}, replay, relabel)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -326,7 +145,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         targets.append(("empty", None))
     for target, install in targets:
         port = free_port()
-        stop = await serve_face(work / target, port, install)
+        stop = await face_with(work / target, port, install)
         try:
             for req in sets:
                 columns[name(target, req)] = await asyncio.to_thread(
