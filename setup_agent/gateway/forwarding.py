@@ -43,6 +43,14 @@ def envelope_for(caller: Caller | None) -> Envelope:
     return Envelope(capabilities, log_level=level)
 
 
+async def _client_for(live: LiveConnection, caller: Caller | None) -> Any:
+    """The session of ``live`` a request of ``caller`` goes on: a 2025-era client's on the
+    server's 2025-11-25 session (:meth:`~setup_agent.gateway.live.LiveConnection.classic`)."""
+    if caller is not None and not getattr(caller, "modern", True):
+        return await live.classic()
+    return live.client
+
+
 class Forwarding:
     """Requests passed through the live sessions the manager hands it: ``live(server_id)`` (raises
     ``NotFound`` when it has none) and ``every()`` (the sessions now)."""
@@ -100,7 +108,7 @@ class Forwarding:
             elif progress is not None and (not limit or heard <= limit):
                 await progress(value, total, message)
 
-        client = live.client
+        client = await _client_for(live, caller)
         origin = live.inflight.origin or Origin(label, label)
         rules = live.inflight.rules or self.rules
         where = f"{server_id}\ntools/call\n{name}"
@@ -163,10 +171,12 @@ class Forwarding:
     async def subscribe(self, server_id: str, uri: str, on: bool) -> bool:
         """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it."""
         live = self._get(server_id)
-        caps = getattr(live.client, "server_capabilities", None) if live.client is not None else None
+        # A 2025-era request (removed at 2026-07-28): sent on the server's 2025-11-25 session.
+        client = await live.classic() if live.client is not None else None
+        caps = getattr(client, "server_capabilities", None) if client is not None else None
         if not getattr(getattr(caps, "resources", None), "subscribe", False):
             return False
-        await (live.client.subscribe_resource(uri) if on else live.client.unsubscribe_resource(uri))
+        await (client.subscribe_resource(uri) if on else client.unsubscribe_resource(uri))
         return True
 
     async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
@@ -187,7 +197,7 @@ class Forwarding:
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.touch()
-        client, label = live.client, live.server.title or live.server.qualified_name
+        client, label = await _client_for(live, caller), live.server.title or live.server.qualified_name
         if method != "prompts/get" or params is None:
             return self.redactor.redact_obj(await raw_request(client, method, params, label=label))
         origin = live.inflight.origin or Origin(label, label)

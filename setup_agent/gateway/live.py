@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from setup_agent.store import InstalledServer
 from setup_agent.translation import translate
 
 from .offers import record_offers
+from .passthrough import modern
 from .relay import InFlight, relay_callbacks
 from .relay_rules import Origin
 from .server_logs import ServerLog
@@ -92,6 +94,12 @@ class LiveConnection:
         #: What its proxy saw in the current start (None: not proxied, or not started yet).
         self.net_record: NetRecord | None = None
         self._told: set[asyncio.Task[None]] = set()
+        #: A 2025-11-25 session of the same server beside a 2026-07-28 one, for the calls of
+        #: 2025-era clients (:meth:`classic`): opened on the first such call, closed with the main.
+        self._classic_open: Any = None  # () -> the open_client context of the current start, or None
+        #: (its task, the event that ends it, its client once open)
+        self._classic: tuple[asyncio.Task[None], asyncio.Event, asyncio.Future[Any]] | None = None
+        self._classic_lock = asyncio.Lock()
 
     def _refused(self, attempt: Any) -> None:
         """Its proxy refused a new destination: the person hears it in ``mcp-setup logs`` and
@@ -207,6 +215,23 @@ class LiveConnection:
                                 updated=lambda uri: owner.resource_updated(server.server_id, uri),
                             ),
                         )
+                        self._classic_open = functools.partial(
+                            open_client,
+                            resolved,
+                            mode="legacy",
+                            host_env=owner.host_env,
+                            ledger=owner.ledger,
+                            auth=auth,
+                            sandbox=owner.sandbox,
+                            net_record=self.net_record,
+                            callbacks=relay_callbacks(
+                                self.inflight,
+                                owner.redactor,
+                                server.title or server.qualified_name,
+                                idle_log=lambda params: owner.server_log(server, params),
+                                updated=lambda uri: owner.resource_updated(server.server_id, uri),
+                            ),
+                        )
                     self.started_at = asyncio.get_running_loop().time()
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
@@ -230,6 +255,8 @@ class LiveConnection:
                     await self._hold(pwatch, getattr(auth, "signed_out", None))
                 finally:
                     self.client = None
+                    await self._close_classic()
+                    self._classic_open = None
                     await cm.__aexit__(None, None, None)
                 if self.stop.is_set():
                     break
@@ -265,6 +292,48 @@ class LiveConnection:
         if self.stop.is_set():
             self.set("stopped", self.status.reason)
         self.forget_secrets()
+
+    async def classic(self) -> Any:
+        """The client for a call of a 2025-11-25 client: the main one when it speaks that era
+        (or when no second session can be opened: a tested session adopted by its install);
+        else a 2025-11-25 session of the same server, opened once. On a 2026-07-28 session a
+        server has no back-channel for its requests during a call (sampling, elicitation, roots),
+        nor ``resources/subscribe``; a 2025 client keeps both this way, and the tools'
+        ``execution``. A local server then runs twice while clients of both eras use it."""
+        client = self.client
+        if client is None or not modern(client) or self._classic_open is None:
+            return client
+        async with self._classic_lock:
+            if self._classic is None or self._classic[0].done():  # none yet, or it ended (the server died)
+                opened: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                stop = asyncio.Event()
+                task = asyncio.create_task(
+                    self._hold_classic(opened, stop), name=f"mcp-setup-classic-{self.server.server_id}"
+                )
+                self._classic = (task, stop, opened)
+            task, _stop, opened = self._classic
+            async with asyncio.timeout(self.owner.connect_timeout):
+                return await asyncio.shield(opened)
+
+    async def _hold_classic(self, opened: asyncio.Future[Any], stop: asyncio.Event) -> None:
+        """The 2025-11-25 session's own task (its context is entered and left in one task)."""
+        try:
+            async with self._classic_open() as client:
+                logger.info("server %s: a 2025-11-25 session opened for 2025-era clients", self.server.server_id)
+                opened.set_result(client)
+                await stop.wait()
+        except Exception as exc:  # noqa: BLE001 - the next 2025-era call tries again
+            logger.info("server %s: its 2025-11-25 session ended: %s", self.server.server_id, type(exc).__name__)
+            if not opened.done():
+                opened.set_exception(exc)
+
+    async def _close_classic(self) -> None:
+        classic, self._classic = self._classic, None
+        if classic is not None:
+            task, stop, _opened = classic
+            stop.set()
+            with contextlib.suppress(Exception):
+                await task
 
     async def wait_started(self, timeout: float, progress: Any = None) -> ServerStatus:
         """Wait until it settles: at most ``timeout`` from its start (a download phase before it

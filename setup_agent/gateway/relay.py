@@ -18,10 +18,12 @@ server's slug as its logger; one no single call caused goes to the clients that 
 (``logging/setLevel``), bounded per server
 (:meth:`~setup_agent.gateway.connections.ConnectionManager.server_log`).
 
-What the servers are told the client can do is the same for every client: one connection per
-server is shared by all of them (the live connection is started before any call, and reused
-by every client's calls), so it declares everything the relay can pass on, and a request
-the calling client cannot take is refused then.
+What a server is told the client can do: on a 2026-07-28 connection, each request forwarded
+for a client carries that client's declared capabilities (passthrough.py); a 2025-11-25 session
+declares everything the relay can pass on (one session serves every 2025-era client), and a
+request the calling client cannot take is refused then. A server's input-required results
+(2026-07-28) are relayed in the calling client's era by input_required.py, with :func:`ask` and
+:func:`screen` from here.
 """
 
 from __future__ import annotations

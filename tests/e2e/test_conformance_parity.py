@@ -65,15 +65,21 @@ SCENARIOS = [
         )
     ),
     *((f"tools-call-{name}", era) for name in ("simple-text", "error") for era in (OLD, NEW)),
-    ("tools-call-sampling", OLD),
-    ("tools-call-elicitation", OLD),
 ]
-#: Passing directly, failing through the gateway, each for a reason the gateway cannot yet help:
-#: the gateway opens a server that speaks 2026-07-28 in that era for every client, and on such a
-#: connection a server has no back-channel for a 2025-era request during a call ("this transport
-#: context has no back-channel"); a 2025 client needs a 2025-era connection of its own. Listed so
-#: that the day they pass, this test says so (an entry that passes fails the test).
-GATEWAY_GAPS = {("tools-call-sampling", OLD), ("tools-call-elicitation", OLD)}
+#: The scenarios whose server asks the client during the call. A server's request is matched to
+#: the call its progress token names or to the one call in flight; with several clients' calls
+#: in flight and no token the gateway refuses it rather than guess (relay.py), so these run one
+#: at a time, as one client calls, after the others.
+ASKING = [("tools-call-sampling", OLD), ("tools-call-elicitation", OLD)]
+#: Passing directly, failing through the gateway, each with the reason the gateway cannot help
+#: it; the day one passes, this test says so (an entry that passes fails the test). None now.
+GATEWAY_GAPS: set[tuple[str, str]] = set()
+
+
+async def run_all(tools: Path, url: str, out: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    """:data:`SCENARIOS` several at once, then :data:`ASKING` one at a time."""
+    results = await run_scenarios(tools, url, SCENARIOS, out, timeout=scaled(60))
+    return {**results, **await run_scenarios(tools, url, ASKING, out, at_once=1, timeout=scaled(60))}
 
 
 async def test_every_scenario_that_passes_directly_passes_through_the_gateway(
@@ -91,9 +97,7 @@ async def test_every_scenario_that_passes_directly_passes_through_the_gateway(
     )
     try:
         await wait_port(port, scaled(60))
-        straight = await run_scenarios(
-            tools, f"http://127.0.0.1:{port}/mcp", SCENARIOS, tmp_path / "direct", timeout=scaled(60)
-        )
+        straight = await run_all(tools, f"http://127.0.0.1:{port}/mcp", tmp_path / "direct")
     finally:
         direct.terminate()
         await asyncio.to_thread(direct.wait, scaled(10))
@@ -104,18 +108,16 @@ async def test_every_scenario_that_passes_directly_passes_through_the_gateway(
     port = free_port()
     stop = await serve_face(runtime, port, slug)
     try:
-        through = await run_scenarios(
-            tools, f"http://127.0.0.1:{port}/mcp", SCENARIOS, tmp_path / "gateway", timeout=scaled(60)
-        )
+        through = await run_all(tools, f"http://127.0.0.1:{port}/mcp", tmp_path / "gateway")
     finally:
         await stop()
 
     def passes(results: dict[tuple[str, str], tuple[int, int]], key: tuple[str, str]) -> bool:
         return results[key][1] == 0
 
-    broken_stub = [key for key in SCENARIOS if not passes(straight, key)]
+    broken_stub = [key for key in [*SCENARIOS, *ASKING] if not passes(straight, key)]
     assert not broken_stub, f"the stub itself fails {broken_stub} (results under {tmp_path / 'direct'})"
-    lost = [key for key in SCENARIOS if key not in GATEWAY_GAPS and not passes(through, key)]
+    lost = [key for key in [*SCENARIOS, *ASKING] if key not in GATEWAY_GAPS and not passes(through, key)]
     assert not lost, f"passing directly, failing through the gateway: {lost} (results under {tmp_path / 'gateway'})"
     closed = [key for key in GATEWAY_GAPS if passes(through, key)]
     assert not closed, f"now passing through the gateway, take them out of GATEWAY_GAPS: {closed}"
