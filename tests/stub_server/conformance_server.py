@@ -39,7 +39,9 @@ def _form(message: str, field: str, kind: str = "string") -> types.ElicitRequest
 
 def _sample(text: str, max_tokens: int) -> types.CreateMessageRequest:
     message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
-    return types.CreateMessageRequest(params=types.CreateMessageRequestParams(messages=[message], max_tokens=max_tokens))
+    return types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams(messages=[message], max_tokens=max_tokens)
+    )
 
 
 def _content(answer: object, field: str) -> object:
