@@ -159,14 +159,14 @@ class Forwarding:
     async def set_logging_level(self, level: str) -> None:
         """``logging/setLevel`` on every connected server that declared ``logging``."""
         for live in list(self._every()):
-            client = live.client
-            caps = getattr(client, "server_capabilities", None) if client is not None else None
-            if caps is None or getattr(caps, "logging", None) is None:
-                continue
-            try:
-                await client.set_logging_level(level)
-            except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
-                logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
+            for client in (live.client, live.classic_if_open()):  # its 2025-11-25 session too, once open
+                caps = getattr(client, "server_capabilities", None) if client is not None else None
+                if caps is None or getattr(caps, "logging", None) is None:
+                    continue
+                try:
+                    await client.set_logging_level(level)
+                except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
+                    logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
 
     async def subscribe(self, server_id: str, uri: str, on: bool) -> bool:
         """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it."""

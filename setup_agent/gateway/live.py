@@ -315,6 +315,13 @@ class LiveConnection:
             async with asyncio.timeout(self.owner.connect_timeout):
                 return await asyncio.shield(opened)
 
+    def classic_if_open(self) -> Any:
+        """Its 2025-11-25 session beside the main one, when one is open (else None)."""
+        if self._classic is None or self._classic[0].done() or not self._classic[2].done():
+            return None
+        opened = self._classic[2]
+        return None if opened.cancelled() or opened.exception() is not None else opened.result()
+
     async def _hold_classic(self, opened: asyncio.Future[Any], stop: asyncio.Event) -> None:
         """The 2025-11-25 session's own task (its context is entered and left in one task)."""
         try:
