@@ -184,6 +184,13 @@ class LiveConnection:
                         if self.net_record is not None:  # the tested process's proxy now tells the person
                             self.net_record.on_refused = self._refused
                         pwatch, known, self.adopted = self.adopted.pwatch, self.adopted.result.tools, None
+                        if not spec.needs_install_dir or owner.bundle_dir(server.server_id).is_dir():
+                            install_dir = owner.install_dir(server.server_id)  # the test ran in a scratch dir
+                            await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+                            dirname = str(owner.bundle_dir(server.server_id)) if spec.needs_install_dir else None
+                            resolved = materialize(spec, values, dirname=dirname, cwd=str(install_dir))
+                            twin_auth = owner.auth_for(server, values) if owner.auth_for is not None else None
+                            self._classic_open = self._legacy(resolved, twin_auth)
                     else:
                         if owner.fetcher is not None and not owner.fetcher.is_warm(spec):
                             await self._download(spec)  # its own deadline; the start's counts from its end
@@ -215,23 +222,7 @@ class LiveConnection:
                                 updated=lambda uri: owner.resource_updated(server.server_id, uri),
                             ),
                         )
-                        self._classic_open = functools.partial(
-                            open_client,
-                            resolved,
-                            mode="legacy",
-                            host_env=owner.host_env,
-                            ledger=owner.ledger,
-                            auth=auth,
-                            sandbox=owner.sandbox,
-                            net_record=self.net_record,
-                            callbacks=relay_callbacks(
-                                self.inflight,
-                                owner.redactor,
-                                server.title or server.qualified_name,
-                                idle_log=lambda params: owner.server_log(server, params),
-                                updated=lambda uri: owner.resource_updated(server.server_id, uri),
-                            ),
-                        )
+                        self._classic_open = self._legacy(resolved, auth)
                     self.started_at = asyncio.get_running_loop().time()
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
@@ -295,7 +286,7 @@ class LiveConnection:
 
     async def classic(self) -> Any:
         """The client for a call of a 2025-11-25 client: the main one when it speaks that era
-        (or when no second session can be opened: a tested session adopted by its install);
+        (or when no second session can be opened: a bundle this machine has not unpacked);
         else a 2025-11-25 session of the same server, opened once. On a 2026-07-28 session a
         server has no back-channel for its requests during a call (sampling, elicitation, roots),
         nor ``resources/subscribe``; a 2025 client keeps both this way, and the tools'
@@ -314,6 +305,27 @@ class LiveConnection:
             task, _stop, opened = self._classic
             async with asyncio.timeout(self.owner.connect_timeout):
                 return await asyncio.shield(opened)
+
+    def _legacy(self, resolved: Any, auth: Any) -> Any:
+        """How to open the 2025-11-25 session of the current start (:meth:`classic`)."""
+        owner, server = self.owner, self.server
+        return functools.partial(
+            open_client,
+            resolved,
+            mode="legacy",
+            host_env=owner.host_env,
+            ledger=owner.ledger,
+            auth=auth,
+            sandbox=owner.sandbox,
+            net_record=self.net_record,
+            callbacks=relay_callbacks(
+                self.inflight,
+                owner.redactor,
+                server.title or server.qualified_name,
+                idle_log=lambda params: owner.server_log(server, params),
+                updated=lambda uri: owner.resource_updated(server.server_id, uri),
+            ),
+        )
 
     def classic_if_open(self) -> Any:
         """Its 2025-11-25 session beside the main one, when one is open (else None)."""
