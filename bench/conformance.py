@@ -1,14 +1,18 @@
 """The MCP conformance suite against server-everything, directly and through the gateway (#29).
 
     python -m bench.conformance [--version 0.1.16] [--requirements REV ...] [--tools DIR] [--json OUT]
+                                [--reference DIR]
 
 Needs the network once (npm): ``@modelcontextprotocol/conformance`` and Node 22 (npm's
 ``node@22``; the system Node may be older) are installed into ``--tools`` (default
 ``~/.cache/mcp-setup-conformance/<version>``). Not part of the test run.
 
 1. **direct**: ``@modelcontextprotocol/server-everything`` (``EVERYTHING``, from npm through npx)
-   over streamable HTTP on a loopback port; ``conformance server --url`` against it.
-2. **gateway**: the same package installed in a fresh data dir (stdio, as ``mcp-setup`` runs it),
+   over streamable HTTP on a loopback port; ``conformance server --url`` against it. With
+   ``--reference DIR``: the suite's reference server instead, the Python SDK's
+   ``examples/servers/everything-server`` (a checkout of it in ``DIR``, run on this ``.venv``'s
+   SDK; it implements every scenario's tools, prompts and resources, in both eras).
+2. **gateway**: the same server installed in a fresh data dir (stdio, as ``mcp-setup`` runs it),
    the MCP face served over streamable HTTP on a loopback port (the SDK's session manager, as
    ``mcp-setup serve``'s ``/mcp`` but without its token check: the suite's CLI sends no
    Authorization header); the suite against that.
@@ -26,41 +30,22 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.conformance import free_port, install_command, serve_face, suite_env, tools_dir, wait_port
+
 EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 _LINE = re.compile(r"^([✓✗]) (\S+): (\d+) passed, (\d+) failed")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def tools_dir(root: Path, version: str) -> Path:
-    """Node 22 and the suite, installed once with npm into ``root``."""
-    if not (root / "node_modules" / ".bin" / "conformance").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "package.json").write_text('{"name": "mcp-setup-conformance", "private": true}\n')
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "node@22", f"@modelcontextprotocol/conformance@{version}"],
-            cwd=root,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return root
 
 
 def run_suite(tools: Path, url: str, out: Path, requirements: str | None = None) -> dict[str, tuple[int, int]]:
     """``conformance server --url`` (0.2: ``--requirements REV``, a revision's frozen set):
     {scenario: (passed, failed)} from its summary."""
-    env = {**os.environ, "PATH": f"{tools / 'node_modules' / 'node' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env = suite_env(tools)
     proc = subprocess.run(
         [
             str(tools / "node_modules" / ".bin" / "conformance"),
@@ -86,75 +71,37 @@ def run_suite(tools: Path, url: str, out: Path, requirements: str | None = None)
     return results
 
 
-async def wait_port(port: int, timeout: float = 120.0) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            try:
-                _r, w = await asyncio.open_connection("127.0.0.1", port)
-                w.close()
-                return
-            except OSError:
-                await asyncio.sleep(0.2)
+def reference_commands(reference: Path | None, port: int) -> tuple[list[str], dict[str, str], list[str]]:
+    """How to run the server under test: (its HTTP command, that command's environment, its stdio
+    argv as the gateway starts it)."""
+    if reference is None:
+        return ["npx", "-y", EVERYTHING, "streamableHttp"], {"PORT": str(port)}, ["npx", "-y", EVERYTHING]
+    path = f"import sys; sys.path.insert(0, {str(reference)!r}); from mcp_everything_server.server import "
+    http = [sys.executable, "-c", path + "main; main()", "--port", str(port), "--log-level", "WARNING"]
+    stdio = [sys.executable, "-c", path + "mcp; mcp.run(transport='stdio')"]
+    return http, {}, stdio
 
 
-async def serve_face(data: Path, port: int, install: bool) -> Any:
-    """The MCP face of a runtime on ``data`` at ``http://127.0.0.1:port/mcp``; returns a stopper."""
+async def face_with(data: Path, port: int, install: list[str] | None) -> Any:
+    """The MCP face of a runtime on ``data`` (with ``install`` installed) at
+    ``http://127.0.0.1:port/mcp`` (tests/helpers/conformance.py); returns a stopper."""
     import keyring.backends.fail
-    import uvicorn
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-    from starlette.applications import Starlette
-    from starlette.routing import Route
 
-    from app.mcp import McpFace
     from app.runtime import build_runtime
     from app.settings import Settings
-    from setup_agent.launch.spec import LaunchSpec
-    from setup_agent.secrets.vault import Vault
-    from setup_agent.store.database import Store
 
     backend = keyring.backends.fail.Keyring()
+    slug = None
     if install:
-        spec = LaunchSpec(
-            command="npx",
-            args=["-y", EVERYTHING],
-            package_type="npm",
-            runner="npx",
-            identifier=EVERYTHING.rsplit("@", 1)[0],
-            version=EVERYTHING.rsplit("@", 1)[1],
-        )
-        with Store.for_data_dir(data, Vault.open(data, keyring_backend=backend)) as store:
-            store.servers.install(
-                qualified_name="io.github.modelcontextprotocol/server-everything",
-                source="local",
-                version=spec.version,
-                package_type="npm",
-                launch_spec=spec.model_dump(mode="json"),
-                installed_by="bench",
-                tools_hash="0" * 64,
-                env={},
-                title="Everything",
-                tools=None,
-            )
+        name, version = EVERYTHING.rsplit("@", 1)
+        slug = install_command(data, backend, install, identifier=name, version=version)
     runtime = build_runtime(
         Settings(home=data, registries="local", sandbox="off"), keyring_backend=backend, host_env=dict(os.environ)
     )
-    await runtime.start(eager=True)
-    await runtime.connections.wait_all_settled(120)
-    face = McpFace(runtime)
-    manager = StreamableHTTPSessionManager(app=face.server)
-    stack = manager.run()
-    await stack.__aenter__()
-    asgi = StreamableHTTPASGIApp(manager)
-    app = Starlette(routes=[Route("/mcp", endpoint=asgi, methods=["GET", "POST", "DELETE"])])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    await wait_port(port)
+    stop_face = await serve_face(runtime, port, slug)
 
     async def stop() -> None:
-        server.should_exit = True
-        await task
-        await stack.__aexit__(None, None, None)
-        face.close()
+        await stop_face()
         await runtime.aclose()
 
     return stop
@@ -170,9 +117,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="mcp-setup-conformance-"))
     columns: dict[str, dict[str, tuple[int, int]]] = {}
     port = free_port()
+    reference = Path(args.reference).resolve() if args.reference else None
+    http, http_env, stdio = reference_commands(reference, port)
     direct = subprocess.Popen(
-        ["npx", "-y", EVERYTHING, "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
+        http,
+        env={**os.environ, **http_env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -191,9 +140,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         os.killpg(direct.pid, 15)
         direct.wait(10)
-    for target, install in (("gateway", True), ("empty", False)):
+    targets: list[tuple[str, list[str] | None]] = [("gateway", stdio)]
+    if not args.no_empty:
+        targets.append(("empty", None))
+    for target, install in targets:
         port = free_port()
-        stop = await serve_face(work / target, port, install)
+        stop = await face_with(work / target, port, install)
         try:
             for req in sets:
                 columns[name(target, req)] = await asyncio.to_thread(
@@ -201,7 +153,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 )
         finally:
             await stop()
-    return {"version": args.version, "requirements": args.requirements, "everything": EVERYTHING, "results": columns}
+    server = str(reference) if reference is not None else EVERYTHING
+    return {"version": args.version, "requirements": args.requirements, "server": server, "results": columns}
 
 
 def table(report: dict[str, Any]) -> str:
@@ -222,6 +175,11 @@ def main() -> None:
     )
     parser.add_argument("--tools", help="where Node 22 and the suite are installed")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--reference",
+        help="a checkout of the Python SDK's examples/servers/everything-server (default: server-everything)",
+    )
+    parser.add_argument("--no-empty", action="store_true", help="leave out the face with nothing installed")
     args = parser.parse_args()
     report = asyncio.run(main_async(args))
     if args.json:

@@ -8,6 +8,7 @@ Messages never hold a secret value; faces still pass them through the redactor.
 
     SetupError                          internal
     ├── InvalidInput                    invalid_input
+    │   └── RequestStateInvalid         request_state_invalid
     ├── NotFound                        not_found
     ├── AlreadyInstalled                already_installed
     ├── SecretError
@@ -144,6 +145,7 @@ __all__ = [
     "Unreachable",
     "UpdateRefused",
     "jsonrpc_error",
+    "RequestStateInvalid",
 ]
 
 
@@ -170,6 +172,13 @@ class SetupError(Exception):
 
 class InvalidInput(SetupError):
     code = "invalid_input"
+
+
+class RequestStateInvalid(InvalidInput):
+    """A retry's ``requestState`` is not one the gateway gave for that request (a protocol
+    error: the client changed it, or it belongs to another request or process)."""
+
+    code = "request_state_invalid"
 
 
 class NotFound(SetupError):

@@ -244,7 +244,7 @@ class McpFace:
         if not isinstance(arguments, dict):
             raise MCPError(JSONRPC_INVALID_PARAMS, "Tool arguments must be an object.")
         if params.name not in TOOL_NAMES:  # an installed tool, or mcp_setup_find_tools / _call_tool
-            return await self._call_installed(ctx, params.name, arguments)
+            return await self._call_installed(ctx, params.name, arguments, params)
         from setup_agent.setup import CallContext
 
         runtime = await self.runtime()
@@ -286,19 +286,24 @@ class McpFace:
             content=[types.TextContent(type="text", text=text)], structured_content=result, is_error=is_error
         )
 
-    async def _call_installed(self, ctx: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _call_installed(
+        self, ctx: Any, name: str, arguments: dict[str, Any], params: types.CallToolRequestParams | None = None
+    ) -> dict[str, Any]:
+        from setup_agent.errors import RequestStateInvalid
         from setup_agent.gateway import UnknownTool
 
         runtime = await self.runtime()
         # The guard counts per principal: a new session of the same credential goes on counting.
         who, progress = request_principal(ctx).guard_key, progress_forwarder(ctx)
-        caller = ClientCaller(ctx, who)
+        caller = ClientCaller.of(ctx, who, params)
         try:
             result = await call_installed(runtime, name, arguments, session=who, progress=progress, caller=caller)
         except UnknownTool:
             raise MCPError(
                 JSONRPC_INVALID_PARAMS, "Unknown tool: no setup tool or installed server has that name."
             ) from None
+        except RequestStateInvalid as exc:
+            raise MCPError(JSONRPC_INVALID_PARAMS, exc.message) from None
         await self._listing_moved()
         # 2026-07-28 wants resultType (a 2025-era server sends none; older sessions drop it).
         return {"resultType": "complete", **result}

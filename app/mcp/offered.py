@@ -19,10 +19,10 @@ from mcp import MCPError
 from mcp.server.subscriptions import ResourceUpdated
 
 from setup_agent.agent import load_archetypes
-from setup_agent.errors import JSONRPC_INVALID_PARAMS, SetupError
+from setup_agent.errors import JSONRPC_INVALID_PARAMS, RequestStateInvalid, SetupError
 
 from .gateway_tools import read_installed
-from .passing import LIST_ENVELOPE
+from .passing import LIST_ENVELOPE, ClientCaller
 
 __all__ = ["Offered", "PROMPT_URI_PREFIX"]
 
@@ -44,6 +44,8 @@ async def _server_errors(gateway: Any, unknown: str) -> AsyncIterator[None]:
         yield
     except (UnknownPrompt, UnknownResource):
         raise MCPError(JSONRPC_INVALID_PARAMS, unknown) from None
+    except RequestStateInvalid as exc:
+        raise MCPError(JSONRPC_INVALID_PARAMS, exc.message) from None
     except SetupError as exc:
         raise MCPError(JSONRPC_INVALID_PARAMS, gateway.redactor.redact(exc.message)) from None
     except MCPError as exc:
@@ -80,9 +82,10 @@ class Offered:
         gateway = await self._gateway()
         if gateway is None:
             raise MCPError(JSONRPC_INVALID_PARAMS, "Unknown prompt: prompts/list lists them.")
+        who = self.principal(ctx).guard_key
         async with _server_errors(gateway, "Unknown prompt: prompts/list lists them."):
             result = await gateway.get_prompt(
-                params.name, dict(params.arguments or {}), session=self.principal(ctx).guard_key
+                params.name, dict(params.arguments or {}), session=who, caller=ClientCaller.of(ctx, who, params)
             )
         return {**_COMPLETE, **result}
 

@@ -128,16 +128,45 @@ class ClientCaller:
     call, sent to it as related to this request. ``principal`` is who the client is (the
     guard counts a protected value in its answers to a server against it)."""
 
-    def __init__(self, ctx: Any, principal: str | None = None) -> None:
+    def __init__(self, ctx: Any, principal: str | None = None, retry: Any = None) -> None:
         self.ctx, self.principal = ctx, principal
+        #: The call's ``inputResponses`` and ``requestState`` when it retries an input-required
+        #: answer (``InputRetry``, setup_agent/gateway/input_required.py), else None.
+        self.retry = retry
         # The client's connection (the SDK makes a session object per request; they share it):
         # its calls are one client's (relay.py).
         session = ctx.session
         self.client = getattr(session, "_connection", None) or session
 
+    @classmethod
+    def of(cls, ctx: Any, principal: str | None, params: Any) -> ClientCaller:
+        """The client of the request ``params`` (a ``tools/call`` or ``prompts/get``), with its
+        ``inputResponses`` and ``requestState`` when it retries an input-required answer."""
+        from setup_agent.gateway import InputRetry
+
+        responses = getattr(params, "input_responses", None) or {}
+        state = getattr(params, "request_state", None)
+        if not responses and state is None:
+            return cls(ctx, principal)
+        dumped = {
+            key: value.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if hasattr(value, "model_dump")
+            else value
+            for key, value in responses.items()
+        }
+        return cls(ctx, principal, InputRetry(dumped, state))
+
+    @property
+    def modern(self) -> bool:
+        """Whether this request is 2026-07-28 or later: no server requests, input-required results."""
+        return str(getattr(self.ctx, "protocol_version", "")) >= "2026"
+
     def can(self, capability: str) -> bool:
-        if str(getattr(self.ctx, "protocol_version", "")) >= "2026":
-            return False  # 2026-07-28 sessions take no server requests
+        """Whether a server's request needing ``capability`` may be sent to it during the call."""
+        return not self.modern and self.declares(capability)
+
+    def declares(self, capability: str) -> bool:
+        """Whether the client declared ``capability`` (whatever its era)."""
         caps = getattr(self.ctx.session, "client_capabilities", None)
         if caps is None:
             return False
@@ -149,6 +178,15 @@ class ClientCaller:
         if capability == "elicitation.url":
             return elicitation.url is not None
         return elicitation.form is not None or elicitation.url is None  # `elicitation: {}` means form
+
+    def capabilities(self) -> dict[str, Any]:
+        """What the client declared that an installed server may use through the gateway
+        (sampling, elicitation, roots), as the wire says it: what the server is told."""
+        caps = getattr(self.ctx.session, "client_capabilities", None)
+        if caps is None:
+            return {}
+        dumped = caps.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {k: v for k, v in dumped.items() if k in ("sampling", "elicitation", "roots")}
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         import mcp_types as types
@@ -167,9 +205,11 @@ class ClientCaller:
         return await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=meta)
 
     async def log(self, params: dict[str, Any]) -> None:
-        await self.ctx.session.send_log_message(
-            params.get("level", "info"),
-            params.get("data"),
-            params.get("logger"),
-            related_request_id=self.ctx.request_id,
-        )
+        with warnings.catch_warnings():  # deprecated at 2026-07-28 only, where it is sent on the request's stream
+            warnings.filterwarnings("ignore", message="The logging capability is deprecated")
+            await self.ctx.session.send_log_message(
+                params.get("level", "info"),
+                params.get("data"),
+                params.get("logger"),
+                related_request_id=self.ctx.request_id,
+            )

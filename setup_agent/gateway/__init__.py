@@ -1,6 +1,7 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
 connection (``live.py``; its status record, ``status.py``; its lists read again when the server says they changed,
-``relisting.py``) and its relay of the server's requests to the calling client (``relay.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
+``relisting.py``) and its relay of the server's requests to the calling client (``relay.py``) and of its input-required
+results in the client's era (``input_required.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
 as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
 for clients that never re-list (``discover.py``), each server's redacted log (``server_logs.py``)
 and each member's own sessions and the asking for their own keys (``members.py``,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         find_tools,
         within_budget,
     )
+    from .input_required import InputRetry
     from .member_elsewhere import MemberPromptReplicas, MemberPromptsElsewhere, OnlyHere
     from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts
     from .members import MemberSessions, member_of
@@ -48,6 +50,7 @@ __all__ = [
     "find_tools",
     "Gateway",
     "InFlight",
+    "InputRetry",
     "Listing",
     "log_path",
     "MEMBER_SECRET_REQUIRED",
@@ -83,6 +86,7 @@ __getattr__, __dir__ = lazy_exports(
         "find_tools": "discover",
         "Gateway": "router",
         "InFlight": "relay",
+        "InputRetry": "input_required",
         "Listing": "discover",
         "RecentTools": "discover",
         "log_path": "server_logs",

@@ -118,6 +118,7 @@ class ConnectionManager:
             self.links,
             max_call_notifications=max_call_notifications,
             max_result_chars=max_result_chars,
+            rules=self.relay_rules,
         )
         #: The log messages servers send outside calls, to its listeners (relay.py), bounded.
         self.server_log = IdleLogs()
@@ -380,9 +381,12 @@ class ConnectionManager:
         """``resources/read`` on a connected server, as it answered, redacted."""
         return await self.forwarding.read_resource(server_id, uri)
 
-    async def request(self, server_id: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted."""
-        return await self.forwarding.request(server_id, method, params)
+    async def request(
+        self, server_id: str, method: str, params: dict[str, Any] | None, *, caller: Caller | None = None
+    ) -> dict[str, Any]:
+        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted
+        (a prompt's input-required answer relayed to ``caller``, input_required.py)."""
+        return await self.forwarding.request(server_id, method, params, caller=caller)
 
     # -- queries ----------------------------------------------------------------------
     def status(self, server_id: str) -> ServerStatus:

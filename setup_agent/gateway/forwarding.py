@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound, ProtocolError
 
-from .passthrough import Progress, raw_call, raw_read, raw_request
+from .input_required import InputRelay
+from .passthrough import Envelope, Progress, raw_call, raw_read, raw_request
 from .relay import Caller
+from .relay_rules import Origin, RelayRules
 from .relisting import modern
 from .result_cap import cap_result
 
@@ -27,9 +29,27 @@ if TYPE_CHECKING:
     from .live import LiveConnection
     from .passthrough import ResourceLinks
 
-__all__ = ["Forwarding"]
+__all__ = ["Forwarding", "envelope_for"]
 
 logger = logging.getLogger(__name__)
+
+
+def envelope_for(caller: Caller | None) -> Envelope:
+    """What a request sent for ``caller`` carries (passthrough.py): the capabilities it declared,
+    and the log level a 2025-era client gets without asking (all of them; on a 2026-07-28
+    connection a server sends log messages only to a request that names a level)."""
+    declared = getattr(caller, "capabilities", None)
+    capabilities = declared() if callable(declared) else None
+    level = None if caller is None or getattr(caller, "modern", False) else "debug"
+    return Envelope(capabilities, log_level=level)
+
+
+async def _client_for(live: LiveConnection, caller: Caller | None) -> Any:
+    """The session of ``live`` a request of ``caller`` goes on: a 2025-era client's on the
+    server's 2025-11-25 session (:meth:`~setup_agent.gateway.live.LiveConnection.classic`)."""
+    if caller is not None and not getattr(caller, "modern", True):
+        return await live.classic()
+    return live.client
 
 
 class Forwarding:
@@ -45,11 +65,17 @@ class Forwarding:
         *,
         max_call_notifications: int,
         max_result_chars: int,
+        rules: RelayRules | None = None,
+        inputs: InputRelay | None = None,
     ) -> None:
         self._get = live
         self._every = every
         self.redactor = redactor
         self.links = links
+        #: What a relayed request is held to when its connection names no rules of its own.
+        self.rules = rules or RelayRules(redactor)
+        #: Servers' input-required results, relayed in each client's era (input_required.py).
+        self.inputs = inputs or InputRelay()
         #: A call whose server sends more progress notifications than this is ended.
         self.max_call_notifications = max_call_notifications
         #: A proxied result is cut beyond this many characters, with a note (0: no cap).
@@ -78,26 +104,54 @@ class Forwarding:
         async def heard_progress(value: float, total: float | None, message: str | None) -> None:
             nonlocal heard
             heard += 1
-            if limit and heard == limit + 1:
+            if limit and heard == limit + 1 and call is not None:
                 call.cancel()  # a flood: end the call rather than spend the loop on it
             elif progress is not None and (not limit or heard <= limit):
                 await progress(value, total, message)
 
-        with live.inflight.add(caller) as scope:
-            call = asyncio.ensure_future(
-                raw_call(live.client, name, arguments or {}, heard_progress, label=label, sent_as=scope.bind)
-            )
-            try:
-                result = await asyncio.shield(call)
-            except asyncio.CancelledError:
-                if heard <= limit or not call.cancelled():
-                    call.cancel()
-                    raise
-                raise ProtocolError(
-                    f"The server sent more than {limit:,} notifications during one call; the call was ended."
-                ) from None
-            finally:
-                live.touch()
+        client = await _client_for(live, caller)
+        origin = live.inflight.origin or Origin(label, label)
+        rules = live.inflight.rules or self.rules
+        where = f"{server_id}\ntools/call\n{name}"
+        responses, server_state = self.inputs.responses(caller, where, rules)
+        envelope = envelope_for(caller).retry(responses or None, server_state)
+
+        async def once(envelope: Envelope) -> dict[str, Any]:
+            nonlocal call
+            with live.inflight.add(caller) as scope:
+                call = asyncio.ensure_future(
+                    raw_call(
+                        client,
+                        name,
+                        arguments or {},
+                        heard_progress,
+                        label=label,
+                        sent_as=scope.bind,
+                        envelope=envelope,
+                    )
+                )
+                try:
+                    return await asyncio.shield(call)
+                except asyncio.CancelledError:
+                    if heard <= limit or not call.cancelled():
+                        call.cancel()
+                        raise
+                    raise ProtocolError(
+                        f"The server sent more than {limit:,} notifications during one call; the call was ended."
+                    ) from None
+                finally:
+                    live.touch()
+
+        call: asyncio.Future[dict[str, Any]] | None = None
+        result = await self.inputs.settle(
+            await once(envelope),
+            caller=caller,
+            where=where,
+            origin=origin,
+            rules=rules,
+            redactor=self.redactor,
+            again=lambda answers, state: once(envelope.retry(answers, state)),
+        )
         self.links.remember(server_id, result)
         return cap_result(
             self.redactor.redact_obj(result), self.max_result_chars
@@ -106,29 +160,33 @@ class Forwarding:
     async def set_logging_level(self, level: str) -> None:
         """``logging/setLevel`` on every connected server that declared ``logging``."""
         for live in list(self._every()):
-            client = live.client
-            caps = getattr(client, "server_capabilities", None) if client is not None else None
-            if caps is None or getattr(caps, "logging", None) is None:
-                continue
-            try:
-                await client.set_logging_level(level)
-            except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
-                logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
+            for client in (live.client, live.classic_if_open()):  # its 2025-11-25 session too, once open
+                caps = getattr(client, "server_capabilities", None) if client is not None else None
+                if caps is None or getattr(caps, "logging", None) is None:
+                    continue
+                try:
+                    await client.set_logging_level(level)
+                except Exception as exc:  # noqa: BLE001 - one server's refusal is not the client's problem
+                    logger.info("logging/setLevel on %s failed: %s", live.server.server_id, type(exc).__name__)
 
     async def subscribe(self, server_id: str, uri: str, on: bool) -> bool:
-        """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it."""
+        """``resources/subscribe`` (or ``unsubscribe``) at a connected server that declared it: on a
+        2026-07-28 connection through its listen stream (relisting.py), else as the request."""
         live = self._get(server_id)
-        caps = getattr(live.client, "server_capabilities", None) if live.client is not None else None
+        client = live.client
+        caps = getattr(client, "server_capabilities", None) if client is not None else None
         if not getattr(getattr(caps, "resources", None), "subscribe", False):
             return False
-        if modern(live.client):  # 2026-07-28: on the connection's listen stream (relisting.py)
-            return await live.relisting.follow(uri, on)
-        await (live.client.subscribe_resource(uri) if on else live.client.unsubscribe_resource(uri))
-        if on:
+        if modern(client):
+            followed = await live.relisting.follow(uri, on)
+        else:
+            await (client.subscribe_resource(uri) if on else client.unsubscribe_resource(uri))
+            followed = True
+        if on:  # the idle stop spares a server while a client follows one of its resources
             live.subscriptions.add(uri)
         else:
             live.subscriptions.discard(uri)
-        return True
+        return followed
 
     async def read_resource(self, server_id: str, uri: str) -> dict[str, Any]:
         """``resources/read`` on a connected server, as it answered, redacted."""
@@ -139,11 +197,35 @@ class Forwarding:
         result = await raw_read(live.client, uri, label=live.server.title or live.server.qualified_name)
         return self.redactor.redact_obj(result)
 
-    async def request(self, server_id: str, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered, redacted."""
+    async def request(
+        self, server_id: str, method: str, params: dict[str, Any] | None, *, caller: Caller | None = None
+    ) -> dict[str, Any]:
+        """``prompts/get`` or ``completion/complete`` on a connected server, as it answered,
+        redacted; a prompt's input-required answer relayed to ``caller`` (input_required.py)."""
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.touch()
-        result = await raw_request(live.client, method, params, label=live.server.title or live.server.qualified_name)
+        client, label = await _client_for(live, caller), live.server.title or live.server.qualified_name
+        if method != "prompts/get" or params is None:
+            return self.redactor.redact_obj(await raw_request(client, method, params, label=label))
+        origin = live.inflight.origin or Origin(label, label)
+        rules = live.inflight.rules or self.rules
+        where = f"{server_id}\nprompts/get\n{params.get('name')}"
+        responses, server_state = self.inputs.responses(caller, where, rules)
+        envelope = envelope_for(caller).retry(responses or None, server_state)
+
+        async def once(envelope: Envelope) -> dict[str, Any]:
+            with live.inflight.add(caller):
+                return await raw_request(client, method, params, label=label, envelope=envelope)
+
+        result = await self.inputs.settle(
+            await once(envelope),
+            caller=caller,
+            where=where,
+            origin=origin,
+            rules=rules,
+            redactor=self.redactor,
+            again=lambda answers, state: once(envelope.retry(answers, state)),
+        )
         return self.redactor.redact_obj(result)

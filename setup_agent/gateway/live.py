@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from setup_agent.store import InstalledServer
 from setup_agent.translation import translate
 
 from .offers import record_offers
+from .passthrough import modern
 from .relay import InFlight, relay_callbacks
 from .relay_rules import Origin
 from .relisting import Relisting
@@ -101,6 +103,12 @@ class LiveConnection:
         #: a sync that finds another one restarts it with the new values (a replaced key).
         self.values_stamp: str | None = None
         self._told: set[asyncio.Task[None]] = set()
+        #: A 2025-11-25 session of the same server beside a 2026-07-28 one, for the calls of
+        #: 2025-era clients (:meth:`classic`): opened on the first such call, closed with the main.
+        self._classic_open: Any = None  # () -> the open_client context of the current start, or None
+        #: (its task, the event that ends it, its client once open)
+        self._classic: tuple[asyncio.Task[None], asyncio.Event, asyncio.Future[Any]] | None = None
+        self._classic_lock = asyncio.Lock()
 
     def _refused(self, attempt: Any) -> None:
         """Its proxy refused a new destination: the person hears it in ``mcp-setup logs`` and
@@ -199,6 +207,13 @@ class LiveConnection:
                         if self.net_record is not None:  # the tested process's proxy now tells the person
                             self.net_record.on_refused = self._refused
                         pwatch, known, self.adopted = self.adopted.pwatch, self.adopted.result.tools, None
+                        if not spec.needs_install_dir or owner.bundle_dir(server.server_id).is_dir():
+                            install_dir = owner.install_dir(server.server_id)  # the test ran in a scratch dir
+                            await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+                            dirname = str(owner.bundle_dir(server.server_id)) if spec.needs_install_dir else None
+                            resolved = materialize(spec, values, dirname=dirname, cwd=str(install_dir))
+                            twin_auth = owner.auth_for(server, values) if owner.auth_for is not None else None
+                            self._classic_open = self._legacy(resolved, twin_auth)
                     else:
                         if owner.fetcher is not None and not owner.fetcher.is_warm(spec):
                             await self._download(spec)  # its own deadline; the start's counts from its end
@@ -230,6 +245,7 @@ class LiveConnection:
                                 updated=lambda uri: owner.resource_updated(server.server_id, uri),
                             ),
                         )
+                        self._classic_open = self._legacy(resolved, auth)
                     self.started_at = asyncio.get_running_loop().time()
                     async with asyncio.timeout(owner.connect_timeout):
                         client = await cm.__aenter__()
@@ -255,6 +271,8 @@ class LiveConnection:
                     await self._hold(client, pwatch, getattr(auth, "signed_out", None))
                 finally:
                     self.client = None
+                    await self._close_classic()
+                    self._classic_open = None
                     await cm.__aexit__(None, None, None)
                 if self.stop.is_set():
                     break
@@ -290,6 +308,76 @@ class LiveConnection:
         if self.stop.is_set():
             self.set("stopped", self.status.reason)
         self.forget_secrets()
+
+    async def classic(self) -> Any:
+        """The client for a call of a 2025-11-25 client: the main one when it speaks that era
+        (or when no second session can be opened: a bundle this machine has not unpacked);
+        else a 2025-11-25 session of the same server, opened once. On a 2026-07-28 session a
+        server has no back-channel for its requests during a call (sampling, elicitation, roots),
+        nor ``resources/subscribe``; a 2025 client keeps both this way, and the tools'
+        ``execution``. A local server then runs twice while clients of both eras use it."""
+        client = self.client
+        if client is None or not modern(client) or self._classic_open is None:
+            return client
+        async with self._classic_lock:
+            if self._classic is None or self._classic[0].done():  # none yet, or it ended (the server died)
+                opened: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                stop = asyncio.Event()
+                task = asyncio.create_task(
+                    self._hold_classic(opened, stop), name=f"mcp-setup-classic-{self.server.server_id}"
+                )
+                self._classic = (task, stop, opened)
+            task, _stop, opened = self._classic
+            async with asyncio.timeout(self.owner.connect_timeout):
+                return await asyncio.shield(opened)
+
+    def _legacy(self, resolved: Any, auth: Any) -> Any:
+        """How to open the 2025-11-25 session of the current start (:meth:`classic`)."""
+        owner, server = self.owner, self.server
+        return functools.partial(
+            open_client,
+            resolved,
+            mode="legacy",
+            host_env=owner.host_env,
+            ledger=owner.ledger,
+            auth=auth,
+            sandbox=owner.sandbox,
+            net_record=self.net_record,
+            callbacks=relay_callbacks(
+                self.inflight,
+                owner.redactor,
+                server.title or server.qualified_name,
+                idle_log=lambda params: owner.server_log(server, params),
+                updated=lambda uri: owner.resource_updated(server.server_id, uri),
+            ),
+        )
+
+    def classic_if_open(self) -> Any:
+        """Its 2025-11-25 session beside the main one, when one is open (else None)."""
+        if self._classic is None or self._classic[0].done() or not self._classic[2].done():
+            return None
+        opened = self._classic[2]
+        return None if opened.cancelled() or opened.exception() is not None else opened.result()
+
+    async def _hold_classic(self, opened: asyncio.Future[Any], stop: asyncio.Event) -> None:
+        """The 2025-11-25 session's own task (its context is entered and left in one task)."""
+        try:
+            async with self._classic_open() as client:
+                logger.info("server %s: a 2025-11-25 session opened for 2025-era clients", self.server.server_id)
+                opened.set_result(client)
+                await stop.wait()
+        except Exception as exc:  # noqa: BLE001 - the next 2025-era call tries again
+            logger.info("server %s: its 2025-11-25 session ended: %s", self.server.server_id, type(exc).__name__)
+            if not opened.done():
+                opened.set_exception(exc)
+
+    async def _close_classic(self) -> None:
+        classic, self._classic = self._classic, None
+        if classic is not None:
+            task, stop, _opened = classic
+            stop.set()
+            with contextlib.suppress(Exception):
+                await task
 
     async def wait_started(self, timeout: float, progress: Any = None) -> ServerStatus:
         """Wait until it settles: at most ``timeout`` from its start (a download phase before it

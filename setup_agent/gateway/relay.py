@@ -19,10 +19,12 @@ server's slug as its logger; one no single call caused goes to the clients that 
 (``logging/setLevel``), bounded per server
 (:meth:`~setup_agent.gateway.connections.ConnectionManager.server_log`).
 
-What the servers are told the client can do is the same for every client: one connection per
-server is shared by all of them (the live connection is started before any call, and reused
-by every client's calls), so it declares everything the relay can pass on, and a request
-the calling client cannot take is refused then.
+What a server is told the client can do: on a 2026-07-28 connection, each request forwarded
+for a client carries that client's declared capabilities (passthrough.py); a 2025-11-25 session
+declares everything the relay can pass on (one session serves every 2025-era client), and a
+request the calling client cannot take is refused then. A server's input-required results
+(2026-07-28) are relayed in the calling client's era by input_required.py, with :func:`ask` and
+:func:`screen` from here.
 """
 
 from __future__ import annotations
@@ -46,7 +48,18 @@ from .relay_rules import (
 )
 from .relisting import Relisting
 
-__all__ = ["Caller", "IdleLogs", "InFlight", "Updates", "relay_callbacks"]
+__all__ = [
+    "Caller",
+    "IdleLogs",
+    "InFlight",
+    "Updates",
+    "answered",
+    "ask",
+    "capability_of",
+    "labelled",
+    "relay_callbacks",
+    "screen",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -237,25 +250,11 @@ def relay_callbacks(
 
     async def relay(capability: str, method: str, params: Any) -> Any:
         data = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params is not None else {}
-        meta = data.pop("_meta", None)
-        caller = inflight.match(meta)
+        caller = inflight.match(data.get("_meta"))
         if caller is None or not caller.can(capability):
             return refuse(method)
         origin, rules = inflight.origin or Origin(label, label), inflight.rules or plain
-        kept = (
-            {k: v for k, v in meta.items() if k not in ("progressToken", ORIGIN_KEY)} if isinstance(meta, dict) else {}
-        )
-        data["_meta"] = {**kept, **origin.meta()}  # the server cannot say it is someone else
-        refusal = await _screen(method, data, origin, rules, caller)
-        if refusal is not None:
-            return refusal
-        try:
-            answer = await caller.request(method, redactor.redact_obj(data))
-        except Exception as exc:  # the client's error (it may quote what it was sent): its type only
-            logger.info("relayed %s from %s failed: %s", method, label, type(exc).__name__)
-            message = getattr(getattr(exc, "error", None), "message", None) or type(exc).__name__
-            return types.ErrorData(code=getattr(exc, "code", REFUSED) or REFUSED, message=redactor.redact(str(message)))
-        return _answered(method, answer, rules, getattr(caller, "principal", None))
+        return await ask(caller, method, data, origin, rules, redactor, label)
 
     async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
         return await relay("sampling", "sampling/createMessage", params)
@@ -308,7 +307,42 @@ def relay_callbacks(
     }
 
 
-async def _screen(method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, caller: Caller) -> Any:
+def labelled(data: dict[str, Any], origin: Origin) -> dict[str, Any]:
+    """A server's request (its params) saying who asks in ``_meta``: the server's own ``_meta``
+    without a progress token or an origin of its own (it cannot say it is someone else)."""
+    meta = data.pop("_meta", None)
+    kept = {k: v for k, v in meta.items() if k not in ("progressToken", ORIGIN_KEY)} if isinstance(meta, dict) else {}
+    data["_meta"] = {**kept, **origin.meta()}
+    return data
+
+
+async def ask(
+    caller: Caller, method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, redactor: Any, label: str
+) -> Any:
+    """Send a server's request (``data``, its params) to ``caller``, who can take it: labelled
+    and screened (:func:`screen`), redacted; the answer back through the guard and the redactor,
+    or an :class:`ErrorData` for the server."""
+    labelled(data, origin)
+    refusal = await screen(method, data, origin, rules, caller)
+    if refusal is not None:
+        return refusal
+    try:
+        answer = await caller.request(method, redactor.redact_obj(data))
+    except Exception as exc:  # the client's error (it may quote what it was sent): its type only
+        logger.info("relayed %s from %s failed: %s", method, label, type(exc).__name__)
+        message = getattr(getattr(exc, "error", None), "message", None) or type(exc).__name__
+        return types.ErrorData(code=getattr(exc, "code", REFUSED) or REFUSED, message=redactor.redact(str(message)))
+    return answered(method, answer, rules, getattr(caller, "principal", None))
+
+
+def capability_of(method: str, params: dict[str, Any]) -> str | None:
+    """The capability (of :data:`CAPABILITIES`) a client needs to answer ``method``."""
+    if method == "elicitation/create":
+        return "elicitation.url" if params.get("mode") == "url" else "elicitation.form"
+    return {"sampling/createMessage": "sampling", "roots/list": "roots"}.get(method)
+
+
+async def screen(method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, caller: Caller) -> Any:
     """Make ``data`` (a request on its way to ``caller``) say who asks, scoped as the
     specification wants; an :class:`ErrorData` for the server when it is refused."""
     if method == "sampling/createMessage":
@@ -363,7 +397,7 @@ async def _tell(rules: RelayRules, caller: Caller, text: str) -> None:
         logger.debug("notice not delivered: %s", type(exc).__name__)
 
 
-def _answered(method: str, answer: Any, rules: RelayRules, principal: str | None) -> Any:
+def answered(method: str, answer: Any, rules: RelayRules, principal: str | None) -> Any:
     """The client's answer on its way back to the server: an elicitation's content passes the
     guard like a tool argument (refused, and counted, when it holds a protected value), and
     every answer the redactor."""

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from setup_agent.errors import SetupError, ToolLeftOut
+from setup_agent.errors import RequestStateInvalid, SetupError, ToolLeftOut
 from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
@@ -279,6 +279,8 @@ class Gateway:
             return await connections.call_tool(
                 server.server_id, entry.tool_name, arguments, progress=self._relay(progress), caller=caller
             )
+        except RequestStateInvalid:
+            raise  # a protocol error: the face answers it as one
         except SetupError as exc:
             return tool_error(self.redactor.redact(f"{label}: {exc.message}"), exc.code)
         except Exception as exc:  # the session broke during the call
@@ -291,11 +293,17 @@ class Gateway:
 
     def _url_required(self, exc: Exception, server: Any, label: str) -> Exception | None:
         """A server's ``-32042`` (URL elicitation required) as its client gets it: in the
-        server's name, its URLs checked (relay_rules.py), redacted; None for any other error."""
+        server's name, its URLs checked (relay_rules.py), redacted; a ``-32021`` (a client
+        capability the call needs) likewise; None for any other error."""
         from mcp import MCPError  # here: the stdio face lists tools before the SDK loads
-        from mcp_types import URL_ELICITATION_REQUIRED
+        from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY, URL_ELICITATION_REQUIRED
 
         error = getattr(exc, "error", None)
+        if isinstance(exc, MCPError) and getattr(error, "code", None) == MISSING_REQUIRED_CLIENT_CAPABILITY:
+            # The server was told this client's capabilities (passthrough.py) and needs one it did
+            # not declare: the client hears it as the protocol error it is, the data redacted.
+            message = self.redactor.redact(f"{label}: {error.message}")
+            return MCPError(MISSING_REQUIRED_CLIENT_CAPABILITY, message, self.redactor.redact_obj(error.data))
         if not isinstance(exc, MCPError) or getattr(error, "code", None) != URL_ELICITATION_REQUIRED:
             return None
         data = self.connections.relay_rules.url_required(self.redactor.redact_obj(error.data), Origin.of(server))
@@ -345,7 +353,9 @@ class Gateway:
         await self._ready.wait()
         return list(self.offers.templates)
 
-    async def get_prompt(self, name: str, arguments: dict[str, str], *, session: str | None = None) -> dict[str, Any]:
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], *, session: str | None = None, caller: Caller | None = None
+    ) -> dict[str, Any]:
         """``prompts/get`` of an approved prompt at its server, its answer redacted; the guard
         sees the arguments as it sees a tool call's."""
         await self._ready.wait()
@@ -356,7 +366,7 @@ class Gateway:
             self.check_arguments(session, arguments)  # a SetupError: the face says it
         await self._connected(route.server_id, UnknownPrompt(name))
         return await self.connections.request(
-            route.server_id, "prompts/get", {"name": route.name, "arguments": arguments}
+            route.server_id, "prompts/get", {"name": route.name, "arguments": arguments}, caller=caller
         )
 
     async def complete(

@@ -1,0 +1,93 @@
+"""A live connection serves a 2025-era client on a 2025-11-25 session of a server it reaches in the
+2026-07-28 era: the server's requests during the call (here sampling) reach that client, as they
+would directly, while a 2026 client's calls stay on the 2026 session (where a server has no
+back-channel for them). A real stub server (both eras) behind a real store and manager."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from setup_agent.gateway.connections import ConnectionManager
+from setup_agent.gateway.passthrough import modern
+from setup_agent.launch.spec import LaunchSpec
+from setup_agent.secrets.redact import Redactor
+from setup_agent.secrets.vault import Vault
+from setup_agent.store.database import Store
+from tests.helpers.timeouts import scaled
+
+pytestmark = pytest.mark.anyio
+
+STUB = Path(__file__).resolve().parents[2] / "stub_server" / "conformance_server.py"
+
+
+class Caller:
+    """A client of a call, of one era, that answers sampling."""
+
+    def __init__(self, *, modern: bool) -> None:
+        self.modern, self.principal = modern, "client:test"
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    def can(self, capability: str) -> bool:
+        return not self.modern and capability == "sampling"
+
+    def declares(self, capability: str) -> bool:
+        return capability == "sampling"
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"sampling": {}}
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        self.asked.append((method, params))
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Paris"), model="test-model"
+        )
+
+    async def log(self, params: dict[str, Any]) -> None:
+        pass
+
+
+@pytest.fixture
+async def manager(tmp_path: Path) -> AsyncIterator[tuple[ConnectionManager, str]]:
+    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
+    server = store.servers.install(
+        qualified_name="io.test/both-eras",
+        source="local",
+        version="1.0.0",
+        package_type="stdio",
+        launch_spec=LaunchSpec(command=sys.executable, args=[str(STUB)]).model_dump(mode="json"),
+        installed_by="agent",
+        tools_hash="x",
+        env={},
+    )
+    manager = ConnectionManager(store, Redactor(), install_root=tmp_path / "servers", connect_timeout=scaled(30))
+    try:
+        yield manager, server.server_id
+    finally:
+        await manager.aclose()
+        store.close()
+
+
+async def test_a_2025_clients_call_goes_on_a_2025_session_where_the_server_can_ask_it_during_the_call(
+    manager: tuple[ConnectionManager, str],
+) -> None:
+    connections, server_id = manager
+    with anyio.fail_after(scaled(60)):
+        await connections.start()
+        assert connections.status(server_id).status == "connected"
+        assert modern(connections.forwarding._get(server_id).client)  # the server speaks 2026-07-28
+
+        classic = Caller(modern=False)
+        result = await connections.call_tool(server_id, "test_sampling", {"prompt": "Capital?"}, caller=classic)
+        assert result["content"][0]["text"] == "LLM response: Paris"
+        assert [method for method, _ in classic.asked] == ["sampling/createMessage"]
+
+        new = Caller(modern=True)
+        result = await connections.call_tool(server_id, "test_sampling", {"prompt": "Capital?"}, caller=new)
+        assert "no back-channel" in result["content"][0]["text"] and new.asked == []
