@@ -12,12 +12,13 @@ but never run the package's code. :class:`setup_agent.launch.fetch.Fetcher` runs
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
 from .spec import LaunchSpec
 
-__all__ = ["PREFIX", "FetchPlan", "fetch_plan", "prefetch_plan"]
+__all__ = ["PREFIX", "FetchPlan", "fetch_plan", "npx_entry_name", "prefetch_plan"]
 
 
 @dataclass(frozen=True)
@@ -217,3 +218,9 @@ def _python_requests_only(options: tuple[str, ...]) -> bool:
 
 #: In a plan's argv: a dir inside the run's private work dir (uv's ``--target``).
 PREFIX = "<throw-away dir>"
+
+
+def npx_entry_name(spec: str) -> str:
+    """The dir npx (npm's libnpmexec) installs one registry ``spec`` into, under ``<cache>/_npx``:
+    the first 16 hex digits of the sha512 of the spec as given."""
+    return hashlib.sha512(spec.encode()).hexdigest()[:16]
