@@ -1,6 +1,7 @@
 """The download phase in the sandbox (setup_agent/launch/fetch_sandbox.py): a real ``npm exec``
 and ``uvx`` against one-package registries on loopback (tests/fakes), in real bubblewrap with a
-network namespace of its own, the registry granted as its only destination.
+network namespace of its own (and under Landlock, its TCP held to the proxy and the registry's
+port), the registry granted as its only destination.
 
 A hostile package (an npm install script, a wheel's ``.pth`` file that runs when uv's Python
 starts) tries to reach another loopback port and to write outside the cache: each attempt fails
@@ -181,11 +182,12 @@ def test_a_uv_download_may_reach_pypi_or_the_indexes_it_is_configured_for_and_no
 
 
 @needs_npx
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
 async def test_an_npm_download_through_a_registry_on_loopback_works_sandboxed_and_fills_the_cache(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     with serve_npm_package(PACKAGE, "1.0.0") as registry:
-        state = await fetch(tmp_path, sandbox(tmp_path, "bwrap"), npx_spec(registry))
+        state = await fetch(tmp_path, sandbox(tmp_path, mode), npx_spec(registry))
     assert state.ok is True, state.tail.decode(errors="replace")
     assert len(registry.tarball_requests) == 1 and state.refused == ()
     entry = tmp_path / "home" / ".npm" / "_npx" / npx_entry_name(f"{PACKAGE}@1.0.0")
@@ -196,7 +198,7 @@ async def test_an_npm_download_through_a_registry_on_loopback_works_sandboxed_an
 
 
 @needs_npx
-@pytest.mark.parametrize("mode", ["bwrap", "off"])
+@pytest.mark.parametrize("mode", ["bwrap", "landlock", "off"])
 async def test_an_npm_install_script_that_reaches_another_host_fails_sandboxed(
     tmp_path: Path, mode: str, elsewhere: int
 ) -> None:
@@ -209,7 +211,7 @@ async def test_an_npm_install_script_that_reaches_another_host_fails_sandboxed(
 
 
 @needs_npx
-@pytest.mark.parametrize("mode", ["bwrap", "off"])
+@pytest.mark.parametrize("mode", ["bwrap", "landlock", "off"])
 async def test_an_npm_install_script_that_writes_outside_the_cache_fails_sandboxed(tmp_path: Path, mode: str) -> None:
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -224,9 +226,12 @@ async def test_an_npm_install_script_that_writes_outside_the_cache_fails_sandbox
 
 
 @needs_uv
-async def test_a_uv_download_through_an_index_on_loopback_works_sandboxed_and_fills_the_cache(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_a_uv_download_through_an_index_on_loopback_works_sandboxed_and_fills_the_cache(
+    tmp_path: Path, mode: str
+) -> None:
     with serve_pypi_package(PACKAGE, stub_wheel(PACKAGE, "1.0.0")) as index:
-        state = await fetch(tmp_path, sandbox(tmp_path, "bwrap"), uvx_spec(index))
+        state = await fetch(tmp_path, sandbox(tmp_path, mode), uvx_spec(index))
     assert state.ok is True, state.tail.decode(errors="replace")
     assert len(index.file_requests) == 1 and state.refused == ()
     cache = tmp_path / "home" / ".cache" / "uv"
@@ -234,7 +239,7 @@ async def test_a_uv_download_through_an_index_on_loopback_works_sandboxed_and_fi
 
 
 @needs_uv
-@pytest.mark.parametrize("mode", ["bwrap", "off"])
+@pytest.mark.parametrize("mode", ["bwrap", "landlock", "off"])
 async def test_a_wheel_that_runs_code_at_start_can_neither_write_outside_the_cache_nor_reach_another_host_sandboxed(
     tmp_path: Path, mode: str, elsewhere: int
 ) -> None:

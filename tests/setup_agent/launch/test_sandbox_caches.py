@@ -3,8 +3,8 @@
 A hostile "runner" (tests/stub_server/cache_hostile.py, started as ``npx`` or ``uvx`` so that the
 sandbox shows it that runner's caches) tries to rewrite a cached package file through its own
 view, in the shared cache itself and through another server's view of it, and plants links in
-its own folder for the host to follow when it prepares the next start. Real bubblewrap, real
-processes; every attempt fails sandboxed and succeeds with ``MCP_SETUP_SANDBOX=off``, so the
+its own folder for the host to follow when it prepares the next start. Real bubblewrap and
+Landlock, real processes; every attempt fails sandboxed and succeeds with ``MCP_SETUP_SANDBOX=off``, so the
 tests can fail.
 """
 
@@ -62,7 +62,7 @@ def prepare(tmp_path: Path, runner: str, work: Path) -> None:
     box.wrap(str(tmp_path / "bin" / runner), [TARGET], {"PATH": "/usr/bin:/bin"}, Profile(work))
 
 
-@pytest.mark.parametrize("mode", ["bwrap", "off"])
+@pytest.mark.parametrize("mode", ["bwrap", "landlock", "off"])
 @pytest.mark.parametrize("runner", ["npx", "uvx"])
 async def test_a_server_can_change_no_cached_package_another_server_runs_nor_have_the_host_follow_its_links(
     tmp_path: Path, runner: str, mode: str
