@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .repairs import apply_repair, explain_failure
     from .runners import bundled_runner, runner_source, runner_which
-    from .sandbox import USER_SECRETS, Sandbox
+    from .sandbox import USER_SECRETS, Sandbox, real_folder
     from .scratch import make_scratch_dir, sweep_scratch
     from .server_net import ServerNet, refused_words
     from .spec import LaunchSpec, ResolvedLaunch, Value, Values, fill, materialize, template_keys
@@ -110,6 +110,7 @@ __all__ = [
     "proxy_environment",
     "ProxyLimits",
     "read_manifest",
+    "real_folder",
     "refused_words",
     "remote_endpoint",
     "required_keys_from_manifest",
@@ -196,6 +197,7 @@ __getattr__, __dir__ = lazy_exports(
         "runner_which": "runners",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
+        "real_folder": "sandbox",
         "USER_SECRETS": "sandbox",
         "ServerNet": "server_net",
         "spec_from_manifest": "manifest",

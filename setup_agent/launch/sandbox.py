@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .net_proxy import NetProxy
     from .spec import ResolvedLaunch
 
-__all__ = ["Mechanism", "Profile", "Sandbox", "SandboxMode", "sandboxed"]
+__all__ = ["Mechanism", "Profile", "Sandbox", "SandboxMode", "real_folder", "sandboxed"]
 
 logger = logging.getLogger(__name__)
 
@@ -522,6 +522,17 @@ def sandboxed(
     ports = tuple(connect_ports) if connect_ports is not None else None
     profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, chosen, ports)
     return sandbox.wrap(command, args, env, profile)
+
+
+def real_folder(path: Path) -> bool:
+    """Is ``path`` (in a server's folder) a real folder of its own? A link or file a server
+    planted there is removed, never followed, and the answer is False: the caller makes it anew."""
+    if path.is_dir() and not path.is_symlink():
+        return True
+    if os.path.lexists(path):
+        logger.warning("sandbox: %s was replaced by the server (a link or a file); removed", path)
+        _remove(path)
+    return False
 
 
 def _remove(path: Path) -> None:
