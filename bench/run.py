@@ -84,9 +84,9 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     "sandbox": ("bench.section_sandbox", ["--rounds", "30"], ["--rounds", "4"], 90),
     "netns": (
         "bench.section_netns",
-        ["--rounds", "30", "--request-rounds", "100"],
-        ["--rounds", "4", "--request-rounds", "10"],
-        60,
+        ["--rounds", "30", "--request-rounds", "100", "--download-rounds", "10"],
+        ["--rounds", "4", "--request-rounds", "10", "--download-rounds", "2"],
+        90,
     ),
     "team": ("bench.section_team", ["--rounds", "20"], ["--rounds", "4"], 90),  # needs MCP_SETUP_BENCH_POSTGRES_URL
     "cli": ("bench.section_cli", ["--rounds", "15"], ["--rounds", "3"], 60),
