@@ -72,8 +72,15 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         index, target = _uvx_options(args)
         if target is None or target.startswith("-") or "${" in target or any("${" in a for a in index):
             return None  # (a "target" that is an option would be read by uv as one)
+        # The packages it runs with (``--with``, a repair's ``mcp<2``): the same environment, which a
+        # sandboxed server reads from uv's cache and cannot make itself.
+        withs = _uvx_options(args, _UVX_WITH)[0]
+        if any("${" in a for a in withs):
+            return None
         return FetchPlan(
-            "uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target)
+            "uvx",
+            ("uvx", *index, *withs, "--from", target, "python", "-c", "pass"),
+            package=("pypi", *index, target),
         )
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:
         image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)
@@ -135,9 +142,14 @@ _UVX_VALUED = frozenset(
 _UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
 
 
-def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
-    """``(kept options, package spec)`` of a uvx command line: the spec is ``--from``'s value or
-    the first positional argument (the values of uvx's own options skipped); None when absent."""
+#: The options that add packages to the environment uvx runs the tool in.
+_UVX_WITH = ("--with", "-w")
+
+
+def _uvx_options(args: list[str], keep: tuple[str, ...] = _UVX_KEPT) -> tuple[list[str], str | None]:
+    """``(kept options, package spec)`` of a uvx command line: the options named in ``keep`` with
+    their values, and the spec, ``--from``'s value or the first positional argument (the values of
+    uvx's own options skipped); None when absent."""
     kept: list[str] = []
     target: str | None = None
     i = 0
@@ -149,7 +161,7 @@ def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
         if arg == "--":
             break
         if "=" in arg or arg not in _UVX_VALUED:
-            if name in _UVX_KEPT and "=" in arg:
+            if name in keep and "=" in arg:
                 kept.append(arg)
             elif name == "--from" and "=" in arg:
                 target = arg.split("=", 1)[1]
@@ -160,7 +172,7 @@ def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
             break
         if arg == "--from":
             target = value
-        elif arg in _UVX_KEPT:
+        elif arg in keep:
             kept += [arg, value]
         i += 2
     return kept, target

@@ -228,6 +228,9 @@ def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
         runner="uvx",
     )
     assert fetch_plan(uvx).argv == ("uvx", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
+    # A repair's `--with mcp<2`: the same environment the server runs in (it cannot make it in the sandbox).
+    repaired = uvx.model_copy(update={"args": ["--with", "mcp<2", "srv==1.0"]})
+    assert fetch_plan(repaired).argv == ("uvx", "--with", "mcp<2", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
     oci = LaunchSpec(
         command="docker",
         args=["run", "-i", "--rm", "-e", "KEY", "ghcr.io/o/img:2"],
