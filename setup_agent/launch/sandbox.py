@@ -287,7 +287,9 @@ class Sandbox:
                 }
             )
             npx = private / "_npx"
-            _own_dir(npx)  # (a link to the whole shared _npx, as older versions made, goes too)
+            if npx.is_symlink() and Path(os.readlink(npx)) == caches["npm_config_cache"] / "_npx":
+                npx.unlink()  # the link to the whole shared _npx that earlier versions made
+            _own_dir(npx)
             target = next((a for a in args if not a.startswith("-")), None)
             if target is not None:
                 shared = caches["npm_config_cache"] / "_npx" / npx_entry_name(target)

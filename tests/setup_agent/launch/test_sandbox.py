@@ -339,6 +339,10 @@ def test_an_npx_servers_view_of_its_package_follows_the_npm_cache_of_the_face_th
     work.mkdir(parents=True)
     entry = work / "home" / ".npm" / "_npx" / npx_entry_name("pkg@1.0.0")
     npx = sh.which("npx") or "/usr/bin/npx"
+    legacy = tmp_path / "installed-by" / ".npm" / "_npx"
+    legacy.mkdir(parents=True)
+    entry.parent.parent.mkdir(parents=True)
+    entry.parent.symlink_to(legacy, target_is_directory=True)  # what earlier versions made: the whole _npx
     for name in ("installed-by", "started-by"):
         home = tmp_path / name
         shared = home / ".npm" / "_npx" / npx_entry_name("pkg@1.0.0")
@@ -351,6 +355,7 @@ def test_an_npx_servers_view_of_its_package_follows_the_npm_cache_of_the_face_th
         assert sorted(p.name for p in entry.iterdir()) == ["node_modules", "package.json"]
         assert all(p.is_symlink() and p.resolve().parent == shared.resolve() for p in entry.iterdir())
         assert sorted(p.name for p in entry.parent.iterdir()) == [entry.name]  # no other package's entry
+        assert not entry.parent.is_symlink()
     bare = Sandbox(
         "bwrap", hide=(tmp_path / "data",), user_home=tmp_path / "nobody", host_env={"HOME": str(tmp_path / "nobody")}
     )  # type: ignore[arg-type]
