@@ -1,7 +1,8 @@
 """From a registry entry to a running process: the launch spec (``spec.py``), registry
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
-``prefetch.py``; sandboxed to its registries: ``fetch_sandbox.py``), artifact digests for lock files (``digests.py``), the launch: the one place a
+``prefetch.py``; sandboxed to the registries a runner is configured for: ``fetch_sandbox.py``,
+``registries.py``), artifact digests for lock files (``digests.py``), the launch: the one place a
 server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``; a path it hid from a failing server: ``hidden_paths.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Literal
 from setup_agent.errors import InvalidInput, SandboxUnavailable
 
 from .fetch_plans import npx_entry_name
+from .registries import runner_registries
 
 if TYPE_CHECKING:
     from .net_isolation import NetIsolation
@@ -276,6 +277,7 @@ class Sandbox:
         (:func:`_own_dir`, :func:`_fresh_link`)."""
         caches = self.caches()
         views = _Views()
+        views.env.update(runner_registries(name, args, self.host_env)[1])  # its config files are hidden
         if name in ("npx", "npm"):
             private = profile.home / ".npm"
             _own_dir(private)

@@ -21,8 +21,6 @@ import anyio
 import pytest
 
 from setup_agent.launch.fetch import Fetcher, FetchState, npx_entry_name
-from setup_agent.launch.fetch_sandbox import download_registries
-from setup_agent.launch.net_policy import Lookup, Verdict
 from setup_agent.launch.sandbox import Sandbox
 from setup_agent.launch.spec import LaunchSpec
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
@@ -135,47 +133,6 @@ async def fetch(tmp_path: Path, box: Sandbox, spec: LaunchSpec) -> FetchState:
     assert state is not None
     assert box.proxy is None or box.proxy.listeners == 0  # its proxy listener stopped with it
     return state
-
-
-# --- its registries -------------------------------------------------------------------------
-
-
-def test_an_npm_download_may_reach_the_registry_its_runner_is_configured_for_and_nothing_else(tmp_path: Path) -> None:
-    def allowed(policy, host: str, port: int) -> bool:
-        verdict = policy.check(host, port)
-        return isinstance(verdict, Lookup) or (isinstance(verdict, Verdict) and verdict.allowed)
-
-    policy, env = download_registries("npm", ["exec", "--package=x"], {"HOME": str(tmp_path)})
-    assert allowed(policy, "registry.npmjs.org", 443) and env == {}
-    assert not allowed(policy, "evil.example", 443) and not allowed(policy, "127.0.0.1", 5432)
-
-    (tmp_path / ".npmrc").write_text("; the user's own\nregistry = https://npm.corp.example:8443/\n")
-    policy, env = download_registries("npm", [], {"HOME": str(tmp_path)})
-    assert allowed(policy, "npm.corp.example", 8443) and not allowed(policy, "registry.npmjs.org", 443)
-    assert env == {"npm_config_registry": "https://npm.corp.example:8443/"}  # its .npmrc is hidden in there
-
-    policy, env = download_registries("npm", [], {"HOME": str(tmp_path), "NPM_CONFIG_REGISTRY": "http://10.0.0.7/"})
-    assert allowed(policy, "10.0.0.7", 80)  # the person's own registry, on their network
-
-    policy, _ = download_registries("npm", ["--registry=http://127.0.0.1:4873"], {"HOME": str(tmp_path)})
-    assert allowed(policy, "127.0.0.1", 4873) and [str(e) for e in policy.loopback_grants()] == ["127.0.0.1:4873"]
-
-
-def test_a_uv_download_may_reach_pypi_or_the_indexes_it_is_configured_for_and_nothing_else(tmp_path: Path) -> None:
-    def allowed(policy, host: str, port: int) -> bool:
-        verdict = policy.check(host, port)
-        return isinstance(verdict, Lookup) or (isinstance(verdict, Verdict) and verdict.allowed)
-
-    policy, env = download_registries("uvx", ["--from", "x", "python", "-c", "pass"], {})
-    assert allowed(policy, "pypi.org", 443) and allowed(policy, "files.pythonhosted.org", 443) and env == {}
-    assert not allowed(policy, "github.com", 443)
-
-    policy, env = download_registries("uvx", [], {"UV_DEFAULT_INDEX": "https://pypi.corp.example/simple"})
-    assert allowed(policy, "pypi.corp.example", 443) and not allowed(policy, "pypi.org", 443)
-    assert env == {"UV_DEFAULT_INDEX": "https://pypi.corp.example/simple"}
-
-    policy, _ = download_registries("uv", ["--index", "mine=http://127.0.0.1:8080/simple"], {})
-    assert allowed(policy, "127.0.0.1", 8080) and allowed(policy, "pypi.org", 443)  # an extra index, PyPI stays
 
 
 # --- npm --------------------------------------------------------------------------------------
