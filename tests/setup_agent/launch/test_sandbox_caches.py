@@ -100,7 +100,7 @@ async def test_a_server_can_change_no_cached_package_another_server_runs_nor_hav
         assert process.stdout is not None and process.stderr is not None
         with anyio.fail_after(scaled(30)):
             line = await process.stdout.receive()
-            await process.wait()
+            await process.aclose()  # waits for it, and closes its pipes with this event loop
     report = json.loads(line)
 
     sandboxed = mode != "off"
