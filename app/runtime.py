@@ -310,6 +310,7 @@ def build_runtime(
         prefetch=settings.prefetch_packages,
         workdir=scratch,
         ledger=ledger,
+        sandbox=sandbox,  # the download runs sandboxed as the servers do, to its registries only
     )
     review = ToolReview(store, consents)
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]

@@ -784,6 +784,31 @@ def render(results: dict[str, Any]) -> str:
                 "",
             ]
         )
+        dl = n.get("download", {})
+        if "unavailable" in dl or not dl:
+            rows.append(
+                [
+                    "15",
+                    "the download phase in the sandbox",
+                    "—",
+                    "—",
+                    "—",
+                    "info",
+                    "not measured: " + str(dl.get("unavailable", "not run")),
+                ]
+            )
+        else:
+            rows.append(
+                [
+                    "15",
+                    f"the download phase (`npm exec` from a registry on loopback, cold npm cache) in bubblewrap with its network namespace and proxy, the registry its only destination, vs `MCP_SETUP_SANDBOX=off`, interleaved ({dl['rounds']} rounds; added {dl['added_s'] * 1000:.0f} ms)",
+                    _ms(_med(dl["times"], "bwrap")),
+                    _ms(_med(dl["times"], "off")),
+                    _ratio(dl["ratio"]),
+                    "info",
+                    "",
+                ]
+            )
     else:
         rows.append(
             [

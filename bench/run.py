@@ -84,9 +84,9 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     "sandbox": ("bench.section_sandbox", ["--rounds", "30"], ["--rounds", "4"], 90),
     "netns": (
         "bench.section_netns",
-        ["--rounds", "30", "--request-rounds", "100"],
-        ["--rounds", "4", "--request-rounds", "10"],
-        60,
+        ["--rounds", "30", "--request-rounds", "100", "--download-rounds", "10"],
+        ["--rounds", "4", "--request-rounds", "10", "--download-rounds", "2"],
+        90,
     ),
     "costs": ("bench.section_costs", ["--servers", "20"], ["--servers", "5"], 240),
     "team": (

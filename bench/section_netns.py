@@ -14,8 +14,13 @@ local TLS server, directly vs through :class:`NetProxy` (``CONNECT``, the destin
 the proxy and the TLS server in this process's event loop on a thread, the client on the main
 thread.
 
+Download (interleaved): :meth:`Fetcher.fetch` of a one-package npm registry on loopback
+(``tests/fakes/npm_registry.py``, the registry granted as the download's only destination), a
+cold private npm cache each round, in bubblewrap with the network namespace and the proxy
+(``setup_agent/launch/fetch_sandbox.py``) vs ``MCP_SETUP_SANDBOX=off``.
+
 Reported: medians, the median of each round's ratio and of the milliseconds added (start target
-≤ 1.15× or ≤ 50 ms added; request: info).
+≤ 1.15× or ≤ 50 ms added; request and download: info).
 """
 
 from __future__ import annotations
@@ -211,12 +216,64 @@ def measure_request(root: Root, rounds: int) -> dict[str, Any]:
     return out
 
 
+async def measure_download(root: Root, rounds: int) -> dict[str, Any]:
+    import shutil
+
+    from setup_agent.launch import LaunchSpec, Sandbox
+    from setup_agent.launch.fetch import Fetcher
+    from tests.fakes.npm_registry import serve_npm_package
+
+    if shutil.which("npm") is None:
+        return {"unavailable": "npm is not installed"}
+    kinds = ["off", "bwrap"]
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    data = root.path / "download"
+    with serve_npm_package("mcp-setup-bench-pkg", "1.0.0") as registry:
+        spec = LaunchSpec(
+            command="npx",
+            args=["-y", f"--registry={registry.url}", "mcp-setup-bench-pkg@1.0.0"],
+            package_type="npm",
+            identifier="mcp-setup-bench-pkg",
+            version="1.0.0",
+            runner="npx",
+        )
+
+        async def once(kind: str, n: int) -> float:
+            home = data / f"{kind}-{n}" / "home"  # a cold npm cache of its own
+            home.mkdir(parents=True)
+            env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+            sandbox = Sandbox(kind, hide=(data,), user_home=home, host_env=env)  # type: ignore[arg-type]
+            if kind != "off" and sandbox.mechanism != kind:
+                raise RuntimeError(sandbox.why)
+            fetcher = Fetcher(host_env=env, workdir=data / "scratch", sandbox=sandbox)
+            t0 = time.perf_counter()
+            state = await fetcher.fetch(spec)
+            elapsed = time.perf_counter() - t0
+            await fetcher.aclose()
+            assert state is not None and state.ok, (kind, state.tail if state else None)
+            return elapsed
+
+        try:
+            for kind in kinds:  # warm-up
+                await once(kind, -1)
+        except RuntimeError as exc:
+            return {"unavailable": str(exc)}
+        for i in range(rounds):
+            for kind in kinds[i % 2 :] + kinds[: i % 2]:
+                times[kind].append(await once(kind, i))
+    out: dict[str, Any] = {"times": {k: summary(v) for k, v in times.items()}, "rounds": rounds}
+    out["ratio"] = median(b / o for b, o in zip(times["bwrap"], times["off"], strict=True))
+    out["added_s"] = median(b - o for b, o in zip(times["bwrap"], times["off"], strict=True))
+    return out
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     root = Root("netns")
     out: dict[str, Any] = {"section": "netns"}
     try:
         out["start"] = await measure_start(root, args.rounds)
         out["request"] = await asyncio.to_thread(measure_request, root, args.request_rounds)
+        out["download"] = await measure_download(root, args.download_rounds)
     finally:
         out["leftover_processes"] = len(root.cleanup())
     return out
@@ -226,6 +283,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--request-rounds", type=int, default=100)
+    parser.add_argument("--download-rounds", type=int, default=10)
     emit(asyncio.run(main_async(parser.parse_args())))
 
 

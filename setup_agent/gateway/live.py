@@ -22,6 +22,7 @@ from setup_agent.launch import (
     list_all_tools,
     materialize,
     open_client,
+    real_folder,
     refused_words,
     tool_dicts,
 )
@@ -219,7 +220,8 @@ class LiveConnection:
                             await self._download(spec)  # its own deadline; the start's counts from its end
                         install_dir = owner.install_dir(server.server_id)
                         await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
-                        if spec.needs_install_dir and not owner.bundle_dir(server.server_id).is_dir():
+                        bundle_dir = owner.bundle_dir(server.server_id)  # (a link the server planted: removed)
+                        if spec.needs_install_dir and not await asyncio.to_thread(real_folder, bundle_dir):
                             await self._unpack_here(server, spec)  # installed by another machine
                         resolved = materialize(
                             spec,

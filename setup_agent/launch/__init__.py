@@ -1,7 +1,9 @@
 """From a registry entry to a running process: the launch spec (``spec.py``), registry
 package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle.py``,
-``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``, its failures read from the runner: ``fetch_errors.py``,
-``prefetch.py``), artifact digests for lock files (``digests.py``), the launch: the one place a
+``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
+``prefetch.py``; its failures read from the runner: ``fetch_errors.py``; sandboxed to the
+registries a runner is configured for: ``fetch_sandbox.py``, ``registries.py``), artifact digests
+for lock files (``digests.py``), the launch: the one place a
 server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``; a path it hid from a failing server: ``hidden_paths.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .repairs import apply_repair, explain_failure
     from .runners import bundled_runner, runner_source, runner_which
-    from .sandbox import USER_SECRETS, Sandbox
+    from .sandbox import USER_SECRETS, Sandbox, real_folder
     from .scratch import make_scratch_dir, sweep_scratch
     from .server_net import ServerNet, refused_words
     from .spec import LaunchSpec, ResolvedLaunch, Value, Values, fill, materialize, template_keys
@@ -110,6 +112,7 @@ __all__ = [
     "proxy_environment",
     "ProxyLimits",
     "read_manifest",
+    "real_folder",
     "refused_words",
     "remote_endpoint",
     "required_keys_from_manifest",
@@ -196,6 +199,7 @@ __getattr__, __dir__ = lazy_exports(
         "runner_which": "runners",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
+        "real_folder": "sandbox",
         "USER_SECRETS": "sandbox",
         "ServerNet": "server_net",
         "spec_from_manifest": "manifest",

@@ -145,8 +145,9 @@ async def fetch_bundle(
     target = dest / "bundle.mcpb"
     part = dest / "bundle.mcpb.part"
     digest, size = hashlib.sha256(), 0
+    part.unlink(missing_ok=True)  # a link planted there (a server's own folder) is removed, never written through
     try:
-        with open(part, "wb") as out:
+        with open(part, "xb") as out:
             async with aclosing(_chunks(url, http, max_bytes, allow_file)) as chunks:
                 async for chunk in chunks:
                     size += len(chunk)

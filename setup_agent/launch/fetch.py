@@ -37,13 +37,15 @@ fetch's process group (recorded in the process ledger, setup_agent/launch/procs.
 
 The fetch sees the host's allowlisted environment only (never a server's values): it needs
 no secret, and its output is not shown (it may still be logged after redaction by the caller).
+Where servers are sandboxed, so is the fetch (setup_agent/launch/fetch_sandbox.py): its own
+network namespace behind mcp-setup's proxy, to its runner's package registries only, writing
+only its private dir and the cache it fills; :attr:`FetchState.refused` lists what else it tried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -54,14 +56,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from setup_agent.errors import SandboxUnavailable
+
 from .fetch_errors import DownloadFailure, download_failed, read_failure
-from .fetch_plans import PREFIX, FetchPlan, fetch_plan, prefetch_plan
+from .fetch_plans import PREFIX, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
+from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
+from .sandbox import Sandbox
 from .scratch import ALSO_REMOVE, make_scratch_dir
 from .spec import LaunchSpec
 from .transport import minimal_environment
 
-__all__ = ["FetchPlan", "FetchState", "Fetcher", "fetch_plan", "prefetch_plan"]
+__all__ = ["FetchPlan", "FetchState", "Fetcher", "fetch_plan", "npx_entry_name", "prefetch_plan"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +98,8 @@ class FetchState:
     tail: bytes = b""
     #: What the runner said failed (the first final cause, else the last one it named).
     failure: DownloadFailure | None = None
+    #: Destinations the sandboxed download tried and the proxy refused (not its registries).
+    refused: tuple[str, ...] = ()
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def error(self) -> Exception | None:
@@ -115,8 +123,11 @@ class Fetcher:
         prefetch: bool = True,
         workdir: Path | None = None,
         ledger: ProcessLedger | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.host_env = host_env
+        #: The sandbox each download runs in (``fetch_sandbox.py``), as servers do; None: none.
+        self.sandbox = sandbox
         #: Where each run gets a private scratch dir (0700, with a bare package.json) to run in:
         #: never a shared dir like /tmp, whose ``.npmrc`` or ``uv.toml`` another local user could
         #: write. The runtime gives its scratch root, which start-up sweeps after a crash.
@@ -248,6 +259,9 @@ class Fetcher:
         except OSError as exc:
             state.ok = False
             logger.info("%s fetch could not run: %s", plan.runner, type(exc).__name__)
+        except SandboxUnavailable as exc:  # a forced sandbox that does not work: no download, as no start
+            state.ok = False
+            logger.info("%s fetch not run: %s", plan.runner, exc.message)
         finally:
             self._running.pop(plan.key, None)
             if entry is not None:  # failed or cancelled: a half-made entry without its scripts goes
@@ -264,8 +278,13 @@ class Fetcher:
         return work
 
     async def _npx_dir(self, cwd: Path) -> Path | None:
-        """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc`` included)."""
+        """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc``
+        included); in a sandbox, the cache it is given (the one servers are shown)."""
         if self._npx_cache is not None:
+            return self._npx_cache
+        sandbox = self.sandbox
+        if sandbox is not None and await asyncio.to_thread(lambda: sandbox.mechanism) != "none":
+            self._npx_cache = sandbox.caches()["npm_config_cache"] / "_npx"
             return self._npx_cache
         proc = await asyncio.create_subprocess_exec(
             "npm",
@@ -291,17 +310,35 @@ class Fetcher:
         """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
         pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
         argv = [str(Path(cwd, "target")) if a == PREFIX else a for a in plan.argv]
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=minimal_environment({}, host_env=self.host_env),
-            cwd=cwd,
-            start_new_session=True,
+        env = minimal_environment({}, host_env=self.host_env)
+        launch = await asyncio.to_thread(
+            download_launch,
+            self.sandbox,
+            argv,
+            env,
+            Path(cwd),
+            self.host_env if self.host_env is not None else os.environ,
         )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=launch.env,
+                cwd=cwd,
+                start_new_session=True,
+                pass_fds=launch.pass_fds,
+            )
+        except BaseException:
+            if launch.net is not None:
+                launch.net.close()
+            raise
         recorded = self.ledger.record(proc.pid) if self.ledger is not None else None
         try:
+            if launch.net is not None:  # its proxy serves from here (its output says why when it cannot)
+                with contextlib.suppress(SandboxUnavailable):
+                    await launch.net.started()
             assert proc.stdout is not None
             async for line in proc.stdout:
                 if pattern is not None and pattern.search(line):
@@ -324,12 +361,11 @@ class Fetcher:
                     await asyncio.shield(proc.wait())
             if self.ledger is not None:
                 self.ledger.forget(recorded)
-
-
-def npx_entry_name(spec: str) -> str:
-    """The dir npx (npm's libnpmexec) installs one registry ``spec`` into, under ``<cache>/_npx``:
-    the first 16 hex digits of the sha512 of the spec as given."""
-    return hashlib.sha512(spec.encode()).hexdigest()[:16]
+            if launch.net is not None:
+                await asyncio.shield(launch.net.aclose())
+                state.refused = tuple(a.destination for a in launch.record.refused())
+                if state.refused:
+                    logger.info("the download tried to reach %s, which is not its package registry", state.refused)
 
 
 def _settle_npx_entry(entry: Path) -> bool:

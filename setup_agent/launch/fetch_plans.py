@@ -12,12 +12,13 @@ but never run the package's code. :class:`setup_agent.launch.fetch.Fetcher` runs
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
 from .spec import LaunchSpec
 
-__all__ = ["PREFIX", "FetchPlan", "fetch_plan", "prefetch_plan"]
+__all__ = ["PREFIX", "FetchPlan", "fetch_plan", "npx_entry_name", "prefetch_plan"]
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,15 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
         index, target = _uvx_options(args)
         if target is None or target.startswith("-") or "${" in target or any("${" in a for a in index):
             return None  # (a "target" that is an option would be read by uv as one)
+        # The packages it runs with (``--with``, a repair's ``mcp<2``): the same environment, which a
+        # sandboxed server reads from uv's cache and cannot make itself.
+        withs = _uvx_options(args, _UVX_WITH)[0]
+        if any("${" in a for a in withs):
+            return None
         return FetchPlan(
-            "uvx", ("uvx", *index, "--from", target, "python", "-c", "pass"), package=("pypi", *index, target)
+            "uvx",
+            ("uvx", *index, *withs, "--from", target, "python", "-c", "pass"),
+            package=("pypi", *index, target),
         )
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:
         image = next((a for a in args if spec.identifier in a and not a.startswith("-")), None)
@@ -134,9 +142,14 @@ _UVX_VALUED = frozenset(
 _UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
 
 
-def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
-    """``(kept options, package spec)`` of a uvx command line: the spec is ``--from``'s value or
-    the first positional argument (the values of uvx's own options skipped); None when absent."""
+#: The options that add packages to the environment uvx runs the tool in.
+_UVX_WITH = ("--with", "-w")
+
+
+def _uvx_options(args: list[str], keep: tuple[str, ...] = _UVX_KEPT) -> tuple[list[str], str | None]:
+    """``(kept options, package spec)`` of a uvx command line: the options named in ``keep`` with
+    their values, and the spec, ``--from``'s value or the first positional argument (the values of
+    uvx's own options skipped); None when absent."""
     kept: list[str] = []
     target: str | None = None
     i = 0
@@ -148,7 +161,7 @@ def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
         if arg == "--":
             break
         if "=" in arg or arg not in _UVX_VALUED:
-            if name in _UVX_KEPT and "=" in arg:
+            if name in keep and "=" in arg:
                 kept.append(arg)
             elif name == "--from" and "=" in arg:
                 target = arg.split("=", 1)[1]
@@ -159,7 +172,7 @@ def _uvx_options(args: list[str]) -> tuple[list[str], str | None]:
             break
         if arg == "--from":
             target = value
-        elif arg in _UVX_KEPT:
+        elif arg in keep:
             kept += [arg, value]
         i += 2
     return kept, target
@@ -217,3 +230,9 @@ def _python_requests_only(options: tuple[str, ...]) -> bool:
 
 #: In a plan's argv: a dir inside the run's private work dir (uv's ``--target``).
 PREFIX = "<throw-away dir>"
+
+
+def npx_entry_name(spec: str) -> str:
+    """The dir npx (npm's libnpmexec) installs one registry ``spec`` into, under ``<cache>/_npx``:
+    the first 16 hex digits of the sha512 of the spec as given."""
+    return hashlib.sha512(spec.encode()).hexdigest()[:16]

@@ -5,10 +5,9 @@ it sees:
 
 - **read-only**: the system (``/usr``, ``/bin``, ``/lib*``, ``/etc`` less its secrets), its runtime
   (the prefix of the resolved command, e.g. a pyenv or a venv, never a prefix that holds the data
-  dir or is the user's home) and the runners' download caches that the download phase filled,
-  named to the runner by environment since its ``HOME`` is its own: npx's installed packages
-  (``<npm cache>/_npx``, writable only in its own package's entry; :meth:`Sandbox._cache_views`);
-  uv's cache is shared read-write, as uv cannot read a cache it cannot lock;
+  dir or is the user's home) and what the download phase put in the runners' caches for it: its
+  own package's npx entry, uv's unpacked wheels and tool environments, linked into private caches
+  in its ``HOME`` (:meth:`Sandbox._cache_views`), so no server changes what another runs;
 - **read-write**: its working dir (the install dir, or the probe's scratch dir), a private
   ``HOME`` inside it (``<workdir>/home``: kept with an install), a private ``/tmp`` and the paths
   the user granted in the consent (:class:`Profile`);
@@ -48,12 +47,15 @@ from typing import TYPE_CHECKING, Literal
 
 from setup_agent.errors import InvalidInput, SandboxUnavailable
 
+from .fetch_plans import npx_entry_name
+from .registries import runner_registries
+
 if TYPE_CHECKING:
     from .net_isolation import NetIsolation
     from .net_proxy import NetProxy
     from .spec import ResolvedLaunch
 
-__all__ = ["Mechanism", "Profile", "Sandbox", "SandboxMode", "sandboxed"]
+__all__ = ["Mechanism", "Profile", "Sandbox", "SandboxMode", "real_folder", "sandboxed"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +109,9 @@ USER_SECRETS = (
     ".node_repl_history",
     ".local/share/fish/fish_history",
 )
+#: uv's cache buckets a uvx server reads from the shared cache (read-only, linked into its own):
+#: the unpacked wheels and the tool environments the download phase made of them.
+_UV_SHARED = ("archive-v", "environments-v")
 #: Runners whose process is a container engine: the container is the sandbox.
 CONTAINER_RUNNERS = ("docker", "podman")
 
@@ -255,19 +260,25 @@ class Sandbox:
         }
 
     def _cache_views(self, name: str, args: Sequence[str], profile: Profile) -> _Views:
-        """How the server's runner sees the caches the download phase filled (module docstring).
+        """How the server's runner sees the caches the download phase filled: read-only, through
+        links in a private cache of its own, so that no server can change what another runs.
 
-        npm needs to write wherever it reads (it rewrites its index on a lookup, and locks an npx
-        entry), so an npx server gets a private npm cache in its HOME whose ``_npx`` is a link to the
-        shared one, read-only but for its own package's entry (npx names it by the spec): the
-        package is not downloaded again, only its registry metadata on a first start. uv cannot
-        read a cache it cannot lock: its cache is shared read-write (docs/sandbox.md says so)."""
+        npm writes wherever it reads (its index on a lookup, a ``concurrency.lock`` in the npx
+        entry it runs), so an npx server gets a private npm cache in its HOME holding its own
+        package's npx entry, whose files (``node_modules``, ``package.json``, the lock file) are
+        links to the shared entry, shown read-only; no other entry is shown. The package is not
+        downloaded again, only its registry metadata on a first start. uv locks and revalidates
+        in its cache, so a uvx server gets a private uv cache whose unpacked wheels
+        (``archive-v*``) and tool environments (``environments-v*``) are links to the shared
+        ones, shown read-only; its index answers and interpreter notes are its own.
+
+        Everything is made anew in the server's own folder before each start, never through
+        what is there: a link or file the server planted is removed, not followed
+        (:func:`_own_dir`, :func:`_fresh_link`)."""
         caches = self.caches()
         views = _Views()
+        views.env.update(runner_registries(name, args, self.host_env)[1])  # its config files are hidden
         if name in ("npx", "npm"):
-            from .fetch import npx_entry_name
-
-            shared = caches["npm_config_cache"] / "_npx"
             private = profile.home / ".npm"
             _own_dir(private)
             views.env.update(
@@ -277,22 +288,50 @@ class Sandbox:
                     "npm_config_prefer_offline": "true",
                 }
             )
+            npx = private / "_npx"
+            if npx.is_symlink() and Path(os.readlink(npx)) == caches["npm_config_cache"] / "_npx":
+                npx.unlink()  # the link to the whole shared _npx that earlier versions made
+            _own_dir(npx)
             target = next((a for a in args if not a.startswith("-")), None)
-            link = private / "_npx"
-            if link.is_symlink() and (target is None or not shared.is_dir() or Path(os.readlink(link)) != shared):
-                link.unlink()  # made by a face whose npm cache was elsewhere (another HOME): dangling in here
-            if target is not None and shared.is_dir():
-                if not link.exists():
-                    link.symlink_to(shared, target_is_directory=True)
-                entry = shared / npx_entry_name(target)
-                entry.mkdir(exist_ok=True)
-                views.read.append(shared)
-                views.write.append(entry)
+            if target is not None:
+                shared = caches["npm_config_cache"] / "_npx" / npx_entry_name(target)
+                mine = npx / npx_entry_name(target)
+                _remove(mine)
+                mine.mkdir(mode=0o700)
+                if shared.is_dir() and not shared.is_symlink():
+                    for child in sorted(shared.iterdir()):
+                        _fresh_link(mine / child.name, child)
+                    views.read.append(shared)
         if name in ("uvx", "uv"):
-            for var in ("UV_CACHE_DIR", "UV_PYTHON_INSTALL_DIR"):
-                if caches[var].is_dir():
-                    views.env[var] = str(caches[var])
-                    (views.write if var == "UV_CACHE_DIR" else views.read).append(caches[var])
+            shared = caches["UV_CACHE_DIR"]
+            private = profile.home / ".cache" / "uv"
+            _own_dir(private.parent)
+            _own_dir(private)
+            views.env["UV_CACHE_DIR"] = str(private)
+            for bucket in sorted(private.iterdir()):
+                if bucket.name.startswith(_UV_SHARED):
+                    _remove(bucket)  # a bucket of another uv version, or one the server replaced
+            if shared.is_dir():
+                for bucket in sorted(shared.iterdir()):
+                    if bucket.name.startswith(_UV_SHARED) and bucket.is_dir() and not bucket.is_symlink():
+                        _fresh_link(private / bucket.name, bucket)
+                        views.read.append(bucket)
+            python = caches["UV_PYTHON_INSTALL_DIR"]
+            if python.is_dir():
+                views.env["UV_PYTHON_INSTALL_DIR"] = str(python)
+                views.read.append(python)
+        return views
+
+    def download_views(self, name: str) -> _Views:
+        """The caches a download phase of runner ``name`` fills (npm's cache; uv's and its
+        Pythons'), named to it and writable: nothing else it may write but its own folder."""
+        caches = self.caches()
+        views = _Views()
+        names = {"npm": ("npm_config_cache",), "uv": ("UV_CACHE_DIR", "UV_PYTHON_INSTALL_DIR")}
+        for var in names.get({"npx": "npm", "uvx": "uv"}.get(name, name), ()):
+            caches[var].mkdir(parents=True, exist_ok=True, mode=0o700)
+            views.env[var] = str(caches[var])
+            views.write.append(caches[var])
         return views
 
     def runtime_paths(self, command: str) -> list[Path]:
@@ -349,10 +388,26 @@ class Sandbox:
     ) -> tuple[str, list[str], dict[str, str]]:
         """``(command, args, env)`` that start ``command`` (already resolved on PATH) inside the
         sandbox; unchanged with no mechanism. Creates the private HOME and tmp dirs."""
-        mechanism = self.mechanism
-        if mechanism == "none":
+        if self.mechanism == "none":
             return command, list(args), dict(env)
         _own_dir(profile.home)
+        return self._wrap(command, args, env, profile, self._cache_views(Path(command).name, args, profile))
+
+    def wrap_download(
+        self, command: str, args: Sequence[str], env: Mapping[str, str], profile: Profile
+    ) -> tuple[str, list[str], dict[str, str]]:
+        """:meth:`wrap` for a download phase (``setup_agent/launch/fetch.py``): the same system
+        and runtime read-only, ``profile.workdir`` (a private scratch dir, its HOME inside) and
+        the caches the runner fills (:meth:`download_views`) writable, nothing else."""
+        if self.mechanism == "none":
+            return command, list(args), dict(env)
+        _own_dir(profile.home)
+        return self._wrap(command, args, env, profile, self.download_views(Path(command).name))
+
+    def _wrap(
+        self, command: str, args: Sequence[str], env: Mapping[str, str], profile: Profile, views: _Views
+    ) -> tuple[str, list[str], dict[str, str]]:
+        mechanism = self.mechanism
         _own_dir(profile.tmp)
         inner = dict(env)
         inner["HOME"] = str(profile.home)
@@ -364,7 +419,6 @@ class Sandbox:
             }
         )
         inner.pop("XDG_RUNTIME_DIR", None)
-        views = self._cache_views(Path(command).name, args, profile)
         inner.update(views.env)
         reads = [p for p in profile.reads if self._readable_literal(p, profile.chosen)]
         read_only = sorted({*self.runtime_paths(command), *views.read, *reads})
@@ -472,6 +526,32 @@ def sandboxed(
     ports = tuple(connect_ports) if connect_ports is not None else None
     profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, chosen, ports)
     return sandbox.wrap(command, args, env, profile)
+
+
+def real_folder(path: Path) -> bool:
+    """Is ``path`` (in a server's folder) a real folder of its own? A link or file a server
+    planted there is removed, never followed, and the answer is False: the caller makes it anew."""
+    if path.is_dir() and not path.is_symlink():
+        return True
+    if os.path.lexists(path):
+        logger.warning("sandbox: %s was replaced by the server (a link or a file); removed", path)
+        _remove(path)
+    return False
+
+
+def _remove(path: Path) -> None:
+    """Remove what is at ``path`` (in a server's folder), never following a link: a link or file
+    is unlinked, a folder removed with what it holds (``rmtree`` does not follow links in it)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def _fresh_link(link: Path, target: Path) -> None:
+    """``link`` (in a server's folder) made anew as a link to ``target``, whatever was there."""
+    _remove(link)
+    link.symlink_to(target, target_is_directory=target.is_dir())
 
 
 def _own_dir(path: Path) -> None:

@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,7 @@ from .net_proxy import NetProxy, PolicySource, ProxyListener
 from .net_record import Attempt, NetRecord
 from .netns import NetnsBridge
 from .netns_bootstrap import proxy_environment
+from .registries import runner_registries
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -144,7 +145,7 @@ def server_network(
         return None
     if sandbox.mechanism == "none":
         return None
-    policy = with_registries(resolved.policy, resolved.spec.args, Path(command).name)
+    policy = with_registries(resolved.policy, resolved.spec.args, Path(command).name, sandbox.host_env)
     if policy.mode == "none":
         return None  # the sandbox's own "no network"
     isolation = sandbox.network_isolation()
@@ -167,14 +168,19 @@ RUNNER_REGISTRIES: dict[str, tuple[str, ...]] = {
 }
 
 
-def with_registries(policy: NetPolicy, args: Sequence[str], runner: str = "") -> NetPolicy:
+def with_registries(
+    policy: NetPolicy, args: Sequence[str], runner: str = "", host_env: Mapping[str, str] | None = None
+) -> NetPolicy:
     """``policy`` with the package registries of the start granted: the runner's default ones
-    by name, and those the command line names (``npx --registry=URL``, ``uvx --default-index
-    URL``): the consent showed them, and the runner reads package metadata there on a start (a
-    registry on this computer or the person's network too)."""
+    by name, those the command line names (``npx --registry=URL``, ``uvx --default-index
+    URL``) and those the person configured (``host_env``'s variables, their ``.npmrc``:
+    ``registries.py``): the runner reads package metadata there on a start (a registry on this
+    computer or the person's network too)."""
     if policy.mode == "none":
         return policy
     found: set[Endpoint] = {Endpoint.parse(e) for e in RUNNER_REGISTRIES.get(runner, ())}
+    if host_env is not None:
+        found |= runner_registries(runner, args, host_env)[0].granted
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
         if name not in _REGISTRY_OPTIONS:

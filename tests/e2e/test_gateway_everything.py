@@ -6,7 +6,9 @@ caused them (requests are refused cleanly for a client that declared none). Prog
 the install's stages arrive as progress, the install result says the pair works at once, a
 client that never re-lists finds and calls a new tool, every gateway name fits Claude Code's
 budget, a ``resource_link`` a tool returned is read through the gateway, and its prompts,
-completions, resources and templates pass through.
+completions, resources and templates pass through. Its first download, into a cold npm cache,
+runs in the sandbox with npm's registry as its only destination, and the server runs sandboxed
+from the read-only view of what it fetched.
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ async def test_sampling_elicitation_roots_and_logs_of_the_real_server_everything
             ) as client:
                 installed = await call(client, "mcp_setup_install_and_connect", {"qualified_name": entry["name"]})
                 assert installed["status"] == "connected", json.dumps(installed)[:2000]
+                # Its first download (a cold npm cache) ran sandboxed, to npm's registry only.
+                said = (tmp_path / "err.log").read_text(errors="replace")
+                assert "download of a npm package sandboxed (bwrap-netns), to registry.npmjs.org:443 only" in said
                 names = {t.name for t in (await client.list_tools()).tools}
                 # The gateway declared what it relays: the server shows the tools that need it.
                 sample, elicit, roots = (

@@ -358,3 +358,18 @@ async def test_fetched_bundle_runs_with_its_manifest_config_end_to_end(tmp_path)
         check=True,
     )
     assert json.loads(out.stdout) == {"argv": ["--name", "two words"], "key": CANARY}
+
+
+@pytest.mark.anyio
+async def test_a_link_planted_where_the_download_is_written_is_removed_not_written_through(tmp_path: Path) -> None:
+    # The install dir is the server's own folder: between two starts it may leave a link where the
+    # host writes a bundle it downloads again (a server installed by another machine).
+    archive = zip_files(tmp_path / "demo.mcpb", {"manifest.json": "{}"})
+    dest = tmp_path / "server"
+    dest.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file\n")
+    (dest / "bundle.mcpb.part").symlink_to(victim)
+    got = await fetch_bundle(archive.as_uri(), file_sha256(archive), dest, allow_file=True)
+    assert victim.read_text() == "the user's own file\n"
+    assert got == dest / "bundle.mcpb" and not got.is_symlink() and got.read_bytes() == archive.read_bytes()

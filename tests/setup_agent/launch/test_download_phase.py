@@ -228,6 +228,9 @@ def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
         runner="uvx",
     )
     assert fetch_plan(uvx).argv == ("uvx", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
+    # A repair's `--with mcp<2`: the same environment the server runs in (it cannot make it in the sandbox).
+    repaired = uvx.model_copy(update={"args": ["--with", "mcp<2", "srv==1.0"]})
+    assert fetch_plan(repaired).argv == ("uvx", "--with", "mcp<2", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
     oci = LaunchSpec(
         command="docker",
         args=["run", "-i", "--rm", "-e", "KEY", "ghcr.io/o/img:2"],
@@ -263,22 +266,27 @@ async def test_a_package_prefetched_while_the_prompt_is_open_is_not_downloaded_a
 async def test_a_prefetch_runs_no_install_script_before_consent(
     new_runtime, tmp_path: Path, memory_keyring, canary: str
 ) -> None:
-    marker = tmp_path / "postinstall-ran"
-    scripts = {"postinstall": f"node -e \"require('fs').writeFileSync('{marker}', 'x')\""}
+    # The script leaves its mark in its own package folder: in npm's cache, which the download
+    # fills (a sandboxed download may write nothing else).
+    scripts = {"postinstall": "node -e \"require('fs').writeFileSync('postinstall-ran', 'x')\""}
     with serve_npm_package(PACKAGE, "1.0.0", scripts=scripts) as registry:
         runtime = make_runtime(new_runtime, tmp_path, registry, memory_keyring)
+
+        def ran() -> bool:
+            return bool(list((tmp_path / "home").glob(f".npm/_npx/*/node_modules/{PACKAGE}/postinstall-ran")))
+
         try:
             opened = await package_flow.open_prompt(runtime, NAME, settle_seconds=60)
             fetched = len(registry.tarball_requests)
             assert fetched >= 1  # fetched into npm's cache …
-            assert not marker.exists()  # … and nothing of it ran
+            assert not ran()  # … and nothing of it ran
             assert not list((tmp_path / "home").glob(".npm/_npx/*/node_modules/" + PACKAGE))
             runtime.broker.answer(opened["prompt_id"], canary)
             events: list[dict[str, Any]] = []
             result = await run_test(runtime, opened["ref"], events)  # after consent: npx runs it, script included
             assert result["ok"] is True, result
             assert "downloading" in [e["stage"] for e in events]
-            assert marker.exists()
+            assert ran()
             assert len(registry.tarball_requests) == fetched  # from the cache
         finally:
             await runtime.aclose()

@@ -328,27 +328,39 @@ async def test_a_forced_mechanism_that_does_not_work_here_starts_nothing(tmp_pat
     assert caught.value.code == "sandbox_unavailable" and "bubblewrap (bwrap) is not installed" in caught.value.message
 
 
-def test_an_npx_servers_link_to_the_npx_cache_follows_the_npm_cache_of_the_face_that_starts_it(tmp_path: Path) -> None:
+def test_an_npx_servers_view_of_its_package_follows_the_npm_cache_of_the_face_that_starts_it(tmp_path: Path) -> None:
     """A server installed from one face (its HOME's npm cache) and started by another (an AI
-    client that passes another HOME, or none): the private ``_npx`` link points at the cache this
-    face shows the sandbox, or is dropped when this face has none, never left dangling in there."""
+    client that passes another HOME, or none): its own npx entry links to the package in the
+    cache this face shows the sandbox, or is empty when this face has none (npx fills it),
+    never left pointing at another cache."""
     import shutil as sh
 
+    from setup_agent.launch.fetch import npx_entry_name
     from setup_agent.launch.sandbox import Profile, Sandbox
 
     work = tmp_path / "data" / "servers" / "srv_npx"
     work.mkdir(parents=True)
-    link = work / "home" / ".npm" / "_npx"
+    entry = work / "home" / ".npm" / "_npx" / npx_entry_name("pkg@1.0.0")
     npx = sh.which("npx") or "/usr/bin/npx"
+    legacy = tmp_path / "installed-by" / ".npm" / "_npx"
+    legacy.mkdir(parents=True)
+    entry.parent.parent.mkdir(parents=True)
+    entry.parent.symlink_to(legacy, target_is_directory=True)  # what earlier versions made: the whole _npx
     for name in ("installed-by", "started-by"):
         home = tmp_path / name
-        (home / ".npm" / "_npx").mkdir(parents=True)
+        shared = home / ".npm" / "_npx" / npx_entry_name("pkg@1.0.0")
+        (shared / "node_modules").mkdir(parents=True)
+        (shared / "package.json").write_text("{}")
+        (home / ".npm" / "_npx" / "0123456789abcdef").mkdir()  # another package's entry
         sandbox = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=home, host_env={"HOME": str(home)})  # type: ignore[arg-type]
         assert sandbox.mechanism == "bwrap", sandbox.why
         sandbox.wrap(npx, ["--yes", "--", "pkg@1.0.0"], {"PATH": "/usr/bin:/bin"}, Profile(work))
-        assert link.is_symlink() and link.resolve() == (home / ".npm" / "_npx").resolve()
+        assert sorted(p.name for p in entry.iterdir()) == ["node_modules", "package.json"]
+        assert all(p.is_symlink() and p.resolve().parent == shared.resolve() for p in entry.iterdir())
+        assert sorted(p.name for p in entry.parent.iterdir()) == [entry.name]  # no other package's entry
+        assert not entry.parent.is_symlink()
     bare = Sandbox(
         "bwrap", hide=(tmp_path / "data",), user_home=tmp_path / "nobody", host_env={"HOME": str(tmp_path / "nobody")}
     )  # type: ignore[arg-type]
     bare.wrap(npx, ["--yes", "--", "pkg@1.0.0"], {"PATH": "/usr/bin:/bin"}, Profile(work))
-    assert not link.is_symlink() and not link.exists()  # npx makes its own
+    assert entry.is_dir() and list(entry.iterdir()) == []  # npx fills its own

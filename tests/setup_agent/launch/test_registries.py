@@ -1,0 +1,72 @@
+"""The registries a runner is configured for (setup_agent/launch/registries.py): the download
+phase's only destinations, granted to a server's start, and named to the runner in the sandbox
+where the user's config files are hidden."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from setup_agent.launch.net_policy import Lookup, NetPolicy, Verdict
+from setup_agent.launch.registries import runner_registries
+from setup_agent.launch.sandbox import Profile, Sandbox
+from setup_agent.launch.server_net import with_registries
+
+
+def allowed(policy: NetPolicy, host: str, port: int) -> bool:
+    verdict = policy.check(host, port)
+    return isinstance(verdict, Lookup) or (isinstance(verdict, Verdict) and verdict.allowed)
+
+
+def test_npm_reads_the_registry_of_its_command_line_its_environment_or_the_users_npmrc_else_npms_own(
+    tmp_path: Path,
+) -> None:
+    policy, env = runner_registries("npm", ["exec", "--package=x"], {"HOME": str(tmp_path)})
+    assert allowed(policy, "registry.npmjs.org", 443) and env == {}
+    assert not allowed(policy, "evil.example", 443) and not allowed(policy, "127.0.0.1", 5432)
+
+    (tmp_path / ".npmrc").write_text("; the user's own\nregistry = https://npm.corp.example:8443/\n")
+    policy, env = runner_registries("npm", [], {"HOME": str(tmp_path)})
+    assert allowed(policy, "npm.corp.example", 8443) and not allowed(policy, "registry.npmjs.org", 443)
+    assert env == {"npm_config_registry": "https://npm.corp.example:8443/"}  # its .npmrc is hidden in there
+
+    policy, env = runner_registries("npx", [], {"HOME": str(tmp_path), "NPM_CONFIG_REGISTRY": "http://10.0.0.7/"})
+    assert allowed(policy, "10.0.0.7", 80)  # the person's own registry, on their network
+
+    policy, _ = runner_registries("npm", ["--registry=http://127.0.0.1:4873"], {"HOME": str(tmp_path)})
+    assert allowed(policy, "127.0.0.1", 4873) and [str(e) for e in policy.loopback_grants()] == ["127.0.0.1:4873"]
+
+
+def test_uv_reads_pypi_or_the_indexes_it_is_configured_for_and_nothing_else() -> None:
+    policy, env = runner_registries("uvx", ["--from", "x", "python", "-c", "pass"], {})
+    assert allowed(policy, "pypi.org", 443) and allowed(policy, "files.pythonhosted.org", 443) and env == {}
+    assert not allowed(policy, "github.com", 443)
+
+    policy, env = runner_registries("uvx", [], {"UV_DEFAULT_INDEX": "https://pypi.corp.example/simple"})
+    assert allowed(policy, "pypi.corp.example", 443) and not allowed(policy, "pypi.org", 443)
+    assert env == {"UV_DEFAULT_INDEX": "https://pypi.corp.example/simple"}
+
+    policy, _ = runner_registries("uv", ["--index", "mine=http://127.0.0.1:8080/simple"], {})
+    assert allowed(policy, "127.0.0.1", 8080) and allowed(policy, "pypi.org", 443)  # an extra index, PyPI stays
+
+
+def test_a_setting_that_is_no_url_names_no_registry_and_breaks_nothing() -> None:
+    policy, env = runner_registries("npm", [], {"npm_config_registry": "not a url"})
+    assert policy.mode == "strict" and not policy.only and env == {"npm_config_registry": "not a url"}
+    assert runner_registries("docker", ["pull", "x"], {})[0].mode == "none"
+
+
+def test_a_servers_start_is_granted_the_configured_registry_and_told_it_in_the_sandbox(tmp_path: Path) -> None:
+    host_env = {"HOME": str(tmp_path / "user"), "NPM_CONFIG_REGISTRY": "http://10.0.0.7:4873/"}
+    policy = with_registries(NetPolicy.strict(["api.example.com:443"]), ["-y", "pkg@1.0.0"], "npx", host_env)
+    assert allowed(policy, "10.0.0.7", 4873) and allowed(policy, "api.example.com", 443)
+    assert not allowed(with_registries(NetPolicy.strict([]), ["-y", "pkg@1.0.0"], "npx"), "10.0.0.7", 4873)
+    box = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=tmp_path / "user", host_env=host_env)
+    if box.mechanism != "bwrap":
+        pytest.skip(box.why)
+    (tmp_path / "server").mkdir()
+    npx = shutil.which("npx") or "/usr/bin/npx"
+    _command, _args, env = box.wrap(npx, ["-y", "pkg@1.0.0"], {"PATH": "/usr/bin:/bin"}, Profile(tmp_path / "server"))
+    assert env["npm_config_registry"] == "http://10.0.0.7:4873/"
