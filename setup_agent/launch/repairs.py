@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from setup_agent.errors import InvalidInput
+from setup_agent.errors import InvalidInput, SetupError
 
 from .spec import LaunchSpec
 
@@ -254,23 +254,22 @@ def explain_failure(exc: Exception, spec: LaunchSpec, prior: str | None = None) 
     """Add to a failed start of a local package (in place): what was launched, which part failed
     and why, and the repair when one is known (``details.repair``: code, why, command). A launch
     already repaired (``prior``) is offered both repairs together."""
-    message, details = getattr(exc, "message", None), getattr(exc, "details", None)
-    if not spec.command or not isinstance(message, str) or not isinstance(details, dict):
+    if not spec.command or not isinstance(exc, SetupError):
         return
     what = launched(spec)
-    details["launched"] = what
-    text = f" Launched: {what}."
-    if getattr(exc, "code", None) == "exited":
-        found = diagnose(spec, str(details.get("stderr_tail") or ""))
-        details["failed"], details["reason"] = found.part, found.reason
-        text += f" {_PART_WORDS[found.part].capitalize()}: {found.reason}."
+    exc.add_words(f" Launched: {what}.", own=True, launched=what)
+    if exc.code == "exited":
+        found = diagnose(spec, str(exc.details.get("stderr_tail") or ""))
+        exc.add_words(f" {_PART_WORDS[found.part].capitalize()}:", own=True, failed=found.part)
+        # the reason and the repair may quote the server's output: an echo there is scrubbed
+        exc.add_words(f" {found.reason}.", own=False, reason=found.reason)
         if found.repair is not None:
             command = found.repair.command(spec)
             code = f"{prior} {found.repair.code}" if prior else found.repair.code
-            details["repair"] = {"code": code, "why": found.repair.why, "command": command}
-            text += (
-                f" mcp-setup can repair this launch: call mcp_setup_test_connection again with "
-                f"repair: {code!r}; the user is shown the changed command ({command}) to approve."
+            exc.add_words(
+                " mcp-setup can repair this launch: call mcp_setup_test_connection again with repair: ", own=True
             )
-    exc.message = message + text  # type: ignore[attr-defined]
-    exc.args = (exc.message,)  # type: ignore[attr-defined]
+            exc.add_words(repr(code), own=False, repair={"code": code, "why": found.repair.why, "command": command})
+            exc.add_words("; the user is shown the changed command (", own=True)
+            exc.add_words(command, own=False)
+            exc.add_words(") to approve.", own=True)
