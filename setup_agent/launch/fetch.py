@@ -54,6 +54,7 @@ from pathlib import Path
 
 from .fetch_plans import PREFIX, FetchPlan, fetch_plan, prefetch_plan
 from .procs import ProcessLedger
+from .runners import find_runner, runner_env
 from .scratch import ALSO_REMOVE, make_scratch_dir
 from .spec import LaunchSpec
 from .transport import minimal_environment
@@ -252,8 +253,9 @@ class Fetcher:
         """npx's cache entries (``<npm cache>/_npx``), as npm itself reports its cache (``.npmrc`` included)."""
         if self._npx_cache is not None:
             return self._npx_cache
+        npm, env = self._runner("npm")
         proc = await asyncio.create_subprocess_exec(
-            "npm",
+            npm,
             "config",
             "get",
             "cache",
@@ -261,7 +263,7 @@ class Fetcher:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            env=minimal_environment({}, host_env=self.host_env),
+            env=env,
             cwd=cwd,
         )
         out, _ = await proc.communicate()
@@ -272,16 +274,24 @@ class Fetcher:
         self._npx_cache = Path(cache) / "_npx"
         return self._npx_cache
 
+    def _runner(self, name: str) -> tuple[str, dict[str, str]]:
+        """The ``name`` the server's start will run too (the system's when new enough, else the
+        bundled one: setup_agent/launch/runners.py), and the environment to run it in."""
+        env = minimal_environment({}, host_env=self.host_env)
+        found = find_runner(name, env.get("PATH"))
+        return (found, runner_env(env, found)) if found else (name, env)
+
     async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
         """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
         pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
         argv = [str(Path(cwd, "target")) if a == PREFIX else a for a in plan.argv]
+        argv[0], env = self._runner(argv[0])
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=minimal_environment({}, host_env=self.host_env),
+            env=env,
             cwd=cwd,
             start_new_session=True,
         )

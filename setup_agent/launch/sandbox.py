@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Literal
 
 from setup_agent.errors import InvalidInput, SandboxUnavailable
 
+from .runners import runner_name
+
 if TYPE_CHECKING:
     from .net_isolation import NetIsolation
     from .net_proxy import NetProxy
@@ -364,10 +366,14 @@ class Sandbox:
             }
         )
         inner.pop("XDG_RUNTIME_DIR", None)
-        views = self._cache_views(Path(command).name, args, profile)
+        views = self._cache_views(runner_name(command), args, profile)
         inner.update(views.env)
         reads = [p for p in profile.reads if self._readable_literal(p, profile.chosen)]
-        read_only = sorted({*self.runtime_paths(command), *views.read, *reads})
+        runtime = self.runtime_paths(command)
+        interpreter = _script_interpreter(command, inner.get("PATH", ""))
+        if interpreter is not None:  # a bundled npx's "#!/usr/bin/env node": that node is shown too
+            runtime += self.runtime_paths(interpreter)
+        read_only = sorted({*runtime, *views.read, *reads})
         # The user's credential files are never shown: a grant inside one is dropped, and a grant
         # that holds one (or the data dir: the user's whole home) shows all of it but those.
         secrets = self._user_secrets()
@@ -481,6 +487,27 @@ def _own_dir(path: Path) -> None:
         logger.warning("sandbox: %s was replaced by the server (a link or a file); made a folder again", path)
         path.unlink()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def _script_interpreter(command: str, path: str) -> str | None:
+    """The program a script's ``#!`` line runs (``#!/usr/bin/env node``: the ``node`` on ``path``);
+    None for a binary, or an interpreter under the system's folders (always shown)."""
+    try:
+        with open(command, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if words and Path(words[0]).name == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+        found = shutil.which(words[0], path=path) if words else None
+    else:
+        found = words[0] if words else None
+    if found is None or any(_within(found, p) for p in SYSTEM_PATHS if os.path.exists(p)):
+        return None
+    return found
 
 
 def _link_chain(path: Path, hops: int = 16) -> list[Path]:

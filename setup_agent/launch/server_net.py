@@ -31,6 +31,7 @@ from .net_proxy import NetProxy, PolicySource, ProxyListener
 from .net_record import Attempt, NetRecord
 from .netns import NetnsBridge
 from .netns_bootstrap import proxy_environment
+from .runners import runner_name
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -144,7 +145,7 @@ def server_network(
         return None
     if sandbox.mechanism == "none":
         return None
-    policy = with_registries(resolved.policy, resolved.spec.args, Path(command).name)
+    policy = with_registries(resolved.policy, resolved.spec.args, runner_name(command))
     if policy.mode == "none":
         return None  # the sandbox's own "no network"
     isolation = sandbox.network_isolation()
