@@ -10,7 +10,7 @@ person would have to dig for that; :func:`diagnose` reads the stderr tail and an
   needs: a Python, node, the Docker daemon), the **package** (not found, no such executable, a
   missing module), or the **server** (it ran, then exited: its own error);
 - ``repair`` when one is known: a :class:`Repair` with a stable ``code`` the agent passes back
-  (``repair: "uvx-executable:mcp_weather_server"``; several space-separated when a repaired launch
+  (``repair: "uvx-executable:mcp_weather_server"``, ``"uvx-native-tls"``; several space-separated when a repaired launch
   fails again for another known reason), why, and the changed command.
 
 :func:`apply_repair` turns a code into the repaired :class:`LaunchSpec` (refusing codes it does
@@ -98,6 +98,8 @@ def _repaired_args(spec: LaunchSpec, code: str) -> list[str] | None:
         return [*spec.args[:at], "--from", spec.args[at], value, *spec.args[at + 1 :]]
     if kind == "uvx-with" and _REQUIREMENT.match(value):
         return _uvx_option(spec, "--with", value)
+    if kind == "uvx-native-tls" and not value:
+        return None if "--native-tls" in spec.args else _uvx_option(spec, "--native-tls")
     if kind == "uvx-python" and _PYTHON.match(value):
         return _uvx_option(spec, "--python", value)
     if kind == "docker-platform" and _PLATFORM.match(value):
@@ -139,6 +141,9 @@ _PY_MISMATCH = re.compile(
     r"|requires Python",
     re.IGNORECASE,
 )
+#: uv (rustls, its own roots) refused the index's certificate; ``--native-tls`` reads the
+#: computer's store instead (every uv since 0.1; newer ones also call it ``--system-certs``).
+_UNTRUSTED_CERT = re.compile(r"invalid peer certificate: UnknownIssuer|UnknownIssuer")
 _MCP2_IMPORT = re.compile(r"ImportError: cannot import name '[^']+' from 'mcp(?:\.[a-z_.]+)?'")
 #: A module the package's code imports but does not depend on → the distribution that brings it
 #: (only well-known ones: a guessed name could be anyone's package).
@@ -223,6 +228,12 @@ def diagnose(spec: LaunchSpec, stderr_tail: str) -> Diagnosis:
     if _FASTMCP.search(tail) or _MCP2_IMPORT.search(tail):
         why = "the server is written for mcp 1.x and uvx installed mcp 2.x, whose API changed (FastMCP, McpError…)"
         return Diagnosis("package", why, _offer(spec, "uvx-with:mcp<2", why))
+    if _UNTRUSTED_CERT.search(tail):
+        why = (
+            "uv does not trust the certificate its package index answered with (a network that inspects "
+            "secure connections, with its own certificate authority in this computer's trust store)"
+        )
+        return Diagnosis("runner", why, _offer(spec, "uvx-native-tls", why + "; use this computer's certificates"))
     if spec.command == "uvx" and _PY_MISMATCH.search(tail) and (m := _PY_NEEDED.search(tail)):
         why = f"the package needs Python {m.group(1)} or newer, and uvx picked an older one"
         return Diagnosis("runner", why, _offer(spec, f"uvx-python:{m.group(1)}", why))

@@ -111,6 +111,34 @@ def test_a_package_needing_a_newer_python_is_a_runner_failure_repaired_with_that
     assert apply_repair(moduled, "uvx-python:3.12").args[:4] == ["--python", "3.12", "--from", "newpy==1.0.0"]
 
 
+# uv 0.13's own words behind a network that inspects TLS with an authority uv's roots lack.
+UNTRUSTED = (
+    "error: Failed to fetch: https://pypi.org/simple/mcp-server-time/\n"
+    "  cause: error sending request for url (https://pypi.org/simple/mcp-server-time/)\n"
+    "  cause: client error (Connect)\n  cause: invalid peer certificate: UnknownIssuer\n\n"
+    "hint: Consider enabling use of system TLS certificates with the `--system-certs` command-line flag\n"
+)
+
+
+def test_an_index_certificate_uv_does_not_trust_is_repaired_with_the_computers_certificates() -> None:
+    spec = uvx_spec("mcp-server-time")
+    found = diagnose(spec, UNTRUSTED)
+    assert found.part == "runner" and "certificate" in found.reason
+    assert found.repair is not None and found.repair.code == "uvx-native-tls"
+    repaired = apply_repair(spec, found.repair.code)
+    assert repaired.args == ["--default-index", "http://i.example/simple", "--native-tls", "mcp-server-time==1.0.0"]
+    assert diagnose(repaired, UNTRUSTED).repair is None  # never offered twice
+
+
+def test_the_download_of_a_repaired_launch_uses_the_computers_certificates_too() -> None:
+    from setup_agent.launch.fetch_plans import fetch_plan, prefetch_plan
+
+    repaired = apply_repair(uvx_spec("mcp-server-time"), "uvx-native-tls")
+    full, early = fetch_plan(repaired), prefetch_plan(repaired)
+    assert full is not None and "--native-tls" in full.argv
+    assert early is not None and "--native-tls" in early.argv
+
+
 @pytest.mark.parametrize(
     ("command", "stderr", "part"),
     [
