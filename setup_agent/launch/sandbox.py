@@ -63,6 +63,8 @@ SandboxMode = Literal["auto", "bwrap", "landlock", "off"]
 Mechanism = Literal["bwrap", "landlock", "none"]
 
 #: Read-only system paths (those that exist; a symlink such as Debian's /bin is kept a symlink).
+#: The system's program folders, at the end of every sandboxed server's PATH.
+_SYSTEM_BIN = ("/usr/local/bin", "/usr/bin", "/bin")
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt/homebrew")
 #: Inside /etc: what no server needs (hidden under an empty file or dir).
 ETC_SECRETS = (
@@ -277,6 +279,9 @@ class Sandbox:
                     "npm_config_cache": str(private),
                     "npm_config_update_notifier": "false",
                     "npm_config_prefer_offline": "true",
+                    # the shell npx runs the package's bin with, by its path (as the download
+                    # phase does): the package's own .bin, first on npx's PATH, may name one "sh"
+                    "npm_config_script_shell": "/bin/sh",
                 }
             )
             target = next((a for a in args if not a.startswith("-")), None)
@@ -366,6 +371,10 @@ class Sandbox:
             }
         )
         inner.pop("XDG_RUNTIME_DIR", None)
+        # The system's program folders (shown in every sandbox) end its PATH, whatever PATH the
+        # person's own folders made: what a runner starts by name (sh, dirname, python3) is there.
+        on_path = inner.get("PATH", "").split(os.pathsep)
+        inner["PATH"] = os.pathsep.join([*filter(None, on_path), *(d for d in _SYSTEM_BIN if d not in on_path)])
         views = self._cache_views(runner_name(command), args, profile)
         inner.update(views.env)
         reads = [p for p in profile.reads if self._readable_literal(p, profile.chosen)]
