@@ -144,7 +144,13 @@ _PY_MISMATCH = re.compile(
 #: uv (rustls, its own roots) refused the index's certificate; ``--native-tls`` reads the
 #: computer's store instead (every uv since 0.1; newer ones also call it ``--system-certs``).
 _UNTRUSTED_CERT = re.compile(r"invalid peer certificate: UnknownIssuer|UnknownIssuer")
-_MCP2_IMPORT = re.compile(r"ImportError: cannot import name '[^']+' from 'mcp(?:\.[a-z_.]+)?'")
+_MCP2_IMPORT = re.compile(
+    r"ImportError: cannot import name '[^']+' from 'mcp(?:\.[a-z_.]+)?'"
+    # mcp 1.x's low-level Server took its handlers by decorators; 2.x takes them in its constructor
+    r"|AttributeError: 'Server' object has no attribute '(?:list_tools|call_tool|list_resources|read_resource"
+    r"|list_resource_templates|list_prompts|get_prompt|subscribe_resource|unsubscribe_resource|set_logging_level"
+    r"|completion|progress_notification)'"
+)
 #: A module the package's code imports but does not depend on → the distribution that brings it
 #: (only well-known ones: a guessed name could be anyone's package).
 _MODULE_DIST = {

@@ -111,6 +111,36 @@ def test_a_package_needing_a_newer_python_is_a_runner_failure_repaired_with_that
     assert apply_repair(moduled, "uvx-python:3.12").args[:4] == ["--python", "3.12", "--from", "newpy==1.0.0"]
 
 
+# Memphora (memphora-mcp 0.1.3, the registry's latest) under mcp 2.3, as uvx started it.
+MEMPHORA = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/.cache/uv/archive-v0/WY1T/lib/python3.11/site-packages/memphora_mcp/server.py", line 56, '
+    "in <module>\n    @server.list_tools()\n     ^^^^^^^^^^^^^^^^^\n"
+    "AttributeError: 'Server' object has no attribute 'list_tools'\n"
+)
+# ipybox 0.7.1 (the registry's version) under mcp 2.3.
+IPYBOX = (
+    '  File "/home/u/.cache/uv/archive-v0/cj7b/lib/python3.11/site-packages/ipybox/mcp_client.py", line 9, '
+    "in <module>\n    from mcp.client.streamable_http import streamablehttp_client\n"
+    "ImportError: cannot import name 'streamablehttp_client' from 'mcp.client.streamable_http' "
+    "(/home/u/.cache/uv/archive-v0/cj7b/lib/python3.11/site-packages/mcp/client/streamable_http.py)\n"
+)
+
+
+@pytest.mark.parametrize(("identifier", "stderr"), [("memphora-mcp", MEMPHORA), ("ipybox", IPYBOX)])
+def test_the_mcp_2_breaks_of_memphora_and_ipybox_are_repaired_with_mcp_below_2(identifier, stderr) -> None:
+    spec = uvx_spec(identifier)
+    found = diagnose(spec, stderr)
+    assert found.part == "package" and "mcp 1.x" in found.reason
+    assert found.repair is not None and found.repair.code == "uvx-with:mcp<2"
+    assert apply_repair(spec, found.repair.code).args[2:4] == ["--with", "mcp<2"]
+
+
+def test_an_attribute_error_of_a_servers_own_object_is_not_read_as_an_mcp_break() -> None:
+    found = diagnose(uvx_spec("some-server"), "AttributeError: 'Server' object has no attribute 'hostname'\n")
+    assert found.repair is None
+
+
 # uv 0.13's own words behind a network that inspects TLS with an authority uv's roots lack.
 UNTRUSTED = (
     "error: Failed to fetch: https://pypi.org/simple/mcp-server-time/\n"
