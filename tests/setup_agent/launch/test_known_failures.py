@@ -24,6 +24,7 @@ from setup_agent.launch.repairs import apply_repair, diagnose
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.setup.service import CallContext
 from tests.fakes.pypi_projects import executable_mismatch, fastmcp_projects, needs_python, serve_pypi_projects
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -167,6 +168,59 @@ def test_the_download_of_a_repaired_launch_uses_the_computers_certificates_too()
     full, early = fetch_plan(repaired), prefetch_plan(repaired)
     assert full is not None and "--native-tls" in full.argv
     assert early is not None and "--native-tls" in early.argv
+
+
+@needs_uv
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap to lay a trust store over /etc/ssl")
+def test_a_real_uv_behind_an_index_only_the_computer_trusts_fails_as_said_and_its_repair_installs(
+    tmp_path: Path,
+) -> None:
+    """A TLS index on loopback whose authority is in the computer's store (a bundle laid over
+    /etc/ssl/certs/ca-certificates.crt in a namespace of the test's own) and not in uv's roots."""
+    import subprocess
+
+    from setup_agent.launch.fetch_plans import fetch_plan
+    from tests.helpers.tls import test_authority
+
+    authority = test_authority(tmp_path / "tls")
+    system = Path("/etc/ssl/certs/ca-certificates.crt")
+    store = tmp_path / "tls" / "store.crt"
+    store.write_bytes((system.read_bytes() if system.is_file() else b"") + authority.ca_file.read_bytes())
+    uvx = str(Path(str(_uv_bin())).with_name("uvx"))
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+        trusted = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(store), str(system)]
+        return subprocess.run(
+            [*trusted, uvx, *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=scaled(120),
+            stdin=subprocess.DEVNULL,
+        )
+
+    with serve_pypi_projects(needs_python("tls-probe-pkg", ">=3.8"), tls=authority.server) as index:
+        spec = LaunchSpec(
+            command="uvx",
+            args=["--default-index", index.url, "tls-probe-pkg==1.0.0"],
+            package_type="pypi",
+            identifier="tls-probe-pkg",
+            version="1.0.0",
+            runner="uvx",
+        )
+        failed = run(spec.args)
+        assert failed.returncode != 0
+        found = diagnose(spec, failed.stderr)
+        assert found.part == "runner" and found.repair is not None and found.repair.code == "uvx-native-tls"
+        repaired = apply_repair(spec, found.repair.code)
+        plan = fetch_plan(repaired)
+        assert plan is not None
+        fetched = run(list(plan.argv[1:]))  # the download phase of the repaired launch
+        assert fetched.returncode == 0, fetched.stderr[-2000:]
+        started = run(repaired.args)  # the stub server: it reads stdin to its end, then exits
+        assert started.returncode == 0, started.stderr[-2000:]
+    assert not any("UnknownIssuer" in r.stderr for r in (fetched, started))
 
 
 @pytest.mark.parametrize(
