@@ -106,8 +106,10 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
     house = _wheelhouse()
     checkout = root / "mcp-setup"
     shutil.copytree(REPO, checkout, ignore=_NOT_SOURCE)
-    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
-    made = subprocess.run([python, "-m", "venv", ".venv"], cwd=checkout, capture_output=True, text=True, timeout=120)
+    # The venv from this Python (the wheelhouse's version; a venv made from a venv is as fresh).
+    made = subprocess.run(
+        [sys.executable, "-m", "venv", ".venv"], cwd=checkout, capture_output=True, text=True, timeout=scaled(120)
+    )
     assert made.returncode == 0, made.stderr
     pip_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PIP_FIND_LINKS")}
     installed = subprocess.run(
@@ -126,7 +128,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
         found = shutil.which(tool, path="/usr/bin:/bin:/usr/sbin:/sbin")
         if found:
             (bin_dir / tool).symlink_to(found)
-    (bin_dir / "python3").symlink_to(python)
+    (bin_dir / "python3").symlink_to(shutil.which("python3", path="/usr/bin:/bin") or sys.executable)
     yield {"root": root, "checkout": checkout, "bin": bin_dir}
 
 
