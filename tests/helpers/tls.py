@@ -9,20 +9,18 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TestAuthority", "test_authority"]
+__all__ = ["InspectingAuthority", "inspecting_authority"]
 
 
 @dataclass(frozen=True)
-class TestAuthority:
-    __test__ = False  # not a pytest class, whatever its name
-
+class InspectingAuthority:
     #: The authority's certificate (PEM): what a computer's trust store would hold.
     ca_file: Path
     #: A server context presenting a certificate for 127.0.0.1 signed by it.
     server: ssl.SSLContext
 
 
-def test_authority(folder: Path) -> TestAuthority:
+def inspecting_authority(folder: Path) -> InspectingAuthority:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -68,4 +66,4 @@ def test_authority(folder: Path) -> TestAuthority:
     )
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(cert_file, key_file)
-    return TestAuthority(ca_file, server)
+    return InspectingAuthority(ca_file, server)

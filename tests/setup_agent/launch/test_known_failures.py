@@ -180,9 +180,9 @@ def test_a_real_uv_behind_an_index_only_the_computer_trusts_fails_as_said_and_it
     import subprocess
 
     from setup_agent.launch.fetch_plans import fetch_plan
-    from tests.helpers.tls import test_authority
+    from tests.helpers.tls import inspecting_authority
 
-    authority = test_authority(tmp_path / "tls")
+    authority = inspecting_authority(tmp_path / "tls")
     system = Path("/etc/ssl/certs/ca-certificates.crt")
     store = tmp_path / "tls" / "store.crt"
     store.write_bytes((system.read_bytes() if system.is_file() else b"") + authority.ca_file.read_bytes())
