@@ -157,6 +157,26 @@ class SetupError(Exception):
     def __init__(self, message: str, *, key: str | None = None, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message, self.key, self.details = message, key, dict(details or {})
+        #: Where ``message`` holds mcp-setup's own words added after the error was made
+        #: (:meth:`add_words`), as (start, end) spans, and the ``details`` keys that are ours.
+        #: The rest of an error may quote a server, a registry or a library, so an echo of the
+        #: agent's text is scrubbed there (``setup_agent/setup/tool_args.py``), never in these.
+        self.own_spans: tuple[tuple[int, int], ...] = ()
+        self.own_details = frozenset[str]()
+
+    def add_words(self, text: str, *, own: bool, first: bool = False, **details: Any) -> None:
+        """Add ``text`` to the message, at its end (or ``first``): mcp-setup's own words (``own``,
+        with its ``details`` keys) or words that quote something from outside (a server's output)."""
+        if first:
+            self.own_spans = tuple((a + len(text), b + len(text)) for a, b in self.own_spans)
+            self.message, span = text + self.message, (0, len(text))
+        else:
+            self.message, span = self.message + text, (len(self.message), len(self.message) + len(text))
+        self.args = (self.message,)
+        self.details.update(details)
+        if own:
+            self.own_spans += (span,)
+            self.own_details |= frozenset(details)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}

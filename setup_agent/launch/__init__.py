@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from .prefetch import Prefetches
     from .procs import Owner, ProcessLedger, claim_dir, sweep_install_dirs
     from .repairs import apply_repair, explain_failure
-    from .runners import bundled_runner, runner_source, runner_which
+    from .runners import bundled_runner, runner_source, runner_which, runner_words
     from .sandbox import USER_SECRETS, Sandbox, real_folder
     from .scratch import make_scratch_dir, sweep_scratch
     from .server_net import ServerNet, refused_words
@@ -120,6 +120,7 @@ __all__ = [
     "runner_availability",
     "runner_source",
     "runner_which",
+    "runner_words",
     "RUNNERS",
     "Sandbox",
     "USER_SECRETS",
@@ -197,6 +198,7 @@ __getattr__, __dir__ = lazy_exports(
         "runner_availability": "package_choice",
         "runner_source": "runners",
         "runner_which": "runners",
+        "runner_words": "runners",
         "RUNNERS": "package_choice",
         "Sandbox": "sandbox",
         "real_folder": "sandbox",

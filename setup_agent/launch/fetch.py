@@ -62,6 +62,7 @@ from .fetch_errors import DownloadFailure, download_failed, read_failure
 from .fetch_plans import PREFIX, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
 from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
+from .runners import find_runner, runner_env
 from .sandbox import Sandbox
 from .scratch import ALSO_REMOVE, make_scratch_dir
 from .spec import LaunchSpec
@@ -286,8 +287,9 @@ class Fetcher:
         if sandbox is not None and await asyncio.to_thread(lambda: sandbox.mechanism) != "none":
             self._npx_cache = sandbox.caches()["npm_config_cache"] / "_npx"
             return self._npx_cache
+        npm, env = self._runner("npm")
         proc = await asyncio.create_subprocess_exec(
-            "npm",
+            npm,
             "config",
             "get",
             "cache",
@@ -295,7 +297,7 @@ class Fetcher:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            env=minimal_environment({}, host_env=self.host_env),
+            env=env,
             cwd=cwd,
         )
         out, _ = await proc.communicate()
@@ -306,11 +308,18 @@ class Fetcher:
         self._npx_cache = Path(cache) / "_npx"
         return self._npx_cache
 
+    def _runner(self, name: str) -> tuple[str, dict[str, str]]:
+        """The ``name`` the server's start will run too (the system's when new enough, else the
+        bundled one: setup_agent/launch/runners.py), and the environment to run it in."""
+        env = minimal_environment({}, host_env=self.host_env)
+        found = find_runner(name, env.get("PATH"))
+        return (found, runner_env(env, found)) if found else (name, env)
+
     async def _exec(self, plan: FetchPlan, state: FetchState, cwd: str) -> int:
         """Run ``plan`` to its end (its whole process group killed if cancelled); its exit code."""
         pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
         argv = [str(Path(cwd, "target")) if a == PREFIX else a for a in plan.argv]
-        env = minimal_environment({}, host_env=self.host_env)
+        argv[0], env = self._runner(argv[0])
         launch = await asyncio.to_thread(
             download_launch,
             self.sandbox,

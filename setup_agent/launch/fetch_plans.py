@@ -139,6 +139,8 @@ _UVX_VALUED = frozenset(
     }
 )
 #: Of those, the ones a fetch keeps: where the package comes from, and for which Python.
+#: Flags of uvx the download needs as much as the start (the computer's certificates: a repair).
+_UVX_FLAGS_KEPT = ("--native-tls", "--system-certs")
 _UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-url", "--python", "-p")
 
 
@@ -161,7 +163,7 @@ def _uvx_options(args: list[str], keep: tuple[str, ...] = _UVX_KEPT) -> tuple[li
         if arg == "--":
             break
         if "=" in arg or arg not in _UVX_VALUED:
-            if name in keep and "=" in arg:
+            if (name in keep and "=" in arg) or arg in _UVX_FLAGS_KEPT:
                 kept.append(arg)
             elif name == "--from" and "=" in arg:
                 target = arg.split("=", 1)[1]

@@ -26,7 +26,7 @@ from setup_agent.errors import SandboxUnavailable
 from .net_policy import NetPolicy
 from .net_record import NetRecord
 from .registries import runner_registries
-from .runners import find_runner, with_runner_dir
+from .runners import find_runner, runner_env, runner_name
 from .sandbox import Profile, Sandbox
 from .server_net import ServerNet
 
@@ -62,7 +62,7 @@ def download_launch(
     :class:`~setup_agent.errors.SandboxUnavailable` when the setting forces a sandbox that does
     not work here: the download does not run then, as no server would."""
     unchanged = DownloadLaunch(list(argv), dict(env))
-    if sandbox is None or not argv or Path(argv[0]).name not in SANDBOXED:
+    if sandbox is None or not argv or runner_name(argv[0]) not in SANDBOXED:
         return unchanged
     missing = sandbox.required_but_missing()
     if missing:
@@ -74,7 +74,7 @@ def download_launch(
         return unchanged  # the spawn fails as it did: the start says the runner is missing
     command = os.path.abspath(command)
     policy, named = runner_registries(command, argv[1:], host_env)
-    inner = {**with_runner_dir(dict(env), command), **named}
+    inner = {**runner_env(dict(env), command), **named}
     isolation = sandbox.network_isolation()
     record = NetRecord()
     net = (
@@ -97,7 +97,7 @@ def download_launch(
         raise
     logger.info(
         "download of a %s package sandboxed (%s), to %s only",
-        Path(command).name,
+        runner_name(command),
         isolation.mechanism,
         ", ".join(sorted(map(str, policy.only))) or "nowhere",
     )

@@ -12,7 +12,8 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+
+from setup_agent.errors import SetupError
 
 __all__ = ["hidden_path", "note_hidden_path"]
 
@@ -46,19 +47,18 @@ def hidden_path(
     return None
 
 
-def note_hidden_path(exc: Any, shown: Iterable[str | Path], mechanism: str) -> None:
+def note_hidden_path(exc: BaseException, shown: Iterable[str | Path], mechanism: str) -> None:
     """Add to a failed start (in place) which path the sandbox hid, and how to grant it."""
-    message, details = getattr(exc, "message", None), getattr(exc, "details", None)
-    if mechanism == "none" or not isinstance(message, str) or not isinstance(details, dict):
+    if mechanism == "none" or not isinstance(exc, SetupError):
         return
-    path = hidden_path(str(details.get("stderr_tail") or ""), shown)
+    path = hidden_path(str(exc.details.get("stderr_tail") or ""), shown)
     if path is None:
         return
     folder = path if os.path.isdir(path) else str(Path(path).parent)
-    details["hidden_path"] = path
-    exc.message = (
-        f"{message} The sandbox hides {path}; grant "
+    exc.add_words(
+        f" The sandbox hides {path}; grant "
         f"{'it' if folder == path else f'its folder {folder}'} in the consent "
-        "(another folder it may read and write), then test again."
+        "(another folder it may read and write), then test again.",
+        own=True,
+        hidden_path=path,
     )
-    exc.args = (exc.message,)

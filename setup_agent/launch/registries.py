@@ -20,6 +20,7 @@ from pathlib import Path
 from setup_agent.errors import InvalidInput
 
 from .net_policy import Endpoint, NetPolicy
+from .runners import runner_name
 
 __all__ = ["runner_registries"]
 
@@ -40,7 +41,7 @@ def runner_registries(
     configured one granted, npm's and PyPI's own only at public addresses), and the variables
     that name the configured ones to the runner inside the sandbox, where the user's config files
     are hidden."""
-    name = Path(runner).name
+    name = runner_name(runner)
     if name in ("npm", "npx"):
         url, configured = _npm_registry(args, host_env)
         env = {"npm_config_registry": url} if configured else {}

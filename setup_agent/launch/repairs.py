@@ -10,7 +10,7 @@ person would have to dig for that; :func:`diagnose` reads the stderr tail and an
   needs: a Python, node, the Docker daemon), the **package** (not found, no such executable, a
   missing module), or the **server** (it ran, then exited: its own error);
 - ``repair`` when one is known: a :class:`Repair` with a stable ``code`` the agent passes back
-  (``repair: "uvx-executable:mcp_weather_server"``; several space-separated when a repaired launch
+  (``repair: "uvx-executable:mcp_weather_server"``, ``"uvx-native-tls"``; several space-separated when a repaired launch
   fails again for another known reason), why, and the changed command.
 
 :func:`apply_repair` turns a code into the repaired :class:`LaunchSpec` (refusing codes it does
@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from setup_agent.errors import InvalidInput
+from setup_agent.errors import InvalidInput, SetupError
 
 from .spec import LaunchSpec
 
@@ -98,6 +98,8 @@ def _repaired_args(spec: LaunchSpec, code: str) -> list[str] | None:
         return [*spec.args[:at], "--from", spec.args[at], value, *spec.args[at + 1 :]]
     if kind == "uvx-with" and _REQUIREMENT.match(value):
         return _uvx_option(spec, "--with", value)
+    if kind == "uvx-native-tls" and not value:
+        return None if "--native-tls" in spec.args else _uvx_option(spec, "--native-tls")
     if kind == "uvx-python" and _PYTHON.match(value):
         return _uvx_option(spec, "--python", value)
     if kind == "docker-platform" and _PLATFORM.match(value):
@@ -139,7 +141,16 @@ _PY_MISMATCH = re.compile(
     r"|requires Python",
     re.IGNORECASE,
 )
-_MCP2_IMPORT = re.compile(r"ImportError: cannot import name '[^']+' from 'mcp(?:\.[a-z_.]+)?'")
+#: uv (rustls, its own roots) refused the index's certificate; ``--native-tls`` reads the
+#: computer's store instead (every uv since 0.1; newer ones also call it ``--system-certs``).
+_UNTRUSTED_CERT = re.compile(r"invalid peer certificate: UnknownIssuer|UnknownIssuer")
+_MCP2_IMPORT = re.compile(
+    r"ImportError: cannot import name '[^']+' from 'mcp(?:\.[a-z_.]+)?'"
+    # mcp 1.x's low-level Server took its handlers by decorators; 2.x takes them in its constructor
+    r"|AttributeError: 'Server' object has no attribute '(?:list_tools|call_tool|list_resources|read_resource"
+    r"|list_resource_templates|list_prompts|get_prompt|subscribe_resource|unsubscribe_resource|set_logging_level"
+    r"|completion|progress_notification)'"
+)
 #: A module the package's code imports but does not depend on → the distribution that brings it
 #: (only well-known ones: a guessed name could be anyone's package).
 _MODULE_DIST = {
@@ -223,6 +234,12 @@ def diagnose(spec: LaunchSpec, stderr_tail: str) -> Diagnosis:
     if _FASTMCP.search(tail) or _MCP2_IMPORT.search(tail):
         why = "the server is written for mcp 1.x and uvx installed mcp 2.x, whose API changed (FastMCP, McpError…)"
         return Diagnosis("package", why, _offer(spec, "uvx-with:mcp<2", why))
+    if _UNTRUSTED_CERT.search(tail):
+        why = (
+            "uv does not trust the certificate its package index answered with (a network that inspects "
+            "secure connections, with its own certificate authority in this computer's trust store)"
+        )
+        return Diagnosis("runner", why, _offer(spec, "uvx-native-tls", why + "; use this computer's certificates"))
     if spec.command == "uvx" and _PY_MISMATCH.search(tail) and (m := _PY_NEEDED.search(tail)):
         why = f"the package needs Python {m.group(1)} or newer, and uvx picked an older one"
         return Diagnosis("runner", why, _offer(spec, f"uvx-python:{m.group(1)}", why))
@@ -254,23 +271,22 @@ def explain_failure(exc: Exception, spec: LaunchSpec, prior: str | None = None) 
     """Add to a failed start of a local package (in place): what was launched, which part failed
     and why, and the repair when one is known (``details.repair``: code, why, command). A launch
     already repaired (``prior``) is offered both repairs together."""
-    message, details = getattr(exc, "message", None), getattr(exc, "details", None)
-    if not spec.command or not isinstance(message, str) or not isinstance(details, dict):
+    if not spec.command or not isinstance(exc, SetupError):
         return
     what = launched(spec)
-    details["launched"] = what
-    text = f" Launched: {what}."
-    if getattr(exc, "code", None) == "exited":
-        found = diagnose(spec, str(details.get("stderr_tail") or ""))
-        details["failed"], details["reason"] = found.part, found.reason
-        text += f" {_PART_WORDS[found.part].capitalize()}: {found.reason}."
+    exc.add_words(f" Launched: {what}.", own=True, launched=what)
+    if exc.code == "exited":
+        found = diagnose(spec, str(exc.details.get("stderr_tail") or ""))
+        exc.add_words(f" {_PART_WORDS[found.part].capitalize()}:", own=True, failed=found.part)
+        # the reason and the repair may quote the server's output: an echo there is scrubbed
+        exc.add_words(f" {found.reason}.", own=False, reason=found.reason)
         if found.repair is not None:
             command = found.repair.command(spec)
             code = f"{prior} {found.repair.code}" if prior else found.repair.code
-            details["repair"] = {"code": code, "why": found.repair.why, "command": command}
-            text += (
-                f" mcp-setup can repair this launch: call mcp_setup_test_connection again with "
-                f"repair: {code!r}; the user is shown the changed command ({command}) to approve."
+            exc.add_words(
+                " mcp-setup can repair this launch: call mcp_setup_test_connection again with repair: ", own=True
             )
-    exc.message = message + text  # type: ignore[attr-defined]
-    exc.args = (exc.message,)  # type: ignore[attr-defined]
+            exc.add_words(repr(code), own=False, repair={"code": code, "why": found.repair.why, "command": command})
+            exc.add_words("; the user is shown the changed command (", own=True)
+            exc.add_words(command, own=False)
+            exc.add_words(") to approve.", own=True)

@@ -49,6 +49,7 @@ from setup_agent.errors import InvalidInput, SandboxUnavailable
 
 from .fetch_plans import npx_entry_name
 from .registries import runner_registries
+from .runners import runner_name
 
 if TYPE_CHECKING:
     from .net_isolation import NetIsolation
@@ -63,6 +64,8 @@ SandboxMode = Literal["auto", "bwrap", "landlock", "off"]
 Mechanism = Literal["bwrap", "landlock", "none"]
 
 #: Read-only system paths (those that exist; a symlink such as Debian's /bin is kept a symlink).
+#: The system's program folders, at the end of every sandboxed server's PATH.
+_SYSTEM_BIN = ("/usr/local/bin", "/usr/bin", "/bin")
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt/homebrew")
 #: Inside /etc: what no server needs (hidden under an empty file or dir).
 ETC_SECRETS = (
@@ -286,6 +289,9 @@ class Sandbox:
                     "npm_config_cache": str(private),
                     "npm_config_update_notifier": "false",
                     "npm_config_prefer_offline": "true",
+                    # the shell npx runs the package's bin with, by its path (as the download
+                    # phase does): the package's own .bin, first on npx's PATH, may name one "sh"
+                    "npm_config_script_shell": "/bin/sh",
                 }
             )
             npx = private / "_npx"
@@ -391,7 +397,7 @@ class Sandbox:
         if self.mechanism == "none":
             return command, list(args), dict(env)
         _own_dir(profile.home)
-        return self._wrap(command, args, env, profile, self._cache_views(Path(command).name, args, profile))
+        return self._wrap(command, args, env, profile, self._cache_views(runner_name(command), args, profile))
 
     def wrap_download(
         self, command: str, args: Sequence[str], env: Mapping[str, str], profile: Profile
@@ -402,7 +408,7 @@ class Sandbox:
         if self.mechanism == "none":
             return command, list(args), dict(env)
         _own_dir(profile.home)
-        return self._wrap(command, args, env, profile, self.download_views(Path(command).name))
+        return self._wrap(command, args, env, profile, self.download_views(runner_name(command)))
 
     def _wrap(
         self, command: str, args: Sequence[str], env: Mapping[str, str], profile: Profile, views: _Views
@@ -419,9 +425,17 @@ class Sandbox:
             }
         )
         inner.pop("XDG_RUNTIME_DIR", None)
+        # The system's program folders (shown in every sandbox) end its PATH, whatever PATH the
+        # person's own folders made: what a runner starts by name (sh, dirname, python3) is there.
+        on_path = inner.get("PATH", "").split(os.pathsep)
+        inner["PATH"] = os.pathsep.join([*filter(None, on_path), *(d for d in _SYSTEM_BIN if d not in on_path)])
         inner.update(views.env)
         reads = [p for p in profile.reads if self._readable_literal(p, profile.chosen)]
-        read_only = sorted({*self.runtime_paths(command), *views.read, *reads})
+        runtime = self.runtime_paths(command)
+        interpreter = _script_interpreter(command, inner.get("PATH", ""))
+        if interpreter is not None:  # a bundled npx's "#!/usr/bin/env node": that node is shown too
+            runtime += self.runtime_paths(interpreter)
+        read_only = sorted({*runtime, *views.read, *reads})
         # The user's credential files are never shown: a grant inside one is dropped, and a grant
         # that holds one (or the data dir: the user's whole home) shows all of it but those.
         secrets = self._user_secrets()
@@ -561,6 +575,27 @@ def _own_dir(path: Path) -> None:
         logger.warning("sandbox: %s was replaced by the server (a link or a file); made a folder again", path)
         path.unlink()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def _script_interpreter(command: str, path: str) -> str | None:
+    """The program a script's ``#!`` line runs (``#!/usr/bin/env node``: the ``node`` on ``path``);
+    None for a binary, or an interpreter under the system's folders (always shown)."""
+    try:
+        with open(command, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if words and Path(words[0]).name == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+        found = shutil.which(words[0], path=path) if words else None
+    else:
+        found = words[0] if words else None
+    if found is None or any(_within(found, p) for p in SYSTEM_PATHS if os.path.exists(p)):
+        return None
+    return found
 
 
 def _link_chain(path: Path, hops: int = 16) -> list[Path]:

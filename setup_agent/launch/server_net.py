@@ -32,6 +32,7 @@ from .net_record import Attempt, NetRecord
 from .netns import NetnsBridge
 from .netns_bootstrap import proxy_environment
 from .registries import runner_registries
+from .runners import runner_name
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -145,7 +146,7 @@ def server_network(
         return None
     if sandbox.mechanism == "none":
         return None
-    policy = with_registries(resolved.policy, resolved.spec.args, Path(command).name, sandbox.host_env)
+    policy = with_registries(resolved.policy, resolved.spec.args, runner_name(command), sandbox.host_env)
     if policy.mode == "none":
         return None  # the sandbox's own "no network"
     isolation = sandbox.network_isolation()

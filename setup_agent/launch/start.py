@@ -37,7 +37,7 @@ from setup_agent.errors import CommandNotFound, InvalidInput, RuntimeMissing, Sa
 from setup_agent.secrets import SecretValue
 
 from .net_record import NetRecord
-from .runners import BUNDLED, MISSING_BUNDLE, bundled_runner, with_runner_dir
+from .runners import BUNDLED, MISSING_BUNDLE, find_runner, runner_env
 from .sandbox import Sandbox, sandboxed
 from .server_net import ServerNet, server_network
 from .spec import Filled, ResolvedLaunch, fill
@@ -47,11 +47,8 @@ __all__ = ["RUNTIME_HINTS", "Endpoint", "LocalCommand", "check_command", "local_
 
 #: Runners we know, with how to get them: a missing one is ``runtime_missing``, not
 #: ``command_not_found``.
+#: (Node and uv come with mcp-setup: a missing one is a broken install, said by ``MISSING_BUNDLE``.)
 RUNTIME_HINTS = {
-    "npx": "Install Node.js (it brings npx): your package manager or https://nodejs.org.",
-    "node": "Install Node.js: your package manager or https://nodejs.org.",
-    "uvx": "Install uv (it brings uvx): `pip install uv` or https://docs.astral.sh/uv/.",
-    "uv": "Install uv: `pip install uv` or https://docs.astral.sh/uv/.",
     "docker": "Install Docker and start its engine: https://docs.docker.com/get-docker/.",
     "dnx": "Install the .NET 10 SDK (it brings dnx): https://dotnet.microsoft.com/download.",
     "python3": "Install Python 3: your package manager or https://www.python.org.",
@@ -60,11 +57,10 @@ RUNTIME_HINTS = {
 
 
 def check_command(command: str, env: Mapping[str, str]) -> str:
-    """Resolve ``command`` on the child's PATH (else the runner bundled with mcp-setup), or raise
+    """Resolve ``command`` on the child's PATH (else the runner bundled with mcp-setup, also in
+    place of a system Node too old for the servers: setup_agent/launch/runners.py), or raise
     RuntimeMissing / CommandNotFound."""
-    import shutil
-
-    found = shutil.which(command, path=env.get("PATH")) or bundled_runner(command)
+    found = find_runner(command, env.get("PATH"))  # a too-old system Node is passed over
     if found:
         return found
     name = Path(command).name
@@ -207,7 +203,7 @@ def local_command(
         raise InvalidInput("This server has no command to start here.")
     env = minimal_environment(filled.env, host_env=host_env)
     found = check_command(filled.command, env)
-    env = with_runner_dir(env, found)  # a bundled npx finds the node beside it
+    env = runner_env(env, found)  # a bundled npx finds the node beside it
     net = server_network(sandbox, found, resolved, record)
     try:
         ports = net.connect_ports if net is not None else None

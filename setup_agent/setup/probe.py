@@ -380,16 +380,9 @@ class Prober:
             return ServerRejected(f"The server refused to start: {redact(exc.message)}", details=details)
         if pwatch.returncode is not None:
             details["exit_code"] = pwatch.returncode
-            msg = f"The server exited with code {pwatch.returncode} before listing its tools."
-            if tail:
-                msg += f" Last lines of its error output: {tail[-600:]}"
-            return ServerExited(msg, details=details)
+            return _exited(f"The server exited with code {pwatch.returncode} before listing its tools.", tail, details)
         if isinstance(exc, MCPError):
-            return ServerExited(
-                "The server closed the connection before listing its tools."
-                + (f" Last lines of its error output: {tail[-600:]}" if tail else ""),
-                details=details,
-            )
+            return _exited("The server closed the connection before listing its tools.", tail, details)
         if isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout, OSError)) and pwatch.pid is None:
             return Unreachable(f"Could not reach the server: {redact(str(exc)) or type(exc).__name__}.")
         if isinstance(exc, httpx2.HTTPError):
@@ -446,3 +439,14 @@ def _redacted(exc: SetupError, redact: Callable[[str], str]) -> SetupError:
 
     clone = type(exc)(redact(exc.message), key=exc.key, details={k: value(v) for k, v in exc.details.items()})
     return clone
+
+
+def _exited(sentence: str, tail: str, details: dict[str, Any]) -> ServerExited:
+    """Our ``sentence``, then the server's last error lines (words from outside, where an echo of
+    the agent's text is scrubbed: setup_agent/setup/tool_args.py)."""
+    err = ServerExited("", details=details)
+    err.add_words(sentence, own=True)
+    if tail:
+        err.add_words(" Last lines of its error output: ", own=True)
+        err.add_words(tail[-600:], own=False)
+    return err

@@ -184,7 +184,7 @@ class SetupService:
             logger.info("tool %s failed: %s", name, exc.code)
             return {
                 "ok": False,
-                "error": self.redactor.redact_obj(without_echo(exc.to_dict(), args, known=self.hub.sources)),
+                "error": self.redactor.redact_obj(without_echo(exc, args, known=self.hub.sources)),
             }
         except Exception as exc:
             err = translate(exc)
@@ -192,7 +192,7 @@ class SetupService:
                 logger.exception("tool %s crashed", name)
             return {
                 "ok": False,
-                "error": self.redactor.redact_obj(without_echo(err.to_dict(), args, known=self.hub.sources)),
+                "error": self.redactor.redact_obj(without_echo(err, args, known=self.hub.sources)),
             }
         if "ok" not in result:
             result = {"ok": True, **result}  # every answer says whether it worked, the same way

@@ -14,7 +14,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from setup_agent.errors import InvalidInput
+from setup_agent.errors import InvalidInput, SetupError
 
 __all__ = [
     "MAX_ARGUMENTS_CHARS",
@@ -91,21 +91,31 @@ _ECHOED_ARGS = ("qualified_name", "source", "package", "server_id", "server", "q
 _YOUR_INPUT = "(the name you gave)"
 
 
-def without_echo(error: dict[str, Any], args: dict, *, known: Collection[str] = ()) -> dict[str, Any]:
-    """``error`` with the agent's own strings taken out of its text, always (not only when one
-    holds a secret, which would itself answer the guess), by the redactor's length rules.
+def without_echo(error: SetupError, args: dict, *, known: Collection[str] = ()) -> dict[str, Any]:
+    """``error`` as a dict, with the agent's own strings taken out of its text, always (not only
+    when one holds a secret, which would itself answer the guess), by the redactor's length rules.
+    Only what may quote the outside (a server, a registry, a library) is scrubbed: mcp-setup's own
+    words added to the error (``own_spans``, ``own_details``) stay whole, so "pypi" from the
+    agent never takes "pypi" out of "Launched: pypi package …".
     ``known``: names of ours (the configured registries) that the agent may have named: saying
     them back tells it nothing it did not already know."""
+    out = error.to_dict()
     # Longer texts were refused unquoted before anything could echo them (names, query: 200).
-    texts = [
-        v.strip()
-        for k in _ECHOED_ARGS
-        if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000 and v.strip() not in known
-    ]
+    texts = sorted(
+        {
+            v.strip()
+            for k in _ECHOED_ARGS
+            if isinstance(v := args.get(k), str) and 0 < len(v.strip()) <= 1000 and v.strip() not in known
+        },
+        key=len,
+        reverse=True,
+    )
+    if not texts:
+        return out
 
     def clean(obj: Any) -> Any:
         if isinstance(obj, str):
-            for text in sorted(texts, key=len, reverse=True):
+            for text in texts:
                 obj = scrub(obj, text)
             return obj
         if isinstance(obj, dict):
@@ -114,7 +124,14 @@ def without_echo(error: dict[str, Any], args: dict, *, known: Collection[str] = 
             return [clean(v) for v in obj]
         return obj
 
-    return clean(error) if texts else error
+    message, pieces, at = error.message, [], 0
+    for start, end in sorted(error.own_spans):
+        pieces += [clean(message[at:start]), message[start:end]]
+        at = end
+    out["message"] = "".join([*pieces, clean(message[at:])])
+    if "details" in out:
+        out["details"] = {k: v if k in error.own_details else clean(v) for k, v in out["details"].items()}
+    return out
 
 
 def scrubbed(error: dict[str, Any], text: str | None) -> dict[str, Any]:

@@ -132,8 +132,9 @@ async def update_server(service: SetupService, offer: UpdateOffer, ctx: CallCont
         result = await service.install_and_connect(request, ctx, replaces=offer.server_id)
     except SetupError as exc:
         # the outcome first, then what the new version said (its code stays in exc.code)
-        exc.message = f"Version {offer.latest} did not answer, so {offer.installed} stays installed. {exc.message}"
-        exc.args = (exc.message,)
+        exc.add_words(
+            f"Version {offer.latest} did not answer, so {offer.installed} stays installed. ", own=True, first=True
+        )
         raise
     finally:
         env.clear()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,14 +39,20 @@ class TrickleHandler(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve_loopback(handler: type[TrickleHandler], host: str = "127.0.0.1", port: int = 0) -> Iterator[int]:
+def serve_loopback(
+    handler: type[TrickleHandler], host: str = "127.0.0.1", port: int = 0, *, tls: ssl.SSLContext | None = None
+) -> Iterator[int]:
     """Serve ``handler`` on ``port`` of ``host`` (``127.0.0.1`` or ``::1``; 0: a free port; the
-    port is yielded) until the block ends. A given port is where a runner was pointed before
-    anything answered there: a registry that comes back."""
+    port is yielded) until the block ends; over TLS with ``tls`` (a server context). A given port
+    is where a runner was pointed before anything answered there: a registry that comes back."""
 
     class Server(http.server.ThreadingHTTPServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         allow_reuse_address = True
+
+        def get_request(self) -> tuple[socket.socket, object]:
+            conn, addr = super().get_request()
+            return (tls.wrap_socket(conn, server_side=True) if tls is not None else conn), addr
 
     handler.stop = threading.Event()
     server = Server((host, port), handler)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import ssl
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -130,7 +131,7 @@ class ProjectIndex:
 
 
 @contextmanager
-def serve_pypi_projects(dists: Sequence[Dist]) -> Iterator[ProjectIndex]:
+def serve_pypi_projects(dists: Sequence[Dist], *, tls: ssl.SSLContext | None = None) -> Iterator[ProjectIndex]:
     by_project: dict[str, list[Dist]] = {}
     for d in dists:
         by_project.setdefault(_norm(d.project), []).append(d)
@@ -164,6 +165,6 @@ def serve_pypi_projects(dists: Sequence[Dist]) -> Iterator[ProjectIndex]:
             else:
                 self.send_body(b"not found", "text/plain", status=404)
 
-    with serve_loopback(Handler) as port:
-        holder["i"] = ProjectIndex(f"http://127.0.0.1:{port}/simple")
+    with serve_loopback(Handler, tls=tls) as port:
+        holder["i"] = ProjectIndex(f"{'https' if tls else 'http'}://127.0.0.1:{port}/simple")
         yield holder["i"]

@@ -22,7 +22,10 @@ function cardFacts(server) {
     if (server.secret_key_count) words += " (" + server.secret_key_count + " secret)";
     facts.push(el("span", { class: "fact", "data-fact": "keys", text: words }));
   }
-  if (server.runs_here === true) facts.push(el("span", { class: "fact ok", "data-fact": "runs", text: "Runs on this computer" }));
+  if (server.runs_here === true) {
+    var runs = "Runs on this computer" + (server.runs_with ? " with " + server.runs_with : "");
+    facts.push(el("span", { class: "fact ok", "data-fact": "runs", text: runs }));
+  }
   else if (server.runs_here === false) {
     facts.push(el("span", { class: "fact warn", "data-fact": "runs", text: "Cannot run here yet: " + (server.runs_here_reason || "a runtime is missing") }));
   }

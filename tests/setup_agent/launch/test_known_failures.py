@@ -24,6 +24,7 @@ from setup_agent.launch.repairs import apply_repair, diagnose
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.setup.service import CallContext
 from tests.fakes.pypi_projects import executable_mismatch, fastmcp_projects, needs_python, serve_pypi_projects
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -109,6 +110,117 @@ def test_a_package_needing_a_newer_python_is_a_runner_failure_repaired_with_that
         runner="uvx",
     )
     assert apply_repair(moduled, "uvx-python:3.12").args[:4] == ["--python", "3.12", "--from", "newpy==1.0.0"]
+
+
+# Memphora (memphora-mcp 0.1.3, the registry's latest) under mcp 2.3, as uvx started it.
+MEMPHORA = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/.cache/uv/archive-v0/WY1T/lib/python3.11/site-packages/memphora_mcp/server.py", line 56, '
+    "in <module>\n    @server.list_tools()\n     ^^^^^^^^^^^^^^^^^\n"
+    "AttributeError: 'Server' object has no attribute 'list_tools'\n"
+)
+# ipybox 0.7.1 (the registry's version) under mcp 2.3.
+IPYBOX = (
+    '  File "/home/u/.cache/uv/archive-v0/cj7b/lib/python3.11/site-packages/ipybox/mcp_client.py", line 9, '
+    "in <module>\n    from mcp.client.streamable_http import streamablehttp_client\n"
+    "ImportError: cannot import name 'streamablehttp_client' from 'mcp.client.streamable_http' "
+    "(/home/u/.cache/uv/archive-v0/cj7b/lib/python3.11/site-packages/mcp/client/streamable_http.py)\n"
+)
+
+
+@pytest.mark.parametrize(("identifier", "stderr"), [("memphora-mcp", MEMPHORA), ("ipybox", IPYBOX)])
+def test_the_mcp_2_breaks_of_memphora_and_ipybox_are_repaired_with_mcp_below_2(identifier, stderr) -> None:
+    spec = uvx_spec(identifier)
+    found = diagnose(spec, stderr)
+    assert found.part == "package" and "mcp 1.x" in found.reason
+    assert found.repair is not None and found.repair.code == "uvx-with:mcp<2"
+    assert apply_repair(spec, found.repair.code).args[2:4] == ["--with", "mcp<2"]
+
+
+def test_an_attribute_error_of_a_servers_own_object_is_not_read_as_an_mcp_break() -> None:
+    found = diagnose(uvx_spec("some-server"), "AttributeError: 'Server' object has no attribute 'hostname'\n")
+    assert found.repair is None
+
+
+# uv 0.13's own words behind a network that inspects TLS with an authority uv's roots lack.
+UNTRUSTED = (
+    "error: Failed to fetch: https://pypi.org/simple/mcp-server-time/\n"
+    "  cause: error sending request for url (https://pypi.org/simple/mcp-server-time/)\n"
+    "  cause: client error (Connect)\n  cause: invalid peer certificate: UnknownIssuer\n\n"
+    "hint: Consider enabling use of system TLS certificates with the `--system-certs` command-line flag\n"
+)
+
+
+def test_an_index_certificate_uv_does_not_trust_is_repaired_with_the_computers_certificates() -> None:
+    spec = uvx_spec("mcp-server-time")
+    found = diagnose(spec, UNTRUSTED)
+    assert found.part == "runner" and "certificate" in found.reason
+    assert found.repair is not None and found.repair.code == "uvx-native-tls"
+    repaired = apply_repair(spec, found.repair.code)
+    assert repaired.args == ["--default-index", "http://i.example/simple", "--native-tls", "mcp-server-time==1.0.0"]
+    assert diagnose(repaired, UNTRUSTED).repair is None  # never offered twice
+
+
+def test_the_download_of_a_repaired_launch_uses_the_computers_certificates_too() -> None:
+    from setup_agent.launch.fetch_plans import fetch_plan, prefetch_plan
+
+    repaired = apply_repair(uvx_spec("mcp-server-time"), "uvx-native-tls")
+    full, early = fetch_plan(repaired), prefetch_plan(repaired)
+    assert full is not None and "--native-tls" in full.argv
+    assert early is not None and "--native-tls" in early.argv
+
+
+@needs_uv
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap to lay a trust store over /etc/ssl")
+def test_a_real_uv_behind_an_index_only_the_computer_trusts_fails_as_said_and_its_repair_installs(
+    tmp_path: Path,
+) -> None:
+    """A TLS index on loopback whose authority is in the computer's store (a bundle laid over
+    /etc/ssl/certs/ca-certificates.crt in a namespace of the test's own) and not in uv's roots."""
+    import subprocess
+
+    from setup_agent.launch.fetch_plans import fetch_plan
+    from tests.helpers.tls import inspecting_authority
+
+    authority = inspecting_authority(tmp_path / "tls")
+    system = Path("/etc/ssl/certs/ca-certificates.crt")
+    store = tmp_path / "tls" / "store.crt"
+    store.write_bytes((system.read_bytes() if system.is_file() else b"") + authority.ca_file.read_bytes())
+    uvx = str(Path(str(_uv_bin())).with_name("uvx"))
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+        trusted = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(store), str(system)]
+        return subprocess.run(
+            [*trusted, uvx, *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=scaled(120),
+            stdin=subprocess.DEVNULL,
+        )
+
+    with serve_pypi_projects(needs_python("tls-probe-pkg", ">=3.8"), tls=authority.server) as index:
+        spec = LaunchSpec(
+            command="uvx",
+            args=["--default-index", index.url, "tls-probe-pkg==1.0.0"],
+            package_type="pypi",
+            identifier="tls-probe-pkg",
+            version="1.0.0",
+            runner="uvx",
+        )
+        failed = run(spec.args)
+        assert failed.returncode != 0
+        found = diagnose(spec, failed.stderr)
+        assert found.part == "runner" and found.repair is not None and found.repair.code == "uvx-native-tls"
+        repaired = apply_repair(spec, found.repair.code)
+        plan = fetch_plan(repaired)
+        assert plan is not None
+        fetched = run(list(plan.argv[1:]))  # the download phase of the repaired launch
+        assert fetched.returncode == 0, fetched.stderr[-2000:]
+        started = run(repaired.args)  # the stub server: it reads stdin to its end, then exits
+        assert started.returncode == 0, started.stderr[-2000:]
+    assert not any("UnknownIssuer" in r.stderr for r in (fetched, started))
 
 
 @pytest.mark.parametrize(

@@ -127,6 +127,21 @@ async def test_a_tool_list_the_sdk_cannot_read_is_said_in_words_and_a_sloppy_202
     assert result.protocol_version == "2026-07-28" and {t["name"] for t in result.tools} == {"echo", "whoami"}
 
 
+async def test_tool_input_schemas_without_a_type_are_read_as_objects_with_a_note(
+    prober: Prober, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As npm mcp-obsidian 1.0.0 lists them: ``{"$schema": "…draft-07…"}``, which a lenient client accepts."""
+    spec = LaunchSpec(command=sys.executable, args=[str(STUB_DIR / "schemaless.py")], runner="python3")
+    with caplog.at_level("WARNING", logger="setup_agent.launch.lenient"):
+        result = await prober.probe(spec, {})
+    schemas = {t["name"]: t["inputSchema"] for t in result.tools}
+    assert schemas == {
+        name: {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}
+        for name in ("read_notes", "search_notes")
+    }
+    assert "input schema has no type (read_notes, search_notes)" in caplog.text
+
+
 async def test_a_missing_command_and_a_missing_runtime_are_told_apart(prober: Prober) -> None:
     with pytest.raises(CommandNotFound):
         await prober.probe(LaunchSpec(command="no-such-server-binary-xyz"), {})
