@@ -391,6 +391,12 @@ class NetPolicy:
                 by_grant = True
             elif (kind := address_class(address)) == "public":
                 allowed.append(address)
+            elif kind == "reserved" and self.mode == "strict" and lookup.endpoint in self.only:
+                # A name the policy lists (a download's registry, a destination the person chose)
+                # may resolve into a reserved range: the fake-IP answers of a proxy's DNS and the
+                # test networks some build machines route registries through. Never loopback,
+                # private, link-local or metadata addresses: those are this computer's neighbours.
+                allowed.append(address)
             else:
                 refused.append(kind)
         if not allowed:

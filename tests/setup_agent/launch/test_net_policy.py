@@ -127,6 +127,19 @@ def test_a_name_with_public_and_local_addresses_keeps_only_the_public_ones() -> 
     assert verdict == Verdict(True, "public", (ip("93.184.215.14"),))
 
 
+def test_a_listed_name_may_resolve_into_a_reserved_range_but_never_to_a_neighbour() -> None:
+    registry = NetPolicy.strict(["registry.npmjs.org:443"])  # a download's registry, as a proxy's DNS answers it
+    assert decide(registry, "registry.npmjs.org", 443, ("203.0.113.80",)) == Verdict(
+        True, "listed", (ip("203.0.113.80"),)
+    )
+    assert decide(registry, "registry.npmjs.org", 443, ("198.18.0.7",)).allowed  # fake-IP DNS
+    for neighbour, why in (("127.0.0.1", "loopback"), ("10.0.0.5", "private"), ("169.254.169.254", "metadata")):
+        verdict = decide(registry, "registry.npmjs.org", 443, (neighbour,))
+        assert not verdict.allowed and verdict.reason == why
+    assert not decide(registry, "other.example", 443, ("203.0.113.80",)).allowed  # not listed
+    assert decide(NetPolicy.default(), "registry.npmjs.org", 443, ("203.0.113.80",)).reason == "reserved"
+
+
 def test_the_exact_host_and_port_the_person_granted_is_allowed_and_no_other_port() -> None:
     policy = NetPolicy.default(["127.0.0.1:5432", "db.corp:5432", "[::1]:8080"])
     assert decide(policy, "127.0.0.1", 5432) == Verdict(True, "granted", (ip("127.0.0.1"),))
