@@ -58,7 +58,7 @@ from pathlib import Path
 
 from setup_agent.errors import SandboxUnavailable
 
-from .fetch_errors import DownloadFailure, download_failed, read_failure
+from .fetch_errors import DownloadFailure, download_failed, read_failure, through_the_proxy
 from .fetch_plans import PREFIX, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
 from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
@@ -356,6 +356,9 @@ class Fetcher:
                     state.fetched = max(state.fetched, int(m.group(1)))
                 state.tail = (state.tail + line)[-4096:]
                 failure = read_failure(plan.runner, line.decode(errors="replace"))
+                if failure is not None and launch.record is not None:  # the proxy knows why it cut it
+                    unreached = [a.error for a in launch.record.attempts() if a.reached is False]
+                    failure = through_the_proxy(failure, unreached)
                 if failure is not None and (state.failure is None or not state.failure.final):
                     state.failure = failure
                     if failure.final:  # no retry of the runner's changes it: stop now (the group is ended below)

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from setup_agent.errors import DownloadFailed
 
-__all__ = ["DownloadFailure", "download_failed", "read_failure"]
+__all__ = ["DownloadFailure", "download_failed", "read_failure", "through_the_proxy"]
 
 
 @dataclass(frozen=True)
@@ -208,3 +208,18 @@ def download_failed(runner: str, package: tuple[str, ...], failure: DownloadFail
             "failed": "package",  # the package never arrived: no server was started
         },
     )
+
+
+def through_the_proxy(failure: DownloadFailure, errors: list[str]) -> DownloadFailure:
+    """``failure`` as the sandbox's proxy saw it: a sandboxed download reaches its registry only
+    through mcp-setup's proxy, which cuts the runner's connection when the registry cannot be
+    reached, so the runner says "reset" (and would retry) where the proxy knows why (``errors``:
+    its failed connections). No answer at all there is final, as it would be without the proxy."""
+    if failure.code != "ECONNRESET" or not errors:
+        return failure
+    said = " ".join(errors).lower()
+    if "refused" in said:
+        return DownloadFailure(_REFUSED, "ECONNREFUSED", failure.registry, True)
+    if "no answer" in said:
+        return DownloadFailure(_TIMED_OUT, "ETIMEDOUT", failure.registry, True)
+    return failure

@@ -38,6 +38,7 @@ import contextlib
 import functools
 import ipaddress
 import logging
+import os
 import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -383,7 +384,9 @@ class NetProxy:
             except TimeoutError:
                 errors.append(f"{address}: no answer in {self._limits.connect_timeout:g} s")
             except OSError as exc:
-                errors.append(f"{address}: {exc.strerror or type(exc).__name__}")
+                # asyncio says "Connect call failed (…)" with the errno beside it: the errno's words
+                why = os.strerror(exc.errno) if exc.errno else exc.strerror or type(exc).__name__
+                errors.append(f"{address}: {why}")
             else:
                 served.record.outcome(attempt, True)
                 return upstream

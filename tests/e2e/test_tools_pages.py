@@ -47,7 +47,10 @@ def _install_many(home: Path, key: Path) -> None:
 async def test_a_stdio_client_that_follows_next_cursor_lists_every_tool_of_twenty_servers(tmp_path: Path) -> None:
     key = tmp_path / "data.key"
     Vault.in_memory().export_key(key)
-    env = face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key), MCP_SETUP_TOOLS_PAGE_SIZE=str(PAGE))
+    # Every tool listed (no context budget): the pages are what this test follows.
+    env = face_env(
+        tmp_path, MCP_SETUP_DATA_KEY_FILE=str(key), MCP_SETUP_TOOLS_PAGE_SIZE=str(PAGE), MCP_SETUP_TOOLS_BUDGET="0"
+    )
     _install_many(Path(env["MCP_SETUP_HOME"]), key)
     names: list[str] = []
     pages = 0

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from setup_agent.launch.fetch import Fetcher
-from setup_agent.launch.fetch_errors import download_failed, read_failure, registry_of
+from setup_agent.launch.fetch_errors import download_failed, read_failure, registry_of, through_the_proxy
 from setup_agent.launch.spec import LaunchSpec
 from tests.fakes import closed_port_url
 from tests.helpers.timeouts import scaled
@@ -135,3 +135,14 @@ async def test_a_real_uvx_fetch_from_a_closed_port_fails_with_the_cause_uv_gave(
         f"Could not download mcp-x==1.0 from {index.rsplit('/', 1)[0]}: nothing answers there (connection refused)."
     )
     assert not fetcher.is_warm(spec)
+
+
+def test_a_reset_the_sandboxs_proxy_made_is_read_as_what_the_proxy_met() -> None:
+    line = "npm http fetch GET http://127.0.0.1:4873/pkg attempt 1 failed with ECONNRESET"
+    reset = read_failure("npx", line)
+    assert reset is not None and reset.code == "ECONNRESET" and not reset.final
+    refused = through_the_proxy(reset, ["127.0.0.1: Connection refused"])
+    assert (refused.code, refused.final, refused.registry) == ("ECONNREFUSED", True, reset.registry)
+    silent = through_the_proxy(reset, ["127.0.0.1: no answer in 10 s"])
+    assert (silent.code, silent.final) == ("ETIMEDOUT", True)
+    assert through_the_proxy(reset, []) == reset  # the proxy reached it: a reset of the registry's own
