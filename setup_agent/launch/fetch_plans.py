@@ -74,7 +74,7 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
             return None  # (a "target" that is an option would be read by uv as one)
         # The packages it runs with (``--with``, a repair's ``mcp<2``): the same environment, which a
         # sandboxed server reads from uv's cache and cannot make itself.
-        withs = _uvx_options(args, _UVX_WITH)[0]
+        withs = _uvx_options(args, _UVX_WITH, flags=())[0]
         if any("${" in a for a in withs):
             return None
         return FetchPlan(
@@ -148,9 +148,11 @@ _UVX_KEPT = ("--default-index", "--index", "--index-url", "-i", "--extra-index-u
 _UVX_WITH = ("--with", "-w")
 
 
-def _uvx_options(args: list[str], keep: tuple[str, ...] = _UVX_KEPT) -> tuple[list[str], str | None]:
+def _uvx_options(
+    args: list[str], keep: tuple[str, ...] = _UVX_KEPT, flags: tuple[str, ...] = _UVX_FLAGS_KEPT
+) -> tuple[list[str], str | None]:
     """``(kept options, package spec)`` of a uvx command line: the options named in ``keep`` with
-    their values, and the spec, ``--from``'s value or the first positional argument (the values of
+    their values and the ``flags`` it has, and the spec, ``--from``'s value or the first positional argument (the values of
     uvx's own options skipped); None when absent."""
     kept: list[str] = []
     target: str | None = None
@@ -163,7 +165,7 @@ def _uvx_options(args: list[str], keep: tuple[str, ...] = _UVX_KEPT) -> tuple[li
         if arg == "--":
             break
         if "=" in arg or arg not in _UVX_VALUED:
-            if (name in keep and "=" in arg) or arg in _UVX_FLAGS_KEPT:
+            if (name in keep and "=" in arg) or arg in flags:
                 kept.append(arg)
             elif name == "--from" and "=" in arg:
                 target = arg.split("=", 1)[1]
