@@ -34,7 +34,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
@@ -52,6 +52,7 @@ __all__ = [
     "SEALED",
     "AuditLog",
     "ChainReport",
+    "LinkContent",
     "row_digest",
     "row_mac",
     "verify_chain",
@@ -74,58 +75,67 @@ def _at(value: datetime) -> str:
     return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
-def _canonical(
-    prev_hash: str,
-    id: int,
-    at: datetime,
-    event: str,
-    server_id: str | None,
-    qualified_name: str | None,
-    actor: str,
-    old_hash: str | None,
-    new_hash: str | None,
-    detail: str | None,
-) -> bytes:
-    return json.dumps(
-        [prev_hash, int(id), _at(at), event, server_id, qualified_name, actor, old_hash, new_hash, detail],
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode("utf-8")
+class LinkContent(NamedTuple):
+    """What one audit row's link covers, in the chain's order: the link of the row before it
+    (``prev_hash``) and the row's own columns."""
+
+    prev_hash: str
+    id: int
+    at: datetime
+    event: str
+    server_id: str | None
+    qualified_name: str | None
+    actor: str
+    old_hash: str | None
+    new_hash: str | None
+    detail: str | None
+
+    @classmethod
+    def of(cls, row: Any) -> LinkContent:
+        """The content of ``row`` (an object with the audit columns as attributes); a row
+        without a ``prev_hash`` yet is read as chained to the empty string."""
+        return cls(
+            row.prev_hash or "",
+            row.id,
+            row.at,
+            row.event,
+            row.server_id,
+            row.qualified_name,
+            row.actor,
+            row.old_hash,
+            row.new_hash,
+            row.detail,
+        )
+
+    def canonical(self) -> bytes:
+        """The bytes a link is made of: the fields as compact JSON, the time in UTC to the microsecond."""
+        return json.dumps(
+            [
+                self.prev_hash,
+                int(self.id),
+                _at(self.at),
+                self.event,
+                self.server_id,
+                self.qualified_name,
+                self.actor,
+                self.old_hash,
+                self.new_hash,
+                self.detail,
+            ],
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode("utf-8")
 
 
-def row_digest(
-    prev_hash: str,
-    id: int,
-    at: datetime,
-    event: str,
-    server_id: str | None,
-    qualified_name: str | None,
-    actor: str,
-    old_hash: str | None,
-    new_hash: str | None,
-    detail: str | None,
-) -> str:
-    """The unkeyed hash of one audit row, chained to ``prev_hash``: the rows written before the
-    chain had a key (and migration 0007, which chained the rows before it)."""
-    canonical = _canonical(prev_hash, id, at, event, server_id, qualified_name, actor, old_hash, new_hash, detail)
-    return hashlib.sha256(canonical).hexdigest()
+def row_digest(content: LinkContent) -> str:
+    """The unkeyed hash of one audit row: the rows written before the chain had a key (and
+    migration 0007, which chained the rows before it)."""
+    return hashlib.sha256(content.canonical()).hexdigest()
 
 
-def row_mac(
-    key: ChainKey,
-    prev_hash: str,
-    id: int,
-    at: datetime,
-    event: str,
-    server_id: str | None,
-    qualified_name: str | None,
-    actor: str,
-    old_hash: str | None,
-    new_hash: str | None,
-    detail: str | None,
-) -> str:
-    """The keyed link of one audit row, chained to ``prev_hash``: HMAC-SHA256 under ``key``."""
-    return key.mac(_canonical(prev_hash, id, at, event, server_id, qualified_name, actor, old_hash, new_hash, detail))
+def row_mac(key: ChainKey, content: LinkContent) -> str:
+    """The keyed link of one audit row: HMAC-SHA256 under ``key``."""
+    return key.mac(content.canonical())
 
 
 @dataclass
@@ -171,19 +181,8 @@ def verify_chain(rows: Iterable[Any], key: ChainKey) -> ChainReport:
     last = 0
     for row in rows:
         report.rows += 1
-        content = (
-            row.prev_hash or "",
-            row.id,
-            row.at,
-            row.event,
-            row.server_id,
-            row.qualified_name,
-            row.actor,
-            row.old_hash,
-            row.new_hash,
-            row.detail,
-        )
-        actual = row_mac(key, *content) if row.id >= key.keyed_from else row_digest(*content)
+        content = LinkContent.of(row)
+        actual = row_mac(key, content) if row.id >= key.keyed_from else row_digest(content)
         reason = None
         if row.prev_hash != expected:
             reason = (
@@ -286,7 +285,7 @@ class AuditLog:
             "detail": detail and detail[:512],
         }
         # Keyed even below the key's first row (rows cut from the end past it): verify names it.
-        s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_mac(key, prev, **fields)))
+        s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_mac(key, LinkContent(prev, **fields))))
         s.flush()  # the next row of the same transaction chains to this one
 
     def _key_in(self, s: Session) -> ChainKey:

@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 from setup_agent.secrets.vault import Vault
-from setup_agent.store.audit import row_digest
+from setup_agent.store.audit import LinkContent, row_digest
 from setup_agent.store.audit_key import read_chain_key
 from tests.helpers.canary import all_bytes_under
 from tests.helpers.data_dir import OTHER, STUB, DataDir, cli, data  # noqa: F401 - the data fixture
@@ -35,7 +35,7 @@ def _rewrite_and_rechain_unkeyed(db_path: object, target: int) -> None:
         for row in rows[target - 1 :]:
             fields = dict(zip(_CHAINED, row[:-1], strict=True))
             fields["at"] = datetime.fromisoformat(fields["at"])
-            digest = row_digest(prev, **fields)
+            digest = row_digest(LinkContent(prev, **fields))
             conn.execute("UPDATE mcp_audit SET prev_hash = ?, row_hash = ? WHERE id = ?", (prev, digest, row[0]))
             prev = digest
     conn.close()

@@ -22,7 +22,7 @@ from app.cli.readonly import LightSettings
 from app.cli.server_view import server_json
 from app.settings import Settings
 from setup_agent.gateway.server_logs import log_path
-from setup_agent.store.audit import row_digest
+from setup_agent.store.audit import LinkContent, row_digest
 from setup_agent.store.engine import HEAD_REVISION
 from setup_agent.store.records import newest_migration, read_sqlite_servers
 from tests.helpers.data_dir import OTHER, STUB, DataDir
@@ -185,7 +185,7 @@ def test_a_chain_recomputed_without_the_data_key_is_read_alike_by_both_readers_a
         for row in rows[1:]:
             fields = dict(zip(CHAINED[:-2], row[:-2], strict=True))
             fields["at"] = datetime.fromisoformat(fields["at"])
-            digest = row_digest(prev, **fields)
+            digest = row_digest(LinkContent(prev, **fields))
             conn.execute("UPDATE mcp_audit SET prev_hash = ?, row_hash = ? WHERE id = ?", (prev, digest, row[0]))
             prev = digest
     conn.close()

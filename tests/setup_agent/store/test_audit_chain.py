@@ -32,7 +32,7 @@ from app.settings import Settings
 from setup_agent.errors import StoreError
 from setup_agent.secrets import Vault
 from setup_agent.store import Store
-from setup_agent.store.audit import GENESIS, SEALED, row_digest
+from setup_agent.store.audit import GENESIS, SEALED, LinkContent, row_digest
 from setup_agent.store.audit_key import read_chain_key
 from setup_agent.store.engine import MIGRATIONS_DIR
 from setup_agent.store.models import AuditKeyRow, AuditRow
@@ -100,18 +100,7 @@ def _rechain_unkeyed(s: Session, from_id: int, to_id: int | None = None) -> None
     for row in s.scalars(sa.select(AuditRow).order_by(AuditRow.id)):
         if from_id <= row.id <= (to_id or row.id):
             row.prev_hash = prev
-            row.row_hash = row_digest(
-                prev,
-                row.id,
-                row.at,
-                row.event,
-                row.server_id,
-                row.qualified_name,
-                row.actor,
-                row.old_hash,
-                row.new_hash,
-                row.detail,
-            )
+            row.row_hash = row_digest(LinkContent.of(row))
         prev = row.row_hash or ""
 
 
@@ -156,8 +145,7 @@ def test_each_audit_row_carries_the_keyed_link_of_the_one_before_and_the_chain_v
         assert SEALED not in store.audit.counts()
     with Session(raw) as s:  # the project's own unkeyed digest is not what the links are
         for row in s.scalars(sa.select(AuditRow).order_by(AuditRow.id)):
-            content = (row.id, row.at, row.event, row.server_id, row.qualified_name, row.actor)
-            assert row.row_hash != row_digest(row.prev_hash or "", *content, row.old_hash, row.new_hash, row.detail)
+            assert row.row_hash != row_digest(LinkContent.of(row))
     code, text = _verify(tmp_path, database_url)
     assert code == 0 and "whole: 3 rows, keyed from its first row" in text and report.last_hash in text
 
@@ -264,7 +252,7 @@ def _unkeyed_database(tmp_path: Path, database_url: str | None, rows: int = 3) -
                     "new_hash": None,
                     "detail": None,
                 }
-                digest = row_digest(prev, **fields)
+                digest = row_digest(LinkContent(prev, **fields))
                 s.add(AuditRow(**fields, prev_hash=prev, row_hash=digest))
                 prev = digest
     finally:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from setup_agent.store.audit import GENESIS, row_digest
+from setup_agent.store.audit import GENESIS, LinkContent, row_digest
 
 revision: str = "0007_audit_chain"
 down_revision: str | Sequence[str] | None = "0006_principals"
@@ -63,7 +63,7 @@ def upgrade() -> None:
                 from datetime import datetime
 
                 values["at"] = datetime.fromisoformat(values["at"])
-            digest = row_digest(prev, **values)
+            digest = row_digest(LinkContent(prev, **values))
             conn.execute(audit.update().where(audit.c.id == values["id"]).values(prev_hash=prev, row_hash=digest))
             prev = digest
         _restore(dialect)
