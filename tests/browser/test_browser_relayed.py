@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.browser.page import close_leaking_nothing, open_page
 from tests.browser.serve import start_serve, stop_serve
-from tests.helpers.paths import STUB_DIR
+from tests.helpers.asking_gateway import install_asking
 from tests.helpers.timeouts import scaled
 
 WIDE = {"width": 1280, "height": 800}
@@ -34,20 +32,8 @@ FORM = {
 
 
 def _install_asking(root: Path, key: Path) -> None:
-    launch = LaunchSpec(command=sys.executable, args=[str(STUB_DIR / "asking.py")], env={"ASKING_ICON": ICON})
     with Store.for_data_dir(root / "data", Vault.from_key_file(key)) as store:
-        store.servers.install(
-            qualified_name="io.test/asking",
-            source="local",
-            version="1",
-            package_type="stdio",
-            launch_spec=launch.model_dump(mode="json"),
-            installed_by="agent",
-            tools_hash="x",
-            env={},
-            title="Asking",
-            tools=None,
-        )
+        install_asking(store, {"ASKING_ICON": ICON})
 
 
 def _shots(page: Page, artifacts: Path, name: str) -> None:

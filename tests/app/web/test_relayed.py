@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,86 +17,21 @@ import pytest
 
 from app.web.relayed import PageCaller, RelayedRequests
 from setup_agent.errors import InvalidInput
-from setup_agent.gateway.connections import ConnectionManager
-from setup_agent.gateway.relay_rules import RelayRules
-from setup_agent.gateway.router import Gateway
-from setup_agent.launch import LaunchSpec
-from setup_agent.secrets.guard import GuessGuard
-from setup_agent.secrets.redact import Redactor
-from setup_agent.secrets.vault import Vault
-from setup_agent.store.database import Store
-from tests.helpers.paths import STUB_DIR
+from tests.helpers.asking_gateway import ASK, AskingGateway, asking_gateway
 from tests.helpers.timeouts import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
 
-ASK = "asking__ask"
 FORM = {"type": "object", "properties": {"colour": {"type": "string", "title": "Favourite colour"}}}
 
 
-class World:
-    def __init__(self, gateway: Gateway, guard: GuessGuard, record: Path) -> None:
-        self.gateway, self.guard, self.record = gateway, guard, record
-
-    def received(self) -> str:
-        return self.record.read_text(encoding="utf-8") if self.record.exists() else ""
+World = AskingGateway  # the asking server behind a gateway, guarded as the page's calls are
 
 
 @pytest.fixture
 async def world(tmp_path: Path, canary: str) -> AsyncIterator[World]:
-    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
-    redactor = Redactor()
-    guard = GuessGuard(redactor)
-    rules = RelayRules(redactor, check=guard.check, holds_secret=guard.holds_secret)
-    manager = ConnectionManager(
-        store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15), relay_rules=rules
-    )
-    record = tmp_path / "received.jsonl"
-    store.servers.install(  # another server, whose stored secret the person might type by mistake
-        qualified_name="io.test/victim",
-        source="local",
-        version="1",
-        package_type="stdio",
-        launch_spec=LaunchSpec(command=sys.executable, args=["-c", "pass"]).model_dump(mode="json"),
-        installed_by="agent",
-        tools_hash="x",
-        env={"VICTIM_TOKEN": (canary, True)},
-        title="Victim",
-        tools=[{"name": "noop", "inputSchema": {"type": "object"}}],
-    )
-    launch = LaunchSpec(command=sys.executable, args=[str(STUB_DIR / "asking.py")], env={"ASKING_RECORD": str(record)})
-    asking = store.servers.install(
-        qualified_name="io.test/asking",
-        source="local",
-        version="1",
-        package_type="stdio",
-        launch_spec=launch.model_dump(mode="json"),
-        installed_by="agent",
-        tools_hash="x",
-        env={},
-        title="Asking",
-        tools=None,
-    )
-    gateway = Gateway(store, manager, redactor, eager=False, poll_interval=0.1, check_arguments=guard.check)
-    changed = anyio.Event()
-
-    async def heard() -> None:
-        changed.set()
-
-    gateway.add_listener(heard)
-    manager.add_status_listener(lambda _status: changed.set())
-    await gateway.start()
-    with anyio.fail_after(scaled(20)):
-        while (
-            ASK not in {t["name"] for t in gateway.catalog.wire_tools()}
-            or len(getattr(manager.connected_server(asking.server_id), "tools", ())) < 2
-        ):
-            await changed.wait()
-            changed = anyio.Event()
-    yield World(gateway, guard, record)
-    await gateway.aclose()
-    await manager.aclose()
-    store.close()
+    async with asking_gateway(tmp_path, canary) as asking:
+        yield asking
 
 
 class Tab:

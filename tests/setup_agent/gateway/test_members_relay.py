@@ -6,7 +6,6 @@ A real stub process (tests/stub_server/asking.py) with a per-member key, a real 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,12 @@ import pytest
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.members import MemberSessions
 from setup_agent.gateway.relay_rules import RelayRules
-from setup_agent.launch import LaunchSpec
 from setup_agent.secrets.guard import GuessGuard
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from setup_agent.store.records import InstalledServer
-from tests.helpers.paths import STUB_DIR
+from tests.helpers.asking_gateway import install_asking, install_victim
 from tests.helpers.timeouts import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
@@ -82,27 +80,11 @@ async def team(tmp_path: Path, canary: str) -> AsyncIterator[Team]:
     guard = GuessGuard(redactor)
     rules = RelayRules(redactor, check=guard.check, holds_secret=guard.holds_secret)
     shared = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), relay_rules=rules)
-    store.servers.install(
-        qualified_name="io.test/victim",
-        source="local",
-        version="1",
-        package_type="stdio",
-        launch_spec=LaunchSpec(command=sys.executable, args=["-c", "pass"]).model_dump(mode="json"),
-        installed_by="agent",
-        tools_hash="x",
-        env={"VICTIM_TOKEN": (canary, True)},
-    )
-    launch = LaunchSpec(command=sys.executable, args=[str(STUB_DIR / "asking.py")], env={"OWN": "${OWN_KEY}"})
-    asking = store.servers.install(
-        qualified_name="io.test/asking",
-        source="local",
-        version="1",
-        package_type="stdio",
-        launch_spec=launch.model_dump(mode="json"),
-        installed_by="agent",
-        tools_hash="x",
-        env={"OWN_KEY": ("shared-value-1234", True)},
-        title="Asking",
+    install_victim(store, canary)
+    asking = install_asking(
+        store,
+        {"OWN": "${OWN_KEY}"},
+        stored={"OWN_KEY": ("shared-value-1234", True)},
         tools=[{"name": "ask", "inputSchema": {"type": "object"}}],
     )
     store.values.set_member_keys(asking.server_id, ["OWN_KEY"], actor="user:terminal")

@@ -6,8 +6,8 @@ an SDK client that would answer any sampling request."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,98 +18,30 @@ import pytest
 from mcp import Client
 
 from app.mcp.face import McpFace
-from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.relay_rules import ORIGIN_KEY
 from setup_agent.gateway.router import Gateway
-from setup_agent.launch import LaunchSpec
-from setup_agent.secrets.redact import Redactor
-from setup_agent.secrets.vault import Vault
 from setup_agent.store import Sampling
-from setup_agent.store.database import Store
-from tests.helpers.paths import STUB_DIR
+from tests.helpers.asking_gateway import ASK, AskingGateway, asking_gateway
 from tests.helpers.timeouts import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
 
-ASK = "asking__ask"
 TEXT = {"messages": [{"role": "user", "content": {"type": "text", "text": "Summarise"}}], "maxTokens": 5}
 WITH_TOOLS = {**TEXT, "tools": [{"name": "lookup", "inputSchema": {"type": "object"}}]}
 
 
-class Served:
-    """The asking server installed under one sampling setting, behind a started gateway."""
-
-    def __init__(self, store: Store, gateway: Gateway, manager: ConnectionManager, server_id: str) -> None:
-        self.store, self.gateway, self.manager, self.server_id = store, gateway, manager, server_id
-
-
+Served = AskingGateway  # the asking server installed under one sampling setting, behind a started gateway
 Serve = Callable[[Sampling], Awaitable[Served]]
 
 
 @pytest.fixture
 async def serve(tmp_path: Path, canary: str) -> AsyncIterator[Serve]:
-    opened: list[tuple[Store, Gateway, ConnectionManager]] = []
+    async with AsyncExitStack() as opened:
 
-    async def start(sampling: Sampling) -> Served:
-        store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
-        redactor = Redactor()
-        manager = ConnectionManager(
-            store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15)
-        )
-        store.servers.install(  # another server, whose stored secret a model's answer may quote
-            qualified_name="io.test/victim",
-            source="local",
-            version="1",
-            package_type="stdio",
-            launch_spec=LaunchSpec(command=sys.executable, args=["-c", "pass"]).model_dump(mode="json"),
-            installed_by="agent",
-            tools_hash="x",
-            env={"VICTIM_TOKEN": (canary, True)},
-            title="Victim",
-            tools=[{"name": "noop", "inputSchema": {"type": "object"}}],
-        )
-        launch = LaunchSpec(
-            command=sys.executable,
-            args=[str(STUB_DIR / "asking.py")],
-            env={"ASKING_RECORD": str(tmp_path / "received.jsonl")},
-        )
-        asking = store.servers.install(
-            qualified_name="io.test/asking",
-            source="local",
-            version="1",
-            package_type="stdio",
-            launch_spec=launch.model_dump(mode="json"),
-            installed_by="agent",
-            tools_hash="x",
-            env={},
-            title="Asking",
-            tools=None,
-            sampling=sampling,
-        )
-        gateway = Gateway(store, manager, redactor, eager=False, poll_interval=0.1)
-        opened.append((store, gateway, manager))
-        changed = anyio.Event()
+        async def start(sampling: Sampling) -> Served:
+            return await opened.enter_async_context(asking_gateway(tmp_path, canary, guarded=False, sampling=sampling))
 
-        async def heard() -> None:
-            changed.set()
-
-        gateway.add_listener(heard)
-        manager.add_status_listener(lambda _status: changed.set())
-        await gateway.start()
-        with anyio.fail_after(scaled(20)):
-            while (
-                ASK not in {t["name"] for t in gateway.catalog.wire_tools()}
-                or len(getattr(manager.connected_server(asking.server_id), "tools", ())) < 2
-            ):
-                await changed.wait()
-                changed = anyio.Event()
-        return Served(store, gateway, manager, asking.server_id)
-
-    yield start
-    for store, gateway, manager in opened:
-        await gateway.aclose()
-        await manager.aclose()
-        store.close()
+        yield start
 
 
 class Person:

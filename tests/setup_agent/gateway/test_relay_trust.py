@@ -6,9 +6,7 @@ and the MCP face served to the SDK's clients in process."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,99 +17,23 @@ import pytest
 from mcp import Client, MCPError
 
 from app.mcp.face import McpFace
-from setup_agent.gateway.connections import ConnectionManager
-from setup_agent.gateway.relay_rules import ORIGIN_KEY, RelayRules
+from setup_agent.gateway.relay_rules import ORIGIN_KEY
 from setup_agent.gateway.router import Gateway
-from setup_agent.launch import LaunchSpec
-from setup_agent.secrets.guard import GuessGuard
-from setup_agent.secrets.redact import Redactor
-from setup_agent.secrets.vault import Vault
-from setup_agent.store.database import Store
-from tests.helpers.paths import STUB_DIR
+from tests.helpers.asking_gateway import ASK, AskingGateway, asking_gateway
 from tests.helpers.timeouts import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
 
-ASKING_PY = STUB_DIR / "asking.py"
-ASK = "asking__ask"
 FORM = {"type": "object", "properties": {"colour": {"type": "string", "title": "Favourite colour"}}}
 
 
-@dataclass
-class Relayed:
-    """One installed server behind a gateway, and what it and the user were told."""
-
-    gateway: Gateway
-    guard: GuessGuard
-    record: Path  # every line the hostile server received
-    told: list[str] = field(default_factory=list)  # what the user was told, in mcp-setup's voice
-
-    def received(self) -> str:
-        return self.record.read_text(encoding="utf-8") if self.record.exists() else ""
+Relayed = AskingGateway  # the hostile server behind a gateway, its relays guarded
 
 
 @pytest.fixture
 async def relayed(tmp_path: Path, canary: str) -> AsyncIterator[Relayed]:
-    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
-    redactor = Redactor()
-    guard = GuessGuard(redactor)
-    told: list[str] = []
-    rules = RelayRules(redactor, check=guard.check, holds_secret=guard.holds_secret, told=told.append)
-    manager = ConnectionManager(
-        store,
-        redactor,
-        install_root=tmp_path / "servers",
-        backoff=(),
-        connect_timeout=scaled(15),
-        relay_rules=rules,
-    )
-    record = tmp_path / "received.jsonl"
-    launch = LaunchSpec(command=sys.executable, args=[str(ASKING_PY)], env={"ASKING_RECORD": str(record)})
-    store.servers.install(  # another server, whose stored secret the hostile one wants
-        qualified_name="io.test/victim",
-        source="local",
-        version="1",
-        package_type="stdio",
-        launch_spec=LaunchSpec(command=sys.executable, args=["-c", "pass"]).model_dump(mode="json"),
-        installed_by="agent",
-        tools_hash="x",
-        env={"VICTIM_TOKEN": (canary, True)},
-        title="Victim",
-        tools=[{"name": "noop", "inputSchema": {"type": "object"}}],
-    )
-    asking = store.servers.install(
-        qualified_name="io.test/asking",
-        source="local",
-        version="1",
-        package_type="stdio",
-        launch_spec=launch.model_dump(mode="json"),
-        installed_by="agent",
-        tools_hash="x",
-        env={},
-        title="Asking",
-        tools=None,
-    )
-    gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1, check_arguments=guard.check)
-    changed = anyio.Event()
-
-    async def heard() -> None:
-        changed.set()
-
-    gw.add_listener(heard)
-    manager.add_status_listener(lambda _status: changed.set())
-    await gw.start()
-    with anyio.fail_after(scaled(20)):
-        # The first connect records its tools; the watcher reloads the catalog, then the live record.
-        while (
-            ASK not in {t["name"] for t in gw.catalog.wire_tools()}
-            or len(getattr(manager.connected_server(asking.server_id), "tools", ())) < 2
-        ):
-            await changed.wait()
-            changed = anyio.Event()
-    yield Relayed(gw, guard, record, told)
-    await gw.aclose()
-    await manager.aclose()
-    store.close()
+    async with asking_gateway(tmp_path, canary) as asking:
+        yield asking
 
 
 class Client_:
