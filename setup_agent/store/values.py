@@ -65,15 +65,7 @@ class Values:
         _check_text("An env key", key, 128)
         token = self._vault.encrypt(value)
         with translated(f"update the env of server {server_id}"), self._db.session() as s, s.begin():
-            if s.get(ServerRow, server_id) is None:
-                raise NotFound(f"No installed server has the id {server_id}.")
-            done = s.execute(
-                update(ClientEnvRow)
-                .where(ClientEnvRow.server_id == server_id, ClientEnvRow.key == key)
-                .values(value_encrypted=token, secret=secret)
-            )
-            if not done.rowcount:
-                s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
+            _write_env(s, server_id, key, token, secret)
 
     def replace_env_value(
         self, server_id: str, key: str, value: str | SecretValue, secret: bool, *, actor: str
@@ -85,16 +77,7 @@ class Values:
         _check_text("An env key", key, 128)
         token = self._vault.encrypt(value)
         with translated(f"update the env of server {server_id}"), self._db.session() as s, s.begin():
-            row = s.get(ServerRow, server_id)
-            if row is None:
-                raise NotFound(f"No installed server has the id {server_id}.")
-            done = s.execute(
-                update(ClientEnvRow)
-                .where(ClientEnvRow.server_id == server_id, ClientEnvRow.key == key)
-                .values(value_encrypted=token, secret=secret)
-            )
-            if not done.rowcount:
-                s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
+            row = _write_env(s, server_id, key, token, secret)
             self._audit.append(s, "secret_replaced" if secret else "setting_replaced", row, actor, detail=key)
             self._db.bump(s)
         self._db.changed()
@@ -374,3 +357,19 @@ def _check_keys(keys: Iterable[str]) -> builtins.list[str]:
         if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise InvalidInput("A per-member key is a setting's name: letters, digits, '_', '.', '-'.")
     return out
+
+
+def _write_env(s: Session, server_id: str, key: str, token: bytes, secret: bool) -> ServerRow:
+    """In ``s``'s transaction: the env value ``key`` of ``server_id`` set to ``token`` (encrypted),
+    replacing the one there or added; the server's row (:class:`NotFound` when it has none)."""
+    row = s.get(ServerRow, server_id)
+    if row is None:
+        raise NotFound(f"No installed server has the id {server_id}.")
+    done = s.execute(
+        update(ClientEnvRow)
+        .where(ClientEnvRow.server_id == server_id, ClientEnvRow.key == key)
+        .values(value_encrypted=token, secret=secret)
+    )
+    if not done.rowcount:
+        s.add(ClientEnvRow(server_id=server_id, key=key, value_encrypted=token, secret=secret))
+    return row

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import MetaData, select
 
+from setup_agent.errors import NotFound
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 
@@ -56,3 +57,14 @@ def test_a_replaced_key_moves_its_server_s_stamp_and_the_change_counter_and_is_a
     with store.database.engine.connect() as conn:
         dump = "\n".join(repr(tuple(r)) for t in meta.sorted_tables for r in conn.execute(select(t)))
     assert canary not in dump
+
+
+def test_a_value_written_for_a_server_that_is_not_installed_is_refused_and_changes_nothing(store: Store) -> None:
+    mine = install(store, "io.test/gh", "old-value-123")
+    stamps, counter, audited = store.values.env_stamps(), store.database.change_counter(), store.audit.counts()
+    with pytest.raises(NotFound, match="no-such-server"):
+        store.values.replace_env_value("no-such-server", "GH_TOKEN", "new-value-456", True, actor="cli")
+    with pytest.raises(NotFound, match="no-such-server"):
+        store.values.set_env_value("no-such-server", "GH_TOKEN", "new-value-456", True)
+    assert store.values.env_stamps() == stamps and store.values.env_values(mine)["GH_TOKEN"].reveal() == "old-value-123"
+    assert store.database.change_counter() == counter and store.audit.counts() == audited
