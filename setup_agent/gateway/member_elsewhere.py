@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from typing import Any, Protocol
 
 from setup_agent.errors import SetupError
@@ -135,15 +134,7 @@ class MemberPromptsElsewhere:
         item = self.row(prompt_id)
         if item is None:
             return None
-        request = item.request
-        return PendingPrompt(
-            prompt_id,
-            str(request.get("key_name") or ""),
-            str(request.get("prompt") or ""),
-            request.get("server") or None,
-            "",
-            time.monotonic(),
-        )
+        return PendingPrompt.published(prompt_id, item.request)
 
     def answer(self, prompt_id: str, value: SecretValue) -> bool:
         item = self.row(prompt_id)

@@ -16,7 +16,7 @@ import secrets as _random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -62,6 +62,19 @@ class PendingPrompt:
     server: str | None
     ref: str
     created_at: float
+
+    @classmethod
+    def published(cls, prompt_id: str, request: Mapping[str, Any]) -> PendingPrompt:
+        """A prompt another process opened and published on a team's database, from its stored
+        ``request`` (key name, text, server): it has no ref here, and its age counts from now."""
+        return cls(
+            prompt_id,
+            str(request.get("key_name") or ""),
+            str(request.get("prompt") or ""),
+            request.get("server") or None,
+            "",
+            time.monotonic(),
+        )
 
 
 class PromptsElsewhere(Protocol):

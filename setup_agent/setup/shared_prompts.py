@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import time
 from typing import Any
 
 from setup_agent.errors import InvalidInput, SetupError
@@ -103,15 +102,7 @@ class ReplicaPrompts:
             return None
         if item is None or item.kind != "secret" or item.status != "pending":
             return None
-        request = item.request
-        return PendingPrompt(
-            prompt_id,
-            str(request.get("key_name") or ""),
-            str(request.get("prompt") or ""),
-            request.get("server") or None,
-            "",
-            time.monotonic(),
-        )
+        return PendingPrompt.published(prompt_id, item.request)
 
     def answer(self, prompt_id: str, value: SecretValue) -> bool:
         return answer_secret_shared(

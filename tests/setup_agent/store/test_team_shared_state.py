@@ -74,7 +74,7 @@ def test_a_prompt_opened_on_one_replica_is_answered_on_another_and_its_ref_is_us
     with pytest.raises(SecretPending):
         b.refs.resolve({"API_KEY": prompt.ref})
     shown = b.broker.get(prompt.prompt_id)  # the page of replica b shows it (no value, no ref)
-    assert shown.key_name == "API_KEY" and shown.ref == ""
+    assert (shown.key_name, shown.prompt, shown.server, shown.ref) == ("API_KEY", "Your key", "io.github.x/y", "")
     b.broker.answer(prompt.prompt_id, canary)
     assert b.refs.resolve({"API_KEY": prompt.ref})["API_KEY"].reveal() == canary
     assert a.refs.resolve({"API_KEY": prompt.ref})["API_KEY"].reveal() == canary
