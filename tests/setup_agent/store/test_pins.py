@@ -85,6 +85,7 @@ def test_a_diff_holds_names_only_never_texts() -> None:
     diff = diff_tools([ECHO], [{**ECHO, "description": "SECRET-LOOKING TEXT"}, EVIL])
     text = json.dumps(diff)
     assert "SECRET-LOOKING" not in text and "Ignore previous" not in text
+    assert diff["added"] == [EVIL["name"]] and diff["changed"] == [{"name": ECHO["name"], "fields": ["description"]}]
 
 
 # -- the store --------------------------------------------------------------------------------

@@ -62,9 +62,11 @@ def test_a_change_is_audited_with_who_changed_it_and_the_counter_moves(store: St
 
 def test_the_same_choice_again_changes_nothing_and_audits_nothing(store: Store) -> None:
     server = _install(store, sampling="tools")
-    rows = len(store.audit.entries())
+    rows, counter = len(store.audit.entries()), store.database.change_counter()
     store.servers.set_sampling(server.server_id, "tools", actor="user:terminal")
     assert len(store.audit.entries()) == rows
+    assert store.database.change_counter() == counter  # no process is told of a change
+    assert store.servers.get(server.server_id).sampling == "tools"  # type: ignore[union-attr]
 
 
 def test_an_unknown_choice_or_server_is_refused(store: Store) -> None:
