@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import httpx
 import pytest
 
@@ -215,8 +216,12 @@ async def test_a_redirect_addressed_to_another_port_is_refused(runtime: Runtime)
         # the code of that redirect was never taken; a fresh sign-in page finishes the job
         assert await approve_over_http(url) == 200
 
-    out = await call(runtime, "mcp_setup_authorize", Face(elsewhere_then_real), qualified_name=NAME)
+    face = Face(elsewhere_then_real)
+    out = await call(runtime, "mcp_setup_authorize", face, qualified_name=NAME)
     assert out["status"] == "authorized"
+    assert face.acted is not None
+    with anyio.fail_after(scaled(10)):
+        await face.acted  # the person's side ran in a task of its own: its refusal (400) is checked here
 
 
 @pytest.mark.parametrize(
