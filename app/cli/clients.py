@@ -37,6 +37,7 @@ from app.clients import (
     launcher_command,
     launcher_env,
     plan_connect,
+    updated_words,
 )
 from setup_agent.errors import SetupError
 
@@ -139,7 +140,7 @@ def _connect(settings: Settings, args: argparse.Namespace) -> int:
         print(edit.diff(), end="")
         return 0
     backup = edit.write()
-    print(f"Updated {config.path}" + (f" (the old file is {backup})" if backup else "") + ". Restart the client.")
+    print(updated_words(config.path, backup) + ". Restart the client.")
     return 0
 
 
@@ -177,8 +178,7 @@ def _connect_http(settings: Settings, args: argparse.Namespace, config: ClientCo
         print(plan.edit.diff(), end="")
         return 0
     print(
-        f"Updated {config.path}"
-        + (f" (the old file is {backup})" if backup else "")
+        updated_words(config.path, backup)
         + f": {config.client} reaches {url} with a client token of its own (it cannot approve anything; "
         f"`mcp-setup token revoke {config.client}` ends it). Restart the client."
     )

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         is_ours,
         looks_secret,
         secret_reason,
+        updated_words,
     )
     from .labels import CLIENT_NAMES, client_name, installed_by_words
 
@@ -61,6 +62,7 @@ __all__ = [
     "NEW_TOKEN_PLACEHOLDER",
     "plan_connect",
     "secret_reason",
+    "updated_words",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -75,6 +77,7 @@ __getattr__, __dir__ = lazy_exports(
         "is_ours": "files",
         "looks_secret": "files",
         "secret_reason": "files",
+        "updated_words": "files",
         "ClientTokens": "connect",
         "ConnectPlan": "connect",
         "connect_over_http": "connect",

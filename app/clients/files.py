@@ -390,3 +390,8 @@ def is_ours(entry: dict[str, Any], launcher: list[str]) -> bool:
         return True
     cmd = [entry.get("command"), *(entry.get("args") or [])]
     return cmd[: len(launcher)] == launcher and len(cmd) > len(launcher) and cmd[len(launcher)] in ("mcp", "run")
+
+
+def updated_words(path: Path, backup: Path | None) -> str:
+    """How a config file written by :meth:`Edit.write` is told: ``Updated PATH``, and its backup."""
+    return f"Updated {path}" + (f" (the old file is {backup})" if backup else "")

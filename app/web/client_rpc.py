@@ -21,6 +21,7 @@ from app.clients import (
     launcher_command,
     launcher_env,
     plan_connect,
+    updated_words,
 )
 from setup_agent.errors import InvalidInput, SetupError
 
@@ -48,15 +49,7 @@ def _connect(runtime: Any, client: str, apply: bool, mcp_url: str | None = None)
     if mcp_url is not None:
         plan, backup = connect_over_http(config, launcher_command(), mcp_url, runtime.store.tokens, apply=apply)
         if plan.edit is not None and apply:
-            return {
-                **out,
-                "changed": True,
-                "written": True,
-                "backup": str(backup) if backup else None,
-                "message": f"Updated {config.path}"
-                + (f" (the old file is {backup})" if backup else "")
-                + f": it reaches {mcp_url} with a key of its own. Restart the client to see the tools.",
-            }
+            return _written(out, config.path, backup, f": it reaches {mcp_url} with a key of its own.")
     else:
         plan = plan_connect(config, launcher_command(), launcher_env(runtime.settings))
     if plan.edit is None:
@@ -71,15 +64,17 @@ def _connect(runtime: Any, client: str, apply: bool, mcp_url: str | None = None)
         return {**out, "changed": False, "message": f"{config.path} is already up to date; nothing written."}
     if not apply:
         return {**out, "changed": True, "diff": plan.edit.diff()}
-    backup = plan.edit.write()
+    return _written(out, config.path, plan.edit.write(), ".")
+
+
+def _written(out: dict[str, Any], path: Path, backup: Path | None, how: str) -> dict[str, Any]:
+    """The answer for a config file written: its backup, and what changed (``how``) in words."""
     return {
         **out,
         "changed": True,
         "written": True,
         "backup": str(backup) if backup else None,
-        "message": f"Updated {config.path}"
-        + (f" (the old file is {backup})" if backup else "")
-        + ". Restart the client to see the tools.",
+        "message": updated_words(path, backup) + how + " Restart the client to see the tools.",
     }
 
 

@@ -73,6 +73,7 @@ def test_connect_merges_one_entry_keeps_the_others_backs_up_and_is_idempotent_an
         assert json.loads(path.read_text())["theme"] == "dark"
     backups = list(path.parent.glob("config.bak-*"))
     assert len(backups) == 1 and backups[0].read_text() == original
+    assert out == f"Updated {path} (the old file is {backups[0]}). Restart the client.\n"
     after = path.read_text()
     code, out, _ = cli(capsys, "client", "connect", client, "--config", str(path))
     assert code == 0 and "already up to date" in out and path.read_text() == after
@@ -127,8 +128,9 @@ def test_a_config_with_comments_is_edited_in_place_keeping_them_and_disconnect_r
 
 def test_a_new_config_file_is_created_with_only_our_entry(data, capsys, tmp_path) -> None:  # noqa: F811
     path = tmp_path / "fresh" / "mcp.json"
-    code, _, _ = cli(capsys, "client", "connect", "cursor", "--config", str(path))
+    code, out, _ = cli(capsys, "client", "connect", "cursor", "--config", str(path))
     assert code == 0 and list(json.loads(path.read_text())["mcpServers"]) == ["mcp-setup"]
+    assert out == f"Updated {path}. Restart the client.\n"  # no old file, so no backup to name
 
 
 def test_per_server_entries_run_each_server_and_hold_no_secret_value(data, capsys, canary, tmp_path) -> None:  # noqa: F811
