@@ -209,6 +209,19 @@ def verify_chain(rows: Iterable[Any], key: ChainKey) -> ChainReport:
     return report
 
 
+@dataclass(frozen=True)
+class _Event:
+    """What one appended row says, before the chain gives it an id, a time and its link."""
+
+    event: str
+    server_id: str | None
+    qualified_name: str | None
+    actor: str
+    old: str | None = None
+    new: str | None = None
+    detail: str | None = None
+
+
 class AuditLog:
     """The append-only audit over a :class:`~setup_agent.store.engine.Database`; its chain is
     keyed under a key that ``vault`` (the data key) encrypts."""
@@ -224,7 +237,7 @@ class AuditLog:
         """Append one row, in a transaction of its own, that concerns no installed server (yet): a
         consent answered."""
         with translated(f"audit {event}"), self._db.session() as s, s.begin():
-            self._append(s, event, None, qualified_name, actor, detail=detail)
+            self._append(s, _Event(event, None, qualified_name, actor, detail=detail))
 
     def append(
         self,
@@ -238,51 +251,28 @@ class AuditLog:
         detail: str | None = None,
     ) -> None:
         """Append one row about ``row``'s server in ``s``'s transaction (see :meth:`_append`)."""
-        self._append(s, event, row.server_id, row.qualified_name, actor, old=old, new=new, detail=detail)
+        self._append(s, _Event(event, row.server_id, row.qualified_name, actor, old=old, new=new, detail=detail))
 
-    def _append(
-        self,
-        s: Session,
-        event: str,
-        server_id: str | None,
-        qualified_name: str | None,
-        actor: str,
-        *,
-        old: str | None = None,
-        new: str | None = None,
-        detail: str | None = None,
-    ) -> None:
+    def _append(self, s: Session, event: _Event) -> None:
         """Append one row in ``s``'s transaction, chained to the last (its id and hash taken under
         a lock on PostgreSQL: two writers never chain to the same row; SQLite has one writer at a
         time); the chain sealed first if it has no key yet."""
         _lock(s)
-        self._add(s, self._key_in(s), event, server_id, qualified_name, actor, old=old, new=new, detail=detail)
+        self._add(s, self._key_in(s), event)
 
-    def _add(
-        self,
-        s: Session,
-        key: ChainKey,
-        event: str,
-        server_id: str | None,
-        qualified_name: str | None,
-        actor: str,
-        *,
-        old: str | None = None,
-        new: str | None = None,
-        detail: str | None = None,
-    ) -> None:
+    def _add(self, s: Session, key: ChainKey, event: _Event) -> None:
         last = s.execute(select(AuditRow.id, AuditRow.row_hash).order_by(AuditRow.id.desc()).limit(1)).first()
         prev, next_id = (last.row_hash or GENESIS, last.id + 1) if last is not None else (GENESIS, 1)
         fields = {
             "id": next_id,
             "at": _aware(self._db.clock()),
-            "event": event,
-            "server_id": server_id,
-            "qualified_name": qualified_name,
-            "actor": (actor or "unknown")[:128],
-            "old_hash": old,
-            "new_hash": new,
-            "detail": detail and detail[:512],
+            "event": event.event,
+            "server_id": event.server_id,
+            "qualified_name": event.qualified_name,
+            "actor": (event.actor or "unknown")[:128],
+            "old_hash": event.old,
+            "new_hash": event.new,
+            "detail": event.detail and event.detail[:512],
         }
         # Keyed even below the key's first row (rows cut from the end past it): verify names it.
         s.add(AuditRow(**fields, prev_hash=prev, row_hash=row_mac(key, LinkContent(prev, **fields))))
@@ -315,15 +305,8 @@ class AuditLog:
         write_chain_key(s, self._vault, key)
         s.info[_SEALING] = key
         if last is not None:
-            self._add(
-                s,
-                key,
-                SEALED,
-                None,
-                None,
-                "mcp-setup",
-                detail=f"from this row on each link is keyed; rows up to {last} were chained without a key",
-            )
+            sealed = f"from this row on each link is keyed; rows up to {last} were chained without a key"
+            self._add(s, key, _Event(SEALED, None, None, "mcp-setup", detail=sealed))
         return key
 
     def ensure_key(self) -> ChainKey:
