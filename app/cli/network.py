@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,38 +51,38 @@ def run_allow(settings: Settings, args: argparse.Namespace) -> int:
         return _allow_sampling(settings, args.name, args.sampling)
     from setup_agent.launch import allowing
 
-    try:
-        with open_store(settings) as store:
-            server = resolve(store, args.name)
-            if not server.launch_spec.get("sandbox_network", True):
-                print(f"mcp-setup: {server.qualified_name} has no network (chosen in its consent).", file=sys.stderr)
-                return 1
-            policy = allowing(server.launch_spec, args.destination)
-            store.servers.set_network(server.server_id, policy, actor="cli")
-    except NotFound as exc:
-        print(f"mcp-setup: {exc}", file=sys.stderr)
-        return 4
-    except SetupError as exc:
-        print(f"mcp-setup: {exc.message}", file=sys.stderr)
-        return 1
-    print(f"{server.qualified_name} may now connect to {args.destination}; running mcp-setup sessions restart it.")
-    return 0
+    def allow(store: Any, server: InstalledServer) -> str:
+        if not server.launch_spec.get("sandbox_network", True):
+            raise SetupError(f"{server.qualified_name} has no network (chosen in its consent).")
+        store.servers.set_network(server.server_id, allowing(server.launch_spec, args.destination), actor="cli")
+        return f"{server.qualified_name} may now connect to {args.destination}; running mcp-setup sessions restart it."
+
+    return _change(settings, args.name, allow)
 
 
 def _allow_sampling(settings: Settings, name: str, sampling: Sampling) -> int:
     from setup_agent.store import SAMPLING_LABEL, SAMPLING_WORDS
 
+    def allow(store: Any, server: InstalledServer) -> str:
+        store.servers.set_sampling(server.server_id, sampling, actor="user:terminal")
+        return f"{server.title or server.qualified_name}: {SAMPLING_LABEL}: {SAMPLING_WORDS[sampling].lower()}."
+
+    return _change(settings, name, allow)
+
+
+def _change(settings: Settings, name: str, change: Callable[[Any, InstalledServer], str]) -> int:
+    """``change`` made to the installed server ``name`` and the words it returns printed (exit 0);
+    no server of that name (exit 4) or a refusal (exit 1) said on stderr."""
     try:
         with open_store(settings) as store:
-            server = resolve(store, name)
-            store.servers.set_sampling(server.server_id, sampling, actor="user:terminal")
+            said = change(store, resolve(store, name))
     except NotFound as exc:
         print(f"mcp-setup: {exc}", file=sys.stderr)
         return 4
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1
-    print(f"{server.title or server.qualified_name}: {SAMPLING_LABEL}: {SAMPLING_WORDS[sampling].lower()}.")
+    print(said)
     return 0
 
 
