@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.relay_rules import RelayRules
 from setup_agent.gateway.router import Gateway
@@ -28,6 +26,7 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store import SAMPLING_DEFAULT, InstalledServer, Sampling
 from setup_agent.store.database import Store
+from tests.helpers.gateway import start_until
 from tests.helpers.paths import STUB_DIR
 from tests.helpers.timeouts import scaled
 
@@ -123,23 +122,13 @@ async def asking_gateway(
         store, manager, redactor, eager=False, poll_interval=0.1, check_arguments=guard.check if guarded else None
     )
     try:
-        changed = anyio.Event()
-
-        async def heard() -> None:
-            changed.set()
-
-        gateway.add_listener(heard)
-        manager.add_status_listener(lambda _status: changed.set())
-        await gateway.start()
-        with anyio.fail_after(scaled(20)):
-            # The first connect records its tools (ask, log, need_url); the watcher reloads the
-            # catalog, then the live record.
-            while (
-                ASK not in {t["name"] for t in gateway.catalog.wire_tools()}
-                or len(getattr(manager.connected_server(asking.server_id), "tools", ())) < 2
-            ):
-                await changed.wait()
-                changed = anyio.Event()
+        await start_until(
+            gateway,
+            lambda: (
+                ASK in {t["name"] for t in gateway.catalog.wire_tools()}
+                and len(getattr(manager.connected_server(asking.server_id), "tools", ())) >= 2
+            ),  # ask, log, need_url
+        )
         yield AskingGateway(store, manager, gateway, guard, asking.server_id, record, told)
     finally:
         await gateway.aclose()

@@ -1,7 +1,9 @@
-"""A stub catalog for the gateway, and a client that hears its tool list change."""
+"""A stub catalog for the gateway, a gateway started until what a test needs is live, and a client
+that hears its tool list change."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,24 @@ from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import stub_catalog
 
 STUB = "io.github.mcp-setup/stub"
+
+
+async def start_until(gateway: Any, ready: Callable[[], bool], *, timeout: float = scaled(20)) -> None:
+    """Start ``gateway`` and wait, bounded by ``timeout``, until ``ready()`` holds: woken by each
+    reload of its catalog and each status change of its connections (a first connect records a
+    server's tools, then the watcher reloads the catalog, then the live record follows)."""
+    changed = anyio.Event()
+
+    async def heard() -> None:
+        changed.set()
+
+    gateway.add_listener(heard)
+    gateway.connections.add_status_listener(lambda _status: changed.set())
+    await gateway.start()
+    with anyio.fail_after(timeout):
+        while not ready():
+            await changed.wait()
+            changed = anyio.Event()
 
 
 def make_catalog(root: Path, expected: str) -> Path:

@@ -24,6 +24,7 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.helpers.connections import stub_launch
+from tests.helpers.gateway import start_until
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
@@ -64,18 +65,8 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[Gateway]:
         tools=None,
     )
     gw = Gateway(store, manager, redactor, eager=True, poll_interval=0.1)
-    changed = anyio.Event()
-
-    async def heard() -> None:
-        changed.set()
-
-    gw.add_listener(heard)
-    await gw.start()
-    with anyio.fail_after(scaled(20)):
-        while "alpha__touch" not in {t.name for t in gw.catalog.tools()} or not _lists_notes(gw):
-            await changed.wait()
-            changed = anyio.Event()
-        await manager.wait_all_settled(scaled(15))
+    await start_until(gw, lambda: "alpha__touch" in {t.name for t in gw.catalog.tools()} and _lists_notes(gw))
+    await manager.wait_all_settled(scaled(15))
     try:
         yield gw
     finally:

@@ -27,6 +27,7 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.helpers.connections import stub_launch
+from tests.helpers.gateway import start_until
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
@@ -97,19 +98,11 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, S
             tools=None,
         )
     gw = Gateway(store, manager, redactor, eager=True, poll_interval=0.1)
-    changed = anyio.Event()
-
-    async def heard() -> None:
-        changed.set()
-
-    gw.add_listener(heard)
-    await gw.start()
-    with anyio.fail_after(scaled(20)):
-        # both connected and recorded, prompts and tools: a reload can read the servers just
-        # before a tool list is recorded and the offers just after; the next one catches up
-        while len(gw.offers.prompts) < 2 or not {"alpha__ask", "beta__ask"} <= {t.name for t in gw.catalog.tools()}:
-            await changed.wait()
-            changed = anyio.Event()
+    # both connected and recorded, prompts and tools: a reload can read the servers just before a
+    # tool list is recorded and the offers just after; the next one catches up
+    await start_until(
+        gw, lambda: len(gw.offers.prompts) >= 2 and {"alpha__ask", "beta__ask"} <= {t.name for t in gw.catalog.tools()}
+    )
     yield gw, store
     await gw.aclose()
     await manager.aclose()

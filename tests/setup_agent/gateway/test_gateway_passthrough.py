@@ -29,6 +29,8 @@ from setup_agent.setup.tool_specs import TOOL_NAMES
 from setup_agent.store.catalog import MAX_TOOL_NAME, Catalog, CatalogServer
 from setup_agent.store.database import Store
 from tests.helpers.connections import stub_launch
+from tests.helpers.gateway import start_until
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +71,9 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, A
     tools_file.write_text(json.dumps({"extra": EXTRA_TOOLS}))
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     redactor = Redactor()
-    manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=15)
+    manager = ConnectionManager(
+        store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15)
+    )
     server = store.servers.install(
         qualified_name="io.test/stub",
         source="local",
@@ -83,19 +87,12 @@ async def gateway(tmp_path: Path, canary: str) -> AsyncIterator[tuple[Gateway, A
         tools=None,
     )
     gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1)
-    changed = anyio.Event()
-
-    async def heard() -> None:
-        changed.set()
-
-    gw.add_listener(heard)
-    manager.add_status_listener(lambda _status: changed.set())
-    await gw.start()  # tools never recorded: started once so that they are listed
-    with anyio.fail_after(20):
-        # The first connect records them; the watcher reloads the catalog, then the live record.
-        while len(gw.catalog.tools()) < 4 or len(getattr(manager.connected_server(server.server_id), "tools", ())) < 4:
-            await changed.wait()
-            changed = anyio.Event()
+    await start_until(  # tools never recorded: started once so that they are listed
+        gw,
+        lambda: (
+            len(gw.catalog.tools()) >= 4 and len(getattr(manager.connected_server(server.server_id), "tools", ())) >= 4
+        ),
+    )
     yield gw, server
     await gw.aclose()
     await manager.aclose()
@@ -124,14 +121,14 @@ async def test_a_tools_execution_meta_and_icons_pass_through_and_its_dotted_name
 
 async def test_a_result_comes_back_as_the_server_sent_it_with_its_meta_and_resource_link(gateway) -> None:
     gw, _ = gateway
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         result = await gw.call(_view(gw)["name"], {})
     assert result == RESULT
 
 
 async def test_an_answer_the_sdk_cannot_read_is_a_tool_error_naming_the_server_not_a_validation_dump(gateway) -> None:
     gw, _ = gateway
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         result = await gw.call("stub__broken", {})
     assert result["isError"] is True
     text = result["content"][0]["text"]
@@ -149,7 +146,7 @@ async def test_the_face_lists_the_tools_fields_to_an_sdk_client_and_passes_the_r
 ) -> None:
     gw, _ = gateway
     face = McpFace(_runtime(gw))
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         async with Client(face.server, mode=mode) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             name = _view(gw)["name"]
@@ -167,7 +164,7 @@ async def test_the_face_lists_the_tools_fields_to_an_sdk_client_and_passes_the_r
 async def test_a_client_that_never_relists_finds_and_calls_an_installed_tool_through_the_pair(gateway) -> None:
     gw, _ = gateway
     face = McpFace(_runtime(gw, "discover"))
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         async with Client(face.server) as client:
             listed = {t.name for t in (await client.list_tools()).tools}
             assert listed == set(TOOL_NAMES) | {FIND_TOOLS, CALL_TOOL}  # discover: no installed tool listed
@@ -254,7 +251,9 @@ async def test_a_2026_server_that_omits_result_type_is_read_leniently_where_its_
 ) -> None:
     store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
     redactor = Redactor()
-    manager = ConnectionManager(store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=15)
+    manager = ConnectionManager(
+        store, redactor, install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15)
+    )
     server = store.servers.install(
         qualified_name="io.test/sloppy",
         source="local",
@@ -269,7 +268,7 @@ async def test_a_2026_server_that_omits_result_type_is_read_leniently_where_its_
     )
     gw = Gateway(store, manager, redactor, eager=True, poll_interval=0.1)
     try:
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             await gw.start()
             status = await manager.wait_settled(server.server_id)
             assert status.status == "connected", status.reason  # its tools/list (no resultType) was read
