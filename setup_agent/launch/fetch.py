@@ -58,7 +58,7 @@ from pathlib import Path
 
 from setup_agent.errors import SandboxUnavailable
 
-from .fetch_errors import DownloadFailure, download_failed, read_failure, through_the_proxy
+from .fetch_errors import DownloadFailure, download_failed, for_a_login, read_failure, through_the_proxy
 from .fetch_plans import PREFIX, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
 from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
@@ -349,7 +349,8 @@ class Fetcher:
                 with contextlib.suppress(SandboxUnavailable):
                     await launch.net.started()
             assert proc.stdout is not None
-            async for line in proc.stdout:
+            async for out_line in proc.stdout:
+                line = launch.credentials.scrub(out_line)  # a runner quoting its registry's login
                 if pattern is not None and pattern.search(line):
                     state.fetched += 1
                 if in_all is not None and (m := in_all.search(line)):
@@ -359,6 +360,8 @@ class Fetcher:
                 if failure is not None and launch.record is not None:  # the proxy knows why it cut it
                     unreached = [a.error for a in launch.record.attempts() if a.reached is False]
                     failure = through_the_proxy(failure, unreached)
+                if failure is not None:
+                    failure = for_a_login(failure, launch.credentials.given, launch.credentials.where)
                 if failure is not None and (state.failure is None or not state.failure.final):
                     state.failure = failure
                     if failure.final:  # no retry of the runner's changes it: stop now (the group is ended below)
