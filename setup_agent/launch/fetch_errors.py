@@ -100,7 +100,9 @@ _PYTHON_CAUSES: list[tuple[re.Pattern[str], str, str]] = [
         _TIMED_OUT,
     ),
     (
-        re.compile(r"\b40[13] (?:Unauthorized|Forbidden)\b|lack of valid authentication credentials|authorization fail"),
+        re.compile(
+            r"\b40[13] (?:Unauthorized|Forbidden)\b|lack of valid authentication credentials|authorization fail"
+        ),
         "E401",
         _ACCESS,
     ),
