@@ -6,7 +6,8 @@ file itself (``GET /files/<file>``). With ``trickle_seconds`` the file is sent i
 over that long, like a first download on a slow network (#17 item 3); ``down`` makes every
 request answer 503. ``file_requests`` counts the downloads of the file (metadata excluded): a
 warm uv cache asks for none. With ``login`` (user name, password) it is a private index: every
-request without that HTTP basic login answers 401 (``authorizations`` lists what it received).
+request without that HTTP basic login answers 401 (its file's only, with ``private_pages`` False;
+``authorizations`` lists what it received).
 
 Two packages can be served, both built here with the standard library only:
 
@@ -115,7 +116,12 @@ class PypiIndex:
 
 @contextmanager
 def serve_pypi_package(
-    name: str, file: tuple[str, bytes], *, trickle_seconds: float = 0.0, login: tuple[str, str] | None = None
+    name: str,
+    file: tuple[str, bytes],
+    *,
+    trickle_seconds: float = 0.0,
+    login: tuple[str, str] | None = None,
+    private_pages: bool = True,
 ) -> Iterator[PypiIndex]:
     filename, body = file
     basic = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode() if login else None
@@ -129,7 +135,8 @@ def serve_pypi_package(
             said = self.headers.get("Authorization")
             if said is not None:
                 index.authorizations.append(said)
-            if basic is not None and said != basic:
+            asks_file = self.path == f"/files/{filename}"
+            if basic is not None and (asks_file or private_pages) and said != basic:
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="index"')
                 self.send_header("Content-Type", "text/plain")
