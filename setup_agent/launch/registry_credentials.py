@@ -49,6 +49,8 @@ _NPM_KEY = re.compile(r"^//(?P<host>[^/]+)(?P<path>/[^:]*)?:(?P<field>[A-Za-z_]+
 #: npm's ``${VAR}`` (``${VAR?}``: empty when unset) in a config line.
 _ENV_REF = re.compile(r"(?<!\\)\$\{([^${}?]+)(\?)?\}")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: The shortest value scrubbed from the runner's output.
+_SCRUBBED_FROM = 4
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,11 @@ class RegistryCredentials:
         return out
 
     def scrub(self, text: bytes) -> bytes:
-        """``text`` (a line of the runner's output) with every credential value replaced."""
+        """``text`` (a line of the runner's output) with every credential value replaced (but one
+        of a few characters, which would garble the line; the output is never shown anyway)."""
         for value in self.secrets:
-            text = text.replace(value.encode(), b"[registry credential]")
+            if len(value) >= _SCRUBBED_FROM:
+                text = text.replace(value.encode(), b"[registry credential]")
         return text
 
 
