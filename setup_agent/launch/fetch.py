@@ -35,8 +35,9 @@ failed, or was cancelled, removes that entry (only its own: npx names it by the 
 after a crash, start-up does (the scratch dir lists it, setup_agent/launch/scratch.py), and ends the
 fetch's process group (recorded in the process ledger, setup_agent/launch/procs.py).
 
-The fetch sees the host's allowlisted environment only (never a server's values): it needs
-no secret, and its output is not shown (it may still be logged after redaction by the caller).
+The fetch sees the host's allowlisted environment only (never a server's values), and sandboxed
+the credentials of its own registries (setup_agent/launch/registry_credentials.py), which its
+output is scrubbed of; its output is not shown (it may still be logged after redaction by the caller).
 Where servers are sandboxed, so is the fetch (setup_agent/launch/fetch_sandbox.py): its own
 network namespace behind mcp-setup's proxy, to its runner's package registries only, writing
 only its private dir and the cache it fills; :attr:`FetchState.refused` lists what else it tried.

@@ -328,3 +328,17 @@ async def test_a_private_uv_index_without_its_login_fails_saying_it_needs_a_logi
     error = state.error()
     assert state.ok is False and error is not None, state.tail.decode(errors="replace")
     assert error.code == "download_failed" and "needs a login" in str(error)  # type: ignore[attr-defined]
+
+
+@needs_uv
+async def test_a_wrong_login_in_the_index_url_fails_saying_it_was_refused_without_repeating_it(
+    tmp_path: Path, canary: str
+) -> None:
+    with serve_pypi_package(PACKAGE, stub_wheel(PACKAGE, "1.0.0"), login=("alice", "the-right-password")) as index:
+        wrong = index.url.replace("http://", f"http://alice:{canary}@")
+        spec = uvx_spec(index).model_copy(update={"args": ["--default-index", wrong, f"{PACKAGE}==1.0.0"]})
+        state = await fetch(tmp_path, sandbox(tmp_path, "bwrap"), spec)
+    error = state.error()
+    assert state.ok is False and error is not None, state.tail.decode(errors="replace")
+    assert "refused the credentials" in str(error) and index.url.rsplit("/", 1)[0] in str(error)
+    assert canary not in repr(error.to_dict()) + state.tail.decode(errors="replace")  # type: ignore[attr-defined]
