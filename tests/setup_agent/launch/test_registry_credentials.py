@@ -155,25 +155,6 @@ def test_the_sandboxed_download_gets_a_private_npmrc_with_the_registrys_line_onl
             launch.net.close()
 
 
-def test_a_servers_start_sees_the_index_variables_without_their_logins(tmp_path: Path) -> None:
-    host_env = {
-        "HOME": str(tmp_path / "user"),
-        "UV_DEFAULT_INDEX": "corp=https://alice:corp-pw@pypi.corp.example/simple",
-        "PIP_EXTRA_INDEX_URL": "https://bob:pip-pw@extra.example/simple https://public.example/simple",
-    }
-    box = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=tmp_path / "user", host_env=host_env)
-    if box.mechanism != "bwrap":
-        pytest.skip(box.why)
-    from setup_agent.launch.sandbox import Profile
-
-    (tmp_path / "server").mkdir()
-    uvx = shutil.which("uvx") or "/usr/bin/uvx"
-    _command, _args, env = box.wrap(uvx, ["x"], {"PATH": "/usr/bin:/bin"}, Profile(tmp_path / "server"))
-    assert env["UV_DEFAULT_INDEX"] == "corp=https://pypi.corp.example/simple"
-    assert env["PIP_EXTRA_INDEX_URL"] == "https://extra.example/simple https://public.example/simple"
-    assert "-pw" not in json.dumps(env)
-
-
 # --- the whole flow, with a canary --------------------------------------------------------------
 
 NAME = "io.test/private-npm"
