@@ -14,6 +14,7 @@ registry received is checked, and a download without them fails naming the login
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -25,6 +26,7 @@ import anyio
 import pytest
 
 from setup_agent.launch.fetch import Fetcher, FetchState, npx_entry_name
+from setup_agent.launch.fetch_sandbox import download_launch
 from setup_agent.launch.sandbox import Sandbox
 from setup_agent.launch.spec import LaunchSpec
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
@@ -230,6 +232,36 @@ def user_npmrc(tmp_path: Path, registry: NpmRegistry, token: str | None, other_t
         lines.append(f"//{host}/:_authToken=${{NPM_TOKEN}}")
     (tmp_path / "home").mkdir(exist_ok=True)
     (tmp_path / "home" / ".npmrc").write_text("\n".join(lines) + "\n")
+
+
+def test_the_sandboxed_download_gets_a_private_npmrc_with_the_registrys_line_only(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".npmrc").write_text(
+        "//127.0.0.1:4873/:_authToken=${NPM_TOKEN}\n//npm.other.example/:_authToken=other-token\n"
+    )
+    env = {
+        "HOME": str(user),
+        "PATH": os.environ["PATH"],
+        "NPM_TOKEN": "local-token",
+    }
+    box = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=user, host_env=env)
+    if box.mechanism != "bwrap":
+        pytest.skip(box.why)
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("needs npm")
+    work = tmp_path / "work"
+    work.mkdir()
+    launch = download_launch(box, [npm, "exec", "--registry=http://127.0.0.1:4873", "--package=x"], env, work, env)
+    try:
+        private = Path(launch.env["npm_config_userconfig"])
+        assert private == work / "home" / ".npmrc"
+        assert private.read_text() == '//127.0.0.1:4873/:_authToken="local-token"\n'
+        assert "local-token" not in json.dumps(launch.argv) and "other-token" not in json.dumps(launch.env)
+    finally:
+        if launch.net is not None:
+            launch.net.close()
 
 
 @needs_npx

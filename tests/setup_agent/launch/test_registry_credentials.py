@@ -20,9 +20,7 @@ import pytest
 
 from app.runtime import Runtime
 from app.settings import Settings
-from setup_agent.launch.fetch_sandbox import download_launch
 from setup_agent.launch.registry_credentials import registry_credentials
-from setup_agent.launch.sandbox import Sandbox
 from setup_agent.setup.service import CallContext
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
 from tests.fakes.pypi_index import serve_pypi_package, stub_wheel
@@ -127,32 +125,6 @@ def test_what_is_written_is_the_owners_only_and_named_to_the_runner(tmp_path: Pa
     assert not (home / ".npmrc").is_symlink() and not (tmp_path / "planted").exists()
     assert stat.S_IMODE((home / ".npmrc").stat().st_mode) == 0o600
     assert creds.scrub(b"GET with t0ken failed") == b"GET with [registry credential] failed"
-
-
-def test_the_sandboxed_download_gets_a_private_npmrc_with_the_registrys_line_only(tmp_path: Path) -> None:
-    user = tmp_path / "user"
-    env = {
-        **npmrc(user, "//127.0.0.1:4873/:_authToken=${NPM_TOKEN}", "//npm.other.example/:_authToken=other-token"),
-        "PATH": os.environ["PATH"],
-        "NPM_TOKEN": "local-token",
-    }
-    box = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=user, host_env=env)
-    if box.mechanism != "bwrap":
-        pytest.skip(box.why)
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("needs npm")
-    work = tmp_path / "work"
-    work.mkdir()
-    launch = download_launch(box, [npm, "exec", "--registry=http://127.0.0.1:4873", "--package=x"], env, work, env)
-    try:
-        private = Path(launch.env["npm_config_userconfig"])
-        assert private == work / "home" / ".npmrc"
-        assert private.read_text() == '//127.0.0.1:4873/:_authToken="local-token"\n'
-        assert "local-token" not in json.dumps(launch.argv) and "other-token" not in json.dumps(launch.env)
-    finally:
-        if launch.net is not None:
-            launch.net.close()
 
 
 # --- the whole flow, with a canary --------------------------------------------------------------
