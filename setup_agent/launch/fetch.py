@@ -35,8 +35,9 @@ failed, or was cancelled, removes that entry (only its own: npx names it by the 
 after a crash, start-up does (the scratch dir lists it, setup_agent/launch/scratch.py), and ends the
 fetch's process group (recorded in the process ledger, setup_agent/launch/procs.py).
 
-The fetch sees the host's allowlisted environment only (never a server's values): it needs
-no secret, and its output is not shown (it may still be logged after redaction by the caller).
+The fetch sees the host's allowlisted environment only (never a server's values), and sandboxed
+the credentials of its own registries (setup_agent/launch/registry_credentials.py), which its
+output is scrubbed of; its output is not shown (it may still be logged after redaction by the caller).
 Where servers are sandboxed, so is the fetch (setup_agent/launch/fetch_sandbox.py): its own
 network namespace behind mcp-setup's proxy, to its runner's package registries only, writing
 only its private dir and the cache it fills; :attr:`FetchState.refused` lists what else it tried.
@@ -58,7 +59,7 @@ from pathlib import Path
 
 from setup_agent.errors import SandboxUnavailable
 
-from .fetch_errors import DownloadFailure, download_failed, read_failure, through_the_proxy
+from .fetch_errors import DownloadFailure, download_failed, for_a_login, read_failure, through_the_proxy
 from .fetch_plans import PREFIX, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
 from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
@@ -349,7 +350,8 @@ class Fetcher:
                 with contextlib.suppress(SandboxUnavailable):
                     await launch.net.started()
             assert proc.stdout is not None
-            async for line in proc.stdout:
+            async for out_line in proc.stdout:
+                line = launch.credentials.scrub(out_line)  # a runner quoting its registry's login
                 if pattern is not None and pattern.search(line):
                     state.fetched += 1
                 if in_all is not None and (m := in_all.search(line)):
@@ -359,6 +361,8 @@ class Fetcher:
                 if failure is not None and launch.record is not None:  # the proxy knows why it cut it
                     unreached = [a.error for a in launch.record.attempts() if a.reached is False]
                     failure = through_the_proxy(failure, unreached)
+                if failure is not None:
+                    failure = for_a_login(failure, launch.credentials.given, launch.credentials.where)
                 if failure is not None and (state.failure is None or not state.failure.final):
                     state.failure = failure
                     if failure.final:  # no retry of the runner's changes it: stop now (the group is ended below)

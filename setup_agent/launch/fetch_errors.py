@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from setup_agent.errors import DownloadFailed
 
-__all__ = ["DownloadFailure", "download_failed", "read_failure", "through_the_proxy"]
+__all__ = ["DownloadFailure", "download_failed", "for_a_login", "read_failure", "through_the_proxy"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,13 @@ _PYTHON_CAUSES: list[tuple[re.Pattern[str], str, str]] = [
         "ETIMEDOUT",
         _TIMED_OUT,
     ),
-    (re.compile(r"\b40[13] (?:Unauthorized|Forbidden)\b"), "E401", _ACCESS),
+    (
+        re.compile(
+            r"\b40[13] (?:Unauthorized|Forbidden)\b|lack of valid authentication credentials|authorization fail"
+        ),
+        "E401",
+        _ACCESS,
+    ),
     (
         re.compile(r"not found in the package registry|404 Not Found|No matching distribution found"),
         "E404",
@@ -109,7 +115,10 @@ _PYTHON_CAUSES: list[tuple[re.Pattern[str], str, str]] = [
 ]
 #: A uv/pip line that carries a cause (uv: ``error:`` then ``cause:`` lines; pip: ``ERROR:`` and
 #: ``WARNING: Retrying … after connection broken by …``).
-_PYTHON_LINE = re.compile(r"^\s*(?:error|cause|ERROR|WARNING: Retrying|  ×|  ╰─▶|Caused by)", re.IGNORECASE)
+_PYTHON_LINE = re.compile(r"^\s*(?:error|cause|hint|ERROR|WARNING: Retrying|  ×|  ╰─▶|Caused by)", re.IGNORECASE)
+#: What uv says last, after "not found": an index it could not read (a login it lacks). Its "not
+#: found" waits for that hint (uv exits right after it), so it is not final there.
+_UV_HINTED = ("E404", "ETARGET")
 
 _DOCKER_CAUSES: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"connection refused"), "ECONNREFUSED", _REFUSED),
@@ -156,7 +165,8 @@ def read_failure(runner: str, line: str) -> DownloadFailure | None:
         for pattern, code, cause in _PYTHON_CAUSES:
             if pattern.search(text):
                 url = _URL.search(text)
-                return DownloadFailure(cause, code, _origin(url.group(0)) if url else None, True)
+                final = not (runner in ("uvx", "uv") and code in _UV_HINTED)
+                return DownloadFailure(cause, code, _origin(url.group(0)) if url else None, final)
         return None
     if runner == "docker":
         if "Error" not in text and "error" not in text:
@@ -223,3 +233,16 @@ def through_the_proxy(failure: DownloadFailure, errors: list[str]) -> DownloadFa
     if "no answer" in said:
         return DownloadFailure(_TIMED_OUT, "ETIMEDOUT", failure.registry, True)
     return failure
+
+
+def for_a_login(failure: DownloadFailure, given: bool, where: str) -> DownloadFailure:
+    """``failure`` told as a login when the registry refused access (401, 403): the credentials
+    it was ``given`` were refused, or it needs a login and none are set (``where``: where a
+    person sets them for this runner, e.g. "your .npmrc"). Any other failure as it is."""
+    if failure.code not in ("E401", "E403") or not where:
+        return failure
+    if given:
+        cause = f"the registry refused the credentials set for it (in {where}: wrong or expired?)"
+    else:
+        cause = f"the registry needs a login, and no credentials are set for it (in {where})"
+    return DownloadFailure(cause, failure.code, failure.registry, True)

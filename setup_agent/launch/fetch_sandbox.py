@@ -7,7 +7,11 @@ runs like a server does, in bubblewrap (or Landlock) with a network of its own, 
   network (it is theirs), PyPI and npm's own only at public addresses;
 - it may write only its private scratch dir (its ``HOME`` inside) and the caches it fills
   (``Sandbox.download_views``: npm's cache; uv's and its Pythons'); the user's home, ``.npmrc``
-  included, stays hidden (the registry it names is passed on as ``npm_config_registry``).
+  included, stays hidden (the registry it names is passed on as ``npm_config_registry``);
+- it is given the credentials of its registries, and only those (``registry_credentials.py``):
+  the lines of the user's npmrc for the registry's host, written into a private npmrc in its
+  ``HOME``; the index's user name and password (in its URL, ``UV_INDEX_<NAME>_*``, a private
+  netrc holding the index host's entry). A server's start never gets them.
 
 OCI pulls are the container engine's and are not wrapped; nor is anything with no sandbox
 (``MCP_SETUP_SANDBOX=off``, or no mechanism here), which runs as before.
@@ -26,6 +30,7 @@ from setup_agent.errors import SandboxUnavailable
 from .net_policy import NetPolicy
 from .net_record import NetRecord
 from .registries import runner_registries
+from .registry_credentials import RegistryCredentials, registry_credentials
 from .runners import find_runner, runner_env, runner_name
 from .sandbox import Profile, Sandbox
 from .server_net import ServerNet
@@ -48,6 +53,9 @@ class DownloadLaunch:
     net: ServerNet | None = None
     policy: NetPolicy | None = None
     record: NetRecord = field(default_factory=NetRecord)
+    #: The credentials found for its registries (given to it when sandboxed; the runner reads
+    #: the user's own files otherwise): what its output is scrubbed of, and how a 401 is told.
+    credentials: RegistryCredentials = field(default_factory=lambda: RegistryCredentials(""))
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -61,8 +69,11 @@ def download_launch(
     ``argv`` as it is where nothing sandboxes it (module docstring). Raises
     :class:`~setup_agent.errors.SandboxUnavailable` when the setting forces a sandbox that does
     not work here: the download does not run then, as no server would."""
-    unchanged = DownloadLaunch(list(argv), dict(env))
-    if sandbox is None or not argv or runner_name(argv[0]) not in SANDBOXED:
+    if not argv or runner_name(argv[0]) not in SANDBOXED:
+        return DownloadLaunch(list(argv), dict(env))
+    credentials = registry_credentials(argv[0], argv[1:], host_env)
+    unchanged = DownloadLaunch(list(argv), dict(env), credentials=credentials)
+    if sandbox is None:
         return unchanged
     missing = sandbox.required_but_missing()
     if missing:
@@ -88,6 +99,7 @@ def download_launch(
             inner.update(net.environment())
         profile = Profile(work, network=True, connect_ports=tuple(ports) if ports is not None else None)
         wrapped, args, inner = sandbox.wrap_download(command, argv[1:], inner, profile)
+        inner.update(credentials.write(profile.home))  # its HOME, made by the wrap: private
         out = [wrapped, *args]
         if net is not None:
             out = net.wrap(out)
@@ -101,4 +113,4 @@ def download_launch(
         isolation.mechanism,
         ", ".join(sorted(map(str, policy.only))) or "nowhere",
     )
-    return DownloadLaunch(out, inner, net, policy, record)
+    return DownloadLaunch(out, inner, net, policy, record, credentials)

@@ -8,7 +8,8 @@
 
 The download phase may reach only these (``fetch_sandbox.py``); a server's start is granted
 them (``server_net.py``), and both get the variables that name a configured one, since the
-sandbox hides the user's config files.
+sandbox hides the user's config files: without the user names and passwords written in them
+(:func:`without_userinfo`), which only the download is given (``registry_credentials.py``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from setup_agent.errors import InvalidInput
 
 from .net_policy import Endpoint, NetPolicy
 from .runners import runner_name
 
-__all__ = ["runner_registries"]
+__all__ = ["UV_DEFAULT_ENV", "UV_EXTRA_ENV", "npm_registry", "runner_registries", "uv_indexes", "without_userinfo"]
 
 NPM_DEFAULT = "https://registry.npmjs.org/"
 PYPI_DEFAULT = ("pypi.org:443", "files.pythonhosted.org:443")
@@ -30,8 +32,8 @@ PYPI_DEFAULT = ("pypi.org:443", "files.pythonhosted.org:443")
 _UV_DEFAULT_OPTIONS = ("--default-index", "--index-url", "-i")
 _UV_EXTRA_OPTIONS = ("--index", "--extra-index-url")
 #: The same in uv's (and pip's) environment, passed on to the download.
-_UV_DEFAULT_ENV = ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")
-_UV_EXTRA_ENV = ("UV_INDEX", "UV_EXTRA_INDEX_URL", "PIP_EXTRA_INDEX_URL")
+UV_DEFAULT_ENV = ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")
+UV_EXTRA_ENV = ("UV_INDEX", "UV_EXTRA_INDEX_URL", "PIP_EXTRA_INDEX_URL")
 
 
 def runner_registries(
@@ -43,22 +45,56 @@ def runner_registries(
     are hidden."""
     name = runner_name(runner)
     if name in ("npm", "npx"):
-        url, configured = _npm_registry(args, host_env)
-        env = {"npm_config_registry": url} if configured else {}
+        url, configured = npm_registry(args, host_env)
+        env = {"npm_config_registry": without_userinfo(url)} if configured else {}
         return _policy([url] if configured else [], [NPM_DEFAULT] if not configured else []), env
     if name in ("uv", "uvx"):
-        defaults = (
-            _option_values(args, _UV_DEFAULT_OPTIONS) or [host_env[v] for v in _UV_DEFAULT_ENV if host_env.get(v)][:1]
-        )
-        extras = _option_values(args, _UV_EXTRA_OPTIONS)
-        for var in _UV_EXTRA_ENV:
-            extras += host_env.get(var, "").split()
-        env = {v: host_env[v] for v in (*_UV_DEFAULT_ENV, *_UV_EXTRA_ENV) if host_env.get(v)}
+        defaults, extras = _uv_settings(args, host_env)
+        env = {v: without_userinfo(host_env[v]) for v in (*UV_DEFAULT_ENV, *UV_EXTRA_ENV) if host_env.get(v)}
         policy = _policy([_index_url(u) for u in (*defaults, *extras)], [])
         if not defaults:  # PyPI stays the default index
             policy = NetPolicy.strict({*policy.only, *map(Endpoint.parse, PYPI_DEFAULT)}, policy.granted)
         return policy, env
     return NetPolicy.none(), {}
+
+
+def uv_indexes(args: Sequence[str], host_env: Mapping[str, str]) -> list[tuple[str | None, str]]:
+    """The indexes uv reads from with ``args`` as ``(name, URL)`` (name None: unnamed), the
+    configured ones only (PyPI, when it stays the default, is not listed)."""
+    defaults, extras = _uv_settings(args, host_env)
+    out: list[tuple[str | None, str]] = []
+    for value in (*defaults, *extras):
+        url = _index_url(value)
+        out.append((value.partition("=")[0] if url != value else None, url))
+    return out
+
+
+def _uv_settings(args: Sequence[str], host_env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """uv's default index settings (the command line's, else the first variable set) and extra ones."""
+    defaults = _option_values(args, _UV_DEFAULT_OPTIONS) or [host_env[v] for v in UV_DEFAULT_ENV if host_env.get(v)][:1]
+    extras = _option_values(args, _UV_EXTRA_OPTIONS)
+    for var in UV_EXTRA_ENV:
+        extras += host_env.get(var, "").split()
+    return defaults, extras
+
+
+def without_userinfo(value: str) -> str:
+    """An index setting (a URL, ``name=URL``, or several separated by spaces) without the user
+    names and passwords written in its URLs: what a server's start may see."""
+    return " ".join(_strip_userinfo(part) for part in value.split(" "))
+
+
+def _strip_userinfo(part: str) -> str:
+    name, eq, url = part.partition("=")
+    if not eq or "://" in name:
+        name, eq, url = "", "", part
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return part
+    if "@" not in parts.netloc:
+        return part
+    return f"{name}{eq}{parts._replace(netloc=parts.netloc.rpartition('@')[2]).geturl()}"
 
 
 def _policy(configured: Sequence[str], public: Sequence[str]) -> NetPolicy:
@@ -77,7 +113,7 @@ def _endpoints(urls: Sequence[str]) -> frozenset[Endpoint]:
     return frozenset(out)
 
 
-def _npm_registry(args: Sequence[str], host_env: Mapping[str, str]) -> tuple[str, bool]:
+def npm_registry(args: Sequence[str], host_env: Mapping[str, str]) -> tuple[str, bool]:
     """npm's registry for this download, and whether it is configured (not npm's default)."""
     for arg in args:
         if arg.startswith("--registry="):

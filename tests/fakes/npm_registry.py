@@ -5,6 +5,10 @@ It answers the two requests ``npm exec``/``npx`` make for a package: the packume
 ``trickle_seconds`` the tarball is sent in pieces spread over that long, like a first
 download on a slow network (#17 item 3: a download longer than the probe's deadline).
 
+With ``token`` it is a private registry: the package (its tarball, and its packument too with
+``private_packument``) is served only to ``Authorization: Bearer <token>``, anything else answers
+401; ``authorizations`` lists every Authorization header it received.
+
 The package it serves (:func:`stub_npm_package`) is the stdio stub server behind a small
 Node launcher (``bin.js`` runs ``python3 server.py`` with stdio inherited).
 """
@@ -64,6 +68,8 @@ class NpmRegistry:
     url: str
     #: How many times the tarball was asked for (a warm cache asks no more).
     tarball_requests: list[str] = field(default_factory=list)
+    #: Every ``Authorization`` header it received, in order.
+    authorizations: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -75,8 +81,11 @@ def serve_npm_package(
     scripts: dict[str, str] | None = None,
     bins: dict[str, str] | None = None,
     port: int = 0,
+    token: str | None = None,
+    private_packument: bool = True,
 ) -> Iterator[NpmRegistry]:
-    """Serve the package on ``port`` of 127.0.0.1 (0: a free one)."""
+    """Serve the package on ``port`` of 127.0.0.1 (0: a free one); with ``token``, only to
+    that bearer token (the packument too unless ``private_packument`` is False)."""
     tarball = stub_npm_package(name, version, scripts, bins)
     integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
     shasum = hashlib.sha1(tarball).hexdigest()
@@ -85,6 +94,19 @@ def serve_npm_package(
     class Handler(TrickleHandler):
         def do_GET(self) -> None:  # noqa: N802
             registry = holder["r"]
+            said = self.headers.get("Authorization")
+            if said is not None:
+                registry.authorizations.append(said)
+            tarball_asked = self.path.endswith(".tgz")
+            if token is not None and (tarball_asked or private_packument) and said != f"Bearer {token}":
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Bearer realm="npm"')
+                self.send_header("Content-Type", "application/json")
+                body = b'{"error":"authentication required"}'
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             if self.path.rstrip("/") in (f"/{name}", f"/{name.replace('/', '%2f')}", f"/{name.replace('/', '%2F')}"):
                 doc = {
                     "name": name,

@@ -5,7 +5,9 @@ It answers what ``uv``/``uvx`` ask of an index for a package: the project page
 file itself (``GET /files/<file>``). With ``trickle_seconds`` the file is sent in pieces spread
 over that long, like a first download on a slow network (#17 item 3); ``down`` makes every
 request answer 503. ``file_requests`` counts the downloads of the file (metadata excluded): a
-warm uv cache asks for none.
+warm uv cache asks for none. With ``login`` (user name, password) it is a private index: every
+request without that HTTP basic login answers 401 (its file's only, with ``private_pages`` False;
+``authorizations`` lists what it received).
 
 Two packages can be served, both built here with the standard library only:
 
@@ -108,11 +110,21 @@ class PypiIndex:
     requests: list[str] = field(default_factory=list)
     #: Every request answers 503 while set.
     down: bool = False
+    #: Every ``Authorization`` header it received, in order.
+    authorizations: list[str] = field(default_factory=list)
 
 
 @contextmanager
-def serve_pypi_package(name: str, file: tuple[str, bytes], *, trickle_seconds: float = 0.0) -> Iterator[PypiIndex]:
+def serve_pypi_package(
+    name: str,
+    file: tuple[str, bytes],
+    *,
+    trickle_seconds: float = 0.0,
+    login: tuple[str, str] | None = None,
+    private_pages: bool = True,
+) -> Iterator[PypiIndex]:
     filename, body = file
+    basic = "Basic " + base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode() if login else None
     meta = _metadata(name, filename.split("-")[1]) if filename.endswith(".whl") else None
     holder: dict[str, PypiIndex] = {}
 
@@ -120,6 +132,18 @@ def serve_pypi_package(name: str, file: tuple[str, bytes], *, trickle_seconds: f
         def do_GET(self) -> None:  # noqa: N802
             index = holder["i"]
             index.requests.append(self.path)
+            said = self.headers.get("Authorization")
+            if said is not None:
+                index.authorizations.append(said)
+            asks_file = self.path == f"/files/{filename}"
+            if basic is not None and (asks_file or private_pages) and said != basic:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="index"')
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", "12")
+                self.end_headers()
+                self.wfile.write(b"unauthorized")
+                return
             if index.down:
                 self.send_body(b"down", "text/plain", status=503)
             elif self.path.rstrip("/") == f"/simple/{name}":

@@ -11,7 +11,13 @@ import anyio
 import pytest
 
 from setup_agent.launch.fetch import Fetcher
-from setup_agent.launch.fetch_errors import download_failed, read_failure, registry_of, through_the_proxy
+from setup_agent.launch.fetch_errors import (
+    download_failed,
+    for_a_login,
+    read_failure,
+    registry_of,
+    through_the_proxy,
+)
 from setup_agent.launch.spec import LaunchSpec
 from tests.fakes import closed_port_url
 from tests.helpers.timeouts import scaled
@@ -146,3 +152,37 @@ def test_a_reset_the_sandboxs_proxy_made_is_read_as_what_the_proxy_met() -> None
     silent = through_the_proxy(reset, ["127.0.0.1: no answer in 10 s"])
     assert (silent.code, silent.final) == ("ETIMEDOUT", True)
     assert through_the_proxy(reset, []) == reset  # the proxy reached it: a reset of the registry's own
+
+
+def test_a_refused_login_is_told_as_the_registry_needing_one_or_refusing_the_one_set() -> None:
+    npm = read_failure("npx", "npm error code E401")
+    assert npm is not None
+    refused = for_a_login(npm, True, "your .npmrc")
+    assert refused.final and refused.cause.startswith("the registry refused the credentials set for it")
+    missing = for_a_login(npm, False, "your .npmrc")
+    assert missing.cause == "the registry needs a login, and no credentials are set for it (in your .npmrc)"
+    forbidden = read_failure("npx", "npm error code E403")
+    assert forbidden is not None and "needs a login" in for_a_login(forbidden, False, "your .npmrc").cause
+    refused_host = read_failure("npx", "npm error code ECONNREFUSED")
+    assert refused_host is not None and for_a_login(refused_host, True, "your .npmrc") == refused_host
+
+
+def test_uv_s_not_found_waits_for_its_hint_that_the_index_wanted_a_login() -> None:
+    # uv says "not found" first, then why: its hint names the index's 401
+    not_found = read_failure(
+        "uvx", "  cause: Because mcp-x was not found in the package registry and you require mcp-x==1.0"
+    )
+    assert not_found is not None and not_found.code == "E404" and not not_found.final
+    hint = read_failure(
+        "uvx",
+        "hint: An index URL (http://127.0.0.1:4000/simple) could not be queried due to a lack of valid "
+        "authentication credentials (401 Unauthorized)",
+    )
+    assert hint is not None and hint.code == "E401" and hint.final and hint.registry == "http://127.0.0.1:4000"
+    told = download_failed("uvx", ("pypi", "mcp-x==1.0"), for_a_login(hint, False, "your .netrc"))
+    assert str(told) == (
+        "Could not download mcp-x==1.0 from http://127.0.0.1:4000: the registry needs a login, "
+        "and no credentials are set for it (in your .netrc)."
+    )
+    pip = read_failure("pip", "ERROR: No matching distribution found for mcp-x==1.0")
+    assert pip is not None and pip.final  # pip says no more after it

@@ -6,10 +6,15 @@ port), the registry granted as its only destination.
 A hostile package (an npm install script, a wheel's ``.pth`` file that runs when uv's Python
 starts) tries to reach another loopback port and to write outside the cache: each attempt fails
 sandboxed and succeeds with ``MCP_SETUP_SANDBOX=off``, so the tests can fail.
+
+A private registry (a token in the user's ``.npmrc``; an index's basic login in uv's variables,
+its URL or ``.netrc``) is given its own credentials in the sandbox and no other host's: what the
+registry received is checked, and a download without them fails naming the login.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -21,6 +26,7 @@ import anyio
 import pytest
 
 from setup_agent.launch.fetch import Fetcher, FetchState, npx_entry_name
+from setup_agent.launch.fetch_sandbox import download_launch
 from setup_agent.launch.sandbox import Sandbox
 from setup_agent.launch.spec import LaunchSpec
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
@@ -123,8 +129,9 @@ def uvx_spec(index: PypiIndex) -> LaunchSpec:
     )
 
 
-async def fetch(tmp_path: Path, box: Sandbox, spec: LaunchSpec) -> FetchState:
-    fetcher = Fetcher(host_env=host_env(tmp_path), workdir=tmp_path / "data" / "scratch", sandbox=box, tick=0.2)
+async def fetch(tmp_path: Path, box: Sandbox, spec: LaunchSpec, extra_env: dict[str, str] | None = None) -> FetchState:
+    env = {**host_env(tmp_path), **(extra_env or {})}
+    fetcher = Fetcher(host_env=env, workdir=tmp_path / "data" / "scratch", sandbox=box, tick=0.2)
     try:
         with anyio.fail_after(scaled(90)):
             state = await fetcher.fetch(spec)
@@ -211,3 +218,159 @@ async def test_a_wheel_that_runs_code_at_start_can_neither_write_outside_the_cac
         state = await fetch(tmp_path, sandbox(tmp_path, mode), uvx_spec(index))
     assert (victim / "planted").exists() is (mode == "off"), state.tail.decode(errors="replace")
     assert (victim / "reached").exists() is (mode == "off"), state.tail.decode(errors="replace")
+
+
+# --- a private registry's credentials ----------------------------------------------------------
+
+
+def user_npmrc(tmp_path: Path, registry: NpmRegistry, token: str | None, other_token: str) -> None:
+    """The user's ``~/.npmrc``: the registry's token (written as ``${NPM_TOKEN}``) when given,
+    and another host's token, which must never be passed on."""
+    host = registry.url.removeprefix("http://")
+    lines = ["; the user's own", "//npm.other.example/:_authToken=" + other_token, "color=false"]
+    if token is not None:
+        lines.append(f"//{host}/:_authToken=${{NPM_TOKEN}}")
+    (tmp_path / "home").mkdir(exist_ok=True)
+    (tmp_path / "home" / ".npmrc").write_text("\n".join(lines) + "\n")
+
+
+def test_the_sandboxed_download_gets_a_private_npmrc_with_the_registrys_line_only(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".npmrc").write_text(
+        "//127.0.0.1:4873/:_authToken=${NPM_TOKEN}\n//npm.other.example/:_authToken=other-token\n"
+    )
+    env = {
+        "HOME": str(user),
+        "PATH": os.environ["PATH"],
+        "NPM_TOKEN": "local-token",
+    }
+    box = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=user, host_env=env)
+    if box.mechanism != "bwrap":
+        pytest.skip(box.why)
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("needs npm")
+    work = tmp_path / "work"
+    work.mkdir()
+    launch = download_launch(box, [npm, "exec", "--registry=http://127.0.0.1:4873", "--package=x"], env, work, env)
+    try:
+        private = Path(launch.env["npm_config_userconfig"])
+        assert private == work / "home" / ".npmrc"
+        assert private.read_text() == '//127.0.0.1:4873/:_authToken="local-token"\n'
+        assert "local-token" not in json.dumps(launch.argv) and "other-token" not in json.dumps(launch.env)
+    finally:
+        if launch.net is not None:
+            launch.net.close()
+
+
+@needs_npx
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_a_private_npm_registry_gets_the_token_of_the_users_npmrc_for_its_host_and_no_other(
+    tmp_path: Path, mode: str, canary: str
+) -> None:
+    other = canary + "-other-host"
+    with serve_npm_package(PACKAGE, "1.0.0", token=canary) as registry:
+        user_npmrc(tmp_path, registry, canary, other)
+        state = await fetch(tmp_path, sandbox(tmp_path, mode), npx_spec(registry), {"NPM_TOKEN": canary})
+    assert state.ok is True, state.tail.decode(errors="replace")
+    assert len(registry.tarball_requests) == 1
+    assert set(registry.authorizations) == {f"Bearer {canary}"}  # its own token, never the other host's
+    assert canary not in state.tail.decode(errors="replace")
+    assert not list((tmp_path / "data" / "scratch").rglob(".npmrc"))  # the private npmrc went with the run
+
+
+@needs_npx
+@pytest.mark.parametrize("mode", ["bwrap", "landlock", "off"])
+async def test_a_private_npm_registry_without_its_token_fails_saying_it_needs_a_login(
+    tmp_path: Path, mode: str, canary: str
+) -> None:
+    with serve_npm_package(PACKAGE, "1.0.0", token=canary) as registry:
+        user_npmrc(tmp_path, registry, None, canary + "-other-host")
+        state = await fetch(tmp_path, sandbox(tmp_path, mode), npx_spec(registry))
+    assert state.ok is False
+    error = state.error()
+    assert error is not None and error.code == "download_failed"  # type: ignore[attr-defined]
+    assert "needs a login" in str(error) and "your .npmrc" in str(error)
+    assert registry.authorizations == [] and canary not in repr(error.to_dict())  # type: ignore[attr-defined]
+
+
+@needs_npx
+async def test_a_wrong_npm_token_fails_saying_the_registry_refused_the_credentials(tmp_path: Path, canary: str) -> None:
+    with serve_npm_package(PACKAGE, "1.0.0", token=canary) as registry:
+        user_npmrc(tmp_path, registry, canary + "-expired", canary + "-other-host")
+        state = await fetch(
+            tmp_path, sandbox(tmp_path, "bwrap"), npx_spec(registry), {"NPM_TOKEN": canary + "-expired"}
+        )
+    error = state.error()
+    assert state.ok is False and error is not None, state.tail.decode(errors="replace")
+    assert "refused the credentials" in str(error)
+    assert registry.authorizations and set(registry.authorizations) == {f"Bearer {canary}-expired"}
+    assert canary not in repr(error.to_dict()) + state.tail.decode(errors="replace")  # type: ignore[attr-defined]
+
+
+def uv_login_ways(
+    index: PypiIndex, tmp_path: Path, user: str, password: str
+) -> dict[str, tuple[LaunchSpec, dict[str, str]]]:
+    """The ways a person gives uv an index's login: a named index's variables, the URL, a netrc."""
+    host = index.url.split("//", 1)[1].split(":", 1)[0]
+    (tmp_path / "netrc").write_text(
+        f"machine other.example login x password other-{password}\nmachine {host} login {user} password {password}\n"
+    )
+    named = uvx_spec(index).model_copy(
+        update={"args": ["--default-index", f"private={index.url}", f"{PACKAGE}==1.0.0"]}
+    )
+    with_login = index.url.replace("http://", f"http://{user}:{password}@")
+    return {
+        "variables": (
+            named,
+            {
+                "UV_INDEX_PRIVATE_USERNAME": user,
+                "UV_INDEX_PRIVATE_PASSWORD": password,
+                "UV_INDEX_OTHER_PASSWORD": "x" + password,
+            },
+        ),
+        "url": (uvx_spec(index).model_copy(update={"args": [f"{PACKAGE}==1.0.0"]}), {"UV_DEFAULT_INDEX": with_login}),
+        "netrc": (uvx_spec(index), {"NETRC": str(tmp_path / "netrc")}),
+    }
+
+
+@needs_uv
+@pytest.mark.parametrize("way", ["variables", "url", "netrc"])
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_a_private_uv_index_gets_its_login_sandboxed(tmp_path: Path, mode: str, way: str, canary: str) -> None:
+    with serve_pypi_package(PACKAGE, stub_wheel(PACKAGE, "1.0.0"), login=("alice", canary)) as index:
+        spec, env = uv_login_ways(index, tmp_path, "alice", canary)[way]
+        state = await fetch(tmp_path, sandbox(tmp_path, mode), spec, env)
+    assert state.ok is True, state.tail.decode(errors="replace")
+    assert len(index.file_requests) == 1
+    import base64
+
+    assert set(index.authorizations) == {"Basic " + base64.b64encode(f"alice:{canary}".encode()).decode()}
+    assert canary not in state.tail.decode(errors="replace")
+
+
+@needs_uv
+@pytest.mark.parametrize("mode", ["bwrap", "off"])
+async def test_a_private_uv_index_without_its_login_fails_saying_it_needs_a_login(
+    tmp_path: Path, mode: str, canary: str
+) -> None:
+    with serve_pypi_package(PACKAGE, stub_wheel(PACKAGE, "1.0.0"), login=("alice", canary)) as index:
+        state = await fetch(tmp_path, sandbox(tmp_path, mode), uvx_spec(index))
+    error = state.error()
+    assert state.ok is False and error is not None, state.tail.decode(errors="replace")
+    assert error.code == "download_failed" and "needs a login" in str(error)  # type: ignore[attr-defined]
+
+
+@needs_uv
+async def test_a_wrong_login_in_the_index_url_fails_saying_it_was_refused_without_repeating_it(
+    tmp_path: Path, canary: str
+) -> None:
+    with serve_pypi_package(PACKAGE, stub_wheel(PACKAGE, "1.0.0"), login=("alice", "the-right-password")) as index:
+        wrong = index.url.replace("http://", f"http://alice:{canary}@")
+        spec = uvx_spec(index).model_copy(update={"args": ["--default-index", wrong, f"{PACKAGE}==1.0.0"]})
+        state = await fetch(tmp_path, sandbox(tmp_path, "bwrap"), spec)
+    error = state.error()
+    assert state.ok is False and error is not None, state.tail.decode(errors="replace")
+    assert "refused the credentials" in str(error) and index.url.rsplit("/", 1)[0] in str(error)
+    assert canary not in repr(error.to_dict()) + state.tail.decode(errors="replace")  # type: ignore[attr-defined]

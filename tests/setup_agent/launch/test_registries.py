@@ -4,13 +4,14 @@ where the user's config files are hidden."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from setup_agent.launch.net_policy import Lookup, NetPolicy, Verdict
-from setup_agent.launch.registries import runner_registries
+from setup_agent.launch.registries import runner_registries, without_userinfo
 from setup_agent.launch.sandbox import Profile, Sandbox
 from setup_agent.launch.server_net import with_registries
 
@@ -70,3 +71,30 @@ def test_a_servers_start_is_granted_the_configured_registry_and_told_it_in_the_s
     npx = shutil.which("npx") or "/usr/bin/npx"
     _command, _args, env = box.wrap(npx, ["-y", "pkg@1.0.0"], {"PATH": "/usr/bin:/bin"}, Profile(tmp_path / "server"))
     assert env["npm_config_registry"] == "http://10.0.0.7:4873/"
+
+
+def test_a_servers_start_sees_the_index_variables_without_their_logins(tmp_path: Path) -> None:
+    host_env = {
+        "HOME": str(tmp_path / "user"),
+        "UV_DEFAULT_INDEX": "corp=https://alice:corp-pw@pypi.corp.example/simple",
+        "PIP_EXTRA_INDEX_URL": "https://bob:pip-pw@extra.example/simple https://public.example/simple",
+    }
+    box = Sandbox("bwrap", hide=(tmp_path / "data",), user_home=tmp_path / "user", host_env=host_env)
+    if box.mechanism != "bwrap":
+        pytest.skip(box.why)
+    (tmp_path / "server").mkdir()
+    uvx = shutil.which("uvx") or "/usr/bin/uvx"
+    _command, _args, env = box.wrap(uvx, ["x"], {"PATH": "/usr/bin:/bin"}, Profile(tmp_path / "server"))
+    assert env["UV_DEFAULT_INDEX"] == "corp=https://pypi.corp.example/simple"
+    assert env["PIP_EXTRA_INDEX_URL"] == "https://extra.example/simple https://public.example/simple"
+    assert "-pw" not in json.dumps(env)
+
+
+def test_an_index_setting_loses_only_its_user_names_and_passwords() -> None:
+    assert without_userinfo("https://u:p%40ss@idx.example:8443/simple") == "https://idx.example:8443/simple"
+    assert without_userinfo("corp=https://tok@idx.example/simple https://pub.example/simple") == (
+        "corp=https://idx.example/simple https://pub.example/simple"
+    )
+    assert without_userinfo("not a url") == "not a url"
+    _policy, env = runner_registries("npm", ["--registry=https://u:p@npm.corp.example/"], {})
+    assert env == {"npm_config_registry": "https://npm.corp.example/"}
