@@ -18,6 +18,7 @@ __all__ = [
     "process_alive",
     "processes_mentioning",
     "runner_processes",
+    "runners_above",
     "wait_gone",
 ]
 
@@ -137,3 +138,9 @@ def runner_processes(pids: list[int]) -> list[str]:
         if names & _RUNNERS or " ".join(words[:2]) in ("npm exec", "uv tool"):
             out.append(" ".join(argv))
     return out
+
+
+def runners_above(pids: list[int]) -> list[str]:
+    """The runner processes (:func:`runner_processes`) among the parents of ``pids``, up to this
+    process."""
+    return runner_processes(sorted({a for pid in pids for a in ancestors(pid, below=os.getpid())}))

@@ -27,11 +27,11 @@ from app.settings import Settings
 from setup_agent.launch import DirectStarts, LaunchSpec, Sandbox, local_command, materialize
 from setup_agent.launch.fetch import npx_entry_name
 from setup_agent.secrets import SecretValue
-from setup_agent.setup.service import CallContext
 from tests.fakes.npm_registry import serve_npm_package
 from tests.fakes.pypi_index import serve_pypi_package, stub_wheel
+from tests.helpers import package_flow
 from tests.helpers.package_flow import write_catalog_entry
-from tests.helpers.processes import ancestors, command_line, descendants, runner_processes
+from tests.helpers.processes import command_line, descendants, runner_processes, runners_above
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
@@ -42,40 +42,14 @@ PYPI_NAME, PYPI_PACKAGE = "io.test/pypi-direct", "mcp-setup-pypi-direct"
 needs_npx = pytest.mark.skipif(shutil.which("npx") is None or shutil.which("node") is None, reason="needs Node's npx")
 
 
-def _uv_bin() -> Path | None:
-    try:
-        from uv import find_uv_bin
-    except ImportError:
-        return None
-    try:
-        return Path(find_uv_bin())
-    except FileNotFoundError:
-        return None
-
-
-needs_uv = pytest.mark.skipif(_uv_bin() is None, reason="needs the uv wheel (pip install -e '.[test]')")
-
-
-def host_env(tmp_path: Path) -> dict[str, str]:
-    """PATH with ``uv``/``uvx`` (links in a dir of their own), a private HOME (cold caches), no
-    Python download by uv."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    uv = _uv_bin()
-    for tool in ("uv", "uvx") if uv is not None else ():
-        if not (bin_dir / tool).exists():
-            (bin_dir / tool).symlink_to(uv.with_name(tool))  # type: ignore[union-attr]
-    home = tmp_path / "home"
-    (home / ".config" / "uv").mkdir(parents=True, exist_ok=True)
-    (home / ".config" / "uv" / "uv.toml").write_text('python-downloads = "never"\n')
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home), "LANG": "C.UTF-8"}
+needs_uv = pytest.mark.skipif(package_flow.uv_bin() is None, reason="needs the uv wheel (pip install -e '.[test]')")
 
 
 def make_runtime(
     new_runtime, tmp_path: Path, name: str, package: dict[str, Any], memory_keyring, mode: str = "auto"
 ) -> Runtime:
     write_catalog_entry(tmp_path / "catalog", name, "The stub server as a package, from a registry here.", package)
-    env = host_env(tmp_path)
+    env = package_flow.runner_host_env(tmp_path)
     runtime = new_runtime(
         Settings(
             home=tmp_path / "data",
@@ -97,20 +71,6 @@ def make_runtime(
     return runtime
 
 
-async def install(runtime: Runtime, name: str, secret: str) -> str:
-    """Test, install and connect ``name`` with ``secret`` as its key; its server id."""
-    ref = runtime.refs.mint("STUB_API_KEY", secret)
-    await runtime.start(eager=False)
-    with anyio.fail_after(scaled(180)):
-        installed = await runtime.service.call(
-            "mcp_setup_install_and_connect",
-            {"qualified_name": name, "env_refs": {"STUB_API_KEY": ref}},
-            CallContext(installed_by="agent"),
-        )
-    assert installed.get("status") == "connected", installed
-    return str(installed["server_id"])
-
-
 async def echo(runtime: Runtime, tool: str, text: str) -> None:
     await runtime.gateway.refresh(force=True)
     with anyio.fail_after(scaled(120)):
@@ -127,11 +87,6 @@ def server_processes(runtime: Runtime, server_id: str, marker: str) -> list[int]
     return found
 
 
-def runners_above(pids: list[int]) -> list[str]:
-    """The runner processes among the parents of ``pids`` (up to this test's process)."""
-    return runner_processes(sorted({a for pid in pids for a in ancestors(pid, below=os.getpid())}))
-
-
 @needs_npx
 @pytest.mark.parametrize("mode", ["auto", "landlock"])
 async def test_an_installed_npm_server_runs_on_node_with_no_npm_exec_above_it_and_answers_through_the_gateway(
@@ -140,7 +95,7 @@ async def test_an_installed_npm_server_runs_on_node_with_no_npm_exec_above_it_an
     with serve_npm_package(NPM_PACKAGE, "1.0.0") as registry:
         package = {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": NPM_PACKAGE}
         runtime = make_runtime(new_runtime, tmp_path, NPM_NAME, package, memory_keyring, mode)
-        server_id = await install(runtime, NPM_NAME, canary)
+        server_id = await package_flow.install(runtime, NPM_NAME, canary, timeout=scaled(180))
         await echo(runtime, "npm-direct__echo", "no wrapper")
         servers = server_processes(runtime, server_id, f"{NPM_PACKAGE}/")
         assert runners_above(servers) == [] and runner_processes(servers) == []
@@ -159,7 +114,7 @@ async def test_an_installed_pypi_server_runs_its_own_entry_point_with_no_uvx_abo
     with serve_pypi_package(PYPI_PACKAGE, stub_wheel(PYPI_PACKAGE, "1.0.0")) as index:
         package = {"registryType": "pypi", "registryBaseUrl": index.url, "identifier": PYPI_PACKAGE}
         runtime = make_runtime(new_runtime, tmp_path, PYPI_NAME, package, memory_keyring, mode)
-        server_id = await install(runtime, PYPI_NAME, canary)
+        server_id = await package_flow.install(runtime, PYPI_NAME, canary, timeout=scaled(180))
         await echo(runtime, "pypi-direct__echo", "no wrapper")
         servers = server_processes(runtime, server_id, f"/bin/{PYPI_PACKAGE}")
         assert runners_above(servers) == [] and runner_processes(servers) == []
@@ -175,7 +130,7 @@ async def test_an_npm_server_whose_cache_entry_was_removed_starts_through_npx_ag
     with serve_npm_package(NPM_PACKAGE, "1.0.0") as registry:
         package = {"registryType": "npm", "registryBaseUrl": registry.url, "identifier": NPM_PACKAGE}
         runtime = make_runtime(new_runtime, tmp_path, NPM_NAME, package, memory_keyring)
-        server_id = await install(runtime, NPM_NAME, canary)
+        server_id = await package_flow.install(runtime, NPM_NAME, canary, timeout=scaled(180))
         await runtime.connections.disconnect(server_id)
         # Pruned meanwhile (``npm cache clean``): this process's download phase counts it as done.
         shutil.rmtree(tmp_path / "home" / ".npm" / "_npx" / npx_entry_name(f"{NPM_PACKAGE}@1.0.0"))
