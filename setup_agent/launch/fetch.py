@@ -155,7 +155,18 @@ class Fetcher:
 
     def is_warm(self, spec: LaunchSpec) -> bool:
         plan = fetch_plan(spec)
-        return plan is None or plan.key in self._warm
+        return plan is None or self._warmed(plan)
+
+    def _warmed(self, plan: FetchPlan) -> bool:
+        """Fetched by this process, and what it installed is still there: a cache entry pruned
+        since (noted, and gone) is fetched again, so the start finds it (``direct.py``)."""
+        if plan.key not in self._warm:
+            return False
+        noted = self.direct.noted(plan.key) if self.direct is not None else None
+        if noted is not None and not noted.exists():
+            self._warm.discard(plan.key)
+            return False
+        return True
 
     def prefetch(self, spec: LaunchSpec) -> bool:
         """Start filling the runner's cache for ``spec`` in the background (nothing of the package
@@ -178,7 +189,7 @@ class Fetcher:
         there was nothing to fetch. Raises TimeoutError past the deadline (the fetch
         is stopped; a later try resumes from what the cache has)."""
         plan = fetch_plan(spec)
-        if plan is None or plan.key in self._warm or not self._runnable(plan):
+        if plan is None or self._warmed(plan) or not self._runnable(plan):
             return None
         ahead = next(
             (st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None
