@@ -7,7 +7,8 @@ it sees:
   (the prefix of the resolved command, e.g. a pyenv or a venv, never a prefix that holds the data
   dir or is the user's home) and what the download phase put in the runners' caches for it: its
   own package's npx entry, uv's unpacked wheels and tool environments, linked into private caches
-  in its ``HOME`` (:meth:`Sandbox._cache_views`), so no server changes what another runs;
+  in its ``HOME`` (:meth:`Sandbox._cache_views`), so no server changes what another runs (a
+  server started without its runner, ``direct.py``, gets its runner's views and runs from them);
 - **read-write**: its working dir (the install dir, or the probe's scratch dir), a private
   ``HOME`` inside it (``<workdir>/home``: kept with an install), a private ``/tmp`` and the paths
   the user granted in the consent (:class:`Profile`);

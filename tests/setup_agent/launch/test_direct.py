@@ -246,3 +246,46 @@ def test_a_secret_on_the_command_line_reaches_no_log_no_note_and_no_repr_whether
     assert canary not in caplog.text and "through its runner" in caplog.text  # two kept npx, and said why
     assert not any(canary in f.read_text() for f in (tmp_path / "data" / "starts").iterdir())
     assert not any(canary in text for text in shown)
+
+
+def uv_environment(cache: Path, commands: tuple[str, ...]) -> Path:
+    """An environment as uv leaves it in its cache: ``archive-v0/<id>`` with ``bin`` and ``pyvenv.cfg``."""
+    prefix = cache / "archive-v0" / "Re8UpAaM"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\n")
+    for command in commands:
+        (prefix / "bin" / command).write_text("#!/bin/sh\n")
+        (prefix / "bin" / command).chmod(0o755)
+    return prefix
+
+
+@pytest.mark.parametrize(
+    ("args", "runs"),
+    [
+        (["--default-index", "http://i.example/simple", "srv==1.0", "--port", "1"], ["bin/srv", "--port", "1"]),
+        (["--from", "srv[extra]==1.0", "python", "-m", "srv.main"], ["bin/python", "-m", "srv.main"]),
+        (["--with", "mcp<2", "--native-tls", "srv==1.0"], ["bin/srv"]),
+        (["--isolated", "srv==1.0"], None),  # an option it does not read: uvx runs it
+        (["--from", "srv==1.0", "other"], None),  # no such command in the environment: uvx says so
+    ],
+    ids=["index", "module", "with", "unknown-option", "no-command"],
+)
+def test_a_pypi_start_runs_the_command_uvx_would_run_from_the_environment_the_download_made(
+    tmp_path: Path, args: list[str], runs: list[str] | None
+) -> None:
+    from setup_agent.launch.fetch import fetch_plan
+
+    prefix = uv_environment(tmp_path / "user" / ".cache" / "uv", ("srv", "python"))
+    notes = DirectStarts(tmp_path / "starts")
+    spec = LaunchSpec(command="uvx", args=args, package_type="pypi", identifier="srv", runner="uvx")
+    plan = fetch_plan(spec)
+    if plan is not None:
+        notes.note(plan.key, prefix)
+    box = Sandbox("off", host_env={"HOME": str(tmp_path / "user")})
+    host = {"PATH": os.environ["PATH"]}
+    command = local_command(materialize(spec, {}, cwd=str(tmp_path)), sandbox=box, host_env=host, direct=notes)
+    if runs is None:
+        assert Path(command.command).name == "uvx"
+    else:
+        assert [command.command, *command.args] == [str(prefix / runs[0]), *runs[1:]]
+        assert command.env["PATH"].split(os.pathsep)[0] == str(prefix / "bin")  # as uvx gives it
