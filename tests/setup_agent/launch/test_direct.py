@@ -104,6 +104,12 @@ async def test_an_installed_npm_server_runs_on_node_with_no_npm_exec_above_it_an
         entry = tmp_path / "home" / ".npm" / "_npx" / npx_entry_name(f"{NPM_PACKAGE}@1.0.0")
         assert command_line(node[0])[1] == str(entry / "node_modules" / NPM_PACKAGE / "bin.js")
         assert len(registry.tarball_requests) == 1  # what the download phase fetched is what runs
+        env = dict(v.split("=", 1) for v in Path(f"/proc/{node[0]}/environ").read_text().split("\0") if "=" in v)
+        assert env["PATH"].split(os.pathsep)[0] == str(entry / "node_modules" / ".bin")  # as npx gives it
+        assert env["STUB_API_KEY"] == canary and env["npm_config_registry"] == registry.url
+        assert not {"npm_lifecycle_event", "npm_execpath", "npm_command", "INIT_CWD"} & set(env)  # npm exec's own
+        notes = tmp_path / "data" / "cache" / "starts"
+        assert list(notes.iterdir()) and not any(canary in f.read_text() for f in notes.iterdir())
 
 
 @needs_uv
