@@ -80,15 +80,20 @@ class DirectStarts:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
+    @staticmethod
+    def _digest(key: Sequence[str]) -> str:
+        return hashlib.sha256(json.dumps(list(key)).encode()).hexdigest()
+
     def _file(self, key: Sequence[str]) -> Path:
-        return self.folder / (hashlib.sha256(json.dumps(list(key)).encode()).hexdigest()[:32] + ".json")
+        return self.folder / (self._digest(key)[:32] + ".json")
 
     def note(self, key: Sequence[str], path: Path) -> None:
         """Remember that the download of ``key`` (a fetch plan's) installed into ``path``."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         file = self._file(key)
         tmp = file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"key": list(key), "path": str(path)}))
+        # the key's digest, not its text: a command line (a registry's URL) is not written out again
+        tmp.write_text(json.dumps({"key": self._digest(key), "path": str(path)}))
         os.replace(tmp, file)
 
     def noted(self, key: Sequence[str]) -> Path | None:
@@ -97,7 +102,7 @@ class DirectStarts:
             doc = json.loads(self._file(key).read_text())
         except (OSError, ValueError):
             return None
-        if not isinstance(doc, dict) or doc.get("key") != list(key) or not isinstance(doc.get("path"), str):
+        if not isinstance(doc, dict) or doc.get("key") != self._digest(key) or not isinstance(doc.get("path"), str):
             return None
         return Path(doc["path"])
 
