@@ -295,3 +295,40 @@ def test_a_pypi_start_runs_the_command_uvx_would_run_from_the_environment_the_do
     else:
         assert [command.command, *command.args] == [str(prefix / runs[0]), *runs[1:]]
         assert command.env["PATH"].split(os.pathsep)[0] == str(prefix / "bin")  # as uvx gives it
+
+
+#: A package's command that tries to change its own file in the shared npx entry (what another
+#: server of the same package would run next).
+REWRITES_ITSELF = """#!/usr/bin/env node
+try { require("fs").appendFileSync(__filename, "// planted\\n"); console.log("wrote"); }
+catch (e) { console.log("refused " + e.code); }
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock", "off"])
+async def test_a_server_started_without_npx_cannot_change_the_cached_package_it_runs_from_sandboxed(
+    tmp_path: Path, mode: str
+) -> None:
+    user = tmp_path / "user"
+    entry = npx_entry(user / ".npm", "pkg@1.0.0", {"pkg": "cli.js"}, {"cli.js": REWRITES_ITSELF})
+    notes = DirectStarts(tmp_path / "data" / "starts")
+    spec = LaunchSpec(command="npx", args=["-y", "pkg@1.0.0"], package_type="npm", runner="npx", sandbox_network=False)
+    from setup_agent.launch.fetch import fetch_plan
+
+    notes.note(fetch_plan(spec).key, entry)  # type: ignore[union-attr]
+    box = Sandbox(mode, hide=(tmp_path / "data",), user_home=user, host_env={"HOME": str(user)})  # type: ignore[arg-type]
+    if mode != "off" and box.mechanism != mode:
+        pytest.skip(f"{mode} does not run here: {box.why}")
+    (tmp_path / "work").mkdir()
+    resolved = materialize(spec, {}, cwd=str(tmp_path / "work"))
+    command = local_command(resolved, sandbox=box, host_env={"PATH": os.environ["PATH"]}, direct=notes)
+    script = entry / "node_modules" / "pkg" / "cli.js"
+    assert str(script) in [command.command, *command.args]  # node on the cached file, no npx
+    async with command:
+        process = await command.spawn()
+        assert process.stdout is not None
+        with anyio.fail_after(scaled(30)):
+            said = b"".join([chunk async for chunk in process.stdout]).decode()
+            await process.wait()
+    assert said.startswith("wrote" if mode == "off" else "refused"), said
+    assert (script.read_text() != REWRITES_ITSELF) is (mode == "off")
