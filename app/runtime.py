@@ -30,6 +30,7 @@ from setup_agent.gateway import (
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     BundleCache,
+    DirectStarts,
     Fetcher,
     ProcessLedger,
     Sandbox,
@@ -203,6 +204,13 @@ def sweep_leftovers(ledger: ProcessLedger, store: Store, *, install_root: Path, 
     sweep_scratch(scratch)
 
 
+def make_direct_starts(settings: Settings) -> DirectStarts:
+    """Where the download phase notes what each runner installed (``<home>/cache/starts``, in the
+    data dir no server sees), for every start of this data dir: a test's, the gateway's and
+    ``mcp-setup run``'s (setup_agent/launch/direct.py)."""
+    return DirectStarts(Path(settings.home).expanduser() / "cache" / "starts")
+
+
 def make_sandbox(settings: Settings, host_env: Mapping[str, str]) -> Sandbox:
     """The sandbox of this process's servers (``MCP_SETUP_SANDBOX``): nothing of the data dir,
     nor of the user's home, is shown to a server (setup_agent/launch/sandbox.py)."""
@@ -283,6 +291,7 @@ def build_runtime(
     ledger = ProcessLedger(home / "procs")
     sweep_leftovers(ledger, store, install_root=home / "servers", scratch=scratch)
     sandbox = make_sandbox(settings, host_env)
+    direct = make_direct_starts(settings)
     prober = Prober(
         redactor,
         scratch_root=scratch,
@@ -291,6 +300,7 @@ def build_runtime(
         ledger=ledger,
         keep_for=settings.secret_ttl_seconds if settings.adopt_tested_servers else 0.0,
         sandbox=sandbox,
+        direct=direct,
         max_concurrent=settings.max_concurrent_probes,
     )
     sign_ins = SignIns(
@@ -311,6 +321,7 @@ def build_runtime(
         workdir=scratch,
         ledger=ledger,
         sandbox=sandbox,  # the download runs sandboxed as the servers do, to its registries only
+        direct=direct,  # and notes what it installed: the servers start without their runner
     )
     review = ToolReview(store, consents)
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
@@ -336,6 +347,7 @@ def build_runtime(
         max_result_chars=settings.max_result_chars,
         sandbox=sandbox,
         fetcher=fetcher,  # a lazy start downloads as a test does
+        direct=direct,
         on_tools_changed=review.ask,
         # A server's requests relayed to a client: answers pass the guard as tool arguments do.
         relay_rules=RelayRules(

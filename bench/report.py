@@ -857,6 +857,36 @@ def render(results: dict[str, Any]) -> str:
     if (e := err("costs")) is None:
         c = s["costs"]
         i, b, f = c["idle"], c["budget"], c["find"]
+        w = c.get("wrapper", {"unavailable": "not measured"})
+        if "unavailable" in w:
+            rows.append(
+                [
+                    "17",
+                    "memory per called npm server, started without npx vs through it",
+                    "—",
+                    "—",
+                    "—",
+                    "≤ 0.60×",
+                    f"not measured: {w['unavailable']}",
+                ]
+            )
+        else:
+            d, n = w["direct"], w["npx"]
+            rows.append(
+                [
+                    "17",
+                    f"memory (PSS) of every process below `mcp-setup mcp` per called npm server ({w['servers']} servers of the "
+                    f"tests' own package from a registry on loopback, sandboxed, each called once): started from what npx "
+                    f"installed (node on the package's bin; {d['processes']} processes, {d['kib'] / 1024:.0f} MiB in all) vs "
+                    f"through npx (`npm exec` and `sh` beside each; {n['processes']} processes, {n['kib'] / 1024:.0f} MiB "
+                    f"in all); first call {_ms(d['first_call_s'])} vs {_ms(n['first_call_s'])}",
+                    f"{d['per_server_kib'] / 1024:.0f} MiB",
+                    f"{n['per_server_kib'] / 1024:.0f} MiB",
+                    _ratio(w["ratio"]),
+                    "≤ 0.60×",
+                    _ok(w["ratio"] <= 0.60),
+                ]
+            )
         rows.append(
             [
                 "17",

@@ -88,7 +88,12 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
         ["--rounds", "4", "--request-rounds", "10", "--download-rounds", "2"],
         90,
     ),
-    "costs": ("bench.section_costs", ["--servers", "20"], ["--servers", "5"], 240),
+    "costs": (
+        "bench.section_costs",
+        ["--servers", "20", "--npm-servers", "20"],
+        ["--servers", "5", "--npm-servers", "5"],
+        300,
+    ),
     "team": (
         "bench.section_team",
         ["--rounds", "20"],

@@ -5,6 +5,13 @@
   while they run, after the idle stop, and of the same face with nothing installed after one
   tool call (the baseline: target ≤ 1.10×). The first call of each server after its idle stop
   against its first call ever (a cold start: target ≤ 1.10×).
+* ``wrapper`` — ``mcp-setup mcp`` with ``--npm-servers`` installed npm servers (the tests' own
+  tiny package, tests/fakes/npm_registry.py, from a registry on loopback; sandboxed as the
+  machine allows), each called once and kept running: the proportional set size (PSS, else RSS)
+  of every process below the face, per server, started from what npx installed (node on the
+  package's bin, ``setup_agent/launch/direct.py``) against started through npx (``npm exec``
+  and ``sh`` beside it; the notes of what the download installed made unwritable, the path a
+  pruned cache takes), in the same run (target ≤ 0.60×).
 * ``budget`` — the tokens of ``tools/list`` for 20 servers × 20 tools under the default
   ``MCP_SETUP_TOOLS_BUDGET`` against listing everything (target: ≤ the budget).
 * ``find``  — how often ``mcp_setup_find_tools`` puts the right tool in its top 3 over the task
@@ -19,9 +26,10 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Root, children_of, emit, mcp_setup_argv, median, rss_kib
+from bench.common import REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, rss_kib, stub_env
 from bench.section_coldstart import INIT
 from bench.section_gateway import install_stubs
 
@@ -133,6 +141,115 @@ def idle(root: Root, servers: int) -> dict[str, Any]:
     }
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (its children, theirs…)."""
+    out, todo = [], [pid]
+    while todo:
+        for child in children_of(todo.pop()):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    """Its proportional set size (shared pages split among their users), else its RSS."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return rss_kib(pid)
+
+
+def _below_kib(face: Face) -> tuple[int, int, list[str]]:
+    """(PSS of every process below the face, after a second of quiet, median of 5 reads; how
+    many; their program names)."""
+    time.sleep(1.0)
+    reads, pids = [], []
+    for _ in range(5):
+        pids = _descendants(face.proc.pid)
+        reads.append(sum(_pss_kib(p) for p in pids if os.path.exists(f"/proc/{p}")))
+        time.sleep(0.2)
+    names = []
+    for p in pids:
+        try:
+            names.append(Path(f"/proc/{p}/comm").read_text().strip())
+        except OSError:
+            continue
+    return int(median(reads)), len(pids), names
+
+
+def _install_npm(root: Root, data: Path, count: int, registry: str, package: str) -> None:
+    """``count`` installed servers of one npm package (npx, as the registry's entries are)."""
+    import keyring.backends.fail
+
+    from bench.section_gateway import STUB_TOOLS
+    from setup_agent.launch.spec import LaunchSpec
+    from setup_agent.secrets.vault import Vault
+    from setup_agent.store.database import Store
+
+    vault = Vault.open(data, keyring_backend=keyring.backends.fail.Keyring())
+    env = {k: ("${STUB_API_KEY}" if k == "STUB_API_KEY" else v) for k, v in stub_env().items()}
+    spec = LaunchSpec(
+        command="npx",
+        args=["-y", f"--registry={registry}", f"{package}@1.0.0"],
+        env=env,
+        package_type="npm",
+        identifier=package,
+        version="1.0.0",
+        runner="npx",
+    )
+    with Store.for_data_dir(data, vault) as store:
+        for i in range(count):
+            store.servers.install(
+                qualified_name=f"io.bench/npm-{i:02d}",
+                source="local",
+                version="1.0.0",
+                package_type="npm",
+                launch_spec=spec.model_dump(mode="json"),
+                installed_by="bench",
+                tools_hash="0" * 64,
+                env={"STUB_API_KEY": (SECRET, True)},
+                tools=STUB_TOOLS,
+            )
+
+
+def wrapper(root: Root, servers: int) -> dict[str, Any]:
+    """20 called npm servers: memory below the face per server, without npx vs through it."""
+    import shutil
+
+    from tests.fakes.npm_registry import serve_npm_package
+
+    if shutil.which("npm") is None:
+        return {"unavailable": "npm is not installed"}
+    package = "mcp-setup-bench-npm"
+    out: dict[str, Any] = {"servers": servers}
+    with serve_npm_package(package, "1.0.0") as registry:
+        for kind in ("npx", "direct"):  # the first downloads into the shared npm cache for both
+            data = root.path / f"npm-{kind}"
+            _install_npm(root, data, servers, registry.url, package)
+            if kind == "npx":  # nothing noted, nothing found: every start falls back to the runner
+                (data / "cache").mkdir(exist_ok=True)
+                (data / "cache" / "starts").write_text("")
+            face = Face(root.face_env(data, MCP_SETUP_REGISTRIES="local", MCP_SETUP_IDLE_STOP_SECONDS="0"))
+            try:
+                face.call("mcp_setup_list_servers", {})
+                calls = [face.call(f"npm-{i:02d}__echo", {"text": "x"}) for i in range(servers)]
+                kib, count, names = _below_kib(face)
+            finally:
+                face.close()
+            out[kind] = {
+                "kib": kib,
+                "per_server_kib": kib / servers,
+                "processes": count,
+                "programs": {n: names.count(n) for n in sorted(set(names))},
+                "first_call_s": median(calls),
+            }
+    out["ratio"] = out["direct"]["kib"] / out["npx"]["kib"]
+    return out
+
+
 def budget() -> dict[str, Any]:
     from app.mcp.gateway_tools import listed_tools
     from app.settings import Settings
@@ -158,10 +275,12 @@ def find() -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--servers", type=int, default=20)
+    parser.add_argument("--npm-servers", type=int, default=20)
     args = parser.parse_args()
     root = Root("costs")
     out: dict[str, Any] = {"section": "costs"}
     try:
+        out["wrapper"] = wrapper(root, args.npm_servers)
         out["idle"] = idle(root, args.servers)
         out["budget"] = budget()
         out["find"] = find()

@@ -249,7 +249,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
-    from app.runtime import make_sandbox
+    from app.runtime import make_direct_starts, make_sandbox
     from setup_agent.launch import LaunchSpec, NetRecord, local_command, materialize, refused_words
 
     spec = LaunchSpec.model_validate(server.launch_spec)
@@ -269,7 +269,13 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     record = NetRecord(
         on_refused=lambda attempt: print(f"mcp-setup: {refused_words(attempt, server.slug)}", file=sys.stderr)
     )
-    command = local_command(resolved, sandbox=make_sandbox(settings, os.environ), host_env=os.environ, record=record)
+    command = local_command(
+        resolved,
+        sandbox=make_sandbox(settings, os.environ),
+        host_env=os.environ,
+        record=record,
+        direct=make_direct_starts(settings),  # the program the runner installed, as the gateway starts it
+    )
     sys.stdout.flush()
     return command.become()
 

@@ -31,7 +31,7 @@ from .server_logs import delete_log
 from .status import ServerStatus, Status
 
 if TYPE_CHECKING:
-    from setup_agent.launch import Fetcher
+    from setup_agent.launch import DirectStarts, Fetcher
 
 #: Progress notifications one proxied call may bring before it is ended (those before are relayed).
 DEFAULT_CALL_NOTIFICATIONS = 1_000
@@ -68,6 +68,7 @@ class ConnectionManager:
         max_call_notifications: int = DEFAULT_CALL_NOTIFICATIONS,
         sandbox: Sandbox | None = None,
         fetcher: Fetcher | None = None,
+        direct: DirectStarts | None = None,
         on_tools_changed: Callable[[InstalledServer], None] | None = None,
         relay_rules: RelayRules | None = None,
     ) -> None:
@@ -78,6 +79,7 @@ class ConnectionManager:
         self.max_call_notifications = max_call_notifications
         self.sandbox = sandbox  # every server starts in it (setup_agent/launch/sandbox.py); None: unsandboxed
         self.fetcher = fetcher  # a start's download phase (a lazy start downloads as a test does); None: none
+        self.direct = direct  # what the download noted a runner installed: servers start without it
         self.bundles = bundles  # an MCPB bundle this machine has not unpacked (installed elsewhere)
         self.logs_dir = logs_dir  # <logs_dir>/<server_id>.log: each server's stderr, redacted
         self.ledger = ledger  # records each server's process group (crash safety)

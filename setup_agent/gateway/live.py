@@ -238,6 +238,7 @@ class LiveConnection:
                             ledger=owner.ledger,
                             auth=auth,
                             sandbox=owner.sandbox,
+                            direct=owner.direct,
                             net_record=self.net_record,
                             callbacks=relay_callbacks(
                                 self.inflight,
@@ -344,6 +345,7 @@ class LiveConnection:
             ledger=owner.ledger,
             auth=auth,
             sandbox=owner.sandbox,
+            direct=owner.direct,
             net_record=self.net_record,
             callbacks=relay_callbacks(
                 self.inflight,

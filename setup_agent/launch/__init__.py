@@ -5,7 +5,8 @@ package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle
 registries a runner is configured for: ``fetch_sandbox.py``, ``registries.py``, given their
 credentials only: ``registry_credentials.py``), artifact digests
 for lock files (``digests.py``), the launch: the one place a
-server's values are revealed, to start it or to reach it (``start.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
+server's values are revealed, to start it or to reach it (``start.py``; a server's own program in
+place of its runner: ``direct.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),
 scratch dirs (``scratch.py``), the sandbox servers start in (``sandbox.py``, ``landlock.py``; in words and grants:
 ``grants.py``; a path it hid from a failing server: ``hidden_paths.py``), its network (a server's own namespace: ``netns.py``, ``netns_bootstrap.py``; the proxy it reaches
 out through: ``net_proxy.py``, under the person's ``net_policy.py``, recorded in ``net_record.py``, in words in ``net_words.py``; which mechanism
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from .bundle_cache import BundleCache
     from .connector import HttpWatch, list_all_tools, open_client, tool_dicts
     from .digests import ArtifactDigests, digest_kind
+    from .direct import DirectStarts
     from .fetch import Fetcher
     from .grants import NOT_ISOLATED, granted_paths, profile_words
     from .hidden_paths import note_hidden_path
@@ -82,6 +84,7 @@ __all__ = [
     "fetch_bundle",
     "ArtifactDigests",
     "digest_kind",
+    "DirectStarts",
     "Fetcher",
     "fill",
     "granted_paths",
@@ -159,6 +162,7 @@ __getattr__, __dir__ = lazy_exports(
         "fetch_bundle": "bundle",
         "ArtifactDigests": "digests",
         "digest_kind": "digests",
+        "DirectStarts": "direct",
         "Fetcher": "fetch",
         "fill": "spec",
         "granted_paths": "grants",

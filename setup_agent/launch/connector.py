@@ -30,6 +30,7 @@ from mcp_types import Implementation, Tool
 
 from setup_agent.errors import ProtocolError
 
+from .direct import DirectStarts
 from .lenient import read_leniently
 from .listeners import own_listener_up, refuse_taken_port
 from .net_record import NetRecord
@@ -89,6 +90,7 @@ async def open_client(
     sandbox: Sandbox | None = None,
     callbacks: Mapping[str, Any] | None = None,
     net_record: NetRecord | None = None,
+    direct: DirectStarts | None = None,
 ) -> AsyncIterator[Client]:
     """An initialized ``mcp.Client`` for ``resolved``; leaving the block tears it down.
 
@@ -96,6 +98,8 @@ async def open_client(
     working dir ``resolved.cwd`` the folder it may write. ``callbacks``: more ``mcp.Client``
     arguments (the gateway's relay of the server's requests). ``net_record``: where the proxy of a
     sandboxed local server records what it reached or tried (the probe shows it in the consent).
+    ``direct``: where the download phase noted what a runner installed (``direct.py``): the
+    server's own program starts with no runner beside it.
 
     ``auth`` (remotes only) signs the HTTP requests, e.g. :class:`setup_agent.oauth.sign_ins.GrantAuth`.
     A local package that serves HTTP (a command *and* a URL) is started first, and stopped
@@ -103,7 +107,11 @@ async def open_client(
     """
     # Both are made before anything starts: a missing runner or a forced sandbox that does not
     # work is an error of their own, not a failed connection.
-    local = local_command(resolved, sandbox=sandbox, host_env=host_env, record=net_record) if resolved.local else None
+    local = (
+        local_command(resolved, sandbox=sandbox, host_env=host_env, record=net_record, direct=direct)
+        if resolved.local
+        else None
+    )
     try:
         async with _client(
             resolved, local, mode, process_watch, http_watch, grace, http_timeout, ledger, auth, port_timeout, callbacks

@@ -9,7 +9,7 @@ warm cache. What it runs fills only the runner's cache, never an install dir:
 
 - npm: ``npm exec --yes --prefer-offline --package=<spec> --call :`` (what ``npx -y <spec>`` would
   install, into the same ``_npx`` cache entry; ``--registry`` kept);
-- PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; ``--default-index`` kept);
+- PyPI: ``uvx --from <spec> python -c <print sys.prefix>`` (uv's cache; ``--default-index`` kept);
 - OCI: ``docker pull <image>``.
 
 MCPB bundles are downloaded (and sha256-checked) by the service itself (setup_agent/launch/bundle.py),
@@ -41,6 +41,10 @@ output is scrubbed of; its output is not shown (it may still be logged after red
 Where servers are sandboxed, so is the fetch (setup_agent/launch/fetch_sandbox.py): its own
 network namespace behind mcp-setup's proxy, to its runner's package registries only, writing
 only its private dir and the cache it fills; :attr:`FetchState.refused` lists what else it tried.
+
+A fetch that worked notes where its runner installed the package (``direct.py``: npx's cache
+entry, the prefix of uv's environment), so that a start runs the server's own program with no
+runner left beside it.
 """
 
 from __future__ import annotations
@@ -59,8 +63,9 @@ from pathlib import Path
 
 from setup_agent.errors import SandboxUnavailable
 
+from .direct import DirectStarts
 from .fetch_errors import DownloadFailure, download_failed, for_a_login, read_failure, through_the_proxy
-from .fetch_plans import PREFIX, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
+from .fetch_plans import PREFIX, PREFIX_MARK, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
 from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
 from .runners import find_runner, runner_env
@@ -102,6 +107,8 @@ class FetchState:
     failure: DownloadFailure | None = None
     #: Destinations the sandboxed download tried and the proxy refused (not its registries).
     refused: tuple[str, ...] = ()
+    #: Where the runner installed it, as it said (uv: its environment's prefix).
+    installed: Path | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def error(self) -> Exception | None:
@@ -126,8 +133,11 @@ class Fetcher:
         workdir: Path | None = None,
         ledger: ProcessLedger | None = None,
         sandbox: Sandbox | None = None,
+        direct: DirectStarts | None = None,
     ) -> None:
         self.host_env = host_env
+        #: Where a fetch that worked notes what its runner installed (None: nowhere; starts keep the runner).
+        self.direct = direct
         #: The sandbox each download runs in (``fetch_sandbox.py``), as servers do; None: none.
         self.sandbox = sandbox
         #: Where each run gets a private scratch dir (0700, with a bare package.json) to run in:
@@ -146,7 +156,18 @@ class Fetcher:
 
     def is_warm(self, spec: LaunchSpec) -> bool:
         plan = fetch_plan(spec)
-        return plan is None or plan.key in self._warm
+        return plan is None or self._warmed(plan)
+
+    def _warmed(self, plan: FetchPlan) -> bool:
+        """Fetched by this process, and what it installed is still there: a cache entry pruned
+        since (noted, and gone) is fetched again, so the start finds it (``direct.py``)."""
+        if plan.key not in self._warm:
+            return False
+        noted = self.direct.noted(plan.key) if self.direct is not None else None
+        if noted is not None and not noted.exists():
+            self._warm.discard(plan.key)
+            return False
+        return True
 
     def prefetch(self, spec: LaunchSpec) -> bool:
         """Start filling the runner's cache for ``spec`` in the background (nothing of the package
@@ -169,7 +190,7 @@ class Fetcher:
         there was nothing to fetch. Raises TimeoutError past the deadline (the fetch
         is stopped; a later try resumes from what the cache has)."""
         plan = fetch_plan(spec)
-        if plan is None or plan.key in self._warm or not self._runnable(plan):
+        if plan is None or self._warmed(plan) or not self._runnable(plan):
             return None
         ahead = next(
             (st for (st, _t) in self._running.values() if st.package == plan.package and st.plan is not plan), None
@@ -252,6 +273,7 @@ class Fetcher:
                 if entry is None or await asyncio.to_thread(_settle_npx_entry, entry):
                     if plan.warms is not None:  # npx's entry is made (no install script): nothing left to fetch
                         self._warm.add(plan.warms)
+                    await self._note(plan, state, work)
                 entry = None
             else:
                 logger.info("%s fetch exited with code %s; the start will tell", plan.runner, state.returncode)
@@ -270,6 +292,21 @@ class Fetcher:
                 await asyncio.to_thread(shutil.rmtree, entry, True)
             await asyncio.to_thread(shutil.rmtree, work, True)
             state.done.set()
+
+    async def _note(self, plan: FetchPlan, state: FetchState, work: Path) -> None:
+        """Note where the runner installed what ``plan`` fetched (``direct.py``); never fails the fetch."""
+        if self.direct is None:
+            return
+        key, where = plan.warms or plan.key, state.installed
+        if plan.runner == "npx":
+            npx_dir = await self._npx_dir(work)
+            where = npx_dir / npx_entry_name(plan.package[-1]) if npx_dir is not None else None
+        if where is None:
+            return
+        try:
+            await asyncio.to_thread(self.direct.note, key, where)
+        except OSError as exc:
+            logger.info("could not note where the %s package is: %s", plan.runner, type(exc).__name__)
 
     def _private_dir(self) -> Path:
         if self.workdir is not None:
@@ -357,6 +394,8 @@ class Fetcher:
                 if in_all is not None and (m := in_all.search(line)):
                     state.fetched = max(state.fetched, int(m.group(1)))
                 state.tail = (state.tail + line)[-4096:]
+                if plan.runner == "uvx" and line.startswith(PREFIX_MARK.encode()):  # the last one counts
+                    state.installed = Path(line[len(PREFIX_MARK) :].decode(errors="replace").rstrip("\r\n"))
                 failure = read_failure(plan.runner, line.decode(errors="replace"))
                 if failure is not None and launch.record is not None:  # the proxy knows why it cut it
                     unreached = [a.error for a in launch.record.attempts() if a.reached is False]

@@ -5,8 +5,9 @@ but never run the package's code. :class:`setup_agent.launch.fetch.Fetcher` runs
 - npm: ``npm exec --yes --prefer-offline --package=<spec> --call :`` (what ``npx -y <spec>``
   would install, into the same ``_npx`` cache entry; ``--registry`` kept); prefetched with
   ``--ignore-scripts`` added;
-- PyPI: ``uvx --from <spec> python -c pass`` (uv's cache; index and ``--python`` options kept);
-  prefetched as wheels only into a throw-away ``--target``;
+- PyPI: ``uvx --from <spec> python -c <print sys.prefix>`` (uv's cache; index and ``--python``
+  options kept; the environment's prefix is where a start finds the tool's own program,
+  ``direct.py``); prefetched as wheels only into a throw-away ``--target``;
 - OCI: ``docker pull <image>``, the same either way.
 """
 
@@ -18,7 +19,11 @@ from dataclasses import dataclass
 
 from .spec import LaunchSpec
 
-__all__ = ["PREFIX", "FetchPlan", "fetch_plan", "npx_entry_name", "prefetch_plan"]
+__all__ = ["PREFIX", "PREFIX_MARK", "SAYS_PREFIX", "FetchPlan", "fetch_plan", "npx_entry_name", "prefetch_plan"]
+
+#: Before the ``sys.prefix`` the PyPI download prints: the environment uv made (``direct.py``).
+PREFIX_MARK = "mcp-setup-prefix="
+SAYS_PREFIX = f"import sys; print({PREFIX_MARK!r} + sys.prefix, flush=True)"
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ def fetch_plan(spec: LaunchSpec) -> FetchPlan | None:
             return None
         return FetchPlan(
             "uvx",
-            ("uvx", *index, *withs, "--from", target, "python", "-c", "pass"),
+            ("uvx", *index, *withs, "--from", target, "python", "-c", SAYS_PREFIX),
             package=("pypi", *index, target),
         )
     if spec.package_type == "oci" and runner == "docker" and spec.identifier:

@@ -7,7 +7,8 @@ it sees:
   (the prefix of the resolved command, e.g. a pyenv or a venv, never a prefix that holds the data
   dir or is the user's home) and what the download phase put in the runners' caches for it: its
   own package's npx entry, uv's unpacked wheels and tool environments, linked into private caches
-  in its ``HOME`` (:meth:`Sandbox._cache_views`), so no server changes what another runs;
+  in its ``HOME`` (:meth:`Sandbox._cache_views`), so no server changes what another runs (a
+  server started without its runner, ``direct.py``, gets its runner's views and runs from them);
 - **read-write**: its working dir (the install dir, or the probe's scratch dir), a private
   ``HOME`` inside it (``<workdir>/home``: kept with an install), a private ``/tmp`` and the paths
   the user granted in the consent (:class:`Profile`);
@@ -328,6 +329,25 @@ class Sandbox:
                 views.read.append(python)
         return views
 
+    def shows_cached(self, name: str, args: Sequence[str], path: Path) -> bool:
+        """Does a start of runner ``name`` with ``args`` see ``path`` in its cache views
+        (:meth:`_cache_views`: its own npx entry; uv's unpacked wheels and environments)? What a
+        server started without its runner may run (``direct.py``); everything, with no mechanism."""
+        if self.mechanism == "none":
+            return True
+        caches = self.caches()
+        if name in ("npx", "npm"):
+            target = next((a for a in args if not a.startswith("-")), None)
+            if target is None:
+                return False
+            shown = [caches["npm_config_cache"] / "_npx" / npx_entry_name(target)]
+        elif name in ("uvx", "uv"):
+            root = caches["UV_CACHE_DIR"]
+            shown = [b for b in root.glob("*") if b.name.startswith(_UV_SHARED) and not b.is_symlink()]
+        else:
+            return False
+        return any(p.is_dir() and not p.is_symlink() and _within(path, p) for p in shown)
+
     def download_views(self, name: str) -> _Views:
         """The caches a download phase of runner ``name`` fills (npm's cache; uv's and its
         Pythons'), named to it and writable: nothing else it may write but its own folder."""
@@ -390,14 +410,22 @@ class Sandbox:
     # --- wrapping ------------------------------------------------------------------------
 
     def wrap(
-        self, command: str, args: Sequence[str], env: Mapping[str, str], profile: Profile
+        self,
+        command: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        profile: Profile,
+        runner: tuple[str, Sequence[str]] | None = None,
     ) -> tuple[str, list[str], dict[str, str]]:
         """``(command, args, env)`` that start ``command`` (already resolved on PATH) inside the
-        sandbox; unchanged with no mechanism. Creates the private HOME and tmp dirs."""
+        sandbox; unchanged with no mechanism. Creates the private HOME and tmp dirs. ``runner``:
+        the runner and arguments whose cache views it gets (a server started without its runner,
+        ``direct.py``: the same views); by default ``command``'s own."""
         if self.mechanism == "none":
             return command, list(args), dict(env)
         _own_dir(profile.home)
-        return self._wrap(command, args, env, profile, self._cache_views(runner_name(command), args, profile))
+        name, runner_args = (runner_name(runner[0]), runner[1]) if runner is not None else (runner_name(command), args)
+        return self._wrap(command, args, env, profile, self._cache_views(name, runner_args, profile))
 
     def wrap_download(
         self, command: str, args: Sequence[str], env: Mapping[str, str], profile: Profile
@@ -519,10 +547,11 @@ def sandboxed(
     resolved: ResolvedLaunch,
     *,
     connect_ports: Sequence[int] | None = None,
+    runner: tuple[str, Sequence[str]] | None = None,
 ) -> tuple[str, list[str], dict[str, str]]:
     """``(command, args, env)`` of a local launch (``resolved``, filled as ``command`` and ``args``):
     through ``sandbox`` when there is one (its working dir is the folder it may write), as it is
-    for a container runner or no sandbox.
+    for a container runner or no sandbox. ``runner``: see :meth:`Sandbox.wrap`.
 
     Raises :class:`SandboxUnavailable` when the setting forces a mechanism that does not work."""
     if sandbox is None or Path(command).name in CONTAINER_RUNNERS:
@@ -539,7 +568,7 @@ def sandboxed(
     chosen = tuple(Path(p) for p in resolved.chosen_reads)
     ports = tuple(connect_ports) if connect_ports is not None else None
     profile = Profile(Path(resolved.cwd), tuple(Path(g) for g in resolved.grants), network, own, reads, chosen, ports)
-    return sandbox.wrap(command, args, env, profile)
+    return sandbox.wrap(command, args, env, profile, runner)
 
 
 def real_folder(path: Path) -> bool:

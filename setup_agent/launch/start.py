@@ -7,7 +7,9 @@ prints one (every ``repr`` names keys only).
 - A local server (stdio, or a package that serves HTTP): :func:`local_command` fills the
   templates, builds the exact environment (the host's allowlist plus the server's values,
   ``transport.minimal_environment``), finds the command on that environment's PATH (a missing
-  runner is ``runtime_missing``) and wraps it in the sandbox. The :class:`LocalCommand` it returns
+  runner is ``runtime_missing``), runs the server's own program in place of its runner where the
+  download phase noted what the runner installed (``direct.py``: no ``npm exec`` or ``uv`` left
+  running beside it; the runner otherwise) and wraps it in the sandbox. The :class:`LocalCommand` it returns
   starts the process (:meth:`LocalCommand.spawn`, for the probe and live connections through our
   stdio transport, and for a local HTTP package through ``connector.serving_process``) or
   replaces the calling process with it (:meth:`LocalCommand.become`, ``mcp-setup run``). Every
@@ -36,6 +38,7 @@ from anyio.abc import Process
 from setup_agent.errors import CommandNotFound, InvalidInput, RuntimeMissing, SandboxUnavailable
 from setup_agent.secrets import SecretValue
 
+from .direct import DirectStarts, direct_start
 from .net_record import NetRecord
 from .runners import BUNDLED, MISSING_BUNDLE, find_runner, runner_env
 from .sandbox import Sandbox, sandboxed
@@ -193,9 +196,11 @@ def local_command(
     sandbox: Sandbox | None,
     host_env: Mapping[str, str] | None = None,
     record: NetRecord | None = None,
+    direct: DirectStarts | None = None,
 ) -> LocalCommand:
     """The command line that starts ``resolved`` here: values filled, the exact environment, the
-    command found on its PATH, wrapped in ``sandbox`` (None: none) with its network (the proxy's
+    command found on its PATH (or, for a runner whose install ``direct`` noted, the server's own
+    program: ``direct.py``), wrapped in ``sandbox`` (None: none) with its network (the proxy's
     record is ``record``, or a new one). Raises ``runtime_missing`` / ``command_not_found`` /
     ``sandbox_unavailable`` before anything starts."""
     filled = _filled(resolved)
@@ -204,19 +209,26 @@ def local_command(
     env = minimal_environment(filled.env, host_env=host_env)
     found = check_command(filled.command, env)
     env = runner_env(env, found)  # a bundled npx finds the node beside it
+    # Its network is the runner's (the registries granted as the consent showed them, should a
+    # later start need the runner again); the sandbox shows it the runner's cache views.
     net = server_network(sandbox, found, resolved, record)
+    shows = sandbox.shows_cached if sandbox is not None else None
+    own = direct_start(direct, resolved.spec, found, filled.args, env, shows)
+    program, program_args, env = (own.command, own.args, own.env) if own is not None else (found, filled.args, env)
     try:
         ports = net.connect_ports if net is not None else None
         if ports is not None and net is not None:  # Landlock: the proxy's variables, its port only
             env = {**env, **net.environment()}
-        command, args, env = sandboxed(sandbox, found, filled.args, env, resolved, connect_ports=ports)
+        command, args, env = sandboxed(
+            sandbox, program, program_args, env, resolved, connect_ports=ports, runner=(found, filled.args)
+        )
         if net is not None:
             command, *args = net.wrap([command, *args])
     except BaseException:
         if net is not None:
             net.close()
         raise
-    argv0 = filled.command if command == found else command
+    argv0 = filled.command if command == found else command  # the direct program: its own path
     return LocalCommand(command, args, env, resolved.cwd, argv0, net)
 
 

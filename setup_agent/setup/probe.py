@@ -45,6 +45,7 @@ from setup_agent.errors import (
 )
 from setup_agent.gateway import InFlight, relay_callbacks
 from setup_agent.launch import (
+    DirectStarts,
     HttpWatch,
     LaunchSpec,
     NetRecord,
@@ -118,8 +119,11 @@ class Prober:
         keep_for: float = 0.0,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
         sandbox: Sandbox | None = None,
+        direct: DirectStarts | None = None,
     ) -> None:
         self.redactor = redactor
+        #: What the download phase noted a runner installed: a tested server starts without its runner.
+        self.direct = direct
         #: Probes that run at once; the rest wait their turn (stage ``queued``).
         self.max_concurrent = max(1, max_concurrent)
         self._slots: asyncio.Semaphore | None = None
@@ -234,6 +238,7 @@ class Prober:
                     ledger=self.ledger,
                     auth=auth,
                     sandbox=self.sandbox,
+                    direct=self.direct,
                     callbacks=relay_callbacks(inflight, self.redactor, spec.identifier or "the server"),
                     net_record=record,
                 ) as client:

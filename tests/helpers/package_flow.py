@@ -1,10 +1,12 @@
-"""The agent's flow for one packaged stub server (npm, PyPI or OCI), shared by the download-phase
-and prefetch tests: a local catalog entry that wants the secret ``STUB_API_KEY``, the secret
-prompt (and the prefetch it starts), and the test-connect with its progress events."""
+"""The agent's flow for one packaged stub server (npm, PyPI or OCI), shared by the download-phase,
+prefetch and direct-start tests: a local catalog entry that wants the secret ``STUB_API_KEY``, the
+secret prompt (and the prefetch it starts), the test-connect with its progress events, the
+install; and a host environment whose runners have caches of their own."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import anyio
 from app.runtime import Runtime
 from setup_agent.setup.service import CallContext
 
-__all__ = ["open_prompt", "run_test", "write_catalog_entry"]
+__all__ = ["install", "open_prompt", "run_test", "runner_host_env", "uv_bin", "write_catalog_entry"]
 
 
 def write_catalog_entry(catalog: Path, name: str, description: str, package: dict[str, Any]) -> None:
@@ -67,3 +69,44 @@ async def run_test(runtime: Runtime, name: str, ref: str, events: list[dict[str,
             {"qualified_name": name, "env_refs": {"STUB_API_KEY": ref}},
             CallContext(on_progress=hear),
         )
+
+
+def uv_bin() -> Path | None:
+    """The ``uv`` of the ``uv`` wheel (the test extra), if it is installed."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return None
+    try:
+        return Path(find_uv_bin())
+    except FileNotFoundError:
+        return None
+
+
+def runner_host_env(tmp_path: Path) -> dict[str, str]:
+    """PATH with ``uv``/``uvx`` (links in a dir of their own), a private HOME (cold npm and uv
+    caches of its own), no Python download by uv."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    uv = uv_bin()
+    for tool in ("uv", "uvx") if uv is not None else ():
+        if not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(uv.with_name(tool))  # type: ignore[union-attr]
+    home = tmp_path / "home"
+    (home / ".config" / "uv").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "uv" / "uv.toml").write_text('python-downloads = "never"\n')
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home), "LANG": "C.UTF-8"}
+
+
+async def install(runtime: Runtime, name: str, secret: str, *, timeout: float = 180) -> str:
+    """Test, install and connect ``name`` with ``secret`` as its key (no consent asked); its id."""
+    ref = runtime.refs.mint("STUB_API_KEY", secret)
+    await runtime.start(eager=False)
+    with anyio.fail_after(timeout):
+        installed = await runtime.service.call(
+            "mcp_setup_install_and_connect",
+            {"qualified_name": name, "env_refs": {"STUB_API_KEY": ref}},
+            CallContext(installed_by="agent"),
+        )
+    assert installed.get("status") == "connected", installed
+    return str(installed["server_id"])

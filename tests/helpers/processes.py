@@ -9,7 +9,18 @@ from pathlib import Path
 
 from tests.helpers.timeouts import scaled
 
-__all__ = ["no_process_left", "pids_in", "process_alive", "processes_mentioning", "wait_gone"]
+__all__ = [
+    "ancestors",
+    "command_line",
+    "descendants",
+    "no_process_left",
+    "pids_in",
+    "process_alive",
+    "processes_mentioning",
+    "runner_processes",
+    "runners_above",
+    "wait_gone",
+]
 
 
 def _state(pid: int | str) -> str | None:
@@ -67,3 +78,69 @@ def wait_gone(pids: list[int], timeout: float = scaled(10.0)) -> list[int]:
 def no_process_left(marker: str, timeout: float = scaled(10.0)) -> bool:
     """True when no live process mentions ``marker`` (servers exit once their stdin closes)."""
     return not wait_gone(processes_mentioning(marker), timeout)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def command_line(pid: int) -> list[str]:
+    """``pid``'s argv as /proc shows it (a process that renamed itself shows its new name)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def ancestors(pid: int, *, below: int) -> list[int]:
+    """The parents of ``pid`` up to (not including) ``below``, nearest first."""
+    out = []
+    parent = _parent(pid)
+    while parent not in (None, 0, 1, below):
+        assert parent is not None
+        out.append(parent)
+        parent = _parent(parent)
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (its children, theirs…)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and process_alive(int(entry.name)):
+            parent = _parent(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+#: A runner's wrapper: npm (``npm exec`` renames itself so), npx, uv, uvx, or Node on npm's scripts.
+_RUNNERS = {"npm", "npx", "uv", "uvx", "npm-cli.js", "npx-cli.js"}
+
+
+def runner_processes(pids: list[int]) -> list[str]:
+    """The command lines of those of ``pids`` that are a package runner (``npm exec``, ``npx``,
+    ``uv tool run``, ``uvx``)."""
+    out = []
+    for pid in pids:
+        argv = command_line(pid)
+        words = argv[0].split() if len(argv) == 1 else argv  # a renamed process: one string
+        names = {Path(w).name for w in words[:2]}
+        if names & _RUNNERS or " ".join(words[:2]) in ("npm exec", "uv tool"):
+            out.append(" ".join(argv))
+    return out
+
+
+def runners_above(pids: list[int]) -> list[str]:
+    """The runner processes (:func:`runner_processes`) among the parents of ``pids``, up to this
+    process."""
+    return runner_processes(sorted({a for pid in pids for a in ancestors(pid, below=os.getpid())}))

@@ -20,6 +20,7 @@ import pytest
 from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.launch.fetch import Fetcher, fetch_plan, npx_entry_name
+from setup_agent.launch.fetch_plans import SAYS_PREFIX
 from setup_agent.launch.spec import LaunchSpec
 from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
 from tests.helpers import package_flow
@@ -227,10 +228,11 @@ def test_the_fetch_warms_the_cache_each_runner_uses() -> None:
         identifier="srv",
         runner="uvx",
     )
-    assert fetch_plan(uvx).argv == ("uvx", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
+    # It prints where uv made the environment: a start runs the tool's own program from there.
+    assert fetch_plan(uvx).argv == ("uvx", "--from", "srv==1.0", "python", "-c", SAYS_PREFIX)  # type: ignore[union-attr]
     # A repair's `--with mcp<2`: the same environment the server runs in (it cannot make it in the sandbox).
     repaired = uvx.model_copy(update={"args": ["--with", "mcp<2", "srv==1.0"]})
-    assert fetch_plan(repaired).argv == ("uvx", "--with", "mcp<2", "--from", "srv==1.0", "python", "-c", "pass")  # type: ignore[union-attr]
+    assert fetch_plan(repaired).argv == ("uvx", "--with", "mcp<2", "--from", "srv==1.0", "python", "-c", SAYS_PREFIX)  # type: ignore[union-attr]
     oci = LaunchSpec(
         command="docker",
         args=["run", "-i", "--rm", "-e", "KEY", "ghcr.io/o/img:2"],

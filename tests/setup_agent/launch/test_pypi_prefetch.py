@@ -22,6 +22,7 @@ import pytest
 from app.runtime import Runtime
 from app.settings import Settings
 from setup_agent.launch.fetch import Fetcher, fetch_plan, prefetch_plan
+from setup_agent.launch.fetch_plans import SAYS_PREFIX
 from setup_agent.launch.spec import LaunchSpec
 from tests.fakes.pypi_index import PypiIndex, marker_sdist, serve_pypi_package, stub_wheel
 from tests.helpers import package_flow
@@ -150,7 +151,10 @@ def test_a_pypi_prefetch_downloads_wheels_only_into_a_throw_away_dir() -> None:
     # (its --with packages too: the environment the server runs in, which the sandbox cannot make)
     fetched = fetch_plan(spec)
     assert fetched is not None
-    assert fetched.argv == ("uvx", "--python", "3.12", "--with", "extra", "--from", "srv==1.0", "python", "-c", "pass")
+    assert fetched.argv == (
+        *("uvx", "--python", "3.12", "--with", "extra", "--from", "srv==1.0"),
+        *("python", "-c", SAYS_PREFIX),
+    )
     assert prefetch_plan(spec).argv[-3:] == ("--python", "3.12", "srv==1.0")  # type: ignore[union-attr]
 
 
