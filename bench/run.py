@@ -88,7 +88,7 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
         ["--rounds", "4", "--request-rounds", "10", "--download-rounds", "2"],
         90,
     ),
-    "costs": ("bench.section_costs", ["--servers", "20"], ["--servers", "5"], 240),
+    "costs": ("bench.section_costs", ["--servers", "20", "--rounds", "24"], ["--servers", "5", "--rounds", "4"], 240),
     "team": (
         "bench.section_team",
         ["--rounds", "20"],
