@@ -90,9 +90,9 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     ),
     "costs": (
         "bench.section_costs",
-        ["--servers", "20", "--npm-servers", "20"],
-        ["--servers", "5", "--npm-servers", "5"],
-        300,
+        ["--servers", "20", "--npm-servers", "20", "--rounds", "24"],
+        ["--servers", "5", "--npm-servers", "5", "--rounds", "4"],
+        420,
     ),
     "team": (
         "bench.section_team",

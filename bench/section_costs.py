@@ -3,8 +3,17 @@
 * ``idle``  — ``mcp-setup mcp`` with 20 installed stub servers, each called once, then left alone
   past ``MCP_SETUP_IDLE_STOP_SECONDS`` (short here): resident memory of the face and its children
   while they run, after the idle stop, and of the same face with nothing installed after one
-  tool call (the baseline: target ≤ 1.10×). The first call of each server after its idle stop
-  against its first call ever (a cold start: target ≤ 1.10×).
+  tool call (the baseline: target ≤ 1.10×).
+* ``first`` — a server's first call after its idle stop against its first call ever in the same
+  face (its cold start: spawn in the sandbox with its own network namespace and proxy,
+  ``initialize``, its tools listed and recorded against the pins, its prompts and resources
+  recorded, the call), interleaved: one ``mcp-setup mcp`` with ``--rounds`` + 1 installed stubs
+  (one launch but their names) and a short idle time; stub 0 is called first (untimed: the
+  face's own first start), then each round waits until every server was stopped for
+  idleness and makes two calls, in an order that alternates: stub *i*'s first call and stub
+  *i − 1*'s first call after its idle stop. So each stub has one of each, under the same load,
+  and the medians are of the same number of calls (target ≤ 1.10×; the median of each stub's
+  own ratio beside it).
 * ``wrapper`` — ``mcp-setup mcp`` with ``--npm-servers`` installed npm servers (the tests' own
   tiny package, tests/fakes/npm_registry.py, from a registry on loopback; sandboxed as the
   machine allows), each called once and kept running: the proportional set size (PSS, else RSS)
@@ -29,11 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, rss_kib, stub_env
+from bench.common import REPO, SECRET, Root, children_of, emit, mcp_setup_argv, median, rss_kib, stub_env, summary
 from bench.section_coldstart import INIT
 from bench.section_gateway import install_stubs
 
 IDLE_SECONDS = 2.0
+#: The idle time of the ``first`` part: longer than a round's two calls on a loaded machine, so
+#: that no server is stopped while the other call of its round is timed.
+FIRST_IDLE_SECONDS = 2.0
 
 
 class Face:
@@ -118,13 +130,11 @@ def idle(root: Root, servers: int) -> dict[str, Any]:
     face = Face(root.face_env(data, MCP_SETUP_REGISTRIES="local", MCP_SETUP_IDLE_STOP_SECONDS=str(IDLE_SECONDS)))
     try:
         face.call("mcp_setup_list_servers", {})
-        cold = [face.call(name, {"text": "x"}) for name in names]
-        deadline = time.monotonic() + 60
-        while children_of(face.proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)  # the bench may wait on wall time: the idle stop is what it measures
+        for name in names:
+            face.call(name, {"text": "x"})
+        all_stopped(face)
         stopped_children = len(children_of(face.proc.pid))
         after_idle_kib = face.tree_kib()
-        again = [face.call(name, {"text": "y"}) for name in names]
     finally:
         face.close()
     return {
@@ -135,9 +145,43 @@ def idle(root: Root, servers: int) -> dict[str, Any]:
         "after_idle_kib": after_idle_kib,
         "after_idle_children": stopped_children,
         "ratio_after_idle": after_idle_kib / nothing_kib,
-        "cold_s": median(cold),
-        "after_idle_s": median(again),
-        "ratio_first_call": median(again) / median(cold),
+    }
+
+
+def all_stopped(face: Face, limit: float = 60.0) -> None:
+    """Wait (bounded) until the face has no child left: every server stopped for idleness."""
+    deadline = time.monotonic() + limit
+    while children_of(face.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the bench may wait on wall time: the idle stop is what it measures
+
+
+def first_calls(root: Root, rounds: int) -> dict[str, Any]:
+    """Each stub's first call ever and its first call after its idle stop, interleaved (module doc)."""
+    data = root.path / "first"
+    install_stubs(root, data, rounds + 1)
+    names = [f"stub-{i:02d}__echo" for i in range(rounds + 1)]
+    face = Face(root.face_env(data, MCP_SETUP_REGISTRIES="local", MCP_SETUP_IDLE_STOP_SECONDS=str(FIRST_IDLE_SECONDS)))
+    cold: dict[str, float] = {}
+    again: dict[str, float] = {}
+    try:
+        face.call("mcp_setup_list_servers", {})
+        face.call(names[0], {"text": "x"})  # the face's first start of any server: not timed
+        for i in range(1, rounds + 1):
+            all_stopped(face)
+            pair = [(cold, names[i]), (again, names[i - 1])]
+            for into, name in pair if i % 2 else pair[::-1]:
+                into[name] = face.call(name, {"text": "x"})
+    finally:
+        face.close()
+    both = [name for name in names if name in cold and name in again]
+    return {
+        "rounds": rounds,
+        "idle_seconds": FIRST_IDLE_SECONDS,
+        "cold": summary(list(cold.values())),
+        "after_idle": summary(list(again.values())),
+        "ratio": median(again.values()) / median(cold.values()),
+        "per_server": median(again[n] / cold[n] for n in both),
+        "servers_paired": len(both),
     }
 
 
@@ -276,12 +320,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--servers", type=int, default=20)
     parser.add_argument("--npm-servers", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=24, help="first calls: cold and after the idle stop, interleaved")
     args = parser.parse_args()
     root = Root("costs")
     out: dict[str, Any] = {"section": "costs"}
     try:
         out["wrapper"] = wrapper(root, args.npm_servers)
         out["idle"] = idle(root, args.servers)
+        out["first"] = first_calls(root, args.rounds)
         out["budget"] = budget()
         out["find"] = find()
     finally:

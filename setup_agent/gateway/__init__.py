@@ -1,6 +1,6 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
 connection (``live.py``; its status record, ``status.py``; its lists read again when the server says they changed,
-``relisting.py``) and its relay of the server's requests to the calling client (``relay.py``) and of its input-required
+``relisting.py``; what its start checked, not checked again after an idle stop when nothing changed, ``resume.py``) and its relay of the server's requests to the calling client (``relay.py``) and of its input-required
 results in the client's era (``input_required.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
 as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
 for clients that never re-list (``discover.py``), each server's redacted log (``server_logs.py``)

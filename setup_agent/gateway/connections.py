@@ -27,6 +27,7 @@ from .passthrough import Progress, ResourceLinks
 from .relay import Caller, IdleLogs, Updates
 from .relay_rules import RelayRules
 from .result_cap import DEFAULT_RESULT_CHARS
+from .resume import Checked
 from .server_logs import delete_log
 from .status import ServerStatus, Status
 
@@ -101,6 +102,9 @@ class ConnectionManager:
         #: sync with a store snapshot read before a connect leaves that connection alone (``mark``).
         self._connects = 0
         self._born: dict[str, int] = {}
+        #: What the start of each server stopped when idle checked (resume.py): its next start
+        #: lists nothing again when its launch, settings and files are the same.
+        self._rested: dict[str, Checked] = {}
         self._booting = False
         self._booted = asyncio.Event()
         # Every stored secret of every installed server, for the redactor (not only live ones):
@@ -165,7 +169,7 @@ class ConnectionManager:
         self._expected.discard(server.server_id)
         self._connects += 1
         self._born[server.server_id] = self._connects
-        live = LiveConnection(self, server, adopted=adopt)
+        live = LiveConnection(self, server, adopted=adopt, rested=self._rested.pop(server.server_id, None))
         self._live[server.server_id] = live
         live.begin()
         if wait:
@@ -238,6 +242,7 @@ class ConnectionManager:
 
     async def _delete_files(self, server_id: str) -> None:
         """A removed server's install dir and log (once its process is stopped)."""
+        self._rested.pop(server_id, None)
         await asyncio.to_thread(shutil.rmtree, self.install_dir(server_id), True)
         if self.logs_dir is not None:
             await asyncio.to_thread(delete_log, self.logs_dir, server_id)
@@ -344,7 +349,11 @@ class ConnectionManager:
         ]
         for sid in idle:
             logger.info("server %s idle for %.0f s: stopping it until its next call", sid, idle_seconds)
+            live = self._live.get(sid)
+            checked = live.checked if live is not None else None
             await self.disconnect(sid)
+            if checked is not None:
+                self._rested[sid] = checked
         return idle
 
     def _set_stopped(self, server_id: str) -> None:

@@ -143,15 +143,16 @@ class Forwarding:
                     live.touch()
 
         call: asyncio.Future[dict[str, Any]] | None = None
-        result = await self.inputs.settle(
-            await once(envelope),
-            caller=caller,
-            where=where,
-            origin=origin,
-            rules=rules,
-            redactor=self.redactor,
-            again=lambda answers, state: once(envelope.retry(answers, state)),
-        )
+        with live.inflight.waiting():  # its questions to the client, between rounds, keep it running
+            result = await self.inputs.settle(
+                await once(envelope),
+                caller=caller,
+                where=where,
+                origin=origin,
+                rules=rules,
+                redactor=self.redactor,
+                again=lambda answers, state: once(envelope.retry(answers, state)),
+            )
         self.links.remember(server_id, result)
         return cap_result(
             self.redactor.redact_obj(result), self.max_result_chars
@@ -219,13 +220,14 @@ class Forwarding:
             with live.inflight.add(caller):
                 return await raw_request(client, method, params, label=label, envelope=envelope)
 
-        result = await self.inputs.settle(
-            await once(envelope),
-            caller=caller,
-            where=where,
-            origin=origin,
-            rules=rules,
-            redactor=self.redactor,
-            again=lambda answers, state: once(envelope.retry(answers, state)),
-        )
+        with live.inflight.waiting():
+            result = await self.inputs.settle(
+                await once(envelope),
+                caller=caller,
+                where=where,
+                origin=origin,
+                rules=rules,
+                redactor=self.redactor,
+                again=lambda answers, state: once(envelope.retry(answers, state)),
+            )
         return self.redactor.redact_obj(result)

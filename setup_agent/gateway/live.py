@@ -35,6 +35,7 @@ from .passthrough import modern
 from .relay import InFlight, relay_callbacks
 from .relay_rules import Origin
 from .relisting import Relisting
+from .resume import Checked, files_of
 from .server_logs import ServerLog
 from .status import ServerStatus, Status
 
@@ -73,7 +74,9 @@ class Owner(Protocol):
 class LiveConnection:
     """One server's session and its reconnect loop (:meth:`run`, a task of the manager)."""
 
-    def __init__(self, owner: Owner, server: InstalledServer, *, adopted: Any = None) -> None:
+    def __init__(
+        self, owner: Owner, server: InstalledServer, *, adopted: Any = None, rested: Checked | None = None
+    ) -> None:
         self.owner = owner
         self.server = server
         self.status = ServerStatus(server.server_id)
@@ -85,6 +88,10 @@ class LiveConnection:
         self.secrets: list[SecretValue] = []  # what it taught the redactor, forgotten when it ends
         self.last_used = 0.0
         self.adopted = adopted  # a tested session (setup_agent/adoption.Parked) to use as the first connection
+        #: What the start before its idle stop checked (resume.py): its first start lists nothing
+        #: again when that still holds. ``checked``: what this one's start checked, for the next.
+        self.rested = rested
+        self.checked: Checked | None = None
         self.log: ServerLog | None = None  # the current attempt's stderr log file
         self.removed = False  # the server is removed: its log is not written again (discard_log)
         #: The calls in flight: the server's requests go to the caller of the one that caused them (relay.py).
@@ -199,6 +206,8 @@ class LiveConnection:
                     spec = LaunchSpec.model_validate(server.launch_spec)
                     values = await self._values()
                     known: list[dict[str, Any]] | None = None  # tools listed (and stored) by the install
+                    files: str | None = None  # what it runs from (resume.py), when it can be told
+                    resumed = False  # started again after its idle stop, nothing changed: nothing to list
                     if self.adopted is not None:  # the tested process, still running: no second start
                         cm: Any = self.adopted.session()
                         if getattr(self.adopted, "inflight", None) is not None:  # its relay serves our calls
@@ -229,6 +238,12 @@ class LiveConnection:
                             dirname=str(owner.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
                             cwd=str(install_dir),
                         )
+                        # Looked at before it starts: what it writes while it runs is seen by the next start.
+                        files = await asyncio.to_thread(files_of, resolved, install_dir)
+                        rested, self.rested = self.rested, None  # once: a restart after a crash lists again
+                        if rested is not None and server.tools_recorded:
+                            if rested.holds_for(server.launch_spec, self.values_stamp or "", files):
+                                known, resumed = list(server.tools), True  # as its running session had them
                         auth = owner.auth_for(server, values) if owner.auth_for is not None else None
                         self.net_record = NetRecord(on_refused=self._refused)
                         cm = open_client(
@@ -265,9 +280,12 @@ class LiveConnection:
                     attempt = 0
                     if known is None:
                         await self._record_tools()
-                    await record_offers(
-                        client, owner.store, owner.redactor, server.server_id, server.title or server.qualified_name
-                    )
+                    if not resumed:  # else the store holds what it offered when it stopped
+                        await record_offers(
+                            client, owner.store, owner.redactor, server.server_id, server.title or server.qualified_name
+                        )
+                    if files is not None and self.values_stamp is not None:
+                        self.checked = Checked(server.launch_spec, self.values_stamp, files)
                     self.set("connected")
                     if server.needs_sign_in:
                         await self._remember_sign_in(server, needed=False)

@@ -29,7 +29,9 @@ request the calling client cannot take is refused then. A server's input-require
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -142,6 +144,7 @@ class InFlight:
         self, origin: Origin | None = None, rules: RelayRules | None = None, relisting: Relisting | None = None
     ) -> None:
         self._calls: list[_Scope] = []
+        self._waiting = 0  # calls whose relayed questions wait on their client's answer (:meth:`waiting`)
         self._logs: dict[int, int] = {}  # id(caller) -> log messages relayed during its call
         self.origin, self.rules = origin, rules
         self._relisting = relisting  # who reads the lists again when the server says they changed
@@ -167,8 +170,21 @@ class InFlight:
         return _Scope(self, caller)
 
     def busy(self) -> bool:
-        """Whether a call is in flight."""
-        return bool(self._calls)
+        """Whether a call is in flight, or waits on its client's answer to a question relayed for it."""
+        return bool(self._calls) or self._waiting > 0
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A call not over until its client answers what was relayed to it: a 2025-era client
+        asked an input-required result's questions between two rounds of the call
+        (input_required.py), when nothing is in flight at the server. The idle stop spares the
+        server meanwhile (the next round goes to the same session); whom a server's request goes
+        to is unchanged."""
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
 
     def newest(self) -> Caller | None:
         """The caller of the newest call in flight (never used to choose whom to ask)."""

@@ -40,6 +40,7 @@ and argument-free, `search`, read-only with a required argument, and `purge`, no
 read-only, all argument-free but search).
 
   STUB_CALLS_FILE      append the name of every tool called, one per line
+  STUB_REQUESTS_FILE   append the method of every request it answers, one per line
   STUB_OPEN            a file the stub reads at start, as a server reads its folder's files:
                        when it cannot, it logs Python's own error and exits 2
 """
@@ -197,6 +198,7 @@ class Stub:
         """Return (result, None) or (None, (code, message)); (None, None) = no answer."""
         if "hang" in self.modes:
             return None, None
+        record_request(method)
         if self.slow_pending:  # a slow start: delays the first answer (discover or initialize)
             self.slow_pending = False
             delay = float(os.environ.get("STUB_SLOW_SECONDS") or 2)
@@ -411,6 +413,14 @@ def record_call(name) -> None:
     if path:
         with open(path, "a") as f:
             f.write("%s\n" % name)
+
+
+def record_request(method) -> None:
+    """Append a request's method to STUB_REQUESTS_FILE when set."""
+    path = os.environ.get("STUB_REQUESTS_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write("%s\n" % method)
 
 
 OFFER_METHODS = {

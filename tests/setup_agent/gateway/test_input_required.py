@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -23,6 +24,7 @@ from setup_agent.gateway.passthrough import ResourceLinks
 from setup_agent.gateway.relay import InFlight
 from setup_agent.gateway.relay_rules import ORIGIN_KEY, Origin
 from setup_agent.secrets.redact import Redactor
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -205,3 +207,42 @@ async def test_an_answer_holding_a_stored_secret_reaches_the_server_redacted(
     await forwarding.call_tool("s1", "ask_name", {}, caller=ModernCaller({"elicitation.form"}, retry))
     assert canary not in repr(seen.rounds)
     assert "[secret:OTHER_KEY]" in repr(seen.rounds[-1][1])
+
+
+async def test_a_server_whose_question_waits_on_a_2025_clients_answer_counts_as_busy_for_the_idle_stop() -> None:
+    """Between two rounds of the call nothing is in flight at the server, yet the call is not over:
+    stopped now, its next round would reach a session that is gone."""
+    seen, redactor = Seen(), Redactor()
+    asked, answer = anyio.Event(), anyio.Event()
+
+    class Slow(ClassicCaller):
+        async def request(self, method: str, params: dict[str, Any]) -> Any:
+            asked.set()
+            await answer.wait()  # the person takes their time
+            return await super().request(method, params)
+
+    async with Client(asking_server(seen)) as client:
+        inflight = InFlight(origin=Origin("asker", "Asker", "io.example/asker"))
+        live = SimpleNamespace(
+            status=SimpleNamespace(status="connected"),
+            client=client,
+            server=SimpleNamespace(title="Asker", qualified_name="io.example/asker"),
+            inflight=inflight,
+            touch=lambda: None,
+            classic=lambda: _same(client),
+        )
+        forwarding = Forwarding(
+            lambda _id: live, lambda: [live], redactor, ResourceLinks(), max_call_notifications=0, max_result_chars=0
+        )
+        done: list[dict[str, Any]] = []
+
+        async def call() -> None:
+            done.append(await forwarding.call_tool("s1", "ask_name", {}, caller=Slow({"elicitation.form"}, "Ada")))
+
+        with anyio.fail_after(scaled(20)):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                await asked.wait()
+                assert inflight.busy()  # what the idle stop asks (LiveConnection.busy)
+                answer.set()
+    assert done[0]["content"][0]["text"] == "hello Ada" and not inflight.busy()

@@ -91,3 +91,37 @@ async def test_a_2025_clients_call_goes_on_a_2025_session_where_the_server_can_a
         new = Caller(modern=True)
         result = await connections.call_tool(server_id, "test_sampling", {"prompt": "Capital?"}, caller=new)
         assert "no back-channel" in result["content"][0]["text"] and new.asked == []
+
+
+async def test_a_server_whose_question_to_the_client_is_unanswered_is_not_stopped_when_idle(
+    manager: tuple[ConnectionManager, str],
+) -> None:
+    """A form relayed to a 2025-era client during the call: the person may take longer than the
+    idle time to answer it; the server is spared, and the call ends with their answer."""
+    connections, server_id = manager
+    asked, answer = anyio.Event(), anyio.Event()
+
+    class Person(Caller):
+        def can(self, capability: str) -> bool:
+            return capability == "elicitation.form"
+
+        async def request(self, method: str, params: dict[str, Any]) -> Any:
+            asked.set()
+            await answer.wait()
+            return types.ElicitResult(action="accept", content={"response": "later"})
+
+    done: list[dict[str, Any]] = []
+
+    async def call() -> None:
+        done.append(await connections.call_tool(server_id, "test_elicitation", {"message": "Sure?"}, caller=person))
+
+    person = Person(modern=False)
+    with anyio.fail_after(scaled(60)):
+        await connections.start()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call)
+            await asked.wait()
+            assert await connections.stop_idle(0) == []  # its idle time is long past
+            answer.set()
+    assert "later" in done[0]["content"][0]["text"]
+    assert await connections.stop_idle(0) == [server_id]  # once answered, it stops as any idle server
