@@ -26,6 +26,7 @@ from setup_agent.gateway import (
     MemberSessions,
     OnlyHere,
     RelayRules,
+    ToolsBudget,
 )
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
@@ -391,6 +392,7 @@ def build_runtime(
         members=members,
         lockout_listeners=lockout_listeners,
         incident_listeners=incident_listeners,  # a face adds its own (the page, the terminal)
+        budget=tools_budget(settings, store),
     )
     tool_registry = ToolRegistry(
         servers=store.servers.list,
@@ -428,6 +430,15 @@ def build_runtime(
         shared_capabilities=team.capabilities,
         shared_approvals=team.approvals,
         feed=feed,
+    )
+
+
+def tools_budget(settings: Settings, store: Store) -> ToolsBudget:
+    """The context budget: ``MCP_SETUP_TOOLS_BUDGET`` when set for this process, else the one the
+    person saved on the page, else the default (setup_agent/gateway/budget.py)."""
+    override = settings.tools_budget if "tools_budget" in settings.model_fields_set else None
+    return ToolsBudget(
+        store.preferences, default=type(settings).model_fields["tools_budget"].default, override=override
     )
 
 

@@ -3,7 +3,8 @@ connection (``live.py``; its status record, ``status.py``; its lists read again 
 ``relisting.py``) and its relay of the server's requests to the calling client (``relay.py``) and of its input-required
 results in the client's era (``input_required.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
 as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
-for clients that never re-list (``discover.py``), each server's redacted log (``server_logs.py``)
+for clients that never re-list and the context budget (``discover.py``; where the budget comes from and
+stands, ``budget.py``), each server's redacted log (``server_logs.py``)
 and each member's own sessions and the asking for their own keys (``members.py``,
 ``member_prompts.py``; where else such a prompt is answered, ``member_elsewhere.py``).
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .budget import Budget, Standing, ToolsBudget, adds_words, parse_budget, standing_of
     from .connections import ConnectionManager
     from .discover import (
         CALL_TOOL,
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from .status import ServerStatus
 
 __all__ = [
+    "adds_words",
+    "Budget",
     "CALL_TOOL",
     "Caller",
     "ConnectionManager",
@@ -53,6 +57,10 @@ __all__ = [
     "InputRetry",
     "Listing",
     "log_path",
+    "parse_budget",
+    "Standing",
+    "standing_of",
+    "ToolsBudget",
     "MEMBER_SECRET_REQUIRED",
     "member_of",
     "MemberPromptReplicas",
@@ -89,6 +97,12 @@ __getattr__, __dir__ = lazy_exports(
         "InputRetry": "input_required",
         "Listing": "discover",
         "RecentTools": "discover",
+        "adds_words": "budget",
+        "Budget": "budget",
+        "parse_budget": "budget",
+        "Standing": "budget",
+        "standing_of": "budget",
+        "ToolsBudget": "budget",
         "log_path": "server_logs",
         "MEMBER_SECRET_REQUIRED": "member_prompts",
         "member_of": "members",

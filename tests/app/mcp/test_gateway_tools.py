@@ -1,18 +1,27 @@
 """The context budget of ``tools/list``: every tool while they fit, else mcp-setup's own tools,
 the find/call pair (saying how many more tools there are, of which servers) and the most recently
-used tools; every tool stays callable, and a call that changes the listing is one list_changed."""
+used tools, also those used in an earlier session; every tool stays callable, a call that changes
+the listing is one list_changed, and a call that cannot change it costs no new listing."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
+from app.mcp import McpFace
 from app.mcp.gateway_tools import OWN_TOKENS, listed_tools
 from setup_agent.gateway import CALL_TOOL, FIND_TOOLS, estimated_tokens
+from setup_agent.gateway.connections import ConnectionManager
+from setup_agent.gateway.router import Gateway
+from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.setup import TOOL_SPECS
 from setup_agent.store import Catalog
@@ -154,3 +163,109 @@ async def test_through_mcp_setup_mcp_twenty_servers_stay_within_the_budget_and_a
             assert target in again
             direct = await client.call_tool(f"{servers[3]['slug']}__echo", {"text": "direct"})
             assert direct.content[0].text == "direct"  # an unlisted tool is callable by its name too
+
+
+async def test_a_tool_used_in_one_mcp_setup_mcp_session_is_listed_in_the_next_sessions_first_tools_list(
+    tmp_path: Path, canary: str
+) -> None:
+    (tmp_path / "data").mkdir()
+    Vault.in_memory().export_key(tmp_path / "data.key")
+    servers = install_many(tmp_path, canary, 20, 20)
+    env = face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(tmp_path / "data.key"), MCP_SETUP_REGISTRIES="local")
+    target = f"{servers[11]['slug']}__echo"
+
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+        with anyio.fail_after(scaled(60)):
+            assert target not in {t.name for t in (await client.list_tools()).tools}  # over the budget, unused
+            answer = await client.call_tool(target, {"text": "first session"})
+            assert answer.content[0].text == "first session"  # type: ignore[union-attr]
+
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+        with anyio.fail_after(scaled(60)):
+            first = (await client.list_tools()).tools  # read from the store's file, before the core loads
+            listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in first]
+            assert target in {t.name for t in first}
+            assert estimated_tokens(listed) <= DEFAULT_BUDGET
+            await client.call_tool(FIND_TOOLS, {"query": "echo"})  # the core is up now: the same choice
+            assert target in {t.name for t in (await client.list_tools()).tools}
+
+
+class CountedListings:
+    """Counts how often the face works out its budgeted listing (it reads every tool's definition)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import app.mcp.face as face_module
+
+        self.count = 0
+        real = face_module.face_listing
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(face_module, "face_listing", counted)
+
+
+@asynccontextmanager
+async def gateway_of(tmp_path: Path, canary: str, servers: int, tools: int) -> AsyncIterator[tuple[Gateway, list]]:
+    """A real store, connection manager and gateway over ``servers`` installed stubs (each starts
+    on its first call)."""
+    (tmp_path / "data").mkdir()
+    Vault.in_memory().export_key(tmp_path / "data.key")
+    recorded = install_many(tmp_path, canary, servers, tools)
+    store = Store.for_data_dir(tmp_path / "data", Vault.from_key_file(tmp_path / "data.key"))
+    manager = ConnectionManager(
+        store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15)
+    )
+    gw = Gateway(store, manager, Redactor(), eager=False, poll_interval=0.1)
+    await gw.start()
+    try:
+        yield gw, recorded
+    finally:
+        await gw.aclose()
+        await manager.aclose()
+        store.close()
+
+
+def face_of(gw: Gateway) -> McpFace:
+    return McpFace(
+        SimpleNamespace(gateway=gw, settings=SimpleNamespace(gateway_tools="all")), tools_budget=DEFAULT_BUDGET
+    )
+
+
+async def test_a_call_that_changes_what_fits_is_one_list_changed_and_a_call_that_cannot_recomputes_nothing(
+    tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listings = CountedListings(monkeypatch)
+    changes = ListChanges()
+    async with gateway_of(tmp_path, canary, 20, 20) as (gw, servers):
+        target, other = f"{servers[4]['slug']}__echo", f"{servers[9]['slug']}__whoami"
+        with anyio.fail_after(scaled(60)):
+            async with Client(face_of(gw).server, mode="legacy", message_handler=changes) as client:
+                assert target not in {t.name for t in (await client.list_tools()).tools}
+                await client.call_tool(target, {"text": "now it is used"})  # unlisted: it moves in
+                assert changes.count == 1  # told before the call's answer
+                assert target in {t.name for t in (await client.list_tools()).tools}
+                before = listings.count
+                await client.call_tool(target, {"text": "again"})  # listed already: nothing can move
+                await client.call_tool(FIND_TOOLS, {"query": "echo"})  # uses no tool
+                assert (listings.count, changes.count) == (before, 1)
+                await client.call_tool(CALL_TOOL, {"name": other, "arguments": {}})  # unlisted, through the pair
+                assert listings.count == before + 1 and changes.count == 2
+                assert other in {t.name for t in (await client.list_tools()).tools}
+
+
+async def test_under_the_budget_no_call_recomputes_the_listing(
+    tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listings = CountedListings(monkeypatch)
+    changes = ListChanges()
+    async with gateway_of(tmp_path, canary, 2, 5) as (gw, servers):
+        with anyio.fail_after(scaled(60)):
+            async with Client(face_of(gw).server, mode="legacy", message_handler=changes) as client:
+                listed = {t.name for t in (await client.list_tools()).tools}
+                assert {f"{s['slug']}__echo" for s in servers} <= listed  # everything fits
+                before = listings.count
+                for server in servers:
+                    await client.call_tool(f"{server['slug']}__echo", {"text": "hi"})
+                assert (listings.count, changes.count) == (before, 0)
