@@ -350,6 +350,7 @@ def build_runtime(
     locks = PublishedLocks(guard, approvals)
     incident_listeners.append(locks.incident)
     lockout_listeners.append(locks.lockout)
+    budget = tools_budget(settings, store)
     service = SetupService(
         refs=refs,
         redactor=redactor,
@@ -370,6 +371,7 @@ def build_runtime(
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
         guard=guard,
+        budget=budget,  # an install's consent says where its tools leave it
     )
     members = MemberSessions(  # each member's own keys and sessions
         connections,
@@ -392,7 +394,7 @@ def build_runtime(
         members=members,
         lockout_listeners=lockout_listeners,
         incident_listeners=incident_listeners,  # a face adds its own (the page, the terminal)
-        budget=tools_budget(settings, store),
+        budget=budget,
     )
     tool_registry = ToolRegistry(
         servers=store.servers.list,

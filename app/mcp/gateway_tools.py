@@ -17,10 +17,9 @@ from setup_agent.gateway import (
     DISCOVER_NAMES,
     DISCOVER_SPECS,
     FIND_TOOLS,
-    estimated_tokens,
     within_budget,
 )
-from setup_agent.setup import TOOL_SPECS
+from setup_agent.setup import FACE_TOKENS, TOOL_SPECS
 
 from .passing import LIST_ENVELOPE
 
@@ -40,7 +39,7 @@ __all__ = [
 
 
 #: What the face's own tools take of a model's context (the setup tools and the find/call pair).
-OWN_TOKENS = estimated_tokens([*TOOL_SPECS, *DISCOVER_SPECS])
+OWN_TOKENS = FACE_TOKENS
 
 
 def listed_tools(

@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .budget import Budget, Standing, ToolsBudget, adds_words, parse_budget, standing_of
+    from .budget import (
+        MAX_BUDGET,
+        Budget,
+        Standing,
+        ToolsBudget,
+        adds_words,
+        parse_budget,
+        source_words,
+        standing_of,
+        stored_catalog,
+    )
     from .connections import ConnectionManager
     from .discover import (
         CALL_TOOL,
@@ -43,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adds_words",
+    "MAX_BUDGET",
     "Budget",
     "CALL_TOOL",
     "Caller",
@@ -59,7 +70,9 @@ __all__ = [
     "log_path",
     "parse_budget",
     "Standing",
+    "source_words",
     "standing_of",
+    "stored_catalog",
     "ToolsBudget",
     "MEMBER_SECRET_REQUIRED",
     "member_of",
@@ -98,10 +111,13 @@ __getattr__, __dir__ = lazy_exports(
         "Listing": "discover",
         "RecentTools": "discover",
         "adds_words": "budget",
+        "MAX_BUDGET": "budget",
         "Budget": "budget",
         "parse_budget": "budget",
         "Standing": "budget",
+        "source_words": "budget",
         "standing_of": "budget",
+        "stored_catalog": "budget",
         "ToolsBudget": "budget",
         "log_path": "server_logs",
         "MEMBER_SECRET_REQUIRED": "member_prompts",

@@ -16,17 +16,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from setup_agent.store import TOOLS_BUDGET, Catalog
 
 from .discover import FIND_TOOLS, estimated_tokens, within_budget
+from .offers import without_hidden
 
-__all__ = ["Budget", "SavedSettings", "Standing", "ToolsBudget", "adds_words", "parse_budget", "standing_of"]
+if TYPE_CHECKING:
+    from setup_agent.store import Store
+
+__all__ = [
+    "ENV_VAR",
+    "MAX_BUDGET",
+    "Budget",
+    "SavedSettings",
+    "Standing",
+    "ToolsBudget",
+    "adds_words",
+    "parse_budget",
+    "source_words",
+    "standing_of",
+    "stored_catalog",
+]
 
 Source = Literal["environment", "saved", "default"]
 #: The largest budget the page accepts (a model's whole context is about this size).
 MAX_BUDGET = 1_000_000
+#: The setting in the environment that decides for its process.
+ENV_VAR = "MCP_SETUP_TOOLS_BUDGET"
 
 
 class SavedSettings(Protocol):
@@ -140,17 +158,43 @@ def standing_of(
     return Standing(budget, listed, total, len(listing.tools), sum(listing.unlisted.values()))
 
 
-def adds_words(adds: int, used_before: int, budget: int) -> str:
+def adds_words(adds: int, used_before: int, budget: int, *, lead: bool = True) -> str:
     """The consent's line for a server whose tools take ``adds`` tokens, when every tool listed
-    now takes ``used_before`` (mcp-setup's own included) of ``budget`` (0: none)."""
+    now takes ``used_before`` (mcp-setup's own included) of ``budget`` (0: none); ``lead=False``:
+    without saying what they add (a sentence that follows one that did)."""
     head = f"Its tools add about {_n(adds)} tokens to what your AI clients are listed"
     if budget <= 0:
-        return head + " (no budget is set: every tool is listed)."
+        return (
+            head + " (no budget is set: every tool is listed)." if lead else "No budget is set: every tool is listed."
+        )
     used = used_before + adds
-    line = f"{head}: {_n(used)} of your budget of {_n(budget)} tokens."
+    line = f"{head}: " if lead else "With them, AI clients are listed "
+    line += f"{_n(used)} of your budget of {_n(budget)} tokens."
     if used > budget:
         line += (
             " Past the budget, AI clients are listed the tools used most recently; the rest, these among them "
             f"until used, are reached through {FIND_TOOLS}."
         )
     return line
+
+
+def source_words(budget: Budget, default: int) -> str:
+    """Where the budget in force comes from, and what decides when (the page's note)."""
+    if budget.source == "environment":
+        return (
+            f"{ENV_VAR} sets it for this mcp-setup ({_n(budget.tokens)} tokens) and wins over the value saved "
+            "here; AI clients whose mcp-setup does not set it use the value you save."
+        )
+    if budget.source == "saved":
+        return f"You saved it here; {ENV_VAR}, where an AI client's setup sets it, wins for that client."
+    return (
+        f"The default ({_n(default)} tokens). Save your own here; {ENV_VAR}, where an AI client's setup sets it, "
+        "wins for that client."
+    )
+
+
+def stored_catalog(store: Store) -> Catalog:
+    """The installed tools every face lists, read from the store (a thread): what a consent counts
+    a new server's tools against."""
+    offers = store.pins.offers()
+    return Catalog.build(without_hidden(s.catalog_entry(), offers) for s in store.servers.list())

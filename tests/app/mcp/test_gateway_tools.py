@@ -5,7 +5,6 @@ the listing is one list_changed, and a call that cannot change it costs no new l
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,35 +26,14 @@ from setup_agent.setup import TOOL_SPECS
 from setup_agent.store import Catalog
 from setup_agent.store.catalog import CatalogServer
 from setup_agent.store.database import Store
-from tests.helpers.connections import stub_launch
+from tests.helpers.budget import install_many, padding
 from tests.helpers.gateway import ListChanges
 from tests.helpers.mcp_face import Recorder, face_env, mcp_setup_client
 from tests.helpers.timeouts import scaled
-from tests.stub_server.server import Stub
 
 pytestmark = pytest.mark.anyio
 
 DEFAULT_BUDGET = 8000
-
-
-def padding(server: int, count: int) -> list[dict[str, Any]]:
-    """``count`` tools the size real servers' tools are (a sentence or two, a few arguments)."""
-    return [
-        {
-            "name": f"action_{i:02d}",
-            "description": f"Does action {i} of server {server} on the account: reads the items it names, "
-            "changes what the arguments say and answers with what it did, one line per item.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "item": {"type": "string", "description": "The item's id or name."},
-                    "note": {"type": "string", "description": "What to write on it, if anything."},
-                },
-                "required": ["item"],
-            },
-        }
-        for i in range(count)
-    ]
 
 
 def catalog_of(servers: int, tools: int) -> Catalog:
@@ -103,34 +81,6 @@ def test_over_the_budget_the_recent_tools_are_listed_and_the_pair_counts_the_res
 def test_the_discover_mode_lists_only_mcp_setups_own_tools_whatever_the_budget() -> None:
     listed = listed_tools("discover", catalog_of(20, 20), budget=DEFAULT_BUDGET, recent=["server-01__action_01"])
     assert [t["name"] for t in listed] == [*(t["name"] for t in TOOL_SPECS), FIND_TOOLS, CALL_TOOL]
-
-
-def install_many(home: Path, canary: str, servers: int, tools: int) -> list[dict[str, Any]]:
-    """``servers`` stub servers, each with its ``tools - 2`` padding tools besides the stub's own
-    (echo, whoami), recorded as installed (nothing starts until a call)."""
-    store = Store.for_data_dir(home / "data", Vault.from_key_file(home / "data.key"))
-    try:
-        recorded = []
-        for s in range(servers):
-            extra = padding(s, tools - 2)
-            tools_file = home / f"tools-{s:02d}.json"
-            tools_file.write_text(json.dumps({"extra": extra}))
-            server = store.servers.install(
-                qualified_name=f"io.test/server-{s:02d}",
-                source="local",
-                version="1",
-                package_type="stdio",
-                launch_spec=stub_launch(canary, STUB_TOOLS_FILE=str(tools_file)),
-                installed_by="cli",
-                tools_hash="x",
-                env={"STUB_API_KEY": (canary, True)},
-                title=f"Server {s:02d}",
-                tools=[*Stub(set(), None).tools, *extra],
-            )
-            recorded.append({"slug": server.slug})
-        return recorded
-    finally:
-        store.close()
 
 
 async def test_through_mcp_setup_mcp_twenty_servers_stay_within_the_budget_and_an_unlisted_tool_answers(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from setup_agent.gateway import Budget, ToolsBudget, adds_words, parse_budget, standing_of
+from setup_agent.gateway import Budget, ToolsBudget, adds_words, parse_budget, source_words, standing_of
 from setup_agent.secrets.vault import Vault
 from setup_agent.store import TOOLS_BUDGET, Catalog
 from setup_agent.store.catalog import CatalogServer
@@ -101,3 +101,19 @@ def test_the_consent_says_what_a_server_adds_and_where_that_leaves_the_budget() 
     assert adds_words(1200, 7500, 0) == (
         "Its tools add about 1,200 tokens to what your AI clients are listed (no budget is set: every tool is listed)."
     )
+
+
+def test_after_a_sentence_that_said_what_it_adds_the_consent_says_only_where_that_leaves_the_budget() -> None:
+    assert (
+        adds_words(1200, 4900, 8000, lead=False)
+        == "With them, AI clients are listed 6,100 of your budget of 8,000 tokens."
+    )
+    assert adds_words(1200, 4900, 0, lead=False) == "No budget is set: every tool is listed."
+
+
+def test_the_page_says_where_the_budget_comes_from_and_what_wins() -> None:
+    assert source_words(Budget(2000, "environment"), 8000).startswith(
+        "MCP_SETUP_TOOLS_BUDGET sets it for this mcp-setup (2,000 tokens) and wins over the value saved here"
+    )
+    assert source_words(Budget(5000, "saved"), 8000).startswith("You saved it here;")
+    assert source_words(Budget(8000, "default"), 8000).startswith("The default (8,000 tokens).")
