@@ -23,7 +23,7 @@ from setup_agent.gateway.router import Gateway
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.setup import TOOL_SPECS
-from setup_agent.store import Catalog
+from setup_agent.store import TOOLS_BUDGET, Catalog
 from setup_agent.store.catalog import CatalogServer
 from setup_agent.store.database import Store
 from tests.helpers.budget import install_many, padding
@@ -219,3 +219,29 @@ async def test_under_the_budget_no_call_recomputes_the_listing(
                 for server in servers:
                     await client.call_tool(f"{server['slug']}__echo", {"text": "hi"})
                 assert (listings.count, changes.count) == (before, 0)
+
+
+async def test_mcp_setup_mcp_lists_by_the_budget_saved_on_the_page_unless_its_own_environment_sets_one(
+    tmp_path: Path, canary: str
+) -> None:
+    (tmp_path / "data").mkdir()
+    Vault.in_memory().export_key(tmp_path / "data.key")
+    install_many(tmp_path, canary, 20, 20)
+    with Store.for_data_dir(tmp_path / "data", Vault.from_key_file(tmp_path / "data.key")) as store:
+        store.preferences.set(TOOLS_BUDGET, "0", actor="user:web")  # as the page saves it: no budget
+    env = face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(tmp_path / "data.key"), MCP_SETUP_REGISTRIES="local")
+    everything = 400 + len(TOOL_SPECS) + 2
+
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+        with anyio.fail_after(scaled(60)):
+            assert len((await client.list_tools()).tools) == everything  # before the core: the store's file
+            await client.call_tool(FIND_TOOLS, {"query": "echo"})
+            assert len((await client.list_tools()).tools) == everything  # the core reads the same
+
+    own = {**env, "MCP_SETUP_TOOLS_BUDGET": str(DEFAULT_BUDGET)}
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=own) as client:
+        with anyio.fail_after(scaled(60)):
+            listed = [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools
+            ]
+            assert len(listed) < everything and estimated_tokens(listed) <= DEFAULT_BUDGET + 60
