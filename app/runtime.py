@@ -26,6 +26,7 @@ from setup_agent.gateway import (
     MemberSessions,
     OnlyHere,
     RelayRules,
+    ToolsBudget,
 )
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
@@ -361,6 +362,7 @@ def build_runtime(
     locks = PublishedLocks(guard, approvals)
     incident_listeners.append(locks.incident)
     lockout_listeners.append(locks.lockout)
+    budget = tools_budget(settings, store)
     service = SetupService(
         refs=refs,
         redactor=redactor,
@@ -381,6 +383,7 @@ def build_runtime(
         bundle_cache=bundles,
         provided_values={"smithery": api_key} if api_key else None,  # Smithery-hosted remotes' smithery_api_key
         guard=guard,
+        budget=budget,  # an install's consent says where its tools leave it
     )
     members = MemberSessions(  # each member's own keys and sessions
         connections,
@@ -403,6 +406,7 @@ def build_runtime(
         members=members,
         lockout_listeners=lockout_listeners,
         incident_listeners=incident_listeners,  # a face adds its own (the page, the terminal)
+        budget=budget,
     )
     tool_registry = ToolRegistry(
         servers=store.servers.list,
@@ -440,6 +444,15 @@ def build_runtime(
         shared_capabilities=team.capabilities,
         shared_approvals=team.approvals,
         feed=feed,
+    )
+
+
+def tools_budget(settings: Settings, store: Store) -> ToolsBudget:
+    """The context budget: ``MCP_SETUP_TOOLS_BUDGET`` when set for this process, else the one the
+    person saved on the page, else the default (setup_agent/gateway/budget.py)."""
+    override = settings.tools_budget if "tools_budget" in settings.model_fields_set else None
+    return ToolsBudget(
+        store.preferences, default=type(settings).model_fields["tools_budget"].default, override=override
     )
 
 

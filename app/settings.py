@@ -97,8 +97,9 @@ class Settings(BaseSettings):
         default=8000,
         ge=0,
         description="How many tokens of tool definitions `tools/list` may take (0 = list every tool). Over it, "
-        "the tools used most recently are listed; the rest are found and called with mcp_setup_find_tools "
-        "and mcp_setup_call_tool.",
+        "the tools used most recently (in any session) are listed; the rest are found and called with "
+        "mcp_setup_find_tools and mcp_setup_call_tool. Set here, it wins for this process over the budget saved "
+        "on the page, which every mcp-setup without it uses.",
     )
     mcp_core: Literal["first-call", "after-initialize"] = Field(
         default="first-call",

@@ -26,7 +26,7 @@ import json
 import logging
 import secrets
 import weakref
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -50,7 +50,7 @@ from setup_agent.principals import SCOPE_KEY, Principal, client_hint
 from setup_agent.setup import TOOL_NAMES
 from setup_agent.store import Catalog
 
-from .gateway_tools import call_installed, install_hint, listed_tools
+from .gateway_tools import call_installed, face_listing, install_hint, used_tool
 from .listening import Listen
 from .mrtr import Mrtr
 from .offered import PROMPT_URI_PREFIX, Offered
@@ -109,10 +109,19 @@ class McpFace:
         gateway_tools: str | None = None,
         tools_budget: int | None = None,
         tools_page_size: int | None = None,
+        early_recent: Callable[[], Sequence[str]] | None = None,
+        early_budget: Callable[[], int] | None = None,
     ) -> None:
         self.gateway_tools = gateway_tools  # all | discover; None: the runtime's MCP_SETUP_GATEWAY_TOOLS
-        self.tools_budget = tools_budget  # tokens; None: the runtime's MCP_SETUP_TOOLS_BUDGET
-        self._listed: frozenset[str] | None = None  # the installed tools the last tools/list showed
+        #: Tokens, set for this face (MCP_SETUP_TOOLS_BUDGET in its environment); None: the
+        #: gateway's (the page's saved budget, else the default), before the core the store's file.
+        self.tools_budget = tools_budget
+        self._listed: frozenset[str] | None = None  # the tools the last tools/list showed
+        #: Whether the budget left installed tools out of the last tools/list (only then can a call
+        #: change what is listed).
+        self._left_out = False
+        self._early_recent = early_recent  # before the core: the tools used, from the store's file
+        self._early_budget = early_budget
         #: Tools per tools/list page (paging.py); None: the runtime's MCP_SETUP_TOOLS_PAGE_SIZE.
         self.tools_page_size = tools_page_size
         self._runtime: asyncio.Future[Runtime] = asyncio.get_running_loop().create_future()
@@ -160,8 +169,6 @@ class McpFace:
         """Hand over the runtime once it is built; waiting tool calls go on."""
         self._runtime.set_result(runtime)
         self.gateway_tools = self.gateway_tools or getattr(runtime.settings, "gateway_tools", None)
-        if self.tools_budget is None:
-            self.tools_budget = getattr(runtime.settings, "tools_budget", 0)
         self.tools_page_size = self.tools_page_size or getattr(runtime.settings, "tools_page_size", None)
         runtime.gateway.add_listener(lambda: self.tools_changed(runtime.gateway.last_changes))
         runtime.gateway.connections.server_log.listeners.append(self.server.server_log)  # type: ignore[attr-defined]
@@ -224,15 +231,32 @@ class McpFace:
         shown, after = page(tools, cursor, self.tools_page_size or DEFAULT_PAGE_SIZE)
         return {**LIST_ENVELOPE, "tools": shown, **({"nextCursor": after} if after else {})}
 
-    def _listing(self, catalog: Catalog) -> list[dict[str, Any]]:
-        ready = self._runtime.done() and not self._runtime.exception()
-        recent = self._runtime.result().gateway.recent.newest_first() if ready else []
-        return listed_tools(self.gateway_tools, catalog, budget=self.tools_budget or 0, recent=recent)
+    def _ready(self) -> bool:
+        return self._runtime.done() and not self._runtime.exception()
 
-    async def _listing_moved(self) -> None:
+    def budget(self) -> int:
+        """The tokens ``tools/list`` may take now (0: no budget)."""
+        if self.tools_budget is not None:
+            return self.tools_budget
+        if self._ready():
+            return int(self._runtime.result().gateway.budget.current.tokens)
+        return self._early_budget() if self._early_budget is not None else 0
+
+    def _listing(self, catalog: Catalog) -> list[dict[str, Any]]:
+        if self._ready():
+            recent: Sequence[str] = self._runtime.result().gateway.recent.newest_first()
+        else:
+            recent = self._early_recent() if self._early_recent is not None else ()
+        tools, self._left_out = face_listing(self.gateway_tools, catalog, budget=self.budget(), recent=recent)
+        return tools
+
+    async def _listing_moved(self, used: str | None) -> None:
         """A call changed which tools fit the budget (a tool used now is listed first): clients
-        re-list once."""
-        if self._listed is None or not self.tools_budget:
+        re-list once. Nothing is computed when nothing can move: no listing yet, none left out by
+        the budget (every tool is listed, whatever was used), or the tool used was listed already
+        (moving a listed tool to the front keeps every other choice: each one listed after it still
+        fits, each one left out still does not)."""
+        if self._listed is None or not self._left_out or used is None or used in self._listed:
             return
         now = frozenset(t["name"] for t in self._listing(await self.catalog()))
         if now != self._listed:
@@ -304,7 +328,7 @@ class McpFace:
             ) from None
         except RequestStateInvalid as exc:
             raise MCPError(JSONRPC_INVALID_PARAMS, exc.message) from None
-        await self._listing_moved()
+        await self._listing_moved(used_tool(name, arguments))
         # 2026-07-28 wants resultType (a 2025-era server sends none; older sessions drop it).
         return {"resultType": "complete", **result}
 

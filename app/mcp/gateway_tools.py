@@ -17,10 +17,9 @@ from setup_agent.gateway import (
     DISCOVER_NAMES,
     DISCOVER_SPECS,
     FIND_TOOLS,
-    estimated_tokens,
     within_budget,
 )
-from setup_agent.setup import TOOL_SPECS
+from setup_agent.setup import FACE_TOKENS, TOOL_SPECS
 
 from .passing import LIST_ENVELOPE
 
@@ -28,11 +27,19 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
     from setup_agent.store import Catalog
 
-__all__ = ["call_installed", "install_hint", "listed_tools", "read_installed"]
+__all__ = [
+    "OWN_TOKENS",
+    "call_installed",
+    "face_listing",
+    "install_hint",
+    "listed_tools",
+    "read_installed",
+    "used_tool",
+]
 
 
 #: What the face's own tools take of a model's context (the setup tools and the find/call pair).
-OWN_TOKENS = estimated_tokens([*TOOL_SPECS, *DISCOVER_SPECS])
+OWN_TOKENS = FACE_TOKENS
 
 
 def listed_tools(
@@ -41,12 +48,31 @@ def listed_tools(
     """What ``tools/list`` shows: the setup tools, the find/call pair and (``all``, the default)
     the installed tools as their servers sent them, as many as fit ``budget`` tokens (0: every
     one), the ``recent``ly used first; the pair then says how many more there are, of which servers."""
+    return face_listing(mode, catalog, budget=budget, recent=recent)[0]
+
+
+def face_listing(
+    mode: str | None, catalog: Catalog, *, budget: int = 0, recent: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], bool]:
+    """:func:`listed_tools`, and whether the budget left installed tools out (only then can a
+    call of an unlisted tool change what is listed)."""
     if mode == "discover":
-        return [*TOOL_SPECS, *DISCOVER_SPECS]
+        return [*TOOL_SPECS, *DISCOVER_SPECS], False
     listing = within_budget(catalog, OWN_TOKENS, budget, recent)
     note = listing.note()
     pair = [{**spec, "description": spec["description"] + note} for spec in DISCOVER_SPECS] if note else DISCOVER_SPECS
-    return [*TOOL_SPECS, *pair, *listing.tools]
+    return [*TOOL_SPECS, *pair, *listing.tools], bool(listing.unlisted)
+
+
+def used_tool(name: str, arguments: dict[str, Any]) -> str | None:
+    """The installed tool a call uses (by its gateway name; the pair's call names it in its
+    arguments), or None (``mcp_setup_find_tools`` uses none)."""
+    if name == FIND_TOOLS:
+        return None
+    if name == CALL_TOOL:
+        target = arguments.get("name")
+        return target if isinstance(target, str) else None
+    return name
 
 
 def _json_result(result: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,14 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 
-from setup_agent.store import SQLITE_FILE_NAME, read_sqlite_catalog, read_sqlite_counter
+from setup_agent.store import (
+    SQLITE_FILE_NAME,
+    TOOLS_BUDGET,
+    read_sqlite_catalog,
+    read_sqlite_counter,
+    read_sqlite_preference,
+    read_sqlite_recent,
+)
 
 from .face import McpFace
 
@@ -53,8 +60,7 @@ async def _watch_until_core_wanted(face: McpFace, db_file: Path) -> None:
     """Until a request needs the core: tell clients when the store's tool list changes (another
     process installed or removed a server), reading it with the standard library."""
     counter = await asyncio.to_thread(read_sqlite_counter, db_file)
-    catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
-    signature = catalog.signature() if catalog is not None else None
+    signature = await asyncio.to_thread(_early_signature, db_file)
     while not face.core_wanted.is_set():
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_EARLY_POLL_SECONDS):
@@ -65,11 +71,25 @@ async def _watch_until_core_wanted(face: McpFace, db_file: Path) -> None:
         if now == counter:
             continue
         counter = now
-        catalog = await asyncio.to_thread(read_sqlite_catalog, db_file)
-        new = catalog.signature() if catalog is not None else None
+        new = await asyncio.to_thread(_early_signature, db_file)
         if new != signature:
             signature = new
             await face.tools_changed(("tools",))  # the only list read before the core
+
+
+def _early_signature(db_file: Path) -> tuple[Any, ...]:
+    """What decides the tool list before the core: the catalog, and the budget saved on the page."""
+    catalog = read_sqlite_catalog(db_file)
+    return (catalog.signature() if catalog is not None else None, read_sqlite_preference(db_file, TOOLS_BUDGET))
+
+
+def _early_budget(db_file: Path, settings: Settings) -> int:
+    """Before the core: the budget in this process's environment, else the one saved on the page,
+    else the default (as setup_agent/gateway/budget.py decides once the core is up)."""
+    saved = read_sqlite_preference(db_file, TOOLS_BUDGET)
+    if saved is not None and saved.strip().isdigit():
+        return int(saved)
+    return settings.tools_budget
 
 
 class _PipeLines:
@@ -354,8 +374,11 @@ async def run_stdio(
     face = McpFace(
         early_catalog=(lambda: read_sqlite_catalog(db_file)) if db_file is not None else None,
         gateway_tools=settings.gateway_tools,
-        tools_budget=settings.tools_budget,
+        # Set in this process's environment, it decides (a client's entry may set it for that client).
+        tools_budget=settings.tools_budget if "tools_budget" in settings.model_fields_set else None,
         tools_page_size=settings.tools_page_size,
+        early_recent=(lambda: read_sqlite_recent(db_file)) if db_file is not None else None,
+        early_budget=(lambda: _early_budget(db_file, settings)) if db_file is not None else None,
     )
     answered_once = anyio.Event()
     holder: list[Runtime] = []

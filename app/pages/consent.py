@@ -32,7 +32,7 @@ from starlette.responses import HTMLResponse, Response
 
 from setup_agent.errors import ConsentDenied, ConsentNotFound, InvalidInput
 from setup_agent.secrets import Capabilities
-from setup_agent.setup import ConsentBroker, ConsentRequest, consent_document
+from setup_agent.setup import ConsentBroker, ConsentRequest, budget_line, consent_document
 
 from .html import document, esc, message_page
 
@@ -78,12 +78,15 @@ def _enable(request: ConsentRequest) -> str:
 
 
 def tools_note(request: ConsentRequest) -> str:
-    """What the tool boxes mean, in a person's words (the page, the modal's twin, the terminal)."""
+    """What the tool boxes mean, in a person's words (the page, the modal's twin, the terminal),
+    and where they leave the context budget."""
     total = sum(int(t.get("estimated_tokens") or 0) for t in request.tools)
+    budget = budget_line(request, lead=False)
     return (
         f"Its {len(request.tools)} tools add about {total} tokens to every conversation with your assistant. "
         "Untick the ones you do not want: your assistant will not see or use them. You can turn one back on "
         f"later with {_enable(request)}. If you untick them all, it is installed with no tools."
+        + (f" {budget}" if budget else "")
     )
 
 

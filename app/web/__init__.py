@@ -1,8 +1,9 @@
 """``mcp-setup serve``: the FastAPI app (``app.py``), its socket (``serve.py``), the one serve of a
 data folder and the link it records for ``mcp-setup open`` (``running.py``), its guards
-(``security.py``), JSON-RPC (``rpc.py``), the websocket hub (``ws.py``), agent runs from the page
-(``agent_runs.py``), the modals' answers (``secrets.py``, ``consents.py``, ``answers.py``) and
-an installed server's requests shown in the tab that ran its tool (``relayed.py``).
+(``security.py``), JSON-RPC (``rpc.py``; the context budget's methods in ``budget_rpc.py``), the
+websocket hub (``ws.py``), agent runs from the page (``agent_runs.py``), the modals' answers
+(``secrets.py``, ``consents.py``, ``answers.py``) and an installed server's requests shown in the
+tab that ran its tool (``relayed.py``).
 
 May import mcp, pages, ``app.runtime``, ``app.settings`` and the core; never cli.
 """

@@ -29,6 +29,8 @@ Methods:
   their principal), ``servers.try_tool`` (``{name: "<slug>__<tool>", arguments}`` → the tool's
   result: the person runs a tool from the page, which is its client; a form or page the server
   asks for during the call is shown in this tab, framed as the server's, see :mod:`app.web.relayed`).
+* ``tools_budget.get`` (``{}`` → where the context budget stands, in numbers and words) and
+  ``tools_budget.set`` (``{tokens}`` → the same; the person only): see :mod:`app.web.budget_rpc`.
 * ``tool_registry_list`` (``{}`` → ``{tools: [...]}``), ``tool_registry_get`` (``{tool_id}`` →
   ``{tool}``; an unknown id is ``-32000`` with ``data.code: "not_found"``) and
   ``tool_registry_diagnostics`` (``{}`` → counts, write surface, policy surfaces, providers):
@@ -69,6 +71,7 @@ from setup_agent.errors import (
 )
 from setup_agent.setup import TOOL_NAMES, CallContext
 
+from .budget_rpc import BUDGET_METHODS, budget_call
 from .client_rpc import CLIENT_METHODS, call_clients
 from .member_rpc import MEMBER_METHODS, member_call
 from .relayed import try_tool
@@ -100,6 +103,7 @@ METHODS = (
     *MEMBER_METHODS,
     *CLIENT_METHODS,
     *DETAIL_METHODS,
+    *BUDGET_METHODS,
 )
 
 
@@ -336,6 +340,8 @@ class RpcDispatcher:
             return await member_call(self.runtime, method, params)
         if method in CLIENT_METHODS:
             return await call_clients(self.runtime, method, params, mcp_url=self.mcp_url)
+        if method in BUDGET_METHODS:  # where the context budget stands; the person's own value
+            return await budget_call(self.runtime, method, params)
         if method in DETAIL_METHODS:
             return await server_details(self.runtime, method, params, self._presenter(session_id), self.hub, session_id)
         raise RpcError(JSONRPC_METHOD_NOT_FOUND, _METHOD_NOT_FOUND)

@@ -3,7 +3,8 @@ connection (``live.py``; its status record, ``status.py``; its lists read again 
 ``relisting.py``; what its start checked, not checked again after an idle stop when nothing changed, ``resume.py``) and its relay of the server's requests to the calling client (``relay.py``) and of its input-required
 results in the client's era (``input_required.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
 as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
-for clients that never re-list (``discover.py``), each server's redacted log (``server_logs.py``)
+for clients that never re-list and the context budget (``discover.py``; where the budget comes from and
+stands, ``budget.py``), each server's redacted log (``server_logs.py``)
 and each member's own sessions and the asking for their own keys (``members.py``,
 ``member_prompts.py``; where else such a prompt is answered, ``member_elsewhere.py``).
 
@@ -17,6 +18,17 @@ from typing import TYPE_CHECKING
 from setup_agent.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .budget import (
+        MAX_BUDGET,
+        Budget,
+        Standing,
+        ToolsBudget,
+        adds_words,
+        parse_budget,
+        source_words,
+        standing_of,
+        stored_catalog,
+    )
     from .connections import ConnectionManager
     from .discover import (
         CALL_TOOL,
@@ -40,6 +52,9 @@ if TYPE_CHECKING:
     from .status import ServerStatus
 
 __all__ = [
+    "adds_words",
+    "MAX_BUDGET",
+    "Budget",
     "CALL_TOOL",
     "Caller",
     "ConnectionManager",
@@ -53,6 +68,12 @@ __all__ = [
     "InputRetry",
     "Listing",
     "log_path",
+    "parse_budget",
+    "Standing",
+    "source_words",
+    "standing_of",
+    "stored_catalog",
+    "ToolsBudget",
     "MEMBER_SECRET_REQUIRED",
     "member_of",
     "MemberPromptReplicas",
@@ -89,6 +110,15 @@ __getattr__, __dir__ = lazy_exports(
         "InputRetry": "input_required",
         "Listing": "discover",
         "RecentTools": "discover",
+        "adds_words": "budget",
+        "MAX_BUDGET": "budget",
+        "Budget": "budget",
+        "parse_budget": "budget",
+        "Standing": "budget",
+        "source_words": "budget",
+        "standing_of": "budget",
+        "stored_catalog": "budget",
+        "ToolsBudget": "budget",
         "log_path": "server_logs",
         "MEMBER_SECRET_REQUIRED": "member_prompts",
         "member_of": "members",

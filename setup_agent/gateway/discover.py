@@ -9,20 +9,24 @@ They are the gateway's, not the setup sub-agent's: no agent allowlist names them
 
 The context budget (``MCP_SETUP_TOOLS_BUDGET``, in tokens) keeps ``tools/list`` small when many
 servers are installed: while every tool fits, every tool is listed; past it, the face lists its
-own tools, this pair, and then the tools used most recently (:class:`RecentTools`) until the
-budget is spent (:func:`within_budget`). The rest stay callable through the pair, whose
+own tools, this pair, and then the tools used most recently (:class:`RecentTools`: by any
+gateway on the store, in this session or an earlier one) until the budget is spent
+(:func:`within_budget`). The rest stay callable through the pair, whose
 description then says how many there are and of which servers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
+import time
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from setup_agent.store import Catalog, GatewayTool
 
@@ -33,6 +37,7 @@ __all__ = [
     "FIND_TOOLS",
     "Listing",
     "RecentTools",
+    "UseRecord",
     "estimated_tokens",
     "find_tools",
     "within_budget",
@@ -243,6 +248,8 @@ def find_tools(catalog: Catalog, query: str, limit: int = 10) -> list[dict[str, 
 CHARS_PER_TOKEN = 4
 #: The most tool names remembered as used (far more than any budget lists).
 _MAX_RECENT = 1000
+#: How often, at most, the uses collected are written to the store (and once when the gateway stops).
+FLUSH_SECONDS = 5.0
 
 
 def estimated_tokens(tools: Iterable[dict[str, Any]]) -> int:
@@ -251,20 +258,64 @@ def estimated_tokens(tools: Iterable[dict[str, Any]]) -> int:
     return -(-chars // CHARS_PER_TOKEN)
 
 
-class RecentTools:
-    """The installed tools called through this gateway, most recent first (in this process)."""
+class UseRecord(Protocol):
+    """Where the uses are kept across sessions and processes (``store.tool_use``)."""
 
-    def __init__(self) -> None:
-        self._used: OrderedDict[str, None] = OrderedDict()
+    def record(self, uses: Mapping[str, datetime]) -> None: ...
+
+    def newest_first(self, limit: int = ...) -> list[tuple[str, datetime]]: ...
+
+
+class RecentTools:
+    """The installed tools called, most recent first: this process's calls over the ones any
+    gateway on the store recorded before (:meth:`load`). A call costs no I/O: the uses collected
+    are written in one batch by :meth:`flush` (the gateway's watch, at most every
+    :data:`FLUSH_SECONDS`, and when it stops)."""
+
+    def __init__(self, record: UseRecord | None = None, *, clock: Callable[[], datetime] | None = None) -> None:
+        self._record = record
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._used: OrderedDict[str, datetime] = OrderedDict()  # oldest first
+        self._pending: dict[str, datetime] = {}
+        self._flushed = 0.0  # time.monotonic() of the last flush
 
     def used(self, name: str) -> None:
+        at = self._clock()
         self._used.pop(name, None)
-        self._used[name] = None
+        self._used[name] = at
         while len(self._used) > _MAX_RECENT:
             self._used.popitem(last=False)
+        if self._record is not None:
+            self._pending[name] = at
 
     def newest_first(self) -> list[str]:
         return list(reversed(self._used))
+
+    async def load(self) -> None:
+        """Merge the uses recorded on the store (a later time wins, wherever it was made)."""
+        if self._record is None:
+            return
+        stored = await asyncio.to_thread(self._record.newest_first, _MAX_RECENT)
+        merged = dict(stored)
+        for name, at in self._used.items():
+            if name not in merged or at > merged[name]:
+                merged[name] = at
+        newest = sorted(merged.items(), key=lambda kv: kv[1])[-_MAX_RECENT:]
+        self._used = OrderedDict(newest)
+
+    async def flush(self, *, every: float = 0.0) -> None:
+        """Write the uses collected since the last flush in one batch (none: nothing written);
+        ``every``: not sooner than this many seconds after the last one."""
+        if self._record is None or not self._pending or time.monotonic() - self._flushed < every:
+            return
+        pending, self._pending = self._pending, {}
+        self._flushed = time.monotonic()
+        try:
+            await asyncio.to_thread(self._record.record, pending)
+        except BaseException:
+            for name, at in pending.items():  # kept for the next flush
+                self._pending.setdefault(name, at)
+            raise
 
 
 @dataclass(frozen=True)

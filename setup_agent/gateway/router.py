@@ -27,8 +27,9 @@ from setup_agent.errors import RequestStateInvalid, SetupError, ToolLeftOut
 from setup_agent.secrets import Redactor
 from setup_agent.store import Catalog, GatewayTool, Store
 
+from .budget import ToolsBudget
 from .connections import ConnectionManager
-from .discover import RecentTools
+from .discover import FLUSH_SECONDS, RecentTools
 from .members import MemberSessions, member_of
 from .offers import MAPPED_PREFIX, OfferIndex, left_out_names, without_hidden
 from .passthrough import Progress
@@ -82,6 +83,7 @@ class Gateway:
         lockout_listeners: list[Callable[[str], Any]] | None = None,
         incident_listeners: list[Callable[[str], Any]] | None = None,
         recent: RecentTools | None = None,
+        budget: ToolsBudget | None = None,
     ) -> None:
         self.store = store
         self.connections = connections
@@ -91,8 +93,12 @@ class Gateway:
         self.poll_interval = poll_interval
         self.idle_stop_seconds = idle_stop_seconds
         self.check_arguments = check_arguments
-        #: The installed tools called through it, newest first: what a tools budget lists first.
-        self.recent = RecentTools() if recent is None else recent
+        #: The installed tools called, newest first (through any gateway on the store, kept there in
+        #: batches): what a tools budget lists first.
+        self.recent = RecentTools(store.tool_use) if recent is None else recent
+        #: The tokens of tool definitions a face lists (the environment's, the page's or the default;
+        #: None given: the page's, else no budget).
+        self.budget = ToolsBudget(store.preferences, default=0) if budget is None else budget
         self._catalog = Catalog()
         self._left_out: dict[str, str] = {}  # gateway name of an unticked tool -> the refusal
         self.offers = OfferIndex()  # prompts, resources, templates (offers.py)
@@ -124,6 +130,7 @@ class Gateway:
             self.eager = eager
         self._loop = asyncio.get_running_loop()
         try:
+            await self.recent.load()  # the tools used in earlier sessions, in any process
             await self.refresh(force=True)
         finally:
             self._ready.set()
@@ -135,6 +142,10 @@ class Gateway:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        try:
+            await self.recent.flush()  # the uses not written yet: the next session lists them
+        except Exception as exc:
+            logger.warning("gateway: the tools used could not be recorded (%s)", type(exc).__name__)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """``await listener()`` after every change of the listed tools, prompts or resources
@@ -165,6 +176,7 @@ class Gateway:
             self._kick.clear()
             try:
                 await self.refresh()
+                await self.recent.flush(every=FLUSH_SECONDS)
                 if self.idle_stop_seconds > 0:
                     await self.connections.stop_idle(self.idle_stop_seconds)
                     if self.members is not None:
@@ -180,6 +192,7 @@ class Gateway:
             counter = await asyncio.to_thread(self.store.database.change_counter)
             if not force and counter == self._counter:
                 return False
+            budget_moved = await asyncio.to_thread(self.budget.reload)  # the person's, from the page
             seen_at = self.connections.mark()  # before the read: installs committed after it are spared
             servers = await asyncio.to_thread(self.store.servers.list)
             self._counter = counter
@@ -194,7 +207,9 @@ class Gateway:
             if self.members is not None:
                 await self.members.sync(servers)
             after = self._signatures()
-            kinds = frozenset(kind for kind in after if after[kind] != before[kind])
+            kinds = frozenset(
+                kind for kind in after if after[kind] != before[kind] or (kind == "tools" and budget_moved)
+            )
         if kinds and not force:
             self.last_changes = kinds
             await self._notify()

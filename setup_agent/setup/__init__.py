@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .consent_request import (
         ConsentDocument,
         ConsentRequest,
+        budget_line,
         build_consent_request,
         consent_document,
         sandbox_profile,
@@ -51,11 +52,12 @@ if TYPE_CHECKING:
     from .shared_prompts import PublishedPrompts, ReplicaPrompts, answer_secret_shared
     from .tool_requests import InstallRequest, ListRequest, RemoveRequest, SearchRequest, TestRequest
     from .tool_review import ToolReview, tools_change_request
-    from .tool_specs import TOOL_NAMES, TOOL_SPECS
+    from .tool_specs import FACE_TOKENS, TOOL_NAMES, TOOL_SPECS
     from .updates import UpdateOffer, update_offer, update_server
 
 __all__ = [
     "ConsentDocument",
+    "budget_line",
     "consent_document",
     "answer_secret_shared",
     "answer_shared",
@@ -94,6 +96,7 @@ __all__ = [
     "TestRequest",
     "TOOL_NAMES",
     "TOOL_SPECS",
+    "FACE_TOKENS",
     "ToolReview",
     "tools_change_request",
     "UpdateOffer",
@@ -128,6 +131,7 @@ __getattr__, __dir__ = lazy_exports(
         "ConsentSharing": "consent",
         "ConsentRequest": "consent_request",
         "ConsentDocument": "consent_request",
+        "budget_line": "consent_request",
         "consent_document": "consent_request",
         "load_provider_config": "providers",
         "Prober": "probe",
@@ -143,6 +147,7 @@ __getattr__, __dir__ = lazy_exports(
         "TestRequest": "tool_requests",
         "TOOL_NAMES": "tool_specs",
         "TOOL_SPECS": "tool_specs",
+        "FACE_TOKENS": "tool_specs",
         "ToolReview": "tool_review",
         "tools_change_request": "tool_review",
         "UpdateOffer": "updates",

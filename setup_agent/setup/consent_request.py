@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from registry_clients.models import RequiredKey
+from setup_agent.gateway import adds_words
 from setup_agent.launch import (
     USER_SECRETS,
     LaunchSpec,
@@ -47,6 +48,7 @@ __all__ = [
     "ConsentWarning",
     "DestinationSetting",
     "SecretDestination",
+    "budget_line",
     "build_consent_request",
     "consent_document",
     "fingerprint",
@@ -148,6 +150,9 @@ class ConsentRequest:
     #: A test's approval that also covers the install of the same launch, with every tool the
     #: test lists: one approval per install where the person would otherwise come back for a second.
     covers_install: bool = False
+    #: The context budget when the consent was asked: ``{budget, listed}`` (tokens; ``listed``: every
+    #: tool AI clients are listed now, mcp-setup's own included). Words only, not what is approved.
+    budget: dict[str, int] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         """The JSON a face shows (no fingerprint: it is an internal key), with the document a
@@ -291,6 +296,7 @@ def build_consent_request(
     asker: str = "",
     update: bool = False,
     covers_install: bool = False,
+    budget: Mapping[str, int] | None = None,
 ) -> ConsentRequest:
     """The request for running ``spec`` with ``values`` (only non-secret values are read).
     ``sandbox`` names the mechanism a local server starts in (``bwrap``, ``landlock``, ``none``);
@@ -298,8 +304,9 @@ def build_consent_request(
     ``net_mechanism`` holds its network here (``bwrap-netns``, ``landlock-net``, ``none``);
     ``tested``: what its test reached or tried through the proxy (None: no proxied test).
     ``asker``: who asked, in words; ``update``: it updates an installed server; ``covers_install``:
-    a test's approval that also approves the install of the same launch (none of them change
-    what is approved, only how it is said)."""
+    a test's approval that also approves the install of the same launch; ``budget``: the context
+    budget and what is listed now, ``{budget, listed}`` (none of them change what is approved, only
+    how it is said)."""
     keys = list(keys)
     url_keys = template_keys(spec.url or "")
     destinations = [
@@ -377,6 +384,7 @@ def build_consent_request(
         asker=asker,
         update=update,
         covers_install=covers_install,
+        budget=dict(budget or {}),
     )
     fp = fingerprint(
         {
@@ -537,10 +545,20 @@ def _network(request: ConsentRequest) -> tuple[ConsentLine, ...]:
 
 
 def _tools(request: ConsentRequest) -> tuple[ConsentLine, ...]:
-    return tuple(
+    lines = tuple(
         ConsentLine(t["name"], (t.get("description") or "") + f" (about {t.get('estimated_tokens', 0)} tokens)")
         for t in request.tools
     )
+    return (*lines, ConsentLine("", words)) if (words := budget_line(request)) else lines
+
+
+def budget_line(request: ConsentRequest, *, lead: bool = True) -> str:
+    """Where the server's tools leave the context budget, in words (``lead=False``: after a
+    sentence that said what they add); empty when no tool or no budget is known."""
+    if not request.tools or "budget" not in request.budget:
+        return ""
+    adds = sum(int(t.get("estimated_tokens") or 0) for t in request.tools)
+    return adds_words(adds, int(request.budget.get("listed", 0)), int(request.budget["budget"]), lead=lead)
 
 
 def _technical(request: ConsentRequest) -> tuple[ConsentLine, ...]:

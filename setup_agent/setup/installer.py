@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from setup_agent.errors import DownloadTimeout, ProbeError
-from setup_agent.gateway import ConnectionManager
+from setup_agent.gateway import ConnectionManager, ToolsBudget, estimated_tokens, stored_catalog
 from setup_agent.launch import (
     ArtifactDigests,
     Fetcher,
@@ -44,6 +44,7 @@ from .probe import Prober, ProbeResult, StageHook
 from .sandbox_choice import apply_sandbox_choice
 from .shared_consents import consent_requester
 from .tool_requests import InstallRequest, TestRequest
+from .tool_specs import FACE_TOKENS
 
 __all__ = ["Installer"]
 
@@ -82,6 +83,8 @@ class Installer:
     scratch_root: Path | None = None
     #: The registry's digest of the artifact, recorded at install (None: not recorded).
     digests: ArtifactDigests | None = None
+    #: The context budget, which an install's consent weighs the server's tools against (None: not said).
+    budget: ToolsBudget | None = None
     # One lock per server name: two installs of the same name never race, and a server
     # that hangs in its test holds up no other install.
     _install_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = field(
@@ -255,6 +258,14 @@ class Installer:
             out["reason"] = status.reason
         return out
 
+    async def _budget_now(self) -> dict[str, int] | None:
+        """The budget and what every face lists now (mcp-setup's own tools, then every installed
+        one), for the consent's line; None without a budget to weigh against."""
+        if self.budget is None:
+            return None
+        catalog = await asyncio.to_thread(stored_catalog, self.store)
+        return {"budget": self.budget.current.tokens, "listed": FACE_TOKENS + estimated_tokens(catalog.wire_tools())}
+
     def _answered(self, prepared: Prepared, env_refs: dict[str, str]) -> None:
         """A key whose prompt the person has not answered yet stops the call here, after its
         consent: the consent showed what will run with it, before the key is asked."""
@@ -271,6 +282,7 @@ class Installer:
 
         sandbox = self.prober.sandbox
         net_mechanism = sandbox.network_isolation().mechanism if sandbox is not None else "none"
+        budget = await self._budget_now()
 
         def request_for(tools: list[dict[str, Any]], tested: Any = None) -> Any:
             return build_consent_request(
@@ -291,6 +303,7 @@ class Installer:
                 asker=asker_words(ctx.asked_by or ctx.installed_by),
                 update=update,
                 covers_install=action == "test" and ctx.answers_elsewhere,
+                budget=budget,
             )
 
         request = request_for([])

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from registry_clients.hub import RegistryHub
 from registry_clients.models import PackageOption, RequiredKey
 from setup_agent.errors import InvalidInput, NotFound, SetupError
-from setup_agent.gateway import ConnectionManager
+from setup_agent.gateway import ConnectionManager, ToolsBudget
 from setup_agent.launch import (
     DEFAULT_PREFERENCE,
     ArtifactDigests,
@@ -94,6 +94,7 @@ class SetupService:
         bundle_cache: BundleCache | None = None,
         provided_values: Mapping[str, str] | None = None,
         guard: GuessGuard | None = None,
+        budget: ToolsBudget | None = None,
     ) -> None:
         self.refs = refs
         #: Refuses (and counts) a call whose arguments hold a protected value: a
@@ -151,6 +152,7 @@ class SetupService:
             fetcher=fetcher,
             scratch_root=scratch_root,
             digests=ArtifactDigests(http) if http is not None else None,
+            budget=budget,
         )
 
     # -- dispatch ---------------------------------------------------------------------

@@ -11,6 +11,8 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from setup_agent.gateway import DISCOVER_SPECS, estimated_tokens
+
 from .tool_requests import (
     AuthorizeRequest,
     GetRequest,
@@ -23,7 +25,7 @@ from .tool_requests import (
     ToolRequest,
 )
 
-__all__ = ["TOOL_NAMES", "TOOL_REQUESTS", "TOOL_SPECS", "tool_spec"]
+__all__ = ["FACE_TOKENS", "TOOL_NAMES", "TOOL_REQUESTS", "TOOL_SPECS", "tool_spec"]
 
 
 class _WireSchema(GenerateJsonSchema):
@@ -130,6 +132,11 @@ TOOL_SPECS: list[dict[str, Any]] = [
 
 #: The tool names, in the order above: the one list every face and the harness use.
 TOOL_NAMES: tuple[str, ...] = tuple(_TOOLS)
+
+
+#: What a face's own tools take of a model's context (these and the find/call pair): the part of
+#: every ``tools/list`` that a context budget always spends.
+FACE_TOKENS = estimated_tokens([*TOOL_SPECS, *DISCOVER_SPECS])
 
 
 def tool_spec(name: str) -> dict[str, Any]:

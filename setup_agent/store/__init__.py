@@ -1,7 +1,8 @@
 """The database: :class:`Store` (``database.py``), one session factory (``engine.py``) and the
 repositories that receive it: installed servers (``servers.py``), their encrypted values, each
 member's own values and key rotation (``values.py``), tool and prompt pins (``tool_pins.py``, rules
-in ``pins.py``), named tokens (``tokens.py``) and the audit, chained under a key the data key
+in ``pins.py``), named tokens (``tokens.py``), when each tool was last used (``usage.py``), the person's
+gateway-wide settings (``preferences.py``) and the audit, chained under a key the data key
 encrypts (``audit.py``, the key in ``audit_key.py``). Also the
 table and column names (``schema.py``, standard library only), the models (``models.py``),
 approvals waiting for the user across processes (``approvals.py``), the data dir's permissions
@@ -31,16 +32,21 @@ if TYPE_CHECKING:
         read_sqlite_catalog,
         read_sqlite_counter,
         read_sqlite_hidden,
+        read_sqlite_preference,
+        read_sqlite_recent,
     )
     from .change_feed import CHANGES_CHANNEL, PENDING_CHANNEL, ChangeFeed
     from .data_dir import prepare_data_dir
     from .database import Store
     from .pins import canonical_json, diff_tools, relabel, summarize, tools_hash
+    from .preferences import Preferences
     from .records import InstalledServer, read_sqlite_audit, read_sqlite_servers
     from .sampling import SAMPLING, SAMPLING_DEFAULT, SAMPLING_LABEL, SAMPLING_WORDS, Sampling, sampling_of
+    from .schema import TOOLS_BUDGET
     from .shared_sign_ins import SharedSignIns
     from .shared_state import SharedApprovals, SharedCapabilities, SharedGuardCounts, SharedRefs, ref_digest
     from .tokens import Tokens
+    from .usage import ToolUse
     from .values import member_label
 
 __all__ = [
@@ -64,6 +70,8 @@ __all__ = [
     "read_sqlite_catalog",
     "read_sqlite_counter",
     "read_sqlite_hidden",
+    "read_sqlite_preference",
+    "read_sqlite_recent",
     "read_sqlite_audit",
     "read_sqlite_servers",
     "ref_digest",
@@ -83,7 +91,10 @@ __all__ = [
     "Store",
     "summarize",
     "Tokens",
+    "ToolUse",
+    "TOOLS_BUDGET",
     "tools_hash",
+    "Preferences",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -109,6 +120,8 @@ __getattr__, __dir__ = lazy_exports(
         "read_sqlite_catalog": "catalog",
         "read_sqlite_counter": "catalog",
         "read_sqlite_hidden": "catalog",
+        "read_sqlite_preference": "catalog",
+        "read_sqlite_recent": "catalog",
         "ref_digest": "shared_state",
         "read_sqlite_audit": "records",
         "read_sqlite_servers": "records",
@@ -128,6 +141,9 @@ __getattr__, __dir__ = lazy_exports(
         "Store": "database",
         "summarize": "pins",
         "Tokens": "tokens",
+        "ToolUse": "usage",
+        "TOOLS_BUDGET": "schema",
         "tools_hash": "pins",
+        "Preferences": "preferences",
     },
 )

@@ -239,6 +239,10 @@ class AuditLog:
         with translated(f"audit {event}"), self._db.session() as s, s.begin():
             self._append(s, _Event(event, None, qualified_name, actor, detail=detail))
 
+    def append_event(self, s: Session, event: str, *, actor: str, detail: str | None = None) -> None:
+        """Append one row that concerns no server in ``s``'s transaction (a gateway-wide setting)."""
+        self._append(s, event, None, None, actor, detail=detail)
+
     def append(
         self,
         s: Session,

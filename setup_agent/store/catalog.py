@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .schema import CHANGES, SERVER_EXTRAS, SERVERS
+from .schema import CHANGES, PREFERENCES, SERVER_EXTRAS, SERVERS, TOOL_USE
 
 __all__ = [
     "Catalog",
@@ -54,6 +54,8 @@ __all__ = [
     "names_too_long",
     "read_sqlite_catalog",
     "read_sqlite_hidden",
+    "read_sqlite_preference",
+    "read_sqlite_recent",
     "wire_tool",
 ]
 
@@ -293,3 +295,17 @@ def read_sqlite_counter(db_path: Path) -> int | None:
     if rows is None:
         return None
     return int(rows[0][0]) if rows else 0
+
+
+def read_sqlite_recent(db_path: Path, limit: int = 1000) -> list[str]:
+    """The tools used, the most recent first (``usage.py``), read with the standard library
+    (none yet, or no such table yet: empty)."""
+    rows = _read_only(db_path, TOOL_USE.select("name", order_by=("used_at DESC",), limit=limit))
+    return [str(name) for (name,) in rows or ()]
+
+
+def read_sqlite_preference(db_path: Path, name: str) -> str | None:
+    """One of the person's gateway-wide settings (``preferences.py``), read with the standard
+    library (None: not set, or no store yet)."""
+    rows = _read_only(db_path, PREFERENCES.select("value", where={"name": name}))
+    return str(rows[0][0]) if rows else None

@@ -5,6 +5,8 @@ repositories that receive it, built together in :class:`Store`'s constructor.
 - ``store.values`` (``values.py``): their encrypted settings, each member's own values, key rotation;
 - ``store.pins`` (``tool_pins.py``): the tools and prompts each server offers and what was approved;
 - ``store.tokens`` (``tokens.py``): a team gateway's named bearer tokens;
+- ``store.tool_use`` (``usage.py``): when each installed tool was last called (what a budget lists first);
+- ``store.preferences`` (``preferences.py``): the person's gateway-wide settings (the tools budget);
 - ``store.audit`` (``audit.py``): the append-only audit, chained under a key the data key encrypts (``audit_key.py``);
 - ``store.database`` (``engine.py``): sessions, migrations and the change counter other processes watch.
 
@@ -37,10 +39,12 @@ from .models import (
     TokenRow,
     utcnow,
 )
+from .preferences import Preferences
 from .servers import EnvInput, Servers
 from .shared_rows import SecretRefRow as _SecretRefRow  # noqa: F401 - the shared tables in Base.metadata (0008)
 from .tokens import Tokens
 from .tool_pins import Pins
+from .usage import ToolUse
 from .values import Values
 
 __all__ = [
@@ -75,6 +79,8 @@ class Store:
         self.pins = Pins(self.database, self.audit)
         self.servers = Servers(self.database, self.values, self.pins, self.audit)
         self.tokens = Tokens(self.database, self.values)
+        self.tool_use = ToolUse(self.database)
+        self.preferences = Preferences(self.database, self.audit)
 
     @classmethod
     def for_data_dir(

@@ -45,7 +45,7 @@ __all__ = [
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: The newest migration; a test checks it is Alembic's head, so a database already there
 #: skips importing Alembic at start.
-HEAD_REVISION = "0017_sampling"
+HEAD_REVISION = "0018_tool_use"
 #: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
 _MIGRATION_LOCK = 0x6D63_7073_6574_7570
 

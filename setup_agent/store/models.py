@@ -47,8 +47,10 @@ __all__ = [
     "InstalledServer",
     "MemberValueRow",
     "PendingRow",
+    "PreferenceRow",
     "ServerRow",
     "TokenRow",
+    "ToolUseRow",
     "UTCDateTime",
     "utcnow",
 ]
@@ -250,6 +252,26 @@ class ExtrasRow(Base):
     templates_json: Mapped[str | None] = mapped_column(Text)
     hidden_tools_json: Mapped[str | None] = mapped_column(Text)  # tool names the user unticked
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class ToolUseRow(Base):
+    """When one gateway tool was last called, through any gateway on this store (``usage.py``)."""
+
+    __tablename__ = schema.TOOL_USE.name
+
+    name: Mapped[str] = mapped_column(String(160), primary_key=True)
+    used_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class PreferenceRow(Base):
+    """One of the person's gateway-wide settings (``preferences.py``)."""
+
+    __tablename__ = schema.PREFERENCES.name
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_by: Mapped[str | None] = mapped_column(String(128))
 
 
 # --- public records ---------------------------------------------------------------------

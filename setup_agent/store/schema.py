@@ -24,12 +24,15 @@ __all__ = [
     "GUARD_COUNTS",
     "MEMBER_VALUES",
     "PENDING",
+    "PREFERENCES",
     "SECRET_REFS",
     "SERVERS",
     "SERVER_EXTRAS",
     "SIGN_INS",
     "TABLES",
     "TOKENS",
+    "TOOLS_BUDGET",
+    "TOOL_USE",
     "VERSIONS",
     "VERSION_TABLE",
     "Table",
@@ -178,6 +181,13 @@ GUARD_COUNTS = Table("mcp_guard_counts", "principal", "refusals", "locked", "upd
 SIGN_INS = Table(
     "mcp_sign_ins", "state_hash", "owner", "answer_encrypted", "created_at", "expires_at", "exchange_encrypted"
 )
+#: When each installed tool (by gateway name) was last called through any gateway on this store:
+#: what a context budget lists first, in every process and session (usage.py).
+TOOL_USE = Table("mcp_tool_use", "name", "used_at")
+#: The person's own settings of the whole gateway, by name (preferences.py): the page's.
+PREFERENCES = Table("mcp_preferences", "name", "value", "updated_at", "updated_by")
+#: The preference of the tokens of tool definitions ``tools/list`` may take (an integer).
+TOOLS_BUDGET = "tools_budget"
 VERSIONS = Table(VERSION_TABLE, "version_num")
 
 #: Every table the migrations make, by name (the version table is Alembic's).
@@ -198,5 +208,7 @@ TABLES: dict[str, Table] = {
         CONSENT_APPROVALS,
         GUARD_COUNTS,
         SIGN_INS,
+        TOOL_USE,
+        PREFERENCES,
     )
 }

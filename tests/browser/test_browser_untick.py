@@ -77,8 +77,14 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         expect(whoami).to_be_checked()
         expect(tools).to_contain_text("You keep 2 of its 2 tools")
         expect(tools).to_contain_text("Echo the given text back.")
+        budget = tools.locator(".budget-line")  # where the ticked tools leave the context budget, kept up to date
+        expect(budget).to_have_text(
+            re.compile(r"^ With them, AI clients are listed [\d,]+ of your budget of 8,000 tokens\.$")
+        )
+        with_both = budget.inner_text()
         whoami.uncheck()
         expect(tools).to_contain_text("You keep 1 of its 2 tools")
+        expect(budget).not_to_have_text(with_both)
         expect(tools.locator("#consent-tools-note code")).to_have_text(
             "mcp-setup enable io.github.mcp-setup/stub --tool TOOL"
         )

@@ -7,7 +7,7 @@
 //   oauth_modal.js (the sign-in box) · relayed_modal.js (an installed server's own request, framed as its)
 //   try_tool.js (run a tool from its card) · consent_choices.js (the consent's choices)
 //   clients.js (the AI clients section: connect a client) · secret_modal.js (the key box) · consent_modal.js (approve what runs, where secrets go)
-//   oauth_modal.js (the sign-in box)
+//   oauth_modal.js (the sign-in box) · budget.js (the context budget under the installed servers)
 
 import { on, connect } from "./api.js";
 import { $, showError } from "./dom.js";
@@ -22,6 +22,7 @@ import { initOAuthModal, onOAuthRequest } from "./oauth_modal.js";
 import { initRelayedModal, onRelayedDone, onRelayedRequest } from "./relayed_modal.js";
 import { onTryNotice } from "./try_tool.js";
 import { initClientsSection } from "./clients.js";
+import { initBudget, loadBudget } from "./budget.js";
 
 // Drop ?t=<token> from the address bar and history (the cookie now carries it).
 if (window.location.search.indexOf("t=") !== -1) {
@@ -33,7 +34,7 @@ function forThisRun(handler) {
   return function (event) { if (isThisRun(event.run_id)) handler(event); };
 }
 
-on("hello", function () { loadServers(); });
+on("hello", function () { loadServers(); loadBudget(); });
 on("agent_started", function (event) { beginThread(event.run_id, event.goal); });
 on("agent_message", forThisRun(function (event) { message("agent", "Assistant", event.text); }));
 on("agent_question", forThisRun(onQuestion));
@@ -49,7 +50,7 @@ on("relayed_done", onRelayedDone);
 on("relayed_notice", onTryNotice);
 on("oauth_request", function (event) { onOAuthRequest(event); offerSignIn(event); });
 on("server_status", function () { loadServersSoon(); });
-on("servers_changed", function () { loadServersSoon(); });
+on("servers_changed", function () { loadServersSoon(); loadBudget(); });  // a budget saved elsewhere too
 on("guard_lockout", function () {
   showError($("servers-error"), "An assistant sent values that mcp-setup protects (your keys) to an installed " +
     "server several times, which looks like guessing. Its calls to installed servers are blocked until it reconnects.");
@@ -63,5 +64,6 @@ document.addEventListener("DOMContentLoaded", function () {
   initOAuthModal();
   initRelayedModal();
   initClientsSection();
+  initBudget();
   connect();
 });

@@ -105,7 +105,24 @@ function toolsChanged() {
     "see or use them. You can turn one back on later with ";
   note.appendChild(el("code", { text: "mcp-setup enable " + c.server + " --tool TOOL" }));
   note.appendChild(document.createTextNode("."));
+  var budget = budgetWords(c.budget || {}, kept ? tokens : 0);
+  if (budget) note.appendChild(el("span", { class: "budget-line", text: " " + budget }));
   $("consent-tools-none").hidden = kept > 0;
+}
+
+// Where the ticked tools leave the context budget, as the person unticks (the words of
+// setup_agent/gateway/budget.py's adds_words after the sentence above).
+function budgetWords(budget, tokens) {
+  if (budget.budget === undefined) return "";
+  if (budget.budget <= 0) return "No budget is set: every tool is listed.";
+  var used = (budget.listed || 0) + tokens;
+  var line = "With them, AI clients are listed " + used.toLocaleString("en-US") + " of your budget of " +
+    budget.budget.toLocaleString("en-US") + " tokens.";
+  if (used > budget.budget) {
+    line += " Past the budget, AI clients are listed the tools used most recently; the rest, these among them " +
+      "until used, are reached through mcp_setup_find_tools.";
+  }
+  return line;
 }
 
 var waiting = {}; // consent id -> its "Waiting for you to approve…" note in the thread

@@ -1,52 +1,39 @@
 """The context budget of ``tools/list``: every tool while they fit, else mcp-setup's own tools,
 the find/call pair (saying how many more tools there are, of which servers) and the most recently
-used tools; every tool stays callable, and a call that changes the listing is one list_changed."""
+used tools, also those used in an earlier session; every tool stays callable, a call that changes
+the listing is one list_changed, and a call that cannot change it costs no new listing."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
+from app.mcp import McpFace
 from app.mcp.gateway_tools import OWN_TOKENS, listed_tools
 from setup_agent.gateway import CALL_TOOL, FIND_TOOLS, estimated_tokens
+from setup_agent.gateway.connections import ConnectionManager
+from setup_agent.gateway.router import Gateway
+from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.setup import TOOL_SPECS
-from setup_agent.store import Catalog
+from setup_agent.store import TOOLS_BUDGET, Catalog
 from setup_agent.store.catalog import CatalogServer
 from setup_agent.store.database import Store
-from tests.helpers.connections import stub_launch
+from tests.helpers.budget import install_many, padding
 from tests.helpers.gateway import ListChanges
 from tests.helpers.mcp_face import Recorder, face_env, mcp_setup_client
 from tests.helpers.timeouts import scaled
-from tests.stub_server.server import Stub
 
 pytestmark = pytest.mark.anyio
 
 DEFAULT_BUDGET = 8000
-
-
-def padding(server: int, count: int) -> list[dict[str, Any]]:
-    """``count`` tools the size real servers' tools are (a sentence or two, a few arguments)."""
-    return [
-        {
-            "name": f"action_{i:02d}",
-            "description": f"Does action {i} of server {server} on the account: reads the items it names, "
-            "changes what the arguments say and answers with what it did, one line per item.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "item": {"type": "string", "description": "The item's id or name."},
-                    "note": {"type": "string", "description": "What to write on it, if anything."},
-                },
-                "required": ["item"],
-            },
-        }
-        for i in range(count)
-    ]
 
 
 def catalog_of(servers: int, tools: int) -> Catalog:
@@ -96,34 +83,6 @@ def test_the_discover_mode_lists_only_mcp_setups_own_tools_whatever_the_budget()
     assert [t["name"] for t in listed] == [*(t["name"] for t in TOOL_SPECS), FIND_TOOLS, CALL_TOOL]
 
 
-def install_many(home: Path, canary: str, servers: int, tools: int) -> list[dict[str, Any]]:
-    """``servers`` stub servers, each with its ``tools - 2`` padding tools besides the stub's own
-    (echo, whoami), recorded as installed (nothing starts until a call)."""
-    store = Store.for_data_dir(home / "data", Vault.from_key_file(home / "data.key"))
-    try:
-        recorded = []
-        for s in range(servers):
-            extra = padding(s, tools - 2)
-            tools_file = home / f"tools-{s:02d}.json"
-            tools_file.write_text(json.dumps({"extra": extra}))
-            server = store.servers.install(
-                qualified_name=f"io.test/server-{s:02d}",
-                source="local",
-                version="1",
-                package_type="stdio",
-                launch_spec=stub_launch(canary, STUB_TOOLS_FILE=str(tools_file)),
-                installed_by="cli",
-                tools_hash="x",
-                env={"STUB_API_KEY": (canary, True)},
-                title=f"Server {s:02d}",
-                tools=[*Stub(set(), None).tools, *extra],
-            )
-            recorded.append({"slug": server.slug})
-        return recorded
-    finally:
-        store.close()
-
-
 async def test_through_mcp_setup_mcp_twenty_servers_stay_within_the_budget_and_an_unlisted_tool_answers(
     tmp_path: Path, canary: str
 ) -> None:
@@ -154,3 +113,135 @@ async def test_through_mcp_setup_mcp_twenty_servers_stay_within_the_budget_and_a
             assert target in again
             direct = await client.call_tool(f"{servers[3]['slug']}__echo", {"text": "direct"})
             assert direct.content[0].text == "direct"  # an unlisted tool is callable by its name too
+
+
+async def test_a_tool_used_in_one_mcp_setup_mcp_session_is_listed_in_the_next_sessions_first_tools_list(
+    tmp_path: Path, canary: str
+) -> None:
+    (tmp_path / "data").mkdir()
+    Vault.in_memory().export_key(tmp_path / "data.key")
+    servers = install_many(tmp_path, canary, 20, 20)
+    env = face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(tmp_path / "data.key"), MCP_SETUP_REGISTRIES="local")
+    target = f"{servers[11]['slug']}__echo"
+
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+        with anyio.fail_after(scaled(60)):
+            assert target not in {t.name for t in (await client.list_tools()).tools}  # over the budget, unused
+            answer = await client.call_tool(target, {"text": "first session"})
+            assert answer.content[0].text == "first session"  # type: ignore[union-attr]
+
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+        with anyio.fail_after(scaled(60)):
+            first = (await client.list_tools()).tools  # read from the store's file, before the core loads
+            listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in first]
+            assert target in {t.name for t in first}
+            assert estimated_tokens(listed) <= DEFAULT_BUDGET
+            await client.call_tool(FIND_TOOLS, {"query": "echo"})  # the core is up now: the same choice
+            assert target in {t.name for t in (await client.list_tools()).tools}
+
+
+class CountedListings:
+    """Counts how often the face works out its budgeted listing (it reads every tool's definition)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import app.mcp.face as face_module
+
+        self.count = 0
+        real = face_module.face_listing
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(face_module, "face_listing", counted)
+
+
+@asynccontextmanager
+async def gateway_of(tmp_path: Path, canary: str, servers: int, tools: int) -> AsyncIterator[tuple[Gateway, list]]:
+    """A real store, connection manager and gateway over ``servers`` installed stubs (each starts
+    on its first call)."""
+    (tmp_path / "data").mkdir()
+    Vault.in_memory().export_key(tmp_path / "data.key")
+    recorded = install_many(tmp_path, canary, servers, tools)
+    store = Store.for_data_dir(tmp_path / "data", Vault.from_key_file(tmp_path / "data.key"))
+    manager = ConnectionManager(
+        store, Redactor(), install_root=tmp_path / "servers", backoff=(), connect_timeout=scaled(15)
+    )
+    gw = Gateway(store, manager, Redactor(), eager=False, poll_interval=0.1)
+    await gw.start()
+    try:
+        yield gw, recorded
+    finally:
+        await gw.aclose()
+        await manager.aclose()
+        store.close()
+
+
+def face_of(gw: Gateway) -> McpFace:
+    return McpFace(
+        SimpleNamespace(gateway=gw, settings=SimpleNamespace(gateway_tools="all")), tools_budget=DEFAULT_BUDGET
+    )
+
+
+async def test_a_call_that_changes_what_fits_is_one_list_changed_and_a_call_that_cannot_recomputes_nothing(
+    tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listings = CountedListings(monkeypatch)
+    changes = ListChanges()
+    async with gateway_of(tmp_path, canary, 20, 20) as (gw, servers):
+        target, other = f"{servers[4]['slug']}__echo", f"{servers[9]['slug']}__whoami"
+        with anyio.fail_after(scaled(60)):
+            async with Client(face_of(gw).server, mode="legacy", message_handler=changes) as client:
+                assert target not in {t.name for t in (await client.list_tools()).tools}
+                await client.call_tool(target, {"text": "now it is used"})  # unlisted: it moves in
+                assert changes.count == 1  # told before the call's answer
+                assert target in {t.name for t in (await client.list_tools()).tools}
+                before = listings.count
+                await client.call_tool(target, {"text": "again"})  # listed already: nothing can move
+                await client.call_tool(FIND_TOOLS, {"query": "echo"})  # uses no tool
+                assert (listings.count, changes.count) == (before, 1)
+                await client.call_tool(CALL_TOOL, {"name": other, "arguments": {}})  # unlisted, through the pair
+                assert listings.count == before + 1 and changes.count == 2
+                assert other in {t.name for t in (await client.list_tools()).tools}
+
+
+async def test_under_the_budget_no_call_recomputes_the_listing(
+    tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listings = CountedListings(monkeypatch)
+    changes = ListChanges()
+    async with gateway_of(tmp_path, canary, 2, 5) as (gw, servers):
+        with anyio.fail_after(scaled(60)):
+            async with Client(face_of(gw).server, mode="legacy", message_handler=changes) as client:
+                listed = {t.name for t in (await client.list_tools()).tools}
+                assert {f"{s['slug']}__echo" for s in servers} <= listed  # everything fits
+                before = listings.count
+                for server in servers:
+                    await client.call_tool(f"{server['slug']}__echo", {"text": "hi"})
+                assert (listings.count, changes.count) == (before, 0)
+
+
+async def test_mcp_setup_mcp_lists_by_the_budget_saved_on_the_page_unless_its_own_environment_sets_one(
+    tmp_path: Path, canary: str
+) -> None:
+    (tmp_path / "data").mkdir()
+    Vault.in_memory().export_key(tmp_path / "data.key")
+    install_many(tmp_path, canary, 20, 20)
+    with Store.for_data_dir(tmp_path / "data", Vault.from_key_file(tmp_path / "data.key")) as store:
+        store.preferences.set(TOOLS_BUDGET, "0", actor="user:web")  # as the page saves it: no budget
+    env = face_env(tmp_path, MCP_SETUP_DATA_KEY_FILE=str(tmp_path / "data.key"), MCP_SETUP_REGISTRIES="local")
+    everything = 400 + len(TOOL_SPECS) + 2
+
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+        with anyio.fail_after(scaled(60)):
+            assert len((await client.list_tools()).tools) == everything  # before the core: the store's file
+            await client.call_tool(FIND_TOOLS, {"query": "echo"})
+            assert len((await client.list_tools()).tools) == everything  # the core reads the same
+
+    own = {**env, "MCP_SETUP_TOOLS_BUDGET": str(DEFAULT_BUDGET)}
+    async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=own) as client:
+        with anyio.fail_after(scaled(60)):
+            listed = [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools
+            ]
+            assert len(listed) < everything and estimated_tokens(listed) <= DEFAULT_BUDGET + 60

@@ -219,3 +219,22 @@ def test_the_page_draws_the_consents_document_settings_first_one_sandbox_block_a
     assert "BUNDLE_MODE=quiet" in folded and "BUNDLE_MODE" not in page[: page.index("<details>")]
     assert page.count("<h2>Sandbox</h2>") == 1 and "<dt>Sandbox</dt>" not in page
     assert "&lt;its own folder&gt;/server.py" in page and "${" not in page
+
+
+def test_the_page_says_where_the_servers_tools_leave_the_context_budget(served) -> None:
+    server, consents, http = served
+    spec = LaunchSpec(transport="stdio", command="python3", args=["server.py"], package_type="stdio", identifier="s.py")
+    request = build_consent_request(
+        server="io.test/tools",
+        version="1.0",
+        spec=spec,
+        keys=[],
+        values={},
+        action="install",
+        tools=[{"name": "echo", "description": "Echo " * 400, "inputSchema": {"type": "object"}}],
+        budget={"budget": 8000, "listed": 7600},
+    )
+    adds = request.tools[0]["estimated_tokens"]
+    shown = http.get(server.consent_url(consents.open(request).consent_id)).text
+    assert f"With them, AI clients are listed {7600 + adds:,} of your budget of 8,000 tokens." in shown
+    assert "Past the budget, AI clients are listed the tools used most recently" in shown

@@ -39,6 +39,7 @@ TABLE: dict[tuple[str, str], tuple[str, ...]] = {
     ("POST", "/rpc clients.connect"): (ALLOWED, REFUSED, REFUSED, REFUSED, REFUSED),  # this computer's files
     ("POST", "/rpc servers.sampling"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc servers.try_tool"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc tools_budget.set"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),  # the person's budget
     ("POST", "/api/secrets/{prompt_id}"): (ALLOWED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
     ("POST", "/api/consents/{consent_id}"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/api/relayed/{request_id}"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
@@ -61,6 +62,7 @@ RPC_PARAMS: dict[str, dict[str, Any]] = {
     "servers.keep_running": {"server_id": "srv_missing", "keep_running": True},
     "servers.sampling": {"server_id": "srv_missing", "sampling": "no"},
     "servers.try_tool": {"name": "missing__tool", "arguments": {}},
+    "tools_budget.set": {"tokens": 8000},
 }
 
 

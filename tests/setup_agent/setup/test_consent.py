@@ -430,3 +430,21 @@ def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_l
     assert technical is not None
     rows = [line.text for line in technical.lines if line.label == "Environment"]
     assert rows == ["LOG=info\nTOKEN=<your API_TOKEN>"]
+
+
+async def test_the_installs_consent_weighs_its_tools_against_the_context_budget(world, canary: str) -> None:
+    from setup_agent.setup import FACE_TOKENS, budget_line
+
+    runtime = world
+    ref = runtime.refs.mint("STUB_API_KEY", canary)
+    await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    assert runtime.consents.pending()[-1].request.budget == {"budget": 8000, "listed": FACE_TOKENS}
+    runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
+    await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    (pending,) = runtime.consents.pending()
+    adds = sum(t["estimated_tokens"] for t in pending.request.tools)
+    assert budget_line(pending.request) == (
+        f"Its tools add about {adds:,} tokens to what your AI clients are listed: {FACE_TOKENS + adds:,} of your "
+        "budget of 8,000 tokens."
+    )

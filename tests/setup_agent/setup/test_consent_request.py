@@ -10,7 +10,7 @@ import json
 from registry_clients.models import RequiredKey
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.principals import asker_words
-from setup_agent.setup import ConsentRequest, build_consent_request, consent_document
+from setup_agent.setup import ConsentRequest, budget_line, build_consent_request, consent_document
 
 SPEC = LaunchSpec(
     command="python3",
@@ -161,3 +161,37 @@ def test_a_secret_a_bundle_names_by_an_alias_is_among_the_persons_settings_under
     assert "environment variable WEATHER_API_KEY" in doc.sections[0].lines[0].text
     technical = {line.label: line.text for line in doc.sections[-1].lines}
     assert technical["Environment"] == "WEATHER_API_KEY=<your WEATHER_API_KEY>"
+
+
+BIG_TOOL = {"name": "search", "description": "Find things. " * 100, "inputSchema": {"type": "object"}}
+
+
+def test_the_tools_section_ends_with_where_the_servers_tools_leave_the_context_budget() -> None:
+    request = _request(tools=[BIG_TOOL], budget={"budget": 8000, "listed": 4900})
+    adds = request.tools[0]["estimated_tokens"]
+    section = consent_document(request).section("tools")
+    assert section is not None
+    assert section.lines[-1].label == "" and section.lines[-1].text == (
+        f"Its tools add about {adds:,} tokens to what your AI clients are listed: {4900 + adds:,} of your budget "
+        "of 8,000 tokens."
+    )
+    assert (
+        budget_line(request, lead=False)
+        == f"With them, AI clients are listed {4900 + adds:,} of your budget of 8,000 tokens."
+    )
+
+
+def test_past_the_budget_the_consent_says_its_tools_are_reached_through_find_tools() -> None:
+    request = _request(tools=[BIG_TOOL], budget={"budget": 8000, "listed": 7900})
+    line = budget_line(request)
+    assert "of your budget of 8,000 tokens. Past the budget, AI clients are listed the tools used most recently" in line
+    assert line.endswith("are reached through mcp_setup_find_tools.")
+
+
+def test_the_budget_line_is_words_only_not_part_of_what_is_approved() -> None:
+    plain = _request(tools=[BIG_TOOL])
+    budgeted = _request(tools=[BIG_TOOL], budget={"budget": 8000, "listed": 4900})
+    assert budget_line(plain) == "" and budgeted.fingerprint == plain.fingerprint
+    again = ConsentRequest.from_public(json.loads(json.dumps(budgeted.public())))  # another process shows it
+    assert budget_line(again) == budget_line(budgeted)
+    assert budget_line(_request(budget={"budget": 8000, "listed": 4900})) == ""  # no tools known yet: nothing to say
