@@ -49,7 +49,7 @@ async def _client_for(live: LiveConnection, caller: Caller | None) -> Any:
     """The session of ``live`` a request of ``caller`` goes on: a 2025-era client's on the
     server's 2025-11-25 session (:meth:`~setup_agent.gateway.live.LiveConnection.classic`)."""
     if caller is not None and not getattr(caller, "modern", True):
-        return await live.classic()
+        return await live.classic(caller)
     return live.client
 
 

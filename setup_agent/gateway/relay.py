@@ -79,8 +79,9 @@ IDLE_LOGS_PER_MINUTE = 120
 
 class Caller(Protocol):
     """The client of one proxied call, as the face sees it. It may also say ``client`` (its
-    session: two calls of one session are one client's) and ``principal`` (who answers: the
-    guard counts a protected value in an answer against it)."""
+    session: two calls of one session are one client's), ``principal`` (who answers: the
+    guard counts a protected value in an answer against it) and ``when_gone(callback)`` (its
+    session's end, live.py: a server's 2025-11-25 session closes after its last 2025 client)."""
 
     def can(self, capability: str) -> bool: ...
 
