@@ -350,6 +350,7 @@ def build_runtime(
         fetcher=fetcher,  # a lazy start downloads as a test does
         direct=direct,
         on_tools_changed=review.ask,
+        retry_wait=settings.relay_retry_wait_seconds,  # a 2025 server's question waits this long for a 2026 client
         # A server's requests relayed to a client: answers pass the guard as tool arguments do.
         relay_rules=RelayRules(
             redactor,

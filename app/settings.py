@@ -72,6 +72,15 @@ class Settings(BaseSettings):
         gt=0,
         description="How long a setup waits for you to enter a secret, approve a launch or sign in (seconds).",
     )
+    relay_retry_wait_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description=(
+            "How long an installed server that speaks only the 2025 protocol waits for a 2026-07-28 client "
+            "to answer its question during a call (a form, a sampling request, its roots) by calling again "
+            "(seconds); past it the server is answered with an error and you are told."
+        ),
+    )
     max_concurrent_probes: int = Field(
         default=4,
         ge=1,

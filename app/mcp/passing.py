@@ -188,6 +188,15 @@ class ClientCaller:
         dumped = caps.model_dump(mode="json", by_alias=True, exclude_none=True)
         return {k: v for k, v in dumped.items() if k in ("sampling", "elicitation", "roots")}
 
+    def when_gone(self, callback: Callable[[], None]) -> bool:
+        """``callback()`` once this client's connection closes (its session ended); False when
+        that cannot be known (then it is never called)."""
+        stack = getattr(self.client, "exit_stack", None)
+        if stack is None:
+            return False
+        stack.callback(callback)
+        return True
+
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         import mcp_types as types
         from mcp.shared.message import ServerMessageMetadata

@@ -1,7 +1,8 @@
 """Installed servers, live: the :class:`ConnectionManager` (``connections.py``), one server's
 connection (``live.py``; its status record, ``status.py``; its lists read again when the server says they changed,
 ``relisting.py``; what its start checked, not checked again after an idle stop when nothing changed, ``resume.py``) and its relay of the server's requests to the calling client (``relay.py``) and of its input-required
-results in the client's era (``input_required.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
+results in the client's era (``input_required.py``; a 2025-era server's requests held for a 2026-07-28 client's
+retry, ``held_calls.py``), the :class:`Gateway` that lists and routes their tools (``router.py``), calls passed through
 as sent (``passthrough.py``), prompts, resources and completions (``offers.py``), the find/call pair
 for clients that never re-list and the context budget (``discover.py``; where the budget comes from and
 stands, ``budget.py``), each server's redacted log (``server_logs.py``)

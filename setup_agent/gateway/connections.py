@@ -22,6 +22,8 @@ from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
 from .forwarding import Forwarding
+from .held_calls import RETRY_WAIT_SECONDS, HeldCalls
+from .input_required import InputRelay
 from .live import LiveConnection
 from .passthrough import Progress, ResourceLinks
 from .relay import Caller, IdleLogs, Updates
@@ -72,6 +74,7 @@ class ConnectionManager:
         direct: DirectStarts | None = None,
         on_tools_changed: Callable[[InstalledServer], None] | None = None,
         relay_rules: RelayRules | None = None,
+        retry_wait: float = RETRY_WAIT_SECONDS,
     ) -> None:
         self.store = store
         #: A proxied result is cut beyond this many characters, with a note (0: no cap).
@@ -116,7 +119,10 @@ class ConnectionManager:
         self.on_tools_changed = on_tools_changed
         #: Which server each resource URI a tool result named came from (resources/read routing).
         self.links = ResourceLinks()
-        #: What passes requests through the live sessions (forwarding.py): this manager's sessions.
+        #: What passes requests through the live sessions (forwarding.py): this manager's sessions;
+        #: a 2025-era server's request during a 2026-07-28 client's call waits ``retry_wait``
+        #: seconds for the client's retry (held_calls.py).
+        inputs = InputRelay()
         self.forwarding = Forwarding(
             self._get,
             self._live.values,
@@ -125,6 +131,8 @@ class ConnectionManager:
             max_call_notifications=max_call_notifications,
             max_result_chars=max_result_chars,
             rules=self.relay_rules,
+            inputs=inputs,
+            held=HeldCalls(inputs.states, retry_wait),
         )
         #: The log messages servers send outside calls, to its listeners (relay.py), bounded.
         self.server_log = IdleLogs()
@@ -248,6 +256,7 @@ class ConnectionManager:
             await asyncio.to_thread(delete_log, self.logs_dir, server_id)
 
     async def aclose(self) -> None:
+        await self.forwarding.held.aclose()
         await asyncio.gather(*(self.disconnect(sid) for sid in list(self._live)))
 
     # -- the gateway's needs ---------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound, ProtocolError
 
+from .held_calls import HeldCall, HeldCalls, holds
 from .input_required import InputRelay
 from .passthrough import Envelope, Progress, raw_call, raw_read, raw_request
 from .relay import Caller
@@ -48,7 +49,7 @@ async def _client_for(live: LiveConnection, caller: Caller | None) -> Any:
     """The session of ``live`` a request of ``caller`` goes on: a 2025-era client's on the
     server's 2025-11-25 session (:meth:`~setup_agent.gateway.live.LiveConnection.classic`)."""
     if caller is not None and not getattr(caller, "modern", True):
-        return await live.classic()
+        return await live.classic(caller)
     return live.client
 
 
@@ -67,6 +68,7 @@ class Forwarding:
         max_result_chars: int,
         rules: RelayRules | None = None,
         inputs: InputRelay | None = None,
+        held: HeldCalls | None = None,
     ) -> None:
         self._get = live
         self._every = every
@@ -76,6 +78,8 @@ class Forwarding:
         self.rules = rules or RelayRules(redactor)
         #: Servers' input-required results, relayed in each client's era (input_required.py).
         self.inputs = inputs or InputRelay()
+        #: A 2025-era server's calls held open for 2026-07-28 clients (held_calls.py).
+        self.held = held or HeldCalls(self.inputs.states)
         #: A call whose server sends more progress notifications than this is ended.
         self.max_call_notifications = max_call_notifications
         #: A proxied result is cut beyond this many characters, with a note (0: no cap).
@@ -93,32 +97,35 @@ class Forwarding:
         """The server's ``tools/call`` result as it sent it (a JSON object, never re-built from
         models, so fields this gateway does not know survive), redacted. ``progress(progress,
         total, message)`` hears the server's progress notifications for this call; ``caller``
-        gets the server's requests and log messages meanwhile (relay.py)."""
+        gets the server's requests and log messages meanwhile (relay.py), as input-required
+        results when it is a 2026-07-28 client of a 2025-era server (held_calls.py)."""
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
         live.touch()
         limit, heard = self.max_call_notifications, 0
         label = live.server.title or live.server.qualified_name
+        call: asyncio.Future[dict[str, Any]] | None = None
+        relay_to: Progress | None = progress  # a held call's: its client's latest round
 
         async def heard_progress(value: float, total: float | None, message: str | None) -> None:
             nonlocal heard
             heard += 1
             if limit and heard == limit + 1 and call is not None:
                 call.cancel()  # a flood: end the call rather than spend the loop on it
-            elif progress is not None and (not limit or heard <= limit):
-                await progress(value, total, message)
+            elif relay_to is not None and (not limit or heard <= limit):
+                await relay_to(value, total, message)
 
         client = await _client_for(live, caller)
         origin = live.inflight.origin or Origin(label, label)
         rules = live.inflight.rules or self.rules
         where = f"{server_id}\ntools/call\n{name}"
-        responses, server_state = self.inputs.responses(caller, where, rules)
-        envelope = envelope_for(caller).retry(responses or None, server_state)
 
-        async def once(envelope: Envelope) -> dict[str, Any]:
+        async def once(envelope: Envelope, held: HeldCall | None = None) -> dict[str, Any]:
             nonlocal call
             with live.inflight.add(caller) as scope:
+                if held is not None:
+                    scope.hold(held)
                 call = asyncio.ensure_future(
                     raw_call(
                         client,
@@ -142,17 +149,25 @@ class Forwarding:
                 finally:
                     live.touch()
 
-        call: asyncio.Future[dict[str, Any]] | None = None
-        with live.inflight.waiting():  # its questions to the client, between rounds, keep it running
-            result = await self.inputs.settle(
-                await once(envelope),
-                caller=caller,
-                where=where,
-                origin=origin,
-                rules=rules,
-                redactor=self.redactor,
-                again=lambda answers, state: once(envelope.retry(answers, state)),
-            )
+        if holds(caller, modern(client)):  # its requests during the call reach this client as MRTR
+            held, answers = self.held.resume(caller, where)
+            if held is None:
+                held = self.held.open(caller, origin, rules, lambda held: once(envelope_for(caller), held))
+                relay_to = held.progressed
+            result = await self.held.round(held, caller, where, answers, progress)
+        else:
+            responses, server_state = self.inputs.responses(caller, where, rules)
+            envelope = envelope_for(caller).retry(responses or None, server_state)
+            with live.inflight.waiting():  # its questions to the client, between rounds, keep it running
+                result = await self.inputs.settle(
+                    await once(envelope),
+                    caller=caller,
+                    where=where,
+                    origin=origin,
+                    rules=rules,
+                    redactor=self.redactor,
+                    again=lambda answers, state: once(envelope.retry(answers, state)),
+                )
         self.links.remember(server_id, result)
         return cap_result(
             self.redactor.redact_obj(result), self.max_result_chars

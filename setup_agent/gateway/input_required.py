@@ -38,7 +38,7 @@ import mcp_types as types
 
 from setup_agent.errors import ProtocolError, RequestStateInvalid, SetupError
 
-from .relay import Caller, ask, capability_of, labelled, screen
+from .relay import Caller, ask, capability_of, declared, labelled, screen
 from .relay_rules import Origin, RelayRules, refused_answer
 
 __all__ = ["MAX_ROUNDS", "InputRelay", "InputRetry", "InputStates"]
@@ -60,16 +60,18 @@ class InputRetry(NamedTuple):
 
 
 class Opened(NamedTuple):
-    """A gateway state opened: the server's own state and the method of each request asked."""
+    """A gateway state opened: the server's own state, the method of each request asked, and the
+    call held open for it (held_calls.py; None: the server's own input-required result)."""
 
     server_state: str | None
     asked: dict[str, str]
+    held: str | None = None
 
 
 class InputStates:
     """The gateway's ``requestState``: what it needs on the retry (the server and the request it
-    belongs to, the server's own state byte for byte, the method of each request it relayed),
-    encoded and signed with a key of this process."""
+    belongs to, the server's own state byte for byte, the method of each request it relayed, or
+    the 2025-era server's call it holds open), encoded and signed with a key of this process."""
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key or secrets.token_bytes(32)
@@ -77,9 +79,12 @@ class InputStates:
     def _mac(self, body: str) -> str:
         return hmac.new(self._key, body.encode(), hashlib.sha256).hexdigest()
 
-    def seal(self, where: str, server_state: str | None, asked: dict[str, str]) -> str:
-        """The state for one input-required answer of the request ``where`` (server and name)."""
-        state = {"w": where, "s": server_state, "a": asked}
+    def seal(self, where: str, server_state: str | None, asked: dict[str, str], *, held: str | None = None) -> str:
+        """The state for one input-required answer of the request ``where`` (server and name);
+        ``held``: the id of the server's call held open for it (held_calls.py)."""
+        state: dict[str, Any] = {"w": where, "s": server_state, "a": asked}
+        if held is not None:
+            state["h"] = held
         body = base64.urlsafe_b64encode(json.dumps(state, sort_keys=True).encode()).decode()
         return f"{body}.{self._mac(body)}"
 
@@ -97,18 +102,16 @@ class InputStates:
             raise RequestStateInvalid("The requestState is not one mcp-setup gave.") from None
         if not isinstance(state, dict) or state.get("w") != where or not isinstance(state.get("a"), dict):
             raise RequestStateInvalid("The requestState belongs to another request.")
-        server_state = state.get("s")
-        return Opened(server_state if isinstance(server_state, str) else None, dict(state["a"]))
+        server_state, held = state.get("s"), state.get("h")
+        return Opened(
+            server_state if isinstance(server_state, str) else None,
+            dict(state["a"]),
+            held if isinstance(held, str) else None,
+        )
 
 
 def _modern(caller: Caller | None) -> bool:
     return bool(getattr(caller, "modern", False))
-
-
-def _declares(caller: Caller | None, capability: str | None) -> bool:
-    """Whether ``caller`` declared ``capability`` (whatever its era)."""
-    declares = getattr(caller, "declares", None)
-    return capability is not None and declares is not None and bool(declares(capability))
 
 
 class InputRelay:
@@ -126,6 +129,8 @@ class InputRelay:
         if retry is None or (retry.state is None and not retry.responses):
             return {}, None
         opened = self.states.open(retry.state, where)
+        if opened.held is not None:  # a held call's (held_calls.py): its session changed era since
+            raise RequestStateInvalid("The requestState names a call mcp-setup no longer holds; call the tool again.")
         principal = getattr(caller, "principal", None)
         out: dict[str, Any] = {}
         for key, value in retry.responses.items():
@@ -183,7 +188,7 @@ class InputRelay:
             if not isinstance(request, dict) or not isinstance(request.get("method"), str):
                 continue
             method, params = request["method"], dict(request.get("params") or {})
-            if not _declares(caller, capability_of(method, params)):
+            if not declared(caller, capability_of(method, params)):
                 continue  # refused for this client: never sent to it
             labelled(params, origin)
             if caller is not None and await screen(method, params, origin, rules, caller) is not None:

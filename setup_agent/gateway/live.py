@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import weakref
 from typing import Any, Protocol
 
 from setup_agent.errors import SetupError
@@ -117,6 +118,11 @@ class LiveConnection:
         #: (its task, the event that ends it, its client once open)
         self._classic: tuple[asyncio.Task[None], asyncio.Event, asyncio.Future[Any]] | None = None
         self._classic_lock = asyncio.Lock()
+        #: The 2025 clients using it (their sessions' ends close it), or kept open for one whose
+        #: end cannot be known (:meth:`_used_by`).
+        self._classic_users: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._classic_kept = False
+        self._background: set[asyncio.Task[None]] = set()
 
     def _refused(self, attempt: Any) -> None:
         """Its proxy refused a new destination: the person hears it in ``mcp-setup logs`` and
@@ -330,13 +336,22 @@ class LiveConnection:
             self.set("stopped", self.status.reason)
         self.forget_secrets()
 
-    async def classic(self) -> Any:
-        """The client for a call of a 2025-11-25 client: the main one when it speaks that era
-        (or when no second session can be opened: a bundle this machine has not unpacked);
-        else a 2025-11-25 session of the same server, opened once. On a 2026-07-28 session a
-        server has no back-channel for its requests during a call (sampling, elicitation, roots),
-        nor ``resources/subscribe``; a 2025 client keeps both this way, and the tools'
-        ``execution``. A local server then runs twice while clients of both eras use it."""
+    async def classic(self, caller: Any = None) -> Any:
+        """The client for a call of a 2025-11-25 client (``caller``): the main one when it speaks
+        that era (or when no second session can be opened: a bundle this machine has not
+        unpacked); else a 2025-11-25 session of the same server beside it. On a 2026-07-28
+        session a server has no back-channel for its requests during a call (sampling,
+        elicitation, roots), nor ``resources/subscribe``; a 2025 client keeps both this way, and
+        the tools' ``execution``.
+
+        Why a local server then runs as a second process: a stdio server has one connection (its
+        stdin and stdout), and a connection speaks one era, decided by its first request (the
+        SDK's ``serve_dual_era_loop``: an ``initialize`` on a 2026-07-28 connection is refused,
+        an enveloped request on a 2025 one too). Speaking 2025-11-25 to it for everyone would
+        cost 2026 clients the server's own input-required results and its listen stream. So the
+        second session (a second process for a local server; a second HTTP session for a remote
+        one) opens on the first call of a 2025 client, and closes once the last 2025 client that
+        used it has gone (its session ended, :meth:`_used_by`), or with the main one."""
         client = self.client
         if client is None or not modern(client) or self._classic_open is None:
             return client
@@ -349,8 +364,42 @@ class LiveConnection:
                 )
                 self._classic = (task, stop, opened)
             task, _stop, opened = self._classic
+            self._used_by(caller)
             async with asyncio.timeout(self.owner.connect_timeout):
                 return await asyncio.shield(opened)
+
+    def _used_by(self, caller: Any) -> None:
+        """``caller``'s client uses the 2025-11-25 session: it stays open while such a client's
+        session lasts (``caller.when_gone(callback)`` tells its end); one whose end cannot be
+        known keeps it open until the main session closes."""
+        who = getattr(caller, "client", None)
+        if who is None or self._classic_kept:
+            self._classic_kept = True
+            return
+        if who in self._classic_users:
+            return
+        when_gone = getattr(caller, "when_gone", None)
+        if callable(when_gone) and when_gone(lambda: self._gone(who)):
+            self._classic_users.add(who)
+        else:
+            self._classic_kept = True
+
+    def _gone(self, who: Any) -> None:
+        """A 2025 client's session ended: the last one closes the 2025-11-25 session."""
+        self._classic_users.discard(who)
+        if not self._classic_users and not self._classic_kept and self._classic is not None:
+            task = asyncio.get_running_loop().create_task(self._end_classic())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _end_classic(self) -> None:
+        async with self._classic_lock:
+            if self._classic_users or self._classic_kept:  # another 2025 client came meanwhile
+                return
+            logger.info(
+                "server %s: its last 2025-era client left; its 2025-11-25 session closes", self.server.server_id
+            )
+            await self._close_classic()
 
     def _legacy(self, resolved: Any, auth: Any) -> Any:
         """How to open the 2025-11-25 session of the current start (:meth:`classic`)."""
@@ -395,6 +444,8 @@ class LiveConnection:
 
     async def _close_classic(self) -> None:
         classic, self._classic = self._classic, None
+        self._classic_users.clear()
+        self._classic_kept = False
         if classic is not None:
             task, stop, _opened = classic
             stop.set()

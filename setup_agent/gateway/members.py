@@ -99,6 +99,7 @@ class MemberConnections(ConnectionManager):
             max_call_notifications=shared.max_call_notifications,
             sandbox=shared.sandbox,
             relay_rules=shared.relay_rules,  # a member's answers to a server pass the same guard
+            retry_wait=shared.forwarding.held.wait,
         )
         self.member = member
         self._shared = shared

@@ -13,8 +13,10 @@ look-alike of mcp-setup's pages refused and the user told, sampling without extr
 only as far as the person allowed it for that server),
 redacted on the way there (the server may quote a secret it holds); the answer goes back
 through the guard (an elicitation's, like a tool argument) and the redactor. When the caller
-did not declare the capability (or its session takes no server requests, 2026-07-28), the
-request is refused cleanly with a JSON-RPC error that says so. A log message carries the
+did not declare the capability, the request is refused cleanly with a JSON-RPC error that says
+so. A 2026-07-28 client takes no requests during a call: its call is held open
+(held_calls.py) and the server's request parked (:func:`park`) until the client's retry
+answers the input-required result it was given. A log message carries the
 server's slug as its logger; one no single call caused goes to the clients that asked for logs
 (``logging/setLevel``), bounded per server
 (:meth:`~setup_agent.gateway.connections.ConnectionManager.server_log`).
@@ -52,13 +54,16 @@ from .relisting import Relisting
 
 __all__ = [
     "Caller",
+    "Holder",
     "IdleLogs",
     "InFlight",
     "Updates",
     "answered",
     "ask",
     "capability_of",
+    "declared",
     "labelled",
+    "park",
     "relay_callbacks",
     "screen",
 ]
@@ -76,8 +81,9 @@ IDLE_LOGS_PER_MINUTE = 120
 
 class Caller(Protocol):
     """The client of one proxied call, as the face sees it. It may also say ``client`` (its
-    session: two calls of one session are one client's) and ``principal`` (who answers: the
-    guard counts a protected value in an answer against it)."""
+    session: two calls of one session are one client's), ``principal`` (who answers: the
+    guard counts a protected value in an answer against it) and ``when_gone(callback)`` (its
+    session's end, live.py: a server's 2025-11-25 session closes after its last 2025 client)."""
 
     def can(self, capability: str) -> bool: ...
 
@@ -192,22 +198,36 @@ class InFlight:
         return callers[-1] if callers else None
 
     def match(self, meta: Any) -> Caller | None:
-        """The caller of the one call a server's request (or log message) belongs to: the call
-        its ``_meta`` names (the progress token that call was sent with, which is its request
-        id), else the single call in flight, or the oldest when every call in flight is the same
-        client's; None when no call, or calls of more than one client, could have caused it
-        (then nobody is asked)."""
+        """The caller of the one call a server's request (or log message) belongs to (:meth:`scope`)."""
+        scope = self.scope(meta)
+        return scope.current() if scope is not None else None
+
+    def scope(self, meta: Any) -> _Scope | None:
+        """The one call a server's request (or log message) belongs to: the call its ``_meta``
+        names (the progress token that call was sent with, which is its request id), else the
+        single call in flight, or the oldest when every call in flight is the same client's;
+        None when no call, or calls of more than one client, could have caused it (then nobody
+        is asked)."""
         token = None
         if isinstance(meta, dict):
             token = meta.get("progressToken")
         if token is not None and not isinstance(token, bool):
             named = [scope for scope in self._calls if scope.token is not None and str(scope.token) == str(token)]
             if len(named) == 1:
-                return named[0].caller
+                return named[0]
         # A server that answers one call at a time asks during the oldest; while every call in
         # flight is the same client's, that client is who caused it, whichever call it was.
         clients = {id(_client_of(scope.caller)) for scope in self._calls}
-        return self._calls[0].caller if len(clients) == 1 else None
+        return self._calls[0] if len(clients) == 1 else None
+
+
+class Holder(Protocol):
+    """A call held open for a 2026-07-28 client (held_calls.py): its requests are parked there
+    until the client's retry answers them. :attr:`caller` is the client's latest round."""
+
+    caller: Caller | None
+
+    async def ask(self, method: str, params: dict[str, Any]) -> Any: ...
 
 
 def _client_of(caller: Caller | None) -> Any:
@@ -218,10 +238,21 @@ def _client_of(caller: Caller | None) -> Any:
 class _Scope:
     """One call's registration in :class:`InFlight` (a class per call cost a proxied call ~8 µs)."""
 
-    __slots__ = ("caller", "owner", "token")
+    __slots__ = ("caller", "held", "owner", "token")
 
     def __init__(self, owner: InFlight, caller: Caller | None) -> None:
         self.owner, self.caller, self.token = owner, caller, None
+        self.held: Holder | None = None
+
+    def hold(self, held: Holder) -> None:
+        """The call is held open for a 2026-07-28 client (held_calls.py): its server's requests
+        are parked in ``held``, and who it speaks to is ``held``'s latest round."""
+        self.held = held
+
+    def current(self) -> Caller | None:
+        """Who this call's server requests and log messages reach now: a held call's latest
+        round (None between rounds), else the call's caller."""
+        return self.held.caller if self.held is not None else self.caller
 
     def bind(self, token: Any) -> None:
         """The progress token the call went out with (its server may name it in a request)."""
@@ -266,10 +297,15 @@ def relay_callbacks(
 
     async def relay(capability: str, method: str, params: Any) -> Any:
         data = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params is not None else {}
-        caller = inflight.match(data.get("_meta"))
+        scope = inflight.scope(data.get("_meta"))
+        origin, rules = inflight.origin or Origin(label, label), inflight.rules or plain
+        if scope is not None and scope.held is not None:  # a 2026-07-28 client's call: asked on its retry
+            if not declared(scope.caller, capability):
+                return refuse(method)
+            return await park(scope.held, scope.held.caller or scope.caller, method, data, origin, rules, redactor)
+        caller = scope.current() if scope is not None else None
         if caller is None or not caller.can(capability):
             return refuse(method)
-        origin, rules = inflight.origin or Origin(label, label), inflight.rules or plain
         return await ask(caller, method, data, origin, rules, redactor, label)
 
     async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
@@ -349,6 +385,25 @@ async def ask(
         message = getattr(getattr(exc, "error", None), "message", None) or type(exc).__name__
         return types.ErrorData(code=getattr(exc, "code", REFUSED) or REFUSED, message=redactor.redact(str(message)))
     return answered(method, answer, rules, getattr(caller, "principal", None))
+
+
+async def park(
+    held: Holder, caller: Any, method: str, data: dict[str, Any], origin: Origin, rules: RelayRules, redactor: Any
+) -> Any:
+    """A server's request during a call held for a 2026-07-28 client (held_calls.py): labelled
+    and screened as :func:`ask` does, redacted, and parked until the client's retry answers it
+    (the answer, guarded and redacted there, or an :class:`ErrorData` for the server)."""
+    labelled(data, origin)
+    refusal = await screen(method, data, origin, rules, caller)
+    if refusal is not None:
+        return refusal
+    return await held.ask(method, redactor.redact_obj(data))
+
+
+def declared(caller: Any, capability: str | None) -> bool:
+    """Whether ``caller`` declared ``capability`` (whatever its era)."""
+    declares = getattr(caller, "declares", None)
+    return capability is not None and declares is not None and bool(declares(capability))
 
 
 def capability_of(method: str, params: dict[str, Any]) -> str | None:

@@ -42,7 +42,13 @@ def tools_dir(root: Path, version: str = VERSION) -> Path:
 
 
 def suite_env(tools: Path) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{tools / 'node_modules' / 'node' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    """The suite's environment: Node 22 first on PATH, and Node's compile cache kept beside the
+    suite (each scenario is a Node process that loads the same bundle: about a fifth less CPU)."""
+    return {
+        **os.environ,
+        "PATH": f"{tools / 'node_modules' / 'node' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "NODE_COMPILE_CACHE": str(tools / "compile-cache"),
+    }
 
 
 def checks_failed(out: Path) -> tuple[int, int]:
@@ -58,13 +64,20 @@ def checks_failed(out: Path) -> tuple[int, int]:
 
 
 async def run_scenarios(
-    tools: Path, url: str, scenarios: Sequence[tuple[str, str]], out: Path, *, at_once: int = 8, timeout: float = 120
+    tools: Path,
+    url: str,
+    scenarios: Sequence[tuple[str, str]],
+    out: Path,
+    *,
+    at_once: int = 8,
+    timeout: float = 120,
+    slots: asyncio.Semaphore | None = None,
 ) -> dict[tuple[str, str], tuple[int, int]]:
     """Each ``(scenario, spec version)`` of ``scenarios`` against ``url`` (``conformance server
-    --scenario S --spec-version V``), several at once (each run mostly waits):
-    {(scenario, version): (checks passed, checks failed)}; a run that wrote no result counts as
-    failed."""
-    slots = asyncio.Semaphore(at_once)
+    --scenario S --spec-version V``), ``at_once`` at a time (or as ``slots`` allows, a bound
+    shared with other runs): {(scenario, version): (checks passed, checks failed)}; a run that
+    wrote no result counts as failed."""
+    slots = slots or asyncio.Semaphore(at_once)
     env = suite_env(tools)
 
     async def one(scenario: str, version: str) -> tuple[int, int]:

@@ -8,7 +8,9 @@ Each ``tools/call`` runs in its own thread, so several calls can be in flight at
   ``{"error": …}``). ``related``: the request's ``_meta.progressToken`` names the call's own
   progress token (the call it belongs to). ``wait_for``: the request is sent only once that
   many ``ask`` calls are in flight, and the call answered once that many requests were
-  (two clients calling at once, both calls in flight until both were asked);
+  (two clients calling at once, both calls in flight until both were asked); ``then``: more
+  requests (``[{method, params}]``) sent one after the other once the first is answered, their
+  answers listed under ``"then"``;
 * ``log`` ``{logger, data}``: a ``notifications/message`` during the call;
 * ``need_url`` ``{urls}``: answers the call with a ``-32042`` error (URL elicitation required)
   listing one URL elicitation per URL.
@@ -35,6 +37,7 @@ TOOLS = [
                 "params": {"type": "object"},
                 "related": {"type": "boolean"},
                 "wait_for": {"type": "integer"},
+                "then": {"type": "array", "items": {"type": "object"}},
             },
             "required": ["method"],
         },
@@ -113,6 +116,8 @@ def call(msg):
         if args.get("related") and token is not None:
             asked["_meta"] = dict(asked.get("_meta") or {}, progressToken=token)
         answer = ask_client(args["method"], asked)
+        if args.get("then"):
+            answer["then"] = [ask_client(more["method"], dict(more.get("params") or {})) for more in args["then"]]
         with _state:  # every ask of the round is answered before any call ends (so all stay in flight)
             _answered[0] += 1
             _state.notify_all()

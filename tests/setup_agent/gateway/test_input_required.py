@@ -126,7 +126,7 @@ async def gateway() -> AsyncIterator[tuple[Forwarding, Seen, Redactor]]:
             server=SimpleNamespace(title="Asker", qualified_name="io.example/asker"),
             inflight=InFlight(origin=Origin("asker", "Asker", "io.example/asker")),
             touch=lambda: None,
-            classic=lambda: _same(client),  # one 2026 session: the 2025 client's calls go on it too
+            classic=lambda _caller: _same(client),  # one 2026 session: the 2025 client's calls go on it too
         )
         forwarding = Forwarding(
             lambda _id: live, lambda: [live], redactor, ResourceLinks(), max_call_notifications=0, max_result_chars=0

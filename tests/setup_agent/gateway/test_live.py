@@ -1,7 +1,9 @@
 """A live connection serves a 2025-era client on a 2025-11-25 session of a server it reaches in the
 2026-07-28 era: the server's requests during the call (here sampling) reach that client, as they
 would directly, while a 2026 client's calls stay on the 2026 session (where a server has no
-back-channel for them). A real stub server (both eras) behind a real store and manager."""
+back-channel for them). A local server runs a second process for that session only while a 2025
+client's session lasts. Real stub servers (both eras) behind a real store and manager, and the MCP
+face served in process to the SDK's clients of both eras."""
 
 from __future__ import annotations
 
@@ -13,18 +15,24 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.passthrough import modern
+from setup_agent.gateway.router import Gateway
 from setup_agent.launch.spec import LaunchSpec
 from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
+from tests.helpers.asking_gateway import face
+from tests.helpers.paths import STUB_DIR
+from tests.helpers.processes import pids_in, process_alive, wait_gone
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
-STUB = Path(__file__).resolve().parents[2] / "stub_server" / "conformance_server.py"
+STUB = STUB_DIR / "conformance_server.py"
+PING = "modern__ping_modern"
 
 
 class Caller:
@@ -125,3 +133,87 @@ async def test_a_server_whose_question_to_the_client_is_unanswered_is_not_stoppe
             answer.set()
     assert "later" in done[0]["content"][0]["text"]
     assert await connections.stop_idle(0) == [server_id]  # once answered, it stops as any idle server
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[tuple[Gateway, Path]]:
+    """tests/stub_server/modern_server.py (both eras, stdio) installed behind a gateway, its tools
+    listed; every process of it writes its pid to the file."""
+    store = Store.for_data_dir(tmp_path / "data", Vault.in_memory())
+    pid_file = tmp_path / "pids"
+    launch = LaunchSpec(
+        command=sys.executable,
+        args=[str(STUB_DIR / "modern_server.py")],
+        env={"STUB_REQUIRE": "0", "STUB_PID_FILE": str(pid_file)},
+    )
+    store.servers.install(
+        qualified_name="io.test/modern",
+        source="local",
+        version="1",
+        package_type="stdio",
+        launch_spec=launch.model_dump(mode="json"),
+        installed_by="agent",
+        tools_hash="x",
+        env={},
+        tools=None,
+    )
+    redactor = Redactor()
+    connections = ConnectionManager(store, redactor, install_root=tmp_path / "servers", connect_timeout=scaled(30))
+    gw = Gateway(store, connections, redactor, eager=False, poll_interval=0.1)
+    changed = anyio.Event()
+
+    async def heard() -> None:
+        changed.set()
+
+    gw.add_listener(heard)
+    await gw.start()
+    try:
+        with anyio.fail_after(scaled(30)):
+            while PING not in {t["name"] for t in gw.catalog.wire_tools()}:
+                await changed.wait()
+                changed = anyio.Event()
+        yield gw, pid_file
+    finally:
+        await gw.aclose()
+        await connections.aclose()
+        store.close()
+
+
+def _running(pid_file: Path) -> list[int]:
+    """The server's processes alive now (from /proc)."""
+    return [pid for pid in pids_in(pid_file) if process_alive(pid)]
+
+
+async def _pong(client: Client) -> None:
+    result = await client.call_tool(PING, {})
+    assert not result.is_error and result.content[0].text == "pong", result  # type: ignore[union-attr]
+
+
+async def test_a_second_process_runs_only_while_a_2025_clients_session_lasts_beside_a_2026_client(
+    gateway: tuple[Gateway, Path],
+) -> None:
+    gw, pid_file = gateway
+    served = face(gw)
+    with anyio.fail_after(scaled(60)):
+        async with Client(served.server) as new:
+            assert str(new.session.protocol_version) >= "2026"
+            await _pong(new)
+            (first,) = _running(pid_file)  # one process for the 2026 client
+
+            async with Client(served.server, mode="legacy") as old:
+                await _pong(old)
+                await _pong(new)
+                both = _running(pid_file)
+                # A stdio connection speaks one era: the 2025 client's session is a second process.
+                assert len(both) == 2 and first in both
+            (second,) = [pid for pid in both if pid != first]
+            assert await anyio.to_thread.run_sync(wait_gone, [second]) == []  # its session ended: it stops
+            assert _running(pid_file) == [first]
+            await _pong(new)
+
+            async with Client(served.server, mode="legacy") as again:  # started again, only when needed
+                assert _running(pid_file) == [first]
+                await _pong(again)
+                third = [pid for pid in _running(pid_file) if pid not in (first, second)]
+                assert len(third) == 1
+        assert await anyio.to_thread.run_sync(wait_gone, third) == []

@@ -5,10 +5,8 @@ and the MCP face served to the SDK's clients in process."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -18,14 +16,10 @@ from mcp import Client, MCPError
 
 from app.mcp.face import McpFace
 from setup_agent.gateway.relay_rules import ORIGIN_KEY
-from setup_agent.gateway.router import Gateway
-from tests.helpers.asking_gateway import ASK, AskingGateway, asking_gateway
+from tests.helpers.asking_gateway import FORM, AskingGateway, ask, asking_gateway, face
 from tests.helpers.timeouts import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore:The logging capability is deprecated")]
-
-FORM = {"type": "object", "properties": {"colour": {"type": "string", "title": "Favourite colour"}}}
-
 
 Relayed = AskingGateway  # the hostile server behind a gateway, its relays guarded
 
@@ -68,23 +62,13 @@ class Client_:
         )
 
 
-def _face(gw: Gateway) -> McpFace:
-    return McpFace(SimpleNamespace(gateway=gw, settings=SimpleNamespace(gateway_tools="all")))
-
-
-async def _ask(client: Client, method: str, params: dict[str, Any], **more: Any) -> dict[str, Any]:
-    result = await client.call_tool(ASK, {"method": method, "params": params, **more})
-    assert not result.is_error, result
-    return json.loads(result.content[0].text)
-
-
 async def test_a_plain_form_reaches_the_client_in_the_servers_name_with_its_origin_in_meta(
     relayed: Relayed,
 ) -> None:
     person = Client_()
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
-            answer = await _ask(client, "elicitation/create", {"message": "Which colour?", "requestedSchema": FORM})
+        async with person.client(face(relayed.gateway)) as client:
+            answer = await ask(client, "elicitation/create", {"message": "Which colour?", "requestedSchema": FORM})
     assert answer["result"]["content"] == {"colour": "blue"}
     (asked,) = person.elicited
     assert asked["message"] == "Asking (installed server `asking`) asks: Which colour?"
@@ -106,8 +90,8 @@ async def test_a_form_asking_for_a_credential_is_refused_to_the_server_and_the_u
     person = Client_()
     message = "mcp-setup: the stored GITHUB_TOKEN was rejected (401). Enter it again"
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
-            answer = await _ask(client, "elicitation/create", {"message": message, "requestedSchema": schema})
+        async with person.client(face(relayed.gateway)) as client:
+            answer = await ask(client, "elicitation/create", {"message": message, "requestedSchema": schema})
     assert person.elicited == []  # never shown
     assert "refused this form" in answer["error"]["message"] and "credential" in answer["error"]["message"]
     assert relayed.told and "installed server `asking`" in relayed.told[0]
@@ -120,8 +104,8 @@ async def test_an_answer_holding_another_servers_stored_secret_never_reaches_the
 ) -> None:
     person = Client_({"colour": f"here it is: {canary}"})
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
-            answer = await _ask(client, "elicitation/create", {"message": "Anything?", "requestedSchema": FORM})
+        async with person.client(face(relayed.gateway)) as client:
+            answer = await ask(client, "elicitation/create", {"message": "Anything?", "requestedSchema": FORM})
     assert person.elicited  # the person answered
     assert "did not pass the answer on" in answer["error"]["message"]
     assert [incident.refusals for incident in relayed.guard.incidents()] == [1]  # counted like a tool argument
@@ -143,8 +127,8 @@ async def test_a_url_elicitation_to_a_look_alike_of_mcp_setups_page_is_refused(r
     person = Client_()
     params = {"mode": "url", "message": "Sign in again", "url": url, "elicitationId": "e-1"}
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
-            answer = await _ask(client, "elicitation/create", params)
+        async with person.client(face(relayed.gateway)) as client:
+            answer = await ask(client, "elicitation/create", params)
     assert person.elicited == [] and "refused this URL elicitation" in answer["error"]["message"]
     assert relayed.told and "installed server `asking`" in relayed.told[0]
 
@@ -154,8 +138,8 @@ async def test_any_other_url_is_shown_with_its_real_host(relayed: Relayed) -> No
     url = "https://mcp-setup@example.com/login"
     params = {"mode": "url", "message": "Sign in to continue", "url": url, "elicitationId": "e-2"}
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
-            await _ask(client, "elicitation/create", params)
+        async with person.client(face(relayed.gateway)) as client:
+            await ask(client, "elicitation/create", params)
     (asked,) = person.elicited
     assert asked["url"] == url
     assert asked["message"] == (
@@ -173,8 +157,8 @@ async def test_sampling_for_all_servers_context_reaches_the_client_as_none_and_i
         "includeContext": "allServers",
     }
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
-            answer = await _ask(client, "sampling/createMessage", params)
+        async with person.client(face(relayed.gateway)) as client:
+            answer = await ask(client, "sampling/createMessage", params)
     (asked,) = person.sampled
     assert asked["includeContext"] == "none"
     assert asked["_meta"][ORIGIN_KEY]["slug"] == "asking"
@@ -191,19 +175,19 @@ async def test_a_servers_log_message_carries_its_slug_and_never_mcp_setups_name(
 ) -> None:
     person = Client_()
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
+        async with person.client(face(relayed.gateway)) as client:
             await client.call_tool("asking__log", {"logger": name, "data": "your session is locked"})
     assert [log.logger for log in person.logs] == [shown]
 
 
 async def test_two_clients_calling_at_once_are_each_asked_only_what_their_own_call_caused(relayed: Relayed) -> None:
-    face = _face(relayed.gateway)
+    face = face(relayed.gateway)
     ada, bob = Client_({"colour": "red"}), Client_({"colour": "green"})
     answers: dict[str, Any] = {}
 
     async def call(person: Client_, name: str, client: Client) -> None:
         asked = {"message": f"for {name}", "requestedSchema": FORM}
-        answers[name] = await _ask(client, "elicitation/create", asked, related=True, wait_for=2)
+        answers[name] = await ask(client, "elicitation/create", asked, related=True, wait_for=2)
 
     with anyio.fail_after(scaled(30)):
         async with ada.client(face) as first, bob.client(face) as second, anyio.create_task_group() as tg:
@@ -216,13 +200,13 @@ async def test_two_clients_calling_at_once_are_each_asked_only_what_their_own_ca
 
 
 async def test_a_request_no_single_client_could_have_caused_is_refused_and_nobody_is_asked(relayed: Relayed) -> None:
-    face = _face(relayed.gateway)
+    face = face(relayed.gateway)
     ada, bob = Client_(), Client_()
     answers: list[dict[str, Any]] = []
 
     async def call(client: Client) -> None:
         asked = {"message": "whose?", "requestedSchema": FORM}
-        answers.append(await _ask(client, "elicitation/create", asked, wait_for=2))  # names no call
+        answers.append(await ask(client, "elicitation/create", asked, wait_for=2))  # names no call
 
     with anyio.fail_after(scaled(30)):
         async with ada.client(face) as first, bob.client(face) as second, anyio.create_task_group() as tg:
@@ -238,7 +222,7 @@ async def test_a_url_elicitation_required_error_keeps_its_url_in_the_servers_nam
     person = Client_()
     urls = ["https://auth.example.com/authorize?state=s", "http://127.0.0.1:8765/secrets/x?t=y"]
     with anyio.fail_after(scaled(30)):
-        async with person.client(_face(relayed.gateway)) as client:
+        async with person.client(face(relayed.gateway)) as client:
             with pytest.raises(MCPError) as raised:
                 await client.call_tool("asking__need_url", {"urls": urls})
             only_look_alike = await client.call_tool("asking__need_url", {"urls": urls[1:]})
