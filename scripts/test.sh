@@ -82,8 +82,10 @@ as_pg "$(pg_bin)/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
 export MCP_SETUP_TEST_POSTGRES_URL="postgresql+psycopg://mcp_setup@/postgres?host=$pg_dir&port=$pg_port"
 
 # A worker per core (pytest-xdist; every test has its own data dir, ports, keyring and
-# database). Not when the caller chose (-n, --dist, -p no:xdist).
-xdist=(-n "${MCP_SETUP_TEST_WORKERS:-auto}" --dist load)
+# database). A test file goes whole to one worker (its module fixtures are made once), the
+# longest files first (tests/helpers/slow_first.py orders them from tests/durations.json), so
+# the run ends on short files on both workers. Not when the caller chose (-n, --dist, -p no:xdist).
+xdist=(-n "${MCP_SETUP_TEST_WORKERS:-auto}" --dist loadscope --no-loadscope-reorder)
 for arg in ${pytest_args[@]+"${pytest_args[@]}"}; do
   case "$arg" in -n|-n*|--numprocesses*|--dist*|no:xdist) xdist=() ;; esac
 done
