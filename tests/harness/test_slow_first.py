@@ -4,11 +4,16 @@ order (tests/helpers/slow_first.py), and the record of seconds per file it reads
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.mcp_face import REPO
 from tests.helpers.slow_first import UNKNOWN_SECONDS_PER_TEST, Recorder, longest_first, recorded
+from tests.helpers.timeouts import scaled
 
 
 def test_files_run_longest_first_with_each_files_tests_together_in_their_own_order() -> None:
@@ -65,3 +70,46 @@ def test_the_recorder_writes_each_files_seconds_over_the_old_record_and_drops_fi
     written = json.loads(record.read_text())
     assert written == {"tests/test_b.py": 12.0, "tests/test_kept.py": 3.0, "tests/test_a.py": 2.0}
     assert list(written) == ["tests/test_b.py", "tests/test_kept.py", "tests/test_a.py"]  # longest first, as read
+
+
+CRASHING = """
+import os
+from pathlib import Path
+
+
+def test_before():
+    pass
+
+
+def test_the_worker_dies():
+    with open(Path(__file__).parent / "runs", "a") as runs:
+        runs.write("ran\\n")
+    os._exit(1)  # what pytest-timeout's thread method does to a stuck test
+
+
+def test_after():
+    pass
+"""
+
+
+def test_a_test_whose_worker_died_is_reported_once_and_not_run_again_and_the_rest_of_its_file_runs(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_crashing.py").write_text(CRASHING)
+    (tmp_path / "test_other.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MCP_SETUP_TEST_"))}
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.helpers.slow_first", "-n", "2"]
+        + ["--dist", "loadscope", "--no-loadscope-reorder", "-rA", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+    )
+    assert (tmp_path / "runs").read_text() == "ran\n", done.stdout[-3000:]
+    assert done.stdout.count("FAILED test_crashing.py::test_the_worker_dies") == 1, done.stdout[-3000:]
+    for test in ("test_crashing.py::test_before", "test_crashing.py::test_after", "test_other.py::test_one"):
+        assert f"PASSED {test}" in done.stdout, done.stdout[-3000:]

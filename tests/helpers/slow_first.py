@@ -15,7 +15,8 @@ setup and teardown included; files that no longer exist are dropped)::
     MCP_SETUP_TEST_RECORD_DURATIONS=1 ./scripts/test.sh
 
 The order changes only which worker runs a file and when: every test still runs, with its
-own state (tests/conftest.py).
+own state (tests/conftest.py). A test whose worker died (a stuck test past its timeout) is
+reported once and not run again (:class:`CrashedTestsRunOnce`), as under ``--dist load``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,20 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-__all__ = ["DURATIONS", "RECORD_ENV", "UNKNOWN_SECONDS_PER_TEST", "Recorder", "file_of", "longest_first", "recorded"]
+__all__ = [
+    "DURATIONS",
+    "RECORD_ENV",
+    "UNKNOWN_SECONDS_PER_TEST",
+    "CrashedTestsRunOnce",
+    "Recorder",
+    "file_of",
+    "longest_first",
+    "recorded",
+]
 
 DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
 RECORD_ENV = "MCP_SETUP_TEST_RECORD_DURATIONS"
@@ -73,6 +84,41 @@ def longest_first(nodeids: list[str], seconds: dict[str, float]) -> list[int]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order = longest_first([item.nodeid for item in items], recorded())
     items[:] = [items[i] for i in order]
+
+
+class CrashedTestsRunOnce:
+    """xdist's ``loadscope`` scheduler, except that a test whose worker died (pytest-timeout ends a
+    stuck test with ``os._exit``) is not run again: loadscope puts the file's unfinished tests
+    back in the queue, the one that crashed among them, and the next worker meets the same hang,
+    up to xdist's limit of restarted workers. Here that test is marked done before the file goes
+    back (it is reported as crashed, with its stacks: tests/conftest.py); the others still run.
+    Everything else is the wrapped scheduler's."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self._scheduler = scheduler
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._scheduler, name)
+
+    def remove_node(self, node: Any) -> str | None:
+        workload = self._scheduler.assigned_work.get(node, {})
+        crashed = next((nodeid for unit in workload.values() for nodeid, done in unit.items() if not done), None)
+        if crashed is None:
+            return self._scheduler.remove_node(node)  # type: ignore[no-any-return]
+        for unit in workload.values():
+            if crashed in unit:
+                unit[crashed] = True
+        self._scheduler.remove_node(node)  # the file's other unfinished tests go back in the queue
+        return crashed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    return CrashedTestsRunOnce(LoadScopeScheduling(config, log))
 
 
 class Recorder:
