@@ -19,7 +19,7 @@ pytest.register_assert_rewrite("tests.helpers", "tests.browser")
 from tests.helpers.timeouts import ENV as TIMEOUT_SCALE_ENV  # noqa: E402 - after the rewrite is registered
 from tests.helpers.timeouts import SCALE as TIMEOUT_SCALE  # noqa: E402
 
-pytest_plugins = ["tests.helpers.registry_fixtures", "tests.helpers.runtime"]
+pytest_plugins = ["tests.helpers.registry_fixtures", "tests.helpers.runtime", "tests.helpers.slow_first"]
 
 #: A throwaway PostgreSQL cluster (scripts/test.sh starts one); read before the isolation
 #: fixture clears every MCP_SETUP_* variable.

@@ -69,15 +69,16 @@ def _requirements() -> list[str]:
     return sorted({*project["build-system"]["requires"], *project["project"]["dependencies"], "editables"})
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mcp-setup-tests"
+#: The user's cache, read at import: during a test the isolation fixture points XDG_CACHE_HOME at
+#: the test's own empty folder, where a cache would be thrown away after every run.
+CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mcp-setup-tests"
 
 
 def _wheelhouse() -> Path:
     """The wheels of every requirement (and of the build backend), fetched once per set."""
     requirements = _requirements()
     key = hashlib.sha256(json.dumps([sys.version_info[:2], requirements]).encode()).hexdigest()[:16]
-    cache = _cache_root()
+    cache = CACHE_ROOT
     house = cache / f"wheelhouse-{key}"
     if (house / "complete").is_file():
         return house
@@ -150,7 +151,7 @@ def test_a_fresh_venv_with_no_node_or_uv_on_path_tests_and_installs_an_npm_and_a
 ) -> None:
     path = str(fresh["bin"])
     assert all(shutil.which(runner, path=path) is None for runner in RUNNERS), os.listdir(path)
-    home = _cache_root() / "home"  # npm's and uv's caches: a rerun downloads the packages no more
+    home = CACHE_ROOT / "home"  # npm's and uv's caches: a rerun downloads the packages no more
     home.mkdir(parents=True, exist_ok=True)
     with FakeOfficialRegistry([everything_entry(), time_entry()]) as registry:
         env = {
