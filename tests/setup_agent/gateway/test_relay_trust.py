@@ -181,7 +181,7 @@ async def test_a_servers_log_message_carries_its_slug_and_never_mcp_setups_name(
 
 
 async def test_two_clients_calling_at_once_are_each_asked_only_what_their_own_call_caused(relayed: Relayed) -> None:
-    face = face(relayed.gateway)
+    served = face(relayed.gateway)
     ada, bob = Client_({"colour": "red"}), Client_({"colour": "green"})
     answers: dict[str, Any] = {}
 
@@ -190,7 +190,7 @@ async def test_two_clients_calling_at_once_are_each_asked_only_what_their_own_ca
         answers[name] = await ask(client, "elicitation/create", asked, related=True, wait_for=2)
 
     with anyio.fail_after(scaled(30)):
-        async with ada.client(face) as first, bob.client(face) as second, anyio.create_task_group() as tg:
+        async with ada.client(served) as first, bob.client(served) as second, anyio.create_task_group() as tg:
             tg.start_soon(call, ada, "ada", first)
             tg.start_soon(call, bob, "bob", second)
     assert [a["message"] for a in ada.elicited] == ["Asking (installed server `asking`) asks: for ada"]
@@ -200,7 +200,7 @@ async def test_two_clients_calling_at_once_are_each_asked_only_what_their_own_ca
 
 
 async def test_a_request_no_single_client_could_have_caused_is_refused_and_nobody_is_asked(relayed: Relayed) -> None:
-    face = face(relayed.gateway)
+    served = face(relayed.gateway)
     ada, bob = Client_(), Client_()
     answers: list[dict[str, Any]] = []
 
@@ -209,7 +209,7 @@ async def test_a_request_no_single_client_could_have_caused_is_refused_and_nobod
         answers.append(await ask(client, "elicitation/create", asked, wait_for=2))  # names no call
 
     with anyio.fail_after(scaled(30)):
-        async with ada.client(face) as first, bob.client(face) as second, anyio.create_task_group() as tg:
+        async with ada.client(served) as first, bob.client(served) as second, anyio.create_task_group() as tg:
             tg.start_soon(call, first)
             tg.start_soon(call, second)
     assert ada.elicited == [] and bob.elicited == []
