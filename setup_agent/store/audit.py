@@ -241,7 +241,7 @@ class AuditLog:
 
     def append_event(self, s: Session, event: str, *, actor: str, detail: str | None = None) -> None:
         """Append one row that concerns no server in ``s``'s transaction (a gateway-wide setting)."""
-        self._append(s, event, None, None, actor, detail=detail)
+        self._append(s, _Event(event, None, None, actor, detail=detail))
 
     def append(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import sqlite3
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,14 @@ import setup_agent.store as store_package
 from setup_agent.gateway.offers import without_hidden
 from setup_agent.secrets.vault import Vault
 from setup_agent.store import catalog, records, schema
-from setup_agent.store.catalog import Catalog, read_sqlite_catalog, read_sqlite_counter, read_sqlite_hidden
+from setup_agent.store.catalog import (
+    Catalog,
+    read_sqlite_catalog,
+    read_sqlite_counter,
+    read_sqlite_hidden,
+    read_sqlite_preference,
+    read_sqlite_recent,
+)
 from setup_agent.store.database import Store
 from setup_agent.store.models import Base
 from setup_agent.store.records import newest_migration, read_sqlite_audit, read_sqlite_servers
@@ -57,6 +65,9 @@ def _fill(store: Store) -> None:
     store.values.set_member_value(second, "alice", "API_KEY", "alice-value-123456")
     store.pins.set_offers(first, prompts=[{"name": "p"}], resources=[{"uri": "file:///a"}], templates=[])
     store.servers.remove(gone, actor="user:test")
+    now = datetime.now(UTC)
+    store.tool_use.record({"first__echo": now - timedelta(minutes=5), "second__ask": now})
+    store.preferences.set("tools_budget", "6000", actor="user:test")
 
 
 def test_the_migrations_make_exactly_the_tables_and_columns_the_schema_names(db: tuple[Store, Path]) -> None:
@@ -89,6 +100,8 @@ def test_every_stdlib_reader_reads_what_the_orm_store_wrote_after_every_migratio
         "read_sqlite_hidden",
         "read_sqlite_counter",
         "read_sqlite_audit",
+        "read_sqlite_recent",
+        "read_sqlite_preference",
     }, "a new stdlib reader is compared with the store here"
 
     servers = store.servers.list()
@@ -105,6 +118,11 @@ def test_every_stdlib_reader_reads_what_the_orm_store_wrote_after_every_migratio
     assert early.servers == expected.servers and early.signature() == expected.signature()
 
     assert read_sqlite_counter(path) == store.database.change_counter() > 0
+
+    recent = read_sqlite_recent(path)
+    assert recent == [name for name, _ in store.tool_use.newest_first()] == ["second__ask", "first__echo"]
+    assert read_sqlite_preference(path, "tools_budget") == store.preferences.get("tools_budget") == "6000"
+    assert read_sqlite_preference(path, "unset") is None
 
     audit = read_sqlite_audit(path)
     assert audit == (store.audit.entries(), store.audit.counts())
