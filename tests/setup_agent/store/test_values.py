@@ -56,3 +56,17 @@ def test_a_replaced_key_moves_its_server_s_stamp_and_the_change_counter_and_is_a
     with store.database.engine.connect() as conn:
         dump = "\n".join(repr(tuple(r)) for t in meta.sorted_tables for r in conn.execute(select(t)))
     assert canary not in dump
+
+
+def test_a_stamp_that_leaves_out_a_server_s_per_member_keys_moves_only_when_another_setting_of_it_changes(
+    store: Store, canary: str
+) -> None:
+    mine, other = install(store, "io.test/gh", "old-value-123"), install(store, "io.test/other", "other-value-456")
+    shared = {mine: ["GH_TOKEN"]}  # what members' sessions of it share: all but their own key
+    before = store.values.env_stamps(leaving_out=shared)
+    assert before[mine] != store.values.env_stamps()[mine] and before[other] == store.values.env_stamps()[other]
+    store.values.replace_env_value(mine, "GH_TOKEN", canary, True, actor="cli")  # the shared value of a member key
+    assert store.values.env_stamps(leaving_out=shared) == before
+    store.values.replace_env_value(mine, "REGION", "us", False, actor="cli")  # a shared setting
+    after = store.values.env_stamps(mine, leaving_out=shared)
+    assert after[mine] != before[mine] and set(after) == {mine}
