@@ -238,7 +238,10 @@ async def test_the_agent_chosen_jira_host_is_only_shown_and_the_users_edit_is_us
             assert installed["status"] == "connected", installed
             assert runtime.consents.pending() == []
             server = runtime.store.servers.get_by_name(JIRA)
-            assert server is not None and runtime.store.values.env_values(server.server_id)["jira_host"].reveal() == real_host
+            assert (
+                server is not None
+                and runtime.store.values.env_values(server.server_id)["jira_host"].reveal() == real_host
+            )
             assert evil.connections == 0 and canary.encode() not in evil.received
             assert runtime.store.servers.get_by_name(JIRA) is not None
             listed = await call(runtime, "mcp_setup_list_servers")
