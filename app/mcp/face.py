@@ -286,9 +286,6 @@ class McpFace:
             present_prompt=lambda p: self._present(ctx, runtime, p),
             present_consent=lambda p: self._present_consent(ctx, runtime, p, asked),
             present_authorization=lambda info: self._present_sign_in(ctx, info, asked),
-            # With no page to open through the client, the person answers in `mcp-setup approve`
-            # (or a page mcp-setup opens): one approval there covers a test and its install.
-            answers_elsewhere=not (self.mrtr.can_ask(ctx) or _url_elicitation(ctx)),
         )
         result = await runtime.service.call(params.name, arguments, call_ctx)
         if params.name == "mcp_setup_install_and_connect":

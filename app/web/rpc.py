@@ -26,7 +26,9 @@ Methods:
   stopped when idle, or stopped after the idle time again),
   ``servers.sampling`` (``{server_id, sampling: "no" | "text" | "tools"}`` → ``{server_id,
   sampling}``: whether the server may ask your AI to write text; the person only, audited under
-  their principal), ``servers.try_tool`` (``{name: "<slug>__<tool>", arguments}`` → the tool's
+  their principal), ``servers.tool_shown`` (``{server_id, tool, shown}`` → ``{server_id,
+  left_out_by_user}``: the card's box beside each tool; one left out is neither listed nor
+  callable; the person only, audited), ``servers.try_tool`` (``{name: "<slug>__<tool>", arguments}`` → the tool's
   result: the person runs a tool from the page, which is its client; a form or page the server
   asks for during the call is shown in this tab, framed as the server's, see :mod:`app.web.relayed`).
 * ``tools_budget.get`` (``{}`` → where the context budget stands, in numbers and words) and
@@ -96,6 +98,7 @@ METHODS = (
     "servers.disable",
     "servers.keep_running",
     "servers.sampling",
+    "servers.tool_shown",
     "servers.try_tool",
     "tool_registry_list",
     "tool_registry_get",
@@ -328,6 +331,12 @@ class RpcDispatcher:
             principal = current_principal()
             by = principal.label if principal is not None else "user:web"
             return await self._sampling(_server_id(params), params.get("sampling"), by)
+        if method == "servers.tool_shown":
+            require_user("chooses which tools of a server your assistant gets")  # the person's choice only
+            _only(params, {"server_id", "tool", "shown"})
+            principal = current_principal()
+            by = principal.label if principal is not None else "user:web"
+            return await self._tool_shown(_server_id(params), params.get("tool"), params.get("shown"), by)
         if method == "servers.try_tool":  # the page is the client: a server's request is shown in this tab
             require_user("runs a tool from the page")
             _only(params, {"name", "arguments"})
@@ -458,6 +467,23 @@ class RpcDispatcher:
             raise _bad_params(f"sampling must be one of: {', '.join(SAMPLING)}.")
         server = await asyncio.to_thread(self.runtime.store.servers.set_sampling, server_id, sampling, actor=by)
         return {"server_id": server_id, "sampling": server.sampling}
+
+    async def _tool_shown(self, server_id: str, tool: Any, shown: Any, by: str) -> dict[str, Any]:
+        """The card's box beside a tool (``mcp-setup enable/disable NAME --tool TOOL``): a tool left
+        out is neither listed nor callable through any gateway; audited under ``by``."""
+        if not isinstance(tool, str) or not isinstance(shown, bool):
+            raise _bad_params("tool (a tool's name) and shown (true or false) are required.")
+        store = self.runtime.store
+        server = await asyncio.to_thread(store.servers.get, server_id)
+        if server is None:
+            raise NotFound("No installed server has this server_id. servers.list lists them.")
+        if tool not in {str(t.get("name")) for t in (*server.tools, *server.live_tools)}:
+            raise _bad_params(f"{server.title or server.qualified_name} has no tool named {tool}.")
+        offers = (await asyncio.to_thread(store.pins.offers)).get(server_id)
+        hidden = set(offers.hidden_tools if offers is not None else ())
+        hidden = hidden - {tool} if shown else hidden | {tool}
+        await asyncio.to_thread(store.pins.set_hidden_tools, server_id, sorted(hidden), actor=by)
+        return {"server_id": server_id, "left_out_by_user": sorted(hidden)}
 
     async def _reconnect(self, params: dict[str, Any]) -> dict[str, Any]:
         server_id = _server_id(params)

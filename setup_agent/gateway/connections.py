@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 #: Progress notifications one proxied call may bring before it is ended (those before are relayed).
 DEFAULT_CALL_NOTIFICATIONS = 1_000
 
-__all__ = ["ConnectionManager", "ServerStatus"]
+__all__ = ["ConnectionManager", "ServerStatus", "same_start"]
 
 logger = logging.getLogger(__name__)
 
@@ -304,7 +304,7 @@ class ConnectionManager:
             # A setting stored since its start read them (a key replaced with `mcp-setup rotate` or
             # the page's Replace, in any process): it must not keep running with the old value.
             restamped = live is not None and live.values_stamp not in (None, stamps.get(server.server_id, ""))
-            if live is not None and _same_start(live.server.launch_spec, server.launch_spec) and not restamped:
+            if live is not None and same_start(live.server.launch_spec, server.launch_spec) and not restamped:
                 live.renew(server)  # its latest record (e.g. a newly approved tool list, keep-running)
             elif live is not None and self._born.get(server.server_id, 0) <= seen_at:
                 # Its launch changed since it started (a destination allowed with `mcp-setup allow`),
@@ -437,7 +437,7 @@ class ConnectionManager:
 _NOT_THE_START = frozenset({"keep_running"})
 
 
-def _same_start(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+def same_start(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether two launch specs start the same process (what only says how long it runs aside)."""
     return {k: v for k, v in old.items() if k not in _NOT_THE_START} == {
         k: v for k, v in new.items() if k not in _NOT_THE_START

@@ -12,8 +12,12 @@ the store that hands out that member's values) per member. Before a member's cal
 the member has a value for every per-member key, asking them out of band otherwise
 (:mod:`~setup_agent.gateway.member_prompts`). At every change of the store (any process) it ends
 the sessions whose values changed (a rotation: the next call starts afresh), went (removed, or
-the token revoked) or whose server is gone; a gone member's working dirs are deleted. Every
-member's value is known to the redactor, so no answer to anyone carries it.
+the token revoked) or whose server is gone; a gone member's working dirs are deleted. A change
+of what every member's session of a server shares ends them all, as it restarts the shared
+session: a shared setting replaced (``mcp-setup rotate``, the page's Replace, in any process),
+or its launch changed (a destination allowed); a member's next call starts afresh with it, and
+checks it first itself (no wait for this process's next sync). Every member's value is known to
+the redactor, so no answer to anyone carries it.
 """
 
 from __future__ import annotations
@@ -21,14 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from setup_agent.secrets import SecretValue
 from setup_agent.store import InstalledServer, Store
 
-from .connections import ConnectionManager
+from .connections import ConnectionManager, same_start
 from .member_elsewhere import MemberPromptReplicas
 from .member_prompts import MEMBER_SECRET_REQUIRED, MemberPrompts, tool_error
 from .relay import Caller
@@ -56,7 +60,11 @@ class _MemberStore:
         self.tokens = store.tokens
         self.servers = _Overlay(store.servers, set_needs_sign_in=lambda server_id, needed: False)
         self.pins = _Overlay(store.pins, set_tools=lambda server_id, tools: False)
-        self.values = _Overlay(store.values, env_values=lambda server_id: _member_env(store, member, server_id))
+        self.values = _Overlay(
+            store.values,
+            env_values=lambda server_id: _member_env(store, member, server_id),
+            env_stamps=lambda server_id=None: _shared_stamps(store, server_id),
+        )
 
 
 class _Overlay:
@@ -68,6 +76,18 @@ class _Overlay:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._repository, name)
+
+
+def _shared_stamps(
+    store: Store, server_id: str | None = None, servers: Sequence[InstalledServer] | None = None
+) -> dict[str, str]:
+    """The stamps (``Values.env_stamps``) of the settings members' sessions share: each server's
+    stored settings but its per-member keys (whose shared value no member's session uses).
+    ``servers``: the store's records when the caller has them (else read here)."""
+    if servers is None:
+        found = store.servers.get(server_id) if server_id is not None else None
+        servers = store.servers.list() if server_id is None else ([found] if found is not None else [])
+    return store.values.env_stamps(server_id, leaving_out={s.server_id: s.member_keys for s in servers})
 
 
 def _member_env(store: Store, member: str, server_id: str) -> dict[str, SecretValue]:
@@ -111,6 +131,18 @@ class MemberConnections(ConnectionManager):
 
     def live_ids(self) -> list[str]:
         return list(self._live)
+
+    def outdated(self, server: InstalledServer, shared: Mapping[str, str]) -> str | None:
+        """Why its live session of ``server`` must not go on (None: it may): a shared setting
+        stored since it started (``shared``: :func:`_shared_stamps`), or another launch."""
+        live = self._live.get(server.server_id)
+        if live is None:
+            return None
+        if live.values_stamp is not None and live.values_stamp != shared.get(server.server_id, ""):
+            return "a shared setting was replaced"
+        if not same_start(live.server.launch_spec, server.launch_spec):
+            return "its launch changed"
+        return None
 
 
 class MemberSessions:
@@ -174,8 +206,13 @@ class MemberSessions:
         manager = self.manager(member)
         stamps = await asyncio.to_thread(self.store.values.member_stamps)
         stamp = stamps.get((server.server_id, member))
-        if server.server_id in manager.live_ids() and manager.stamps.get(server.server_id) != stamp:
-            await manager.disconnect(server.server_id)  # rotated since it started: start with the new value
+        shared = await asyncio.to_thread(_shared_stamps, self.store, server.server_id, [server])
+        if server.server_id in manager.live_ids() and (
+            manager.stamps.get(server.server_id) != stamp or manager.outdated(server, shared) is not None
+        ):
+            # Their value rotated, a shared one was replaced, or its launch changed since it
+            # started (in any process, maybe a moment ago): it starts with the new ones.
+            await manager.disconnect(server.server_id)
         manager.stamps[server.server_id] = stamp or ""
         self._epoch += 1
         manager.born[server.server_id] = self._epoch
@@ -192,11 +229,13 @@ class MemberSessions:
 
     async def sync(self, servers: Sequence[InstalledServer]) -> None:
         """After a store change: end the sessions whose server went, was disabled or lost its
-        per-member keys, and those whose member's values changed or went (a revoked token)."""
+        per-member keys, those whose member's values changed or went (a revoked token), and every
+        member's session of a server whose shared settings or launch changed."""
         async with self._lock:
             seen_at = self._epoch  # a session begun after the stamps are read is not judged by them
             await self.learn_secrets()
             stamps = await asyncio.to_thread(self.store.values.member_stamps)
+            shared = await asyncio.to_thread(_shared_stamps, self.store, None, servers)
             if not self._swept:  # what a crash left of members whose values went meanwhile
                 self._swept = True
                 await asyncio.to_thread(self._sweep, {m for _sid, m in stamps})
@@ -206,10 +245,13 @@ class MemberSessions:
                     if manager.born.get(server_id, 0) > seen_at:
                         continue
                     stamp = stamps.get((server_id, member))
+                    why = "its member's values or its server changed"
                     if server_id in wanted and stamp is not None and stamp == manager.stamps.get(server_id):
-                        manager.renew(wanted[server_id])  # e.g. what it may ask the person's AI
-                        continue
-                    logger.info("ending the own session of token:%s with server %s", member, server_id)
+                        why = manager.outdated(wanted[server_id], shared) or ""
+                        if not why:
+                            manager.renew(wanted[server_id])  # e.g. what it may ask the person's AI
+                            continue
+                    logger.info("ending the own session of token:%s with server %s: %s", member, server_id, why)
                     await manager.disconnect(server_id)
                     manager.stamps.pop(server_id, None)
                     if stamp is None:  # their values are gone: so is what their server kept on disk

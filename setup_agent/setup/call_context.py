@@ -69,11 +69,6 @@ class CallContext:
     #: Update on a server an AI client installed (``ui``), ``mcp-setup update`` (``cli``). Named in
     #: the consent ("You asked to update …"); None: ``installed_by``.
     asked_by: str | None = None
-    #: The person answers this face's consents on another trip (``mcp-setup approve`` in a
-    #: terminal, a page opened in their browser), not where the call waits: a test's approval then
-    #: also approves the install of the same launch, with every tool the test lists, so an install
-    #: takes one approval. Set by the face from its channel, never from a tool argument.
-    answers_elsewhere: bool = False
 
 
 class Progress:

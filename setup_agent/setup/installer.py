@@ -277,8 +277,10 @@ class Installer:
     ) -> tuple[str, ConsentDecision | None]:
         """The user's out-of-band approval; their destination settings replace the agent's.
         Returns the launch's fingerprint (without tools) and the decision (None: consent off).
-        An install whose launch a test listed the tools of shows them, to be unticked; where the
-        person answers elsewhere (``ctx.answers_elsewhere``), the test's approval covers it."""
+        One approval per install: a test's consent also approves the install of the same launch
+        (its choices, such as sampling, are asked there), which then keeps every tool the test
+        listed, to be left out later on the server's card or with ``mcp-setup disable --tool``.
+        An install whose test approval is gone (expired) asks anew, showing the tested tools."""
 
         sandbox = self.prober.sandbox
         net_mechanism = sandbox.network_isolation().mechanism if sandbox is not None else "none"
@@ -302,23 +304,17 @@ class Installer:
                 tested=tested,
                 asker=asker_words(ctx.asked_by or ctx.installed_by),
                 update=update,
-                covers_install=action == "test" and ctx.answers_elsewhere,
+                covers_install=action == "test",
                 budget=budget,
             )
 
         request = request_for([])
         launch = request.fingerprint
         if action == "install" and (tested := self._tested_tools.get(launch)):
-            # The test's approval stands (the user's destinations and widening, applied first, so
-            # the install's consent shows them); the install asks again, now with the tools.
             earlier = self.consents.decision(request) if self.consents is not None and self.consents.ask else None
-            if earlier is not None:
-                self._apply(prepared, earlier)
-            request = request_for(tested, self._tested_net.get(launch))
-            if earlier is not None:  # the launch, its warnings and widening were answered at the test
-                request = dataclasses.replace(request, widenable=False, warnings=[], launch_approved=True)
-            if earlier is not None and ctx.answers_elsewhere:  # one approval per install: the test's
-                return self._approved(prepared, ctx, launch, earlier, applied=True)
+            if earlier is not None:  # one approval per install: the test's, with its destinations and widening
+                return self._approved(prepared, ctx, launch, earlier)
+            request = request_for(tested, self._tested_net.get(launch))  # asked anew, with the tested tools
         # The choices an install asks (answers, not what is approved); a test's approval that
         # covers the install asks them there.
         request = dataclasses.replace(request, choices=choices_for("install" if request.covers_install else action))

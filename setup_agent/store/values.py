@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import delete, func, select, text, true, update
@@ -82,18 +82,22 @@ class Values:
             self._db.bump(s)
         self._db.changed()
 
-    def env_stamps(self, server_id: str | None = None) -> dict[str, str]:
+    def env_stamps(
+        self, server_id: str | None = None, *, leaving_out: Mapping[str, Collection[str]] | None = None
+    ) -> dict[str, str]:
         """``{server_id: stamp}``: the stamp changes whenever one of that server's stored settings
         changes value (the gateway's sync reads it at every change, and restarts a running server
         whose stamp moved); a data key rotation, which re-encrypts every value, moves none. Each
         value counts by its digest under this process's own random key, never read in clear.
         Internal values (named ``__…``: a sign-in's grant, renewed in place by the running
-        server's own refresh) are not counted."""
+        server's own refresh) are not counted, nor the keys ``leaving_out`` names for a server
+        (its per-member keys, whose shared value a member's session never uses)."""
         query = select(ClientEnvRow.server_id, ClientEnvRow.key, ClientEnvRow.value_encrypted)
         if server_id is not None:
             query = query.where(ClientEnvRow.server_id == server_id)
+        left = leaving_out or {}
         with translated("read the settings' stamps"), self._db.session() as s:
-            rows = [r for r in s.execute(query).all() if not r[1].startswith("__")]
+            rows = [r for r in s.execute(query).all() if not r[1].startswith("__") and r[1] not in left.get(r[0], ())]
         digests: dict[str, Any] = {}
         for sid, key, token in sorted(rows, key=lambda r: (r[0], r[1])):
             try:

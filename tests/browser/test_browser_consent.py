@@ -2,8 +2,8 @@
 
 A person asks for the stub server, enters the key, then reads the consent's document (who asked,
 their settings first, one sandbox block, the package, sha256 and command line folded under
-"Technical details", templates in words) and approves; the install asks once more, with the tools
-the test listed (#29 item 10). A
+"Technical details", templates in words) and approves once: the approval covers the install,
+which follows the passing test with the tools it listed, with no second question. A
 direct JSON-RPC test call gets ``consent_required`` with the prompt id, and the modal opens in
 the tab, where Deny ends it. The canary is in no frame, no page and no log.
 """
@@ -23,7 +23,7 @@ from tests.browser.serve import STUB, make_catalog, start_serve, stop_serve
 from tests.helpers.timeouts import scaled
 
 
-def test_a_person_approves_the_launch_then_the_tools_in_the_consent_modal_and_the_server_installs(
+def test_a_person_approves_once_in_the_consent_modal_and_the_server_is_tested_and_installed(
     browser: Any, artifacts: Path, tmp_path: Path, canary: str
 ) -> None:
     served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
@@ -34,8 +34,9 @@ def test_a_person_approves_the_launch_then_the_tools_in_the_consent_modal_and_th
         expect(consent).to_contain_text(STUB)
         # One document: who asked, the person's settings first, one sandbox block, the internals folded.
         expect(consent.locator("#consent-asked")).to_have_text(
-            f"You asked to test {STUB}."
+            f"You asked to install {STUB}."
         )  # the person started the setup on the page
+        expect(consent.locator("#consent-intro")).to_contain_text("no second question")  # it covers the install
         headings = consent.locator("#consent-launch > h3")
         expect(headings.first).to_have_text("Your settings")
         expect(consent.locator("#consent-launch")).to_contain_text("STUB_API_KEY")
@@ -55,18 +56,12 @@ def test_a_person_approves_the_launch_then_the_tools_in_the_consent_modal_and_th
         shot(page, artifacts, "consent-01-modal", full_page=False)
         consent.get_by_role("button", name="Approve").click()
         expect(consent).to_be_hidden()
-        # The install asks once more, only because the test listed its tools (#29 item 10): kept as ticked.
-        install = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to install"))
-        expect(install).to_be_visible(timeout=scaled(60_000))
-        expect(install.get_by_role("checkbox", name=re.compile("^echo"))).to_be_checked()
-        expect(install.locator("#consent-widen")).to_be_hidden()  # widened (or not) at the test already
-        install.get_by_role("button", name="Approve").click()
-        expect(install).to_be_hidden()
-
         done = page.locator(".result-card.installed")
         expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
         requests = [f for f in watch.received if '"consent_request"' in f]
-        assert len(requests) == 2  # the test's, then the install's with the tools: never more
+        assert len(requests) == 1  # the test's, which covered the install: one approval per install
+        card = page.locator("li.server", has_text="stub")
+        expect(card.locator("details.tools summary")).to_have_text("2 tools")  # every tool the test listed
         # The agent's run (its transcript and results, relayed in these frames) held no approval
         # link and no consent id: the person answered in the modal, the agent only waited.
         consent_id = json.loads(requests[0])["consent_id"]

@@ -1,15 +1,15 @@
-"""Unticking tools in the consent (#29 item 10), in Debian's Chromium, at 1280 and 390×844.
+"""One approval per install, and leaving a tool out on the server's card, in Debian's Chromium,
+at 1280 and 390×844.
 
-The web modal: a person sets up the stub, approves its test, and the install's consent shows the
-two tools it listed, both ticked; they untick ``whoami`` and approve. The gateway's ``/mcp`` then
-lists ``stub__echo`` only, and a call of ``stub__whoami`` is refused with ``tool_left_out``.
-The consent page (URL elicitation of ``mcp-setup mcp``): the same, with the boxes of the page.
+A person sets up the stub and approves its test once: the consent says it covers the install,
+and the install follows the passing test with both tools it listed, with no second consent. On
+the installed server's card they untick ``whoami``: the gateway's ``/mcp`` then lists
+``stub__echo`` only, and a call of ``stub__whoami`` is refused with ``tool_left_out``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ def listed_and_refused(served: Any, tool: str) -> tuple[set[str], dict[str, Any]
         return portal.call(talk)
 
 
-def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_runs_it(
+def test_one_approval_installs_with_every_tested_tool_and_a_tool_unticked_on_the_card_is_neither_listed_nor_run(
     browser: Any, artifacts: Path, tmp_path: Path, canary: str
 ) -> None:
     served = start_serve(tmp_path, make_catalog(tmp_path, canary), MCP_SETUP_CONSENT="ask")
@@ -61,56 +61,36 @@ def test_a_person_unticks_a_tool_in_the_modal_and_the_gateway_neither_lists_nor_
         consent = _ask_for_the_stub(page, canary)
         expect(consent).to_be_visible()
         expect(consent.locator("#consent-tools")).to_be_hidden()  # the test's consent: nothing ran yet
+        expect(consent).to_contain_text("no second question")  # it covers the install
         consent.get_by_role("button", name="Approve").click()
         expect(consent).to_be_hidden()
 
-        # The install asks once more, now that the test listed the tools.
-        consent = page.get_by_role("dialog", name=re.compile(r"Allow mcp-setup to install"))
-        expect(consent).to_be_visible(timeout=scaled(60_000))
-        tools = consent.locator("#consent-tools")
-        expect(tools).to_contain_text("Tools it gives your assistant")
-        echo, whoami = (
-            consent.get_by_role("checkbox", name=re.compile("^echo")),
-            consent.get_by_role("checkbox", name=re.compile("^whoami")),
-        )
-        expect(echo).to_be_checked()
-        expect(whoami).to_be_checked()
-        expect(tools).to_contain_text("You keep 2 of its 2 tools")
-        expect(tools).to_contain_text("Echo the given text back.")
-        budget = tools.locator(".budget-line")  # where the ticked tools leave the context budget, kept up to date
-        expect(budget).to_have_text(
-            re.compile(r"^ With them, AI clients are listed [\d,]+ of your budget of 8,000 tokens\.$")
-        )
-        with_both = budget.inner_text()
-        whoami.uncheck()
-        expect(tools).to_contain_text("You keep 1 of its 2 tools")
-        expect(budget).not_to_have_text(with_both)
-        expect(tools.locator("#consent-tools-note code")).to_have_text(
-            "mcp-setup enable io.github.mcp-setup/stub --tool TOOL"
-        )
-        scroll_to(tools)
-        page.screenshot(path=str(artifacts / "29-untick-modal-1280.png"))
-        echo.uncheck()
-        expect(consent.locator("#consent-tools-none")).to_be_visible()  # all unticked: said plainly
-        echo.check()
-        expect(consent.locator("#consent-tools-none")).to_be_hidden()
-        page.set_viewport_size(PHONE)
-        scroll_to(tools)
-        page.screenshot(path=str(artifacts / "29-untick-modal-390x844.png"))
-        width = page.evaluate("() => document.documentElement.scrollWidth")
-        assert width <= PHONE["width"], width  # nothing wider than the phone
-        consent.get_by_role("button", name="Approve").click()
-        expect(consent).to_be_hidden()
-
+        # No second approval: the install follows the test, with every tool it listed.
         done = page.locator(".result-card.installed")
         expect(done).to_contain_text("Installed and connected", timeout=scaled(60_000))
-        card = page.locator("li.server", has_text="stub")
-        expect(card.locator(".left-out")).to_contain_text("You left out: whoami")  # the installed list says so
-        expect(card.locator("details.tools summary")).to_have_text("1 tool")
-        scroll_to(card)
-        page.screenshot(path=str(artifacts / "29-untick-list-390x844.png"))
         sent = [json.loads(f) for f in watch.received if '"consent_request"' in f]
-        assert [[t["name"] for t in f["consent"]["tools"]] for f in sent] == [[], ["echo", "whoami"]]
+        assert [[t["name"] for t in f["consent"]["tools"]] for f in sent] == [[]]
+        card = page.locator("li.server", has_text="stub")
+        expect(card.locator("details.tools summary")).to_have_text("2 tools")
+        pick = card.locator("details.tool-pick")
+        pick.locator("summary").click()
+        echo = pick.get_by_role("checkbox", name="Offer echo to your assistant")
+        whoami = pick.get_by_role("checkbox", name="Offer whoami to your assistant")
+        expect(echo).to_be_checked()
+        expect(whoami).to_be_checked()
+        scroll_to(pick)
+        page.screenshot(path=str(artifacts / "42-tool-pick-card-1280.png"))
+        whoami.uncheck()
+        card = page.locator("li.server", has_text="stub")
+        expect(card.locator(".left-out")).to_contain_text("You left out: whoami", timeout=scaled(30_000))
+        expect(card.locator("details.tools summary")).to_have_text("1 tool")
+        expect(card.locator("details.tool-pick")).to_have_attribute("open", "")  # kept open across the redraw
+        expect(card.get_by_role("checkbox", name="Offer whoami to your assistant")).not_to_be_checked()
+        page.set_viewport_size(PHONE)
+        scroll_to(card)
+        page.screenshot(path=str(artifacts / "42-tool-pick-card-390x844.png"))
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], width  # nothing wider than the phone
 
         names, refused = listed_and_refused(served, "stub__whoami")
         assert "stub__echo" in names and "stub__whoami" not in names, names

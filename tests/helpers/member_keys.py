@@ -33,3 +33,22 @@ def pending_link(result: dict[str, Any]) -> str:
     assert error["code"] == "member_secret_required" and error["key_name"] == "STUB_API_KEY"
     assert "approval" not in json.dumps(result) and "/consents/" not in json.dumps(result)
     return error["url"]
+
+
+#: A ``key_hash`` answer of a stub with a second key: (its own key's sha256, its run id, the second key's sha256).
+KEY_HASHES = re.compile(r"sha256=([0-9a-f]{64}) run=([0-9a-f]{16}) second=([0-9a-f]{64})")
+
+
+def shared_key_catalog(root: Path, names: tuple[str, ...], second_key: str) -> Path:
+    """One stub bundle per qualified name in ``names``, each with its ``key_hash`` tool, STUB_API_KEY
+    (to be kept per member) and ``second_key`` (a shared one), both secret."""
+    catalog = root / "catalog"
+    catalog.mkdir(parents=True, exist_ok=True)
+    for n, name in enumerate(names):
+        short = name.rsplit("/", 1)[-1]
+        bundle, digest = build_stub_bundle(
+            root / "dist", expected_value=None, mode="key_hash", name=short, second_key=second_key
+        )
+        entry = stub_server_json(bundle.resolve().as_uri(), digest, name=name, second_key=second_key)
+        (catalog / f"server-{n}.json").write_text(json.dumps(entry))
+    return catalog

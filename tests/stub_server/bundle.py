@@ -44,11 +44,13 @@ def stub_manifest(
     user_config_key: str | None = None,
     extra_env: dict[str, str] | None = None,
     extra_args: list[str] | None = None,
+    second_key: str | None = None,
 ) -> dict[str, Any]:
     """The MCPB `manifest.json` for the stub (expected value only as its hash).
 
     ``user_config_key`` names the manifest's setting when it differs from the env var
     (``"env": {"STUB_API_KEY": "${user_config.api_key}"}``, as real bundles do).
+    ``second_key``: a second secret setting (its own env var), whose hash ``key_hash`` also says.
     """
     uc = user_config_key or key_name
     env = {
@@ -57,6 +59,9 @@ def stub_manifest(
         "STUB_MODE": mode,
         **(extra_env or {}),  # e.g. STUB_TOOLS_FILE (tool pinning tests)
     }
+    if second_key is not None:
+        env[second_key] = "${user_config.%s}" % second_key
+        env["STUB_SECOND_ENV"] = second_key
     if expected_value is not None:
         env["STUB_EXPECTED_SHA256"] = sha256_hex(expected_value)
     return {
@@ -80,13 +85,14 @@ def stub_manifest(
             {"name": "whoami", "description": "Answer 'ok' when the server is configured."},
         ],
         "user_config": {
-            uc: {
+            name: {
                 "type": "string",
-                "title": f"{key_name}",
-                "description": f"API key for the stub server ({key_name}).",
+                "title": f"{title}",
+                "description": f"API key for the stub server ({title}).",
                 "required": True,
                 "sensitive": True,
             }
+            for name, title in ((uc, key_name), *(((second_key, second_key),) if second_key else ()))
         },
     }
 
@@ -110,6 +116,7 @@ def build_stub_bundle(
     extra_env: dict[str, str] | None = None,
     extra_args: list[str] | None = None,
     server_py: Path = SERVER_PY,
+    second_key: str | None = None,
 ) -> tuple[Path, str]:
     """Write `<dest_dir>/<name>-<version>.mcpb`; return (path, sha256 hex of the file).
 
@@ -126,6 +133,7 @@ def build_stub_bundle(
         user_config_key=user_config_key,
         extra_env=extra_env,
         extra_args=extra_args,
+        second_key=second_key,
     )
     path = dest_dir / f"{name}-{version}.mcpb"
     tmp = path.with_suffix(".mcpb.tmp")
@@ -143,8 +151,10 @@ def stub_server_json(
     name: str = "io.github.mcp-setup/stub",
     key_name: str = "STUB_API_KEY",
     version: str = "1.0.0",
+    second_key: str | None = None,
 ) -> dict[str, Any]:
-    """An official-registry `server.json` (2025-12-11 shape) listing the bundle as an mcpb package."""
+    """An official-registry `server.json` (2025-12-11 shape) listing the bundle as an mcpb package
+    (``second_key``: a second secret variable)."""
     return {
         "$schema": SERVER_SCHEMA,
         "name": name,
@@ -159,12 +169,13 @@ def stub_server_json(
                 "transport": {"type": "stdio"},
                 "environmentVariables": [
                     {
-                        "name": key_name,
-                        "description": f"API key for the stub server ({key_name}).",
+                        "name": name,
+                        "description": f"API key for the stub server ({name}).",
                         "isRequired": True,
                         "isSecret": True,
                         "format": "string",
                     }
+                    for name in (key_name, *((second_key,) if second_key else ()))
                 ],
             }
         ],

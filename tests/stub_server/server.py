@@ -31,7 +31,8 @@ value in tool `leak`'s description and in echo(text="env")), ignore_sigterm
 server/discover or unknown methods, like some legacy servers), flood (echo sends
 STUB_FLOOD_COUNT (5000) progress notifications before its answer), key_hash (a tool
 answering the sha256 of the key it was started with, and a random id of this
-process: a pid means little in a sandbox's own pid namespace), modern (answers
+process: a pid means little in a sandbox's own pid namespace; with STUB_SECOND_ENV naming
+another variable, its sha256 too), modern (answers
 server/discover for 2026-07-28, then answers as always: without resultType),
 key_on_call (starts and lists its tools with any key, checking it only when a tool is
 called: a wrong or missing key answers the call with an isError "401 Unauthorized"
@@ -310,7 +311,11 @@ class Stub:
             return text_result("ok"), None
         if name == "key_hash" and "key_hash" in self.modes:
             value = os.environ.get(self.key_name, "")
-            return text_result("sha256=%s run=%s" % (hashlib.sha256(value.encode("utf-8")).hexdigest(), RUN_ID)), None
+            text = "sha256=%s run=%s" % (hashlib.sha256(value.encode("utf-8")).hexdigest(), RUN_ID)
+            second = os.environ.get("STUB_SECOND_ENV")
+            if second:  # a second key's hash too (a shared key beside a member's own)
+                text += " second=%s" % hashlib.sha256(os.environ.get(second, "").encode("utf-8")).hexdigest()
+            return text_result(text), None
         for tool in self.tools:
             if tool["name"] == name:  # a tools-file tool may say its answer ("_stubResult", as sent)
                 if tool.get("_stubNotify"):

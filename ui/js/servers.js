@@ -25,6 +25,30 @@ export function toolList(tools, server) {
   }));
 }
 
+// The card's choice of tools (an install keeps every tool its test listed): one ticked box per
+// tool offered to the assistant, an unticked one per tool left out; a change is stored at once
+// (/rpc servers.tool_shown) and every gateway lists the server's tools again.
+function toolChoice(server, tools, itemError) {
+  var names = tools.map(function (t) { return t.name; }).concat(server.left_out_by_user || []);
+  var left = server.left_out_by_user || [];
+  return el("ul", { class: "tool-choice" }, names.map(function (toolName) {
+    var box = el("input", { type: "checkbox", "data-tool": toolName, "data-focus-key": "tool:" + server.server_id + ":" + toolName,
+                            "aria-label": "Offer " + toolName + " to your assistant" });
+    box.checked = left.indexOf(toolName) < 0;
+    box.addEventListener("change", function () {
+      box.disabled = true;
+      rpc("servers.tool_shown", { server_id: server.server_id, tool: toolName, shown: box.checked }).then(function () {
+        loadServersSoon();
+      }, function (failure) {
+        box.checked = !box.checked;
+        box.disabled = false;
+        showError(itemError, failure.message);
+      });
+    });
+    return el("li", null, [el("label", { class: "check" }, [box, " ", el("code", { text: toolName })])]);
+  }));
+}
+
 function renderServers(servers) {
   var list = $("servers");
   var active = document.activeElement;
@@ -33,6 +57,8 @@ function renderServers(servers) {
   var openMore = {};
   Array.prototype.forEach.call(list.querySelectorAll("details.tools[open]"), function (d) { open[d.dataset.server] = true; });
   Array.prototype.forEach.call(list.querySelectorAll("details.server-more[open]"), function (d) { openMore[d.dataset.slug] = true; });
+  var openPick = {};
+  Array.prototype.forEach.call(list.querySelectorAll("details.tool-pick[open]"), function (d) { openPick[d.dataset.server] = true; });
   list.textContent = "";
   $("servers-empty").hidden = servers.length > 0;
   servers.forEach(function (server) {
@@ -48,6 +74,16 @@ function renderServers(servers) {
         toolList(tools, status === "connected" ? server : null)
       ]);
       if (open[server.server_id]) details.open = true;
+    }
+    var pick = null;  // which of its tools the assistant gets (all, after an install)
+    if (tools.length || (server.left_out_by_user || []).length) {
+      pick = el("details", { class: "tool-pick", "data-server": server.server_id }, [
+        el("summary", { text: "Choose the tools your assistant gets", "data-focus-key": "pick:" + server.server_id }),
+        el("p", { class: "small muted", text: "Untick a tool to leave it out: your assistant neither sees nor uses it. " +
+          "Each costs tokens in every conversation." }),
+        toolChoice(server, tools, itemError)
+      ]);
+      if (openPick[server.server_id]) pick.open = true;
     }
     var reconnect = el("button", { type: "button", text: "Reconnect", "aria-label": "Reconnect " + name,
                                    "data-focus-key": "reconnect:" + server.server_id });
@@ -124,9 +160,10 @@ function renderServers(servers) {
                : "You rejected its changed tools (the approved ones stay): ") + server.tools_change.summary }) : null,
       (server.left_out_by_user || []).length ? el("p", { class: "muted small left-out", text: "You left out: " +
         server.left_out_by_user.join(", ") + " (your assistant does not see them; mcp-setup enable " + server.slug +
-        " --tool TOOL turns one back on)." }) : null,  // unticked at install
+        " --tool TOOL or its box below turns one back on)." }) : null,  // left out at install or on the card
       details || el("p", { class: "muted small", text: status === "connected" ? "No tools." :
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
+      pick,
       sampling,
       detailsPart(server, openMore[server.slug]),  // by slug: an update gives it a new id
       el("div", { class: "row" }, [toggleLabel, enabled ? keepLabel : null, enabled ? reconnect : null, remove]),

@@ -104,8 +104,8 @@ def test_yes_and_a_secret_from_a_file_install_with_the_value_in_no_argv_output_l
     # the consent is printed in full, then approved by --yes
     assert "mcp-setup needs your approval to" in out and "Command line:" in out and "STUB_API_KEY: your secret" in out
     assert "Approved (--yes)." in out and "Allow this?" not in out
-    # the install's consent lists the tools the test found; --yes keeps every one (#29 item 10)
-    assert "[1] echo" in out and "Approved (--yes), with all 2 tools." in out and "Untick which" not in out
+    # one approval per install: the test's covers it, and the install keeps every tool the test found
+    assert out.count("Approved (--yes)") == 1 and "Untick which" not in out
     assert "STUB_API_KEY from --secret" in out
     assert canary not in out
     data = Path(env["MCP_SETUP_HOME"])

@@ -89,16 +89,14 @@ async def test_the_user_approves_on_the_elicitation_page_and_their_host_is_used(
                         assert tested.get("ok") is True, tested
                         installed = await call(client, "mcp_setup_install_and_connect", args)
                         assert installed["status"] == "connected", installed
-    # The test's approval is remembered; the install asks once more, only about the tools the test
-    # listed (#29 item 10); the user's host stands (the secret reached only it, below).
-    assert len(user.consent_pages) == 2
-    assert 'name="tool.0"' in user.consent_pages[1] and "You allowed it to run" in user.consent_pages[1]
-    assert evil.host not in user.consent_pages[1]  # the launch is not shown again: only the tools are asked
+    # One approval per install: the test's covers it (its page says so), and the user's host stands
+    # (the secret reached only it, below).
+    assert len(user.consent_pages) == 1 and "no second question" in user.consent_pages[0]
     assert ('"input_required"' in recorder.text()) == (mode == "auto")
-    # 2025-11-25: the secret page and the two consent pages each end with notifications/elicitation/complete
+    # 2025-11-25: the secret page and the consent page each end with notifications/elicitation/complete
     # for its elicitation; 2026-07-28 removed it (the retry is the signal).
     asked, done = elicitation_ids(recorder)
-    assert (len(asked), done) == ((0, []) if mode == "auto" else (3, asked))
+    assert (len(asked), done) == ((0, []) if mode == "auto" else (2, asked))
     page = user.consent_pages[0]
     assert "Bearer &lt;your JIRA_TOKEN&gt;" in page and f"http://{evil.host}/mcp" in page  # templates in words
     assert evil.connections == 0 and canary.encode() not in evil.received

@@ -162,24 +162,27 @@ def test_an_approval_on_the_web_is_audited_as_the_admin_token_or_the_user_with_t
         admin = {"Authorization": f"Bearer {boss}", "Origin": served.origin}
         assert http.post(f"/api/consents/{consent}", json=answer, headers=admin).status_code == 200
         assert "result" in rpc(http, alice, "mcp_setup_test_connection", args)  # it ran
-        # The install's tools, approved by the person on the page.
-        installing = rpc(http, alice, "mcp_setup_install_and_connect", args)
-        assert installing["error"]["data"]["code"] == "consent_required", installing
-        event = _next(user_ws, "consent_request")
-        left_out = [t["name"] for t in event["consent"]["tools"]][:1]
-        assert left_out, event
-        answer = {"approve": True, "hidden_tools": left_out}
-        approved = http.post(f"/api/consents/{event['consent_id']}", json=answer, headers=served.headers())
-        assert approved.status_code == 200, approved.text
+        # One approval per install: the test's covers it; the person leaves a tool out on the card.
+        installed = rpc(http, alice, "mcp_setup_install_and_connect", args)["result"]
+        assert installed["status"] == "connected", installed
+        left_out = [t["name"] for t in installed["tools"]][:1]
+        assert left_out, installed
+        pick = {"server_id": installed["server_id"], "tool": left_out[0], "shown": False}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "servers.tool_shown", "params": pick}
+        refused = http.post("/rpc", json=body, headers={"Authorization": f"Bearer {alice}"}).json()
+        assert "error" in refused, refused  # a client never chooses the person's tools
+        picked = http.post("/rpc", json=body, headers=served.headers()).json()
+        assert picked["result"]["left_out_by_user"] == left_out, picked
     env = served.env
     audit = subprocess.run(
         mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
     )
     rows = [r for r in json.loads(audit.stdout)["audit"] if r["event"] == "consent_approved"]
-    assert [r["actor"] for r in rows] == ["token:boss", "user:web"], rows
+    assert [r["actor"] for r in rows] == ["token:boss"], rows
     assert all("launch " in (r["detail"] or "") for r in rows), rows
     assert '"network":false' in rows[0]["detail"] and str(folder.resolve()) in rows[0]["detail"], rows
-    assert f"tools left out {left_out[0]}" in rows[1]["detail"], rows
+    hidden = [r for r in json.loads(audit.stdout)["audit"] if r["event"] == "tools_hidden"]
+    assert [(r["actor"], r["detail"]) for r in hidden] == [("user:web", left_out[0])], hidden
     assert canary not in audit.stdout and boss not in audit.stdout
     verified = subprocess.run(
         mcp_setup_argv("audit", "--verify"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
@@ -328,27 +331,10 @@ def test_no_approval_key_and_no_user_token_reaches_a_client_through_a_whole_setu
         )  # the user, with the page's credential
         assert approved.status_code == 200, approved.text
         assert member("mcp_setup_test_connection", args)["result"]["ok"] is True
-        # The install asks once more, with the tools the test listed (#29 item 10): the member cannot
-        # leave any out, neither in its arguments nor on the user's route; the user can.
-        asked = member("mcp_setup_install_and_connect", {**args, "hidden_tools": ["echo"]})
-        assert asked["error"]["data"]["code"] == "consent_required", asked
-        second = _next(user_ws, "consent_request")
-        assert [t["name"] for t in second["consent"]["tools"]] == ["echo", "whoami"]
-        refused = http.post(
-            f"/api/consents/{second['consent_id']}",
-            json={"approve": True, "hidden_tools": ["echo"]},
-            headers={"Authorization": f"Bearer {alice}", "Origin": served.origin},
-        )
-        assert refused.status_code == 403
-        approved = http.post(
-            f"/api/consents/{second['consent_id']}",
-            json={"approve": True, "hidden_tools": ["whoami"]},
-            headers=served.headers(),
-        )
-        assert approved.status_code == 200, approved.text
+        # One approval per install: the member's arguments leave no tool out.
         installed = member("mcp_setup_install_and_connect", {**args, "hidden_tools": ["echo"]})["result"]
         assert installed["status"] == "connected", installed
-        assert installed["left_out_by_user"] == ["whoami"] and [t["name"] for t in installed["tools"]] == ["echo"]
+        assert "left_out_by_user" not in installed and [t["name"] for t in installed["tools"]] == ["echo", "whoami"]
         for text in received:
             assert served.token not in text and "/secrets/consents/" not in text
             assert consent_id not in text and canary not in text

@@ -125,8 +125,10 @@ async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
 
 
 async def install(runtime: Runtime, secret: str, *, only_these: bool = False) -> tuple[str, Any]:
-    """Test (consented), then install; the install's consent (with the tools and what the test
-    reached) answered with "only these" when asked. Returns the server id and that consent."""
+    """Test (consented), then install. The test's approval covers the install (one approval per
+    install); with ``only_these`` it is forgotten first (as when it expires), so the install asks
+    anew, with the tools and what the test reached, answered with "only these". Returns the
+    server id and that consent (None: not asked)."""
     ref = runtime.refs.mint("STUB_API_KEY", secret)
     refs = {"STUB_API_KEY": ref}
     asked = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, env_refs=refs)
@@ -134,6 +136,8 @@ async def install(runtime: Runtime, secret: str, *, only_these: bool = False) ->
     runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=NAME, env_refs=refs)
     assert tested.get("ok") is True, tested
+    if only_these:
+        runtime.consents.forget(NAME)
     installed = await call(runtime, "mcp_setup_install_and_connect", qualified_name=NAME, env_refs=refs)
     shown = None
     if installed.get("error", {}).get("code") == "consent_required":

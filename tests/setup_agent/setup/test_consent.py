@@ -87,44 +87,39 @@ async def test_the_consent_shows_runner_package_sha_and_templates_never_values(w
     assert canary not in json.dumps(shown)
 
 
-async def test_the_install_after_a_test_asks_once_more_with_its_tools_and_an_unticked_one_is_left_out(
+async def test_the_install_after_an_approved_test_asks_nothing_more_and_a_tool_left_out_later_is_held_back(
     world, canary: str
 ) -> None:
-    """#29 item 10: the test's approval stands; the install shows the tools it listed, each to untick."""
+    """One approval per install: the test's covers it, with every tool the test listed; the
+    person leaves one out afterwards (the card's box, ``mcp-setup disable --tool``)."""
     runtime = world
     ref = runtime.refs.mint("STUB_API_KEY", canary)
     first = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
     assert first["error"]["code"] == "consent_required" and runtime.consents.pending()[-1].request.tools == []
+    assert runtime.consents.pending()[-1].request.covers_install is True
     runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
     events: list[dict] = []
     runtime.consents.subscribe(events.append)
     tested = await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
     assert tested.get("ok") is True and events == [], tested  # the same test is not asked again
-    args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}, "hidden_tools": []}  # an agent's: ignored
-    asked = await call(runtime, "mcp_setup_install_and_connect", **args)
-    assert asked["error"]["code"] == "consent_required", asked
-    (pending,) = runtime.consents.pending()
-    shown = pending.request.public()
-    assert [t["name"] for t in shown["tools"]] == ["echo", "whoami"]
-    assert shown["launch_approved"] is True and shown["warnings"] == [] and shown["widenable"] is False
-    assert "choose which of its 2 tools to keep" in asked["error"]["message"]
-    assert (
-        shown["tools"][0]["description"] == "Echo the given text back." and shown["tools"][0]["estimated_tokens"] > 10
-    )
-    with pytest.raises(InvalidInput):  # only the tools shown can be left out
-        runtime.consents.approve(pending.consent_id, hidden_tools=["rm_rf"])
-    runtime.consents.approve(pending.consent_id, hidden_tools=["whoami"], by="user:web")
+    args = {
+        "qualified_name": STUB,
+        "env_refs": {"STUB_API_KEY": ref},
+        "hidden_tools": ["whoami"],
+    }  # an agent's: ignored
     installed = await call(runtime, "mcp_setup_install_and_connect", **args)
     assert installed["status"] == "connected", installed
-    assert installed["left_out_by_user"] == ["whoami"] and [t["name"] for t in installed["tools"]] == ["echo"]
-    assert installed["context"]["tool_count"] == 1 and installed["context"]["left_out_by_user"] == 1
+    assert events == [] and runtime.consents.pending() == []  # never asked again
+    assert [t["name"] for t in installed["tools"]] == ["echo", "whoami"] and "left_out_by_user" not in installed
     server = runtime.store.servers.get_by_name(STUB)
-    assert server is not None and runtime.store.pins.offers()[server.server_id].hidden_tools == {"whoami"}
+    assert server is not None
+    runtime.store.pins.set_hidden_tools(server.server_id, ["whoami"], actor="user:web")
     assert [e.event for e in runtime.store.audit.entries(server_id=server.server_id)] == ["installed", "tools_hidden"]
     got = await call(runtime, "mcp_setup_get", qualified_name=STUB)
     assert got["left_out_by_user"] == ["whoami"] and got["context"]["tool_count"] == 1
     (listed,) = (await call(runtime, "mcp_setup_list_servers"))["servers"]
     assert listed["tools"] == ["echo"] and listed["left_out_by_user"] == ["whoami"]
+    assert canary not in json.dumps([first, tested, installed, got, listed])
     with anyio.fail_after(scaled(30)):
         await runtime.gateway.start()
         assert {t.name for t in runtime.gateway.catalog.tools()} == {"stub__echo"}
@@ -147,16 +142,15 @@ async def test_an_agent_cannot_leave_out_tools_only_the_users_answer_can(world, 
     await call(runtime, "mcp_setup_test_connection", **args)
     runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
     assert (await call(runtime, "mcp_setup_test_connection", **args))["ok"] is True
-    await call(runtime, "mcp_setup_install_and_connect", **args)
-    (pending,) = runtime.consents.pending()
-    runtime.consents.approve(pending.consent_id)  # the user unticks nothing
+    pending = runtime.consents.pending()  # nothing: the test's approval covers the install
     installed = await call(runtime, "mcp_setup_install_and_connect", **args)
+    assert pending == []
     assert installed["status"] == "connected" and "left_out_by_user" not in installed, installed
     assert {t["name"] for t in installed["tools"]} == {"echo", "whoami"}
     server = runtime.store.servers.get_by_name(STUB)
     offers = runtime.store.pins.offers().get(server.server_id) if server is not None else None
     assert server is not None and (offers is None or not offers.hidden_tools)
-    assert canary not in json.dumps(pending.request.public()) and canary not in json.dumps(installed)
+    assert canary not in json.dumps(installed)
 
 
 async def test_after_a_remove_the_same_server_is_asked_again(world, canary: str) -> None:
@@ -239,15 +233,15 @@ async def test_the_agent_chosen_jira_host_is_only_shown_and_the_users_edit_is_us
 
             tested = await call(runtime, "mcp_setup_test_connection", **args)
             assert tested.get("ok") is True, tested
-            asked = await call(runtime, "mcp_setup_install_and_connect", **args)  # now with its tools (#29 item 10)
-            assert asked["error"]["code"] == "consent_required", asked
-            again = runtime.consents.pending()[-1]
-            # The user's host stands: the install's consent shows it, not the agent's.
-            assert [(d.name, d.suggested) for d in again.request.destinations] == [("jira_host", real_host)]
-            assert again.request.tools and again.request.secrets[0].host == real_host
-            runtime.consents.approve(again.consent_id)
+            # One approval per install: the test's covers it, and the user's host stands, not the agent's.
             installed = await call(runtime, "mcp_setup_install_and_connect", **args)
             assert installed["status"] == "connected", installed
+            assert runtime.consents.pending() == []
+            server = runtime.store.servers.get_by_name(JIRA)
+            assert (
+                server is not None
+                and runtime.store.values.env_values(server.server_id)["jira_host"].reveal() == real_host
+            )
             assert evil.connections == 0 and canary.encode() not in evil.received
             assert runtime.store.servers.get_by_name(JIRA) is not None
             listed = await call(runtime, "mcp_setup_list_servers")
@@ -362,12 +356,12 @@ def test_host_and_url_settings_of_a_local_server_are_destinations_and_others_are
     assert "JIRA_URL" in request.secrets[0].destination  # the process may send it on there
 
 
-async def test_where_the_person_answers_elsewhere_the_tests_approval_covers_the_install_with_every_tool(
+async def test_a_clients_test_approval_covers_the_install_with_every_tool_and_comes_before_the_key(
     world, canary: str
 ) -> None:
-    """A client with no page (``mcp-setup approve``): one approval, given before the key is typed."""
+    """A client's setup (``mcp-setup approve``, a page): one approval, given before the key is typed."""
     runtime = world
-    ctx = CallContext(installed_by="mcp:claude-code", answers_elsewhere=True)
+    ctx = CallContext(installed_by="mcp:claude-code")
     ref = runtime.refs.reserve("STUB_API_KEY")  # its prompt not answered yet
     args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": ref}}
     first = await call(runtime, "mcp_setup_test_connection", ctx, **args)

@@ -1,6 +1,6 @@
-"""The consent's choices: an install's consent asks "May ask your AI to write text" (no / yes,
-without tools / yes, with tools; default: without tools), the person's answer is stored with the
-installed server and audited with the approval; a test's consent asks nothing of the kind.
+"""The consent's choices: an install's consent (a test's, which covers the install) asks "May ask
+your AI to write text" (no / yes, without tools / yes, with tools; default: without tools), the
+person's answer is stored with the installed server and audited with the approval.
 Service-level over build_runtime (consent "ask"), a local catalog and the real stub bundle."""
 
 from __future__ import annotations
@@ -45,17 +45,21 @@ async def _call(runtime: Runtime, tool: str, **args: Any) -> dict[str, Any]:
 
 
 async def _install_consent(runtime: Runtime, canary: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """A test approved, then the install asked: its consent id, its JSON and the install's arguments."""
+    """The consent of a test, which covers the install (one approval per install): its id, its
+    JSON and the arguments of the test and the install."""
     args = {"qualified_name": STUB, "env_refs": {"STUB_API_KEY": runtime.refs.mint("STUB_API_KEY", canary)}}
-    await _call(runtime, "mcp_setup_test_connection", **args)
-    test_consent = runtime.consents.pending()[-1]
-    assert test_consent.request.public()["choices"] == []  # nothing is stored by a test
-    runtime.consents.approve(test_consent.consent_id)
-    assert (await _call(runtime, "mcp_setup_test_connection", **args))["ok"] is True
-    asked = await _call(runtime, "mcp_setup_install_and_connect", **args)
+    asked = await _call(runtime, "mcp_setup_test_connection", **args)
     assert asked["error"]["code"] == "consent_required", asked
     (pending,) = runtime.consents.pending()
+    assert pending.request.covers_install is True
     return pending.consent_id, pending.request.public(), args
+
+
+async def _tested_and_installed(runtime: Runtime, args: dict[str, Any]) -> dict[str, Any]:
+    assert (await _call(runtime, "mcp_setup_test_connection", **args))["ok"] is True
+    installed = await _call(runtime, "mcp_setup_install_and_connect", **args)
+    assert runtime.consents.pending() == []  # not asked again
+    return installed
 
 
 async def test_an_install_consent_asks_whether_it_may_ask_your_ai_to_write_text_without_tools_by_default(
@@ -75,7 +79,7 @@ async def test_an_install_consent_asks_whether_it_may_ask_your_ai_to_write_text_
         }
     ]
     world.consents.approve(consent_id, by="user:web")  # no answer given: the default
-    installed = await _call(world, "mcp_setup_install_and_connect", **args)
+    installed = await _tested_and_installed(world, args)
     assert installed["status"] == "connected", installed
     assert world.store.servers.get_by_name(STUB).sampling == "text"  # type: ignore[union-attr]
 
@@ -89,7 +93,7 @@ async def test_the_persons_choice_is_stored_with_the_server_and_audited_with_the
     with pytest.raises(InvalidInput):
         world.consents.approve(consent_id, choices={"network": "yes"})  # only the choices shown
     world.consents.approve(consent_id, choices={"sampling": "no"}, by="user:web")
-    installed = await _call(world, "mcp_setup_install_and_connect", **args)
+    installed = await _tested_and_installed(world, args)
     assert installed["status"] == "connected", installed
     assert world.store.servers.get_by_name(STUB).sampling == "no"  # type: ignore[union-attr]
     approvals = [e for e in world.store.audit.entries() if e.event == "consent_approved"]

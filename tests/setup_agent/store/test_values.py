@@ -68,3 +68,17 @@ def test_a_value_written_for_a_server_that_is_not_installed_is_refused_and_chang
         store.values.set_env_value("no-such-server", "GH_TOKEN", "new-value-456", True)
     assert store.values.env_stamps() == stamps and store.values.env_values(mine)["GH_TOKEN"].reveal() == "old-value-123"
     assert store.database.change_counter() == counter and store.audit.counts() == audited
+
+
+def test_a_stamp_that_leaves_out_a_server_s_per_member_keys_moves_only_when_another_setting_of_it_changes(
+    store: Store, canary: str
+) -> None:
+    mine, other = install(store, "io.test/gh", "old-value-123"), install(store, "io.test/other", "other-value-456")
+    shared = {mine: ["GH_TOKEN"]}  # what members' sessions of it share: all but their own key
+    before = store.values.env_stamps(leaving_out=shared)
+    assert before[mine] != store.values.env_stamps()[mine] and before[other] == store.values.env_stamps()[other]
+    store.values.replace_env_value(mine, "GH_TOKEN", canary, True, actor="cli")  # the shared value of a member key
+    assert store.values.env_stamps(leaving_out=shared) == before
+    store.values.replace_env_value(mine, "REGION", "us", False, actor="cli")  # a shared setting
+    after = store.values.env_stamps(mine, leaving_out=shared)
+    assert after[mine] != before[mine] and set(after) == {mine}
