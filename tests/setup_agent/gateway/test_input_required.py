@@ -229,7 +229,7 @@ async def test_a_server_whose_question_waits_on_a_2025_clients_answer_counts_as_
             server=SimpleNamespace(title="Asker", qualified_name="io.example/asker"),
             inflight=inflight,
             touch=lambda: None,
-            classic=lambda: _same(client),
+            classic=lambda _caller: _same(client),
         )
         forwarding = Forwarding(
             lambda _id: live, lambda: [live], redactor, ResourceLinks(), max_call_notifications=0, max_result_chars=0
