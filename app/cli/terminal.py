@@ -189,7 +189,7 @@ class TerminalIO:
 
         def ask() -> None:
             settings: dict[str, str] = {}
-            for d in [] if request.launch_approved else request.destinations:  # chosen at the test already
+            for d in request.destinations:
                 print(
                     f"{d.name}: the assistant suggested {d.suggested!r}. Press Enter to keep it, or type "
                     "where it should really connect.",
