@@ -35,6 +35,7 @@ from setup_agent.launch import (
     choose_package,
     describe_packages,
     make_scratch_dir,
+    network_state,
     required_keys_from_manifest,
     runner_which,
 )
@@ -370,6 +371,8 @@ class SetupService:
                     keep_running=bool(s.launch_spec.get("keep_running")),  # never stopped when idle
                     sampling=s.sampling,  # may it ask the person's AI to write text (the card's control)
                 )
+                if (net := network_state(s.launch_spec)) is not None:  # where it may connect; "only these"
+                    item["network"] = net.public()
             if st.reason:
                 item["reason"] = st.reason
             if hidden:

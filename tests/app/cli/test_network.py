@@ -12,23 +12,6 @@ import pytest
 from tests.helpers.data_dir import STUB, DataDir, cli, data, stub_spec  # noqa: F401 - the fixture the tests take
 
 
-def _installed_after_a_test(data: DataDir, seen: list[str], granted: tuple[str, ...] = ()) -> str:
-    """The stub installed as an install after a proxied test stores it: ``seen``, what the test reached."""
-    net = {"mode": "default", "granted": sorted(granted), "only": [], "seen": seen}
-    with data.store() as store:
-        return store.servers.install(
-            qualified_name=STUB,
-            source="local",
-            version="1.0.0",
-            package_type="stdio",
-            launch_spec={**stub_spec("value-1234567"), "sandbox_net": net},
-            installed_by="agent",
-            tools_hash="x",
-            env={"STUB_API_KEY": ("value-1234567", True)},
-            title="Stub Search",
-        ).server_id
-
-
 def test_allow_grants_the_destination_in_the_servers_policy_audits_it_and_says_so(
     data: DataDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -73,7 +56,7 @@ def test_allow_for_a_name_that_is_not_installed_names_none(data: DataDir, capsys
 def test_only_tested_holds_the_server_to_what_its_test_reached_audited_as_the_person_and_show_names_the_way_back(
     data: DataDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sid = _installed_after_a_test(data, ["api.notion.com:443"], granted=("127.0.0.1:5432",))
+    sid = data.install_tested(STUB, ["api.notion.com:443"], granted=("127.0.0.1:5432",))
     code, out, err = cli(capsys, "show", "stub-search")
     assert code == 0, err
     assert "network: Only these (what its test connected to): mcp-setup allow stub-search --only-tested\n" in out
@@ -114,7 +97,7 @@ def test_only_tested_holds_the_server_to_what_its_test_reached_audited_as_the_pe
 def test_only_tested_for_a_server_whose_test_connected_nowhere_is_refused_in_one_line(
     data: DataDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sid = _installed_after_a_test(data, [])
+    sid = data.install_tested(STUB, [])
     with data.store() as store:
         before = store.servers.get(sid)
     code, out, err = cli(capsys, "allow", "stub-search", "--only-tested")
@@ -140,7 +123,7 @@ def test_only_tested_for_a_server_whose_test_connected_nowhere_is_refused_in_one
 def test_allow_takes_one_change_at_a_time(
     data: DataDir, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
 ) -> None:
-    _installed_after_a_test(data, ["api.notion.com:443"])
+    data.install_tested(STUB, ["api.notion.com:443"])
     code, out, err = cli(capsys, "allow", "stub-search", *argv)
     assert (code, out) == (2, "")
     assert "give one of HOST:PORT, --only-tested, --public-internet or --sampling" in err
