@@ -493,7 +493,8 @@ class RpcDispatcher:
             raise NotFound("No installed server has this server_id. servers.list lists them.")
         policy = holding_to_tested(server.launch_spec, only, server.title or server.qualified_name)
         changed = await asyncio.to_thread(store.servers.set_network, server_id, policy, actor=by)
-        state = network_state(changed.launch_spec)
+        mechanism = await asyncio.to_thread(self.runtime.service.network_mechanism)
+        state = network_state(changed.launch_spec, mechanism)
         return {"server_id": server_id, "network": state.public() if state is not None else None}
 
     async def _tool_shown(self, server_id: str, tool: Any, shown: Any, by: str) -> dict[str, Any]:

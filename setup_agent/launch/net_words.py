@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 _CONTAINER_RUNNERS = ("docker", "podman")
+#: The network mechanisms that hold a server's connections to mcp-setup's proxy (net_isolation.py).
+_HELD = ("bwrap-netns", "landlock-net")
 
 
 def seen_destinations(attempts: Iterable[Attempt]) -> list[str]:
@@ -107,12 +109,15 @@ class NetworkState:
     """An installed server's network as the person may change it after install: ``mode`` its
     policy now (``default``: the public internet; ``strict``: only its list; ``none``),
     ``tested`` where its test connected (None: no test went through mcp-setup's proxy), ``only``
-    a strict server's list, ``allowed`` what the person allowed beyond the policy."""
+    a strict server's list, ``allowed`` what the person allowed beyond the policy; ``held``
+    False where nothing holds a server's network to mcp-setup's proxy on this system (the policy
+    is kept, but not enforced here)."""
 
     mode: NetMode
     tested: tuple[str, ...] | None
     only: tuple[str, ...] = ()
     allowed: tuple[str, ...] = ()
+    held: bool = True
 
     @property
     def may_hold_to_tested(self) -> bool:
@@ -126,23 +131,27 @@ class NetworkState:
             "only": list(self.only),
             "allowed": list(self.allowed),
             "may_hold_to_tested": self.may_hold_to_tested,
+            "held": self.held,
         }
 
 
-def network_state(spec: Mapping[str, Any]) -> NetworkState | None:
-    """``spec``'s (a launch spec as stored) network as :class:`NetworkState`; None where mcp-setup's
-    proxy does not hold it (a remote, a container, a local package that serves HTTP)."""
+def network_state(spec: Mapping[str, Any], mechanism: str | None = None) -> NetworkState | None:
+    """``spec``'s (a launch spec as stored) network as :class:`NetworkState` under the network
+    ``mechanism`` of this system (``bwrap-netns``, ``landlock-net``, ``none``; None: not asked);
+    None where mcp-setup's proxy never holds it (a remote, a container, a local package that
+    serves HTTP)."""
     runner = spec.get("runner") or spec.get("command")
     if not spec.get("command") or runner in _CONTAINER_RUNNERS or spec.get("transport", "stdio") != "stdio":
         return None
     net = dict(spec.get("sandbox_net") or {})
     seen = net.get("seen")
     tested = tuple(map(str, seen)) if isinstance(seen, list) else None
+    held = mechanism is None or mechanism in _HELD
     if not spec.get("sandbox_network", True):
-        return NetworkState("none", tested)
+        return NetworkState("none", tested, held=held)
     policy = NetPolicy.from_dict(net) if net else NetPolicy.default()
     allowed = tuple(map(str, sorted(policy.granted)))
-    return NetworkState(policy.mode, tested, tuple(map(str, sorted(policy.only))), allowed)
+    return NetworkState(policy.mode, tested, tuple(map(str, sorted(policy.only))), allowed, held)
 
 
 def holding_to_tested(spec: Mapping[str, Any], only: bool, name: str) -> dict[str, Any]:

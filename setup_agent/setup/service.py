@@ -344,6 +344,7 @@ class SetupService:
             servers = [await asyncio.to_thread(self._installed, request.server)]
             full = True
         offers = await asyncio.to_thread(self.store.pins.offers)
+        net_mechanism = await asyncio.to_thread(self.network_mechanism) if full else None
         out = []
         for s in servers:
             st = self.connections.status(s.server_id)
@@ -371,7 +372,7 @@ class SetupService:
                     keep_running=bool(s.launch_spec.get("keep_running")),  # never stopped when idle
                     sampling=s.sampling,  # may it ask the person's AI to write text (the card's control)
                 )
-                if (net := network_state(s.launch_spec)) is not None:  # where it may connect; "only these"
+                if (net := network_state(s.launch_spec, net_mechanism)) is not None:  # "only these" on the card
                     item["network"] = net.public()
             if st.reason:
                 item["reason"] = st.reason
@@ -383,6 +384,11 @@ class SetupService:
                     item["status"] = "tools_changed"
             out.append(item)
         return {"servers": out}
+
+    def network_mechanism(self) -> str:
+        """What holds a sandboxed server's network to mcp-setup's proxy here (found once)."""
+        sandbox = self.prober.sandbox
+        return sandbox.network_isolation().mechanism if sandbox is not None else "none"
 
     def _installed(self, name: str) -> Any:
         """The installed server ``name`` means (slug, qualified name or id)."""

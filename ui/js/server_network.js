@@ -63,6 +63,8 @@ export function networkPart(server, itemError, onChanged) {
     el("h4", { text: "Network" }),
     testedLine(net),
     policyLine(net),
+    net.held === false ? el("p", { class: "net-unheld", text: "Nothing holds its network to this on this system " +
+      "(no network sandbox here): it is kept for when one runs, not enforced now." }) : null,
     net.allowed && net.allowed.length ? el("p", { class: "net-allowed" }, ["You also allowed: "].concat(listed(net.allowed), ["."])) : null,
     step,
     terminal

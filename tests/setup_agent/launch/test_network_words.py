@@ -127,3 +127,12 @@ def test_only_these_is_refused_in_words_where_there_is_no_list_or_no_network_to_
     assert network_state(remote) is None and network_state({"command": "docker", "runner": "docker"}) is None
     none = network_state(_spec(sandbox_network=False, sandbox_net={"mode": "default", "seen": ["a.example:443"]}))
     assert none is not None and none.mode == "none" and not none.may_hold_to_tested
+
+
+def test_where_nothing_holds_the_network_the_state_says_so_and_the_policy_is_kept() -> None:
+    net = {"mode": "default", "seen": ["api.notion.com:443"]}
+    for mechanism in ("bwrap-netns", "landlock-net"):
+        held = network_state(_spec(sandbox_net=net), mechanism)
+        assert held is not None and held.held, mechanism
+    unheld = network_state(_spec(sandbox_net=net), "none")
+    assert unheld is not None and not unheld.held and unheld.may_hold_to_tested
