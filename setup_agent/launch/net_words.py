@@ -121,7 +121,7 @@ class NetworkState:
 
     @property
     def may_hold_to_tested(self) -> bool:
-        """ "Allow only these" is one step away: the public internet now, and a test's list to hold it to."""
+        """Whether "Allow only these" is one step away: the public internet now, and a test's list to hold it to."""
         return self.mode == "default" and bool(self.tested)
 
     def public(self) -> dict[str, Any]:
