@@ -26,7 +26,9 @@ function policyLine(net) {
   if (net.mode === "strict") {
     var allowed = net.allowed || [];
     var only = net.only.filter(function (d) { return allowed.indexOf(d) < 0; });  // allowed ones: their own line
-    return el("p", { class: "net-policy" }, ["It may connect only to these: "].concat(listed(only), [". Anything else it tries is refused, and you are told."]));
+    var refused = " Anything else it tries is refused, and you are told.";
+    if (!only.length) return el("p", { class: "net-policy", text: "It may connect only to what you allowed (below)." + refused });
+    return el("p", { class: "net-policy" }, ["It may connect only to these: "].concat(listed(only), ["." + refused]));
   }
   return el("p", { class: "net-policy", text: "It may connect to the public internet, not to this computer or your local network." });
 }
@@ -63,8 +65,8 @@ export function networkPart(server, itemError, onChanged) {
     el("h4", { text: "Network" }),
     testedLine(net),
     policyLine(net),
-    net.held === false ? el("p", { class: "net-unheld", text: "Nothing holds its network to this on this system " +
-      "(no network sandbox here): it is kept for when one runs, not enforced now." }) : null,
+    net.held === false ? el("p", { class: "net-unheld", text: "Nothing enforces this on this system (no network " +
+      "sandbox here): your choice is kept for when one runs." }) : null,
     net.allowed && net.allowed.length ? el("p", { class: "net-allowed" }, ["You also allowed: "].concat(listed(net.allowed), ["."])) : null,
     step,
     terminal
