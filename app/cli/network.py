@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from app.settings import Settings
     from setup_agent.store import InstalledServer, Sampling
 
-__all__ = ["add_allow_parser", "network_lines", "network_step_line", "run_allow", "sampling_line"]
+__all__ = ["add_allow_parser", "network_lines", "network_step_line", "only_these_hint", "run_allow", "sampling_line"]
 
 
 def add_allow_parser(sub: Any) -> None:
@@ -122,6 +122,20 @@ def network_step_line(server: InstalledServer) -> str | None:
     if state.mode == "strict":
         return f"The public internet again: mcp-setup allow {server.slug} --public-internet"
     return None
+
+
+def only_these_hint(server: InstalledServer) -> str | None:
+    """After an install in the terminal: where its test connected, and the one step to "only these"
+    (None: nothing to hold it to, or it is held already)."""
+    from setup_agent.launch import network_state
+
+    state = network_state(server.launch_spec)
+    if state is None or not state.may_hold_to_tested or state.tested is None:
+        return None
+    return (
+        f"During its test it connected to {', '.join(state.tested)}. To let it connect only to these: "
+        f"mcp-setup allow {server.slug} --only-tested"
+    )
 
 
 def _allow_sampling(settings: Settings, name: str, sampling: Sampling) -> int:

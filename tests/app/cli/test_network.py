@@ -127,3 +127,23 @@ def test_allow_takes_one_change_at_a_time(
     code, out, err = cli(capsys, "allow", "stub-search", *argv)
     assert (code, out) == (2, "")
     assert "give one of HOST:PORT, --only-tested, --public-internet or --sampling" in err
+
+
+def test_after_an_install_the_terminal_says_where_its_test_connected_and_the_step_to_only_these(
+    data: DataDir,
+) -> None:
+    from app.cli.network import only_these_hint
+
+    tested = data.install_tested(STUB, ["api.notion.com:443", "files.notion.com:443"])
+    with data.store() as store:
+        server = store.servers.get(tested)
+        assert server is not None
+        assert only_these_hint(server) == (
+            "During its test it connected to api.notion.com:443, files.notion.com:443. To let it connect only to "
+            "these: mcp-setup allow stub-search --only-tested"
+        )
+        store.servers.remove(tested)
+    nowhere = data.install_tested(STUB, [])
+    with data.store() as store:
+        server = store.servers.get(nowhere)
+    assert server is not None and only_these_hint(server) is None  # nothing to hold it to: no hint
