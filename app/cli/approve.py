@@ -178,7 +178,7 @@ def _answer_one(shared: Any, item: Any, answers: TextIO, *, remembered: Any = No
         print_tools(request, sys.stdout)  # the tools a test listed, numbered
         question = consent_document(request).title.removesuffix("?") + "? [y/N] "
     settings: dict[str, str] = {}
-    for destination in [] if request.launch_approved else request.destinations:
+    for destination in request.destinations:
         typed = _ask(answers, f"  {destination.name} [{destination.suggested}] (Enter keeps it): ")
         if typed:
             settings[destination.name] = typed

@@ -28,7 +28,7 @@ from app.clients import installed_by_words
 from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
-from .network import network_lines, sampling_line
+from .network import network_lines, network_step_line, sampling_line
 from .readonly import NotFound as _NotFound
 from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
@@ -203,6 +203,8 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  sandbox: {line}")
     for line in network:
         print(f"  network: {line}")
+    if step := network_step_line(s):  # "only these", or the public internet again: one command away
+        print(f"  network: {step}")
     print(f"  when idle: {idle_words(bool(spec.get('keep_running')), settings.idle_stop_seconds)}")
     print(f"  {sampling_line(s)}")
     for t in s.tools:

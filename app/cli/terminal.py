@@ -27,6 +27,7 @@ from setup_agent.errors import InvalidInput, SetupError
 from setup_agent.secrets import WEAK_VALUE_WARNING, PendingPrompt, PromptBroker, install_log_redaction, is_weak_value
 
 from .daemon_input import input_in_thread
+from .network import only_these_hint
 
 __all__ = ["EXIT_CODES", "TerminalIO", "next_steps", "run_agent"]
 
@@ -189,7 +190,7 @@ class TerminalIO:
 
         def ask() -> None:
             settings: dict[str, str] = {}
-            for d in [] if request.launch_approved else request.destinations:  # chosen at the test already
+            for d in request.destinations:
                 print(
                     f"{d.name}: the assistant suggested {d.suggested!r}. Press Enter to keep it, or type "
                     "where it should really connect.",
@@ -411,12 +412,13 @@ async def run_agent(
 
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, on_sigint)
-        slug = None
+        slug = only_these = None
         try:
             result = await task
             if result.get("status") == "installed" and result.get("server_id"):
                 installed = await asyncio.to_thread(runtime.store.servers.get, result["server_id"])
                 slug = installed.slug if installed is not None else None
+                only_these = only_these_hint(installed) if installed is not None else None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
@@ -442,6 +444,8 @@ async def run_agent(
         print(f"\n{result['summary']}", flush=True)
     if slug:
         print(next_steps(slug), flush=True)
+    if only_these:  # where its test connected, and "only these" one command away
+        print(only_these, flush=True)
     if hint := io.retry_hint():
         print(hint, flush=True)
     return EXIT_CODES[result.get("reason") if result.get("reason") == "not_found" else result["status"]]

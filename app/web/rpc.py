@@ -28,7 +28,10 @@ Methods:
   sampling}``: whether the server may ask your AI to write text; the person only, audited under
   their principal), ``servers.tool_shown`` (``{server_id, tool, shown}`` → ``{server_id,
   left_out_by_user}``: the card's box beside each tool; one left out is neither listed nor
-  callable; the person only, audited), ``servers.try_tool`` (``{name: "<slug>__<tool>", arguments}`` → the tool's
+  callable; the person only, audited), ``servers.network`` (``{server_id, only_tested}`` →
+  ``{server_id, network}``: true holds the server to the destinations its test connected to
+  ("only these"), false lets it reach the public internet again; a running server restarts under
+  it; the person only, audited; ``network`` as in ``servers.list``), ``servers.try_tool`` (``{name: "<slug>__<tool>", arguments}`` → the tool's
   result: the person runs a tool from the page, which is its client; a form or page the server
   asks for during the call is shown in this tab, framed as the server's, see :mod:`app.web.relayed`).
 * ``tools_budget.get`` (``{}`` → where the context budget stands, in numbers and words) and
@@ -99,6 +102,7 @@ METHODS = (
     "servers.keep_running",
     "servers.sampling",
     "servers.tool_shown",
+    "servers.network",
     "servers.try_tool",
     "tool_registry_list",
     "tool_registry_get",
@@ -337,6 +341,15 @@ class RpcDispatcher:
             principal = current_principal()
             by = principal.label if principal is not None else "user:web"
             return await self._tool_shown(_server_id(params), params.get("tool"), params.get("shown"), by)
+        if method == "servers.network":
+            require_user("chooses where a server may connect")  # the person's choice only, as sampling is
+            _only(params, {"server_id", "only_tested"})
+            only = params.get("only_tested")
+            if not isinstance(only, bool):
+                raise _bad_params("only_tested is required and must be true or false.")
+            principal = current_principal()
+            by = principal.label if principal is not None else "user:web"
+            return await self._network(_server_id(params), only, by)
         if method == "servers.try_tool":  # the page is the client: a server's request is shown in this tab
             require_user("runs a tool from the page")
             _only(params, {"name", "arguments"})
@@ -467,6 +480,22 @@ class RpcDispatcher:
             raise _bad_params(f"sampling must be one of: {', '.join(SAMPLING)}.")
         server = await asyncio.to_thread(self.runtime.store.servers.set_sampling, server_id, sampling, actor=by)
         return {"server_id": server_id, "sampling": server.sampling}
+
+    async def _network(self, server_id: str, only: bool, by: str) -> dict[str, Any]:
+        """The card's Network part ("Allow only these", or the public internet again), as
+        ``mcp-setup allow NAME --only-tested`` / ``--public-internet``: stored and audited under
+        ``by``; every gateway restarts a running server under it (its launch changed)."""
+        from setup_agent.launch import holding_to_tested, network_state
+
+        store = self.runtime.store
+        server = await asyncio.to_thread(store.servers.get, server_id)
+        if server is None:
+            raise NotFound("No installed server has this server_id. servers.list lists them.")
+        policy = holding_to_tested(server.launch_spec, only, server.title or server.qualified_name)
+        changed = await asyncio.to_thread(store.servers.set_network, server_id, policy, actor=by)
+        mechanism = await asyncio.to_thread(self.runtime.service.network_mechanism)
+        state = network_state(changed.launch_spec, mechanism)
+        return {"server_id": server_id, "network": state.public() if state is not None else None}
 
     async def _tool_shown(self, server_id: str, tool: Any, shown: Any, by: str) -> dict[str, Any]:
         """The card's box beside a tool (``mcp-setup enable/disable NAME --tool TOOL``): a tool left

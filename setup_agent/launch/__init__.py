@@ -44,7 +44,15 @@ if TYPE_CHECKING:
     from .net_policy import Endpoint, NetPolicy
     from .net_proxy import NetProxy, ProxyLimits
     from .net_record import NetRecord
-    from .net_words import after_test_words, allowing, network_words, seen_destinations
+    from .net_words import (
+        NetworkState,
+        after_test_words,
+        allowing,
+        holding_to_tested,
+        network_state,
+        network_words,
+        seen_destinations,
+    )
     from .netns import NetnsBridge
     from .netns_bootstrap import proxy_environment
     from .package_choice import (
@@ -88,6 +96,7 @@ __all__ = [
     "Fetcher",
     "fill",
     "granted_paths",
+    "holding_to_tested",
     "HttpWatch",
     "landlock_network",
     "LaunchSpec",
@@ -103,7 +112,9 @@ __all__ = [
     "NetProxy",
     "NetRecord",
     "network_isolation",
+    "network_state",
     "network_words",
+    "NetworkState",
     "NOT_ISOLATED",
     "note_hidden_path",
     "open_client",
@@ -182,6 +193,9 @@ __getattr__, __dir__ = lazy_exports(
         "NetRecord": "net_record",
         "network_isolation": "net_isolation",
         "network_words": "net_words",
+        "NetworkState": "net_words",
+        "holding_to_tested": "net_words",
+        "network_state": "net_words",
         "seen_destinations": "net_words",
         "after_test_words": "net_words",
         "NOT_ISOLATED": "grants",

@@ -2,21 +2,37 @@
 
 The person's settings live in the launch spec's ``sandbox_net``: the policy
 (:meth:`NetPolicy.to_dict`) and ``seen``, the destinations its test-connect reached (what
-"only these" allowed). :func:`allowing` is the one step that allows a refused destination
-(``mcp-setup allow SERVER HOST:PORT``).
+"only these" allows), stored at install. :func:`allowing` is the one step that allows a refused
+destination (``mcp-setup allow SERVER HOST:PORT``); :func:`holding_to_tested` the one that holds
+an installed server to what its test reached, or lets it reach the public internet again
+(``mcp-setup allow SERVER --only-tested`` / ``--public-internet``, the card's Network part), where
+:func:`network_state` says which it is now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from .net_policy import Endpoint, NetPolicy
+from setup_agent.errors import InvalidInput
+
+from .net_policy import Endpoint, NetMode, NetPolicy
 from .net_record import Attempt
 
-__all__ = ["allowing", "network_words", "seen_destinations", "after_test_words"]
+__all__ = [
+    "NetworkState",
+    "after_test_words",
+    "allowing",
+    "holding_to_tested",
+    "network_state",
+    "network_words",
+    "seen_destinations",
+]
 
 _CONTAINER_RUNNERS = ("docker", "podman")
+#: The network mechanisms that hold a server's connections to mcp-setup's proxy (net_isolation.py).
+_HELD = ("bwrap-netns", "landlock-net")
 
 
 def seen_destinations(attempts: Iterable[Attempt]) -> list[str]:
@@ -86,3 +102,83 @@ def allowing(spec: Mapping[str, Any], destination: str) -> dict[str, Any]:
     else:
         updated = NetPolicy.default(granted)
     return {**net, **updated.to_dict()}
+
+
+@dataclass(frozen=True)
+class NetworkState:
+    """An installed server's network as the person may change it after install: ``mode`` its
+    policy now (``default``: the public internet; ``strict``: only its list; ``none``),
+    ``tested`` where its test connected (None: no test went through mcp-setup's proxy), ``only``
+    a strict server's list, ``allowed`` what the person allowed beyond the policy; ``held``
+    False where nothing holds a server's network to mcp-setup's proxy on this system (the policy
+    is kept, but not enforced here)."""
+
+    mode: NetMode
+    tested: tuple[str, ...] | None
+    only: tuple[str, ...] = ()
+    allowed: tuple[str, ...] = ()
+    held: bool = True
+
+    @property
+    def may_hold_to_tested(self) -> bool:
+        """Whether "Allow only these" is one step away: the public internet now, and a test's list to hold it to."""
+        return self.mode == "default" and bool(self.tested)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "tested": None if self.tested is None else list(self.tested),
+            "only": list(self.only),
+            "allowed": list(self.allowed),
+            "may_hold_to_tested": self.may_hold_to_tested,
+            "held": self.held,
+        }
+
+
+def network_state(spec: Mapping[str, Any], mechanism: str | None = None) -> NetworkState | None:
+    """``spec``'s (a launch spec as stored) network as :class:`NetworkState` under the network
+    ``mechanism`` of this system (``bwrap-netns``, ``landlock-net``, ``none``; None: not asked);
+    None where mcp-setup's proxy never holds it (a remote, a container, a local package that
+    serves HTTP)."""
+    runner = spec.get("runner") or spec.get("command")
+    if not spec.get("command") or runner in _CONTAINER_RUNNERS or spec.get("transport", "stdio") != "stdio":
+        return None
+    net = dict(spec.get("sandbox_net") or {})
+    seen = net.get("seen")
+    tested = tuple(map(str, seen)) if isinstance(seen, list) else None
+    held = mechanism is None or mechanism in _HELD
+    if not spec.get("sandbox_network", True):
+        return NetworkState("none", tested, held=held)
+    policy = NetPolicy.from_dict(net) if net else NetPolicy.default()
+    allowed = tuple(map(str, sorted(policy.granted)))
+    return NetworkState(policy.mode, tested, tuple(map(str, sorted(policy.only))), allowed, held)
+
+
+def holding_to_tested(spec: Mapping[str, Any], only: bool, name: str) -> dict[str, Any]:
+    """``spec``'s ``sandbox_net`` held to the destinations its test connected to ("only these",
+    strict) or, with ``only`` False, back to the default (the public internet). What the person
+    allowed (:func:`allowing`) stays allowed either way, and the test's list stays beside it.
+    Refused, in words naming the server ``name``, where there is no such choice."""
+    state = network_state(spec)
+    if state is None:
+        raise InvalidInput(
+            f"{name}'s network is not held by mcp-setup's proxy (a remote server, a container, or a server "
+            "that serves HTTP on this computer): there is nothing to choose."
+        )
+    if state.mode == "none":
+        raise InvalidInput(f"{name} has no network (chosen in its consent): there is nothing to choose.")
+    net = dict(spec.get("sandbox_net") or {})
+    granted = NetPolicy.from_dict(net).granted if net else frozenset()
+    if not only:
+        return {**net, **NetPolicy.default(granted).to_dict()}
+    if state.tested is None:
+        raise InvalidInput(
+            f"mcp-setup did not see where {name} connected during a test (it was not tested through "
+            "mcp-setup's proxy), so there is no list to hold it to. Allow each destination it needs with "
+            "mcp-setup allow NAME HOST:PORT, or test and install it again."
+        )
+    if not state.tested:
+        raise InvalidInput(
+            f"During its test {name} connected to nothing on the network, so there is no list to hold it to."
+        )
+    return {**net, **NetPolicy.strict(state.tested, granted).to_dict()}

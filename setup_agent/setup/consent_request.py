@@ -128,9 +128,6 @@ class ConsentRequest:
     #: ``[{name, title, description, estimated_tokens}]``, each drawn as a ticked box the user may
     #: untick. Empty when nothing has run yet (a first test): nothing to choose.
     tools: list[dict[str, Any]] = field(default_factory=list)
-    #: The user approved this launch already (the test's consent): this ask is about the tools only,
-    #: so faces show the server and the tool boxes, not the launch, destinations or widening again.
-    launch_approved: bool = False
     #: Its network in plain words (setup_agent/launch/net_words.py): how it is held, the policy,
     #: and after a test "During the test it connected to api.notion.com:443".
     network: list[str] = field(default_factory=list)
@@ -581,8 +578,6 @@ def _technical(request: ConsentRequest) -> tuple[ConsentLine, ...]:
 
 
 def _intro(request: ConsentRequest) -> str:
-    if request.launch_approved:
-        return "You allowed it to run when it was tested. Now choose the tools it gives your assistant, then approve."
     if request.covers_install:
         return (
             "It runs third-party code on this computer or sends your secrets to the host shown. It is tested "
@@ -596,22 +591,19 @@ def _intro(request: ConsentRequest) -> str:
 
 
 def consent_document(request: ConsentRequest) -> ConsentDocument:
-    """The document a person reads for ``request`` (see :class:`ConsentDocument`). A launch
-    approved at its test shows only the server, its network and the tools (chosen now)."""
+    """The document a person reads for ``request`` (see :class:`ConsentDocument`)."""
     verb = _verb(request)
     asker = request.asker or "Your assistant"
     doing = "install" if request.covers_install else verb
     asked = f"{asker} asked to {doing} {request.server}."
-    parts: list[ConsentSection] = []
-    if not request.launch_approved:
-        parts.append(ConsentSection("settings", "Your settings", _settings(request)))
-    parts.append(ConsentSection("runs", "What runs", _runs(request)[: 1 if request.launch_approved else None]))
-    if not request.launch_approved:
-        parts.append(ConsentSection("sandbox", "Sandbox", _sandbox(request)))
-    parts.append(ConsentSection("network", "Network", _network(request)))
-    parts.append(ConsentSection("tools", "Tools it gives your assistant", _tools(request)))
-    if not request.launch_approved:
-        parts.append(ConsentSection("technical", "Technical details", _technical(request), folded=True))
+    parts = [
+        ConsentSection("settings", "Your settings", _settings(request)),
+        ConsentSection("runs", "What runs", _runs(request)),
+        ConsentSection("sandbox", "Sandbox", _sandbox(request)),
+        ConsentSection("network", "Network", _network(request)),
+        ConsentSection("tools", "Tools it gives your assistant", _tools(request)),
+        ConsentSection("technical", "Technical details", _technical(request), folded=True),
+    ]
     return ConsentDocument(
         title=f"Allow mcp-setup to {verb} {request.server}?",
         asked=asked,

@@ -35,6 +35,7 @@ from setup_agent.launch import (
     choose_package,
     describe_packages,
     make_scratch_dir,
+    network_state,
     required_keys_from_manifest,
     runner_which,
 )
@@ -343,6 +344,7 @@ class SetupService:
             servers = [await asyncio.to_thread(self._installed, request.server)]
             full = True
         offers = await asyncio.to_thread(self.store.pins.offers)
+        net_mechanism = await asyncio.to_thread(self.network_mechanism) if full else None
         out = []
         for s in servers:
             st = self.connections.status(s.server_id)
@@ -370,6 +372,8 @@ class SetupService:
                     keep_running=bool(s.launch_spec.get("keep_running")),  # never stopped when idle
                     sampling=s.sampling,  # may it ask the person's AI to write text (the card's control)
                 )
+                if (net := network_state(s.launch_spec, net_mechanism)) is not None:  # "only these" on the card
+                    item["network"] = net.public()
             if st.reason:
                 item["reason"] = st.reason
             if hidden:
@@ -380,6 +384,11 @@ class SetupService:
                     item["status"] = "tools_changed"
             out.append(item)
         return {"servers": out}
+
+    def network_mechanism(self) -> str:
+        """What holds a sandboxed server's network to mcp-setup's proxy here (found once)."""
+        sandbox = self.prober.sandbox
+        return sandbox.network_isolation().mechanism if sandbox is not None else "none"
 
     def _installed(self, name: str) -> Any:
         """The installed server ``name`` means (slug, qualified name or id)."""

@@ -172,12 +172,17 @@ class Servers:
 
     def set_network(self, server_id: str, policy: Mapping[str, Any], *, actor: str = "user") -> InstalledServer:
         """The person's network policy for the server (``NetPolicy.to_dict()``), kept in its launch
-        spec as ``sandbox_net``: its next start's proxy applies it. Audited as ``network``."""
+        spec as ``sandbox_net``: its next start's proxy applies it (a running one is restarted
+        by every gateway, its launch changed). Audited as ``network``; the policy it has already
+        changes nothing and audits nothing."""
         with translated(f"update server {server_id}"), self._db.session() as s, s.begin():
             row = s.get(ServerRow, server_id)
             if row is None:
                 raise NotFound(f"No installed server has the id {server_id}.")
-            spec = {**json.loads(row.launch_spec), "sandbox_net": dict(policy)}
+            before = json.loads(row.launch_spec)
+            if before.get("sandbox_net") == dict(policy):
+                return _record(row)
+            spec = {**before, "sandbox_net": dict(policy)}
             row.launch_spec = json.dumps(spec, sort_keys=True, separators=(",", ":"))
             self._db.bump(s)
             self._audit.append(s, "network", row, actor, detail=json.dumps(dict(policy), sort_keys=True)[:500])

@@ -54,6 +54,25 @@ class DataDir:
                 tools=[{"name": "echo", "description": "Echo text"}],
             ).server_id
 
+    def install_tested(
+        self, name: str, seen: list[str], granted: tuple[str, ...] = (), value: str = "value-1234567"
+    ) -> str:
+        """``name`` installed as an install after a test through the proxy stores it: its network
+        policy the default (with ``granted``), and ``seen``, the destinations the test reached."""
+        net = {"mode": "default", "granted": sorted(granted), "only": [], "seen": seen}
+        with self.store() as store:
+            return store.servers.install(
+                qualified_name=name,
+                source="local",
+                version="1.0.0",
+                package_type="stdio",
+                launch_spec={**stub_spec(value), "sandbox_net": net},
+                installed_by="agent",
+                tools_hash="x",
+                env={"STUB_API_KEY": (value, True)},
+                title="Stub Search" if name == STUB else None,
+            ).server_id  # no tools: its first list is its pin, with no review to answer
+
     def env(self, **extra: str) -> dict[str, str]:
         return face_env(
             self.root,

@@ -4,7 +4,8 @@ newline-delimited JSON-RPC, run as an MCPB python bundle (tests/setup_agent/laun
 
 ``NET_TARGETS`` (JSON): ``abstract`` (an abstract unix socket's name on the host), ``refused`` and
 ``granted`` (host loopback ports), ``forms`` (spellings of the loopback host), ``hello`` (a
-``host:port`` it reaches through its proxy as it starts, so its test-connect records one). Its
+``host:port`` it reaches through its proxy as it starts, so its test-connect records one), and
+optionally ``other`` (a ``host:port`` it tries only when called: a destination its test never saw). Its
 one tool, ``reach``, answers ``{attempt: "ok: <first bytes>" | "failed: <why>"}``: through the
 proxy its environment names when there is one, else directly (the sandbox off).
 """
@@ -97,6 +98,9 @@ def attempts():
     }
     for form in t["forms"]:
         out["form " + form] = reach(form, t["refused"], "/form")
+    if t.get("other"):
+        host, _, port = t["other"].rpartition(":")
+        out["other"] = reach(host, int(port), "/other")
     return out
 
 

@@ -154,8 +154,7 @@ function showNext() {
   drawDocument(c);
   var settings = $("consent-settings");
   settings.textContent = "";
-  var destinations = c.launch_approved ? [] : (c.destinations || []);  // chosen at its test already
-  destinations.forEach(function (d) {
+  (c.destinations || []).forEach(function (d) {
     var id = "consent-setting-" + d.name;
     settings.appendChild(el("label", { for: id, text: "Where it connects: " + d.name }));
     if (d.description) settings.appendChild(el("p", { class: "note", text: d.description }));

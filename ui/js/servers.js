@@ -4,6 +4,7 @@
 import { $, el, showError } from "./dom.js";
 import { rpc } from "./api.js";
 import { detailsPart } from "./server_card.js";
+import { networkPart } from "./server_network.js";
 import { tryPart } from "./try_tool.js";
 
 // "stopped": not running now; the gateway starts it on its next use (after an idle stop, or not yet used).
@@ -165,6 +166,7 @@ function renderServers(servers) {
         (status === "disabled" ? "Disabled: its tools are not offered to agents." : "Tools appear once it is connected.") }),
       pick,
       sampling,
+      networkPart(server, itemError, loadServers),  // where it may connect: "only these", or the public internet
       detailsPart(server, openMore[server.slug]),  // by slug: an update gives it a new id
       el("div", { class: "row" }, [toggleLabel, enabled ? keepLabel : null, enabled ? reconnect : null, remove]),
       itemError

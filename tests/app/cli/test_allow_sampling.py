@@ -47,7 +47,9 @@ def test_allow_with_neither_or_both_a_destination_and_sampling_says_what_to_give
     data.install(STUB, "value-1234567")
     for argv in (["allow", "stub-search"], ["allow", "stub-search", "127.0.0.1:5432", "--sampling", "no"]):
         code, _, err = cli(capsys, *argv)
-        assert code == 2 and "either HOST:PORT or --sampling no|text|tools" in err
+        assert (
+            code == 2 and "give one of HOST:PORT, --only-tested, --public-internet or --sampling no|text|tools" in err
+        )
 
 
 def test_allow_sampling_for_an_unknown_server_names_none_and_changes_nothing(

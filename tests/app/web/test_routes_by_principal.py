@@ -38,6 +38,8 @@ TABLE: dict[tuple[str, str], tuple[str, ...]] = {
     ("POST", "/rpc servers.rotate"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc clients.connect"): (ALLOWED, REFUSED, REFUSED, REFUSED, REFUSED),  # this computer's files
     ("POST", "/rpc servers.sampling"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc servers.network"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
+    ("POST", "/rpc servers.tool_shown"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc servers.try_tool"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),
     ("POST", "/rpc tools_budget.set"): (ALLOWED, REFUSED, REFUSED, ALLOWED, REFUSED),  # the person's budget
     ("POST", "/api/secrets/{prompt_id}"): (ALLOWED, ALLOWED, ALLOWED, ALLOWED, REFUSED),
@@ -61,6 +63,8 @@ RPC_PARAMS: dict[str, dict[str, Any]] = {
     "clients.connect": {"client": "cursor", "apply": False},  # a dry run: nothing is written
     "servers.keep_running": {"server_id": "srv_missing", "keep_running": True},
     "servers.sampling": {"server_id": "srv_missing", "sampling": "no"},
+    "servers.network": {"server_id": "srv_missing", "only_tested": True},
+    "servers.tool_shown": {"server_id": "srv_missing", "tool": "search", "shown": False},
     "servers.try_tool": {"name": "missing__tool", "arguments": {}},
     "tools_budget.set": {"tokens": 8000},
 }

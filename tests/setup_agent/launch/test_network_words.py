@@ -1,10 +1,23 @@
 """A server's network in words (setup_agent/launch/net_words.py) and what `mcp-setup allow`
 stores: the consent, `show` and `doctor` say the policy, the mechanism and the destinations a
-test used, and say plainly where nothing restricts the network."""
+test used, and say plainly where nothing restricts the network. After install, "only these"
+(the destinations its test connected to) and back to the public internet are one step each,
+keeping what the person allowed."""
 
 from __future__ import annotations
 
-from setup_agent.launch import NetPolicy, NetRecord, after_test_words, allowing, network_words
+import pytest
+
+from setup_agent.errors import InvalidInput
+from setup_agent.launch import (
+    NetPolicy,
+    NetRecord,
+    after_test_words,
+    allowing,
+    holding_to_tested,
+    network_state,
+    network_words,
+)
 from setup_agent.launch.net_policy import Verdict
 
 
@@ -71,3 +84,55 @@ def test_doctor_says_which_mechanism_holds_the_network_or_plainly_that_nothing_d
     here = Sandbox("auto")
     if here.network_isolation().mechanism != "none":
         assert _network_check(here)["detail"].startswith(here.network_isolation().mechanism)
+
+
+def test_only_these_holds_an_installed_server_to_what_its_test_reached_keeping_what_was_allowed() -> None:
+    net = {**NetPolicy.default(["127.0.0.1:5432"]).to_dict(), "seen": ["api.notion.com:443"]}
+    state = network_state(_spec(sandbox_net=net))
+    assert state is not None and state.mode == "default" and state.may_hold_to_tested
+    assert state.tested == ("api.notion.com:443",) and state.allowed == ("127.0.0.1:5432",)
+    held = holding_to_tested(_spec(sandbox_net=net), True, "Notion")
+    assert held == {
+        "mode": "strict",
+        "only": ["api.notion.com:443"],
+        "granted": ["127.0.0.1:5432"],
+        "seen": ["api.notion.com:443"],
+    }
+    now = network_state(_spec(sandbox_net=held))
+    assert now is not None and now.mode == "strict" and not now.may_hold_to_tested
+    policy = NetPolicy.from_dict(held)
+    assert policy.check("other.example.com", 443).allowed is False  # refused before any lookup
+    assert policy.check("other.example.com", 443).reason == "not-listed"
+
+
+def test_back_to_the_public_internet_keeps_what_was_allowed_and_what_the_test_saw() -> None:
+    held = {**NetPolicy.strict(["api.notion.com:443", "localhost:8080"], ["localhost:8080"]).to_dict()}
+    held["seen"] = ["api.notion.com:443"]
+    back = holding_to_tested(_spec(sandbox_net=held), False, "Notion")
+    assert back == {"mode": "default", "only": [], "granted": ["localhost:8080"], "seen": ["api.notion.com:443"]}
+    state = network_state(_spec(sandbox_net=back))
+    assert state is not None and state.may_hold_to_tested and state.public()["mode"] == "default"
+
+
+def test_only_these_is_refused_in_words_where_there_is_no_list_or_no_network_to_hold() -> None:
+    with pytest.raises(InvalidInput, match="During its test Notion connected to nothing on the network"):
+        holding_to_tested(_spec(sandbox_net={"mode": "default", "seen": []}), True, "Notion")
+    with pytest.raises(InvalidInput, match="mcp-setup did not see where Notion connected during a test"):
+        holding_to_tested(_spec(), True, "Notion")
+    with pytest.raises(InvalidInput, match="Notion has no network"):
+        holding_to_tested(_spec(sandbox_network=False), True, "Notion")
+    remote = {"url": "https://mcp.example.com/mcp", "transport": "streamable-http"}
+    with pytest.raises(InvalidInput, match="not held by mcp-setup's proxy"):
+        holding_to_tested(remote, False, "Notion")
+    assert network_state(remote) is None and network_state({"command": "docker", "runner": "docker"}) is None
+    none = network_state(_spec(sandbox_network=False, sandbox_net={"mode": "default", "seen": ["a.example:443"]}))
+    assert none is not None and none.mode == "none" and not none.may_hold_to_tested
+
+
+def test_where_nothing_holds_the_network_the_state_says_so_and_the_policy_is_kept() -> None:
+    net = {"mode": "default", "seen": ["api.notion.com:443"]}
+    for mechanism in ("bwrap-netns", "landlock-net"):
+        held = network_state(_spec(sandbox_net=net), mechanism)
+        assert held is not None and held.held, mechanism
+    unheld = network_state(_spec(sandbox_net=net), "none")
+    assert unheld is not None and not unheld.held and unheld.may_hold_to_tested

@@ -6,7 +6,9 @@ of loopback) and a granted one. In its own network namespace each attempt fails;
 ``MCP_SETUP_SANDBOX=off`` the same attempts succeed, which proves the test can fail. A server
 limited to "only these" (the destinations its test reached) is refused a new one, the person
 reads it in ``mcp-setup logs`` with the one step that allows it, and after ``mcp-setup allow``
-the granted loopback service answers, through the proxy and at its own loopback port.
+the granted loopback service answers, through the proxy and at its own loopback port. "Only
+these" is one step away after an install too (``mcp-setup allow NAME --only-tested``): the
+running server restarts under it, and a public destination it reached a moment before is refused.
 
 The test reaches its "public" destination through the proxy's seams (a resolver and connector
 that keep it on loopback): nothing leaves the machine.
@@ -42,6 +44,8 @@ NAME = "io.test/net-hostile"
 #: Spellings of the host's loopback the server asks its proxy for.
 FORMS = ("127.0.0.1", "localhost", "2130706433", "0x7f000001", "127.1", "[::1]")
 HELLO, PUBLIC = "api.example.test", "93.184.215.14"
+#: A public destination the server tries only when called: never seen by its test.
+OTHER, OTHER_PUBLIC = "other.example.test", "93.184.215.15"
 
 
 def _netns_or_skip() -> None:
@@ -102,19 +106,20 @@ async def host(canary: str) -> AsyncIterator[Host]:
 
 
 class Seam:
-    """The proxy's resolver and connector: ``api.example.test`` is a public address whose
-    connections land on the test's origin; every other address is connected as it is."""
+    """The proxy's resolver and connector: ``api.example.test`` and ``other.example.test`` are
+    public addresses whose connections land on the test's origin; every other address is
+    connected as it is."""
 
     def __init__(self, hello_port: int) -> None:
         self.hello_port = hello_port
 
     async def resolve(self, host: str, port: int) -> Sequence[Any]:
-        if host == HELLO:
-            return [ipaddress.ip_address(PUBLIC)]
+        if host in (HELLO, OTHER):
+            return [ipaddress.ip_address(PUBLIC if host == HELLO else OTHER_PUBLIC)]
         raise OSError(f"the test resolver knows no {host}")
 
     async def connect(self, address: Any, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if str(address) == PUBLIC:
+        if str(address) in (PUBLIC, OTHER_PUBLIC):
             return await asyncio.open_connection("127.0.0.1", self.hello_port)
         return await asyncio.open_connection(str(address), port)
 
@@ -149,15 +154,17 @@ async def install(runtime: Runtime, secret: str, *, only_these: bool = False) ->
     return installed["server_id"], shown
 
 
-async def started(tmp_path: Path, host: Host, mode: str, canary: str) -> Runtime:
+async def started(tmp_path: Path, host: Host, mode: str, canary: str, *, other: bool = False) -> Runtime:
+    """A runtime whose catalog holds the hostile stub; ``other``: its tool also tries ``OTHER``."""
     catalog = tmp_path / "catalog"
     catalog.mkdir()
-    targets = {
+    targets: dict[str, Any] = {
         "abstract": host.abstract,
         "refused": host.refused,
         "granted": host.granted,
         "forms": list(FORMS),
         "hello": f"{HELLO}:443",
+        **({"other": f"{OTHER}:443"} if other else {}),
     }
     bundle, sha = build_stub_bundle(
         tmp_path / "dist",
@@ -265,5 +272,43 @@ async def test_a_strict_servers_new_destination_is_refused_and_told_with_the_ste
         assert again["granted"].endswith(f"granted {canary} /granted"), again["granted"]
         assert again["granted_at_own_loopback"].endswith(f"granted {canary} /own"), again  # found at its own port
         assert again["direct_refused"].startswith("failed:") and again["abstract"].startswith("failed:")
+    finally:
+        await runtime.aclose()
+
+
+async def test_after_an_install_only_these_is_one_step_that_restarts_the_server_and_refuses_a_new_destination(
+    tmp_path: Path, host: Host, canary: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _netns_or_skip()
+    runtime = await started(tmp_path, host, "auto", canary, other=True)
+    try:
+        server_id, asked_again = await install(runtime, "any-key-" + canary[-8:])  # one approval: the test's
+        assert asked_again is None
+        server = runtime.store.servers.get(server_id)
+        assert server is not None
+        assert server.launch_spec["sandbox_net"]["seen"] == [f"{HELLO}:443"]  # what its test reached, stored
+        before = await reach(runtime)
+        assert before["other"].endswith(f"hello {canary} /other"), before["other"]  # the public internet: allowed
+
+        monkeypatch.setenv("MCP_SETUP_HOME", str(tmp_path / "data"))
+        from app.cli.main import main
+
+        assert main(["allow", server.slug, "--only-tested"]) == 0  # the one step, as the person types it
+        said = capsys.readouterr().out
+        assert f"may now connect only to {HELLO}:443 (what it connected to during its test)" in said, said
+        after = await reach(runtime)  # the running server was restarted under the new policy
+        assert after["other"].startswith("failed: HTTP/1.1 403") and canary not in after["other"], after["other"]
+        assert "not on this server's list" in after["other"]
+        assert main(["logs", server.slug]) == 0
+        logs = capsys.readouterr().out
+        assert f"tried to connect to {OTHER}:443, and mcp-setup refused it" in logs
+        assert f"mcp-setup allow {server.slug} {OTHER}:443" in logs  # the one step that allows it
+
+        assert main(["allow", server.slug, "--public-internet"]) == 0  # and back to the default
+        capsys.readouterr()
+        again = await reach(runtime)
+        assert again["other"].endswith(f"hello {canary} /other"), again["other"]
+        audited = [(r.event, r.actor) for r in runtime.store.audit.entries(server_id=server_id)]
+        assert audited[-2:] == [("network", "user:terminal"), ("network", "user:terminal")]
     finally:
         await runtime.aclose()

@@ -426,7 +426,9 @@ def test_a_non_secret_value_that_decides_access_is_shown_and_approved_with_the_l
     assert rows == ["LOG=info\nTOKEN=<your API_TOKEN>"]
 
 
-async def test_the_installs_consent_weighs_its_tools_against_the_context_budget(world, canary: str) -> None:
+async def test_an_installs_consent_after_its_test_weighs_the_tested_tools_against_the_context_budget(
+    world, canary: str
+) -> None:
     from setup_agent.setup import FACE_TOKENS, budget_line
 
     runtime = world
@@ -435,6 +437,7 @@ async def test_the_installs_consent_weighs_its_tools_against_the_context_budget(
     assert runtime.consents.pending()[-1].request.budget == {"budget": 8000, "listed": FACE_TOKENS}
     runtime.consents.approve(runtime.consents.pending()[-1].consent_id)
     await call(runtime, "mcp_setup_test_connection", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
+    runtime.consents.forget(STUB)  # the test's approval, which covers the install, expired: it asks anew
     await call(runtime, "mcp_setup_install_and_connect", qualified_name=STUB, env_refs={"STUB_API_KEY": ref})
     (pending,) = runtime.consents.pending()
     adds = sum(t["estimated_tokens"] for t in pending.request.tools)
