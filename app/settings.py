@@ -106,7 +106,8 @@ class Settings(BaseSettings):
         default=8000,
         ge=0,
         description="How many tokens of tool definitions `tools/list` may take (0 = list every tool). Over it, "
-        "the tools used most recently (in any session) are listed; the rest are found and called with "
+        "the tools used most recently (in any session) are listed, then others by server in install order as "
+        "many as fit; the rest are found and called with "
         "mcp_setup_find_tools and mcp_setup_call_tool. Set here, it wins for this process over the budget saved "
         "on the page, which every mcp-setup without it uses.",
     )

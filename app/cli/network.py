@@ -8,7 +8,8 @@ public internet again (the default policy). What was allowed one by one stays al
 server restarts under the new policy; audited as the person at the terminal.
 
 ``mcp-setup allow SERVER --sampling no|text|tools``: whether the server may ask your AI to write
-text, and with tools (setup_agent/store/sampling.py); audited as the person at the terminal."""
+text, and with tools (setup_agent/store/sampling.py). Both are audited as the person at the
+terminal (:data:`BY`); a name that is not installed exits 3 as in every other command."""
 
 from __future__ import annotations
 
@@ -21,13 +22,24 @@ from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import SetupError
 
-from .readonly import NotFound, open_store, resolve
+from .readonly import EXIT_NOT_FOUND, NotFound, open_store, resolve
 
 if TYPE_CHECKING:
     from app.settings import Settings
     from setup_agent.store import InstalledServer, Sampling
 
-__all__ = ["add_allow_parser", "network_lines", "network_step_line", "only_these_hint", "run_allow", "sampling_line"]
+__all__ = [
+    "BY",
+    "add_allow_parser",
+    "network_lines",
+    "network_step_line",
+    "only_these_hint",
+    "run_allow",
+    "sampling_line",
+]
+
+#: Who the audit says changed a server's network or sampling: the person at this terminal.
+BY = "user:terminal"
 
 
 def add_allow_parser(sub: Any) -> None:
@@ -79,7 +91,7 @@ def run_allow(settings: Settings, args: argparse.Namespace) -> int:
     def allow(store: Any, server: InstalledServer) -> str:
         if not server.launch_spec.get("sandbox_network", True):
             raise SetupError(f"{server.qualified_name} has no network (chosen in its consent).")
-        store.servers.set_network(server.server_id, allowing(server.launch_spec, args.destination), actor="cli")
+        store.servers.set_network(server.server_id, allowing(server.launch_spec, args.destination), actor=BY)
         return f"{server.qualified_name} may now connect to {args.destination}; running mcp-setup sessions restart it."
 
     return _change(settings, args.name, allow)
@@ -91,7 +103,7 @@ def _hold_to_tested(settings: Settings, name: str, *, only: bool) -> int:
     def hold(store: Any, server: InstalledServer) -> str:
         label = server.title or server.qualified_name
         policy = holding_to_tested(server.launch_spec, only, label)
-        store.servers.set_network(server.server_id, policy, actor="user:terminal")
+        store.servers.set_network(server.server_id, policy, actor=BY)
         if only:
             return (
                 f"{label} may now connect only to {', '.join(policy['only'])} (what it connected to during its "
@@ -142,7 +154,7 @@ def _allow_sampling(settings: Settings, name: str, sampling: Sampling) -> int:
     from setup_agent.store import SAMPLING_LABEL, SAMPLING_WORDS
 
     def allow(store: Any, server: InstalledServer) -> str:
-        store.servers.set_sampling(server.server_id, sampling, actor="user:terminal")
+        store.servers.set_sampling(server.server_id, sampling, actor=BY)
         return f"{server.title or server.qualified_name}: {SAMPLING_LABEL}: {SAMPLING_WORDS[sampling].lower()}."
 
     return _change(settings, name, allow)
@@ -150,13 +162,13 @@ def _allow_sampling(settings: Settings, name: str, sampling: Sampling) -> int:
 
 def _change(settings: Settings, name: str, change: Callable[[Any, InstalledServer], str]) -> int:
     """``change`` made to the installed server ``name`` and the words it returns printed (exit 0);
-    no server of that name (exit 4) or a refusal (exit 1) said on stderr."""
+    no server of that name (exit :data:`EXIT_NOT_FOUND`) or a refusal (exit 1) said on stderr."""
     try:
         with open_store(settings) as store:
             said = change(store, resolve(store, name))
     except NotFound as exc:
         print(f"mcp-setup: {exc}", file=sys.stderr)
-        return 4
+        return EXIT_NOT_FOUND
     except SetupError as exc:
         print(f"mcp-setup: {exc.message}", file=sys.stderr)
         return 1

@@ -27,6 +27,7 @@ from setup_agent.store import SQLITE_FILE_NAME, Catalog, InstalledServer, read_s
 from .data_dir import explained
 
 __all__ = [
+    "EXIT_NOT_FOUND",
     "LightSettings",
     "NotFound",
     "open_store",
@@ -43,8 +44,12 @@ READ_ONLY = frozenset({"list", "show", "logs", "audit", "open"})
 _PREFIX = "MCP_SETUP_"
 
 
+#: The exit code of every command given a server name that is not installed.
+EXIT_NOT_FOUND = 3
+
+
 class NotFound(Exception):
-    """No installed server has that name (exit 3)."""
+    """No installed server has that name (exit :data:`EXIT_NOT_FOUND`)."""
 
 
 def takes_light_settings(args: Any) -> bool:

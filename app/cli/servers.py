@@ -29,8 +29,8 @@ from setup_agent.errors import SetupError
 from setup_agent.gateway import log_path, read_log
 
 from .network import network_lines, network_step_line, sampling_line
+from .readonly import EXIT_NOT_FOUND, left_out, reader, translated
 from .readonly import NotFound as _NotFound
-from .readonly import left_out, reader, translated
 from .readonly import open_store as _store
 from .readonly import resolve as _resolve
 from .server_view import STATE_WORDS, idle_words, server_json, state_notes
@@ -47,7 +47,6 @@ __all__ = [
     "server_json",
 ]  # server_json: from app/cli/server_view.py
 
-EXIT_NOT_FOUND = 3
 RUNTIMES = ("node", "npx", "uv", "uvx", "docker", "dnx", "python3")
 COMMANDS = ("list", "show", "enable", "disable", "remove", "logs", "search", "doctor", "add", "rotate", "update")
 

@@ -254,8 +254,9 @@ class McpFace:
         """A call changed which tools fit the budget (a tool used now is listed first): clients
         re-list once. Nothing is computed when nothing can move: no listing yet, none left out by
         the budget (every tool is listed, whatever was used), or the tool used was listed already
-        (moving a listed tool to the front keeps every other choice: each one listed after it still
-        fits, each one left out still does not)."""
+        (moving a listed tool to the front, from among the recent ones or the ones filling the room
+        after them, keeps every other choice: each one listed still fits, each one left out still
+        does not, since the note is counted at its longest)."""
         if self._listed is None or not self._left_out or used is None or used in self._listed:
             return
         now = frozenset(t["name"] for t in self._listing(await self.catalog()))

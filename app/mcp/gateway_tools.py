@@ -1,6 +1,7 @@
 """The gateway's own tools in the MCP face: which tools ``tools/list`` shows
 (``MCP_SETUP_GATEWAY_TOOLS``: ``all`` lists every installed tool that fits the context budget,
-``MCP_SETUP_TOOLS_BUDGET``, the most recently used first; ``discover`` only the setup tools and the
+``MCP_SETUP_TOOLS_BUDGET``: the most recently used first, then by server in install order;
+``discover`` only the setup tools and the
 find/call pair), the pair's calls (see :mod:`setup_agent.gateway.discover`), and
 the install result's sentence that the pair works at once, and reads of the resources that
 installed servers' tool results link to.
@@ -47,7 +48,9 @@ def listed_tools(
 ) -> list[dict[str, Any]]:
     """What ``tools/list`` shows: the setup tools, the find/call pair and (``all``, the default)
     the installed tools as their servers sent them, as many as fit ``budget`` tokens (0: every
-    one), the ``recent``ly used first; the pair then says how many more there are, of which servers."""
+    one), the ``recent``ly used first, then by server in install order
+    (:func:`~setup_agent.gateway.within_budget`); the pair then says how many more there are, of
+    which servers."""
     return face_listing(mode, catalog, budget=budget, recent=recent)[0]
 
 

@@ -112,7 +112,8 @@ class Standing:
     """What ``tools/list`` takes of an AI client's context against the budget."""
 
     budget: Budget
-    #: Tokens of the tool definitions listed (mcp-setup's own tools, the find/call pair, the installed ones that fit).
+    #: Tokens of the tool definitions listed (mcp-setup's own tools, the find/call pair with its note of the
+    #: tools left out, the installed ones that fit).
     listed_tokens: int
     #: Tokens of every tool's definition, were all listed.
     total_tokens: int
@@ -154,7 +155,7 @@ def standing_of(
     if discover:
         return Standing(budget, own_tokens, total, 0, len(wire))
     listing = within_budget(catalog, own_tokens, budget.tokens, recent)
-    listed = own_tokens + estimated_tokens(listing.tools)
+    listed = own_tokens + estimated_tokens(listing.tools) + listing.note_tokens()
     return Standing(budget, listed, total, len(listing.tools), sum(listing.unlisted.values()))
 
 
@@ -172,8 +173,9 @@ def adds_words(adds: int, used_before: int, budget: int, *, lead: bool = True) -
     line += f"{_n(used)} of your budget of {_n(budget)} tokens."
     if used > budget:
         line += (
-            " Past the budget, AI clients are listed the tools used most recently; the rest, these among them "
-            f"until used, are reached through {FIND_TOOLS}."
+            " Past the budget, AI clients are listed the tools used most recently, then, as room is left, the others "
+            "by server in the order the servers were installed; the rest, these among them until used, are reached "
+            f"through {FIND_TOOLS}."
         )
     return line
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound
-from setup_agent.launch import BundleCache, ProcessLedger, Sandbox
+from setup_agent.launch import BundleCache, LaunchSpec, ProcessLedger, Sandbox, fetch_bundle, real_folder, unpack_bundle
 from setup_agent.secrets import Redactor
 from setup_agent.store import InstalledServer, Store
 
@@ -149,6 +149,30 @@ class ConnectionManager:
     def bundle_dir(self, server_id: str) -> Path:
         """Where an MCPB bundle is unpacked: its ``${__dirname}``."""
         return self.install_dir(server_id) / "bundle"
+
+    async def bundle_folder(self, server: InstalledServer, spec: LaunchSpec) -> str | None:
+        """The folder an MCPB bundle's server runs from (its ``${__dirname}``), unpacked on this
+        machine first when it has none (the server was installed by another machine on the shared
+        database, or its folder is gone), as every start of it needs: a live start and a
+        rotation's test alike. None for a server that is not a bundle."""
+        if not spec.needs_install_dir:
+            return None
+        bundle_dir = self.bundle_dir(server.server_id)
+        if not await asyncio.to_thread(real_folder, bundle_dir):  # (a link the server planted: removed)
+            await self._unpack_here(server, spec)
+        return str(bundle_dir)
+
+    async def _unpack_here(self, server: InstalledServer, spec: LaunchSpec) -> None:
+        """Fetch the bundle (the pinned sha256 is checked) and unpack it into this machine's install dir."""
+        logger.info("server %s: fetching its bundle for this machine", server.server_id)
+        install_dir = self.install_dir(server.server_id)
+        await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
+        fetch = self.bundles.fetch if self.bundles is not None else fetch_bundle  # the cache, as install uses
+        archive = await fetch(spec.identifier, spec.file_sha256, install_dir, allow_file=server.source == "local")
+        try:
+            await asyncio.to_thread(unpack_bundle, archive, self.bundle_dir(server.server_id))
+        finally:
+            await asyncio.to_thread(archive.unlink, True)
 
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:

@@ -9,10 +9,10 @@ They are the gateway's, not the setup sub-agent's: no agent allowlist names them
 
 The context budget (``MCP_SETUP_TOOLS_BUDGET``, in tokens) keeps ``tools/list`` small when many
 servers are installed: while every tool fits, every tool is listed; past it, the face lists its
-own tools, this pair, and then the tools used most recently (:class:`RecentTools`: by any
-gateway on the store, in this session or an earlier one) until the budget is spent
-(:func:`within_budget`). The rest stay callable through the pair, whose
-description then says how many there are and of which servers.
+own tools, this pair, the tools used most recently (:class:`RecentTools`: by any gateway on the
+store, in this session or an earlier one), then, in the room left, the others by server in the
+order the servers were installed (:func:`within_budget`). The rest stay callable through the
+pair, whose description then says how many there are and of which servers.
 """
 
 from __future__ import annotations
@@ -339,25 +339,47 @@ class Listing:
             f"small: {servers}. Find them with {FIND_TOOLS} and call them with {CALL_TOOL}."
         )
 
+    def note_tokens(self) -> int:
+        """About how many tokens :meth:`note` adds to the listing (it is in both of the pair's descriptions)."""
+        chars = len(json.dumps(self.note(), ensure_ascii=False)) - 2  # as JSON text, without the quotes
+        return -(-2 * chars // CHARS_PER_TOKEN)
+
 
 def within_budget(catalog: Catalog, own_tokens: int, budget: int, recent: Sequence[str]) -> Listing:
     """The installed tools to list: all of them while they fit ``budget`` (tokens, with the face's
-    own tools' ``own_tokens``; 0: no budget), else the most recently used ones that fit."""
+    own tools' ``own_tokens``; 0: no budget); else the ``recent``ly used ones that fit, the most
+    recent first, and then, in the room they leave, the others in the catalog's order: by server in
+    the order the servers were installed, each server's tools in the order the server lists them.
+
+    That order rather than the smallest tools first: it keeps what a client sees steady (a server
+    installed later comes after the ones listed already and never pushes them out; only a use
+    moves a tool forward), it lists a server's tools together and in its authors' order (the main
+    ones usually first), and the pair's note can say "Server B (12)" of a whole server rather than
+    a scatter of each server's longest tools. Any tool that does not fit is passed over for the
+    next that does, so the budget is filled as far as it goes.
+
+    The pair's note is counted at its longest (every installed tool unlisted: it only gets shorter
+    as tools are listed), so the listing with its note never exceeds the budget and the choice does
+    not depend on the note: listing one more tool never changes whether another fits."""
     entries = catalog.tools()
     wire = catalog.wire_tools()
     if budget <= 0 or own_tokens + estimated_tokens(wire) <= budget:
         return Listing(wire, {})
+
+    def server_of(entry: GatewayTool) -> str:
+        return entry.server.title or entry.server.qualified_name
+
     by_name = {t["name"]: t for t in wire}
-    spent, chosen = own_tokens, []
-    for name in recent:
+    spent = own_tokens + Listing([], dict(Counter(server_of(e) for e in entries))).note_tokens()
+    chosen: dict[str, dict[str, Any]] = {}
+    for name in [*recent, *by_name]:
         tool = by_name.get(name)
-        if tool is None:
+        if tool is None or name in chosen:
             continue
         cost = estimated_tokens([tool])
         if spent + cost > budget:
-            continue  # a smaller one used a little earlier may still fit
+            continue  # a smaller one further on may still fit
         spent += cost
-        chosen.append(tool)
-    listed = {t["name"] for t in chosen}
-    unlisted = Counter(e.server.title or e.server.qualified_name for e in entries if e.name not in listed)
-    return Listing(chosen, dict(unlisted))
+        chosen[name] = tool
+    unlisted = Counter(server_of(e) for e in entries if e.name not in chosen)
+    return Listing(list(chosen.values()), dict(unlisted))

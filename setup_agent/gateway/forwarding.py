@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -196,7 +197,18 @@ class Forwarding:
         if modern(client):
             followed = await live.relisting.follow(uri, on)
         else:
-            await (client.subscribe_resource(uri) if on else client.unsubscribe_resource(uri))
+            from mcp.shared.exceptions import MCPDeprecationWarning
+
+            # On a 2025-era session (2025-11-25 and before) resources/subscribe is the spec's call:
+            # only 2026-07-28 replaced it with subscriptions/listen (the branch above). The SDK warns
+            # whenever the request is made, whatever the session's version; made here on purpose, so
+            # its warning is silenced for this call alone: the filter covers only making the request,
+            # no await runs under it (catch_warnings is process-wide; other tasks keep their warnings).
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                session = client.session
+                request = session.subscribe_resource(uri) if on else session.unsubscribe_resource(uri)
+            await request
             followed = True
         if on:  # the idle stop spares a server while a client follows one of its resources
             live.subscriptions.add(uri)

@@ -23,7 +23,6 @@ from setup_agent.launch import (
     list_all_tools,
     materialize,
     open_client,
-    real_folder,
     refused_words,
     tool_dicts,
 )
@@ -57,6 +56,7 @@ class Owner(Protocol):
     logs_dir: Any
     install_dir: Any
     bundle_dir: Any
+    bundle_folder: Any  # await bundle_folder(server, spec): an MCPB bundle's folder, unpacked here if need be
     host_env: Any
     auth_for: Any
     sandbox: Any
@@ -235,15 +235,8 @@ class LiveConnection:
                             await self._download(spec)  # its own deadline; the start's counts from its end
                         install_dir = owner.install_dir(server.server_id)
                         await asyncio.to_thread(install_dir.mkdir, parents=True, exist_ok=True)
-                        bundle_dir = owner.bundle_dir(server.server_id)  # (a link the server planted: removed)
-                        if spec.needs_install_dir and not await asyncio.to_thread(real_folder, bundle_dir):
-                            await self._unpack_here(server, spec)  # installed by another machine
-                        resolved = materialize(
-                            spec,
-                            values,
-                            dirname=str(owner.bundle_dir(server.server_id)) if spec.needs_install_dir else None,
-                            cwd=str(install_dir),
-                        )
+                        dirname = await owner.bundle_folder(server, spec)  # unpacked here first if need be
+                        resolved = materialize(spec, values, dirname=dirname, cwd=str(install_dir))
                         # Looked at before it starts: what it writes while it runs is seen by the next start.
                         files = await asyncio.to_thread(files_of, resolved, install_dir)
                         rested, self.rested = self.rested, None  # once: a restart after a crash lists again
@@ -502,21 +495,6 @@ class LiveConnection:
             self.downloading, self.status.reason = False, None
             self.started_at = asyncio.get_running_loop().time()  # the start's deadline counts from here
             self.changed.set()
-
-    async def _unpack_here(self, server: InstalledServer, spec: LaunchSpec) -> None:
-        """A bundle installed by another machine on the shared database: fetch it (the pinned
-        sha256 is checked) and unpack it into this machine's install dir."""
-        owner = self.owner
-        from setup_agent.launch import fetch_bundle, unpack_bundle
-
-        logger.info("server %s: fetching its bundle for this machine", server.server_id)
-        install_dir = owner.install_dir(server.server_id)
-        fetch = owner.bundles.fetch if owner.bundles is not None else fetch_bundle  # the cache, as install uses
-        archive = await fetch(spec.identifier, spec.file_sha256, install_dir, allow_file=server.source == "local")
-        try:
-            await asyncio.to_thread(unpack_bundle, archive, owner.bundle_dir(server.server_id))
-        finally:
-            await asyncio.to_thread(archive.unlink, True)
 
     async def _remember_sign_in(self, server: InstalledServer, *, needed: bool) -> None:
         try:

@@ -3,8 +3,9 @@ path of ``mcp-setup rotate`` and the page card's "Replace".
 
 The new value comes as a ref (a secret prompt's answer, or one the CLI minted from its hidden
 prompt): the value is given to the redactor first (nothing the server prints can carry it),
-the server is test-connected with its other stored settings, and only when it answers is the
-stored value replaced; a failed test raises (redacted) and leaves the old value in place.
+the server is test-connected with its other stored settings (an MCPB bundle from its folder,
+unpacked on this machine first when it has none, as a live start does), and only when it answers
+is the stored value replaced; a failed test raises (redacted) and leaves the old value in place.
 
 A replaced value never keeps running: the write bumps the change counter, and every process whose
 gateway runs the server restarts it with the new value (setup_agent/gateway/connections.py compares
@@ -36,8 +37,8 @@ async def rotate_secret(service: Any, server_id: str, key: str, ref: str, *, act
     stored = await asyncio.to_thread(service.store.values.env_values, server_id)
     values: dict[str, Value] = {**stored, key: value}
     spec = LaunchSpec.model_validate(server.launch_spec)
-    dirname = str(service.connections.bundle_dir(server_id)) if spec.needs_install_dir else None
     try:
+        dirname = await service.connections.bundle_folder(server, spec)  # a bundle: unpacked here first if need be
         result = await service.prober.probe(spec, values, dirname=dirname)  # raises (redacted) when it fails
         secret = next((k.secret for k in server.env_keys if k.key == key), True)
         await asyncio.to_thread(service.store.values.replace_env_value, server_id, key, value, secret, actor=actor)

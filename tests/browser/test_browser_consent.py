@@ -123,7 +123,7 @@ def test_a_deny_is_drawn_as_the_persons_own_choice_in_their_words(
         consent.get_by_role("button", name="Deny").click()
         expect(consent).to_be_hidden()
         expect(page.locator(".own-choice").first).to_contain_text(
-            "You did not allow it. Nothing was run.", timeout=60_000
+            "You did not allow it. Nothing was run.", timeout=scaled(60) * 1000
         )
         shot(page, artifacts, "consent-deny-own-choice", full_page=False)
         thread = page.locator("main").inner_text()

@@ -28,6 +28,7 @@ from setup_agent.store.catalog import gateway_name
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.helpers.mcp_face import Recorder, call, face_env, mcp_setup_client
 from tests.helpers.registry_entries import everything_entry
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -85,7 +86,7 @@ async def test_sampling_elicitation_roots_and_logs_of_the_real_server_everything
             MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
             MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
         )
-        with anyio.fail_after(300):
+        with anyio.fail_after(scaled(300)):
             async with mcp_setup_client(
                 tmp_path,
                 tmp_path / "err.log",
@@ -140,7 +141,7 @@ async def test_progress_the_find_call_pair_short_names_and_a_resource_link_read_
             MCP_SETUP_OFFICIAL_REGISTRY_URL=registry.url,
             MCP_SETUP_PROBE_TIMEOUT_SECONDS="240",
         )
-        with anyio.fail_after(300):
+        with anyio.fail_after(scaled(300)):
             async with mcp_setup_client(tmp_path, tmp_path / "err.log", Recorder(), env=env) as client:
                 before = {t.name for t in (await client.list_tools()).tools}  # listed once, never again below
                 stages = Progress()

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.helpers.timeouts import scaled
+
 __all__ = ["TrickleHandler", "serve_loopback"]
 
 
@@ -65,4 +67,4 @@ def serve_loopback(
         handler.stop.set()
         server.shutdown()
         server.server_close()
-        thread.join(5)
+        thread.join(scaled(5))

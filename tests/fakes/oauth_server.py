@@ -51,6 +51,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from tests.helpers.timeouts import scaled
 from tests.stub_server.http_server import _ThreadedUvicorn, build_mcp_server
 
 __all__ = ["FakeProvider", "OAuthPair", "serve_oauth_pair"]
@@ -337,7 +338,7 @@ async def approve_over_http(url: str, *, callback_host: str | None = None) -> in
 
     import httpx
 
-    async with httpx.AsyncClient(timeout=20) as http:
+    async with httpx.AsyncClient(timeout=scaled(20)) as http:
         page = await http.get(url, follow_redirects=True)
         tx = re.search(r'name=tx value="([^"]+)"', page.text)
         assert tx, page.text

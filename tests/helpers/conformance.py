@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.timeouts import scaled
+
 #: The suite's newest release with both requirement sets (2025-11-25 and 2026-07-28).
 VERSION = "0.2.0-alpha.12"
 
@@ -36,7 +38,7 @@ def tools_dir(root: Path, version: str = VERSION) -> Path:
             cwd=root,
             check=True,
             stdout=subprocess.DEVNULL,
-            timeout=600,
+            timeout=scaled(600),
         )
     return root
 

@@ -11,6 +11,7 @@ from starlette.routing import Route
 from registry_clients import OfficialRegistry, RegistryError, RegistryNotFound
 from tests.fakes import FakeHTTPServer, closed_port_url
 from tests.fakes.official_registry import FakeOfficialRegistry
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -133,7 +134,7 @@ async def test_a_registry_answering_500_problem_json_raises_registry_error_with_
 
 
 async def test_an_unreachable_registry_raises_registry_error() -> None:
-    registry = OfficialRegistry(closed_port_url(), timeout=2.0)
+    registry = OfficialRegistry(closed_port_url(), timeout=scaled(2.0))
     try:
         with pytest.raises(RegistryError, match="Could not reach"):
             await registry.search("x", 1, 10)

@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.timeouts import scaled
+
 from . import bundle
 
 OUR_MARKERS = ("stub_server", "time.sleep(3600)", "server.py")
@@ -37,7 +39,7 @@ def is_stub_process(pid: int) -> bool:
     return any(m in cmd for m in OUR_MARKERS)
 
 
-def kill_and_wait(pid: int, timeout: float = 5.0) -> None:
+def kill_and_wait(pid: int, timeout: float = scaled(5.0)) -> None:
     """SIGKILL pid and wait on a pidfd (no polling) until it has exited."""
     try:
         fd = os.pidfd_open(pid)
@@ -104,7 +106,7 @@ class RawStub:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
 
-    def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = 5.0) -> Any:
+    def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = scaled(5.0)) -> Any:
         """Send a request; return the decoded reply, or None if none came within `timeout`."""
         self.next_id += 1
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}})
@@ -126,12 +128,12 @@ class RawStub:
         line, self.buf = self.buf.split(b"\n", 1)
         return line
 
-    def close(self, timeout: float = 5.0) -> tuple[int, str]:
+    def close(self, timeout: float = scaled(5.0)) -> tuple[int, str]:
         """Close stdin (EOF) and wait for exit; return (exit code, stderr). Kills on timeout."""
         try:
             _, err = self.proc.communicate(timeout=timeout)  # closes stdin first
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
-                self.proc.wait(5)
+                self.proc.wait(scaled(5))
         return self.proc.returncode, (err or b"").decode()

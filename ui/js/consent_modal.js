@@ -119,8 +119,9 @@ function budgetWords(budget, tokens) {
   var line = "With them, AI clients are listed " + used.toLocaleString("en-US") + " of your budget of " +
     budget.budget.toLocaleString("en-US") + " tokens.";
   if (used > budget.budget) {
-    line += " Past the budget, AI clients are listed the tools used most recently; the rest, these among them " +
-      "until used, are reached through mcp_setup_find_tools.";
+    line += " Past the budget, AI clients are listed the tools used most recently, then, as room is left, the " +
+      "others by server in the order the servers were installed; the rest, these among them until used, are " +
+      "reached through mcp_setup_find_tools.";
   }
   return line;
 }

@@ -57,4 +57,4 @@ def test_allow_sampling_for_an_unknown_server_names_none_and_changes_nothing(
 ) -> None:
     data.install(STUB, "value-1234567")
     code, _, err = cli(capsys, "allow", "nope", "--sampling", "no")
-    assert code == 4 and "No installed server is named 'nope'" in err
+    assert code == 3 and "No installed server is named 'nope'" in err  # as every other command

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 def _approve_in_a_terminal(env: dict[str, str], *answers: str) -> str:
     argv = mcp_setup_argv("approve")
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
     child.logfile_read = transcript = io.StringIO()
     try:
         for expected, answer in answers_pairs(answers):
@@ -123,7 +123,13 @@ async def test_an_agent_driven_install_over_stdio_takes_one_approve_which_shows_
 def test_approve_refuses_without_a_terminal_and_reads_nothing_from_stdin(tmp_path: Path) -> None:
     env = face_env(tmp_path)
     done = subprocess.run(
-        mcp_setup_argv("approve"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60, input="y\ny\ny\n"
+        mcp_setup_argv("approve"),
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+        input="y\ny\ny\n",
     )
     assert done.returncode == 2
     assert "terminal" in done.stderr and "Traceback" not in done.stderr
@@ -133,7 +139,7 @@ def test_approve_refuses_without_a_terminal_and_reads_nothing_from_stdin(tmp_pat
 def test_approve_with_nothing_waiting_says_so(tmp_path: Path) -> None:
     env = face_env(tmp_path)
     argv = mcp_setup_argv("approve")
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(REPO), encoding="utf-8", timeout=scaled(60))
     child.expect("Nothing is waiting for your approval")
     child.expect(pexpect.EOF)
     child.close()
@@ -150,12 +156,12 @@ async def test_the_serve_page_shows_a_stdio_clients_secret_prompt_and_consent_an
     env.pop("DISPLAY", None)
     served = start_serve(tmp_path, catalog, MCP_SETUP_CONSENT="ask")  # the same data dir
     try:
-        with anyio.fail_after(180), served.websocket() as page:
+        with anyio.fail_after(scaled(180)), served.websocket() as page:
             async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
 
                 def shown(kind: str) -> dict:
                     while True:
-                        event = json.loads(page.recv(timeout=60))
+                        event = json.loads(page.recv(timeout=scaled(60)))
                         if event.get("type") == kind:
                             return event
 
@@ -197,7 +203,7 @@ async def test_a_secret_a_stdio_client_asks_for_is_typed_at_a_hidden_prompt_of_m
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))  # consent off
     env.pop("DISPLAY", None)
     recorder = Recorder()
-    with anyio.fail_after(180):
+    with anyio.fail_after(scaled(180)):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", recorder, env=env) as client:
             secret = await call(
                 client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key\x1b[2J", "server": STUB}
@@ -225,7 +231,7 @@ async def test_approve_tells_of_a_guess_and_only_the_user_unblocks_the_client_it
     catalog = make_catalog(tmp_path, canary)
     env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))  # consent off
     env.pop("DISPLAY", None)
-    with anyio.fail_after(180):
+    with anyio.fail_after(scaled(180)):
         async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
             secret = await call(
                 client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB}
@@ -267,7 +273,7 @@ async def test_a_clients_lock_outlives_its_session_until_the_user_unblocks_it_an
     def session(name: str):  # noqa: ANN202 - the SDK client's context manager
         return mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env, client_name=name)
 
-    with anyio.fail_after(240):
+    with anyio.fail_after(scaled(240)):
         async with session("Eval Client") as client:
             secret = await call(
                 client, "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "Key", "server": STUB}

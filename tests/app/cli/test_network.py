@@ -21,9 +21,9 @@ def test_allow_grants_the_destination_in_the_servers_policy_audits_it_and_says_s
     assert out == f"{STUB} may now connect to 127.0.0.1:5432; running mcp-setup sessions restart it.\n"
     with data.store() as store:
         server = store.servers.get(sid)
-        audited = [r.event for r in store.audit.entries(server_id=sid)]
+        audited = [(r.event, r.actor) for r in store.audit.entries(server_id=sid)]
     assert server is not None and server.launch_spec["sandbox_net"]["granted"] == ["127.0.0.1:5432"]
-    assert audited[-1] == "network"
+    assert audited[-1] == ("network", "user:terminal")  # the person at the terminal, as --sampling is
 
 
 def test_allow_on_a_server_whose_consent_turned_its_network_off_is_refused_and_changes_nothing(
@@ -47,10 +47,13 @@ def test_allow_on_a_server_whose_consent_turned_its_network_off_is_refused_and_c
         assert store.servers.get(before.server_id) == before  # its policy, and all else, as it was
 
 
-def test_allow_for_a_name_that_is_not_installed_names_none(data: DataDir, capsys: pytest.CaptureFixture[str]) -> None:
+def test_allow_for_a_name_that_is_not_installed_names_none_and_exits_as_every_other_command(
+    data: DataDir, capsys: pytest.CaptureFixture[str]
+) -> None:
     data.install(STUB, "value-1234567")
     code, out, err = cli(capsys, "allow", "nope", "127.0.0.1:5432")
-    assert (code, out) == (4, "") and "No installed server is named 'nope'" in err
+    assert (code, out) == (3, "") and "No installed server is named 'nope'" in err
+    assert cli(capsys, "show", "nope")[0] == cli(capsys, "disable", "nope")[0] == code
 
 
 def test_only_tested_holds_the_server_to_what_its_test_reached_audited_as_the_person_and_show_names_the_way_back(

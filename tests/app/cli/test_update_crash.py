@@ -22,6 +22,7 @@ from setup_agent.store.database import Store
 from tests.fakes.loopback import TrickleHandler, serve_loopback
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
 from tests.helpers.processes import no_process_left, processes_mentioning
+from tests.helpers.timeouts import scaled
 from tests.helpers.updates import STUB, install_v1, installed, publish, run
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
@@ -61,7 +62,7 @@ def _killed_update(env: dict[str, str], ready) -> None:
         assert proc.poll() is None, "the update ended before the moment to kill it"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        proc.wait(scaled(10))
 
 
 def _the_old_one_is_intact(env: dict[str, str], server_id: str, home: Path) -> None:

@@ -1,6 +1,7 @@
 """The context budget of ``tools/list``: every tool while they fit, else mcp-setup's own tools,
-the find/call pair (saying how many more tools there are, of which servers) and the most recently
-used tools, also those used in an earlier session; every tool stays callable, a call that changes
+the find/call pair (saying how many more tools there are, of which servers), the most recently
+used tools, also those used in an earlier session, and in the room left the others by server in
+install order; every tool stays callable, a call that changes
 the listing is one list_changed, and a call that cannot change it costs no new listing."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from mcp import Client
 
 from app.mcp import McpFace
 from app.mcp.gateway_tools import OWN_TOKENS, listed_tools
-from setup_agent.gateway import CALL_TOOL, FIND_TOOLS, estimated_tokens
+from setup_agent.gateway import CALL_TOOL, FIND_TOOLS, Budget, estimated_tokens, standing_of
 from setup_agent.gateway.connections import ConnectionManager
 from setup_agent.gateway.router import Gateway
 from setup_agent.secrets.redact import Redactor
@@ -58,24 +59,50 @@ def test_under_the_budget_every_tool_is_listed_as_without_one() -> None:
     assert len(listed_tools("all", small, budget=DEFAULT_BUDGET)) == len(TOOL_SPECS) + 2 + 10
 
 
-def test_over_the_budget_the_recent_tools_are_listed_and_the_pair_counts_the_rest_by_server() -> None:
+def test_over_the_budget_the_recent_tools_are_listed_then_the_rest_of_the_room_and_the_pair_counts_the_rest() -> None:
     big = catalog_of(20, 20)
     everything = listed_tools("all", big, budget=0)
     assert estimated_tokens(everything) > DEFAULT_BUDGET  # the case the budget is for
     recent = ["server-07__action_03", "server-19__action_00", "no-such__tool"]
     listed = listed_tools("all", big, budget=DEFAULT_BUDGET, recent=recent)
     names = [t["name"] for t in listed]
-    assert estimated_tokens(listed) <= DEFAULT_BUDGET + 60  # the pair's note is the only addition
+    assert estimated_tokens(listed) <= DEFAULT_BUDGET  # the pair's note included
     assert names[: len(TOOL_SPECS)] == [t["name"] for t in TOOL_SPECS]
     assert {FIND_TOOLS, CALL_TOOL} <= set(names)
     installed = [n for n in names if "__" in n]
     assert installed[:2] == ["server-07__action_03", "server-19__action_00"]  # the most recent first
+    in_order = [t["name"] for t in everything if "__" in t["name"] and t["name"] not in installed[:2]]
+    assert installed[2:] == in_order[: len(installed) - 2]  # then by server in install order
+    assert len(installed) > 20  # most of the budget is spent: whole servers fit beside the recent two
+    biggest = max(estimated_tokens([t]) for t in everything if "__" in t["name"])
+    assert estimated_tokens(listed) > DEFAULT_BUDGET - 2 * biggest
     pair = {t["name"]: t["description"] for t in listed if t["name"] in (FIND_TOOLS, CALL_TOOL)}
-    rest = 400 - len(installed)
+    left = {f"Server {s:02d}": 20 - sum(n.startswith(f"server-{s:02d}__") for n in installed) for s in range(20)}
+    counts = ", ".join(f"{server} ({n})" for server, n in sorted(left.items(), key=lambda kv: (-kv[1], kv[0])) if n)
     for description in pair.values():
-        assert f"{rest} more installed tools are not listed here" in description
-        assert "Server 00 (20)" in description and "Server 07 (19)" in description
+        assert f" {400 - len(installed)} more installed tools are not listed here, to keep your context small: " in (
+            description
+        )
+        assert f"small: {counts}. Find them" in description
+        assert "Server 00 (" not in description  # listed whole
+    standing = standing_of(big, OWN_TOKENS, Budget(DEFAULT_BUDGET, "default"), recent)
+    assert standing.listed_tools == len(installed) and standing.unlisted_tools == 400 - len(installed)
+    assert abs(standing.listed_tokens - estimated_tokens(listed)) <= 3  # the page counts what clients get
     assert OWN_TOKENS < DEFAULT_BUDGET
+
+
+def test_over_the_budget_with_nothing_used_the_first_servers_installed_are_listed_whole() -> None:
+    listed = listed_tools("all", catalog_of(20, 20), budget=DEFAULT_BUDGET)
+    installed = [t["name"] for t in listed if "__" in t["name"]]
+    assert installed[:40] == [f"server-{s:02d}__action_{i:02d}" for s in (0, 1) for i in range(20)]
+    assert estimated_tokens(listed) <= DEFAULT_BUDGET
+
+
+def test_whatever_the_budget_the_listing_never_exceeds_it() -> None:
+    big = catalog_of(20, 20)
+    for budget in range(OWN_TOKENS + 300, 40_000, 1_111):
+        listed = listed_tools("all", big, budget=budget, recent=["server-12__action_05", "server-02__action_19"])
+        assert estimated_tokens(listed) <= budget
 
 
 def test_the_discover_mode_lists_only_mcp_setups_own_tools_whatever_the_budget() -> None:
@@ -101,9 +128,11 @@ async def test_through_mcp_setup_mcp_twenty_servers_stay_within_the_budget_and_a
             assert estimated_tokens(listed) <= DEFAULT_BUDGET
             names = {t.name for t in first}
             target = f"{servers[7]['slug']}__echo"
-            assert target not in names  # nothing used yet: only mcp-setup's own tools and the pair fit
+            assert f"{servers[0]['slug']}__echo" in names  # nothing used yet: the first servers installed fill it
+            assert target not in names  # and the seventh's tools are past the budget
             find = next(t for t in first if t.name == FIND_TOOLS)
-            assert "400 more installed tools are not listed here" in (find.description or "")
+            installed = sum("__" in name for name in names)
+            assert f"{400 - installed} more installed tools are not listed here" in (find.description or "")
             found = await client.call_tool(FIND_TOOLS, {"query": "echo server 07", "limit": 3})
             assert target in found.content[0].text  # type: ignore[union-attr]
             answer = await client.call_tool(CALL_TOOL, {"name": target, "arguments": {"text": "hello"}})
@@ -244,4 +273,4 @@ async def test_mcp_setup_mcp_lists_by_the_budget_saved_on_the_page_unless_its_ow
             listed = [
                 t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools
             ]
-            assert len(listed) < everything and estimated_tokens(listed) <= DEFAULT_BUDGET + 60
+            assert len(listed) < everything and estimated_tokens(listed) <= DEFAULT_BUDGET

@@ -27,7 +27,12 @@ from tests.helpers.connections import stub_launch
 from tests.helpers.gateway import start_until
 from tests.helpers.timeouts import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    # The gateway subscribes at the 2025-era stub with resources/subscribe, the spec's call there:
+    # on purpose, so without the SDK's warning that 2026-07-28 removed it.
+    pytest.mark.filterwarnings("error::mcp.shared.exceptions.MCPDeprecationWarning"),
+]
 
 NOTES = "alpha://notes"
 OFFERS = {

@@ -207,7 +207,7 @@ def test_every_request_line_gets_an_answer_even_one_the_sdk_cannot_read(tmp_path
         text=True,
         env=env,
         cwd=REPO,
-        timeout=60,
+        timeout=scaled(60),
     )
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     codes = {a.get("id"): (a.get("error") or {}).get("code") for a in answers if a.get("id") is not None}

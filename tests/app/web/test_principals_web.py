@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.browser.serve import STUB, Served, make_catalog, start_serve, stop_serve
 from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.timeouts import scaled
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -44,7 +45,7 @@ def team(tmp_path: Path, canary: str) -> Iterator[tuple[Served, Any]]:
     def token(*args: str) -> str:
         env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
         done = subprocess.run(
-            mcp_setup_argv("token", *args), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+            mcp_setup_argv("token", *args), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.split()[0] if args[0] == "create" else done.stdout
@@ -175,7 +176,7 @@ def test_an_approval_on_the_web_is_audited_as_the_admin_token_or_the_user_with_t
         assert picked["result"]["left_out_by_user"] == left_out, picked
     env = served.env
     audit = subprocess.run(
-        mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+        mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
     )
     rows = [r for r in json.loads(audit.stdout)["audit"] if r["event"] == "consent_approved"]
     assert [r["actor"] for r in rows] == ["token:boss"], rows
@@ -185,14 +186,14 @@ def test_an_approval_on_the_web_is_audited_as_the_admin_token_or_the_user_with_t
     assert [(r["actor"], r["detail"]) for r in hidden] == [("user:web", left_out[0])], hidden
     assert canary not in audit.stdout and boss not in audit.stdout
     verified = subprocess.run(
-        mcp_setup_argv("audit", "--verify"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+        mcp_setup_argv("audit", "--verify"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
     )
     assert verified.returncode == 0 and "chain is whole" in verified.stdout, verified.stdout + verified.stderr
 
 
 def _next(ws: Any, kind: str) -> dict[str, Any]:
     while True:
-        event = json.loads(ws.recv(timeout=60))
+        event = json.loads(ws.recv(timeout=scaled(60)))
         if event.get("type") == kind:
             return event
 
@@ -202,8 +203,8 @@ def _mcp_install(served: Served, bearer: str, canary: str) -> tuple[str, str]:
     (the install's text, list_servers' text)."""
 
     async def talk() -> tuple[str, str]:
-        with anyio.fail_after(90):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60)
+        with anyio.fail_after(scaled(90)):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=scaled(60))
             async with (
                 http,
                 Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
@@ -212,7 +213,7 @@ def _mcp_install(served: Served, bearer: str, canary: str) -> tuple[str, str]:
                     "mcp_setup_request_secret", {"key_name": "STUB_API_KEY", "prompt": "k", "server": STUB}
                 )
                 prompt = json.loads(asked.content[0].text)
-                async with httpx2.AsyncClient(timeout=30) as browser:
+                async with httpx2.AsyncClient(timeout=scaled(30)) as browser:
                     path = prompt["url"].split(str(served.port), 1)[1]
                     await browser.post(
                         f"{served.base}{path.split('?')[0]}", data={"t": path.rsplit("?t=", 1)[1], "value": canary}
@@ -234,7 +235,12 @@ def test_an_install_over_mcp_is_audited_as_the_token_not_as_the_name_the_client_
     try:
         env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
         made = subprocess.run(
-            mcp_setup_argv("token", "create", "alice"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+            mcp_setup_argv("token", "create", "alice"),
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=scaled(60),
         )
         alice = made.stdout.split()[0]
         installed, listed = _mcp_install(served, alice, canary)
@@ -242,7 +248,7 @@ def test_an_install_over_mcp_is_audited_as_the_token_not_as_the_name_the_client_
         (server,) = json.loads(listed)["servers"]
         assert server["installed_by"].startswith("token:alice"), server  # the credential, the client only beside it
         audit = subprocess.run(
-            mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+            mcp_setup_argv("audit", "--json"), env=env, cwd=REPO, capture_output=True, text=True, timeout=scaled(60)
         )
         assert '"actor": "token:alice' in audit.stdout or "token:alice" in audit.stdout, audit.stdout + audit.stderr
     finally:
@@ -354,7 +360,7 @@ def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_perso
         url = params.url
         shown.append(url)
         path, key = url.split(str(served.port), 1)[1].split("?t=")
-        async with httpx2.AsyncClient(timeout=30) as browser:
+        async with httpx2.AsyncClient(timeout=scaled(30)) as browser:
             form = (
                 {"t": key, "action": "approve", "accept_warnings": "yes"}
                 if "/consents/" in path
@@ -366,8 +372,8 @@ def test_a_client_that_shows_url_elicitation_gets_the_consent_page_for_the_perso
 
     async def talk() -> list[str]:
         texts: list[str] = []
-        with anyio.fail_after(90):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}, timeout=60)
+        with anyio.fail_after(scaled(90)):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}, timeout=scaled(60))
             client_ctx = Client(
                 streamable_http_client(f"{served.base}/mcp", http_client=http),
                 mode="legacy",
@@ -405,13 +411,18 @@ def test_the_guard_counts_per_token_so_a_new_mcp_session_does_not_start_from_zer
         env = face_env(tmp_path, MCP_SETUP_REGISTRIES="local", MCP_SETUP_CATALOG_DIR=str(catalog))
         made = {
             name: subprocess.run(
-                mcp_setup_argv("token", "create", name), env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+                mcp_setup_argv("token", "create", name),
+                env=env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=scaled(60),
             ).stdout.split()[0]
             for name in ("alice", "bob")
         }
 
         async def one_session(bearer: str, text: str) -> str:
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60)
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=scaled(60))
             async with (
                 http,
                 Client(streamable_http_client(f"{served.base}/mcp", http_client=http), mode="legacy") as client,
@@ -420,7 +431,7 @@ def test_the_guard_counts_per_token_so_a_new_mcp_session_does_not_start_from_zer
                 return result.content[0].text
 
         async def talk() -> tuple[list[str], str]:
-            with anyio.fail_after(120):
+            with anyio.fail_after(scaled(120)):
                 answers = [await one_session(made["alice"], canary) for _ in range(5)]  # a new session each time
                 return answers, await one_session(made["bob"], "hello")
 

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from setup_agent.gateway import Budget, ToolsBudget, adds_words, parse_budget, source_words, standing_of
+from setup_agent.gateway import (
+    Budget,
+    ToolsBudget,
+    adds_words,
+    estimated_tokens,
+    parse_budget,
+    source_words,
+    standing_of,
+    within_budget,
+)
 from setup_agent.secrets.vault import Vault
 from setup_agent.store import TOOLS_BUDGET, Catalog
 from setup_agent.store.catalog import CatalogServer
@@ -72,11 +81,14 @@ def test_under_the_budget_the_page_says_every_tool_is_listed() -> None:
 
 def test_past_the_budget_the_page_says_how_many_tools_are_left_to_find_tools() -> None:
     standing = standing_of(CATALOG, 2000, Budget(2500, "saved"), ["a__t3", "a__t5"])
-    assert standing.listed_tools == 2 and standing.unlisted_tools == 38
+    assert 2 < standing.listed_tools < 40  # the recent two, and as many more as the room left takes
+    assert standing.listed_tools + standing.unlisted_tools == 40
+    listing = within_budget(CATALOG, 2000, 2500, ["a__t3", "a__t5"])
+    assert standing.listed_tokens == 2000 + estimated_tokens(listing.tools) + listing.note_tokens()  # the note too
     assert standing.listed_tokens <= 2500 < standing.total_tokens
     assert standing.words() == (
         f"Tool definitions listed to AI clients: {standing.listed_tokens:,} of 2,500 tokens; "
-        "38 tools reachable through mcp_setup_find_tools"
+        f"{standing.unlisted_tools} tools reachable through mcp_setup_find_tools"
     )
     assert standing.public()["source"] == "saved"
 
@@ -98,6 +110,7 @@ def test_the_consent_says_what_a_server_adds_and_where_that_leaves_the_budget() 
     past = adds_words(1200, 7500, 8000)
     assert past.startswith("Its tools add about 1,200 tokens to what your AI clients are listed: 8,700 of your ")
     assert "Past the budget" in past and "mcp_setup_find_tools" in past
+    assert "then, as room is left, the others by server in the order the servers were installed" in past
     assert adds_words(1200, 7500, 0) == (
         "Its tools add about 1,200 tokens to what your AI clients are listed (no budget is set: every tool is listed)."
     )

@@ -19,6 +19,7 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.helpers.connections import stub_launch
+from tests.helpers.timeouts import scaled
 from tests.stub_server.server import Stub
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +38,7 @@ async def world(tmp_path: Path) -> AsyncIterator[Any]:
             redactor,
             install_root=tmp_path / f"servers{len(managers)}",
             backoff=(),
-            connect_timeout=10,
+            connect_timeout=scaled(10),
             **options,
         )
         managers.append(manager)
@@ -52,7 +53,7 @@ async def world(tmp_path: Path) -> AsyncIterator[Any]:
             env={"STUB_API_KEY": ("v" * 12, True)},
             tools=Stub(set(), None).tools,
         )
-        gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1, call_timeout=30)
+        gw = Gateway(store, manager, redactor, eager=False, poll_interval=0.1, call_timeout=scaled(30))
         await gw.start()
         gateways.append(gw)
         return gw
@@ -68,7 +69,7 @@ async def world(tmp_path: Path) -> AsyncIterator[Any]:
 async def test_a_result_over_the_cap_is_cut_with_a_note_saying_how_much(world) -> None:
     gateway, _ = world
     gw = await gateway(max_result_chars=100_000)
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         answer = await gw.call("cap1__echo", {"text": "x" * 300_000})
     texts = [b["text"] for b in answer["content"]]
     assert texts[0] == "x" * 100_000 and len(texts) == 2
@@ -79,7 +80,7 @@ async def test_a_result_over_the_cap_is_cut_with_a_note_saying_how_much(world) -
 async def test_a_result_within_the_cap_is_unchanged(world) -> None:
     gateway, _ = world
     gw = await gateway()
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         answer = await gw.call("cap1__echo", {"text": "y" * 500_000})
     assert [b["text"] for b in answer["content"]] == ["y" * 500_000]
 
@@ -88,12 +89,12 @@ async def test_a_notification_flood_ends_the_call_with_a_tool_error(world) -> No
     gateway, _ = world
     gw = await gateway("flood", max_call_notifications=200)
     started = time.monotonic()
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         answer = await gw.call("cap1__echo", {"text": "hi"})
     assert answer["isError"] is True and answer["structuredContent"]["error"]["code"] == "protocol_error"
     assert "more than 200 notifications" in answer["content"][0]["text"]
     assert time.monotonic() - started < 15
-    with anyio.fail_after(30):  # the session survives (and the rest of the flood is read)
+    with anyio.fail_after(scaled(30)):  # the session survives (and the rest of the flood is read)
         assert (await gw.call("cap1__whoami", {}))["content"][0]["text"] == "ok"
 
 

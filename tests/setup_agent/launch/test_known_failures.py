@@ -328,7 +328,7 @@ def make_runtime(
 
 
 async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
-    with anyio.fail_after(150):
+    with anyio.fail_after(scaled(150)):
         return await runtime.service.call(tool, {"qualified_name": NAME, **args}, CallContext(installed_by="agent"))
 
 

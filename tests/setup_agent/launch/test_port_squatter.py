@@ -23,6 +23,7 @@ from setup_agent.secrets.redact import Redactor
 from setup_agent.setup.probe import Prober
 from tests.helpers.paths import REPO
 from tests.helpers.processes import no_process_left
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +83,7 @@ async def test_a_package_whose_port_already_answers_is_not_started_and_the_squat
     await squatter.start(port)
     marker = f"X-Squat-First-{port}"
     try:
-        prober = Prober(Redactor(), scratch_root=tmp_path, timeout=30)
+        prober = Prober(Redactor(), scratch_root=tmp_path, timeout=scaled(30))
         with pytest.raises(Exception) as info:
             await prober.probe(package_spec(port, marker), {})
         await prober.drain()
@@ -120,7 +121,7 @@ async def test_a_squatter_that_starts_listening_after_the_spawn_gets_nothing_and
         "time.sleep(60)\n"
     )
     try:
-        prober = Prober(Redactor(), scratch_root=tmp_path, timeout=30)
+        prober = Prober(Redactor(), scratch_root=tmp_path, timeout=scaled(30))
         with pytest.raises(Exception) as info:
             await prober.probe(package_spec(port, marker, ["-c", child, marker]), {})
         await prober.drain()
@@ -139,7 +140,7 @@ async def test_a_package_whose_server_is_a_grandchild_behind_a_shell_is_accepted
     marker = f"X-Grandchild-{port}"
     script = f"{sys.executable} -m tests.stub_server.http_server --port {port} --header {marker}; exit 0"
     spec = package_spec(port, marker).model_copy(update={"command": "/bin/sh", "args": ["-c", script]})
-    prober = Prober(Redactor(), scratch_root=tmp_path, timeout=30)
+    prober = Prober(Redactor(), scratch_root=tmp_path, timeout=scaled(30))
     result = await prober.probe(spec, {})
     assert {t["name"] for t in result.tools} >= {"echo"}
     await prober.drain()

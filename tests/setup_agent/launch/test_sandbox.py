@@ -25,6 +25,7 @@ from app.settings import Settings
 from setup_agent.launch.landlock import abi_version
 from setup_agent.setup.service import CallContext
 from tests.helpers.paths import REPO, STUB_DIR
+from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import build_stub_bundle, stub_server_json
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +46,7 @@ ATTEMPTS = (
 
 
 async def call(runtime: Runtime, tool: str, **args: Any) -> dict:
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         return await runtime.service.call(tool, args, CallContext(installed_by="agent"))
 
 
@@ -121,7 +122,7 @@ async def attack_results(
     await install(runtime, HOSTILE, "any-key-" + canary[-8:])
     assert (data / "data.key").is_file() and (data / "mcp-setup.db").is_file()  # the targets exist
     await runtime.gateway.refresh(force=True)
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         answer = await runtime.gateway.call("hostile__attack", {})
     return runtime, json.loads(answer["content"][0]["text"])
 
@@ -230,7 +231,9 @@ def test_a_profile_without_network_cannot_reach_even_loopback(tmp_path: Path, mo
             command, args, env = sandbox.wrap(
                 sys.executable, ["-c", code], {"PATH": "/usr/bin:/bin"}, Profile(work, network=network)
             )
-            done = subprocess.run([command, *args], env=env, cwd=work, capture_output=True, text=True, timeout=30)
+            done = subprocess.run(
+                [command, *args], env=env, cwd=work, capture_output=True, text=True, timeout=scaled(30)
+            )
             assert (done.returncode != 0) == bool(expected), (network, done.stdout, done.stderr[-500:])
     finally:
         listener.close()
@@ -280,7 +283,7 @@ def test_a_sandboxed_server_dies_with_a_killed_mcp_setup(tmp_path: Path, mode: s
         sandboxed = int(next(line for line in lines if line != "started"))
         assert process_alive(sandboxed)
         parent.send_signal(signal.SIGKILL)  # no cleanup of any kind runs
-        parent.wait(10)
+        parent.wait(scaled(10))
         assert wait_gone([sandboxed]) == []  # bwrap --die-with-parent; Landlock's launcher: PDEATHSIG
         if mode == "bwrap":  # its own PID namespace: the shell's child goes with it
             assert wait_gone(processes_mentioning(canary)) == []
@@ -319,7 +322,10 @@ async def test_a_forced_mechanism_that_does_not_work_here_starts_nothing(tmp_pat
 
     (tmp_path / "scratch").mkdir()
     prober = Prober(
-        Redactor(), scratch_root=tmp_path / "scratch", timeout=20, sandbox=Sandbox("bwrap", which=lambda name: None)
+        Redactor(),
+        scratch_root=tmp_path / "scratch",
+        timeout=scaled(20),
+        sandbox=Sandbox("bwrap", which=lambda name: None),
     )
     spec = LaunchSpec(command=sys.executable, args=[str(SERVER_PY)], env={"STUB_REQUIRE": "0"})
     with pytest.raises(SandboxUnavailable) as caught:

@@ -26,6 +26,7 @@ from setup_agent.launch.grants import granted_paths
 from setup_agent.launch.landlock import abi_version
 from setup_agent.secrets import Redactor
 from setup_agent.setup.probe import Prober
+from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +45,12 @@ def npm_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     for package in (EVERYTHING, FILESYSTEM):
         try:
             found = subprocess.run(
-                ["npm", "view", package, "version"], env=env, capture_output=True, text=True, timeout=30, cwd=home
+                ["npm", "view", package, "version"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=scaled(30),
+                cwd=home,
             )
         except subprocess.TimeoutExpired:
             pytest.skip("the npm registry did not answer")
@@ -69,8 +75,8 @@ def host(env: dict[str, str]) -> dict[str, str]:
 
 
 async def download(env: dict[str, str], spec: LaunchSpec, work: Path) -> None:
-    fetcher = Fetcher(host_env=host(env), timeout=240, workdir=work / "scratch")
-    with anyio.fail_after(260):
+    fetcher = Fetcher(host_env=host(env), timeout=scaled(240), workdir=work / "scratch")
+    with anyio.fail_after(scaled(260)):
         state = await fetcher.fetch(spec)
     assert state is None or state.ok, state
 
@@ -93,7 +99,7 @@ async def test_server_everything_from_npm_lists_its_tools_in_the_sandbox(
         Redactor(),
         scratch_root=data / "scratch",
         host_env=host(npm_home),
-        timeout=60,
+        timeout=scaled(60),
         sandbox=sandbox_for(npm_home, mode, data),
     )
     result = await prober.probe(spec, {})
@@ -119,7 +125,7 @@ async def test_server_filesystem_reads_and_writes_the_granted_dir_while_a_siblin
     workdir = data / "servers" / "srv_fs"
     workdir.mkdir(parents=True)
     resolved = materialize(spec, {}, cwd=str(workdir))
-    with anyio.fail_after(90):
+    with anyio.fail_after(scaled(90)):
         async with open_client(resolved, host_env=host(npm_home), sandbox=sandbox_for(npm_home, mode, data)) as client:
             read = await client.call_tool("read_text_file", {"path": str(granted / "hello.txt")})
             assert "hello from the user" in read.content[0].text, read

@@ -97,7 +97,7 @@ async def test_a_hanging_server_times_out_within_the_deadline_plus_two_seconds(
     prober: Prober, canary: str, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "pids"
-    with anyio.fail_after(2.0 + 2.0):
+    with anyio.fail_after(2.0 + scaled(2.0)):
         with pytest.raises(ProbeTimeout) as err:
             await prober.probe(stub_spec(canary, mode="hang", pid_file=pid_file), {"STUB_API_KEY": canary}, timeout=2.0)
     assert err.value.code == "timeout"
@@ -231,7 +231,7 @@ async def test_a_remote_that_refuses_the_token_is_rejected_with_the_http_status(
 async def test_concurrent_probes_are_bounded_and_the_rest_are_told_they_wait(tmp_path: Path, canary: str) -> None:
     # #24 item 15: 16 at once gave 16 children; now at most max_concurrent run, the rest queue
     redactor = Redactor()
-    prober = Prober(redactor, scratch_root=tmp_path, timeout=20, max_concurrent=2)
+    prober = Prober(redactor, scratch_root=tmp_path, timeout=scaled(20), max_concurrent=2)
     active, most, queued = 0, 0, 0
 
     async def one(n: int) -> None:
@@ -254,7 +254,7 @@ async def test_concurrent_probes_are_bounded_and_the_rest_are_told_they_wait(tmp
             if running:
                 active -= 1
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with anyio.create_task_group() as tg:
             for n in range(6):
                 tg.start_soon(one, n)

@@ -86,7 +86,7 @@ async def test_a_failed_install_leaves_refs_usable_no_rows_no_files_and_no_proce
 ) -> None:
     runtime, _ = world
     ref = runtime.refs.mint("STUB_API_KEY", value or canary)
-    with anyio.fail_after(3 + 2 + 5):
+    with anyio.fail_after(scaled(3 + 2 + 5)):
         result = await call(
             runtime, "mcp_setup_install_and_connect", qualified_name=server, env_refs={"STUB_API_KEY": ref}
         )

@@ -20,6 +20,7 @@ from setup_agent.setup.consent_request import ConsentRequest, fingerprint
 from setup_agent.store import PendingApprovals, SharedApprovals, SharedCapabilities, SharedRefs
 from setup_agent.store.database import Store
 from tests.helpers.team_cells import every_cell
+from tests.helpers.timeouts import scaled
 
 
 class Replica:
@@ -149,7 +150,7 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
         feed.add_listener(PENDING_CHANNEL, pending.set)
         feed.start()
         try:
-            assert feed.listening.wait(10)
+            assert feed.listening.wait(scaled(10))
             changed.clear()  # the feed looks once when it starts listening
             server = a.servers.install(
                 qualified_name="io.test/x",
@@ -161,9 +162,9 @@ def test_a_change_committed_on_one_replica_is_heard_on_another_through_listen_no
                 tools_hash="0" * 64,
                 env={},
             )
-            assert changed.wait(10)  # at commit, not at the next poll
+            assert changed.wait(scaled(10))  # at commit, not at the next poll
             PendingApprovals(a, owner="a:1").publish("item-0123456789abcdef", "consent", {}, ttl_seconds=60)
-            assert pending.wait(10)
+            assert pending.wait(scaled(10))
             assert server.server_id
         finally:
             feed.stop()
