@@ -169,6 +169,19 @@ class Fetcher:
             return False
         return True
 
+    def start_ready(self, spec: LaunchSpec) -> bool:
+        """Can a start of ``spec`` in a process that fetched nothing itself (``mcp-setup run``)
+        go ahead without a download? Yes when there is nothing to fetch, or a download noted what
+        its runner installed and that is still there (``direct.py``); no when the note is missing
+        (never fetched on this machine) or what it names was pruned: the runner would fetch it
+        again at the start, outside the download's sandbox and without the registry's login,
+        which only the download is given (``registry_credentials.py``)."""
+        plan = fetch_plan(spec)
+        if plan is None or self.direct is None:
+            return True
+        noted = self.direct.noted(plan.key)
+        return noted is not None and noted.exists()
+
     def prefetch(self, spec: LaunchSpec) -> bool:
         """Start filling the runner's cache for ``spec`` in the background (nothing of the package
         runs: :func:`prefetch_plan`); True when one was started or already runs. A failure is

@@ -185,7 +185,7 @@ async def test_a_private_registrys_token_reaches_the_registry_and_nothing_the_se
     new_runtime, tmp_path: Path, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     other = canary + "-other-host"
-    with serve_npm_package(PACKAGE, "1.0.0", token=canary, private_packument=False) as registry:
+    with serve_npm_package(PACKAGE, "1.0.0", token=canary) as registry:  # its metadata too
         host = registry.url.removeprefix("http://")
         lines = [f"//{host}/:_authToken=${{NPM_TOKEN}}", f"//npm.other.example/:_authToken={other}"]
         runtime = private_runtime(new_runtime, tmp_path, registry, lines, canary)
@@ -281,7 +281,7 @@ async def test_a_private_indexs_login_reaches_the_index_and_never_the_running_uv
     (home / ".config" / "uv").mkdir(parents=True)
     (home / ".config" / "uv" / "uv.toml").write_text('python-downloads = "never"\n')
     wheel = stub_wheel(PYPI_PACKAGE, "1.0.0")
-    with serve_pypi_package(PYPI_PACKAGE, wheel, login=("alice", canary), private_pages=False) as index:
+    with serve_pypi_package(PYPI_PACKAGE, wheel, login=("alice", canary)) as index:  # its pages too
         (home / ".netrc").write_text(f"machine 127.0.0.1 login alice password {canary}\n")
         write_catalog_entry(
             tmp_path / "catalog",
