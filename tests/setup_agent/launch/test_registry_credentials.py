@@ -327,3 +327,98 @@ async def test_a_private_indexs_login_reaches_the_index_and_never_the_running_uv
     assert canary not in json.dumps([tested, installed, echoed, shown]) and canary not in caplog.text
     for path, data in all_bytes_under(tmp_path / "data"):
         assert canary.encode() not in data, path
+
+
+def test_a_scoped_package_from_its_scopes_registry_gets_that_hosts_lines_and_never_npms_own_token(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        "@acme:registry=https://npm.acme.example/",
+        "//npm.acme.example/:_authToken=${ACME_TOKEN}",
+        "//registry.npmjs.org/:_authToken=npmjs-publish-token",
+        "//npm.other.example/:_authToken=other-token",
+    ]
+    env = {**npmrc(tmp_path, *lines), "ACME_TOKEN": "acme-token"}
+    creds = registry_credentials("npx", ["-y", "@acme/stub@1.0.0"], env)
+    assert creds.files == {".npmrc": '//npm.acme.example/:_authToken="acme-token"\n'}
+    assert creds.secrets == ("acme-token",)
+    # a package of no scope still gets its registry's (npm's own) line, and only it
+    assert registry_credentials("npx", ["-y", "stub@1"], env).secrets == ("npmjs-publish-token",)
+    # the person's own default registry (a company's mirror) serves the scoped package's unscoped
+    # dependencies: its line is given too
+    npmrc(tmp_path, *lines, "registry=https://mirror.corp.example/", "//mirror.corp.example/:_authToken=mirror-token")
+    creds = registry_credentials("npm", ["exec", "--package=@acme/stub@1.0.0", "--call", ":"], env)
+    assert set(creds.secrets) == {"acme-token", "mirror-token"}
+
+
+def test_the_global_npmrcs_lines_for_the_registry_are_given_below_the_users(tmp_path: Path) -> None:
+    (tmp_path / "global").write_text(
+        "//npm.corp.example/:_authToken=global-token\n//npm.corp.example/:username=ci\n//x.example/:_authToken=x\n"
+    )
+    env = {
+        **npmrc(tmp_path / "home", "//npm.corp.example/:_authToken=user-token"),
+        "npm_config_globalconfig": str(tmp_path / "global"),
+    }
+    creds = registry_credentials("npm", ["--registry=https://npm.corp.example/"], env)
+    assert creds.files == {".npmrc": '//npm.corp.example/:_authToken="user-token"\n//npm.corp.example/:username="ci"\n'}
+    assert creds.secrets == ("user-token",)
+
+
+SCOPED_NAME, SCOPED_PACKAGE, DEPENDENCY = "io.test/scoped-npm", "@acme/mcp-setup-scoped-stub", "mcp-setup-plain-dep"
+
+
+@needs_npx
+async def test_a_scoped_package_from_its_scopes_private_registry_is_tested_installed_and_called_with_its_token_in_the_download_only(
+    new_runtime, tmp_path: Path, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        serve_npm_package(DEPENDENCY, "1.0.0") as default,
+        serve_npm_package(SCOPED_PACKAGE, "1.0.0", token=canary, dependencies={DEPENDENCY: "1.0.0"}) as scope,
+    ):
+        write_catalog_entry(
+            tmp_path / "catalog",
+            SCOPED_NAME,
+            "The stub server from its scope's private npm registry on loopback.",
+            {"registryType": "npm", "identifier": SCOPED_PACKAGE},
+        )
+        lines = [
+            f"registry={default.url}/",
+            f"@acme:registry={scope.url}/",
+            f"//{scope.url.removeprefix('http://')}/:_authToken=${{NPM_TOKEN}}",
+        ]
+        host_env = {**npmrc(tmp_path / "user", *lines), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+        runtime = new_runtime(
+            Settings(
+                home=tmp_path / "data",
+                registries="local",
+                catalog_dir=tmp_path / "catalog",
+                probe_timeout_seconds=scaled(30),
+                adopt_tested_servers=False,
+            ),
+            host_env={**host_env, "NPM_TOKEN": canary},
+        )
+        if runtime.prober.sandbox is None or runtime.prober.sandbox.mechanism == "none":
+            pytest.skip("no sandbox here: the download reads the user's npmrc itself")
+        await runtime.start(eager=False)
+        shown: list[Any] = []
+        ref = runtime.refs.mint("STUB_API_KEY", "the-servers-own-key")
+        args = {"qualified_name": SCOPED_NAME, "env_refs": {"STUB_API_KEY": ref}}
+        tested = await consented(runtime, "mcp_setup_test_connection", shown, **args)
+        assert tested.get("ok") is True, tested
+        installed = await consented(runtime, "mcp_setup_install_and_connect", shown, **args)
+        assert installed.get("status") == "connected", installed
+        await runtime.gateway.refresh(force=True)
+        with anyio.fail_after(scaled(30)):
+            echoed = await runtime.gateway.call("scoped-npm__echo", {"text": "hello"})
+        assert echoed["content"] == [{"type": "text", "text": "hello"}], echoed
+        seen_by_server = environ_of(processes_mentioning("mcp-setup-scoped-stub"))
+        assert b"the-servers-own-key" in seen_by_server  # the check reads the right processes
+        await runtime.aclose()
+    assert scope.tarball_requests and set(scope.authorizations) == {f"Bearer {canary}"}
+    assert default.tarball_requests and default.authorizations == []  # its dependency, with no token
+    assert canary.encode() not in seen_by_server
+    assert canary not in json.dumps([tested, installed, echoed, shown]) and canary not in caplog.text
+    for path, data in all_bytes_under(tmp_path / "data"):
+        assert canary.encode() not in data, path
+    for path, data in all_bytes_under(tmp_path / "user" / ".npm"):
+        assert canary.encode() not in data, path
