@@ -12,6 +12,8 @@ it. What runs is read from /proc; the private registry's token reaches the regis
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 from pathlib import Path
@@ -25,6 +27,7 @@ from mcp.client.stdio import stdio_client
 from app.settings import Settings
 from setup_agent.launch.fetch import npx_entry_name
 from tests.fakes.npm_registry import serve_npm_package
+from tests.fakes.pypi_index import serve_pypi_package, stub_wheel
 from tests.helpers import package_flow
 from tests.helpers.canary import all_bytes_under
 from tests.helpers.mcp_face import REPO, mcp_setup_argv
@@ -133,6 +136,52 @@ async def test_mcp_setup_run_of_a_pruned_package_whose_private_registry_wants_a_
     assert canary not in said
 
 
+PYPI_NAME, PYPI_PACKAGE = "io.test/pypi-run", "mcp-setup-pypi-run"
+
+
+@pytest.mark.skipif(package_flow.uv_bin() is None, reason="needs the uv wheel (pip install -e '.[test]')")
+async def test_mcp_setup_run_downloads_a_pruned_uvx_server_of_a_private_index_first_with_its_login_and_starts_it_without_uv(
+    new_runtime, tmp_path: Path, canary: str
+) -> None:
+    data = tmp_path / "data"
+    host_env = package_flow.runner_host_env(tmp_path)
+    home = Path(host_env["HOME"])
+    # the index's pages and its wheel both need the login, kept in the user's netrc
+    with serve_pypi_package(PYPI_PACKAGE, stub_wheel(PYPI_PACKAGE, "1.0.0"), login=("alice", canary)) as index:
+        (home / ".netrc").write_text(f"machine 127.0.0.1 login alice password {canary}\n")
+        package_flow.write_catalog_entry(
+            tmp_path / "catalog",
+            PYPI_NAME,
+            "The stub server as a PyPI package, from a private index on loopback.",
+            {"registryType": "pypi", "registryBaseUrl": index.url, "identifier": PYPI_PACKAGE},
+        )
+        runtime = new_runtime(
+            Settings(home=data, registries="local", catalog_dir=tmp_path / "catalog", consent="never-ask"),
+            keyring_backend=keyring.backends.fail.Keyring(),
+            host_env=host_env,
+            which=lambda name: shutil.which(name, path=host_env["PATH"]),
+        )
+        if runtime.prober.sandbox is None or runtime.prober.sandbox.mechanism == "none":
+            pytest.skip("no sandbox here")
+        await package_flow.install(runtime, PYPI_NAME, "the-servers-own-key", timeout=scaled(180))
+        await runtime.aclose()
+        (note,) = (data / "cache" / "starts").glob("*.json")
+        environment = Path(json.loads(note.read_text())["path"])
+        shutil.rmtree(environment)  # pruned (uv cache prune / clean)
+        for answers in (home / ".cache" / "uv").glob("simple-v*"):
+            shutil.rmtree(answers)  # and uv's copies of the index's pages: asked again
+        asked = len(index.requests)
+        env = run_env(host_env, data)
+        assert await runners_of_run(env, tmp_path, "pypi-run", f"bin/{PYPI_PACKAGE}") == []
+        remade = Path(json.loads(note.read_text())["path"])  # uv names the new one anew
+        assert remade.is_dir() and remade != environment and len(index.requests) > asked
+    login = "Basic " + base64.b64encode(f"alice:{canary}".encode()).decode()
+    assert set(index.authorizations) == {login}
+    assert canary.encode() not in (tmp_path / "run-stderr").read_bytes()
+    for path, content in all_bytes_under(data):
+        assert canary.encode() not in content, path
+
+
 def run_env(host_env: dict[str, str], data: Path) -> dict[str, str]:
     return {
         **host_env,
@@ -142,17 +191,19 @@ def run_env(host_env: dict[str, str], data: Path) -> dict[str, str]:
     }
 
 
-async def runners_of_run(env: dict[str, str], tmp_path: Path) -> list[str]:
-    """``mcp-setup run npm-run`` answering a call; the runner processes above its server (its
-    stderr is added to ``tmp_path/run-stderr``)."""
-    argv = mcp_setup_argv("run", "npm-run")
+async def runners_of_run(
+    env: dict[str, str], tmp_path: Path, slug: str = "npm-run", marker: str = f"{PACKAGE}/"
+) -> list[str]:
+    """``mcp-setup run <slug>`` answering a call; the runner processes above its server (a
+    process whose command line holds ``marker``); its stderr is added to ``tmp_path/run-stderr``."""
+    argv = mcp_setup_argv("run", slug)
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(REPO))
     with open(tmp_path / "run-stderr", "ab") as errlog, anyio.fail_after(scaled(90)):
         async with Client(stdio_client(params, errlog=errlog)) as client:  # type: ignore[arg-type]
             result = await client.call_tool("echo", {"text": "through run"})
             assert result.content[0].text == "through run"  # type: ignore[union-attr]
             mine = descendants(os.getpid())
-            servers = [p for p in mine if any(f"{PACKAGE}/" in part for part in command_line(p))]
+            servers = [p for p in mine if any(marker in part for part in command_line(p))]
             assert servers, [command_line(p) for p in mine]
             assert runner_processes(servers) == []  # the server itself is node (and its python)
             return runners_above(servers)
