@@ -86,10 +86,11 @@ def npm_config(runner: str, args: Sequence[str], host_env: Mapping[str, str]) ->
 
 
 def _cli(args: Sequence[str]) -> dict[str, str]:
-    """The command line's ``--key=value`` settings (npm's, before the package's own arguments)."""
+    """The command line's ``--key=value`` settings: npm's, up to the package (``npx``'s first
+    argument that is no option; ``npm exec``'s command), after which the arguments are the server's."""
     out: dict[str, str] = {}
-    for arg in args:
-        if arg == "--":
+    for i, arg in enumerate(args):
+        if arg == "--" or (not arg.startswith("-") and not (i == 0 and arg in ("exec", "x"))):
             break
         if arg.startswith("--") and "=" in arg:
             key, _, value = arg[2:].partition("=")

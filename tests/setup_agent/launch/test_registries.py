@@ -117,6 +117,9 @@ def test_a_scoped_package_whose_scope_has_its_own_registry_downloads_from_it_and
     assert allowed(policy, "127.0.0.1", 4873) and allowed(policy, "npm.corp.example", 443)
     assert not allowed(policy, "registry.npmjs.org", 443)
     assert env["npm_config_@acme:registry"] == "http://127.0.0.1:4873/"
+    # an argument of the server's own, after its package, is not npm's
+    policy, _ = runner_registries("npx", ["-y", "@acme/stub@1", "--registry=https://evil.example/"], home)
+    assert not allowed(policy, "evil.example", 443) and allowed(policy, "registry.npmjs.org", 443)
     # a package of no scope, or of a scope without a registry of its own: npm's registry only
     for spec in ("stub@1", "@nobody/stub@1"):
         policy, env = runner_registries("npx", ["-y", spec], home)

@@ -26,7 +26,7 @@ from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
 from tests.fakes.pypi_index import serve_pypi_package, stub_wheel
 from tests.helpers.canary import all_bytes_under
 from tests.helpers.package_flow import write_catalog_entry
-from tests.helpers.processes import processes_mentioning
+from tests.helpers.processes import processes_mentioning, runners_above
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
@@ -208,6 +208,7 @@ async def test_a_private_registrys_token_reaches_the_registry_and_nothing_the_se
         assert echoed["content"] == [{"type": "text", "text": "hello"}], echoed
         running = processes_mentioning(PACKAGE)
         assert running  # the server (its node launcher and python), in the sandbox
+        assert runners_above(running) == []  # no npx, which would ask the registry again without its token
         seen_by_server = environ_of(running)
         assert b"the-servers-own-key" in seen_by_server  # the check reads the right processes
         assert set(registry.authorizations) == {f"Bearer {canary}"}  # the registry got its token, only it
@@ -317,6 +318,7 @@ async def test_a_private_indexs_login_reaches_the_index_and_never_the_running_uv
         with anyio.fail_after(scaled(30)):
             echoed = await runtime.gateway.call("private-pypi__echo", {"text": "hello"})
         assert echoed["content"] == [{"type": "text", "text": "hello"}], echoed
+        assert runners_above(processes_mentioning(PYPI_PACKAGE)) == []  # no uvx, which would ask the index again
         seen_by_server = environ_of(processes_mentioning(PYPI_PACKAGE))
         assert b"the-servers-own-key" in seen_by_server  # the check reads the right processes
         assert b"PIP_EXTRA_INDEX_URL=" + index.url.encode() in seen_by_server  # named to it, without the login
@@ -411,6 +413,7 @@ async def test_a_scoped_package_from_its_scopes_private_registry_is_tested_insta
         with anyio.fail_after(scaled(30)):
             echoed = await runtime.gateway.call("scoped-npm__echo", {"text": "hello"})
         assert echoed["content"] == [{"type": "text", "text": "hello"}], echoed
+        assert runners_above(processes_mentioning("mcp-setup-scoped-stub")) == []
         seen_by_server = environ_of(processes_mentioning("mcp-setup-scoped-stub"))
         assert b"the-servers-own-key" in seen_by_server  # the check reads the right processes
         await runtime.aclose()
