@@ -67,6 +67,8 @@ class NpmConfig:
 def npm_config(runner: str, args: Sequence[str], host_env: Mapping[str, str]) -> NpmConfig:
     """npm's settings for ``runner`` (npm or npx, as found) run with ``args``, from the host's
     files and ``host_env`` now."""
+    if os.sep not in runner:  # a name: the one on the host's PATH
+        runner = shutil.which(runner, path=host_env.get("PATH", "")) or runner
     cli = _cli(args)
     # npm's reading of a variable's name: ``npm_config_foo_bar`` is ``foo-bar`` (a leading ``_`` kept)
     env = {

@@ -151,3 +151,20 @@ def test_npm_reads_the_registry_of_its_global_npmrc_below_the_users(tmp_path: Pa
         "npx", ["-y", "@acme/stub@1"], {**env, "npm_config_globalconfig": str(tmp_path / "global")}
     )
     assert allowed(policy, "acme2.example", 443) and not allowed(policy, "acme.example", 443)
+
+
+def test_npms_global_npmrc_is_found_below_the_node_that_runs_npm_as_npm_finds_it(tmp_path: Path) -> None:
+    prefix = tmp_path / "node-prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "etc").mkdir()
+    node = prefix / "bin" / "node"
+    node.write_text("#!/bin/sh\n")
+    node.chmod(0o755)
+    (prefix / "etc" / "npmrc").write_text("registry=https://mirror.corp.example/\n")
+    env = {"HOME": str(tmp_path / "home"), "PATH": str(prefix / "bin")}
+    policy, named = runner_registries("npx", ["-y", "stub@1"], env)
+    assert allowed(policy, "mirror.corp.example", 443) and named == {
+        "npm_config_registry": "https://mirror.corp.example/"
+    }
+    policy, _ = runner_registries("npx", ["-y", "stub@1"], {**env, "npm_config_prefix": str(tmp_path / "elsewhere")})
+    assert not allowed(policy, "mirror.corp.example", 443) and allowed(policy, "registry.npmjs.org", 443)
