@@ -425,3 +425,52 @@ async def test_a_scoped_package_from_its_scopes_private_registry_is_tested_insta
         assert canary.encode() not in data, path
     for path, data in all_bytes_under(tmp_path / "user" / ".npm"):
         assert canary.encode() not in data, path
+
+
+@needs_npx
+async def test_a_package_that_must_start_through_npx_from_a_registry_protecting_its_metadata_fails_saying_npx_gets_no_login(
+    new_runtime, tmp_path: Path, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An npx option the direct start does not read: the download works (with the token), the
+    # start goes through npx, which asks the registry again without it.
+    caplog.set_level("INFO")
+    with serve_npm_package(PACKAGE, "1.0.0", token=canary) as registry:
+        write_catalog_entry(
+            tmp_path / "catalog",
+            NAME,
+            "The stub server from a private npm registry on loopback, with an npx option.",
+            {
+                "registryType": "npm",
+                "registryBaseUrl": registry.url,
+                "identifier": PACKAGE,
+                "runtimeArguments": [{"type": "named", "name": "--no-color", "value": ""}],
+            },
+        )
+        lines = [f"//{registry.url.removeprefix('http://')}/:_authToken=${{NPM_TOKEN}}"]
+        host_env = {**npmrc(tmp_path / "user", *lines), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+        runtime = new_runtime(
+            Settings(
+                home=tmp_path / "data",
+                registries="local",
+                catalog_dir=tmp_path / "catalog",
+                probe_timeout_seconds=scaled(30),
+                adopt_tested_servers=False,
+            ),
+            host_env={**host_env, "NPM_TOKEN": canary},
+        )
+        if runtime.prober.sandbox is None or runtime.prober.sandbox.mechanism == "none":
+            pytest.skip("no sandbox here: npx reads the user's npmrc itself")
+        shown: list[Any] = []
+        ref = runtime.refs.mint("STUB_API_KEY", "the-servers-own-key")
+        args = {"qualified_name": NAME, "env_refs": {"STUB_API_KEY": ref}}
+        tested = await consented(runtime, "mcp_setup_test_connection", shown, **args)
+        await runtime.aclose()
+    assert registry.tarball_requests  # the download came through, with its token
+    assert tested["ok"] is False and tested["error"]["code"] == "exited", tested
+    message = tested["error"]["message"]
+    assert "The runner failed" in message and "to the download only, never to a server's start" in message, message
+    assert set(registry.authorizations) == {f"Bearer {canary}"}  # the download's
+    assert len(registry.requests) > len(registry.authorizations)  # and npx's at the start, with none
+    assert canary not in json.dumps([tested, shown]) and canary not in caplog.text
+    for path, data in all_bytes_under(tmp_path / "data"):
+        assert canary.encode() not in data, path
