@@ -13,8 +13,9 @@ line naming a variable that is not set is left out, as npm refuses it.
 The global and builtin files sit in the system's folders, which the sandbox shows read-only: npm
 inside it reads them itself (their ``cafile=`` is what it needs behind a TLS-inspecting proxy), so
 what they set for a registry must be known here too, or its host would be no destination of the
-download. A login written in them is readable by every user of the computer, and so by a
-sandboxed server too: ``~/.npmrc`` (hidden from servers) is where one belongs.
+download. A login written in them is shown to a sandboxed server too, with the rest of the
+system's folders (most often readable by every user of the computer anyway): ``~/.npmrc``, hidden
+from servers, is where one belongs.
 """
 
 from __future__ import annotations
