@@ -64,10 +64,11 @@ from pathlib import Path
 from setup_agent.errors import SandboxUnavailable
 
 from .direct import DirectStarts
-from .fetch_errors import DownloadFailure, download_failed, for_a_login, read_failure, through_the_proxy
+from .fetch_errors import DownloadFailure, download_failed, for_a_login, from_registry, read_failure, through_the_proxy
 from .fetch_plans import PREFIX, PREFIX_MARK, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
 from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
+from .registries import npm_registries
 from .runners import find_runner, runner_env
 from .sandbox import Sandbox
 from .scratch import ALSO_REMOVE, make_scratch_dir
@@ -371,14 +372,10 @@ class Fetcher:
         pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
         argv = [str(Path(cwd, "target")) if a == PREFIX else a for a in plan.argv]
         argv[0], env = self._runner(argv[0])
-        launch = await asyncio.to_thread(
-            download_launch,
-            self.sandbox,
-            argv,
-            env,
-            Path(cwd),
-            self.host_env if self.host_env is not None else os.environ,
-        )
+        host_env = self.host_env if self.host_env is not None else os.environ
+        launch = await asyncio.to_thread(download_launch, self.sandbox, argv, env, Path(cwd), host_env)
+        # npm's registry for this package (a scoped one's own), named where its output names none
+        registry = npm_registries(argv[0], argv[1:], host_env).package if plan.runner == "npx" else None
         try:
             proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -413,6 +410,8 @@ class Fetcher:
                 if failure is not None and launch.record is not None:  # the proxy knows why it cut it
                     unreached = [a.error for a in launch.record.attempts() if a.reached is False]
                     failure = through_the_proxy(failure, unreached)
+                if failure is not None and registry is not None:
+                    failure = from_registry(failure, registry)
                 if failure is not None:
                     failure = for_a_login(failure, launch.credentials.given, launch.credentials.where)
                 if failure is not None and (state.failure is None or not state.failure.final):

@@ -414,3 +414,34 @@ async def test_a_scoped_package_comes_from_its_scopes_registry_with_its_token_an
     entry = tmp_path / "home" / ".npm" / "_npx" / npx_entry_name(f"{scoped}@1.0.0")
     assert (entry / "node_modules" / "@acme" / PACKAGE / "package.json").is_file()
     assert (entry / "node_modules" / dep / "package.json").is_file()
+
+
+@needs_npx
+async def test_a_scoped_package_whose_scopes_registry_refuses_the_token_is_told_with_that_registry_named(
+    tmp_path: Path, canary: str
+) -> None:
+    scoped = f"@acme/{PACKAGE}"
+    with (
+        serve_npm_package("mcp-setup-unused", "1.0.0") as default,
+        serve_npm_package(scoped, "1.0.0", token="the-right-token") as scope_registry,
+    ):
+        (tmp_path / "home").mkdir(exist_ok=True)
+        (tmp_path / "home" / ".npmrc").write_text(
+            f"@acme:registry={scope_registry.url}/\n"
+            f"//{scope_registry.url.removeprefix('http://')}/:_authToken=${{NPM_TOKEN}}\n"
+        )
+        spec = LaunchSpec(
+            command="npx",
+            # the entry's own registry is npm's default: the scope's own still wins
+            args=["-y", f"--registry={default.url}", f"{scoped}@1.0.0"],
+            package_type="npm",
+            identifier=scoped,
+            version="1.0.0",
+            runner="npx",
+        )
+        state = await fetch(tmp_path, sandbox(tmp_path, "bwrap"), spec, {"NPM_TOKEN": canary})
+    error = state.error()
+    assert state.ok is False and error is not None, state.tail.decode(errors="replace")
+    assert "refused the credentials" in str(error) and f"from {scope_registry.url}:" in str(error), str(error)
+    assert set(scope_registry.authorizations) == {f"Bearer {canary}"} and default.authorizations == []
+    assert canary not in repr(error.to_dict()) + state.tail.decode(errors="replace")  # type: ignore[attr-defined]
