@@ -212,6 +212,24 @@ def make_direct_starts(settings: Settings) -> DirectStarts:
     return DirectStarts(Path(settings.home).expanduser() / "cache" / "starts")
 
 
+def make_fetcher(
+    settings: Settings, host_env: Mapping[str, str], sandbox: Sandbox, direct: DirectStarts, ledger: ProcessLedger
+) -> Fetcher:
+    """The download phase of this data dir's starts (setup_agent/launch/fetch.py): sandboxed as
+    the servers are, to its registries only, with their logins; it notes what it installed, so
+    that servers start without their runner. The runtime's, and ``mcp-setup run``'s when nothing
+    was noted for its server here (``Fetcher.start_ready``)."""
+    return Fetcher(
+        host_env=host_env,
+        timeout=settings.download_timeout_seconds,
+        prefetch=settings.prefetch_packages,
+        workdir=Path(settings.home).expanduser() / "scratch",
+        ledger=ledger,
+        sandbox=sandbox,
+        direct=direct,
+    )
+
+
 def make_sandbox(settings: Settings, host_env: Mapping[str, str]) -> Sandbox:
     """The sandbox of this process's servers (``MCP_SETUP_SANDBOX``): nothing of the data dir,
     nor of the user's home, is shown to a server (setup_agent/launch/sandbox.py)."""
@@ -315,15 +333,7 @@ def build_runtime(
         http=http,
         prefetch=settings.prefetch_packages,
     )
-    fetcher = Fetcher(
-        host_env=host_env,
-        timeout=settings.download_timeout_seconds,
-        prefetch=settings.prefetch_packages,
-        workdir=scratch,
-        ledger=ledger,
-        sandbox=sandbox,  # the download runs sandboxed as the servers do, to its registries only
-        direct=direct,  # and notes what it installed: the servers start without their runner
-    )
+    fetcher = make_fetcher(settings, host_env, sandbox, direct, ledger)
     review = ToolReview(store, consents)
     lockout_listeners: list[Callable[[str], Any]] = [_log_lockout]
     incident_listeners: list[Callable[[str], Any]] = [_log_incident]

@@ -20,6 +20,7 @@ Exit codes: 0 done (or nothing to do), 1 failed or a file could not be merged, 2
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -43,6 +44,7 @@ from setup_agent.errors import SetupError
 
 if TYPE_CHECKING:  # pydantic loads when a command runs, not when the parser is built
     from app.settings import Settings
+    from setup_agent.launch import Fetcher, LaunchSpec
 
 __all__ = [
     "GATEWAY_ENTRY",
@@ -249,8 +251,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     if not server.enabled:
         print(f"mcp-setup: {server.qualified_name} is disabled (`mcp-setup enable {server.slug}`).", file=sys.stderr)
         return 1
-    from app.runtime import make_direct_starts, make_sandbox
-    from setup_agent.launch import LaunchSpec, NetRecord, local_command, materialize, refused_words
+    from app.runtime import make_direct_starts, make_fetcher, make_sandbox
+    from setup_agent.launch import LaunchSpec, NetRecord, ProcessLedger, local_command, materialize, refused_words
 
     spec = LaunchSpec.model_validate(server.launch_spec)
     if spec.transport != "stdio" or not spec.command:
@@ -259,6 +261,16 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    direct = make_direct_starts(settings)
+    # Nothing noted here of what its runner installed (another machine installed it, or the entry
+    # was pruned since): downloaded first, as the gateway's start does, rather than by the runner
+    # at the start, which would run outside the download's sandbox and without the registry's
+    # login (only the download is given it): a private registry would refuse it.
+    fetcher = make_fetcher(
+        settings, os.environ, make_sandbox(settings, os.environ), direct, ProcessLedger(home / "procs")
+    )
+    if not fetcher.start_ready(spec):
+        asyncio.run(_downloaded(fetcher, spec))
     install_dir = home / "servers" / server.server_id
     install_dir.mkdir(parents=True, exist_ok=True)
     resolved = materialize(
@@ -274,10 +286,29 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         sandbox=make_sandbox(settings, os.environ),
         host_env=os.environ,
         record=record,
-        direct=make_direct_starts(settings),  # the program the runner installed, as the gateway starts it
+        direct=direct,  # the program the runner installed, as the gateway starts it
     )
     sys.stdout.flush()
     return command.become()
+
+
+async def _downloaded(fetcher: Fetcher, spec: LaunchSpec) -> None:
+    """``spec``'s download phase before ``run`` starts it: a failure its runner named (a registry
+    that needs a login, no network…) is said and nothing starts; one it did not name lets the
+    start say what is wrong."""
+    from setup_agent.errors import DownloadTimeout
+
+    try:
+        state = await fetcher.fetch(spec)
+    except TimeoutError:
+        raise DownloadTimeout(
+            f"Downloading the package took longer than {fetcher.timeout:g} seconds "
+            "(MCP_SETUP_DOWNLOAD_TIMEOUT_SECONDS). Try again: what arrived stays in the cache."
+        ) from None
+    finally:
+        await fetcher.aclose()
+    if state is not None and (error := state.error()) is not None:
+        raise error
 
 
 def run_client_command(settings: Settings, args: argparse.Namespace, handler: Any) -> int:

@@ -3,7 +3,7 @@ package to spec (``packages.py``, ``package_choice.py``), MCPB bundles (``bundle
 ``bundle_cache.py``, ``manifest.py``), the download phase (``fetch.py``, ``fetch_plans.py``,
 ``prefetch.py``; its failures read from the runner: ``fetch_errors.py``; sandboxed to the
 registries a runner is configured for: ``fetch_sandbox.py``, ``registries.py``, given their
-credentials only: ``registry_credentials.py``), artifact digests
+credentials only: ``registry_credentials.py``; npm's settings as npm reads them: ``npmrc.py``), artifact digests
 for lock files (``digests.py``), the launch: the one place a
 server's values are revealed, to start it or to reach it (``start.py``; a server's own program in
 place of its runner: ``direct.py``), our stdio transport (``transport.py``), the client connection (``connector.py``),

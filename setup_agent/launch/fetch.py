@@ -64,10 +64,11 @@ from pathlib import Path
 from setup_agent.errors import SandboxUnavailable
 
 from .direct import DirectStarts
-from .fetch_errors import DownloadFailure, download_failed, for_a_login, read_failure, through_the_proxy
+from .fetch_errors import DownloadFailure, download_failed, for_a_login, from_registry, read_failure, through_the_proxy
 from .fetch_plans import PREFIX, PREFIX_MARK, FetchPlan, fetch_plan, npx_entry_name, prefetch_plan
 from .fetch_sandbox import download_launch
 from .procs import ProcessLedger
+from .registries import npm_registries
 from .runners import find_runner, runner_env
 from .sandbox import Sandbox
 from .scratch import ALSO_REMOVE, make_scratch_dir
@@ -168,6 +169,19 @@ class Fetcher:
             self._warm.discard(plan.key)
             return False
         return True
+
+    def start_ready(self, spec: LaunchSpec) -> bool:
+        """Can a start of ``spec`` in a process that fetched nothing itself (``mcp-setup run``)
+        go ahead without a download? Yes when there is nothing to fetch, or a download noted what
+        its runner installed and that is still there (``direct.py``); no when the note is missing
+        (never fetched on this machine) or what it names was pruned: the runner would fetch it
+        again at the start, outside the download's sandbox and without the registry's login,
+        which only the download is given (``registry_credentials.py``)."""
+        plan = fetch_plan(spec)
+        if plan is None or self.direct is None:
+            return True
+        noted = self.direct.noted(plan.key)
+        return noted is not None and noted.exists()
 
     def prefetch(self, spec: LaunchSpec) -> bool:
         """Start filling the runner's cache for ``spec`` in the background (nothing of the package
@@ -358,14 +372,10 @@ class Fetcher:
         pattern, in_all = _FETCHED.get(plan.runner), _FETCHED_IN_ALL.get(plan.runner)
         argv = [str(Path(cwd, "target")) if a == PREFIX else a for a in plan.argv]
         argv[0], env = self._runner(argv[0])
-        launch = await asyncio.to_thread(
-            download_launch,
-            self.sandbox,
-            argv,
-            env,
-            Path(cwd),
-            self.host_env if self.host_env is not None else os.environ,
-        )
+        host_env = self.host_env if self.host_env is not None else os.environ
+        launch = await asyncio.to_thread(download_launch, self.sandbox, argv, env, Path(cwd), host_env)
+        # npm's registry for this package (a scoped one's own), named where its output names none
+        registry = npm_registries(argv[0], argv[1:], host_env).package if plan.runner == "npx" else None
         try:
             proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -400,6 +410,8 @@ class Fetcher:
                 if failure is not None and launch.record is not None:  # the proxy knows why it cut it
                     unreached = [a.error for a in launch.record.attempts() if a.reached is False]
                     failure = through_the_proxy(failure, unreached)
+                if failure is not None and registry is not None:
+                    failure = from_registry(failure, registry)
                 if failure is not None:
                     failure = for_a_login(failure, launch.credentials.given, launch.credentials.where)
                 if failure is not None and (state.failure is None or not state.failure.final):

@@ -16,12 +16,12 @@ runner's default registry.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from setup_agent.errors import DownloadFailed
 
-__all__ = ["DownloadFailure", "download_failed", "for_a_login", "read_failure", "through_the_proxy"]
+__all__ = ["DownloadFailure", "download_failed", "for_a_login", "from_registry", "read_failure", "through_the_proxy"]
 
 
 @dataclass(frozen=True)
@@ -233,6 +233,14 @@ def through_the_proxy(failure: DownloadFailure, errors: list[str]) -> DownloadFa
     if "no answer" in said:
         return DownloadFailure(_TIMED_OUT, "ETIMEDOUT", failure.registry, True)
     return failure
+
+
+def from_registry(failure: DownloadFailure, url: str) -> DownloadFailure:
+    """``failure`` naming the registry at ``url`` (the package's own, as the fetch found it) when
+    its line named none: npm's ``code E401`` lines name no URL, and a scoped package's registry
+    (``@scope:registry=``) is no option of the fetch, which :func:`registry_of` reads."""
+    origin = _origin(url)
+    return failure if failure.registry is not None or origin is None else replace(failure, registry=origin)
 
 
 def for_a_login(failure: DownloadFailure, given: bool, where: str) -> DownloadFailure:

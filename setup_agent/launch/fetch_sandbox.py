@@ -7,10 +7,11 @@ runs like a server does, in bubblewrap (or Landlock) with a network of its own, 
   network (it is theirs), PyPI and npm's own only at public addresses;
 - it may write only its private scratch dir (its ``HOME`` inside) and the caches it fills
   (``Sandbox.download_views``: npm's cache; uv's and its Pythons'); the user's home, ``.npmrc``
-  included, stays hidden (the registry it names is passed on as ``npm_config_registry``);
+  included, stays hidden (the registries it names are passed on as ``npm_config_registry`` and,
+  for a scoped package's own, ``npm_config_@scope:registry``);
 - it is given the credentials of its registries, and only those (``registry_credentials.py``):
-  the lines of the user's npmrc for the registry's host, written into a private npmrc in its
-  ``HOME``; the index's user name and password (in its URL, ``UV_INDEX_<NAME>_*``, a private
+  the lines of the user's (and npm's global) npmrc for the package's registry host, written into
+  a private npmrc in its ``HOME``; the index's user name and password (in its URL, ``UV_INDEX_<NAME>_*``, a private
   netrc holding the index host's entry). A server's start never gets them.
 
 OCI pulls are the container engine's and are not wrapped; nor is anything with no sandbox

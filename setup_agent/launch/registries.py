@@ -1,7 +1,12 @@
 """The package registries a runner is configured for, found as the runner would find them.
 
-- npm: the command line's ``--registry=``, else ``npm_config_registry`` (any case), else
-  ``registry=`` in the user's ``.npmrc``, else ``https://registry.npmjs.org``;
+- npm: ``registry`` as npm reads its settings (``npmrc.py``: the command line's ``--registry=``,
+  ``npm_config_registry``, the user's npmrc, the global one), else ``https://registry.npmjs.org``;
+  and for a scoped package (``@scope/name``) whose scope has a registry of its own
+  (``@scope:registry=``), that one, from which npm fetches the package (its metadata and its
+  tarball). npm still asks the default registry for every dependency without a scope (nearly
+  every package has some) and sends it its audit, so both are destinations; a scoped dependency
+  of another scope with a registry of its own is not provided for;
 - uv: the command line's index options, else ``UV_DEFAULT_INDEX``/``UV_INDEX_URL``/``PIP_INDEX_URL``,
   with the extra indexes of ``UV_INDEX``/``UV_EXTRA_INDEX_URL``/``PIP_EXTRA_INDEX_URL``; PyPI
   (``pypi.org`` and ``files.pythonhosted.org``) unless a default index replaces it.
@@ -16,15 +21,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from setup_agent.errors import InvalidInput
 
 from .net_policy import Endpoint, NetPolicy
+from .npmrc import npm_config
 from .runners import runner_name
 
-__all__ = ["UV_DEFAULT_ENV", "UV_EXTRA_ENV", "npm_registry", "runner_registries", "uv_indexes", "without_userinfo"]
+__all__ = [
+    "UV_DEFAULT_ENV",
+    "UV_EXTRA_ENV",
+    "NpmRegistries",
+    "npm_registries",
+    "runner_registries",
+    "uv_indexes",
+    "without_userinfo",
+]
 
 NPM_DEFAULT = "https://registry.npmjs.org/"
 PYPI_DEFAULT = ("pypi.org:443", "files.pythonhosted.org:443")
@@ -45,9 +59,13 @@ def runner_registries(
     are hidden."""
     name = runner_name(runner)
     if name in ("npm", "npx"):
-        url, configured = npm_registry(args, host_env)
-        env = {"npm_config_registry": without_userinfo(url)} if configured else {}
-        return _policy([url] if configured else [], [NPM_DEFAULT] if not configured else []), env
+        npm = npm_registries(runner, args, host_env)
+        env = {"npm_config_registry": without_userinfo(npm.default)} if npm.configured else {}
+        mine = [npm.default] if npm.configured else []
+        if npm.scoped is not None:  # the person's own, as a configured default is
+            env[f"npm_config_{npm.scope}:registry"] = without_userinfo(npm.scoped)
+            mine.append(npm.scoped)
+        return _policy(mine, [] if npm.configured else [NPM_DEFAULT]), env
     if name in ("uv", "uvx"):
         defaults, extras = _uv_settings(args, host_env)
         env = {v: without_userinfo(host_env[v]) for v in (*UV_DEFAULT_ENV, *UV_EXTRA_ENV) if host_env.get(v)}
@@ -113,27 +131,41 @@ def _endpoints(urls: Sequence[str]) -> frozenset[Endpoint]:
     return frozenset(out)
 
 
-def npm_registry(args: Sequence[str], host_env: Mapping[str, str]) -> tuple[str, bool]:
-    """npm's registry for this download, and whether it is configured (not npm's default)."""
-    for arg in args:
-        if arg.startswith("--registry="):
-            return arg.split("=", 1)[1], True
-    for key, value in host_env.items():
-        if key.lower() == "npm_config_registry" and value:
-            return value, True
-    rc = host_env.get("npm_config_userconfig") or host_env.get("NPM_CONFIG_USERCONFIG")
-    home = host_env.get("HOME")
-    path = Path(rc) if rc else (Path(home) / ".npmrc" if home else None)
-    if path is not None:
-        try:
-            lines = path.read_text(errors="replace").splitlines()
-        except OSError:
-            lines = []
-        for line in lines:
-            key, eq, value = line.partition("=")
-            if eq and key.strip() == "registry" and value.strip():
-                return value.strip().strip("\"'"), True
-    return NPM_DEFAULT, False
+@dataclass(frozen=True)
+class NpmRegistries:
+    """The registries an npm download reads from: ``default`` (npm's ``registry``; ``configured``:
+    set by the person, not npm's own) and, for a scoped package whose scope has its own
+    (``@scope:registry``), ``scope`` (``@scope``) and ``scoped``, the package's registry."""
+
+    default: str
+    configured: bool
+    scope: str | None = None
+    scoped: str | None = None
+
+    @property
+    def package(self) -> str:
+        """The registry the package itself (its metadata and tarball) comes from."""
+        return self.scoped or self.default
+
+
+def npm_registries(runner: str, args: Sequence[str], host_env: Mapping[str, str]) -> NpmRegistries:
+    """npm's registries for a download of ``runner`` (npm or npx) with ``args`` (module docstring)."""
+    config = npm_config(runner, args, host_env)
+    default = config.get("registry")
+    scope = _npm_scope(args)
+    scoped = config.get(f"{scope}:registry") if scope else None
+    return NpmRegistries(default or NPM_DEFAULT, bool(default), scope if scoped else None, scoped or None)
+
+
+def _npm_scope(args: Sequence[str]) -> str | None:
+    """The scope (``@scope``) of the package npm runs with ``args`` (``--package=``'s, else the
+    first that is no option: ``npm exec``'s or ``npx``'s), None for a package without one."""
+    spec = next((a.split("=", 1)[1] for a in args if a.startswith("--package=")), None)
+    if spec is None:
+        spec = next((a for a in args if not a.startswith("-") and a not in ("exec", "x")), None)
+    if spec is None or not spec.startswith("@") or "/" not in spec:
+        return None
+    return spec.split("/", 1)[0].lower()
 
 
 def _option_values(args: Sequence[str], names: Sequence[str]) -> list[str]:

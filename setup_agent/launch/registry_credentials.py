@@ -6,10 +6,15 @@ reads, on the host and at that moment, what the runner itself would have read fo
 it uses, and nothing about any other host:
 
 - npm: the ``//host/…:_authToken``, ``:_auth``, ``:username`` and ``:_password`` lines of the
-  user's npmrc (``npm_config_userconfig``, else ``~/.npmrc``) whose host is the registry's (the
-  command line's ``--registry=``, else ``npm_config_registry``, else the npmrc's ``registry=``),
-  ``${VAR}`` references resolved from the host's environment; a line naming a variable that is
-  not set is left out, as is every other line of the file;
+  user's npmrc (``npm_config_userconfig``, else ``~/.npmrc``) and of npm's global one
+  (``npmrc.py``) whose host is the registry's the package comes from (``registries.py``: its
+  scope's own, ``@scope:registry=``, else npm's ``registry``), ``${VAR}`` references resolved from
+  the host's environment; a line naming a variable that is not set is left out, as is every other
+  line of the files. For a scoped package from its scope's registry, the lines of the default
+  registry's host are given too when the person configured that registry (a company's mirror
+  serves the package's unscoped dependencies, and wants its login), never npm's own: the public
+  registry serves public packages to anyone, and a token for it is a publish token most often,
+  which a download from another registry (whose install scripts run) has no use for;
 - uv (and the PIP_* index variables the download is given): a user name and password written in
   the index URLs (``--index-url``/``--default-index``/``--index`` on the command line stay as
   they are; ``UV_DEFAULT_INDEX``, ``UV_INDEX_URL``, ``UV_INDEX``, ``UV_EXTRA_INDEX_URL`` and the
@@ -38,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from .registries import UV_DEFAULT_ENV, UV_EXTRA_ENV, npm_registry, uv_indexes, without_userinfo
+from .npmrc import npm_config
+from .registries import UV_DEFAULT_ENV, UV_EXTRA_ENV, npm_registries, uv_indexes, without_userinfo
 from .runners import runner_name
 
 __all__ = ["RegistryCredentials", "registry_credentials"]
@@ -46,8 +52,6 @@ __all__ = ["RegistryCredentials", "registry_credentials"]
 #: The fields of an npmrc line that authenticate to a registry (``//host/path/:<field>=…``).
 _NPM_FIELDS = ("_authToken", "_auth", "username", "_password")
 _NPM_KEY = re.compile(r"^//(?P<host>[^/]+)(?P<path>/[^:]*)?:(?P<field>[A-Za-z_]+)$")
-#: npm's ``${VAR}`` (``${VAR?}``: empty when unset) in a config line.
-_ENV_REF = re.compile(r"(?<!\\)\$\{([^${}?]+)(\?)?\}")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The shortest value scrubbed from the runner's output.
 _SCRUBBED_FROM = 4
@@ -104,7 +108,7 @@ def registry_credentials(runner: str, args: Sequence[str], host_env: Mapping[str
     docstring), read from the host's files and ``host_env`` now; none for other runners."""
     name = runner_name(runner)
     if name in ("npm", "npx"):
-        return _npm(args, host_env)
+        return _npm(runner, args, host_env)
     if name in ("uv", "uvx"):
         return _uv(args, host_env)
     return RegistryCredentials("")
@@ -113,28 +117,19 @@ def registry_credentials(runner: str, args: Sequence[str], host_env: Mapping[str
 # --- npm ------------------------------------------------------------------------------------
 
 
-def _npm(args: Sequence[str], host_env: Mapping[str, str]) -> RegistryCredentials:
-    registry, _configured = npm_registry(args, host_env)
-    target = _host_port(registry)
-    path = _npmrc_path(host_env)
-    if target is None or path is None:
-        return RegistryCredentials(_NPM_WHERE)
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return RegistryCredentials(_NPM_WHERE)
+def _npm(runner: str, args: Sequence[str], host_env: Mapping[str, str]) -> RegistryCredentials:
+    npm = npm_registries(runner, args, host_env)
+    registries = [npm.package]
+    if npm.scoped is not None and npm.configured:  # its unscoped dependencies: the person's own mirror
+        registries.append(npm.default)
+    targets = {(r, t) for r in registries if (t := _host_port(r)) is not None}
     kept: list[str] = []
     secrets: list[str] = []
-    for line in lines:
-        written, eq, raw = line.strip().partition("=")
-        if not eq or written.startswith((";", "#", "[")):
+    for key, value in npm_config(runner, args, host_env).file_settings().items():
+        m = _NPM_KEY.match(key)
+        if m is None or m.group("field") not in _NPM_FIELDS:
             continue
-        key = _substituted(written.strip(), host_env)
-        value = _substituted(_ini_value(raw), host_env)
-        m = _NPM_KEY.match(key or "")
-        if key is None or value is None or m is None or m.group("field") not in _NPM_FIELDS:
-            continue
-        if _host_port("http://" + m.group("host"), scheme_of=registry) != target:
+        if not any(_host_port("http://" + m.group("host"), scheme_of=r) == t for r, t in targets):
             continue  # another host's: never given
         kept.append(f"{key}={json.dumps(value)}")
         if m.group("field") == "_authToken" and value:
@@ -144,55 +139,6 @@ def _npm(args: Sequence[str], host_env: Mapping[str, str]) -> RegistryCredential
     if not kept:
         return RegistryCredentials(_NPM_WHERE)
     return RegistryCredentials(_NPM_WHERE, {".npmrc": "\n".join(kept) + "\n"}, {}, _unique(secrets))
-
-
-def _npmrc_path(host_env: Mapping[str, str]) -> Path | None:
-    """The user's npmrc as npm finds it: ``npm_config_userconfig`` (any case), else ``~/.npmrc``."""
-    for key, value in host_env.items():
-        if key.lower() == "npm_config_userconfig" and value:
-            return Path(value).expanduser()
-    home = host_env.get("HOME")
-    return Path(home) / ".npmrc" if home else None
-
-
-def _ini_value(raw: str) -> str:
-    """A value as npm's ini reader takes it: a quoted one unquoted, else up to a comment."""
-    text = raw.strip()
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        with contextlib.suppress(ValueError):
-            loaded = json.loads(text)
-            if isinstance(loaded, str):
-                return loaded
-    if len(text) >= 2 and text[0] == text[-1] == "'":
-        return text[1:-1]
-    out, escaped = [], False
-    for ch in text:
-        if escaped:
-            out.append(ch)
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch in ";#":
-            break
-        else:
-            out.append(ch)
-    return "".join(out).strip()
-
-
-def _substituted(text: str, host_env: Mapping[str, str]) -> str | None:
-    """``text`` with npm's ``${VAR}`` references read from the host's environment now; None
-    when one names a variable that is not set (npm would refuse the line)."""
-    missing = False
-
-    def value(m: re.Match[str]) -> str:
-        nonlocal missing
-        found = host_env.get(m.group(1))
-        if found is None and not m.group(2):
-            missing = True
-        return found or ""
-
-    out = _ENV_REF.sub(value, text)
-    return None if missing else out
 
 
 def _with_decoded(value: str) -> list[str]:

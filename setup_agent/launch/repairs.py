@@ -177,6 +177,18 @@ _DOCKER_PLATFORM = re.compile(r"no matching manifest for (linux/[a-z0-9/]+)|exec
 
 #: (pattern, part, reason): failures whose repair is for the person (no command change).
 _KNOWN: list[tuple[re.Pattern[str], Part, str]] = [
+    # First: uv says it as a hint below "No solution found", npm as "your token seems to be
+    # invalid… npm login", though the person's own login may be right. A server starts without
+    # its runner where the download noted what it installed (direct.py); one that still starts
+    # through it is never given the registry's login, which only the sandboxed download gets.
+    (
+        re.compile(r"npm (?:ERR!|error) code E40[13]\b|lack of valid authentication credentials", re.I),
+        "runner",
+        "its package registry wants a login, and the runner asked it again as the server started: mcp-setup "
+        "gives a registry's login to the download only, never to a server's start, so this package cannot "
+        "start through its runner from there (with no sandbox, the login in your .npmrc or index settings "
+        "was refused)",
+    ),
     (
         re.compile(r"No solution found when resolving|Because .* we can conclude"),
         "runner",

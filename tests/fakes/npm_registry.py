@@ -37,15 +37,26 @@ process.on("SIGTERM", () => child.kill("SIGTERM"));
 """
 
 
+def _bins(name: str, bins: dict[str, str] | None) -> dict[str, str]:
+    """The package's commands: one named like it (without its scope, as npm names a scoped
+    package's bin), the launcher; and ``bins``."""
+    return {name.rsplit("/", 1)[-1]: "bin.js", **{cmd: f"bin-{cmd}.sh" for cmd in bins or {}}}
+
+
 def stub_npm_package(
-    name: str, version: str, scripts: dict[str, str] | None = None, bins: dict[str, str] | None = None
+    name: str,
+    version: str,
+    scripts: dict[str, str] | None = None,
+    bins: dict[str, str] | None = None,
+    dependencies: dict[str, str] | None = None,
 ) -> bytes:
-    """A gzipped npm tarball: package.json with a bin (and ``scripts``), the launcher, the stub
-    server; ``bins`` adds more commands (name → a shell script's text)."""
-    bin_map = {name: "bin.js", **{cmd: f"bin-{cmd}.sh" for cmd in bins or {}}}
-    manifest: dict[str, object] = {"name": name, "version": version, "bin": bin_map}
+    """A gzipped npm tarball: package.json with a bin (and ``scripts``, ``dependencies``), the
+    launcher, the stub server; ``bins`` adds more commands (name → a shell script's text)."""
+    manifest: dict[str, object] = {"name": name, "version": version, "bin": _bins(name, bins)}
     if scripts:
         manifest["scripts"] = scripts
+    if dependencies:
+        manifest["dependencies"] = dependencies
     files = {
         "package/package.json": json.dumps(manifest).encode(),
         "package/bin.js": LAUNCHER.encode(),
@@ -70,6 +81,8 @@ class NpmRegistry:
     tarball_requests: list[str] = field(default_factory=list)
     #: Every ``Authorization`` header it received, in order.
     authorizations: list[str] = field(default_factory=list)
+    #: Every request's path, in order.
+    requests: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -83,10 +96,11 @@ def serve_npm_package(
     port: int = 0,
     token: str | None = None,
     private_packument: bool = True,
+    dependencies: dict[str, str] | None = None,
 ) -> Iterator[NpmRegistry]:
     """Serve the package on ``port`` of 127.0.0.1 (0: a free one); with ``token``, only to
     that bearer token (the packument too unless ``private_packument`` is False)."""
-    tarball = stub_npm_package(name, version, scripts, bins)
+    tarball = stub_npm_package(name, version, scripts, bins, dependencies)
     integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
     shasum = hashlib.sha1(tarball).hexdigest()
     holder: dict[str, NpmRegistry] = {}
@@ -94,6 +108,7 @@ def serve_npm_package(
     class Handler(TrickleHandler):
         def do_GET(self) -> None:  # noqa: N802
             registry = holder["r"]
+            registry.requests.append(self.path)
             said = self.headers.get("Authorization")
             if said is not None:
                 registry.authorizations.append(said)
@@ -115,8 +130,9 @@ def serve_npm_package(
                         version: {
                             "name": name,
                             "version": version,
-                            "bin": {name: "bin.js", **{cmd: f"bin-{cmd}.sh" for cmd in bins or {}}},
+                            "bin": _bins(name, bins),
                             **({"scripts": scripts, "hasInstallScript": True} if scripts else {}),
+                            **({"dependencies": dependencies} if dependencies else {}),
                             "dist": {
                                 "tarball": f"{registry.url}/{name}/-/{name}-{version}.tgz",
                                 "shasum": shasum,

@@ -9,7 +9,9 @@ sandboxed and succeeds with ``MCP_SETUP_SANDBOX=off``, so the tests can fail.
 
 A private registry (a token in the user's ``.npmrc``; an index's basic login in uv's variables,
 its URL or ``.netrc``) is given its own credentials in the sandbox and no other host's: what the
-registry received is checked, and a download without them fails naming the login.
+registry received is checked, and a download without them fails naming the login. A scoped npm
+package whose scope has a registry of its own (``@scope:registry=``) comes from it, with its
+token, while its dependency without a scope comes from the default registry, which gets none.
 """
 
 from __future__ import annotations
@@ -373,4 +375,73 @@ async def test_a_wrong_login_in_the_index_url_fails_saying_it_was_refused_withou
     error = state.error()
     assert state.ok is False and error is not None, state.tail.decode(errors="replace")
     assert "refused the credentials" in str(error) and index.url.rsplit("/", 1)[0] in str(error)
+    assert canary not in repr(error.to_dict()) + state.tail.decode(errors="replace")  # type: ignore[attr-defined]
+
+
+@needs_npx
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_a_scoped_package_comes_from_its_scopes_registry_with_its_token_and_its_dependency_from_the_default_one(
+    tmp_path: Path, mode: str, canary: str
+) -> None:
+    dep = "mcp-setup-unscoped-dep"
+    scoped = f"@acme/{PACKAGE}"
+    with (
+        serve_npm_package(dep, "1.0.0") as default,
+        serve_npm_package(scoped, "1.0.0", token=canary, dependencies={dep: "1.0.0"}) as scope_registry,
+    ):
+        (tmp_path / "home").mkdir(exist_ok=True)
+        (tmp_path / "home" / ".npmrc").write_text(
+            f"registry={default.url}/\n"
+            f"@acme:registry={scope_registry.url}/\n"
+            f"//{scope_registry.url.removeprefix('http://')}/:_authToken=${{NPM_TOKEN}}\n"
+            f"//npm.other.example/:_authToken={canary}-other-host\n"
+        )
+        spec = LaunchSpec(
+            command="npx",
+            args=["-y", f"{scoped}@1.0.0"],
+            package_type="npm",
+            identifier=scoped,
+            version="1.0.0",
+            runner="npx",
+        )
+        state = await fetch(tmp_path, sandbox(tmp_path, mode), spec, {"NPM_TOKEN": canary})
+    assert state.ok is True, state.tail.decode(errors="replace")
+    assert state.refused == ()
+    assert len(scope_registry.tarball_requests) == 1 and set(scope_registry.authorizations) == {f"Bearer {canary}"}
+    assert len(default.tarball_requests) == 1  # npm needs the default registry for it
+    assert default.authorizations == []  # and never sends it the scope's token
+    assert canary not in state.tail.decode(errors="replace")
+    entry = tmp_path / "home" / ".npm" / "_npx" / npx_entry_name(f"{scoped}@1.0.0")
+    assert (entry / "node_modules" / "@acme" / PACKAGE / "package.json").is_file()
+    assert (entry / "node_modules" / dep / "package.json").is_file()
+
+
+@needs_npx
+async def test_a_scoped_package_whose_scopes_registry_refuses_the_token_is_told_with_that_registry_named(
+    tmp_path: Path, canary: str
+) -> None:
+    scoped = f"@acme/{PACKAGE}"
+    with (
+        serve_npm_package("mcp-setup-unused", "1.0.0") as default,
+        serve_npm_package(scoped, "1.0.0", token="the-right-token") as scope_registry,
+    ):
+        (tmp_path / "home").mkdir(exist_ok=True)
+        (tmp_path / "home" / ".npmrc").write_text(
+            f"@acme:registry={scope_registry.url}/\n"
+            f"//{scope_registry.url.removeprefix('http://')}/:_authToken=${{NPM_TOKEN}}\n"
+        )
+        spec = LaunchSpec(
+            command="npx",
+            # the entry's own registry is npm's default: the scope's own still wins
+            args=["-y", f"--registry={default.url}", f"{scoped}@1.0.0"],
+            package_type="npm",
+            identifier=scoped,
+            version="1.0.0",
+            runner="npx",
+        )
+        state = await fetch(tmp_path, sandbox(tmp_path, "bwrap"), spec, {"NPM_TOKEN": canary})
+    error = state.error()
+    assert state.ok is False and error is not None, state.tail.decode(errors="replace")
+    assert "refused the credentials" in str(error) and f"from {scope_registry.url}:" in str(error), str(error)
+    assert set(scope_registry.authorizations) == {f"Bearer {canary}"} and default.authorizations == []
     assert canary not in repr(error.to_dict()) + state.tail.decode(errors="replace")  # type: ignore[attr-defined]

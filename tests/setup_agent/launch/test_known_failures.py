@@ -243,6 +243,34 @@ def test_the_part_that_failed_is_named_for_well_known_signatures(command, stderr
     assert diagnose(spec, stderr).part == part
 
 
+@pytest.mark.parametrize(
+    ("command", "stderr"),
+    [
+        # npm 10's words when npx at the start asks a registry that protects its metadata (real output)
+        (
+            "npx",
+            "npm error code E401\nnpm error Unable to authenticate, your authentication token seems to be invalid.\n"
+            "npm error To correct this please try logging in again with:\nnpm error   npm login",
+        ),
+        # uv's, its 401 in a hint below "No solution found" (real output)
+        (
+            "uvx",
+            "error: No solution found when resolving tool dependencies\n  cause: Because privpkg was not found in "
+            "the package registry and you require privpkg==1.0.0, we can conclude that your requirements are "
+            "unsatisfiable.\n\nhint: An index URL (http://127.0.0.1:36125/simple) could not be queried due to a "
+            "lack of valid authentication credentials (401 Unauthorized)",
+        ),
+    ],
+)
+def test_a_runner_that_a_private_registry_refuses_at_the_start_is_told_as_the_login_only_the_download_gets(
+    command: str, stderr: str
+) -> None:
+    spec = LaunchSpec(command=command, args=["x"], package_type="npm", identifier="x", runner=command)
+    found = diagnose(spec, stderr)
+    assert found.part == "runner" and found.repair is None
+    assert "wants a login" in found.reason and "to the download only, never to a server's start" in found.reason
+
+
 def test_an_image_without_a_build_for_this_machine_is_repaired_with_its_amd64_build() -> None:
     spec = LaunchSpec(
         command="docker",

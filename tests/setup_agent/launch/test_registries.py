@@ -98,3 +98,73 @@ def test_an_index_setting_loses_only_its_user_names_and_passwords() -> None:
     assert without_userinfo("not a url") == "not a url"
     _policy, env = runner_registries("npm", ["--registry=https://u:p@npm.corp.example/"], {})
     assert env == {"npm_config_registry": "https://npm.corp.example/"}
+
+
+def test_a_scoped_package_whose_scope_has_its_own_registry_downloads_from_it_and_npms_default_for_its_dependencies(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".npmrc").write_text(
+        "@acme:registry=http://127.0.0.1:4873/\n@other:registry=https://npm.other.example/\n"
+    )
+    home = {"HOME": str(tmp_path)}
+    policy, env = runner_registries("npm", ["exec", "--yes", "--package=@acme/stub@1.0.0", "--call", ":"], home)
+    assert allowed(policy, "127.0.0.1", 4873) and [str(e) for e in policy.loopback_grants()] == ["127.0.0.1:4873"]
+    assert allowed(policy, "registry.npmjs.org", 443)  # its unscoped dependencies, npm's audit
+    assert not allowed(policy, "npm.other.example", 443)  # another scope's registry
+    assert env == {"npm_config_@acme:registry": "http://127.0.0.1:4873/"}  # its .npmrc is hidden in there
+    # npx's form; the registry entry's --registry= is npm's default, the scope's own still wins
+    policy, env = runner_registries("npx", ["-y", "--registry=https://npm.corp.example/", "@ACME/stub@1"], home)
+    assert allowed(policy, "127.0.0.1", 4873) and allowed(policy, "npm.corp.example", 443)
+    assert not allowed(policy, "registry.npmjs.org", 443)
+    assert env["npm_config_@acme:registry"] == "http://127.0.0.1:4873/"
+    # an argument of the server's own, after its package, is not npm's
+    policy, _ = runner_registries("npx", ["-y", "@acme/stub@1", "--registry=https://evil.example/"], home)
+    assert not allowed(policy, "evil.example", 443) and allowed(policy, "registry.npmjs.org", 443)
+    # a package of no scope, or of a scope without a registry of its own: npm's registry only
+    for spec in ("stub@1", "@nobody/stub@1"):
+        policy, env = runner_registries("npx", ["-y", spec], home)
+        assert not allowed(policy, "127.0.0.1", 4873) and env == {}
+
+
+def test_npm_reads_the_registry_of_its_global_npmrc_below_the_users(tmp_path: Path) -> None:
+    prefix = tmp_path / "prefix"
+    (prefix / "etc").mkdir(parents=True)
+    (prefix / "etc" / "npmrc").write_text(
+        "registry=https://mirror.corp.example/\n@acme:registry=https://acme.example/\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PREFIX": str(prefix)}  # <prefix>/etc/npmrc, as npm finds it
+    policy, named = runner_registries("npx", ["-y", "@acme/stub@1"], env)
+    assert allowed(policy, "acme.example", 443) and allowed(policy, "mirror.corp.example", 443)
+    assert not allowed(policy, "registry.npmjs.org", 443)
+    assert named == {
+        "npm_config_registry": "https://mirror.corp.example/",
+        "npm_config_@acme:registry": "https://acme.example/",
+    }
+    (home / ".npmrc").write_text("registry=https://npm.user.example/\n")  # the user's wins
+    policy, _ = runner_registries("npx", ["-y", "stub@1"], env)
+    assert allowed(policy, "npm.user.example", 443) and not allowed(policy, "mirror.corp.example", 443)
+    # the one npm_config_globalconfig names, instead
+    (tmp_path / "global").write_text("@acme:registry=https://acme2.example/\n")
+    policy, _ = runner_registries(
+        "npx", ["-y", "@acme/stub@1"], {**env, "npm_config_globalconfig": str(tmp_path / "global")}
+    )
+    assert allowed(policy, "acme2.example", 443) and not allowed(policy, "acme.example", 443)
+
+
+def test_npms_global_npmrc_is_found_below_the_node_that_runs_npm_as_npm_finds_it(tmp_path: Path) -> None:
+    prefix = tmp_path / "node-prefix"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "etc").mkdir()
+    node = prefix / "bin" / "node"
+    node.write_text("#!/bin/sh\n")
+    node.chmod(0o755)
+    (prefix / "etc" / "npmrc").write_text("registry=https://mirror.corp.example/\n")
+    env = {"HOME": str(tmp_path / "home"), "PATH": str(prefix / "bin")}
+    policy, named = runner_registries("npx", ["-y", "stub@1"], env)
+    assert allowed(policy, "mirror.corp.example", 443) and named == {
+        "npm_config_registry": "https://mirror.corp.example/"
+    }
+    policy, _ = runner_registries("npx", ["-y", "stub@1"], {**env, "npm_config_prefix": str(tmp_path / "elsewhere")})
+    assert not allowed(policy, "mirror.corp.example", 443) and allowed(policy, "registry.npmjs.org", 443)

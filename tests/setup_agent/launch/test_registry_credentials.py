@@ -26,7 +26,7 @@ from tests.fakes.npm_registry import NpmRegistry, serve_npm_package
 from tests.fakes.pypi_index import serve_pypi_package, stub_wheel
 from tests.helpers.canary import all_bytes_under
 from tests.helpers.package_flow import write_catalog_entry
-from tests.helpers.processes import processes_mentioning
+from tests.helpers.processes import processes_mentioning, runners_above
 from tests.helpers.timeouts import scaled
 
 pytestmark = pytest.mark.anyio
@@ -185,7 +185,7 @@ async def test_a_private_registrys_token_reaches_the_registry_and_nothing_the_se
     new_runtime, tmp_path: Path, canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     other = canary + "-other-host"
-    with serve_npm_package(PACKAGE, "1.0.0", token=canary, private_packument=False) as registry:
+    with serve_npm_package(PACKAGE, "1.0.0", token=canary) as registry:  # its metadata too
         host = registry.url.removeprefix("http://")
         lines = [f"//{host}/:_authToken=${{NPM_TOKEN}}", f"//npm.other.example/:_authToken={other}"]
         runtime = private_runtime(new_runtime, tmp_path, registry, lines, canary)
@@ -208,6 +208,7 @@ async def test_a_private_registrys_token_reaches_the_registry_and_nothing_the_se
         assert echoed["content"] == [{"type": "text", "text": "hello"}], echoed
         running = processes_mentioning(PACKAGE)
         assert running  # the server (its node launcher and python), in the sandbox
+        assert runners_above(running) == []  # no npx, which would ask the registry again without its token
         seen_by_server = environ_of(running)
         assert b"the-servers-own-key" in seen_by_server  # the check reads the right processes
         assert set(registry.authorizations) == {f"Bearer {canary}"}  # the registry got its token, only it
@@ -281,7 +282,7 @@ async def test_a_private_indexs_login_reaches_the_index_and_never_the_running_uv
     (home / ".config" / "uv").mkdir(parents=True)
     (home / ".config" / "uv" / "uv.toml").write_text('python-downloads = "never"\n')
     wheel = stub_wheel(PYPI_PACKAGE, "1.0.0")
-    with serve_pypi_package(PYPI_PACKAGE, wheel, login=("alice", canary), private_pages=False) as index:
+    with serve_pypi_package(PYPI_PACKAGE, wheel, login=("alice", canary)) as index:  # its pages too
         (home / ".netrc").write_text(f"machine 127.0.0.1 login alice password {canary}\n")
         write_catalog_entry(
             tmp_path / "catalog",
@@ -317,6 +318,7 @@ async def test_a_private_indexs_login_reaches_the_index_and_never_the_running_uv
         with anyio.fail_after(scaled(30)):
             echoed = await runtime.gateway.call("private-pypi__echo", {"text": "hello"})
         assert echoed["content"] == [{"type": "text", "text": "hello"}], echoed
+        assert runners_above(processes_mentioning(PYPI_PACKAGE)) == []  # no uvx, which would ask the index again
         seen_by_server = environ_of(processes_mentioning(PYPI_PACKAGE))
         assert b"the-servers-own-key" in seen_by_server  # the check reads the right processes
         assert b"PIP_EXTRA_INDEX_URL=" + index.url.encode() in seen_by_server  # named to it, without the login
@@ -325,5 +327,150 @@ async def test_a_private_indexs_login_reaches_the_index_and_never_the_running_uv
         await runtime.aclose()
     assert canary.encode() not in seen_by_server
     assert canary not in json.dumps([tested, installed, echoed, shown]) and canary not in caplog.text
+    for path, data in all_bytes_under(tmp_path / "data"):
+        assert canary.encode() not in data, path
+
+
+def test_a_scoped_package_from_its_scopes_registry_gets_that_hosts_lines_and_never_npms_own_token(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        "@acme:registry=https://npm.acme.example/",
+        "//npm.acme.example/:_authToken=${ACME_TOKEN}",
+        "//registry.npmjs.org/:_authToken=npmjs-publish-token",
+        "//npm.other.example/:_authToken=other-token",
+    ]
+    env = {**npmrc(tmp_path, *lines), "ACME_TOKEN": "acme-token"}
+    creds = registry_credentials("npx", ["-y", "@acme/stub@1.0.0"], env)
+    assert creds.files == {".npmrc": '//npm.acme.example/:_authToken="acme-token"\n'}
+    assert creds.secrets == ("acme-token",)
+    # a package of no scope still gets its registry's (npm's own) line, and only it
+    assert registry_credentials("npx", ["-y", "stub@1"], env).secrets == ("npmjs-publish-token",)
+    # the person's own default registry (a company's mirror) serves the scoped package's unscoped
+    # dependencies: its line is given too
+    npmrc(tmp_path, *lines, "registry=https://mirror.corp.example/", "//mirror.corp.example/:_authToken=mirror-token")
+    creds = registry_credentials("npm", ["exec", "--package=@acme/stub@1.0.0", "--call", ":"], env)
+    assert set(creds.secrets) == {"acme-token", "mirror-token"}
+
+
+def test_the_global_npmrcs_lines_for_the_registry_are_given_below_the_users(tmp_path: Path) -> None:
+    (tmp_path / "global").write_text(
+        "//npm.corp.example/:_authToken=global-token\n//npm.corp.example/:username=ci\n//x.example/:_authToken=x\n"
+    )
+    env = {
+        **npmrc(tmp_path / "home", "//npm.corp.example/:_authToken=user-token"),
+        "npm_config_globalconfig": str(tmp_path / "global"),
+    }
+    creds = registry_credentials("npm", ["--registry=https://npm.corp.example/"], env)
+    assert creds.files == {".npmrc": '//npm.corp.example/:_authToken="user-token"\n//npm.corp.example/:username="ci"\n'}
+    assert creds.secrets == ("user-token",)
+
+
+SCOPED_NAME, SCOPED_PACKAGE, DEPENDENCY = "io.test/scoped-npm", "@acme/mcp-setup-scoped-stub", "mcp-setup-plain-dep"
+
+
+@needs_npx
+async def test_a_scoped_package_from_its_scopes_private_registry_is_tested_installed_and_called_with_its_token_in_the_download_only(
+    new_runtime, tmp_path: Path, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        serve_npm_package(DEPENDENCY, "1.0.0") as default,
+        serve_npm_package(SCOPED_PACKAGE, "1.0.0", token=canary, dependencies={DEPENDENCY: "1.0.0"}) as scope,
+    ):
+        write_catalog_entry(
+            tmp_path / "catalog",
+            SCOPED_NAME,
+            "The stub server from its scope's private npm registry on loopback.",
+            {"registryType": "npm", "identifier": SCOPED_PACKAGE},
+        )
+        lines = [
+            f"registry={default.url}/",
+            f"@acme:registry={scope.url}/",
+            f"//{scope.url.removeprefix('http://')}/:_authToken=${{NPM_TOKEN}}",
+        ]
+        host_env = {**npmrc(tmp_path / "user", *lines), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+        runtime = new_runtime(
+            Settings(
+                home=tmp_path / "data",
+                registries="local",
+                catalog_dir=tmp_path / "catalog",
+                probe_timeout_seconds=scaled(30),
+                adopt_tested_servers=False,
+            ),
+            host_env={**host_env, "NPM_TOKEN": canary},
+        )
+        if runtime.prober.sandbox is None or runtime.prober.sandbox.mechanism == "none":
+            pytest.skip("no sandbox here: the download reads the user's npmrc itself")
+        await runtime.start(eager=False)
+        shown: list[Any] = []
+        ref = runtime.refs.mint("STUB_API_KEY", "the-servers-own-key")
+        args = {"qualified_name": SCOPED_NAME, "env_refs": {"STUB_API_KEY": ref}}
+        tested = await consented(runtime, "mcp_setup_test_connection", shown, **args)
+        assert tested.get("ok") is True, tested
+        installed = await consented(runtime, "mcp_setup_install_and_connect", shown, **args)
+        assert installed.get("status") == "connected", installed
+        await runtime.gateway.refresh(force=True)
+        with anyio.fail_after(scaled(30)):
+            echoed = await runtime.gateway.call("scoped-npm__echo", {"text": "hello"})
+        assert echoed["content"] == [{"type": "text", "text": "hello"}], echoed
+        assert runners_above(processes_mentioning("mcp-setup-scoped-stub")) == []
+        seen_by_server = environ_of(processes_mentioning("mcp-setup-scoped-stub"))
+        assert b"the-servers-own-key" in seen_by_server  # the check reads the right processes
+        await runtime.aclose()
+    assert scope.tarball_requests and set(scope.authorizations) == {f"Bearer {canary}"}
+    assert default.tarball_requests and default.authorizations == []  # its dependency, with no token
+    assert canary.encode() not in seen_by_server
+    assert canary not in json.dumps([tested, installed, echoed, shown]) and canary not in caplog.text
+    for path, data in all_bytes_under(tmp_path / "data"):
+        assert canary.encode() not in data, path
+    for path, data in all_bytes_under(tmp_path / "user" / ".npm"):
+        assert canary.encode() not in data, path
+
+
+@needs_npx
+async def test_a_package_that_must_start_through_npx_from_a_registry_protecting_its_metadata_fails_saying_npx_gets_no_login(
+    new_runtime, tmp_path: Path, canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An npx option the direct start does not read: the download works (with the token), the
+    # start goes through npx, which asks the registry again without it.
+    caplog.set_level("INFO")
+    with serve_npm_package(PACKAGE, "1.0.0", token=canary) as registry:
+        write_catalog_entry(
+            tmp_path / "catalog",
+            NAME,
+            "The stub server from a private npm registry on loopback, with an npx option.",
+            {
+                "registryType": "npm",
+                "registryBaseUrl": registry.url,
+                "identifier": PACKAGE,
+                "runtimeArguments": [{"type": "named", "name": "--no-color", "value": ""}],
+            },
+        )
+        lines = [f"//{registry.url.removeprefix('http://')}/:_authToken=${{NPM_TOKEN}}"]
+        host_env = {**npmrc(tmp_path / "user", *lines), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+        runtime = new_runtime(
+            Settings(
+                home=tmp_path / "data",
+                registries="local",
+                catalog_dir=tmp_path / "catalog",
+                probe_timeout_seconds=scaled(30),
+                adopt_tested_servers=False,
+            ),
+            host_env={**host_env, "NPM_TOKEN": canary},
+        )
+        if runtime.prober.sandbox is None or runtime.prober.sandbox.mechanism == "none":
+            pytest.skip("no sandbox here: npx reads the user's npmrc itself")
+        shown: list[Any] = []
+        ref = runtime.refs.mint("STUB_API_KEY", "the-servers-own-key")
+        args = {"qualified_name": NAME, "env_refs": {"STUB_API_KEY": ref}}
+        tested = await consented(runtime, "mcp_setup_test_connection", shown, **args)
+        await runtime.aclose()
+    assert registry.tarball_requests  # the download came through, with its token
+    assert tested["ok"] is False and tested["error"]["code"] == "exited", tested
+    message = tested["error"]["message"]
+    assert "The runner failed" in message and "to the download only, never to a server's start" in message, message
+    assert set(registry.authorizations) == {f"Bearer {canary}"}  # the download's
+    assert len(registry.requests) > len(registry.authorizations)  # and npx's at the start, with none
+    assert canary not in json.dumps([tested, shown]) and canary not in caplog.text
     for path, data in all_bytes_under(tmp_path / "data"):
         assert canary.encode() not in data, path
