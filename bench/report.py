@@ -950,6 +950,44 @@ def render(results: dict[str, Any]) -> str:
             ]
         )
 
+    # 20: a commit to the SQLite store -------------------------------------------------------
+    if (e := err("store")) is None:
+        st = s["store"]
+        pc = st["per_commit"]
+
+        def ms1(x: float) -> str:
+            return f"{x * 1000:.1f} ms"
+
+        rows.append(
+            [
+                "20",
+                f"a commit to the SQLite store (install, disable, enable, remove of {st['servers']} servers: "
+                f"{st['commits_per_round']} commits with their audit rows and the change counter), as shipped "
+                f"(`journal_mode=WAL`, `synchronous=NORMAL`) vs the rollback journal and full sync it had before, "
+                f"same run, interleaved ({st['rounds']} rounds; min–max {ms1(pc['shipped']['min'])}–"
+                f"{ms1(pc['shipped']['max'])} vs {ms1(pc['previous']['min'])}–{ms1(pc['previous']['max'])}; "
+                f"{st['filesystem']})",
+                ms1(pc["shipped"]["median"]),
+                ms1(pc["previous"]["median"]),
+                _ratio(st["ratio"]),
+                "info",
+                "",
+            ]
+        )
+        rows.append(
+            [
+                "20",
+                "… the write-ahead log with a sync at every commit (`synchronous=FULL`) vs the same baseline",
+                ms1(pc["wal_full"]["median"]),
+                ms1(pc["previous"]["median"]),
+                _ratio(pc["wal_full"]["median"] / pc["previous"]["median"]),
+                "info",
+                "",
+            ]
+        )
+    else:
+        rows.append(["20", "a commit to the SQLite store", "—", "—", "—", "info", f"not measured: {e}"])
+
     head = ["#", "measurement", "mcp-setup", "baseline", "ratio", "target", "result"]
     la = results.get("loadavg_start")
     lines = [

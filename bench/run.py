@@ -102,6 +102,7 @@ SECTIONS: dict[str, tuple[str, list[str], list[str], int]] = {
     ),  # its own PostgreSQL unless one is given
     "cli": ("bench.section_cli", ["--rounds", "15"], ["--rounds", "3"], 60),
     "interrupt": ("bench.section_interrupt", ["--rounds", "6"], ["--rounds", "2"], 180),
+    "store": ("bench.section_store", ["--rounds", "7"], ["--rounds", "2"], 60),
 }
 
 #: The whole run (npm included) stays under ten minutes: a section gets at most what is left.

@@ -8,6 +8,18 @@ from errors and logs); :func:`migrate` runs the Alembic migrations in ``migratio
 (PostgreSQL: under an advisory lock, so instances starting together migrate one at a time);
 :func:`store_error` is the one place a library exception becomes a
 :class:`~setup_agent.errors.StoreError`.
+
+A SQLite file is kept in write-ahead-log mode (``journal_mode=WAL``, recorded in the file, so
+every reader of it sees it, the standard-library ones too) with ``synchronous=NORMAL``: a commit
+appends to ``<file>-wal`` and does not wait for the disk, which is synced at each checkpoint. A
+commit stays atomic and the file is never left damaged. A crash of mcp-setup loses nothing (the
+system still writes what it was given); a power cut can lose the commits of the last seconds,
+each whole with its audit row: a person does that install or toggle again, and the audit chain
+still verifies. A writer waits up to :data:`SQLITE_BUSY_TIMEOUT_MS` for another process's write
+(``serve``, ``mcp-setup mcp`` and the CLI share one file) before its "locked" error; readers do not
+wait for writers. WAL needs every process on one machine (``<file>-shm`` is shared memory), and
+``-wal`` holds commits not yet in the database file: the data dir is copied with mcp-setup stopped
+(docs/data-folder.md).
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ __all__ = [
     "Database",
     "HEAD_REVISION",
     "MIGRATIONS_DIR",
+    "SQLITE_BUSY_TIMEOUT_MS",
     "VERSION_TABLE",
     "current_revision",
     "migrate",
@@ -48,6 +61,11 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 HEAD_REVISION = "0018_tool_use"
 #: PostgreSQL advisory lock key held while migrating ("mcpsetup" in ASCII, as an int64).
 _MIGRATION_LOCK = 0x6D63_7073_6574_7570
+#: How long a SQLite connection waits for another process's write transaction to end: far
+#: longer than any transaction mcp-setup makes (milliseconds; a migration or a key rotation at
+#: most seconds on a slow disk), short enough that a process stuck holding the lock becomes the
+#: "locked" error instead of a hang.
+SQLITE_BUSY_TIMEOUT_MS = 10_000
 
 
 #: Library exception -> reason. Never ``str(exc)``: it can carry statements and values.
@@ -206,6 +224,14 @@ def migrate(engine: Engine) -> None:
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _connection_record: Any) -> None:
+    """Every SQLite connection: the busy timeout first (switching a file to WAL takes a lock),
+    WAL with ``synchronous=NORMAL`` (module doc), foreign keys enforced."""
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")  # SQLite enforces FKs (ON DELETE CASCADE) only with this
-    cursor.close()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        (mode,) = cursor.execute("PRAGMA journal_mode=WAL").fetchone()
+        if mode == "wal":  # an in-memory database stays "memory", with its default sync
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")  # SQLite enforces FKs (ON DELETE CASCADE) only with this
+    finally:
+        cursor.close()

@@ -28,6 +28,7 @@ TOPIC_PAGES = (
     "gateway.md",
     "troubleshooting.md",
     "tool-registry.md",
+    "data-folder.md",
 )
 # [text](target) and ![alt](target); reference-style links are not used in these files.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
