@@ -20,7 +20,6 @@ Exit codes: 0 done (or nothing to do), 1 failed or a file could not be merged, 2
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -270,6 +269,8 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         settings, os.environ, make_sandbox(settings, os.environ), direct, ProcessLedger(home / "procs")
     )
     if not fetcher.start_ready(spec):
+        import asyncio  # only here: the read-only commands built with this parser never load it
+
         asyncio.run(_downloaded(fetcher, spec))
     install_dir = home / "servers" / server.server_id
     install_dir.mkdir(parents=True, exist_ok=True)
