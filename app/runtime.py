@@ -80,6 +80,7 @@ from setup_agent.store import (
     process_owner,
 )
 
+from .data_key import open_vault
 from .settings import Settings, service_version
 
 __all__ = [
@@ -122,16 +123,6 @@ def openai_options(settings: Settings, keyring_get: Callable[[str, str], str | N
 
 
 logger = logging.getLogger(__name__)
-
-
-def open_vault(settings: Settings, *, keyring_backend: Any = None) -> Vault:
-    """The data key: MCP_SETUP_DATA_KEY_FILE or _KEYRING_ENTRY when named, else keyring/key file."""
-    return Vault.open(
-        Path(settings.home).expanduser(),
-        keyring_backend=keyring_backend,
-        key_file=settings.data_key_file,
-        keyring_username=settings.data_key_keyring_entry,
-    )
 
 
 @dataclass

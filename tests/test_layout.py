@@ -34,6 +34,7 @@ ORDER = [
     "setup_agent.agent",
     "setup_agent",  # the package's own __init__ re-exports from every package of the core
     "app.settings",
+    "app.data_key",
     "app.runtime",
     "app.pages",
     "app.mcp",

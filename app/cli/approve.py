@@ -55,7 +55,7 @@ def run_approve(settings: Settings, args: argparse.Namespace, *, tty: Callable[[
     except OSError:
         print(_NO_TTY, file=sys.stderr)
         return 2
-    from app.runtime import open_vault
+    from app.data_key import open_vault
     from setup_agent.store import PendingApprovals, SharedApprovals, SharedRefs, Store, owner_alive, process_owner
 
     try:

@@ -218,7 +218,7 @@ def _review_prompts(store: Store, server: InstalledServer, offer: Any, stdin: Te
 
 
 def _run(settings: Settings, action: Callable[[Store], str], out: TextIO) -> int:
-    from app.runtime import open_vault
+    from app.data_key import open_vault
     from setup_agent.errors import SetupError
     from setup_agent.store import Store
 

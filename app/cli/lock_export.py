@@ -86,7 +86,7 @@ def add_lock_parsers(sub: Any) -> None:
 
 @contextmanager
 def open_store(settings: Settings):
-    from app.runtime import open_vault
+    from app.data_key import open_vault
     from setup_agent.store import Store
 
     with Store.for_data_dir(Path(settings.home).expanduser(), open_vault(settings), settings.database_url) as store:

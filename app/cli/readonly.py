@@ -131,7 +131,7 @@ def left_out(store: Any) -> dict[str, frozenset[str]]:
 def open_store(settings: Any) -> Iterator[Any]:
     """The real store (SQLAlchemy, the vault): for writes, and reads the fast path cannot do."""
     with translated(settings):
-        from app.runtime import open_vault
+        from app.data_key import open_vault
 
         vault = open_vault(settings)
         from setup_agent.store import Store

@@ -150,7 +150,7 @@ def run_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run(settings: Settings, action: Callable[[Vault, Callable[[], Store]], str]) -> int:
-    from app.runtime import open_vault
+    from app.data_key import open_vault
     from setup_agent.store import Store
 
     home = Path(settings.home).expanduser()

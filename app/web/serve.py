@@ -222,7 +222,7 @@ def run_serve(
                 host,
             )
     if settings.data_key_file or settings.data_key_keyring_entry:  # a team's key: say what is wrong, plainly
-        from app.runtime import open_vault
+        from app.data_key import open_vault
         from setup_agent.errors import SetupError
 
         try:
