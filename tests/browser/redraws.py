@@ -2,9 +2,9 @@
 
 The server list is re-rendered when the service reports a change (a status, a log line), so an
 element found a moment ago can be replaced by an equal one. Playwright retries most actions on a
-replaced element, but not ``scroll_into_view_if_needed``, which fails with "Element is not
-attached to the DOM". These helpers scroll again, to the element that is there now, until the
-test's bound.
+replaced element, but not ``scroll_into_view_if_needed`` nor an element's ``screenshot``, which
+fail with "Element is not attached to the DOM". These helpers act again, on the element that is
+there now, until the test's bound.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from playwright.sync_api import Error, Locator
 
 from tests.helpers.timeouts import scaled
 
-__all__ = ["scroll_to", "scroll_to_async"]
+__all__ = ["scroll_to", "scroll_to_async", "shot_of"]
 
 
 def _replaced(exc: Error) -> bool:
@@ -29,6 +29,18 @@ def scroll_to(locator: Locator, *, seconds: float = 15.0) -> None:
     while True:
         try:
             locator.scroll_into_view_if_needed(timeout=scaled(seconds) * 1000)
+            return
+        except Error as exc:
+            if not _replaced(exc) or time.monotonic() > deadline:
+                raise
+
+
+def shot_of(locator: Locator, path: str, *, seconds: float = 15.0) -> None:
+    """A screenshot of ``locator``, taken again when the page replaced it meanwhile."""
+    deadline = time.monotonic() + scaled(seconds)
+    while True:
+        try:
+            locator.screenshot(path=path, timeout=scaled(seconds) * 1000)
             return
         except Error as exc:
             if not _replaced(exc) or time.monotonic() > deadline:

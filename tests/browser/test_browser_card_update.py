@@ -20,7 +20,7 @@ import anyio
 from playwright.sync_api import expect
 
 from tests.browser.page import NARROW, WIDE, close_leaking_nothing, open_page, shot
-from tests.browser.redraws import scroll_to
+from tests.browser.redraws import scroll_to, shot_of
 from tests.browser.serve import start_serve, stop_serve
 from tests.helpers.timeouts import scaled
 from tests.helpers.updates import STUB, install_v1, publish
@@ -66,7 +66,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
             box.get_by_role("button", name="Save").click()
             expect(status).to_contain_text(said, timeout=scaled(60_000))
         page.set_viewport_size(NARROW)
-        card.screenshot(path=str(artifacts / "25-card-settings-log-390px.png"))
+        shot_of(card, str(artifacts / "25-card-settings-log-390px.png"))
         page.set_viewport_size(WIDE)
 
         status = card.locator(".update-status")
@@ -119,7 +119,7 @@ def test_a_card_updates_its_server_after_the_person_approves_and_keeps_it_when_t
         expect(card.locator(".badge")).to_have_text("Connected")
         page.set_viewport_size(NARROW)
         scroll_to(card)
-        card.screenshot(path=str(artifacts / "25-card-update-kept-390px.png"))
+        shot_of(card, str(artifacts / "25-card-update-kept-390px.png"))
         assert page.evaluate("document.documentElement.scrollWidth") <= NARROW["width"]
         page.set_viewport_size(WIDE)
         listed = served.rpc("servers.list")["result"]["servers"]

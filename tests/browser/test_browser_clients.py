@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from playwright.sync_api import expect
 
 from tests.browser.page import NARROW, WIDE, close_leaking_nothing, open_page, shot
-from tests.browser.redraws import scroll_to
+from tests.browser.redraws import scroll_to, shot_of
 from tests.browser.serve import start_serve, stop_serve
 from tests.fakes.official_registry import FakeOfficialRegistry
 from tests.helpers.registry_entries import everything_entry
@@ -144,7 +144,7 @@ def test_a_person_adds_a_server_then_connects_claude_desktop_from_the_page_and_i
         expect(cursor.locator("pre.diff")).to_contain_text('"mcp-setup"')
         shot(page, artifacts, "25-clients-paste-390px", narrow=True)
         page.set_viewport_size(NARROW)
-        part.screenshot(path=str(artifacts / "25-clients-part-390px.png"))
+        shot_of(part, str(artifacts / "25-clients-part-390px.png"))
         assert page.evaluate("document.documentElement.scrollWidth") <= NARROW["width"]  # nothing wider than a phone
         page.set_viewport_size(WIDE)
         assert (home / ".cursor" / "mcp.json").read_text() == CURSOR_BROKEN
