@@ -41,6 +41,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 from .models import Summary
@@ -58,11 +59,16 @@ _WORD = re.compile(r"[a-z0-9]+")
 _K = 10  # reciprocal-rank constant: small, so the first places of each order weigh most
 
 
+@lru_cache(maxsize=1 << 14)  # the same servers' texts are read by every search of a catalog
+def _words_and_stems(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    words = frozenset(tokens(text))
+    return words, frozenset(stem(w) for w in words)
+
+
 class _Field:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.words = set(tokens(text))
-        self.stems = {stem(w) for w in self.words}
+        self.words, self.stems = _words_and_stems(text)
 
     def has(self, word: str, root: str, *, substring: bool = False) -> bool:
         """Whether this field holds ``word`` (whose stem is ``root``)."""

@@ -8,6 +8,7 @@ official registry's widened search (:mod:`registry_clients.official`).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["GENERIC", "query_words", "stem", "tokens"]
 
@@ -66,6 +67,7 @@ def tokens(text: str | None) -> list[str]:
     return [t for t in _SPLIT.split((text or "").lower()) if t]
 
 
+@lru_cache(maxsize=1 << 16)  # a search stems every word of every server: the words recur
 def stem(word: str) -> str:
     """A crude English stem: enough for ``browsers``/``browser``/``browse``, ``automation``/``automate``."""
     for suffix, replacement in _SUFFIXES:

@@ -209,6 +209,13 @@ def everything(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def local(everything: Path) -> LocalCatalog:
+    """The local catalog over :func:`everything`, read once for the module (it rereads only
+    files that changed, and none do)."""
+    return LocalCatalog(everything)
+
+
+@pytest.fixture(scope="module")
 def the_same_data_server() -> Iterator[FakeOfficialRegistry]:
     """The official API's fake serving every fixture file, the local catalog's data."""
     with FakeOfficialRegistry([entry for name in SAMPLE_FILES for entry in load_fixture(name)]) as fake:
@@ -224,9 +231,9 @@ def the_same_data(the_same_data_server: FakeOfficialRegistry) -> Iterator[FakeOf
 
 @pytest.mark.parametrize(("query", "first"), [*QUERIES, *((typed, first) for typed, _read, first in TYPOS)])
 async def test_the_right_server_comes_first_over_official_and_local_together(
-    official_fake, everything, query, first
+    official_fake, local, query, first
 ) -> None:
-    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": LocalCatalog(everything)})
+    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": local})
     try:
         page = await hub.search(query, 1, 10)
     finally:
@@ -239,8 +246,8 @@ def _right(first: str | tuple[str, ...]) -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize(("query", "first"), [*QUERIES, *((typed, first) for typed, _read, first in TYPOS)])
-async def test_the_right_server_comes_first_in_the_local_catalog(everything, query, first) -> None:
-    page = await LocalCatalog(everything).search(query, 1, 10)
+async def test_the_right_server_comes_first_in_the_local_catalog(local, query, first) -> None:
+    page = await local.search(query, 1, 10)
     assert page.servers and page.servers[0].qualified_name in _right(first)
 
 
@@ -259,9 +266,8 @@ def _rate(where: str, misses: list[str]) -> float:
     return rate
 
 
-async def test_nine_queries_in_ten_find_the_right_server_first_in_the_local_catalog(everything) -> None:
-    catalog = LocalCatalog(everything)
-    pages = [await catalog.search(query, 1, 10) for query, _first in EVERY]
+async def test_nine_queries_in_ten_find_the_right_server_first_in_the_local_catalog(local) -> None:
+    pages = [await local.search(query, 1, 10) for query, _first in EVERY]
     misses = _misses(pages)
     assert _rate("local catalog", misses) >= 0.9, misses
     # a query whose words are all in the data is searched as typed: no typo read into it
@@ -282,16 +288,16 @@ async def test_eight_queries_in_ten_find_the_right_server_first_through_the_offi
 
 
 @pytest.mark.parametrize(("typed", "read", "first"), TYPOS)
-async def test_a_typo_is_read_as_the_nearest_word_and_said_back(everything, typed, read, first) -> None:
-    page = await LocalCatalog(everything).search(typed, 1, 10)
+async def test_a_typo_is_read_as_the_nearest_word_and_said_back(local, typed, read, first) -> None:
+    page = await local.search(typed, 1, 10)
     assert page.did_you_mean == [read]
     assert page.servers[0].qualified_name in _right(first)
 
 
-async def test_a_search_that_finds_nothing_offers_the_name_it_may_have_meant(official_fake, everything) -> None:
+async def test_a_search_that_finds_nothing_offers_the_name_it_may_have_meant(official_fake, local) -> None:
     """ "playwrite" is three edits from "playwright": too far to search in its place, near
     enough to offer, over both registries."""
-    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": LocalCatalog(everything)})
+    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": local})
     try:
         page = await hub.search("playwrite", 1, 10)
         typo = await hub.search("notoin", 1, 10)
@@ -324,8 +330,8 @@ async def test_a_word_some_server_holds_is_never_read_as_another(tmp_path) -> No
 
 
 @pytest.mark.parametrize("query", NOTHING)
-async def test_a_query_that_no_server_answers_finds_nothing(official_fake, everything, query) -> None:
-    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": LocalCatalog(everything)})
+async def test_a_query_that_no_server_answers_finds_nothing(official_fake, local, query) -> None:
+    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": local})
     try:
         page = await hub.search(query, 1, 10)
     finally:
@@ -333,8 +339,8 @@ async def test_a_query_that_no_server_answers_finds_nothing(official_fake, every
     assert (page.servers, page.total_pages) == ([], 0)
 
 
-async def test_words_match_across_fields_and_servers_with_all_words_come_before_most(everything) -> None:
-    page = await LocalCatalog(everything).search("browser automation", 1, 100)
+async def test_words_match_across_fields_and_servers_with_all_words_come_before_most(local) -> None:
+    page = await local.search("browser automation", 1, 100)
     names = [s.qualified_name for s in page.servers]
     both = names.index("io.github.executeautomation/mcp-playwright")  # name: neither; description: both
     one = names.index("io.github.co-browser/browser-use-mcp-server")  # name: browser only
@@ -342,8 +348,8 @@ async def test_words_match_across_fields_and_servers_with_all_words_come_before_
     assert {"io.github.browserstack/mcp-server", "io.github.apify/mcp-server-rag-web-browser"} <= set(names)
 
 
-async def test_a_query_with_a_word_no_server_holds_still_returns_the_partial_matches(everything) -> None:
-    page = await LocalCatalog(everything).search("brave search", 1, 10)
+async def test_a_query_with_a_word_no_server_holds_still_returns_the_partial_matches(local) -> None:
+    page = await local.search("brave search", 1, 10)
     assert page.servers, "some words match: never nothing"
     assert all("brave" not in (s.qualified_name + s.description).lower() for s in page.servers)
     assert all("search" in (s.qualified_name + s.description).lower() for s in page.servers)
@@ -356,10 +362,10 @@ def test_words_match_their_stems() -> None:
 
 
 async def test_pages_of_a_broad_query_never_repeat_or_skip_a_name_and_total_pages_is_stable(
-    official_fake, everything
+    official_fake, local
 ) -> None:
     """Item 4: "mcp" over official+local at 10 a page (it showed 6 names twice, 6 never)."""
-    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": LocalCatalog(everything)})
+    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": local})
     try:
         first = await hub.search("mcp", 1, 10)
         pages = [first] + [await hub.search("mcp", p, 10) for p in range(2, first.total_pages + 2)]
@@ -372,12 +378,12 @@ async def test_pages_of_a_broad_query_never_repeat_or_skip_a_name_and_total_page
     assert len(names) == len(set(names)) > 100
     assert names == everyone  # the same ranking, cut into pages of 10 or of 100
     assert {p.total_pages for p in pages} == {first.total_pages} and pages[-1].servers == []
-    catalog = await LocalCatalog(everything).search("mcp", 1, 100)
+    catalog = await local.search("mcp", 1, 100)
     assert first.total_pages >= catalog.total_pages * 10 - 9
 
 
-async def test_a_broad_query_is_fetched_once_and_pages_come_from_the_cached_ranking(official_fake, everything) -> None:
-    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": LocalCatalog(everything)})
+async def test_a_broad_query_is_fetched_once_and_pages_come_from_the_cached_ranking(official_fake, local) -> None:
+    hub = RegistryHub({"official": OfficialRegistry(official_fake.url), "local": local})
     try:
         await hub.search("mcp", 1, 10)
         asked = len(official_fake.requests)
@@ -388,13 +394,13 @@ async def test_a_broad_query_is_fetched_once_and_pages_come_from_the_cached_rank
     assert asked >= 1 and len(official_fake.requests) == asked
 
 
-async def test_smitherys_semantic_answers_are_kept_and_blended_with_ours(official_fake, everything) -> None:
+async def test_smitherys_semantic_answers_are_kept_and_blended_with_ours(official_fake, local) -> None:
     """Item 3: Smithery's q is a prompt; its answers may share no word with the query."""
     with FakeSmitheryRegistry(answers={"browser automation": ["exa", "smithery-ai/github", "@acme/weather"]}) as fake:
         hub = RegistryHub(
             {
                 "official": OfficialRegistry(official_fake.url),
-                "local": LocalCatalog(everything),
+                "local": local,
                 "smithery": SmitheryRegistry(fake.url, api_key=DEFAULT_API_KEY),
             }
         )
