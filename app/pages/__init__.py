@@ -14,7 +14,7 @@ from setup_agent.lazy import lazy_exports
 if TYPE_CHECKING:
     from .consent import ONLY_THESE, consent_lines, consent_path, tools_note
     from .secret import SECURITY_HEADERS, create_secret_app, token_ok
-    from .server import SecretPageServer
+    from .server import SecretPageServer, tcp_listener
 
 __all__ = [
     "ONLY_THESE",
@@ -23,6 +23,7 @@ __all__ = [
     "consent_lines",
     "SecretPageServer",
     "SECURITY_HEADERS",
+    "tcp_listener",
     "token_ok",
     "tools_note",
 ]
@@ -36,6 +37,7 @@ __getattr__, __dir__ = lazy_exports(
         "consent_lines": "consent",
         "SecretPageServer": "server",
         "SECURITY_HEADERS": "secret",
+        "tcp_listener": "server",
         "token_ok": "secret",
         "tools_note": "consent",
     },

@@ -26,6 +26,7 @@ from typing import Any
 
 import uvicorn
 
+from app.pages import tcp_listener
 from app.settings import Settings
 
 from .app import WebFace, create_app
@@ -283,15 +284,9 @@ def _serve_locked(
     tls_cert: Path | None,
     tls_key: Path | None,
 ) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, want))
-        sock.listen(128)
-        sock.setblocking(False)
+        sock = tcp_listener(host, want, backlog=128, reuse_address=True)
     except OSError as exc:
-        sock.close()
         print(
             f"mcp-setup: cannot listen on {host}:{want} ({exc.strerror or exc}). "
             "Another program (or the serve of another data folder) may be using it. Use --port to pick "

@@ -74,7 +74,11 @@ class ServerNet:
         if isolation.mechanism == "bwrap-netns":
             self.bridge = NetnsBridge(forwards=list(self._forwards))
         else:
-            self._host_socket = socket.create_server(("127.0.0.1", 0))
+            # protocol named: asyncio turns Nagle off only on a socket that says TCP (else each small
+            # write after the first on a connection can wait ~40 ms for the delayed ACK)
+            self._host_socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            self._host_socket.bind(("127.0.0.1", 0))
+            self._host_socket.listen()
 
     @property
     def mechanism(self) -> str:

@@ -134,7 +134,7 @@ def serve_http_stub(
 ) -> Iterator[str]:
     """Serve the stub on 127.0.0.1:<ephemeral> in a daemon thread; yield the `/mcp` URL."""
     app = build_app(header=header, expected_sha256=expected_sha256, tools=tools)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio turns Nagle off
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -88,8 +88,8 @@ class LoopbackOnly(httpx.AsyncHTTPTransport):
 async def local_runtime(new_runtime, tmp_path: Path, memory_keyring) -> AsyncIterator[Runtime]:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
-    for i, (fname, doc) in enumerate(ENTRIES):
-        (catalog / f"{i:04d}-{fname}").write_text(json.dumps(doc))
+    for fname in SAMPLE_FILES:  # a file holds a list of entries: each get reads 3 files, not 514
+        (catalog / fname).write_text(json.dumps(load_fixture(fname)))
     runtime = new_runtime(
         Settings(home=tmp_path / "data", registries="local", catalog_dir=catalog, prefetch_packages=False),
         keyring_backend=memory_keyring,
