@@ -518,6 +518,10 @@ class LiveConnection:
         if server is None:
             self.status.tools = []
             return
+        if server.launch_spec == self.server.launch_spec:
+            # its record now, tools included: a call routed by a catalog that already lists them
+            # must not be refused as unknown by the record read before they were recorded
+            self.renew(server)
         self.status.tools = list(server.tools)
         change = server.tools_change()
         if change is not None and change["state"] == "changed":

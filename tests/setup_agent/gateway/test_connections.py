@@ -79,6 +79,21 @@ async def test_tools_of_connected_servers_can_be_listed_and_called(setup, canary
     assert "hello" in repr(result)
 
 
+async def test_a_server_installed_without_a_tool_list_holds_the_list_it_recorded_as_soon_as_it_is_connected(
+    setup, canary: str
+) -> None:
+    """The gateway routes a call by its catalog, then checks the tool against the live session's
+    record: that record must be the one with the tools the session has just recorded, not the one
+    read before (a call routed in between was refused as an unknown tool)."""
+    store, manager, _, _ = setup
+    server = install(store, "io.test/unrecorded", canary)
+    assert not server.tools
+    with anyio.fail_after(scaled(20)):
+        await manager.start()
+    live = manager.connected_server(server.server_id)
+    assert live is not None and {t["name"] for t in live.tools} == {"echo", "whoami"}
+
+
 async def test_a_stored_secret_echoed_by_a_server_is_redacted_in_results(setup, canary: str) -> None:
     store, manager, _, _ = setup
     server = install(store, "io.test/leaky", canary, mode="echo_env")
