@@ -87,7 +87,6 @@ __all__ = [
     "Runtime",
     "build_runtime",
     "keyring_secret",
-    "open_vault",
     "openai_options",
     "service_version",
     "sweep_leftovers",
