@@ -27,6 +27,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.pages import tcp_listener
+
 __all__ = ["FakeHTTPServer", "RecordedRequest", "closed_port_url", "serve_forever"]
 
 
@@ -124,9 +126,7 @@ class FakeHTTPServer:
             self.requests.clear()
 
     def start(self, timeout: float = 10.0) -> FakeHTTPServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio turns Nagle off
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
+        sock = tcp_listener("127.0.0.1", self.port, backlog=128, reuse_address=True)  # Nagle off, as serve's
         self.port = sock.getsockname()[1]
         self._sock = sock
         config = uvicorn.Config(self.build_app(), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)

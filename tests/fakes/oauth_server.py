@@ -51,6 +51,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from app.pages import tcp_listener
 from tests.helpers.timeouts import scaled
 from tests.stub_server.http_server import _ThreadedUvicorn, build_mcp_server
 
@@ -280,9 +281,7 @@ class OAuthPair:
 
 
 def _bound() -> tuple[socket.socket, int]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio turns Nagle off
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = tcp_listener("127.0.0.1", 0, backlog=128, reuse_address=True)  # Nagle off, as serve's
     return sock, sock.getsockname()[1]
 
 
