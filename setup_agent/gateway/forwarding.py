@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from setup_agent.errors import NotFound, ProtocolError
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 __all__ = ["Forwarding", "envelope_for"]
 
 logger = logging.getLogger(__name__)
+
+#: ``await once(envelope, held)``: a request sent to its server once, with ``envelope``; ``held``:
+#: the call held open for a 2026-07-28 client that the server's requests are parked on.
+Once = Callable[[Envelope, HeldCall | None], Awaitable[dict[str, Any]]]
 
 
 def envelope_for(caller: Caller | None) -> Envelope:
@@ -118,15 +122,13 @@ class Forwarding:
                 await relay_to(value, total, message)
 
         client = await _client_for(live, caller)
-        origin = live.inflight.origin or Origin(label, label)
-        rules = live.inflight.rules or self.rules
-        where = f"{server_id}\ntools/call\n{name}"
 
         async def once(envelope: Envelope, held: HeldCall | None = None) -> dict[str, Any]:
-            nonlocal call
+            nonlocal call, relay_to
             with live.inflight.add(caller) as scope:
                 if held is not None:
                     scope.hold(held)
+                    relay_to = held.progressed  # the server's progress, to the client's latest round
                 call = asyncio.ensure_future(
                     raw_call(
                         client,
@@ -150,29 +152,47 @@ class Forwarding:
                 finally:
                     live.touch()
 
-        if holds(caller, modern(client)):  # its requests during the call reach this client as MRTR
-            held, answers = self.held.resume(caller, where)
-            if held is None:
-                held = self.held.open(caller, origin, rules, lambda held: once(envelope_for(caller), held))
-                relay_to = held.progressed
-            result = await self.held.round(held, caller, where, answers, progress)
-        else:
-            responses, server_state = self.inputs.responses(caller, where, rules)
-            envelope = envelope_for(caller).retry(responses or None, server_state)
-            with live.inflight.waiting():  # its questions to the client, between rounds, keep it running
-                result = await self.inputs.settle(
-                    await once(envelope),
-                    caller=caller,
-                    where=where,
-                    origin=origin,
-                    rules=rules,
-                    redactor=self.redactor,
-                    again=lambda answers, state: once(envelope.retry(answers, state)),
-                )
+        where = f"{server_id}\ntools/call\n{name}"
+        result = await self._asking(live, client, caller, where, once, progress)
         self.links.remember(server_id, result)
         return cap_result(
             self.redactor.redact_obj(result), self.max_result_chars
         )  # after redaction: a cut never splits a secret
+
+    async def _asking(
+        self,
+        live: LiveConnection,
+        client: Any,
+        caller: Caller | None,
+        where: str,
+        once: Once,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """The answer to a request of ``caller`` (``where``: server, method, name) that its server
+        may answer by asking the client something: ``once(envelope, held)`` sends it once. A
+        2026-07-28 client of a 2025-era session gets the server's requests as input-required
+        results while the request is held open (held_calls.py); any other client gets a 2026
+        server's input-required results in its own era (input_required.py)."""
+        label = live.server.title or live.server.qualified_name
+        origin = live.inflight.origin or Origin(label, label)
+        rules = live.inflight.rules or self.rules
+        if holds(caller, modern(client)):
+            held, answers = self.held.resume(caller, where)
+            if held is None:
+                held = self.held.open(caller, origin, rules, lambda held: once(envelope_for(caller), held))
+            return await self.held.round(held, caller, where, answers, progress)
+        responses, server_state = self.inputs.responses(caller, where, rules)
+        envelope = envelope_for(caller).retry(responses or None, server_state)
+        with live.inflight.waiting():  # its questions to the client, between rounds, keep it running
+            return await self.inputs.settle(
+                await once(envelope, None),
+                caller=caller,
+                where=where,
+                origin=origin,
+                rules=rules,
+                redactor=self.redactor,
+                again=lambda answers, state: once(envelope.retry(answers, state), None),
+            )
 
     async def set_logging_level(self, level: str) -> None:
         """``logging/setLevel`` on every connected server that declared ``logging``."""
@@ -229,7 +249,8 @@ class Forwarding:
         self, server_id: str, method: str, params: dict[str, Any] | None, *, caller: Caller | None = None
     ) -> dict[str, Any]:
         """``prompts/get`` or ``completion/complete`` on a connected server, as it answered,
-        redacted; a prompt's input-required answer relayed to ``caller`` (input_required.py)."""
+        redacted; while a prompt is got, what its server asks reaches ``caller`` as it would
+        during a tool call (:meth:`_asking`)."""
         live = self._get(server_id)
         if live.status.status != "connected" or live.client is None:
             raise NotFound(f"Server {server_id} is not connected ({live.status.status}).")
@@ -237,24 +258,13 @@ class Forwarding:
         client, label = await _client_for(live, caller), live.server.title or live.server.qualified_name
         if method != "prompts/get" or params is None:
             return self.redactor.redact_obj(await raw_request(client, method, params, label=label))
-        origin = live.inflight.origin or Origin(label, label)
-        rules = live.inflight.rules or self.rules
         where = f"{server_id}\nprompts/get\n{params.get('name')}"
-        responses, server_state = self.inputs.responses(caller, where, rules)
-        envelope = envelope_for(caller).retry(responses or None, server_state)
 
-        async def once(envelope: Envelope) -> dict[str, Any]:
-            with live.inflight.add(caller):
+        async def once(envelope: Envelope, held: HeldCall | None = None) -> dict[str, Any]:
+            with live.inflight.add(caller) as scope:
+                if held is not None:
+                    scope.hold(held)
                 return await raw_request(client, method, params, label=label, envelope=envelope)
 
-        with live.inflight.waiting():
-            result = await self.inputs.settle(
-                await once(envelope),
-                caller=caller,
-                where=where,
-                origin=origin,
-                rules=rules,
-                redactor=self.redactor,
-                again=lambda answers, state: once(envelope.retry(answers, state)),
-            )
+        result = await self._asking(live, client, caller, where, once)
         return self.redactor.redact_obj(result)

@@ -1,5 +1,6 @@
-"""A 2025-era server's requests during a call, relayed to a 2026-07-28 client as input-required
-results (MRTR): the server's call is held open inside the gateway while the client answers.
+"""A 2025-era server's requests during a call (a ``tools/call``, or a ``prompts/get``), relayed to
+a 2026-07-28 client as input-required results (MRTR): the server's call is held open inside the
+gateway while the client answers.
 
 A 2026-07-28 client takes no requests during a call: it gets ``resultType: "input_required"``
 with ``inputRequests`` and a ``requestState``, and calls again with ``inputResponses``. A server

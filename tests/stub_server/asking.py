@@ -15,6 +15,9 @@ Each ``tools/call`` runs in its own thread, so several calls can be in flight at
 * ``need_url`` ``{urls}``: answers the call with a ``-32042`` error (URL elicitation required)
   listing one URL elicitation per URL.
 
+One prompt, ``ask`` ``{method, params}`` (``params`` as JSON text): like the tool, while the
+prompt is got; its one message is the answer as JSON text.
+
 Every line it receives is appended to the file ``ASKING_RECORD`` (what it was ever told: a
 canary must never be in it).
 ``ASKING_ICON``: an icon ``src`` its ``serverInfo`` carries (a page shows it beside its name).
@@ -52,6 +55,14 @@ TOOLS = [
         "description": "Logs a message during the call.",
         "inputSchema": {"type": "object", "properties": {"logger": {"type": "string"}, "data": {"type": "string"}}},
     },
+]
+
+PROMPTS = [
+    {
+        "name": "ask",
+        "description": "Asks the client something while the prompt is got.",
+        "arguments": [{"name": "method", "required": True}, {"name": "params"}],
+    }
 ]
 
 _write = threading.Lock()
@@ -128,6 +139,12 @@ def call(msg):
             _asking[0] -= 1
 
 
+def prompt(msg):
+    args = (msg.get("params") or {}).get("arguments") or {}
+    answer = ask_client(args.get("method"), json.loads(args.get("params") or "{}"))
+    return {"messages": [{"role": "user", "content": {"type": "text", "text": json.dumps(answer)}}]}
+
+
 def handle(msg):
     method = msg.get("method")
     if method is None:  # an answer to one of our requests
@@ -143,7 +160,7 @@ def handle(msg):
         asked = (msg.get("params") or {}).get("protocolVersion")
         result = {
             "protocolVersion": asked if asked in SUPPORTED else SUPPORTED[-1],
-            "capabilities": {"tools": {}, "logging": {}},
+            "capabilities": {"tools": {}, "prompts": {}, "logging": {}},
             "serverInfo": dict(
                 {"name": "asking", "version": "1"},
                 **({"icons": [{"src": os.environ["ASKING_ICON"]}]} if os.environ.get("ASKING_ICON") else {}),
@@ -151,6 +168,11 @@ def handle(msg):
         }
     elif method == "tools/list":
         result = {"tools": TOOLS}
+    elif method == "prompts/list":
+        result = {"prompts": PROMPTS}
+    elif method == "prompts/get":
+        threading.Thread(target=lambda: send({"jsonrpc": "2.0", "id": msg["id"], "result": prompt(msg)})).start()
+        return
     elif method == "tools/call" and (msg.get("params") or {}).get("name") == "need_url":
         urls = ((msg.get("params") or {}).get("arguments") or {}).get("urls") or []
         elicitations = [

@@ -229,3 +229,32 @@ async def test_a_retry_from_another_client_is_refused_and_the_call_waits_for_its
         done = await forwarding.call_tool(server_id, "ask", arguments, caller=ModernCaller("token:ada", own))
     assert json.loads(done["content"][0]["text"])["result"]["content"] == {"colour": "ada's"}
     assert "bob's" not in relayed.received()
+
+
+async def test_a_2025_servers_form_while_a_prompt_is_got_reaches_a_2026_client_and_its_answer_completes_the_prompt(
+    relayed: Relayed, canary: str
+) -> None:
+    person = Person()
+    served = face(relayed.gateway)
+    arguments = {"method": "elicitation/create", "params": json.dumps({"message": "Which?", "requestedSchema": FORM})}
+    with anyio.fail_after(scaled(30)):
+        while "asking__ask" not in {p["name"] for p in await relayed.gateway.list_prompts()}:
+            await anyio.sleep(0.05)  # the prompts are recorded just after the tools, at the same connect
+        async with person.client(served) as client:
+            first = await client.session.get_prompt("asking__ask", arguments, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            ((key, request),) = (first.input_requests or {}).items()
+            assert isinstance(request, types.ElicitRequest)
+            assert request.params.message == "Asking (installed server `asking`) asks: Which?"
+            secret = {key: types.ElicitResult(action="accept", content={"colour": canary})}
+            refused = await client.session.get_prompt(
+                "asking__ask", arguments, input_responses=secret, request_state=first.request_state
+            )
+            # One prompt at a time: a server's request during one of two prompts in flight names
+            # neither, so it would be refused rather than guessed (relay.py).
+            got = await client.get_prompt("asking__ask", arguments)  # the SDK's own rounds, answered by the person
+    answer = json.loads(got.messages[0].content.text)  # type: ignore[union-attr]
+    assert answer["result"] == {"action": "accept", "content": {"colour": "blue"}}
+    assert person.elicited and person.elicited[0]["message"].startswith("Asking (installed server `asking`)")
+    assert "did not pass the answer on" in json.loads(refused.messages[0].content.text)["error"]["message"]  # type: ignore[union-attr]
+    assert canary not in relayed.received()
