@@ -10,6 +10,7 @@ An install through the setup tools is announced once too, as a tool-list change 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -46,15 +47,19 @@ async def test_a_tool_a_server_adds_reaches_a_stdio_and_an_http_client_once_each
         with anyio.fail_after(scaled(120)):
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=scaled(60))
             transport = streamable_http_client(f"{served.base}/mcp", http_client=http)
-            async with (
-                http,
-                Client(transport, mode="legacy", message_handler=heard_http) as over_http,
-                mcp_setup_client(
-                    tmp_path, tmp_path / "stdio.log", Recorder(), env=env, message_handler=heard_stdio
-                ) as over_stdio,
-            ):
-                # serve started the server and pinned its first list; both clients list it.
+            async with contextlib.AsyncExitStack() as stack:
+                await stack.enter_async_context(http)
+                over_http = await stack.enter_async_context(
+                    Client(transport, mode="legacy", message_handler=heard_http)
+                )
+                # serve started the server and pinned its first list: once it lists it, so does the store.
                 await heard_http.until(lambda: lists_tool(over_http, "growing__grow"), scaled(60))
+                # The stdio face starts after that, its first look at the store holding the tool. (Started
+                # before, it may list the tool from the store and be told of that same change by its
+                # half-second watch of the store just after the count below is reset.)
+                over_stdio = await stack.enter_async_context(
+                    mcp_setup_client(tmp_path, tmp_path / "stdio.log", Recorder(), env=env, message_handler=heard_stdio)
+                )
                 await heard_stdio.until(lambda: lists_tool(over_stdio, "growing__grow"), scaled(60))
                 heard_stdio.count = heard_http.count = 0
 
