@@ -4,7 +4,8 @@
 #   --under-load   keep every core busy meanwhile (stress-ng if installed, else a busy loop;
 #                  stopped at exit) and raise the hang guards' scale factor to 3 unless set.
 # Environment: MCP_SETUP_TEST_NO_INSTALL=1 (skip the pip install), MCP_SETUP_TEST_NO_STYLE=1 (skip ruff and mypy),
-# MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
+# MCP_SETUP_TEST_PREFORK=0 (start the tests' mcp-setup processes without the fork server,
+# tests/helpers/prefork.py), MCP_SETUP_TEST_TIMEOUT_SCALE (factor for every hang guard and the per-test
 # timeout, default 1), MCP_SETUP_TEST_WORKERS (pytest-xdist workers, default: one per core;
 # 0 runs in this process), MCP_SETUP_TEST_SUITE_TIMEOUT (seconds for the whole pytest run,
 # default 2400 times the scale factor: past it every test process dumps its threads' stacks

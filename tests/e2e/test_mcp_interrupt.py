@@ -18,7 +18,7 @@ from typing import Any
 
 from setup_agent.secrets.vault import Vault
 from tests.helpers.growing import install_growing
-from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, real_mcp_setup_argv
 from tests.helpers.processes import processes_mentioning, wait_gone
 from tests.helpers.timeouts import scaled
 
@@ -64,7 +64,12 @@ def test_sigint_during_a_slow_call_exits_as_interrupted_without_a_traceback_or_a
     stderr_path = tmp_path / "stderr.log"
     with open(stderr_path, "wb") as errlog:
         proc = subprocess.Popen(
-            mcp_setup_argv("mcp"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=str(REPO)
+            real_mcp_setup_argv("mcp"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            env=env,
+            cwd=str(REPO),
         )
     try:
         lines = Lines(proc)

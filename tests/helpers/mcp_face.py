@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,14 +19,8 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.message import SessionMessage
 
 from tests.helpers.paths import REPO  # noqa: F401 - re-exported: the tests import it from here
+from tests.helpers.prefork import mcp_setup_argv, real_mcp_setup_argv  # noqa: F401 - re-exported too
 from tests.helpers.timeouts import scaled
-
-
-def mcp_setup_argv(*args: str) -> list[str]:
-    script = Path(sys.executable).parent / "mcp-setup"
-    if script.exists():
-        return [str(script), *args]
-    return [sys.executable, "-m", "app.cli", *args]
 
 
 def face_env(home: Path, **extra: str) -> dict[str, str]:
@@ -145,13 +138,14 @@ async def mcp_setup_client(
     env: dict[str, str] | None = None,
     mode: str = "legacy",
     message_handler: Any = None,
+    real: bool = False,
     **callbacks: Any,
 ) -> AsyncIterator[Client]:
     """``mcp-setup mcp`` with the SDK's client (``callbacks``: more ``Client`` arguments, e.g.
-    ``sampling_callback``)."""
-    params = StdioServerParameters(
-        command=mcp_setup_argv()[0], args=[*mcp_setup_argv("mcp")[1:]], env=env or face_env(home), cwd=str(REPO)
-    )
+    ``sampling_callback``); ``real``: a new interpreter, as a client starts it (a test of what the
+    process has imported), not forked from the tests' fork server (tests/helpers/prefork.py)."""
+    argv = (real_mcp_setup_argv if real else mcp_setup_argv)("mcp")
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env or face_env(home), cwd=str(REPO))
     with open(stderr_path, "a") as errlog:
         transport = recorded(stdio_client(params, errlog=errlog), recorder)
         kwargs: dict[str, Any] = {"client_info": types.Implementation(name=client_name, version="1.0"), "mode": mode}

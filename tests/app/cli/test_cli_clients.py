@@ -19,7 +19,7 @@ from app.cli.clients import launcher_command
 from app.cli.main import main
 from app.clients.files import CLIENTS
 from tests.helpers.data_dir import STUB, DataDir, data  # noqa: F401 - the fixture
-from tests.helpers.mcp_face import REPO, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, mcp_setup_argv, real_mcp_setup_argv
 from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex
 
@@ -220,7 +220,7 @@ def test_import_moves_a_planted_key_into_the_vault_and_the_gateway_entry_gives_e
 
 
 def test_import_per_server_keeps_one_run_entry_each_and_no_gateway_entry(data, canary, tmp_path) -> None:  # noqa: F811
-    launcher = mcp_setup_argv()  # what the `import` subprocess calls itself
+    launcher = real_mcp_setup_argv()  # what the `import` subprocess calls itself
     gateway = {"command": str(Path(launcher[0]).resolve()), "args": [*launcher[1:], "mcp"]}
     path, _ = _planted(tmp_path, canary, **{"mcp-setup": gateway})
     code, out = _import(path, data.env(), "--per-server")

@@ -22,7 +22,7 @@ from setup_agent.errors import CommandNotFound, DataDirUnusable, StoreError
 from setup_agent.secrets.vault import KEY_FILE_NAME as VAULT_KEY_FILE_NAME
 from setup_agent.translation import data_dir_error
 from tests.helpers.data_dir import STUB, DataDir
-from tests.helpers.mcp_face import REPO, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, mcp_setup_argv, real_mcp_setup_argv
 from tests.helpers.timeouts import scaled
 
 #: What a person runs first: each must say what is wrong with the folder.
@@ -37,8 +37,10 @@ IDS = [c[0] for c in COMMANDS]
 
 
 def run(env: dict[str, str], argv: Sequence[str], wrap: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """``mcp-setup ARGV``; ``wrap``: the command that starts it (another user, a read-only mount),
+    which then starts the real program itself (tests/helpers/prefork.py)."""
     return subprocess.run(
-        [*wrap, *mcp_setup_argv(*argv)],
+        [*wrap, *real_mcp_setup_argv(*argv)] if wrap else mcp_setup_argv(*argv),
         env=env,
         cwd=REPO,
         stdin=subprocess.DEVNULL,

@@ -20,7 +20,7 @@ from setup_agent.errors import StoreError
 from setup_agent.secrets.vault import Vault
 from setup_agent.store.database import Store
 from tests.fakes.loopback import TrickleHandler, serve_loopback
-from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, real_mcp_setup_argv
 from tests.helpers.processes import no_process_left, processes_mentioning
 from tests.helpers.timeouts import scaled
 from tests.helpers.updates import STUB, install_v1, installed, publish, run
@@ -50,7 +50,7 @@ def _wait(check, timeout: float = 60.0) -> None:
 
 def _killed_update(env: dict[str, str], ready) -> None:
     proc = subprocess.Popen(
-        mcp_setup_argv("update", "stub"),
+        real_mcp_setup_argv("update", "stub"),  # its own process group, killed whole below
         env=env,
         cwd=REPO,
         start_new_session=True,

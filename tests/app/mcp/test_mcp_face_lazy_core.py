@@ -82,7 +82,7 @@ async def test_an_idle_face_lists_installed_tools_without_its_core_and_loads_it_
     data = Path(env["MCP_SETUP_HOME"])
     install(data, "io.test/first", canary)
     with anyio.fail_after(scaled(60)):
-        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env) as client:
+        async with mcp_setup_client(tmp_path, tmp_path / "stderr.log", Recorder(), env=env, real=True) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert names == set(TOOL_NAMES) | DISCOVER_NAMES | {"first__echo"}
             pid = face_pid(data)
@@ -100,7 +100,7 @@ async def test_a_face_without_its_core_hears_another_process_install(tmp_path: P
     changes = ListChanges()
     with anyio.fail_after(scaled(60)):
         async with mcp_setup_client(
-            tmp_path, tmp_path / "stderr.log", Recorder(), env=env, message_handler=changes
+            tmp_path, tmp_path / "stderr.log", Recorder(), env=env, message_handler=changes, real=True
         ) as client:
             assert "second__echo" not in {t.name for t in (await client.list_tools()).tools}
             await anyio.to_thread.run_sync(install, data, "io.test/second", canary)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.serve import Served, make_catalog, start_serve, stop_serve
-from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv, real_mcp_setup_argv
 from tests.helpers.processes import processes_mentioning, wait_gone
 from tests.helpers.timeouts import scaled
 from tests.helpers.web_serve import install_stub
@@ -174,7 +174,8 @@ def test_open_prints_the_running_serves_link_kept_private_and_gone_once_it_stops
 
 
 def test_a_second_serve_on_the_same_data_folder_says_which_one_runs_and_exits_1(tmp_path: Path) -> None:
-    served = start_serve(tmp_path, make_catalog(tmp_path, "value-1234-abcd"))
+    # Started as a shell starts it, so the pid the test holds is the one the second serve names.
+    served = start_serve(tmp_path, make_catalog(tmp_path, "value-1234-abcd"), argv=real_mcp_setup_argv())
     try:
         second = run_cli(served, "serve", "--no-browser", "--port", "0")
         assert second.returncode == 1 and second.stdout == ""

@@ -23,7 +23,7 @@ import pytest
 
 from setup_agent.launch.procs import Owner, ProcessLedger, claim_dir, start_time, sweep_install_dirs
 from setup_agent.launch.scratch import make_scratch_dir, sweep_scratch
-from tests.helpers.mcp_face import REPO, face_env, mcp_setup_argv
+from tests.helpers.mcp_face import REPO, face_env, real_mcp_setup_argv
 from tests.helpers.processes import process_alive, wait_gone
 from tests.helpers.timeouts import scaled
 from tests.stub_server.bundle import SERVER_PY, sha256_hex, stub_manifest, stub_server_json
@@ -84,7 +84,7 @@ class RawFace:
     def __init__(self, env: dict[str, str], stderr: Path) -> None:
         self.errlog = open(stderr, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            mcp_setup_argv("mcp"),
+            real_mcp_setup_argv("mcp"),
             env=env,
             cwd=REPO,
             stdin=subprocess.PIPE,
