@@ -86,8 +86,8 @@ class ForkServer:
         self.socket_path = os.path.join(tempfile.mkdtemp(prefix="mcp-setup-prefork-"), "fork.sock")
         # Without PYTHONPATH the program imports the installed package: this checkout's, or another's.
         bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        found = subprocess.run(
-            [sys.executable, "-c", "import app; print(app.__file__)"], env=bare, capture_output=True, text=True
+        found = subprocess.run(  # from "/": as the script, whose own folder comes first, not the tests'
+            [sys.executable, "-c", "import app; print(app.__file__)"], env=bare, cwd="/", capture_output=True, text=True
         ).stdout.strip()
         bare_path_ok = Path(found).resolve().is_relative_to(REPO.resolve()) if found else False
         self.process = subprocess.Popen(
