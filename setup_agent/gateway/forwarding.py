@@ -123,7 +123,7 @@ class Forwarding:
 
         client = await _client_for(live, caller)
 
-        async def once(envelope: Envelope, held: HeldCall | None = None) -> dict[str, Any]:
+        async def once(envelope: Envelope, held: HeldCall | None) -> dict[str, Any]:
             nonlocal call, relay_to
             with live.inflight.add(caller) as scope:
                 if held is not None:
@@ -260,7 +260,7 @@ class Forwarding:
             return self.redactor.redact_obj(await raw_request(client, method, params, label=label))
         where = f"{server_id}\nprompts/get\n{params.get('name')}"
 
-        async def once(envelope: Envelope, held: HeldCall | None = None) -> dict[str, Any]:
+        async def once(envelope: Envelope, held: HeldCall | None) -> dict[str, Any]:
             with live.inflight.add(caller) as scope:
                 if held is not None:
                     scope.hold(held)

@@ -104,7 +104,7 @@ def test_a_served_program_is_forked_takes_the_signal_its_launcher_gets_and_the_l
     proc, link = serve(fork_server.argv(real_mcp_setup_argv()), face_env(tmp_path))
     try:
         (program,) = children(fork_server.process.pid)  # forked: not a new interpreter
-        assert str(program) != str(proc.pid) and "prefork_launch.py" in command_line(proc.pid)
+        assert program != proc.pid and "prefork_launch.py" in command_line(proc.pid)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(scaled(30)) == 0  # serve's own exit on SIGTERM
         assert children(fork_server.process.pid) == []

@@ -10,10 +10,13 @@ What a test gets is still the program, in a process of its own, with the argumen
 environment, working directory, umask and standard streams (the very pipes) it gave, and the
 exit code or signal the program ended with: :func:`mcp_setup_argv` names a small launcher
 (tests/helpers/prefork_launch.py) that hands those to this server, passes signals on, and exits
-as the forked program did; killed (SIGKILL), the server kills the program too. What differs,
+as the forked program did; killed (SIGKILL), the server kills the program too. Where a fork
+could differ from a real start, the launcher starts the real program itself: other interpreter
+settings, another user or other namespaces (a wrapper such as ``setpriv`` or bubblewrap), or a
+terminal (a forked program would not have it as its controlling terminal). What still differs,
 and why tests about it use :func:`real_mcp_setup_argv` instead: the program's pid is not the
 launcher's (a test that reads the pid, signals a process group, or looks at a server's parent),
-and it starts in a session of its own with no controlling terminal (a test in a pty).
+and it has the fork server's modules imported (a test of what the program imports).
 
 The server is started by the first :func:`mcp_setup_argv` of a worker and ends with the worker
 (its standard input is the worker's pipe). Until it listens, and wherever it is not running,
@@ -193,9 +196,9 @@ def serve(path: str, bare_path_ok: bool) -> None:
                 except (OSError, ValueError):
                     conn.close()
                     continue
-                # Started as another user, in other namespaces (a read-only mount), or on a terminal
-                # (a forked one would not have it as its controlling terminal: no hidden prompt, no
-                # Ctrl-C from it), the program is the real one.
+                # With other interpreter settings, as another user, in other namespaces (a read-only
+                # mount), or on a terminal (a forked one would not have it as its controlling
+                # terminal: no hidden prompt, no Ctrl-C from it), the program is the real one.
                 if (
                     not _same_interpreter(request["env"], bare_path_ok)
                     or request.get("who") != own
